@@ -1,0 +1,41 @@
+# ragd — the two commands: `make demo` and `make test`. Both install missing Debian packages
+# (scripts/install-deps.sh), configure and build into build/, then run.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+export OMP_WAIT_POLICY ?= PASSIVE
+
+.PHONY: all deps configure build test demo bench tsan clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+demo: build
+	./scripts/demo.sh $(BUILD)
+
+bench: build
+	./scripts/bench.sh $(BUILD)
+
+# ThreadSanitizer build of the concurrent modules, run on their tests.
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DRAGD_TSAN=ON -DRAGD_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-tsan -j $(JOBS) --target test_common $(shell ls tests | sed -n 's/^kvstore$$/test_kvstore/p')
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -L 'common|kvstore'
+
+clean:
+	rm -rf $(BUILD) build-tsan

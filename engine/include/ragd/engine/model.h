@@ -1,0 +1,74 @@
+// Model: a Llama-family transformer (Llama 2/3, Mistral, Qwen2) bound to a backend.
+//
+// forward() runs ONE batched step over several sequences of different lengths, mixing prefill
+// chunks and single-token decodes, writing new K/V into each sequence's block table and producing
+// logits only for the rows that ask for them.
+//
+// Thread-safety: a Model is used by one thread at a time (the scheduler thread); weights are
+// immutable after load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ragd/common/hash.h"
+#include "ragd/common/status.h"
+#include "ragd/engine/kv_cache.h"
+#include "ragd/engine/model_config.h"
+#include "ragd/engine/safetensors.h"
+
+namespace ragd::engine {
+
+struct ModelOptions {
+  std::string device = "cpu";  // "cpu" or "cuda:N"
+  int kv_block_size = 16;      // tokens per KV block
+  size_t kv_pool_bytes = 512ull << 20;  // bytes of KV pool (K+V, all layers); default 512 MiB
+  int num_threads = 0;         // OpenMP threads for the CPU backend; 0 = all cores
+};
+
+// One sequence's part of a batched step.
+struct SeqStep {
+  BlockTable* table = nullptr;         // its KV; tokens are appended at table->num_tokens()
+  std::span<const int32_t> tokens;     // new tokens; their positions are num_tokens() .. +n-1
+  enum class Logits : uint8_t { kNone, kLast, kAll } logits = Logits::kLast;
+};
+
+struct StepOutput {
+  // Rows of vocab_size floats, in batch order: 0 rows for kNone, 1 for kLast, n for kAll.
+  std::vector<float> logits;
+  std::vector<int> row_begin;  // per SeqStep, index of its first row in `logits`
+  int vocab_size = 0;
+  std::span<const float> row(int r) const {
+    return {logits.data() + static_cast<size_t>(r) * vocab_size, static_cast<size_t>(vocab_size)};
+  }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Loads config.json + safetensors weights from an HF model directory.
+  static Result<std::unique_ptr<Model>> load(const std::string& dir, const ModelOptions& opts = {});
+  // Builds from a config and an already opened weight store (tests, converters).
+  static Result<std::unique_ptr<Model>> create(const ModelConfig& cfg, std::unique_ptr<WeightStore> weights,
+                                               const ModelOptions& opts = {});
+
+  virtual const ModelConfig& config() const = 0;
+  // xxh3-128 over architecture, shapes, RoPE config and the weight checksum. Keys in kvstore.
+  virtual Hash128 fingerprint() const = 0;
+  virtual KvPool& kv_pool() = 0;
+  virtual std::string_view device() const = 0;
+
+  // Runs one batched step. Reserves KV slots for every sequence first; ResourceExhausted (and
+  // nothing changed) when the pool cannot hold them. On success every table has committed its
+  // new tokens.
+  virtual Status forward(std::span<SeqStep> batch, StepOutput* out) = 0;
+
+  // Mean-pooled final hidden states (after the last norm) for embedding; [hidden_size] per input.
+  virtual Status embed(std::span<const int32_t> tokens, std::vector<float>* out) = 0;
+};
+
+}  // namespace ragd::engine

@@ -1,0 +1,70 @@
+// Safetensors reading (mmap, zero-copy) and writing, single file or sharded with
+// model.safetensors.index.json. Every malformed input is a Status naming the file and the problem
+// (header length beyond file, bad JSON, offsets out of range or overlapping, size != shape x dtype,
+// unknown dtype, duplicate tensor).
+// Thread-safety: a loaded WeightStore is immutable and safe to read from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ragd/common/hash.h"
+#include "ragd/common/status.h"
+
+namespace ragd::engine {
+
+enum class DType : uint8_t { kF32, kF16, kBF16 };
+std::string_view dtype_name(DType d);   // safetensors spelling: "F32", "F16", "BF16"
+size_t dtype_size(DType d);
+Result<DType> parse_dtype(std::string_view s);  // accepts safetensors and torch spellings
+
+// A read-only view of one tensor's bytes (row-major). Not owning.
+struct TensorView {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+  int64_t numel() const;
+  // Converts to f32 into dst (numel() floats).
+  void to_f32(float* dst) const;
+};
+
+// All tensors of a model directory: model.safetensors, or the shards named by
+// model.safetensors.index.json. Memory-mapped; views stay valid while the store lives.
+class WeightStore {
+ public:
+  virtual ~WeightStore() = default;
+  static Result<std::unique_ptr<WeightStore>> open_dir(const std::string& dir);
+  static Result<std::unique_ptr<WeightStore>> open_file(const std::string& path);
+
+  // NotFound naming the tensor when absent.
+  virtual Result<TensorView> get(const std::string& name) const = 0;
+  virtual bool contains(const std::string& name) const = 0;
+  virtual std::vector<std::string> names() const = 0;
+  // xxh3-128 over (name, dtype, shape, bytes) of every tensor in name order.
+  virtual Hash128 checksum() const = 0;
+};
+
+// An owning in-memory tensor, for writers and tests.
+struct OwnedTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+// Writes tensors into one safetensors file ("__metadata__" optional).
+Status write_safetensors(const std::string& path, const std::map<std::string, OwnedTensor>& tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+
+// f32 <-> f16 / bf16 conversions (round to nearest even).
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+
+}  // namespace ragd::engine

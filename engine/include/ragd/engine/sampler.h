@@ -1,0 +1,51 @@
+// Sampling: greedy, temperature, top-k, top-p, min-p, repetition and presence penalties, seeded.
+// Stop conditions: stop token ids, stop strings, max tokens.
+// Thread-safety: a Sampler is per sequence and not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ragd/common/status.h"
+
+namespace ragd::engine {
+
+struct SamplingParams {
+  float temperature = 0.0f;        // 0 = greedy
+  int top_k = 0;                   // 0 = off
+  float top_p = 1.0f;              // 1 = off
+  float min_p = 0.0f;              // 0 = off
+  float repetition_penalty = 1.0f; // 1 = off (HF semantics: divide positive logits, multiply negative)
+  float presence_penalty = 0.0f;   // 0 = off (OpenAI semantics: subtract once per seen token)
+  float frequency_penalty = 0.0f;  // 0 = off (subtract per occurrence)
+  uint64_t seed = 0;
+  int max_tokens = 256;
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS unless ignore_eos
+  std::vector<std::string> stop;        // stop strings (matched on decoded text)
+  bool ignore_eos = false;
+
+  Status validate() const;  // ranges: temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, ...
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;  // natural-log probability of `token` under the raw logits (before filters)
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  // history: prompt + generated ids (for penalties).
+  SampleResult sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<float> scratch_;
+  std::vector<int32_t> idx_;
+};
+
+}  // namespace ragd::engine

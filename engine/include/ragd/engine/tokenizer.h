@@ -1,0 +1,66 @@
+// Tokenizer loaded from a Hugging Face tokenizer.json: byte-level BPE (GPT-2 / Llama-3 / Qwen2,
+// pre-tokenizer regex through PCRE2 with Unicode properties) or SentencePiece-style BPE ("▁",
+// byte fallback; Llama-2 / Mistral); added and special tokens.
+// Thread-safety: a loaded Tokenizer is immutable; encode/decode are safe from any thread.
+// StreamDecoder is per sequence and not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/status.h"
+
+namespace ragd::engine {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Errors name the file and the problem ("tokenizer.json: model.merges[12]: ...").
+  static Result<std::unique_ptr<Tokenizer>> from_file(const std::string& path);
+  static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view json, std::string_view source_name);
+
+  // Special/added tokens in `text` are matched as whole tokens when parse_special is true.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos = false,
+                                      bool parse_special = true) const = 0;
+  // Decodes to UTF-8; special tokens are rendered unless skip_special.
+  virtual std::string decode(std::span<const int32_t> ids, bool skip_special = false) const = 0;
+  // Raw bytes a single token stands for (may be part of a UTF-8 character).
+  virtual std::string token_bytes(int32_t id) const = 0;
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  virtual bool is_special(int32_t id) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual std::optional<int32_t> bos_id() const = 0;
+  virtual std::vector<int32_t> eos_ids() const = 0;
+};
+
+// Incremental detokenization that never emits half a UTF-8 character.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_special_(skip_special) {}
+  // Returns the text that became complete with this token (possibly empty).
+  std::string push(int32_t id);
+  // Returns whatever is left (invalid trailing bytes become U+FFFD).
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+// Chat templates built in (no Jinja): llama3, chatml (Qwen2), mistral.
+enum class ChatTemplate : uint8_t { kLlama3, kChatML, kMistral, kNone };
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+Result<ChatTemplate> parse_chat_template(std::string_view name);
+std::string apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
+                                bool add_generation_prompt = true);
+
+}  // namespace ragd::engine

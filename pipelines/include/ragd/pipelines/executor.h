@@ -1,0 +1,100 @@
+// pipelines::Executor: the daemon's single entry into running models.
+//
+// A run is submitted with a callback sink; events flow back in order on an executor thread:
+//   sources (RAG runs only) -> token... -> done | error
+// The sink must not block: the daemon posts each event to the session's strand.
+// cancel(id) (or a sink that returned false from on_event) frees the request's KV blocks at the next
+// scheduler step.
+//
+// Thread-safety: every method is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/engine/sampler.h"
+#include "ragd/engine/tokenizer.h"
+
+namespace ragd::pipelines {
+
+enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree };
+std::string_view reuse_mode_name(ReuseMode m);
+Result<ReuseMode> parse_reuse_mode(std::string_view s);
+
+struct RunRequest {
+  std::string id;                 // request id (set by the daemon; logged on every line)
+  std::string tenant = "default";
+  std::string pipeline;           // "" = no retrieval (plain completion)
+  std::string query;              // RAG question (pipeline runs)
+  std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
+  std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
+  int top_k = -1;                 // -1 = pipeline default
+  std::optional<ReuseMode> reuse; // unset = pipeline default
+  engine::SamplingParams sampling;
+  bool want_logprobs = false;
+};
+
+struct Source {
+  std::string doc_id;
+  uint64_t chunk_id = 0;
+  float score = 0.0f;
+  std::string snippet;
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int reused_hbm = 0, reused_dram = 0, reused_ssd = 0;
+  int recomputed_tokens = 0;
+};
+
+struct Timings {
+  double queue_ms = 0, retrieval_ms = 0, kv_load_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
+};
+
+struct RunEvent {
+  enum class Kind : uint8_t { kSources, kToken, kDone, kError };
+  Kind kind = Kind::kToken;
+  std::vector<Source> sources;  // kSources
+  int index = 0;                // kToken: index of the generated token
+  int32_t token_id = -1;        // kToken
+  std::string text;             // kToken: newly completed UTF-8 text (may be empty)
+  float logprob = 0.0f;         // kToken
+  std::string finish_reason;    // kDone: "stop" | "length" | "cancelled"
+  Usage usage;                  // kDone
+  Timings timings;              // kDone
+  Status error;                 // kError
+};
+
+// Returns false to cancel the run (e.g. the client went away).
+using EventSink = std::function<bool(const RunEvent&)>;
+
+struct PipelineInfo {
+  std::string name;
+  std::string description;
+  std::string reuse;  // reuse mode name
+  int top_k = 4;
+  std::string index;  // FAISS factory string
+  int max_tokens = 256;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Validates and queues a run. InvalidArgument / NotFound (unknown pipeline) / ResourceExhausted
+  // (queue full) are returned synchronously and no events follow.
+  virtual Status submit(RunRequest req, EventSink sink) = 0;
+  virtual void cancel(const std::string& request_id) = 0;
+  virtual std::vector<PipelineInfo> pipelines() const = 0;
+  virtual bool ready() const = 0;
+  virtual std::string model_name() const = 0;
+  // JSON object text with cache and scheduler stats (for /v1/cache/stats and /metrics gauges).
+  virtual std::string stats_json() const = 0;
+};
+
+}  // namespace ragd::pipelines

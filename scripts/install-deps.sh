@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ragd builds and runs against. Idempotent: packages already
+# present are skipped, and nothing is done when all are present. Never downloads from anywhere
+# but the configured Debian package registry.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config ccache
+  libfaiss-dev libopenblas-openmp-dev librocksdb-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev libboost-url1.81-dev
+  libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libxxhash-dev libpcre2-dev
+  libgumbo-dev libopenmpi-dev openmpi-bin wrk python3
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+else
+  echo "install-deps: installing ${#missing[@]} missing packages: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# FAISS and our kernels use OpenMP; the pthread OpenBLAS variant fights with it (10-18x slower
+# FAISS searches were measured). Pin the OpenMP variant when both are installed.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+omp_blas="/usr/lib/${arch}/openblas-openmp/libblas.so.3"
+if [[ -e "$omp_blas" ]] && command -v update-alternatives >/dev/null; then
+  SUDO=""; if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO update-alternatives --set "libblas.so.3-${arch}" "$omp_blas" >/dev/null 2>&1 || true
+  omp_lapack="/usr/lib/${arch}/openblas-openmp/liblapack.so.3"
+  [[ -e "$omp_lapack" ]] && { $SUDO update-alternatives --set "liblapack.so.3-${arch}" "$omp_lapack" >/dev/null 2>&1 || true; }
+fi
