@@ -1,0 +1,37 @@
+// ragctl: the command-line client of ragd (model tools, ingestion, search, streaming, load
+// generation). Subcommands register themselves (command.h).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "command.h"
+
+namespace ragd::tools {
+std::vector<Command>& commands() {
+  static std::vector<Command> c;
+  return c;
+}
+}  // namespace ragd::tools
+
+int main(int argc, char** argv) {
+  CLI::App app{"ragctl - client and tools for the ragd RAG serving daemon"};
+  app.require_subcommand(1);
+  auto& cmds = ragd::tools::commands();
+  std::sort(cmds.begin(), cmds.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::map<CLI::App*, ragd::tools::Action> actions;
+  for (auto& c : cmds) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    actions[sub] = c.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, action] : actions)
+    if (sub->parsed()) return action();
+  return 2;
+}
