@@ -1,0 +1,2 @@
+# paged KV, model forward, backends.
+list(APPEND RAGD_ENGINE_SOURCES)

@@ -1,0 +1,77 @@
+// The serving runtime the daemon drives: the Executor (runs), the document API (ingest / get /
+// delete, same semantics as `ragctl ingest`), both over one model, one data directory.
+// Thread-safety: every method of Executor and DocumentApi is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/pipelines/executor.h"
+
+namespace ragd::pipelines {
+
+struct RuntimeOptions {
+  std::string model_dir;             // HF model directory (config.json, *.safetensors, tokenizer.json)
+  std::string data_dir;              // document store, vector index, SSD KV tier live here
+  std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
+  std::string device = "cpu";        // "cpu" or "cuda:N"
+  std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair
+  int max_batch_tokens = 512;        // token budget per scheduler step (chunked prefill)
+  int max_running = 16;              // concurrent sequences in the running batch
+  int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
+  size_t kv_pool_bytes = 256ull << 20;   // in-engine (HBM-role) KV pool; default 256 MiB
+  size_t dram_cache_bytes = 1ull << 30;  // DRAM tier; default 1 GiB
+  size_t ssd_cache_bytes = 8ull << 30;   // SSD tier (RocksDB); default 8 GiB
+  std::string eviction = "pgdsf";    // pgdsf | lru | lfu | gdsf
+  std::string preemption = "swap";   // swap | recompute
+  int retrieval_threads = 2;
+  int num_threads = 0;               // engine compute threads; 0 = all cores
+  std::string embedder = "hashing";  // hashing | model
+  std::string index_spec = "Flat";   // FAISS factory string for new indexes
+  int chunk_tokens = 256;
+};
+
+struct DocumentInput {
+  std::string id;      // required, stable across re-ingests
+  std::string title;
+  std::string text;
+  std::string source;  // path or URL it came from (informational)
+};
+
+struct IngestSummary {
+  int ingested = 0, unchanged = 0, replaced = 0, skipped = 0;
+  int chunks = 0;
+  std::vector<std::string> skip_reasons;  // "id: reason"
+};
+
+struct DocumentInfo {
+  std::string id, title, source, content_hash;
+  std::vector<uint64_t> chunk_ids;
+  std::string text;  // concatenated chunk texts
+};
+
+class DocumentApi {
+ public:
+  virtual ~DocumentApi() = default;
+  // Acknowledged (OK) only once durable.
+  virtual Result<IngestSummary> ingest(std::vector<DocumentInput> docs) = 0;
+  virtual Result<DocumentInfo> get(const std::string& id) const = 0;
+  virtual Status remove(const std::string& id) = 0;  // NotFound when absent
+  // Embeddings with the corpus embedder (for /v1/embeddings).
+  virtual Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const = 0;
+};
+
+struct Runtime {
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<DocumentApi> documents;
+  std::function<void()> stop;  // drains in-flight work, flushes cache metadata; idempotent
+};
+
+// Loads the model, opens the data directory, starts the scheduler and pools.
+Result<Runtime> open_runtime(const RuntimeOptions& opts);
+
+}  // namespace ragd::pipelines
