@@ -1,0 +1,24 @@
+#include "ragd/kernels/activation.h"
+
+#include <cmath>
+
+namespace ragd::kernels {
+
+namespace {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void swiglu_row(int dim, const float* g, const float* u, float* y) {
+#pragma omp simd
+  for (int i = 0; i < dim; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+}  // namespace
+
+void swiglu(int rows, int dim, const float* gate, int gate_stride, const float* up, int up_stride,
+            float* y, int y_stride) {
+#pragma omp parallel for schedule(static) if (rows > 1)
+  for (int r = 0; r < rows; ++r) {
+    swiglu_row(dim, gate + static_cast<size_t>(r) * gate_stride, up + static_cast<size_t>(r) * up_stride,
+               y + static_cast<size_t>(r) * y_stride);
+  }
+}
+
+}  // namespace ragd::kernels

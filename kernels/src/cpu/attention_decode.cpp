@@ -1,0 +1,167 @@
+// Paged decode attention: one query token per sequence. Work items are (sequence, kv head, split);
+// each streams its keys and values once straight from the pages (no gather: decode is bound by
+// memory traffic), then split partials are merged with merge_state.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "ragd/kernels/attention.h"
+#include "ragd/kernels/lse_merge.h"
+
+namespace ragd::kernels {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kMinSplitKeys = 256;  // auto split: never partitions shorter than this
+
+// Attention of `group` query rows q: [group, d] (pre-scaled) over keys [j0, j1) of kv head g.
+// o: [group, d], lse: [group]; s: scratch of group · (j1 - j0) floats.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void decode_range(const float* q, int group, const PagedKv& kv, int g, int j0, int j1, float* s, float* o,
+                  float* lse) {
+  const int d = kv.head_dim;
+  const int n = j1 - j0;
+  const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
+  // Pass 1: scores, page by page.
+  for (int j = j0; j < j1;) {
+    const int blk = kv.block_table[j / kv.block_size];
+    const int slot = j % kv.block_size;
+    const int run = std::min(kv.block_size - slot, j1 - j);
+    const float* kp = kv.k + (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+    for (int t = 0; t < run; ++t, kp += tok) {
+      for (int r = 0; r < group; ++r) {
+        const float* qr = q + static_cast<size_t>(r) * d;
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int c = 0; c < d; ++c) acc += qr[c] * kp[c];
+        s[static_cast<size_t>(r) * n + (j - j0 + t)] = acc;
+      }
+    }
+    j += run;
+  }
+  // Softmax per row.
+  for (int r = 0; r < group; ++r) {
+    float* sr = s + static_cast<size_t>(r) * n;
+    float m = kNegInf;
+    for (int j = 0; j < n; ++j) m = sr[j] > m ? sr[j] : m;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; ++j) {
+      const float p = std::exp(sr[j] - m);
+      sr[j] = p;
+      sum += p;
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n; ++j) sr[j] *= inv;
+    lse[r] = m + std::log(sum);
+  }
+  // Pass 2: o = Σ p · v, page by page.
+  std::fill(o, o + static_cast<size_t>(group) * d, 0.0f);
+  for (int j = j0; j < j1;) {
+    const int blk = kv.block_table[j / kv.block_size];
+    const int slot = j % kv.block_size;
+    const int run = std::min(kv.block_size - slot, j1 - j);
+    const float* vp = kv.v + (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+    for (int t = 0; t < run; ++t, vp += tok) {
+      for (int r = 0; r < group; ++r) {
+        const float p = s[static_cast<size_t>(r) * n + (j - j0 + t)];
+        float* orow = o + static_cast<size_t>(r) * d;
+#pragma omp simd
+        for (int c = 0; c < d; ++c) orow[c] += p * vp[c];
+      }
+    }
+    j += run;
+  }
+}
+
+}  // namespace
+
+Status attention_decode(std::span<const DecodeItem> items, int num_heads, float scale, int num_splits) {
+  if (items.empty()) return Status::OK();
+  const int kvh = items[0].kv.num_kv_heads;
+  const int d = items[0].kv.head_dim;
+  if (kvh <= 0 || d <= 0 || num_heads <= 0 || num_heads % kvh != 0 || num_splits < 0) {
+    return Status::InvalidArgument("attention_decode: bad shape (num_heads=" + std::to_string(num_heads) +
+                                   ", num_kv_heads=" + std::to_string(kvh) + ", head_dim=" + std::to_string(d) +
+                                   ", num_splits=" + std::to_string(num_splits) + ")");
+  }
+  int max_len = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const PagedKv& kv = items[i].kv;
+    if (kv.num_kv_heads != kvh || kv.head_dim != d || kv.block_size <= 0 || kv.kv_len < 0) {
+      return Status::InvalidArgument("attention_decode: item " + std::to_string(i) +
+                                     " has a different KV shape or a bad block size / length");
+    }
+    max_len = std::max(max_len, kv.kv_len);
+  }
+  const int group = num_heads / kvh;
+  const int base_tasks = static_cast<int>(items.size()) * kvh;
+  int splits = num_splits;
+  if (splits == 0) {
+    const int want = (2 * omp_get_max_threads() + base_tasks - 1) / base_tasks;
+    splits = std::max(1, std::min(want, max_len / kMinSplitKeys));
+  }
+  splits = std::max(1, std::min(splits, std::max(1, max_len)));
+  const int tasks = base_tasks * splits;
+  // Partial states per (item, kv head, split): o [group, d], lse [group].
+  std::vector<float> part_o, part_lse;
+  if (splits > 1) {
+    part_o.resize(static_cast<size_t>(tasks) * group * d);
+    part_lse.resize(static_cast<size_t>(tasks) * group);
+  }
+
+#pragma omp parallel if (tasks > 1)
+  {
+    std::vector<float> qs(static_cast<size_t>(group) * d);
+    std::vector<float> s;
+#pragma omp for schedule(dynamic, 1)
+    for (int t = 0; t < tasks; ++t) {
+      const int item = t / (kvh * splits);
+      const int g = (t / splits) % kvh;
+      const int sp = t % splits;
+      const DecodeItem& it = items[item];
+      const int len = it.kv.kv_len;
+      const int j0 = static_cast<int>(static_cast<int64_t>(len) * sp / splits);
+      const int j1 = static_cast<int>(static_cast<int64_t>(len) * (sp + 1) / splits);
+      float* o = splits > 1 ? part_o.data() + static_cast<size_t>(t) * group * d
+                            : it.out + static_cast<size_t>(g) * group * d;
+      float* l = splits > 1 ? part_lse.data() + static_cast<size_t>(t) * group : it.lse + g * group;
+      if (j1 <= j0) {
+        std::fill(o, o + static_cast<size_t>(group) * d, 0.0f);
+        std::fill(l, l + group, kNegInf);
+        continue;
+      }
+      const float* qg = it.q + static_cast<size_t>(g) * group * d;
+      for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
+      s.resize(static_cast<size_t>(group) * (j1 - j0));
+      decode_range(qs.data(), group, it.kv, g, j0, j1, s.data(), o, l);
+    }
+    if (splits > 1) {
+#pragma omp for schedule(static)
+      for (int bt = 0; bt < base_tasks; ++bt) {
+        const DecodeItem& it = items[bt / kvh];
+        const int g = bt % kvh;
+        for (int r = 0; r < group; ++r) {
+          const int h = g * group + r;
+          float* o = it.out + static_cast<size_t>(h) * d;
+          float* l = it.lse + h;
+          const size_t t0 = static_cast<size_t>(bt) * splits;
+          std::copy_n(part_o.data() + (t0 * group + r) * d, d, o);
+          *l = part_lse[t0 * group + r];
+          for (int sp = 1; sp < splits; ++sp) {
+            const size_t ts = t0 + sp;
+            merge_state(d, o, *l, part_o.data() + (ts * group + r) * d, part_lse[ts * group + r], o, l);
+          }
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace ragd::kernels

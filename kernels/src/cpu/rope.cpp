@@ -1,0 +1,94 @@
+#include "ragd/kernels/rope.h"
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+namespace ragd::kernels {
+
+void rope_inv_freq(const RopeConfig& cfg, float* inv_freq) {
+  const int half = cfg.head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    // transformers: 1 / theta^(arange(0, dim, 2) / dim), computed in float32.
+    const float base = static_cast<float>(
+        1.0 / std::pow(cfg.theta, static_cast<double>(2 * i) / static_cast<double>(cfg.head_dim)));
+    double f = base;
+    switch (cfg.scaling) {
+      case RopeConfig::Scaling::kNone:
+        break;
+      case RopeConfig::Scaling::kLinear:
+        f = base / cfg.factor;
+        break;
+      case RopeConfig::Scaling::kLlama3: {
+        const double old_len = cfg.original_max_position_embeddings;
+        const double low_wavelen = old_len / cfg.low_freq_factor;
+        const double high_wavelen = old_len / cfg.high_freq_factor;
+        const double wavelen = 2.0 * std::numbers::pi / base;
+        if (wavelen > low_wavelen) {
+          f = base / cfg.factor;  // low frequencies: scaled
+        } else if (wavelen < high_wavelen) {
+          f = base;  // high frequencies: unchanged
+        } else {     // medium: smooth interpolation between the two
+          const double smooth =
+              (old_len / wavelen - cfg.low_freq_factor) / (cfg.high_freq_factor - cfg.low_freq_factor);
+          f = (1.0 - smooth) * base / cfg.factor + smooth * base;
+        }
+        break;
+      }
+    }
+    inv_freq[i] = static_cast<float>(f);
+  }
+}
+
+namespace {
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void rotate_heads(float* x, int heads, int head_dim, const float* cs, const float* sn) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < heads; ++h) {
+    float* a = x + static_cast<size_t>(h) * head_dim;
+    float* b = a + half;
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const float x1 = a[i];
+      const float x2 = b[i];
+      a[i] = x1 * cs[i] - x2 * sn[i];
+      b[i] = x2 * cs[i] + x1 * sn[i];
+    }
+  }
+}
+
+template <typename PosFn>
+void rope_rows(float* x, int rows, int heads, int head_dim, int row_stride, const float* inv_freq, PosFn pos) {
+  const int half = head_dim / 2;
+#pragma omp parallel if (rows > 4)
+  {
+    std::vector<float> cs(half), sn(half);
+#pragma omp for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+      const double p = static_cast<double>(pos(r));
+      for (int i = 0; i < half; ++i) {
+        // Angle in double: exact enough at long positions, and rotate(p) then rotate(d) matches
+        // rotate(p + d) to float rounding.
+        const double ang = p * static_cast<double>(inv_freq[i]);
+        cs[i] = static_cast<float>(std::cos(ang));
+        sn[i] = static_cast<float>(std::sin(ang));
+      }
+      rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
+    }
+  }
+}
+
+}  // namespace
+
+void rope_apply(float* x, int rows, int heads, int head_dim, int row_stride, const int32_t* positions,
+                const float* inv_freq) {
+  rope_rows(x, rows, heads, head_dim, row_stride, inv_freq, [positions](int r) { return positions[r]; });
+}
+
+void rope_rerotate(float* x, int rows, int heads, int head_dim, int row_stride, int64_t delta,
+                   const float* inv_freq) {
+  rope_rows(x, rows, heads, head_dim, row_stride, inv_freq, [delta](int) { return delta; });
+}
+
+}  // namespace ragd::kernels

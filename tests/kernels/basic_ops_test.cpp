@@ -1,0 +1,161 @@
+// GEMM glue, RMSNorm, SwiGLU, softmax / logsumexp and the LSE merge against double references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ragd/kernels/activation.h"
+#include "ragd/kernels/gemm.h"
+#include "ragd/kernels/lse_merge.h"
+#include "ragd/kernels/norm.h"
+#include "ragd/kernels/softmax.h"
+#include "test_util.h"
+
+namespace ragd::kernels {
+namespace {
+
+using testing::max_err;
+using testing::random_vec;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+class LinearTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LinearTest, MatchesDoubleReference) {
+  const int m = GetParam(), k = 129, n = 33;
+  auto x = random_vec(static_cast<size_t>(m) * k, 1);
+  auto w = random_vec(static_cast<size_t>(n) * k, 2);
+  auto b = random_vec(n, 3);
+  for (bool with_bias : {false, true}) {
+    std::vector<float> y(static_cast<size_t>(m) * n, 7.0f);
+    linear(x.data(), m, k, w.data(), n, with_bias ? b.data() : nullptr, y.data());
+    std::vector<double> ref(y.size());
+    for (int r = 0; r < m; ++r) {
+      for (int o = 0; o < n; ++o) {
+        double acc = with_bias ? b[o] : 0.0;
+        for (int i = 0; i < k; ++i) acc += static_cast<double>(x[r * k + i]) * w[o * k + i];
+        ref[r * n + o] = acc;
+      }
+    }
+    // fp32 accumulation over k = 129 terms of magnitude <= 1.
+    EXPECT_LT(max_err(y.data(), ref.data(), y.size()), 1e-5) << "m=" << m << " bias=" << with_bias;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 7, 33));
+
+TEST(Gemm, TransposeVariantsMatchReference) {
+  const int m = 7, n = 33, k = 48;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      auto a = random_vec(static_cast<size_t>(m) * k, 10 + ta);
+      auto b = random_vec(static_cast<size_t>(n) * k, 20 + tb);
+      auto c = random_vec(static_cast<size_t>(m) * n, 30);
+      std::vector<double> ref(c.size());
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double acc = 0.0;
+          for (int p = 0; p < k; ++p) {
+            const double av = ta ? a[p * m + i] : a[i * k + p];
+            const double bv = tb ? b[j * k + p] : b[p * n + j];
+            acc += av * bv;
+          }
+          ref[i * n + j] = 0.5 * acc + 2.0 * c[i * n + j];
+        }
+      }
+      gemm(ta, tb, m, n, k, 0.5f, a.data(), ta ? m : k, b.data(), tb ? k : n, 2.0f, c.data(), n);
+      EXPECT_LT(max_err(c.data(), ref.data(), c.size()), 1e-5) << ta << tb;
+    }
+  }
+}
+
+TEST(RmsNorm, MatchesReferenceWithStrides) {
+  const int rows = 7, dim = 129, xs = 140, ys = 131;
+  auto x = random_vec(static_cast<size_t>(rows) * xs, 4, -3.0f, 3.0f);
+  auto w = random_vec(dim, 5, 0.5f, 1.5f);
+  std::vector<float> y(static_cast<size_t>(rows) * ys, 0.0f);
+  rmsnorm(x.data(), rows, dim, xs, w.data(), 1e-5f, y.data(), ys);
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0.0;
+    for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[r * xs + i]) * x[r * xs + i];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+    std::vector<double> ref(dim);
+    for (int i = 0; i < dim; ++i) ref[i] = x[r * xs + i] * inv * w[i];
+    EXPECT_LT(max_err(y.data() + r * ys, ref.data(), dim), 2e-6) << "row " << r;
+  }
+}
+
+TEST(SwiGlu, MatchesReferenceOnFusedLayout) {
+  const int rows = 33, dim = 48;
+  auto gu = random_vec(static_cast<size_t>(rows) * 2 * dim, 6, -6.0f, 6.0f);
+  std::vector<float> y(static_cast<size_t>(rows) * dim);
+  swiglu(rows, dim, gu.data(), 2 * dim, gu.data() + dim, 2 * dim, y.data(), dim);
+  std::vector<double> ref(y.size());
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < dim; ++i) {
+      const double g = gu[r * 2 * dim + i], u = gu[r * 2 * dim + dim + i];
+      ref[r * dim + i] = g / (1.0 + std::exp(-g)) * u;
+    }
+  }
+  EXPECT_LT(max_err(y.data(), ref.data(), y.size()), 2e-6);
+}
+
+TEST(Softmax, LogsumexpAndRowsMatchReference) {
+  const int rows = 7, n = 129;
+  auto x = random_vec(static_cast<size_t>(rows) * n, 7, -30.0f, 30.0f);
+  x[5] = kNegInf;  // masked entries are allowed
+  std::vector<float> orig = x;
+  std::vector<float> lse(rows);
+  softmax_rows(x.data(), rows, n, n, lse.data());
+  for (int r = 0; r < rows; ++r) {
+    double m = -1e300;
+    for (int i = 0; i < n; ++i) m = std::max(m, static_cast<double>(orig[r * n + i]));
+    double s = 0.0;
+    for (int i = 0; i < n; ++i) s += std::exp(orig[r * n + i] - m);
+    const double ref_lse = m + std::log(s);
+    EXPECT_NEAR(lse[r], ref_lse, 1e-5 * std::fabs(ref_lse) + 1e-6);
+    EXPECT_NEAR(logsumexp(orig.data() + r * n, n), ref_lse, 1e-5 * std::fabs(ref_lse) + 1e-6);
+    std::vector<double> ref(n);
+    for (int i = 0; i < n; ++i) ref[i] = std::exp(orig[r * n + i] - ref_lse);
+    EXPECT_LT(max_err(x.data() + r * n, ref.data(), n), 1e-5);
+  }
+  EXPECT_EQ(x[5], 0.0f);
+}
+
+TEST(Softmax, AllMaskedRowIsZeroWithNegInfLse) {
+  std::vector<float> x(33, kNegInf);
+  EXPECT_EQ(softmax_inplace(x.data(), x.size()), kNegInf);
+  for (float v : x) EXPECT_EQ(v, 0.0f);
+  EXPECT_EQ(logsumexp(x.data(), 0), kNegInf);
+}
+
+TEST(LseMerge, MatchesFormulaAndHandlesEmptySides) {
+  const int rows = 7, d = 48;
+  auto oa = random_vec(static_cast<size_t>(rows) * d, 8);
+  auto ob = random_vec(static_cast<size_t>(rows) * d, 9);
+  auto la = random_vec(rows, 10, -5.0f, 5.0f);
+  auto lb = random_vec(rows, 11, -5.0f, 5.0f);
+  la[2] = kNegInf;             // A empty: result is B
+  la[3] = lb[3] = kNegInf;     // both empty: zeros, -inf
+  std::vector<float> o(oa.size()), l(rows);
+  merge_states(rows, d, oa.data(), la.data(), ob.data(), lb.data(), o.data(), l.data());
+  for (int r = 0; r < rows; ++r) {
+    if (r == 3) {
+      EXPECT_EQ(l[r], kNegInf);
+      for (int c = 0; c < d; ++c) EXPECT_EQ(o[r * d + c], 0.0f);
+      continue;
+    }
+    const double m = std::max<double>(la[r], lb[r]);
+    const double lse = m + std::log(std::exp(la[r] - m) + std::exp(lb[r] - m));
+    EXPECT_NEAR(l[r], lse, 1e-5);
+    std::vector<double> ref(d);
+    for (int c = 0; c < d; ++c) ref[c] = std::exp(la[r] - lse) * oa[r * d + c] + std::exp(lb[r] - lse) * ob[r * d + c];
+    EXPECT_LT(max_err(o.data() + r * d, ref.data(), d), 1e-6);
+  }
+  // In place into a.
+  merge_states(rows, d, oa.data(), la.data(), ob.data(), lb.data(), oa.data(), la.data());
+  for (size_t i = 0; i < o.size(); ++i) EXPECT_EQ(oa[i], o[i]);
+}
+
+}  // namespace
+}  // namespace ragd::kernels
