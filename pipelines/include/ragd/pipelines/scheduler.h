@@ -1,0 +1,177 @@
+// Continuous-batching scheduler: pure policy logic over an abstract KV host.
+//
+// Every step schedule() builds one batch under a token budget:
+//   1. running decodes (1 token each), by priority;
+//   2. prefill chunks of running requests that are still prefilling (chunked prefill);
+//   3. swapped-out requests resume when their KV fits again (no preemption for them);
+//   4. waiting requests are admitted in policy order while budget, slots and blocks last.
+// A waiting request that has waited more than `starvation_window` steps goes first whatever the
+// policy, and while it cannot be admitted nothing newer is.
+//
+// Policies (the order of waiting requests and the choice of preemption victims):
+//   fcfs - arrival order; with cache_aware, RAGCache-style: higher cached/computed ratio first.
+//   sjf  - least predicted remaining work first: remaining prefill in steps + predicted output
+//          tokens (OutputLengthPredictor: per-pipeline mean + online regression on prompt length).
+//   mlfq - multi-level feedback queue on attained service: a request drops a level each time it
+//          has been served base_quantum * 2^level tokens; lower level first, then arrival.
+//   fair - per-tenant virtual token counters (VTC): the tenant that has been served the fewest
+//          weighted tokens goes first; a tenant that becomes active is lifted to the minimum
+//          counter of the active tenants so idle time does not bank credit.
+//
+// When the KV host runs out of blocks, the lowest-priority running request is preempted: its KV
+// is swapped out to host memory (resumed later exactly) or dropped (prompt + generated tokens are
+// prefilled again), by option; the host may refuse a swap (host buffer full) and drop instead.
+//
+// Every fed token position is explicit: an item feeds tokens [start, start + n) of the request's
+// sequence (prompt followed by generated tokens) and samples a token iff start + n equals the
+// sequence length.
+//
+// Thread-safety: not thread-safe; owned by the scheduler thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/pipelines/length_predictor.h"
+
+namespace ragd::pipelines {
+
+enum class SchedPolicy : uint8_t { kFcfs, kSjf, kMlfq, kFair };
+std::string_view sched_policy_name(SchedPolicy p);
+Result<SchedPolicy> parse_sched_policy(std::string_view s);
+
+enum class PreemptMode : uint8_t { kSwap, kRecompute };
+Result<PreemptMode> parse_preempt_mode(std::string_view s);
+
+struct SchedulerOptions {
+  SchedPolicy policy = SchedPolicy::kFcfs;
+  int max_batch_tokens = 512;     // tokens fed per step (decodes + prefill chunks); default 512
+  int max_running = 16;           // requests holding KV and being served; default 16
+  int starvation_window = 256;    // steps a waiting request may be passed over; default 256
+  bool cache_aware = true;        // RAGCache reordering by cached/compute ratio (fcfs, sjf ties)
+  PreemptMode preemption = PreemptMode::kSwap;
+  int mlfq_base_quantum = 32;     // tokens of service at level 0; doubles per level; default 32
+  int mlfq_levels = 4;
+  double fair_prefill_weight = 1.0;  // VTC weight of a prefill token; default 1
+  double fair_decode_weight = 2.0;   // VTC weight of a generated token; default 2
+};
+
+// What the scheduler is told about a request (known once retrieval and prompt building are done).
+struct SeqInfo {
+  uint64_t id = 0;
+  std::string tenant = "default";
+  std::string pipeline;
+  int prompt_tokens = 0;
+  int cached_tokens_hint = 0;  // tokens expected to be reused (for ordering; admit() tells the truth)
+  int max_new_tokens = 256;
+};
+
+// The KV side, implemented by the executor over the engine's KvPool (and by fakes in tests).
+class KvHost {
+ public:
+  virtual ~KvHost() = default;
+  // Makes at least `blocks` free blocks available (evicting unpinned cache entries if needed).
+  // False when it cannot.
+  virtual bool ensure_free(int blocks) = 0;
+  // Blocks that appending n tokens to the request's KV would allocate (0 when they fit).
+  virtual int blocks_needed(uint64_t id, int n) const = 0;
+  // Installs KV for a request that starts (or restarts after a dropped preemption): the reused
+  // cached prefix, loading only while `keep_free` blocks stay free for already planned items.
+  // Returns the number of tokens whose KV is now present, in [0, sequence length - 1].
+  virtual int admit(uint64_t id, int keep_free) = 0;
+  // Copies a swapped-out request's KV back, keeping `keep_free` blocks free. False (nothing
+  // changed) when blocks are short.
+  virtual bool swap_in(uint64_t id, int keep_free) = 0;
+  // Preempts a running request: swap=true asks to move its KV to host memory (returns true when
+  // done), otherwise (or when the swap is refused, returning false) its KV is released.
+  virtual bool preempt(uint64_t id, bool swap) = 0;
+  // Releases every block of the request (finish, cancel).
+  virtual void release(uint64_t id) = 0;
+};
+
+struct BatchItem {
+  uint64_t id = 0;
+  int start = 0;        // first fed token index in the sequence
+  int n = 0;            // tokens fed
+  bool sample = false;  // the step produces the next token for this request
+  bool prefill = true;  // false for a single-token decode
+};
+
+struct StepPlan {
+  std::vector<BatchItem> items;
+  std::vector<uint64_t> preempted;  // preempted during this plan (swap or drop)
+  int tokens = 0;                   // Σ items[i].n <= max_batch_tokens
+};
+
+struct SchedulerStats {
+  long steps = 0, admitted = 0, finished = 0, cancelled = 0;
+  long swaps_out = 0, swaps_in = 0, drops = 0;  // preemptions by kind
+  int waiting = 0, running = 0, swapped = 0;
+  long tokens_prefill = 0, tokens_decode = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions opts);
+
+  const SchedulerOptions& options() const { return opts_; }
+  // Queues a request. InvalidArgument for a duplicate id or non-positive sizes.
+  Status add(const SeqInfo& info);
+  // Plans one step; may call host.admit / swap_in / preempt / ensure_free while planning.
+  StepPlan schedule(KvHost& host);
+  // Applies a finished step: every item's tokens are now in its KV; sampled items got a token.
+  void commit(const StepPlan& plan);
+  // The request finished (stop / length); releases its KV. Unknown ids are ignored.
+  void finish(uint64_t id, KvHost& host);
+  // Removes a request in any state; releases its KV. False when unknown.
+  bool cancel(uint64_t id, KvHost& host);
+
+  bool empty() const { return seqs_.empty(); }
+  size_t size() const { return seqs_.size(); }
+  bool contains(uint64_t id) const { return seqs_.count(id) != 0; }
+  // Sequence length (prompt + generated) and KV tokens of a request; -1 when unknown.
+  int seq_len(uint64_t id) const;
+  int kv_tokens(uint64_t id) const;
+  int generated(uint64_t id) const;
+  long step() const { return step_; }
+  SchedulerStats stats() const;
+  const OutputLengthPredictor& predictor() const { return predictor_; }
+  const std::map<std::string, double>& tenant_counters() const { return vtc_; }
+
+ private:
+  enum class State : uint8_t { kWaiting, kRunning, kSwapped };
+  struct Seq {
+    SeqInfo info;
+    State state = State::kWaiting;
+    int computed = 0;      // tokens whose KV is present
+    int generated = 0;     // tokens sampled so far
+    long arrival = 0;      // arrival order (monotonic)
+    long arrival_step = 0; // step at which it (re)entered the waiting queue
+    long served = 0;       // tokens fed (MLFQ attained service)
+    double predicted_out = 0;
+    int len() const { return info.prompt_tokens + generated; }
+  };
+
+  double priority_key(const Seq& s) const;  // lower = served first
+  bool starved(const Seq& s) const;
+  bool higher_priority(const Seq& a, const Seq& b) const;
+  std::vector<Seq*> ordered(State st);
+  // Preempts the lowest-priority running request that has lower priority than `keep` (or any if
+  // keep is null, but never `keep` itself). False when none qualifies.
+  bool preempt_one(KvHost& host, const Seq* keep, StepPlan* plan, std::vector<uint64_t>* planned);
+  void lift_tenant(const std::string& tenant);
+
+  SchedulerOptions opts_;
+  std::unordered_map<uint64_t, Seq> seqs_;
+  std::map<std::string, double> vtc_;  // tenant -> virtual token counter
+  OutputLengthPredictor predictor_;
+  long step_ = 0;
+  long next_arrival_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace ragd::pipelines

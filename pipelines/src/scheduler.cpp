@@ -1,0 +1,366 @@
+#include "ragd/pipelines/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ragd/common/check.h"
+
+namespace ragd::pipelines {
+
+std::string_view sched_policy_name(SchedPolicy p) {
+  switch (p) {
+    case SchedPolicy::kFcfs: return "fcfs";
+    case SchedPolicy::kSjf: return "sjf";
+    case SchedPolicy::kMlfq: return "mlfq";
+    case SchedPolicy::kFair: return "fair";
+  }
+  return "?";
+}
+
+Result<SchedPolicy> parse_sched_policy(std::string_view s) {
+  if (s == "fcfs") return SchedPolicy::kFcfs;
+  if (s == "sjf") return SchedPolicy::kSjf;
+  if (s == "mlfq") return SchedPolicy::kMlfq;
+  if (s == "fair") return SchedPolicy::kFair;
+  return Status::InvalidArgument("scheduler: unknown policy '" + std::string(s) +
+                                 "' (expected fcfs, sjf, mlfq or fair)");
+}
+
+Result<PreemptMode> parse_preempt_mode(std::string_view s) {
+  if (s == "swap") return PreemptMode::kSwap;
+  if (s == "recompute") return PreemptMode::kRecompute;
+  return Status::InvalidArgument("scheduler: unknown preemption mode '" + std::string(s) +
+                                 "' (expected swap or recompute)");
+}
+
+Scheduler::Scheduler(SchedulerOptions opts) : opts_(opts) {
+  opts_.max_batch_tokens = std::max(1, opts_.max_batch_tokens);
+  opts_.max_running = std::max(1, opts_.max_running);
+  opts_.mlfq_base_quantum = std::max(1, opts_.mlfq_base_quantum);
+  opts_.mlfq_levels = std::max(1, opts_.mlfq_levels);
+}
+
+Status Scheduler::add(const SeqInfo& info) {
+  if (seqs_.count(info.id)) return Status::InvalidArgument("scheduler: duplicate request id " + std::to_string(info.id));
+  if (info.prompt_tokens <= 0) return Status::InvalidArgument("scheduler: prompt_tokens must be positive");
+  if (info.max_new_tokens <= 0) return Status::InvalidArgument("scheduler: max_new_tokens must be positive");
+  if (info.cached_tokens_hint < 0 || info.cached_tokens_hint > info.prompt_tokens)
+    return Status::InvalidArgument("scheduler: cached_tokens_hint out of range [0, prompt_tokens]");
+  lift_tenant(info.tenant);
+  Seq s;
+  s.info = info;
+  s.arrival = next_arrival_++;
+  s.arrival_step = step_;
+  s.predicted_out = predictor_.predict(info.pipeline, info.prompt_tokens, info.max_new_tokens);
+  seqs_.emplace(info.id, std::move(s));
+  return Status::OK();
+}
+
+void Scheduler::lift_tenant(const std::string& tenant) {
+  bool active = false;
+  double min_active = std::numeric_limits<double>::infinity();
+  for (const auto& [id, s] : seqs_) {
+    if (s.info.tenant == tenant) active = true;
+    min_active = std::min(min_active, vtc_[s.info.tenant]);
+  }
+  double& c = vtc_[tenant];
+  if (!active && std::isfinite(min_active)) c = std::max(c, min_active);
+}
+
+double Scheduler::priority_key(const Seq& s) const {
+  switch (opts_.policy) {
+    case SchedPolicy::kFcfs: {
+      if (s.state == State::kWaiting && opts_.cache_aware) {
+        // RAGCache: cached / compute ratio, higher first.
+        const int cached = std::min(s.info.cached_tokens_hint, s.len() - 1);
+        return -static_cast<double>(cached) / std::max(1, s.len() - cached);
+      }
+      return static_cast<double>(s.arrival);
+    }
+    case SchedPolicy::kSjf: {
+      const int have = std::max(s.computed, opts_.cache_aware ? s.info.cached_tokens_hint : 0);
+      const double prefill_steps = std::max(0, s.len() - have) / static_cast<double>(opts_.max_batch_tokens);
+      return prefill_steps + std::max(1.0, s.predicted_out - s.generated);
+    }
+    case SchedPolicy::kMlfq: {
+      const double level = std::floor(std::log2(static_cast<double>(s.served) / opts_.mlfq_base_quantum + 1.0));
+      return std::min<double>(level, opts_.mlfq_levels - 1);
+    }
+    case SchedPolicy::kFair: {
+      auto it = vtc_.find(s.info.tenant);
+      return it == vtc_.end() ? 0.0 : it->second;
+    }
+  }
+  return 0;
+}
+
+bool Scheduler::starved(const Seq& s) const {
+  return s.state == State::kWaiting && step_ - s.arrival_step > opts_.starvation_window;
+}
+
+bool Scheduler::higher_priority(const Seq& a, const Seq& b) const {
+  const double ka = priority_key(a), kb = priority_key(b);
+  if (ka != kb) return ka < kb;
+  return a.arrival < b.arrival;
+}
+
+std::vector<Scheduler::Seq*> Scheduler::ordered(State st) {
+  std::vector<Seq*> v;
+  for (auto& [id, s] : seqs_)
+    if (s.state == st) v.push_back(&s);
+  std::sort(v.begin(), v.end(), [&](const Seq* a, const Seq* b) {
+    if (st == State::kWaiting) {
+      const bool sa = starved(*a), sb = starved(*b);
+      if (sa != sb) return sa;
+      if (sa) return a->arrival < b->arrival;
+    }
+    return higher_priority(*a, *b);
+  });
+  return v;
+}
+
+bool Scheduler::preempt_one(KvHost& host, const Seq* keep, StepPlan* plan, std::vector<uint64_t>* planned) {
+  Seq* victim = nullptr;
+  for (auto& [id, s] : seqs_) {
+    if (s.state != State::kRunning || &s == keep) continue;
+    if (std::find(planned->begin(), planned->end(), id) != planned->end()) continue;
+    if (keep && !higher_priority(*keep, s)) continue;
+    if (!victim || higher_priority(*victim, s)) victim = &s;
+  }
+  if (!victim) return false;
+  const bool swapped = host.preempt(victim->info.id, opts_.preemption == PreemptMode::kSwap);
+  if (swapped) {
+    victim->state = State::kSwapped;
+    ++stats_.swaps_out;
+  } else {
+    victim->state = State::kWaiting;
+    victim->computed = 0;
+    victim->arrival_step = step_;
+    ++stats_.drops;
+  }
+  plan->preempted.push_back(victim->info.id);
+  return true;
+}
+
+StepPlan Scheduler::schedule(KvHost& host) {
+  ++step_;
+  ++stats_.steps;
+  StepPlan plan;
+  int budget = opts_.max_batch_tokens;
+  int reserved = 0;  // blocks promised to planned items, not yet allocated by the host
+  std::vector<uint64_t> planned;
+
+  auto fits = [&](uint64_t id, int n) {
+    const int nb = host.blocks_needed(id, n);
+    return nb == 0 || host.ensure_free(reserved + nb);
+  };
+  // Largest n' <= n whose blocks fit without preemption.
+  auto fit_tokens = [&](uint64_t id, int n) {
+    if (fits(id, n)) return n;
+    int lo = 0, hi = n;  // fits(lo) holds (0 tokens need no block), fits(hi) does not
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (fits(id, mid)) lo = mid; else hi = mid;
+    }
+    return lo;
+  };
+  auto add_item = [&](Seq& s, int n) {
+    const int nb = host.blocks_needed(s.info.id, n);
+    reserved += nb;
+    BatchItem it;
+    it.id = s.info.id;
+    it.start = s.computed;
+    it.n = n;
+    it.sample = s.computed + n == s.len();
+    it.prefill = !(s.generated > 0 && s.len() - s.computed == 1);
+    plan.items.push_back(it);
+    plan.tokens += n;
+    budget -= n;
+    planned.push_back(s.info.id);
+  };
+  auto running_count = [&]() {
+    int n = 0;
+    for (const auto& [id, s] : seqs_) n += s.state == State::kRunning;
+    return n;
+  };
+
+  // 1 + 2. Running requests by priority: decodes first, then prefill chunks.
+  for (int phase = 0; phase < 2; ++phase) {
+    for (Seq* s : ordered(State::kRunning)) {
+      if (s->state != State::kRunning) continue;  // preempted earlier in this plan
+      if (std::find(planned.begin(), planned.end(), s->info.id) != planned.end()) continue;
+      const bool decode = s->generated > 0 && s->len() - s->computed == 1;
+      if (decode != (phase == 0)) continue;
+      if (budget <= 0) break;
+      const int want = std::min(budget, s->len() - s->computed);
+      RAGD_CHECK(want > 0) << "running request " << s->info.id << " has nothing to feed";
+      bool ok = fits(s->info.id, want);
+      while (!ok && preempt_one(host, s, &plan, &planned)) ok = fits(s->info.id, want);
+      if (ok) {
+        add_item(*s, want);
+        continue;
+      }
+      if (!decode) {
+        const int n = fit_tokens(s->info.id, want);
+        if (n > 0) {
+          add_item(*s, n);
+          continue;
+        }
+        // A prefill that cannot move waits for blocks unless nothing at all is planned.
+        if (!plan.items.empty() || running_count() > 1) continue;
+      }
+      // Nothing of lower priority left to preempt: this request gives way.
+      const bool swapped = host.preempt(s->info.id, opts_.preemption == PreemptMode::kSwap);
+      if (swapped) {
+        s->state = State::kSwapped;
+        ++stats_.swaps_out;
+      } else {
+        s->state = State::kWaiting;
+        s->computed = 0;
+        s->arrival_step = step_;
+        ++stats_.drops;
+      }
+      plan.preempted.push_back(s->info.id);
+    }
+  }
+
+  // 3. Swapped requests come back first when their KV fits (they never preempt others).
+  bool blocked = false;
+  for (Seq* s : ordered(State::kSwapped)) {
+    if (budget <= 0 || running_count() >= opts_.max_running) {
+      blocked = true;
+      break;
+    }
+    if (std::find(plan.preempted.begin(), plan.preempted.end(), s->info.id) != plan.preempted.end()) {
+      blocked = true;  // swapped out in this very plan: not back before the next step
+      break;
+    }
+    if (!host.swap_in(s->info.id, reserved)) {
+      blocked = true;
+      break;
+    }
+    s->state = State::kRunning;
+    ++stats_.swaps_in;
+    const int n = fit_tokens(s->info.id, std::min(budget, s->len() - s->computed));
+    if (n > 0) add_item(*s, n);
+  }
+
+  // MLFQ: a waiting request of a strictly better level takes the slot of the most-served running
+  // one (which is swapped out, or dropped, and resumes when it is best again).
+  auto demote_for = [&](const Seq& w) {
+    Seq* victim = nullptr;
+    for (auto& [id, r] : seqs_)
+      if (r.state == State::kRunning && priority_key(r) > priority_key(w) && (!victim || higher_priority(*victim, r)))
+        victim = &r;
+    if (!victim) return false;
+    auto it = std::find_if(plan.items.begin(), plan.items.end(), [&](const BatchItem& b) { return b.id == victim->info.id; });
+    if (it != plan.items.end()) {
+      budget += it->n;
+      plan.tokens -= it->n;
+      reserved -= host.blocks_needed(it->id, it->n);
+      plan.items.erase(it);
+      planned.erase(std::find(planned.begin(), planned.end(), victim->info.id));
+    }
+    const bool swapped = host.preempt(victim->info.id, opts_.preemption == PreemptMode::kSwap);
+    if (swapped) {
+      victim->state = State::kSwapped;
+      ++stats_.swaps_out;
+    } else {
+      victim->state = State::kWaiting;
+      victim->computed = 0;
+      victim->arrival_step = step_;
+      ++stats_.drops;
+    }
+    plan.preempted.push_back(victim->info.id);
+    return true;
+  };
+
+  // 4. Waiting requests in policy order (starved ones first; nothing passes a starved one).
+  if (!blocked || opts_.policy == SchedPolicy::kMlfq) {
+    for (Seq* s : ordered(State::kWaiting)) {
+      if (budget <= 0) break;
+      if (running_count() >= opts_.max_running &&
+          !(opts_.policy == SchedPolicy::kMlfq && !starved(*s) && demote_for(*s)))
+        break;
+      if (blocked && running_count() >= opts_.max_running) break;
+      if (std::find(plan.preempted.begin(), plan.preempted.end(), s->info.id) != plan.preempted.end()) continue;
+      const int present = host.admit(s->info.id, reserved);
+      RAGD_CHECK(present >= 0 && present < s->len())
+          << "host admitted request " << s->info.id << " with " << present << " of " << s->len() << " tokens";
+      s->computed = present;
+      s->state = State::kRunning;
+      const int n = fit_tokens(s->info.id, std::min(budget, s->len() - present));
+      if (n == 0) {
+        host.release(s->info.id);
+        s->state = State::kWaiting;
+        s->computed = 0;
+        if (starved(*s)) break;
+        continue;
+      }
+      ++stats_.admitted;
+      add_item(*s, n);
+    }
+  }
+  RAGD_CHECK(plan.tokens <= opts_.max_batch_tokens);
+  return plan;
+}
+
+void Scheduler::commit(const StepPlan& plan) {
+  for (const BatchItem& it : plan.items) {
+    auto f = seqs_.find(it.id);
+    if (f == seqs_.end()) continue;  // cancelled while the step ran
+    Seq& s = f->second;
+    RAGD_CHECK(s.computed == it.start) << "request " << it.id << " committed out of order";
+    s.computed += it.n;
+    s.served += it.n;
+    if (it.prefill) stats_.tokens_prefill += it.n; else stats_.tokens_decode += it.n;
+    vtc_[s.info.tenant] += it.prefill ? opts_.fair_prefill_weight * it.n : opts_.fair_decode_weight * it.n;
+    if (it.sample) ++s.generated;
+  }
+}
+
+void Scheduler::finish(uint64_t id, KvHost& host) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  const Seq& s = it->second;
+  predictor_.observe(s.info.pipeline, s.info.prompt_tokens, s.info.max_new_tokens, s.generated);
+  host.release(id);
+  seqs_.erase(it);
+  ++stats_.finished;
+}
+
+bool Scheduler::cancel(uint64_t id, KvHost& host) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return false;
+  host.release(id);
+  seqs_.erase(it);
+  ++stats_.cancelled;
+  return true;
+}
+
+int Scheduler::seq_len(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? -1 : it->second.len();
+}
+int Scheduler::kv_tokens(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? -1 : it->second.computed;
+}
+int Scheduler::generated(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? -1 : it->second.generated;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = stats_;
+  s.waiting = s.running = s.swapped = 0;
+  for (const auto& [id, q] : seqs_) {
+    s.waiting += q.state == State::kWaiting;
+    s.running += q.state == State::kRunning;
+    s.swapped += q.state == State::kSwapped;
+  }
+  return s;
+}
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,499 @@
+// Scheduler invariants over a simulated KV pool and a deterministic fake model whose next token is
+// a hash of the KV it holds, so wrong positions, lost KV or bad preemption change the tokens.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "ragd/pipelines/scheduler.h"
+
+namespace ragd::pipelines {
+namespace {
+
+int32_t fake_next(const std::vector<int32_t>& kv) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < kv.size(); ++i) h = (h ^ (static_cast<uint64_t>(kv[i]) + i * 7919)) * 1099511628211ull;
+  return static_cast<int32_t>(h % 1000);
+}
+
+struct FakeHost : KvHost {
+  int bs = 4, total = 64, used = 0;
+  int swap_cap_tokens = 1 << 30, swapped_tokens = 0;
+  std::map<uint64_t, std::vector<int32_t>> kv, swapped;
+  std::map<uint64_t, int> cached;                 // reusable prefix tokens per request
+  std::map<uint64_t, std::vector<int32_t>> toks;  // prompt + generated
+  int blocks_of(size_t t) const { return static_cast<int>((t + bs - 1) / bs); }
+
+  bool ensure_free(int b) override { return total - used >= b; }
+  int blocks_needed(uint64_t id, int n) const override {
+    auto it = kv.find(id);
+    const size_t t = it == kv.end() ? 0 : it->second.size();
+    return blocks_of(t + n) - blocks_of(t);
+  }
+  int admit(uint64_t id, int keep_free) override {
+    int c = std::min<int>(cached[id], static_cast<int>(toks[id].size()) - 1);
+    if (total - used - keep_free < blocks_of(c)) c = 0;
+    kv[id].assign(toks[id].begin(), toks[id].begin() + c);
+    used += blocks_of(c);
+    return c;
+  }
+  bool swap_in(uint64_t id, int keep_free) override {
+    auto it = swapped.find(id);
+    if (it == swapped.end()) return false;
+    if (total - used - keep_free < blocks_of(it->second.size())) return false;
+    used += blocks_of(it->second.size());
+    swapped_tokens -= static_cast<int>(it->second.size());
+    kv[id] = std::move(it->second);
+    swapped.erase(it);
+    return true;
+  }
+  bool preempt(uint64_t id, bool swap) override {
+    auto& v = kv[id];
+    used -= blocks_of(v.size());
+    const bool ok = swap && swapped_tokens + static_cast<int>(v.size()) <= swap_cap_tokens;
+    if (ok) {
+      swapped_tokens += static_cast<int>(v.size());
+      swapped[id] = std::move(v);
+    }
+    kv.erase(id);
+    return ok;
+  }
+  void release(uint64_t id) override {
+    auto it = kv.find(id);
+    if (it != kv.end()) used -= blocks_of(it->second.size());
+    kv.erase(id);
+    auto s = swapped.find(id);
+    if (s != swapped.end()) swapped_tokens -= static_cast<int>(s->second.size());
+    swapped.erase(id);
+  }
+};
+
+struct Req {
+  SeqInfo info;
+  int out_len = 0;       // tokens to generate before finishing
+  long add_at_step = 0;  // added before this step's schedule()
+  std::vector<int32_t> prompt;
+};
+
+std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> seq = prompt, out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(fake_next(seq));
+    seq.push_back(out.back());
+  }
+  return out;
+}
+
+struct SimResult {
+  std::map<uint64_t, std::vector<int32_t>> out;
+  std::map<uint64_t, long> first_admit_step, finish_step;
+  long steps = 0;
+  SchedulerStats stats;
+};
+
+// Runs requests to completion, checking per-step invariants.
+SimResult simulate(Scheduler& sched, FakeHost& host, std::vector<Req> reqs, long max_steps = 100000) {
+  SimResult r;
+  std::map<uint64_t, Req> live;
+  std::map<uint64_t, long> enq_step, arrival;  // waiting since (for starvation), arrival order
+  std::set<uint64_t> waiting;
+  long order = 0;
+  size_t next = 0;
+  std::sort(reqs.begin(), reqs.end(), [](const Req& a, const Req& b) { return a.add_at_step < b.add_at_step; });
+  const auto& o = sched.options();
+  for (long step = 1; step <= max_steps; ++step) {
+    while (next < reqs.size() && reqs[next].add_at_step < step) {
+      Req q = reqs[next++];
+      host.toks[q.info.id] = q.prompt;
+      host.cached[q.info.id] = q.info.cached_tokens_hint;
+      EXPECT_TRUE(sched.add(q.info).ok());
+      enq_step[q.info.id] = sched.step();
+      arrival[q.info.id] = order++;
+      waiting.insert(q.info.id);
+      live[q.info.id] = q;
+    }
+    if (next == reqs.size() && sched.empty()) break;
+    StepPlan plan = sched.schedule(host);
+    r.steps = step;
+    // Budget and uniqueness.
+    EXPECT_LE(plan.tokens, o.max_batch_tokens);
+    int sum = 0;
+    std::set<uint64_t> ids;
+    for (const auto& it : plan.items) {
+      sum += it.n;
+      EXPECT_TRUE(ids.insert(it.id).second) << "request twice in one step";
+      EXPECT_GT(it.n, 0);
+    }
+    EXPECT_EQ(sum, plan.tokens);
+    EXPECT_LE(sched.stats().running, o.max_running);
+    for (uint64_t id : plan.preempted)
+      if (sched.kv_tokens(id) == 0 && !host.swapped.count(id)) {
+        waiting.insert(id);
+        enq_step[id] = sched.step();
+      }
+    // Admissions in this step, and the starvation rule.
+    std::vector<uint64_t> admitted;
+    for (const auto& it : plan.items)
+      if (waiting.count(it.id)) admitted.push_back(it.id);
+    for (uint64_t id : admitted) waiting.erase(id);
+    for (uint64_t x : admitted) {
+      r.first_admit_step.emplace(x, step);
+      const bool x_starved = sched.step() - enq_step[x] > o.starvation_window;
+      for (uint64_t y : waiting) {
+        const bool y_starved = sched.step() - enq_step[y] > o.starvation_window;
+        if (y_starved && (!x_starved || arrival[x] > arrival[y]))
+          ADD_FAILURE() << "request " << x << " admitted at step " << step << " past starved request " << y;
+      }
+    }
+    // Execute on the fake model.
+    std::vector<uint64_t> done;
+    for (const auto& it : plan.items) {
+      auto& kv = host.kv[it.id];
+      auto& seq = host.toks[it.id];
+      EXPECT_EQ(static_cast<int>(kv.size()), it.start) << "request " << it.id;
+      EXPECT_LE(it.start + it.n, static_cast<int>(seq.size()));
+      host.used += host.blocks_needed(it.id, it.n);
+      kv.insert(kv.end(), seq.begin() + it.start, seq.begin() + it.start + it.n);
+      if (it.sample) {
+        const int32_t t = fake_next(kv);
+        seq.push_back(t);
+        r.out[it.id].push_back(t);
+        if (static_cast<int>(r.out[it.id].size()) == live[it.id].out_len) done.push_back(it.id);
+      }
+    }
+    EXPECT_LE(host.used, host.total) << "pool over-committed at step " << step;
+    sched.commit(plan);
+    for (uint64_t id : done) {
+      EXPECT_EQ(sched.generated(id), live[id].out_len);
+      sched.finish(id, host);
+      r.finish_step[id] = step;
+    }
+  }
+  EXPECT_TRUE(sched.empty()) << "requests left after " << max_steps << " steps";
+  r.stats = sched.stats();
+  return r;
+}
+
+std::vector<Req> random_workload(int n, uint64_t seed, int max_prompt, int max_out, int spread_steps) {
+  std::mt19937_64 rng(seed);
+  std::vector<Req> v;
+  for (int i = 0; i < n; ++i) {
+    Req q;
+    q.info.id = 100 + i;
+    q.info.tenant = (i % 3 == 0) ? "a" : "b";
+    q.info.pipeline = (i % 2) ? "p1" : "p2";
+    const int plen = 1 + static_cast<int>(rng() % max_prompt);
+    for (int t = 0; t < plen; ++t) q.prompt.push_back(static_cast<int32_t>(rng() % 1000));
+    q.info.prompt_tokens = plen;
+    q.info.cached_tokens_hint = static_cast<int>(rng() % (plen + 1));
+    q.out_len = 1 + static_cast<int>(rng() % max_out);
+    q.info.max_new_tokens = q.out_len + static_cast<int>(rng() % 5);
+    q.add_at_step = static_cast<long>(rng() % (spread_steps + 1));
+    v.push_back(q);
+  }
+  return v;
+}
+
+void expect_reference_outputs(const std::vector<Req>& reqs, const SimResult& r) {
+  for (const auto& q : reqs) {
+    auto it = r.out.find(q.info.id);
+    ASSERT_NE(it, r.out.end()) << "request " << q.info.id << " produced nothing";
+    EXPECT_EQ(it->second, reference(q.prompt, q.out_len)) << "request " << q.info.id;
+  }
+}
+
+class PolicyTest : public ::testing::TestWithParam<std::tuple<SchedPolicy, PreemptMode>> {};
+
+TEST_P(PolicyTest, InvariantsAndExactOutputsUnderMemoryPressure) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    SchedulerOptions o;
+    o.policy = std::get<0>(GetParam());
+    o.preemption = std::get<1>(GetParam());
+    o.max_batch_tokens = 33;
+    o.max_running = 7;
+    o.starvation_window = 40;
+    Scheduler sched(o);
+    FakeHost host;
+    host.bs = 4;
+    host.total = 37;  // far fewer blocks than the workload wants: preemption happens
+    host.swap_cap_tokens = 60;
+    auto reqs = random_workload(40, seed, 61, 29, 50);
+    SimResult r = simulate(sched, host, reqs);
+    expect_reference_outputs(reqs, r);
+    EXPECT_EQ(host.used, 0) << "blocks leaked";
+    EXPECT_TRUE(host.kv.empty());
+    EXPECT_EQ(host.swapped_tokens, 0);
+    EXPECT_GT(r.stats.swaps_out + r.stats.drops, 0) << "workload did not exercise preemption";
+    if (o.preemption == PreemptMode::kRecompute) {
+      EXPECT_EQ(r.stats.swaps_out, 0);
+    } else {
+      EXPECT_EQ(r.stats.swaps_in, r.stats.swaps_out);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PolicyTest,
+                         ::testing::Combine(::testing::Values(SchedPolicy::kFcfs, SchedPolicy::kSjf,
+                                                              SchedPolicy::kMlfq, SchedPolicy::kFair),
+                                            ::testing::Values(PreemptMode::kSwap, PreemptMode::kRecompute)));
+
+TEST(Scheduler, UnpressuredRunMatchesReferenceAndUsesBudget) {
+  SchedulerOptions o;
+  o.max_batch_tokens = 16;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  auto reqs = random_workload(9, 7, 129, 7, 0);
+  SimResult r = simulate(sched, host, reqs);
+  expect_reference_outputs(reqs, r);
+  EXPECT_EQ(r.stats.swaps_out + r.stats.drops, 0);
+}
+
+TEST(Scheduler, SjfWindowStopsStarvationOfLongJob) {
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kSjf;
+  o.max_running = 1;
+  o.max_batch_tokens = 64;
+  o.starvation_window = 30;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  std::vector<Req> reqs;
+  Req longq;
+  longq.info.id = 1;
+  longq.info.prompt_tokens = 7;
+  longq.prompt.assign(7, 5);
+  longq.info.max_new_tokens = longq.out_len = 20;
+  reqs.push_back(longq);
+  // A continuous stream of short jobs that sjf would always prefer.
+  for (int i = 0; i < 60; ++i) {
+    Req s;
+    s.info.id = 10 + i;
+    s.info.prompt_tokens = 3;
+    s.prompt.assign(3, 9);
+    s.info.max_new_tokens = s.out_len = 2;
+    s.add_at_step = i;
+    reqs.push_back(s);
+  }
+  SimResult r = simulate(sched, host, reqs);
+  expect_reference_outputs(reqs, r);
+  // Admitted once starved (window + 1 steps), within the time one running short job needs.
+  EXPECT_LE(r.first_admit_step[1], 1 + o.starvation_window + 1 + 3);
+  EXPECT_GT(r.first_admit_step[1], 3) << "sjf should have preferred the short jobs at first";
+}
+
+TEST(Scheduler, FcfsWithoutWindowPressureKeepsArrivalOrder) {
+  SchedulerOptions o;
+  o.cache_aware = false;
+  o.max_running = 1;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  auto reqs = random_workload(8, 3, 20, 4, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].add_at_step = 0;
+  SimResult r = simulate(sched, host, reqs);
+  for (size_t i = 1; i < reqs.size(); ++i)
+    EXPECT_LT(r.first_admit_step[reqs[i - 1].info.id], r.first_admit_step[reqs[i].info.id]);
+}
+
+TEST(Scheduler, CacheAwareFcfsPrefersHighCachedRatio) {
+  SchedulerOptions o;
+  o.max_running = 1;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  Req cold, warm;
+  cold.info.id = 1;
+  cold.info.prompt_tokens = 40;
+  cold.prompt.assign(40, 3);
+  cold.info.max_new_tokens = cold.out_len = 2;
+  warm = cold;
+  warm.info.id = 2;
+  warm.info.cached_tokens_hint = 36;
+  SimResult r = simulate(sched, host, {cold, warm});
+  EXPECT_LT(r.first_admit_step[2], r.first_admit_step[1]);
+  expect_reference_outputs({cold, warm}, r);
+}
+
+TEST(Scheduler, SjfPrefersPredictedShortPipeline) {
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kSjf;
+  o.max_running = 1;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  // Train: pipeline "long" generates 40 tokens, "short" 3 (same prompt sizes, same max_tokens).
+  std::vector<Req> train;
+  for (int i = 0; i < 10; ++i) {
+    Req q;
+    q.info.id = 100 + i;
+    q.info.pipeline = i % 2 ? "long" : "short";
+    q.info.prompt_tokens = 5 + i;
+    q.prompt.assign(q.info.prompt_tokens, 1);
+    q.info.max_new_tokens = 64;
+    q.out_len = i % 2 ? 40 : 3;
+    train.push_back(q);
+  }
+  simulate(sched, host, train);
+  EXPECT_EQ(sched.predictor().stats().samples, 10);
+  Req l = train[1], s = train[0];
+  l.info.id = 1;  // arrives first
+  s.info.id = 2;
+  SimResult r = simulate(sched, host, {l, s});
+  EXPECT_LT(r.first_admit_step[2], r.first_admit_step[1]);
+}
+
+TEST(Scheduler, FairShareServesNewTenantPromptly) {
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kFair;
+  o.max_running = 2;
+  o.max_batch_tokens = 32;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  std::vector<Req> reqs;
+  for (int i = 0; i < 20; ++i) {
+    Req q;
+    q.info.id = 100 + i;
+    q.info.tenant = "heavy";
+    q.info.prompt_tokens = 20;
+    q.prompt.assign(20, i);
+    q.info.max_new_tokens = q.out_len = 10;
+    reqs.push_back(q);
+  }
+  Req light = reqs[0];
+  light.info.id = 1;
+  light.info.tenant = "light";
+  light.add_at_step = 15;
+  reqs.push_back(light);
+  SimResult r = simulate(sched, host, reqs);
+  expect_reference_outputs(reqs, r);
+  // fcfs would serve it after all 20 heavy requests; VTC admits it at the next free slot.
+  int heavy_admitted_after = 0;
+  for (int i = 0; i < 20; ++i) heavy_admitted_after += r.first_admit_step[100 + i] > r.first_admit_step[1];
+  EXPECT_GE(heavy_admitted_after, 12);
+  EXPECT_LE(r.first_admit_step[1], 15 + 12);
+}
+
+TEST(Scheduler, MlfqDemotesLongServedRequests) {
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kMlfq;
+  o.max_running = 1;
+  o.mlfq_base_quantum = 4;
+  o.preemption = PreemptMode::kSwap;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  Req a;
+  a.info.id = 1;
+  a.info.prompt_tokens = 4;
+  a.prompt.assign(4, 2);
+  a.info.max_new_tokens = a.out_len = 30;
+  Req b = a;
+  b.info.id = 2;
+  b.info.max_new_tokens = b.out_len = 2;
+  b.add_at_step = 10;
+  SimResult r = simulate(sched, host, {a, b});
+  expect_reference_outputs({a, b}, r);
+  // a has been served past level 0 when b arrives: b takes its slot and finishes first.
+  EXPECT_LE(r.first_admit_step[2], 11);
+  EXPECT_LT(r.finish_step[2], r.finish_step[1]);
+  EXPECT_GE(r.stats.swaps_out, 1);
+}
+
+TEST(Scheduler, CancelFreesBlocksInEveryState) {
+  SchedulerOptions o;
+  o.max_batch_tokens = 8;
+  o.max_running = 2;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 12;
+  host.bs = 4;
+  for (uint64_t id : {1, 2, 3, 4}) {
+    host.toks[id] = std::vector<int32_t>(17, static_cast<int32_t>(id));
+    SeqInfo s;
+    s.id = id;
+    s.prompt_tokens = 17;
+    s.max_new_tokens = 50;
+    ASSERT_TRUE(sched.add(s).ok());
+  }
+  for (int step = 0; step < 6; ++step) {
+    StepPlan p = sched.schedule(host);
+    for (const auto& it : p.items) {
+      host.used += host.blocks_needed(it.id, it.n);
+      auto& kv = host.kv[it.id];
+      auto& seq = host.toks[it.id];
+      kv.insert(kv.end(), seq.begin() + it.start, seq.begin() + it.start + it.n);
+      if (it.sample) seq.push_back(fake_next(kv));
+    }
+    sched.commit(p);
+  }
+  EXPECT_GT(host.used, 0);
+  EXPECT_TRUE(sched.cancel(2, host));
+  EXPECT_TRUE(sched.cancel(4, host));  // still waiting
+  EXPECT_FALSE(sched.cancel(4, host));
+  EXPECT_TRUE(sched.cancel(1, host));
+  EXPECT_TRUE(sched.cancel(3, host));
+  EXPECT_EQ(host.used, 0);
+  EXPECT_TRUE(host.kv.empty());
+  EXPECT_TRUE(sched.empty());
+  EXPECT_EQ(sched.stats().cancelled, 4);
+}
+
+TEST(Scheduler, RejectsBadRequests) {
+  Scheduler sched({});
+  SeqInfo s;
+  s.id = 1;
+  s.prompt_tokens = 0;
+  Status st = sched.add(s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("prompt_tokens"), std::string::npos);
+  s.prompt_tokens = 5;
+  s.max_new_tokens = 0;
+  st = sched.add(s);
+  EXPECT_NE(st.message().find("max_new_tokens"), std::string::npos);
+  s.max_new_tokens = 5;
+  s.cached_tokens_hint = 6;
+  st = sched.add(s);
+  EXPECT_NE(st.message().find("cached_tokens_hint"), std::string::npos);
+  s.cached_tokens_hint = 0;
+  ASSERT_TRUE(sched.add(s).ok());
+  st = sched.add(s);
+  EXPECT_NE(st.message().find("duplicate"), std::string::npos);
+}
+
+TEST(Scheduler, ParsesPolicyNames) {
+  EXPECT_EQ(*parse_sched_policy("sjf"), SchedPolicy::kSjf);
+  EXPECT_EQ(*parse_sched_policy("fair"), SchedPolicy::kFair);
+  auto bad = parse_sched_policy("lifo");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("lifo"), std::string::npos);
+  auto badp = parse_preempt_mode("evict");
+  ASSERT_FALSE(badp.ok());
+  EXPECT_NE(badp.status().message().find("evict"), std::string::npos);
+}
+
+TEST(LengthPredictor, LearnsLinearRelationAndReportsAccuracy) {
+  OutputLengthPredictor p;
+  EXPECT_DOUBLE_EQ(p.predict("x", 10, 77), 77.0);  // nothing observed: max_tokens
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    const int x = 7 + static_cast<int>(rng() % 129);
+    p.observe("x", x, 500, 10 + x / 2);
+  }
+  for (int x : {7, 33, 129}) EXPECT_NEAR(p.predict("x", x, 500), 10 + x / 2, 1.5) << x;
+  EXPECT_DOUBLE_EQ(p.predict("x", 129, 20), 20.0);  // clamped to max_tokens
+  auto s = p.stats();
+  EXPECT_EQ(s.samples, 200);
+  EXPECT_GT(s.within_2x, 0.9);
+  EXPECT_LT(s.mae, 10);
+  // Another pipeline falls back to the global mean until it has its own samples.
+  const double g = p.predict("y", 50, 1000);
+  EXPECT_GT(g, 10);
+  EXPECT_LT(g, 80);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
