@@ -80,8 +80,11 @@ class BlockTable {
   // Makes room for n more tokens: allocates blocks as needed and copies a shared (ref > 1) last
   // block before it is written. Returns false, changing nothing, when the pool runs out.
   bool reserve(KvPool& pool, int n);
-  // Marks n reserved tokens as written (called by the forward pass).
-  void commit(int n) { num_tokens_ += n; }
+  // Blocks that reserve(pool, n) would take from the pool (new blocks plus a copy-on-write copy),
+  // so that a batch can check all its sequences before reserving any.
+  int blocks_needed(const KvPool& pool, int n) const;
+  // Marks n reserved tokens as written (called by the forward pass). n must fit the reservation.
+  void commit(int n);
   // Shares every block with a new table (ref counts +1).
   BlockTable fork(KvPool& pool) const;
   // Shares only the first n tokens' blocks (n need not be block-aligned; the partial last block
@@ -100,6 +103,9 @@ class BlockTable {
   bool append(KvPool& pool, int n, const float* k_src, const float* v_src);
 
  private:
+  // True when the next token goes into a partially filled block that other tables share.
+  bool needs_cow(const KvPool& pool) const;
+
   std::vector<int32_t> blocks_;
   int num_tokens_ = 0;
   int reserved_ = 0;  // tokens with a slot (>= num_tokens_)
