@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -60,6 +61,30 @@ struct OwnedTensor {
 // Writes tensors into one safetensors file ("__metadata__" optional).
 Status write_safetensors(const std::string& path, const std::map<std::string, OwnedTensor>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
+
+// Streaming writers, for models too large to hold in memory (make-model writes 8B-parameter
+// checkpoints through these). Tensors are laid out in the order given.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  size_t nbytes() const;  // numel x dtype_size
+};
+// Fills dst (spec.nbytes() bytes) with the tensor's data.
+using TensorFill = std::function<Status(const TensorSpec& spec, std::span<uint8_t> dst)>;
+
+// Writes one safetensors file, calling fill once per tensor in order.
+Status write_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs,
+                                  const TensorFill& fill, const std::map<std::string, std::string>& metadata = {});
+
+// Writes a model directory's weights: model.safetensors when the total is <= max_shard_bytes,
+// otherwise model-0000i-of-0000n.safetensors shards plus model.safetensors.index.json.
+Status write_safetensors_dir(const std::string& dir, const std::vector<TensorSpec>& specs, const TensorFill& fill,
+                             size_t max_shard_bytes = 2ull << 30,
+                             const std::map<std::string, std::string>& metadata = {});
+
+// Converts n f32 values into dtype bytes at dst (n x dtype_size bytes).
+void convert_from_f32(const float* src, size_t n, DType dtype, void* dst);
 
 // f32 <-> f16 / bf16 conversions (round to nearest even).
 uint16_t f32_to_bf16(float f);
