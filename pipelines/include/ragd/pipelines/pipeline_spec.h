@@ -1,0 +1,58 @@
+// Pipeline specs: one TOML file per pipeline in the pipelines directory.
+//
+//   [pipeline]   name = "docs-qa"          (default: file stem), description = "..."
+//   [retriever]  top_k = 4, index = "Flat", nprobe = 8
+//   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
+//                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
+//   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree)
+//   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."]
+//
+// Unknown tables or keys and wrong types are errors naming the file and the key. A built-in
+// "default" pipeline (top-4 retrieval, knowledge-tree reuse) exists unless a file redefines it.
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/pipelines/executor.h"
+
+namespace ragd::pipelines {
+
+struct PipelineSpec {
+  std::string name = "default";
+  std::string description = "top-4 retrieval, knowledge-tree KV reuse";
+  // retriever
+  int top_k = 4;                    // chunks retrieved per query
+  std::string index = "Flat";       // FAISS factory string of the corpus index (informational)
+  int nprobe = 8;                   // IVF lists probed per search
+  // prompt: [system prefix][context_header][doc1 + separator]...[question_prefix + question][suffix]
+  std::string system_prompt = "You are a helpful assistant. Answer the question using the context.";
+  std::string context_header = "Context:\n";
+  std::string separator = "\n\n";
+  std::string question_prefix = "\nQuestion: ";
+  std::string chat_template = "auto";
+  ReuseMode reuse = ReuseMode::kKnowledgeTree;
+  // generation defaults (a request may override them)
+  int max_tokens = 256;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int sampling_top_k = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+
+  PipelineInfo info() const;
+};
+
+PipelineSpec default_pipeline_spec();
+// source_name is used in error messages ("pipelines/qa.toml: [retriever] top_k: ...").
+Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string_view source_name,
+                                         std::string_view default_name = "default");
+Result<PipelineSpec> load_pipeline_spec(const std::string& path);
+// Every *.toml in dir (sorted by name) plus the built-in default unless redefined. "" = only the
+// default. Duplicate names are an error naming both files.
+Result<std::vector<PipelineSpec>> load_pipeline_dir(const std::string& dir);
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,220 @@
+#include "ragd/pipelines/pipeline_spec.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace ragd::pipelines {
+
+std::string_view reuse_mode_name(ReuseMode m) {
+  switch (m) {
+    case ReuseMode::kNone: return "none";
+    case ReuseMode::kPrefix: return "prefix";
+    case ReuseMode::kKnowledgeTree: return "knowledge_tree";
+  }
+  return "?";
+}
+
+Result<ReuseMode> parse_reuse_mode(std::string_view s) {
+  if (s == "none") return ReuseMode::kNone;
+  if (s == "prefix") return ReuseMode::kPrefix;
+  if (s == "knowledge_tree") return ReuseMode::kKnowledgeTree;
+  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected none, prefix or knowledge_tree)");
+}
+
+PipelineInfo PipelineSpec::info() const {
+  PipelineInfo i;
+  i.name = name;
+  i.description = description;
+  i.reuse = std::string(reuse_mode_name(reuse));
+  i.top_k = top_k;
+  i.index = index;
+  i.max_tokens = max_tokens;
+  return i;
+}
+
+PipelineSpec default_pipeline_spec() { return PipelineSpec{}; }
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const toml::table& root, std::string_view src) : root_(root), src_(src) {}
+
+  Status check_keys() const {
+    static const std::map<std::string, std::set<std::string>> kAllowed = {
+        {"pipeline", {"name", "description"}},
+        {"retriever", {"top_k", "index", "nprobe"}},
+        {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
+        {"reuse", {"mode"}},
+        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop"}},
+    };
+    for (const auto& [k, v] : root_) {
+      const std::string key(k.str());
+      auto it = kAllowed.find(key);
+      if (it == kAllowed.end()) return err("unknown table [" + key + "]");
+      if (!v.is_table()) return err("'" + key + "' must be a table");
+      for (const auto& [k2, v2] : *v.as_table())
+        if (!it->second.count(std::string(k2.str())))
+          return err("[" + key + "] unknown key '" + std::string(k2.str()) + "'");
+    }
+    return Status::OK();
+  }
+
+  Status str(const char* table, const char* key, std::string* out) const {
+    const toml::node* n = find(table, key);
+    if (!n) return Status::OK();
+    if (!n->is_string()) return field_err(table, key, "must be a string");
+    *out = n->as_string()->get();
+    return Status::OK();
+  }
+  Status integer(const char* table, const char* key, int64_t lo, int64_t hi, int64_t* out) const {
+    const toml::node* n = find(table, key);
+    if (!n) return Status::OK();
+    if (!n->is_integer()) return field_err(table, key, "must be an integer");
+    const int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi)
+      return field_err(table, key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                       std::to_string(v));
+    *out = v;
+    return Status::OK();
+  }
+  Status real(const char* table, const char* key, double lo, double hi, double* out) const {
+    const toml::node* n = find(table, key);
+    if (!n) return Status::OK();
+    double v;
+    if (n->is_floating_point()) v = n->as_floating_point()->get();
+    else if (n->is_integer()) v = static_cast<double>(n->as_integer()->get());
+    else return field_err(table, key, "must be a number");
+    if (!(v >= lo && v <= hi)) {
+      std::ostringstream os;
+      os << "must be in [" << lo << ", " << hi << "], got " << v;
+      return field_err(table, key, os.str());
+    }
+    *out = v;
+    return Status::OK();
+  }
+  Status strings(const char* table, const char* key, std::vector<std::string>* out) const {
+    const toml::node* n = find(table, key);
+    if (!n) return Status::OK();
+    if (!n->is_array()) return field_err(table, key, "must be an array of strings");
+    out->clear();
+    for (const auto& e : *n->as_array()) {
+      if (!e.is_string()) return field_err(table, key, "must be an array of strings");
+      out->push_back(e.as_string()->get());
+    }
+    return Status::OK();
+  }
+  Status field_err(const char* table, const char* key, const std::string& what) const {
+    return err(std::string("[") + table + "] " + key + ": " + what);
+  }
+  Status err(const std::string& what) const { return Status::InvalidArgument(std::string(src_) + ": " + what); }
+
+ private:
+  const toml::node* find(const char* table, const char* key) const {
+    const toml::node* t = root_.get(table);
+    if (!t || !t->is_table()) return nullptr;
+    return t->as_table()->get(key);
+  }
+  const toml::table& root_;
+  std::string_view src_;
+};
+
+}  // namespace
+
+Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string_view source_name,
+                                         std::string_view default_name) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    return Status::InvalidArgument(os.str());
+  }
+  Reader r(root, source_name);
+  RAGD_RETURN_IF_ERROR(r.check_keys());
+  PipelineSpec s;
+  s.name = std::string(default_name);
+  RAGD_RETURN_IF_ERROR(r.str("pipeline", "name", &s.name));
+  if (s.name.empty() || s.name.size() > 64 ||
+      !std::all_of(s.name.begin(), s.name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; }))
+    return r.field_err("pipeline", "name", "must be 1-64 characters of [A-Za-z0-9._-], got '" + s.name + "'");
+  RAGD_RETURN_IF_ERROR(r.str("pipeline", "description", &s.description));
+  int64_t v = s.top_k;
+  RAGD_RETURN_IF_ERROR(r.integer("retriever", "top_k", 0, 64, &v));
+  s.top_k = static_cast<int>(v);
+  RAGD_RETURN_IF_ERROR(r.str("retriever", "index", &s.index));
+  v = s.nprobe;
+  RAGD_RETURN_IF_ERROR(r.integer("retriever", "nprobe", 1, 65536, &v));
+  s.nprobe = static_cast<int>(v);
+  RAGD_RETURN_IF_ERROR(r.str("prompt", "system", &s.system_prompt));
+  RAGD_RETURN_IF_ERROR(r.str("prompt", "context_header", &s.context_header));
+  RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));
+  RAGD_RETURN_IF_ERROR(r.str("prompt", "question_prefix", &s.question_prefix));
+  RAGD_RETURN_IF_ERROR(r.str("prompt", "chat_template", &s.chat_template));
+  static const std::set<std::string> kTemplates = {"auto", "llama3", "chatml", "mistral", "none"};
+  if (!kTemplates.count(s.chat_template))
+    return r.field_err("prompt", "chat_template",
+                       "unknown template '" + s.chat_template + "' (expected auto, llama3, chatml, mistral or none)");
+  std::string mode(reuse_mode_name(s.reuse));
+  RAGD_RETURN_IF_ERROR(r.str("reuse", "mode", &mode));
+  auto m = parse_reuse_mode(mode);
+  if (!m.ok()) return r.field_err("reuse", "mode", m.status().message());
+  s.reuse = *m;
+  v = s.max_tokens;
+  RAGD_RETURN_IF_ERROR(r.integer("generation", "max_tokens", 1, 1 << 20, &v));
+  s.max_tokens = static_cast<int>(v);
+  double d = s.temperature;
+  RAGD_RETURN_IF_ERROR(r.real("generation", "temperature", 0.0, 100.0, &d));
+  s.temperature = static_cast<float>(d);
+  d = s.top_p;
+  RAGD_RETURN_IF_ERROR(r.real("generation", "top_p", 1e-6, 1.0, &d));
+  s.top_p = static_cast<float>(d);
+  v = s.sampling_top_k;
+  RAGD_RETURN_IF_ERROR(r.integer("generation", "top_k", 0, 1 << 20, &v));
+  s.sampling_top_k = static_cast<int>(v);
+  v = 0;
+  RAGD_RETURN_IF_ERROR(r.integer("generation", "seed", 0, INT64_MAX, &v));
+  s.seed = static_cast<uint64_t>(v);
+  RAGD_RETURN_IF_ERROR(r.strings("generation", "stop", &s.stop));
+  return s;
+}
+
+Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::NotFound(path + ": cannot open pipeline spec");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_pipeline_spec(ss.str(), path, std::filesystem::path(path).stem().string());
+}
+
+Result<std::vector<PipelineSpec>> load_pipeline_dir(const std::string& dir) {
+  std::vector<PipelineSpec> out;
+  std::map<std::string, std::string> seen;  // name -> file
+  if (!dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      return Status::NotFound(dir + ": pipelines directory does not exist");
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path().string());
+    if (ec) return Status::IOError(dir + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      RAGD_ASSIGN_OR_RETURN(PipelineSpec s, load_pipeline_spec(f));
+      auto [it, fresh] = seen.emplace(s.name, f);
+      if (!fresh) return Status::InvalidArgument(f + ": pipeline name '" + s.name + "' already defined in " + it->second);
+      out.push_back(std::move(s));
+    }
+  }
+  if (!seen.count("default")) out.insert(out.begin(), default_pipeline_spec());
+  return out;
+}
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ragd/pipelines/pipeline_spec.h"
+
+namespace ragd::pipelines {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("ragd_spec_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(PipelineSpec, ParsesEveryField) {
+  auto s = parse_pipeline_spec(R"(
+[pipeline]
+name = "qa"
+description = "d"
+[retriever]
+top_k = 7
+index = "IVF64,Flat"
+nprobe = 3
+[prompt]
+system = "sys"
+context_header = "C:"
+separator = "|"
+question_prefix = "Q:"
+chat_template = "chatml"
+[reuse]
+mode = "prefix"
+[generation]
+max_tokens = 33
+temperature = 0.5
+top_p = 0.9
+top_k = 5
+seed = 42
+stop = ["END", "###"]
+)", "qa.toml");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->name, "qa");
+  EXPECT_EQ(s->top_k, 7);
+  EXPECT_EQ(s->index, "IVF64,Flat");
+  EXPECT_EQ(s->nprobe, 3);
+  EXPECT_EQ(s->system_prompt, "sys");
+  EXPECT_EQ(s->context_header, "C:");
+  EXPECT_EQ(s->separator, "|");
+  EXPECT_EQ(s->question_prefix, "Q:");
+  EXPECT_EQ(s->chat_template, "chatml");
+  EXPECT_EQ(s->reuse, ReuseMode::kPrefix);
+  EXPECT_EQ(s->max_tokens, 33);
+  EXPECT_FLOAT_EQ(s->temperature, 0.5f);
+  EXPECT_FLOAT_EQ(s->top_p, 0.9f);
+  EXPECT_EQ(s->sampling_top_k, 5);
+  EXPECT_EQ(s->seed, 42u);
+  EXPECT_EQ(s->stop, (std::vector<std::string>{"END", "###"}));
+  EXPECT_EQ(s->info().reuse, "prefix");
+}
+
+TEST(PipelineSpec, EmptyFileGivesDefaultsWithFileName) {
+  auto s = parse_pipeline_spec("", "x.toml", "from-stem");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->name, "from-stem");
+  EXPECT_EQ(s->top_k, 4);
+  EXPECT_EQ(s->reuse, ReuseMode::kKnowledgeTree);
+}
+
+void expect_error(const std::string& text, const std::string& needle) {
+  auto s = parse_pipeline_spec(text, "bad.toml");
+  ASSERT_FALSE(s.ok()) << text;
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("bad.toml"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find(needle), std::string::npos) << s.status().message();
+}
+
+TEST(PipelineSpec, SyntaxErrorNamesFileAndLine) { expect_error("[retriever\ntop_k = 1", "bad.toml:1"); }
+TEST(PipelineSpec, UnknownTable) { expect_error("[retreiver]\ntop_k = 1", "unknown table [retreiver]"); }
+TEST(PipelineSpec, UnknownKey) { expect_error("[retriever]\ntopk = 1", "unknown key 'topk'"); }
+TEST(PipelineSpec, WrongType) { expect_error("[retriever]\ntop_k = \"four\"", "top_k: must be an integer"); }
+TEST(PipelineSpec, OutOfRange) { expect_error("[retriever]\ntop_k = 1000", "top_k: must be in [0, 64], got 1000"); }
+TEST(PipelineSpec, BadReuseMode) { expect_error("[reuse]\nmode = \"cacheblend2\"", "unknown reuse mode 'cacheblend2'"); }
+TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "unknown template 'jinja'"); }
+TEST(PipelineSpec, BadName) { expect_error("[pipeline]\nname = \"a b\"", "name: must be 1-64"); }
+TEST(PipelineSpec, BadTopP) { expect_error("[generation]\ntop_p = 1.5", "top_p: must be in"); }
+TEST(PipelineSpec, BadStop) { expect_error("[generation]\nstop = [1]", "stop: must be an array of strings"); }
+TEST(PipelineSpec, NonTableSection) { expect_error("reuse = \"none\"", "'reuse' must be a table"); }
+
+TEST(PipelineSpec, DirectoryAddsDefaultAndRejectsDuplicates) {
+  const std::string d = tmpdir("dir");
+  write(d + "/b.toml", "[reuse]\nmode = \"none\"\n");
+  write(d + "/a.toml", "[pipeline]\nname = \"alpha\"\n");
+  write(d + "/ignored.txt", "not toml");
+  auto v = load_pipeline_dir(d);
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  ASSERT_EQ(v->size(), 3u);
+  EXPECT_EQ((*v)[0].name, "default");
+  EXPECT_EQ((*v)[1].name, "alpha");
+  EXPECT_EQ((*v)[2].name, "b");
+  EXPECT_EQ((*v)[2].reuse, ReuseMode::kNone);
+  write(d + "/c.toml", "[pipeline]\nname = \"alpha\"\n");
+  auto dup = load_pipeline_dir(d);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("already defined"), std::string::npos);
+  EXPECT_NE(dup.status().message().find("a.toml"), std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST(PipelineSpec, MissingDirectoryIsNotFound) {
+  auto v = load_pipeline_dir("/nonexistent/ragd/pipelines");
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(v.status().message().find("/nonexistent/ragd/pipelines"), std::string::npos);
+  auto only = load_pipeline_dir("");
+  ASSERT_TRUE(only.ok());
+  ASSERT_EQ(only->size(), 1u);
+  EXPECT_EQ((*only)[0].name, "default");
+}
+
+TEST(PipelineSpec, ShippedConfigsParse) {
+  const fs::path dir = fs::path(RAGD_SOURCE_DIR) / "configs" / "pipelines";
+  auto v = load_pipeline_dir(dir.string());
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_GE(v->size(), 3u);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
