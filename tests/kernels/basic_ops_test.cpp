@@ -40,6 +40,12 @@ TEST_P(LinearTest, MatchesDoubleReference) {
     }
     // fp32 accumulation over k = 129 terms of magnitude <= 1.
     EXPECT_LT(max_err(y.data(), ref.data(), y.size()), 1e-5) << "m=" << m << " bias=" << with_bias;
+    // accumulate: y += x·wᵀ (+ bias), the residual-add form.
+    auto y0 = random_vec(y.size(), 4);
+    std::vector<float> acc = y0;
+    linear(x.data(), m, k, w.data(), n, with_bias ? b.data() : nullptr, acc.data(), /*accumulate=*/true);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] += y0[i];
+    EXPECT_LT(max_err(acc.data(), ref.data(), acc.size()), 1e-5) << "accumulate m=" << m << " bias=" << with_bias;
   }
 }
 INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 7, 33));

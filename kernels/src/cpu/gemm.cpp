@@ -6,21 +6,23 @@
 
 namespace ragd::kernels {
 
-void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y) {
+void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  if (m == 1) {
-    if (bias != nullptr) {
-      std::memcpy(y, bias, sizeof(float) * n);
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, 1.0f, y, 1);
-    } else {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, 0.0f, y, 1);
-    }
-    return;
-  }
-  float beta = 0.0f;
+  float beta = accumulate ? 1.0f : 0.0f;
   if (bias != nullptr) {
-    for (int r = 0; r < m; ++r) std::memcpy(y + static_cast<size_t>(r) * n, bias, sizeof(float) * n);
+    for (int r = 0; r < m; ++r) {
+      float* yr = y + static_cast<size_t>(r) * n;
+      if (accumulate) {
+        for (int i = 0; i < n; ++i) yr[i] += bias[i];
+      } else {
+        std::memcpy(yr, bias, sizeof(float) * n);
+      }
+    }
     beta = 1.0f;
+  }
+  if (m == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, beta, y, 1);
+    return;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, beta, y, n);
 }

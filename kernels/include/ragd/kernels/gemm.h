@@ -8,9 +8,10 @@ namespace ragd::kernels {
 
 // Dense layer in the Hugging Face nn.Linear layout:
 //   x: [m, k]   w: [n, k] (row-major, one output feature per row)   bias: [n] or nullptr
-//   y: [m, n] = x · wᵀ + bias
+//   y: [m, n] = x · wᵀ + bias        (accumulate: y += x · wᵀ + bias, e.g. a residual add)
 // m == 1 takes the GEMV path (one pass over w; decode is bound by streaming the weights).
-void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y);
+void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+            bool accumulate = false);
 
 // General C[m, n] = alpha · op(A) · op(B) + beta · C, row-major with leading dimensions.
 //   op(A): [m, k] (A is [k, m] when trans_a)   op(B): [k, n] (B is [n, k] when trans_b)

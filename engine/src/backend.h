@@ -1,0 +1,80 @@
+// Private seam between Model (batch validation, KV reservation, bookkeeping) and the device code
+// that runs a step. The CPU backend always builds; a CUDA backend plugs in behind the same
+// interface and the same block tables.
+// Thread-safety: a Backend is used by one thread at a time (the model's owner).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/engine/kv_cache.h"
+#include "ragd/engine/model.h"
+#include "ragd/engine/model_config.h"
+#include "ragd/engine/safetensors.h"
+
+namespace ragd::engine {
+
+// Weights of one decoder layer, f32, HF nn.Linear layout ([out, in] row-major).
+struct LayerWeights {
+  std::vector<float> input_norm;  // [hidden]
+  std::vector<float> qkv;         // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows stacked
+  std::vector<float> qkv_bias;    // [q_dim + 2·kv_dim], empty without attention_bias
+  std::vector<float> o;           // [hidden, q_dim]
+  std::vector<float> post_norm;   // [hidden]
+  std::vector<float> gate_up;     // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
+  std::vector<float> down;        // [hidden, intermediate]
+};
+
+// The whole model in host memory, f32 (bf16 / f16 checkpoints converted at load).
+struct HostWeights {
+  std::vector<float> embed;       // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // [hidden]
+  std::vector<float> lm_head;     // [vocab, hidden]; empty when tie_word_embeddings (embed is used)
+  size_t bytes() const;
+};
+
+// Reads and checks every HF tensor (model_weights.cpp). A missing tensor is NotFound, a wrong shape
+// InvalidArgument; both name the tensor and the expected vs actual shape.
+Result<HostWeights> load_host_weights(const ModelConfig& cfg, const WeightStore& store);
+
+// One sequence of a planned step. Rows of the step are the new tokens of all sequences in order.
+struct SeqPlan {
+  BlockTable* table = nullptr;  // reserved for start + n tokens; not yet committed
+  const int32_t* tokens = nullptr;
+  int start = 0;                // position of the first new token (= table->num_tokens())
+  int n = 0;                    // new tokens
+  int row0 = 0;                 // first row of this sequence in the step
+  SeqStep::Logits logits = SeqStep::Logits::kLast;
+};
+
+struct StepPlan {
+  std::vector<SeqPlan> seqs;
+  int total_rows = 0;
+  std::vector<int> logit_rows;  // step rows whose logits are wanted, in output order
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view device() const = 0;
+  // Runs one step: writes the new tokens' K/V into `pool` through the plan's block tables, and
+  // fills logits [plan.logit_rows.size(), vocab] and, when non-null, hidden
+  // [plan.total_rows, hidden_size] (final-normed hidden states of every row).
+  virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden) = 0;
+  // Bytes of weights read per decoded token (for benchmarks' bandwidth bounds).
+  virtual size_t weight_bytes() const = 0;
+};
+
+struct CpuBackendOptions {
+  int num_threads = 0;  // OpenMP / OpenBLAS threads; 0 = all cores
+};
+// cpu_backend.cpp. Takes ownership of the weights.
+Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWeights weights,
+                                                  const CpuBackendOptions& opts);
+
+}  // namespace ragd::engine

@@ -1,0 +1,185 @@
+// Model: batch validation, all-or-nothing KV reservation and bookkeeping around a Backend.
+#include "ragd/engine/model.h"
+
+#include <chrono>
+#include <string>
+#include <unordered_set>
+
+#include "backend.h"
+#include "ragd/common/log.h"
+
+namespace ragd::engine {
+
+namespace {
+
+class ModelImpl final : public Model {
+ public:
+  ModelImpl(ModelConfig cfg, Hash128 fingerprint, std::unique_ptr<KvPool> pool, std::unique_ptr<Backend> backend)
+      : cfg_(std::move(cfg)), fingerprint_(fingerprint), pool_(std::move(pool)), backend_(std::move(backend)) {}
+
+  const ModelConfig& config() const override { return cfg_; }
+  Hash128 fingerprint() const override { return fingerprint_; }
+  KvPool& kv_pool() override { return *pool_; }
+  std::string_view device() const override { return backend_->device(); }
+
+  Status forward(std::span<SeqStep> batch, StepOutput* out) override;
+  Status embed(std::span<const int32_t> tokens, std::vector<float>* out) override;
+
+ private:
+  Status check_tokens(std::span<const int32_t> tokens, size_t index) const;
+
+  ModelConfig cfg_;
+  Hash128 fingerprint_;
+  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<float> hidden_;  // embed() scratch
+};
+
+Status ModelImpl::check_tokens(std::span<const int32_t> tokens, size_t index) const {
+  if (tokens.empty()) return Status::InvalidArgument("forward: batch[" + std::to_string(index) + "] has no tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size) {
+      return Status::InvalidArgument("forward: batch[" + std::to_string(index) + "] token " + std::to_string(i) +
+                                     " has id " + std::to_string(tokens[i]) + ", outside the vocabulary [0, " +
+                                     std::to_string(cfg_.vocab_size) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+Status ModelImpl::forward(std::span<SeqStep> batch, StepOutput* out) {
+  if (out == nullptr) return Status::InvalidArgument("forward: out is null");
+  StepPlan plan;
+  plan.seqs.reserve(batch.size());
+  std::unordered_set<const BlockTable*> seen;
+  size_t blocks_needed = 0;
+  int rows = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqStep& s = batch[i];
+    if (s.table == nullptr) return Status::InvalidArgument("forward: batch[" + std::to_string(i) + "] has no block table");
+    if (!seen.insert(s.table).second) {
+      return Status::InvalidArgument("forward: batch[" + std::to_string(i) + "] repeats a block table of an earlier entry");
+    }
+    RAGD_RETURN_IF_ERROR(check_tokens(s.tokens, i));
+    const int n = static_cast<int>(s.tokens.size());
+    blocks_needed += static_cast<size_t>(s.table->blocks_needed(*pool_, n));
+    SeqPlan p;
+    p.table = s.table;
+    p.tokens = s.tokens.data();
+    p.start = s.table->num_tokens();
+    p.n = n;
+    p.row0 = rows;
+    p.logits = s.logits;
+    plan.seqs.push_back(p);
+    rows += n;
+  }
+  plan.total_rows = rows;
+  if (blocks_needed > pool_->free_blocks()) {
+    return Status::ResourceExhausted("forward: KV pool full: the step needs " + std::to_string(blocks_needed) +
+                                     " blocks, " + std::to_string(pool_->free_blocks()) + " of " +
+                                     std::to_string(pool_->num_blocks()) + " are free");
+  }
+  for (const SeqPlan& p : plan.seqs) {
+    // Cannot fail: the whole batch's need was checked against the free list above.
+    if (!p.table->reserve(*pool_, p.n)) return Status::Internal("forward: KV reservation failed after the check");
+  }
+  out->vocab_size = cfg_.vocab_size;
+  out->row_begin.assign(batch.size(), 0);
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const SeqPlan& p = plan.seqs[i];
+    out->row_begin[i] = static_cast<int>(plan.logit_rows.size());
+    if (p.logits == SeqStep::Logits::kLast) {
+      plan.logit_rows.push_back(p.row0 + p.n - 1);
+    } else if (p.logits == SeqStep::Logits::kAll) {
+      for (int r = 0; r < p.n; ++r) plan.logit_rows.push_back(p.row0 + r);
+    }
+  }
+  out->logits.resize(plan.logit_rows.size() * static_cast<size_t>(cfg_.vocab_size));
+  RAGD_RETURN_IF_ERROR(backend_->forward(plan, *pool_, out->logits.data(), nullptr));
+  for (const SeqPlan& p : plan.seqs) p.table->commit(p.n);
+  return Status::OK();
+}
+
+Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out) {
+  if (out == nullptr) return Status::InvalidArgument("embed: out is null");
+  RAGD_RETURN_IF_ERROR(check_tokens(tokens, 0).with_context("embed"));
+  BlockTable table;
+  const int n = static_cast<int>(tokens.size());
+  if (!table.reserve(*pool_, n)) {
+    return Status::ResourceExhausted("embed: KV pool cannot hold " + std::to_string(n) + " tokens (" +
+                                     std::to_string(pool_->free_blocks()) + " free blocks)");
+  }
+  StepPlan plan;
+  plan.seqs.push_back({&table, tokens.data(), 0, n, 0, SeqStep::Logits::kNone});
+  plan.total_rows = n;
+  const int hs = cfg_.hidden_size;
+  hidden_.resize(static_cast<size_t>(n) * hs);
+  Status st = backend_->forward(plan, *pool_, nullptr, hidden_.data());
+  table.release(*pool_);
+  RAGD_RETURN_IF_ERROR(st);
+  out->assign(hs, 0.0f);
+  for (int c = 0; c < hs; ++c) {
+    double s = 0.0;
+    for (int r = 0; r < n; ++r) s += hidden_[static_cast<size_t>(r) * hs + c];
+    (*out)[c] = static_cast<float>(s / n);
+  }
+  return Status::OK();
+}
+
+// "cpu" → CPU; "cuda" / "cuda:N" → Unimplemented in this build.
+Status check_device(const std::string& device) {
+  if (device == "cpu") return Status::OK();
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    return Status::Unimplemented("ModelOptions.device '" + device +
+                                 "': this build has no CUDA backend; use \"cpu\"");
+  }
+  return Status::InvalidArgument("ModelOptions.device: unknown device '" + device + "' (expected \"cpu\" or \"cuda:N\")");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique_ptr<WeightStore> weights,
+                                             const ModelOptions& opts) {
+  RAGD_RETURN_IF_ERROR(check_device(opts.device));
+  RAGD_RETURN_IF_ERROR(cfg.validate());
+  if (weights == nullptr) return Status::InvalidArgument("Model::create: no weight store");
+  if (opts.kv_block_size <= 0) {
+    return Status::InvalidArgument("ModelOptions.kv_block_size must be positive, got " + std::to_string(opts.kv_block_size));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  KvLayout layout;
+  layout.num_layers = cfg.num_hidden_layers;
+  layout.num_kv_heads = cfg.num_key_value_heads;
+  layout.head_dim = cfg.head_dim;
+  layout.block_size = opts.kv_block_size;
+  const size_t block_bytes = 2 * sizeof(float) * layout.block_floats() * static_cast<size_t>(layout.num_layers);
+  const size_t num_blocks = opts.kv_pool_bytes / block_bytes;
+  if (num_blocks == 0) {
+    return Status::InvalidArgument("ModelOptions.kv_pool_bytes " + std::to_string(opts.kv_pool_bytes) +
+                                   " is smaller than one KV block (" + std::to_string(block_bytes) + " bytes)");
+  }
+  Hasher128 fp;
+  fp.str("ragd-model-v1").h128(cfg.shape_hash()).h128(weights->checksum());
+  RAGD_ASSIGN_OR_RETURN(HostWeights host, load_host_weights(cfg, *weights));
+  weights.reset();  // weights now live in the backend (converted to f32)
+  const size_t weight_bytes = host.bytes();
+  CpuBackendOptions bo;
+  bo.num_threads = opts.num_threads;
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_cpu_backend(cfg, std::move(host), bo));
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::create(layout, num_blocks));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log::engine()->info("model {} loaded on {}: {} layers, hidden {}, {:.1f} MiB f32 weights, KV pool {} blocks x {} "
+                      "tokens ({:.1f} MiB), {:.2f} s",
+                      architecture_name(cfg.architecture), backend->device(), cfg.num_hidden_layers, cfg.hidden_size,
+                      weight_bytes / 1048576.0, num_blocks, layout.block_size, pool->bytes() / 1048576.0, secs);
+  return std::unique_ptr<Model>(new ModelImpl(cfg, fp.digest(), std::move(pool), std::move(backend)));
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOptions& opts) {
+  RAGD_RETURN_IF_ERROR(check_device(opts.device));
+  RAGD_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_json_file(dir + "/config.json"));
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> weights, WeightStore::open_dir(dir));
+  return create(cfg, std::move(weights), opts);
+}
+
+}  // namespace ragd::engine

@@ -1,0 +1,378 @@
+// Whole-model forward against the independent double reference (tiny_model.h), and the runtime's
+// batching / paging / sharing invariants: batched step == one at a time, shared prefix (fork +
+// copy-on-write) == independent, every block size == contiguous, pool exhaustion changes nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ragd/engine/model.h"
+#include "tiny_model.h"
+
+namespace ragd::engine {
+namespace {
+
+using testing::MemoryStore;
+using testing::Reference;
+using testing::tiny_config;
+using testing::tiny_weights;
+using testing::TinyWeights;
+using testing::Variant;
+
+// Logits are O(1..10); the engine runs fp32 (sgemm, fp32 softmax) against a double reference.
+constexpr double kRefTol = 5e-5;   // max |a - b| / (1 + |b|), engine vs reference
+constexpr double kSelfTol = 2e-5;  // engine vs engine with a different batching / paging
+
+std::vector<int32_t> random_tokens(int n, uint32_t seed, int vocab = 97) {
+  std::mt19937 g(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(g() % vocab);
+  return t;
+}
+
+double err(std::span<const float> a, const std::vector<double>& b) {
+  double e = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) e = std::max(e, std::fabs(a[i] - b[i]) / (1.0 + std::fabs(b[i])));
+  return e;
+}
+double err(std::span<const float> a, std::span<const float> b) {
+  return err(a, std::vector<double>(b.begin(), b.end()));
+}
+
+struct Fixture {
+  ModelConfig cfg;
+  TinyWeights w;
+  std::unique_ptr<Model> model;
+
+  explicit Fixture(Variant v, int block_size = 16, size_t pool_bytes = 8u << 20, uint32_t seed = 1) {
+    cfg = tiny_config(v);
+    w = tiny_weights(cfg, seed, v == Variant::kBf16);
+    ModelOptions o;
+    o.kv_block_size = block_size;
+    o.kv_pool_bytes = pool_bytes;
+    auto r = Model::create(cfg, std::make_unique<MemoryStore>(w.tensors), o);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (r.ok()) model = std::move(r).value();
+  }
+
+  // Runs one step of a single sequence.
+  StepOutput step(BlockTable& t, std::span<const int32_t> toks, SeqStep::Logits mode) {
+    SeqStep s{&t, toks, mode};
+    StepOutput out;
+    Status st = model->forward({&s, 1}, &out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return out;
+  }
+};
+
+class ModelVsReference : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(ModelVsReference, PrefillChunksAndDecodesMatch) {
+  Fixture f(GetParam());
+  ASSERT_TRUE(f.model);
+  auto toks = random_tokens(45, 7);
+  std::vector<std::vector<double>> ref;
+  Reference(f.cfg, f.w).run(toks, &ref);
+  BlockTable t;
+  // Prefill 33 tokens with all logits, then a 7-token chunk (attends to the cached 33), then decodes.
+  StepOutput a = f.step(t, std::span(toks).subspan(0, 33), SeqStep::Logits::kAll);
+  ASSERT_EQ(a.logits.size(), 33u * 97);
+  for (int r = 0; r < 33; ++r) EXPECT_LT(err(a.row(r), ref[r]), kRefTol) << "row " << r;
+  StepOutput b = f.step(t, std::span(toks).subspan(33, 7), SeqStep::Logits::kAll);
+  for (int r = 0; r < 7; ++r) EXPECT_LT(err(b.row(r), ref[33 + r]), kRefTol) << "chunk row " << r;
+  for (int i = 40; i < 45; ++i) {
+    StepOutput d = f.step(t, std::span(toks).subspan(i, 1), SeqStep::Logits::kLast);
+    ASSERT_EQ(d.logits.size(), 97u);
+    EXPECT_LT(err(d.row(0), ref[i]), kRefTol) << "decode " << i;
+  }
+  EXPECT_EQ(t.num_tokens(), 45);
+  t.release(f.model->kv_pool());
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ModelVsReference,
+                         ::testing::Values(Variant::kLlama, Variant::kQwen2Bias, Variant::kTied, Variant::kLlama3Rope,
+                                           Variant::kBf16, Variant::kLinearRope));
+
+TEST(Model, LogitsModesAndRowBegin) {
+  Fixture f(Variant::kLlama);
+  auto a = random_tokens(7, 1), b = random_tokens(5, 2), c = random_tokens(3, 3);
+  BlockTable ta, tb, tc;
+  std::vector<SeqStep> batch{{&ta, a, SeqStep::Logits::kAll}, {&tb, b, SeqStep::Logits::kNone},
+                             {&tc, c, SeqStep::Logits::kLast}};
+  StepOutput out;
+  ASSERT_TRUE(f.model->forward(batch, &out).ok());
+  EXPECT_EQ(out.logits.size(), 8u * 97);
+  EXPECT_EQ(out.row_begin, (std::vector<int>{0, 7, 7}));
+  EXPECT_EQ(tb.num_tokens(), 5);  // KV written even without logits
+  for (auto* t : {&ta, &tb, &tc}) t->release(f.model->kv_pool());
+}
+
+// One batched step mixing fresh prefills, a prefill chunk onto cached KV and decodes gives the same
+// logits as running each sequence alone.
+TEST(Model, BatchedStepEqualsOneAtATime) {
+  Fixture f(Variant::kQwen2Bias, 3);
+  const std::vector<int> cached = {0, 33, 20, 7, 129};
+  const std::vector<int> fresh = {7, 1, 5, 1, 1};
+  std::vector<std::vector<int32_t>> toks;
+  std::vector<BlockTable> batched(cached.size()), alone(cached.size());
+  for (size_t i = 0; i < cached.size(); ++i) {
+    toks.push_back(random_tokens(cached[i] + fresh[i], 100 + static_cast<uint32_t>(i)));
+    if (cached[i] > 0) {
+      f.step(batched[i], std::span(toks[i]).subspan(0, cached[i]), SeqStep::Logits::kNone);
+      f.step(alone[i], std::span(toks[i]).subspan(0, cached[i]), SeqStep::Logits::kNone);
+    }
+  }
+  std::vector<SeqStep> batch;
+  for (size_t i = 0; i < cached.size(); ++i) {
+    batch.push_back({&batched[i], std::span(toks[i]).subspan(cached[i], fresh[i]), SeqStep::Logits::kAll});
+  }
+  StepOutput out;
+  ASSERT_TRUE(f.model->forward(batch, &out).ok());
+  for (size_t i = 0; i < cached.size(); ++i) {
+    StepOutput one = f.step(alone[i], std::span(toks[i]).subspan(cached[i], fresh[i]), SeqStep::Logits::kAll);
+    for (int r = 0; r < fresh[i]; ++r) {
+      EXPECT_LT(err(out.row(out.row_begin[i] + r), one.row(r)), kSelfTol) << "seq " << i << " row " << r;
+    }
+    EXPECT_EQ(batched[i].num_tokens(), cached[i] + fresh[i]);
+  }
+  for (auto& t : batched) t.release(f.model->kv_pool());
+  for (auto& t : alone) t.release(f.model->kv_pool());
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);
+}
+
+// A forked prefix continued two ways (copy-on-write of the shared partial block) equals running
+// each continuation from scratch, and leaves the parent intact.
+class SharedPrefix : public ::testing::TestWithParam<int> {};
+
+TEST_P(SharedPrefix, ForkEqualsIndependent) {
+  Fixture f(Variant::kLlama, GetParam());
+  auto prefix = random_tokens(25, 11), cont_a = random_tokens(9, 12), cont_b = random_tokens(9, 13);
+  BlockTable parent;
+  f.step(parent, prefix, SeqStep::Logits::kNone);
+  const size_t used = f.model->kv_pool().used_blocks();
+  BlockTable child_a = parent.fork(f.model->kv_pool());
+  BlockTable child_b = parent.fork_prefix(f.model->kv_pool(), 20);  // partial prefix, unaligned
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), used);
+  StepOutput ga = f.step(child_a, cont_a, SeqStep::Logits::kAll);
+  StepOutput gb = f.step(child_b, cont_b, SeqStep::Logits::kAll);
+  // Independent runs.
+  std::vector<int32_t> full_a(prefix), full_b(prefix.begin(), prefix.begin() + 20);
+  full_a.insert(full_a.end(), cont_a.begin(), cont_a.end());
+  full_b.insert(full_b.end(), cont_b.begin(), cont_b.end());
+  BlockTable ia, ib;
+  StepOutput ra = f.step(ia, full_a, SeqStep::Logits::kAll);
+  StepOutput rb = f.step(ib, full_b, SeqStep::Logits::kAll);
+  for (int r = 0; r < 9; ++r) {
+    EXPECT_LT(err(ga.row(r), ra.row(25 + r)), kSelfTol) << "a row " << r;
+    EXPECT_LT(err(gb.row(r), rb.row(20 + r)), kSelfTol) << "b row " << r;
+  }
+  // The parent still decodes as if nothing happened.
+  auto next = random_tokens(1, 14);
+  StepOutput pd = f.step(parent, next, SeqStep::Logits::kLast);
+  std::vector<int32_t> full_p(prefix);
+  full_p.push_back(next[0]);
+  std::vector<std::vector<double>> ref;
+  Reference(f.cfg, f.w).run(full_p, &ref);
+  EXPECT_LT(err(pd.row(0), ref.back()), kRefTol);
+  for (auto* t : {&parent, &child_a, &child_b, &ia, &ib}) t->release(f.model->kv_pool());
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockSizes, SharedPrefix, ::testing::Values(1, 3, 16));
+
+// Paged with block sizes 1, 3, 16, 64 == one contiguous block.
+TEST(Model, BlockSizesEqualContiguous) {
+  auto toks = random_tokens(70, 21);
+  auto run = [&](int bs) {
+    Fixture f(Variant::kLlama3Rope, bs);
+    BlockTable t;
+    std::vector<float> rows;
+    StepOutput a = f.step(t, std::span(toks).subspan(0, 67), SeqStep::Logits::kAll);
+    rows = a.logits;
+    for (int i = 67; i < 70; ++i) {
+      StepOutput d = f.step(t, std::span(toks).subspan(i, 1), SeqStep::Logits::kLast);
+      rows.insert(rows.end(), d.logits.begin(), d.logits.end());
+    }
+    return rows;
+  };
+  const auto contiguous = run(128);
+  for (int bs : {1, 3, 16, 64}) {
+    const auto paged = run(bs);
+    ASSERT_EQ(paged.size(), contiguous.size());
+    EXPECT_LT(err(paged, contiguous), kSelfTol) << "block size " << bs;
+  }
+}
+
+TEST(Model, PoolExhaustionChangesNothing) {
+  ModelConfig cfg = tiny_config(Variant::kLlama);
+  // 2 layers · 2 kv heads · 16 dims · 4 tokens · 2 (K, V) · 4 bytes = 2 KiB per block; 6 blocks.
+  Fixture f(Variant::kLlama, 4, 6 * 2048);
+  ASSERT_EQ(f.model->kv_pool().num_blocks(), 6u);
+  auto a = random_tokens(10, 31), b = random_tokens(9, 32);
+  BlockTable ta, tb;
+  f.step(ta, a, SeqStep::Logits::kNone);  // 3 blocks
+  BlockTable tf = ta.fork(f.model->kv_pool());
+  const auto blocks_a = ta.blocks();
+  const size_t free_before = f.model->kv_pool().free_blocks();
+  // tb needs 3 blocks, tf needs 1 (copy of the shared partial block): 4 > 3 free.
+  std::vector<SeqStep> batch{{&tf, std::span(b).subspan(0, 1), SeqStep::Logits::kLast},
+                             {&tb, b, SeqStep::Logits::kLast}};
+  StepOutput out;
+  Status st = f.model->forward(batch, &out);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.to_string();
+  EXPECT_NE(st.message().find("KV pool full"), std::string::npos);
+  EXPECT_EQ(f.model->kv_pool().free_blocks(), free_before);
+  EXPECT_EQ(tb.num_tokens(), 0);
+  EXPECT_TRUE(tb.blocks().empty());
+  EXPECT_EQ(tf.num_tokens(), 10);
+  EXPECT_EQ(tf.blocks(), blocks_a);
+  // After freeing the parent the same step fits (tf's last block is no longer shared).
+  ta.release(f.model->kv_pool());
+  ASSERT_TRUE(f.model->forward(batch, &out).ok());
+  EXPECT_EQ(tf.num_tokens(), 11);
+  EXPECT_EQ(tb.num_tokens(), 9);
+  tf.release(f.model->kv_pool());
+  tb.release(f.model->kv_pool());
+}
+
+TEST(Model, EmbedIsMeanOfFinalNormedHidden) {
+  Fixture f(Variant::kTied);
+  auto toks = random_tokens(33, 41);
+  std::vector<float> e;
+  ASSERT_TRUE(f.model->embed(toks, &e).ok());
+  std::vector<std::vector<double>> logits, hidden;
+  Reference(f.cfg, f.w).run(toks, &logits, &hidden);
+  std::vector<double> mean(f.cfg.hidden_size, 0.0);
+  for (const auto& h : hidden)
+    for (int i = 0; i < f.cfg.hidden_size; ++i) mean[i] += h[i] / hidden.size();
+  ASSERT_EQ(e.size(), mean.size());
+  EXPECT_LT(err(e, mean), kRefTol);
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);  // scratch KV released
+}
+
+TEST(Model, FingerprintDependsOnWeightsAndShape) {
+  Fixture a(Variant::kLlama, 16, 8u << 20, 1), b(Variant::kLlama, 16, 8u << 20, 1), c(Variant::kLlama, 16, 8u << 20, 2);
+  Fixture d(Variant::kLlama3Rope, 16, 8u << 20, 1);
+  EXPECT_EQ(a.model->fingerprint(), b.model->fingerprint());
+  EXPECT_NE(a.model->fingerprint(), c.model->fingerprint());
+  EXPECT_NE(a.model->fingerprint(), d.model->fingerprint());
+  EXPECT_EQ(a.model->device(), "cpu");
+}
+
+// ---- bad input: one test per case, each checking that the message names the problem -----------
+
+Result<std::unique_ptr<Model>> create_with(const ModelConfig& cfg, TinyWeights w, const ModelOptions& o = {}) {
+  return Model::create(cfg, std::make_unique<MemoryStore>(std::move(w.tensors)), o);
+}
+
+TEST(ModelErrors, MissingTensorNamesItAndItsShape) {
+  ModelConfig cfg = tiny_config(Variant::kLlama);
+  TinyWeights w = tiny_weights(cfg, 1, false);
+  w.tensors.erase("model.layers.1.mlp.up_proj.weight");
+  auto r = create_with(cfg, std::move(w));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("'model.layers.1.mlp.up_proj.weight'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("[96, 64]"), std::string::npos) << r.status().message();
+}
+
+TEST(ModelErrors, WrongShapeNamesExpectedAndActual) {
+  ModelConfig cfg = tiny_config(Variant::kLlama);
+  TinyWeights w = tiny_weights(cfg, 1, false);
+  auto& t = w.tensors["model.layers.0.self_attn.k_proj.weight"];
+  t.shape = {16, 128};  // same byte count, wrong shape
+  auto r = create_with(cfg, std::move(w));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("'model.layers.0.self_attn.k_proj.weight'"), std::string::npos) << m;
+  EXPECT_NE(m.find("[16, 128]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[32, 64]"), std::string::npos) << m;
+}
+
+TEST(ModelErrors, MissingBiasForQwen2) {
+  ModelConfig cfg = tiny_config(Variant::kQwen2Bias);
+  TinyWeights w = tiny_weights(cfg, 1, false);
+  w.tensors.erase("model.layers.0.self_attn.v_proj.bias");
+  auto r = create_with(cfg, std::move(w));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("v_proj.bias"), std::string::npos) << r.status().message();
+}
+
+TEST(ModelErrors, UntiedModelNeedsLmHead) {
+  ModelConfig cfg = tiny_config(Variant::kTied);
+  TinyWeights w = tiny_weights(cfg, 1, false);
+  cfg.tie_word_embeddings = false;
+  auto r = create_with(cfg, std::move(w));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("lm_head.weight"), std::string::npos) << r.status().message();
+}
+
+TEST(ModelErrors, CudaDeviceIsUnimplementedInThisBuild) {
+  ModelConfig cfg = tiny_config(Variant::kLlama);
+  ModelOptions o;
+  o.device = "cuda:0";
+  auto r = create_with(cfg, tiny_weights(cfg, 1, false), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("cuda:0"), std::string::npos) << r.status().message();
+}
+
+TEST(ModelErrors, UnknownDevice) {
+  ModelConfig cfg = tiny_config(Variant::kLlama);
+  ModelOptions o;
+  o.device = "tpu";
+  auto r = create_with(cfg, tiny_weights(cfg, 1, false), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("'tpu'"), std::string::npos) << r.status().message();
+}
+
+TEST(ModelErrors, PoolSmallerThanOneBlock) {
+  ModelConfig cfg = tiny_config(Variant::kLlama);
+  ModelOptions o;
+  o.kv_pool_bytes = 100;
+  auto r = create_with(cfg, tiny_weights(cfg, 1, false), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kv_pool_bytes"), std::string::npos) << r.status().message();
+}
+
+TEST(ModelErrors, TokenOutsideVocabulary) {
+  Fixture f(Variant::kLlama);
+  std::vector<int32_t> toks{1, 2, 97};
+  BlockTable t;
+  SeqStep s{&t, toks, SeqStep::Logits::kLast};
+  StepOutput out;
+  Status st = f.model->forward({&s, 1}, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("id 97"), std::string::npos) << st.message();
+  EXPECT_EQ(t.num_tokens(), 0);
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);
+}
+
+TEST(ModelErrors, SameTableTwiceInOneStep) {
+  Fixture f(Variant::kLlama);
+  std::vector<int32_t> toks{1, 2};
+  BlockTable t;
+  std::vector<SeqStep> batch{{&t, toks, SeqStep::Logits::kLast}, {&t, toks, SeqStep::Logits::kLast}};
+  StepOutput out;
+  Status st = f.model->forward(batch, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("batch[1]"), std::string::npos) << st.message();
+}
+
+TEST(ModelErrors, EmptySequence) {
+  Fixture f(Variant::kLlama);
+  BlockTable t;
+  SeqStep s{&t, {}, SeqStep::Logits::kLast};
+  StepOutput out;
+  Status st = f.model->forward({&s, 1}, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("no tokens"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace ragd::engine
