@@ -1,4 +1,9 @@
 # config.json, safetensors, tokenizer.json, chat templates, sampler.
 list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/model_config.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/src/safetensors.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/src/safetensors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/bpe_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/bpe_trainer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/tokenizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/stream_decoder.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/chat_template.cpp)

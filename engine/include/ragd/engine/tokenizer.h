@@ -36,6 +36,9 @@ class Tokenizer {
   virtual int32_t vocab_size() const = 0;
   virtual std::optional<int32_t> bos_id() const = 0;
   virtual std::vector<int32_t> eos_ids() const = 0;
+  // Spaces the decoder strips from the start of the decoded text (SentencePiece-style "▁Hello"
+  // decodes to "Hello"); 0 for byte-level. StreamDecoder applies it to the first token.
+  virtual int leading_strip() const { return 0; }
 };
 
 // Incremental detokenization that never emits half a UTF-8 character.
@@ -51,7 +54,26 @@ class StreamDecoder {
   const Tokenizer& tok_;
   bool skip_special_;
   std::string pending_;
+  bool started_ = false;  // a non-skipped token has been pushed (leading strip applied)
 };
+
+// Deterministic byte-level BPE training (used by `ragctl make-model` to ship a real tokenizer with
+// random-weight models): the corpus is split with the Llama-3 pre-tokenizer regex, symbols start
+// as the 256 bytes, and the most frequent adjacent pair is merged until `vocab_size` is reached or
+// no pair occurs twice (ties: the pair whose merged bytes sort first). Token ids: 0..255 bytes,
+// then merges in order, then special tokens, then reserved special tokens up to pad_to.
+struct BpeTrainOptions {
+  int vocab_size = 512;  // target size of bytes + merges + special tokens (before padding)
+  std::vector<std::string> special_tokens = {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
+                                             "<|start_header_id|>", "<|end_header_id|>", "<|im_start|>",
+                                             "<|im_end|>"};
+  int pad_to = 0;  // adds <|reserved_special_token_N|> until the vocabulary has this many ids (0 = off)
+};
+// Returns the tokenizer.json text (HF format: Split + ByteLevel pre-tokenizer, ByteLevel decoder,
+// TemplateProcessing that adds the first special token as BOS).
+Result<std::string> train_byte_level_bpe(std::string_view corpus, const BpeTrainOptions& opts);
+// A built-in English text sample (~6 KB) for train_byte_level_bpe.
+std::string_view builtin_training_text();
 
 // Chat templates built in (no Jinja): llama3, chatml (Qwen2), mistral.
 enum class ChatTemplate : uint8_t { kLlama3, kChatML, kMistral, kNone };
