@@ -1,0 +1,318 @@
+// Engine (CPU) benchmark: prefill and decode tokens/s at several batch sizes for a model shape
+// built in memory with random weights, each next to the machine's ceiling measured in the same
+// run: memory read bandwidth (decode bound = weight bytes per step / bandwidth) and large-sgemm
+// GFLOP/s (prefill bound = FLOPs / sgemm rate).
+//
+//   bench_engine --preset small|qwen2-0.5b [--batches 1,8,32] [--prompt 128] [--decode 16]
+//                [--threads N] [--hidden H --layers L --heads A --kv-heads K --head-dim D
+//                 --intermediate I --vocab V --tied]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "ragd/engine/model.h"
+#include "ragd/kernels/gemm.h"
+#include "ragd/kernels/threads.h"
+
+namespace {
+
+using namespace ragd;
+using namespace ragd::engine;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Random f32 weights, generated in parallel (xorshift), held in memory.
+class RandomStore final : public WeightStore {
+ public:
+  void add(const std::string& name, std::vector<int64_t> shape, float scale, float offset) {
+    size_t n = 1;
+    for (auto d : shape) n *= static_cast<size_t>(d);
+    auto& t = t_[name];
+    t.first = shape;
+    t.second.resize(n);
+    float* p = t.second.data();
+    const uint64_t seed = std::hash<std::string>{}(name) | 1;
+#pragma omp parallel
+    {
+      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      uint64_t s = seed * (id + 1) * 0x9E3779B97F4A7C15ULL | 1;
+      for (size_t i = n * id / nt; i < n * (id + 1) / nt; ++i) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        p[i] = offset + scale * (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) - 0.5f);
+      }
+    }
+  }
+  Result<TensorView> get(const std::string& name) const override {
+    auto it = t_.find(name);
+    if (it == t_.end()) return Status::NotFound(name);
+    TensorView v;
+    v.dtype = DType::kF32;
+    v.shape = it->second.first;
+    v.data = it->second.second.data();
+    v.nbytes = it->second.second.size() * sizeof(float);
+    return v;
+  }
+  bool contains(const std::string& name) const override { return t_.count(name) != 0; }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> n;
+    for (const auto& [k, _] : t_) n.push_back(k);
+    return n;
+  }
+  Hash128 checksum() const override { return Hash128{t_.size(), 0}; }  // bench only: not content-based
+
+ private:
+  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> t_;
+};
+
+std::unique_ptr<RandomStore> random_weights(const ModelConfig& c) {
+  auto s = std::make_unique<RandomStore>();
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, v = c.vocab_size;
+  s->add("model.embed_tokens.weight", {v, h}, 0.1f, 0.0f);
+  s->add("model.norm.weight", {h}, 0.2f, 1.0f);
+  if (!c.tie_word_embeddings) s->add("lm_head.weight", {v, h}, 0.1f, 0.0f);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    s->add(p + "input_layernorm.weight", {h}, 0.2f, 1.0f);
+    s->add(p + "post_attention_layernorm.weight", {h}, 0.2f, 1.0f);
+    s->add(p + "self_attn.q_proj.weight", {q, h}, 0.1f, 0.0f);
+    s->add(p + "self_attn.k_proj.weight", {kv, h}, 0.1f, 0.0f);
+    s->add(p + "self_attn.v_proj.weight", {kv, h}, 0.1f, 0.0f);
+    s->add(p + "self_attn.o_proj.weight", {h, q}, 0.1f, 0.0f);
+    if (c.attention_bias) {
+      s->add(p + "self_attn.q_proj.bias", {q}, 0.1f, 0.0f);
+      s->add(p + "self_attn.k_proj.bias", {kv}, 0.1f, 0.0f);
+      s->add(p + "self_attn.v_proj.bias", {kv}, 0.1f, 0.0f);
+    }
+    s->add(p + "mlp.gate_proj.weight", {im, h}, 0.1f, 0.0f);
+    s->add(p + "mlp.up_proj.weight", {im, h}, 0.1f, 0.0f);
+    s->add(p + "mlp.down_proj.weight", {h, im}, 0.1f, 0.0f);
+  }
+  return s;
+}
+
+// Read bandwidth: parallel vectorised sum over a buffer much larger than the caches (best of reps),
+// bytes/s. Eight independent accumulators per thread keep the adds off the critical path.
+double measure_read_bandwidth(size_t bytes) {
+  const size_t n = bytes / sizeof(float) / 8 * 8;
+  std::vector<float> buf(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(i & 1023);
+  double best = 0.0;
+  volatile float sink = 0.0f;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma omp for schedule(static)
+      for (size_t i = 0; i < n; i += 8) {
+#pragma omp simd
+        for (int j = 0; j < 8; ++j) acc[j] += buf[i + j];
+      }
+      for (float x : acc) total += x;
+    }
+    const double s = seconds_since(t0);
+    sink = sink + total;
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s);
+  }
+  return best;
+}
+
+// sgemm rate on a large square problem (best of reps), FLOP/s.
+double measure_sgemm(int n) {
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    kernels::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::max(best, 2.0 * n * n * static_cast<double>(n) / seconds_since(t0));
+  }
+  return best;
+}
+
+struct Args {
+  ModelConfig cfg;
+  std::string preset = "small";
+  std::vector<int> batches = {1, 8, 32};
+  int prompt = 128;
+  int decode = 16;
+  int threads = 0;
+};
+
+ModelConfig preset(const std::string& name) {
+  ModelConfig c;
+  c.architecture = Architecture::kLlama;
+  c.max_position_embeddings = 32768;
+  c.rms_norm_eps = 1e-6f;
+  if (name == "qwen2-0.5b") {
+    c.architecture = Architecture::kQwen2;
+    c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14, c.num_key_value_heads = 2;
+    c.head_dim = 64, c.intermediate_size = 4864, c.vocab_size = 151936, c.tie_word_embeddings = true;
+    c.attention_bias = true;
+    c.rope_theta = 1000000.0f;
+  } else if (name == "small") {
+    c.hidden_size = 512, c.num_hidden_layers = 8, c.num_attention_heads = 8, c.num_key_value_heads = 4;
+    c.head_dim = 64, c.intermediate_size = 1408, c.vocab_size = 32000;
+  } else {
+    std::fprintf(stderr, "unknown preset '%s' (small, qwen2-0.5b)\n", name.c_str());
+    std::exit(2);
+  }
+  return c;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  std::map<std::string, std::string> kv;
+  bool tied = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--tied") {
+      tied = true;
+    } else if (k.rfind("--", 0) == 0 && i + 1 < argc) {
+      kv[k.substr(2)] = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_engine --preset small|qwen2-0.5b [--batches 1,8,32] [--prompt N] "
+                           "[--decode N] [--threads N] [--hidden --layers --heads --kv-heads --head-dim "
+                           "--intermediate --vocab --tied]\n");
+      std::exit(2);
+    }
+  }
+  if (kv.count("preset")) a.preset = kv["preset"];
+  a.cfg = preset(a.preset);
+  auto num = [&](const char* key, int* dst) {
+    if (kv.count(key)) *dst = std::atoi(kv[key].c_str()), a.preset = "custom";
+  };
+  num("hidden", &a.cfg.hidden_size);
+  num("layers", &a.cfg.num_hidden_layers);
+  num("heads", &a.cfg.num_attention_heads);
+  num("kv-heads", &a.cfg.num_key_value_heads);
+  num("head-dim", &a.cfg.head_dim);
+  num("intermediate", &a.cfg.intermediate_size);
+  num("vocab", &a.cfg.vocab_size);
+  if (tied) a.cfg.tie_word_embeddings = true;
+  if (kv.count("prompt")) a.prompt = std::atoi(kv["prompt"].c_str());
+  if (kv.count("decode")) a.decode = std::atoi(kv["decode"].c_str());
+  if (kv.count("threads")) a.threads = std::atoi(kv["threads"].c_str());
+  if (kv.count("batches")) {
+    a.batches.clear();
+    std::string s = kv["batches"];
+    for (size_t p = 0; p < s.size();) {
+      size_t e = s.find(',', p);
+      if (e == std::string::npos) e = s.size();
+      a.batches.push_back(std::atoi(s.substr(p, e - p).c_str()));
+      p = e + 1;
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  const ModelConfig& c = a.cfg;
+  if (Status st = c.validate(); !st.ok()) {
+    std::fprintf(stderr, "bad shape: %s\n", st.to_string().c_str());
+    return 2;
+  }
+  kernels::set_num_threads(a.threads);
+  const int threads = kernels::num_threads();
+
+  // Ceilings first, on an idle model.
+  const double bw = measure_read_bandwidth(size_t{1} << 30);
+  const double peak = measure_sgemm(2048);
+
+  // Bytes streamed per decode step: every layer matrix once plus the LM head (norms are noise).
+  const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, v = c.vocab_size;
+  const double layer_params = h * (q + 2 * kv) + q * h + 3 * h * im;
+  const double step_bytes = 4.0 * (c.num_hidden_layers * layer_params + v * h);
+  // FLOPs per prefill token (projections; logits only for the last row of a sequence).
+  const double proj_flops = 2.0 * c.num_hidden_layers * layer_params;
+
+  const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
+  const size_t kv_token_bytes = 2ull * 4 * c.num_hidden_layers * c.kv_dim();
+  ModelOptions opts;
+  opts.num_threads = a.threads;
+  opts.kv_block_size = 16;
+  opts.kv_pool_bytes = kv_token_bytes * static_cast<size_t>(max_batch) * (a.prompt + a.decode + 32) * 5 / 4;
+  auto t0 = Clock::now();
+  auto model_r = Model::create(c, random_weights(c), opts);
+  if (!model_r.ok()) {
+    std::fprintf(stderr, "model: %s\n", model_r.status().to_string().c_str());
+    return 1;
+  }
+  auto model = std::move(model_r).value();
+  const double build_s = seconds_since(t0);
+
+  std::printf("# bench_engine preset=%s hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d inter=%d vocab=%d tied=%d "
+              "threads=%d\n",
+              a.preset.c_str(), c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+              c.head_dim, c.intermediate_size, c.vocab_size, c.tie_word_embeddings ? 1 : 0, threads);
+  std::printf("# model built in %.1f s; weights read per decode step %.1f MiB (f32)\n", build_s, step_bytes / 1048576.0);
+  std::printf("# ceilings: read bandwidth %.2f GB/s, sgemm(2048^3) %.1f GFLOP/s\n", bw / 1e9, peak / 1e9);
+  std::printf("# prompt=%d tokens/seq, decode=%d steps\n", a.prompt, a.decode);
+  std::printf("%-6s %-8s %12s %12s %8s\n", "batch", "phase", "tok/s", "bound tok/s", "ratio");
+
+  uint64_t rng = 88172645463325252ULL;
+  auto next_token = [&]() {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return static_cast<int32_t>(rng % static_cast<uint64_t>(c.vocab_size));
+  };
+  for (int batch : a.batches) {
+    std::vector<BlockTable> tables(batch);
+    std::vector<std::vector<int32_t>> prompts(batch);
+    std::vector<SeqStep> steps(batch);
+    for (int b = 0; b < batch; ++b) {
+      prompts[b].resize(a.prompt);
+      for (auto& t : prompts[b]) t = next_token();
+      steps[b] = {&tables[b], prompts[b], SeqStep::Logits::kLast};
+    }
+    StepOutput out;
+    t0 = Clock::now();
+    if (Status st = model->forward(steps, &out); !st.ok()) {
+      std::fprintf(stderr, "prefill: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    const double pre_s = seconds_since(t0);
+    const double pre_tokens = static_cast<double>(batch) * a.prompt;
+    // Attention FLOPs of a causal prefill: 2 GEMMs of ~P²/2 · q_dim each per layer.
+    const double attn_flops = 2.0 * 2.0 * c.num_hidden_layers * q * (a.prompt * (a.prompt + 1) / 2.0) * batch;
+    const double pre_flops = proj_flops * pre_tokens + attn_flops + 2.0 * v * h * batch;
+    const double pre_bound = pre_tokens / (pre_flops / peak);
+    std::printf("%-6d %-8s %12.1f %12.1f %7.1f%%\n", batch, "prefill", pre_tokens / pre_s, pre_bound,
+                100.0 * (pre_tokens / pre_s) / pre_bound);
+
+    std::vector<int32_t> toks(batch);
+    t0 = Clock::now();
+    for (int s = 0; s < a.decode; ++s) {
+      for (int b = 0; b < batch; ++b) {
+        toks[b] = next_token();
+        steps[b] = {&tables[b], std::span<const int32_t>(&toks[b], 1), SeqStep::Logits::kLast};
+      }
+      if (Status st = model->forward(steps, &out); !st.ok()) {
+        std::fprintf(stderr, "decode: %s\n", st.to_string().c_str());
+        return 1;
+      }
+    }
+    const double dec_s = seconds_since(t0);
+    const double dec_tokens = static_cast<double>(batch) * a.decode;
+    // Memory bound per step: weights once + every sequence's KV so far.
+    const double kv_bytes = static_cast<double>(kv_token_bytes) * batch * (a.prompt + a.decode / 2.0);
+    const double dec_bound = batch / ((step_bytes + kv_bytes) / bw);
+    std::printf("%-6d %-8s %12.1f %12.1f %7.1f%%\n", batch, "decode", dec_tokens / dec_s, dec_bound,
+                100.0 * (dec_tokens / dec_s) / dec_bound);
+    for (auto& t : tables) t.release(model->kv_pool());
+  }
+  return 0;
+}
