@@ -6,4 +6,5 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/bpe_trainer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/stream_decoder.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/src/chat_template.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/src/chat_template.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/sampler.cpp)

@@ -35,6 +35,17 @@ struct SampleResult {
   float logprob = 0.0f;  // natural-log probability of `token` under the raw logits (before filters)
 };
 
+// Applies repetition (HF: divide positive logits, multiply negative ones, once per distinct seen
+// token), then presence (once per distinct token) and frequency (per occurrence) penalties to
+// logits in place. Ids outside [0, logits.size()) in history are ignored.
+void apply_penalties(std::span<float> logits, std::span<const int32_t> history, const SamplingParams& p);
+
+// Natural-log softmax of one id under logits (double accumulation).
+float log_softmax_at(std::span<const float> logits, int32_t id);
+
+// Order of operations: penalties -> greedy argmax (temperature 0; ties -> lowest id) or
+// temperature -> top-k -> top-p -> min-p -> draw from the renormalised distribution with a
+// mt19937_64 seeded by params.seed.
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
