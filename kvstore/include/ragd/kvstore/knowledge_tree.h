@@ -1,0 +1,141 @@
+// KnowledgeTree: the bookkeeping half of the kvstore (RAGCache's knowledge tree), without I/O.
+//
+// Nodes are documents under their parent path (a root per scope key: model + format + tenant).
+// Every node lives in one or more tiers (HBM role, DRAM, SSD). Invariants, checked by
+// check_invariants():
+//   - a node in tier t has its parent in tier t (or its parent is a root);
+//   - every node is in at least one tier (a node that leaves its last tier is removed);
+//   - bytes used in tier t <= capacity of t;
+//   - eviction takes leaves of a tier only (no child in that tier) and never a pinned node.
+// Eviction from tier t of a node that is in no slower tier demotes it to the next slower tier
+// that has room (copying first any ancestors missing there, which are all in t); a node already
+// in a slower tier is just dropped from t (swap out once). Which leaf goes first is decided by the
+// eviction policy (eviction.h), with one clock per tier.
+//
+// Host tiers (HBM role, DRAM) hold SegmentRefs; the SSD tier is represented by SsdActions the
+// caller carries out in order (put / delete), with the segment kept as "pending" until the caller
+// reports the write done.
+//
+// Thread-safety: NOT thread-safe; KvStore serialises access with its mutex.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/hash.h"
+#include "ragd/common/status.h"
+#include "ragd/kvstore/eviction.h"
+#include "ragd/kvstore/segment.h"
+
+namespace ragd::kvstore {
+
+enum class Tier : uint8_t { kHbm = 0, kDram = 1, kSsd = 2 };
+inline constexpr int kNumTiers = 3;
+std::string_view tier_name(Tier t);
+inline uint8_t tier_bit(Tier t) { return static_cast<uint8_t>(1u << static_cast<int>(t)); }
+
+struct TreeOptions {
+  // Byte capacity per tier (index = Tier). 0 = the tier holds nothing.
+  std::array<uint64_t, kNumTiers> capacity = {256ull << 20, 2ull << 30, 64ull << 30};
+  EvictionPolicy policy = EvictionPolicy::kPgdsf;
+  PrefillCostModel cost;  // PGDSF cost; analytic default when not profiled
+  // Most bytes of SSD writes that may be queued (not yet written); demotions beyond it drop.
+  uint64_t ssd_max_pending_bytes = 256ull << 20;  // default 256 MiB
+};
+
+struct SsdAction {
+  enum class Kind : uint8_t { kPut, kDelete } kind = Kind::kPut;
+  Hash128 key;
+  uint64_t uid = 0;        // node incarnation (for write completion)
+  SegmentRef segment;      // kPut
+  uint32_t num_layers = 0;
+};
+
+struct TreeNodeInfo {
+  Hash128 key;
+  Hash128 doc;
+  uint64_t uid = 0;
+  uint8_t tiers = 0;       // bit set of tier_bit()
+  Tier fastest = Tier::kSsd;
+  uint32_t num_tokens = 0;
+  int32_t first_position = 0;
+  uint32_t prefix_tokens = 0;  // tokens of all ancestors
+  uint32_t depth = 0;
+  uint64_t bytes = 0;
+  int pins = 0;
+  bool ssd_pending = false;  // SSD write queued, not yet done
+};
+
+struct TierCounters {
+  uint64_t used_bytes = 0;
+  uint64_t nodes = 0;
+  uint64_t inserts = 0;     // new nodes placed here
+  uint64_t evictions = 0;   // nodes evicted from here by capacity pressure
+  uint64_t demotions = 0;   // nodes copied here because a faster tier evicted them
+  uint64_t promotions = 0;  // nodes copied here from a slower tier on use
+  uint64_t drops = 0;       // nodes removed for corruption or a disabled tier
+  double clock = 0;
+};
+
+class KnowledgeTree {
+ public:
+  enum class InsertOutcome : uint8_t { kInserted, kExists, kParentMissing, kNoSpace };
+
+  explicit KnowledgeTree(TreeOptions opts);
+  ~KnowledgeTree();
+  KnowledgeTree(const KnowledgeTree&) = delete;
+  KnowledgeTree& operator=(const KnowledgeTree&) = delete;
+
+  // Longest cached path from `root` along `docs`. With touch, every matched node counts an access.
+  std::vector<TreeNodeInfo> match(const Hash128& root, std::span<const Hash128> docs, bool touch);
+  std::optional<TreeNodeInfo> info(const Hash128& key) const;
+
+  // Inserts `seg` (its header carries key, doc, depth, token count) under parent_key (a node key,
+  // or a root key when parent_is_root). Placed in the fastest tier that has the parent and room.
+  // *placed receives the tier when inserted.
+  InsertOutcome insert(const Hash128& parent_key, bool parent_is_root, const SegmentRef& seg,
+                       std::vector<SsdAction>* actions, Tier* placed = nullptr);
+  // Re-registers a node found in the SSD index at startup (no SSD action). False when its parent
+  // is missing from the SSD tier (orphan) or it already exists.
+  bool restore_ssd(const SegmentHeader& h);
+
+  // Copies a node into a faster tier t (parent must be in t). True when it is in t afterwards.
+  bool promote(const Hash128& key, Tier t, const SegmentRef& seg, std::vector<SsdAction>* actions);
+  // Removes a node and its descendants from tier t (corruption). Counts as drops.
+  void drop_subtree(const Hash128& key, Tier t, std::vector<SsdAction>* actions);
+  // Disables a tier: every node leaves it (nodes only there are removed); capacity becomes 0.
+  void disable_tier(Tier t);
+  // Evicts until every tier fits its capacity (after restore).
+  void enforce_capacity(std::vector<SsdAction>* actions);
+
+  // Pins keep a node (and so its ancestors in each of its tiers) from eviction.
+  // pin returns the node's uid (0 when the key is unknown); unpin is a no-op for a stale uid.
+  uint64_t pin(const Hash128& key);
+  void unpin(const Hash128& key, uint64_t uid);
+
+  // The host copy in tier t (HBM / DRAM), or the pending SSD write buffer for kSsd; null if none.
+  SegmentRef segment(const Hash128& key, Tier t) const;
+  // The caller finished an SSD put for (key, uid).
+  void ssd_write_done(const Hash128& key, uint64_t uid);
+
+  bool tier_enabled(Tier t) const;
+  TierCounters counters(Tier t) const;
+  uint64_t capacity(Tier t) const;
+  size_t num_nodes() const;
+  size_t num_pinned() const;
+  EvictionPolicy policy() const;
+
+  // Full structural check (tests): Internal naming the violated invariant.
+  Status check_invariants() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ragd::kvstore

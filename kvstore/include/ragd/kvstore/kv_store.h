@@ -1,0 +1,180 @@
+// KvStore: the kvstore facade — knowledge tree + chunk cache over three tiers, with a transfer
+// engine (a small I/O pool) that moves segments between them asynchronously.
+//
+// Tiers
+//   HBM role  The engine's KV memory. On this CPU build it is a host tier of SegmentRefs with its
+//             own byte capacity (a node "in HBM" is a host copy ready to be appended to a
+//             sequence's BlockTable without I/O). On a GPU build this tier maps to device blocks.
+//   DRAM      A larger host tier (plain host memory here; pinned memory on a CUDA build).
+//   SSD       RocksDB + BlobDB in its own directory with a byte capacity; its index is rebuilt from
+//             the stored headers at open, so after kill -9 and restart the SSD part is found again.
+//
+// Typical use from the scheduler thread:
+//   auto hit = store->lookup(doc_keys, tenant);           // longest cached path, pinned
+//   auto h = store->load(hit.nodes);                       // async: SSD/DRAM -> host staging, promotes
+//   ... each step: h->layers_ready(i) / h->node_ready(i); never wait inside a step ...
+//   table.append(pool, seg->num_tokens(), seg->k_all(), seg->v_all());
+//   store->insert(parent_docs, doc, {n, first_pos, k, v}, tenant);   // after prefill
+//   hit.pin.release();                                    // request end (or let it go out of scope)
+//
+// Failures: a checksum mismatch or a segment of another model/format is a miss (the node is dropped
+// from the tier it was read from), an error log line and a metric. A RocksDB error (disk full, I/O
+// error, unwritable directory) disables the SSD tier with the error in stats(); the other tiers go on.
+//
+// Thread-safety: every method is thread-safe (one internal mutex for the tree; RocksDB and segment
+// copies run outside it, on the I/O pool). Pin and LoadHandle objects may be used and destroyed on
+// any thread, also after the store is closed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ragd/common/hash.h"
+#include "ragd/common/status.h"
+#include "ragd/kvstore/eviction.h"
+#include "ragd/kvstore/knowledge_tree.h"
+#include "ragd/kvstore/load_handle.h"
+#include "ragd/kvstore/segment.h"
+#include "ragd/kvstore/ssd_tier.h"
+
+namespace ragd::kvstore {
+
+struct Options {
+  uint64_t hbm_bytes = 256ull << 20;   // HBM-role tier capacity in bytes; default 256 MiB
+  uint64_t dram_bytes = 2ull << 30;    // DRAM tier capacity in bytes; default 2 GiB
+  uint64_t ssd_bytes = 64ull << 30;    // SSD tier capacity in bytes; default 64 GiB
+  std::string ssd_dir;                 // RocksDB directory; "" = no SSD tier
+  std::string eviction = "pgdsf";      // pgdsf | lru | lfu | gdsf
+  int io_threads = 2;                  // transfer engine threads (loads)
+  size_t io_queue = 4096;              // most queued loads; beyond it load() fails fast (recompute)
+  bool tenant_isolation = false;       // tenant name joins every key
+  bool promote_on_load = true;         // copy loaded segments into the faster tiers
+  bool verify_host_loads = true;       // checksum host-tier segments on every load too
+  uint64_t ssd_min_blob_bytes = 4096;  // RocksDB values >= this go to BlobDB; default 4 KiB
+  uint64_t ssd_max_pending_bytes = 256ull << 20;  // queued SSD writes; default 256 MiB
+  bool ssd_sync_writes = false;        // fsync per SSD write (power loss); default off
+  PrefillCostModel cost;               // PGDSF cost model (profile it on the running engine)
+  std::shared_ptr<SsdFaults> ssd_faults;  // tests: fault injection into RocksDB's file system
+};
+
+// One node of a lookup result.
+struct PathNode {
+  Hash128 key;               // segment key
+  Hash128 doc;               // document key
+  Tier tier = Tier::kSsd;    // fastest tier holding it
+  uint8_t tiers = 0;         // every tier holding it (tier_bit)
+  int num_tokens = 0;
+  int first_position = 0;    // RoPE position of its first token when computed
+  uint64_t bytes = 0;
+};
+
+// Pins on nodes: a pinned node (and its ancestors) is not evicted. Released on destruction.
+class Pin {
+ public:
+  Pin() = default;
+  Pin(Pin&& o) noexcept;
+  Pin& operator=(Pin&& o) noexcept;
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+  ~Pin();
+  void release();
+  size_t size() const { return pins_.size(); }
+
+ private:
+  friend class KvStore;
+  std::shared_ptr<detail::StoreCore> core_;
+  std::vector<std::pair<Hash128, uint64_t>> pins_;  // (key, node uid)
+};
+
+struct LookupResult {
+  std::vector<PathNode> nodes;  // longest cached prefix of the requested documents
+  Pin pin;
+  int cached_tokens() const;
+};
+
+struct ChunkLookupResult {
+  std::vector<std::optional<PathNode>> chunks;  // per requested document, hit or miss
+  std::vector<PathNode> hits() const;           // the hits, in request order
+  Pin pin;
+};
+
+struct InsertResult {
+  KnowledgeTree::InsertOutcome outcome = KnowledgeTree::InsertOutcome::kNoSpace;
+  Tier tier = Tier::kHbm;  // where it was placed (kInserted)
+  Hash128 key;
+};
+
+struct TierStats {
+  bool enabled = true;
+  uint64_t capacity_bytes = 0, used_bytes = 0, nodes = 0;
+  uint64_t hits = 0, hit_tokens = 0;      // lookups whose node was fastest in this tier
+  uint64_t loads = 0, load_bytes = 0;     // segments read from this tier by load()
+  uint64_t inserts = 0, evictions = 0, demotions = 0, promotions = 0, drops = 0;
+};
+
+struct Stats {
+  std::string policy;
+  std::array<TierStats, kNumTiers> tiers;
+  uint64_t lookups = 0, lookup_docs = 0, lookup_misses = 0;  // tree: requested docs past the cached path
+  uint64_t chunk_lookups = 0, chunk_hits = 0, chunk_misses = 0;
+  uint64_t load_failures = 0;      // nodes a load could not deliver (-> recompute)
+  uint64_t checksum_failures = 0;  // segments whose checksum did not match
+  uint64_t format_rejects = 0;     // segments of another model / dtype / layout
+  uint64_t ssd_errors = 0;
+  std::string ssd_error;           // why the SSD tier is disabled ("" = fine)
+  uint64_t tree_nodes = 0, pinned_nodes = 0;
+  uint64_t restored_segments = 0;  // SSD segments found again at open
+  std::string to_json() const;
+};
+
+class KvStore {
+ public:
+  // Opens the store for one model/KV format. An SSD directory that cannot be opened disables the
+  // SSD tier (logged, in stats().ssd_error); bad options are InvalidArgument.
+  static Result<std::unique_ptr<KvStore>> open(const Options& opts, const KvFormat& fmt);
+  ~KvStore();
+  KvStore(const KvStore&) = delete;
+  KvStore& operator=(const KvStore&) = delete;
+
+  // Drains queued loads and SSD writes and closes RocksDB. Idempotent.
+  void close();
+  const KvFormat& format() const;
+
+  // Knowledge tree: longest cached path along `docs` (document keys, doc_key()). Counts an access
+  // of each matched node; pins them when `pin`.
+  LookupResult lookup(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);
+  // Inserts the KV of `doc` under the cached path `parent_docs` (which must be fully cached:
+  // kParentMissing otherwise). Soft outcomes: kExists, kParentMissing, kNoSpace.
+  Result<InsertResult> insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
+                              std::string_view tenant = {});
+
+  // Flat position-independent chunk cache (keys without parent), beside the tree.
+  ChunkLookupResult lookup_chunks(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);
+  Result<InsertResult> insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant = {});
+
+  // Starts an asynchronous load of `nodes` (from a lookup, still pinned) into host memory; loaded
+  // segments are promoted into the faster tiers when promote_on_load. Never blocks on I/O.
+  std::shared_ptr<LoadHandle> load(std::span<const PathNode> nodes, LoadOptions opts = {});
+
+  // Waits until the queued SSD writes are done (each is durable in RocksDB's WAL by then).
+  void drain_writes();
+  // drain_writes() plus a RocksDB memtable flush (shutdown, tests).
+  Status flush();
+
+  Stats stats() const;
+  std::string stats_json() const { return stats().to_json(); }
+  Status check_invariants() const;  // tests
+
+ private:
+  explicit KvStore(std::shared_ptr<detail::StoreCore> core);
+  std::shared_ptr<detail::StoreCore> core_;
+};
+
+}  // namespace ragd::kvstore

@@ -1,0 +1,72 @@
+// SsdTier: segments in RocksDB on local SSD (large values in BlobDB blob files).
+//
+// One segment = one header record plus one record per layer, written in one atomic WriteBatch:
+//   "h" + key(16, big-endian hi|lo)            -> encoded segment header
+//   "l" + key(16) + layer(4, big-endian)       -> K bytes of the layer || V bytes of the layer
+// so a reader can fetch and verify layer by layer. The WAL is on, so every completed put survives
+// a kill -9; at open, scan_headers() rebuilds the index.
+//
+// Failures are returned as IOError / Corruption naming the operation and RocksDB's message;
+// KvStore disables the tier on them.
+//
+// Thread-safety: all methods are thread-safe (RocksDB is). SsdFaults flags may be flipped from any
+// thread at any time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ragd/common/hash.h"
+#include "ragd/common/status.h"
+#include "ragd/kvstore/segment.h"
+
+namespace ragd::kvstore {
+
+// Fault injection for tests: when set, RocksDB's file system (a wrapper around the default one)
+// fails the corresponding operations as a real device would.
+struct SsdFaults {
+  std::atomic<bool> no_space{false};     // writes / syncs fail with "No space left on device"
+  std::atomic<bool> write_error{false};  // writes / syncs fail with an I/O error
+  std::atomic<bool> read_error{false};   // reads from SST / blob files fail with an I/O error
+  std::atomic<uint64_t> injected{0};     // number of failures injected so far
+};
+
+struct SsdTierOptions {
+  std::string dir;                     // RocksDB directory (created when missing)
+  uint64_t min_blob_bytes = 4096;      // values at least this large go to blob files; default 4 KiB
+  bool sync_writes = false;            // fsync the WAL per put (power-loss safety; kill -9 needs no sync)
+  std::shared_ptr<SsdFaults> faults;   // tests only; null in production
+};
+
+class SsdTier {
+ public:
+  ~SsdTier();
+  // Opens (creating) the database. IOError naming the directory when it cannot.
+  static Result<std::unique_ptr<SsdTier>> open(const SsdTierOptions& opts);
+
+  Status put(const SegmentBuffer& seg);
+  Status remove(const Hash128& key, uint32_t num_layers);
+  // Header bytes of a segment; NotFound when absent.
+  Status read_header(const Hash128& key, std::string* out) const;
+  // K||V bytes of one layer; NotFound when absent.
+  Status read_layer(const Hash128& key, uint32_t layer, std::string* out) const;
+  // Calls fn(key, header bytes) for every stored segment header.
+  Status scan_headers(const std::function<void(const Hash128& key, std::span<const std::byte>)>& fn) const;
+  Status flush();
+  const std::string& dir() const;
+
+  // Record keys (also used by tests that corrupt records on purpose).
+  static std::string header_record_key(const Hash128& key);
+  static std::string layer_record_key(const Hash128& key, uint32_t layer);
+
+ private:
+  SsdTier();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ragd::kvstore

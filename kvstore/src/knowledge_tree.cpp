@@ -1,0 +1,480 @@
+#include "ragd/kvstore/knowledge_tree.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ragd/common/check.h"
+
+namespace ragd::kvstore {
+
+std::string_view tier_name(Tier t) {
+  switch (t) {
+    case Tier::kHbm: return "hbm";
+    case Tier::kDram: return "dram";
+    case Tier::kSsd: return "ssd";
+  }
+  return "unknown";
+}
+
+namespace {
+
+struct Node;
+// (priority, last access tick, uid, node): the first unpinned leaf in this order is the victim.
+using OrderKey = std::tuple<double, uint64_t, uint64_t, Node*>;
+
+struct Node {
+  Hash128 key;
+  Hash128 doc;
+  uint64_t uid = 0;
+  Node* parent = nullptr;
+  bool is_root = false;
+  std::unordered_map<Hash128, Node*, Hash128Hasher> children;  // by doc key
+  uint32_t tokens = 0;
+  uint32_t prefix_tokens = 0;
+  uint32_t depth = 0;
+  int32_t first_position = 0;
+  uint64_t bytes = 0;
+  uint32_t num_layers = 0;
+  uint8_t tiers = 0;
+  std::array<int, kNumTiers> kids_in{};  // children resident in each tier
+  int pins = 0;
+  double freq = 0;
+  uint64_t last = 0;
+  std::array<OrderKey, kNumTiers> entry{};  // valid while in the tier
+  SegmentRef buf[2];                        // HBM role, DRAM
+  SegmentRef ssd_pending;                   // SSD write queued
+
+  bool in(int t) const { return (tiers >> t) & 1u; }
+  uint32_t layers() const { return num_layers; }
+};
+
+constexpr int kSsd = static_cast<int>(Tier::kSsd);
+
+}  // namespace
+
+struct KnowledgeTree::Impl {
+  TreeOptions opt;
+  std::array<bool, kNumTiers> enabled{true, true, true};
+  std::unordered_map<Hash128, std::unique_ptr<Node>, Hash128Hasher> nodes;  // non-root nodes
+  std::unordered_map<Hash128, std::unique_ptr<Node>, Hash128Hasher> roots;
+  std::array<std::set<OrderKey>, kNumTiers> order;
+  std::array<TierCounters, kNumTiers> ctr{};
+  uint64_t tick = 0;
+  uint64_t next_uid = 1;
+  uint64_t ssd_pending_bytes = 0;
+
+  explicit Impl(TreeOptions o) : opt(std::move(o)) {}
+
+  Node* find(const Hash128& k) const {
+    auto it = nodes.find(k);
+    return it == nodes.end() ? nullptr : it->second.get();
+  }
+
+  Node* root(const Hash128& k) {
+    auto& r = roots[k];
+    if (!r) {
+      r = std::make_unique<Node>();
+      r->key = k;
+      r->is_root = true;
+      r->uid = next_uid++;
+    }
+    return r.get();
+  }
+
+  bool usable(int t) const { return enabled[t] && opt.capacity[t] > 0; }
+
+  double primary(const Node* n, int t) const {
+    const double kib = std::max(1.0, static_cast<double>(n->bytes) / 1024.0);
+    switch (opt.policy) {
+      case EvictionPolicy::kLru: return static_cast<double>(n->last);
+      case EvictionPolicy::kLfu: return n->freq;
+      case EvictionPolicy::kGdsf: return ctr[t].clock + n->freq / kib;
+      case EvictionPolicy::kPgdsf: return ctr[t].clock + n->freq * opt.cost.seconds(n->prefix_tokens, n->tokens) / kib;
+    }
+    return 0;
+  }
+
+  void reorder(Node* n, int t) {
+    order[t].erase(n->entry[t]);
+    n->entry[t] = OrderKey{primary(n, t), n->last, n->uid, n};
+    order[t].insert(n->entry[t]);
+  }
+
+  void touch(Node* n) {
+    n->last = ++tick;
+    n->freq += 1;
+    for (int t = 0; t < kNumTiers; ++t)
+      if (n->in(t)) reorder(n, t);
+  }
+
+  void place(Node* n, int t, const SegmentRef& seg, std::vector<SsdAction>* actions, bool ssd_write) {
+    RAGD_CHECK(!n->in(t)) << "node already in tier " << t;
+    n->tiers |= static_cast<uint8_t>(1u << t);
+    ctr[t].used_bytes += n->bytes;
+    ctr[t].nodes += 1;
+    if (!n->parent->is_root) n->parent->kids_in[t] += 1;
+    n->entry[t] = OrderKey{primary(n, t), n->last, n->uid, n};
+    order[t].insert(n->entry[t]);
+    if (t < kSsd) {
+      n->buf[t] = seg;
+    } else if (ssd_write) {
+      n->ssd_pending = seg;
+      ssd_pending_bytes += n->bytes;
+      if (actions) actions->push_back({SsdAction::Kind::kPut, n->key, n->uid, seg, static_cast<uint32_t>(n->layers())});
+    }
+  }
+
+  // Removes n from tier t; erases n when it has no tier left. Returns false when n was erased.
+  bool remove_from(Node* n, int t, std::vector<SsdAction>* actions) {
+    RAGD_CHECK(n->in(t)) << "node not in tier " << t;
+    order[t].erase(n->entry[t]);
+    n->tiers &= static_cast<uint8_t>(~(1u << t));
+    ctr[t].used_bytes -= n->bytes;
+    ctr[t].nodes -= 1;
+    if (!n->parent->is_root) n->parent->kids_in[t] -= 1;
+    if (t < kSsd) {
+      n->buf[t].reset();
+    } else {
+      if (n->ssd_pending) {
+        ssd_pending_bytes -= n->bytes;
+        n->ssd_pending.reset();
+      }
+      if (actions) actions->push_back({SsdAction::Kind::kDelete, n->key, n->uid, nullptr, n->layers()});
+    }
+    if (n->tiers == 0) {
+      RAGD_CHECK(n->children.empty()) << "a node in no tier still has children";
+      n->parent->children.erase(n->doc);
+      nodes.erase(n->key);
+      return false;
+    }
+    return true;
+  }
+
+  Node* pick_victim(int t) const {
+    for (const OrderKey& e : order[t]) {
+      Node* n = std::get<3>(e);
+      if (n->pins == 0 && n->kids_in[t] == 0) return n;
+    }
+    return nullptr;
+  }
+
+  bool ssd_room_for_write(uint64_t bytes) const { return ssd_pending_bytes + bytes <= opt.ssd_max_pending_bytes; }
+
+  // Makes room for `bytes` more in tier t. False (some evictions may have happened) when pinned
+  // or internal nodes block it.
+  bool make_room(int t, uint64_t bytes, std::vector<SsdAction>* actions) {
+    if (!usable(t) || bytes > opt.capacity[t]) return false;
+    while (ctr[t].used_bytes + bytes > opt.capacity[t]) {
+      Node* v = pick_victim(t);
+      if (!v) return false;
+      evict(v, t, actions);
+    }
+    return true;
+  }
+
+  // Copies v (and any ancestors missing there) into tier u; all of them are in tier t.
+  bool demote(Node* v, int t, int u, std::vector<SsdAction>* actions) {
+    std::vector<Node*> chain;
+    for (Node* a = v; !a->is_root && !a->in(u); a = a->parent) chain.push_back(a);
+    std::reverse(chain.begin(), chain.end());
+    if (chain.empty()) return true;
+    // Keep the chain, and the ancestor it hangs from in u, while room is made.
+    Node* anchor = chain.front()->parent->is_root ? nullptr : chain.front()->parent;
+    if (anchor) anchor->pins += 1;
+    for (Node* a : chain) a->pins += 1;
+    bool ok = true;
+    for (Node* a : chain) {
+      SegmentRef seg = a->buf[t];
+      if (!seg || (u == kSsd && !ssd_room_for_write(a->bytes)) || !make_room(u, a->bytes, actions)) {
+        ok = false;
+        break;
+      }
+      place(a, u, seg, actions, /*ssd_write=*/true);
+      ctr[u].demotions += 1;
+    }
+    for (Node* a : chain) a->pins -= 1;
+    if (anchor) anchor->pins -= 1;
+    return ok;
+  }
+
+  void evict(Node* v, int t, std::vector<SsdAction>* actions) {
+    if (opt.policy == EvictionPolicy::kGdsf || opt.policy == EvictionPolicy::kPgdsf)
+      ctr[t].clock = std::max(ctr[t].clock, std::get<0>(v->entry[t]));
+    ctr[t].evictions += 1;
+    bool in_slower = false;
+    for (int u = t + 1; u < kNumTiers; ++u) in_slower |= v->in(u);
+    if (!in_slower && t < kSsd) {
+      v->pins += 1;  // not a victim of the cascade below
+      for (int u = t + 1; u < kNumTiers; ++u) {
+        if (usable(u) && demote(v, t, u, actions)) break;
+      }
+      v->pins -= 1;
+    }
+    remove_from(v, t, actions);
+  }
+
+  void drop_subtree(Node* n, int t, std::vector<SsdAction>* actions) {
+    std::vector<Node*> kids;
+    for (auto& [d, c] : n->children)
+      if (c->in(t)) kids.push_back(c);
+    for (Node* c : kids) drop_subtree(c, t, actions);
+    ctr[t].drops += 1;
+    remove_from(n, t, actions);
+  }
+
+  TreeNodeInfo info_of(const Node* n) const {
+    TreeNodeInfo i;
+    i.key = n->key;
+    i.doc = n->doc;
+    i.uid = n->uid;
+    i.tiers = n->tiers;
+    for (int t = kNumTiers - 1; t >= 0; --t)
+      if (n->in(t)) i.fastest = static_cast<Tier>(t);
+    i.num_tokens = n->tokens;
+    i.first_position = n->first_position;
+    i.prefix_tokens = n->prefix_tokens;
+    i.depth = n->depth;
+    i.bytes = n->bytes;
+    i.pins = n->pins;
+    i.ssd_pending = n->ssd_pending != nullptr;
+    return i;
+  }
+
+  Node* new_node(Node* parent, const SegmentHeader& h, uint64_t bytes) {
+    auto owned = std::make_unique<Node>();
+    Node* n = owned.get();
+    n->key = h.key;
+    n->doc = h.doc_key;
+    n->uid = next_uid++;
+    n->parent = parent;
+    n->tokens = h.num_tokens;
+    n->first_position = h.first_position;
+    n->depth = h.depth;
+    n->prefix_tokens = parent->is_root ? 0 : parent->prefix_tokens + parent->tokens;
+    n->bytes = bytes;
+    n->num_layers = h.num_layers;
+    nodes.emplace(h.key, std::move(owned));
+    parent->children.emplace(h.doc_key, n);
+    return n;
+  }
+
+  void erase_tierless(Node* n) {
+    if (n->tiers != 0) return;
+    n->parent->children.erase(n->doc);
+    nodes.erase(n->key);
+  }
+};
+
+KnowledgeTree::KnowledgeTree(TreeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
+KnowledgeTree::~KnowledgeTree() = default;
+
+std::vector<TreeNodeInfo> KnowledgeTree::match(const Hash128& root, std::span<const Hash128> docs, bool touch) {
+  std::vector<TreeNodeInfo> out;
+  auto rit = impl_->roots.find(root);
+  if (rit == impl_->roots.end()) return out;
+  Node* cur = rit->second.get();
+  for (const Hash128& d : docs) {
+    auto it = cur->children.find(d);
+    if (it == cur->children.end()) break;
+    cur = it->second;
+    if (touch) impl_->touch(cur);
+    out.push_back(impl_->info_of(cur));
+  }
+  return out;
+}
+
+std::optional<TreeNodeInfo> KnowledgeTree::info(const Hash128& key) const {
+  const Node* n = impl_->find(key);
+  if (!n) return std::nullopt;
+  return impl_->info_of(n);
+}
+
+KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bool parent_is_root, const SegmentRef& seg,
+                                                   std::vector<SsdAction>* actions, Tier* placed) {
+  Impl& m = *impl_;
+  const SegmentHeader& h = seg->header();
+  Node* parent = parent_is_root ? m.root(parent_key) : m.find(parent_key);
+  if (!parent) return InsertOutcome::kParentMissing;
+  if (auto it = parent->children.find(h.doc_key); it != parent->children.end()) {
+    m.touch(it->second);
+    return InsertOutcome::kExists;
+  }
+  if (m.find(h.key)) return InsertOutcome::kExists;
+  Node* n = m.new_node(parent, h, seg->size());
+  n->pins += 1;
+  if (!parent->is_root) parent->pins += 1;
+  bool ok = false;
+  for (int t = 0; t < kNumTiers && !ok; ++t) {
+    if (!m.usable(t)) continue;
+    if (!parent->is_root && !parent->in(t)) continue;
+    if (t == kSsd && !m.ssd_room_for_write(n->bytes)) continue;
+    if (!m.make_room(t, n->bytes, actions)) continue;
+    n->last = ++m.tick;
+    n->freq = 1;
+    m.place(n, t, seg, actions, /*ssd_write=*/true);
+    m.ctr[t].inserts += 1;
+    if (placed) *placed = static_cast<Tier>(t);
+    ok = true;
+  }
+  n->pins -= 1;
+  if (!parent->is_root) parent->pins -= 1;
+  if (!ok) {
+    m.erase_tierless(n);
+    return InsertOutcome::kNoSpace;
+  }
+  return InsertOutcome::kInserted;
+}
+
+bool KnowledgeTree::restore_ssd(const SegmentHeader& h) {
+  Impl& m = *impl_;
+  Node* parent = h.depth == 0 ? m.root(h.parent_key) : m.find(h.parent_key);
+  if (!parent || (!parent->is_root && !parent->in(kSsd))) return false;
+  if (parent->children.count(h.doc_key) || m.find(h.key)) return false;
+  Node* n = m.new_node(parent, h, h.total_bytes());
+  n->last = ++m.tick;
+  n->freq = 1;
+  m.place(n, kSsd, nullptr, nullptr, /*ssd_write=*/false);
+  return true;
+}
+
+bool KnowledgeTree::promote(const Hash128& key, Tier tier, const SegmentRef& seg, std::vector<SsdAction>* actions) {
+  Impl& m = *impl_;
+  const int t = static_cast<int>(tier);
+  Node* n = m.find(key);
+  if (!n) return false;
+  if (n->in(t)) return true;
+  if (!m.usable(t) || !seg) return false;
+  if (!n->parent->is_root && !n->parent->in(t)) return false;
+  if (t == kSsd && !m.ssd_room_for_write(n->bytes)) return false;
+  n->pins += 1;
+  if (!n->parent->is_root) n->parent->pins += 1;
+  const bool ok = m.make_room(t, n->bytes, actions);
+  if (ok) {
+    m.place(n, t, seg, actions, /*ssd_write=*/true);
+    m.ctr[t].promotions += 1;
+  }
+  n->pins -= 1;
+  if (!n->parent->is_root) n->parent->pins -= 1;
+  return ok;
+}
+
+void KnowledgeTree::drop_subtree(const Hash128& key, Tier tier, std::vector<SsdAction>* actions) {
+  Node* n = impl_->find(key);
+  if (!n || !n->in(static_cast<int>(tier))) return;
+  impl_->drop_subtree(n, static_cast<int>(tier), actions);
+}
+
+void KnowledgeTree::disable_tier(Tier tier) {
+  Impl& m = *impl_;
+  const int t = static_cast<int>(tier);
+  m.enabled[t] = false;
+  std::vector<Node*> tops;
+  for (auto& [k, r] : m.roots)
+    for (auto& [d, c] : r->children)
+      if (c->in(t)) tops.push_back(c);
+  for (Node* c : tops) m.drop_subtree(c, t, nullptr);
+  if (t == kSsd) m.ssd_pending_bytes = 0;
+}
+
+void KnowledgeTree::enforce_capacity(std::vector<SsdAction>* actions) {
+  Impl& m = *impl_;
+  for (int t = 0; t < kNumTiers; ++t) {
+    while (m.ctr[t].used_bytes > m.opt.capacity[t]) {
+      Node* v = m.pick_victim(t);
+      if (!v) break;
+      m.evict(v, t, actions);
+    }
+  }
+}
+
+uint64_t KnowledgeTree::pin(const Hash128& key) {
+  Node* n = impl_->find(key);
+  if (!n) return 0;
+  n->pins += 1;
+  return n->uid;
+}
+
+void KnowledgeTree::unpin(const Hash128& key, uint64_t uid) {
+  Node* n = impl_->find(key);
+  if (!n || n->uid != uid) return;
+  RAGD_CHECK(n->pins > 0) << "unpin of an unpinned node " << key.to_hex();
+  n->pins -= 1;
+}
+
+SegmentRef KnowledgeTree::segment(const Hash128& key, Tier tier) const {
+  const Node* n = impl_->find(key);
+  const int t = static_cast<int>(tier);
+  if (!n || !n->in(t)) return nullptr;
+  return t < kSsd ? n->buf[t] : n->ssd_pending;
+}
+
+void KnowledgeTree::ssd_write_done(const Hash128& key, uint64_t uid) {
+  Node* n = impl_->find(key);
+  if (!n || n->uid != uid || !n->ssd_pending) return;
+  impl_->ssd_pending_bytes -= n->bytes;
+  n->ssd_pending.reset();
+}
+
+bool KnowledgeTree::tier_enabled(Tier t) const { return impl_->enabled[static_cast<int>(t)]; }
+TierCounters KnowledgeTree::counters(Tier t) const { return impl_->ctr[static_cast<int>(t)]; }
+uint64_t KnowledgeTree::capacity(Tier t) const {
+  return impl_->enabled[static_cast<int>(t)] ? impl_->opt.capacity[static_cast<int>(t)] : 0;
+}
+size_t KnowledgeTree::num_nodes() const { return impl_->nodes.size(); }
+size_t KnowledgeTree::num_pinned() const {
+  size_t n = 0;
+  for (auto& [k, node] : impl_->nodes) n += node->pins > 0;
+  return n;
+}
+EvictionPolicy KnowledgeTree::policy() const { return impl_->opt.policy; }
+
+Status KnowledgeTree::check_invariants() const {
+  const Impl& m = *impl_;
+  std::array<uint64_t, kNumTiers> used{}, count{};
+  uint64_t pending = 0;
+  for (auto& [k, owned] : m.nodes) {
+    const Node* n = owned.get();
+    const std::string id = k.to_hex();
+    if (n->tiers == 0) return Status::Internal("node " + id + " is in no tier");
+    if (n->pins < 0) return Status::Internal("node " + id + " has a negative pin count");
+    auto pit = n->parent->children.find(n->doc);
+    if (pit == n->parent->children.end() || pit->second != n) return Status::Internal("node " + id + " not linked under its parent");
+    if (!n->parent->is_root && m.nodes.count(n->parent->key) == 0) return Status::Internal("node " + id + " has an erased parent");
+    for (int t = 0; t < kNumTiers; ++t) {
+      int kids = 0;
+      for (auto& [d, c] : n->children) kids += c->in(t);
+      if (kids != n->kids_in[t]) return Status::Internal(fmt::format("node {}: kids_in[{}] {} != {}", id, t, n->kids_in[t], kids));
+      if (!n->in(t)) {
+        if (t < kSsd && n->buf[t]) return Status::Internal(fmt::format("node {} holds a buffer for tier {} it is not in", id, t));
+        continue;
+      }
+      if (!m.enabled[t]) return Status::Internal(fmt::format("node {} in disabled tier {}", id, t));
+      if (!n->parent->is_root && !n->parent->in(t))
+        return Status::Internal(fmt::format("node {} in tier {} but its parent is not", id, tier_name(static_cast<Tier>(t))));
+      if (t < kSsd && !n->buf[t]) return Status::Internal(fmt::format("node {} in tier {} without a buffer", id, t));
+      if (m.order[t].count(n->entry[t]) != 1) return Status::Internal(fmt::format("node {} missing from the order of tier {}", id, t));
+      used[t] += n->bytes;
+      count[t] += 1;
+    }
+    if (n->ssd_pending) pending += n->bytes;
+  }
+  for (auto& [k, r] : m.roots)
+    for (auto& [d, c] : r->children)
+      if (c->parent != r.get()) return Status::Internal("root child with a wrong parent");
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (used[t] != m.ctr[t].used_bytes)
+      return Status::Internal(fmt::format("tier {}: used {} != sum of node bytes {}", t, m.ctr[t].used_bytes, used[t]));
+    if (used[t] > m.opt.capacity[t] && m.enabled[t])
+      return Status::Internal(fmt::format("tier {}: used {} exceeds capacity {}", t, used[t], m.opt.capacity[t]));
+    if (count[t] != m.order[t].size() || count[t] != m.ctr[t].nodes)
+      return Status::Internal(fmt::format("tier {}: order holds {} entries for {} nodes", t, m.order[t].size(), count[t]));
+  }
+  if (pending != m.ssd_pending_bytes) return Status::Internal("ssd pending bytes out of sync");
+  return Status::OK();
+}
+
+}  // namespace ragd::kvstore

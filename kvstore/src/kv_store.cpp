@@ -1,0 +1,527 @@
+#include "ragd/kvstore/kv_store.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "ragd/common/log.h"
+#include "ragd/common/thread_pool.h"
+
+namespace ragd::kvstore {
+
+namespace detail {
+
+struct StoreCore {
+  Options opt;
+  KvFormat fmt;
+
+  mutable std::mutex mu;
+  std::unique_ptr<KnowledgeTree> tree;  // guarded by mu
+  Stats ctr;                            // guarded by mu (counter fields only)
+  bool closed = false;                  // guarded by mu
+
+  std::unique_ptr<SsdTier> ssd;         // set at open; thread-safe; reset only in close()
+  std::atomic<bool> ssd_ok{false};
+
+  std::unique_ptr<ThreadPool> io;       // loads
+  std::unique_ptr<ThreadPool> writer;   // SSD puts / deletes, one thread: FIFO order
+  std::mutex wmu;
+  std::condition_variable wcv;
+  size_t writes_inflight = 0;           // guarded by wmu
+
+  // ---- SSD ---------------------------------------------------------------------------------------
+  // mu held.
+  void disable_ssd_locked(const Status& st) {
+    ctr.ssd_errors += 1;
+    if (!ssd_ok.exchange(false)) return;
+    ctr.ssd_error = st.to_string();
+    log::kvstore()->error("SSD tier disabled: {} (serving continues from HBM/DRAM and recompute)", ctr.ssd_error);
+    tree->disable_tier(Tier::kSsd);
+  }
+
+  void write_done() {
+    std::lock_guard<std::mutex> lock(wmu);
+    writes_inflight -= 1;
+    if (writes_inflight == 0) wcv.notify_all();
+  }
+
+  // mu held: hands SSD actions to the writer in order.
+  void submit_actions_locked(std::vector<SsdAction>& actions) {
+    for (SsdAction& a : actions) {
+      if (!ssd_ok.load()) {
+        if (a.kind == SsdAction::Kind::kPut) tree->ssd_write_done(a.key, a.uid);
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(wmu);
+        writes_inflight += 1;
+      }
+      bool queued = writer->submit([this, a] {
+        if (ssd_ok.load()) {
+          Status st = a.kind == SsdAction::Kind::kPut ? ssd->put(*a.segment) : ssd->remove(a.key, a.num_layers);
+          std::lock_guard<std::mutex> lock(mu);
+          if (!st.ok()) {
+            disable_ssd_locked(st);
+          } else if (a.kind == SsdAction::Kind::kPut) {
+            tree->ssd_write_done(a.key, a.uid);
+          }
+        }
+        write_done();
+      });
+      if (!queued) {
+        write_done();
+        disable_ssd_locked(Status::Unavailable("ssd tier: writer queue is closed or full"));
+      }
+    }
+    actions.clear();
+  }
+
+  Status open_ssd() {
+    SsdTierOptions so;
+    so.dir = opt.ssd_dir;
+    so.min_blob_bytes = opt.ssd_min_blob_bytes;
+    so.sync_writes = opt.ssd_sync_writes;
+    so.faults = opt.ssd_faults;
+    Result<std::unique_ptr<SsdTier>> r = SsdTier::open(so);
+    if (!r.ok()) return r.status();
+    ssd = std::move(r).value();
+    ssd_ok.store(true);
+    // Rebuild the index from the stored headers.
+    std::vector<SegmentHeader> found;
+    std::vector<std::pair<Hash128, uint32_t>> bad;  // (key, layers) to delete
+    uint64_t corrupt = 0, foreign = 0;
+    Status st = ssd->scan_headers([&](const Hash128& key, std::span<const std::byte> b) {
+      Result<SegmentHeader> h = decode_segment_header(b);
+      if (!h.ok()) {
+        corrupt += 1;
+        log::kvstore()->error("ssd tier {}: dropping stored segment {}: {}", opt.ssd_dir, key.to_hex(), h.status().to_string());
+        bad.emplace_back(key, static_cast<uint32_t>(fmt.num_layers));
+        return;
+      }
+      if (!check_segment_format(*h, fmt).ok() || h->key != key) {
+        foreign += 1;
+        bad.emplace_back(key, h->num_layers);
+        return;
+      }
+      found.push_back(std::move(h).value());
+    });
+    if (!st.ok()) return st;
+    std::stable_sort(found.begin(), found.end(), [](const SegmentHeader& a, const SegmentHeader& b) { return a.depth < b.depth; });
+    std::vector<SsdAction> actions;
+    uint64_t restored = 0;
+    for (const SegmentHeader& h : found) {
+      if (tree->restore_ssd(h)) {
+        restored += 1;
+      } else {
+        bad.emplace_back(h.key, h.num_layers);  // orphan: its parent is gone
+      }
+    }
+    for (const auto& [k, layers] : bad) RAGD_RETURN_IF_ERROR(ssd->remove(k, layers));
+    tree->enforce_capacity(&actions);
+    for (const SsdAction& a : actions)
+      if (a.kind == SsdAction::Kind::kDelete) RAGD_RETURN_IF_ERROR(ssd->remove(a.key, a.num_layers));
+    ctr.restored_segments = restored;
+    ctr.checksum_failures += corrupt;
+    ctr.format_rejects += foreign;
+    log::kvstore()->info("ssd tier {}: found {} segments again ({} removed: {} of another model/format, {} corrupt, rest orphans)",
+                         opt.ssd_dir, restored, bad.size(), foreign, corrupt);
+    return Status::OK();
+  }
+
+  // ---- loads -----------------------------------------------------------------------------------
+  // Reads one node from its fastest tier into `h` slot i. Returns the source tier on success.
+  Result<Tier> load_one(LoadHandle& h, size_t i, const PathNode& pn, Tier* src_out) {
+    SegmentRef host;
+    Tier& src = *src_out;
+    src = Tier::kSsd;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::optional<TreeNodeInfo> info = tree->info(pn.key);
+      if (!info) return Status::NotFound(fmt::format("kv segment {} is no longer cached", pn.key.to_hex()));
+      for (int t = 0; t < kNumTiers && !host; ++t) {
+        if (!(info->tiers & tier_bit(static_cast<Tier>(t)))) continue;
+        src = static_cast<Tier>(t);
+        host = tree->segment(pn.key, src);  // null for an SSD segment already written
+        if (src == Tier::kSsd) break;
+      }
+      if (!host && (src != Tier::kSsd || !ssd_ok.load()))
+        return Status::NotFound(fmt::format("kv segment {} is no longer cached", pn.key.to_hex()));
+    }
+    if (host) {
+      Status st = check_segment_format(host->header(), fmt);
+      if (!st.ok()) return st;
+      if (host->header().key != pn.key) return Status::FailedPrecondition("kv segment: key in header does not match");
+      h.publish_segment(i, host, src);
+      for (int l = 0; l < h.num_layers(); ++l) {
+        if (opt.verify_host_loads) RAGD_RETURN_IF_ERROR(host->verify_layer(l));
+        h.set_layers(i, l + 1);
+      }
+      return src;
+    }
+    // SSD: header, then layer by layer.
+    std::string buf;
+    RAGD_RETURN_IF_ERROR(ssd->read_header(pn.key, &buf));
+    RAGD_ASSIGN_OR_RETURN(SegmentHeader hd,
+                          decode_segment_header({reinterpret_cast<const std::byte*>(buf.data()), buf.size()}));
+    RAGD_RETURN_IF_ERROR(check_segment_format(hd, fmt));
+    if (hd.key != pn.key)
+      return Status::FailedPrecondition(fmt::format("kv segment: header key {} does not match {}", hd.key.to_hex(), pn.key.to_hex()));
+    std::shared_ptr<SegmentBuffer> seg = SegmentBuffer::allocate(hd);
+    h.publish_segment(i, seg, Tier::kSsd);
+    const size_t lb = hd.layer_bytes();
+    for (uint32_t l = 0; l < hd.num_layers; ++l) {
+      Status st = ssd->read_layer(pn.key, l, &buf);
+      if (st.code() == StatusCode::kNotFound)
+        return Status::Corruption(fmt::format("kv segment {}: layer {} record missing", pn.key.to_hex(), l));
+      RAGD_RETURN_IF_ERROR(st);
+      if (buf.size() != 2 * lb)
+        return Status::Corruption(fmt::format("kv segment {}: layer {} record has {} bytes, expected {}", pn.key.to_hex(), l,
+                                              buf.size(), 2 * lb));
+      std::memcpy(seg->mutable_layer_k(static_cast<int>(l)), buf.data(), lb);
+      std::memcpy(seg->mutable_layer_v(static_cast<int>(l)), buf.data() + lb, lb);
+      RAGD_RETURN_IF_ERROR(seg->verify_layer(static_cast<int>(l)));
+      h.set_layers(i, static_cast<int>(l) + 1);
+    }
+    return Tier::kSsd;
+  }
+
+  void run_load(const std::shared_ptr<LoadHandle>& h, const std::vector<PathNode>& nodes, bool independent) {
+    bool broken = false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (broken) {
+        h->fail(i, Status::Cancelled("kv load: an earlier node of the path failed"));
+        continue;
+      }
+      Tier src = Tier::kSsd;
+      Result<Tier> r = load_one(*h, i, nodes[i], &src);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!r.ok()) {
+        const Status& st = r.status();
+        h->fail(i, st);
+        ctr.load_failures += 1;
+        if (!independent) broken = true;
+        std::vector<SsdAction> actions;
+        if (st.code() == StatusCode::kCorruption) {
+          ctr.checksum_failures += 1;
+          log::kvstore()->error("kv load: {} — treated as a miss, segment dropped from {}", st.to_string(), tier_name(src));
+          if (!closed) tree->drop_subtree(nodes[i].key, src, &actions);
+        } else if (st.code() == StatusCode::kFailedPrecondition) {
+          ctr.format_rejects += 1;
+          log::kvstore()->error("kv load: {} — rejected, segment dropped from {}", st.to_string(), tier_name(src));
+          if (!closed) tree->drop_subtree(nodes[i].key, src, &actions);
+        } else if (st.code() == StatusCode::kIOError) {
+          disable_ssd_locked(st);
+        }
+        if (!closed) submit_actions_locked(actions);
+        continue;
+      }
+      TierStats& ts = ctr.tiers[static_cast<int>(src)];
+      ts.loads += 1;
+      ts.load_bytes += h->segment(i)->size();
+      if (opt.promote_on_load && !closed && src != Tier::kHbm) {
+        std::vector<SsdAction> actions;
+        for (int t = static_cast<int>(src) - 1; t >= 0; --t) tree->promote(nodes[i].key, static_cast<Tier>(t), h->segment(i), &actions);
+        submit_actions_locked(actions);
+      }
+    }
+    h->finish();
+  }
+
+  void unpin(const std::vector<std::pair<Hash128, uint64_t>>& pins) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [k, uid] : pins) tree->unpin(k, uid);
+  }
+};
+
+}  // namespace detail
+
+using detail::StoreCore;
+
+// ---- Pin ---------------------------------------------------------------------------------------
+
+Pin::Pin(Pin&& o) noexcept : core_(std::move(o.core_)), pins_(std::move(o.pins_)) { o.pins_.clear(); }
+Pin& Pin::operator=(Pin&& o) noexcept {
+  if (this != &o) {
+    release();
+    core_ = std::move(o.core_);
+    pins_ = std::move(o.pins_);
+    o.pins_.clear();
+  }
+  return *this;
+}
+Pin::~Pin() { release(); }
+void Pin::release() {
+  if (core_ && !pins_.empty()) core_->unpin(pins_);
+  pins_.clear();
+  core_.reset();
+}
+
+int LookupResult::cached_tokens() const {
+  int n = 0;
+  for (const PathNode& p : nodes) n += p.num_tokens;
+  return n;
+}
+
+std::vector<PathNode> ChunkLookupResult::hits() const {
+  std::vector<PathNode> out;
+  for (const auto& c : chunks)
+    if (c) out.push_back(*c);
+  return out;
+}
+
+// ---- KvStore -----------------------------------------------------------------------------------
+
+KvStore::KvStore(std::shared_ptr<StoreCore> core) : core_(std::move(core)) {}
+KvStore::~KvStore() { close(); }
+
+Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvFormat& fmt) {
+  RAGD_RETURN_IF_ERROR(fmt.validate());
+  RAGD_ASSIGN_OR_RETURN(EvictionPolicy policy, parse_eviction_policy(opt.eviction));
+  if (opt.io_threads <= 0 || opt.io_threads > 64)
+    return Status::InvalidArgument(fmt::format("kvstore: io_threads must be in 1..64, got {}", opt.io_threads));
+  if (opt.io_queue == 0) return Status::InvalidArgument("kvstore: io_queue must be positive");
+  auto core = std::make_shared<StoreCore>();
+  core->opt = opt;
+  core->fmt = fmt;
+  TreeOptions to;
+  to.capacity = {opt.hbm_bytes, opt.dram_bytes, opt.ssd_dir.empty() ? 0 : opt.ssd_bytes};
+  to.policy = policy;
+  to.cost = opt.cost;
+  to.ssd_max_pending_bytes = opt.ssd_max_pending_bytes;
+  core->tree = std::make_unique<KnowledgeTree>(to);
+  core->ctr.policy = std::string(eviction_policy_name(policy));
+  if (opt.ssd_dir.empty()) {
+    core->tree->disable_tier(Tier::kSsd);
+  } else {
+    Status st = core->open_ssd();
+    if (!st.ok()) {
+      core->ssd.reset();
+      core->ssd_ok.store(false);
+      core->ctr.ssd_errors += 1;
+      core->ctr.ssd_error = st.to_string();
+      core->tree = std::make_unique<KnowledgeTree>(to);  // forget a partial restore
+      core->tree->disable_tier(Tier::kSsd);
+      log::kvstore()->error("SSD tier disabled at open: {} (serving continues from HBM/DRAM and recompute)", core->ctr.ssd_error);
+    }
+  }
+  core->io = std::make_unique<ThreadPool>(static_cast<size_t>(opt.io_threads), opt.io_queue, "kv-io");
+  core->writer = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-ssd-writer");
+  return std::unique_ptr<KvStore>(new KvStore(std::move(core)));
+}
+
+void KvStore::close() {
+  StoreCore& c = *core_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.closed) return;
+  }
+  c.io->stop();  // drains queued loads (they may still queue SSD writes)
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.closed = true;
+  }
+  c.writer->stop();  // drains queued SSD writes
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.ssd_ok.store(false);
+  c.ssd.reset();
+}
+
+const KvFormat& KvStore::format() const { return core_->fmt; }
+
+static PathNode to_path_node(const TreeNodeInfo& i) {
+  PathNode p;
+  p.key = i.key;
+  p.doc = i.doc;
+  p.tier = i.fastest;
+  p.tiers = i.tiers;
+  p.num_tokens = static_cast<int>(i.num_tokens);
+  p.first_position = i.first_position;
+  p.bytes = i.bytes;
+  return p;
+}
+
+LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view tenant, bool pin) {
+  StoreCore& c = *core_;
+  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  LookupResult r;
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<TreeNodeInfo> path = c.tree->match(root, docs, /*touch=*/true);
+  c.ctr.lookups += 1;
+  c.ctr.lookup_docs += docs.size();
+  c.ctr.lookup_misses += docs.size() - path.size();
+  for (const TreeNodeInfo& i : path) {
+    r.nodes.push_back(to_path_node(i));
+    TierStats& ts = c.ctr.tiers[static_cast<int>(i.fastest)];
+    ts.hits += 1;
+    ts.hit_tokens += i.num_tokens;
+    if (pin) r.pin.pins_.emplace_back(i.key, c.tree->pin(i.key));
+  }
+  if (pin) r.pin.core_ = core_;
+  return r;
+}
+
+ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::string_view tenant, bool pin) {
+  StoreCore& c = *core_;
+  const Hash128 root = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  ChunkLookupResult r;
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (const Hash128& d : docs) {
+    std::vector<TreeNodeInfo> m = c.tree->match(root, std::span<const Hash128>(&d, 1), /*touch=*/true);
+    c.ctr.chunk_lookups += 1;
+    if (m.empty()) {
+      c.ctr.chunk_misses += 1;
+      r.chunks.emplace_back(std::nullopt);
+      continue;
+    }
+    c.ctr.chunk_hits += 1;
+    TierStats& ts = c.ctr.tiers[static_cast<int>(m[0].fastest)];
+    ts.hits += 1;
+    ts.hit_tokens += m[0].num_tokens;
+    r.chunks.emplace_back(to_path_node(m[0]));
+    if (pin) r.pin.pins_.emplace_back(m[0].key, c.tree->pin(m[0].key));
+  }
+  if (pin) r.pin.core_ = core_;
+  return r;
+}
+
+Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
+                                     std::string_view tenant) {
+  StoreCore& c = *core_;
+  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  Hash128 parent = root;
+  for (const Hash128& d : parent_docs) parent = child_key(parent, d);
+  SegmentIdentity id;
+  id.key = child_key(parent, doc);
+  id.parent_key = parent;
+  id.doc_key = doc;
+  id.depth = static_cast<uint32_t>(parent_docs.size());
+  RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg, SegmentBuffer::build(c.fmt, id, kv));
+  InsertResult r;
+  r.key = id.key;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.closed) return Status::Unavailable("kvstore: closed");
+  std::vector<SsdAction> actions;
+  r.outcome = c.tree->insert(parent, parent_docs.empty(), seg, &actions, &r.tier);
+  c.submit_actions_locked(actions);
+  return r;
+}
+
+Result<InsertResult> KvStore::insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant) {
+  StoreCore& c = *core_;
+  SegmentIdentity id;
+  id.parent_key = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  id.key = child_key(id.parent_key, doc);
+  id.doc_key = doc;
+  id.is_chunk = true;
+  RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg, SegmentBuffer::build(c.fmt, id, kv));
+  InsertResult r;
+  r.key = id.key;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.closed) return Status::Unavailable("kvstore: closed");
+  std::vector<SsdAction> actions;
+  r.outcome = c.tree->insert(id.parent_key, true, seg, &actions, &r.tier);
+  c.submit_actions_locked(actions);
+  return r;
+}
+
+std::shared_ptr<LoadHandle> KvStore::load(std::span<const PathNode> nodes, LoadOptions opts) {
+  StoreCore& c = *core_;
+  auto h = std::make_shared<LoadHandle>(nodes.size(), c.fmt.num_layers);
+  const bool independent = opts.independent;
+  h->opts_ = std::move(opts);
+  std::vector<PathNode> list(nodes.begin(), nodes.end());
+  bool closed;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    closed = c.closed;
+  }
+  StoreCore* raw = &c;  // the pool is drained in close(), before the core can go away
+  if (closed || !c.io->submit([raw, h, list, independent] { raw->run_load(h, list, independent); })) {
+    const Status st = closed ? Status::Unavailable("kvstore: closed") : Status::ResourceExhausted("kvstore: I/O queue full");
+    for (size_t i = 0; i < list.size(); ++i) h->fail(i, st);
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.ctr.load_failures += list.size();
+    h->finish();
+  }
+  return h;
+}
+
+void KvStore::drain_writes() {
+  StoreCore& c = *core_;
+  std::unique_lock<std::mutex> lock(c.wmu);
+  c.wcv.wait(lock, [&] { return c.writes_inflight == 0; });
+}
+
+Status KvStore::flush() {
+  StoreCore& c = *core_;
+  drain_writes();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.ssd || !c.ssd_ok.load()) return Status::OK();
+  Status st = c.ssd->flush();
+  if (!st.ok()) c.disable_ssd_locked(st);
+  return st;
+}
+
+Stats KvStore::stats() const {
+  StoreCore& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  Stats s = c.ctr;
+  for (int t = 0; t < kNumTiers; ++t) {
+    const Tier tier = static_cast<Tier>(t);
+    TierCounters tc = c.tree->counters(tier);
+    TierStats& ts = s.tiers[t];
+    ts.enabled = c.tree->tier_enabled(tier) && c.tree->capacity(tier) > 0;
+    ts.capacity_bytes = c.tree->capacity(tier);
+    ts.used_bytes = tc.used_bytes;
+    ts.nodes = tc.nodes;
+    ts.inserts = tc.inserts;
+    ts.evictions = tc.evictions;
+    ts.demotions = tc.demotions;
+    ts.promotions = tc.promotions;
+    ts.drops = tc.drops;
+  }
+  s.tree_nodes = c.tree->num_nodes();
+  s.pinned_nodes = c.tree->num_pinned();
+  return s;
+}
+
+Status KvStore::check_invariants() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->tree->check_invariants();
+}
+
+static std::string json_escape(std::string_view s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      o += '\\';
+      o += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      o += fmt::format("\\u{:04x}", static_cast<int>(ch));
+    } else {
+      o += ch;
+    }
+  }
+  return o;
+}
+
+std::string Stats::to_json() const {
+  std::string s = fmt::format(R"({{"policy":"{}","tiers":{{)", json_escape(policy));
+  for (int t = 0; t < kNumTiers; ++t) {
+    const TierStats& x = tiers[t];
+    s += fmt::format(
+        R"({}"{}":{{"enabled":{},"capacity_bytes":{},"used_bytes":{},"nodes":{},"hits":{},"hit_tokens":{},"loads":{},"load_bytes":{},"inserts":{},"evictions":{},"demotions":{},"promotions":{},"drops":{}}})",
+        t ? "," : "", tier_name(static_cast<Tier>(t)), x.enabled ? "true" : "false", x.capacity_bytes, x.used_bytes, x.nodes,
+        x.hits, x.hit_tokens, x.loads, x.load_bytes, x.inserts, x.evictions, x.demotions, x.promotions, x.drops);
+  }
+  s += fmt::format(
+      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":"{}","tree_nodes":{},"pinned_nodes":{},"restored_segments":{}}})",
+      lookups, lookup_docs, lookup_misses, chunk_lookups, chunk_hits, chunk_misses, load_failures, checksum_failures,
+      format_rejects, ssd_errors, json_escape(ssd_error), tree_nodes, pinned_nodes, restored_segments);
+  return s;
+}
+
+}  // namespace ragd::kvstore

@@ -1,0 +1,238 @@
+#include "ragd/kvstore/ssd_tier.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+namespace ragd::kvstore {
+namespace {
+
+rocksdb::IOStatus injected_write_failure(SsdFaults& f) {
+  if (f.no_space.load()) {
+    f.injected.fetch_add(1);
+    return rocksdb::IOStatus::NoSpace("injected", "No space left on device");
+  }
+  if (f.write_error.load()) {
+    f.injected.fetch_add(1);
+    return rocksdb::IOStatus::IOError("injected", "write error");
+  }
+  return rocksdb::IOStatus::OK();
+}
+
+class FaultWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  FaultWritableFile(std::unique_ptr<rocksdb::FSWritableFile> f, std::shared_ptr<SsdFaults> faults)
+      : FSWritableFileOwnerWrapper(std::move(f)), faults_(std::move(faults)) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& d, const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
+    auto s = injected_write_failure(*faults_);
+    return s.ok() ? target()->Append(d, o, g) : s;
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& d, const rocksdb::IOOptions& o, const rocksdb::DataVerificationInfo& v,
+                           rocksdb::IODebugContext* g) override {
+    auto s = injected_write_failure(*faults_);
+    return s.ok() ? target()->Append(d, o, v, g) : s;
+  }
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
+    auto s = injected_write_failure(*faults_);
+    return s.ok() ? target()->Sync(o, g) : s;
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
+    auto s = injected_write_failure(*faults_);
+    return s.ok() ? target()->Fsync(o, g) : s;
+  }
+
+ private:
+  std::shared_ptr<SsdFaults> faults_;
+};
+
+class FaultRandomAccessFile : public rocksdb::FSRandomAccessFileOwnerWrapper {
+ public:
+  FaultRandomAccessFile(std::unique_ptr<rocksdb::FSRandomAccessFile> f, std::shared_ptr<SsdFaults> faults)
+      : FSRandomAccessFileOwnerWrapper(std::move(f)), faults_(std::move(faults)) {}
+  rocksdb::IOStatus Read(uint64_t off, size_t n, const rocksdb::IOOptions& o, rocksdb::Slice* r, char* scratch,
+                         rocksdb::IODebugContext* g) const override {
+    if (faults_->read_error.load()) {
+      faults_->injected.fetch_add(1);
+      return rocksdb::IOStatus::IOError("injected", "read error");
+    }
+    return target()->Read(off, n, o, r, scratch, g);
+  }
+  rocksdb::IOStatus MultiRead(rocksdb::FSReadRequest* reqs, size_t num, const rocksdb::IOOptions& o,
+                              rocksdb::IODebugContext* g) override {
+    if (faults_->read_error.load()) {
+      faults_->injected.fetch_add(1);
+      for (size_t i = 0; i < num; ++i) reqs[i].status = rocksdb::IOStatus::IOError("injected", "read error");
+      return rocksdb::IOStatus::IOError("injected", "read error");
+    }
+    return target()->MultiRead(reqs, num, o, g);
+  }
+
+ private:
+  std::shared_ptr<SsdFaults> faults_;
+};
+
+// The default file system with failures injected on demand.
+class FaultFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  FaultFileSystem(std::shared_ptr<rocksdb::FileSystem> base, std::shared_ptr<SsdFaults> faults)
+      : FileSystemWrapper(std::move(base)), faults_(std::move(faults)) {}
+  static const char* kClassName() { return "RagdFaultFileSystem"; }
+  const char* Name() const override { return kClassName(); }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& fo,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r, rocksdb::IODebugContext* g) override {
+    std::unique_ptr<rocksdb::FSWritableFile> base;
+    auto s = target()->NewWritableFile(f, fo, &base, g);
+    if (s.ok()) r->reset(new FaultWritableFile(std::move(base), faults_));
+    return s;
+  }
+  rocksdb::IOStatus NewRandomAccessFile(const std::string& f, const rocksdb::FileOptions& fo,
+                                        std::unique_ptr<rocksdb::FSRandomAccessFile>* r,
+                                        rocksdb::IODebugContext* g) override {
+    std::unique_ptr<rocksdb::FSRandomAccessFile> base;
+    auto s = target()->NewRandomAccessFile(f, fo, &base, g);
+    if (s.ok()) r->reset(new FaultRandomAccessFile(std::move(base), faults_));
+    return s;
+  }
+
+ private:
+  std::shared_ptr<SsdFaults> faults_;
+};
+
+void put_be64(std::string* s, uint64_t v) {
+  for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+Status to_status(const rocksdb::Status& s, std::string_view what, const std::string& dir) {
+  if (s.ok()) return Status::OK();
+  if (s.IsNotFound()) return Status::NotFound(fmt::format("ssd tier {}: {}: not found", dir, what));
+  if (s.IsCorruption()) return Status::Corruption(fmt::format("ssd tier {}: {}: {}", dir, what, s.ToString()));
+  return Status::IOError(fmt::format("ssd tier {}: {}: {}", dir, what, s.ToString()));
+}
+
+}  // namespace
+
+struct SsdTier::Impl {
+  SsdTierOptions opts;
+  std::unique_ptr<rocksdb::Env> env;  // owns the fault-injecting composite env (outlives db)
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::WriteOptions wopts;
+};
+
+SsdTier::SsdTier() : impl_(std::make_unique<Impl>()) {}
+SsdTier::~SsdTier() {
+  if (impl_->db) {
+    (void)impl_->db->Close();
+    impl_->db.reset();
+  }
+}
+
+Result<std::unique_ptr<SsdTier>> SsdTier::open(const SsdTierOptions& o) {
+  if (o.dir.empty()) return Status::InvalidArgument("ssd tier: directory is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec) return Status::IOError(fmt::format("ssd tier {}: cannot create directory: {}", o.dir, ec.message()));
+  std::unique_ptr<SsdTier> t(new SsdTier());
+  t->impl_->opts = o;
+  rocksdb::Options ro;
+  ro.create_if_missing = true;
+  ro.compression = rocksdb::kNoCompression;  // KV floats barely compress; keep loads cheap
+  ro.enable_blob_files = true;
+  ro.min_blob_size = o.min_blob_bytes;
+  ro.blob_compression_type = rocksdb::kNoCompression;
+  ro.enable_blob_garbage_collection = true;
+  ro.blob_garbage_collection_age_cutoff = 0.5;
+  ro.max_background_jobs = 2;
+  ro.write_buffer_size = 32ull << 20;
+  ro.keep_log_file_num = 2;
+  ro.info_log_level = rocksdb::WARN_LEVEL;
+  if (o.faults) {
+    auto fs = std::make_shared<FaultFileSystem>(rocksdb::FileSystem::Default(), o.faults);
+    t->impl_->env = rocksdb::NewCompositeEnv(fs);
+    ro.env = t->impl_->env.get();
+  }
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(ro, o.dir, &db);
+  if (!s.ok()) return Status::IOError(fmt::format("ssd tier {}: cannot open RocksDB: {}", o.dir, s.ToString()));
+  t->impl_->db.reset(db);
+  t->impl_->wopts.sync = o.sync_writes;
+  return t;
+}
+
+const std::string& SsdTier::dir() const { return impl_->opts.dir; }
+
+std::string SsdTier::header_record_key(const Hash128& key) {
+  std::string k = "h";
+  put_be64(&k, key.hi);
+  put_be64(&k, key.lo);
+  return k;
+}
+
+std::string SsdTier::layer_record_key(const Hash128& key, uint32_t layer) {
+  std::string k = "l";
+  put_be64(&k, key.hi);
+  put_be64(&k, key.lo);
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>((layer >> (8 * i)) & 0xFF));
+  return k;
+}
+
+Status SsdTier::put(const SegmentBuffer& seg) {
+  const SegmentHeader& h = seg.header();
+  const auto* base = reinterpret_cast<const char*>(seg.bytes().data());
+  rocksdb::WriteBatch batch;
+  const size_t lb = h.layer_bytes();
+  std::string value;
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    value.assign(base + h.layers[l].k_offset, lb);
+    value.append(base + h.layers[l].v_offset, lb);
+    auto s = batch.Put(layer_record_key(h.key, l), value);
+    if (!s.ok()) return to_status(s, "batch put", impl_->opts.dir);
+  }
+  auto s = batch.Put(header_record_key(h.key), rocksdb::Slice(base, h.payload_offset));
+  if (!s.ok()) return to_status(s, "batch put", impl_->opts.dir);
+  return to_status(impl_->db->Write(impl_->wopts, &batch), "write segment " + h.key.to_hex(), impl_->opts.dir);
+}
+
+Status SsdTier::remove(const Hash128& key, uint32_t num_layers) {
+  rocksdb::WriteBatch batch;
+  auto s = batch.Delete(header_record_key(key));
+  for (uint32_t l = 0; s.ok() && l < num_layers; ++l) s = batch.Delete(layer_record_key(key, l));
+  if (!s.ok()) return to_status(s, "batch delete", impl_->opts.dir);
+  return to_status(impl_->db->Write(impl_->wopts, &batch), "delete segment " + key.to_hex(), impl_->opts.dir);
+}
+
+Status SsdTier::read_header(const Hash128& key, std::string* out) const {
+  return to_status(impl_->db->Get(rocksdb::ReadOptions(), header_record_key(key), out), "read header " + key.to_hex(),
+                   impl_->opts.dir);
+}
+
+Status SsdTier::read_layer(const Hash128& key, uint32_t layer, std::string* out) const {
+  return to_status(impl_->db->Get(rocksdb::ReadOptions(), layer_record_key(key, layer), out),
+                   fmt::format("read layer {} of {}", layer, key.to_hex()), impl_->opts.dir);
+}
+
+Status SsdTier::scan_headers(const std::function<void(const Hash128&, std::span<const std::byte>)>& fn) const {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek("h"); it->Valid() && it->key().starts_with("h"); it->Next()) {
+    rocksdb::Slice k = it->key();
+    if (k.size() != 17) continue;  // not a header record
+    Hash128 key;
+    for (int i = 0; i < 8; ++i) key.hi = (key.hi << 8) | static_cast<uint8_t>(k[1 + i]);
+    for (int i = 0; i < 8; ++i) key.lo = (key.lo << 8) | static_cast<uint8_t>(k[9 + i]);
+    rocksdb::Slice v = it->value();
+    fn(key, {reinterpret_cast<const std::byte*>(v.data()), v.size()});
+  }
+  return to_status(it->status(), "scan headers", impl_->opts.dir);
+}
+
+Status SsdTier::flush() {
+  return to_status(impl_->db->Flush(rocksdb::FlushOptions()), "flush", impl_->opts.dir);
+}
+
+}  // namespace ragd::kvstore
