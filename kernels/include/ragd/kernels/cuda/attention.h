@@ -1,0 +1,80 @@
+// Attention over the engine's paged KV on the GPU, returning the output AND the natural-log LSE per
+// (token, head) in fp32 — the same contract as ragd/kernels/attention.h (the CPU oracle), with bf16
+// inputs:
+//   k, v: [num_blocks, block_size, num_kv_heads, head_dim] bf16 (K after RoPE), device memory
+//   key j lives in block block_table[j / block_size], slot j % block_size.
+// GQA: query head h reads kv head h / (num_heads / num_kv_heads). Scores are scale · q·k with fp32
+// accumulation; softmax in fp32 (P rounded to bf16 for the P·V product, as flash-attention does).
+// A (token, head) that sees no key gets o = 0, lse = −inf.
+// Supported: head_dim 64 and 128 (prefill and decode); GQA group 1, 2, 4, 8 (decode). Anything
+// else is InvalidArgument naming the value.
+// Thread-safety: pure launchers (see device.h for the launcher contract).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ragd/kernels/cuda/device.h"
+
+namespace ragd::kernels::cuda {
+
+struct PagedKvBf16 {
+  const uint16_t* k = nullptr;          // device
+  const uint16_t* v = nullptr;          // device
+  const int32_t* block_table = nullptr; // device, [ceil(kv_len / block_size)]
+  int block_size = 16;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int kv_len = 0;                       // keys 0 .. kv_len-1 are valid
+};
+
+// Prefill (or any multi-query chunk) of one sequence; flash-attention style: a 64-query tile of one
+// head in shared memory, 64-key tiles streamed through shared memory, online softmax, tensor cores
+// (bf16 WMMA, fp32 accumulate).
+//   q: [n_q, num_heads, head_dim] bf16   out: [n_q, num_heads, head_dim] (out_dtype kF32 or kBf16)
+//   lse: [n_q, num_heads] f32
+// causal: query i sees keys j <= i + q_offset; otherwise every key is visible.
+Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale,
+                         bool causal, int q_offset, void* out, DType out_dtype, float* lse, void* stream);
+
+// Batched paged decode (one query token per sequence), split-KV ("flash-decoding"): each sequence's
+// keys are cut into num_splits ranges of keys_per_split keys; each (sequence, kv head, split) block
+// handles the whole GQA group, and the partial (O, LSE) are merged with the LSE formula.
+struct DecodeBatchBf16 {
+  const uint16_t* q = nullptr;           // [batch, num_heads, head_dim] bf16, device
+  const uint16_t* k = nullptr;           // page pool, device
+  const uint16_t* v = nullptr;           // page pool, device
+  const int32_t* block_tables = nullptr; // [batch, max_blocks_per_seq] int32, device
+  const int32_t* kv_lens = nullptr;      // [batch] int32, device; each <= max_blocks_per_seq·block_size
+  int batch = 0;
+  int max_blocks_per_seq = 0;
+  int block_size = 16;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Work split, fixed before the launch so that a decode step can be graph-captured while kv_lens grow
+// (up to max_kv_len).
+struct DecodePlan {
+  int num_splits = 1;
+  int keys_per_split = 0;
+};
+
+// Picks the split so that batch · kv_heads · splits fills ~2 waves of `num_sms` multiprocessors,
+// with at least 256 keys per split. num_splits_override > 0 forces that many splits.
+DecodePlan plan_attention_decode(int batch, int num_kv_heads, int max_kv_len, int num_sms,
+                                 int num_splits_override = 0);
+
+// Device scratch for the partial states: batch · num_heads · num_splits · (head_dim + 1) floats
+// (0 when num_splits == 1).
+size_t attention_decode_workspace_bytes(const DecodeBatchBf16& batch, const DecodePlan& plan);
+
+//   out: [batch, num_heads, head_dim] f32   lse: [batch, num_heads] f32
+// The last split also takes any keys beyond num_splits · keys_per_split (a plan made for a shorter
+// max_kv_len stays correct, only less balanced).
+// InvalidArgument when the workspace is smaller than attention_decode_workspace_bytes.
+Status attention_decode(const DecodeBatchBf16& batch, float scale, const DecodePlan& plan,
+                        void* workspace, size_t workspace_bytes, float* out, float* lse, void* stream);
+
+}  // namespace ragd::kernels::cuda

@@ -1,0 +1,292 @@
+// Flash-attention style prefill over paged bf16 KV (see ragd/kernels/cuda/attention.h).
+//
+// One CTA = one head × a tile of kBM = 64 queries, 4 warps of 16 query rows each. Per 64-key tile:
+//   K, V rows gathered from their pages into shared memory (16-byte loads);
+//   S = Q·Kᵀ with bf16 WMMA (fp32 accumulate) → shared memory;
+//   online softmax per row in fp32 (log2 domain), P rounded to bf16 → shared memory;
+//   O (fp32, shared memory) rescaled by e^(m_old − m_new), then O += P·V with WMMA.
+// Causal CTAs stop at the last key their last query can see. Keys past kv_len are zero-filled (never
+// read from the pool) and masked; rows past n_q are computed on zeros and not stored.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cmath>
+#include <string>
+
+#include "cuda_util.cuh"
+#include "ragd/kernels/cuda/attention.h"
+
+namespace ragd::kernels::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kBM = 64;       // queries per CTA
+constexpr int kBN = 64;       // keys per tile
+constexpr int kWarps = 4;     // 16 query rows each
+constexpr int kThreads = kWarps * 32;
+constexpr int kSP = kBN + 4;  // fp32 S row pitch (floats)
+constexpr int kPP = kBN + 8;  // bf16 P row pitch (elements)
+
+template <int D>
+struct Smem {
+  static constexpr int kDP = D + 8;  // bf16 Q/K/V row pitch (elements): 16-byte rows, fewer bank conflicts
+  static constexpr int kOP = D + 4;  // fp32 O row pitch (floats)
+  static constexpr size_t align(size_t b) { return (b + 127) / 128 * 128; }
+  static constexpr size_t q_off = 0;
+  static constexpr size_t k_off = q_off + align(sizeof(bf16) * kBM * kDP);
+  static constexpr size_t v_off = k_off + align(sizeof(bf16) * kBN * kDP);
+  static constexpr size_t s_off = v_off + align(sizeof(bf16) * kBN * kDP);
+  static constexpr size_t p_off = s_off + align(sizeof(float) * kBM * kSP);
+  static constexpr size_t o_off = p_off + align(sizeof(bf16) * kBM * kPP);
+  static constexpr size_t m_off = o_off + align(sizeof(float) * kBM * kOP);
+  static constexpr size_t l_off = m_off + align(sizeof(float) * kBM);
+  static constexpr size_t a_off = l_off + align(sizeof(float) * kBM);
+  static constexpr size_t bytes = a_off + align(sizeof(float) * kBM);
+};
+
+struct PrefillParams {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  const int32_t* block_table;
+  void* out;
+  float* lse;
+  int n_q, num_heads, num_kv_heads, group, block_size, kv_len, q_offset;
+  float scale_log2;  // scale · log2(e)
+  bool causal;
+};
+
+template <typename OutT>
+__device__ __forceinline__ void store_out(void* out, size_t i, float v) {
+  static_cast<OutT*>(out)[i] = detail::from_f32<OutT>(v);
+}
+
+template <int D, typename OutT>
+__global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
+  using L = Smem<D>;
+  constexpr int kDP = L::kDP;
+  constexpr int kOP = L::kOP;
+  constexpr int kVec = D / 8;  // 16-byte vectors per row
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem + L::q_off);
+  bf16* sK = reinterpret_cast<bf16*>(smem + L::k_off);
+  bf16* sV = reinterpret_cast<bf16*>(smem + L::v_off);
+  float* sS = reinterpret_cast<float*>(smem + L::s_off);
+  bf16* sP = reinterpret_cast<bf16*>(smem + L::p_off);
+  float* sO = reinterpret_cast<float*>(smem + L::o_off);
+  float* sM = reinterpret_cast<float*>(smem + L::m_off);
+  float* sL = reinterpret_cast<float*>(smem + L::l_off);
+  float* sA = reinterpret_cast<float*>(smem + L::a_off);
+
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  const int m0 = blockIdx.x * kBM;
+  const int h = blockIdx.y;
+  const int kvh = h / p.group;
+  const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
+
+  // Q tile (zero rows past n_q), O = 0, m = −inf, l = 0.
+  for (int i = tid; i < kBM * kVec; i += kThreads) {
+    const int r = i / kVec;
+    const int c = (i % kVec) * 8;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (m0 + r < p.n_q) {
+      val = *reinterpret_cast<const uint4*>(p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c);
+    }
+    *reinterpret_cast<uint4*>(sQ + r * kDP + c) = val;
+  }
+  for (int i = tid; i < kBM * kOP; i += kThreads) sO[i] = 0.0f;
+  if (tid < kBM) {
+    sM[tid] = -INFINITY;
+    sL[tid] = 0.0f;
+  }
+
+  const int last_row = min(m0 + kBM, p.n_q) - 1;
+  int kv_end = p.kv_len;
+  if (p.causal) kv_end = min(kv_end, last_row + p.q_offset + 1);
+  const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
+
+  const int wr0 = warp * 16;          // this warp's first row in the tile
+  const int srow = wr0 + (lane >> 1); // softmax: 2 lanes per row
+  const int shalf = (lane & 1) * (kBN / 2);
+  const int qi = m0 + srow;
+  const int limit = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;  // last visible key
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int n0 = t * kBN;
+    __syncthreads();  // previous tile's K/V no longer in use (and the initial fills are visible)
+    for (int i = tid; i < kBN * kVec; i += kThreads) {
+      const int r = i / kVec;
+      const int c = (i % kVec) * 8;
+      const int j = n0 + r;
+      uint4 kv4 = make_uint4(0, 0, 0, 0);
+      uint4 vv4 = make_uint4(0, 0, 0, 0);
+      if (j < p.kv_len) {
+        const int blk = p.block_table[j / p.block_size];
+        const size_t off = (static_cast<size_t>(blk) * p.block_size + j % p.block_size) * kv_row +
+                           static_cast<size_t>(kvh) * D + c;
+        kv4 = *reinterpret_cast<const uint4*>(p.k + off);
+        vv4 = *reinterpret_cast<const uint4*>(p.v + off);
+      }
+      *reinterpret_cast<uint4*>(sK + r * kDP + c) = kv4;
+      *reinterpret_cast<uint4*>(sV + r * kDP + c) = vv4;
+    }
+    __syncthreads();
+
+    // S[wr0 .. wr0+15, 0 .. kBN) = Q · Kᵀ
+#pragma unroll
+    for (int cn = 0; cn < kBN / 16; ++cn) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+        wmma::load_matrix_sync(a, sQ + wr0 * kDP + kk * 16, kDP);
+        wmma::load_matrix_sync(b, sK + (cn * 16) * kDP + kk * 16, kDP);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(sS + wr0 * kSP + cn * 16, acc, kSP, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    // Online softmax of this warp's rows (log2 domain).
+    {
+      const float* srow_p = sS + srow * kSP;
+      float mx = -INFINITY;
+#pragma unroll 8
+      for (int c = shalf; c < shalf + kBN / 2; ++c) {
+        const float s = (n0 + c <= limit) ? srow_p[c] * p.scale_log2 : -INFINITY;
+        mx = fmaxf(mx, s);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      const float m_old = sM[srow];
+      const float m_new = fmaxf(m_old, mx);
+      const float alpha = (m_new == -INFINITY) ? 1.0f : exp2f(m_old - m_new);
+      float sum = 0.0f;
+      bf16* prow = sP + srow * kPP;
+#pragma unroll 8
+      for (int c = shalf; c < shalf + kBN / 2; ++c) {
+        float pv = 0.0f;
+        if (n0 + c <= limit && m_new != -INFINITY) pv = exp2f(srow_p[c] * p.scale_log2 - m_new);
+        const bf16 pb = __float2bfloat16_rn(pv);
+        prow[c] = pb;
+        sum += __bfloat162float(pb);  // normalise by what P·V actually sums
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      __syncwarp();
+      if ((lane & 1) == 0) {
+        sL[srow] = sL[srow] * alpha + sum;
+        sM[srow] = m_new;
+        sA[srow] = alpha;
+      }
+    }
+    __syncwarp();
+
+    // O rows of this warp *= alpha
+    for (int i = lane; i < 16 * D; i += 32) {
+      const int r = wr0 + i / D;
+      sO[r * kOP + (i % D)] *= sA[r];
+    }
+    __syncwarp();
+
+    // O += P · V
+#pragma unroll
+    for (int dn = 0; dn < D / 16; ++dn) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, sO + wr0 * kOP + dn * 16, kOP, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
+        wmma::load_matrix_sync(a, sP + wr0 * kPP + kk * 16, kPP);
+        wmma::load_matrix_sync(b, sV + (kk * 16) * kDP + dn * 16, kDP);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(sO + wr0 * kOP + dn * 16, acc, kOP, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  __syncthreads();
+
+  // Normalise and store this warp's rows.
+  for (int i = lane; i < 16 * D; i += 32) {
+    const int r = wr0 + i / D;
+    const int c = i % D;
+    const int row = m0 + r;
+    if (row < p.n_q) {
+      const float l = sL[r];
+      const float v = l > 0.0f ? sO[r * kOP + c] / l : 0.0f;
+      store_out<OutT>(p.out, (static_cast<size_t>(row) * p.num_heads + h) * D + c, v);
+    }
+  }
+  if (lane < 16) {
+    const int r = wr0 + lane;
+    const int row = m0 + r;
+    if (row < p.n_q) {
+      const float l = sL[r];
+      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (sM[r] + log2f(l)) * detail::kLn2 : -INFINITY;
+    }
+  }
+}
+
+template <int D, typename OutT>
+Status launch(const PrefillParams& p, cudaStream_t s) {
+  constexpr size_t bytes = Smem<D>::bytes;
+  auto* fn = prefill_kernel<D, OutT>;
+  RAGD_RETURN_IF_ERROR(detail::cuda_status(
+      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+      "attention_prefill: cudaFuncSetAttribute"));
+  const dim3 grid((p.n_q + kBM - 1) / kBM, p.num_heads);
+  fn<<<grid, kThreads, bytes, s>>>(p);
+  return detail::launch_status("attention_prefill");
+}
+
+}  // namespace
+
+Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, bool causal,
+                         int q_offset, void* out, DType out_dtype, float* lse, void* stream) {
+  if (kv.head_dim != 64 && kv.head_dim != 128) {
+    return Status::InvalidArgument("attention_prefill: unsupported head_dim " + std::to_string(kv.head_dim) +
+                                   " (CUDA kernels are built for 64 and 128)");
+  }
+  if (n_q < 0 || num_heads <= 0 || kv.num_kv_heads <= 0 || num_heads % kv.num_kv_heads != 0) {
+    return Status::InvalidArgument("attention_prefill: num_heads " + std::to_string(num_heads) +
+                                   " is not a positive multiple of num_kv_heads " + std::to_string(kv.num_kv_heads));
+  }
+  if (kv.block_size <= 0 || kv.kv_len < 0) {
+    return Status::InvalidArgument("attention_prefill: bad block_size " + std::to_string(kv.block_size) +
+                                   " or kv_len " + std::to_string(kv.kv_len));
+  }
+  if (num_heads > 65535) return Status::InvalidArgument("attention_prefill: num_heads " + std::to_string(num_heads) + " > 65535");
+  if (n_q == 0) return Status::OK();
+  if (!q || !out || !lse || (kv.kv_len > 0 && (!kv.k || !kv.v || !kv.block_table))) {
+    return Status::InvalidArgument("attention_prefill: null q, out, lse, k, v or block_table");
+  }
+  PrefillParams p{};
+  p.q = reinterpret_cast<const bf16*>(q);
+  p.k = reinterpret_cast<const bf16*>(kv.k);
+  p.v = reinterpret_cast<const bf16*>(kv.v);
+  p.block_table = kv.block_table;
+  p.out = out;
+  p.lse = lse;
+  p.n_q = n_q;
+  p.num_heads = num_heads;
+  p.num_kv_heads = kv.num_kv_heads;
+  p.group = num_heads / kv.num_kv_heads;
+  p.block_size = kv.block_size;
+  p.kv_len = kv.kv_len;
+  p.q_offset = q_offset;
+  p.scale_log2 = scale * detail::kLog2e;
+  p.causal = causal;
+  auto s = detail::as_stream(stream);
+  const bool f32 = out_dtype == DType::kF32;
+  if (kv.head_dim == 64) return f32 ? launch<64, float>(p, s) : launch<64, bf16>(p, s);
+  return f32 ? launch<128, float>(p, s) : launch<128, bf16>(p, s);
+}
+
+}  // namespace ragd::kernels::cuda

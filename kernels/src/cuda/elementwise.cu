@@ -1,0 +1,319 @@
+// RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, LSE merge and argmax on the GPU.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "cuda_util.cuh"
+#include "ragd/kernels/cuda/elementwise.h"
+#include "ragd/kernels/cuda/lse_merge.h"
+#include "ragd/kernels/cuda/sampling.h"
+
+namespace ragd::kernels::cuda {
+namespace {
+
+using detail::from_f32;
+using detail::to_f32;
+
+constexpr int kRowThreads = 256;
+
+// ---- RMSNorm: one block per row ----------------------------------------------------------------
+template <typename T>
+__global__ void rmsnorm_kernel(const T* __restrict__ x, int dim, int x_stride, const T* __restrict__ w,
+                               float eps, T* y, int y_stride) {
+  const int row = blockIdx.x;
+  const T* xr = x + static_cast<size_t>(row) * x_stride;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = to_f32(xr[i]);
+    ss += v * v;
+  }
+  __shared__ float part[kRowThreads / 32];
+  ss = detail::warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < kRowThreads / 32 ? part[threadIdx.x] : 0.0f;
+    t = detail::warp_sum(t);
+    if (threadIdx.x == 0) part[0] = t;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(part[0] / static_cast<float>(dim) + eps);
+  T* yr = y + static_cast<size_t>(row) * y_stride;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = from_f32<T>(to_f32(xr[i]) * inv * to_f32(w[i]));
+}
+
+// ---- RoPE: one thread per rotated pair; angle in double like the CPU kernel ----------------------
+template <typename T, bool kDelta>
+__global__ void rope_kernel(T* x, int rows, int heads, int head_dim, int row_stride,
+                            const int32_t* __restrict__ positions, int64_t delta,
+                            const float* __restrict__ inv_freq) {
+  const int half = head_dim / 2;
+  const int64_t total = static_cast<int64_t>(rows) * heads * half;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int i = static_cast<int>(t % half);
+    const int64_t rh = t / half;
+    const int h = static_cast<int>(rh % heads);
+    const int r = static_cast<int>(rh / heads);
+    const double p = kDelta ? static_cast<double>(delta) : static_cast<double>(positions[r]);
+    double s, c;
+    sincos(p * static_cast<double>(inv_freq[i]), &s, &c);
+    const float cs = static_cast<float>(c);
+    const float sn = static_cast<float>(s);
+    T* a = x + static_cast<size_t>(r) * row_stride + static_cast<size_t>(h) * head_dim;
+    const float x1 = to_f32(a[i]);
+    const float x2 = to_f32(a[i + half]);
+    a[i] = from_f32<T>(x1 * cs - x2 * sn);
+    a[i + half] = from_f32<T>(x2 * cs + x1 * sn);
+  }
+}
+
+// ---- SwiGLU --------------------------------------------------------------------------------------
+template <typename T>
+__global__ void swiglu_kernel(int rows, int dim, const T* gate, int gs, const T* up, int us, T* y, int ys) {
+  const int64_t total = static_cast<int64_t>(rows) * dim;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(t / dim);
+    const int i = static_cast<int>(t % dim);
+    const float g = to_f32(gate[static_cast<size_t>(r) * gs + i]);
+    const float u = to_f32(up[static_cast<size_t>(r) * us + i]);
+    y[static_cast<size_t>(r) * ys + i] = from_f32<T>(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+// ---- embedding gather: one block per token -------------------------------------------------------
+template <typename T>
+__global__ void embedding_kernel(const T* __restrict__ table, int vocab, int hidden, const int32_t* __restrict__ ids,
+                                 T* out, int* bad_ids) {
+  const int row = blockIdx.x;
+  const int id = ids[row];
+  T* o = out + static_cast<size_t>(row) * hidden;
+  if (id < 0 || id >= vocab) {
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = from_f32<T>(0.0f);
+    if (threadIdx.x == 0 && bad_ids) atomicAdd(bad_ids, 1);
+    return;
+  }
+  const T* src = table + static_cast<size_t>(id) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = src[i];
+}
+
+// ---- LSE merge: one block of head_dim threads (grid-stride) per row -----------------------------
+__global__ void merge_kernel(int head_dim, const float* o_a, const float* lse_a, const float* o_b,
+                             const float* lse_b, float* o_out, float* lse_out) {
+  const int row = blockIdx.x;
+  const float la = lse_a[row];
+  const float lb = lse_b[row];
+  const float m = fmaxf(la, lb);
+  float wa = 0.0f, wb = 0.0f, l = -INFINITY;
+  if (m != -INFINITY) {
+    const float ea = expf(la - m);
+    const float eb = expf(lb - m);
+    l = m + logf(ea + eb);
+    wa = expf(la - l);
+    wb = expf(lb - l);
+  }
+  const size_t base = static_cast<size_t>(row) * head_dim;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    const float a = wa != 0.0f ? wa * o_a[base + i] : 0.0f;
+    const float b = wb != 0.0f ? wb * o_b[base + i] : 0.0f;
+    o_out[base + i] = a + b;
+  }
+  __syncthreads();  // every thread read lse_a / lse_b before they may be overwritten (aliasing)
+  if (threadIdx.x == 0) lse_out[row] = l;
+}
+
+// ---- argmax: one block per row ---------------------------------------------------------------------
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+  if (isnan(v)) return false;
+  if (bi < 0 || isnan(bv)) return true;
+  return v > bv || (v == bv && i < bi);
+}
+
+__global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int stride, int32_t* out) {
+  const float* r = logits + static_cast<size_t>(blockIdx.x) * stride;
+  float bv = NAN;
+  int bi = -1;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = r[i];
+    if (better(v, i, bv, bi)) {
+      bv = v;
+      bi = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && better(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  __shared__ float sv[kRowThreads / 32];
+  __shared__ int si[kRowThreads / 32];
+  if ((threadIdx.x & 31) == 0) {
+    sv[threadIdx.x >> 5] = bv;
+    si[threadIdx.x >> 5] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kRowThreads / 32; ++w) {
+      if (si[w] >= 0 && better(sv[w], si[w], bv, bi)) {
+        bv = sv[w];
+        bi = si[w];
+      }
+    }
+    out[blockIdx.x] = bi < 0 ? 0 : bi;
+  }
+}
+
+int grid_for(int64_t total, int threads) {
+  const int64_t b = (total + threads - 1) / threads;
+  return static_cast<int>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+Status check_dtype(DType d, const char* op) {
+  if (d == DType::kF32 || d == DType::kBf16) return Status::OK();
+  return Status::InvalidArgument(std::string(op) + ": unsupported dtype " + std::to_string(static_cast<int>(d)));
+}
+
+Status rope_common(const char* op, DType dtype, void* x, int rows, int heads, int head_dim, int row_stride,
+                   const int32_t* positions, bool is_delta, int64_t delta, const float* inv_freq, void* stream) {
+  RAGD_RETURN_IF_ERROR(check_dtype(dtype, op));
+  if (rows < 0 || heads <= 0 || head_dim <= 0 || head_dim % 2 != 0) {
+    return Status::InvalidArgument(std::string(op) + ": bad shape (rows=" + std::to_string(rows) + " heads=" +
+                                   std::to_string(heads) + " head_dim=" + std::to_string(head_dim) +
+                                   "; head_dim must be even)");
+  }
+  if (row_stride < heads * head_dim) {
+    return Status::InvalidArgument(std::string(op) + ": row_stride " + std::to_string(row_stride) +
+                                   " < heads · head_dim " + std::to_string(heads * head_dim));
+  }
+  if (rows == 0) return Status::OK();
+  if (!x || !inv_freq || (!is_delta && !positions)) return Status::InvalidArgument(std::string(op) + ": null pointer");
+  const int64_t total = static_cast<int64_t>(rows) * heads * (head_dim / 2);
+  const int grid = grid_for(total, 256);
+  auto s = detail::as_stream(stream);
+  if (dtype == DType::kF32) {
+    if (is_delta) {
+      rope_kernel<float, true><<<grid, 256, 0, s>>>(static_cast<float*>(x), rows, heads, head_dim, row_stride,
+                                                    nullptr, delta, inv_freq);
+    } else {
+      rope_kernel<float, false><<<grid, 256, 0, s>>>(static_cast<float*>(x), rows, heads, head_dim, row_stride,
+                                                     positions, 0, inv_freq);
+    }
+  } else {
+    if (is_delta) {
+      rope_kernel<__nv_bfloat16, true><<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16*>(x), rows, heads, head_dim,
+                                                            row_stride, nullptr, delta, inv_freq);
+    } else {
+      rope_kernel<__nv_bfloat16, false><<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16*>(x), rows, heads, head_dim,
+                                                             row_stride, positions, 0, inv_freq);
+    }
+  }
+  return detail::launch_status(op);
+}
+
+}  // namespace
+
+Status rmsnorm(DType dtype, const void* x, int rows, int dim, int x_stride, const void* w, float eps, void* y,
+               int y_stride, void* stream) {
+  RAGD_RETURN_IF_ERROR(check_dtype(dtype, "rmsnorm"));
+  if (rows < 0 || dim <= 0 || x_stride < dim || y_stride < dim) {
+    return Status::InvalidArgument("rmsnorm: bad shape (rows=" + std::to_string(rows) + " dim=" + std::to_string(dim) +
+                                   " x_stride=" + std::to_string(x_stride) + " y_stride=" + std::to_string(y_stride) + ")");
+  }
+  if (rows == 0) return Status::OK();
+  if (!x || !w || !y) return Status::InvalidArgument("rmsnorm: null pointer");
+  auto s = detail::as_stream(stream);
+  if (dtype == DType::kF32) {
+    rmsnorm_kernel<float><<<rows, kRowThreads, 0, s>>>(static_cast<const float*>(x), dim, x_stride,
+                                                       static_cast<const float*>(w), eps, static_cast<float*>(y), y_stride);
+  } else {
+    rmsnorm_kernel<__nv_bfloat16><<<rows, kRowThreads, 0, s>>>(
+        static_cast<const __nv_bfloat16*>(x), dim, x_stride, static_cast<const __nv_bfloat16*>(w), eps,
+        static_cast<__nv_bfloat16*>(y), y_stride);
+  }
+  return detail::launch_status("rmsnorm");
+}
+
+Status rope_apply(DType dtype, void* x, int rows, int heads, int head_dim, int row_stride, const int32_t* positions,
+                  const float* inv_freq, void* stream) {
+  return rope_common("rope_apply", dtype, x, rows, heads, head_dim, row_stride, positions, false, 0, inv_freq, stream);
+}
+
+Status rope_rerotate(DType dtype, void* x, int rows, int heads, int head_dim, int row_stride, int64_t delta,
+                     const float* inv_freq, void* stream) {
+  return rope_common("rope_rerotate", dtype, x, rows, heads, head_dim, row_stride, nullptr, true, delta, inv_freq,
+                     stream);
+}
+
+Status swiglu(DType dtype, int rows, int dim, const void* gate, int gate_stride, const void* up, int up_stride,
+              void* y, int y_stride, void* stream) {
+  RAGD_RETURN_IF_ERROR(check_dtype(dtype, "swiglu"));
+  if (rows < 0 || dim <= 0 || gate_stride < dim || up_stride < dim || y_stride < dim) {
+    return Status::InvalidArgument("swiglu: bad shape (rows=" + std::to_string(rows) + " dim=" + std::to_string(dim) +
+                                   "; strides must be >= dim)");
+  }
+  if (rows == 0) return Status::OK();
+  if (!gate || !up || !y) return Status::InvalidArgument("swiglu: null pointer");
+  const int grid = grid_for(static_cast<int64_t>(rows) * dim, 256);
+  auto s = detail::as_stream(stream);
+  if (dtype == DType::kF32) {
+    swiglu_kernel<float><<<grid, 256, 0, s>>>(rows, dim, static_cast<const float*>(gate), gate_stride,
+                                              static_cast<const float*>(up), up_stride, static_cast<float*>(y), y_stride);
+  } else {
+    swiglu_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(
+        rows, dim, static_cast<const __nv_bfloat16*>(gate), gate_stride, static_cast<const __nv_bfloat16*>(up),
+        up_stride, static_cast<__nv_bfloat16*>(y), y_stride);
+  }
+  return detail::launch_status("swiglu");
+}
+
+Status embedding_gather(DType dtype, const void* table, int vocab, int hidden, const int32_t* ids, int n, void* out,
+                        int* bad_ids, void* stream) {
+  RAGD_RETURN_IF_ERROR(check_dtype(dtype, "embedding_gather"));
+  if (vocab <= 0 || hidden <= 0 || n < 0) {
+    return Status::InvalidArgument("embedding_gather: bad shape (vocab=" + std::to_string(vocab) + " hidden=" +
+                                   std::to_string(hidden) + " n=" + std::to_string(n) + ")");
+  }
+  if (n == 0) return Status::OK();
+  if (!table || !ids || !out) return Status::InvalidArgument("embedding_gather: null pointer");
+  auto s = detail::as_stream(stream);
+  if (dtype == DType::kF32) {
+    embedding_kernel<float><<<n, kRowThreads, 0, s>>>(static_cast<const float*>(table), vocab, hidden, ids,
+                                                      static_cast<float*>(out), bad_ids);
+  } else {
+    embedding_kernel<__nv_bfloat16><<<n, kRowThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(table), vocab, hidden,
+                                                              ids, static_cast<__nv_bfloat16*>(out), bad_ids);
+  }
+  return detail::launch_status("embedding_gather");
+}
+
+Status merge_states(int rows, int head_dim, const float* o_a, const float* lse_a, const float* o_b, const float* lse_b,
+                    float* o_out, float* lse_out, void* stream) {
+  if (rows < 0 || head_dim <= 0) {
+    return Status::InvalidArgument("merge_states: bad shape (rows=" + std::to_string(rows) + " head_dim=" +
+                                   std::to_string(head_dim) + ")");
+  }
+  if (rows == 0) return Status::OK();
+  if (!o_a || !lse_a || !o_b || !lse_b || !o_out || !lse_out) return Status::InvalidArgument("merge_states: null pointer");
+  const int threads = head_dim >= 128 ? 128 : (head_dim + 31) / 32 * 32;
+  merge_kernel<<<rows, threads, 0, detail::as_stream(stream)>>>(head_dim, o_a, lse_a, o_b, lse_b, o_out, lse_out);
+  return detail::launch_status("merge_states");
+}
+
+Status argmax_rows(const float* logits, int rows, int vocab, int stride, int32_t* out, void* stream) {
+  if (rows < 0 || vocab <= 0 || stride < vocab) {
+    return Status::InvalidArgument("argmax_rows: bad shape (rows=" + std::to_string(rows) + " vocab=" +
+                                   std::to_string(vocab) + " stride=" + std::to_string(stride) + ")");
+  }
+  if (rows == 0) return Status::OK();
+  if (!logits || !out) return Status::InvalidArgument("argmax_rows: null pointer");
+  argmax_kernel<<<rows, kRowThreads, 0, detail::as_stream(stream)>>>(logits, vocab, stride, out);
+  return detail::launch_status("argmax_rows");
+}
+
+}  // namespace ragd::kernels::cuda

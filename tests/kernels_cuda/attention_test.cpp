@@ -1,0 +1,233 @@
+// CUDA paged prefill (flash-attention style) and split-KV decode vs a naive double reference and vs
+// the CPU kernels (ragd/kernels/attention.h), on bf16-exact inputs in shuffled pages whose unused
+// slots hold NaN (a kernel reading past kv_len poisons its output).
+// Tolerances (max |a−b| / (1+|b|)):
+//   prefill out 1e-2: P is rounded to bf16 (2^-9 relative) before the tensor-core P·V product;
+//   prefill LSE 4e-3 (absolute, natural log): the row sum adds the bf16-rounded P;
+//   decode out and LSE 1e-4: fp32 throughout, only the summation order differs.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuda_test_util.h"
+#include "ragd/kernels/attention.h"
+#include "ragd/kernels/cuda/attention.h"
+
+namespace ragd::kernels::cuda {
+namespace {
+
+using namespace testing;  // NOLINT
+
+constexpr uint16_t kBf16Nan = 0x7fc0;
+
+// K/V of one sequence ([len, kv_heads, d], bf16-exact floats) written into shuffled pages of a pool.
+struct Pages {
+  std::vector<uint16_t> k, v;   // pool [num_blocks, block_size, kv_heads, d]
+  std::vector<float> kf, vf;    // the same pool as floats (NaN in unused slots) for the CPU kernels
+  std::vector<int32_t> table;   // [ceil(len / block_size)]
+};
+
+Pages make_pages(const std::vector<float>& kc, const std::vector<float>& vc, int len, int kv_heads, int d,
+                 int block_size, int extra_blocks, uint32_t seed) {
+  Pages p;
+  const int nblk = (len + block_size - 1) / block_size;
+  const int total = nblk + extra_blocks;
+  const size_t tok = static_cast<size_t>(kv_heads) * d;
+  p.k.assign(static_cast<size_t>(total) * block_size * tok, kBf16Nan);
+  p.v = p.k;
+  std::vector<int32_t> ids(total);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  p.table.assign(ids.begin(), ids.begin() + nblk);
+  for (int j = 0; j < len; ++j) {
+    const size_t dst = (static_cast<size_t>(p.table[j / block_size]) * block_size + j % block_size) * tok;
+    for (size_t i = 0; i < tok; ++i) {
+      p.k[dst + i] = f32_to_bf16(kc[j * tok + i]);
+      p.v[dst + i] = f32_to_bf16(vc[j * tok + i]);
+    }
+  }
+  p.kf = from_bf16(p.k);
+  p.vf = from_bf16(p.v);
+  return p;
+}
+
+// Naive attention in double: q [n_q, H, d], k/v [kv_len, kvH, d] contiguous.
+void reference(const std::vector<float>& q, int n_q, int H, const std::vector<float>& k, const std::vector<float>& v,
+               int kv_len, int kvH, int d, double scale, bool causal, int q_offset, std::vector<double>& out,
+               std::vector<double>& lse) {
+  out.assign(static_cast<size_t>(n_q) * H * d, 0.0);
+  lse.assign(static_cast<size_t>(n_q) * H, -INFINITY);
+  const int group = H / kvH;
+  for (int i = 0; i < n_q; ++i)
+    for (int h = 0; h < H; ++h) {
+      const int kh = h / group;
+      const int last = causal ? std::min(kv_len - 1, i + q_offset) : kv_len - 1;
+      if (last < 0) continue;
+      std::vector<double> s(last + 1);
+      double m = -INFINITY;
+      for (int j = 0; j <= last; ++j) {
+        double dot = 0;
+        for (int t = 0; t < d; ++t) dot += double(q[(i * H + h) * d + t]) * k[(j * kvH + kh) * d + t];
+        s[j] = dot * scale;
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - m));
+      for (int j = 0; j <= last; ++j)
+        for (int t = 0; t < d; ++t) out[(i * H + h) * d + t] += s[j] / sum * v[(j * kvH + kh) * d + t];
+      lse[i * H + h] = m + std::log(sum);
+    }
+}
+
+struct PrefillCase {
+  int d, heads, kv_heads, n_q, kv_len, q_offset;
+  bool causal;
+  DType out_dtype = DType::kF32;
+};
+
+class PrefillCuda : public ::testing::TestWithParam<PrefillCase> {
+ protected:
+  void SetUp() override { RAGD_REQUIRE_CUDA(); }
+};
+
+TEST_P(PrefillCuda, MatchesReferenceAndCpu) {
+  const PrefillCase c = GetParam();
+  const int bs = 16;
+  const uint32_t seed = c.d * 1000 + c.n_q * 10 + c.kv_len;
+  const auto q = round_bf16(random_vec(static_cast<size_t>(c.n_q) * c.heads * c.d, seed));
+  const auto kc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 1));
+  const auto vc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 2));
+  const Pages pages = make_pages(kc, vc, c.kv_len, c.kv_heads, c.d, bs, 3, seed + 3);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+
+  std::vector<double> ref_o, ref_l;
+  reference(q, c.n_q, c.heads, kc, vc, c.kv_len, c.kv_heads, c.d, scale, c.causal, c.q_offset, ref_o, ref_l);
+
+  PagedKv cpu_kv{pages.kf.data(), pages.vf.data(), pages.table.data(), bs, c.kv_heads, c.d, c.kv_len};
+  std::vector<float> cpu_o(ref_o.size()), cpu_l(ref_l.size());
+  RAGD_STATUS_OK(kernels::attention_prefill(q.data(), c.n_q, c.heads, cpu_kv, scale, c.causal, c.q_offset,
+                                            cpu_o.data(), cpu_l.data()));
+
+  DeviceBuffer<uint16_t> dq(to_bf16(q)), dk(pages.k), dv(pages.v);
+  DeviceBuffer<int32_t> dt(pages.table.empty() ? std::vector<int32_t>{0} : pages.table);
+  DeviceBuffer<float> dl(ref_l.size());
+  PagedKvBf16 kv{dk.get(), dv.get(), dt.get(), bs, c.kv_heads, c.d, c.kv_len};
+  std::vector<float> gpu_o;
+  if (c.out_dtype == DType::kF32) {
+    DeviceBuffer<float> dout(ref_o.size());
+    RAGD_STATUS_OK(attention_prefill(dq.get(), c.n_q, c.heads, kv, scale, c.causal, c.q_offset, dout.get(),
+                                     DType::kF32, dl.get(), nullptr));
+    gpu_o = dout.download();
+  } else {
+    DeviceBuffer<uint16_t> dout(ref_o.size());
+    RAGD_STATUS_OK(attention_prefill(dq.get(), c.n_q, c.heads, kv, scale, c.causal, c.q_offset, dout.get(),
+                                     DType::kBf16, dl.get(), nullptr));
+    gpu_o = from_bf16(dout.download());
+  }
+  const auto gpu_l = dl.download();
+  EXPECT_LE(max_err(gpu_o, ref_o), 1e-2);
+  EXPECT_LE(max_err(gpu_o, cpu_o), 1e-2);
+  EXPECT_LE(max_err(gpu_l, ref_l), 4e-3);
+  EXPECT_LE(max_err(gpu_l, cpu_l), 4e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PrefillCuda,
+    ::testing::Values(PrefillCase{64, 4, 4, 7, 7, 0, true},             // tiny, one partial tile
+                      PrefillCase{128, 8, 2, 33, 33, 0, true},          // GQA 4
+                      PrefillCase{128, 8, 2, 129, 129, 0, true},        // 3 query tiles, 3 key tiles
+                      PrefillCase{64, 8, 2, 33, 70, 37, true},          // chunked prefill (q_offset)
+                      PrefillCase{128, 4, 1, 129, 200, 71, true},       // GQA 4, chunk after 71 cached keys
+                      PrefillCase{128, 4, 4, 33, 129, 0, false},        // not causal
+                      PrefillCase{64, 6, 3, 7, 33, 0, false},           // GQA 2
+                      PrefillCase{128, 8, 2, 129, 129, 0, true, DType::kBf16},  // bf16 output
+                      PrefillCase{64, 4, 2, 7, 0, 0, false}));          // no keys: o = 0, lse = -inf
+
+struct DecodeCase {
+  int d, heads, kv_heads, splits;  // splits 0 = planner's choice
+};
+
+class DecodeCuda : public ::testing::TestWithParam<DecodeCase> {
+ protected:
+  void SetUp() override { RAGD_REQUIRE_CUDA(); }
+};
+
+TEST_P(DecodeCuda, MatchesReferenceAndCpu) {
+  const DecodeCase c = GetParam();
+  const int bs = 16;
+  const std::vector<int> lens = {7, 33, 129, 0, 300};
+  const int batch = static_cast<int>(lens.size());
+  const int max_blocks = (300 + bs - 1) / bs + 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  const size_t tok = static_cast<size_t>(c.kv_heads) * c.d;
+
+  // One shared pool: every sequence's pages appended, tables offset into it.
+  std::vector<uint16_t> pool_k, pool_v;
+  std::vector<int32_t> tables(static_cast<size_t>(batch) * max_blocks, 0);
+  std::vector<std::vector<float>> qs, ks, vs;
+  std::vector<std::vector<double>> ref_o(batch), ref_l(batch);
+  std::vector<Pages> pages;
+  int base_block = 0;
+  for (int b = 0; b < batch; ++b) {
+    const uint32_t seed = 900 + 17 * b + c.d + c.heads;
+    qs.push_back(round_bf16(random_vec(static_cast<size_t>(c.heads) * c.d, seed)));
+    ks.push_back(round_bf16(random_vec(lens[b] * tok, seed + 1)));
+    vs.push_back(round_bf16(random_vec(lens[b] * tok, seed + 2)));
+    pages.push_back(make_pages(ks[b], vs[b], lens[b], c.kv_heads, c.d, bs, 2, seed + 3));
+    for (size_t i = 0; i < pages[b].table.size(); ++i) tables[b * max_blocks + i] = pages[b].table[i] + base_block;
+    pool_k.insert(pool_k.end(), pages[b].k.begin(), pages[b].k.end());
+    pool_v.insert(pool_v.end(), pages[b].v.begin(), pages[b].v.end());
+    base_block += static_cast<int>(pages[b].k.size() / (bs * tok));
+    reference(qs[b], 1, c.heads, ks[b], vs[b], lens[b], c.kv_heads, c.d, scale, false, 0, ref_o[b], ref_l[b]);
+  }
+
+  // CPU oracle over the same pages.
+  std::vector<float> cpu_o(static_cast<size_t>(batch) * c.heads * c.d), cpu_l(static_cast<size_t>(batch) * c.heads);
+  std::vector<DecodeItem> items(batch);
+  for (int b = 0; b < batch; ++b) {
+    items[b].q = qs[b].data();
+    items[b].kv = PagedKv{pages[b].kf.data(), pages[b].vf.data(), pages[b].table.data(), bs, c.kv_heads, c.d, lens[b]};
+    items[b].out = cpu_o.data() + static_cast<size_t>(b) * c.heads * c.d;
+    items[b].lse = cpu_l.data() + static_cast<size_t>(b) * c.heads;
+  }
+  RAGD_STATUS_OK(kernels::attention_decode(items, c.heads, scale, 2));
+
+  std::vector<float> qall;
+  for (auto& q : qs) qall.insert(qall.end(), q.begin(), q.end());
+  DeviceBuffer<uint16_t> dq(to_bf16(qall)), dk(pool_k), dv(pool_v);
+  DeviceBuffer<int32_t> dt(tables), dlen(std::vector<int32_t>(lens.begin(), lens.end()));
+  DeviceBuffer<float> dout(cpu_o.size()), dl(cpu_l.size());
+  DecodeBatchBf16 db{dq.get(), dk.get(), dv.get(), dt.get(), dlen.get(), batch, max_blocks, bs, c.heads, c.kv_heads, c.d};
+  const DecodePlan plan = plan_attention_decode(batch, c.kv_heads, 300, 132, c.splits);
+  const size_t ws_bytes = attention_decode_workspace_bytes(db, plan);
+  DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
+  RAGD_STATUS_OK(attention_decode(db, scale, plan, ws.get(), ws_bytes, dout.get(), dl.get(), nullptr));
+  const auto gpu_o = dout.download();
+  const auto gpu_l = dl.download();
+
+  for (int b = 0; b < batch; ++b) {
+    const size_t no = static_cast<size_t>(c.heads) * c.d;
+    std::vector<float> go(gpu_o.begin() + b * no, gpu_o.begin() + (b + 1) * no);
+    std::vector<float> gl(gpu_l.begin() + b * c.heads, gpu_l.begin() + (b + 1) * c.heads);
+    std::vector<float> co(cpu_o.begin() + b * no, cpu_o.begin() + (b + 1) * no);
+    std::vector<float> cl(cpu_l.begin() + b * c.heads, cpu_l.begin() + (b + 1) * c.heads);
+    EXPECT_LE(max_err(go, ref_o[b]), 1e-4) << "seq " << b << " kv_len " << lens[b] << " splits " << plan.num_splits;
+    EXPECT_LE(max_err(gl, ref_l[b]), 1e-4) << "seq " << b << " kv_len " << lens[b] << " splits " << plan.num_splits;
+    EXPECT_LE(max_err(go, co), 1e-4) << "seq " << b;
+    EXPECT_LE(max_err(gl, cl), 1e-4) << "seq " << b;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeCuda,
+                         ::testing::Values(DecodeCase{128, 8, 8, 1}, DecodeCase{128, 32, 8, 3},
+                                           DecodeCase{64, 16, 2, 0}, DecodeCase{64, 4, 2, 7},
+                                           DecodeCase{128, 32, 8, 0}));
+
+}  // namespace
+}  // namespace ragd::kernels::cuda
