@@ -12,11 +12,9 @@ namespace ragd::engine {
 
 KvPool::KvPool(const KvLayout& layout, size_t num_blocks) : layout_(layout) {
   const size_t floats = layout.block_floats() * num_blocks;
-  k_.resize(layout.num_layers);
-  v_.resize(layout.num_layers);
   for (int l = 0; l < layout.num_layers; ++l) {
-    k_[l].assign(floats, 0.0f);
-    v_[l].assign(floats, 0.0f);
+    k_.emplace_back(new float[floats]);
+    v_.emplace_back(new float[floats]);
   }
   refcount_.assign(num_blocks, 0);
   free_.reserve(num_blocks);
@@ -61,10 +59,10 @@ void KvPool::release(int32_t block) {
   if (--refcount_[block] == 0) free_.push_back(block);
 }
 
-float* KvPool::k(int layer, int32_t block) { return k_[layer].data() + layout_.block_floats() * block; }
-float* KvPool::v(int layer, int32_t block) { return v_[layer].data() + layout_.block_floats() * block; }
-const float* KvPool::k(int layer, int32_t block) const { return k_[layer].data() + layout_.block_floats() * block; }
-const float* KvPool::v(int layer, int32_t block) const { return v_[layer].data() + layout_.block_floats() * block; }
+float* KvPool::k(int layer, int32_t block) { return k_[layer].get() + layout_.block_floats() * block; }
+float* KvPool::v(int layer, int32_t block) { return v_[layer].get() + layout_.block_floats() * block; }
+const float* KvPool::k(int layer, int32_t block) const { return k_[layer].get() + layout_.block_floats() * block; }
+const float* KvPool::v(int layer, int32_t block) const { return v_[layer].get() + layout_.block_floats() * block; }
 
 // ---- BlockTable ---------------------------------------------------------------------------------
 

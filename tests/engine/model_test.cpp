@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -260,6 +262,49 @@ TEST(Model, FingerprintDependsOnWeightsAndShape) {
   EXPECT_NE(a.model->fingerprint(), c.model->fingerprint());
   EXPECT_NE(a.model->fingerprint(), d.model->fingerprint());
   EXPECT_EQ(a.model->device(), "cpu");
+}
+
+// The on-disk path (config.json + model.safetensors, written by the engine's own writers) gives the
+// same model as building from memory.
+TEST(Model, LoadFromDirectoryEqualsCreate) {
+  for (Variant v : {Variant::kQwen2Bias, Variant::kBf16}) {
+    Fixture mem(v);
+    const std::string dir = ::testing::TempDir() + "/ragd_model_load_" + std::to_string(static_cast<int>(v));
+    std::filesystem::create_directories(dir);
+    {
+      std::ofstream f(dir + "/config.json");
+      f << mem.cfg.to_json();
+    }
+    ASSERT_TRUE(write_safetensors(dir + "/model.safetensors", mem.w.tensors).ok());
+    ModelOptions o;
+    o.kv_pool_bytes = 8u << 20;
+    auto r = Model::load(dir, o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto& disk = *r.value();
+    EXPECT_EQ(disk.config().tie_word_embeddings, mem.cfg.tie_word_embeddings);
+    auto again = Model::load(dir, o);  // fingerprint is a content hash: stable across loads
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(disk.fingerprint(), again.value()->fingerprint());
+    auto toks = random_tokens(33, 51);
+    BlockTable ta, tb;
+    SeqStep sa{&ta, toks, SeqStep::Logits::kAll}, sb{&tb, toks, SeqStep::Logits::kAll};
+    StepOutput oa, ob;
+    ASSERT_TRUE(mem.model->forward({&sa, 1}, &oa).ok());
+    ASSERT_TRUE(disk.forward({&sb, 1}, &ob).ok());
+    EXPECT_EQ(oa.logits, ob.logits);
+    ta.release(mem.model->kv_pool());
+    tb.release(disk.kv_pool());
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(ModelErrors, LoadWithoutConfigNamesTheFile) {
+  const std::string dir = ::testing::TempDir() + "/ragd_model_noconfig";
+  std::filesystem::create_directories(dir);
+  auto r = Model::load(dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("config.json"), std::string::npos) << r.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 // ---- bad input: one test per case, each checking that the message names the problem -----------

@@ -60,7 +60,9 @@ class KvPool {
  private:
   KvPool(const KvLayout& layout, size_t num_blocks);
   KvLayout layout_;
-  std::vector<std::vector<float>> k_, v_;  // per layer
+  // Per layer, block_floats() * num_blocks floats each; left uninitialised (pages are touched on first
+  // write, so a large pool costs nothing until used). Only written slots are ever read.
+  std::vector<std::unique_ptr<float[]>> k_, v_;
   std::vector<int> refcount_;
   std::vector<int32_t> free_;
 };
