@@ -66,6 +66,8 @@ class Backend {
   // fills logits [plan.logit_rows.size(), vocab] and, when non-null, hidden
   // [plan.total_rows, hidden_size] (final-normed hidden states of every row).
   virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden) = 0;
+  // In place on host keys k: [rows, num_kv_heads, head_dim]; see Model::rerotate_keys.
+  virtual void rerotate_keys(float* k, size_t rows, int64_t delta) const = 0;
   // Bytes of weights read per decoded token (for benchmarks' bandwidth bounds).
   virtual size_t weight_bytes() const = 0;
 };

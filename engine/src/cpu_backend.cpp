@@ -52,6 +52,16 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWe
   return std::unique_ptr<Backend>(new CpuBackend(cfg, std::move(weights), opts));
 }
 
+void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
+  const int hd = cfg_.head_dim, nkv = cfg_.num_key_value_heads;
+  const size_t row_floats = static_cast<size_t>(nkv) * hd;
+  constexpr size_t kChunk = 1 << 20;  // kernel takes an int row count
+  for (size_t r0 = 0; r0 < rows; r0 += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, rows - r0));
+    kernels::rope_rerotate(k + r0 * row_floats, n, nkv, hd, static_cast<int>(row_floats), delta, inv_freq_.data());
+  }
+}
+
 void CpuBackend::write_kv(const StepPlan& plan, KvPool& pool, int layer) {
   const int q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim();
   const int stride = q_dim + 2 * kv_dim;

@@ -21,6 +21,7 @@ class CpuBackend final : public Backend {
 
   std::string_view device() const override { return "cpu"; }
   Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden) override;
+  void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
   size_t weight_bytes() const override { return weight_bytes_; }
 
  private:

@@ -23,6 +23,10 @@ class ModelImpl final : public Model {
   std::string_view device() const override { return backend_->device(); }
 
   Status forward(std::span<SeqStep> batch, StepOutput* out) override;
+  Status rerotate_keys(float* k, size_t rows, int64_t delta) const override {
+    backend_->rerotate_keys(k, rows, delta);
+    return Status::OK();
+  }
   Status embed(std::span<const int32_t> tokens, std::vector<float>* out) override;
 
  private:

@@ -307,6 +307,30 @@ TEST(ModelErrors, LoadWithoutConfigNamesTheFile) {
   std::filesystem::remove_all(dir);
 }
 
+// Keys written at positions 0..n-1 and re-rotated by delta equal the keys the model writes when the
+// same tokens' K is computed at positions delta..delta+n-1 — checked through the model's own KV:
+// layer-0 K depends only on the token and its position, so a sequence of `delta` filler tokens
+// followed by the same tokens holds the shifted keys.
+TEST(Model, RerotateKeysMatchesKeysComputedAtShiftedPositions) {
+  Fixture f(Variant::kLlama3Rope, 3);
+  const int n = 7, delta = 33;
+  auto toks = random_tokens(n, 61), filler = random_tokens(delta, 62);
+  BlockTable a, b;
+  f.step(a, toks, SeqStep::Logits::kNone);
+  std::vector<int32_t> shifted(filler);
+  shifted.insert(shifted.end(), toks.begin(), toks.end());
+  f.step(b, shifted, SeqStep::Logits::kNone);
+  const size_t tf = static_cast<size_t>(f.cfg.kv_dim());
+  std::vector<float> ka(n * tf), va(n * tf), kb(n * tf), vb(n * tf);
+  a.read(f.model->kv_pool(), 0, 0, n, ka.data(), va.data());
+  b.read(f.model->kv_pool(), 0, delta, n, kb.data(), vb.data());
+  ASSERT_TRUE(f.model->rerotate_keys(ka.data(), n, delta).ok());
+  EXPECT_LT(err(ka, kb), 1e-5);
+  EXPECT_LT(err(va, vb), 1e-6);  // V carries no position (differs only by GEMM blocking)
+  a.release(f.model->kv_pool());
+  b.release(f.model->kv_pool());
+}
+
 // ---- bad input: one test per case, each checking that the message names the problem -----------
 
 Result<std::unique_ptr<Model>> create_with(const ModelConfig& cfg, TinyWeights w, const ModelOptions& o = {}) {

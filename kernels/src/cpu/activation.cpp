@@ -1,6 +1,6 @@
 #include "ragd/kernels/activation.h"
 
-#include <cmath>
+#include "vec_math.h"
 
 namespace ragd::kernels {
 
@@ -8,7 +8,7 @@ namespace {
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void swiglu_row(int dim, const float* g, const float* u, float* y) {
 #pragma omp simd
-  for (int i = 0; i < dim; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  for (int i = 0; i < dim; ++i) y[i] = g[i] / (1.0f + detail::exp_approx(-g[i])) * u[i];
 }
 }  // namespace
 

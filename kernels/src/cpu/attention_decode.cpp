@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "vec_math.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/lse_merge.h"
 
@@ -52,7 +53,7 @@ void decode_range(const float* q, int group, const PagedKv& kv, int g, int j0, i
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; ++j) {
-      const float p = std::exp(sr[j] - m);
+      const float p = detail::exp_approx(sr[j] - m);
       sr[j] = p;
       sum += p;
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "vec_math.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/gemm.h"
 
@@ -63,7 +64,7 @@ void softmax_chunk(int rows, int n, float* s, float* m, float* l, float* alpha) 
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; ++j) {
-      const float p = std::exp(sr[j] - m_new);
+      const float p = detail::exp_approx(sr[j] - m_new);
       sr[j] = p;
       sum += p;
     }

@@ -1,7 +1,7 @@
 // Split-KV paged decode ("flash-decoding") over bf16 KV (see ragd/kernels/cuda/attention.h).
 //
 // Grid (split, kv head, sequence); 4 warps. A key is read by kTPK = D/8 lanes (one 16-byte load of K
-// and of V each), so a warp reads 32/kTPK keys at a time and a CTA 4·32/kTPK. Every lane group keeps
+// and of V each), so a warp reads 32/kTPK keys at a time, 4 such groups per loop step. Every lane group keeps
 // an online-softmax state (m, l, 8 output dims) for each of the G query heads of the kv head; the
 // states are merged through shared memory at the end. With more than one split the partial
 // (O, LSE) go to the caller's workspace and a second kernel merges them per (sequence, head).
@@ -87,36 +87,46 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
 
   const int32_t* table = p.block_tables + static_cast<size_t>(b) * p.max_blocks;
   const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;
-  // Uniform trip count across the warp (the shuffles below need every lane).
-  for (int jb = j0 + warp * kKPW; jb < j1; jb += kWarps * kKPW) {
-    const int j = jb + kg;
-    const bool valid = j < j1;
-    float kf[8], vf[8];
-    if (valid) {
-      const int blk = table[j / p.block_size];
-      const size_t off = (static_cast<size_t>(blk) * p.block_size + j % p.block_size) * kv_row +
-                         static_cast<size_t>(kvh) * D + d0;
-      unpack8(*reinterpret_cast<const uint4*>(p.k + off), kf);
-      unpack8(*reinterpret_cast<const uint4*>(p.v + off), vf);
-    } else {
+  // Uniform trip count across the warp (the shuffles below need every lane). Each warp step covers
+  // kU · kKPW consecutive keys; all their K/V loads are issued before any is used, so that enough
+  // bytes are in flight per warp to approach HBM bandwidth with few CTAs (batch 1, long context).
+  constexpr int kU = 4;
+  for (int jb = j0 + warp * kKPW * kU; jb < j1; jb += kWarps * kKPW * kU) {
+    uint4 kr[kU], vr[kU];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) kf[i] = vf[i] = 0.0f;
+    for (int u = 0; u < kU; ++u) {
+      const int j = jb + u * kKPW + kg;
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (j < j1) {
+        const int blk = table[j / p.block_size];
+        const size_t off = (static_cast<size_t>(blk) * p.block_size + j % p.block_size) * kv_row +
+                           static_cast<size_t>(kvh) * D + d0;
+        kr[u] = *reinterpret_cast<const uint4*>(p.k + off);
+        vr[u] = *reinterpret_cast<const uint4*>(p.v + off);
+      }
     }
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float s = 0.0f;
+    for (int u = 0; u < kU; ++u) {
+      const bool valid = jb + u * kKPW + kg < j1;
+      float kf[8], vf[8];
+      unpack8(kr[u], kf);
+      unpack8(vr[u], vf);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) s = fmaf(q[g][i], kf[i], s);
+      for (int g = 0; g < G; ++g) {
+        float s = 0.0f;
 #pragma unroll
-      for (int o = kTPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (valid) {
-        const float m_new = fmaxf(m[g], s);
-        const float alpha = exp2f(m[g] - m_new);  // m = −inf → 0
-        const float pexp = exp2f(s - m_new);
-        l[g] = l[g] * alpha + pexp;
+        for (int i = 0; i < 8; ++i) s = fmaf(q[g][i], kf[i], s);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(acc[g][i], alpha, pexp * vf[i]);
-        m[g] = m_new;
+        for (int o = kTPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (valid) {
+          const float m_new = fmaxf(m[g], s);
+          const float alpha = exp2f(m[g] - m_new);  // m = −inf → 0
+          const float pexp = exp2f(s - m_new);
+          l[g] = l[g] * alpha + pexp;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(acc[g][i], alpha, pexp * vf[i]);
+          m[g] = m_new;
+        }
       }
     }
   }

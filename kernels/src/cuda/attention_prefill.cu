@@ -1,10 +1,14 @@
 // Flash-attention style prefill over paged bf16 KV (see ragd/kernels/cuda/attention.h).
 //
-// One CTA = one head × a tile of kBM = 64 queries, 4 warps of 16 query rows each. Per 64-key tile:
+// One CTA = one head × a tile of kBM = 64 queries, 4 warps of 16 query rows each. Each warp keeps its
+// Q rows (bf16 WMMA A fragments) and its O accumulator (fp32 WMMA fragments) in registers. Per
+// 64-key tile:
 //   K, V rows gathered from their pages into shared memory (16-byte loads);
 //   S = Q·Kᵀ with bf16 WMMA (fp32 accumulate) → shared memory;
 //   online softmax per row in fp32 (log2 domain), P rounded to bf16 → shared memory;
-//   O (fp32, shared memory) rescaled by e^(m_old − m_new), then O += P·V with WMMA.
+//   O *= e^(m_old − m_new) per row, then O += P·V with WMMA.
+// The accumulator fragment layout is opaque, so the row of each fragment element is learnt once by
+// loading a matrix of row indices into a fragment; the per-row rescale then works in registers.
 // Causal CTAs stop at the last key their last query can see. Keys past kv_len are zero-filled (never
 // read from the pool) and masked; rows past n_q are computed on zeros and not stored.
 #include <cuda_bf16.h>
@@ -33,18 +37,18 @@ constexpr int kPP = kBN + 8;  // bf16 P row pitch (elements)
 template <int D>
 struct Smem {
   static constexpr int kDP = D + 8;  // bf16 Q/K/V row pitch (elements): 16-byte rows, fewer bank conflicts
-  static constexpr int kOP = D + 4;  // fp32 O row pitch (floats)
+  static constexpr int kOP = D + 4;  // fp32 O staging row pitch (floats), in the K/V space after the loop
   static constexpr size_t align(size_t b) { return (b + 127) / 128 * 128; }
   static constexpr size_t q_off = 0;
   static constexpr size_t k_off = q_off + align(sizeof(bf16) * kBM * kDP);
   static constexpr size_t v_off = k_off + align(sizeof(bf16) * kBN * kDP);
   static constexpr size_t s_off = v_off + align(sizeof(bf16) * kBN * kDP);
   static constexpr size_t p_off = s_off + align(sizeof(float) * kBM * kSP);
-  static constexpr size_t o_off = p_off + align(sizeof(bf16) * kBM * kPP);
-  static constexpr size_t m_off = o_off + align(sizeof(float) * kBM * kOP);
+  static constexpr size_t m_off = p_off + align(sizeof(bf16) * kBM * kPP);
   static constexpr size_t l_off = m_off + align(sizeof(float) * kBM);
   static constexpr size_t a_off = l_off + align(sizeof(float) * kBM);
   static constexpr size_t bytes = a_off + align(sizeof(float) * kBM);
+  static_assert(s_off - k_off >= sizeof(float) * kBM * kOP, "O staging must fit in the K/V space");
 };
 
 struct PrefillParams {
@@ -64,19 +68,23 @@ __device__ __forceinline__ void store_out(void* out, size_t i, float v) {
   static_cast<OutT*>(out)[i] = detail::from_f32<OutT>(v);
 }
 
+using AccFrag = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+using AFrag = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+
 template <int D, typename OutT>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
   using L = Smem<D>;
   constexpr int kDP = L::kDP;
   constexpr int kOP = L::kOP;
   constexpr int kVec = D / 8;  // 16-byte vectors per row
+  constexpr int kDF = D / 16;  // fragments across the head dim
+  constexpr int kNF = kBN / 16; // fragments across a key tile
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem + L::q_off);
   bf16* sK = reinterpret_cast<bf16*>(smem + L::k_off);
   bf16* sV = reinterpret_cast<bf16*>(smem + L::v_off);
   float* sS = reinterpret_cast<float*>(smem + L::s_off);
   bf16* sP = reinterpret_cast<bf16*>(smem + L::p_off);
-  float* sO = reinterpret_cast<float*>(smem + L::o_off);
   float* sM = reinterpret_cast<float*>(smem + L::m_off);
   float* sL = reinterpret_cast<float*>(smem + L::l_off);
   float* sA = reinterpret_cast<float*>(smem + L::a_off);
@@ -84,12 +92,14 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
   const int tid = threadIdx.x;
   const int warp = tid >> 5;
   const int lane = tid & 31;
-  const int m0 = blockIdx.x * kBM;
+  // Causal: the last query tiles see the most keys; launch them first so they do not form the tail.
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   const int h = blockIdx.y;
   const int kvh = h / p.group;
   const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
+  const int wr0 = warp * 16;  // this warp's first row in the tile
 
-  // Q tile (zero rows past n_q), O = 0, m = −inf, l = 0.
+  // Q tile (zero rows past n_q), m = −inf, l = 0.
   for (int i = tid; i < kBM * kVec; i += kThreads) {
     const int r = i / kVec;
     const int c = (i % kVec) * 8;
@@ -99,26 +109,42 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
     }
     *reinterpret_cast<uint4*>(sQ + r * kDP + c) = val;
   }
-  for (int i = tid; i < kBM * kOP; i += kThreads) sO[i] = 0.0f;
   if (tid < kBM) {
     sM[tid] = -INFINITY;
     sL[tid] = 0.0f;
   }
+  // Row (0..15) of each accumulator element: a 16×16 matrix of row ids, loaded as a fragment.
+  float* sRows = sS + wr0 * kSP;  // this warp's S rows, free until the first tile
+  for (int i = lane; i < 256; i += 32) sRows[(i / 16) * kSP + (i % 16)] = static_cast<float>(i / 16);
+  __syncthreads();  // Q tile, m, l and the row ids are visible
+
+  int acc_row[AccFrag::num_elements];
+  {
+    AccFrag rows;
+    wmma::load_matrix_sync(rows, sRows, kSP, wmma::mem_row_major);
+#pragma unroll
+    for (int i = 0; i < AccFrag::num_elements; ++i) acc_row[i] = wr0 + static_cast<int>(rows.x[i]);
+  }
+  AFrag qf[kDF];
+#pragma unroll
+  for (int kk = 0; kk < kDF; ++kk) wmma::load_matrix_sync(qf[kk], sQ + wr0 * kDP + kk * 16, kDP);
+  AccFrag of[kDF];
+#pragma unroll
+  for (int dn = 0; dn < kDF; ++dn) wmma::fill_fragment(of[dn], 0.0f);
 
   const int last_row = min(m0 + kBM, p.n_q) - 1;
   int kv_end = p.kv_len;
   if (p.causal) kv_end = min(kv_end, last_row + p.q_offset + 1);
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
 
-  const int wr0 = warp * 16;          // this warp's first row in the tile
-  const int srow = wr0 + (lane >> 1); // softmax: 2 lanes per row
+  const int srow = wr0 + (lane >> 1);  // softmax: 2 lanes per row
   const int shalf = (lane & 1) * (kBN / 2);
   const int qi = m0 + srow;
   const int limit = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;  // last visible key
 
   for (int t = 0; t < n_tiles; ++t) {
     const int n0 = t * kBN;
-    __syncthreads();  // previous tile's K/V no longer in use (and the initial fills are visible)
+    __syncthreads();  // every warp is done with the previous tile's K/V (and with the row-id matrix)
     for (int i = tid; i < kBN * kVec; i += kThreads) {
       const int r = i / kVec;
       const int c = (i % kVec) * 8;
@@ -139,16 +165,14 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
 
     // S[wr0 .. wr0+15, 0 .. kBN) = Q · Kᵀ
 #pragma unroll
-    for (int cn = 0; cn < kBN / 16; ++cn) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    for (int cn = 0; cn < kNF; ++cn) {
+      AccFrag acc;
       wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+      for (int kk = 0; kk < kDF; ++kk) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-        wmma::load_matrix_sync(a, sQ + wr0 * kDP + kk * 16, kDP);
         wmma::load_matrix_sync(b, sK + (cn * 16) * kDP + kk * 16, kDP);
-        wmma::mma_sync(acc, a, b, acc);
+        wmma::mma_sync(acc, qf[kk], b, acc);
       }
       wmma::store_matrix_sync(sS + wr0 * kSP + cn * 16, acc, kSP, wmma::mem_row_major);
     }
@@ -187,31 +211,31 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
     }
     __syncwarp();
 
-    // O rows of this warp *= alpha
-    for (int i = lane; i < 16 * D; i += 32) {
-      const int r = wr0 + i / D;
-      sO[r * kOP + (i % D)] *= sA[r];
-    }
-    __syncwarp();
-
-    // O += P · V
+    // O *= alpha (per row), then O += P · V
+    float alpha_e[AccFrag::num_elements];
 #pragma unroll
-    for (int dn = 0; dn < D / 16; ++dn) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, sO + wr0 * kOP + dn * 16, kOP, wmma::mem_row_major);
+    for (int i = 0; i < AccFrag::num_elements; ++i) alpha_e[i] = sA[acc_row[i]];
+    AFrag pf[kNF];
 #pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+    for (int kk = 0; kk < kNF; ++kk) wmma::load_matrix_sync(pf[kk], sP + wr0 * kPP + kk * 16, kPP);
+#pragma unroll
+    for (int dn = 0; dn < kDF; ++dn) {
+#pragma unroll
+      for (int i = 0; i < AccFrag::num_elements; ++i) of[dn].x[i] *= alpha_e[i];
+#pragma unroll
+      for (int kk = 0; kk < kNF; ++kk) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-        wmma::load_matrix_sync(a, sP + wr0 * kPP + kk * 16, kPP);
         wmma::load_matrix_sync(b, sV + (kk * 16) * kDP + dn * 16, kDP);
-        wmma::mma_sync(acc, a, b, acc);
+        wmma::mma_sync(of[dn], pf[kk], b, of[dn]);
       }
-      wmma::store_matrix_sync(sO + wr0 * kOP + dn * 16, acc, kOP, wmma::mem_row_major);
     }
-    __syncwarp();
   }
-  __syncthreads();
+  __syncthreads();  // K/V space is free: stage O there for coalesced stores
+
+  float* sO = reinterpret_cast<float*>(smem + L::k_off);
+#pragma unroll
+  for (int dn = 0; dn < kDF; ++dn) wmma::store_matrix_sync(sO + wr0 * kOP + dn * 16, of[dn], kOP, wmma::mem_row_major);
+  __syncwarp();
 
   // Normalise and store this warp's rows.
   for (int i = lane; i < 16 * D; i += 32) {

@@ -1,4 +1,5 @@
-// RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, LSE merge and argmax on the GPU.
+// RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, LSE merge, argmax and paged KV writes on
+// the GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -8,6 +9,7 @@
 #include "cuda_util.cuh"
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/lse_merge.h"
+#include "ragd/kernels/cuda/paged_kv.h"
 #include "ragd/kernels/cuda/sampling.h"
 
 namespace ragd::kernels::cuda {
@@ -169,6 +171,22 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int s
   }
 }
 
+// ---- paged KV write: one block per token -------------------------------------------------------
+__global__ void kv_write_kernel(const uint16_t* __restrict__ k_new, const uint16_t* __restrict__ v_new, int src_stride,
+                                int row_elems, const int32_t* __restrict__ slots, uint16_t* k_pool, uint16_t* v_pool) {
+  const int r = blockIdx.x;
+  const int slot = slots[r];
+  if (slot < 0) return;
+  const uint16_t* ks = k_new + static_cast<size_t>(r) * src_stride;
+  const uint16_t* vs = v_new + static_cast<size_t>(r) * src_stride;
+  uint16_t* kd = k_pool + static_cast<size_t>(slot) * row_elems;
+  uint16_t* vd = v_pool + static_cast<size_t>(slot) * row_elems;
+  for (int i = threadIdx.x; i < row_elems; i += blockDim.x) {
+    kd[i] = ks[i];
+    vd[i] = vs[i];
+  }
+}
+
 int grid_for(int64_t total, int threads) {
   const int64_t b = (total + threads - 1) / threads;
   return static_cast<int>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
@@ -314,6 +332,20 @@ Status argmax_rows(const float* logits, int rows, int vocab, int stride, int32_t
   if (!logits || !out) return Status::InvalidArgument("argmax_rows: null pointer");
   argmax_kernel<<<rows, kRowThreads, 0, detail::as_stream(stream)>>>(logits, vocab, stride, out);
   return detail::launch_status("argmax_rows");
+}
+
+Status kv_write(const uint16_t* k_new, const uint16_t* v_new, int n, int src_stride, int num_kv_heads, int head_dim,
+                const int32_t* slots, uint16_t* k_pool, uint16_t* v_pool, void* stream) {
+  if (n < 0 || num_kv_heads <= 0 || head_dim <= 0 || src_stride < num_kv_heads * head_dim) {
+    return Status::InvalidArgument("kv_write: bad shape (n=" + std::to_string(n) + " num_kv_heads=" +
+                                   std::to_string(num_kv_heads) + " head_dim=" + std::to_string(head_dim) +
+                                   " src_stride=" + std::to_string(src_stride) + "; src_stride must be >= num_kv_heads · head_dim)");
+  }
+  if (n == 0) return Status::OK();
+  if (!k_new || !v_new || !slots || !k_pool || !v_pool) return Status::InvalidArgument("kv_write: null pointer");
+  kv_write_kernel<<<n, 256, 0, detail::as_stream(stream)>>>(k_new, v_new, src_stride, num_kv_heads * head_dim, slots,
+                                                             k_pool, v_pool);
+  return detail::launch_status("kv_write");
 }
 
 }  // namespace ragd::kernels::cuda

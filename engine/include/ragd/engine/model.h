@@ -67,6 +67,14 @@ class Model {
   // new tokens.
   virtual Status forward(std::span<SeqStep> batch, StepOutput* out) = 0;
 
+  // Re-rotates post-RoPE keys k: [rows, num_key_value_heads, head_dim] f32 (e.g. every layer of a
+  // stored segment, rows = layers · tokens) from position p to p + delta, for position-shifted KV
+  // reuse: RoPE is a rotation, so one delta rotation suffices (exact up to fp32 rounding).
+  // Unimplemented for models without a RoPE re-rotation (the default, e.g. test doubles).
+  virtual Status rerotate_keys(float* k, size_t rows, int64_t delta) const {
+    return Status::Unimplemented("rerotate_keys: this model does not support position-shifted KV reuse");
+  }
+
   // Mean-pooled final hidden states (after the last norm) for embedding; [hidden_size] per input.
   virtual Status embed(std::span<const int32_t> tokens, std::vector<float>* out) = 0;
 };
