@@ -6,11 +6,13 @@
 // generation_config.json.
 //
 // Weights: every matrix ~ N(0, 1/fan_in) (so each projection preserves the RMS of its input),
-// embeddings ~ N(0, 1), RMSNorm weights = 1, q/k/v biases ~ N(0, 0.1^2). With RMSNorm before every
-// block the residual stream grows roughly like sqrt(2 x layers) and stays finite; logits come out
-// with unit variance, so the next-token distribution is non-degenerate. Each tensor is filled
-// from its own stream (seed, tensor name, 1M-element chunk), so the bytes do not depend on
-// sharding or thread count.
+// lm_head ~ N(0, 4/hidden) (logits with std 2: a peaked but non-degenerate distribution),
+// embeddings ~ N(0, 1) (tied: N(0, 4/hidden), as they double as lm_head), RMSNorm weights = 1,
+// q/k/v biases ~ N(0, 0.1^2). The embedding / lm_head rows of the reserved padding tokens are zero
+// (as in real checkpoints, where reserved tokens are untrained), so generation stays on text.
+// With RMSNorm before every block the residual stream grows roughly like sqrt(2 x layers) and
+// stays finite. Each tensor is filled from its own stream (seed, tensor name, 1M-element chunk),
+// so the bytes do not depend on sharding or thread count.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -152,7 +154,8 @@ std::vector<std::pair<TensorSpec, Init>> tensor_plan(const ModelConfig& c, DType
     v.push_back({{std::move(name), dt, {out, in}}, {0.0f, static_cast<float>(1.0 / std::sqrt(double(in)))}});
   };
   auto vec = [&](std::string name, int64_t n, Init init) { v.push_back({{std::move(name), dt, {n}}, init}); };
-  v.push_back({{"model.embed_tokens.weight", dt, {voc, h}}, {0.0f, 1.0f}});
+  const float head_std = static_cast<float>(2.0 / std::sqrt(double(h)));
+  v.push_back({{"model.embed_tokens.weight", dt, {voc, h}}, {0.0f, c.tie_word_embeddings ? head_std : 1.0f}});
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     vec(p + "input_layernorm.weight", h, {1.0f, 0.0f});
@@ -171,7 +174,7 @@ std::vector<std::pair<TensorSpec, Init>> tensor_plan(const ModelConfig& c, DType
     mat(p + "mlp.down_proj.weight", h, im);
   }
   vec("model.norm.weight", h, {1.0f, 0.0f});
-  if (!c.tie_word_embeddings) mat("lm_head.weight", voc, h);
+  if (!c.tie_word_embeddings) v.push_back({{"lm_head.weight", dt, {voc, h}}, {0.0f, head_std}});
   return v;
 }
 
@@ -235,6 +238,8 @@ Status run(const Args& a) {
                   p.chat_template == "chatml" ? "<|im_end|>" : "<|eot_id|>", c.max_position_embeddings,
                   p.chat_template)));
 
+  // Ids below `trained` are bytes, merges and the named special tokens; the rest is padding.
+  const int trained = tok->token_to_id("<|reserved_special_token_0|>").value_or(c.vocab_size);
   auto plan = tensor_plan(c, p.dtype);
   std::vector<TensorSpec> specs;
   std::map<std::string, Init> init;
@@ -252,6 +257,10 @@ Status run(const Args& a) {
       [&](const TensorSpec& s, std::span<uint8_t> dst) {
         const Init& in = init.at(s.name);
         fill_normal(a.seed, s.name, in.mean, in.std, s.dtype, dst);
+        if (s.name == "model.embed_tokens.weight" || s.name == "lm_head.weight") {
+          const size_t row = static_cast<size_t>(s.shape[1]) * dtype_size(s.dtype);
+          std::fill(dst.begin() + static_cast<size_t>(trained) * row, dst.end(), uint8_t{0});  // +0.0 in every dtype
+        }
         done += dst.size();
         auto now = std::chrono::steady_clock::now();
         if (total > (1ull << 30) && now - last > std::chrono::seconds(2)) {
@@ -263,7 +272,6 @@ Status run(const Args& a) {
       shard, {{"format", "pt"}}));
   if (total > (1ull << 30)) std::fprintf(stderr, "\n");
   const auto t1 = std::chrono::steady_clock::now();
-  const int trained = tok->token_to_id("<|reserved_special_token_0|>").value_or(tok->vocab_size());
   int64_t params = 0;
   for (const auto& s : specs) params += static_cast<int64_t>(s.nbytes() / dtype_size(s.dtype));
   std::fprintf(stderr,
