@@ -28,6 +28,9 @@ struct RuntimeOptions {
   size_t ssd_cache_bytes = 8ull << 30;   // SSD tier (RocksDB); default 8 GiB
   std::string eviction = "pgdsf";    // pgdsf | lru | lfu | gdsf
   std::string preemption = "swap";   // swap | recompute
+  size_t swap_bytes = 512ull << 20;  // host memory for KV of swapped-out (preempted) requests; default 512 MiB
+  int kv_block_size = 16;            // tokens per in-engine KV block; default 16
+  bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
   int retrieval_threads = 2;
   int num_threads = 0;               // engine compute threads; 0 = all cores
   std::string embedder = "hashing";  // hashing | model

@@ -1,0 +1,78 @@
+#include "prompt_builder.h"
+
+namespace ragd::pipelines {
+
+namespace {
+constexpr std::string_view kMarker = "\x01RAGD_CONTEXT\x01";
+}
+
+std::vector<int32_t> PromptSegments::flat() const {
+  std::vector<int32_t> out;
+  for (const auto& s : segs) out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+PromptBuilder::PromptBuilder(const engine::Tokenizer& tok, const engine::ModelConfig& cfg) : tok_(tok) {
+  if (tok.token_to_id("<|start_header_id|>")) auto_ = engine::ChatTemplate::kLlama3;
+  else if (tok.token_to_id("<|im_start|>")) auto_ = engine::ChatTemplate::kChatML;
+  else if (cfg.architecture == engine::Architecture::kMistral || tok.token_to_id("[INST]")) auto_ = engine::ChatTemplate::kMistral;
+  else if (cfg.architecture == engine::Architecture::kQwen2) auto_ = engine::ChatTemplate::kChatML;
+  else auto_ = engine::ChatTemplate::kNone;
+}
+
+engine::ChatTemplate PromptBuilder::resolve(const std::string& name) const {
+  if (name.empty() || name == "auto") return auto_;
+  auto t = engine::parse_chat_template(name);
+  return t.ok() ? *t : auto_;
+}
+
+std::vector<int32_t> PromptBuilder::encode_head(const std::string& text) const {
+  std::vector<int32_t> ids = tok_.encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  auto bos = tok_.bos_id();
+  if (bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);
+  return ids;
+}
+
+PromptSegments PromptBuilder::build_rag(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
+                                        const std::string& question) const {
+  const engine::ChatTemplate t = resolve(spec.chat_template);
+  std::string head, tail;
+  if (t == engine::ChatTemplate::kNone) {
+    head = spec.system_prompt + "\n\n" + spec.context_header;
+    tail = spec.question_prefix + question + "\nAnswer:";
+  } else {
+    std::vector<engine::ChatMessage> msgs;
+    if (!spec.system_prompt.empty()) msgs.push_back({"system", spec.system_prompt});
+    msgs.push_back({"user", std::string(kMarker)});
+    const std::string rendered = engine::apply_chat_template(t, msgs, true);
+    const size_t pos = rendered.find(kMarker);
+    head = rendered.substr(0, pos == std::string::npos ? rendered.size() : pos) + spec.context_header;
+    tail = spec.question_prefix + question + (pos == std::string::npos ? "" : rendered.substr(pos + kMarker.size()));
+  }
+  PromptSegments p;
+  p.segs.push_back(encode_head(head));
+  const std::vector<int32_t> sep = tok_.encode(spec.separator, false, false);
+  for (const auto& d : docs) {
+    std::vector<int32_t> ids = d;
+    ids.insert(ids.end(), sep.begin(), sep.end());
+    p.segs.push_back(std::move(ids));
+  }
+  p.segs.push_back(tok_.encode(tail, false, true));
+  if (p.segs.back().empty()) p.segs.back() = sep.empty() ? p.segs.front() : sep;  // never an empty tail
+  return p;
+}
+
+std::vector<int32_t> PromptBuilder::build_chat(std::span<const engine::ChatMessage> messages) const {
+  const engine::ChatTemplate t = auto_;
+  if (t == engine::ChatTemplate::kNone) {
+    std::string text;
+    for (const auto& m : messages) text += m.role + ": " + m.content + "\n";
+    text += "assistant:";
+    return encode_head(text);
+  }
+  return encode_head(engine::apply_chat_template(t, messages, true));
+}
+
+std::vector<int32_t> PromptBuilder::build_raw(const std::string& prompt) const { return encode_head(prompt); }
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,138 @@
+// open_runtime: model + tokenizer + corpus + KV tiers + executor, and the DocumentApi over the corpus.
+#include "ragd/pipelines/runtime.h"
+
+#include <filesystem>
+#include <mutex>
+
+#include "ragd/common/log.h"
+#include "executor_impl.h"
+#if RAGD_HAVE_RETRIEVAL
+#include "ragd/retrieval/corpus.h"
+#endif
+#if RAGD_HAVE_KVSTORE_TIERS
+#include "kvstore_tiers.h"
+#endif
+
+namespace ragd::pipelines {
+
+namespace {
+
+#if RAGD_HAVE_RETRIEVAL
+class CorpusDocuments final : public DocumentApi {
+ public:
+  explicit CorpusDocuments(std::shared_ptr<retrieval::Corpus> c) : corpus_(std::move(c)) {}
+
+  Result<IngestSummary> ingest(std::vector<DocumentInput> docs) override {
+    std::vector<retrieval::Document> in;
+    in.reserve(docs.size());
+    for (auto& d : docs) in.push_back({std::move(d.id), std::move(d.title), std::move(d.text), std::move(d.source)});
+    RAGD_ASSIGN_OR_RETURN(retrieval::IngestSummary s, corpus_->ingest(in));
+    IngestSummary o;
+    o.ingested = static_cast<int>(s.ingested);
+    o.unchanged = static_cast<int>(s.unchanged);
+    o.replaced = static_cast<int>(s.replaced);
+    o.skipped = static_cast<int>(s.rejected);
+    o.chunks = static_cast<int>(s.chunks_added);
+    for (const auto& p : s.problems) o.skip_reasons.push_back(p.path + ": " + p.reason);
+    return o;
+  }
+
+  Result<DocumentInfo> get(const std::string& id) const override {
+    RAGD_ASSIGN_OR_RETURN(auto info, corpus_->get_document(id));
+    if (!info) return Status::NotFound("document '" + id + "' not found");
+    DocumentInfo o;
+    o.id = info->id;
+    o.title = info->title;
+    o.source = info->source;
+    o.content_hash = info->content_hash;
+    o.chunk_ids = info->chunk_ids;
+    RAGD_ASSIGN_OR_RETURN(auto chunks, corpus_->get_chunks(info->chunk_ids));
+    for (const auto& c : chunks)
+      if (c) o.text += c->text;
+    return o;
+  }
+
+  Status remove(const std::string& id) override {
+    RAGD_ASSIGN_OR_RETURN(bool existed, corpus_->remove_document(id));
+    if (!existed) return Status::NotFound("document '" + id + "' not found");
+    return Status::OK();
+  }
+
+  Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const override {
+    std::vector<std::string_view> views(texts.begin(), texts.end());
+    std::vector<float> flat;
+    RAGD_RETURN_IF_ERROR(corpus_->embedder().embed(views, &flat));
+    const size_t dim = static_cast<size_t>(corpus_->embedder().dim());
+    std::vector<std::vector<float>> out(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) out[i].assign(flat.begin() + i * dim, flat.begin() + (i + 1) * dim);
+    return out;
+  }
+
+ private:
+  std::shared_ptr<retrieval::Corpus> corpus_;
+};
+#endif
+
+class NoDocuments final : public DocumentApi {
+ public:
+  Result<IngestSummary> ingest(std::vector<DocumentInput>) override { return unavailable(); }
+  Result<DocumentInfo> get(const std::string&) const override { return unavailable(); }
+  Status remove(const std::string&) override { return unavailable(); }
+  Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>&) const override { return unavailable(); }
+
+ private:
+  static Status unavailable() { return Status::Unavailable("no document store: the runtime was opened without data_dir"); }
+};
+
+}  // namespace
+
+Result<Runtime> open_runtime(const RuntimeOptions& opts) {
+  if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
+  RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
+  engine::ModelOptions mo;
+  mo.device = opts.device;
+  mo.kv_pool_bytes = opts.kv_pool_bytes;
+  mo.kv_block_size = opts.kv_block_size;
+  mo.num_threads = opts.num_threads;
+  ExecutorImpl::Deps deps;
+  RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
+  const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
+  deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));
+  deps.pipelines = std::move(specs);
+  deps.model_name = std::filesystem::path(opts.model_dir).filename().string();
+  if (deps.model_name.empty()) deps.model_name = std::filesystem::path(opts.model_dir).parent_path().filename().string();
+
+  std::unique_ptr<DocumentApi> docs = std::make_unique<NoDocuments>();
+  if (!opts.data_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.data_dir, ec);
+    if (ec) return Status::IOError(opts.data_dir + ": cannot create data directory: " + ec.message());
+#if RAGD_HAVE_RETRIEVAL
+    retrieval::CorpusOptions co;
+    co.chunker.chunk_tokens = opts.chunk_tokens;
+    co.embedder.name = opts.embedder == "hashing" ? "" : opts.embedder;
+    if (opts.embedder == "model") co.embedder.model_dir = opts.model_dir;
+    co.index_spec = "";
+    RAGD_ASSIGN_OR_RETURN(std::unique_ptr<retrieval::Corpus> corpus,
+                          retrieval::Corpus::open(opts.data_dir, co,
+                                                  deps.tokenizer));
+    deps.corpus = std::shared_ptr<retrieval::Corpus>(std::move(corpus));
+    docs = std::make_unique<CorpusDocuments>(deps.corpus);
+#endif
+#if RAGD_HAVE_KVSTORE_TIERS
+    RAGD_ASSIGN_OR_RETURN(deps.tiers, open_kvstore_tiers(opts, *deps.model));
+#endif
+  }
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorImpl> ex, ExecutorImpl::create(opts, std::move(deps)));
+  Runtime rt;
+  ExecutorImpl* raw = ex.get();
+  rt.executor = std::move(ex);
+  rt.documents = std::move(docs);
+  rt.stop = [raw] { raw->stop(); };
+  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}", opts.model_dir, opts.scheduler,
+                         opts.data_dir.empty() ? "(none)" : opts.data_dir);
+  return rt;
+}
+
+}  // namespace ragd::pipelines

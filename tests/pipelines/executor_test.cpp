@@ -1,0 +1,490 @@
+// Executor end to end on a real (random-weight) tiny Llama model with a trained BPE tokenizer, a
+// real corpus (RocksDB + FAISS) and the real kvstore, all in temp directories.
+//
+// The central property: greedy outputs with knowledge_tree and prefix reuse are the same tokens as
+// with no reuse, with log-probabilities within float tolerance, whether the reused KV comes from
+// the engine pool, from DRAM, or from SSD after the runtime is reopened on the same data dir.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "ragd/engine/model_config.h"
+#include "ragd/engine/safetensors.h"
+#include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/runtime.h"
+
+namespace ragd::pipelines {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("ragd_exec_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+// A tiny random Llama (2 layers, 4 heads, 2 KV heads, head_dim 16, vocab 512) with N(0, 1/fan_in)
+// weights and a byte-level BPE trained on the built-in sample.
+std::string make_model(const std::string& dir) {
+  engine::BpeTrainOptions topts;
+  topts.vocab_size = 400;
+  topts.pad_to = 512;
+  auto tok_json = engine::train_byte_level_bpe(engine::builtin_training_text(), topts);
+  EXPECT_TRUE(tok_json.ok());
+  auto tok = engine::Tokenizer::from_json(*tok_json, "tokenizer.json");
+  EXPECT_TRUE(tok.ok());
+  engine::ModelConfig c;
+  c.architecture = engine::Architecture::kLlama;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.vocab_size = 512;
+  c.max_position_embeddings = 2048;
+  c.rms_norm_eps = 1e-5f;
+  c.bos_token_id = (*tok)->bos_id().value_or(-1);
+  if (auto e = (*tok)->token_to_id("<|eot_id|>")) c.eos_token_ids.push_back(*e);
+  EXPECT_TRUE(c.validate().ok());
+  std::mt19937 rng(1234);
+  std::map<std::string, engine::OwnedTensor> t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
+    engine::OwnedTensor o;
+    o.dtype = engine::DType::kF32;
+    o.shape = shape;
+    size_t n = 1;
+    for (auto d : shape) n *= static_cast<size_t>(d);
+    std::normal_distribution<float> dist(mean, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = stddev > 0 ? dist(rng) : mean;
+    o.bytes.resize(n * 4);
+    std::memcpy(o.bytes.data(), v.data(), n * 4);
+    t[name] = std::move(o);
+  };
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, vs = c.vocab_size;
+  add("model.embed_tokens.weight", {vs, h}, 1.0f);
+  add("model.norm.weight", {h}, 0.0f, 1.0f);
+  add("lm_head.weight", {vs, h}, 1.0f / std::sqrt(float(h)));
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {h}, 0.0f, 1.0f);
+    add(p + "post_attention_layernorm.weight", {h}, 0.0f, 1.0f);
+    add(p + "self_attn.q_proj.weight", {q, h}, 1.0f / std::sqrt(float(h)));
+    add(p + "self_attn.k_proj.weight", {kv, h}, 1.0f / std::sqrt(float(h)));
+    add(p + "self_attn.v_proj.weight", {kv, h}, 1.0f / std::sqrt(float(h)));
+    add(p + "self_attn.o_proj.weight", {h, q}, 1.0f / std::sqrt(float(q)));
+    add(p + "mlp.gate_proj.weight", {im, h}, 1.0f / std::sqrt(float(h)));
+    add(p + "mlp.up_proj.weight", {im, h}, 1.0f / std::sqrt(float(h)));
+    add(p + "mlp.down_proj.weight", {h, im}, 1.0f / std::sqrt(float(im)));
+  }
+  fs::create_directories(dir);
+  write_file(fs::path(dir) / "config.json", c.to_json());
+  write_file(fs::path(dir) / "tokenizer.json", *tok_json);
+  EXPECT_TRUE(engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok());
+  return dir;
+}
+
+const char* kTopics[] = {"volcano lava magma eruption ash crater",   "violin orchestra symphony concerto bow",
+                         "glacier ice valley moraine frozen arctic", "compiler parser syntax token grammar",
+                         "harbor ship sailor anchor tide port",      "bakery bread flour oven yeast dough",
+                         "satellite orbit rocket launch gravity",    "garden tomato soil seed harvest rain",
+                         "chess bishop knight opening gambit rook",  "river delta sediment flood bank water",
+                         "castle knight tower siege moat wall",      "coffee bean roast espresso grinder cup"};
+
+std::vector<DocumentInput> corpus_docs() {
+  std::vector<DocumentInput> docs;
+  for (int i = 0; i < 12; ++i) {
+    DocumentInput d;
+    d.id = "doc-" + std::to_string(i);
+    d.title = kTopics[i];
+    d.text = std::string("Notes about ") + kTopics[i] + ". The " + std::string(kTopics[i]).substr(0, 7) +
+             " entry number " + std::to_string(i * 37 + 11) + " describes " + kTopics[i] + " in detail.";
+    docs.push_back(d);
+  }
+  return docs;
+}
+
+void write_pipelines(const std::string& dir) {
+  fs::create_directories(dir);
+  for (const char* mode : {"none", "prefix", "knowledge_tree"}) {
+    write_file(fs::path(dir) / (std::string(mode) + ".toml"),
+               std::string("[pipeline]\nname = \"") + mode + "\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"" + mode +
+                   "\"\n[generation]\nmax_tokens = 7\n");
+  }
+}
+
+struct RunOutput {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<Source> sources;
+  std::string finish;
+  Usage usage;
+  Timings timings;
+  Status error;
+  bool done = false;
+};
+
+class Collector {
+ public:
+  EventSink sink(RunOutput* out, int cancel_after = -1) {
+    return [this, out, cancel_after](const RunEvent& ev) {
+      std::lock_guard<std::mutex> lk(mu_);
+      switch (ev.kind) {
+        case RunEvent::Kind::kSources: out->sources = ev.sources; break;
+        case RunEvent::Kind::kToken:
+          out->tokens.push_back(ev.token_id);
+          out->logprobs.push_back(ev.logprob);
+          if (cancel_after >= 0 && static_cast<int>(out->tokens.size()) >= cancel_after) return false;
+          break;
+        case RunEvent::Kind::kDone:
+          out->finish = ev.finish_reason;
+          out->usage = ev.usage;
+          out->timings = ev.timings;
+          out->done = true;
+          cv_.notify_all();
+          break;
+        case RunEvent::Kind::kError:
+          out->error = ev.error;
+          out->done = true;
+          cv_.notify_all();
+          break;
+      }
+      return true;
+    };
+  }
+  bool wait(RunOutput* out, int seconds = 120) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, std::chrono::seconds(seconds), [&] { return out->done; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(tmpdir("suite"));
+    make_model(*root_ + "/model");
+    write_pipelines(*root_ + "/pipelines");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete root_;
+  }
+
+  RuntimeOptions options(const std::string& data) {
+    RuntimeOptions o;
+    o.model_dir = *root_ + "/model";
+    o.data_dir = data;
+    o.pipelines_dir = *root_ + "/pipelines";
+    o.kv_pool_bytes = 4ull << 20;
+    o.num_threads = 1;
+    o.retrieval_threads = 1;
+    o.max_batch_tokens = 64;  // several prefill chunks per prompt
+    return o;
+  }
+
+  Runtime open(const RuntimeOptions& o, bool ingest) {
+    auto rt = open_runtime(o);
+    EXPECT_TRUE(rt.ok()) << rt.status().to_string();
+    if (ingest) {
+      auto s = rt->documents->ingest(corpus_docs());
+      EXPECT_TRUE(s.ok()) << s.status().to_string();
+      EXPECT_EQ(s->ingested, 12);
+    }
+    return std::move(rt).value();
+  }
+
+  RunOutput run(Executor& ex, const std::string& pipeline, const std::string& query, int max_tokens = 7) {
+    RunRequest r;
+    r.pipeline = pipeline;
+    r.query = query;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    RunOutput out;
+    Collector c;
+    Status st = ex.submit(r, c.sink(&out));
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (st.ok()) {
+      EXPECT_TRUE(c.wait(&out));
+    }
+    EXPECT_TRUE(out.error.ok()) << out.error.to_string();
+    return out;
+  }
+
+  static void close(Runtime& rt) {
+    rt.stop();
+    rt.executor.reset();
+    rt.documents.reset();
+  }
+
+  static void expect_same(const RunOutput& a, const RunOutput& b, const std::string& what) {
+    ASSERT_EQ(a.tokens, b.tokens) << what;
+    ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+    for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 2e-3) << what << " token " << i;
+  }
+
+  static std::string* root_;
+};
+std::string* ExecutorTest::root_ = nullptr;
+
+const char* kQueries[] = {"volcano magma eruption", "chess knight gambit", "volcano magma eruption",
+                          "chess knight gambit"};
+
+TEST_F(ExecutorTest, ReuseModesGiveTheSameGreedyOutputsAsNoReuse) {
+  const std::string data = tmpdir("modes");
+  Runtime rt = open(options(data), true);
+  int kt_reused = 0, prefix_reused = 0;
+  for (const char* q : kQueries) {
+    RunOutput none = run(*rt.executor, "none", q);
+    RunOutput prefix = run(*rt.executor, "prefix", q);
+    RunOutput kt = run(*rt.executor, "knowledge_tree", q);
+    ASSERT_EQ(none.sources.size(), 2u);
+    EXPECT_EQ(none.tokens.size(), 7u);
+    EXPECT_EQ(none.finish, "length");
+    EXPECT_EQ(none.usage.reused_hbm, 0);
+    EXPECT_EQ(none.usage.recomputed_tokens, none.usage.prompt_tokens);
+    expect_same(none, prefix, std::string("prefix: ") + q);
+    expect_same(none, kt, std::string("knowledge_tree: ") + q);
+    EXPECT_EQ(kt.usage.prompt_tokens, none.usage.prompt_tokens);
+    EXPECT_EQ(kt.usage.reused_hbm + kt.usage.reused_dram + kt.usage.reused_ssd + kt.usage.recomputed_tokens,
+              kt.usage.prompt_tokens);
+    kt_reused += kt.usage.reused_hbm;
+    prefix_reused += prefix.usage.reused_hbm;
+  }
+  // Repeated queries hit: the whole document path is reused, only the question is prefilled.
+  EXPECT_GT(kt_reused, 0);
+  EXPECT_GT(prefix_reused, 0);
+  close(rt);
+  fs::remove_all(data);
+}
+
+TEST_F(ExecutorTest, SharedDocumentsAreReusedAcrossDifferentQuestions) {
+  const std::string data = tmpdir("shared");
+  Runtime rt = open(options(data), true);
+  RunOutput a = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
+  RunOutput b = run(*rt.executor, "knowledge_tree", "volcano magma eruption ash?");
+  RunOutput b_none = run(*rt.executor, "none", "volcano magma eruption ash?");
+  expect_same(b_none, b, "different question, same documents");
+  // Same retrieved set (stable order) -> every document node is a hit; only the question differs.
+  if (a.sources.size() == b.sources.size()) {
+    EXPECT_GT(b.usage.reused_hbm, b.usage.prompt_tokens / 2);
+  }
+  close(rt);
+  fs::remove_all(data);
+}
+
+TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
+  const std::string data = tmpdir("tiers");
+  RunOutput ref;
+  {
+    // HBM cache off: reuse can only come from the kvstore's DRAM tier.
+    RuntimeOptions o = options(data);
+    o.hbm_cache = false;
+    Runtime rt = open(o, true);
+    ref = run(*rt.executor, "none", "volcano magma eruption");
+    RunOutput first = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
+    RunOutput second = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
+    expect_same(ref, first, "first");
+    expect_same(ref, second, "from DRAM");
+    EXPECT_EQ(second.usage.reused_hbm, 0);
+    EXPECT_GT(second.usage.reused_dram, 0);
+    EXPECT_NE(rt.executor->stats_json().find("\"tiers\""), std::string::npos);
+    rt.stop();
+  }
+  const std::string data2 = tmpdir("tiers_ssd");
+  {
+    // No DRAM tier: documents go to SSD (RocksDB under data_dir/kvcache).
+    RuntimeOptions o = options(data2);
+    o.hbm_cache = false;
+    o.dram_cache_bytes = 0;
+    Runtime rt = open(o, true);
+    RunOutput first = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
+    expect_same(ref, first, "ssd first");
+    rt.stop();
+  }
+  {
+    RuntimeOptions o = options(data2);
+    o.hbm_cache = false;
+    o.dram_cache_bytes = 0;
+    Runtime rt = open(o, false);  // same data dir: corpus and SSD tier come back
+    RunOutput again = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
+    expect_same(ref, again, "from SSD after restart");
+    EXPECT_GT(again.usage.reused_ssd, 0);
+    EXPECT_EQ(again.usage.reused_hbm, 0);
+    rt.stop();
+  }
+  fs::remove_all(data);
+  fs::remove_all(data2);
+}
+
+TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
+  const std::string data = tmpdir("preempt");
+  std::vector<RunOutput> seq;
+  {
+    Runtime rt = open(options(data), true);
+    for (const char* q : kQueries) seq.push_back(run(*rt.executor, "none", q, 12));
+    rt.stop();
+  }
+  for (const char* mode : {"swap", "recompute"}) {
+    RuntimeOptions o = options(data);
+    o.kv_pool_bytes = 256 * 1024;  // 32 blocks of 16 tokens: one prompt fits, four at once do not
+    o.preemption = mode;
+    o.max_running = 6;
+    Runtime rt = open(o, false);
+    std::vector<RunOutput> outs(std::size(kQueries));
+    Collector c;
+    for (size_t i = 0; i < std::size(kQueries); ++i) {
+      RunRequest r;
+      r.pipeline = "none";
+      r.query = kQueries[i];
+      r.sampling.max_tokens = 12;
+      r.sampling.ignore_eos = true;
+      ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
+    }
+    for (auto& o2 : outs) ASSERT_TRUE(c.wait(&o2));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      ASSERT_TRUE(outs[i].error.ok()) << outs[i].error.to_string();
+      expect_same(seq[i], outs[i], std::string(mode) + " run " + std::to_string(i));
+    }
+    rt.stop();  // the scheduler publishes its final stats on exit
+    const std::string stats = rt.executor->stats_json();
+    if (std::string(mode) == "swap") {
+      EXPECT_EQ(stats.find("\"swaps_out\":0,"), std::string::npos) << stats;
+    } else {
+      EXPECT_EQ(stats.find("\"drops\":0,"), std::string::npos) << stats;
+    }
+    EXPECT_NE(stats.find("\"running\":0,"), std::string::npos) << stats;
+    EXPECT_NE(stats.find("\"swap_bytes\":0"), std::string::npos) << stats;
+    rt.stop();
+  }
+  fs::remove_all(data);
+}
+
+TEST_F(ExecutorTest, CancelFreesEverything) {
+  const std::string data = tmpdir("cancel");
+  Runtime rt = open(options(data), true);
+  RunRequest r;
+  r.pipeline = "none";
+  r.query = "glacier ice";
+  r.sampling.max_tokens = 200;
+  r.sampling.ignore_eos = true;
+  RunOutput out;
+  Collector c;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&out, /*cancel_after=*/3)).ok());
+  ASSERT_TRUE(c.wait(&out));
+  EXPECT_EQ(out.finish, "cancelled");
+  EXPECT_EQ(out.tokens.size(), 3u);
+  // Explicit cancel by id.
+  r.id = "to-cancel";
+  RunOutput out2;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&out2)).ok());
+  rt.executor->cancel("to-cancel");
+  ASSERT_TRUE(c.wait(&out2));
+  EXPECT_EQ(out2.finish, "cancelled");
+  EXPECT_LT(out2.tokens.size(), 200u);
+  rt.stop();
+  const std::string stats = rt.executor->stats_json();
+  EXPECT_NE(stats.find("\"running\":0,"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("\"swap_bytes\":0"), std::string::npos) << stats;
+  close(rt);
+  fs::remove_all(data);
+}
+
+TEST_F(ExecutorTest, BadRequestsAreRejectedWithClearErrors) {
+  const std::string data = tmpdir("bad");
+  RuntimeOptions small = options(data);
+  small.kv_pool_bytes = 256 * 1024;  // 512 tokens
+  Runtime rt = open(small, false);
+  Collector c;
+  RunOutput out;
+  RunRequest r;
+  r.pipeline = "nope";
+  r.query = "x";
+  Status st = rt.executor->submit(r, c.sink(&out));
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("'nope'"), std::string::npos);
+  r.pipeline = "none";
+  r.query = "";
+  st = rt.executor->submit(r, c.sink(&out));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("query"), std::string::npos);
+  r.pipeline = "";
+  st = rt.executor->submit(r, c.sink(&out));
+  EXPECT_NE(st.message().find("messages or prompt"), std::string::npos);
+  r.prompt = "hello";
+  r.sampling.top_p = 0;
+  st = rt.executor->submit(r, c.sink(&out));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  r.sampling.top_p = 1;
+  r.sampling.max_tokens = 100000;  // clamped to the 2048-token context, still beyond the 512-token pool
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
+  ASSERT_TRUE(c.wait(&out));
+  EXPECT_EQ(out.error.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(out.error.message().find("KV blocks"), std::string::npos) << out.error.message();
+  RuntimeOptions bad = options(data);
+  bad.data_dir = "";
+  bad.scheduler = "lottery";
+  auto rt2 = open_runtime(bad);
+  ASSERT_FALSE(rt2.ok());
+  EXPECT_NE(rt2.status().message().find("lottery"), std::string::npos);
+  close(rt);
+  fs::remove_all(data);
+}
+
+TEST_F(ExecutorTest, PlainPromptsAndChatRunWithPrefixReuse) {
+  Runtime rt = open(options(""), false);
+  Collector c;
+  RunOutput a, b;
+  RunRequest r;
+  r.prompt = "The harbor was quiet when the ship came in, and the sailor";
+  r.sampling.max_tokens = 5;
+  r.sampling.ignore_eos = true;
+  r.reuse = ReuseMode::kNone;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&a)).ok());
+  ASSERT_TRUE(c.wait(&a));
+  r.reuse = ReuseMode::kPrefix;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&b)).ok());
+  ASSERT_TRUE(c.wait(&b));
+  RunOutput b2;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&b2)).ok());
+  ASSERT_TRUE(c.wait(&b2));
+  expect_same(a, b, "prefix first");
+  expect_same(a, b2, "prefix hit");
+  EXPECT_GT(b2.usage.reused_hbm, 0);
+  RunOutput chat;
+  RunRequest cr;
+  cr.messages = {{"system", "be brief"}, {"user", "hello there"}};
+  cr.sampling.max_tokens = 4;
+  cr.sampling.ignore_eos = true;
+  ASSERT_TRUE(rt.executor->submit(cr, c.sink(&chat)).ok());
+  ASSERT_TRUE(c.wait(&chat));
+  EXPECT_EQ(chat.tokens.size(), 4u);
+  // A pipeline needs the corpus: without data_dir the run fails with a reason.
+  RunRequest pr;
+  pr.pipeline = "default";
+  pr.query = "x";
+  RunOutput p;
+  ASSERT_TRUE(rt.executor->submit(pr, c.sink(&p)).ok());
+  ASSERT_TRUE(c.wait(&p));
+  EXPECT_NE(p.error.message().find("data_dir"), std::string::npos) << p.error.message();
+  rt.stop();
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
