@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Prepares a CUDA check for a machine with a GPU (CUDA 13 driver and libraries, PyTorch).
+#   1. builds the CUDA kernel tests and the attention benchmark here (nvcc, no GPU needed);
+#   2. collects the binaries and the non-system shared libraries they need into build-gpu-carry/
+#      (gitignored; glibc, libstdc++, libgcc_s, cuBLAS and the CUDA driver stay behind: the GPU
+#      machine has its own);
+#   3. prints the one command to run on the GPU machine, from the root of a copy of this tree that
+#      includes build-gpu-carry/. It runs scripts/gpu/run.sh, which writes everything under $OUT.
+# Env: RAGD_GPU_BUILD_DIR (default build-cuda), JOBS (default 1).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${RAGD_GPU_BUILD_DIR:-$ROOT/build-cuda}
+CARRY=$ROOT/build-gpu-carry
+export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  echo "gpu-check: nvcc not found (install the CUDA toolkit or put nvcc on PATH)" >&2
+  exit 1
+fi
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DRAGD_CUDA=ON >/dev/null
+if ! grep -q '^RAGD_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+  echo "gpu-check: $BUILD is configured with RAGD_CUDA=OFF" >&2
+  exit 1
+fi
+cmake --build "$BUILD" --target test_kernels_cuda bench_attention_cuda -j"${JOBS:-1}"
+
+rm -rf "$CARRY"
+mkdir -p "$CARRY/bin" "$CARRY/lib"
+for b in test_kernels_cuda bench_attention_cuda; do
+  # Line tables are enough for a backtrace; full debug info would not fit the carry limit.
+  objcopy --strip-debug "$BUILD/bin/$b" "$CARRY/bin/$b"
+done
+for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort -u |
+  while read -r name path; do
+    case "$name" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) continue ;;
+      libcublas*|libcublasLt*|libnccl*|libcuda.so*|libcudart.so*|libnvidia*) continue ;;
+    esac
+    cp -L "$path" "$CARRY/lib/$name"
+  done
+
+size_kib=$(du -sk "$CARRY" | cut -f1)
+echo "gpu-check: $CARRY holds $(ls "$CARRY/bin" | wc -l) binaries and $(ls "$CARRY/lib" | wc -l) libraries, ${size_kib} KiB" >&2
+if [ "$size_kib" -gt $((60 * 1024)) ]; then
+  echo "gpu-check: $CARRY is over 60 MiB; it will not travel" >&2
+  exit 1
+fi
+cat <<'CMD'
+Run on the GPU machine (repo root = a copy of this tree plus build-gpu-carry/; results under $OUT):
+
+  bash scripts/gpu/run.sh
+
+With the device tool of this workplace: command "bash scripts/gpu/run.sh", carry ["build-gpu-carry"].
+CMD
