@@ -1,0 +1,35 @@
+#include "ragd/kvstore/engine_io.h"
+
+#include <fmt/format.h>
+
+namespace ragd::kvstore {
+
+Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& table, int t0, int n) {
+  if (t0 < 0 || n <= 0 || t0 + n > table.num_tokens())
+    return Status::InvalidArgument(
+        fmt::format("gather_kv: tokens [{}, {}) are not inside the sequence of {} tokens", t0, t0 + n, table.num_tokens()));
+  const engine::KvLayout& L = pool.layout();
+  HostKv out;
+  out.num_tokens = n;
+  out.first_position = t0;
+  const size_t per_layer = static_cast<size_t>(n) * L.token_floats();
+  out.k.resize(per_layer * L.num_layers);
+  out.v.resize(per_layer * L.num_layers);
+  for (int l = 0; l < L.num_layers; ++l) table.read(pool, l, t0, n, out.k.data() + l * per_layer, out.v.data() + l * per_layer);
+  return out;
+}
+
+Status append_segment(const SegmentBuffer& seg, engine::KvPool& pool, engine::BlockTable& table) {
+  const SegmentHeader& h = seg.header();
+  const engine::KvLayout& L = pool.layout();
+  if (h.dtype != KvDtype::kF32 || h.num_layers != static_cast<uint32_t>(L.num_layers) ||
+      h.num_kv_heads != static_cast<uint32_t>(L.num_kv_heads) || h.head_dim != static_cast<uint32_t>(L.head_dim))
+    return Status::FailedPrecondition(fmt::format(
+        "append_segment: segment {} x {} x {} ({}) does not match the pool layout {} x {} x {} (f32)", h.num_layers,
+        h.num_kv_heads, h.head_dim, kv_dtype_name(h.dtype), L.num_layers, L.num_kv_heads, L.head_dim));
+  if (!table.append(pool, seg.num_tokens(), seg.k_all(), seg.v_all()))
+    return Status::ResourceExhausted(fmt::format("append_segment: KV pool has no room for {} more tokens", seg.num_tokens()));
+  return Status::OK();
+}
+
+}  // namespace ragd::kvstore
