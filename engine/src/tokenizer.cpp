@@ -3,6 +3,7 @@
 #include "ragd/engine/tokenizer.h"
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <shared_mutex>
@@ -124,7 +125,12 @@ class TokenizerImpl final : public Tokenizer {
   std::string decode_space_from_;  // SentencePiece-style: the marker decoded as ' '
 
   mutable std::shared_mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // guarded by cache_mu_
+  struct SvHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  // pre-token -> ids; heterogeneous lookup by string_view.
+  mutable std::unordered_map<std::string, std::vector<int32_t>, SvHash, std::equal_to<>> cache_;  // guarded by cache_mu_
   static constexpr size_t kCacheMaxEntries = 1 << 18;
   static constexpr size_t kCacheMaxPieceBytes = 128;
 };
@@ -443,10 +449,9 @@ void TokenizerImpl::encode_piece(std::string_view piece, std::vector<int32_t>* o
     bpe_.apply(piece, out);
     return;
   }
-  std::string key(piece);
   {
     std::shared_lock lock(cache_mu_);
-    auto it = cache_.find(key);
+    auto it = cache_.find(piece);
     if (it != cache_.end()) {
       out->insert(out->end(), it->second.begin(), it->second.end());
       return;
@@ -457,61 +462,68 @@ void TokenizerImpl::encode_piece(std::string_view piece, std::vector<int32_t>* o
   out->insert(out->end(), ids.begin(), ids.end());
   std::unique_lock lock(cache_mu_);
   if (cache_.size() >= kCacheMaxEntries) cache_.clear();
-  cache_.emplace(std::move(key), std::move(ids));
+  cache_.emplace(std::string(piece), std::move(ids));
 }
 
 void TokenizerImpl::encode_segment(std::string_view seg, bool at_start, std::vector<int32_t>* out) const {
   if (seg.empty()) return;
-  std::string text(seg);
-  for (const auto& n : norm_) {
-    if (n.kind == NormStep::Kind::kPrepend) text = n.a + text;
-    else if (n.kind == NormStep::Kind::kReplace) replace_all(&text, n.a, n.b);
+  // Pieces are views into `seg` or into `arena` (text a step rewrote); std::deque never moves them.
+  std::deque<std::string> arena;
+  std::string_view text = seg;
+  if (!norm_.empty()) {
+    std::string t(seg);
+    for (const auto& n : norm_) {
+      if (n.kind == NormStep::Kind::kPrepend) t = n.a + t;
+      else if (n.kind == NormStep::Kind::kReplace) replace_all(&t, n.a, n.b);
+    }
+    text = arena.emplace_back(std::move(t));
   }
-  std::vector<std::string> pieces{std::move(text)};
-  std::vector<std::string> next;
+  std::vector<std::string_view> pieces{text};
+  std::vector<std::string_view> next;
   for (const auto& st : pre_) {
     next.clear();
-    for (auto& p : pieces) {
+    for (size_t pi = 0; pi < pieces.size(); ++pi) {
+      std::string_view p = pieces[pi];
       switch (st.kind) {
         case PreStep::Kind::kSplit:
         case PreStep::Kind::kDigits:
           st.regex->split(p, [&](size_t b, size_t e, bool match) {
-            if (!(match && st.remove_matches)) next.emplace_back(p.substr(b, e - b));
+            if (!(match && st.remove_matches)) next.push_back(p.substr(b, e - b));
           });
           break;
         case PreStep::Kind::kByteLevel: {
-          std::string q = std::move(p);
-          if (st.add_prefix_space && !q.empty() && q[0] != ' ') q = " " + q;
+          if (st.add_prefix_space && !p.empty() && p[0] != ' ') p = arena.emplace_back(" " + std::string(p));
           if (st.regex) {
-            st.regex->split(q, [&](size_t b, size_t e, bool) { next.emplace_back(q.substr(b, e - b)); });
+            st.regex->split(p, [&](size_t b, size_t e, bool) { next.push_back(p.substr(b, e - b)); });
           } else {
-            next.push_back(std::move(q));
+            next.push_back(p);
           }
           break;
         }
         case PreStep::Kind::kMetaspace: {
-          std::string q = std::move(p);
+          std::string q(p);
           replace_all(&q, " ", st.replacement);
           const bool prepend = st.prepend == PreStep::Prepend::kAlways ||
-                               (st.prepend == PreStep::Prepend::kFirst && at_start && &p == &pieces.front());
+                               (st.prepend == PreStep::Prepend::kFirst && at_start && pi == 0);
           if (prepend && !q.starts_with(st.replacement)) q = st.replacement + q;
+          std::string_view qv = arena.emplace_back(std::move(q));
           if (!st.split) {
-            next.push_back(std::move(q));
+            next.push_back(qv);
             break;
           }
           size_t b = 0;
-          for (size_t f = q.find(st.replacement, 1); f != std::string::npos; f = q.find(st.replacement, f + 1)) {
-            next.push_back(q.substr(b, f - b));
+          for (size_t f = qv.find(st.replacement, 1); f != std::string_view::npos; f = qv.find(st.replacement, f + 1)) {
+            next.push_back(qv.substr(b, f - b));
             b = f;
           }
-          next.push_back(q.substr(b));
+          next.push_back(qv.substr(b));
           break;
         }
       }
     }
     pieces.swap(next);
   }
-  for (const auto& p : pieces) encode_piece(p, out);
+  for (std::string_view p : pieces) encode_piece(p, out);
 }
 
 std::vector<int32_t> TokenizerImpl::encode(std::string_view text, bool add_bos, bool parse_special) const {
