@@ -1,0 +1,411 @@
+// End-to-end benchmark driving the Executor in process (no HTTP): KV reuse modes on a Zipf RAG
+// workload, and scheduling policies on a mixed short/long workload. Everything is built here in
+// a temp directory: a random-weight Llama-shaped model with a trained BPE tokenizer, a synthetic
+// corpus ingested through the DocumentApi (RocksDB + FAISS), pipeline specs.
+//
+//   bench_e2e [--out DIR] [--requests N] [--topics T] [--zipf S] [--clients C] [--json FILE]
+//
+// Reuse: T topics, 4 documents each (a topic word shared by its documents only), queries pick a
+// topic with Zipf(S) popularity and ask about it with random filler words, so popular document
+// sets recur with different questions. Each mode (none / prefix / knowledge_tree) runs the same
+// request sequence, closed loop with C clients, on a freshly opened runtime (empty KV caches).
+// Scheduling: Poisson arrivals at ~0.9 of the measured capacity, 75% short (4 tokens, tenant
+// "interactive") and 25% long (96 tokens, tenant "batch") requests, the same sequence for
+// fcfs / sjf / fair; p50/p99 TTFT per class.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ragd/engine/model_config.h"
+#include "ragd/engine/safetensors.h"
+#include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/runtime.h"
+
+namespace fs = std::filesystem;
+using namespace ragd;
+using namespace ragd::pipelines;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+// Llama-shaped, 4 layers, hidden 128, 4 heads (2 KV heads, head_dim 32), vocab 512.
+bool make_model(const std::string& dir) {
+  engine::BpeTrainOptions topts;
+  topts.vocab_size = 480;
+  topts.pad_to = 512;
+  auto tok_json = engine::train_byte_level_bpe(engine::builtin_training_text(), topts);
+  if (!tok_json.ok()) return false;
+  auto tok = engine::Tokenizer::from_json(*tok_json, "tokenizer.json");
+  if (!tok.ok()) return false;
+  engine::ModelConfig c;
+  c.architecture = engine::Architecture::kLlama;
+  c.hidden_size = 128;
+  c.intermediate_size = 384;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 32;
+  c.vocab_size = 512;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-5f;
+  c.bos_token_id = (*tok)->bos_id().value_or(-1);
+  std::mt19937 rng(99);
+  std::map<std::string, engine::OwnedTensor> t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float sd, float mean = 0.0f) {
+    engine::OwnedTensor o;
+    o.shape = shape;
+    size_t n = 1;
+    for (auto d : shape) n *= static_cast<size_t>(d);
+    std::normal_distribution<float> dist(mean, sd);
+    std::vector<float> v(n);
+    for (auto& x : v) x = sd > 0 ? dist(rng) : mean;
+    o.bytes.resize(n * 4);
+    std::memcpy(o.bytes.data(), v.data(), n * 4);
+    t[name] = std::move(o);
+  };
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, vs = c.vocab_size;
+  const float sh = 1.0f / std::sqrt(float(h));
+  add("model.embed_tokens.weight", {vs, h}, 1.0f);
+  add("model.norm.weight", {h}, 0.0f, 1.0f);
+  add("lm_head.weight", {vs, h}, sh);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {h}, 0.0f, 1.0f);
+    add(p + "post_attention_layernorm.weight", {h}, 0.0f, 1.0f);
+    add(p + "self_attn.q_proj.weight", {q, h}, sh);
+    add(p + "self_attn.k_proj.weight", {kv, h}, sh);
+    add(p + "self_attn.v_proj.weight", {kv, h}, sh);
+    add(p + "self_attn.o_proj.weight", {h, q}, 1.0f / std::sqrt(float(q)));
+    add(p + "mlp.gate_proj.weight", {im, h}, sh);
+    add(p + "mlp.up_proj.weight", {im, h}, sh);
+    add(p + "mlp.down_proj.weight", {h, im}, 1.0f / std::sqrt(float(im)));
+  }
+  fs::create_directories(dir);
+  write_file(fs::path(dir) / "config.json", c.to_json());
+  write_file(fs::path(dir) / "tokenizer.json", *tok_json);
+  return engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok();
+}
+
+std::string made_up_word(uint32_t n, const char* salt) {
+  static const char* syl[] = {"ka", "lo", "mi", "ru", "te", "zo", "bi", "na", "qu", "fe", "xi", "vo"};
+  std::string w = salt;
+  do {
+    w += syl[n % 12];
+    n /= 12;
+  } while (n);
+  return w;
+}
+
+const char* kFiller[] = {"the", "river", "stone", "light", "market", "winter", "garden", "machine", "letter",
+                         "story", "window", "mountain", "signal", "paper", "engine", "forest", "music",
+                         "harbor", "silver", "orbit", "language", "bridge", "morning", "castle"};
+
+std::vector<DocumentInput> synthetic_corpus(int topics, std::mt19937& rng) {
+  std::vector<DocumentInput> docs;
+  for (int t = 0; t < topics; ++t) {
+    const std::string topic = made_up_word(t, "to");
+    for (int j = 0; j < 4; ++j) {
+      DocumentInput d;
+      d.id = "t" + std::to_string(t) + "-d" + std::to_string(j);
+      std::string text = "Report on " + topic + ", part " + std::to_string(j) + ".";
+      for (int w = 0; w < 60; ++w) {
+        text += ' ';
+        text += (w % 12 == 0) ? topic : kFiller[rng() % std::size(kFiller)];
+      }
+      d.text = text + ".";
+      docs.push_back(d);
+    }
+  }
+  return docs;
+}
+
+struct Req {
+  std::string pipeline, query, tenant = "default";
+  int max_tokens = 8;
+  double arrival_s = 0;  // open loop
+  int cls = 0;           // 0 short / 1 long
+};
+
+struct Result1 {
+  double ttft_ms = -1, e2e_ms = 0, tpot_ms = 0;
+  std::vector<double> itl_ms;
+  int tokens = 0, prompt = 0, reused = 0;
+  bool ok = false;
+  int cls = 0;
+};
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(idx)), hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
+}
+
+// Submits one request and blocks until it is done (client side timing).
+Result1 run_one(Executor& ex, const Req& q, Clock::time_point t0) {
+  Result1 r;
+  r.cls = q.cls;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Clock::time_point last = t0;
+  RunRequest rr;
+  rr.pipeline = q.pipeline;
+  rr.query = q.query;
+  rr.tenant = q.tenant;
+  rr.sampling.max_tokens = q.max_tokens;
+  rr.sampling.ignore_eos = true;
+  Status st = ex.submit(rr, [&](const RunEvent& ev) {
+    const auto now = Clock::now();
+    std::lock_guard<std::mutex> lk(mu);
+    if (ev.kind == RunEvent::Kind::kToken) {
+      if (r.tokens == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
+      else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+      last = now;
+      ++r.tokens;
+    } else if (ev.kind == RunEvent::Kind::kDone || ev.kind == RunEvent::Kind::kError) {
+      r.ok = ev.kind == RunEvent::Kind::kDone;
+      if (!r.ok) std::fprintf(stderr, "run failed: %s\n", ev.error.to_string().c_str());
+      r.e2e_ms = std::chrono::duration<double, std::milli>(now - t0).count();
+      r.prompt = ev.usage.prompt_tokens;
+      r.reused = ev.usage.reused_hbm + ev.usage.reused_dram + ev.usage.reused_ssd;
+      done = true;
+      cv.notify_all();
+    }
+    return true;
+  });
+  if (!st.ok()) {
+    std::fprintf(stderr, "submit failed: %s\n", st.to_string().c_str());
+    return r;
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return done; });
+  if (r.tokens > 1) r.tpot_ms = (r.e2e_ms - r.ttft_ms) / (r.tokens - 1);
+  return r;
+}
+
+std::vector<Result1> closed_loop(Executor& ex, const std::vector<Req>& reqs, int clients, double* wall_s) {
+  std::vector<Result1> out(reqs.size());
+  std::atomic<size_t> next{0};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> th;
+  for (int c = 0; c < clients; ++c)
+    th.emplace_back([&] {
+      for (size_t i; (i = next++) < reqs.size();) out[i] = run_one(ex, reqs[i], Clock::now());
+    });
+  for (auto& t : th) t.join();
+  *wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
+std::vector<Result1> open_loop(Executor& ex, const std::vector<Req>& reqs, double* wall_s) {
+  std::vector<Result1> out(reqs.size());
+  const auto t0 = Clock::now();
+  std::vector<std::thread> th;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(reqs[i].arrival_s)));
+    th.emplace_back([&, i] { out[i] = run_one(ex, reqs[i], Clock::now()); });
+  }
+  for (auto& t : th) t.join();
+  *wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
+struct Summary {
+  double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p99, tpot_p50, itl_p99, rps, tps, reuse_frac;
+  int failed;
+};
+
+Summary summarize(const std::vector<Result1>& rs, double wall_s, int cls = -1) {
+  std::vector<double> ttft, e2e, tpot, itl;
+  long toks = 0, prompt = 0, reused = 0;
+  int failed = 0, n = 0;
+  for (const auto& r : rs) {
+    if (cls >= 0 && r.cls != cls) continue;
+    ++n;
+    if (!r.ok) {
+      ++failed;
+      continue;
+    }
+    ttft.push_back(r.ttft_ms);
+    e2e.push_back(r.e2e_ms);
+    if (r.tokens > 1) tpot.push_back(r.tpot_ms);
+    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    toks += r.tokens;
+    prompt += r.prompt;
+    reused += r.reused;
+  }
+  return {pct(ttft, 50), pct(ttft, 90), pct(ttft, 99), pct(e2e, 50), pct(e2e, 99), pct(tpot, 50), pct(itl, 99),
+          n / wall_s, toks / wall_s, prompt ? double(reused) / prompt : 0.0, failed};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::string out_dir = (fs::temp_directory_path() / "ragd_bench_e2e").string();
+  std::string json_path;
+  int n_req = 60, topics = 24, clients = 2, n_sched = 48;
+  double zipf = 0.9;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--out") out_dir = v;
+    else if (a == "--requests") n_req = std::stoi(v);
+    else if (a == "--topics") topics = std::stoi(v);
+    else if (a == "--zipf") zipf = std::stod(v);
+    else if (a == "--clients") clients = std::stoi(v);
+    else if (a == "--sched-requests") n_sched = std::stoi(v);
+    else if (a == "--json") json_path = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  fs::remove_all(out_dir);
+  fs::create_directories(out_dir);
+  const std::string model = out_dir + "/model", pipes = out_dir + "/pipelines", data = out_dir + "/data";
+  if (!make_model(model)) {
+    std::fprintf(stderr, "cannot write the model\n");
+    return 1;
+  }
+  fs::create_directories(pipes);
+  for (const char* m : {"none", "prefix", "knowledge_tree"})
+    write_file(fs::path(pipes) / (std::string(m) + ".toml"),
+               std::string("[pipeline]\nname = \"") + m + "\"\n[retriever]\ntop_k = 4\n[reuse]\nmode = \"" + m + "\"\n");
+  std::mt19937 rng(7);
+  RuntimeOptions base;
+  base.model_dir = model;
+  base.data_dir = data;
+  base.pipelines_dir = pipes;
+  base.kv_pool_bytes = 64ull << 20;
+  base.max_batch_tokens = 512;
+  base.max_running = 8;
+  base.retrieval_threads = 1;
+  {
+    auto rt = open_runtime(base);
+    if (!rt.ok()) {
+      std::fprintf(stderr, "open_runtime: %s\n", rt.status().to_string().c_str());
+      return 1;
+    }
+    auto s = rt->documents->ingest(synthetic_corpus(topics, rng));
+    if (!s.ok()) {
+      std::fprintf(stderr, "ingest: %s\n", s.status().to_string().c_str());
+      return 1;
+    }
+    rt->stop();
+  }
+
+  // ---- reuse modes on the Zipf workload ----------------------------------------------------
+  std::vector<double> w(topics);
+  for (int t = 0; t < topics; ++t) w[t] = 1.0 / std::pow(t + 1, zipf);
+  std::discrete_distribution<int> pick(w.begin(), w.end());
+  std::vector<Req> reqs;
+  for (int i = 0; i < n_req; ++i) {
+    Req q;
+    const int t = pick(rng);
+    q.query = made_up_word(t, "to") + " " + kFiller[rng() % std::size(kFiller)] + " " + kFiller[rng() % std::size(kFiller)] + "?";
+    q.max_tokens = 8;
+    reqs.push_back(q);
+  }
+  std::string json = "{\"reuse\":{";
+  std::printf("## KV reuse, Zipf(%.2f) over %d topics x 4 documents, top-4, %d requests, %d clients\n\n", zipf,
+              topics, n_req, clients);
+  std::printf("| reuse | TTFT p50 ms | TTFT p99 ms | e2e p50 ms | req/s | prompt tokens reused |\n|---|---|---|---|---|---|\n");
+  std::map<std::string, Summary> by_mode;
+  for (const char* m : {"none", "prefix", "knowledge_tree"}) {
+    fs::remove_all(fs::path(data) / "kvcache");
+    auto rt = open_runtime(base);
+    if (!rt.ok()) return 1;
+    for (auto& q : reqs) q.pipeline = m;
+    double wall = 0;
+    auto rs = closed_loop(*rt->executor, reqs, clients, &wall);
+    const Summary s = summarize(rs, wall);
+    by_mode[m] = s;
+    std::printf("| %s | %.1f | %.1f | %.1f | %.2f | %.0f%% |\n", m, s.ttft_p50, s.ttft_p99, s.e2e_p50, s.rps,
+                100 * s.reuse_frac);
+    json += std::string(m == std::string("none") ? "" : ",") + "\"" + m + "\":{\"ttft_p50_ms\":" + std::to_string(s.ttft_p50) +
+            ",\"ttft_p99_ms\":" + std::to_string(s.ttft_p99) + ",\"e2e_p50_ms\":" + std::to_string(s.e2e_p50) +
+            ",\"rps\":" + std::to_string(s.rps) + ",\"reused_fraction\":" + std::to_string(s.reuse_frac) +
+            ",\"failed\":" + std::to_string(s.failed) + "}";
+    rt->stop();
+  }
+  const auto& none = by_mode["none"];
+  std::printf("\nTTFT none / prefix: p50 %.2fx, p99 %.2fx; none / knowledge_tree: p50 %.2fx, p99 %.2fx\n\n",
+              none.ttft_p50 / by_mode["prefix"].ttft_p50, none.ttft_p99 / by_mode["prefix"].ttft_p99,
+              none.ttft_p50 / by_mode["knowledge_tree"].ttft_p50, none.ttft_p99 / by_mode["knowledge_tree"].ttft_p99);
+  json += "},\"sched\":{";
+
+  // ---- scheduling policies on a mixed short/long workload -----------------------------------
+  std::vector<Req> mix;
+  for (int i = 0; i < n_sched; ++i) {
+    Req q;
+    q.pipeline = "none";
+    q.cls = (rng() % 4 == 0) ? 1 : 0;
+    q.tenant = q.cls ? "batch" : "interactive";
+    q.max_tokens = q.cls ? 96 : 4;
+    q.query = made_up_word(rng() % topics, "to") + " " + kFiller[rng() % std::size(kFiller)];
+    mix.push_back(q);
+  }
+  // Capacity estimate: closed loop with max_running clients on the first requests.
+  RuntimeOptions so = base;
+  so.max_running = 4;
+  so.max_batch_tokens = 256;
+  double rate = 1.0;
+  {
+    auto rt = open_runtime(so);
+    if (!rt.ok()) return 1;
+    std::vector<Req> cal(mix.begin(), mix.begin() + std::min<size_t>(mix.size(), 16));
+    double wall = 0;
+    closed_loop(*rt->executor, cal, 4, &wall);
+    rate = 0.9 * cal.size() / wall;
+    rt->stop();
+  }
+  std::exponential_distribution<double> gap(rate);
+  double t = 0;
+  for (auto& q : mix) {
+    t += gap(rng);
+    q.arrival_s = t;
+  }
+  std::printf("## Scheduling, %d requests (75%% short: 4 tokens, 25%% long: 96 tokens), Poisson %.2f req/s, max_running 4\n\n",
+              n_sched, rate);
+  std::printf("| policy | TTFT p50 ms | TTFT p99 ms | short TTFT p99 ms | long TTFT p99 ms | e2e p99 ms |\n|---|---|---|---|---|---|\n");
+  bool first = true;
+  for (const char* p : {"fcfs", "sjf", "fair"}) {
+    RuntimeOptions o = so;
+    o.scheduler = p;
+    auto rt = open_runtime(o);
+    if (!rt.ok()) return 1;
+    double wall = 0;
+    auto rs = open_loop(*rt->executor, mix, &wall);
+    const Summary all = summarize(rs, wall), sh = summarize(rs, wall, 0), lg = summarize(rs, wall, 1);
+    std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", p, all.ttft_p50, all.ttft_p99, sh.ttft_p99, lg.ttft_p99,
+                all.e2e_p99);
+    const std::string stats = rt->executor->stats_json();
+    const size_t lp = stats.find("\"length_predictor\"");
+    if (std::string(p) == "sjf" && lp != std::string::npos)
+      std::printf("\nsjf length predictor: %s\n\n", stats.substr(lp, stats.find('}', lp) - lp + 1).c_str());
+    json += std::string(first ? "" : ",") + "\"" + p + "\":{\"ttft_p50_ms\":" + std::to_string(all.ttft_p50) +
+            ",\"ttft_p99_ms\":" + std::to_string(all.ttft_p99) + ",\"short_ttft_p99_ms\":" + std::to_string(sh.ttft_p99) +
+            ",\"long_ttft_p99_ms\":" + std::to_string(lg.ttft_p99) + ",\"e2e_p99_ms\":" + std::to_string(all.e2e_p99) + "}";
+    first = false;
+    rt->stop();
+  }
+  json += "},\"rate\":" + std::to_string(rate) + "}";
+  if (!json_path.empty()) write_file(json_path, json + "\n");
+  return 0;
+}
