@@ -1,5 +1,5 @@
 // ragctl make-model --preset {tiny,small,qwen2-0.5b,llama3-8b} [--seed N] [--dtype bf16|f16|f32]
-//                   [--shard-mb N] --out DIR
+//                   [--shard-mb N] (--out DIR | --dry-run)
 // Writes a random-weight Hugging Face model directory of a real shape: config.json,
 // model.safetensors (or shards + model.safetensors.index.json), tokenizer.json (a real byte-level
 // BPE trained deterministically on a built-in English sample), tokenizer_config.json and
@@ -192,6 +192,7 @@ struct Args {
   std::string dtype;
   std::string out;
   double shard_mb = 0;  // 0 = 2 GiB shards
+  bool dry_run = false;  // print the tensor plan and sizes, write nothing
 };
 
 Status run(const Args& a) {
@@ -218,6 +219,17 @@ Status run(const Args& a) {
   RAGD_RETURN_IF_ERROR(c.validate());
   const auto t_tok = std::chrono::steady_clock::now();
 
+  if (a.dry_run) {
+    int64_t params = 0;
+    size_t bytes = 0;
+    for (const auto& [s, init] : tensor_plan(c, p.dtype)) {
+      params += static_cast<int64_t>(s.nbytes() / dtype_size(s.dtype));
+      bytes += s.nbytes();
+    }
+    std::printf("%s%.3fB parameters, %.2f GB as %s, tokenizer %d ids\n", c.to_json().c_str(), params / 1e9, bytes / 1e9,
+                std::string(dtype_name(p.dtype)).c_str(), tok->vocab_size());
+    return Status::OK();
+  }
   std::error_code ec;
   fs::create_directories(a.out, ec);
   if (ec) return Status::IOError(fmt::format("{}: cannot create directory: {}", a.out, ec.message()));
@@ -294,9 +306,11 @@ Registration reg("make-model", "write a random-weight HF model directory (config
                    sub.add_option("--dtype", a->dtype, "bf16 | f16 | f32 (default: f32 for tiny, bf16 otherwise)")
                        ->check(CLI::IsMember({"bf16", "f16", "f32"}));
                    sub.add_option("--shard-mb", a->shard_mb, "max MB per safetensors shard (default 2048)");
-                   sub.add_option("--out", a->out, "output directory")->required();
+                   sub.add_option("--out", a->out, "output directory");
+                   sub.add_flag("--dry-run", a->dry_run, "print config.json and the parameter count, write nothing");
                    return [a]() -> int {
-                     Status st = run(*a);
+                     Status st = a->out.empty() && !a->dry_run ? Status::InvalidArgument("--out DIR is required")
+                                                              : run(*a);
                      if (!st.ok()) {
                        std::fprintf(stderr, "make-model: %s\n", st.to_string().c_str());
                        return 1;
