@@ -9,7 +9,8 @@ namespace ragd::kernels {
 // Dense layer in the Hugging Face nn.Linear layout:
 //   x: [m, k]   w: [n, k] (row-major, one output feature per row)   bias: [n] or nullptr
 //   y: [m, n] = x · wᵀ + bias        (accumulate: y += x · wᵀ + bias, e.g. a residual add)
-// m == 1 takes the GEMV path (one pass over w; decode is bound by streaming the weights).
+// Up to 8 rows (decode steps) a streaming kernel reads w exactly once (decode is bound by
+// streaming the weights); more rows go to OpenBLAS sgemm (prefill).
 void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
             bool accumulate = false);
 
