@@ -7,6 +7,7 @@
 import fs from 'fs';
 import path from 'path';
 import { pathToFileURL } from 'url';
+import { texts } from './reference_texts.mjs';
 
 const [pkgDir, outDir] = process.argv.slice(2);
 const mod = await import(pathToFileURL(path.join(pkgDir, 'bundle/llama3-tokenizer-with-baked-data.js')).href);
@@ -34,28 +35,6 @@ const tj = {
            fuse_unk: false, byte_fallback: false, ignore_merges: true, vocab, merges },
 };
 
-const texts = [
-  'Hello world',
-  'The quick brown fox jumps over the lazy dog.',
-  "I'm sure you'll love it; they've said it's GREAT, WE'LL SEE.",
-  'Numbers: 1234567890, 3.14159, -42, 1e-9, 100,000,000 and 2024-11-22T03:14:15Z.',
-  'def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\n\nprint(fib(30))\n',
-  '   leading spaces, trailing spaces   ',
-  'Tabs\tand\nnewlines\r\nand\u000bvertical\ttabs\n\n\n',
-  'Ünïcödé: café, naïve, Straße, Ελληνικά, русский язык, עברית, العربية.',
-  '中文文本测试。日本語のテキスト、한국어 텍스트.',
-  'Emoji 😀🎉👍🏽 and flags 🇫🇮🇯🇵 and ZWJ 👨‍👩‍👧‍👦.',
-  'Combining: e\u0301 a\u0308 n\u0303 and math ∑∫√∞ ≠ ≤ ≥.',
-  '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>',
-  'URLs like https://example.com/a/b?c=d&e=f#g and emails x.y@z.org',
-  'Mixed123letters456and789digits0 A1B2C3',
-  "Quotes: \"double\" 'single' `back` «guillemets» “curly” ‘curly’ — dashes – and … ellipsis",
-  '                                                                  ',
-  'A'.repeat(300),
-  'retrieval-augmented generation reuses the KV cache of documents across requests',
-  '{"key": [1, 2, 3], "nested": {"a": null, "b": true}}',
-  'Mr. O\'Neil\'s co-op isn\'t open on Sundays; it\'d be nice if it were.',
-];
 const cases = texts.map(text => ({ text, ids: tok.encode(text, { bos: false, eos: false }) }));
 fs.mkdirSync(outDir, { recursive: true });
 fs.writeFileSync(path.join(outDir, 'tokenizer.json'), JSON.stringify(tj));
