@@ -1,7 +1,7 @@
 // Engine (CPU) benchmark: prefill and decode tokens/s at several batch sizes for a model shape
 // built in memory with random weights, each next to the machine's ceiling measured in the same
-// run: memory read bandwidth (decode bound = weight bytes per step / bandwidth) and large-sgemm
-// GFLOP/s (prefill bound = FLOPs / sgemm rate).
+// run: memory read bandwidth and large-sgemm GFLOP/s. Decode bound per step = max(bytes of weights
+// + KV / bandwidth, FLOPs / sgemm rate); prefill bound = FLOPs / sgemm rate.
 //
 //   bench_engine --preset small|qwen2-0.5b [--batches 1,8,32] [--prompt 128] [--decode 16]
 //                [--threads N] [--hidden H --layers L --heads A --kv-heads K --head-dim D
@@ -268,6 +268,16 @@ int main(int argc, char** argv) {
   std::printf("# model built in %.1f s; weights read per decode step %.1f MiB (f32)\n", build_s, step_bytes / 1048576.0);
   std::printf("# ceilings: read bandwidth %.2f GB/s, sgemm(2048^3) %.1f GFLOP/s\n", bw / 1e9, peak / 1e9);
   std::printf("# prompt=%d tokens/seq, decode=%d steps\n", a.prompt, a.decode);
+  {
+    const char* wp = std::getenv("OMP_WAIT_POLICY");
+    char load[64] = "?";
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fgets(load, sizeof(load), f) == nullptr) std::strcpy(load, "?");
+      std::fclose(f);
+      load[std::strcspn(load, "\n")] = 0;
+    }
+    std::printf("# OMP_WAIT_POLICY=%s, loadavg %s (shared machine: ratios, not absolutes)\n", wp ? wp : "(unset)", load);
+  }
   std::printf("%-6s %-8s %12s %12s %8s\n", "batch", "phase", "tok/s", "bound tok/s", "ratio");
 
   uint64_t rng = 88172645463325252ULL;
@@ -330,7 +340,9 @@ int main(int argc, char** argv) {
     const double dec_tokens = static_cast<double>(batch) * a.decode;
     // Memory bound per step: weights once + every sequence's KV so far.
     const double kv_bytes = static_cast<double>(kv_token_bytes) * batch * (a.prompt + a.decode / 2.0);
-    const double dec_bound = batch / ((step_bytes + kv_bytes) / bw);
+    // Roofline: a step takes at least max(bytes / bandwidth, FLOPs / sgemm rate).
+    const double dec_flops = 2.0 * (c.num_hidden_layers * layer_params + v * h) * batch;
+    const double dec_bound = batch / std::max((step_bytes + kv_bytes) / bw, dec_flops / peak);
     std::printf("%-6d %-8s %12.1f %12.1f %7.1f%%\n", batch, "decode", dec_tokens / dec_s, dec_bound,
                 100.0 * (dec_tokens / dec_s) / dec_bound);
     for (auto& t : tables) t.release(model->kv_pool());
