@@ -1,0 +1,79 @@
+// Daemon configuration: one TOML file (configs/ragd.toml), command-line overrides, and the
+// effective config printed back as TOML (`ragd --print-config`).
+//
+// Every option lives in one table of dotted keys ("server.listen", "runtime.max_running", ...)
+// that drives parsing, overrides and printing, so the three can never disagree.
+// Precedence: built-in defaults < config file < flags.
+// Thread-safety: value types; the functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/pipelines/runtime.h"
+
+namespace ragd::daemon {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8080";  // host:port; port 0 = pick a free port
+  int threads = 0;                         // io_context threads; 0 = hardware concurrency (min 2)
+  size_t max_body_bytes = 8u << 20;        // request body limit; default 8 MiB (413 above)
+  size_t max_header_bytes = 16u << 10;     // request header limit; default 16 KiB (431 above)
+  int read_timeout_ms = 30000;             // whole-request read deadline; default 30 s
+  int write_timeout_ms = 30000;            // per-write deadline; default 30 s
+  int idle_timeout_ms = 60000;             // keep-alive idle deadline; default 60 s
+  int max_connections = 1024;              // accepted sockets above this are closed at once
+  int stream_queue_limit = 1024;           // queued outgoing messages per stream before disconnect
+  int ws_ping_interval_ms = 20000;         // WebSocket ping period; default 20 s
+  int shutdown_deadline_ms = 10000;        // graceful stop: in-flight requests get this long
+};
+
+struct TenantLimit {
+  int max_concurrent = 0;  // 0 = limits.max_concurrent_per_tenant
+};
+
+struct AuthOptions {
+  // API key -> tenant. Empty = auth disabled (every request is tenant "default").
+  std::map<std::string, std::string> keys;
+};
+
+struct LimitOptions {
+  int max_concurrent_per_tenant = 64;  // concurrent runs/completions per tenant (429 above)
+  int retry_after_s = 1;               // Retry-After header on 429
+  std::map<std::string, TenantLimit> tenants;  // per-tenant overrides
+};
+
+struct DaemonConfig {
+  ServerOptions server;
+  pipelines::RuntimeOptions runtime;
+  AuthOptions auth;
+  LimitOptions limits;
+  std::string log_level = "info";  // trace | debug | info | warn | error | off
+};
+
+// Parses TOML text on top of `cfg` (so defaults survive for absent keys). Unknown keys and wrong
+// types are errors naming the key: "ragd.toml: server.threads: expected integer, got string".
+[[nodiscard]] Status apply_toml(DaemonConfig& cfg, const std::string& toml_text,
+                                const std::string& source_name = "config");
+[[nodiscard]] Status load_config_file(DaemonConfig& cfg, const std::string& path);
+
+// One "key=value" override from the command line (`--set server.threads=4`); value parsed by
+// the key's type. Also used by the named flags (--listen, --model, ...).
+[[nodiscard]] Status apply_override(DaemonConfig& cfg, const std::string& key, const std::string& value);
+
+// Checks cross-field constraints (ranges, listen address). Names the key on failure.
+[[nodiscard]] Status validate(const DaemonConfig& cfg);
+
+// The effective config as TOML (API keys are masked unless show_secrets).
+std::string to_toml(const DaemonConfig& cfg, bool show_secrets = false);
+
+// "host:port" -> parts. Port must be 0..65535.
+[[nodiscard]] Status parse_listen(const std::string& listen, std::string* host, uint16_t* port);
+
+// Names of every scalar key in the option table (for docs and tests).
+std::vector<std::string> config_keys();
+
+}  // namespace ragd::daemon

@@ -1,0 +1,327 @@
+// Config table, TOML parsing (toml++: the only TU that includes it), overrides, printing.
+#include "ragd/daemon/config.h"
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include <toml++/toml.h>
+
+namespace ragd::daemon {
+namespace {
+
+enum class Type { kString, kInt, kSize, kBool };
+
+struct Field {
+  const char* key;      // dotted
+  Type type;
+  const char* comment;  // printed above the key
+  std::function<void*(DaemonConfig&)> ptr;
+};
+
+#define RAGD_F(key, type, comment, expr) \
+  Field { key, type, comment, [](DaemonConfig& c) -> void* { return &(c.expr); } }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> f = {
+      RAGD_F("log_level", Type::kString, "trace | debug | info | warn | error | off", log_level),
+      // server
+      RAGD_F("server.listen", Type::kString, "host:port to listen on; port 0 picks a free port", server.listen),
+      RAGD_F("server.threads", Type::kInt, "io_context threads; 0 = hardware concurrency (min 2)", server.threads),
+      RAGD_F("server.max_body_bytes", Type::kSize, "request body limit in bytes (413 above)", server.max_body_bytes),
+      RAGD_F("server.max_header_bytes", Type::kSize, "request header limit in bytes (431 above)", server.max_header_bytes),
+      RAGD_F("server.read_timeout_ms", Type::kInt, "deadline to read one whole request, ms", server.read_timeout_ms),
+      RAGD_F("server.write_timeout_ms", Type::kInt, "deadline for one write to the client, ms", server.write_timeout_ms),
+      RAGD_F("server.idle_timeout_ms", Type::kInt, "keep-alive connection idle deadline, ms", server.idle_timeout_ms),
+      RAGD_F("server.max_connections", Type::kInt, "open connections above this are closed at accept", server.max_connections),
+      RAGD_F("server.stream_queue_limit", Type::kInt,
+             "queued outgoing stream messages per client before it is disconnected and its run cancelled",
+             server.stream_queue_limit),
+      RAGD_F("server.ws_ping_interval_ms", Type::kInt, "WebSocket ping period, ms", server.ws_ping_interval_ms),
+      RAGD_F("server.shutdown_deadline_ms", Type::kInt,
+             "on SIGINT/SIGTERM in-flight requests get this long before they are cancelled, ms",
+             server.shutdown_deadline_ms),
+      // runtime
+      RAGD_F("runtime.model_dir", Type::kString, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)", runtime.model_dir),
+      RAGD_F("runtime.data_dir", Type::kString, "document store, vector index and SSD KV tier live here", runtime.data_dir),
+      RAGD_F("runtime.pipelines_dir", Type::kString, "directory of *.toml pipeline specs; \"\" = only the built-in \"default\"", runtime.pipelines_dir),
+      RAGD_F("runtime.device", Type::kString, "\"cpu\" or \"cuda:N\"", runtime.device),
+      RAGD_F("runtime.scheduler", Type::kString, "fcfs | sjf | mlfq | fair", runtime.scheduler),
+      RAGD_F("runtime.max_batch_tokens", Type::kInt, "token budget per scheduler step (chunked prefill)", runtime.max_batch_tokens),
+      RAGD_F("runtime.max_running", Type::kInt, "concurrent sequences in the running batch", runtime.max_running),
+      RAGD_F("runtime.max_queue", Type::kInt, "waiting requests before new ones get 429", runtime.max_queue),
+      RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.kv_pool_bytes),
+      RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.dram_cache_bytes),
+      RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.ssd_cache_bytes),
+      RAGD_F("runtime.eviction", Type::kString, "pgdsf | lru | lfu | gdsf", runtime.eviction),
+      RAGD_F("runtime.preemption", Type::kString, "swap | recompute", runtime.preemption),
+      RAGD_F("runtime.retrieval_threads", Type::kInt, "retrieval thread pool size", runtime.retrieval_threads),
+      RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.num_threads),
+      RAGD_F("runtime.embedder", Type::kString, "hashing | model", runtime.embedder),
+      RAGD_F("runtime.index_spec", Type::kString, "FAISS factory string for new indexes", runtime.index_spec),
+      RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
+      // limits
+      RAGD_F("limits.max_concurrent_per_tenant", Type::kInt, "concurrent runs per tenant; more get 429 + Retry-After", limits.max_concurrent_per_tenant),
+      RAGD_F("limits.retry_after_s", Type::kInt, "Retry-After value sent with 429, seconds", limits.retry_after_s),
+  };
+  return f;
+}
+#undef RAGD_F
+
+const Field* find_field(std::string_view key) {
+  for (const auto& f : fields())
+    if (key == f.key) return &f;
+  return nullptr;
+}
+
+const char* type_name(Type t) {
+  switch (t) {
+    case Type::kString: return "string";
+    case Type::kInt: return "integer";
+    case Type::kSize: return "non-negative integer";
+    case Type::kBool: return "boolean";
+  }
+  return "?";
+}
+
+std::string toml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+Status set_int(const Field& f, DaemonConfig& cfg, int64_t v) {
+  if (f.type == Type::kInt) {
+    if (v < INT32_MIN || v > INT32_MAX) return Status::InvalidArgument(std::string(f.key) + ": value out of range");
+    *static_cast<int*>(f.ptr(cfg)) = static_cast<int>(v);
+  } else if (f.type == Type::kSize) {
+    if (v < 0) return Status::InvalidArgument(std::string(f.key) + ": must be >= 0, got " + std::to_string(v));
+    *static_cast<size_t*>(f.ptr(cfg)) = static_cast<size_t>(v);
+  } else {
+    return Status::InvalidArgument(std::string(f.key) + ": expected " + type_name(f.type) + ", got integer");
+  }
+  return Status::OK();
+}
+
+const char* node_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    default: return "date/time";
+  }
+}
+
+Status apply_node(DaemonConfig& cfg, const std::string& key, const toml::node& n) {
+  // Map-valued sections first.
+  if (key == "auth.keys") {
+    const toml::table* t = n.as_table();
+    if (!t) return Status::InvalidArgument("auth.keys: expected a table of \"api-key\" = \"tenant\"");
+    for (const auto& [k, v] : *t) {
+      auto tenant = v.value<std::string>();
+      if (!tenant || tenant->empty())
+        return Status::InvalidArgument("auth.keys." + std::string(k.str()) + ": expected a non-empty tenant string");
+      if (k.str().empty()) return Status::InvalidArgument("auth.keys: empty API key");
+      cfg.auth.keys[std::string(k.str())] = *tenant;
+    }
+    return Status::OK();
+  }
+  if (key == "limits.tenants") {
+    const toml::table* t = n.as_table();
+    if (!t) return Status::InvalidArgument("limits.tenants: expected a table of tenant tables");
+    for (const auto& [tenant, v] : *t) {
+      const toml::table* tt = v.as_table();
+      std::string base = "limits.tenants." + std::string(tenant.str());
+      if (!tt) return Status::InvalidArgument(base + ": expected a table");
+      for (const auto& [k2, v2] : *tt) {
+        if (k2.str() != "max_concurrent")
+          return Status::InvalidArgument(base + "." + std::string(k2.str()) + ": unknown key");
+        auto iv = v2.value<int64_t>();
+        if (!v2.is_integer() || !iv || *iv < 0 || *iv > INT32_MAX)
+          return Status::InvalidArgument(base + ".max_concurrent: expected a non-negative integer");
+        cfg.limits.tenants[std::string(tenant.str())].max_concurrent = static_cast<int>(*iv);
+      }
+    }
+    return Status::OK();
+  }
+  if (const toml::table* t = n.as_table()) {
+    for (const auto& [k, v] : *t) {
+      std::string sub = key.empty() ? std::string(k.str()) : key + "." + std::string(k.str());
+      RAGD_RETURN_IF_ERROR(apply_node(cfg, sub, v));
+    }
+    return Status::OK();
+  }
+  const Field* f = find_field(key);
+  if (!f) return Status::InvalidArgument(key + ": unknown key");
+  switch (f->type) {
+    case Type::kString:
+      if (!n.is_string()) return Status::InvalidArgument(key + ": expected string, got " + node_type_name(n));
+      *static_cast<std::string*>(f->ptr(cfg)) = *n.value<std::string>();
+      return Status::OK();
+    case Type::kInt:
+    case Type::kSize:
+      if (!n.is_integer()) return Status::InvalidArgument(key + ": expected " + type_name(f->type) + ", got " + node_type_name(n));
+      return set_int(*f, cfg, *n.value<int64_t>());
+    case Type::kBool:
+      if (!n.is_boolean()) return Status::InvalidArgument(key + ": expected boolean, got " + node_type_name(n));
+      *static_cast<bool*>(f->ptr(cfg)) = *n.value<bool>();
+      return Status::OK();
+  }
+  return Status::Internal("unreachable");
+}
+
+}  // namespace
+
+Status apply_toml(DaemonConfig& cfg, const std::string& toml_text, const std::string& source_name) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    return Status::InvalidArgument(os.str());
+  }
+  Status st = apply_node(cfg, "", tbl);
+  if (!st.ok()) return st.with_context(source_name);
+  return validate(cfg).with_context(source_name);
+}
+
+Status load_config_file(DaemonConfig& cfg, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return apply_toml(cfg, ss.str(), path);
+}
+
+Status apply_override(DaemonConfig& cfg, const std::string& key, const std::string& value) {
+  const Field* f = find_field(key);
+  if (!f) return Status::InvalidArgument(key + ": unknown config key");
+  switch (f->type) {
+    case Type::kString:
+      *static_cast<std::string*>(f->ptr(cfg)) = value;
+      return Status::OK();
+    case Type::kInt:
+    case Type::kSize: {
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || p != value.data() + value.size() || value.empty())
+        return Status::InvalidArgument(key + ": expected " + type_name(f->type) + ", got '" + value + "'");
+      return set_int(*f, cfg, v);
+    }
+    case Type::kBool:
+      if (value == "true" || value == "1") *static_cast<bool*>(f->ptr(cfg)) = true;
+      else if (value == "false" || value == "0") *static_cast<bool*>(f->ptr(cfg)) = false;
+      else return Status::InvalidArgument(key + ": expected true or false, got '" + value + "'");
+      return Status::OK();
+  }
+  return Status::Internal("unreachable");
+}
+
+Status parse_listen(const std::string& listen, std::string* host, uint16_t* port) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return Status::InvalidArgument("server.listen: expected host:port, got '" + listen + "'");
+  std::string h = listen.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  std::string p = listen.substr(colon + 1);
+  int v = -1;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+  if (p.empty() || ec != std::errc() || end != p.data() + p.size() || v < 0 || v > 65535)
+    return Status::InvalidArgument("server.listen: port must be 0..65535, got '" + p + "'");
+  if (host) *host = h;
+  if (port) *port = static_cast<uint16_t>(v);
+  return Status::OK();
+}
+
+Status validate(const DaemonConfig& c) {
+  RAGD_RETURN_IF_ERROR(parse_listen(c.server.listen, nullptr, nullptr));
+  auto positive = [](const char* key, int64_t v) -> Status {
+    if (v <= 0) return Status::InvalidArgument(std::string(key) + ": must be > 0, got " + std::to_string(v));
+    return Status::OK();
+  };
+  if (c.server.threads < 0) return Status::InvalidArgument("server.threads: must be >= 0");
+  RAGD_RETURN_IF_ERROR(positive("server.max_body_bytes", static_cast<int64_t>(c.server.max_body_bytes)));
+  RAGD_RETURN_IF_ERROR(positive("server.max_header_bytes", static_cast<int64_t>(c.server.max_header_bytes)));
+  RAGD_RETURN_IF_ERROR(positive("server.read_timeout_ms", c.server.read_timeout_ms));
+  RAGD_RETURN_IF_ERROR(positive("server.write_timeout_ms", c.server.write_timeout_ms));
+  RAGD_RETURN_IF_ERROR(positive("server.idle_timeout_ms", c.server.idle_timeout_ms));
+  RAGD_RETURN_IF_ERROR(positive("server.max_connections", c.server.max_connections));
+  RAGD_RETURN_IF_ERROR(positive("server.stream_queue_limit", c.server.stream_queue_limit));
+  RAGD_RETURN_IF_ERROR(positive("server.ws_ping_interval_ms", c.server.ws_ping_interval_ms));
+  if (c.server.shutdown_deadline_ms < 0) return Status::InvalidArgument("server.shutdown_deadline_ms: must be >= 0");
+  RAGD_RETURN_IF_ERROR(positive("runtime.max_batch_tokens", c.runtime.max_batch_tokens));
+  RAGD_RETURN_IF_ERROR(positive("runtime.max_running", c.runtime.max_running));
+  RAGD_RETURN_IF_ERROR(positive("runtime.max_queue", c.runtime.max_queue));
+  RAGD_RETURN_IF_ERROR(positive("runtime.chunk_tokens", c.runtime.chunk_tokens));
+  RAGD_RETURN_IF_ERROR(positive("runtime.retrieval_threads", c.runtime.retrieval_threads));
+  if (c.runtime.num_threads < 0) return Status::InvalidArgument("runtime.num_threads: must be >= 0");
+  RAGD_RETURN_IF_ERROR(positive("limits.max_concurrent_per_tenant", c.limits.max_concurrent_per_tenant));
+  if (c.limits.retry_after_s < 0) return Status::InvalidArgument("limits.retry_after_s: must be >= 0");
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  bool ok = false;
+  for (const char* l : kLevels) ok = ok || c.log_level == l;
+  if (!ok) return Status::InvalidArgument("log_level: expected trace|debug|info|warn|error|off, got '" + c.log_level + "'");
+  return Status::OK();
+}
+
+std::string to_toml(const DaemonConfig& cfg_in, bool show_secrets) {
+  DaemonConfig cfg = cfg_in;  // fields() hands out mutable pointers
+  std::ostringstream os;
+  os << "# ragd effective configuration\n";
+  std::string section;
+  for (const auto& f : fields()) {
+    std::string key = f.key;
+    auto dot = key.find('.');
+    std::string sec = dot == std::string::npos ? "" : key.substr(0, dot);
+    std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+    if (sec != section) {
+      os << "\n[" << sec << "]\n";
+      section = sec;
+    }
+    os << "# " << f.comment << "\n" << leaf << " = ";
+    void* p = f.ptr(cfg);
+    switch (f.type) {
+      case Type::kString: os << toml_quote(*static_cast<std::string*>(p)); break;
+      case Type::kInt: os << *static_cast<int*>(p); break;
+      case Type::kSize: os << *static_cast<size_t*>(p); break;
+      case Type::kBool: os << (*static_cast<bool*>(p) ? "true" : "false"); break;
+    }
+    os << "\n";
+  }
+  os << "\n# Per-tenant overrides: [limits.tenants.NAME] max_concurrent = N\n";
+  for (const auto& [t, l] : cfg.limits.tenants)
+    os << "[limits.tenants." << toml_quote(t) << "]\nmax_concurrent = " << l.max_concurrent << "\n";
+  os << "\n# API keys: \"key\" = \"tenant\". Empty = auth disabled.\n[auth.keys]\n";
+  for (const auto& [k, t] : cfg.auth.keys) {
+    std::string shown = show_secrets ? k : (k.size() > 4 ? k.substr(0, 4) + "..." : std::string("..."));
+    os << toml_quote(shown) << " = " << toml_quote(t) << "\n";
+  }
+  return os.str();
+}
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> out;
+  for (const auto& f : fields()) out.push_back(f.key);
+  return out;
+}
+
+}  // namespace ragd::daemon

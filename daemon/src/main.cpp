@@ -1,0 +1,164 @@
+// ragd: the RAG serving daemon.
+//
+//   ragd --model DIR --data DIR --listen 127.0.0.1:8080
+//   ragd --config configs/ragd.toml --set server.threads=8
+//   ragd --config configs/ragd.toml --print-config
+//
+// Starts listening at once (/healthz 200, /readyz 503), loads the runtime, then /readyz turns
+// 200. SIGINT/SIGTERM: stop accepting, let in-flight requests finish within
+// server.shutdown_deadline_ms, cancel the rest, flush cache metadata, exit 0.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+
+#include "ragd/common/log.h"
+#include "ragd/daemon/api.h"
+#include "ragd/daemon/config.h"
+#include "ragd/daemon/server.h"
+#include "ragd/pipelines/runtime.h"
+
+using namespace ragd;
+
+int main(int argc, char** argv) {
+  CLI::App app{"ragd - retrieval-augmented generation serving daemon"};
+  std::string config_path, model, data, listen, pipelines_dir, device, log_level;
+  int threads = -1;
+  std::vector<std::string> sets, api_keys;
+  bool print_config = false, show_secrets = false;
+  app.add_option("-c,--config", config_path, "TOML config file (configs/ragd.toml documents every option)");
+  app.add_option("--model", model, "model directory (runtime.model_dir)");
+  app.add_option("--data", data, "data directory: document store, index, SSD cache (runtime.data_dir)");
+  app.add_option("--listen", listen, "host:port (server.listen); port 0 picks a free port");
+  app.add_option("--pipelines", pipelines_dir, "directory of pipeline *.toml specs (runtime.pipelines_dir)");
+  app.add_option("--device", device, "cpu | cuda:N (runtime.device)");
+  app.add_option("--threads", threads, "io threads (server.threads)");
+  app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
+  app.add_option("--api-key", api_keys, "KEY=TENANT; repeatable; enables auth");
+  app.add_option("--set", sets, "any option as section.key=value; repeatable");
+  app.add_flag("--print-config", print_config, "print the effective config as TOML and exit");
+  app.add_flag("--show-secrets", show_secrets, "with --print-config: print API keys unmasked");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  daemon::DaemonConfig cfg;
+  auto die = [](const Status& st) {
+    std::fprintf(stderr, "ragd: %s\n", st.to_string().c_str());
+    return 2;
+  };
+  if (!config_path.empty()) {
+    Status st = daemon::load_config_file(cfg, config_path);
+    if (!st.ok()) return die(st);
+  }
+  std::vector<std::pair<std::string, std::string>> overrides;
+  if (!model.empty()) overrides.emplace_back("runtime.model_dir", model);
+  if (!data.empty()) overrides.emplace_back("runtime.data_dir", data);
+  if (!listen.empty()) overrides.emplace_back("server.listen", listen);
+  if (!pipelines_dir.empty()) overrides.emplace_back("runtime.pipelines_dir", pipelines_dir);
+  if (!device.empty()) overrides.emplace_back("runtime.device", device);
+  if (threads >= 0) overrides.emplace_back("server.threads", std::to_string(threads));
+  if (!log_level.empty()) overrides.emplace_back("log_level", log_level);
+  for (const auto& s : sets) {
+    auto eq = s.find('=');
+    if (eq == std::string::npos) return die(Status::InvalidArgument("--set '" + s + "': expected section.key=value"));
+    overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  for (const auto& [k, v] : overrides) {
+    Status st = daemon::apply_override(cfg, k, v);
+    if (!st.ok()) return die(st.with_context("flag"));
+  }
+  for (const auto& kv : api_keys) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      return die(Status::InvalidArgument("--api-key: expected KEY=TENANT"));
+    cfg.auth.keys[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (Status st = daemon::validate(cfg); !st.ok()) return die(st);
+  if (print_config) {
+    std::cout << daemon::to_toml(cfg, show_secrets);
+    return 0;
+  }
+  if (cfg.runtime.model_dir.empty()) return die(Status::InvalidArgument("runtime.model_dir: required (--model DIR)"));
+  if (cfg.runtime.data_dir.empty()) return die(Status::InvalidArgument("runtime.data_dir: required (--data DIR)"));
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  log::daemon()->set_level(spdlog::level::from_str(cfg.log_level));
+
+  // Signals are taken synchronously by this thread; every other thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto api = std::make_shared<daemon::Api>(cfg);
+  auto server = daemon::Server::start(cfg.server, api);
+  if (!server.ok()) return die(server.status());
+  std::printf("ragd listening on http://%s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+  log::daemon()->info("listening on {} ({} io threads); loading model {} with data {}", (*server)->address(),
+                      cfg.server.threads, cfg.runtime.model_dir, cfg.runtime.data_dir);
+
+  // Load in the background so that /healthz answers and /readyz says 503 meanwhile.
+  std::mutex mu;
+  std::optional<Result<pipelines::Runtime>> loaded;
+  std::thread loader([&] {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = pipelines::open_runtime(cfg.runtime);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> l(mu);
+    if (r.ok()) {
+      api->set_runtime(r->executor.get(), r->documents.get());
+      log::daemon()->info("runtime ready in {:.0f} ms: model '{}'", ms, r->executor->model_name());
+    }
+    loaded.emplace(std::move(r));
+  });
+
+  int exit_code = 0;
+  for (;;) {
+    timespec ts{0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(&sigs, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) {
+      log::daemon()->info("received {}: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      break;
+    }
+    std::lock_guard<std::mutex> l(mu);
+    if (loaded && !loaded->ok()) {
+      log::daemon()->error("cannot start runtime: {}", loaded->status().to_string());
+      exit_code = 1;
+      break;
+    }
+  }
+
+  // Graceful stop.
+  api->begin_shutdown();
+  (*server)->stop_accepting();
+  loader.join();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.server.shutdown_deadline_ms);
+  while (api->in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (int n = api->in_flight(); n > 0) {
+    log::daemon()->warn("shutdown deadline passed with {} run(s) in flight; cancelling", n);
+    api->cancel_all();
+    auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (api->in_flight() > 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (loaded && loaded->ok() && (*loaded)->stop) {
+    log::daemon()->info("stopping runtime (flushing cache metadata)");
+    (*loaded)->stop();
+  }
+  (*server)->stop();
+  api->set_runtime(nullptr, nullptr);
+  log::daemon()->info("bye");
+  return exit_code;
+}

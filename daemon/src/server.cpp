@@ -1,0 +1,587 @@
+// Beast transport: listener, HTTP sessions (plain and SSE), WebSocket sessions.
+// The only translation unit of the daemon that includes Boost.Asio/Beast.
+#include "ragd/daemon/server.h"
+
+#include <chrono>
+#include <array>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "ragd/common/log.h"
+
+namespace ragd::daemon {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void shutdown() = 0;  // any thread
+  // A strong reference, or null when the session is already being destroyed.
+  virtual std::shared_ptr<void> keep_alive() = 0;
+};
+
+// State shared by the listener and every session.
+struct Shared {
+  ServerOptions opts;
+  std::shared_ptr<Handler> handler;
+  std::atomic<int> connections{0};
+  std::mutex mu;
+  std::list<SessionBase*> sessions;  // guarded by mu; entries removed by the session destructor
+};
+
+class Registration {
+ public:
+  Registration(std::shared_ptr<Shared> sh, SessionBase* s) : sh_(std::move(sh)) {
+    std::lock_guard<std::mutex> l(sh_->mu);
+    it_ = sh_->sessions.insert(sh_->sessions.end(), s);
+  }
+  ~Registration() {
+    std::lock_guard<std::mutex> l(sh_->mu);
+    sh_->sessions.erase(it_);
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+
+ private:
+  std::shared_ptr<Shared> sh_;
+  std::list<SessionBase*>::iterator it_;
+};
+
+std::string reason_phrase(int status) {
+  auto r = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
+  return r.empty() ? std::string("Unknown") : std::string(r);
+}
+
+std::string serialize_head(const HttpResponse& r, bool keep_alive, bool chunked, size_t content_length) {
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
+  out += "Server: ragd\r\n";
+  out += "Content-Type: " + r.content_type + "\r\n";
+  for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
+  if (chunked) out += "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
+  else out += "Content-Length: " + std::to_string(content_length) + "\r\n";
+  out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  return out;
+}
+
+template <class Req>
+HttpRequest to_request(const Req& req, const std::string& remote) {
+  HttpRequest r;
+  r.method = std::string(req.method_string());
+  r.target = std::string(req.target());
+  auto q = r.target.find('?');
+  r.path = r.target.substr(0, q);
+  if (q != std::string::npos) r.query = r.target.substr(q + 1);
+  for (const auto& f : req) {
+    std::string name(f.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto [it, inserted] = r.headers.emplace(name, std::string(f.value()));
+    if (!inserted) it->second += ", " + std::string(f.value());
+  }
+  r.body = req.body();
+  r.remote = remote;
+  r.keep_alive = req.keep_alive();
+  return r;
+}
+
+std::string endpoint_str(const tcp::socket& s) {
+  beast::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (ec) return "?";
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket session
+class WsSession : public SessionBase, public StreamWriter, public std::enable_shared_from_this<WsSession> {
+ public:
+  WsSession(beast::tcp_stream&& stream, std::shared_ptr<Shared> sh, std::string remote)
+      : ws_(std::move(stream)), sh_(std::move(sh)), reg_(sh_, this), remote_(std::move(remote)),
+        close_timer_(ws_.get_executor()) {}
+  ~WsSession() override { sh_->connections.fetch_sub(1); }
+
+  void run(http::request<http::string_body> req) {
+    beast::get_lowest_layer(ws_).expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = std::chrono::milliseconds(sh_->opts.read_timeout_ms);
+    t.idle_timeout = std::chrono::milliseconds(2 * sh_->opts.ws_ping_interval_ms);
+    t.keep_alive_pings = true;  // ping at idle_timeout / 2, drop the peer if nothing comes back
+    ws_.set_option(t);
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, "ragd"); }));
+    ws_.read_message_max(sh_->opts.max_body_bytes);
+    HttpRequest hr = to_request(req, remote_);
+    HttpResponse reject;
+    handler_ = sh_->handler->open_ws(hr, shared_from_this(), &reject);
+    if (!handler_) {
+      open_ = false;
+      auto raw = std::make_shared<std::string>(serialize_head(reject, false, false, reject.body.size()) + reject.body);
+      beast::get_lowest_layer(ws_).expires_after(std::chrono::milliseconds(sh_->opts.write_timeout_ms));
+      net::async_write(beast::get_lowest_layer(ws_), net::buffer(*raw),
+                       [self = shared_from_this(), raw](beast::error_code, size_t) {
+                         beast::error_code ec;
+                         beast::get_lowest_layer(self->ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
+                         beast::get_lowest_layer(self->ws_).close();
+                       });
+      return;
+    }
+    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+  }
+
+  bool send(std::string msg) override {
+    if (!open_.load()) return false;
+    int q = queued_.fetch_add(1) + 1;
+    if (q > sh_->opts.stream_queue_limit) {
+      close(1008, "client not reading: stream queue limit reached");
+      return false;
+    }
+    net::post(ws_.get_executor(), [self = shared_from_this(), m = std::move(msg)]() mutable {
+      self->outq_.push_back(std::move(m));
+      self->maybe_write();
+    });
+    return true;
+  }
+  void finish() override {}
+  void close(uint16_t code, std::string reason) override {
+    open_ = false;
+    net::post(ws_.get_executor(), [self = shared_from_this(), code, reason = std::move(reason)]() {
+      self->do_close(code, reason);
+    });
+  }
+  bool is_open() const override { return open_.load(); }
+
+  void shutdown() override { close(1001, "server shutting down"); }
+  std::shared_ptr<void> keep_alive() override { return weak_from_this().lock(); }
+
+ private:
+  void on_accept(beast::error_code ec) {
+    if (ec) return on_gone();
+    accepted_ = true;
+    maybe_write();
+    do_read();
+  }
+  void do_read() {
+    ws_.async_read(buf_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+  void on_read(beast::error_code ec) {
+    if (ec) return on_gone();
+    std::string msg = beast::buffers_to_string(buf_.data());
+    buf_.consume(buf_.size());
+    if (handler_) handler_->on_text(std::move(msg));
+    do_read();
+  }
+  void maybe_write() {
+    if (writing_ || !accepted_ || closing_ || outq_.empty()) return;
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(net::buffer(outq_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->on_write(ec);
+    });
+  }
+  void on_write(beast::error_code ec) {
+    writing_ = false;
+    if (ec) return on_gone();
+    outq_.pop_front();
+    queued_.fetch_sub(1);
+    maybe_write();
+  }
+  void do_close(uint16_t code, const std::string& reason) {
+    if (closing_ || gone_) return;
+    closing_ = true;
+    open_ = false;
+    if (!accepted_) {
+      beast::get_lowest_layer(ws_).close();
+      return on_gone();
+    }
+    log::daemon()->info("ws {} closing: {} {}", remote_, code, reason);
+    websocket::close_reason cr(static_cast<websocket::close_code>(code), reason);
+    ws_.async_close(cr, [self = shared_from_this()](beast::error_code) {
+      self->close_timer_.cancel();
+      beast::get_lowest_layer(self->ws_).close();
+    });
+    // A peer that does not read never lets the close frame out: cut the socket after a grace period.
+    close_timer_.expires_after(std::chrono::seconds(2));
+    close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec) beast::get_lowest_layer(self->ws_).close();
+    });
+    on_gone();
+  }
+  void on_gone() {
+    open_ = false;
+    if (gone_) return;
+    gone_ = true;
+    // The handler holds this session as its writer: dropping it here breaks the cycle.
+    if (auto h = std::move(handler_)) h->on_close();
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<Shared> sh_;
+  Registration reg_;
+  std::string remote_;
+  net::steady_timer close_timer_;
+  beast::flat_buffer buf_;
+  std::shared_ptr<WsHandler> handler_;
+  // strand-only state
+  std::deque<std::string> outq_;
+  bool writing_ = false, accepted_ = false, closing_ = false, gone_ = false;
+  std::atomic<bool> open_{true};
+  std::atomic<int> queued_{0};  // messages accepted by send() and not yet written
+};
+
+// ---------------------------------------------------------------------------------------------
+// HTTP session: keep-alive request/response; a streamed (SSE) response ends the connection.
+class HttpSession : public SessionBase, public StreamWriter, public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket&& socket, std::shared_ptr<Shared> sh)
+      : stream_(std::move(socket)), sh_(std::move(sh)), reg_(sh_, this) {
+    remote_ = endpoint_str(stream_.socket());
+  }
+  ~HttpSession() override {
+    if (!upgraded_) sh_->connections.fetch_sub(1);
+  }
+
+  void run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+  }
+  std::shared_ptr<void> keep_alive() override { return weak_from_this().lock(); }
+  void shutdown() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->upgraded_) return;
+      // Idle keep-alive connections close now; one waiting for its handler closes after answering.
+      if (self->streaming_ || self->reading_) self->do_close();
+      else self->close_after_response_ = true;
+    });
+  }
+
+  // StreamWriter (SSE)
+  bool send(std::string msg) override {
+    if (!open_.load()) return false;
+    int q = queued_.fetch_add(1) + 1;
+    if (q > sh_->opts.stream_queue_limit) {
+      open_ = false;
+      net::post(stream_.get_executor(), [self = shared_from_this()] {
+        log::daemon()->warn("http {} stream queue limit reached; disconnecting", self->remote_);
+        self->abort();
+        self->do_close();
+      });
+      return false;
+    }
+    char head[24];
+    std::snprintf(head, sizeof head, "%zx\r\n", msg.size());
+    std::string chunk = head + std::move(msg) + "\r\n";
+    net::post(stream_.get_executor(), [self = shared_from_this(), c = std::move(chunk)]() mutable {
+      if (self->finished_ || self->closed_) return;
+      self->enqueue(std::move(c), true);
+    });
+    return true;
+  }
+  void finish() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->finished_ || self->closed_) return;
+      self->finished_ = true;
+      self->on_abort_ = nullptr;
+      self->after_write_ = After::kClose;
+      self->enqueue("0\r\n\r\n", false);
+    });
+  }
+  void close(uint16_t, std::string) override { finish(); }
+  bool is_open() const override { return open_.load(); }
+
+ private:
+  enum class After { kNone, kRead, kClose };
+
+  void do_read() {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->body_limit(sh_->opts.max_body_bytes);
+    parser_->header_limit(static_cast<uint32_t>(sh_->opts.max_header_bytes));
+    stream_.expires_after(std::chrono::milliseconds(first_ ? sh_->opts.read_timeout_ms : sh_->opts.idle_timeout_ms));
+    first_ = false;
+    reading_ = true;
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    reading_ = false;
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
+      return do_close();
+    }
+    if (ec == http::error::body_limit) {
+      return reject(413, "body_too_large",
+                    "request body exceeds server.max_body_bytes = " + std::to_string(sh_->opts.max_body_bytes));
+    }
+    if (ec == http::error::header_limit) {
+      return reject(431, "headers_too_large",
+                    "request headers exceed server.max_header_bytes = " + std::to_string(sh_->opts.max_header_bytes));
+    }
+    if (ec) {
+      if (ec.category() == http::make_error_code(http::error::bad_target).category())
+        return reject(400, "bad_request", "malformed HTTP request: " + ec.message());
+      return do_close();
+    }
+    stream_.expires_never();
+    if (websocket::is_upgrade(parser_->get())) {
+      upgraded_ = true;
+      auto ws = std::make_shared<WsSession>(std::move(stream_), sh_, remote_);
+      ws->run(parser_->release());
+      return;
+    }
+    HttpRequest req = to_request(parser_->get(), remote_);
+    keep_alive_ = req.keep_alive;
+    auto self = shared_from_this();
+    sh_->handler->handle(std::move(req), [self](HttpResponse r) {
+      net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->on_response(std::move(r)); });
+    });
+  }
+
+  void reject(int status, const std::string& code, const std::string& message) {
+    keep_alive_ = false;
+    on_response(sh_->handler->transport_error(status, code, message));
+  }
+
+  void on_response(HttpResponse r) {
+    if (closed_) {
+      if (r.stream && r.on_abort) r.on_abort();  // client already gone
+      return;
+    }
+    if (r.stream) {
+      streaming_ = true;
+      on_abort_ = std::move(r.on_abort);
+      enqueue(serialize_head(r, false, true, 0), false);
+      watch();
+      r.stream(shared_from_this());
+      return;
+    }
+    bool ka = keep_alive_ && !close_after_response_;
+    after_write_ = ka ? After::kRead : After::kClose;
+    enqueue(serialize_head(r, ka, false, r.body.size()) + r.body, false);
+  }
+
+  // While streaming nobody reads the request side: watch it so that a client that goes away is
+  // noticed at once (its run is cancelled) rather than at the next write.
+  void watch() {
+    stream_.socket().async_read_some(net::buffer(watch_buf_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (self->finished_ || self->closed_) return;
+      if (ec) {
+        log::daemon()->info("http {} client went away mid-stream", self->remote_);
+        self->abort();
+        self->do_close();
+        return;
+      }
+      self->watch();
+    });
+  }
+
+  void enqueue(std::string s, bool counted) {
+    outq_.push_back({std::move(s), counted});
+    if (!writing_) do_write();
+  }
+
+  void do_write() {
+    writing_ = true;
+    stream_.expires_after(std::chrono::milliseconds(sh_->opts.write_timeout_ms));
+    net::async_write(stream_, net::buffer(outq_.front().first),
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    writing_ = false;
+    if (ec) {
+      abort();
+      return do_close();
+    }
+    if (outq_.front().second) queued_.fetch_sub(1);
+    outq_.pop_front();
+    if (!outq_.empty()) return do_write();
+    stream_.expires_never();
+    After a = after_write_;
+    after_write_ = After::kNone;
+    if (a == After::kClose) return do_close();
+    if (a == After::kRead) {
+      if (close_after_response_) return do_close();
+      do_read();
+    }
+  }
+
+  void abort() {
+    open_ = false;
+    if (on_abort_) {
+      auto f = std::move(on_abort_);
+      on_abort_ = nullptr;
+      f();
+    }
+  }
+
+  void do_close() {
+    if (closed_) return;
+    if (streaming_ && !finished_) abort();
+    closed_ = true;
+    open_ = false;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<Shared> sh_;
+  Registration reg_;
+  std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::array<char, 256> watch_buf_{};
+  // strand-only state
+  std::deque<std::pair<std::string, bool>> outq_;  // bytes, counts against the stream queue
+  bool writing_ = false, first_ = true, keep_alive_ = true, reading_ = false;
+  bool streaming_ = false, finished_ = false, closed_ = false, upgraded_ = false;
+  bool close_after_response_ = false;
+  After after_write_ = After::kNone;
+  std::function<void()> on_abort_;
+  std::atomic<bool> open_{true};
+  std::atomic<int> queued_{0};
+};
+
+// ---------------------------------------------------------------------------------------------
+class ServerImpl : public Server {
+ public:
+  ServerImpl(const ServerOptions& opts, std::shared_ptr<Handler> handler)
+      : acceptor_(net::make_strand(ioc_)), work_(net::make_work_guard(ioc_)) {
+    sh_ = std::make_shared<Shared>();
+    sh_->opts = opts;
+    sh_->handler = std::move(handler);
+  }
+  ~ServerImpl() override { stop(); }
+
+  Status listen() {
+    std::string host;
+    uint16_t port = 0;
+    RAGD_RETURN_IF_ERROR(parse_listen(sh_->opts.listen, &host, &port));
+    if (host == "localhost") host = "127.0.0.1";
+    beast::error_code ec;
+    auto addr = net::ip::make_address(host, ec);
+    if (ec) return Status::InvalidArgument("server.listen: bad address '" + host + "': " + ec.message());
+    tcp::endpoint ep(addr, port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) return Status::IOError("cannot listen on " + sh_->opts.listen + ": " + ec.message());
+    auto local = acceptor_.local_endpoint(ec);
+    port_ = local.port();
+    address_ = local.address().to_string() + ":" + std::to_string(port_);
+    do_accept();
+    int n = sh_->opts.threads > 0 ? sh_->opts.threads : std::max(2u, std::thread::hardware_concurrency());
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    return Status::OK();
+  }
+
+  uint16_t port() const override { return port_; }
+  std::string address() const override { return address_; }
+  int open_connections() const override { return sh_->connections.load(); }
+
+  void stop_accepting() override {
+    std::promise<void> done;
+    auto fut = done.get_future();
+    net::dispatch(acceptor_.get_executor(), [this, &done] {
+      beast::error_code ec;
+      if (acceptor_.is_open()) acceptor_.close(ec);
+      done.set_value();
+    });
+    if (!threads_.empty()) fut.wait();
+  }
+
+  void stop() override {
+    std::lock_guard<std::mutex> l(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    stop_accepting();
+    // Take strong references under the lock, act outside it: a session's destructor takes the
+    // same lock to unregister.
+    std::vector<std::pair<SessionBase*, std::shared_ptr<void>>> live;
+    {
+      std::lock_guard<std::mutex> sl(sh_->mu);
+      for (SessionBase* s : sh_->sessions)
+        if (auto ref = s->keep_alive()) live.emplace_back(s, std::move(ref));
+    }
+    for (auto& [s, ref] : live) s->shutdown();
+    live.clear();
+    // Let sessions flush their close frames / final bytes briefly, then stop the loop.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (sh_->connections.load() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    work_.reset();
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void do_accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+        log::daemon()->warn("accept failed: {}", ec.message());
+        return do_accept();
+      }
+      if (sh_->connections.load() >= sh_->opts.max_connections) {
+        log::daemon()->warn("connection limit {} reached; closing new connection", sh_->opts.max_connections);
+        beast::error_code ec2;
+        socket.close(ec2);
+      } else {
+        sh_->connections.fetch_add(1);
+        std::make_shared<HttpSession>(std::move(socket), sh_)->run();
+      }
+      do_accept();
+    });
+  }
+
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  net::executor_work_guard<net::io_context::executor_type> work_;
+  std::shared_ptr<Shared> sh_;
+  std::vector<std::thread> threads_;
+  uint16_t port_ = 0;
+  std::string address_;
+  std::mutex stop_mu_;
+  bool stopped_ = false;  // guarded by stop_mu_
+};
+
+}  // namespace
+
+const std::string& HttpRequest::header(const std::string& name) const {
+  static const std::string kEmpty;
+  auto it = headers.find(name);
+  return it == headers.end() ? kEmpty : it->second;
+}
+
+Result<std::unique_ptr<Server>> Server::start(const ServerOptions& opts, std::shared_ptr<Handler> handler) {
+  auto s = std::make_unique<ServerImpl>(opts, std::move(handler));
+  RAGD_RETURN_IF_ERROR(s->listen());
+  return std::unique_ptr<Server>(std::move(s));
+}
+
+}  // namespace ragd::daemon

@@ -1,0 +1,282 @@
+// End to end: the real `ragd` binary with a tiny random model (`ragctl make-model --preset tiny`)
+// and a temp data directory, on a free loopback port. Skipped with a message when bin/ragd or
+// bin/ragctl is not built.
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ragd/daemon/client.h"
+#include "test_util.h"
+
+namespace ragd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using daemon::HttpClient;
+using daemon::WsClient;
+
+const std::string kBin = RAGD_BIN_DIR;
+
+int run_cmd(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class Daemon {
+ public:
+  // Starts ragd, reads "ragd listening on http://ADDR" from its stdout.
+  bool start(const std::vector<std::string>& args, std::string* err) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      std::vector<char*> argv;
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fds[0];
+    std::string buf;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char tmp[512];
+      ssize_t n = read(out_, tmp, sizeof tmp);
+      if (n <= 0) break;
+      buf.append(tmp, static_cast<size_t>(n));
+      auto pos = buf.find("ragd listening on http://");
+      auto eol = buf.find('\n', pos);
+      if (pos != std::string::npos && eol != std::string::npos) {
+        std::string addr = buf.substr(pos + 25, eol - pos - 25);
+        port_ = static_cast<uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
+        return true;
+      }
+    }
+    *err = "ragd did not print its address; stdout: " + buf;
+    return false;
+  }
+  // SIGTERM and wait; returns the exit status (-1 if killed by a signal).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    if (out_ >= 0) close(out_);
+    out_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) close(out_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  uint16_t port_ = 0;
+};
+
+class E2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kBin + "/ragd") || !fs::exists(kBin + "/ragctl")) return;
+    dir_ = fs::temp_directory_path() / ("ragd_e2e_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    model_ok_ = run_cmd({kBin + "/ragctl", "make-model", "--preset", "tiny", "--out", (dir_ / "model").string()}) == 0;
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (!fs::exists(kBin + "/ragd") || !fs::exists(kBin + "/ragctl"))
+      GTEST_SKIP() << "bin/ragd or bin/ragctl not built; the real-daemon test needs both";
+    ASSERT_TRUE(model_ok_) << "ragctl make-model --preset tiny failed";
+  }
+  void start_daemon(const std::string& data, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {kBin + "/ragd", "--model", (dir_ / "model").string(), "--data",
+                                     (dir_ / data).string(), "--listen", "127.0.0.1:0", "--threads", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string err;
+    ASSERT_TRUE(d_.start(args, &err)) << err;
+    ASSERT_TRUE(wait_for([&] { return get("/readyz").status == 200; }, 60000)) << "never ready";
+  }
+  daemon::ClientResponse call(const std::string& method, const std::string& target, const std::string& body = "",
+                              const daemon::Headers& h = {}) {
+    HttpClient c("127.0.0.1", d_.port(), 60000);
+    auto r = c.request(method, target, body, h);
+    return r.ok() ? *r : daemon::ClientResponse{};
+  }
+  daemon::ClientResponse get(const std::string& target) { return call("GET", target); }
+
+  static inline fs::path dir_;
+  static inline bool model_ok_ = false;
+  Daemon d_;
+};
+
+TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
+  start_daemon("data1");
+  EXPECT_EQ(get("/healthz").status, 200);
+  // Documents.
+  auto r = call("POST", "/v1/documents",
+                R"({"documents":[{"id":"kv","title":"KV","text":"The KV cache stores attention keys and values for reuse across requests."},)"
+                R"({"id":"rag","text":"Retrieval augmented generation fetches documents and puts them in the prompt."}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).num("/ingested"), 2);
+  r = get("/v1/documents/kv");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/id"), "kv");
+  // Pipelines and a non-streaming run.
+  r = get("/v1/pipelines");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json pl(r.body);
+  ASSERT_GE(pl.size("/data"), 1u);
+  std::string pipeline = pl.str("/data/0/name");
+  r = call("POST", "/v1/pipelines/" + pipeline + "/runs", R"({"query":"what does the KV cache store?","max_tokens":6,"seed":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json run(r.body);
+  EXPECT_GE(run.size("/sources"), 1u);
+  EXPECT_GE(run.num("/usage/completion_tokens"), 1);
+  EXPECT_GT(run.num("/usage/prompt_tokens"), 0);
+  // SSE: the same events as the WebSocket.
+  std::vector<std::string> names;
+  daemon::SseParser p([&](const std::string& e, const std::string&) { names.push_back(e); });
+  HttpClient c("127.0.0.1", d_.port(), 60000);
+  auto sr = c.request_stream("POST", "/v1/pipelines/" + pipeline + "/runs",
+                             R"({"query":"what is retrieval augmented generation?","max_tokens":4,"stream":true})", {},
+                             [&](std::string_view d) {
+                               p.feed(d);
+                               return true;
+                             });
+  ASSERT_TRUE(sr.ok());
+  ASSERT_GE(names.size(), 3u);
+  EXPECT_EQ(names.front(), "sources");
+  EXPECT_EQ(names.back(), "done");
+  // WebSocket with cancel.
+  WsClient ws;
+  ASSERT_TRUE(ws.connect("127.0.0.1", d_.port(), "/v1/stream").ok());
+  ASSERT_TRUE(ws.send_text(R"({"pipeline":")" + pipeline + R"(","query":"tell me everything","max_tokens":2000})").ok());
+  std::string last;
+  int tokens = 0;
+  for (;;) {
+    auto m = ws.read(60000);
+    ASSERT_TRUE(m.ok() && m->kind == WsClient::Message::Kind::kText);
+    Json j(m->text);
+    last = j.str("/event");
+    if (last == "token" && ++tokens == 2) ASSERT_TRUE(ws.send_text(R"({"type":"cancel"})").ok());
+    if (last == "done") {
+      EXPECT_EQ(j.str("/finish_reason"), "cancelled");
+      break;
+    }
+    ASSERT_NE(last, "error") << m->text;
+  }
+  // Disconnect mid-stream frees the request (visible in stats).
+  {
+    WsClient gone;
+    ASSERT_TRUE(gone.connect("127.0.0.1", d_.port(), "/v1/stream").ok());
+    ASSERT_TRUE(gone.send_text(R"({"pipeline":")" + pipeline + R"(","query":"keep talking","max_tokens":2000})").ok());
+    for (int seen = 0; seen < 2;) {
+      auto m = gone.read(60000);
+      ASSERT_TRUE(m.ok());
+      seen += Json(m->text).str("/event") == "token";
+    }
+  }
+  ASSERT_TRUE(wait_for([&] {
+    Json s(get("/v1/cache/stats").body);
+    return s.num("/requests/in_flight") == 0 && s.num("/executor/scheduler/running") == 0 &&
+           s.num("/executor/scheduler/waiting") == 0;
+  }, 60000)) << get("/v1/cache/stats").body;
+  Json stats(get("/v1/cache/stats").body);
+  EXPECT_GE(stats.num("/executor/scheduler/cancelled"), 2);
+  // OpenAI-compatible.
+  r = get("/v1/models");
+  ASSERT_EQ(r.status, 200);
+  std::string model = Json(r.body).str("/data/0/id");
+  r = call("POST", "/v1/chat/completions",
+           R"({"model":")" + model + R"(","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/object"), "chat.completion");
+  r = call("POST", "/v1/completions", R"({"prompt":"hello","max_tokens":3,"temperature":0,"logprobs":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/choices/0/logprobs/tokens"), static_cast<size_t>(Json(r.body).num("/usage/completion_tokens")));
+  r = call("POST", "/v1/embeddings", R"({"input":["alpha","beta"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/data"), 2u);
+  // Errors.
+  expect_error(call("POST", "/v1/pipelines/nope/runs", R"({"query":"q"})"), 404, "pipeline_not_found", "nope");
+  expect_error(call("POST", "/v1/pipelines/" + pipeline + "/runs", R"({"query":)"), 400, "invalid_json", "malformed");
+  // Metrics saw it all.
+  std::string m = get("/metrics").body;
+  EXPECT_NE(m.find("ragd_time_to_first_token_seconds_count"), std::string::npos);
+  EXPECT_NE(m.find("ragd_ready 1"), std::string::npos);
+  // Delete, then SIGTERM: exit 0.
+  EXPECT_EQ(call("DELETE", "/v1/documents/rag").status, 200);
+  EXPECT_EQ(get("/v1/documents/rag").status, 404);
+  EXPECT_EQ(d_.stop(), 0);
+}
+
+TEST_F(E2eTest, ApiKeysAndRestartKeepsDocuments) {
+  start_daemon("data2", {"--api-key", "k-acme=acme", "--api-key", "k-other=other"});
+  daemon::Headers acme = {{"Authorization", "Bearer k-acme"}}, other = {{"Authorization", "Bearer k-other"}};
+  expect_error(get("/v1/pipelines"), 401, "unauthorized", "missing API key");
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"mine","text":"acme private notes"})", acme).status, 200);
+  expect_error(call("GET", "/v1/documents/mine", "", other), 403, "forbidden", "another tenant");
+  EXPECT_EQ(d_.stop(), 0);
+  // Restart on the same data directory: the document and its owner survive.
+  start_daemon("data2", {"--api-key", "k-acme=acme", "--api-key", "k-other=other"});
+  EXPECT_EQ(call("GET", "/v1/documents/mine", "", acme).status, 200);
+  expect_error(call("GET", "/v1/documents/mine", "", other), 403, "forbidden", "another tenant");
+  EXPECT_EQ(d_.stop(), 0);
+}
+
+TEST_F(E2eTest, PrintConfigWithoutConfigFile) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    execl((kBin + "/ragd").c_str(), "ragd", "--listen", "127.0.0.1:9", "--set", "runtime.max_running=7",
+          "--print-config", nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_NE(out.find("listen = \"127.0.0.1:9\""), std::string::npos) << out;
+  EXPECT_NE(out.find("max_running = 7"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ragd::testing

@@ -1,0 +1,193 @@
+#include "fake_runtime.h"
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+namespace ragd::testing {
+
+FakeExecutor::~FakeExecutor() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& t : threads_) (void)t;
+  }
+  // Cancel everything still running, then join.
+  std::vector<std::thread> ts;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    cancelled_.insert("*");
+    ts.swap(threads_);
+  }
+  for (auto& t : ts) t.join();
+}
+
+std::vector<pipelines::PipelineInfo> FakeExecutor::pipelines() const {
+  return {{"default", "retrieve then generate", "knowledge_tree", 4, "Flat", 16},
+          {"docs", "documentation QA", "prefix", 2, "IVF16,Flat", 8}};
+}
+
+Status FakeExecutor::submit(pipelines::RunRequest req, pipelines::EventSink sink) {
+  if (!req.pipeline.empty() && req.pipeline != "default" && req.pipeline != "docs")
+    return Status::NotFound("unknown pipeline '" + req.pipeline + "'");
+  if (reject_queue_full.load()) return Status::ResourceExhausted("executor queue is full (256 waiting)");
+  std::lock_guard<std::mutex> l(mu_);
+  last_ = req;
+  active_.fetch_add(1);
+  threads_.emplace_back([this, req = std::move(req), sink = std::move(sink)]() mutable { run(std::move(req), std::move(sink)); });
+  return Status::OK();
+}
+
+void FakeExecutor::cancel(const std::string& id) {
+  cancels_.fetch_add(1);
+  std::lock_guard<std::mutex> l(mu_);
+  cancelled_.insert(id);
+}
+
+pipelines::RunRequest FakeExecutor::last_request() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return last_;
+}
+
+bool FakeExecutor::wait_idle(int timeout_ms) const {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (active_.load() > 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+std::string FakeExecutor::stats_json() const {
+  int a = active_.load();
+  std::ostringstream os;
+  os << R"({"running":)" << a << R"(,"kv_blocks_in_use":)" << a * 4
+     << R"(,"tiers":{"hbm":{"used_bytes":)" << a * 4096
+     << R"(,"capacity_bytes":1048576,"hits":7,"misses":3},"dram":{"used_bytes":8192,"hits":2,"misses":1},)"
+     << R"("ssd":{"used_bytes":65536,"hits":1,"misses":0}}})";
+  return os.str();
+}
+
+void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
+  auto is_cancelled = [&] {
+    std::lock_guard<std::mutex> l(mu_);
+    return cancelled_.count(req.id) > 0 || cancelled_.count("*") > 0;
+  };
+  const std::string& q = !req.query.empty() ? req.query : !req.prompt.empty() ? req.prompt
+                         : req.messages.empty() ? req.prompt : req.messages.back().content;
+  const bool slow = q.find("slow") != std::string::npos;
+  const bool big = q.find("big") != std::string::npos;
+  const bool fail = q.find("FAIL") != std::string::npos;
+  bool alive = true;
+  auto emit = [&](const pipelines::RunEvent& ev) {
+    if (!alive) return;
+    if (!sink(ev)) {
+      alive = false;
+      sink_refusals_.fetch_add(1);
+    }
+  };
+  if (!req.pipeline.empty()) {
+    pipelines::RunEvent ev;
+    ev.kind = pipelines::RunEvent::Kind::kSources;
+    ev.sources = {{"doc-a", 11, 0.875f, "alpha snippet"}, {"doc-b", 42, 0.5f, "beta \"quoted\" snippet"}};
+    emit(ev);
+  }
+  int n = req.sampling.max_tokens;
+  int produced = 0;
+  std::string finish = "length";
+  for (int i = 0; i < n && alive; ++i) {
+    if (is_cancelled()) {
+      finish = "cancelled";
+      break;
+    }
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pipelines::RunEvent ev;
+    ev.kind = pipelines::RunEvent::Kind::kToken;
+    ev.index = i;
+    ev.token_id = static_cast<int32_t>((req.sampling.seed + i) % 7);
+    ev.text = big ? std::string(64 << 10, 'x') : "w" + std::to_string(ev.token_id) + " ";
+    ev.logprob = -0.25f * static_cast<float>(i % 4);
+    emit(ev);
+    ++produced;
+    if (fail) {
+      pipelines::RunEvent err;
+      err.kind = pipelines::RunEvent::Kind::kError;
+      err.error = Status::Internal("injected failure after one token");
+      emit(err);
+      alive = false;
+      break;
+    }
+  }
+  if (alive) {
+    pipelines::RunEvent done;
+    done.kind = pipelines::RunEvent::Kind::kDone;
+    done.finish_reason = finish;
+    done.usage.prompt_tokens = static_cast<int>(q.size() / 4 + 1);
+    done.usage.completion_tokens = produced;
+    done.usage.reused_hbm = 3;
+    done.usage.reused_dram = 2;
+    done.usage.reused_ssd = 1;
+    done.usage.recomputed_tokens = 4;
+    done.timings = {1.5, 2.5, 0.5, 3.0, 4.0, 1.25, 10.0};
+    emit(done);
+  }
+  active_.fetch_sub(1);
+}
+
+Result<pipelines::IngestSummary> FakeDocuments::ingest(std::vector<pipelines::DocumentInput> docs) {
+  std::lock_guard<std::mutex> l(mu_);
+  pipelines::IngestSummary s;
+  for (auto& d : docs) {
+    if (d.text.empty()) {
+      s.skipped++;
+      s.skip_reasons.push_back(d.id + ": empty text");
+      continue;
+    }
+    auto it = docs_.find(d.id);
+    if (it != docs_.end() && it->second.text == d.text) {
+      s.unchanged++;
+      continue;
+    }
+    if (it != docs_.end()) s.replaced++;
+    else s.ingested++;
+    s.chunks += static_cast<int>(d.text.size() / 32 + 1);
+    docs_[d.id] = d;
+  }
+  return s;
+}
+
+Result<pipelines::DocumentInfo> FakeDocuments::get(const std::string& id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = docs_.find(id);
+  if (it == docs_.end()) return Status::NotFound("document '" + id + "' not found");
+  pipelines::DocumentInfo info;
+  info.id = id;
+  info.title = it->second.title;
+  info.source = it->second.source;
+  info.content_hash = "h" + std::to_string(std::hash<std::string>()(it->second.text) % 100000);
+  info.chunk_ids = {1, 2};
+  info.text = it->second.text;
+  return info;
+}
+
+Status FakeDocuments::remove(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!docs_.erase(id)) return Status::NotFound("document '" + id + "' not found");
+  return Status::OK();
+}
+
+std::vector<float> FakeDocuments::embed_one(const std::string& text) {
+  std::vector<float> v(8, 0.0f);
+  for (size_t i = 0; i < text.size(); ++i) v[i % 8] += static_cast<float>(static_cast<unsigned char>(text[i]) % 13) + 1.0f;
+  double n = 0;
+  for (float x : v) n += double(x) * x;
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(n));
+  return v;
+}
+
+Result<std::vector<std::vector<float>>> FakeDocuments::embed(const std::vector<std::string>& texts) const {
+  std::vector<std::vector<float>> out;
+  for (const auto& t : texts) out.push_back(embed_one(t));
+  return out;
+}
+
+}  // namespace ragd::testing

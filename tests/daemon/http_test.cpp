@@ -1,0 +1,345 @@
+// REST routes over the fake runtime: pipelines, runs, documents, operations, errors, auth, limits.
+#include <thread>
+
+#include <sys/socket.h>
+
+#include "server_fixture.h"
+
+namespace ragd::testing {
+namespace {
+
+using daemon::ClientResponse;
+using daemon::DaemonConfig;
+
+class HttpTest : public ServerFixture {
+ protected:
+  void SetUp() override {
+    DaemonConfig cfg;
+    cfg.server.max_body_bytes = 4096;
+    start(cfg);
+  }
+};
+
+TEST_F(HttpTest, HealthReadyAndRequestId) {
+  auto r = call("GET", "/healthz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json(r.body).str("/status"), "ok");
+  EXPECT_EQ(r.header("x-request-id").rfind("req-", 0), 0u) << r.header("x-request-id");
+  r = call("GET", "/readyz");
+  EXPECT_EQ(r.status, 200);
+  r = call("GET", "/healthz", "", {{"X-Request-Id", "client-id-7"}});
+  EXPECT_EQ(r.header("x-request-id"), "client-id-7");
+}
+
+TEST_F(HttpTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  daemon::HttpClient c("127.0.0.1", port_);
+  ASSERT_TRUE(c.request("GET", "/healthz").ok());
+  int fd = c.fd();
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.request("GET", "/v1/pipelines");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(c.fd(), fd);  // the same socket was reused
+}
+
+TEST_F(HttpTest, PipelinesListAndGet) {
+  auto r = call("GET", "/v1/pipelines");
+  ASSERT_EQ(r.status, 200);
+  Json j(r.body);
+  ASSERT_EQ(j.size("/data"), 2u);
+  EXPECT_EQ(j.str("/data/0/name"), "default");
+  EXPECT_EQ(j.str("/data/1/reuse"), "prefix");
+  r = call("GET", "/v1/pipelines/docs");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Json(r.body).num("/top_k"), 2);
+  expect_error(call("GET", "/v1/pipelines/nope"), 404, "pipeline_not_found", "nope");
+}
+
+TEST_F(HttpTest, RunReturnsOutputSourcesUsageTimings) {
+  auto r = call("POST", "/v1/pipelines/default/runs",
+                R"({"query":"what is ragd?","top_k":3,"max_tokens":5,"temperature":0.5,"seed":2,"reuse":"prefix"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  EXPECT_EQ(j.str("/output"), "w2 w3 w4 w5 w6 ");
+  EXPECT_EQ(j.str("/id"), r.header("x-request-id"));
+  EXPECT_EQ(j.str("/finish_reason"), "length");
+  ASSERT_EQ(j.size("/sources"), 2u);
+  EXPECT_EQ(j.str("/sources/0/doc_id"), "doc-a");
+  EXPECT_EQ(j.num("/sources/0/chunk_id"), 11);
+  EXPECT_NEAR(j.dbl("/sources/0/score"), 0.875, 1e-6);
+  EXPECT_EQ(j.str("/sources/1/snippet"), "beta \"quoted\" snippet");
+  EXPECT_EQ(j.num("/usage/completion_tokens"), 5);
+  EXPECT_EQ(j.num("/usage/reused_tokens/hbm"), 3);
+  EXPECT_EQ(j.num("/usage/reused_tokens/dram"), 2);
+  EXPECT_EQ(j.num("/usage/reused_tokens/ssd"), 1);
+  EXPECT_EQ(j.num("/usage/recomputed_tokens"), 4);
+  for (const char* k : {"queue_ms", "retrieval_ms", "kv_load_ms", "prefill_ms", "ttft_ms", "tpot_ms", "total_ms"})
+    EXPECT_TRUE(j.has(std::string("/timings/") + k)) << k;
+  EXPECT_NEAR(j.dbl("/timings/total_ms"), 10.0, 1e-9);
+  // What reached the executor.
+  auto req = ex_.last_request();
+  EXPECT_EQ(req.pipeline, "default");
+  EXPECT_EQ(req.query, "what is ragd?");
+  EXPECT_EQ(req.top_k, 3);
+  EXPECT_EQ(req.sampling.max_tokens, 5);
+  EXPECT_FLOAT_EQ(req.sampling.temperature, 0.5f);
+  EXPECT_EQ(req.sampling.seed, 2u);
+  ASSERT_TRUE(req.reuse.has_value());
+  EXPECT_EQ(*req.reuse, pipelines::ReuseMode::kPrefix);
+  EXPECT_EQ(req.tenant, "default");
+}
+
+TEST_F(HttpTest, RunUsesPipelineDefaultMaxTokens) {
+  auto r = call("POST", "/v1/pipelines/docs/runs", R"({"query":"q"})");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Json(r.body).num("/usage/completion_tokens"), 8);  // docs pipeline max_tokens
+}
+
+TEST_F(HttpTest, RunErrorEventBecomes500) {
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"please FAIL","max_tokens":4})");
+  expect_error(r, 500, "internal", "injected failure");
+}
+
+TEST_F(HttpTest, ExecutorQueueFullIs429WithRetryAfter) {
+  ex_.reject_queue_full = true;
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q"})");
+  expect_error(r, 429, "overloaded", "queue is full");
+  EXPECT_EQ(r.header("retry-after"), "1");
+  ex_.reject_queue_full = false;
+}
+
+// ---- one test per bad input ----
+TEST_F(HttpTest, MalformedJson) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query": "x",)"), 400, "invalid_json", "malformed JSON");
+}
+TEST_F(HttpTest, BodyNotAnObject) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", "[1,2]"), 400, "invalid_json", "JSON object");
+}
+TEST_F(HttpTest, EmptyBody) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", ""), 400, "invalid_request", "empty");
+}
+TEST_F(HttpTest, MissingQuery) {
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"top_k":2})");
+  expect_error(r, 400, "invalid_request", "'query' is required");
+  EXPECT_EQ(Json(r.body).str("/error/param"), "query");
+}
+TEST_F(HttpTest, WrongTypeTopK) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":"three"})"), 400, "invalid_request",
+               "'top_k' must be an integer, got string");
+}
+TEST_F(HttpTest, FractionalTopK) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":2.5})"), 400, "invalid_request",
+               "'top_k' must be an integer");
+}
+TEST_F(HttpTest, TemperatureOutOfRange) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","temperature":3.5})"), 400,
+               "invalid_request", "'temperature' is out of range [0, 2], got 3.5");
+}
+TEST_F(HttpTest, MaxTokensOutOfRange) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":0})"), 400, "invalid_request",
+               "'max_tokens' is out of range");
+}
+TEST_F(HttpTest, NegativeSeed) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","seed":-1})"), 400, "invalid_request",
+               "'seed' must be >= 0");
+}
+TEST_F(HttpTest, StreamNotBoolean) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","stream":"yes"})"), 400, "invalid_request",
+               "'stream' must be a boolean");
+}
+TEST_F(HttpTest, UnknownReuseMode) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
+               "'reuse' must be one of none, prefix, knowledge_tree; got 'magic'");
+}
+TEST_F(HttpTest, UnknownField) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","topk":3})"), 400, "invalid_request",
+               "unknown field 'topk'");
+}
+TEST_F(HttpTest, UnknownPipelineRun) {
+  auto r = call("POST", "/v1/pipelines/nope/runs", R"({"query":"q"})");
+  expect_error(r, 404, "pipeline_not_found", "'nope'");
+}
+TEST_F(HttpTest, OversizedBody) {
+  std::string big = R"({"query":")" + std::string(8000, 'a') + "\"}";
+  expect_error(call("POST", "/v1/pipelines/default/runs", big), 413, "body_too_large", "max_body_bytes = 4096");
+}
+TEST_F(HttpTest, UnknownRouteAndWrongMethod) {
+  expect_error(call("GET", "/v1/nothing-here"), 404, "route_not_found", "/v1/nothing-here");
+  auto r = call("GET", "/v1/pipelines/default/runs");
+  expect_error(r, 405, "method_not_allowed", "GET");
+  EXPECT_EQ(r.header("allow"), "POST");
+  expect_error(call("GET", "/v1/stream"), 426, "upgrade_required", "WebSocket");
+}
+TEST_F(HttpTest, GarbageRequestLineIs400) {
+  daemon::HttpClient c("127.0.0.1", port_);
+  ASSERT_TRUE(c.connect().ok());
+  ASSERT_TRUE(c.send_raw("NOT A REQUEST\r\n\r\n").ok());
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(c.fd(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("\"bad_request\""), std::string::npos) << got;
+}
+
+// ---- documents ----
+TEST_F(HttpTest, DocumentsIngestGetDelete) {
+  auto r = call("POST", "/v1/documents", R"({"id":"d1","title":"One","text":"hello world","source":"a.txt"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).num("/ingested"), 1);
+  r = call("POST", "/v1/documents",
+           R"({"documents":[{"id":"d1","text":"hello world"},{"id":"d2","text":"second"},{"id":"d3","text":""}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  EXPECT_EQ(j.num("/unchanged"), 1);
+  EXPECT_EQ(j.num("/ingested"), 1);
+  EXPECT_EQ(j.num("/skipped"), 1);
+  EXPECT_EQ(j.str("/skip_reasons/0"), "d3: empty text");
+  r = call("POST", "/v1/documents", R"([{"id":"d2","text":"second, edited"}])");
+  EXPECT_EQ(Json(r.body).num("/replaced"), 1);
+  r = call("GET", "/v1/documents/d1");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Json(r.body).str("/title"), "One");
+  EXPECT_EQ(Json(r.body).str("/text"), "hello world");
+  EXPECT_EQ(call("DELETE", "/v1/documents/d1").status, 200);
+  expect_error(call("GET", "/v1/documents/d1"), 404, "document_not_found", "d1");
+  expect_error(call("DELETE", "/v1/documents/d1"), 404, "document_not_found", "d1");
+}
+TEST_F(HttpTest, DocumentIdIsPercentDecoded) {
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"a b/c","text":"x"})").status, 200);
+  auto r = call("GET", "/v1/documents/a%20b%2Fc");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/id"), "a b/c");
+}
+TEST_F(HttpTest, DocumentMissingText) {
+  expect_error(call("POST", "/v1/documents", R"({"documents":[{"id":"x"}]})"), 400, "invalid_request",
+               "'documents[0].text' is required");
+}
+TEST_F(HttpTest, DocumentIdWrongType) {
+  expect_error(call("POST", "/v1/documents", R"({"id":5,"text":"x"})"), 400, "invalid_request",
+               "'document.id' must be a string, got integer");
+}
+
+// ---- operations ----
+TEST_F(HttpTest, MetricsExposition) {
+  ASSERT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":3})").status, 200);
+  auto r = call("GET", "/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.header("content-type").find("text/plain"), std::string::npos);
+  const std::string& m = r.body;
+  for (const char* name : {"ragd_time_to_first_token_seconds", "ragd_time_per_output_token_seconds",
+                           "ragd_inter_token_latency_seconds", "ragd_e2e_request_latency_seconds",
+                           "ragd_request_queue_time_seconds"}) {
+    EXPECT_NE(m.find(std::string("# TYPE ") + name + " histogram"), std::string::npos) << name;
+    if (std::string(name) != "ragd_inter_token_latency_seconds")
+      EXPECT_NE(m.find(std::string(name) + "_count 1\n"), std::string::npos) << name;
+  }
+  EXPECT_NE(m.find("ragd_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("ragd_inter_token_latency_seconds_count 2"), std::string::npos);  // 3 tokens, 2 gaps
+  EXPECT_NE(m.find("ragd_http_requests_total{route=\"/v1/pipelines/{name}/runs\",method=\"POST\",status=\"200\"} 1"),
+            std::string::npos);
+  EXPECT_NE(m.find("ragd_generation_tokens_total 3"), std::string::npos);
+  EXPECT_NE(m.find("ragd_reused_tokens_total{tier=\"dram\"} 2"), std::string::npos);
+  EXPECT_NE(m.find("ragd_requests_running 0"), std::string::npos);
+  EXPECT_NE(m.find("ragd_requests_waiting 0"), std::string::npos);
+  EXPECT_NE(m.find("ragd_kv_cache_bytes{tier=\"ssd\"} 65536"), std::string::npos);
+  EXPECT_NE(m.find("ragd_kv_cache_hits_total{tier=\"hbm\"} 7"), std::string::npos);
+  EXPECT_NE(m.find("ragd_kv_cache_misses_total{tier=\"dram\"} 1"), std::string::npos);
+}
+TEST_F(HttpTest, CacheStatsJson) {
+  auto r = call("GET", "/v1/cache/stats");
+  ASSERT_EQ(r.status, 200);
+  Json j(r.body);
+  EXPECT_EQ(j.num("/requests/in_flight"), 0);
+  EXPECT_EQ(j.num("/executor/tiers/ssd/used_bytes"), 65536);
+}
+TEST_F(HttpTest, ShutdownTurnsReadyzAndNewWorkTo503) {
+  api_->begin_shutdown();
+  expect_error(call("GET", "/readyz"), 503, "shutting_down", "shutting down");
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q"})"), 503, "shutting_down", "shutting down");
+  EXPECT_EQ(call("GET", "/healthz").status, 200);
+}
+
+// ---- not ready ----
+class NotReadyTest : public ServerFixture {
+ protected:
+  void SetUp() override { start({}, false); }
+};
+TEST_F(NotReadyTest, ReadyzIs503UntilRuntimeAttached) {
+  expect_error(call("GET", "/readyz"), 503, "not_ready", "loading");
+  expect_error(call("GET", "/v1/pipelines"), 503, "not_ready", "loading");
+  EXPECT_EQ(call("GET", "/healthz").status, 200);
+  api_->set_runtime(&ex_, &docs_);
+  EXPECT_EQ(call("GET", "/readyz").status, 200);
+}
+
+// ---- auth and limits ----
+class AuthTest : public ServerFixture {
+ protected:
+  void SetUp() override {
+    DaemonConfig cfg;
+    cfg.auth.keys = {{"key-acme", "acme"}, {"key-globex", "globex"}};
+    cfg.limits.max_concurrent_per_tenant = 8;
+    cfg.limits.tenants["globex"].max_concurrent = 1;
+    cfg.limits.retry_after_s = 3;
+    start(cfg);
+  }
+  daemon::Headers acme() { return {{"Authorization", "Bearer key-acme"}}; }
+  daemon::Headers globex() { return {{"Authorization", "Bearer key-globex"}}; }
+};
+TEST_F(AuthTest, MissingKeyIs401) {
+  auto r = call("GET", "/v1/pipelines");
+  expect_error(r, 401, "unauthorized", "missing API key");
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer");
+}
+TEST_F(AuthTest, WrongKeyIs401) {
+  expect_error(call("GET", "/v1/pipelines", "", {{"Authorization", "Bearer nope"}}), 401, "unauthorized", "invalid API key");
+}
+TEST_F(AuthTest, NonBearerSchemeIs401) {
+  expect_error(call("GET", "/v1/pipelines", "", {{"Authorization", "Basic abc"}}), 401, "unauthorized", "Bearer");
+}
+TEST_F(AuthTest, OperationsNeedNoKey) {
+  EXPECT_EQ(call("GET", "/healthz").status, 200);
+  EXPECT_EQ(call("GET", "/metrics").status, 200);
+}
+TEST_F(AuthTest, KeyMapsToTenant) {
+  ASSERT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", acme()).status, 200);
+  EXPECT_EQ(ex_.last_request().tenant, "acme");
+}
+TEST_F(AuthTest, OtherTenantInBodyIs403) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","tenant":"globex"})", acme()), 403,
+               "forbidden", "tenant 'globex'");
+}
+TEST_F(AuthTest, OtherTenantsDocumentIs403) {
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"secret","text":"acme only"})", acme()).status, 200);
+  EXPECT_EQ(call("GET", "/v1/documents/secret", "", acme()).status, 200);
+  expect_error(call("GET", "/v1/documents/secret", "", globex()), 403, "forbidden", "another tenant");
+  expect_error(call("DELETE", "/v1/documents/secret", "", globex()), 403, "forbidden", "another tenant");
+  expect_error(call("POST", "/v1/documents", R"({"id":"secret","text":"overwrite"})", globex()), 403, "forbidden",
+               "another tenant");
+  EXPECT_EQ(call("GET", "/v1/documents/secret", "", acme()).status, 200);
+}
+TEST_F(AuthTest, TenantConcurrencyLimitIs429WithRetryAfter) {
+  // globex may run one request at a time: hold one open (slow stream), the next gets 429.
+  daemon::HttpClient slow("127.0.0.1", port_);
+  std::thread t([&] {
+    auto r = slow.request("POST", "/v1/pipelines/default/runs", R"({"query":"slow","max_tokens":40})", globex());
+    EXPECT_TRUE(r.ok() && r->status == 200);
+  });
+  ASSERT_TRUE(wait_for([&] { return ex_.active() == 1; }));
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", globex());
+  expect_error(r, 429, "rate_limited", "globex");
+  EXPECT_EQ(r.header("retry-after"), "3");
+  // Another tenant is not affected.
+  EXPECT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", acme()).status, 200);
+  t.join();
+  EXPECT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", globex()).status, 200);
+}
+
+}  // namespace
+}  // namespace ragd::testing

@@ -1,0 +1,207 @@
+// Config, JSON writer, metrics registry, URL and SSE parsing.
+#include <fstream>
+
+#include "ragd/daemon/client.h"
+#include "ragd/daemon/config.h"
+#include "ragd/daemon/json_writer.h"
+#include "ragd/daemon/metrics.h"
+#include "test_util.h"
+
+namespace ragd::testing {
+namespace {
+
+using namespace ragd::daemon;
+
+TEST(Config, ShippedFileEqualsDefaults) {
+  // configs/ragd.toml documents every option with its default: parsing it changes nothing.
+  DaemonConfig cfg;
+  Status st = load_config_file(cfg, RAGD_SOURCE_DIR "/configs/ragd.toml");
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const DaemonConfig defaults;
+  EXPECT_EQ(to_toml(cfg, true), to_toml(defaults, true));
+  // ... and mentions every key.
+  std::ifstream in(RAGD_SOURCE_DIR "/configs/ragd.toml");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  for (const auto& k : config_keys()) {
+    std::string leaf = k.substr(k.find('.') + 1);
+    EXPECT_NE(text.find("\n" + leaf + " = "), std::string::npos) << k;
+  }
+}
+
+TEST(Config, PrintedConfigRoundTrips) {
+  DaemonConfig a;
+  a.server.listen = "0.0.0.0:9999";
+  a.server.threads = 7;
+  a.runtime.max_running = 33;
+  a.runtime.kv_pool_bytes = 129ull << 20;
+  a.runtime.model_dir = "/models/with \"quote\"";
+  a.auth.keys["sk-test-1"] = "acme";
+  a.limits.tenants["acme"].max_concurrent = 3;
+  DaemonConfig b;
+  Status st = apply_toml(b, to_toml(a, true));
+  ASSERT_TRUE(st.ok()) << st.to_string() << "\n" << to_toml(a, true);
+  EXPECT_EQ(to_toml(a, true), to_toml(b, true));
+  EXPECT_EQ(b.runtime.model_dir, "/models/with \"quote\"");
+  EXPECT_EQ(b.auth.keys.at("sk-test-1"), "acme");
+  EXPECT_EQ(b.limits.tenants.at("acme").max_concurrent, 3);
+}
+
+TEST(Config, SecretsMaskedUnlessAsked) {
+  DaemonConfig a;
+  a.auth.keys["sk-very-secret"] = "acme";
+  EXPECT_EQ(to_toml(a).find("sk-very-secret"), std::string::npos);
+  EXPECT_NE(to_toml(a, true).find("sk-very-secret"), std::string::npos);
+}
+
+TEST(Config, WrongTypeNamesKey) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[server]\nthreads = \"four\"\n", "x.toml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("x.toml: server.threads: expected integer, got string"), std::string::npos) << st.message();
+}
+
+TEST(Config, UnknownKeyNamed) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[server]\nthreadz = 4\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server.threadz: unknown key"), std::string::npos) << st.message();
+}
+
+TEST(Config, SyntaxErrorHasLine) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[server]\nthreads = = 4\n", "bad.toml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bad.toml:2:"), std::string::npos) << st.message();
+}
+
+TEST(Config, NegativeSizeRejected) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[runtime]\nkv_pool_bytes = -5\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("runtime.kv_pool_bytes: must be >= 0"), std::string::npos) << st.message();
+}
+
+TEST(Config, RangeValidated) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[runtime]\nmax_running = 0\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("runtime.max_running: must be > 0"), std::string::npos) << st.message();
+}
+
+TEST(Config, BadListenPort) {
+  DaemonConfig c;
+  Status st = apply_override(c, "server.listen", "127.0.0.1:70000");
+  ASSERT_TRUE(st.ok());
+  st = validate(c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("port must be 0..65535"), std::string::npos) << st.message();
+}
+
+TEST(Config, OverridesParseByType) {
+  DaemonConfig c;
+  ASSERT_TRUE(apply_override(c, "server.threads", "12").ok());
+  EXPECT_EQ(c.server.threads, 12);
+  ASSERT_TRUE(apply_override(c, "runtime.scheduler", "fair").ok());
+  EXPECT_EQ(c.runtime.scheduler, "fair");
+  Status st = apply_override(c, "server.threads", "12x");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server.threads: expected integer, got '12x'"), std::string::npos);
+  st = apply_override(c, "nope.key", "1");
+  EXPECT_NE(st.message().find("nope.key: unknown config key"), std::string::npos);
+}
+
+TEST(Config, BadAuthKeysTable) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[auth.keys]\n\"k\" = 5\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("auth.keys.k: expected a non-empty tenant string"), std::string::npos) << st.message();
+}
+
+TEST(JsonWriter, EscapesAndNests) {
+  JsonWriter w;
+  w.begin_object().key("s").value("a\"b\\c\n\x01").key("n").value(-7).key("u").value(uint64_t{18446744073709551615ull});
+  w.key("d").value(0.5).key("inf").value(1.0 / 0.0).key("arr").begin_array().value(true).null().begin_object().end_object();
+  w.end_array().end_object();
+  EXPECT_EQ(w.str(), R"({"s":"a\"b\\c\n\u0001","n":-7,"u":18446744073709551615,"d":0.5,"inf":null,"arr":[true,null,{}]})");
+  Json j(w.str());
+  EXPECT_TRUE(j.ok);
+}
+
+TEST(JsonWriter, InvalidUtf8Replaced) {
+  std::string out;
+  json_escape(out, std::string("ok \xC3\xA9 bad \xFF \xE2\x82 end", 18));
+  EXPECT_EQ(out, "\"ok \xC3\xA9 bad \xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD end\"");
+  EXPECT_TRUE(Json(out).ok);
+  out.clear();
+  json_escape(out, "\xED\xA0\x80");  // UTF-16 surrogate encoded in UTF-8: invalid
+  EXPECT_EQ(out, "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+}
+
+TEST(Metrics, HistogramIsCumulativeWithSumAndCount) {
+  MetricsRegistry reg;
+  auto& h = reg.histogram("t_seconds", "help", {"route"}, {0.1, 0.5, 1.0});
+  const double samples[] = {0.05, 0.1, 0.3, 0.7, 2.0, 0.2, 0.9};
+  for (double s : samples) h.observe({"/a"}, s);
+  std::string out = reg.render();
+  EXPECT_NE(out.find("# TYPE t_seconds histogram"), std::string::npos);
+  // Naive reference: count of samples <= bound.
+  for (double b : {0.1, 0.5, 1.0}) {
+    int n = 0;
+    for (double s : samples) n += s <= b;
+    char line[128];
+    std::snprintf(line, sizeof line, "t_seconds_bucket{route=\"/a\",le=\"%.17g\"} %d\n", b, n);
+    EXPECT_NE(out.find(line), std::string::npos) << line << out;
+  }
+  EXPECT_NE(out.find("t_seconds_bucket{route=\"/a\",le=\"+Inf\"} 7\n"), std::string::npos);
+  EXPECT_NE(out.find("t_seconds_count{route=\"/a\"} 7\n"), std::string::npos);
+  double sum = 0;
+  for (double s : samples) sum += s;
+  char line[128];
+  std::snprintf(line, sizeof line, "t_seconds_sum{route=\"/a\"} %.17g\n", sum);
+  EXPECT_NE(out.find(line), std::string::npos) << out;
+}
+
+TEST(Metrics, CountersGaugesAndLabelEscaping) {
+  MetricsRegistry reg;
+  auto& c = reg.counter("reqs_total", "requests", {"path"});
+  c.inc({"/x\"y\\z\n"});
+  c.inc({"/x\"y\\z\n"}, 2);
+  auto& g = reg.gauge("temp", "a gauge");
+  g.set({}, 3.5);
+  g.inc({}, -1);
+  std::string out = reg.render();
+  EXPECT_NE(out.find("reqs_total{path=\"/x\\\"y\\\\z\\n\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("# TYPE temp gauge\ntemp 2.5\n"), std::string::npos) << out;
+  EXPECT_EQ(c.value({"/x\"y\\z\n"}), 3);
+}
+
+TEST(Client, ParseUrl) {
+  auto u = parse_url("ws://127.0.0.1:8123/v1/stream?x=1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->scheme, "ws");
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 8123);
+  EXPECT_EQ(u->target, "/v1/stream?x=1");
+  u = parse_url("localhost:9");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->scheme, "http");
+  EXPECT_EQ(u->target, "/");
+  EXPECT_FALSE(parse_url("https://x:1/").ok());
+  EXPECT_FALSE(parse_url("http://x:99999/").ok());
+}
+
+TEST(Client, SseParserSplitsAcrossFeeds) {
+  std::vector<std::pair<std::string, std::string>> ev;
+  SseParser p([&](const std::string& e, const std::string& d) { ev.emplace_back(e, d); });
+  std::string stream = ": comment\n\nevent: token\ndata: {\"a\":1}\n\ndata: line1\r\ndata: line2\r\n\r\ndata: [DONE]\n\n";
+  for (size_t i = 0; i < stream.size(); i += 7) p.feed(std::string_view(stream).substr(i, 7));
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].first, "token");
+  EXPECT_EQ(ev[0].second, "{\"a\":1}");
+  EXPECT_EQ(ev[1].first, "");
+  EXPECT_EQ(ev[1].second, "line1\nline2");
+  EXPECT_EQ(ev[2].second, "[DONE]");
+}
+
+}  // namespace
+}  // namespace ragd::testing
