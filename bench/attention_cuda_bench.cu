@@ -6,6 +6,10 @@
 // SDPA comparison (scripts/gpu/attention_vs_sdpa.py) uses the same formula.
 // Usage: bench_attention_cuda [--tokens 4096,8192,...] [--heads 32] [--kv-heads 8] [--head-dim 128]
 //                             [--iters 5] [--decode-batches 1,8,32] [--decode-len 4096,32768]
+//                             [--dump-dir DIR --dump-tokens 4001]
+// --dump-dir writes one causal prefill's inputs and output as raw bf16 (q.bin [N, heads, head_dim],
+// k.bin / v.bin [N, kv_heads, head_dim], out.bin [N, heads, head_dim]) so that a script can check
+// the kernel against another implementation at sizes far beyond the unit tests.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -85,7 +89,8 @@ int main(int argc, char** argv) {
   std::vector<int> tokens = {4096, 8192, 16384, 32768, 65536};
   std::vector<int> dec_batches = {1, 8, 32};
   std::vector<int> dec_lens = {4096, 32768};
-  int heads = 32, kv_heads = 8, d = 128, iters = 5;
+  int heads = 32, kv_heads = 8, d = 128, iters = 5, dump_tokens = 4001;
+  std::string dump_dir;
   const int bs = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -96,6 +101,8 @@ int main(int argc, char** argv) {
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
     else if (a == "--decode-batches") dec_batches = parse_list(argv[i + 1]);
     else if (a == "--decode-len") dec_lens = parse_list(argv[i + 1]);
+    else if (a == "--dump-dir") dump_dir = argv[i + 1];
+    else if (a == "--dump-tokens") dump_tokens = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -113,6 +120,43 @@ int main(int argc, char** argv) {
   cudaEvent_t t0, t1;
   CHECK_CUDA(cudaEventCreate(&t0));
   CHECK_CUDA(cudaEventCreate(&t1));
+
+  if (!dump_dir.empty()) {
+    const int n = dump_tokens;
+    const int nblk = (n + bs - 1) / bs;
+    const size_t nq = static_cast<size_t>(n) * heads * d;
+    const size_t nkv = static_cast<size_t>(nblk) * bs * kv_heads * d;
+    uint16_t* q = alloc_random(nq, 11);
+    uint16_t* k = alloc_random(nkv, 12);
+    uint16_t* v = alloc_random(nkv, 13);
+    int32_t* table = nullptr;
+    CHECK_CUDA(cudaMalloc(&table, nblk * sizeof(int32_t)));
+    fill_iota<<<64, 256>>>(table, nblk);
+    uint16_t* out = nullptr;
+    float* lse = nullptr;
+    CHECK_CUDA(cudaMalloc(&out, nq * 2));
+    CHECK_CUDA(cudaMalloc(&lse, static_cast<size_t>(n) * heads * 4));
+    const rc::PagedKvBf16 kv{k, v, table, bs, kv_heads, d, n};
+    CHECK_OK(rc::attention_prefill(q, n, heads, kv, scale, true, 0, out, rc::DType::kBf16, lse, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    // With the identity block table the pool is [n_padded, kv_heads, d]: its first n rows are K / V.
+    const size_t nkv_used = static_cast<size_t>(n) * kv_heads * d;
+    const struct { const char* name; const uint16_t* p; size_t n; } files[] = {
+        {"q.bin", q, nq}, {"k.bin", k, nkv_used}, {"v.bin", v, nkv_used}, {"out.bin", out, nq}};
+    for (const auto& f : files) {
+      std::vector<uint16_t> host(f.n);
+      CHECK_CUDA(cudaMemcpy(host.data(), f.p, f.n * 2, cudaMemcpyDeviceToHost));
+      const std::string path = dump_dir + "/" + f.name;
+      FILE* fp = std::fopen(path.c_str(), "wb");
+      if (!fp || std::fwrite(host.data(), 2, f.n, fp) != f.n) {
+        std::fprintf(stderr, "cannot write %s\n", path.c_str());
+        return 1;
+      }
+      std::fclose(fp);
+    }
+    std::fprintf(stderr, "dumped a %d-token causal prefill to %s\n", n, dump_dir.c_str());
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(table); cudaFree(out); cudaFree(lse);
+  }
 
   std::printf("kind,tokens_or_batch,kv_len,heads,kv_heads,head_dim,time,rate\n");
   for (int n : tokens) {

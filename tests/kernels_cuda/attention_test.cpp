@@ -5,11 +5,13 @@
 //   prefill out 1e-2: P is rounded to bf16 (2^-9 relative) before the tensor-core P·V product;
 //   prefill LSE 4e-3 (absolute, natural log): the row sum adds the bf16-rounded P;
 //   decode out and LSE 1e-4: fp32 throughout, only the summation order differs.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -147,10 +149,17 @@ INSTANTIATE_TEST_SUITE_P(
                       PrefillCase{128, 4, 4, 33, 129, 0, false},        // not causal
                       PrefillCase{64, 6, 3, 7, 33, 0, false},           // GQA 2
                       PrefillCase{128, 8, 2, 129, 129, 0, true, DType::kBf16},  // bf16 output
-                      PrefillCase{64, 4, 2, 7, 0, 0, false}));          // no keys: o = 0, lse = -inf
+                      PrefillCase{64, 4, 2, 7, 0, 0, false}),           // no keys: o = 0, lse = -inf
+    [](const auto& info) {
+      const PrefillCase& c = info.param;
+      return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_nq" +
+             std::to_string(c.n_q) + "_len" + std::to_string(c.kv_len) + "_off" + std::to_string(c.q_offset) +
+             (c.causal ? "_causal" : "_full") + (c.out_dtype == DType::kBf16 ? "_bf16out" : "");
+    });
 
 struct DecodeCase {
   int d, heads, kv_heads, splits;  // splits 0 = planner's choice
+  int plan_len = 300;              // max_kv_len the plan is made for (< 300: the last split takes the rest)
 };
 
 class DecodeCuda : public ::testing::TestWithParam<DecodeCase> {
@@ -204,7 +213,7 @@ TEST_P(DecodeCuda, MatchesReferenceAndCpu) {
   DeviceBuffer<int32_t> dt(tables), dlen(std::vector<int32_t>(lens.begin(), lens.end()));
   DeviceBuffer<float> dout(cpu_o.size()), dl(cpu_l.size());
   DecodeBatchBf16 db{dq.get(), dk.get(), dv.get(), dt.get(), dlen.get(), batch, max_blocks, bs, c.heads, c.kv_heads, c.d};
-  const DecodePlan plan = plan_attention_decode(batch, c.kv_heads, 300, 132, c.splits);
+  const DecodePlan plan = plan_attention_decode(batch, c.kv_heads, c.plan_len, 132, c.splits);
   const size_t ws_bytes = attention_decode_workspace_bytes(db, plan);
   DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
   RAGD_STATUS_OK(attention_decode(db, scale, plan, ws.get(), ws_bytes, dout.get(), dl.get(), nullptr));
@@ -227,7 +236,14 @@ TEST_P(DecodeCuda, MatchesReferenceAndCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeCuda,
                          ::testing::Values(DecodeCase{128, 8, 8, 1}, DecodeCase{128, 32, 8, 3},
                                            DecodeCase{64, 16, 2, 0}, DecodeCase{64, 4, 2, 7},
-                                           DecodeCase{128, 32, 8, 0}));
+                                           DecodeCase{128, 32, 8, 0}, DecodeCase{128, 16, 4, 3, 100}),
+                         [](const auto& info) {
+                           const DecodeCase& c = info.param;
+                           return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" +
+                                  std::to_string(c.kv_heads) + "_splits" +
+                                  (c.splits ? std::to_string(c.splits) : std::string("auto")) +
+                                  (c.plan_len != 300 ? "_plan" + std::to_string(c.plan_len) : std::string());
+                         });
 
 }  // namespace
 }  // namespace ragd::kernels::cuda

@@ -1,6 +1,7 @@
 // Bad shapes and unsupported compile-time values are rejected on the host, before anything touches
 // the device: these tests run on machines without a GPU too. Each checks that the message names the
 // problem.
+#include <cstdint>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/gemm.h"
 #include "ragd/kernels/cuda/lse_merge.h"
+#include "ragd/kernels/cuda/paged_kv.h"
 #include "ragd/kernels/cuda/sampling.h"
 
 namespace ragd::kernels::cuda {
@@ -123,6 +125,12 @@ TEST(CudaBadInput, MergeRejectsBadHeadDim) {
 
 TEST(CudaBadInput, ArgmaxRejectsStrideBelowVocab) {
   expect_invalid(argmax_rows(fake<float>(), 2, 100, 99, fake<int32_t>(), nullptr), "stride=99");
+}
+
+TEST(CudaBadInput, KvWriteRejectsShortSourceStride) {
+  expect_invalid(kv_write(fake<uint16_t>(), fake<uint16_t>(), 7, 100, 2, 64, fake<int32_t>(), fake<uint16_t>(),
+                          fake<uint16_t>(), nullptr),
+                 "src_stride=100");
 }
 
 }  // namespace

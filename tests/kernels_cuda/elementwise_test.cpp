@@ -1,10 +1,13 @@
-// CUDA RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, LSE merge, argmax and bf16 GEMM vs
-// naive double references and vs the CPU kernels (the oracle).
+// CUDA RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, LSE merge, argmax, paged KV writes
+// and bf16 GEMM vs naive double references and vs the CPU kernels (the oracle).
 // Tolerances (max |a−b| / (1+|b|)): f32 outputs 1e-5 (same formula, different summation order);
-// bf16 outputs 8e-3 (one bf16 rounding of the result: 2^-8 relative); bf16 GEMM into f32 1e-4.
+// bf16 outputs 8e-3 (one bf16 rounding of the result: 2^-8 relative); bf16 GEMM into f32 1e-4;
+// LSE merge 2e-6 (a few ulp of expf / logf on each side).
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/gemm.h"
 #include "ragd/kernels/cuda/lse_merge.h"
+#include "ragd/kernels/cuda/paged_kv.h"
 #include "ragd/kernels/cuda/sampling.h"
 #include "ragd/kernels/lse_merge.h"
 #include "ragd/kernels/norm.h"
@@ -201,14 +205,14 @@ TEST_F(MiscCuda, MergeStatesMatchesCpuIncludingEmptyStates) {
   DeviceBuffer<float> doa(oa), dob(ob), dla(la), dlb(lb);
   DeviceBuffer<float> dout(oa.size()), dl(rows);
   RAGD_STATUS_OK(merge_states(rows, hd, doa.get(), dla.get(), dob.get(), dlb.get(), dout.get(), dl.get(), nullptr));
-  EXPECT_LE(max_err(dout.download(), ro), 1e-6);
-  EXPECT_LE(max_err(dl.download(), rl), 1e-6);
-  EXPECT_LE(max_err(dout.download(), co), 1e-6);
-  EXPECT_LE(max_err(dl.download(), cl), 1e-6);
+  EXPECT_LE(max_err(dout.download(), ro), 2e-6);
+  EXPECT_LE(max_err(dl.download(), rl), 2e-6);
+  EXPECT_LE(max_err(dout.download(), co), 2e-6);
+  EXPECT_LE(max_err(dl.download(), cl), 2e-6);
   // In place (outputs alias a).
   RAGD_STATUS_OK(merge_states(rows, hd, doa.get(), dla.get(), dob.get(), dlb.get(), doa.get(), dla.get(), nullptr));
-  EXPECT_LE(max_err(doa.download(), ro), 1e-6);
-  EXPECT_LE(max_err(dla.download(), rl), 1e-6);
+  EXPECT_LE(max_err(doa.download(), ro), 2e-6);
+  EXPECT_LE(max_err(dla.download(), rl), 2e-6);
 }
 
 TEST_F(MiscCuda, ArgmaxPicksLowestIndexOnTiesAndSkipsNan) {
@@ -227,6 +231,35 @@ TEST_F(MiscCuda, ArgmaxPicksLowestIndexOnTiesAndSkipsNan) {
   DeviceBuffer<int32_t> dout(rows);
   RAGD_STATUS_OK(argmax_rows(dl.get(), rows, vocab, stride, dout.get(), nullptr));
   EXPECT_EQ(dout.download(), want);
+}
+
+TEST_F(MiscCuda, KvWriteScattersRowsIntoSlotsAndSkipsNegativeSlots) {
+  const int n = 33, kvh = 2, d = 64, bs = 16, blocks = 5, stride = 3 * kvh * d + 8;  // rows of a fused qkv buffer
+  const size_t row = static_cast<size_t>(kvh) * d;
+  const auto src = to_bf16(random_vec(static_cast<size_t>(n) * stride, 81));
+  std::vector<int32_t> slots(n);
+  std::vector<int32_t> perm(blocks * bs);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937 rng(82);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int i = 0; i < n; ++i) slots[i] = perm[i];
+  slots[5] = -1;  // padding row
+  const std::vector<uint16_t> pool0(static_cast<size_t>(blocks) * bs * row, 0x7fc0);  // NaN
+  DeviceBuffer<uint16_t> dsrc(src), dk(pool0), dv(pool0);
+  DeviceBuffer<int32_t> dslots(slots);
+  // K at column offset kvh·d of each source row, V at 2·kvh·d (the q | k | v order of the fused buffer).
+  RAGD_STATUS_OK(kv_write(dsrc.get() + row, dsrc.get() + 2 * row, n, stride, kvh, d, dslots.get(), dk.get(), dv.get(),
+                          nullptr));
+  auto want_k = pool0, want_v = pool0;
+  for (int i = 0; i < n; ++i) {
+    if (slots[i] < 0) continue;
+    for (size_t e = 0; e < row; ++e) {
+      want_k[slots[i] * row + e] = src[i * stride + row + e];
+      want_v[slots[i] * row + e] = src[i * stride + 2 * row + e];
+    }
+  }
+  EXPECT_EQ(dk.download(), want_k);
+  EXPECT_EQ(dv.download(), want_v);
 }
 
 TEST_F(MiscCuda, LinearBf16MatchesDoubleReference) {

@@ -32,7 +32,8 @@ constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Dense layer in the Hugging Face nn.Linear layout (same contract as ragd::kernels::linear):
 //   x: [m, k] bf16   w: [n, k] bf16 (one output feature per row)
 //   y: [m, n] = x · wᵀ (+ y when accumulate, e.g. a residual add), out_dtype kF32 or kBf16.
-// workspace: device scratch of workspace_bytes (may be 0 / nullptr: cuBLAS then uses no split-K).
+// workspace: device scratch of workspace_bytes, 256-byte aligned (cudaMalloc is); may be 0 / nullptr,
+// cuBLAS then runs the algorithms that need none.
 // InvalidArgument on m, n, k <= 0 or null pointers; Internal on a cuBLAS error.
 Status linear_bf16(const CublasHandle& handle, void* stream, const uint16_t* x, int m, int k,
                    const uint16_t* w, int n, void* y, DType out_dtype, bool accumulate,
