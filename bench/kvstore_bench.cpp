@@ -4,7 +4,7 @@
 //      1,000 documents of 256-512 tokens, across a sweep of cache capacities;
 //   3. per-tier load bandwidth (lookup + async load + checksum + append into the engine's
 //      BlockTable) against the engine's recompute (prefill) time, and the break-even segment size.
-// Usage: bench_kvstore [--requests N] [--quick] [--ssd-dir DIR]
+// Usage: bench_kvstore [--requests N] [--quick] [--hit-only] [--ssd-dir DIR]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -182,7 +182,8 @@ struct HitResult {
   uint64_t evictions = 0;
 };
 
-HitResult run_trace(const Trace& t, const std::string& policy, uint64_t capacity, const PrefillCostModel& cost, int warmup) {
+HitResult run_trace(const Trace& t, const std::string& policy, uint64_t capacity, const PrefillCostModel& cost, int warmup,
+                    size_t history) {
   KvFormat f;
   f.model_fingerprint = {1, 2};
   f.num_layers = 1;
@@ -194,6 +195,7 @@ HitResult run_trace(const Trace& t, const std::string& policy, uint64_t capacity
   o.dram_bytes = 0;
   o.io_threads = 1;
   o.cost = cost;
+  o.frequency_history = history;
   auto s = KvStore::open(o, f);
   if (!s.ok()) die("open", s.status());
   KvStore& store = **s;
@@ -289,16 +291,18 @@ LoadResult measure_loads(engine::Model& m, Tier tier, int tokens, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
-  int requests = 6000;
+  int requests = 4000;
   bool quick = false;
+  bool hit_only = false;
   std::string ssd_dir = (std::filesystem::temp_directory_path() / ("ragd_kvbench_" + std::to_string(::getpid()))).string();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
     else if (a == "--quick") quick = true;
+    else if (a == "--hit-only") hit_only = true;
     else if (a == "--ssd-dir" && i + 1 < argc) ssd_dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_kvstore [--requests N] [--quick] [--ssd-dir DIR]\n");
+      std::fprintf(stderr, "usage: bench_kvstore [--requests N] [--quick] [--hit-only] [--ssd-dir DIR]\n");
       return 2;
     }
   }
@@ -333,19 +337,24 @@ int main(int argc, char** argv) {
               requests / 5);
   std::printf("# capacity as a share of all 1000 documents' KV; token hit = reused doc tokens / doc tokens;\n");
   std::printf("# time saved = profiled prefill time of reused docs / of all docs (what PGDSF optimises)\n");
-  std::printf("%-9s %-6s %10s %11s %10s\n", "capacity", "policy", "token hit", "time saved", "evictions");
+  std::printf("# 'no history' = access counts forgotten when a node leaves the cache (frequency_history = 0)\n");
+  std::printf("%-9s %-6s %10s %11s %10s %22s\n", "capacity", "policy", "token hit", "time saved", "evictions",
+              "time saved, no history");
   const std::vector<double> shares = quick ? std::vector<double>{0.05, 0.2} : std::vector<double>{0.025, 0.05, 0.1, 0.2, 0.4};
   for (double share : shares) {
     double lru_saved = 0;
     for (const char* p : {"lru", "lfu", "gdsf", "pgdsf"}) {
-      HitResult r = run_trace(trace, p, static_cast<uint64_t>(share * static_cast<double>(all_bytes)), *cost, requests / 5);
+      const uint64_t cap = static_cast<uint64_t>(share * static_cast<double>(all_bytes));
+      HitResult r = run_trace(trace, p, cap, *cost, requests / 5, 65536);
+      HitResult r0 = std::string(p) == "lru" ? r : run_trace(trace, p, cap, *cost, requests / 5, 0);
       if (std::string(p) == "lru") lru_saved = r.time_saved;
-      std::printf("%-8.1f%% %-6s %9.1f%% %10.1f%% %10llu", share * 100, p, r.token_hit * 100, r.time_saved * 100,
-                  static_cast<unsigned long long>(r.evictions));
+      std::printf("%-8.1f%% %-6s %9.1f%% %10.1f%% %10llu %21.1f%%", share * 100, p, r.token_hit * 100, r.time_saved * 100,
+                  static_cast<unsigned long long>(r.evictions), r0.time_saved * 100);
       if (std::string(p) != "lru") std::printf("   (x%.2f vs lru)", lru_saved > 0 ? r.time_saved / lru_saved : 0.0);
       std::printf("\n");
     }
   }
+  if (hit_only) return 0;
 
   // 3. Load bandwidth vs recompute.
   const KvFormat f = KvFormat::from_layout(model->kv_pool().layout(), model->fingerprint());
@@ -354,29 +363,30 @@ int main(int argc, char** argv) {
   std::printf("# SSD = RocksDB/BlobDB in %s (OS page cache warm: the segments fit in RAM)\n", ssd_dir.c_str());
   std::printf("%-7s %12s %10s %12s %10s %12s %10s\n", "tokens", "recompute ms", "dram ms", "dram GB/s", "ssd ms", "ssd GB/s",
               "");
-  const std::vector<int> sizes = quick ? std::vector<int>{16, 256} : std::vector<int>{16, 64, 256, 1024};
+  const std::vector<int> sizes = quick ? std::vector<int>{1, 16, 256} : std::vector<int>{1, 4, 16, 64, 256, 1024};
   struct Row {
     int n;
     double rec, dram, ssd;
   };
   std::vector<Row> rows;
   for (int n : sizes) {
-    const double rec = time_prefill(*model, 0, n, quick ? 1 : 3);
-    LoadResult d = measure_loads(*model, Tier::kDram, n, ssd_dir, quick ? 0.1 : 0.3);
-    LoadResult s = measure_loads(*model, Tier::kSsd, n, ssd_dir, quick ? 0.1 : 0.3);
+    const double rec = time_prefill(*model, 0, n, 2);
+    LoadResult d = measure_loads(*model, Tier::kDram, n, ssd_dir, quick ? 0.05 : 0.15);
+    LoadResult s = measure_loads(*model, Tier::kSsd, n, ssd_dir, quick ? 0.05 : 0.15);
     rows.push_back({n, rec, d.seconds_per_segment, s.seconds_per_segment});
     std::printf("%-7d %12.3f %10.4f %12.2f %10.4f %12.2f   load/recompute: dram %.4f ssd %.4f\n", n, rec * 1e3,
                 d.seconds_per_segment * 1e3, d.gbps, s.seconds_per_segment * 1e3, s.gbps, d.seconds_per_segment / rec,
                 s.seconds_per_segment / rec);
   }
-  // Break-even: smallest size where loading beats recomputing; also the linear-model estimate
-  // n* = fixed load cost / (recompute per token - load per token).
-  auto fit = [](const std::vector<std::pair<double, double>>& xy, double* a, double* b) {
+  // Break-even: the segment size from which loading beats recomputing. Measured: the smallest
+  // size where it does. Model: load(n) = fixed + n * per_token_load (fixed = the 1-token load
+  // latency, per-token slope fitted), recompute(n) = n * marginal per-token prefill time (fitted
+  // slope, i.e. what a batched prefill would spend on these tokens), n* = fixed / (rec - load).
+  auto slope = [](const std::vector<std::pair<double, double>>& xy) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (auto [x, y] : xy) sx += x, sy += y, sxx += x * x, sxy += x * y;
     const double n = static_cast<double>(xy.size());
-    *b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-    *a = (sy - *b * sx) / n;
+    return (n * sxy - sx * sy) / (n * sxx - sx * sx);
   };
   for (int which = 0; which < 2; ++which) {
     std::vector<std::pair<double, double>> load_xy, rec_xy;
@@ -387,13 +397,12 @@ int main(int argc, char** argv) {
       rec_xy.emplace_back(r.n, r.rec);
       if (first < 0 && l < r.rec) first = r.n;
     }
-    double la, lb, ra, rb;
-    fit(load_xy, &la, &lb);
-    fit(rec_xy, &ra, &rb);
-    const double nstar = rb > lb ? std::max(0.0, (la - ra) / (rb - lb)) : INFINITY;
-    std::printf("# break-even %s: loading wins from %s tokens measured; linear fit: load %.3f ms + %.2f us/token, recompute "
-                "%.2f us/token -> n* = %.1f tokens\n",
-                which == 0 ? "DRAM" : "SSD ", first < 0 ? "none of the" : std::to_string(first).c_str(), la * 1e3, lb * 1e6,
+    const double fixed = which == 0 ? rows.front().dram : rows.front().ssd;
+    const double lb = std::max(0.0, slope(load_xy)), rb = slope(rec_xy);
+    const double nstar = rb > lb ? fixed / (rb - lb) : INFINITY;
+    std::printf("# break-even %s: loading wins from %s tokens (measured); fixed %.3f ms + %.2f us/token load vs %.1f us/token "
+                "marginal recompute -> n* = %.2f tokens\n",
+                which == 0 ? "DRAM" : "SSD ", first < 0 ? "none of the" : std::to_string(first).c_str(), fixed * 1e3, lb * 1e6,
                 rb * 1e6, nstar);
   }
   std::filesystem::remove_all(ssd_dir);

@@ -1,6 +1,7 @@
 #include "ragd/kvstore/knowledge_tree.h"
 
 #include <algorithm>
+#include <deque>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -66,6 +67,10 @@ struct KnowledgeTree::Impl {
   uint64_t tick = 0;
   uint64_t next_uid = 1;
   uint64_t ssd_pending_bytes = 0;
+  // Access counts of recently removed nodes (frequency history), bounded FIFO.
+  std::unordered_map<Hash128, std::pair<double, uint64_t>, Hash128Hasher> ghost;  // key -> (count, seq)
+  std::deque<std::pair<Hash128, uint64_t>> ghost_order;
+  uint64_t ghost_seq = 0;
 
   explicit Impl(TreeOptions o) : opt(std::move(o)) {}
 
@@ -147,11 +152,32 @@ struct KnowledgeTree::Impl {
     }
     if (n->tiers == 0) {
       RAGD_CHECK(n->children.empty()) << "a node in no tier still has children";
+      remember(n->key, n->freq);
       n->parent->children.erase(n->doc);
       nodes.erase(n->key);
       return false;
     }
     return true;
+  }
+
+  void remember(const Hash128& k, double freq) {
+    if (opt.frequency_history == 0) return;
+    const uint64_t seq = ++ghost_seq;
+    ghost[k] = {freq, seq};
+    ghost_order.emplace_back(k, seq);
+    while (ghost_order.size() > opt.frequency_history) {
+      auto [key, s] = ghost_order.front();
+      ghost_order.pop_front();
+      auto it = ghost.find(key);
+      if (it != ghost.end() && it->second.second == s) ghost.erase(it);  // not re-remembered since
+    }
+  }
+  double recall(const Hash128& k) {
+    auto it = ghost.find(k);
+    if (it == ghost.end()) return 0;
+    const double f = it->second.first;
+    ghost.erase(it);
+    return f;
   }
 
   Node* pick_victim(int t) const {
@@ -240,6 +266,7 @@ struct KnowledgeTree::Impl {
     i.depth = n->depth;
     i.bytes = n->bytes;
     i.pins = n->pins;
+    i.frequency = n->freq;
     i.ssd_pending = n->ssd_pending != nullptr;
     return i;
   }
@@ -314,7 +341,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
     if (t == kSsd && !m.ssd_room_for_write(n->bytes)) continue;
     if (!m.make_room(t, n->bytes, actions)) continue;
     n->last = ++m.tick;
-    n->freq = 1;
+    n->freq = 1 + m.recall(n->key);
     m.place(n, t, seg, actions, /*ssd_write=*/true);
     m.ctr[t].inserts += 1;
     if (placed) *placed = static_cast<Tier>(t);

@@ -173,15 +173,10 @@ struct StoreCore {
     h.publish_segment(i, seg, Tier::kSsd);
     const size_t lb = hd.layer_bytes();
     for (uint32_t l = 0; l < hd.num_layers; ++l) {
-      Status st = ssd->read_layer(pn.key, l, &buf);
+      Status st = ssd->read_layer(pn.key, l, lb, seg->mutable_layer_k(static_cast<int>(l)), seg->mutable_layer_v(static_cast<int>(l)));
       if (st.code() == StatusCode::kNotFound)
         return Status::Corruption(fmt::format("kv segment {}: layer {} record missing", pn.key.to_hex(), l));
       RAGD_RETURN_IF_ERROR(st);
-      if (buf.size() != 2 * lb)
-        return Status::Corruption(fmt::format("kv segment {}: layer {} record has {} bytes, expected {}", pn.key.to_hex(), l,
-                                              buf.size(), 2 * lb));
-      std::memcpy(seg->mutable_layer_k(static_cast<int>(l)), buf.data(), lb);
-      std::memcpy(seg->mutable_layer_v(static_cast<int>(l)), buf.data() + lb, lb);
       RAGD_RETURN_IF_ERROR(seg->verify_layer(static_cast<int>(l)));
       h.set_layers(i, static_cast<int>(l) + 1);
     }
@@ -291,6 +286,7 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
   to.policy = policy;
   to.cost = opt.cost;
   to.ssd_max_pending_bytes = opt.ssd_max_pending_bytes;
+  to.frequency_history = opt.frequency_history;
   core->tree = std::make_unique<KnowledgeTree>(to);
   core->ctr.policy = std::string(eviction_policy_name(policy));
   if (opt.ssd_dir.empty()) {

@@ -438,6 +438,39 @@ TEST(KnowledgeTree, PgdsfKeepsCostlierNodesThanLru) {
   }
 }
 
+TEST(KnowledgeTree, FrequencyHistorySurvivesRemoval) {
+  for (size_t history : {size_t{0}, size_t{16}}) {
+    TreeOptions o = small_opts(EvictionPolicy::kLfu, 100000, 0, 0);
+    o.frequency_history = history;
+    KnowledgeTree tree(o);
+    std::vector<SsdAction> actions;
+    auto a = seg_for(kRootA, 1, 5, 0);
+    ASSERT_EQ(tree.insert(kRootA, true, a, &actions), KnowledgeTree::InsertOutcome::kInserted);
+    std::vector<Hash128> docs = {testing::dk(1)};
+    for (int i = 0; i < 5; ++i) tree.match(kRootA, docs, true);
+    EXPECT_EQ(tree.info(a->header().key)->frequency, 6.0);
+    tree.drop_subtree(a->header().key, Tier::kHbm, &actions);
+    ASSERT_FALSE(tree.info(a->header().key).has_value());
+    ASSERT_EQ(tree.insert(kRootA, true, a, &actions), KnowledgeTree::InsertOutcome::kInserted);
+    EXPECT_EQ(tree.info(a->header().key)->frequency, history ? 7.0 : 1.0);
+  }
+  // The history is bounded: the oldest remembered counts are forgotten first.
+  TreeOptions o = small_opts(EvictionPolicy::kLfu, 100000, 0, 0);
+  o.frequency_history = 2;
+  KnowledgeTree tree(o);
+  std::vector<SsdAction> actions;
+  std::vector<SegmentRef> segs;
+  for (uint64_t d = 1; d <= 3; ++d) {
+    segs.push_back(seg_for(kRootA, d, 3, 0));
+    ASSERT_EQ(tree.insert(kRootA, true, segs.back(), &actions), KnowledgeTree::InsertOutcome::kInserted);
+  }
+  for (auto& s : segs) tree.drop_subtree(s->header().key, Tier::kHbm, &actions);
+  for (auto& s : segs) ASSERT_EQ(tree.insert(kRootA, true, s, &actions), KnowledgeTree::InsertOutcome::kInserted);
+  EXPECT_EQ(tree.info(segs[0]->header().key)->frequency, 1.0);
+  EXPECT_EQ(tree.info(segs[1]->header().key)->frequency, 2.0);
+  EXPECT_EQ(tree.info(segs[2]->header().key)->frequency, 2.0);
+}
+
 TEST(KnowledgeTree, RestoreRejectsOrphansAndDisableDropsSubtrees) {
   KnowledgeTree tree(small_opts(EvictionPolicy::kLru, 10000, 10000, 100000));
   auto a = seg_for(kRootA, 1, 4, 0);

@@ -46,6 +46,9 @@ struct TreeOptions {
   PrefillCostModel cost;  // PGDSF cost; analytic default when not profiled
   // Most bytes of SSD writes that may be queued (not yet written); demotions beyond it drop.
   uint64_t ssd_max_pending_bytes = 256ull << 20;  // default 256 MiB
+  // How many removed nodes keep their access count, so a re-inserted popular document resumes
+  // its frequency (lfu / gdsf / pgdsf). 0 = forget on removal. Default 65536 entries.
+  size_t frequency_history = 65536;
 };
 
 struct SsdAction {
@@ -68,6 +71,7 @@ struct TreeNodeInfo {
   uint32_t depth = 0;
   uint64_t bytes = 0;
   int pins = 0;
+  double frequency = 0;      // access count (lookups + inserts), incl. remembered history
   bool ssd_pending = false;  // SSD write queued, not yet done
 };
 

@@ -61,6 +61,7 @@ struct Options {
   uint64_t ssd_max_pending_bytes = 256ull << 20;  // queued SSD writes; default 256 MiB
   bool ssd_sync_writes = false;        // fsync per SSD write (power loss); default off
   PrefillCostModel cost;               // PGDSF cost model (profile it on the running engine)
+  size_t frequency_history = 65536;    // removed nodes whose access counts are remembered (0 = off)
   std::shared_ptr<SsdFaults> ssd_faults;  // tests: fault injection into RocksDB's file system
 };
 

@@ -52,8 +52,9 @@ class SsdTier {
   Status remove(const Hash128& key, uint32_t num_layers);
   // Header bytes of a segment; NotFound when absent.
   Status read_header(const Hash128& key, std::string* out) const;
-  // K||V bytes of one layer; NotFound when absent.
-  Status read_layer(const Hash128& key, uint32_t layer, std::string* out) const;
+  // Copies one layer's K and V (layer_bytes each) straight out of RocksDB's pinned value into
+  // k_dst / v_dst. NotFound when absent; Corruption when the record has the wrong size.
+  Status read_layer(const Hash128& key, uint32_t layer, size_t layer_bytes, std::byte* k_dst, std::byte* v_dst) const;
   // Calls fn(key, header bytes) for every stored segment header.
   Status scan_headers(const std::function<void(const Hash128& key, std::span<const std::byte>)>& fn) const;
   Status flush();
