@@ -1,0 +1,143 @@
+// Corpus: the retrieval facade. Owns a data directory shared by the daemon, `ragctl ingest --data`
+// and `ragctl search --data`:
+//
+//   <data>/LOCK          flock held by the one writer (pid inside); a second writer fails clearly
+//   <data>/docstore/     RocksDB: documents, chunks (text, token ids, offsets, vector), manifest
+//   <data>/index.faiss   vector index (VectorIndex file: FAISS payload + embedder, spec, seq)
+//
+// Ingest: each document is validated, hashed (title + text), compared with the stored version
+// (unchanged = no-op; changed = its chunks are replaced), chunked, embedded, and the whole call is
+// written as one synced RocksDB batch with a log entry of chunk ids added/removed. ingest()
+// returns only after that batch is durable. The vector index is updated in memory and saved
+// atomically every `index_save_every_chunks` changed chunks / `index_save_interval_s` seconds and
+// at close; on open, log entries newer than the saved index's sequence number are replayed (and a
+// missing, corrupt or inconsistent index is rebuilt from the stored vectors).
+//
+// The corpus records its embedder identity and index spec; opening it with a different embedder
+// (or dimension) or index spec is refused, so queries and documents always share an embedder.
+//
+// Thread-safety: internally synchronised. search()/get_*() run concurrently with each other and
+// with ingest(); ingest()/remove_document()/save_index() are serialised among themselves.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/retrieval/chunker.h"
+#include "ragd/retrieval/document.h"
+#include "ragd/retrieval/embedder.h"
+#include "ragd/retrieval/reader.h"
+#include "ragd/retrieval/vector_index.h"
+
+namespace ragd::engine {
+class Tokenizer;
+}
+
+namespace ragd::retrieval {
+
+struct CorpusOptions {
+  ChunkerOptions chunker;      // chunk_tokens default 256, overlap 0
+  // Embedder; name "" = the one the corpus was built with ("hashing" for a new corpus).
+  EmbedderOptions embedder{.name = "", .dim = 384, .model_dir = "", .max_tokens = 512};
+  // FAISS factory string; "" = the corpus's own ("Flat" for a new corpus).
+  std::string index_spec;
+  VectorIndexOptions index;    // search defaults, training, omp_threads (spec/dim are set here)
+  bool read_only = false;      // readers take no lock and never write (safe beside a writer)
+  uint64_t index_save_every_chunks = 50000;  // save index.faiss after this many chunk changes
+  double index_save_interval_s = 120.0;       // ... or this long after the last save (seconds)
+  size_t embed_batch = 64;     // texts per embedder call
+};
+
+struct IngestSummary {
+  size_t ingested = 0;   // new documents
+  size_t unchanged = 0;  // same id, same content: nothing written
+  size_t replaced = 0;   // same id, new content: chunks replaced
+  size_t rejected = 0;   // invalid documents (see `problems`)
+  uint64_t chunks_added = 0;
+  uint64_t chunks_removed = 0;
+  uint64_t bytes = 0;    // text bytes of ingested + replaced documents
+  uint64_t seq = 0;      // store sequence number after this call (0 when nothing was written)
+  std::vector<SkippedInput> problems;  // {document id or "#index", reason}
+};
+
+struct DocumentInfo {
+  std::string id, source, title;
+  std::string content_hash;  // 32 hex digits
+  uint64_t bytes = 0;
+  uint64_t seq = 0;
+  std::vector<uint64_t> chunk_ids;
+};
+
+struct Hit {
+  float score = 0;
+  std::string source;  // the document's source (path or the id given at ingest)
+  std::string title;
+  Chunk chunk;         // id, doc id, offsets, text, token ids
+};
+
+struct CorpusStats {
+  uint64_t documents = 0;
+  uint64_t chunks = 0;
+  uint64_t vectors = 0;  // live vectors in the index
+  uint64_t seq = 0;      // last durable store sequence number
+  uint64_t index_saved_seq = 0;
+  std::string embedder;  // identity
+  std::string index_spec;
+  int dim = 0;
+  bool index_trained = true;
+};
+
+class Corpus {
+ public:
+  // `tokenizer` is needed to ingest (chunking) and by the "model" embedder; may be null for a
+  // read-only corpus with the hashing embedder.
+  static Result<std::unique_ptr<Corpus>> open(const std::string& data_dir, const CorpusOptions& opts,
+                                              std::shared_ptr<const engine::Tokenizer> tokenizer);
+  // Saves the index when it changed (errors are logged).
+  ~Corpus();
+  Corpus(const Corpus&) = delete;
+  Corpus& operator=(const Corpus&) = delete;
+
+  // Durable on return. Invalid documents are reported in the summary, not as an error; an error
+  // Status means nothing of this call was written (storage failure, read-only corpus, no
+  // tokenizer).
+  Result<IngestSummary> ingest(std::span<const Document> docs);
+  Result<std::optional<DocumentInfo>> get_document(const std::string& id) const;
+  // Removes the document, its chunks and vectors; false when it did not exist.
+  Result<bool> remove_document(const std::string& id);
+
+  Result<std::vector<Hit>> search(std::string_view query, int k, const SearchParams& params = {}) const;
+  // Progressive search (see VectorIndex::search_progressive): neighbour ids after each stage;
+  // fetch_hits() turns a stage's neighbours into hits.
+  Status search_progressive(std::string_view query, int k, std::span<const int> nprobe_stages,
+                            const VectorIndex::StageCallback& on_stage) const;
+  Result<std::vector<Hit>> fetch_hits(std::span<const Neighbor> neighbors) const;
+  // Chunks by id; nullopt for ids that do not exist.
+  Result<std::vector<std::optional<Chunk>>> get_chunks(std::span<const uint64_t> ids) const;
+  // Calls fn for every document (key order) until it returns false.
+  Status for_each_document(const std::function<bool(const DocumentInfo&)>& fn) const;
+
+  // Writes index.faiss now (atomic) and drops the replay log it covers.
+  Status save_index();
+  // Full cross-check: every document's chunks exist and point back to it, every chunk belongs to
+  // a document that lists it, the index holds exactly the stored chunk ids, counters match.
+  Status check_consistency() const;
+
+  CorpusStats stats() const;
+  const Embedder& embedder() const;
+
+  struct Impl;
+
+ private:
+  explicit Corpus(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ragd::retrieval

@@ -1,0 +1,69 @@
+// Embedders turn text into L2-normalised float vectors for inner-product search. Chosen by name:
+//   "hashing" (default): signed feature hashing of lower-cased word unigrams and bigrams
+//     (English stop words dropped from unigrams), sublinear tf (1 + ln tf), L2-normalised;
+//     no model needed. Dimension configurable.
+//   "model": mean-pooled final hidden states of a transformer loaded through the engine
+//     (engine::Model::embed), for users with an embedding checkpoint; dimension = hidden_size.
+// identity() names the embedder and every parameter that changes its output
+// ("hashing-v1/d=384", "model/<fingerprint>/d=4096"): a corpus records it and refuses queries or
+// ingests with another.
+// Thread-safety: embed() is safe from any thread (the model embedder serialises on a mutex).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/status.h"
+
+namespace ragd::engine {
+class Model;
+class Tokenizer;
+}  // namespace ragd::engine
+
+namespace ragd::retrieval {
+
+class Embedder {
+ public:
+  virtual ~Embedder() = default;
+  virtual std::string_view name() const = 0;  // "hashing" | "model"
+  virtual std::string identity() const = 0;
+  virtual int dim() const = 0;
+  // Writes one vector per text: out is resized to [texts.size(), dim()] row-major, each row
+  // L2-normalised (an all-zero row stays zero, e.g. text without words).
+  virtual Status embed(std::span<const std::string_view> texts, std::vector<float>* out) const = 0;
+};
+
+struct HashingEmbedderOptions {
+  int dim = 384;         // output dimension; default 384, must be in [16, 65536]
+  bool bigrams = true;   // also hash adjacent word pairs; default on
+};
+
+Result<std::unique_ptr<Embedder>> make_hashing_embedder(const HashingEmbedderOptions& opts = {});
+
+// Wraps a loaded model. `model` must implement embed(); `tokenizer` encodes the text (truncated
+// to max_tokens tokens).
+Result<std::unique_ptr<Embedder>> make_model_embedder(std::unique_ptr<engine::Model> model,
+                                                      std::shared_ptr<const engine::Tokenizer> tokenizer,
+                                                      int max_tokens = 512);
+
+struct EmbedderOptions {
+  std::string name = "hashing";  // "hashing" | "model"
+  int dim = 384;                 // hashing only; default 384
+  std::string model_dir;         // "model" only: HF directory with config.json + safetensors
+  int max_tokens = 512;          // "model" only: tokens embedded per text; default 512
+};
+
+// Builds an embedder by name. "model" loads the checkpoint in model_dir with the engine (CPU) and
+// needs `tokenizer`. Unknown names are InvalidArgument listing the known ones.
+Result<std::unique_ptr<Embedder>> make_embedder(const EmbedderOptions& opts,
+                                                std::shared_ptr<const engine::Tokenizer> tokenizer);
+
+// Lower-cased words of `text` as the hashing embedder sees them (letters, digits and any non-ASCII
+// UTF-8 sequence form words). Exposed for tests.
+std::vector<std::string> hashing_words(std::string_view text);
+
+}  // namespace ragd::retrieval

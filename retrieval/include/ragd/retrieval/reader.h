@@ -1,0 +1,59 @@
+// Document readers: .txt/.text, .md/.markdown, .html/.htm (parsed with gumbo, script/style
+// dropped, block elements become paragraph breaks), .jsonl (one {"id","title","text"} record a
+// line), and directories walked recursively (hidden entries skipped, symlinked directories not
+// followed). Files that cannot become documents are skipped with a reason and counted, never
+// fatal: binary data, invalid UTF-8, empty text, a line longer than max_line_bytes, a file larger
+// than max_file_bytes, an unsupported extension, a malformed JSONL record.
+// Thread-safety: free functions over their arguments; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/retrieval/document.h"
+
+namespace ragd::retrieval {
+
+struct ReaderOptions {
+  uint64_t max_file_bytes = 256ull << 20;  // larger files are skipped; default 256 MiB
+  uint64_t max_line_bytes = 1ull << 20;    // a longer line skips the file (or JSONL record); 1 MiB
+};
+
+struct SkippedInput {
+  std::string path;    // file path, or "path:line" for a JSONL record
+  std::string reason;  // "binary file", "invalid UTF-8 at byte 17", "empty file", ...
+};
+
+struct InputFile {
+  std::string path;  // absolute, lexically normal
+  uint64_t bytes = 0;
+};
+
+// Expands files and directories into the list of readable files (sorted within each directory).
+// A path that does not exist is an InvalidArgument error naming it; unsupported files found while
+// walking a directory are appended to `skipped`.
+Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths,
+                                                std::vector<SkippedInput>* skipped);
+
+struct ReadResult {
+  std::vector<Document> documents;
+  std::vector<SkippedInput> skipped;
+};
+
+// Reads one file by its extension. I/O errors (unreadable file) are reported as skipped too.
+ReadResult read_input_file(const std::string& path, const ReaderOptions& opts = {});
+
+// Same, from bytes already in memory; `path` picks the format and names the source.
+ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts = {});
+
+// Visible text and <title> of an HTML page. Block elements become "\n\n", <br> becomes "\n",
+// runs of whitespace collapse to one space (except inside <pre>).
+struct HtmlText {
+  std::string title;
+  std::string text;
+};
+HtmlText html_to_text(std::string_view html);
+
+}  // namespace ragd::retrieval

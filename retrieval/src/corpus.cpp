@@ -1,0 +1,520 @@
+#include "ragd/retrieval/corpus.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "doc_store.h"
+#include "ragd/common/hash.h"
+#include "ragd/common/log.h"
+#include "ragd/engine/tokenizer.h"
+#include "ragd/retrieval/text_util.h"
+
+namespace fs = std::filesystem;
+
+namespace ragd::retrieval {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Exclusive advisory lock on <data>/LOCK holding the writer's pid.
+class LockFile {
+ public:
+  static Result<std::unique_ptr<LockFile>> acquire(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::IOError(path + ": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {0};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      return Status::Unavailable(path + ": data directory is in use by another writer (pid " + pid +
+                                 "); stop it, or use --url to send documents to the running daemon");
+    }
+    std::string me = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+      // The lock itself is what matters; the pid is informational.
+    }
+    return std::unique_ptr<LockFile>(new LockFile(fd));
+  }
+  ~LockFile() { ::close(fd_); }
+
+ private:
+  explicit LockFile(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+std::string tokenizer_fingerprint(const engine::Tokenizer& tok) {
+  Hasher128 h;
+  h.u64(static_cast<uint64_t>(tok.vocab_size()));
+  for (int32_t i = 0; i < tok.vocab_size(); ++i) h.str(tok.token_bytes(i));
+  return h.digest().to_hex();
+}
+
+DocumentInfo to_info(const StoredDocument& d) {
+  return DocumentInfo{d.id, d.source, d.title, d.content_hash.to_hex(), d.bytes, d.seq, d.chunk_ids};
+}
+
+}  // namespace
+
+struct Corpus::Impl {
+  std::string dir;
+  CorpusOptions opts;
+  std::shared_ptr<const engine::Tokenizer> tokenizer;
+  std::unique_ptr<LockFile> lock;
+  std::unique_ptr<DocStore> store;
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<VectorIndex> index;
+  std::optional<Chunker> chunker;
+  std::string tokenizer_fp;  // "" when no tokenizer
+
+  std::mutex write_mu;                 // serialises ingest / remove / save
+  uint64_t index_saved_seq = 0;        // guarded by write_mu
+  uint64_t changes_since_save = 0;     // guarded by write_mu
+  Clock::time_point last_save = Clock::now();  // guarded by write_mu
+
+  std::string index_path() const { return dir + "/index.faiss"; }
+
+  Status rebuild_index() {
+    VectorIndexOptions io = opts.index;
+    RAGD_ASSIGN_OR_RETURN(index, VectorIndex::create(io));
+    std::vector<uint64_t> ids;
+    std::vector<float> vecs;
+    Status st = Status::OK();
+    auto flush = [&]() {
+      if (ids.empty()) return;
+      if (st.ok()) st = index->add(ids, vecs);
+      ids.clear();
+      vecs.clear();
+    };
+    RAGD_RETURN_IF_ERROR(store->for_each_chunk([&](const StoredChunk& c) {
+      if (c.vector.size() != static_cast<size_t>(io.dim)) {
+        st = Status::Corruption("docstore: chunk " + std::to_string(c.chunk.id) + " has a vector of " +
+                                std::to_string(c.vector.size()) + " floats, corpus dim is " + std::to_string(io.dim));
+        return false;
+      }
+      ids.push_back(c.chunk.id);
+      vecs.insert(vecs.end(), c.vector.begin(), c.vector.end());
+      if (ids.size() >= 4096) flush();
+      return st.ok();
+    }));
+    flush();
+    RAGD_RETURN_IF_ERROR(st);
+    index_saved_seq = 0;
+    changes_since_save = store->num_chunks() + 1;  // force a save
+    log::retrieval()->info("rebuilt vector index {} from {} stored chunks", io.spec, index->size());
+    return Status::OK();
+  }
+
+  Status replay_log(uint64_t after) {
+    RAGD_ASSIGN_OR_RETURN(auto entries, store->log_after(after));
+    size_t added = 0, removed = 0;
+    for (const auto& e : entries) {
+      RAGD_ASSIGN_OR_RETURN(size_t r, index->remove(e.removed));
+      removed += r;
+      RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(e.added));
+      std::vector<uint64_t> ids;
+      std::vector<float> vecs;
+      for (auto& c : chunks) {
+        if (!c) continue;  // removed by a later entry
+        ids.push_back(c->chunk.id);
+        vecs.insert(vecs.end(), c->vector.begin(), c->vector.end());
+      }
+      RAGD_RETURN_IF_ERROR(index->add(ids, vecs));
+      added += ids.size();
+      changes_since_save += e.added.size() + e.removed.size();
+    }
+    if (!entries.empty())
+      log::retrieval()->info("replayed {} store batches after index seq {}: +{} -{} vectors", entries.size(), after,
+                             added, removed);
+    return Status::OK();
+  }
+
+  Status save_locked() {
+    if (opts.read_only) return Status::OK();
+    VectorIndex::FileInfo fi{store->seq(), embedder->identity()};
+    RAGD_RETURN_IF_ERROR(index->save(index_path(), fi));
+    index_saved_seq = fi.seq;
+    changes_since_save = 0;
+    last_save = Clock::now();
+    return store->prune_log(fi.seq);
+  }
+
+  Status maybe_save_locked() {
+    double since = std::chrono::duration<double>(Clock::now() - last_save).count();
+    if (changes_since_save >= opts.index_save_every_chunks ||
+        (changes_since_save > 0 && since >= opts.index_save_interval_s))
+      return save_locked();
+    return Status::OK();
+  }
+
+  Result<std::vector<Hit>> hits_for(std::span<const Neighbor> nb) const {
+    std::vector<uint64_t> ids;
+    for (const auto& n : nb) ids.push_back(n.id);
+    RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(ids));
+    std::unordered_map<std::string, std::pair<std::string, std::string>> docs;  // id -> source, title
+    std::vector<Hit> out;
+    for (size_t i = 0; i < nb.size(); ++i) {
+      if (!chunks[i]) continue;  // removed since the index answered
+      Hit h;
+      h.score = nb[i].score;
+      h.chunk = std::move(chunks[i]->chunk);
+      auto it = docs.find(h.chunk.doc_id);
+      if (it == docs.end()) {
+        RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(h.chunk.doc_id));
+        it = docs.emplace(h.chunk.doc_id, d ? std::make_pair(d->source, d->title)
+                                            : std::make_pair(h.chunk.doc_id, std::string()))
+                 .first;
+      }
+      h.source = it->second.first;
+      h.title = it->second.second;
+      out.push_back(std::move(h));
+    }
+    return out;
+  }
+
+  Result<std::vector<float>> embed_query(std::string_view q) const {
+    if (q.empty()) return Status::InvalidArgument("search: empty query");
+    if (size_t bad = find_invalid_utf8(q); bad != std::string_view::npos)
+      return Status::InvalidArgument("search: query is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    std::vector<float> v;
+    std::string_view one[1] = {q};
+    RAGD_RETURN_IF_ERROR(embedder->embed(one, &v));
+    return v;
+  }
+};
+
+Corpus::Corpus(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Corpus::~Corpus() {
+  if (!impl_ || impl_->opts.read_only) return;
+  std::lock_guard lk(impl_->write_mu);
+  if (impl_->changes_since_save > 0 || impl_->index_saved_seq != impl_->store->seq()) {
+    Status st = impl_->save_locked();
+    if (!st.ok()) log::retrieval()->error("saving the vector index at close: {}", st.to_string());
+  }
+}
+
+Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const CorpusOptions& opts,
+                                             std::shared_ptr<const engine::Tokenizer> tokenizer) {
+  auto m = std::make_unique<Impl>();
+  m->dir = fs::path(data_dir).lexically_normal().string();
+  while (m->dir.size() > 1 && m->dir.back() == '/') m->dir.pop_back();
+  m->opts = opts;
+  m->tokenizer = std::move(tokenizer);
+  if (opts.read_only) {
+    if (!fs::exists(m->dir + "/docstore"))
+      return Status::NotFound(m->dir + ": no corpus here (run `ragctl ingest PATH --data " + m->dir + "` first)");
+  } else {
+    std::error_code ec;
+    fs::create_directories(m->dir, ec);
+    if (ec) return Status::IOError(m->dir + ": " + ec.message());
+    RAGD_ASSIGN_OR_RETURN(m->lock, LockFile::acquire(m->dir + "/LOCK"));
+  }
+  RAGD_ASSIGN_OR_RETURN(m->store, DocStore::open(m->dir + "/docstore", opts.read_only));
+
+  // Embedder: the corpus's own unless one is named; a different one is refused.
+  auto stored_identity = m->store->meta("embedder");
+  auto stored_name = m->store->meta("embedder_name");
+  EmbedderOptions eo = opts.embedder;
+  if (eo.name.empty()) {
+    eo.name = stored_name.value_or("hashing");
+    if (stored_name && *stored_name == "hashing") {
+      if (auto d = m->store->meta("dim")) eo.dim = std::stoi(*d);
+    }
+    if (stored_name && *stored_name == "model" && eo.model_dir.empty())
+      if (auto md = m->store->meta("embedder_model_dir")) eo.model_dir = *md;
+  }
+  RAGD_ASSIGN_OR_RETURN(m->embedder, make_embedder(eo, m->tokenizer));
+  if (stored_identity && *stored_identity != m->embedder->identity())
+    return Status::FailedPrecondition(m->dir + ": corpus was built with embedder '" + *stored_identity +
+                                      "', this run uses '" + m->embedder->identity() +
+                                      "'; use the same embedder and dimension, or a new data directory");
+
+  auto stored_spec = m->store->meta("index_spec");
+  std::string spec = opts.index_spec.empty() ? stored_spec.value_or("Flat") : opts.index_spec;
+  if (stored_spec && *stored_spec != spec)
+    return Status::FailedPrecondition(m->dir + ": corpus index is '" + *stored_spec + "', asked for '" + spec +
+                                      "'; omit --index or use a new data directory");
+  m->opts.index.spec = spec;
+  m->opts.index.dim = m->embedder->dim();
+  if (!stored_identity && !opts.read_only) {
+    RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_name", std::string(m->embedder->name())));
+    RAGD_RETURN_IF_ERROR(m->store->put_meta("dim", std::to_string(m->embedder->dim())));
+    if (m->embedder->name() == "model") RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_model_dir", eo.model_dir));
+    RAGD_RETURN_IF_ERROR(m->store->put_meta("index_spec", spec));
+    RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder", m->embedder->identity()));
+  }
+
+  if (m->tokenizer) {
+    RAGD_ASSIGN_OR_RETURN(auto ch, Chunker::create(*m->tokenizer, opts.chunker));
+    m->chunker = ch;
+    m->tokenizer_fp = tokenizer_fingerprint(*m->tokenizer);
+  }
+
+  // Vector index: the saved file plus the store batches it does not cover.
+  bool rebuild = true;
+  if (fs::exists(m->index_path())) {
+    VectorIndex::FileInfo fi;
+    auto loaded = VectorIndex::load(m->index_path(), m->opts.index, &fi);
+    if (!loaded.ok()) {
+      log::retrieval()->warn("{}; rebuilding the index from the document store", loaded.status().to_string());
+    } else if (fi.embedder != m->embedder->identity()) {
+      log::retrieval()->warn("{}: index made by embedder '{}', corpus uses '{}'; rebuilding", m->index_path(),
+                             fi.embedder, m->embedder->identity());
+    } else if (fi.seq > m->store->seq()) {
+      log::retrieval()->warn("{}: index covers seq {} beyond the store's {}; rebuilding", m->index_path(), fi.seq,
+                             m->store->seq());
+    } else {
+      m->index = std::move(loaded).value();
+      m->index_saved_seq = fi.seq;
+      Status st = m->replay_log(fi.seq);
+      if (st.ok() && m->index->size() == m->store->num_chunks()) {
+        rebuild = false;
+      } else {
+        log::retrieval()->warn("{}: index does not match the store after replay ({} vectors, {} chunks{}); rebuilding",
+                               m->index_path(), m->index->size(), m->store->num_chunks(),
+                               st.ok() ? "" : ", " + st.to_string());
+      }
+    }
+  }
+  if (rebuild) RAGD_RETURN_IF_ERROR(m->rebuild_index());
+  if (!m->opts.read_only) {
+    std::lock_guard lk(m->write_mu);
+    RAGD_RETURN_IF_ERROR(m->maybe_save_locked());
+  }
+  return std::unique_ptr<Corpus>(new Corpus(std::move(m)));
+}
+
+Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
+  Impl& m = *impl_;
+  if (m.opts.read_only) return Status::FailedPrecondition(m.dir + ": corpus opened read-only");
+  if (!m.chunker) return Status::FailedPrecondition("ingest needs a tokenizer (for chunking)");
+  std::lock_guard lk(m.write_mu);
+  auto stored_tok = m.store->meta("tokenizer");
+  if (stored_tok && *stored_tok != m.tokenizer_fp)
+    return Status::FailedPrecondition(m.dir + ": corpus was chunked with another tokenizer (" + *stored_tok +
+                                      ", this one is " + m.tokenizer_fp +
+                                      "); token ids would not match; use the same model or a new data directory");
+  IngestSummary sum;
+  Mutation mut;
+  if (!stored_tok) mut.put_meta["tokenizer"] = m.tokenizer_fp;
+  std::unordered_map<std::string, size_t> last_of;  // a repeated id: the last one wins
+  for (size_t i = 0; i < docs.size(); ++i) last_of[docs[i].id] = i;
+  std::vector<uint64_t> removed_ids;
+  std::vector<StoredChunk> new_chunks;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const Document& d = docs[i];
+    std::string who = d.id.empty() ? "#" + std::to_string(i) : d.id;
+    auto reject = [&](std::string why) {
+      ++sum.rejected;
+      sum.problems.push_back({who, std::move(why)});
+    };
+    if (d.id.empty()) { reject("empty document id"); continue; }
+    if (d.id.size() > 1024) { reject("document id longer than 1024 bytes"); continue; }
+    if (find_invalid_utf8(d.id) != std::string::npos) { reject("document id is not valid UTF-8"); continue; }
+    if (last_of[d.id] != i) { reject("duplicate id in the same batch (the later one is used)"); continue; }
+    if (size_t bad = find_invalid_utf8(d.text); bad != std::string::npos) {
+      reject("text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+      continue;
+    }
+    if (find_invalid_utf8(d.title) != std::string::npos) { reject("title is not valid UTF-8"); continue; }
+    Hasher128 h;
+    h.str(d.title).str(d.text);
+    Hash128 hash = h.digest();
+    RAGD_ASSIGN_OR_RETURN(auto existing, m.store->get_document(d.id));
+    if (existing && existing->content_hash == hash) {
+      ++sum.unchanged;
+      continue;
+    }
+    std::vector<Chunk> chunks = m.chunker->chunk(d.id, d.text);
+    if (chunks.empty()) { reject("empty text"); continue; }
+    StoredDocument sd;
+    sd.id = d.id;
+    sd.source = d.source.empty() ? d.id : d.source;
+    sd.title = d.title;
+    sd.content_hash = hash;
+    sd.bytes = d.text.size();
+    uint64_t first = m.store->reserve_chunk_ids(chunks.size());
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      chunks[c].id = first + c;
+      sd.chunk_ids.push_back(first + c);
+      new_chunks.push_back(StoredChunk{std::move(chunks[c]), {}, 0});
+    }
+    if (existing) {
+      ++sum.replaced;
+      removed_ids.insert(removed_ids.end(), existing->chunk_ids.begin(), existing->chunk_ids.end());
+    } else {
+      ++sum.ingested;
+    }
+    sum.bytes += d.text.size();
+    mut.put_documents.push_back(std::move(sd));
+  }
+  if (mut.put_documents.empty()) return sum;
+
+  // Embed outside any index lock; searches go on meanwhile.
+  const size_t dim = static_cast<size_t>(m.embedder->dim());
+  std::vector<float> vecs;
+  for (size_t b = 0; b < new_chunks.size(); b += m.opts.embed_batch) {
+    size_t e = std::min(new_chunks.size(), b + m.opts.embed_batch);
+    std::vector<std::string_view> texts;
+    for (size_t i = b; i < e; ++i) texts.push_back(new_chunks[i].chunk.text);
+    RAGD_RETURN_IF_ERROR(m.embedder->embed(texts, &vecs));
+    for (size_t i = b; i < e; ++i) new_chunks[i].vector.assign(vecs.begin() + (i - b) * dim, vecs.begin() + (i - b + 1) * dim);
+  }
+  std::vector<uint64_t> add_ids;
+  std::vector<float> add_vecs;
+  add_ids.reserve(new_chunks.size());
+  add_vecs.reserve(new_chunks.size() * dim);
+  for (const auto& c : new_chunks) {
+    add_ids.push_back(c.chunk.id);
+    add_vecs.insert(add_vecs.end(), c.vector.begin(), c.vector.end());
+  }
+  sum.chunks_added = new_chunks.size();
+  sum.chunks_removed = removed_ids.size();
+  mut.put_chunks = std::move(new_chunks);
+  mut.delete_chunks = removed_ids;
+  RAGD_ASSIGN_OR_RETURN(sum.seq, m.store->apply(std::move(mut)));  // durable from here on
+  // The index follows the store; if this fails the next open replays the store's log.
+  RAGD_RETURN_IF_ERROR(m.index->remove(removed_ids).status());
+  RAGD_RETURN_IF_ERROR(m.index->add(add_ids, add_vecs));
+  m.changes_since_save += add_ids.size() + removed_ids.size();
+  Status st = m.maybe_save_locked();
+  if (!st.ok()) log::retrieval()->error("saving the vector index: {}", st.to_string());
+  return sum;
+}
+
+Result<std::optional<DocumentInfo>> Corpus::get_document(const std::string& id) const {
+  RAGD_ASSIGN_OR_RETURN(auto d, impl_->store->get_document(id));
+  if (!d) return std::optional<DocumentInfo>();
+  return std::optional<DocumentInfo>(to_info(*d));
+}
+
+Result<bool> Corpus::remove_document(const std::string& id) {
+  Impl& m = *impl_;
+  if (m.opts.read_only) return Status::FailedPrecondition(m.dir + ": corpus opened read-only");
+  std::lock_guard lk(m.write_mu);
+  RAGD_ASSIGN_OR_RETURN(auto d, m.store->get_document(id));
+  if (!d) return false;
+  Mutation mut;
+  mut.delete_documents.push_back(id);
+  mut.delete_chunks = d->chunk_ids;
+  RAGD_RETURN_IF_ERROR(m.store->apply(std::move(mut)).status());
+  RAGD_RETURN_IF_ERROR(m.index->remove(d->chunk_ids).status());
+  m.changes_since_save += d->chunk_ids.size();
+  Status st = m.maybe_save_locked();
+  if (!st.ok()) log::retrieval()->error("saving the vector index: {}", st.to_string());
+  return true;
+}
+
+Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const SearchParams& params) const {
+  if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
+  RAGD_ASSIGN_OR_RETURN(auto q, impl_->embed_query(query));
+  RAGD_ASSIGN_OR_RETURN(auto res, impl_->index->search(q, k, params));
+  return impl_->hits_for(res[0]);
+}
+
+Status Corpus::search_progressive(std::string_view query, int k, std::span<const int> stages,
+                                  const VectorIndex::StageCallback& on_stage) const {
+  RAGD_ASSIGN_OR_RETURN(auto q, impl_->embed_query(query));
+  return impl_->index->search_progressive(q, k, stages, on_stage);
+}
+
+Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors) const {
+  return impl_->hits_for(neighbors);
+}
+
+Result<std::vector<std::optional<Chunk>>> Corpus::get_chunks(std::span<const uint64_t> ids) const {
+  RAGD_ASSIGN_OR_RETURN(auto cs, impl_->store->get_chunks(std::vector<uint64_t>(ids.begin(), ids.end())));
+  std::vector<std::optional<Chunk>> out(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (cs[i]) out[i] = std::move(cs[i]->chunk);
+  return out;
+}
+
+Status Corpus::for_each_document(const std::function<bool(const DocumentInfo&)>& fn) const {
+  return impl_->store->for_each_document([&](const StoredDocument& d) { return fn(to_info(d)); });
+}
+
+Status Corpus::save_index() {
+  if (impl_->opts.read_only) return Status::FailedPrecondition(impl_->dir + ": corpus opened read-only");
+  std::lock_guard lk(impl_->write_mu);
+  return impl_->save_locked();
+}
+
+Status Corpus::check_consistency() const {
+  const Impl& m = *impl_;
+  std::unordered_map<uint64_t, std::string> owner;  // chunk id -> doc listing it
+  uint64_t docs = 0;
+  Status bad = Status::OK();
+  RAGD_RETURN_IF_ERROR(m.store->for_each_document([&](const StoredDocument& d) {
+    ++docs;
+    for (uint64_t c : d.chunk_ids) {
+      if (!owner.emplace(c, d.id).second) {
+        bad = Status::Corruption("chunk " + std::to_string(c) + " listed by two documents");
+        return false;
+      }
+    }
+    return true;
+  }));
+  RAGD_RETURN_IF_ERROR(bad);
+  uint64_t chunks = 0;
+  RAGD_RETURN_IF_ERROR(m.store->for_each_chunk([&](const StoredChunk& c) {
+    ++chunks;
+    auto it = owner.find(c.chunk.id);
+    if (it == owner.end() || it->second != c.chunk.doc_id) {
+      bad = Status::Corruption("chunk " + std::to_string(c.chunk.id) + " of document '" + c.chunk.doc_id +
+                               "' is not listed by it");
+      return false;
+    }
+    if (!m.index->contains(c.chunk.id)) {
+      bad = Status::Corruption("chunk " + std::to_string(c.chunk.id) + " of document '" + c.chunk.doc_id +
+                               "' is missing from the vector index");
+      return false;
+    }
+    return true;
+  }));
+  RAGD_RETURN_IF_ERROR(bad);
+  if (chunks != owner.size())
+    return Status::Corruption(std::to_string(owner.size() - chunks) + " chunks listed by documents are missing");
+  if (m.index->size() != chunks)
+    return Status::Corruption("vector index holds " + std::to_string(m.index->size()) + " vectors, store has " +
+                              std::to_string(chunks) + " chunks");
+  if (m.store->num_chunks() != chunks || m.store->num_documents() != docs)
+    return Status::Corruption("manifest counters (" + std::to_string(m.store->num_documents()) + " documents, " +
+                              std::to_string(m.store->num_chunks()) + " chunks) disagree with the store (" +
+                              std::to_string(docs) + ", " + std::to_string(chunks) + ")");
+  return Status::OK();
+}
+
+CorpusStats Corpus::stats() const {
+  const Impl& m = *impl_;
+  CorpusStats s;
+  s.documents = m.store->num_documents();
+  s.chunks = m.store->num_chunks();
+  s.vectors = m.index->size();
+  s.seq = m.store->seq();
+  {
+    std::lock_guard lk(const_cast<std::mutex&>(m.write_mu));
+    s.index_saved_seq = m.index_saved_seq;
+  }
+  s.embedder = m.embedder->identity();
+  s.index_spec = m.index->spec();
+  s.dim = m.embedder->dim();
+  s.index_trained = m.index->trained();
+  return s;
+}
+
+const Embedder& Corpus::embedder() const { return *impl_->embedder; }
+
+}  // namespace ragd::retrieval

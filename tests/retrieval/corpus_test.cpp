@@ -1,0 +1,294 @@
+#include "ragd/retrieval/corpus.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "test_util.h"
+
+namespace ragd::retrieval {
+namespace {
+
+using testing::TempDir;
+
+struct World {
+  std::vector<std::string> vocab = testing::make_vocabulary(6000, 5);
+  std::shared_ptr<testing::WordTokenizer> tok = std::make_shared<testing::WordTokenizer>(vocab);
+  std::vector<std::string> common{vocab.begin(), vocab.begin() + 300};
+
+  // Documents on distinct topics: each draws from its own 40 words plus shared common words.
+  std::vector<Document> docs(size_t n, uint64_t seed, int paragraphs = 3) const {
+    std::mt19937_64 rng(seed);
+    std::vector<Document> out;
+    for (size_t i = 0; i < n; ++i) {
+      size_t base = 300 + (i * 40) % (vocab.size() - 340);
+      std::vector<std::string> topic(vocab.begin() + static_cast<long>(base), vocab.begin() + static_cast<long>(base + 40));
+      Document d;
+      d.id = "doc-" + std::to_string(seed) + "-" + std::to_string(i);
+      d.title = "Title " + std::to_string(i);
+      d.text = testing::make_text(rng, topic, common, paragraphs);
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+};
+
+CorpusOptions small_opts() {
+  CorpusOptions o;
+  o.chunker.chunk_tokens = 64;
+  return o;
+}
+
+// Two sentences from the middle of a document.
+std::string query_from(const std::string& text) {
+  size_t a = text.find(". ", text.size() / 3);
+  size_t b = text.find(". ", a + 2);
+  size_t c = text.find(". ", b + 2);
+  if (a == std::string::npos || c == std::string::npos) return text.substr(0, 200);
+  return text.substr(a + 2, c - a - 2);
+}
+
+TEST(Corpus, IngestSearchReingestReplaceRemove) {
+  World w;
+  TempDir dir;
+  auto docs = w.docs(40, 1);
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto& corpus = **c;
+  auto s1 = corpus.ingest(docs);
+  ASSERT_TRUE(s1.ok()) << s1.status().to_string();
+  EXPECT_EQ(s1->ingested, 40u);
+  EXPECT_GT(s1->chunks_added, 40u);
+  ASSERT_TRUE(corpus.check_consistency().ok()) << corpus.check_consistency().to_string();
+
+  auto hits = corpus.search(query_from(docs[7].text), 3);
+  ASSERT_TRUE(hits.ok()) << hits.status().to_string();
+  ASSERT_FALSE(hits->empty());
+  const Hit& h = (*hits)[0];
+  EXPECT_EQ(h.chunk.doc_id, docs[7].id);
+  EXPECT_EQ(h.source, docs[7].id);
+  EXPECT_EQ(h.title, docs[7].title);
+  EXPECT_EQ(h.chunk.text, docs[7].text.substr(h.chunk.byte_begin, h.chunk.byte_end - h.chunk.byte_begin));
+  EXPECT_EQ(w.tok->decode(h.chunk.token_ids), h.chunk.text);
+  EXPECT_GT(h.score, 0.2f);
+
+  // Unchanged: nothing written.
+  uint64_t seq = corpus.stats().seq;
+  auto s2 = corpus.ingest(docs);
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(s2->unchanged, 40u);
+  EXPECT_EQ(s2->ingested + s2->replaced, 0u);
+  EXPECT_EQ(corpus.stats().seq, seq);
+
+  // Changed: chunks replaced, old chunk ids gone.
+  auto old = *corpus.get_document(docs[7].id);
+  ASSERT_TRUE(old.has_value());
+  Document changed = docs[7];
+  changed.text = w.docs(1, 99)[0].text;
+  auto s3 = corpus.ingest(std::span<const Document>(&changed, 1));
+  ASSERT_TRUE(s3.ok());
+  EXPECT_EQ(s3->replaced, 1u);
+  EXPECT_EQ(s3->chunks_removed, old->chunk_ids.size());
+  auto gone = corpus.get_chunks(old->chunk_ids);
+  for (const auto& g : *gone) EXPECT_FALSE(g.has_value());
+  auto h2 = corpus.search(query_from(changed.text), 1);
+  EXPECT_EQ((*h2)[0].chunk.doc_id, docs[7].id);
+  for (uint64_t id : old->chunk_ids) EXPECT_NE((*h2)[0].chunk.id, id);
+  ASSERT_TRUE(corpus.check_consistency().ok());
+
+  // Remove: document, chunks and vectors gone.
+  auto cur = *corpus.get_document(docs[7].id);
+  auto removed = corpus.remove_document(docs[7].id);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(*removed);
+  EXPECT_FALSE(corpus.get_document(docs[7].id)->has_value());
+  EXPECT_FALSE(*corpus.remove_document(docs[7].id));
+  auto gone2 = corpus.get_chunks(cur->chunk_ids);
+  ASSERT_TRUE(gone2.ok());
+  for (const auto& g : *gone2) EXPECT_FALSE(g.has_value());
+  auto h3 = corpus.search(query_from(changed.text), 5);
+  for (const auto& hit : *h3) EXPECT_NE(hit.chunk.doc_id, docs[7].id);
+  ASSERT_TRUE(corpus.check_consistency().ok());
+  EXPECT_EQ(corpus.stats().documents, 39u);
+}
+
+TEST(Corpus, HashingRelevanceQueryFromDocumentRanksItFirst) {
+  World w;
+  TempDir dir;
+  auto docs = w.docs(300, 2, 4);
+  auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+  ASSERT_TRUE(c->ingest(docs).ok());
+  size_t first = 0;
+  for (const auto& d : docs) {
+    auto hits = c->search(query_from(d.text), 1);
+    ASSERT_TRUE(hits.ok());
+    if (!hits->empty() && (*hits)[0].chunk.doc_id == d.id) ++first;
+  }
+  std::printf("hashing relevance: %zu / %zu queries rank their document first\n", first, docs.size());
+  EXPECT_GE(first, docs.size() * 98 / 100);
+}
+
+TEST(Corpus, PersistsAcrossReopenAndUsesSavedIndex) {
+  World w;
+  TempDir dir;
+  auto docs = w.docs(30, 3);
+  uint64_t seq;
+  {
+    auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+    ASSERT_TRUE(c->ingest(docs).ok());
+    seq = c->stats().seq;
+  }  // close saves the index
+  CorpusOptions ro = small_opts();
+  ro.read_only = true;
+  auto c = Corpus::open(dir.path(), ro, nullptr);  // read-only, hashing: no tokenizer needed
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto st = (*c)->stats();
+  EXPECT_EQ(st.seq, seq);
+  EXPECT_EQ(st.index_saved_seq, seq);
+  EXPECT_EQ(st.documents, 30u);
+  EXPECT_EQ(st.embedder, "hashing-v1/d=384/uni+bi");
+  EXPECT_EQ(st.index_spec, "Flat");
+  auto hits = (*c)->search(query_from(docs[3].text), 1);
+  EXPECT_EQ((*hits)[0].chunk.doc_id, docs[3].id);
+  EXPECT_TRUE((*c)->check_consistency().ok());
+  auto ing = (*c)->ingest(docs);
+  ASSERT_FALSE(ing.ok());
+  EXPECT_NE(ing.status().message().find("read-only"), std::string::npos);
+}
+
+TEST(Corpus, RebuildsMissingOrCorruptIndex) {
+  World w;
+  TempDir dir;
+  auto docs = w.docs(20, 4);
+  { ASSERT_TRUE(std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value()->ingest(docs).ok()); }
+  std::filesystem::remove(dir / "index.faiss");
+  {
+    auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+    EXPECT_TRUE(c->check_consistency().ok());
+    EXPECT_EQ((*c->search(query_from(docs[5].text), 1))[0].chunk.doc_id, docs[5].id);
+  }
+  { std::ofstream(dir / "index.faiss", std::ios::trunc) << "garbage"; }
+  auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());
+  EXPECT_EQ(c->stats().vectors, c->stats().chunks);
+}
+
+TEST(Corpus, IvfCorpusTrainsOnceEnoughChunks) {
+  World w;
+  TempDir dir;
+  CorpusOptions o = small_opts();
+  o.index_spec = "IVF4,Flat";  // trains at 120 vectors
+  auto c = std::move(Corpus::open(dir.path(), o, w.tok)).value();
+  auto docs = w.docs(60, 6);
+  ASSERT_TRUE(c->ingest(std::span<const Document>(docs.data(), 10)).ok());
+  EXPECT_FALSE(c->stats().index_trained);
+  ASSERT_TRUE(c->ingest(docs).ok());
+  EXPECT_TRUE(c->stats().index_trained);
+  SearchParams sp;
+  sp.nprobe = 4;
+  EXPECT_EQ((*c->search(query_from(docs[40].text), 1, sp))[0].chunk.doc_id, docs[40].id);
+  const int stages[] = {1, 2, 4};
+  int calls = 0;
+  ASSERT_TRUE(c->search_progressive(query_from(docs[40].text), 3, stages,
+                                    [&](size_t, int, const std::vector<Neighbor>& n) {
+                                      ++calls;
+                                      auto hits = c->fetch_hits(n);
+                                      EXPECT_TRUE(hits.ok());
+                                      return true;
+                                    }).ok());
+  EXPECT_EQ(calls, 3);
+}
+
+TEST(Corpus, RefusesOtherEmbedder) {
+  World w;
+  TempDir dir;
+  { ASSERT_TRUE(Corpus::open(dir.path(), small_opts(), w.tok).ok()); }
+  CorpusOptions o = small_opts();
+  o.embedder.name = "hashing";
+  o.embedder.dim = 128;
+  auto c = Corpus::open(dir.path(), o, w.tok);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(c.status().message().find("embedder 'hashing-v1/d=384/uni+bi'"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("'hashing-v1/d=128/uni+bi'"), std::string::npos);
+}
+
+TEST(Corpus, RefusesOtherIndexSpec) {
+  World w;
+  TempDir dir;
+  { ASSERT_TRUE(Corpus::open(dir.path(), small_opts(), w.tok).ok()); }
+  CorpusOptions o = small_opts();
+  o.index_spec = "HNSW32";
+  auto c = Corpus::open(dir.path(), o, w.tok);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'Flat', asked for 'HNSW32'"), std::string::npos) << c.status().message();
+}
+
+TEST(Corpus, SecondWriterIsRefused) {
+  World w;
+  TempDir dir;
+  auto a = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_TRUE(a.ok());
+  auto b = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("in use by another writer"), std::string::npos);
+  CorpusOptions ro = small_opts();
+  ro.read_only = true;
+  EXPECT_TRUE(Corpus::open(dir.path(), ro, nullptr).ok());  // readers are fine
+}
+
+TEST(Corpus, ReadOnlyOpenOfMissingCorpusNamesIt) {
+  TempDir dir;
+  CorpusOptions ro;
+  ro.read_only = true;
+  auto c = Corpus::open(dir / "nothing", ro, nullptr);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("no corpus here"), std::string::npos);
+}
+
+TEST(Corpus, InvalidDocumentsAreReportedNotWritten) {
+  World w;
+  TempDir dir;
+  auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+  std::vector<Document> docs(5);
+  docs[0] = {"", "t", "text", ""};
+  docs[1] = {"bad-utf8", "t", "abc \xFF def", ""};
+  docs[2] = {"blank", "t", "   \n\n  ", ""};
+  docs[3] = {"ok", "t", "A fine sentence.", "src://ok"};
+  docs[4] = {std::string(2000, 'x'), "t", "text", ""};
+  auto s = c->ingest(docs);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->ingested, 1u);
+  EXPECT_EQ(s->rejected, 4u);
+  ASSERT_EQ(s->problems.size(), 4u);
+  EXPECT_EQ(s->problems[0].path, "#0");
+  EXPECT_NE(s->problems[0].reason.find("empty document id"), std::string::npos);
+  EXPECT_EQ(s->problems[1].path, "bad-utf8");
+  EXPECT_NE(s->problems[1].reason.find("not valid UTF-8 (byte 4)"), std::string::npos);
+  EXPECT_NE(s->problems[2].reason.find("empty text"), std::string::npos);
+  EXPECT_NE(s->problems[3].reason.find("longer than 1024"), std::string::npos);
+  EXPECT_EQ((*c->get_document("ok"))->source, "src://ok");
+  EXPECT_TRUE(c->check_consistency().ok());
+}
+
+TEST(Corpus, SearchRejectsBadK) {
+  World w;
+  TempDir dir;
+  auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+  auto s = c->search("hello", 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("k must be"), std::string::npos);
+}
+
+TEST(Corpus, IngestWithoutTokenizerIsRefused) {
+  TempDir dir;
+  auto c = std::move(Corpus::open(dir.path(), CorpusOptions{}, nullptr)).value();
+  Document d{"a", "", "text", ""};
+  auto s = c->ingest(std::span<const Document>(&d, 1));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("needs a tokenizer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ragd::retrieval
