@@ -30,8 +30,9 @@ void append_utf8(uint32_t cp, std::string* out) {
 
 struct ByteTables {
   std::array<std::string, 256> to_unicode;
-  std::unordered_map<uint32_t, uint8_t> from_cp;
+  std::array<int16_t, 512> from_cp;  // code point -> byte, -1 when unmapped (all mapped cps < 512)
   ByteTables() {
+    from_cp.fill(-1);
     uint32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       const bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
@@ -96,9 +97,8 @@ bool unicode_to_bytes(std::string_view token, std::string* out) {
       cp &= (0xFF >> (n + 1));
       for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(token[i + k]) & 0x3F);
     }
-    auto it = from.find(cp);
-    if (it == from.end()) return false;
-    out->push_back(static_cast<char>(it->second));
+    if (cp >= from.size() || from[cp] < 0) return false;
+    out->push_back(static_cast<char>(from[cp]));
     i += n;
   }
   return true;

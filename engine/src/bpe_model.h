@@ -23,6 +23,12 @@ size_t utf8_char_len(std::string_view s, size_t i);
 // Replaces invalid UTF-8 sequences with U+FFFD.
 std::string sanitize_utf8(std::string_view s);
 
+// Transparent hash: unordered_map<std::string, ...> lookups by string_view without a copy.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+
 struct MergeRule {
   int32_t rank = 0;
   int32_t merged = 0;
@@ -48,11 +54,15 @@ class BpeModel {
   // otherwise.
   void add_token(int32_t id, std::string key);
   void add_merge(int32_t left, int32_t right, int32_t merged);  // rank = insertion order
+  void reserve(size_t tokens, size_t merges) {
+    key_to_id_.reserve(tokens);
+    merges_.reserve(merges);
+  }
   // Call once after all tokens are added: resolves byte symbols and <0xNN> fallbacks.
   void finalize();
 
   int32_t find(std::string_view key) const {
-    auto it = key_to_id_.find(std::string(key));
+    auto it = key_to_id_.find(key);
     return it == key_to_id_.end() ? -1 : it->second;
   }
   // Appends the ids of one pre-token (raw bytes after normalization) to out.
@@ -62,7 +72,7 @@ class BpeModel {
   void initial_symbols(std::string_view piece, std::vector<int32_t>* syms) const;
 
   Options opts_;
-  std::unordered_map<std::string, int32_t> key_to_id_;
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> key_to_id_;
   std::unordered_map<uint64_t, MergeRule> merges_;
   std::array<int32_t, 256> byte_id_{};      // byte-level: id of each byte's symbol (-1 if absent)
   std::array<int32_t, 256> fallback_id_{};  // <0xNN> token ids (-1 if absent)

@@ -85,7 +85,7 @@ class TokenizerImpl final : public Tokenizer {
     return id >= 0 && static_cast<size_t>(id) < bytes_.size() ? bytes_[id] : std::string();
   }
   std::optional<int32_t> token_to_id(std::string_view token) const override {
-    auto it = token_ids_.find(std::string(token));
+    auto it = token_ids_.find(token);
     if (it == token_ids_.end()) return std::nullopt;
     return it->second;
   }
@@ -118,7 +118,7 @@ class TokenizerImpl final : public Tokenizer {
   std::array<std::vector<size_t>, 256> added_lengths_;
   std::vector<std::string> bytes_;        // id -> decoded bytes
   std::vector<char> special_;             // id -> special
-  std::unordered_map<std::string, int32_t> token_ids_;  // token string / added content -> id
+  std::unordered_map<std::string, int32_t, bpe::StringHash, std::equal_to<>> token_ids_;  // token / added content -> id
   std::optional<int32_t> bos_;
   std::vector<int32_t> eos_;
   int leading_strip_ = 0;
@@ -160,6 +160,8 @@ Status TokenizerImpl::parse_model(const object& model) {
     max_id = std::max(max_id, static_cast<int32_t>(id));
   }
   if (entries.empty()) return bad("model.vocab is empty");
+  token_ids_.reserve(entries.size() + 1024);
+  bpe_.reserve(entries.size(), 0);
   bytes_.assign(max_id + 1, std::string());
   std::vector<char> have(max_id + 1, 0);
   std::vector<std::string> token_str(max_id + 1);
@@ -189,7 +191,7 @@ Status TokenizerImpl::parse_model(const object& model) {
   }
   std::string_view unk;
   if (model["unk_token"].get_string().get(unk) == simdjson::SUCCESS) {
-    auto it = token_ids_.find(std::string(unk));
+    auto it = token_ids_.find(unk);
     if (it == token_ids_.end()) return bad(fmt::format("model.unk_token '{}' is not in the vocab", unk));
     opts.unk_id = it->second;
   }
@@ -200,30 +202,33 @@ Status TokenizerImpl::parse_model(const object& model) {
   const bool have_merges = model["merges"].get(merges_el) == simdjson::SUCCESS && !merges_el.is_null();
   if (have_merges && merges_el.get_array().get(merges) != simdjson::SUCCESS) return bad("model.merges must be a list");
   size_t i = 0;
+  std::string merged;
+  if (have_merges) bpe_.reserve(0, merges.size());
   if (have_merges) for (auto m : merges) {
-    std::string a, c;
+    std::string_view a, c;
     std::string_view s;
     simdjson::dom::array pair;
     if (m.get_string().get(s) == simdjson::SUCCESS) {
       const size_t sp = s.find(' ');
       if (sp == std::string_view::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string_view::npos)
         return bad(fmt::format("model.merges[{}]: '{}' is not two tokens separated by one space", i, s));
-      a = std::string(s.substr(0, sp));
-      c = std::string(s.substr(sp + 1));
+      a = s.substr(0, sp);
+      c = s.substr(sp + 1);
     } else if (m.get_array().get(pair) == simdjson::SUCCESS && pair.size() == 2) {
       std::string_view x, y;
       if (pair.at(0).get_string().get(x) != simdjson::SUCCESS || pair.at(1).get_string().get(y) != simdjson::SUCCESS)
         return bad(fmt::format("model.merges[{}]: expected [\"a\", \"b\"]", i));
-      a = std::string(x);
-      c = std::string(y);
+      a = x;
+      c = y;
     } else {
       return bad(fmt::format("model.merges[{}]: expected \"a b\" or [\"a\", \"b\"]", i));
     }
-    auto ia = token_ids_.find(a), ic = token_ids_.find(c), im = token_ids_.find(a + c);
+    merged.assign(a).append(c);
+    auto ia = token_ids_.find(a), ic = token_ids_.find(c), im = token_ids_.find(merged);
     if (ia == token_ids_.end()) return bad(fmt::format("model.merges[{}]: '{}' is not in the vocab", i, a));
     if (ic == token_ids_.end()) return bad(fmt::format("model.merges[{}]: '{}' is not in the vocab", i, c));
     if (im == token_ids_.end())
-      return bad(fmt::format("model.merges[{}]: merged token '{}' is not in the vocab", i, a + c));
+      return bad(fmt::format("model.merges[{}]: merged token '{}' is not in the vocab", i, merged));
     bpe_.add_merge(ia->second, ic->second, im->second);
     ++i;
   }
