@@ -98,6 +98,26 @@ INSTANTIATE_TEST_SUITE_P(Variants, ModelVsReference,
                          ::testing::Values(Variant::kLlama, Variant::kQwen2Bias, Variant::kTied, Variant::kLlama3Rope,
                                            Variant::kBf16, Variant::kLinearRope));
 
+// Long context: chunked prefill (256-token chunks over paged KV) and decodes at ~600 tokens, where
+// the decode kernel splits each sequence's keys into partitions merged by LSE (with >= 2 threads).
+TEST(Model, LongContextChunkedPrefillAndSplitDecode) {
+  Fixture f(Variant::kQwen2Bias, 16);
+  auto toks = random_tokens(603, 71);
+  std::vector<std::vector<double>> ref;
+  Reference(f.cfg, f.w).run(toks, &ref);
+  BlockTable t;
+  for (int c0 = 0; c0 < 600; c0 += 256) {
+    const int n = std::min(256, 600 - c0);
+    StepOutput o = f.step(t, std::span(toks).subspan(c0, n), SeqStep::Logits::kLast);
+    EXPECT_LT(err(o.row(0), ref[c0 + n - 1]), kRefTol) << "chunk at " << c0;
+  }
+  for (int i = 600; i < 603; ++i) {
+    StepOutput d = f.step(t, std::span(toks).subspan(i, 1), SeqStep::Logits::kLast);
+    EXPECT_LT(err(d.row(0), ref[i]), kRefTol) << "decode " << i;
+  }
+  t.release(f.model->kv_pool());
+}
+
 TEST(Model, LogitsModesAndRowBegin) {
   Fixture f(Variant::kLlama);
   auto a = random_tokens(7, 1), b = random_tokens(5, 2), c = random_tokens(3, 3);
