@@ -131,6 +131,8 @@ std::string made_up_word(uint32_t n) {
   } while (n);
   return w;
 }
+const char* kAsk[] = {"please", "explain", "summarize", "describe", "briefly", "overview", "details", "question",
+                      "compare", "why", "how", "list"};
 const char* kFiller[] = {"the", "river", "stone", "light", "market", "winter", "garden", "machine", "letter",
                          "story", "window", "mountain", "signal", "paper", "engine", "forest", "music",
                          "harbor", "silver", "orbit", "language", "bridge", "morning", "castle"};
@@ -368,7 +370,7 @@ Status load_workload(const Args& a, std::vector<Req>* out) {
   std::discrete_distribution<int> pick(w.begin(), w.end());
   for (int i = 0; i < a.requests; ++i) {
     Req q;
-    q.query = made_up_word(pick(rng)) + " " + kFiller[rng() % std::size(kFiller)] + " " + kFiller[rng() % std::size(kFiller)] + "?";
+    q.query = std::string(kAsk[rng() % std::size(kAsk)]) + " " + made_up_word(pick(rng)) + " " + kAsk[rng() % std::size(kAsk)] + "?";
     q.max_tokens = a.max_tokens;
     out->push_back(q);
   }
