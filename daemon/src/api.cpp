@@ -611,7 +611,9 @@ void ApiImpl::documents_post(const ReqCtx& ctx, const HttpRequest& req, Responde
   std::string rid = ctx.id;
   bool queued = blocking_.submit([self, rid, docs = std::move(docs), claimed, respond]() mutable {
     size_t n = docs.size();
-    auto res = self->documents()->ingest(std::move(docs));
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    auto res = api->ingest(std::move(docs));
     if (!res.ok()) {
       for (const auto& c : claimed) self->owners_.release(c);
       return respond(to_response(from_status(res.status(), self->cfg_.limits.retry_after_s)));
@@ -636,7 +638,9 @@ void ApiImpl::documents_get(const ReqCtx& ctx, const std::string& id, Responder 
     return respond(to_response({403, "forbidden", "document '" + id + "' belongs to another tenant", "id", {}}));
   auto self = shared_from_this();
   bool queued = blocking_.submit([self, id, respond] {
-    auto res = self->documents()->get(id);
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    auto res = api->get(id);
     if (!res.ok()) {
       ApiError e = from_status(res.status(), self->cfg_.limits.retry_after_s);
       if (res.status().code() == StatusCode::kNotFound) e = {404, "document_not_found", "no document with id '" + id + "'", "id", {}};
@@ -661,7 +665,9 @@ void ApiImpl::documents_delete(const ReqCtx& ctx, const std::string& id, Respond
   auto self = shared_from_this();
   std::string rid = ctx.id;
   bool queued = blocking_.submit([self, id, rid, respond] {
-    Status st = self->documents()->remove(id);
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    Status st = api->remove(id);
     if (!st.ok()) {
       ApiError e = from_status(st, self->cfg_.limits.retry_after_s);
       if (st.code() == StatusCode::kNotFound) e = {404, "document_not_found", "no document with id '" + id + "'", "id", {}};
@@ -802,6 +808,7 @@ void Api::cancel_all() {
   }
   for (const auto& id : ids) impl_->cancel_run(id);
 }
+void Api::stop_background() { impl_->blocking_.stop(); }
 MetricsRegistry& Api::metrics() { return impl_->reg_; }
 void Api::handle(HttpRequest req, Responder respond) { impl_->handle(std::move(req), std::move(respond)); }
 std::shared_ptr<WsHandler> Api::open_ws(const HttpRequest& req, std::shared_ptr<StreamWriter> out, HttpResponse* reject) {

@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
     while (api->in_flight() > 0 && std::chrono::steady_clock::now() < grace)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  api->stop_background();
   if (loaded && loaded->ok() && (*loaded)->stop) {
     log::daemon()->info("stopping runtime (flushing cache metadata)");
     (*loaded)->stop();

@@ -463,7 +463,9 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
   if (auto e = acquire_slot(ctx.tenant, &slot); e.failed()) return respond(to_response(e));
   auto self = shared_from_this();
   bool queued = blocking_.submit([self, texts = std::move(texts), format, dims, has_dims, model_name, respond, slot]() {
-    auto res = self->documents()->embed(texts);
+    pipelines::DocumentApi* docs = self->documents();
+    if (!docs) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    auto res = docs->embed(texts);
     if (!res.ok()) return respond(to_response(from_status(res.status(), self->cfg_.limits.retry_after_s)));
     const auto& vecs = *res;
     if (has_dims && !vecs.empty() && static_cast<int64_t>(vecs[0].size()) != dims)

@@ -241,6 +241,50 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
   EXPECT_EQ(d_.stop(), 0);
 }
 
+TEST_F(E2eTest, RagctlQueryAndStreamWithCtrlC) {
+  start_daemon("data3");
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"a","text":"alpha beta gamma delta"})").status, 200);
+  std::string url = "http://127.0.0.1:" + std::to_string(d_.port());
+  EXPECT_EQ(run_cmd({kBin + "/ragctl", "query", "alpha?", "--url", url, "--max-tokens", "3"}), 0);
+  EXPECT_EQ(run_cmd({kBin + "/ragctl", "query", "alpha?", "--url", url, "--pipeline", "nope"}), 1);
+  // ragctl stream: SIGINT after the first tokens sends cancel; it prints the final event, exits 130.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    std::string ws = "ws://127.0.0.1:" + std::to_string(d_.port());
+    execl((kBin + "/ragctl").c_str(), "ragctl", "stream", "tell me about alpha", "--url", ws.c_str(), "--max-tokens",
+          "5000", nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  bool sent = false;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 60000) <= 0) break;
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (!sent && out.find("Answer:") != std::string::npos && out.size() > out.find("Answer:") + 12) {
+      kill(pid, SIGINT);
+      sent = true;
+    }
+  }
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(sent) << out;
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 130) << out;
+  EXPECT_NE(out.find("Sources:"), std::string::npos) << out;
+  EXPECT_NE(out.find("[cancelled]"), std::string::npos) << out;
+  EXPECT_NE(out.find("Timings:"), std::string::npos) << out;
+  EXPECT_EQ(d_.stop(), 0);
+}
+
 TEST_F(E2eTest, ApiKeysAndRestartKeepsDocuments) {
   start_daemon("data2", {"--api-key", "k-acme=acme", "--api-key", "k-other=other"});
   daemon::Headers acme = {{"Authorization", "Bearer k-acme"}}, other = {{"Authorization", "Bearer k-other"}};

@@ -165,6 +165,10 @@ TEST_F(HttpTest, OversizedBody) {
   std::string big = R"({"query":")" + std::string(8000, 'a') + "\"}";
   expect_error(call("POST", "/v1/pipelines/default/runs", big), 413, "body_too_large", "max_body_bytes = 4096");
 }
+TEST_F(HttpTest, OversizedHeaders) {
+  expect_error(call("GET", "/healthz", "", {{"X-Big", std::string(20000, 'h')}}), 431, "headers_too_large",
+               "max_header_bytes = 16384");
+}
 TEST_F(HttpTest, UnknownRouteAndWrongMethod) {
   expect_error(call("GET", "/v1/nothing-here"), 404, "route_not_found", "/v1/nothing-here");
   auto r = call("GET", "/v1/pipelines/default/runs");

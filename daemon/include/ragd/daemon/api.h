@@ -36,6 +36,8 @@ class Api : public Handler {
   int in_flight() const;
   // Cancels every run in flight (shutdown deadline passed).
   void cancel_all();
+  // Finishes queued document/embedding work and stops its pool; call before the runtime goes.
+  void stop_background();
   MetricsRegistry& metrics();
 
   void handle(HttpRequest req, Responder respond) override;
