@@ -1,6 +1,6 @@
 // ragctl generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T]
 //                 [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] [--chat]
-//                 [--ignore-eos] [--device cpu|cuda:N] [--threads N] [--kv-mb N] [--json]
+//                 [--stop STR]... [--ignore-eos] [--device cpu|cuda:N] [--threads N] [--kv-mb N] [--json]
 // Runs one sequence through the engine: prefill of the prompt, then one decode step per token.
 // --json prints exactly one JSON object {"prompt_ids":[...],"ids":[...],"text":"...","logprobs":[...]}
 // (logprobs[i] = natural-log probability of ids[i] under the raw model distribution); otherwise the
@@ -41,6 +41,7 @@ struct Args {
   bool chat = false;
   bool ignore_eos = false;
   bool json = false;
+  std::vector<std::string> stop;  // stop strings: generation ends at the first; it is not printed
   std::string device = "cpu";
   int threads = 0;
   double kv_mb = 0;  // 0: enough for prompt + max_tokens
@@ -104,6 +105,7 @@ Status run(const Args& a) {
   sp.seed = a.seed;
   sp.max_tokens = a.max_tokens;
   sp.ignore_eos = a.ignore_eos;
+  sp.stop = a.stop;
   RAGD_RETURN_IF_ERROR(sp.validate());
   if (a.prompt.empty() == a.prompt_ids.empty()) return Status::InvalidArgument("give exactly one of --prompt or --prompt-ids");
 
@@ -147,6 +149,21 @@ Status run(const Args& a) {
   std::vector<float> logprobs;
   StreamDecoder stream(*tok, /*skip_special=*/true);
   StepOutput out;
+  // Streamed text: `produced` holds complete characters, `emitted` of them are printed. The last
+  // (longest stop string - 1) bytes are held back so that a stop string is never half printed.
+  std::string produced;
+  bool stop_hit = false;
+  size_t emitted = 0, hold = 0;
+  for (const auto& st : sp.stop) hold = std::max(hold, st.size() - 1);
+  auto find_stop = [&](const std::string& text) {
+    size_t best = std::string::npos;
+    for (const auto& st : sp.stop) best = std::min(best, text.find(st));
+    return best;
+  };
+  auto print = [](std::string_view t) {
+    std::fwrite(t.data(), 1, t.size(), stdout);
+    std::fflush(stdout);
+  };
 
   auto step = [&](std::span<const int32_t> toks) -> Status {
     SeqStep s;
@@ -167,12 +184,18 @@ Status run(const Args& a) {
     ids.push_back(r.token);
     logprobs.push_back(r.logprob);
     history.push_back(r.token);
-    const bool stop = !sp.ignore_eos && std::find(eos.begin(), eos.end(), r.token) != eos.end();
-    if (!a.json) {
-      std::string piece = stream.push(r.token);
-      if (!piece.empty()) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+    bool stop = !sp.ignore_eos && std::find(eos.begin(), eos.end(), r.token) != eos.end();
+    produced += stream.push(r.token);
+    if (const size_t at = find_stop(produced); at != std::string::npos) {
+      produced.resize(at);
+      stop = stop_hit = true;
+    }
+    if (!a.json && !stop) {
+      size_t safe = produced.size() > hold ? produced.size() - hold : 0;
+      while (safe > emitted && (static_cast<unsigned char>(produced[safe]) & 0xC0) == 0x80) --safe;  // char start
+      if (safe > emitted) {
+        print(std::string_view(produced).substr(emitted, safe - emitted));
+        emitted = safe;
       }
     }
     if (stop || static_cast<int>(ids.size()) >= max_new) break;
@@ -183,6 +206,10 @@ Status run(const Args& a) {
   table.release(pool);
   RAGD_RETURN_IF_ERROR(st);
 
+  if (!stop_hit) {
+    produced += stream.flush();
+    if (const size_t at = find_stop(produced); at != std::string::npos) produced.resize(at);
+  }
   if (a.json) {
     auto list = [](const auto& v, auto fmt_one) {
       std::string s = "[";
@@ -192,14 +219,11 @@ Status run(const Args& a) {
     auto id_str = [](int32_t x) { return std::to_string(x); };
     auto lp_str = [](float x) { return std::isfinite(x) ? fmt::format("{}", x) : std::string("null"); };
     std::printf("{\"prompt_ids\":%s,\"ids\":%s,\"text\":\"%s\",\"logprobs\":%s}\n", list(prompt, id_str).c_str(),
-                list(ids, id_str).c_str(), json_escape(tok->decode(ids, /*skip_special=*/true)).c_str(),
-                list(logprobs, lp_str).c_str());
+                list(ids, id_str).c_str(), json_escape(produced).c_str(), list(logprobs, lp_str).c_str());
     return Status::OK();
   }
-  const std::string rest = stream.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::printf("\n");
-  std::fflush(stdout);
+  print(std::string_view(produced).substr(std::min(emitted, produced.size())));
+  print("\n");
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
   const size_t decode_steps = ids.size() > 0 ? ids.size() - 1 : 0;
@@ -226,6 +250,7 @@ Registration reg("generate", "run one prompt through the engine and print the co
                    sub.add_option("--repetition-penalty", a->repetition_penalty, "1 = off");
                    sub.add_option("--seed", a->seed, "sampling seed (default 0)");
                    sub.add_flag("--chat", a->chat, "wrap the prompt in the model's chat template");
+                   sub.add_option("--stop", a->stop, "stop string (repeatable); not included in the output");
                    sub.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence tokens");
                    sub.add_flag("--json", a->json, "print one JSON object with ids, text and logprobs");
                    sub.add_option("--device", a->device, "cpu or cuda:N (default cpu)");
