@@ -1,7 +1,11 @@
 // The SSD tier with the real RocksDB: restart after kill -9, corrupted values, segments of another
 // model, and RocksDB failures that must disable the tier while serving goes on.
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+
+#include <spawn.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +15,8 @@
 
 #include "kv_test_util.h"
 #include "ragd/kvstore/kv_store.h"
+
+extern char** environ;
 
 namespace ragd::kvstore {
 namespace {
@@ -69,31 +75,46 @@ void with_raw_db(const std::string& dir, const std::function<void(rocksdb::DB&)>
   delete db;
 }
 
+// Run only as the child process of SegmentsSurviveKillDashNine (a fresh exec of this binary:
+// forking a process that already runs RocksDB's background threads is not safe).
+TEST(SsdTier, DISABLED_KillDashNineChild) {
+  const char* dir = std::getenv("RAGD_KV_KILL_DIR");
+  if (dir == nullptr) return;
+  const KvFormat f = test_format(3, 2, 5);
+  auto r = KvStore::open(ssd_only(dir), f);
+  if (!r.ok()) ::_exit(3);
+  auto& store = *r;
+  std::vector<Hash128> parents;
+  for (uint64_t d : {1, 2, 3}) {
+    auto kv = make_kv(f, 33, d);
+    auto ins = store->insert(parents, dk(d), kv.data(static_cast<int>(parents.size()) * 33));
+    if (!ins.ok() || ins->outcome != KnowledgeTree::InsertOutcome::kInserted) ::_exit(4);
+    parents.push_back(dk(d));
+  }
+  auto kv = make_kv(f, 7, 9);
+  if (!store->insert_chunk(dk(9), kv.data(500)).ok()) ::_exit(5);
+  // Wait for the queued SSD writes only: no memtable flush, so recovery relies on the WAL.
+  store->drain_writes();
+  ::kill(::getpid(), SIGKILL);
+  ::_exit(6);
+}
+
 TEST(SsdTier, SegmentsSurviveKillDashNine) {
   const KvFormat f = test_format(3, 2, 5);
   TempDir dir;
   const std::string ssd = dir.sub("ssd");
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    // Child: write a tree to the SSD tier, wait until RocksDB has the writes, then die hard.
-    auto r = KvStore::open(ssd_only(ssd), f);
-    if (!r.ok()) ::_exit(3);
-    auto& store = *r;
-    std::vector<Hash128> parents;
-    for (uint64_t d : {1, 2, 3}) {
-      auto kv = make_kv(f, 33, d);
-      auto ins = store->insert(parents, dk(d), kv.data(static_cast<int>(parents.size()) * 33));
-      if (!ins.ok() || ins->outcome != KnowledgeTree::InsertOutcome::kInserted) ::_exit(4);
-      parents.push_back(dk(d));
-    }
-    auto kv = make_kv(f, 7, 9);
-    if (!store->insert_chunk(dk(9), kv.data(500)).ok()) ::_exit(5);
-    // Wait for the queued SSD writes only: no memtable flush, so recovery relies on the WAL.
-    store->drain_writes();
-    ::kill(::getpid(), SIGKILL);
-    ::_exit(6);
-  }
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string filter = "--gtest_filter=SsdTier.DISABLED_KillDashNineChild";
+  std::string also = "--gtest_also_run_disabled_tests";
+  std::vector<char*> argv = {const_cast<char*>(exe.c_str()), filter.data(), also.data(), nullptr};
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+  env_s.push_back("RAGD_KV_KILL_DIR=" + ssd);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with " << WEXITSTATUS(status);
