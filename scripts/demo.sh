@@ -8,7 +8,7 @@ BIN="$BUILD/bin"
 DEMO=${RAGD_DEMO_DIR:-data/demo}
 PRESET=${RAGD_DEMO_PRESET:-small}
 PORT=${RAGD_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
-QUESTION=${RAGD_DEMO_QUESTION:-"How do glaciers shape the valleys they move through?"}
+QUESTION=${RAGD_DEMO_QUESTION:-"What did Greta Holm write about the meltwater and the outwash plain of Felmere?"}
 mkdir -p "$DEMO"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
