@@ -258,8 +258,8 @@ ApiImpl::ApiImpl(const DaemonConfig& cfg)
   running_g_ = &reg_.gauge("ragd_requests_running", "Runs that have started producing events");
   waiting_g_ = &reg_.gauge("ragd_requests_waiting", "Runs submitted and waiting for their first event");
   kv_bytes_g_ = &reg_.gauge("ragd_kv_cache_bytes", "KV bytes held per tier", {"tier"});
-  cache_hits_ = &reg_.gauge("ragd_kv_cache_hits_total", "KV cache hits per tier (from the executor)", {"tier"});
-  cache_misses_ = &reg_.gauge("ragd_kv_cache_misses_total", "KV cache misses per tier (from the executor)", {"tier"});
+  cache_hits_ = &reg_.gauge("ragd_kv_cache_hits", "KV cache hits per tier (cumulative, mirrored from the executor)", {"tier"});
+  cache_misses_ = &reg_.gauge("ragd_kv_cache_misses", "KV cache misses per tier (cumulative, mirrored from the executor)", {"tier"});
   executor_stat_g_ = &reg_.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"});
   ready_g_ = &reg_.gauge("ragd_ready", "1 when the runtime is loaded and serving");
   if (!cfg_.runtime.data_dir.empty()) {

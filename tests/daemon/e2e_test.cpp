@@ -235,6 +235,8 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
   std::string m = get("/metrics").body;
   EXPECT_NE(m.find("ragd_time_to_first_token_seconds_count"), std::string::npos);
   EXPECT_NE(m.find("ragd_ready 1"), std::string::npos);
+  EXPECT_NE(m.find("ragd_kv_cache_bytes{tier=\"hbm\"}"), std::string::npos) << m;
+  EXPECT_NE(m.find("ragd_kv_cache_hits{tier=\"dram\"}"), std::string::npos) << m;
   // Delete, then SIGTERM: exit 0.
   EXPECT_EQ(call("DELETE", "/v1/documents/rag").status, 200);
   EXPECT_EQ(get("/v1/documents/rag").status, 404);

@@ -252,8 +252,8 @@ TEST_F(HttpTest, MetricsExposition) {
   EXPECT_NE(m.find("ragd_requests_running 0"), std::string::npos);
   EXPECT_NE(m.find("ragd_requests_waiting 0"), std::string::npos);
   EXPECT_NE(m.find("ragd_kv_cache_bytes{tier=\"ssd\"} 65536"), std::string::npos);
-  EXPECT_NE(m.find("ragd_kv_cache_hits_total{tier=\"hbm\"} 7"), std::string::npos);
-  EXPECT_NE(m.find("ragd_kv_cache_misses_total{tier=\"dram\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("ragd_kv_cache_hits{tier=\"hbm\"} 7"), std::string::npos);
+  EXPECT_NE(m.find("ragd_kv_cache_misses{tier=\"dram\"} 1"), std::string::npos);
 }
 TEST_F(HttpTest, CacheStatsJson) {
   auto r = call("GET", "/v1/cache/stats");
