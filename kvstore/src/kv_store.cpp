@@ -438,9 +438,11 @@ std::shared_ptr<LoadHandle> KvStore::load(std::span<const PathNode> nodes, LoadO
   if (closed || !c.io->submit([raw, h, list, independent] { raw->run_load(h, list, independent); })) {
     const Status st = closed ? Status::Unavailable("kvstore: closed") : Status::ResourceExhausted("kvstore: I/O queue full");
     for (size_t i = 0; i < list.size(); ++i) h->fail(i, st);
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.ctr.load_failures += list.size();
-    h->finish();
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      c.ctr.load_failures += list.size();
+    }
+    h->finish();  // callbacks run without the store's lock
   }
   return h;
 }

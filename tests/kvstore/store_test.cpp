@@ -261,9 +261,20 @@ TEST(KvStore, LoadAfterCloseFailsFastAndPinsOutliveTheStore) {
   auto store = open_store(Options(), f);
   insert_path(*store, f, {1}, 7);
   auto hit = store->lookup(keys_of({1}));
+  // Callbacks may call back into the store (they run without its lock).
+  std::atomic<int> calls{0};
+  LoadOptions lo;
+  lo.on_done = [&] {
+    (void)store->stats();
+    calls.fetch_add(1);
+  };
+  auto h0 = store->load(hit.nodes, lo);
+  h0->wait();
+  EXPECT_TRUE(h0->status().ok());
   store->close();
-  auto h = store->load(hit.nodes);
+  auto h = store->load(hit.nodes, lo);
   ASSERT_TRUE(h->done());
+  EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(h->status().code(), StatusCode::kUnavailable);
   store.reset();
   hit.pin.release();  // core still alive through the pin
