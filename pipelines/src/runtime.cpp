@@ -113,6 +113,7 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts) {
     co.chunker.chunk_tokens = opts.chunk_tokens;
     co.embedder.name = opts.embedder == "hashing" ? "" : opts.embedder;
     if (opts.embedder == "model") co.embedder.model_dir = opts.model_dir;
+    co.embedder.dim = opts.embedder_dim;
     co.index_spec = "";
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<retrieval::Corpus> corpus,
                           retrieval::Corpus::open(opts.data_dir, co,

@@ -148,7 +148,7 @@ Status ingest_synthetic(const daemon::Url& u, const Args& a) {
     std::string body = "{\"documents\":[";
     for (int j = 0; j < 4; ++j) {
       std::string text = "Report on " + made_up_word(t) + ", part " + std::to_string(j) + ".";
-      for (int w = 0; w < 60; ++w) text += std::string(" ") + ((w % 12 == 0) ? made_up_word(t) : kFiller[rng() % std::size(kFiller)]);
+      for (int w = 0; w < 60; ++w) text += std::string(" ") + ((w % 3 == 0) ? made_up_word(t) : kFiller[rng() % std::size(kFiller)]);
       body += std::string(j ? "," : "") + "{\"id\":" + json_str("t" + std::to_string(t) + "-d" + std::to_string(j)) +
               ",\"text\":" + json_str(text + ".") + "}";
     }

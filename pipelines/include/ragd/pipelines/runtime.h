@@ -34,6 +34,7 @@ struct RuntimeOptions {
   int retrieval_threads = 2;
   int num_threads = 0;               // engine compute threads; 0 = all cores
   std::string embedder = "hashing";  // hashing | model
+  int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   std::string index_spec = "Flat";   // FAISS factory string for new indexes
   int chunk_tokens = 256;
 };
