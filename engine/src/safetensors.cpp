@@ -94,6 +94,7 @@ float f16_to_f32(uint16_t h) {
 }
 
 void convert_from_f32(const float* src, size_t n, DType dtype, void* dst) {
+  if (n == 0) return;
   switch (dtype) {
     case DType::kF32: std::memcpy(dst, src, n * 4); break;
     case DType::kF16: {
@@ -117,6 +118,7 @@ int64_t TensorView::numel() const {
 
 void TensorView::to_f32(float* dst) const {
   const size_t n = static_cast<size_t>(numel());
+  if (n == 0) return;
   switch (dtype) {
     case DType::kF32: std::memcpy(dst, data, n * 4); break;
     case DType::kF16: {

@@ -126,7 +126,7 @@ TEST(Safetensors, RoundTripAllDtypes) {
     EXPECT_EQ(v->dtype, t.dtype);
     EXPECT_EQ(v->shape, t.shape);
     ASSERT_EQ(v->nbytes, t.bytes.size());
-    EXPECT_EQ(0, std::memcmp(v->data, t.bytes.data(), t.bytes.size()));
+    if (!t.bytes.empty()) EXPECT_EQ(0, std::memcmp(v->data, t.bytes.data(), t.bytes.size()));
     std::vector<float> f(v->numel());
     v->to_f32(f.data());
     for (int64_t i = 0; i < v->numel(); ++i) {
