@@ -7,6 +7,7 @@
 // Starts listening at once (/healthz 200, /readyz 503), loads the runtime, then /readyz turns
 // 200. SIGINT/SIGTERM: stop accepting, let in-flight requests finish within
 // server.shutdown_deadline_ms, cancel the rest, flush cache metadata, exit 0.
+#include "ragd/common/process.h"
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +28,7 @@
 using namespace ragd;
 
 int main(int argc, char** argv) {
+  ragd::ensure_passive_omp_wait(argv);
   CLI::App app{"ragd - retrieval-augmented generation serving daemon"};
   std::string config_path, model, data, listen, pipelines_dir, device, log_level;
   int threads = -1;

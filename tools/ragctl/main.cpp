@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "ragd/common/process.h"
 
 namespace ragd::tools {
 std::vector<Command>& commands() {
@@ -17,6 +18,7 @@ std::vector<Command>& commands() {
 }  // namespace ragd::tools
 
 int main(int argc, char** argv) {
+  ragd::ensure_passive_omp_wait(argv);
   CLI::App app{"ragctl - client and tools for the ragd RAG serving daemon"};
   app.require_subcommand(1);
   auto& cmds = ragd::tools::commands();
