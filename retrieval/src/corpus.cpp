@@ -112,7 +112,8 @@ struct Corpus::Impl {
     RAGD_RETURN_IF_ERROR(st);
     index_saved_seq = 0;
     changes_since_save = store->num_chunks() + 1;  // force a save
-    log::retrieval()->info("rebuilt vector index {} from {} stored chunks", io.spec, index->size());
+    if (index->size() > 0)
+      log::retrieval()->info("rebuilt vector index {} from {} stored chunks", io.spec, index->size());
     return Status::OK();
   }
 
@@ -313,6 +314,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   for (size_t i = 0; i < docs.size(); ++i) last_of[docs[i].id] = i;
   std::vector<uint64_t> removed_ids;
   std::vector<StoredChunk> new_chunks;
+  std::vector<std::string> embed_texts;  // per new chunk: document title + chunk text
   for (size_t i = 0; i < docs.size(); ++i) {
     const Document& d = docs[i];
     std::string who = d.id.empty() ? "#" + std::to_string(i) : d.id;
@@ -349,6 +351,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
     for (size_t c = 0; c < chunks.size(); ++c) {
       chunks[c].id = first + c;
       sd.chunk_ids.push_back(first + c);
+      embed_texts.push_back(d.title.empty() ? chunks[c].text : d.title + "\n" + chunks[c].text);
       new_chunks.push_back(StoredChunk{std::move(chunks[c]), {}, 0});
     }
     if (existing) {
@@ -362,13 +365,14 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   }
   if (mut.put_documents.empty()) return sum;
 
-  // Embed outside any index lock; searches go on meanwhile.
+  // Embed outside any index lock; searches go on meanwhile. The title is embedded with every
+  // chunk: it often names the topic that the chunk's own sentences only imply.
   const size_t dim = static_cast<size_t>(m.embedder->dim());
   std::vector<float> vecs;
   for (size_t b = 0; b < new_chunks.size(); b += m.opts.embed_batch) {
     size_t e = std::min(new_chunks.size(), b + m.opts.embed_batch);
     std::vector<std::string_view> texts;
-    for (size_t i = b; i < e; ++i) texts.push_back(new_chunks[i].chunk.text);
+    for (size_t i = b; i < e; ++i) texts.push_back(embed_texts[i]);
     RAGD_RETURN_IF_ERROR(m.embedder->embed(texts, &vecs));
     for (size_t i = b; i < e; ++i) new_chunks[i].vector.assign(vecs.begin() + (i - b) * dim, vecs.begin() + (i - b + 1) * dim);
   }

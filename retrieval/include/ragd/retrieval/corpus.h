@@ -6,8 +6,9 @@
 //   <data>/index.faiss   vector index (VectorIndex file: FAISS payload + embedder, spec, seq)
 //
 // Ingest: each document is validated, hashed (title + text), compared with the stored version
-// (unchanged = no-op; changed = its chunks are replaced), chunked, embedded, and the whole call is
-// written as one synced RocksDB batch with a log entry of chunk ids added/removed. ingest()
+// (unchanged = no-op; changed = its chunks are replaced), chunked, embedded (title + chunk text),
+// and the whole call is written as one synced RocksDB batch with a log entry of chunk ids
+// added/removed. ingest()
 // returns only after that batch is durable. The vector index is updated in memory and saved
 // atomically every `index_save_every_chunks` changed chunks / `index_save_interval_s` seconds and
 // at close; on open, log entries newer than the saved index's sequence number are replayed (and a

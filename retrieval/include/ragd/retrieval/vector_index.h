@@ -41,7 +41,7 @@ struct VectorIndexOptions {
   int dim = 384;                   // vector dimension; default 384
   int default_nprobe = 32;         // IVF lists scanned when a query does not say; default 32
   int default_ef_search = 128;     // HNSW candidate list when a query does not say; default 128
-  int hnsw_ef_construction = 80;   // HNSW build-time candidate list; default 80
+  int hnsw_ef_construction = 40;   // HNSW build-time candidate list; default 40
   int train_points_per_list = 30;  // IVF: vectors per list needed before training; default 30
   size_t max_train_points = 100000;  // IVF: training sample cap; default 100k
   int omp_threads = 1;             // FAISS OpenMP threads per call; 0 = OpenMP default; default 1
