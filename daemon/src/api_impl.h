@@ -20,7 +20,7 @@
 #include "document_owners.h"
 #include "ragd/common/thread_pool.h"
 #include "ragd/daemon/api.h"
-#include "ragd/daemon/json_writer.h"
+#include "ragd/common/json_writer.h"
 #include "ragd/daemon/metrics.h"
 #include "tenant_limiter.h"
 

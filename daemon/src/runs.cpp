@@ -226,7 +226,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
                                  bool allow_pipeline_field) {
   if (allow_pipeline_field) {
     if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
-                         "stream", "reuse", "tenant", "logprobs"});
+                         "stream", "reuse", "tenant", "logprobs", "ignore_eos"});
         e.failed())
       return e;
     std::string p = "default";
@@ -234,7 +234,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     out->pipeline = p;
   } else {
     if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
-                         "tenant", "logprobs"});
+                         "tenant", "logprobs", "ignore_eos"});
         e.failed())
       return e;
   }
@@ -271,6 +271,8 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   }
   if (auto e = f.boolean("stream", stream); e.failed()) return e;
   if (auto e = f.boolean("logprobs", &out->want_logprobs); e.failed()) return e;
+  // Extension (as in vLLM): keep generating past the model's end-of-sequence token.
+  if (auto e = f.boolean("ignore_eos", &out->sampling.ignore_eos); e.failed()) return e;
   std::string reuse;
   if (auto e = f.str("reuse", &reuse); e.failed()) return e;
   if (!reuse.empty()) {

@@ -5,6 +5,8 @@
 // start of the data; tensors must tile the data exactly (no gaps, no overlaps, nothing trailing).
 #include "ragd/engine/safetensors.h"
 
+#include "ragd/common/json_writer.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -402,24 +404,6 @@ Result<std::unique_ptr<WeightStore>> WeightStore::open_dir(const std::string& di
 
 namespace {
 
-std::string json_escape(std::string_view s) {
-  std::string o;
-  o.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20) o += fmt::format("\\u{:04x}", c);
-        else o += static_cast<char>(c);
-    }
-  }
-  return o;
-}
-
 }  // namespace
 
 Status write_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& specs, const TensorFill& fill,
@@ -429,7 +413,7 @@ Status write_safetensors_streamed(const std::string& path, const std::vector<Ten
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
-      header += fmt::format("{}\"{}\":\"{}\"", first ? "" : ",", json_escape(k), json_escape(v));
+      header += fmt::format("{}{}:{}", first ? "" : ",", json_quote(k), json_quote(v));
       first = false;
     }
     header += "}";
@@ -442,8 +426,8 @@ Status write_safetensors_streamed(const std::string& path, const std::vector<Ten
     std::string shape;
     for (size_t i = 0; i < s.shape.size(); ++i) shape += fmt::format("{}{}", i ? "," : "", s.shape[i]);
     const size_t nb = s.nbytes();
-    header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                          header.size() > 1 ? "," : "", json_escape(s.name), dtype_name(s.dtype), shape, off, off + nb);
+    header += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                          header.size() > 1 ? "," : "", json_quote(s.name), dtype_name(s.dtype), shape, off, off + nb);
     off += nb;
   }
   header += "}";
@@ -507,7 +491,7 @@ Status write_safetensors_dir(const std::string& dir, const std::vector<TensorSpe
     const std::string fname = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
     RAGD_RETURN_IF_ERROR(write_safetensors_streamed((fs::path(dir) / fname).string(), shards[i], fill, metadata));
     for (const auto& s : shards[i])
-      weight_map += fmt::format("{}    \"{}\": \"{}\"", weight_map.empty() ? "" : ",\n", json_escape(s.name), fname);
+      weight_map += fmt::format("{}    {}: {}", weight_map.empty() ? "" : ",\n", json_quote(s.name), json_quote(fname));
   }
   fs::remove(fs::path(dir) / "model.safetensors", ec);
   const std::string index = fmt::format("{{\n  \"metadata\": {{\"total_size\": {}}},\n  \"weight_map\": {{\n{}\n  }}\n}}\n",

@@ -1,5 +1,7 @@
 #include "ragd/kvstore/kv_store.h"
 
+#include "ragd/common/json_writer.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -491,23 +493,8 @@ Status KvStore::check_invariants() const {
   return core_->tree->check_invariants();
 }
 
-static std::string json_escape(std::string_view s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      o += fmt::format("\\u{:04x}", static_cast<int>(ch));
-    } else {
-      o += ch;
-    }
-  }
-  return o;
-}
-
 std::string Stats::to_json() const {
-  std::string s = fmt::format(R"({{"policy":"{}","tiers":{{)", json_escape(policy));
+  std::string s = fmt::format(R"({{"policy":{},"tiers":{{)", json_quote(policy));
   for (int t = 0; t < kNumTiers; ++t) {
     const TierStats& x = tiers[t];
     s += fmt::format(
@@ -516,9 +503,9 @@ std::string Stats::to_json() const {
         x.hits, x.hit_tokens, x.loads, x.load_bytes, x.inserts, x.evictions, x.demotions, x.promotions, x.drops);
   }
   s += fmt::format(
-      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":"{}","tree_nodes":{},"pinned_nodes":{},"restored_segments":{}}})",
+      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":{},"tree_nodes":{},"pinned_nodes":{},"restored_segments":{}}})",
       lookups, lookup_docs, lookup_misses, chunk_lookups, chunk_hits, chunk_misses, load_failures, checksum_failures,
-      format_rejects, ssd_errors, json_escape(ssd_error), tree_nodes, pinned_nodes, restored_segments);
+      format_rejects, ssd_errors, json_quote(ssd_error), tree_nodes, pinned_nodes, restored_segments);
   return s;
 }
 

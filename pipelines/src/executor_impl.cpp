@@ -1,4 +1,5 @@
 #include "executor_impl.h"
+#include "ragd/common/json_writer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,19 +17,6 @@ namespace {
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-std::string json_escape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else o += c;
-  }
-  return o;
 }
 
 }  // namespace
@@ -618,7 +606,7 @@ void ExecutorImpl::publish_stats() {
     << ",\"prefix_misses\":" << c.prefix_misses << ",\"hit_tokens\":" << c.hit_tokens << ",\"inserts\":" << c.inserts
     << ",\"evictions\":" << c.evictions << "}";
   if (tiers_) o << ",\"tiers\":" << tiers_->stats_json();
-  o << ",\"model\":\"" << json_escape(model_name_) << "\"}";
+  o << ",\"model\":" << json_quote(model_name_) << "}";
   std::lock_guard<std::mutex> lk(stats_mu_);
   stats_json_ = o.str();
 }

@@ -181,7 +181,7 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
   // WebSocket with cancel.
   WsClient ws;
   ASSERT_TRUE(ws.connect("127.0.0.1", d_.port(), "/v1/stream").ok());
-  ASSERT_TRUE(ws.send_text(R"({"pipeline":")" + pipeline + R"(","query":"tell me everything","max_tokens":2000})").ok());
+  ASSERT_TRUE(ws.send_text(R"({"pipeline":")" + pipeline + R"(","query":"tell me everything","max_tokens":2000,"ignore_eos":true})").ok());
   std::string last;
   int tokens = 0;
   for (;;) {
@@ -200,7 +200,7 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
   {
     WsClient gone;
     ASSERT_TRUE(gone.connect("127.0.0.1", d_.port(), "/v1/stream").ok());
-    ASSERT_TRUE(gone.send_text(R"({"pipeline":")" + pipeline + R"(","query":"keep talking","max_tokens":2000})").ok());
+    ASSERT_TRUE(gone.send_text(R"({"pipeline":")" + pipeline + R"(","query":"keep talking","max_tokens":2000,"ignore_eos":true})").ok());
     for (int seen = 0; seen < 2;) {
       auto m = gone.read(60000);
       ASSERT_TRUE(m.ok());
@@ -258,7 +258,7 @@ TEST_F(E2eTest, RagctlQueryAndStreamWithCtrlC) {
     close(fds[0]);
     std::string ws = "ws://127.0.0.1:" + std::to_string(d_.port());
     execl((kBin + "/ragctl").c_str(), "ragctl", "stream", "tell me about alpha", "--url", ws.c_str(), "--max-tokens",
-          "5000", nullptr);
+          "5000", "--ignore-eos", nullptr);
     _exit(127);
   }
   close(fds[1]);

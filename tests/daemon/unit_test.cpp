@@ -3,7 +3,7 @@
 
 #include "ragd/daemon/client.h"
 #include "ragd/daemon/config.h"
-#include "ragd/daemon/json_writer.h"
+#include "ragd/common/json_writer.h"
 #include "ragd/daemon/metrics.h"
 #include "test_util.h"
 

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "command.h"
+#include "ragd/common/json_writer.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
@@ -46,23 +47,6 @@ struct Args {
   int threads = 0;
   double kv_mb = 0;  // 0: enough for prompt + max_tokens
 };
-
-std::string json_escape(std::string_view s) {
-  std::string o;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20) o += fmt::format("\\u{:04x}", c);
-        else o += static_cast<char>(c);
-    }
-  }
-  return o;
-}
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -218,8 +202,8 @@ Status run(const Args& a) {
     };
     auto id_str = [](int32_t x) { return std::to_string(x); };
     auto lp_str = [](float x) { return std::isfinite(x) ? fmt::format("{}", x) : std::string("null"); };
-    std::printf("{\"prompt_ids\":%s,\"ids\":%s,\"text\":\"%s\",\"logprobs\":%s}\n", list(prompt, id_str).c_str(),
-                list(ids, id_str).c_str(), json_escape(produced).c_str(), list(logprobs, lp_str).c_str());
+    std::printf("{\"prompt_ids\":%s,\"ids\":%s,\"text\":%s,\"logprobs\":%s}\n", list(prompt, id_str).c_str(),
+                list(ids, id_str).c_str(), json_quote(produced).c_str(), list(logprobs, lp_str).c_str());
     return Status::OK();
   }
   print(std::string_view(produced).substr(std::min(emitted, produced.size())));

@@ -4,7 +4,7 @@
 
 #include "command.h"
 #include "ragd/daemon/client.h"
-#include "ragd/daemon/json_writer.h"
+#include "ragd/common/json_writer.h"
 #include "run_print.h"
 
 namespace ragd::tools {
@@ -19,7 +19,7 @@ struct QueryArgs {
 };
 
 std::string run_body(const QueryArgs& a, bool stream) {
-  daemon::JsonWriter w;
+  JsonWriter w;
   w.begin_object().key("query").value(a.question);
   if (a.top_k > 0) w.key("top_k").value(a.top_k);
   if (a.max_tokens > 0) w.key("max_tokens").value(a.max_tokens);

@@ -8,7 +8,7 @@
 
 #include "command.h"
 #include "ragd/daemon/client.h"
-#include "ragd/daemon/json_writer.h"
+#include "ragd/common/json_writer.h"
 #include "run_print.h"
 
 namespace ragd::tools {
@@ -22,6 +22,7 @@ struct StreamArgs {
   int top_k = -1, max_tokens = -1;
   double temperature = -1;
   int64_t seed = -1;
+  bool ignore_eos = false;
 };
 
 int run_stream(const StreamArgs& a) {
@@ -39,13 +40,14 @@ int run_stream(const StreamArgs& a) {
     std::fprintf(stderr, "ragctl stream: %s\n", st.message().c_str());
     return 1;
   }
-  daemon::JsonWriter w;
+  JsonWriter w;
   w.begin_object().key("type").value("run").key("pipeline").value(a.pipeline).key("query").value(a.question);
   if (a.top_k > 0) w.key("top_k").value(a.top_k);
   if (a.max_tokens > 0) w.key("max_tokens").value(a.max_tokens);
   if (a.temperature >= 0) w.key("temperature").value(a.temperature);
   if (a.seed >= 0) w.key("seed").value(a.seed);
   if (!a.reuse.empty()) w.key("reuse").value(a.reuse);
+  if (a.ignore_eos) w.key("ignore_eos").value(true);
   w.end_object();
   if (Status st = ws.send_text(w.str()); !st.ok()) {
     std::fprintf(stderr, "ragctl stream: %s\n", st.message().c_str());
@@ -120,6 +122,7 @@ Registration reg("stream", "ask a running daemon a question over WebSocket and p
                    sub.add_option("--temperature", a->temperature, "sampling temperature (default 0 = greedy)");
                    sub.add_option("--seed", a->seed, "sampling seed");
                    sub.add_option("--reuse", a->reuse, "none | prefix | knowledge_tree");
+                   sub.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
                    return [a]() { return run_stream(*a); };
                  });
 

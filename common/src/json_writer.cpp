@@ -1,9 +1,9 @@
-#include "ragd/daemon/json_writer.h"
+#include "ragd/common/json_writer.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace ragd::daemon {
+namespace ragd {
 
 void json_escape(std::string& out, std::string_view s) {
   out += '"';
@@ -140,4 +140,4 @@ JsonWriter& JsonWriter::raw(std::string_view json) {
   return *this;
 }
 
-}  // namespace ragd::daemon
+}  // namespace ragd

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ragd::daemon {
+namespace ragd {
 
 class JsonWriter {
  public:
@@ -47,5 +47,11 @@ class JsonWriter {
 
 // Appends `s` as a quoted, escaped JSON string.
 void json_escape(std::string& out, std::string_view s);
+// Returns `s` as a quoted, escaped JSON string.
+inline std::string json_quote(std::string_view s) {
+  std::string out;
+  json_escape(out, s);
+  return out;
+}
 
-}  // namespace ragd::daemon
+}  // namespace ragd
