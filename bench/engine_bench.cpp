@@ -20,6 +20,7 @@
 #include <omp.h>
 
 #include "ragd/engine/model.h"
+#include "ragd/engine/random_weights.h"
 #include "ragd/kernels/gemm.h"
 #include "ragd/kernels/threads.h"
 
@@ -31,74 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Random f32 weights, generated in parallel (xorshift), held in memory.
-class RandomStore final : public WeightStore {
- public:
-  void add(const std::string& name, std::vector<int64_t> shape, float scale, float offset) {
-    size_t n = 1;
-    for (auto d : shape) n *= static_cast<size_t>(d);
-    auto& t = t_[name];
-    t.first = shape;
-    t.second.resize(n);
-    float* p = t.second.data();
-    const uint64_t seed = std::hash<std::string>{}(name) | 1;
-#pragma omp parallel
-    {
-      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-      uint64_t s = seed * (id + 1) * 0x9E3779B97F4A7C15ULL | 1;
-      for (size_t i = n * id / nt; i < n * (id + 1) / nt; ++i) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        p[i] = offset + scale * (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) - 0.5f);
-      }
-    }
-  }
-  Result<TensorView> get(const std::string& name) const override {
-    auto it = t_.find(name);
-    if (it == t_.end()) return Status::NotFound(name);
-    TensorView v;
-    v.dtype = DType::kF32;
-    v.shape = it->second.first;
-    v.data = it->second.second.data();
-    v.nbytes = it->second.second.size() * sizeof(float);
-    return v;
-  }
-  bool contains(const std::string& name) const override { return t_.count(name) != 0; }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> n;
-    for (const auto& [k, _] : t_) n.push_back(k);
-    return n;
-  }
-  Hash128 checksum() const override { return Hash128{t_.size(), 0}; }  // bench only: not content-based
 
- private:
-  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> t_;
-};
-
-std::unique_ptr<RandomStore> random_weights(const ModelConfig& c) {
-  auto s = std::make_unique<RandomStore>();
-  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, v = c.vocab_size;
-  s->add("model.embed_tokens.weight", {v, h}, 0.1f, 0.0f);
-  s->add("model.norm.weight", {h}, 0.2f, 1.0f);
-  if (!c.tie_word_embeddings) s->add("lm_head.weight", {v, h}, 0.1f, 0.0f);
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    s->add(p + "input_layernorm.weight", {h}, 0.2f, 1.0f);
-    s->add(p + "post_attention_layernorm.weight", {h}, 0.2f, 1.0f);
-    s->add(p + "self_attn.q_proj.weight", {q, h}, 0.1f, 0.0f);
-    s->add(p + "self_attn.k_proj.weight", {kv, h}, 0.1f, 0.0f);
-    s->add(p + "self_attn.v_proj.weight", {kv, h}, 0.1f, 0.0f);
-    s->add(p + "self_attn.o_proj.weight", {h, q}, 0.1f, 0.0f);
-    if (c.attention_bias) {
-      s->add(p + "self_attn.q_proj.bias", {q}, 0.1f, 0.0f);
-      s->add(p + "self_attn.k_proj.bias", {kv}, 0.1f, 0.0f);
-      s->add(p + "self_attn.v_proj.bias", {kv}, 0.1f, 0.0f);
-    }
-    s->add(p + "mlp.gate_proj.weight", {im, h}, 0.1f, 0.0f);
-    s->add(p + "mlp.up_proj.weight", {im, h}, 0.1f, 0.0f);
-    s->add(p + "mlp.down_proj.weight", {h, im}, 0.1f, 0.0f);
-  }
-  return s;
-}
 
 // Read bandwidth: parallel vectorised sum over a buffer much larger than the caches (best of reps),
 // bytes/s. Eight independent accumulators per thread keep the adds off the critical path.
@@ -253,7 +187,7 @@ int main(int argc, char** argv) {
   opts.kv_block_size = 16;
   opts.kv_pool_bytes = kv_token_bytes * static_cast<size_t>(max_batch) * (a.prompt + a.decode + 32) * 5 / 4;
   auto t0 = Clock::now();
-  auto model_r = Model::create(c, random_weights(c), opts);
+  auto model_r = Model::create(c, make_random_weights(c, 1), opts);
   if (!model_r.ok()) {
     std::fprintf(stderr, "model: %s\n", model_r.status().to_string().c_str());
     return 1;

@@ -21,6 +21,7 @@
 
 #include "ragd/common/log.h"
 #include "ragd/engine/model.h"
+#include "ragd/engine/random_weights.h"
 #include "ragd/kvstore/engine_io.h"
 #include "ragd/kvstore/kv_store.h"
 
@@ -38,39 +39,6 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 }
 
 // ---- a small random-weight Llama model on the CPU engine -------------------------------------
-class RandomWeights final : public engine::WeightStore {
- public:
-  void add(const std::string& name, std::vector<int64_t> shape, float scale, float offset) {
-    size_t n = 1;
-    for (auto d : shape) n *= static_cast<size_t>(d);
-    auto& t = t_[name];
-    t.first = std::move(shape);
-    t.second.resize(n);
-    std::mt19937 rng(static_cast<uint32_t>(t_.size()) * 7919u);
-    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-    for (auto& x : t.second) x = offset + scale * u(rng);
-  }
-  Result<engine::TensorView> get(const std::string& name) const override {
-    auto it = t_.find(name);
-    if (it == t_.end()) return Status::NotFound(name);
-    engine::TensorView v;
-    v.dtype = engine::DType::kF32;
-    v.shape = it->second.first;
-    v.data = it->second.second.data();
-    v.nbytes = it->second.second.size() * sizeof(float);
-    return v;
-  }
-  bool contains(const std::string& name) const override { return t_.count(name) != 0; }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> n;
-    for (const auto& [k, _] : t_) n.push_back(k);
-    return n;
-  }
-  Hash128 checksum() const override { return Hash128{0x6b76, t_.size()}; }
-
- private:
-  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> t_;
-};
 
 std::unique_ptr<engine::Model> make_model(size_t kv_pool_bytes) {
   engine::ModelConfig c;
@@ -82,23 +50,7 @@ std::unique_ptr<engine::Model> make_model(size_t kv_pool_bytes) {
   c.head_dim = 64;
   c.vocab_size = 2048;
   c.max_position_embeddings = 8192;
-  auto w = std::make_unique<RandomWeights>();
-  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, v = c.vocab_size;
-  w->add("model.embed_tokens.weight", {v, h}, 0.1f, 0.0f);
-  w->add("model.norm.weight", {h}, 0.2f, 1.0f);
-  w->add("lm_head.weight", {v, h}, 0.1f, 0.0f);
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    w->add(p + "input_layernorm.weight", {h}, 0.2f, 1.0f);
-    w->add(p + "post_attention_layernorm.weight", {h}, 0.2f, 1.0f);
-    w->add(p + "self_attn.q_proj.weight", {q, h}, 0.1f, 0.0f);
-    w->add(p + "self_attn.k_proj.weight", {kv, h}, 0.1f, 0.0f);
-    w->add(p + "self_attn.v_proj.weight", {kv, h}, 0.1f, 0.0f);
-    w->add(p + "self_attn.o_proj.weight", {h, q}, 0.1f, 0.0f);
-    w->add(p + "mlp.gate_proj.weight", {im, h}, 0.1f, 0.0f);
-    w->add(p + "mlp.up_proj.weight", {im, h}, 0.1f, 0.0f);
-    w->add(p + "mlp.down_proj.weight", {h, im}, 0.1f, 0.0f);
-  }
+  auto w = engine::make_random_weights(c, 7);
   engine::ModelOptions o;
   o.kv_pool_bytes = kv_pool_bytes;
   auto m = engine::Model::create(c, std::move(w), o);

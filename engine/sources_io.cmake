@@ -2,6 +2,7 @@
 list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/model_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/safetensors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/random_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bpe_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bpe_trainer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/tokenizer.cpp

@@ -5,6 +5,7 @@
 // start of the data; tensors must tile the data exactly (no gaps, no overlaps, nothing trailing).
 #include "ragd/engine/safetensors.h"
 
+#include "ragd/common/check.h"
 #include "ragd/common/json_writer.h"
 
 #include <fcntl.h>
@@ -298,6 +299,22 @@ Status parse_header(const MappedFile& mf, int file_index, std::map<std::string, 
   return Status::OK();
 }
 
+// xxh3-128 over (name, dtype, shape, bytes) of every tensor in name order; the same for mapped
+// and in-memory stores.
+Hash128 weights_checksum(const WeightStore& w) {
+  const std::vector<std::string> names = w.names();
+  Hasher128 h;
+  h.str("ragd.weights.v1").u64(names.size());
+  for (const auto& name : names) {
+    auto v = w.get(name);
+    RAGD_CHECK(v.ok()) << name;
+    h.str(name).u64(static_cast<uint64_t>(v->dtype)).u64(v->shape.size());
+    for (int64_t d : v->shape) h.u64(static_cast<uint64_t>(d));
+    h.u64(v->nbytes).bytes(v->data, v->nbytes);
+  }
+  return h.digest();
+}
+
 class MappedWeightStore final : public WeightStore {
  public:
   std::vector<std::unique_ptr<MappedFile>> files_;
@@ -321,16 +338,33 @@ class MappedWeightStore final : public WeightStore {
     for (const auto& [k, _] : tensors_) n.push_back(k);
     return n;
   }
-  Hash128 checksum() const override {
-    Hasher128 h;
-    h.str("ragd.weights.v1").u64(tensors_.size());
-    for (const auto& [name, e] : tensors_) {
-      h.str(name).u64(static_cast<uint64_t>(e.dtype)).u64(e.shape.size());
-      for (int64_t d : e.shape) h.u64(static_cast<uint64_t>(d));
-      h.u64(e.end - e.begin).bytes(files_[e.file]->data() + e.begin, e.end - e.begin);
-    }
-    return h.digest();
+  Hash128 checksum() const override { return weights_checksum(*this); }
+};
+
+class MemoryWeightStore final : public WeightStore {
+ public:
+  explicit MemoryWeightStore(std::map<std::string, OwnedTensor> t) : t_(std::move(t)) {}
+  Result<TensorView> get(const std::string& name) const override {
+    auto it = t_.find(name);
+    if (it == t_.end()) return Status::NotFound(fmt::format("tensor '{}' not found in the weights", name));
+    TensorView v;
+    v.dtype = it->second.dtype;
+    v.shape = it->second.shape;
+    v.data = it->second.bytes.data();
+    v.nbytes = it->second.bytes.size();
+    return v;
   }
+  bool contains(const std::string& name) const override { return t_.count(name) != 0; }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> n;
+    n.reserve(t_.size());
+    for (const auto& [k, _] : t_) n.push_back(k);
+    return n;
+  }
+  Hash128 checksum() const override { return weights_checksum(*this); }
+
+ private:
+  std::map<std::string, OwnedTensor> t_;
 };
 
 Result<std::string> read_text_file(const std::string& path) {
@@ -339,6 +373,10 @@ Result<std::string> read_text_file(const std::string& path) {
 }
 
 }  // namespace
+
+std::unique_ptr<WeightStore> WeightStore::from_tensors(std::map<std::string, OwnedTensor> tensors) {
+  return std::make_unique<MemoryWeightStore>(std::move(tensors));
+}
 
 Result<std::unique_ptr<WeightStore>> WeightStore::open_file(const std::string& path) {
   auto store = std::make_unique<MappedWeightStore>();

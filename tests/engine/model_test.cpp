@@ -17,7 +17,6 @@
 namespace ragd::engine {
 namespace {
 
-using testing::MemoryStore;
 using testing::Reference;
 using testing::tiny_config;
 using testing::tiny_weights;
@@ -55,7 +54,7 @@ struct Fixture {
     ModelOptions o;
     o.kv_block_size = block_size;
     o.kv_pool_bytes = pool_bytes;
-    auto r = Model::create(cfg, std::make_unique<MemoryStore>(w.tensors), o);
+    auto r = Model::create(cfg, WeightStore::from_tensors(w.tensors), o);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (r.ok()) model = std::move(r).value();
   }
@@ -354,7 +353,7 @@ TEST(Model, RerotateKeysMatchesKeysComputedAtShiftedPositions) {
 // ---- bad input: one test per case, each checking that the message names the problem -----------
 
 Result<std::unique_ptr<Model>> create_with(const ModelConfig& cfg, TinyWeights w, const ModelOptions& o = {}) {
-  return Model::create(cfg, std::make_unique<MemoryStore>(std::move(w.tensors)), o);
+  return Model::create(cfg, WeightStore::from_tensors(std::move(w.tensors)), o);
 }
 
 TEST(ModelErrors, MissingTensorNamesItAndItsShape) {

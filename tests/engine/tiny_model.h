@@ -121,39 +121,6 @@ inline TinyWeights tiny_weights(const ModelConfig& c, uint32_t seed, bool bf16) 
   return w;
 }
 
-// WeightStore over in-memory tensors.
-class MemoryStore final : public WeightStore {
- public:
-  explicit MemoryStore(std::map<std::string, OwnedTensor> t) : t_(std::move(t)) {}
-  Result<TensorView> get(const std::string& name) const override {
-    auto it = t_.find(name);
-    if (it == t_.end()) return Status::NotFound("tensor '" + name + "' not found");
-    TensorView v;
-    v.dtype = it->second.dtype;
-    v.shape = it->second.shape;
-    v.data = it->second.bytes.data();
-    v.nbytes = it->second.bytes.size();
-    return v;
-  }
-  bool contains(const std::string& name) const override { return t_.count(name) != 0; }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> n;
-    for (const auto& [k, _] : t_) n.push_back(k);
-    return n;
-  }
-  Hash128 checksum() const override {
-    Hasher128 h;
-    for (const auto& [k, t] : t_) {
-      h.str(k).u64(static_cast<uint64_t>(t.dtype)).u64(t.shape.size());
-      for (auto d : t.shape) h.u64(static_cast<uint64_t>(d));
-      h.bytes(t.bytes.data(), t.bytes.size());
-    }
-    return h.digest();
-  }
-
- private:
-  std::map<std::string, OwnedTensor> t_;
-};
 
 // Naive reference forward over a whole token sequence, in double.
 class Reference {

@@ -35,6 +35,13 @@ struct TensorView {
   void to_f32(float* dst) const;
 };
 
+// An owning in-memory tensor, for writers and tests.
+struct OwnedTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
 // All tensors of a model directory: model.safetensors, or the shards named by
 // model.safetensors.index.json. Memory-mapped; views stay valid while the store lives.
 class WeightStore {
@@ -42,6 +49,9 @@ class WeightStore {
   virtual ~WeightStore() = default;
   static Result<std::unique_ptr<WeightStore>> open_dir(const std::string& dir);
   static Result<std::unique_ptr<WeightStore>> open_file(const std::string& path);
+  // Tensors held in memory (converters, tests, benchmarks). Its checksum equals that of a file
+  // holding the same tensors.
+  static std::unique_ptr<WeightStore> from_tensors(std::map<std::string, OwnedTensor> tensors);
 
   // NotFound naming the tensor when absent.
   virtual Result<TensorView> get(const std::string& name) const = 0;
@@ -49,13 +59,6 @@ class WeightStore {
   virtual std::vector<std::string> names() const = 0;
   // xxh3-128 over (name, dtype, shape, bytes) of every tensor in name order.
   virtual Hash128 checksum() const = 0;
-};
-
-// An owning in-memory tensor, for writers and tests.
-struct OwnedTensor {
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
 };
 
 // Writes tensors into one safetensors file ("__metadata__" optional).
