@@ -23,6 +23,24 @@ const std::unordered_set<std::string_view>& stop_words() {
   return s;
 }
 
+// Folds common English plural endings so that "glaciers" and "glacier" are one feature:
+// -ies -> -y, -sses -> -ss, -(sh|ch|x|z)es -> drop "es", -s -> drop (not -ss, -us, -is).
+// Words shorter than 4 bytes are left alone.
+std::string_view fold_plural(std::string_view w, std::string* buf) {
+  const size_t n = w.size();
+  if (n < 4 || w.back() != 's') return w;
+  auto ends = [&](std::string_view suf) { return n >= suf.size() && w.substr(n - suf.size()) == suf; };
+  if (ends("ss") || ends("us") || ends("is")) return w;
+  if (ends("ies") && n > 4) {
+    buf->assign(w.substr(0, n - 3));
+    buf->push_back('y');
+    return *buf;
+  }
+  if (ends("sses")) return w.substr(0, n - 2);
+  if (ends("shes") || ends("ches") || ends("xes") || ends("zes")) return w.substr(0, n - 2);
+  return w.substr(0, n - 1);
+}
+
 // Feature hash: index in [0, dim) and a sign, from one 64-bit xxh3.
 struct Feature {
   uint32_t index;
@@ -37,7 +55,7 @@ class HashingEmbedder final : public Embedder {
   explicit HashingEmbedder(const HashingEmbedderOptions& o) : opts_(o) {}
   std::string_view name() const override { return "hashing"; }
   std::string identity() const override {
-    return "hashing-v1/d=" + std::to_string(opts_.dim) + (opts_.bigrams ? "/uni+bi" : "/uni");
+    return "hashing-v2/d=" + std::to_string(opts_.dim) + (opts_.bigrams ? "/uni+bi" : "/uni");
   }
   int dim() const override { return opts_.dim; }
 
@@ -48,6 +66,11 @@ class HashingEmbedder final : public Embedder {
     for (size_t t = 0; t < texts.size(); ++t) {
       tf.clear();
       std::vector<std::string> words = hashing_words(texts[t]);
+      std::string buf;
+      for (auto& w : words) {
+        std::string_view f = fold_plural(w, &buf);
+        if (f.size() != w.size() || f.data() != w.data()) w = std::string(f);
+      }
       const auto& stop = stop_words();
       for (size_t i = 0; i < words.size(); ++i) {
         if (!stop.count(words[i])) ++tf[xxh3_64(words[i].data(), words[i].size())];

@@ -146,7 +146,7 @@ TEST(Corpus, PersistsAcrossReopenAndUsesSavedIndex) {
   EXPECT_EQ(st.seq, seq);
   EXPECT_EQ(st.index_saved_seq, seq);
   EXPECT_EQ(st.documents, 30u);
-  EXPECT_EQ(st.embedder, "hashing-v1/d=384/uni+bi");
+  EXPECT_EQ(st.embedder, "hashing-v2/d=384/uni+bi");
   EXPECT_EQ(st.index_spec, "Flat");
   auto hits = (*c)->search(query_from(docs[3].text), 1);
   EXPECT_EQ((*hits)[0].chunk.doc_id, docs[3].id);
@@ -209,8 +209,8 @@ TEST(Corpus, RefusesOtherEmbedder) {
   auto c = Corpus::open(dir.path(), o, w.tok);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(c.status().message().find("embedder 'hashing-v1/d=384/uni+bi'"), std::string::npos) << c.status().message();
-  EXPECT_NE(c.status().message().find("'hashing-v1/d=128/uni+bi'"), std::string::npos);
+  EXPECT_NE(c.status().message().find("embedder 'hashing-v2/d=384/uni+bi'"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("'hashing-v2/d=128/uni+bi'"), std::string::npos);
 }
 
 TEST(Corpus, RefusesOtherIndexSpec) {

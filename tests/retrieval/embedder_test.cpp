@@ -58,6 +58,26 @@ TEST(HashingEmbedder, MatchesNaiveReference) {
   }
 }
 
+TEST(HashingEmbedder, PluralsFoldToTheSingular) {
+  auto e = make_hashing_embedder({});
+  const std::pair<std::string_view, std::string_view> same[] = {
+      {"glaciers carve valleys", "glacier carve valley"}, {"bodies of churches", "body of church"},
+      {"boxes and classes", "box and class"}};
+  for (const auto& [a, b] : same) {
+    std::vector<float> va, vb;
+    std::string_view ta[] = {a}, tb[] = {b};
+    ASSERT_TRUE((*e)->embed(ta, &va).ok());
+    ASSERT_TRUE((*e)->embed(tb, &vb).ok());
+    EXPECT_NEAR(dot(va.data(), vb.data(), va.size()), 1.0, 1e-5) << a << " vs " << b;
+  }
+  // Words that only look plural stay apart from their stem.
+  std::vector<float> vx, vy;
+  std::string_view tx[] = {"status"}, ty[] = {"statu"};
+  ASSERT_TRUE((*e)->embed(tx, &vx).ok());
+  ASSERT_TRUE((*e)->embed(ty, &vy).ok());
+  EXPECT_LT(dot(vx.data(), vy.data(), vx.size()), 0.5);
+}
+
 TEST(HashingEmbedder, StopWordsDropFromUnigramsOnly) {
   auto e = make_hashing_embedder({});
   std::vector<float> a, b;
@@ -84,7 +104,7 @@ TEST(HashingEmbedder, BatchRowsAreNormalisedAndIndependent) {
 TEST(HashingEmbedder, IdentityNamesDimension) {
   HashingEmbedderOptions o;
   o.dim = 128;
-  EXPECT_EQ((*make_hashing_embedder(o))->identity(), "hashing-v1/d=128/uni+bi");
+  EXPECT_EQ((*make_hashing_embedder(o))->identity(), "hashing-v2/d=128/uni+bi");
 }
 
 TEST(HashingEmbedder, RejectsBadDimension) {

@@ -5,7 +5,7 @@
 //   "model": mean-pooled final hidden states of a transformer loaded through the engine
 //     (engine::Model::embed), for users with an embedding checkpoint; dimension = hidden_size.
 // identity() names the embedder and every parameter that changes its output
-// ("hashing-v1/d=384", "model/<fingerprint>/d=4096"): a corpus records it and refuses queries or
+// ("hashing-v2/d=384", "model/<fingerprint>/d=4096"): a corpus records it and refuses queries or
 // ingests with another.
 // Thread-safety: embed() is safe from any thread (the model embedder serialises on a mutex).
 #pragma once
