@@ -26,6 +26,8 @@
 
 namespace ragd::daemon {
 
+class SseBridge;  // run_events.h
+
 using Clock = std::chrono::steady_clock;
 
 // An HTTP-level failure: status, machine code, human message naming the field/problem.
@@ -110,6 +112,9 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   ApiError start_run(pipelines::RunRequest req, const std::string& route, std::shared_ptr<void> slot,
                      RunConsumer consumer);
   void cancel_run(const std::string& id);
+  // The streaming (SSE) response of a started run: frames flow from `bridge`; a client that goes
+  // away cancels the run.
+  HttpResponse sse_response(std::shared_ptr<SseBridge> bridge, const std::string& rid);
   void pipeline_run(const ReqCtx& ctx, const std::string& name, const HttpRequest& req, Responder respond);
   // Parses the ragd run body (REST and WebSocket share it) into `out`.
   ApiError parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::RunRequest* out, bool* stream,

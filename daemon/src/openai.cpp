@@ -355,14 +355,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
       return ok;
     });
     if (e.failed()) return respond(to_response(e));
-    HttpResponse r;
-    r.content_type = "text/event-stream";
-    r.stream = [bridge](std::shared_ptr<StreamWriter> w) { bridge->attach(std::move(w)); };
-    r.on_abort = [self = shared_from_this(), bridge, rid] {
-      bridge->abort();
-      self->cancel_run(rid);
-    };
-    return respond(std::move(r));
+    return respond(sse_response(bridge, rid));
   }
 
   ApiError e = start_run(std::move(run), ctx.route, std::move(slot), [st, respond](const RunEvent& ev) {

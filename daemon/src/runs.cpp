@@ -222,6 +222,17 @@ ApiError parse_reuse(const std::string& s, pipelines::ReuseMode* out) {
 }
 }  // namespace
 
+HttpResponse ApiImpl::sse_response(std::shared_ptr<SseBridge> bridge, const std::string& rid) {
+  HttpResponse r;
+  r.content_type = "text/event-stream";
+  r.stream = [bridge](std::shared_ptr<StreamWriter> w) { bridge->attach(std::move(w)); };
+  r.on_abort = [self = shared_from_this(), bridge, rid] {
+    bridge->abort();
+    self->cancel_run(rid);
+  };
+  return r;
+}
+
 ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::RunRequest* out, bool* stream,
                                  bool allow_pipeline_field) {
   if (allow_pipeline_field) {
@@ -330,14 +341,7 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
       return ok;
     });
     if (e.failed()) return respond(to_response(e));
-    HttpResponse r;
-    r.content_type = "text/event-stream";
-    r.stream = [bridge](std::shared_ptr<StreamWriter> w) { bridge->attach(std::move(w)); };
-    r.on_abort = [self = shared_from_this(), bridge, rid] {
-      bridge->abort();
-      self->cancel_run(rid);
-    };
-    return respond(std::move(r));
+    return respond(sse_response(bridge, rid));
   }
   auto col = std::make_shared<Collected>();
   ApiError e = start_run(std::move(run), ctx.route, std::move(slot), [col, rid, name, respond](const RunEvent& ev) {

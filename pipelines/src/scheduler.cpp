@@ -129,18 +129,21 @@ bool Scheduler::preempt_one(KvHost& host, const Seq* keep, StepPlan* plan, std::
     if (!victim || higher_priority(*victim, s)) victim = &s;
   }
   if (!victim) return false;
-  const bool swapped = host.preempt(victim->info.id, opts_.preemption == PreemptMode::kSwap);
-  if (swapped) {
-    victim->state = State::kSwapped;
+  preempt(*victim, host, plan);
+  return true;
+}
+
+void Scheduler::preempt(Seq& s, KvHost& host, StepPlan* plan) {
+  if (host.preempt(s.info.id, opts_.preemption == PreemptMode::kSwap)) {
+    s.state = State::kSwapped;
     ++stats_.swaps_out;
-  } else {
-    victim->state = State::kWaiting;
-    victim->computed = 0;
-    victim->arrival_step = step_;
+  } else {  // dropped: recomputed from scratch when admitted again
+    s.state = State::kWaiting;
+    s.computed = 0;
+    s.arrival_step = step_;
     ++stats_.drops;
   }
-  plan->preempted.push_back(victim->info.id);
-  return true;
+  plan->preempted.push_back(s.info.id);
 }
 
 StepPlan Scheduler::schedule(KvHost& host) {
@@ -211,17 +214,7 @@ StepPlan Scheduler::schedule(KvHost& host) {
         if (!plan.items.empty() || running_count() > 1) continue;
       }
       // Nothing of lower priority left to preempt: this request gives way.
-      const bool swapped = host.preempt(s->info.id, opts_.preemption == PreemptMode::kSwap);
-      if (swapped) {
-        s->state = State::kSwapped;
-        ++stats_.swaps_out;
-      } else {
-        s->state = State::kWaiting;
-        s->computed = 0;
-        s->arrival_step = step_;
-        ++stats_.drops;
-      }
-      plan.preempted.push_back(s->info.id);
+      preempt(*s, host, &plan);
     }
   }
 
@@ -262,17 +255,7 @@ StepPlan Scheduler::schedule(KvHost& host) {
       plan.items.erase(it);
       planned.erase(std::find(planned.begin(), planned.end(), victim->info.id));
     }
-    const bool swapped = host.preempt(victim->info.id, opts_.preemption == PreemptMode::kSwap);
-    if (swapped) {
-      victim->state = State::kSwapped;
-      ++stats_.swaps_out;
-    } else {
-      victim->state = State::kWaiting;
-      victim->computed = 0;
-      victim->arrival_step = step_;
-      ++stats_.drops;
-    }
-    plan.preempted.push_back(victim->info.id);
+    preempt(*victim, host, &plan);
     return true;
   };
 

@@ -163,6 +163,8 @@ class Scheduler {
   // Preempts the lowest-priority running request that has lower priority than `keep` (or any if
   // keep is null, but never `keep` itself). False when none qualifies.
   bool preempt_one(KvHost& host, const Seq* keep, StepPlan* plan, std::vector<uint64_t>* planned);
+  // Swaps `s` out (or drops it for recompute, by options or when the host cannot swap).
+  void preempt(Seq& s, KvHost& host, StepPlan* plan);
   void lift_tenant(const std::string& tenant);
 
   SchedulerOptions opts_;
