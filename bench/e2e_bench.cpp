@@ -34,6 +34,7 @@
 #include "ragd/engine/safetensors.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
+#include "ragd/pipelines/synthetic_words.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
@@ -102,35 +103,20 @@ bool make_model(const std::string& dir) {
   return engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok();
 }
 
-std::string made_up_word(uint32_t n, const char* salt) {
-  static const char* syl[] = {"ka", "lo", "mi", "ru", "te", "zo", "bi", "na", "qu", "fe", "xi", "vo"};
-  std::string w = salt;
-  do {
-    w += syl[n % 12];
-    n /= 12;
-  } while (n);
-  return w;
-}
-
-// Question words that occur in no document: the retrieved set depends on the topic word only.
-const char* kAsk[] = {"please", "explain", "summarize", "describe", "briefly", "overview", "details", "question",
-                      "compare", "why", "how", "list"};
-
-const char* kFiller[] = {"the", "river", "stone", "light", "market", "winter", "garden", "machine", "letter",
-                         "story", "window", "mountain", "signal", "paper", "engine", "forest", "music",
-                         "harbor", "silver", "orbit", "language", "bridge", "morning", "castle"};
+// Question words (kSyntheticAskWords) occur in no document: the retrieved set depends on the topic
+// word only.
 
 std::vector<DocumentInput> synthetic_corpus(int topics, std::mt19937& rng) {
   std::vector<DocumentInput> docs;
   for (int t = 0; t < topics; ++t) {
-    const std::string topic = made_up_word(t, "to");
+    const std::string topic = synthetic_topic_word(t);
     for (int j = 0; j < 4; ++j) {
       DocumentInput d;
       d.id = "t" + std::to_string(t) + "-d" + std::to_string(j);
       std::string text = "Report on " + topic + ", part " + std::to_string(j) + ".";
       for (int w = 0; w < 48; ++w) {
         text += ' ';
-        text += (w % 3 == 0) ? topic : kFiller[rng() % std::size(kFiller)];
+        text += (w % 3 == 0) ? topic : kSyntheticFillerWords[rng() % std::size(kSyntheticFillerWords)];
       }
       d.text = text + ".";
       docs.push_back(d);
@@ -328,8 +314,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n_req; ++i) {
     Req q;
     const int t = pick(rng);
-    q.query = std::string(kAsk[rng() % std::size(kAsk)]) + " " + made_up_word(t, "to") + " " +
-              kAsk[rng() % std::size(kAsk)] + "?";
+    q.query = std::string(kSyntheticAskWords[rng() % std::size(kSyntheticAskWords)]) + " " + synthetic_topic_word(t) + " " +
+              kSyntheticAskWords[rng() % std::size(kSyntheticAskWords)] + "?";
     q.max_tokens = 8;
     reqs.push_back(q);
   }
@@ -380,7 +366,7 @@ int main(int argc, char** argv) {
     q.cls = (rng() % 4 == 0) ? 1 : 0;
     q.tenant = q.cls ? "batch" : "interactive";
     q.max_tokens = q.cls ? 96 : 4;
-    q.query = std::string(kAsk[rng() % std::size(kAsk)]) + " " + made_up_word(rng() % topics, "to");
+    q.query = std::string(kSyntheticAskWords[rng() % std::size(kSyntheticAskWords)]) + " " + synthetic_topic_word(rng() % topics);
     mix.push_back(q);
   }
   // Capacity estimate: closed loop with max_running clients on the first requests.

@@ -29,6 +29,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "ragd/pipelines/synthetic_words.h"
 
 #if __has_include("ragd/daemon/client.h")
 #include "ragd/daemon/client.h"
@@ -39,6 +40,9 @@ namespace ragd::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using pipelines::kSyntheticAskWords;
+using pipelines::kSyntheticFillerWords;
+using pipelines::synthetic_topic_word;
 
 struct Args {
   std::string url = "http://127.0.0.1:8080";
@@ -122,20 +126,6 @@ bool json_field(const std::string& line, const std::string& key, std::string* ou
   return true;
 }
 
-std::string made_up_word(uint32_t n) {
-  static const char* syl[] = {"ka", "lo", "mi", "ru", "te", "zo", "bi", "na", "qu", "fe", "xi", "vo"};
-  std::string w = "to";
-  do {
-    w += syl[n % 12];
-    n /= 12;
-  } while (n);
-  return w;
-}
-const char* kAsk[] = {"please", "explain", "summarize", "describe", "briefly", "overview", "details", "question",
-                      "compare", "why", "how", "list"};
-const char* kFiller[] = {"the", "river", "stone", "light", "market", "winter", "garden", "machine", "letter",
-                         "story", "window", "mountain", "signal", "paper", "engine", "forest", "music",
-                         "harbor", "silver", "orbit", "language", "bridge", "morning", "castle"};
 
 #if RAGD_BENCH_HAVE_CLIENT
 
@@ -147,8 +137,8 @@ Status ingest_synthetic(const daemon::Url& u, const Args& a) {
   for (int t = 0; t < a.topics; ++t) {
     std::string body = "{\"documents\":[";
     for (int j = 0; j < 4; ++j) {
-      std::string text = "Report on " + made_up_word(t) + ", part " + std::to_string(j) + ".";
-      for (int w = 0; w < 60; ++w) text += std::string(" ") + ((w % 3 == 0) ? made_up_word(t) : kFiller[rng() % std::size(kFiller)]);
+      std::string text = "Report on " + synthetic_topic_word(t) + ", part " + std::to_string(j) + ".";
+      for (int w = 0; w < 60; ++w) text += std::string(" ") + ((w % 3 == 0) ? synthetic_topic_word(t) : kSyntheticFillerWords[rng() % std::size(kSyntheticFillerWords)]);
       body += std::string(j ? "," : "") + "{\"id\":" + json_str("t" + std::to_string(t) + "-d" + std::to_string(j)) +
               ",\"text\":" + json_str(text + ".") + "}";
     }
@@ -370,7 +360,7 @@ Status load_workload(const Args& a, std::vector<Req>* out) {
   std::discrete_distribution<int> pick(w.begin(), w.end());
   for (int i = 0; i < a.requests; ++i) {
     Req q;
-    q.query = std::string(kAsk[rng() % std::size(kAsk)]) + " " + made_up_word(pick(rng)) + " " + kAsk[rng() % std::size(kAsk)] + "?";
+    q.query = std::string(kSyntheticAskWords[rng() % std::size(kSyntheticAskWords)]) + " " + synthetic_topic_word(pick(rng)) + " " + kSyntheticAskWords[rng() % std::size(kSyntheticAskWords)] + "?";
     q.max_tokens = a.max_tokens;
     out->push_back(q);
   }
