@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "ragd/engine/model_config.h"
+#include "ragd/engine/random_weights.h"
 #include "ragd/engine/safetensors.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
@@ -66,37 +67,7 @@ bool make_model(const std::string& dir) {
   c.max_position_embeddings = 4096;
   c.rms_norm_eps = 1e-5f;
   c.bos_token_id = (*tok)->bos_id().value_or(-1);
-  std::mt19937 rng(99);
-  std::map<std::string, engine::OwnedTensor> t;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, float sd, float mean = 0.0f) {
-    engine::OwnedTensor o;
-    o.shape = shape;
-    size_t n = 1;
-    for (auto d : shape) n *= static_cast<size_t>(d);
-    std::normal_distribution<float> dist(mean, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = sd > 0 ? dist(rng) : mean;
-    o.bytes.resize(n * 4);
-    std::memcpy(o.bytes.data(), v.data(), n * 4);
-    t[name] = std::move(o);
-  };
-  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, vs = c.vocab_size;
-  const float sh = 1.0f / std::sqrt(float(h));
-  add("model.embed_tokens.weight", {vs, h}, 1.0f);
-  add("model.norm.weight", {h}, 0.0f, 1.0f);
-  add("lm_head.weight", {vs, h}, sh);
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {h}, 0.0f, 1.0f);
-    add(p + "post_attention_layernorm.weight", {h}, 0.0f, 1.0f);
-    add(p + "self_attn.q_proj.weight", {q, h}, sh);
-    add(p + "self_attn.k_proj.weight", {kv, h}, sh);
-    add(p + "self_attn.v_proj.weight", {kv, h}, sh);
-    add(p + "self_attn.o_proj.weight", {h, q}, 1.0f / std::sqrt(float(q)));
-    add(p + "mlp.gate_proj.weight", {im, h}, sh);
-    add(p + "mlp.up_proj.weight", {im, h}, sh);
-    add(p + "mlp.down_proj.weight", {h, im}, 1.0f / std::sqrt(float(im)));
-  }
+  const std::map<std::string, engine::OwnedTensor> t = engine::random_weight_tensors(c, 99);
   fs::create_directories(dir);
   write_file(fs::path(dir) / "config.json", c.to_json());
   write_file(fs::path(dir) / "tokenizer.json", *tok_json);

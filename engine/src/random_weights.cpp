@@ -36,7 +36,7 @@ OwnedTensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float half,
 
 }  // namespace
 
-std::unique_ptr<WeightStore> make_random_weights(const ModelConfig& c, uint64_t seed) {
+std::map<std::string, OwnedTensor> random_weight_tensors(const ModelConfig& c, uint64_t seed) {
   std::map<std::string, OwnedTensor> w;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float half, float offset) {
     const uint64_t s = xxh3_64(name.data(), name.size()) ^ (seed * 0xD1B54A32D192ED03ULL);
@@ -65,7 +65,11 @@ std::unique_ptr<WeightStore> make_random_weights(const ModelConfig& c, uint64_t 
     add(p + "mlp.up_proj.weight", {im, h}, proj(h), 0.0f);
     add(p + "mlp.down_proj.weight", {h, im}, proj(im), 0.0f);
   }
-  return WeightStore::from_tensors(std::move(w));
+  return w;
+}
+
+std::unique_ptr<WeightStore> make_random_weights(const ModelConfig& cfg, uint64_t seed) {
+  return WeightStore::from_tensors(random_weight_tensors(cfg, seed));
 }
 
 }  // namespace ragd::engine
