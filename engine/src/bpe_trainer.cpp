@@ -33,6 +33,10 @@ std::string to_unicode(std::string_view bytes) {
   return s;
 }
 
+bool has_digit(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
 }  // namespace
@@ -81,6 +85,7 @@ Result<std::string> train_byte_level_bpe(std::string_view corpus, const BpeTrain
     std::string best_bytes;
     for (const auto& [k, c] : pair_count) {
       if (c < best_count) continue;
+      if (!opts.merge_digits && (has_digit(tok[k >> 32]) || has_digit(tok[k & 0xffffffffu]))) continue;
       std::string mb = tok[k >> 32] + tok[k & 0xffffffffu];
       if (c > best_count || best_bytes.empty() || mb < best_bytes || (mb == best_bytes && k < best)) {
         best = k;

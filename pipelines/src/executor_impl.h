@@ -29,7 +29,7 @@
 #include "ragd/pipelines/scheduler.h"
 
 #include "lower_tiers.h"
-#include "prompt_builder.h"
+#include "ragd/pipelines/prompt_builder.h"
 
 namespace ragd::retrieval {
 class Corpus;

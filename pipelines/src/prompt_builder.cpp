@@ -1,4 +1,4 @@
-#include "prompt_builder.h"
+#include "ragd/pipelines/prompt_builder.h"
 
 namespace ragd::pipelines {
 

@@ -68,6 +68,9 @@ struct BpeTrainOptions {
                                              "<|start_header_id|>", "<|end_header_id|>", "<|im_start|>",
                                              "<|im_end|>"};
   int pad_to = 0;  // adds <|reserved_special_token_N|> until the vocabulary has this many ids (0 = off)
+  // false: no merge contains a digit, so every number is spelled digit by digit (a model can copy
+  // numbers it never saw as a whole); default true (digits merge like any other bytes).
+  bool merge_digits = true;
 };
 // Returns the tokenizer.json text (HF format: Split + ByteLevel pre-tokenizer, ByteLevel decoder,
 // TemplateProcessing that adds the first special token as BOS).

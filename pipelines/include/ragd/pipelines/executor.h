@@ -37,6 +37,9 @@ struct RunRequest {
   std::optional<ReuseMode> reuse; // unset = pipeline default
   engine::SamplingParams sampling;
   bool want_logprobs = false;
+  // Pipeline runs: a document id whose first chunk must be in the context. When retrieval did not
+  // return it, it replaces the lowest-ranked chunk (evaluation with the gold passage forced in).
+  std::string context_must_include;
 };
 
 struct Source {

@@ -1,0 +1,336 @@
+// ragctl eval: answer accuracy of a RAG pipeline on a question set with gold answers.
+//
+//   ragctl eval --questions Q.jsonl (--model DIR --data DIR | --url http://host:port)
+//               [--pipeline default] [--reuse none,prefix,knowledge_tree] [--context retrieved|gold|both]
+//               [--max-tokens 16] [--limit N] [--json FILE]
+//
+// A question line is {"id": "...", "question": "...", "answer": "...", "gold": "doc id", "kind": "..."}
+// (id, gold and kind optional). Each question runs through the whole path (retrieval -> prompt ->
+// greedy generation) once per reuse mode; with --context gold the gold document is forced into the
+// retrieved context (it replaces the lowest-ranked passage unless already retrieved), which tells
+// retrieval errors from generation errors. Reports exact match and token F1 (SQuAD normalisation),
+// retrieval hit rate (gold document among the sources), and for every mode after the first the
+// number of answers identical to the first mode's.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "command.h"
+#include "eval_score.h"
+#include "ragd/common/json_writer.h"
+#include "ragd/common/status.h"
+#include "ragd/daemon/client.h"
+#include "ragd/pipelines/runtime.h"
+#include "run_print.h"
+
+namespace ragd::tools {
+namespace {
+
+struct EvalQuestion {
+  std::string id, question, answer, gold, kind;
+};
+
+struct EvalAnswer {
+  std::string text;
+  std::vector<std::string> sources;  // doc ids, in prompt order
+  int prompt_tokens = 0, reused_tokens = 0;
+  double ttft_ms = 0;
+};
+
+// Reads the question file; an error names the file and line.
+Result<std::vector<EvalQuestion>> read_questions(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError(path + ": cannot open");
+  std::vector<EvalQuestion> out;
+  simdjson::dom::parser parser;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto bad = [&](const std::string& what) { return Status::InvalidArgument(fmt::format("{}:{}: {}", path, lineno, what)); };
+    simdjson::dom::element e;
+    if (parser.parse(line).get(e) || !e.is_object()) return bad("not a JSON object");
+    EvalQuestion q;
+    auto field = [&](const char* key, std::string* dst, bool required) -> Status {
+      simdjson::dom::element v;
+      if (e[key].get(v)) return required ? bad(fmt::format("missing \"{}\"", key)) : Status::OK();
+      std::string_view s;
+      if (v.get_string().get(s)) return bad(fmt::format("\"{}\" must be a string", key));
+      *dst = std::string(s);
+      return Status::OK();
+    };
+    RAGD_RETURN_IF_ERROR(field("question", &q.question, true));
+    RAGD_RETURN_IF_ERROR(field("answer", &q.answer, true));
+    RAGD_RETURN_IF_ERROR(field("id", &q.id, false));
+    RAGD_RETURN_IF_ERROR(field("gold", &q.gold, false));
+    RAGD_RETURN_IF_ERROR(field("kind", &q.kind, false));
+    if (q.question.empty()) return bad("\"question\" is empty");
+    if (q.id.empty()) q.id = fmt::format("line{}", lineno);
+    out.push_back(std::move(q));
+  }
+  if (out.empty()) return Status::InvalidArgument(path + ": no questions");
+  return out;
+}
+
+// Runs one question; thread-compatible (one caller at a time).
+class EvalRunner {
+ public:
+  virtual ~EvalRunner() = default;
+  virtual Result<EvalAnswer> ask(const EvalQuestion& q, const std::string& reuse, bool gold_context) = 0;
+};
+
+struct Args {
+  std::string questions, model, data, url, api_key = default_api_key(), pipeline = "default", json;
+  std::string reuse = "none", context = "retrieved";
+  int max_tokens = 16, limit = 0, threads = 0;
+};
+
+class LocalRunner final : public EvalRunner {
+ public:
+  static Result<std::unique_ptr<EvalRunner>> open(const Args& a) {
+    pipelines::RuntimeOptions o;
+    o.model_dir = a.model;
+    o.data_dir = a.data;
+    o.num_threads = a.threads;
+    RAGD_ASSIGN_OR_RETURN(auto rt, pipelines::open_runtime(o));
+    auto r = std::unique_ptr<LocalRunner>(new LocalRunner(a));
+    r->rt_ = std::move(rt);
+    return std::unique_ptr<EvalRunner>(std::move(r));
+  }
+  ~LocalRunner() override {
+    if (rt_.stop) rt_.stop();
+  }
+
+  Result<EvalAnswer> ask(const EvalQuestion& q, const std::string& reuse, bool gold_context) override {
+    pipelines::RunRequest req;
+    req.id = fmt::format("eval-{}-{}", q.id, ++seq_);
+    req.pipeline = a_.pipeline;
+    req.query = q.question;
+    RAGD_ASSIGN_OR_RETURN(req.reuse, pipelines::parse_reuse_mode(reuse));
+    req.sampling.temperature = 0.0f;
+    req.sampling.max_tokens = a_.max_tokens;
+    if (gold_context) req.context_must_include = q.gold;
+    auto done = std::make_shared<std::promise<Result<EvalAnswer>>>();
+    auto ans = std::make_shared<EvalAnswer>();
+    Status s = rt_.executor->submit(std::move(req), [done, ans](const pipelines::RunEvent& ev) {
+      switch (ev.kind) {
+        case pipelines::RunEvent::Kind::kSources:
+          for (const auto& src : ev.sources) ans->sources.push_back(src.doc_id);
+          break;
+        case pipelines::RunEvent::Kind::kToken: ans->text += ev.text; break;
+        case pipelines::RunEvent::Kind::kDone:
+          ans->prompt_tokens = ev.usage.prompt_tokens;
+          ans->reused_tokens = ev.usage.reused_hbm + ev.usage.reused_dram + ev.usage.reused_ssd;
+          ans->ttft_ms = ev.timings.ttft_ms;
+          done->set_value(std::move(*ans));
+          break;
+        case pipelines::RunEvent::Kind::kError: done->set_value(ev.error); break;
+      }
+      return true;
+    });
+    if (!s.ok()) return s;
+    return done->get_future().get();
+  }
+
+ private:
+  explicit LocalRunner(const Args& a) : a_(a) {}
+  Args a_;
+  pipelines::Runtime rt_;
+  uint64_t seq_ = 0;
+};
+
+class HttpRunner final : public EvalRunner {
+ public:
+  static Result<std::unique_ptr<EvalRunner>> open(const Args& a) {
+    RAGD_ASSIGN_OR_RETURN(auto url, daemon::parse_url(a.url));
+    return std::unique_ptr<EvalRunner>(new HttpRunner(a, url.host, url.port));
+  }
+
+  Result<EvalAnswer> ask(const EvalQuestion& q, const std::string& reuse, bool gold_context) override {
+    JsonWriter w;
+    w.begin_object().key("query").value(q.question).key("max_tokens").value(a_.max_tokens);
+    w.key("temperature").value(0).key("reuse").value(reuse);
+    if (gold_context) w.key("context_must_include").value(q.gold);
+    w.end_object();
+    daemon::Headers h;
+    if (!a_.api_key.empty()) h.emplace_back("Authorization", "Bearer " + a_.api_key);
+    RAGD_ASSIGN_OR_RETURN(auto r, client_.request("POST", "/v1/pipelines/" + a_.pipeline + "/runs", w.take(), h));
+    simdjson::dom::element doc;
+    if (parser_.parse(r.body).get(doc))
+      return Status::Internal(fmt::format("HTTP {}: response is not JSON", r.status));
+    if (r.status != 200)
+      return Status::Internal(fmt::format("HTTP {} {}: {}", r.status, jstr(doc, "/error/code"), jstr(doc, "/error/message")));
+    EvalAnswer ans;
+    ans.text = jstr(doc, "/output");
+    simdjson::dom::array srcs;
+    if (!doc["sources"].get_array().get(srcs))
+      for (auto s : srcs) ans.sources.push_back(jstr(s, "/doc_id"));
+    ans.prompt_tokens = static_cast<int>(jnum(doc, "/usage/prompt_tokens"));
+    ans.reused_tokens = static_cast<int>(jnum(doc, "/usage/reused_tokens/hbm") + jnum(doc, "/usage/reused_tokens/dram") +
+                                         jnum(doc, "/usage/reused_tokens/ssd"));
+    ans.ttft_ms = jnum(doc, "/timings/ttft_ms");
+    return ans;
+  }
+
+ private:
+  HttpRunner(const Args& a, std::string host, uint16_t port) : a_(a), client_(std::move(host), port, 600000) {}
+  Args a_;
+  daemon::HttpClient client_;
+  simdjson::dom::parser parser_;
+};
+
+struct Tally {
+  int n = 0, em = 0, hits = 0, with_gold = 0, identical = 0;
+  double f1 = 0, ttft = 0;
+  int64_t prompt = 0, reused = 0;
+  void add(const EvalQuestion& q, const EvalAnswer& a, bool same_as_first) {
+    ++n;
+    em += exact_match(a.text, q.answer);
+    f1 += token_f1(a.text, q.answer);
+    if (!q.gold.empty()) {
+      ++with_gold;
+      hits += std::find(a.sources.begin(), a.sources.end(), q.gold) != a.sources.end();
+    }
+    identical += same_as_first;
+    ttft += a.ttft_ms;
+    prompt += a.prompt_tokens;
+    reused += a.reused_tokens;
+  }
+  double pct(int x) const { return n ? 100.0 * x / n : 0.0; }
+};
+
+int run_eval(const Args& a) {
+  auto qs = read_questions(a.questions);
+  if (!qs.ok()) {
+    std::fprintf(stderr, "ragctl eval: %s\n", qs.status().message().c_str());
+    return 2;
+  }
+  if (a.limit > 0 && static_cast<size_t>(a.limit) < qs->size()) qs->resize(a.limit);
+  std::vector<std::string> modes;
+  {
+    std::stringstream ss(a.reuse);
+    for (std::string m; std::getline(ss, m, ',');)
+      if (!m.empty()) {
+        if (auto p = pipelines::parse_reuse_mode(m); !p.ok()) {
+          std::fprintf(stderr, "ragctl eval: --reuse: %s\n", p.status().message().c_str());
+          return 2;
+        }
+        modes.push_back(m);
+      }
+  }
+  std::vector<bool> contexts;
+  if (a.context == "retrieved" || a.context == "both") contexts.push_back(false);
+  if (a.context == "gold" || a.context == "both") contexts.push_back(true);
+  if (modes.empty() || contexts.empty()) {
+    std::fprintf(stderr, "ragctl eval: --reuse needs at least one mode; --context is retrieved, gold or both\n");
+    return 2;
+  }
+  if (contexts.back())
+    for (const auto& q : *qs)
+      if (q.gold.empty()) {
+        std::fprintf(stderr, "ragctl eval: --context gold needs a \"gold\" document id on every question (%s has none)\n",
+                     q.id.c_str());
+        return 2;
+      }
+  Result<std::unique_ptr<EvalRunner>> runner = Status::InvalidArgument("give --url, or --model and --data");
+  if (!a.url.empty()) runner = HttpRunner::open(a);
+  else if (!a.model.empty() && !a.data.empty()) runner = LocalRunner::open(a);
+  if (!runner.ok()) {
+    std::fprintf(stderr, "ragctl eval: %s\n", runner.status().message().c_str());
+    return 2;
+  }
+
+  JsonWriter jw;
+  jw.begin_object().key("questions_file").value(a.questions).key("pipeline").value(a.pipeline).key("runs").begin_array();
+  std::printf("ragctl eval: %zu questions, pipeline %s, greedy, max %d tokens\n", qs->size(), a.pipeline.c_str(),
+              a.max_tokens);
+  std::printf("%-10s %-16s %7s %7s %10s %10s %9s %9s\n", "context", "reuse", "EM", "F1", "gold@k", "identical",
+              "reused", "TTFT ms");
+  int failures = 0;
+  for (bool gold : contexts) {
+    std::vector<std::string> first;
+    for (size_t m = 0; m < modes.size(); ++m) {
+      Tally t;
+      std::map<std::string, Tally> by_kind;
+      jw.begin_object().key("context").value(gold ? "gold" : "retrieved").key("reuse").value(modes[m]);
+      jw.key("results").begin_array();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (size_t i = 0; i < qs->size(); ++i) {
+        const auto& q = (*qs)[i];
+        auto ans = (*runner)->ask(q, modes[m], gold);
+        if (!ans.ok()) {
+          std::fprintf(stderr, "ragctl eval: %s: %s\n", q.id.c_str(), ans.status().message().c_str());
+          ++failures;
+          continue;
+        }
+        if (m == 0) first.push_back(ans->text);
+        const bool same = m > 0 && i < first.size() && first[i] == ans->text;
+        t.add(q, *ans, same);
+        if (!q.kind.empty()) by_kind[q.kind].add(q, *ans, same);
+        jw.begin_object().key("id").value(q.id).key("question").value(q.question).key("gold_answer").value(q.answer);
+        jw.key("output").value(ans->text).key("exact_match").value(exact_match(ans->text, q.answer));
+        jw.key("f1").value(token_f1(ans->text, q.answer)).key("sources").begin_array();
+        for (const auto& s : ans->sources) jw.value(s);
+        jw.end_array().key("prompt_tokens").value(ans->prompt_tokens).key("reused_tokens").value(ans->reused_tokens);
+        jw.key("ttft_ms").value(ans->ttft_ms).end_object();
+      }
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      jw.end_array().key("n").value(t.n).key("exact_match").value(t.pct(t.em) / 100).key("f1").value(t.n ? t.f1 / t.n : 0);
+      jw.key("gold_retrieved").value(t.with_gold ? static_cast<double>(t.hits) / t.with_gold : 0.0);
+      if (m > 0) jw.key("identical_to_first").value(t.identical);
+      jw.key("by_kind").begin_object();
+      for (const auto& [k, kt] : by_kind)
+        jw.key(k).begin_object().key("n").value(kt.n).key("exact_match").value(kt.pct(kt.em) / 100).end_object();
+      jw.end_object().key("seconds").value(secs).end_object();
+      const std::string ident = m == 0 ? "-" : fmt::format("{}/{}", t.identical, t.n);
+      std::printf("%-10s %-16s %6.1f%% %6.1f%% %9.1f%% %10s %8.1f%% %9.1f\n", gold ? "gold" : "retrieved",
+                  modes[m].c_str(), t.pct(t.em), t.n ? 100 * t.f1 / t.n : 0.0,
+                  t.with_gold ? 100.0 * t.hits / t.with_gold : 0.0, ident.c_str(),
+                  t.prompt ? 100.0 * t.reused / t.prompt : 0.0, t.n ? t.ttft / t.n : 0.0);
+      if (m == 0 && !by_kind.empty()) {
+        std::string kinds;
+        for (const auto& [k, kt] : by_kind) kinds += fmt::format("  {} {:.1f}% ({})", k, kt.pct(kt.em), kt.n);
+        std::printf("           by kind:%s\n", kinds.c_str());
+      }
+    }
+  }
+  jw.end_array().key("failures").value(failures).end_object();
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    if (!f || !(f << jw.take() << "\n")) {
+      std::fprintf(stderr, "ragctl eval: %s: cannot write\n", a.json.c_str());
+      return 1;
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on questions with gold answers",
+                 [](CLI::App& sub) -> Action {
+                   auto a = std::make_shared<Args>();
+                   sub.add_option("--questions", a->questions, "questions JSONL")->required();
+                   sub.add_option("--model", a->model, "model directory (local mode)");
+                   sub.add_option("--data", a->data, "data directory with the ingested corpus (local mode)");
+                   sub.add_option("--url", a->url, "daemon URL (instead of --model/--data)");
+                   sub.add_option("--api-key", a->api_key, "API key (default $RAGD_API_KEY)");
+                   sub.add_option("--pipeline", a->pipeline, "pipeline name")->capture_default_str();
+                   sub.add_option("--reuse", a->reuse, "comma-separated reuse modes to run")->capture_default_str();
+                   sub.add_option("--context", a->context, "retrieved | gold | both")->capture_default_str();
+                   sub.add_option("--max-tokens", a->max_tokens, "tokens per answer")->capture_default_str();
+                   sub.add_option("--limit", a->limit, "first N questions only");
+                   sub.add_option("--threads", a->threads, "engine threads in local mode (0 = all cores)");
+                   sub.add_option("--json", a->json, "write per-question results and summaries to this file");
+                   return [a]() { return run_eval(*a); };
+                 });
+
+}  // namespace
+}  // namespace ragd::tools

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Writes the QA model's data: tokenizer text, curriculum training episodes, held-out validation
+episodes, and the held-out evaluation set (a corpus to ingest plus questions with gold answers).
+
+    python3 tools/train/make_data.py --out data/train --seed 1
+
+Files under --out:
+  tokenizer_text.txt       training-split passages, questions and answers (for the BPE tokenizer)
+  stage{0,1,2}.jsonl       training episodes, easy to hard (passages per episode, hard distractors)
+  val.jsonl                held-out episodes (test-split entities) in the stage-2 format
+and with --eval-dir DIR (the committed evaluation set):
+  DIR/corpus.jsonl         {"id", "title", "text"} documents for `ragctl ingest`
+  DIR/questions.jsonl      {"id", "question", "answer", "kind", "gold"} (gold = document id)
+
+Standard library only; deterministic for a seed.
+"""
+import argparse
+import json
+import os
+import random
+
+from rag_world import Pools, make_episode, make_passage, make_question, _answers_question
+
+SYSTEM_TEXT = "You are a helpful assistant. Answer the question using the context.\nContext:\nQuestion: \n"
+
+# (passages per episode range, fraction of hard distractors, episodes)
+STAGES = [((1, 2), 0.0, 20000), ((2, 4), 0.3, 40000), ((3, 5), 0.6, 80000)]
+
+
+def write_jsonl(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def eval_set(pools, seed, docs=320, questions=400):
+    """Documents from the test pools; each question has exactly one answering document."""
+    rng = random.Random(seed)
+    corpus, used_places = [], set()
+    while len(corpus) < docs:
+        person = corpus[rng.randrange(len(corpus))]["person"] if corpus and rng.random() < 0.35 else None
+        p = make_passage(rng, pools, "test", person=person)
+        if p["place"] in used_places:
+            continue
+        used_places.add(p["place"])
+        p["id"] = f"qa-{len(corpus):04d}"
+        corpus.append(p)
+    qs, asked = [], set()
+    kinds = ["who", "when", "where", "how_many"]
+    while len(qs) < questions:
+        gold = corpus[len(qs) % docs] if len(qs) < docs else rng.choice(corpus)
+        kind = kinds[len(qs) % 4] if len(qs) < docs else rng.choice(kinds)
+        if (gold["id"], kind) in asked:
+            continue
+        if any(_answers_question(o, gold, kind) for o in corpus if o is not gold):
+            continue
+        asked.add((gold["id"], kind))
+        k, q, a = make_question(rng, gold, kind)
+        qs.append(dict(id=f"q{len(qs):04d}", question=q, answer=a, kind=k, gold=gold["id"]))
+    return ([dict(id=p["id"], title=p["title"], text=p["text"]) for p in corpus], qs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply episode counts (default 1)")
+    ap.add_argument("--eval-dir", help="also write the evaluation corpus and questions here")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    pools = Pools()
+    rng = random.Random(args.seed)
+    tok_lines = [SYSTEM_TEXT] * 50
+    for s, ((lo, hi), hard, count) in enumerate(STAGES):
+        rows = [make_episode(rng, pools, "train", rng.randint(lo, hi), hard) for _ in range(int(count * args.scale))]
+        write_jsonl(os.path.join(args.out, f"stage{s}.jsonl"), rows)
+        if s == 2:
+            for r in rows[:6000]:
+                tok_lines += r["passages"] + [r["question"], r["answer"]]
+    write_jsonl(os.path.join(args.out, "val.jsonl"),
+                [make_episode(random.Random(args.seed * 1000 + i), pools, "test", 4, 0.6) for i in range(400)])
+    with open(os.path.join(args.out, "tokenizer_text.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(tok_lines) + "\n")
+    if args.eval_dir:
+        os.makedirs(args.eval_dir, exist_ok=True)
+        corpus, qs = eval_set(pools, seed=20261123)
+        write_jsonl(os.path.join(args.eval_dir, "corpus.jsonl"), corpus)
+        write_jsonl(os.path.join(args.eval_dir, "questions.jsonl"), qs)
+        print(f"eval set: {len(corpus)} documents, {len(qs)} questions -> {args.eval_dir}")
+    print(f"wrote training data under {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Trains the QA model on tokenized RAG episodes (see make_data.py and `ragctl encode-episodes`).
+
+    /usr/bin/python3 tools/train/train.py --data data/train --out data/train/run --minutes 90
+
+Runs on CPU within a wall-clock budget: the learning-rate schedule and the curriculum (stage 0 ->
+1 -> 2) follow the fraction of the budget spent, so a faster or slower machine trains the same
+recipe for more or fewer steps. Checkpoints every few minutes (model, optimiser, RNG, elapsed time)
+and resumes from the last one when restarted. Progress lines carry loss, held-out exact match and
+an ETA; the same numbers go to log.jsonl for the model card's training curve.
+
+Held-out exact match is teacher-forced: an episode counts when every answer token is the argmax
+given the gold prefix, which is exactly when greedy decoding reproduces the gold answer.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import llama
+
+
+def load_episodes(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"RAGDEPS1":
+        raise SystemExit(f"{path}: not an encoded episode file")
+    (count,) = struct.unpack_from("<I", data, 8)
+    off, eps = 12, []
+    for _ in range(count):
+        p, a = struct.unpack_from("<II", data, off)
+        off += 8
+        ids = np.frombuffer(data, dtype=np.int32, count=p + a, offset=off)
+        off += 4 * (p + a)
+        eps.append((ids, p))
+    return eps
+
+
+def make_batch(eps):
+    """ids [B, T], targets [B, T] (-1 = none), answer mask [B, T] (target is an answer token)."""
+    t = max(len(e[0]) for e in eps)
+    ids = torch.zeros(len(eps), t, dtype=torch.long)
+    tgt = torch.full((len(eps), t), -1, dtype=torch.long)
+    ans = torch.zeros(len(eps), t, dtype=torch.bool)
+    for i, (x, p) in enumerate(eps):
+        x = torch.from_numpy(x.astype(np.int64))
+        n = len(x)
+        ids[i, :n] = x
+        tgt[i, :n - 1] = x[1:]
+        ans[i, p - 1:n - 1] = True
+    return ids, tgt, ans
+
+
+def losses(model, ids, tgt, ans):
+    logits = model(ids)
+    ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1).clamp(min=0), reduction="none").view(tgt.shape)
+    real = tgt >= 0
+    ctx = real & ~ans
+    return (ce * ans).sum() / ans.sum(), (ce * ctx).sum() / ctx.sum().clamp(min=1), logits
+
+
+@torch.no_grad()
+def held_out_em(model, eps, batch=16):
+    model.eval()
+    ok = 0
+    for i in range(0, len(eps), batch):
+        chunk = eps[i:i + batch]
+        ids, tgt, ans = make_batch(chunk)
+        pred = model(ids).argmax(-1)
+        good = ((pred == tgt) | ~ans).all(dim=1)
+        ok += int(good.sum())
+    model.train()
+    return ok / len(eps)
+
+
+def lr_at(frac, step, peak, warmup=150):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def stage_mix(frac):
+    """Which stage each sampled episode comes from, as (stage, weight) by budget fraction."""
+    if frac < 0.08:
+        return [(0, 1.0)]
+    if frac < 0.30:
+        return [(0, 0.2), (1, 0.8)]
+    return [(1, 0.25), (2, 0.75)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="folder with stage{0,1,2}.bin, val.bin, tokenizer.json")
+    ap.add_argument("--out", required=True, help="run folder: checkpoints, log.jsonl, exported model")
+    ap.add_argument("--minutes", type=float, default=90.0, help="wall-clock training budget")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-tokens", type=int, default=4096, help="approximate tokens per step")
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=768)
+    ap.add_argument("--ctx-weight", type=float, default=0.3, help="weight of the context LM loss vs the answer loss")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ckpt-minutes", type=float, default=4.0)
+    ap.add_argument("--eval-minutes", type=float, default=4.0)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    stages = [load_episodes(os.path.join(args.data, f"stage{s}.bin")) for s in range(3)]
+    val = load_episodes(os.path.join(args.data, "val.bin"))[:200]
+    with open(os.path.join(args.data, "tokenizer.json")) as f:
+        tok = json.load(f)
+    vocab = max([v for v in tok["model"]["vocab"].values()] + [t["id"] for t in tok["added_tokens"]]) + 1
+    specials = {t["content"]: t["id"] for t in tok["added_tokens"]}
+    eos = [specials[s] for s in ("<|eot_id|>", "<|end_of_text|>") if s in specials]
+    cfg = llama.Config(vocab_size=vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                       num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                       intermediate_size=args.ffn, bos_token_id=specials.get("<|begin_of_text|>", 0), eos_token_id=eos)
+
+    torch.manual_seed(args.seed)
+    model = llama.Llama(cfg)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95))
+    rng = random.Random(args.seed)
+    step, elapsed, best_em = 0, 0.0, -1.0
+    ckpt = os.path.join(args.out, "ckpt.pt")
+    if os.path.exists(ckpt):
+        st = torch.load(ckpt)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        rng.setstate(st["rng"])
+        torch.set_rng_state(st["torch_rng"])
+        step, elapsed, best_em = st["step"], st["elapsed"], st.get("best_em", -1.0)
+        print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f}M parameters, vocab {vocab}, {args.layers} layers x {args.hidden}, "
+          f"{args.heads}/{args.kv_heads} heads; budget {args.minutes} min on {args.threads} threads", flush=True)
+
+    log = open(os.path.join(args.out, "log.jsonl"), "a")
+    budget = args.minutes * 60
+    t_start = time.time() - elapsed
+    last_ckpt = last_eval = time.time()
+    tok_count, t_window = 0, time.time()
+    ans_avg = ctx_avg = None
+
+    def save(path):
+        tmp = path + ".tmp"
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": rng.getstate(),
+                    "torch_rng": torch.get_rng_state(), "step": step, "elapsed": time.time() - t_start,
+                    "best_em": best_em, "args": vars(args)}, tmp)
+        os.replace(tmp, path)
+
+    def evaluate():
+        nonlocal best_em
+        em = held_out_em(model, val)
+        el = time.time() - t_start
+        rec = {"step": step, "minutes": round(el / 60, 2), "answer_loss": ans_avg, "context_loss": ctx_avg,
+               "lr": opt.param_groups[0]["lr"], "held_out_em": em}
+        log.write(json.dumps(rec) + "\n")
+        log.flush()
+        if em >= best_em:
+            best_em = em
+            os.makedirs(os.path.join(args.out, "best"), exist_ok=True)
+            llama.export(model, os.path.join(args.out, "best"))
+        eta = max(0.0, budget - el) / 60
+        print(f"step {step:6d}  {el / 60:5.1f} min  answer loss {ans_avg:.3f}  context loss {ctx_avg:.3f}  "
+              f"held-out EM {em * 100:5.1f}%  (best {best_em * 100:.1f}%)  ETA {eta:.1f} min", flush=True)
+
+    model.train()
+    while time.time() - t_start < budget:
+        frac = (time.time() - t_start) / budget
+        lr = lr_at(frac, step, args.lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        mix = stage_mix(frac)
+        batch, toks = [], 0
+        while toks < args.batch_tokens:
+            s = rng.choices([m[0] for m in mix], weights=[m[1] for m in mix])[0]
+            e = stages[s][rng.randrange(len(stages[s]))]
+            batch.append(e)
+            toks += len(e[0])
+        ids, tgt, ans = make_batch(batch)
+        a_loss, c_loss, _ = losses(model, ids, tgt, ans)
+        loss = a_loss + args.ctx_weight * c_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tok_count += toks
+        ans_avg = a_loss.item() if ans_avg is None else 0.95 * ans_avg + 0.05 * a_loss.item()
+        ctx_avg = c_loss.item() if ctx_avg is None else 0.95 * ctx_avg + 0.05 * c_loss.item()
+        if step % 25 == 0:
+            dt = time.time() - t_window
+            print(f"step {step:6d}  stage mix {mix}  lr {lr:.2e}  answer {ans_avg:.3f}  context {ctx_avg:.3f}  "
+                  f"{tok_count / dt:.0f} tok/s", flush=True)
+            tok_count, t_window = 0, time.time()
+        if time.time() - last_eval > args.eval_minutes * 60:
+            evaluate()
+            last_eval = time.time()
+        if time.time() - last_ckpt > args.ckpt_minutes * 60:
+            save(ckpt)
+            last_ckpt = time.time()
+    evaluate()
+    save(ckpt)
+    llama.export(model, os.path.join(args.out, "final"))
+    print(f"done: {step} steps, best held-out EM {best_em * 100:.1f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main()
