@@ -156,6 +156,25 @@ TEST(Positions, MixedBatchEqualsAlone) {
   for (auto* t : {&ta, &tb, &ua, &ub}) t->release(f.model->kv_pool());
 }
 
+// Rewriting single slots in the middle (one-row steps: the decode kernel with a query position
+// below the sequence end) over exact KV reproduces the full computation's logits at those slots.
+TEST(Positions, SingleSlotRewriteEqualsFull) {
+  Fixture f(Variant::kLinearRope, 16);
+  auto toks = random_tokens(129, 225);
+  BlockTable full;
+  StepOutput ref = f.step(full, toks, SeqStep::Logits::kAll);
+  BlockTable t = full.fork(f.model->kv_pool());
+  for (int slot : {0, 10, 64, 128}) {
+    StepOutput out;
+    ASSERT_TRUE(placed_step(f, t, {toks[slot]}, {}, {slot}, SeqStep::Logits::kLast, &out).ok());
+    EXPECT_LT(err(out.row(0), ref.row(slot)), kSelfTol) << "slot " << slot;
+  }
+  EXPECT_EQ(t.num_tokens(), 129);
+  EXPECT_TRUE(t.positions_are_slots());
+  t.release(f.model->kv_pool());
+  full.release(f.model->kv_pool());
+}
+
 TEST(Positions, BadPlacementChangesNothing) {
   Fixture f(Variant::kLlama);
   auto toks = random_tokens(3, 221);
