@@ -83,11 +83,12 @@ Status ModelImpl::place(const SeqStep& s, size_t index, SeqPlan* p) const {
   } else {
     p->positions.assign(s.positions.begin(), s.positions.end());
   }
-  constexpr int32_t kMaxSlot = 1 << 30;  // far beyond any pool; keeps slot arithmetic in int
+  // No table can hold more slots than the pool has; checked before any per-slot array is sized.
+  const int64_t max_slots = static_cast<int64_t>(pool_->num_blocks()) * pool_->layout().block_size;
   for (int i = 0; i < n; ++i) {
-    if (p->slots[i] < 0 || p->slots[i] >= kMaxSlot) {
+    if (p->slots[i] < 0 || p->slots[i] >= max_slots) {
       return Status::InvalidArgument(where + " slot " + std::to_string(i) + " is " + std::to_string(p->slots[i]) +
-                                     ", outside [0, 2^30)");
+                                     ", outside the KV pool's [0, " + std::to_string(max_slots) + ")");
     }
     if (p->positions[i] < 0 || p->positions[i] >= kNoPosition) {
       return Status::InvalidArgument(where + " position " + std::to_string(i) + " is " +

@@ -189,6 +189,9 @@ TEST(Positions, BadPlacementChangesNothing) {
   st = placed_step(f, t, toks, {0, -1, 2}, {}, SeqStep::Logits::kLast, &out);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("position 1 is -1"), std::string::npos) << st.message();
+  st = placed_step(f, t, toks, {}, {0, 1, 1 << 29}, SeqStep::Logits::kLast, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("outside the KV pool"), std::string::npos) << st.message();
   EXPECT_EQ(t.num_tokens(), 0);
   EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);
 }
