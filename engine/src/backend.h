@@ -12,6 +12,8 @@
 
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
+#include "ragd/engine/kv_storage.h"
+#include "ragd/engine/layer_hook.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
@@ -44,12 +46,23 @@ Result<HostWeights> load_host_weights(const ModelConfig& cfg, const WeightStore&
 
 // One sequence of a planned step. Rows of the step are the new tokens of all sequences in order.
 struct SeqPlan {
-  BlockTable* table = nullptr;  // reserved for start + n tokens; not yet committed
+  BlockTable* table = nullptr;  // slots reserved; not yet committed
   const int32_t* tokens = nullptr;
-  int start = 0;                // position of the first new token (= table->num_tokens())
   int n = 0;                    // new tokens
   int row0 = 0;                 // first row of this sequence in the step
   SeqStep::Logits logits = SeqStep::Logits::kLast;
+  // Contiguous append onto a table whose slots hold their own positions (the fast path):
+  // slot = position = start + i, kv_len = start + n, no key positions; slots/positions empty.
+  bool contiguous = true;
+  int start = 0;                   // table->num_tokens() before the step
+  std::vector<int32_t> slots;      // [n] when !contiguous
+  std::vector<int32_t> positions;  // [n] when !contiguous
+  int kv_len = 0;                  // slots attention looks at: max(start, largest slot + 1)
+  // [kv_len] position of every slot once this step's tokens are written (holes kNoPosition), or
+  // empty when slot j holds position j for every j < kv_len (the mask is then a per-query limit).
+  std::vector<int32_t> key_pos;
+  int32_t slot(int i) const { return contiguous ? start + i : slots[i]; }
+  int32_t position(int i) const { return contiguous ? start + i : positions[i]; }
 };
 
 struct StepPlan {
@@ -62,10 +75,13 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view device() const = 0;
-  // Runs one step: writes the new tokens' K/V into `pool` through the plan's block tables, and
-  // fills logits [plan.logit_rows.size(), vocab] and, when non-null, hidden
-  // [plan.total_rows, hidden_size] (final-normed hidden states of every row).
-  virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden) = 0;
+  // The storage this backend's forward reads and writes KV in (host memory for the CPU backend).
+  virtual Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) = 0;
+  // Runs one step: writes the new tokens' K/V into the slots of the plan's block tables (storage
+  // from make_kv_storage), and fills logits [plan.logit_rows.size(), vocab] and, when non-null,
+  // hidden [plan.total_rows, hidden_size] (final-normed hidden states of every row; not with a
+  // hook that narrows the rows). hook may be null (layer_hook.h).
+  virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) = 0;
   // In place on host keys k: [rows, num_kv_heads, head_dim]; see Model::rerotate_keys.
   virtual void rerotate_keys(float* k, size_t rows, int64_t delta) const = 0;
   // Bytes of weights read per decoded token (for benchmarks' bandwidth bounds).

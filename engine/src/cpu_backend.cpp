@@ -12,6 +12,8 @@
 #include "ragd/kernels/rope.h"
 #include "ragd/kernels/threads.h"
 
+static_assert(ragd::engine::kNoPosition == ragd::kernels::kNoPosition, "one hole marker for engine and kernels");
+
 namespace ragd::engine {
 
 namespace {
@@ -62,91 +64,197 @@ void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
   }
 }
 
-void CpuBackend::write_kv(const StepPlan& plan, KvPool& pool, int layer) {
+Result<std::unique_ptr<KvStorage>> CpuBackend::make_kv_storage(const KvLayout& layout, size_t num_blocks) {
+  auto r = HostKvStorage::create(layout, num_blocks);
+  if (!r.ok()) return r.status();
+  return std::unique_ptr<KvStorage>(std::move(r).value());
+}
+
+void CpuBackend::write_kv(const StepPlan& plan, HostKvStorage& kv, int layer, int rows) {
   const int q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim();
   const int stride = q_dim + 2 * kv_dim;
-  const int bs = pool.layout().block_size;
-  for (const SeqPlan& s : plan.seqs) {
-    const auto& blocks = s.table->blocks();
-    for (int i = 0; i < s.n; ++i) {
-      const int t = s.start + i;
-      const int32_t b = blocks[t / bs];
-      const size_t off = static_cast<size_t>(t % bs) * kv_dim;
-      const float* row = qkv_.data() + static_cast<size_t>(s.row0 + i) * stride;
-      std::memcpy(pool.k(layer, b) + off, row + q_dim, sizeof(float) * kv_dim);
-      std::memcpy(pool.v(layer, b) + off, row + q_dim + kv_dim, sizeof(float) * kv_dim);
+  const int bs = kv.layout().block_size;
+  const size_t bf = kv.layout().block_floats();
+  float* k_base = kv.k_layer(layer);
+  float* v_base = kv.v_layer(layer);
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    const auto& blocks = plan.seqs[si].table->blocks();
+    const SeqRun& run = runs_[si];
+    for (int r = run.row0; r < run.row0 + run.n; ++r) {
+      const int t = slot_[r];
+      const size_t off = static_cast<size_t>(blocks[t / bs]) * bf + static_cast<size_t>(t % bs) * kv_dim;
+      const float* row = qkv_.data() + static_cast<size_t>(r) * stride;
+      std::memcpy(k_base + off, row + q_dim, sizeof(float) * kv_dim);
+      std::memcpy(v_base + off, row + q_dim + kv_dim, sizeof(float) * kv_dim);
     }
   }
 }
 
-Status CpuBackend::attention(const StepPlan& plan, KvPool& pool, int layer) {
+Status CpuBackend::attention(const StepPlan& plan, HostKvStorage& kvs, int layer) {
   const int nh = cfg_.num_attention_heads, hd = cfg_.head_dim;
   const size_t q_dim = cfg_.q_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   auto view = [&](const SeqPlan& s) {
     kernels::PagedKv kv;
-    kv.k = pool.k(layer, 0);
-    kv.v = pool.v(layer, 0);
+    kv.k = kvs.k_layer(layer);
+    kv.v = kvs.v_layer(layer);
     kv.block_table = s.table->blocks().data();
-    kv.block_size = pool.layout().block_size;
+    kv.block_size = kvs.layout().block_size;
     kv.num_kv_heads = cfg_.num_key_value_heads;
     kv.head_dim = hd;
-    kv.kv_len = s.start + s.n;
+    kv.kv_len = s.kv_len;
+    kv.key_pos = s.key_pos.empty() ? nullptr : s.key_pos.data();
     return kv;
   };
   std::vector<kernels::DecodeItem> decodes;
-  for (const SeqPlan& s : plan.seqs) {
-    const float* q = q_.data() + s.row0 * q_dim;
-    float* o = attn_.data() + s.row0 * q_dim;
-    float* l = lse_.data() + static_cast<size_t>(s.row0) * nh;
-    if (s.n == 1) {
-      decodes.push_back({q, view(s), o, l});
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    const SeqPlan& s = plan.seqs[si];
+    const SeqRun& run = runs_[si];
+    if (run.n == 0) continue;
+    const float* q = q_.data() + run.row0 * q_dim;
+    float* o = attn_.data() + run.row0 * q_dim;
+    float* l = lse_.data() + static_cast<size_t>(run.row0) * nh;
+    if (run.n == 1) {
+      kernels::DecodeItem it{q, view(s), o, l};
+      if (!run.contiguous) it.q_pos = pos_[run.row0];
+      decodes.push_back(it);
+    } else if (run.contiguous) {  // the fast path: causal with one offset
+      RAGD_RETURN_IF_ERROR(kernels::attention_prefill(q, run.n, nh, view(s), scale, true, s.start, o, l));
     } else {
-      RAGD_RETURN_IF_ERROR(kernels::attention_prefill(q, s.n, nh, view(s), scale, true, s.start, o, l));
+      RAGD_RETURN_IF_ERROR(
+          kernels::attention_prefill_positions(q, run.n, nh, view(s), scale, pos_.data() + run.row0, o, l));
     }
   }
   if (!decodes.empty()) RAGD_RETURN_IF_ERROR(kernels::attention_decode(decodes, nh, scale, 0));
   return Status::OK();
 }
 
-Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden) {
-  const int rows = plan.total_rows;
-  if (rows <= 0) return Status::OK();
+Status CpuBackend::compact(const StepPlan& plan, const std::vector<int>& keep, int* rows) {
+  const int n_old = *rows;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] < 0 || keep[i] >= n_old || (i > 0 && keep[i] <= keep[i - 1])) {
+      return Status::InvalidArgument("layer hook: kept rows must be ascending, distinct and in [0, " +
+                                     std::to_string(n_old) + "); entry " + std::to_string(i) + " is " +
+                                     std::to_string(keep[i]));
+    }
+  }
+  const int hs = cfg_.hidden_size, qkv_dim = cfg_.q_dim() + 2 * cfg_.kv_dim();
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const int dst = static_cast<int>(i), src = keep[i];
+    if (dst == src) continue;  // dst < src: moving forward never overwrites a row still to be read
+    std::memcpy(x_.data() + static_cast<size_t>(dst) * hs, x_.data() + static_cast<size_t>(src) * hs,
+                sizeof(float) * hs);
+    std::memcpy(qkv_.data() + static_cast<size_t>(dst) * qkv_dim, qkv_.data() + static_cast<size_t>(src) * qkv_dim,
+                sizeof(float) * qkv_dim);
+    pos_[dst] = pos_[src];
+    slot_[dst] = slot_[src];
+    step_row_[dst] = step_row_[src];
+    row_info_[dst] = row_info_[src];
+  }
+  *rows = static_cast<int>(keep.size());
+  std::vector<int> count(plan.seqs.size(), 0);
+  for (int r = 0; r < *rows; ++r) ++count[row_info_[r].seq];
+  int row0 = 0;
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    SeqRun& run = runs_[si];
+    run.contiguous = run.contiguous && count[si] == run.n;
+    run.row0 = row0;
+    run.n = count[si];
+    row0 += count[si];
+  }
+  return Status::OK();
+}
+
+Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
+  const int total = plan.total_rows;
+  if (total <= 0) return Status::OK();
+  auto* kvs = dynamic_cast<HostKvStorage*>(&pool.storage());
+  if (kvs == nullptr) {
+    return Status::FailedPrecondition("cpu backend: the KV pool's storage is on '" +
+                                      std::string(pool.storage().device()) + "', not in host memory");
+  }
   const int hs = cfg_.hidden_size, im = cfg_.intermediate_size, nh = cfg_.num_attention_heads,
             nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim;
   const int q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
   const float eps = cfg_.rms_norm_eps;
-  grow(x_, static_cast<size_t>(rows) * hs);
-  grow(h_, static_cast<size_t>(rows) * hs);
-  grow(qkv_, static_cast<size_t>(rows) * qkv_dim);
-  grow(q_, static_cast<size_t>(rows) * q_dim);
-  grow(attn_, static_cast<size_t>(rows) * q_dim);
-  grow(lse_, static_cast<size_t>(rows) * nh);
-  grow(gu_, static_cast<size_t>(rows) * 2 * im);
-  grow(act_, static_cast<size_t>(rows) * im);
-  grow(pos_, static_cast<size_t>(rows));
+  grow(x_, static_cast<size_t>(total) * hs);
+  grow(h_, static_cast<size_t>(total) * hs);
+  grow(qkv_, static_cast<size_t>(total) * qkv_dim);
+  grow(q_, static_cast<size_t>(total) * q_dim);
+  grow(attn_, static_cast<size_t>(total) * q_dim);
+  grow(lse_, static_cast<size_t>(total) * nh);
+  grow(gu_, static_cast<size_t>(total) * 2 * im);
+  grow(act_, static_cast<size_t>(total) * im);
+  grow(pos_, static_cast<size_t>(total));
+  grow(slot_, static_cast<size_t>(total));
+  grow(step_row_, static_cast<size_t>(total));
+  if (hook != nullptr) grow(row_info_, static_cast<size_t>(total));
+  runs_.assign(plan.seqs.size(), SeqRun{});
 
-  for (const SeqPlan& s : plan.seqs) {
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    const SeqPlan& s = plan.seqs[si];
+    runs_[si] = {s.row0, s.n, s.contiguous};
     for (int i = 0; i < s.n; ++i) {
-      std::memcpy(x_.data() + static_cast<size_t>(s.row0 + i) * hs, w_.embed.data() + static_cast<size_t>(s.tokens[i]) * hs,
+      const int r = s.row0 + i;
+      std::memcpy(x_.data() + static_cast<size_t>(r) * hs, w_.embed.data() + static_cast<size_t>(s.tokens[i]) * hs,
                   sizeof(float) * hs);
-      pos_[s.row0 + i] = s.start + i;
+      pos_[r] = s.position(i);
+      slot_[r] = s.slot(i);
+      step_row_[r] = r;
+      if (hook != nullptr) row_info_[r] = {static_cast<int>(si), i, pos_[r], slot_[r]};
     }
   }
 
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+  const LayerShape shape{nh, nkv, hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  int rows = total;
+  bool narrowed = false;
+  for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
     const LayerWeights& w = w_.layers[l];
     kernels::rmsnorm(x_.data(), rows, hs, hs, w.input_norm.data(), eps, h_.data(), hs);
     kernels::linear(h_.data(), rows, hs, w.qkv.data(), qkv_dim, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
                     qkv_.data());
     kernels::rope_apply(qkv_.data(), rows, nh, hd, qkv_dim, pos_.data(), inv_freq_.data());
     kernels::rope_apply(qkv_.data() + q_dim, rows, nkv, hd, qkv_dim, pos_.data(), inv_freq_.data());
-    write_kv(plan, pool, l);
+    RowSelection keep;
+    if (hook != nullptr) {
+      LayerQkv view;
+      view.layer = l;
+      view.rows = rows;
+      view.row_info = std::span<const StepRow>(row_info_.data(), rows);
+      view.shape = shape;
+      view.q = qkv_.data();
+      view.k = qkv_.data() + q_dim;
+      view.v = qkv_.data() + q_dim + kv_dim;
+      view.row_stride = qkv_dim;
+      RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
+    }
+    write_kv(plan, *kvs, l, rows);
+    if (keep.narrowed) {
+      RAGD_RETURN_IF_ERROR(compact(plan, keep.rows, &rows));
+      narrowed = true;
+      if (rows == 0) break;
+    }
     for (int r = 0; r < rows; ++r) {
       std::memcpy(q_.data() + static_cast<size_t>(r) * q_dim, qkv_.data() + static_cast<size_t>(r) * qkv_dim,
                   sizeof(float) * q_dim);
     }
-    RAGD_RETURN_IF_ERROR(attention(plan, pool, l));
+    bool replaced = false;
+    if (hook != nullptr) {
+      LayerAttention att;
+      att.layer = l;
+      att.rows = rows;
+      att.row_info = std::span<const StepRow>(row_info_.data(), rows);
+      att.shape = shape;
+      att.scale = scale;
+      att.q = q_.data();
+      att.q_stride = q_dim;
+      att.out = attn_.data();
+      att.lse = lse_.data();
+      att.local = [&] { return attention(plan, *kvs, l); };
+      RAGD_ASSIGN_OR_RETURN(replaced, hook->on_attention(att));
+    }
+    if (!replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l));
     kernels::linear(attn_.data(), rows, q_dim, w.o.data(), hs, nullptr, x_.data(), /*accumulate=*/true);
     kernels::rmsnorm(x_.data(), rows, hs, hs, w.post_norm.data(), eps, h_.data(), hs);
     kernels::linear(h_.data(), rows, hs, w.gate_up.data(), 2 * im, nullptr, gu_.data());
@@ -155,11 +263,26 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
   }
 
   const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
-  if (hidden != nullptr) kernels::rmsnorm(x_.data(), rows, hs, hs, w_.final_norm.data(), eps, hidden, hs);
+  if (hidden != nullptr) {
+    if (narrowed) return Status::InvalidArgument("cpu backend: hidden states of every row were asked for, but a layer hook dropped rows");
+    kernels::rmsnorm(x_.data(), rows, hs, hs, w_.final_norm.data(), eps, hidden, hs);
+  }
   const int nl = static_cast<int>(plan.logit_rows.size());
   if (nl > 0 && logits != nullptr) {
+    // Active index of each step row (identity unless a hook narrowed the rows).
+    std::vector<int> active;
+    if (narrowed) {
+      active.assign(total, -1);
+      for (int r = 0; r < rows; ++r) active[step_row_[r]] = r;
+    }
     for (int i = 0; i < nl; ++i) {
-      const float* src = x_.data() + static_cast<size_t>(plan.logit_rows[i]) * hs;
+      const int step_row = plan.logit_rows[i];
+      const int r = narrowed ? active[step_row] : step_row;
+      if (r < 0) {
+        return Status::InvalidArgument("layer hook dropped step row " + std::to_string(step_row) +
+                                       ", whose logits were requested");
+      }
+      const float* src = x_.data() + static_cast<size_t>(r) * hs;
       kernels::rmsnorm(src, 1, hs, hs, w_.final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
     }
     kernels::linear(h_.data(), nl, hs, head, cfg_.vocab_size, nullptr, logits);

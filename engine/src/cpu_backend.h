@@ -1,7 +1,10 @@
 // CpuBackend: runs a step on the host with the kernels in ragd/kernels (OpenBLAS + OpenMP).
-//   per layer: RMSNorm → fused QKV GEMM (+bias) → RoPE → K/V into pages → paged attention
-//   (prefill kernel per multi-token sequence, one batched decode call for all 1-token sequences)
-//   → o_proj GEMM (+residual) → RMSNorm → fused gate_up GEMM → SwiGLU → down GEMM (+residual).
+//   per layer: RMSNorm → fused QKV GEMM (+bias) → RoPE → [hook: see / change K/V, narrow rows]
+//   → K/V into their slots → paged attention (prefill kernel per multi-token sequence, one batched
+//   decode call for all 1-token sequences; per-query positions when the step is not a contiguous
+//   append; [hook: may replace it]) → o_proj GEMM (+residual) → RMSNorm → fused gate_up GEMM →
+//   SwiGLU → down GEMM (+residual).
+// KV lives in HostKvStorage (make_kv_storage).
 // Every projection is one GEMM over all rows of the batch; decode rows of a batch share one pass
 // over the weights.
 // Thread-safety: one thread at a time (scratch buffers are members); weights are immutable.
@@ -20,13 +23,23 @@ class CpuBackend final : public Backend {
   CpuBackend(const ModelConfig& cfg, HostWeights weights, const CpuBackendOptions& opts);
 
   std::string_view device() const override { return "cpu"; }
-  Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden) override;
+  Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) override;
+  Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) override;
   void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
   size_t weight_bytes() const override { return weight_bytes_; }
 
  private:
-  void write_kv(const StepPlan& plan, KvPool& pool, int layer);
-  Status attention(const StepPlan& plan, KvPool& pool, int layer);
+  // The rows of one sequence that are active in the current layer: [row0, row0 + n).
+  struct SeqRun {
+    int row0 = 0;
+    int n = 0;
+    bool contiguous = true;  // plan's contiguous append and no row dropped
+  };
+
+  void write_kv(const StepPlan& plan, HostKvStorage& kv, int layer, int rows);
+  Status attention(const StepPlan& plan, HostKvStorage& kv, int layer);
+  // Keeps only the active rows `keep` (ascending, distinct, < rows); updates rows and runs_.
+  Status compact(const StepPlan& plan, const std::vector<int>& keep, int* rows);
 
   ModelConfig cfg_;
   HostWeights w_;
@@ -34,7 +47,11 @@ class CpuBackend final : public Backend {
   std::vector<float> inv_freq_;  // [head_dim / 2]
   // Per-step scratch, resized to the step's row count.
   std::vector<float> x_, h_, qkv_, q_, attn_, lse_, gu_, act_;
-  std::vector<int32_t> pos_;
+  // Per active row: position, slot, step row; row_info_ only with a hook.
+  std::vector<int32_t> pos_, slot_;
+  std::vector<int> step_row_;
+  std::vector<StepRow> row_info_;
+  std::vector<SeqRun> runs_;  // per plan sequence
 };
 
 }  // namespace ragd::engine

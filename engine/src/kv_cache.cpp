@@ -1,7 +1,6 @@
 #include "ragd/engine/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "ragd/common/check.h"
@@ -10,12 +9,8 @@ namespace ragd::engine {
 
 // ---- KvPool -------------------------------------------------------------------------------------
 
-KvPool::KvPool(const KvLayout& layout, size_t num_blocks) : layout_(layout) {
-  const size_t floats = layout.block_floats() * num_blocks;
-  for (int l = 0; l < layout.num_layers; ++l) {
-    k_.emplace_back(new float[floats]);
-    v_.emplace_back(new float[floats]);
-  }
+KvPool::KvPool(std::unique_ptr<KvStorage> storage) : storage_(std::move(storage)) {
+  const size_t num_blocks = storage_->num_blocks();
   refcount_.assign(num_blocks, 0);
   free_.reserve(num_blocks);
   // Pop from the back: hand out low block ids first.
@@ -23,20 +18,19 @@ KvPool::KvPool(const KvLayout& layout, size_t num_blocks) : layout_(layout) {
 }
 
 Result<std::unique_ptr<KvPool>> KvPool::create(const KvLayout& layout, size_t num_blocks) {
-  if (layout.num_layers <= 0 || layout.num_kv_heads <= 0 || layout.head_dim <= 0 || layout.block_size <= 0) {
-    return Status::InvalidArgument("KvPool: layout needs positive num_layers, num_kv_heads, head_dim and block_size "
-                                   "(got " + std::to_string(layout.num_layers) + ", " +
-                                   std::to_string(layout.num_kv_heads) + ", " + std::to_string(layout.head_dim) +
-                                   ", " + std::to_string(layout.block_size) + ")");
-  }
-  if (num_blocks == 0 || num_blocks > static_cast<size_t>(INT32_MAX)) {
-    return Status::InvalidArgument("KvPool: num_blocks must be in [1, 2^31), got " + std::to_string(num_blocks));
-  }
-  return std::unique_ptr<KvPool>(new KvPool(layout, num_blocks));
+  auto storage = HostKvStorage::create(layout, num_blocks);
+  if (!storage.ok()) return storage.status().with_context("KvPool");
+  return create(std::move(storage).value());
 }
 
-size_t KvPool::bytes() const {
-  return 2 * sizeof(float) * layout_.block_floats() * num_blocks() * static_cast<size_t>(layout_.num_layers);
+Result<std::unique_ptr<KvPool>> KvPool::create(std::unique_ptr<KvStorage> storage) {
+  if (storage == nullptr) return Status::InvalidArgument("KvPool: no storage");
+  RAGD_RETURN_IF_ERROR(storage->layout().validate().with_context("KvPool"));
+  if (storage->num_blocks() == 0 || storage->num_blocks() > static_cast<size_t>(INT32_MAX)) {
+    return Status::InvalidArgument("KvPool: num_blocks must be in [1, 2^31), got " +
+                                   std::to_string(storage->num_blocks()));
+  }
+  return std::unique_ptr<KvPool>(new KvPool(std::move(storage)));
 }
 
 std::optional<int32_t> KvPool::allocate() {
@@ -59,15 +53,20 @@ void KvPool::release(int32_t block) {
   if (--refcount_[block] == 0) free_.push_back(block);
 }
 
-float* KvPool::k(int layer, int32_t block) { return k_[layer].get() + layout_.block_floats() * block; }
-float* KvPool::v(int layer, int32_t block) { return v_[layer].get() + layout_.block_floats() * block; }
-const float* KvPool::k(int layer, int32_t block) const { return k_[layer].get() + layout_.block_floats() * block; }
-const float* KvPool::v(int layer, int32_t block) const { return v_[layer].get() + layout_.block_floats() * block; }
-
 // ---- BlockTable ---------------------------------------------------------------------------------
 
 namespace {
 int blocks_for(int tokens, int bs) { return (tokens + bs - 1) / bs; }
+
+// Distinct block indices of `slots`, ascending.
+std::vector<int> block_indices(std::span<const int32_t> slots, int bs) {
+  std::vector<int> idx;
+  idx.reserve(slots.size());
+  for (int32_t s : slots) idx.push_back(s / bs);
+  std::sort(idx.begin(), idx.end());
+  idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+  return idx;
+}
 }  // namespace
 
 bool BlockTable::needs_cow(const KvPool& pool) const {
@@ -75,6 +74,22 @@ bool BlockTable::needs_cow(const KvPool& pool) const {
   if (num_tokens_ % bs == 0) return false;  // the next write starts a fresh block
   const int32_t last = blocks_[num_tokens_ / bs];
   return pool.refcount(last) > 1;
+}
+
+void BlockTable::copy_on_write(KvPool& pool, int idx) {
+  const int32_t old = blocks_[idx];
+  const std::optional<int32_t> fresh = pool.allocate();
+  RAGD_CHECK(fresh.has_value()) << "copy-on-write without a free block (reserve checks first)";
+  pool.storage().copy_block(*fresh, old);
+  pool.release(old);
+  blocks_[idx] = *fresh;
+}
+
+void BlockTable::normalize_positions() {
+  for (size_t i = 0; i < positions_.size(); ++i) {
+    if (positions_[i] != static_cast<int32_t>(i)) return;
+  }
+  positions_.clear();
 }
 
 int BlockTable::blocks_needed(const KvPool& pool, int n) const {
@@ -89,18 +104,7 @@ bool BlockTable::reserve(KvPool& pool, int n) {
   if (n == 0) return true;
   if (static_cast<size_t>(blocks_needed(pool, n)) > pool.free_blocks()) return false;
   const int bs = pool.layout().block_size;
-  if (needs_cow(pool)) {
-    const int idx = num_tokens_ / bs;
-    const int32_t old = blocks_[idx];
-    const int32_t fresh = *pool.allocate();
-    const size_t bf = pool.layout().block_floats();
-    for (int l = 0; l < pool.layout().num_layers; ++l) {
-      std::memcpy(pool.k(l, fresh), pool.k(l, old), bf * sizeof(float));
-      std::memcpy(pool.v(l, fresh), pool.v(l, old), bf * sizeof(float));
-    }
-    pool.release(old);
-    blocks_[idx] = fresh;
-  }
+  if (needs_cow(pool)) copy_on_write(pool, num_tokens_ / bs);
   while (static_cast<int>(blocks_.size()) < blocks_for(num_tokens_ + n, bs)) blocks_.push_back(*pool.allocate());
   reserved_ = std::max(reserved_, num_tokens_ + n);
   return true;
@@ -109,7 +113,79 @@ bool BlockTable::reserve(KvPool& pool, int n) {
 void BlockTable::commit(int n) {
   RAGD_CHECK(n >= 0 && num_tokens_ + n <= reserved_) << "commit of " << n << " tokens beyond the reservation ("
                                                      << num_tokens_ << " + " << n << " > " << reserved_ << ")";
+  if (!positions_.empty()) {
+    for (int i = 0; i < n; ++i) positions_.push_back(num_tokens_ + i);
+  }
   num_tokens_ += n;
+}
+
+int BlockTable::blocks_needed(const KvPool& pool, std::span<const int32_t> slots) const {
+  if (slots.empty()) return 0;
+  const int bs = pool.layout().block_size;
+  const int32_t max_slot = *std::max_element(slots.begin(), slots.end());
+  const int have = static_cast<int>(blocks_.size());
+  int need = std::max(0, blocks_for(max_slot + 1, bs) - have);
+  for (int idx : block_indices(slots, bs)) {
+    if (idx < have && pool.refcount(blocks_[idx]) > 1) ++need;
+  }
+  return need;
+}
+
+bool BlockTable::reserve_slots(KvPool& pool, std::span<const int32_t> slots) {
+  if (slots.empty()) return true;
+  for (int32_t s : slots) RAGD_CHECK(s >= 0) << "reserve of slot " << s;
+  if (static_cast<size_t>(blocks_needed(pool, slots)) > pool.free_blocks()) return false;
+  const int bs = pool.layout().block_size;
+  const int have = static_cast<int>(blocks_.size());
+  for (int idx : block_indices(slots, bs)) {
+    if (idx < have && pool.refcount(blocks_[idx]) > 1) copy_on_write(pool, idx);
+  }
+  const int32_t max_slot = *std::max_element(slots.begin(), slots.end());
+  while (static_cast<int>(blocks_.size()) < blocks_for(max_slot + 1, bs)) blocks_.push_back(*pool.allocate());
+  reserved_ = std::max(reserved_, max_slot + 1);
+  return true;
+}
+
+void BlockTable::commit_slots(std::span<const int32_t> slots, std::span<const int32_t> positions) {
+  RAGD_CHECK(slots.size() == positions.size()) << "commit_slots: " << slots.size() << " slots, " << positions.size()
+                                               << " positions";
+  if (slots.empty()) return;
+  int new_len = num_tokens_;
+  bool identity = positions_.empty();
+  int appended = 0;  // slots at or past the old end
+  for (size_t i = 0; i < slots.size(); ++i) {
+    RAGD_CHECK(slots[i] >= 0 && slots[i] < reserved_) << "commit of slot " << slots[i] << " beyond the reservation (" << reserved_
+                                     << ")";
+    new_len = std::max(new_len, slots[i] + 1);
+    if (positions[i] != slots[i]) identity = false;
+    if (slots[i] >= num_tokens_) ++appended;
+  }
+  // Distinct slots (checked by the caller): every new slot written exactly once means no holes.
+  if (identity && appended == new_len - num_tokens_) {
+    num_tokens_ = new_len;
+    return;
+  }
+  if (positions_.empty()) {
+    positions_.resize(num_tokens_);
+    for (int i = 0; i < num_tokens_; ++i) positions_[i] = i;
+  }
+  positions_.resize(new_len, kNoPosition);
+  for (size_t i = 0; i < slots.size(); ++i) positions_[slots[i]] = positions[i];
+  num_tokens_ = new_len;
+  normalize_positions();
+}
+
+void BlockTable::set_positions(int slot0, std::span<const int32_t> pos) {
+  const int n = static_cast<int>(pos.size());
+  RAGD_CHECK(slot0 >= 0 && slot0 + n <= num_tokens_) << "set_positions of slots [" << slot0 << ", " << slot0 + n
+                                                      << ") of " << num_tokens_;
+  if (n == 0) return;
+  if (positions_.empty()) {
+    positions_.resize(num_tokens_);
+    for (int i = 0; i < num_tokens_; ++i) positions_[i] = i;
+  }
+  std::copy(pos.begin(), pos.end(), positions_.begin() + slot0);
+  normalize_positions();
 }
 
 BlockTable BlockTable::fork(KvPool& pool) const { return fork_prefix(pool, num_tokens_); }
@@ -124,6 +200,10 @@ BlockTable BlockTable::fork_prefix(KvPool& pool, int n) const {
   }
   t.num_tokens_ = n;
   t.reserved_ = n;
+  if (!positions_.empty()) {
+    t.positions_.assign(positions_.begin(), positions_.begin() + n);
+    t.normalize_positions();
+  }
   return t;
 }
 
@@ -132,6 +212,10 @@ void BlockTable::truncate(KvPool& pool, int n) {
   if (n >= num_tokens_) return;
   num_tokens_ = n;
   reserved_ = n;
+  if (!positions_.empty()) {
+    positions_.resize(n);
+    normalize_positions();
+  }
   const int nb = blocks_for(n, pool.layout().block_size);
   while (static_cast<int>(blocks_.size()) > nb) {
     pool.release(blocks_.back());
@@ -144,18 +228,19 @@ void BlockTable::release(KvPool& pool) {
   blocks_.clear();
   num_tokens_ = 0;
   reserved_ = 0;
+  positions_.clear();
 }
 
 void BlockTable::read(const KvPool& pool, int layer, int t0, int n, float* k_dst, float* v_dst) const {
   RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= num_tokens_) << "read [" << t0 << ", " << t0 + n << ") of " << num_tokens_;
   const KvLayout& lay = pool.layout();
   const size_t tf = lay.token_floats();
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n;) {
     const int t = t0 + i;
-    const size_t off = static_cast<size_t>(t % lay.block_size) * tf;
-    const int32_t b = blocks_[t / lay.block_size];
-    std::memcpy(k_dst + i * tf, pool.k(layer, b) + off, tf * sizeof(float));
-    std::memcpy(v_dst + i * tf, pool.v(layer, b) + off, tf * sizeof(float));
+    const int slot = t % lay.block_size;
+    const int run = std::min(lay.block_size - slot, n - i);
+    pool.storage().read(layer, blocks_[t / lay.block_size], slot, run, k_dst + i * tf, v_dst + i * tf);
+    i += run;
   }
 }
 
@@ -164,13 +249,14 @@ void BlockTable::write(KvPool& pool, int layer, int t0, int n, const float* k_sr
   RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= static_cast<int>(blocks_.size()) * lay.block_size)
       << "write [" << t0 << ", " << t0 + n << ") beyond reserved blocks";
   const size_t tf = lay.token_floats();
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n;) {
     const int t = t0 + i;
     const int32_t b = blocks_[t / lay.block_size];
     RAGD_CHECK(pool.refcount(b) == 1) << "write into shared block " << b << " (reserve() copies it first)";
-    const size_t off = static_cast<size_t>(t % lay.block_size) * tf;
-    std::memcpy(pool.k(layer, b) + off, k_src + i * tf, tf * sizeof(float));
-    std::memcpy(pool.v(layer, b) + off, v_src + i * tf, tf * sizeof(float));
+    const int slot = t % lay.block_size;
+    const int run = std::min(lay.block_size - slot, n - i);
+    pool.storage().write(layer, b, slot, run, k_src + i * tf, v_src + i * tf);
+    i += run;
   }
 }
 

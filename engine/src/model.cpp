@@ -1,6 +1,7 @@
 // Model: batch validation, all-or-nothing KV reservation and bookkeeping around a Backend.
 #include "ragd/engine/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <unordered_set>
@@ -22,7 +23,10 @@ class ModelImpl final : public Model {
   KvPool& kv_pool() override { return *pool_; }
   std::string_view device() const override { return backend_->device(); }
 
-  Status forward(std::span<SeqStep> batch, StepOutput* out) override;
+  Status forward(std::span<SeqStep> batch, StepOutput* out) override { return run(batch, nullptr, out); }
+  Status forward_with_hook(std::span<SeqStep> batch, LayerHook& hook, StepOutput* out) override {
+    return run(batch, &hook, out);
+  }
   Status rerotate_keys(float* k, size_t rows, int64_t delta) const override {
     backend_->rerotate_keys(k, rows, delta);
     return Status::OK();
@@ -31,6 +35,9 @@ class ModelImpl final : public Model {
 
  private:
   Status check_tokens(std::span<const int32_t> tokens, size_t index) const;
+  // Validates one SeqStep's placement and fills p's slots / positions / kv_len / key_pos.
+  Status place(const SeqStep& s, size_t index, SeqPlan* p) const;
+  Status run(std::span<SeqStep> batch, LayerHook* hook, StepOutput* out);
 
   ModelConfig cfg_;
   Hash128 fingerprint_;
@@ -51,10 +58,78 @@ Status ModelImpl::check_tokens(std::span<const int32_t> tokens, size_t index) co
   return Status::OK();
 }
 
-Status ModelImpl::forward(std::span<SeqStep> batch, StepOutput* out) {
+Status ModelImpl::place(const SeqStep& s, size_t index, SeqPlan* p) const {
+  const std::string where = "forward: batch[" + std::to_string(index) + "]";
+  const int n = p->n;
+  const BlockTable& t = *s.table;
+  p->start = t.num_tokens();
+  if (!s.positions.empty() && static_cast<int>(s.positions.size()) != n) {
+    return Status::InvalidArgument(where + " has " + std::to_string(s.positions.size()) + " positions for " +
+                                   std::to_string(n) + " tokens");
+  }
+  if (!s.slots.empty() && static_cast<int>(s.slots.size()) != n) {
+    return Status::InvalidArgument(where + " has " + std::to_string(s.slots.size()) + " slots for " +
+                                   std::to_string(n) + " tokens");
+  }
+  if (s.positions.empty() && s.slots.empty() && t.positions_are_slots()) {  // the fast path
+    p->contiguous = true;
+    p->kv_len = p->start + n;
+    return Status::OK();
+  }
+  p->slots.resize(n);
+  for (int i = 0; i < n; ++i) p->slots[i] = s.slots.empty() ? p->start + i : s.slots[i];
+  if (s.positions.empty()) {
+    p->positions = p->slots;
+  } else {
+    p->positions.assign(s.positions.begin(), s.positions.end());
+  }
+  // No table can hold more slots than the pool has; checked before any per-slot array is sized.
+  const int64_t max_slots = static_cast<int64_t>(pool_->num_blocks()) * pool_->layout().block_size;
+  for (int i = 0; i < n; ++i) {
+    if (p->slots[i] < 0 || p->slots[i] >= max_slots) {
+      return Status::InvalidArgument(where + " slot " + std::to_string(i) + " is " + std::to_string(p->slots[i]) +
+                                     ", outside the KV pool's [0, " + std::to_string(max_slots) + ")");
+    }
+    if (p->positions[i] < 0 || p->positions[i] >= kNoPosition) {
+      return Status::InvalidArgument(where + " position " + std::to_string(i) + " is " +
+                                     std::to_string(p->positions[i]) + ", outside [0, 2^31 - 1)");
+    }
+  }
+  std::vector<int32_t> sorted(p->slots);
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    return Status::InvalidArgument(where + " writes slot " + std::to_string(*dup) + " twice");
+  }
+  const int max_slot = sorted.back();
+  p->kv_len = std::max(p->start, max_slot + 1);
+  bool identity = t.positions_are_slots();
+  int appended = 0;
+  for (int i = 0; i < n; ++i) {
+    identity = identity && p->positions[i] == p->slots[i];
+    appended += p->slots[i] >= p->start ? 1 : 0;
+  }
+  identity = identity && appended == p->kv_len - p->start;  // no holes
+  bool append = identity && appended == n;
+  for (int i = 0; append && i < n; ++i) append = p->slots[i] == p->start + i;
+  if (append) {  // explicit placement that is a plain append: take the fast path
+    p->contiguous = true;
+    p->slots.clear();
+    p->positions.clear();
+    return Status::OK();
+  }
+  p->contiguous = false;
+  if (!identity) {
+    p->key_pos.resize(p->kv_len);
+    for (int j = 0; j < p->kv_len; ++j) p->key_pos[j] = j < p->start ? t.position(j) : kNoPosition;
+    for (int i = 0; i < n; ++i) p->key_pos[p->slots[i]] = p->positions[i];
+  }
+  return Status::OK();
+}
+
+Status ModelImpl::run(std::span<SeqStep> batch, LayerHook* hook, StepOutput* out) {
   if (out == nullptr) return Status::InvalidArgument("forward: out is null");
   StepPlan plan;
-  plan.seqs.reserve(batch.size());
+  plan.seqs.resize(batch.size());
   std::unordered_set<const BlockTable*> seen;
   size_t blocks_needed = 0;
   int rows = 0;
@@ -65,17 +140,16 @@ Status ModelImpl::forward(std::span<SeqStep> batch, StepOutput* out) {
       return Status::InvalidArgument("forward: batch[" + std::to_string(i) + "] repeats a block table of an earlier entry");
     }
     RAGD_RETURN_IF_ERROR(check_tokens(s.tokens, i));
-    const int n = static_cast<int>(s.tokens.size());
-    blocks_needed += static_cast<size_t>(s.table->blocks_needed(*pool_, n));
-    SeqPlan p;
+    SeqPlan& p = plan.seqs[i];
     p.table = s.table;
     p.tokens = s.tokens.data();
-    p.start = s.table->num_tokens();
-    p.n = n;
+    p.n = static_cast<int>(s.tokens.size());
     p.row0 = rows;
     p.logits = s.logits;
-    plan.seqs.push_back(p);
-    rows += n;
+    RAGD_RETURN_IF_ERROR(place(s, i, &p));
+    blocks_needed += static_cast<size_t>(p.contiguous ? s.table->blocks_needed(*pool_, p.n)
+                                                      : s.table->blocks_needed(*pool_, p.slots));
+    rows += p.n;
   }
   plan.total_rows = rows;
   if (blocks_needed > pool_->free_blocks()) {
@@ -85,7 +159,8 @@ Status ModelImpl::forward(std::span<SeqStep> batch, StepOutput* out) {
   }
   for (const SeqPlan& p : plan.seqs) {
     // Cannot fail: the whole batch's need was checked against the free list above.
-    if (!p.table->reserve(*pool_, p.n)) return Status::Internal("forward: KV reservation failed after the check");
+    const bool ok = p.contiguous ? p.table->reserve(*pool_, p.n) : p.table->reserve_slots(*pool_, p.slots);
+    if (!ok) return Status::Internal("forward: KV reservation failed after the check");
   }
   out->vocab_size = cfg_.vocab_size;
   out->row_begin.assign(batch.size(), 0);
@@ -99,8 +174,14 @@ Status ModelImpl::forward(std::span<SeqStep> batch, StepOutput* out) {
     }
   }
   out->logits.resize(plan.logit_rows.size() * static_cast<size_t>(cfg_.vocab_size));
-  RAGD_RETURN_IF_ERROR(backend_->forward(plan, *pool_, out->logits.data(), nullptr));
-  for (const SeqPlan& p : plan.seqs) p.table->commit(p.n);
+  RAGD_RETURN_IF_ERROR(backend_->forward(plan, *pool_, out->logits.data(), nullptr, hook));
+  for (const SeqPlan& p : plan.seqs) {
+    if (p.contiguous) {
+      p.table->commit(p.n);
+    } else {
+      p.table->commit_slots(p.slots, p.positions);
+    }
+  }
   return Status::OK();
 }
 
@@ -114,11 +195,16 @@ Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out
                                      std::to_string(pool_->free_blocks()) + " free blocks)");
   }
   StepPlan plan;
-  plan.seqs.push_back({&table, tokens.data(), 0, n, 0, SeqStep::Logits::kNone});
+  SeqPlan& p = plan.seqs.emplace_back();
+  p.table = &table;
+  p.tokens = tokens.data();
+  p.n = n;
+  p.logits = SeqStep::Logits::kNone;
+  p.kv_len = n;
   plan.total_rows = n;
   const int hs = cfg_.hidden_size;
   hidden_.resize(static_cast<size_t>(n) * hs);
-  Status st = backend_->forward(plan, *pool_, nullptr, hidden_.data());
+  Status st = backend_->forward(plan, *pool_, nullptr, hidden_.data(), nullptr);
   table.release(*pool_);
   RAGD_RETURN_IF_ERROR(st);
   out->assign(hs, 0.0f);
@@ -156,7 +242,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   layout.num_kv_heads = cfg.num_key_value_heads;
   layout.head_dim = cfg.head_dim;
   layout.block_size = opts.kv_block_size;
-  const size_t block_bytes = 2 * sizeof(float) * layout.block_floats() * static_cast<size_t>(layout.num_layers);
+  const size_t block_bytes = layout.block_bytes();
   const size_t num_blocks = opts.kv_pool_bytes / block_bytes;
   if (num_blocks == 0) {
     return Status::InvalidArgument("ModelOptions.kv_pool_bytes " + std::to_string(opts.kv_pool_bytes) +
@@ -170,7 +256,8 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   CpuBackendOptions bo;
   bo.num_threads = opts.num_threads;
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_cpu_backend(cfg, std::move(host), bo));
-  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::create(layout, num_blocks));
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage, backend->make_kv_storage(layout, num_blocks));
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::create(std::move(storage)));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::engine()->info("model {} loaded on {}: {} layers, hidden {}, {:.1f} MiB f32 weights, KV pool {} blocks x {} "
                       "tokens ({:.1f} MiB), {:.2f} s",

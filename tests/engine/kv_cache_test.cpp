@@ -1,8 +1,12 @@
 // KvPool / BlockTable: allocation, ref counts, fork / fork_prefix with copy-on-write, truncate,
-// read / write / append round trips on block-unaligned lengths, and all-or-nothing reservation.
+// read / write / append round trips on block-unaligned lengths, and all-or-nothing reservation;
+// explicit slots (per-slot positions, holes, rewrites in the middle of shared blocks) and the
+// storage seam (a pool over storage it did not make).
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "ragd/engine/kv_cache.h"
@@ -151,6 +155,147 @@ TEST(BlockTable, ReserveIsAllOrNothing) {
   EXPECT_NE(b.blocks()[1], a.blocks()[1]);
   a.release(*pool);
   b.release(*pool);
+}
+
+// ---- explicit slots and positions --------------------------------------------------------------
+
+TEST(BlockTableSlots, OutOfOrderWritesLeaveHolesUntilFilled) {
+  auto pool = std::move(KvPool::create(layout(3), 20).value());
+  BlockTable t;
+  const std::vector<int32_t> s1{7, 2, 5}, p1{7, 2, 5};
+  EXPECT_EQ(t.blocks_needed(*pool, s1), 3);  // blocks 0..2 (7 / 3 = 2)
+  ASSERT_TRUE(t.reserve_slots(*pool, s1));
+  t.commit_slots(s1, p1);
+  EXPECT_EQ(t.num_tokens(), 8);
+  EXPECT_FALSE(t.positions_are_slots());
+  for (int s : {0, 1, 3, 4, 6}) EXPECT_EQ(t.position(s), kNoPosition) << "slot " << s;
+  for (int s : {2, 5, 7}) EXPECT_EQ(t.position(s), s);
+  const std::vector<int32_t> s2{0, 1, 3, 4, 6};
+  ASSERT_TRUE(t.reserve_slots(*pool, s2));
+  t.commit_slots(s2, s2);
+  EXPECT_TRUE(t.positions_are_slots());  // every hole filled with its own position: identity again
+  EXPECT_EQ(t.num_tokens(), 8);
+  t.release(*pool);
+  EXPECT_EQ(pool->free_blocks(), 20u);
+}
+
+TEST(BlockTableSlots, ExplicitPositionsSurviveAppendForkAndTruncate) {
+  auto pool = std::move(KvPool::create(layout(4), 20).value());
+  BlockTable t;
+  // A zigzag shard: positions 0..2 and 9..11 in slots 0..5.
+  const std::vector<int32_t> slots{0, 1, 2, 3, 4, 5}, pos{0, 1, 2, 9, 10, 11};
+  ASSERT_TRUE(t.reserve_slots(*pool, slots));
+  t.commit_slots(slots, pos);
+  ASSERT_TRUE(t.reserve(*pool, 2));  // plain append: slot = position = 6, 7
+  t.commit(2);
+  EXPECT_EQ(std::vector<int32_t>(t.positions().begin(), t.positions().end()),
+            (std::vector<int32_t>{0, 1, 2, 9, 10, 11, 6, 7}));
+  BlockTable f = t.fork_prefix(*pool, 5);
+  EXPECT_EQ(f.position(4), 10);
+  t.truncate(*pool, 3);  // back to an identity prefix
+  EXPECT_TRUE(t.positions_are_slots());
+  const std::vector<int32_t> relabel{20, 21};
+  f.set_positions(3, relabel);
+  EXPECT_EQ(f.position(3), 20);
+  EXPECT_EQ(f.position(4), 21);
+  t.release(*pool);
+  f.release(*pool);
+  EXPECT_EQ(pool->free_blocks(), 20u);
+}
+
+// Rewriting slots in the middle of a forked table copies the shared blocks it touches (and only
+// those); the other table's KV is unchanged.
+TEST(BlockTableSlots, RewriteInTheMiddleCopiesSharedBlocks) {
+  const int bs = 4;
+  auto pool = std::move(KvPool::create(layout(bs), 20).value());
+  BlockTable a;
+  auto [ka, va] = append_random(*pool, a, 13, 21);  // blocks 0..3, last one partial
+  BlockTable b = a.fork(*pool);
+  const std::vector<int32_t> slots{5, 9, 6};  // blocks 1 and 2
+  EXPECT_EQ(b.blocks_needed(*pool, slots), 2);
+  const size_t free_before = pool->free_blocks();
+  ASSERT_TRUE(b.reserve_slots(*pool, slots));
+  EXPECT_EQ(pool->free_blocks(), free_before - 2);
+  EXPECT_EQ(b.blocks()[0], a.blocks()[0]);
+  EXPECT_NE(b.blocks()[1], a.blocks()[1]);
+  EXPECT_NE(b.blocks()[2], a.blocks()[2]);
+  EXPECT_EQ(b.blocks()[3], a.blocks()[3]);
+  const size_t tf = pool->layout().token_floats();
+  auto kn = rnd(tf, 22), vn = rnd(tf, 23);
+  for (int l = 0; l < 2; ++l) {
+    for (int32_t s : slots) b.write(*pool, l, s, 1, kn.data(), vn.data());
+  }
+  b.commit_slots(slots, slots);
+  EXPECT_TRUE(b.positions_are_slots());
+  EXPECT_EQ(b.num_tokens(), 13);
+  for (int l = 0; l < 2; ++l) {
+    expect_tokens(*pool, a, l, 0, ka, va, 13, 0, 13);     // a untouched
+    expect_tokens(*pool, b, l, 0, ka, va, 13, 0, 5);      // b's copies keep the rest
+    expect_tokens(*pool, b, l, 7, ka, va, 13, 7, 2);
+    expect_tokens(*pool, b, l, 10, ka, va, 13, 10, 3);
+    std::vector<float> k(tf), v(tf);
+    b.read(*pool, l, 9, 1, k.data(), v.data());
+    EXPECT_EQ(k, kn);
+    EXPECT_EQ(v, vn);
+  }
+  a.release(*pool);
+  b.release(*pool);
+  EXPECT_EQ(pool->free_blocks(), 20u);
+}
+
+TEST(BlockTableSlots, ReserveSlotsIsAllOrNothing) {
+  auto pool = std::move(KvPool::create(layout(4), 4).value());
+  BlockTable a;
+  append_random(*pool, a, 8, 30);  // 2 blocks
+  BlockTable b = a.fork(*pool);
+  const std::vector<int32_t> slots{1, 6, 12};  // 2 copies + 2 new blocks (2, 3) = 4 > 2 free
+  EXPECT_EQ(b.blocks_needed(*pool, slots), 4);
+  const auto before = b.blocks();
+  EXPECT_FALSE(b.reserve_slots(*pool, slots));
+  EXPECT_EQ(b.blocks(), before);
+  EXPECT_EQ(pool->free_blocks(), 2u);
+  a.release(*pool);
+  b.release(*pool);
+}
+
+// A pool over storage it did not make: the bookkeeping reaches the bytes only through KvStorage.
+class CountingStorage final : public KvStorage {
+ public:
+  explicit CountingStorage(const KvLayout& l, size_t n) : KvStorage(l, n), inner_(std::move(HostKvStorage::create(l, n).value())) {}
+  std::string_view device() const override { return "test"; }
+  void copy_block(int32_t dst, int32_t src) override {
+    ++copies;
+    inner_->copy_block(dst, src);
+  }
+  void read(int layer, int32_t block, int slot, int n, float* k, float* v) const override {
+    inner_->read(layer, block, slot, n, k, v);
+  }
+  void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) override {
+    ++writes;
+    inner_->write(layer, block, slot, n, k, v);
+  }
+  int copies = 0, writes = 0;
+
+ private:
+  std::unique_ptr<HostKvStorage> inner_;
+};
+
+TEST(KvPool, OverBackendStorage) {
+  auto owned = std::make_unique<CountingStorage>(layout(3), 10);
+  CountingStorage* st = owned.get();
+  auto pool = std::move(KvPool::create(std::move(owned)).value());
+  EXPECT_EQ(pool->storage().device(), "test");
+  EXPECT_EQ(pool->bytes(), 10u * layout(3).block_bytes());
+  BlockTable a;
+  auto [k, v] = append_random(*pool, a, 5, 40);
+  EXPECT_GT(st->writes, 0);
+  BlockTable b = a.fork(*pool);
+  append_random(*pool, b, 1, 41);  // copy-on-write of the shared partial block
+  EXPECT_EQ(st->copies, 1);
+  expect_tokens(*pool, b, 1, 0, k, v, 5, 0, 5);
+  a.release(*pool);
+  b.release(*pool);
+  EXPECT_FALSE(KvPool::create(std::unique_ptr<KvStorage>()).ok());
 }
 
 }  // namespace

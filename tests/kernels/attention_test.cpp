@@ -3,8 +3,11 @@
 // partial attentions equals the full attention.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -20,6 +23,7 @@ using testing::max_err;
 using testing::PagedData;
 using testing::random_vec;
 using testing::ref_attention;
+using testing::ref_attention_positions;
 
 // O: values in [-1, 1] averaged in fp32. LSE: fp32 logs of sums of up to ~1k terms.
 constexpr double kOutTol = 2e-5;
@@ -163,6 +167,157 @@ TEST(Merge, TwoPartialAttentionsEqualFullAttention) {
   std::vector<double> ref_o(of.begin(), of.end()), ref_l(lf.begin(), lf.end());
   EXPECT_LT(max_err(oa.data(), ref_o.data(), no), 1e-5);
   EXPECT_LT(max_err(la.data(), ref_l.data(), nl), 1e-5);
+}
+
+// ---- explicit positions ------------------------------------------------------------------------
+
+// Max error over the rows whose lse is finite, and every row with no visible key is exactly (0, -inf).
+void expect_matches(const std::vector<float>& out, const std::vector<float>& lse, const std::vector<double>& ref_o,
+                    const std::vector<double>& ref_l, int d, const std::string& what) {
+  int empty = 0;
+  for (size_t r = 0; r < ref_l.size(); ++r) {
+    if (std::isinf(ref_l[r])) {
+      ++empty;
+      EXPECT_EQ(lse[r], -std::numeric_limits<float>::infinity()) << what << " row " << r;
+      for (int c = 0; c < d; ++c) EXPECT_EQ(out[r * d + c], 0.0f) << what << " row " << r;
+    } else {
+      EXPECT_LT(std::fabs(lse[r] - ref_l[r]) / (1.0 + std::fabs(ref_l[r])), kLseTol) << what << " row " << r;
+      EXPECT_LT(max_err(out.data() + r * d, ref_o.data() + r * d, d), kOutTol) << what << " row " << r;
+    }
+  }
+  (void)empty;
+}
+
+// (n_q, kv_len, group, block_size, with key positions)
+using PosCase = std::tuple<int, int, int, int, bool>;
+class PrefillPositionsTest : public ::testing::TestWithParam<PosCase> {};
+
+// Queries at shuffled positions (some before the first key, some past the last) over contiguous
+// keys (per-query key limits) or over keys with shuffled positions and holes (per-key mask; two
+// key chunks when kv_len > 256).
+TEST_P(PrefillPositionsTest, MatchesReference) {
+  const auto [n_q, len, group, bs, with_key_pos] = GetParam();
+  const int kvh = 2, heads = kvh * group, d = 48;
+  const uint32_t seed = static_cast<uint32_t>(n_q * 17 + len * 5 + group + bs + (with_key_pos ? 1000 : 0));
+  std::mt19937 rng(seed);
+  auto q = random_vec(static_cast<size_t>(n_q) * heads * d, seed, -2.0f, 2.0f);
+  auto kc = random_vec(static_cast<size_t>(len) * kvh * d, seed + 1, -2.0f, 2.0f);
+  auto vc = random_vec(static_cast<size_t>(len) * kvh * d, seed + 2);
+  PagedData paged(kc, vc, len, kvh, d, bs, seed + 3);
+  std::vector<int32_t> key_pos;
+  if (with_key_pos) {  // a permutation of 0..len-1 with every 7th slot a hole
+    key_pos.resize(len);
+    std::iota(key_pos.begin(), key_pos.end(), 0);
+    std::shuffle(key_pos.begin(), key_pos.end(), rng);
+    for (int j = 3; j < len; j += 7) key_pos[j] = kNoPosition;
+    paged.view.key_pos = key_pos.data();
+  }
+  std::vector<int32_t> q_pos(n_q);
+  std::uniform_int_distribution<int32_t> pos(0, len + 5);
+  for (auto& p : q_pos) p = pos(rng);
+  q_pos[0] = 0;
+  if (n_q > 1) q_pos[1] = len + 40;  // sees every stored key
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<float> out(q.size()), lse(static_cast<size_t>(n_q) * heads);
+  ASSERT_TRUE(
+      attention_prefill_positions(q.data(), n_q, heads, paged.view, scale, q_pos.data(), out.data(), lse.data()).ok());
+  std::vector<double> ref_o, ref_l;
+  ref_attention_positions(q, n_q, heads, kc, vc, len, kvh, d, scale, q_pos, key_pos, &ref_o, &ref_l);
+  expect_matches(out, lse, ref_o, ref_l, d, "prefill");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PrefillPositionsTest,
+                         ::testing::Values(PosCase{7, 33, 1, 16, false}, PosCase{33, 129, 2, 3, false},
+                                           PosCase{129, 300, 4, 16, false}, PosCase{7, 33, 1, 16, true},
+                                           PosCase{33, 129, 2, 3, true}, PosCase{129, 300, 4, 16, true},
+                                           PosCase{1, 7, 2, 1, true}));
+
+// The positions form with q_pos = i + q_offset is the q_offset form (same path, same bits).
+TEST(PrefillPositions, ContiguousPositionsEqualQOffsetBitwise) {
+  const int n_q = 33, kvh = 2, heads = 4, d = 64, off = 70, len = off + n_q;
+  auto q = random_vec(static_cast<size_t>(n_q) * heads * d, 90, -2.0f, 2.0f);
+  auto kc = random_vec(static_cast<size_t>(len) * kvh * d, 91, -2.0f, 2.0f);
+  auto vc = random_vec(static_cast<size_t>(len) * kvh * d, 92);
+  PagedData paged(kc, vc, len, kvh, d, 16, 93);
+  std::vector<int32_t> q_pos(n_q);
+  std::iota(q_pos.begin(), q_pos.end(), off);
+  std::vector<float> oa(q.size()), la(static_cast<size_t>(n_q) * heads), ob(oa.size()), lb(la.size());
+  ASSERT_TRUE(attention_prefill(q.data(), n_q, heads, paged.view, 0.125f, true, off, oa.data(), la.data()).ok());
+  ASSERT_TRUE(attention_prefill_positions(q.data(), n_q, heads, paged.view, 0.125f, q_pos.data(), ob.data(), lb.data()).ok());
+  EXPECT_EQ(oa, ob);
+  EXPECT_EQ(la, lb);
+  // Identity key positions given explicitly: the masked path, same values within rounding.
+  std::vector<int32_t> key_pos(len);
+  std::iota(key_pos.begin(), key_pos.end(), 0);
+  paged.view.key_pos = key_pos.data();
+  ASSERT_TRUE(attention_prefill_positions(q.data(), n_q, heads, paged.view, 0.125f, q_pos.data(), ob.data(), lb.data()).ok());
+  std::vector<double> ref_o(oa.begin(), oa.end()), ref_l(la.begin(), la.end());
+  EXPECT_LT(max_err(ob.data(), ref_o.data(), ob.size()), 1e-6);
+  EXPECT_LT(max_err(lb.data(), ref_l.data(), lb.size()), 1e-6);
+}
+
+TEST(PrefillPositions, RejectsBadPositions) {
+  auto q = random_vec(2 * 64, 5);
+  std::vector<float> out(2 * 64), lse(2);
+  std::vector<int32_t> table(1, 0);
+  auto k = random_vec(16 * 64, 6);
+  PagedKv kv{k.data(), k.data(), table.data(), 16, 1, 64, 5};
+  std::vector<int32_t> q_pos{-1};
+  Status st = attention_prefill_positions(q.data(), 1, 2, kv, 0.125f, q_pos.data(), out.data(), lse.data());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("q_pos[0]"), std::string::npos) << st.message();
+  st = attention_prefill_positions(q.data(), 1, 2, kv, 0.125f, nullptr, out.data(), lse.data());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+}
+
+// Decode items with a query position: without key positions it clips the key range, with them it
+// masks (holes, later positions); an item that sees nothing gets the identity state; with splits.
+TEST(DecodePositions, MatchesReference) {
+  const int kvh = 2, group = 2, heads = kvh * group, d = 48;
+  const std::vector<int> lens = {7, 33, 129, 600, 33};
+  const std::vector<int> block_sizes = {16, 3, 1, 16, 64};
+  const std::vector<int32_t> q_positions = {3, 40, 60, 599, 0};
+  const std::vector<bool> with_key_pos = {false, true, true, true, true};
+  for (int splits : {1, 3, 0}) {
+    std::vector<std::vector<float>> qs, kcs, vcs, outs, lses;
+    std::vector<std::vector<int32_t>> kps;
+    std::vector<PagedData> pages;
+    pages.reserve(lens.size());
+    std::vector<DecodeItem> items;
+    for (size_t s = 0; s < lens.size(); ++s) {
+      const uint32_t seed = static_cast<uint32_t>(500 + s * 10 + splits);
+      std::mt19937 rng(seed);
+      qs.push_back(random_vec(static_cast<size_t>(heads) * d, seed, -2.0f, 2.0f));
+      kcs.push_back(random_vec(static_cast<size_t>(lens[s]) * kvh * d, seed + 1, -2.0f, 2.0f));
+      vcs.push_back(random_vec(static_cast<size_t>(lens[s]) * kvh * d, seed + 2));
+      pages.emplace_back(kcs.back(), vcs.back(), lens[s], kvh, d, block_sizes[s], seed + 3);
+      std::vector<int32_t> kp;
+      if (with_key_pos[s]) {  // zigzag-like: shuffled positions, every 5th slot a hole
+        kp.resize(lens[s]);
+        std::iota(kp.begin(), kp.end(), 0);
+        std::shuffle(kp.begin(), kp.end(), rng);
+        for (int j = 2; j < lens[s]; j += 5) kp[j] = kNoPosition;
+        if (s == 4) std::fill(kp.begin(), kp.end(), 5);  // q_pos 0 sees nothing
+      }
+      kps.push_back(std::move(kp));
+      outs.emplace_back(static_cast<size_t>(heads) * d);
+      lses.emplace_back(heads);
+    }
+    for (size_t s = 0; s < lens.size(); ++s) {
+      DecodeItem it{qs[s].data(), pages[s].view, outs[s].data(), lses[s].data(), q_positions[s]};
+      if (!kps[s].empty()) it.kv.key_pos = kps[s].data();
+      items.push_back(it);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    ASSERT_TRUE(attention_decode(items, heads, scale, splits).ok());
+    for (size_t s = 0; s < lens.size(); ++s) {
+      std::vector<double> ref_o, ref_l;
+      ref_attention_positions(qs[s], 1, heads, kcs[s], vcs[s], lens[s], kvh, d, scale, {q_positions[s]}, kps[s],
+                              &ref_o, &ref_l);
+      expect_matches(outs[s], lses[s], ref_o, ref_l, d, "decode seq " + std::to_string(s) + " splits " +
+                                                            std::to_string(splits));
+    }
+  }
 }
 
 }  // namespace

@@ -101,4 +101,49 @@ inline void ref_attention(const std::vector<float>& q, int n_q, int heads, const
   }
 }
 
+// Naive attention in double with explicit positions: query i sees key j iff key_pos[j] <= q_pos[i]
+// (key_pos empty: key j has position j). Same layouts as ref_attention.
+inline void ref_attention_positions(const std::vector<float>& q, int n_q, int heads, const std::vector<float>& kc,
+                                    const std::vector<float>& vc, int len, int kv_heads, int d, double scale,
+                                    const std::vector<int32_t>& q_pos, const std::vector<int32_t>& key_pos,
+                                    std::vector<double>* out, std::vector<double>* lse) {
+  out->assign(static_cast<size_t>(n_q) * heads * d, 0.0);
+  lse->assign(static_cast<size_t>(n_q) * heads, -std::numeric_limits<double>::infinity());
+  const int group = heads / kv_heads;
+  for (int i = 0; i < n_q; ++i) {
+    for (int h = 0; h < heads; ++h) {
+      const int g = h / group;
+      std::vector<int> vis;
+      for (int j = 0; j < len; ++j) {
+        const int64_t kp = key_pos.empty() ? j : key_pos[j];
+        if (kp <= q_pos[i]) vis.push_back(j);
+      }
+      if (vis.empty()) continue;
+      std::vector<double> s(vis.size());
+      double m = -std::numeric_limits<double>::infinity();
+      for (size_t t = 0; t < vis.size(); ++t) {
+        double acc = 0.0;
+        for (int c = 0; c < d; ++c) {
+          acc += static_cast<double>(q[(static_cast<size_t>(i) * heads + h) * d + c]) *
+                 kc[(static_cast<size_t>(vis[t]) * kv_heads + g) * d + c];
+        }
+        s[t] = acc * scale;
+        m = std::max(m, s[t]);
+      }
+      double sum = 0.0;
+      for (double& x : s) {
+        x = std::exp(x - m);
+        sum += x;
+      }
+      for (size_t t = 0; t < vis.size(); ++t) {
+        for (int c = 0; c < d; ++c) {
+          (*out)[(static_cast<size_t>(i) * heads + h) * d + c] +=
+              s[t] / sum * vc[(static_cast<size_t>(vis[t]) * kv_heads + g) * d + c];
+        }
+      }
+      (*lse)[static_cast<size_t>(i) * heads + h] = m + std::log(sum);
+    }
+  }
+}
+
 }  // namespace ragd::kernels::testing

@@ -20,11 +20,12 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kMinSplitKeys = 256;  // auto split: never partitions shorter than this
 
-// Attention of `group` query rows q: [group, d] (pre-scaled) over keys [j0, j1) of kv head g.
-// o: [group, d], lse: [group]; s: scratch of group · (j1 - j0) floats.
+// Attention of `group` query rows q: [group, d] (pre-scaled) at position q_pos over keys [j0, j1)
+// of kv head g. o: [group, d], lse: [group]; s: scratch of group · (j1 - j0) floats. With
+// kv.key_pos, keys whose position is > q_pos are masked (the caller clips the range otherwise).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void decode_range(const float* q, int group, const PagedKv& kv, int g, int j0, int j1, float* s, float* o,
-                  float* lse) {
+void decode_range(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* s,
+                  float* o, float* lse) {
   const int d = kv.head_dim;
   const int n = j1 - j0;
   const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
@@ -45,11 +46,23 @@ void decode_range(const float* q, int group, const PagedKv& kv, int g, int j0, i
     }
     j += run;
   }
+  if (kv.key_pos != nullptr) {  // masked path: sparse / out-of-order KV
+    const int32_t* kp = kv.key_pos + j0;
+    for (int r = 0; r < group; ++r) {
+      float* sr = s + static_cast<size_t>(r) * n;
+      for (int j = 0; j < n; ++j) sr[j] = kp[j] > q_pos ? kNegInf : sr[j];
+    }
+  }
   // Softmax per row.
   for (int r = 0; r < group; ++r) {
     float* sr = s + static_cast<size_t>(r) * n;
     float m = kNegInf;
     for (int j = 0; j < n; ++j) m = sr[j] > m ? sr[j] : m;
+    if (m == kNegInf) {  // no visible key in this range: the identity state
+      for (int j = 0; j < n; ++j) sr[j] = 0.0f;
+      lse[r] = kNegInf;
+      continue;
+    }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; ++j) {
@@ -91,6 +104,11 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
                                    ", num_kv_heads=" + std::to_string(kvh) + ", head_dim=" + std::to_string(d) +
                                    ", num_splits=" + std::to_string(num_splits) + ")");
   }
+  // Keys each item visits: without key_pos, a query at q_pos sees the prefix [0, q_pos + 1).
+  auto visible_len = [](const DecodeItem& it) {
+    if (it.kv.key_pos != nullptr) return it.kv.kv_len;
+    return static_cast<int>(std::min<int64_t>(it.kv.kv_len, static_cast<int64_t>(it.q_pos) + 1));
+  };
   int max_len = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const PagedKv& kv = items[i].kv;
@@ -98,7 +116,11 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
       return Status::InvalidArgument("attention_decode: item " + std::to_string(i) +
                                      " has a different KV shape or a bad block size / length");
     }
-    max_len = std::max(max_len, kv.kv_len);
+    if (items[i].q_pos < 0 || items[i].q_pos > kMaxPosition) {
+      return Status::InvalidArgument("attention_decode: item " + std::to_string(i) + " has q_pos " +
+                                     std::to_string(items[i].q_pos) + ", not a valid position");
+    }
+    max_len = std::max(max_len, visible_len(items[i]));
   }
   const int group = num_heads / kvh;
   const int base_tasks = static_cast<int>(items.size()) * kvh;
@@ -126,7 +148,7 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
       const int g = (t / splits) % kvh;
       const int sp = t % splits;
       const DecodeItem& it = items[item];
-      const int len = it.kv.kv_len;
+      const int len = visible_len(it);
       const int j0 = static_cast<int>(static_cast<int64_t>(len) * sp / splits);
       const int j1 = static_cast<int>(static_cast<int64_t>(len) * (sp + 1) / splits);
       float* o = splits > 1 ? part_o.data() + static_cast<size_t>(t) * group * d
@@ -140,7 +162,7 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
       const float* qg = it.q + static_cast<size_t>(g) * group * d;
       for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
       s.resize(static_cast<size_t>(group) * (j1 - j0));
-      decode_range(qs.data(), group, it.kv, g, j0, j1, s.data(), o, l);
+      decode_range(qs.data(), group, it.kv, it.q_pos, g, j0, j1, s.data(), o, l);
     }
     if (splits > 1) {
 #pragma omp for schedule(static)

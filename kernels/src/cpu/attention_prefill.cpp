@@ -21,6 +21,8 @@ constexpr int kKeyChunk = 256;     // keys per online-softmax step
 
 struct Scratch {
   std::vector<float> q, k, v, s, o, m, l;
+  std::vector<int32_t> qp;  // per query token of the tile: its position
+  std::vector<int> lim;     // per query token: end of its visible key prefix (contiguous keys)
 };
 
 Scratch& scratch() {
@@ -73,8 +75,22 @@ void softmax_chunk(int rows, int n, float* s, float* m, float* l, float* alpha) 
   }
 }
 
-void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale, bool causal, int q_offset,
-                  int g, int i0, int ni, float* out, float* lse) {
+// Which keys a query sees: query i of the call has position q_pos[i], or i + q_offset without
+// q_pos; not causal = kMaxPosition (every stored key, holes still hidden).
+struct Mask {
+  bool causal = true;
+  int q_offset = 0;
+  const int32_t* q_pos = nullptr;
+  int32_t query_pos(int i) const {
+    if (!causal) return kMaxPosition;
+    if (q_pos != nullptr) return q_pos[i];
+    const int64_t p = static_cast<int64_t>(i) + q_offset;
+    return static_cast<int32_t>(std::clamp<int64_t>(p, -1, kMaxPosition));
+  }
+};
+
+void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale, const Mask& mask, int g, int i0,
+                  int ni, float* out, float* lse) {
   const int d = kv.head_dim;
   const int group = num_heads / kv.num_kv_heads;
   const int rows = ni * group;
@@ -83,6 +99,8 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
   sc.o.assign(static_cast<size_t>(rows) * d, 0.0f);
   sc.m.assign(rows, kNegInf);
   sc.l.assign(rows, 0.0f);
+  sc.qp.resize(ni);
+  sc.lim.resize(ni);
   std::vector<float> alpha(rows);
   // Row r = i · group + jh holds query token i0 + i, head g · group + jh (pre-scaled).
   for (int i = 0; i < ni; ++i) {
@@ -92,21 +110,53 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
       for (int c = 0; c < d; ++c) dst[c] = src[c] * scale;
     }
   }
-  int kv_end = kv.kv_len;
-  if (causal) kv_end = std::min(kv_end, i0 + ni - 1 + q_offset + 1);
+  // Contiguous keys (no key_pos): query i sees the key prefix [0, lim[i]); only chunks reaching past
+  // the tile's smallest limit need masking, by a per-row limit (no per-key test). With key_pos:
+  // every key of a chunk is tested against the row's position, and chunks invisible to the whole
+  // tile are skipped.
+  const bool by_pos = kv.key_pos != nullptr;
+  int32_t q_max = -1, q_min = kMaxPosition;
+  int lim_min = kv.kv_len, kv_end = 0;
+  for (int i = 0; i < ni; ++i) {
+    sc.qp[i] = mask.query_pos(i0 + i);
+    q_max = std::max(q_max, sc.qp[i]);
+    q_min = std::min(q_min, sc.qp[i]);
+    sc.lim[i] = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(sc.qp[i]) + 1, 0, kv.kv_len));
+    lim_min = std::min(lim_min, sc.lim[i]);
+    kv_end = std::max(kv_end, sc.lim[i]);
+  }
+  if (by_pos) kv_end = q_max >= 0 ? kv.kv_len : 0;
   sc.k.resize(static_cast<size_t>(kKeyChunk) * d);
   sc.v.resize(static_cast<size_t>(kKeyChunk) * d);
   sc.s.resize(static_cast<size_t>(rows) * kKeyChunk);
   for (int j0 = 0; j0 < kv_end; j0 += kKeyChunk) {
     const int n = std::min(kKeyChunk, kv_end - j0);
+    const int32_t* kp = by_pos ? kv.key_pos + j0 : nullptr;
+    bool chunk_full = true;  // by_pos: every key of the chunk visible to every row of the tile
+    if (by_pos) {
+      int32_t kmin = kNoPosition, kmax = 0;
+      for (int j = 0; j < n; ++j) {
+        kmin = std::min(kmin, kp[j]);
+        kmax = std::max(kmax, kp[j]);
+      }
+      if (kmin > q_max) continue;  // nothing here for this tile
+      chunk_full = kmax <= q_min;
+    }
     gather_kv(kv, g, j0, n, sc.k.data(), sc.v.data());
     gemm(false, true, rows, n, d, 1.0f, sc.q.data(), d, sc.k.data(), d, 0.0f, sc.s.data(), n);
-    if (causal && j0 + n - 1 > i0 + q_offset) {  // chunk reaches past the first row's horizon
+    if (!by_pos && j0 + n > lim_min) {  // chunk reaches past some row's limit
       for (int i = 0; i < ni; ++i) {
-        const int last = i0 + i + q_offset;  // last visible key of this token
         for (int jh = 0; jh < group; ++jh) {
           float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * n;
-          for (int j = std::max(0, last + 1 - j0); j < n; ++j) sr[j] = kNegInf;
+          for (int j = std::max(0, sc.lim[i] - j0); j < n; ++j) sr[j] = kNegInf;
+        }
+      }
+    } else if (by_pos && !chunk_full) {
+      for (int i = 0; i < ni; ++i) {
+        const int32_t p = sc.qp[i];
+        for (int jh = 0; jh < group; ++jh) {
+          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * n;
+          for (int j = 0; j < n; ++j) sr[j] = kp[j] > p ? kNegInf : sr[j];
         }
       }
     }
@@ -137,18 +187,24 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
   }
 }
 
-}  // namespace
-
-Status attention_prefill(const float* q, int n_q, int num_heads, const PagedKv& kv, float scale, bool causal,
-                         int q_offset, float* out, float* lse) {
+Status run_prefill(const char* name, const float* q, int n_q, int num_heads, const PagedKv& kv, float scale,
+                   const Mask& mask, float* out, float* lse) {
   if (n_q < 0 || kv.kv_len < 0 || kv.block_size <= 0 || kv.head_dim <= 0 || kv.num_kv_heads <= 0 ||
       num_heads <= 0 || num_heads % kv.num_kv_heads != 0) {
-    return Status::InvalidArgument("attention_prefill: bad shape (n_q=" + std::to_string(n_q) +
+    return Status::InvalidArgument(std::string(name) + ": bad shape (n_q=" + std::to_string(n_q) +
                                    ", num_heads=" + std::to_string(num_heads) + ", num_kv_heads=" +
                                    std::to_string(kv.num_kv_heads) + ", head_dim=" + std::to_string(kv.head_dim) +
                                    ", block_size=" + std::to_string(kv.block_size) + ")");
   }
   if (n_q == 0) return Status::OK();
+  if (mask.q_pos != nullptr) {
+    for (int i = 0; i < n_q; ++i) {
+      if (mask.q_pos[i] < 0 || mask.q_pos[i] > kMaxPosition) {
+        return Status::InvalidArgument(std::string(name) + ": q_pos[" + std::to_string(i) + "] = " +
+                                       std::to_string(mask.q_pos[i]) + " is not a valid position");
+      }
+    }
+  }
   const int group = num_heads / kv.num_kv_heads;
   const int tile = std::max(1, kRowsPerTile / group);
   const int tiles = (n_q + tile - 1) / tile;
@@ -159,9 +215,27 @@ Status attention_prefill(const float* q, int n_q, int num_heads, const PagedKv& 
     const int ti = tiles - 1 - t / kv.num_kv_heads;
     const int g = t % kv.num_kv_heads;
     const int i0 = ti * tile;
-    prefill_task(q, num_heads, kv, scale, causal, q_offset, g, i0, std::min(tile, n_q - i0), out, lse);
+    prefill_task(q, num_heads, kv, scale, mask, g, i0, std::min(tile, n_q - i0), out, lse);
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status attention_prefill(const float* q, int n_q, int num_heads, const PagedKv& kv, float scale, bool causal,
+                         int q_offset, float* out, float* lse) {
+  Mask m;
+  m.causal = causal;
+  m.q_offset = q_offset;
+  return run_prefill("attention_prefill", q, n_q, num_heads, kv, scale, m, out, lse);
+}
+
+Status attention_prefill_positions(const float* q, int n_q, int num_heads, const PagedKv& kv, float scale,
+                                   const int32_t* q_pos, float* out, float* lse) {
+  if (q_pos == nullptr && n_q > 0) return Status::InvalidArgument("attention_prefill_positions: q_pos is null");
+  Mask m;
+  m.q_pos = q_pos;
+  return run_prefill("attention_prefill_positions", q, n_q, num_heads, kv, scale, m, out, lse);
 }
 
 }  // namespace ragd::kernels

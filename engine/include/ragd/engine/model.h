@@ -2,7 +2,9 @@
 //
 // forward() runs ONE batched step over several sequences of different lengths, mixing prefill
 // chunks and single-token decodes, writing new K/V into each sequence's block table and producing
-// logits only for the rows that ask for them.
+// logits only for the rows that ask for them. A step names, per sequence, the tokens, their
+// positions and the KV slots they write; contiguous append at the end of the sequence is the
+// default and the fast path.
 //
 // Thread-safety: a Model is used by one thread at a time (the scheduler thread); weights are
 // immutable after load.
@@ -17,6 +19,7 @@
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
+#include "ragd/engine/layer_hook.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
 
@@ -30,10 +33,24 @@ struct ModelOptions {
 };
 
 // One sequence's part of a batched step.
+//
+// Placement of token i (n = tokens.size()):
+//   slots empty, positions empty: slot = position = table->num_tokens() + i  (contiguous append)
+//   slots empty, positions set:   slot = table->num_tokens() + i, position = positions[i]
+//                                 (e.g. a zigzag shard appending non-contiguous positions)
+//   slots set, positions empty:   slot = position = slots[i]  (sparse recompute / rewrite)
+//   both set:                     as given
+// Slots must be distinct and >= 0; a slot < num_tokens() is rewritten (copy-on-write if its block
+// is shared), a slot past the end grows the sequence and slots skipped on the way stay holes
+// (never attended to) until written. Positions are in [0, 2^31 - 2]. A token at position p attends
+// to every key of its sequence whose stored position is <= p, including this step's own tokens,
+// whatever their slots or their order in `tokens`.
 struct SeqStep {
-  BlockTable* table = nullptr;         // its KV; tokens are appended at table->num_tokens()
-  std::span<const int32_t> tokens;     // new tokens; their positions are num_tokens() .. +n-1
-  enum class Logits : uint8_t { kNone, kLast, kAll } logits = Logits::kLast;
+  BlockTable* table = nullptr;         // its KV
+  std::span<const int32_t> tokens;     // token ids
+  enum class Logits : uint8_t { kNone, kLast, kAll } logits = Logits::kLast;  // kLast = tokens' last entry
+  std::span<const int32_t> positions = {};  // [n] or empty (see above)
+  std::span<const int32_t> slots = {};      // [n] or empty (see above)
 };
 
 struct StepOutput {
@@ -63,9 +80,18 @@ class Model {
   virtual std::string_view device() const = 0;
 
   // Runs one batched step. Reserves KV slots for every sequence first; ResourceExhausted (and
-  // nothing changed) when the pool cannot hold them. On success every table has committed its
-  // new tokens.
+  // nothing changed) when the pool cannot hold them; InvalidArgument (nothing changed) on bad
+  // tokens, positions or slots. On success every table has committed its new tokens. On a later
+  // failure the tables are not committed and the contents of the step's slots are unspecified.
   virtual Status forward(std::span<SeqStep> batch, StepOutput* out) = 0;
+
+  // forward() with a per-layer hook (layer_hook.h): the hook sees and may change each layer's
+  // fresh Q/K/V before they are written, may narrow the rows that continue, and may replace the
+  // layer's attention. A hook that changes nothing gives bit-identical results to forward().
+  // Unimplemented for models without hook support (the default, e.g. test doubles).
+  virtual Status forward_with_hook(std::span<SeqStep> batch, LayerHook& hook, StepOutput* out) {
+    return Status::Unimplemented("forward_with_hook: this model does not support layer hooks");
+  }
 
   // Re-rotates post-RoPE keys k: [rows, num_key_value_heads, head_dim] f32 (e.g. every layer of a
   // stored segment, rows = layers · tokens) from position p to p + delta, for position-shifted KV

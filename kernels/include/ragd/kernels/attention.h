@@ -7,15 +7,26 @@
 // GQA: query head h reads kv head h / (num_heads / num_kv_heads) (HF repeat_kv order).
 // Scores are scale · q·k; softmax in fp32; lse = log Σ_j e^(score_j) over the visible keys.
 // A (token, head) that sees no key gets o = 0, lse = −inf (the identity for lse_merge).
+//
+// Positions and the causal mask: a query at position p sees the keys whose stored position is
+// <= p. Key j's position is kv.key_pos[j] when key_pos is set, else j (the contiguous case, where
+// the mask is a per-query key limit and the kernels need no per-key test). kNoPosition marks a
+// slot that holds no token (a hole left by a sparse or out-of-order write): never visible.
 // Thread-safety: pure functions; OpenMP inside. Scratch is thread-local and reused between calls.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "ragd/common/status.h"
 
 namespace ragd::kernels {
+
+// Position of a KV slot that holds no token; larger than every query position.
+inline constexpr int32_t kNoPosition = std::numeric_limits<int32_t>::max();
+// Largest valid position (a query at kMaxPosition sees every stored key).
+inline constexpr int32_t kMaxPosition = kNoPosition - 1;
 
 struct PagedKv {
   const float* k = nullptr;
@@ -25,6 +36,9 @@ struct PagedKv {
   int num_kv_heads = 0;
   int head_dim = 0;
   int kv_len = 0;  // keys 0 .. kv_len-1 are valid
+  // [kv_len] stored position of each key (indexed by logical key j, not by page), or null when
+  // key j has position j. Host memory.
+  const int32_t* key_pos = nullptr;
 };
 
 // Prefill (or any multi-query chunk) of one sequence.
@@ -33,15 +47,27 @@ struct PagedKv {
 // when the chunk's own keys are already in the cache). Not causal: every key is visible.
 // Blocked: query tiles × key chunks with an online softmax; Q·Kᵀ and P·V through sgemm.
 // Parallel over (kv head, query tile). InvalidArgument on inconsistent shapes.
+// With kv.key_pos set, the causal test is key_pos[j] <= i + q_offset (and holes stay hidden when
+// not causal).
 Status attention_prefill(const float* q, int n_q, int num_heads, const PagedKv& kv, float scale,
                          bool causal, int q_offset, float* out, float* lse);
 
-// One decoding query token of one sequence (sees all kv_len keys).
+// Prefill with explicit per-query positions (sparse recompute, out-of-order or zigzag chunks):
+// query i sees key j iff pos(j) <= q_pos[i]  (q_pos: [n_q], each in [0, kMaxPosition]).
+// Without kv.key_pos the mask is a per-query key limit min(q_pos[i] + 1, kv_len) and costs what
+// the q_offset form costs; with kv.key_pos every score of a chunk that may hold an invisible key
+// is tested (chunks wholly invisible to a query tile are skipped).
+Status attention_prefill_positions(const float* q, int n_q, int num_heads, const PagedKv& kv, float scale,
+                                   const int32_t* q_pos, float* out, float* lse);
+
+// One decoding query token of one sequence. It sees the keys with pos(j) <= q_pos: by default
+// every key. Without kv.key_pos a smaller q_pos just shortens the key range (no mask).
 struct DecodeItem {
   const float* q = nullptr;  // [num_heads, head_dim]
   PagedKv kv;
   float* out = nullptr;      // [num_heads, head_dim]
   float* lse = nullptr;      // [num_heads]
+  int32_t q_pos = kMaxPosition;
 };
 
 // Batched paged decode: parallel over (sequence, kv head, KV split). num_splits > 1 splits each
