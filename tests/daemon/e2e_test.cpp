@@ -292,12 +292,12 @@ TEST_F(E2eTest, ApiKeysAndRestartKeepsDocuments) {
   daemon::Headers acme = {{"Authorization", "Bearer k-acme"}}, other = {{"Authorization", "Bearer k-other"}};
   expect_error(get("/v1/pipelines"), 401, "unauthorized", "missing API key");
   ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"mine","text":"acme private notes"})", acme).status, 200);
-  expect_error(call("GET", "/v1/documents/mine", "", other), 403, "forbidden", "another tenant");
+  expect_error(call("GET", "/v1/documents/mine", "", other), 404, "document_not_found", "mine");
   EXPECT_EQ(d_.stop(), 0);
   // Restart on the same data directory: the document and its owner survive.
   start_daemon("data2", {"--api-key", "k-acme=acme", "--api-key", "k-other=other"});
   EXPECT_EQ(call("GET", "/v1/documents/mine", "", acme).status, 200);
-  expect_error(call("GET", "/v1/documents/mine", "", other), 403, "forbidden", "another tenant");
+  expect_error(call("GET", "/v1/documents/mine", "", other), 404, "document_not_found", "mine");
   EXPECT_EQ(d_.stop(), 0);
 }
 
