@@ -292,3 +292,73 @@ TEST(Corpus, IngestWithoutTokenizerIsRefused) {
 
 }  // namespace
 }  // namespace ragd::retrieval
+
+namespace ragd::retrieval {
+namespace {
+
+// Tenants: each sees its own and the shared documents, k results, ids in its own space; the
+// owner survives a reopen; shared documents are read-only to tenants.
+TEST(CorpusTenants, SearchIsScopedAndTopKStaysK) {
+  World w;
+  TempDir dir;
+  auto shared = w.docs(6, 11);
+  auto a = w.docs(30, 12);
+  auto b = w.docs(30, 13);
+  for (auto& d : a) d.tenant = "alpha";
+  for (auto& d : b) d.tenant = "beta";
+  b[0].id = a[0].id;  // the same id in two tenants: two documents
+  {
+    auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    ASSERT_TRUE((*c)->ingest(shared).ok());
+    ASSERT_TRUE((*c)->ingest(a).ok());
+    ASSERT_TRUE((*c)->ingest(b).ok());
+    ASSERT_TRUE((*c)->check_consistency().ok()) << (*c)->check_consistency().to_string();
+  }
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);  // owners come back from the store
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto& corpus = **c;
+  for (size_t i = 0; i < 5; ++i) {
+    const std::string q = query_from(a[i].text);
+    auto unscoped = corpus.search(q, 1);
+    ASSERT_TRUE(unscoped.ok());
+    ASSERT_EQ(unscoped->size(), 1u);
+    EXPECT_EQ((*unscoped)[0].tenant, "alpha");
+    auto as_b = corpus.search(q, 8, {}, std::string("beta"));
+    ASSERT_TRUE(as_b.ok());
+    EXPECT_EQ(as_b->size(), 8u);  // top-k stays k
+    for (const auto& h : *as_b) EXPECT_NE(h.tenant, "alpha") << h.chunk.doc_id;
+    auto as_a = corpus.search(q, 3, {}, std::string("alpha"));
+    ASSERT_TRUE(as_a.ok());
+    ASSERT_FALSE(as_a->empty());
+    EXPECT_EQ((*as_a)[0].chunk.doc_id, a[i].id);  // ids as the owner named them
+    auto as_shared = corpus.search(q, 4, {}, std::string(""));
+    ASSERT_TRUE(as_shared.ok());
+    for (const auto& h : *as_shared) EXPECT_EQ(h.tenant, "");
+    auto unknown = corpus.search(q, 4, {}, std::string("gamma"));  // a tenant with no documents
+    ASSERT_TRUE(unknown.ok());
+    EXPECT_EQ(unknown->size(), 4u);
+    for (const auto& h : *unknown) EXPECT_EQ(h.tenant, "");
+  }
+  // Reads and deletes by owner.
+  auto mine = corpus.get_document(a[0].id, "alpha");
+  ASSERT_TRUE(mine.ok() && mine->has_value());
+  EXPECT_EQ((*mine)->tenant, "alpha");
+  auto theirs = corpus.get_document(a[0].id, "beta");
+  ASSERT_TRUE(theirs.ok() && theirs->has_value());
+  EXPECT_EQ((*theirs)->tenant, "beta");
+  EXPECT_FALSE(corpus.get_document(a[1].id, "beta")->has_value());
+  EXPECT_FALSE(corpus.get_document(a[1].id)->has_value());  // not shared
+  EXPECT_TRUE(corpus.get_document(shared[0].id, "beta")->has_value());
+  EXPECT_FALSE(*corpus.remove_document(a[1].id, "beta"));
+  EXPECT_EQ(corpus.remove_document(shared[0].id, "beta").status().code(), StatusCode::kPermissionDenied);
+  Document poison = shared[0];
+  poison.tenant = "beta";
+  poison.text = "poisoned";
+  EXPECT_EQ(corpus.ingest(std::vector<Document>{poison}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(*corpus.remove_document(a[1].id, "alpha"));
+  EXPECT_TRUE(corpus.check_consistency().ok());
+}
+
+}  // namespace
+}  // namespace ragd::retrieval
