@@ -9,6 +9,10 @@
 //   ws_stream.cpp    WebSocket /v1/stream
 //   openai*.cpp      OpenAI-compatible routes
 //   api.cpp          construction and the public Api facade
+//
+// Thread-safety: every handler runs on any io thread, concurrently with the others; ApiImpl's
+// state is atomics, the thread-safe pool / limiter / registry, and runs_ under runs_mu_. Handlers
+// answer through their Responder exactly once, from any thread.
 #pragma once
 
 #include <atomic>

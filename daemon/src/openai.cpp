@@ -30,9 +30,9 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   if (!model.empty() && model != model_name && model != "ragd")
     return respond(to_response({404, "model_not_found", "model '" + model + "' is not served here (serving '" + model_name + "')", "model", {}}));
   // parse
-  auto parsed = std::make_unique<OaiRequest>();
-  if (auto e = parse_openai_request(f, chat, ex->pipelines(), parsed.get()); e.failed()) return respond(to_response(e));
-  pipelines::RunRequest run = std::move(parsed->run);
+  OaiRequest parsed;
+  if (auto e = parse_openai_request(f, chat, ex->pipelines(), &parsed); e.failed()) return respond(to_response(e));
+  pipelines::RunRequest run = std::move(parsed.run);
   run.id = ctx.id;
   run.tenant = ctx.tenant;
   auto st = std::make_shared<OaiState>();
@@ -40,9 +40,9 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   st->id = (chat ? "chatcmpl-" : "cmpl-") + ctx.id;
   st->model = model_name;
   st->created = unix_now();
-  st->include_usage = parsed->state.include_usage;
-  st->want_logprobs = parsed->state.want_logprobs;
-  const bool stream = parsed->stream;
+  st->include_usage = parsed.include_usage;
+  st->want_logprobs = parsed.want_logprobs;
+  const bool stream = parsed.stream;
   // run
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(run.tenant, &slot); e.failed()) return respond(to_response(e));

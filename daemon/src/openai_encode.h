@@ -1,4 +1,6 @@
 // Private to the daemon: the OpenAI-compatible request (parsed) and response encoders.
+// Thread-safety: OaiState is shared by one run's consumer calls, which the executor makes in order
+// from one thread at a time; the non-streaming fields are also guarded by OaiState::mu.
 #pragma once
 
 #include <memory>
@@ -29,8 +31,9 @@ struct OaiState {
 // A parsed /v1/chat/completions or /v1/completions body.
 struct OaiRequest {
   pipelines::RunRequest run;  // id and tenant are the caller's to set
-  OaiState state;             // chat, include_usage, want_logprobs set; id/model/created not
   bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int want_logprobs = 0;       // chat: 1 when logprobs; completions: 1 when a number was asked
 };
 
 // Parses and validates `f` (unknown fields are ignored, as SDKs send extras). `pipelines` checks

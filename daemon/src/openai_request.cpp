@@ -99,40 +99,25 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   if (present) sp.top_k = static_cast<int>(iv);
   if (auto e = f.integer("seed", &iv, INT64_MIN, INT64_MAX, &present); e.failed()) return e;
   if (present) sp.seed = static_cast<uint64_t>(iv);
-  if (auto el = f.get("stop")) {
-    std::string_view sv;
-    simdjson::dom::array arr;
-    if (!el->get_string().get(sv)) {
-      sp.stop.emplace_back(sv);
-    } else if (!el->get_array().get(arr)) {
-      for (auto s : arr) {
-        if (s.get_string().get(sv)) return bad_request("stop", "field 'stop' must be a string or an array of strings");
-        sp.stop.emplace_back(sv);
-      }
-      if (sp.stop.size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
-    } else {
-      return bad_request("stop", "field 'stop' must be a string or an array of strings");
-    }
-    for (const auto& s : sp.stop)
-      if (s.empty()) return bad_request("stop", "field 'stop' contains an empty string");
-  }
-  OaiState* st = &out->state;
-  st->chat = chat;
+  if (auto e = f.string_list("stop", &sp.stop); e.failed()) return e;
+  if (sp.stop.size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
+  for (const auto& s : sp.stop)
+    if (s.empty()) return bad_request("stop", "field 'stop' contains an empty string");
   if (chat) {
     bool lp = false;
     if (auto e = f.boolean("logprobs", &lp); e.failed()) return e;
     if (auto e = f.integer("top_logprobs", &iv, 0, 20, &present); e.failed()) return e;
-    st->want_logprobs = lp ? 1 : 0;
+    out->want_logprobs = lp ? 1 : 0;
   } else {
     if (auto e = f.integer("logprobs", &iv, 0, 5, &present); e.failed()) return e;
-    st->want_logprobs = present ? 1 : 0;
+    out->want_logprobs = present ? 1 : 0;
   }
-  run.want_logprobs = st->want_logprobs > 0;
+  run.want_logprobs = out->want_logprobs > 0;
   if (auto e = f.boolean("stream", &out->stream); e.failed()) return e;
   if (auto so = f.get("stream_options")) {
     simdjson::dom::object soo;
     if (so->get_object().get(soo)) return bad_request("stream_options", "field 'stream_options' must be an object");
-    if (auto e = Fields(soo, "stream_options.").boolean("include_usage", &st->include_usage); e.failed()) return e;
+    if (auto e = Fields(soo, "stream_options.").boolean("include_usage", &out->include_usage); e.failed()) return e;
   }
   // Extension: retrieval through a pipeline.
   if (auto e = f.str("pipeline", &run.pipeline); e.failed()) return e;
