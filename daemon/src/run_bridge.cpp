@@ -55,7 +55,8 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       track->last_token = now;
       track->tokens++;
     }
-    bool keep = consumer(ev);
+    // A final event is accounted before the consumer answers the client, so that whatever the
+    // client does next (read /metrics, start its next run) sees this run finished.
     if (ev.kind == RunEvent::Kind::kDone) {
       const auto& u = ev.usage;
       self->prompt_tokens_->inc({}, u.prompt_tokens);
@@ -72,12 +73,15 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
                           track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd,
                           ms_since(track->t0), ev.finish_reason);
       finish(ev.finish_reason.empty() ? "stop" : ev.finish_reason);
-    } else if (ev.kind == RunEvent::Kind::kError) {
+      return consumer(ev);
+    }
+    if (ev.kind == RunEvent::Kind::kError) {
       log::daemon()->warn("{} run failed: {}", track->id, ev.error.to_string());
       finish("error");
-    } else if (!keep) {
-      finish("cancelled");  // the client is gone; later events are refused
+      return consumer(ev);
     }
+    bool keep = consumer(ev);
+    if (!keep) finish("cancelled");  // the client is gone; later events are refused
     return keep;
   });
   if (!st.ok()) {
