@@ -172,7 +172,7 @@ void ApiImpl::handle(HttpRequest req, Responder respond_raw) {
   const auto seg = split_path(path);
   const bool v1 = !seg.empty() && seg[0] == "v1";
   if (v1) {
-    if (ApiError e = authenticate(req, ctx.get(), false); e.failed()) {
+    if (ApiError e = authenticate(req, ctx.get(), path == "/v1/stream"); e.failed()) {
       ctx->route = "auth";
       return fail(e);
     }
