@@ -8,6 +8,13 @@
 //                   [--dir /tmp/x] [--threads 1] [--vectors 100000] [--vector-dim 128]
 // --vectors N first measures the bare VectorIndex on N clustered synthetic vectors (recall@10 of
 // each type against Flat at default search params, latency); --chunks 0 skips the corpus part.
+// --tenants T (default 0 = off) adds tenant isolation: vector i (document i) belongs to tenant
+// i % (T + 1), 0 being shared. The vector part then compares, per index type and for each query
+// of one tenant (its own + the shared vectors): no filter (not isolated), the search-time
+// IdFilter that ragd uses, and per-tenant partitions (one index per tenant plus one shared,
+// both searched, top-k merged); recall@10 is against exact filtered search. The corpus part
+// measures Corpus::search unscoped and scoped to the query document's tenant.
+//   --tenant-types "Flat;IVF1024,Flat;HNSW32" picks the types of the tenant comparison.
 //
 // Without --tokenizer a built-in word tokenizer (one token per word / punctuation byte) chunks
 // the text; with one, the engine's tokenizer does. Documents are synthetic: topic vocabularies of
@@ -18,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -163,6 +171,128 @@ void vector_section(size_t n, int dim, size_t nq, const std::string& types, int 
   }
 }
 
+// Owner of each id (by id): 0 shared, 1..T tenants. The filter ragd's Corpus uses has this shape.
+class OwnerFilter final : public IdFilter {
+ public:
+  OwnerFilter(const std::vector<uint8_t>& owners, uint8_t tenant) : owners_(owners), tenant_(tenant) {}
+  bool allowed(uint64_t id) const override { return id < owners_.size() && (owners_[id] == 0 || owners_[id] == tenant_); }
+
+ private:
+  const std::vector<uint8_t>& owners_;
+  uint8_t tenant_;
+};
+
+struct Lat {
+  std::vector<double> ms;
+  std::vector<std::vector<uint64_t>> ids;
+};
+
+double recall_vs(const std::vector<std::vector<uint64_t>>& got, const std::vector<std::vector<uint64_t>>& ref) {
+  size_t hit = 0, tot = 0;
+  for (size_t q = 0; q < got.size() && q < ref.size(); ++q) {
+    std::set<uint64_t> s(ref[q].begin(), ref[q].end());
+    for (uint64_t id : got[q]) hit += s.count(id);
+    tot += ref[q].size();
+  }
+  return tot ? static_cast<double>(hit) / static_cast<double>(tot) : 0;
+}
+
+// Tenant isolation at the vector level: no filter vs search-time filter vs per-tenant partitions.
+void tenant_section(size_t n, int dim, size_t nq, int tenants, const std::string& types, int threads) {
+  std::vector<float> all = clustered(n + nq, dim, 1000, 99);
+  const size_t d = static_cast<size_t>(dim);
+  std::vector<uint8_t> owner(n + 1, 255);
+  std::vector<std::vector<uint64_t>> part_ids(static_cast<size_t>(tenants) + 1);
+  std::vector<std::vector<float>> part_x(static_cast<size_t>(tenants) + 1);
+  std::vector<uint64_t> ids(n);
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = i + 1;
+    const uint8_t o = static_cast<uint8_t>((i + 1) % static_cast<size_t>(tenants + 1));
+    owner[i + 1] = o;
+    part_ids[o].push_back(i + 1);
+    part_x[o].insert(part_x[o].end(), all.begin() + static_cast<long>(i * d), all.begin() + static_cast<long>((i + 1) * d));
+  }
+  std::vector<float> xb(all.begin(), all.begin() + static_cast<long>(n * d));
+  const float* xq = all.data() + n * d;
+  auto tenant_of = [&](size_t q) { return static_cast<uint8_t>(1 + q % static_cast<size_t>(tenants)); };
+  std::printf("\ntenants: %d tenants + shared over %zu vectors (dim %d, %zu queries, k 10); a tenant sees %.1f%%\n",
+              tenants, n, dim, nq, 100.0 * 2.0 / (tenants + 1));
+  std::printf("%-14s %-12s %10s %10s %10s %9s\n", "index", "isolation", "build s", "q p50 ms", "q p99 ms", "recall@10");
+  std::vector<std::vector<uint64_t>> exact;  // filtered Flat: the reference
+  auto opts_for = [&](const std::string& spec) {
+    VectorIndexOptions o;
+    o.spec = spec;
+    o.dim = dim;
+    o.omp_threads = threads;
+    return o;
+  };
+  size_t pos = 0;
+  while (pos <= types.size()) {
+    size_t semi = types.find(';', pos);
+    std::string spec = types.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
+    pos = semi == std::string::npos ? types.size() + 1 : semi + 1;
+    if (spec.empty()) continue;
+    // One index over everything: unfiltered and filtered searches.
+    auto idx = VectorIndex::create(opts_for(spec));
+    if (!idx.ok()) { std::fprintf(stderr, "%s\n", idx.status().to_string().c_str()); return; }
+    auto t0 = Clock::now();
+    if (!(*idx)->add(ids, xb).ok()) return;
+    double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    auto run = [&](const std::function<std::vector<uint64_t>(size_t)>& one) {
+      Lat l;
+      for (size_t q = 0; q < nq; ++q) {
+        auto q0 = Clock::now();
+        l.ids.push_back(one(q));
+        l.ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - q0).count());
+      }
+      return l;
+    };
+    auto to_ids = [](const std::vector<Neighbor>& nb) {
+      std::vector<uint64_t> v;
+      for (const auto& x : nb) v.push_back(x.id);
+      return v;
+    };
+    Lat none = run([&](size_t q) { return to_ids((*(*idx)->search(std::span<const float>(xq + q * d, d), 10))[0]); });
+    Lat filt = run([&](size_t q) {
+      OwnerFilter f(owner, tenant_of(q));
+      SearchParams p;
+      p.filter = &f;
+      return to_ids((*(*idx)->search(std::span<const float>(xq + q * d, d), 10, p))[0]);
+    });
+    if (spec == "Flat") exact = filt.ids;
+    // Per-tenant partitions: the tenant's index and the shared one, merged.
+    std::vector<std::unique_ptr<VectorIndex>> parts;
+    t0 = Clock::now();
+    for (size_t t = 0; t < part_ids.size(); ++t) {
+      auto p = VectorIndex::create(opts_for(spec));
+      if (!p.ok() || !(*p)->add(part_ids[t], part_x[t]).ok()) return;
+      parts.push_back(std::move(p).value());
+    }
+    double part_build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    size_t untrained = 0;
+    for (const auto& p : parts) untrained += !p->trained();
+    Lat part = run([&](size_t q) {
+      std::span<const float> one(xq + q * d, d);
+      auto a = (*parts[tenant_of(q)]->search(one, 10))[0];
+      auto b = (*parts[0]->search(one, 10))[0];
+      a.insert(a.end(), b.begin(), b.end());
+      std::sort(a.begin(), a.end(), [](const Neighbor& x, const Neighbor& y) { return x.score > y.score; });
+      if (a.size() > 10) a.resize(10);
+      return to_ids(a);
+    });
+    auto row = [&](const char* iso, double bs, const Lat& l, bool isolated) {
+      std::string r = isolated ? std::to_string(recall_vs(l.ids, exact)).substr(0, 6) : "(leaks)";
+      std::printf("%-14s %-12s %10.2f %10.3f %10.3f %9s\n", spec.c_str(), iso, bs, pct(l.ms, 0.5), pct(l.ms, 0.99),
+                  r.c_str());
+    };
+    row("none", build_s, none, false);
+    row("filter", build_s, filt, true);
+    row("partitions", part_build_s, part, true);
+    if (untrained) std::printf("  (%zu of %zu partitions below the IVF training threshold: searched exactly)\n", untrained, parts.size());
+    std::fflush(stdout);
+  }
+}
+
 double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -175,6 +305,8 @@ int main(int argc, char** argv) {
   size_t target_chunks = 100000, nq = 1000, vectors = 100000;
   int chunk_tokens = 64, threads = 1, vdim = 128;
   std::string types = "Flat;IVF1024,Flat;HNSW32", tokenizer_path, dir = "/tmp/ragd-retrieval-bench";
+  int tenants = 0;
+  std::string tenant_types = "Flat;IVF1024,Flat;HNSW32";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--chunks") target_chunks = std::stoul(argv[i + 1]);
@@ -186,9 +318,13 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(argv[i + 1]);
     else if (a == "--vectors") vectors = std::stoul(argv[i + 1]);
     else if (a == "--vector-dim") vdim = std::stoi(argv[i + 1]);
+    else if (a == "--tenants") tenants = std::stoi(argv[i + 1]);
+    else if (a == "--tenant-types") tenant_types = argv[i + 1];
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
-  if (vectors > 0) vector_section(vectors, vdim, nq, types, threads);
+  if (tenants < 0 || tenants > 200) { std::fprintf(stderr, "--tenants must be in [0, 200]\n"); return 2; }
+  if (vectors > 0 && !types.empty()) vector_section(vectors, vdim, nq, types, threads);
+  if (vectors > 0 && tenants > 0) tenant_section(vectors, vdim, nq, tenants, tenant_types, threads);
   if (target_chunks == 0) return 0;
   std::shared_ptr<const engine::Tokenizer> tok;
   if (!tokenizer_path.empty()) {
@@ -207,16 +343,19 @@ int main(int argc, char** argv) {
     size_t i = docs.size();
     Document d;
     d.id = "bench-" + std::to_string(i);
+    if (tenants > 0 && i % static_cast<size_t>(tenants + 1) != 0) d.tenant = "t" + std::to_string(i % static_cast<size_t>(tenants + 1));
     size_t topic = i % 400;
     int paras = 2 + static_cast<int>(rng() % 4);
     for (int p = 0; p < paras; ++p) d.text += paragraph(rng, vocab, topic);
     est_tokens += tok->encode(d.text).size();
     docs.push_back(std::move(d));
   }
-  // Queries: two sentences of random documents.
-  std::vector<std::string> queries;
+  // Queries: two sentences of random documents (scoped to that document's tenant, if any).
+  std::vector<std::string> queries, scopes;
   for (size_t q = 0; q < nq; ++q) {
-    const std::string& t = docs[rng() % docs.size()].text;
+    const Document& qd = docs[rng() % docs.size()];
+    scopes.push_back(qd.tenant.empty() ? "t1" : qd.tenant);
+    const std::string& t = qd.text;
     size_t a = t.find(". ", rng() % (t.size() / 2));
     size_t b = a == std::string::npos ? std::string::npos : t.find(". ", a + 2);
     size_t c = b == std::string::npos ? std::string::npos : t.find(". ", b + 2);
@@ -276,6 +415,17 @@ int main(int argc, char** argv) {
       }
       recall = tot ? static_cast<double>(hit) / static_cast<double>(tot) : 0;
     }
+    std::vector<double> scoped_lat;
+    if (tenants > 0) {
+      for (size_t q = 0; q < queries.size(); ++q) {
+        auto q0 = Clock::now();
+        auto hits = (*c)->search(queries[q], 10, {}, scopes[q]);
+        scoped_lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - q0).count());
+        if (!hits.ok()) { std::fprintf(stderr, "%s\n", hits.status().to_string().c_str()); return 1; }
+        for (const auto& h : *hits)
+          if (!h.tenant.empty() && h.tenant != scopes[q]) { std::fprintf(stderr, "isolation broken\n"); return 1; }
+      }
+    }
     double mean = 0;
     for (double l : lat) mean += l;
     mean /= static_cast<double>(lat.size());
@@ -283,6 +433,9 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(stats.chunks), static_cast<double>(text_bytes) / 1e6 / ingest_s,
                 static_cast<double>(stats.chunks) / ingest_s, pct(lat, 0.5), pct(lat, 0.99), mean,
                 spec == "Flat" ? "(ref)" : std::to_string(recall).substr(0, 6).c_str());
+    if (tenants > 0)
+      std::printf("%-14s scoped to one of %d tenants: q p50 %.3f ms, q p99 %.3f ms\n", spec.c_str(), tenants,
+                  pct(scoped_lat, 0.5), pct(scoped_lat, 0.99));
     std::fflush(stdout);
     results[spec] = std::move(ids);
   }

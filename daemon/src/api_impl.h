@@ -1,5 +1,18 @@
-// Private to the daemon: the state behind Api, split over api.cpp (routing, auth, operations,
-// documents), runs.cpp (pipeline runs, SSE, WebSocket) and openai.cpp (OpenAI-compatible routes).
+// Private to the daemon: the state behind Api and the handlers of every route.
+//
+//   router.cpp       route table, dispatch, WebSocket admission, transport errors
+//   auth.cpp         API keys -> tenants (admin keys), request ids, tenant concurrency slots
+//   documents.cpp    /v1/documents
+//   operations.cpp   /healthz /readyz /metrics /v1/cache/stats /v1/pipelines
+//   run_bridge.cpp   executor submission with metrics and accounting, SSE responses
+//   pipeline_runs.cpp  the ragd run body, POST /v1/pipelines/{name}/runs
+//   ws_stream.cpp    WebSocket /v1/stream
+//   openai*.cpp      OpenAI-compatible routes
+//   api.cpp          construction and the public Api facade
+//
+// Thread-safety: every handler runs on any io thread, concurrently with the others; ApiImpl's
+// state is atomics, the thread-safe pool / limiter / registry, and runs_ under runs_mu_. Handlers
+// answer through their Responder exactly once, from any thread.
 #pragma once
 
 #include <atomic>
@@ -15,12 +28,11 @@
 #include <utility>
 #include <vector>
 
-#include <simdjson.h>
-
-#include "document_owners.h"
+#include "errors.h"
+#include "json_fields.h"
+#include "ragd/common/json_writer.h"
 #include "ragd/common/thread_pool.h"
 #include "ragd/daemon/api.h"
-#include "ragd/common/json_writer.h"
 #include "ragd/daemon/metrics.h"
 #include "tenant_limiter.h"
 
@@ -30,53 +42,21 @@ class SseBridge;  // run_events.h
 
 using Clock = std::chrono::steady_clock;
 
-// An HTTP-level failure: status, machine code, human message naming the field/problem.
-struct ApiError {
-  int status = 0;
-  std::string code, message, param;
-  std::vector<std::pair<std::string, std::string>> headers;
-  bool failed() const { return status != 0; }
-};
-HttpResponse to_response(const ApiError& e);
-ApiError bad_request(const std::string& param, const std::string& message);
-// Status from a module -> HTTP error (InvalidArgument 400, NotFound 404, ResourceExhausted 429, ...).
-ApiError from_status(const Status& st, int retry_after_s);
-
-// Typed field access on a parsed JSON object. `null` counts as absent. Each error names the field.
-class Fields {
- public:
-  explicit Fields(simdjson::dom::object obj, std::string prefix = "") : obj_(obj), prefix_(std::move(prefix)) {}
-  bool has(const char* key) const;
-  ApiError str(const char* key, std::string* out, bool required = false) const;
-  ApiError integer(const char* key, int64_t* out, int64_t lo, int64_t hi, bool* present = nullptr) const;
-  ApiError uinteger(const char* key, uint64_t* out, bool* present = nullptr) const;
-  ApiError number(const char* key, double* out, double lo, double hi, bool* present = nullptr) const;
-  ApiError boolean(const char* key, bool* out, bool* present = nullptr) const;
-  // Rejects keys not in `allowed` (typo protection on the ragd-native API).
-  ApiError only(std::initializer_list<const char*> allowed) const;
-  std::optional<simdjson::dom::element> get(const char* key) const;
-  std::string name(const char* key) const { return prefix_ + key; }
-  simdjson::dom::object object() const { return obj_; }
-
- private:
-  simdjson::dom::object obj_;
-  std::string prefix_;
-};
-
-// Parses `body` as one JSON object (thread-local parser; the result lives until the next parse
-// on this thread).
-ApiError parse_object(const std::string& body, simdjson::dom::object* out);
-
-std::string percent_decode(std::string_view s, bool* ok);
-double ms_since(Clock::time_point t0);
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 // Per-request context, created by handle().
 struct ReqCtx {
   std::string id;      // request id, on every log line
   std::string tenant;  // authenticated tenant ("default" when auth is off)
   bool authed_by_key = false;
+  bool admin = false;  // operator rights: auth is off, or the key is an admin key
   std::string route;   // metric label, e.g. "/v1/pipelines/{name}/runs"
   Clock::time_point t0 = Clock::now();
+
+  // Owner scope of the documents this caller writes: its tenant, or "" (shared) for operators.
+  std::string document_scope() const { return admin ? std::string() : tenant; }
 };
 
 // Accounting for one executor run (metrics, tenant slot, cancel-all registry).
@@ -96,18 +76,22 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   explicit ApiImpl(const DaemonConfig& cfg);
   ~ApiImpl();
 
-  // api.cpp
+  // router.cpp
   void handle(HttpRequest req, Responder respond);
   std::shared_ptr<WsHandler> open_ws(const HttpRequest& req, std::shared_ptr<StreamWriter> out, HttpResponse* reject);
   HttpResponse transport_error(int status, const std::string& code, const std::string& message);
-  ApiError authenticate(const HttpRequest& req, ReqCtx* ctx) const;
-  ApiError acquire_slot(const std::string& tenant, std::shared_ptr<void>* slot);
-  pipelines::Executor* executor() const { return ex_.load(); }
-  pipelines::DocumentApi* documents() const { return docs_.load(); }
   ApiError require_ready() const;
+
+  // auth.cpp
+  // `allow_query_key`: accept ?api_key= (only the WebSocket, whose browsers cannot set headers).
+  ApiError authenticate(const HttpRequest& req, ReqCtx* ctx, bool allow_query_key) const;
+  ApiError acquire_slot(const std::string& tenant, std::shared_ptr<void>* slot);
   std::string new_request_id(const HttpRequest* req);
 
-  // runs.cpp
+  pipelines::Executor* executor() const { return ex_.load(); }
+  pipelines::DocumentApi* documents() const { return docs_.load(); }
+
+  // run_bridge.cpp
   // Submits with metrics and accounting around `consumer`. On failure nothing was submitted.
   ApiError start_run(pipelines::RunRequest req, const std::string& route, std::shared_ptr<void> slot,
                      RunConsumer consumer);
@@ -115,10 +99,14 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   // The streaming (SSE) response of a started run: frames flow from `bridge`; a client that goes
   // away cancels the run.
   HttpResponse sse_response(std::shared_ptr<SseBridge> bridge, const std::string& rid);
+
+  // pipeline_runs.cpp
   void pipeline_run(const ReqCtx& ctx, const std::string& name, const HttpRequest& req, Responder respond);
   // Parses the ragd run body (REST and WebSocket share it) into `out`.
   ApiError parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::RunRequest* out, bool* stream,
                           bool allow_pipeline_field);
+
+  // ws_stream.cpp
   std::shared_ptr<WsHandler> make_ws_handler(ReqCtx ctx, std::shared_ptr<StreamWriter> out);
 
   // openai.cpp
@@ -126,12 +114,15 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   void embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
   void models(const ReqCtx& ctx, const std::string& id, Responder respond);
 
-  // api.cpp (documents, operations)
+  // documents.cpp
   void documents_post(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
   void documents_get(const ReqCtx& ctx, const std::string& id, Responder respond);
   void documents_delete(const ReqCtx& ctx, const std::string& id, Responder respond);
+
+  // operations.cpp
   std::string render_metrics();
-  std::string cache_stats_json();
+  std::string cache_stats_json(const ReqCtx& ctx);
+  std::string pipelines_json(const std::string& name, bool* found) const;  // name "" = the list
 
   DaemonConfig cfg_;
   MetricsRegistry reg_;
@@ -164,15 +155,9 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   int64_t created_unix_ = 0;
   ThreadPool blocking_;  // documents and embeddings (may block on storage / compute)
   TenantLimiter limiter_;
-  DocumentOwners owners_;
 
-  std::mutex runs_mu_;
+  mutable std::mutex runs_mu_;
   std::unordered_map<std::string, std::shared_ptr<RunTrack>> runs_;  // guarded by runs_mu_
 };
-
-// JSON fragments shared by the REST, SSE and WebSocket encoders.
-void write_sources(JsonWriter& w, const std::vector<pipelines::Source>& s);
-void write_usage(JsonWriter& w, const pipelines::Usage& u);
-void write_timings(JsonWriter& w, const pipelines::Timings& t);
 
 }  // namespace ragd::daemon

@@ -132,15 +132,16 @@ const char* node_type_name(const toml::node& n) {
 
 Status apply_node(DaemonConfig& cfg, const std::string& key, const toml::node& n) {
   // Map-valued sections first.
-  if (key == "auth.keys") {
+  if (key == "auth.keys" || key == "auth.admin_keys") {
+    auto& keys = key == "auth.keys" ? cfg.auth.keys : cfg.auth.admin_keys;
     const toml::table* t = n.as_table();
-    if (!t) return Status::InvalidArgument("auth.keys: expected a table of \"api-key\" = \"tenant\"");
+    if (!t) return Status::InvalidArgument(key + ": expected a table of \"api-key\" = \"tenant\"");
     for (const auto& [k, v] : *t) {
       auto tenant = v.value<std::string>();
       if (!tenant || tenant->empty())
-        return Status::InvalidArgument("auth.keys." + std::string(k.str()) + ": expected a non-empty tenant string");
-      if (k.str().empty()) return Status::InvalidArgument("auth.keys: empty API key");
-      cfg.auth.keys[std::string(k.str())] = *tenant;
+        return Status::InvalidArgument(key + "." + std::string(k.str()) + ": expected a non-empty tenant string");
+      if (k.str().empty()) return Status::InvalidArgument(key + ": empty API key");
+      keys[std::string(k.str())] = *tenant;
     }
     return Status::OK();
   }
@@ -310,11 +311,17 @@ std::string to_toml(const DaemonConfig& cfg_in, bool show_secrets) {
   os << "\n# Per-tenant overrides: [limits.tenants.NAME] max_concurrent = N\n";
   for (const auto& [t, l] : cfg.limits.tenants)
     os << "[limits.tenants." << toml_quote(t) << "]\nmax_concurrent = " << l.max_concurrent << "\n";
-  os << "\n# API keys: \"key\" = \"tenant\". Empty = auth disabled.\n[auth.keys]\n";
-  for (const auto& [k, t] : cfg.auth.keys) {
-    std::string shown = show_secrets ? k : (k.size() > 4 ? k.substr(0, 4) + "..." : std::string("..."));
-    os << toml_quote(shown) << " = " << toml_quote(t) << "\n";
-  }
+  auto print_keys = [&](const char* table, const std::map<std::string, std::string>& keys) {
+    os << "[" << table << "]\n";
+    for (const auto& [k, t] : keys) {
+      std::string shown = show_secrets ? k : (k.size() > 4 ? k.substr(0, 4) + "..." : std::string("..."));
+      os << toml_quote(shown) << " = " << toml_quote(t) << "\n";
+    }
+  };
+  os << "\n# API keys: \"key\" = \"tenant\". Empty (with no admin keys) = auth disabled.\n";
+  print_keys("auth.keys", cfg.auth.keys);
+  os << "\n# Admin API keys: \"key\" = \"tenant\"; they also write shared documents and see full cache stats.\n";
+  print_keys("auth.admin_keys", cfg.auth.admin_keys);
   return os.str();
 }
 

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "io threads (server.threads)");
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
   app.add_option("--api-key", api_keys, "KEY=TENANT; repeatable; enables auth");
+  std::vector<std::string> admin_keys;
+  app.add_option("--admin-key", admin_keys, "KEY=TENANT with operator rights; repeatable; enables auth");
   app.add_option("--set", sets, "any option as section.key=value; repeatable");
   app.add_flag("--print-config", print_config, "print the effective config as TOML and exit");
   app.add_flag("--show-secrets", show_secrets, "with --print-config: print API keys unmasked");
@@ -83,6 +85,12 @@ int main(int argc, char** argv) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
       return die(Status::InvalidArgument("--api-key: expected KEY=TENANT"));
     cfg.auth.keys[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& kv : admin_keys) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      return die(Status::InvalidArgument("--admin-key: expected KEY=TENANT"));
+    cfg.auth.admin_keys[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (Status st = daemon::validate(cfg); !st.ok()) return die(st);
   if (print_config) {

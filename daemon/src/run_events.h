@@ -1,4 +1,5 @@
-// Private: encoding of run events for SSE and WebSocket, and the SSE bridge.
+// Private to the daemon: encoding of run results (sources, usage, timings, events) shared by the
+// REST, SSE and WebSocket answers, and the SSE bridge.
 #pragma once
 
 #include <memory>
@@ -6,9 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "api_impl.h"
+#include "errors.h"
+#include "ragd/common/json_writer.h"
+#include "ragd/daemon/server.h"
+#include "ragd/pipelines/executor.h"
 
 namespace ragd::daemon {
+
+// JSON fragments.
+void write_sources(JsonWriter& w, const std::vector<pipelines::Source>& s);
+void write_usage(JsonWriter& w, const pipelines::Usage& u);
+void write_timings(JsonWriter& w, const pipelines::Timings& t);
 
 // {"event":"sources"|"token"|"done"|"error", ...} — the WebSocket message and the SSE data line.
 std::string event_json(const pipelines::RunEvent& ev, const std::string& run_id);

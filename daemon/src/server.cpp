@@ -76,6 +76,32 @@ std::string reason_phrase(int status) {
   return r.empty() ? std::string("Unknown") : std::string(r);
 }
 
+// True when the request has no Transfer-Encoding, or its codings (over every such header) end in
+// one "chunked" that appears nowhere else.
+bool transfer_encoding_ok(const http::request<http::string_body>& req) {
+  std::vector<std::string> codings;
+  for (const auto& f : req) {
+    if (f.name() != http::field::transfer_encoding) continue;
+    std::string_view v = f.value();
+    size_t i = 0;
+    while (i <= v.size()) {
+      size_t j = v.find(',', i);
+      if (j == std::string_view::npos) j = v.size();
+      std::string_view c = v.substr(i, j - i);
+      while (!c.empty() && (c.front() == ' ' || c.front() == '\t')) c.remove_prefix(1);
+      while (!c.empty() && (c.back() == ' ' || c.back() == '\t')) c.remove_suffix(1);
+      std::string lc;
+      for (char ch : c) lc += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      codings.push_back(lc);
+      i = j + 1;
+    }
+  }
+  if (codings.empty()) return true;
+  for (size_t i = 0; i + 1 < codings.size(); ++i)
+    if (codings[i] == "chunked" || codings[i].empty()) return false;
+  return codings.back() == "chunked";
+}
+
 std::string serialize_head(const HttpResponse& r, bool keep_alive, bool chunked, size_t content_length) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
   out += "Server: ragd\r\n";
@@ -345,6 +371,12 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
       return do_close();
     }
     stream_.expires_never();
+    // RFC 9112 6.1: a request whose transfer coding is not a final "chunked" cannot be framed;
+    // answer 400 and close, so that bytes after it are never read as another request.
+    if (!transfer_encoding_ok(parser_->get())) {
+      return reject(400, "bad_transfer_encoding",
+                    "unsupported Transfer-Encoding: only a final 'chunked' coding is accepted");
+    }
     if (websocket::is_upgrade(parser_->get())) {
       upgraded_ = true;
       auto ws = std::make_shared<WsSession>(std::move(stream_), sh_, remote_);

@@ -150,7 +150,8 @@ void ExecutorImpl::prepare(std::unique_ptr<Req> r) {
       } else {
         retrieval::SearchParams sp;
         sp.nprobe = r->spec->nprobe;
-        auto hits = corpus_->search(q.query, k, sp);
+        // The request's tenant sees its own documents and the shared ones, filtered inside the search.
+        auto hits = corpus_->search(q.query, k, sp, q.tenant);
         if (!hits.ok()) {
           r->error = "retrieval failed: " + hits.status().to_string();
         } else {

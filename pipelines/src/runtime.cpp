@@ -25,7 +25,8 @@ class CorpusDocuments final : public DocumentApi {
   Result<IngestSummary> ingest(std::vector<DocumentInput> docs) override {
     std::vector<retrieval::Document> in;
     in.reserve(docs.size());
-    for (auto& d : docs) in.push_back({std::move(d.id), std::move(d.title), std::move(d.text), std::move(d.source)});
+    for (auto& d : docs)
+      in.push_back({std::move(d.id), std::move(d.title), std::move(d.text), std::move(d.source), std::move(d.tenant)});
     RAGD_ASSIGN_OR_RETURN(retrieval::IngestSummary s, corpus_->ingest(in));
     IngestSummary o;
     o.ingested = static_cast<int>(s.ingested);
@@ -37,14 +38,15 @@ class CorpusDocuments final : public DocumentApi {
     return o;
   }
 
-  Result<DocumentInfo> get(const std::string& id) const override {
-    RAGD_ASSIGN_OR_RETURN(auto info, corpus_->get_document(id));
+  Result<DocumentInfo> get(const std::string& id, const std::string& tenant) const override {
+    RAGD_ASSIGN_OR_RETURN(auto info, corpus_->get_document(id, tenant));
     if (!info) return Status::NotFound("document '" + id + "' not found");
     DocumentInfo o;
     o.id = info->id;
     o.title = info->title;
     o.source = info->source;
     o.content_hash = info->content_hash;
+    o.tenant = info->tenant;
     o.chunk_ids = info->chunk_ids;
     RAGD_ASSIGN_OR_RETURN(auto chunks, corpus_->get_chunks(info->chunk_ids));
     for (const auto& c : chunks)
@@ -52,8 +54,8 @@ class CorpusDocuments final : public DocumentApi {
     return o;
   }
 
-  Status remove(const std::string& id) override {
-    RAGD_ASSIGN_OR_RETURN(bool existed, corpus_->remove_document(id));
+  Status remove(const std::string& id, const std::string& tenant) override {
+    RAGD_ASSIGN_OR_RETURN(bool existed, corpus_->remove_document(id, tenant));
     if (!existed) return Status::NotFound("document '" + id + "' not found");
     return Status::OK();
   }
@@ -76,8 +78,8 @@ class CorpusDocuments final : public DocumentApi {
 class NoDocuments final : public DocumentApi {
  public:
   Result<IngestSummary> ingest(std::vector<DocumentInput>) override { return unavailable(); }
-  Result<DocumentInfo> get(const std::string&) const override { return unavailable(); }
-  Status remove(const std::string&) override { return unavailable(); }
+  Result<DocumentInfo> get(const std::string&, const std::string&) const override { return unavailable(); }
+  Status remove(const std::string&, const std::string&) override { return unavailable(); }
   Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>&) const override { return unavailable(); }
 
  private:

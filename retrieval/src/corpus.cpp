@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -62,8 +63,29 @@ std::string tokenizer_fingerprint(const engine::Tokenizer& tok) {
 }
 
 DocumentInfo to_info(const StoredDocument& d) {
-  return DocumentInfo{d.id, d.source, d.title, d.content_hash.to_hex(), d.bytes, d.seq, d.chunk_ids};
+  std::string tenant, id;
+  if (!split_document_key(d.id, &tenant, &id)) id = d.id;
+  return DocumentInfo{id, d.source, d.title, d.tenant, d.content_hash.to_hex(), d.bytes, d.seq, d.chunk_ids};
 }
+
+// Owner codes of chunks: 0 = unknown (never visible to a tenant), 1 = shared, 2+ = a tenant.
+constexpr uint32_t kNoOwner = 0, kShared = 1;
+
+// Admits the chunks of one tenant (code) and the shared ones. Reads `owners` under the caller's
+// shared lock.
+class OwnerFilter final : public IdFilter {
+ public:
+  OwnerFilter(const std::vector<uint32_t>& owners, uint32_t tenant) : owners_(owners), tenant_(tenant) {}
+  bool allowed(uint64_t id) const override {
+    if (id >= owners_.size()) return false;
+    const uint32_t c = owners_[id];
+    return c == kShared || (tenant_ != kNoOwner && c == tenant_);
+  }
+
+ private:
+  const std::vector<uint32_t>& owners_;
+  uint32_t tenant_;
+};
 
 }  // namespace
 
@@ -78,12 +100,58 @@ struct Corpus::Impl {
   std::optional<Chunker> chunker;
   std::string tokenizer_fp;  // "" when no tokenizer
 
+  // Chunk owners for search-time filtering. Updated before vectors enter the index and after they
+  // leave it, so that every indexed id has its owner.
+  mutable std::shared_mutex owner_mu;
+  std::vector<uint32_t> chunk_owner;                       // guarded by owner_mu; by chunk id
+  std::unordered_map<std::string, uint32_t> tenant_codes;  // guarded by owner_mu; "" -> kShared
+
   std::mutex write_mu;                 // serialises ingest / remove / save
   uint64_t index_saved_seq = 0;        // guarded by write_mu
   uint64_t changes_since_save = 0;     // guarded by write_mu
   Clock::time_point last_save = Clock::now();  // guarded by write_mu
 
   std::string index_path() const { return dir + "/index.faiss"; }
+
+  // Caller holds owner_mu exclusively.
+  uint32_t code_of_locked(const std::string& tenant) {
+    if (tenant.empty()) return kShared;
+    auto [it, fresh] = tenant_codes.emplace(tenant, static_cast<uint32_t>(tenant_codes.size() + 2));
+    return it->second;
+  }
+  void set_owner(const std::vector<uint64_t>& ids, const std::string& tenant) {
+    std::unique_lock lk(owner_mu);
+    const uint32_t code = code_of_locked(tenant);
+    for (uint64_t id : ids) {
+      if (id >= chunk_owner.size()) chunk_owner.resize(std::max<size_t>(id + 1, chunk_owner.size() * 2), kNoOwner);
+      chunk_owner[id] = code;
+    }
+  }
+  void clear_owner(const std::vector<uint64_t>& ids) {
+    std::unique_lock lk(owner_mu);
+    for (uint64_t id : ids)
+      if (id < chunk_owner.size()) chunk_owner[id] = kNoOwner;
+  }
+  // Reads every document record: the owner of every chunk. A record that cannot be read fails
+  // the open (fail closed).
+  Status load_owners() {
+    Status st = store->for_each_document([&](const StoredDocument& d) {
+      set_owner(d.chunk_ids, d.tenant);
+      return true;
+    });
+    if (!st.ok())
+      return Status::Corruption("document ownership cannot be read (" + st.message() +
+                                "); refusing to serve a store whose owners are unknown. Restore the data directory "
+                                "from a backup, or re-ingest into a new one");
+    return Status::OK();
+  }
+  // The filter of a scope; nullopt = no filter. Caller holds owner_mu shared while it is used.
+  std::optional<OwnerFilter> filter_for(const TenantScope& scope) const {
+    if (!scope) return std::nullopt;
+    uint32_t code = kNoOwner;
+    if (auto it = tenant_codes.find(*scope); !scope->empty() && it != tenant_codes.end()) code = it->second;
+    return OwnerFilter(chunk_owner, code);
+  }
 
   Status rebuild_index() {
     VectorIndexOptions io = opts.index;
@@ -163,18 +231,21 @@ struct Corpus::Impl {
     std::vector<uint64_t> ids;
     for (const auto& n : nb) ids.push_back(n.id);
     RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(ids));
-    std::unordered_map<std::string, std::pair<std::string, std::string>> docs;  // id -> source, title
+    std::unordered_map<std::string, std::pair<std::string, std::string>> docs;  // key -> source, title
     std::vector<Hit> out;
     for (size_t i = 0; i < nb.size(); ++i) {
       if (!chunks[i]) continue;  // removed since the index answered
       Hit h;
       h.score = nb[i].score;
       h.chunk = std::move(chunks[i]->chunk);
-      auto it = docs.find(h.chunk.doc_id);
+      std::string key = h.chunk.doc_id;
+      if (!split_document_key(key, &h.tenant, &h.chunk.doc_id))
+        return Status::Corruption("docstore: chunk " + std::to_string(h.chunk.id) + ": malformed document key");
+      auto it = docs.find(key);
       if (it == docs.end()) {
-        RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(h.chunk.doc_id));
-        it = docs.emplace(h.chunk.doc_id, d ? std::make_pair(d->source, d->title)
-                                            : std::make_pair(h.chunk.doc_id, std::string()))
+        RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(key));
+        it = docs.emplace(key, d ? std::make_pair(d->source, d->title)
+                                 : std::make_pair(h.chunk.doc_id, std::string()))
                  .first;
       }
       h.source = it->second.first;
@@ -263,6 +334,8 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     m->tokenizer_fp = tokenizer_fingerprint(*m->tokenizer);
   }
 
+  RAGD_RETURN_IF_ERROR(m->load_owners());
+
   // Vector index: the saved file plus the store batches it does not cover.
   bool rebuild = true;
   if (fs::exists(m->index_path())) {
@@ -310,11 +383,18 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   IngestSummary sum;
   Mutation mut;
   if (!stored_tok) mut.put_meta["tokenizer"] = m.tokenizer_fp;
-  std::unordered_map<std::string, size_t> last_of;  // a repeated id: the last one wins
-  for (size_t i = 0; i < docs.size(); ++i) last_of[docs[i].id] = i;
+  // Shared documents are read-only to tenants: refuse the whole call before anything is written.
+  for (const Document& d : docs) {
+    if (d.tenant.empty() || d.id.empty()) continue;
+    RAGD_ASSIGN_OR_RETURN(auto shared, m.store->get_document(document_key("", d.id)));
+    if (shared) return Status::PermissionDenied("document '" + d.id + "' is shared and read-only");
+  }
+  std::unordered_map<std::string, size_t> last_of;  // a repeated key: the last one wins
+  for (size_t i = 0; i < docs.size(); ++i) last_of[document_key(docs[i].tenant, docs[i].id)] = i;
   std::vector<uint64_t> removed_ids;
   std::vector<StoredChunk> new_chunks;
   std::vector<std::string> embed_texts;  // per new chunk: document title + chunk text
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> owned;  // tenant, chunk ids written
   for (size_t i = 0; i < docs.size(); ++i) {
     const Document& d = docs[i];
     std::string who = d.id.empty() ? "#" + std::to_string(i) : d.id;
@@ -325,7 +405,13 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
     if (d.id.empty()) { reject("empty document id"); continue; }
     if (d.id.size() > 1024) { reject("document id longer than 1024 bytes"); continue; }
     if (find_invalid_utf8(d.id) != std::string::npos) { reject("document id is not valid UTF-8"); continue; }
-    if (last_of[d.id] != i) { reject("duplicate id in the same batch (the later one is used)"); continue; }
+    if (d.id[0] == '\x01') { reject("document id starts with a control character"); continue; }
+    if (d.tenant.find('\x01') != std::string::npos || find_invalid_utf8(d.tenant) != std::string::npos) {
+      reject("invalid tenant name");
+      continue;
+    }
+    const std::string key = document_key(d.tenant, d.id);
+    if (last_of[key] != i) { reject("duplicate id in the same batch (the later one is used)"); continue; }
     if (size_t bad = find_invalid_utf8(d.text); bad != std::string::npos) {
       reject("text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
       continue;
@@ -334,15 +420,16 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
     Hasher128 h;
     h.str(d.title).str(d.text);
     Hash128 hash = h.digest();
-    RAGD_ASSIGN_OR_RETURN(auto existing, m.store->get_document(d.id));
+    RAGD_ASSIGN_OR_RETURN(auto existing, m.store->get_document(key));
     if (existing && existing->content_hash == hash) {
       ++sum.unchanged;
       continue;
     }
-    std::vector<Chunk> chunks = m.chunker->chunk(d.id, d.text);
+    std::vector<Chunk> chunks = m.chunker->chunk(key, d.text);
     if (chunks.empty()) { reject("empty text"); continue; }
     StoredDocument sd;
-    sd.id = d.id;
+    sd.id = key;
+    sd.tenant = d.tenant;
     sd.source = d.source.empty() ? d.id : d.source;
     sd.title = d.title;
     sd.content_hash = hash;
@@ -361,6 +448,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
       ++sum.ingested;
     }
     sum.bytes += d.text.size();
+    owned.emplace_back(d.tenant, sd.chunk_ids);
     mut.put_documents.push_back(std::move(sd));
   }
   if (mut.put_documents.empty()) return sum;
@@ -389,8 +477,11 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   mut.put_chunks = std::move(new_chunks);
   mut.delete_chunks = removed_ids;
   RAGD_ASSIGN_OR_RETURN(sum.seq, m.store->apply(std::move(mut)));  // durable from here on
-  // The index follows the store; if this fails the next open replays the store's log.
+  // The index follows the store; if this fails the next open replays the store's log. Owners
+  // are known before the vectors become searchable.
   RAGD_RETURN_IF_ERROR(m.index->remove(removed_ids).status());
+  m.clear_owner(removed_ids);
+  for (const auto& [tenant, ids] : owned) m.set_owner(ids, tenant);
   RAGD_RETURN_IF_ERROR(m.index->add(add_ids, add_vecs));
   m.changes_since_save += add_ids.size() + removed_ids.size();
   Status st = m.maybe_save_locked();
@@ -399,39 +490,67 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
 }
 
 Result<std::optional<DocumentInfo>> Corpus::get_document(const std::string& id) const {
-  RAGD_ASSIGN_OR_RETURN(auto d, impl_->store->get_document(id));
+  return get_document(id, "");
+}
+
+Result<std::optional<DocumentInfo>> Corpus::get_document(const std::string& id, const std::string& tenant) const {
+  if (!tenant.empty()) {
+    RAGD_ASSIGN_OR_RETURN(auto own, impl_->store->get_document(document_key(tenant, id)));
+    if (own) return std::optional<DocumentInfo>(to_info(*own));
+  }
+  if (!id.empty() && id[0] == '\x01') return std::optional<DocumentInfo>();
+  RAGD_ASSIGN_OR_RETURN(auto d, impl_->store->get_document(document_key("", id)));
   if (!d) return std::optional<DocumentInfo>();
   return std::optional<DocumentInfo>(to_info(*d));
 }
 
-Result<bool> Corpus::remove_document(const std::string& id) {
+Result<bool> Corpus::remove_document(const std::string& id) { return remove_document(id, ""); }
+
+Result<bool> Corpus::remove_document(const std::string& id, const std::string& tenant) {
   Impl& m = *impl_;
   if (m.opts.read_only) return Status::FailedPrecondition(m.dir + ": corpus opened read-only");
+  if (!id.empty() && id[0] == '\x01') return false;
   std::lock_guard lk(m.write_mu);
-  RAGD_ASSIGN_OR_RETURN(auto d, m.store->get_document(id));
-  if (!d) return false;
+  RAGD_ASSIGN_OR_RETURN(auto d, m.store->get_document(document_key(tenant, id)));
+  if (!d) {
+    if (tenant.empty()) return false;
+    RAGD_ASSIGN_OR_RETURN(auto shared, m.store->get_document(document_key("", id)));
+    if (shared) return Status::PermissionDenied("document '" + id + "' is shared and read-only");
+    return false;
+  }
   Mutation mut;
-  mut.delete_documents.push_back(id);
+  mut.delete_documents.push_back(d->id);
   mut.delete_chunks = d->chunk_ids;
   RAGD_RETURN_IF_ERROR(m.store->apply(std::move(mut)).status());
   RAGD_RETURN_IF_ERROR(m.index->remove(d->chunk_ids).status());
+  m.clear_owner(d->chunk_ids);
   m.changes_since_save += d->chunk_ids.size();
   Status st = m.maybe_save_locked();
   if (!st.ok()) log::retrieval()->error("saving the vector index: {}", st.to_string());
   return true;
 }
 
-Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const SearchParams& params) const {
+Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const SearchParams& params,
+                                        const TenantScope& scope) const {
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
   RAGD_ASSIGN_OR_RETURN(auto q, impl_->embed_query(query));
-  RAGD_ASSIGN_OR_RETURN(auto res, impl_->index->search(q, k, params));
+  std::vector<std::vector<Neighbor>> res;
+  {
+    std::shared_lock lk(impl_->owner_mu);
+    auto filter = impl_->filter_for(scope);
+    SearchParams p = params;
+    if (filter) p.filter = &*filter;
+    RAGD_ASSIGN_OR_RETURN(res, impl_->index->search(q, k, p));
+  }
   return impl_->hits_for(res[0]);
 }
 
 Status Corpus::search_progressive(std::string_view query, int k, std::span<const int> stages,
-                                  const VectorIndex::StageCallback& on_stage) const {
+                                  const VectorIndex::StageCallback& on_stage, const TenantScope& scope) const {
   RAGD_ASSIGN_OR_RETURN(auto q, impl_->embed_query(query));
-  return impl_->index->search_progressive(q, k, stages, on_stage);
+  std::shared_lock lk(impl_->owner_mu);
+  auto filter = impl_->filter_for(scope);
+  return impl_->index->search_progressive(q, k, stages, on_stage, filter ? &*filter : nullptr);
 }
 
 Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors) const {

@@ -14,13 +14,16 @@ namespace ragd::retrieval {
 namespace {
 
 constexpr uint8_t kRecordVersion = 1;
+constexpr uint8_t kDocumentVersion = 2;  // v2 = v1 + owner tenant; v1 documents are shared
+constexpr char kTenantMark = '\x01';
 enum Cf : size_t { kDefault = 0, kDocuments = 1, kChunks = 2, kManifest = 3 };
 const char* const kCfNames[] = {"default", "documents", "chunks", "manifest"};
 const std::string kLogPrefix = "log/";
 
 std::string encode_document(const StoredDocument& d) {
   Encoder e;
-  e.u8(kRecordVersion);
+  e.u8(kDocumentVersion);
+  e.str(d.tenant);
   e.str(d.source);
   e.str(d.title);
   e.u64(d.content_hash.lo);
@@ -36,6 +39,7 @@ Result<StoredDocument> decode_document(const std::string& id, std::string_view r
   StoredDocument d;
   d.id = id;
   uint8_t v = dc.u8();
+  if (v == kDocumentVersion) d.tenant = dc.str();
   d.source = dc.str();
   d.title = dc.str();
   d.content_hash.lo = dc.u64();
@@ -43,7 +47,11 @@ Result<StoredDocument> decode_document(const std::string& id, std::string_view r
   d.bytes = dc.u64();
   d.seq = dc.u64();
   d.chunk_ids = dc.array<uint64_t>();
-  if (!dc.done() || v != kRecordVersion) return Status::Corruption("docstore: document '" + id + "': bad record");
+  if (!dc.done() || (v != kRecordVersion && v != kDocumentVersion))
+    return Status::Corruption("docstore: document record '" + id + "': bad record (checksum or format)");
+  std::string key_tenant, key_id;
+  if (!split_document_key(id, &key_tenant, &key_id) || key_tenant != d.tenant)
+    return Status::Corruption("docstore: document record '" + id + "': owner does not match its key");
   return d;
 }
 
@@ -110,6 +118,30 @@ uint64_t parse_u64(const std::optional<std::string>& v) {
 }
 
 }  // namespace
+
+std::string document_key(const std::string& tenant, const std::string& id) {
+  if (tenant.empty()) return id;
+  std::string k;
+  k.reserve(tenant.size() + id.size() + 2);
+  k += kTenantMark;
+  k += tenant;
+  k += kTenantMark;
+  k += id;
+  return k;
+}
+
+bool split_document_key(std::string_view key, std::string* tenant, std::string* id) {
+  if (key.empty() || key[0] != kTenantMark) {
+    tenant->clear();
+    *id = std::string(key);
+    return !key.empty();
+  }
+  size_t end = key.find(kTenantMark, 1);
+  if (end == std::string_view::npos || end == 1 || end + 1 >= key.size()) return false;
+  *tenant = std::string(key.substr(1, end - 1));
+  *id = std::string(key.substr(end + 1));
+  return true;
+}
 
 DocStore::~DocStore() {
   if (db_) {

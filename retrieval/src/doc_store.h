@@ -1,11 +1,18 @@
 // DocStore: the RocksDB half of a corpus (private to the retrieval module).
 //
 // Column families:
-//   documents  doc id            -> source, title, content hash, byte size, seq, chunk ids
+//   documents  document key      -> owner tenant, source, title, content hash, byte size, seq, chunk ids
 //   chunks     be64(chunk id)    -> doc id, index, byte/token offsets, text, token ids, vector, seq
 //   manifest   "seq", "next_chunk_id", "num_chunks", "num_docs", "embedder", "index_spec",
 //              "dim", "tokenizer" -> values;  "log/" + be64(seq) -> chunk ids added and removed
 // Every record ends with an xxh3-64 checksum; a mismatch reads as Corruption naming the key.
+//
+// Ownership: a document belongs to a tenant or is shared (tenant ""). The tenant is part of the
+// document key (document_key(): a shared document's key is its id, a tenant's is
+// "\x01" TENANT "\x01" ID, so tenants have their own id spaces) and is recorded in the document
+// record itself (record version 2), both written in the batch that writes the document and its
+// chunks. Version-1 records (stores written before tenants existed) carry no tenant: their
+// documents are shared. A record whose tenant disagrees with its key is Corruption.
 // apply() writes one WriteBatch (documents, chunks, the log entry and the counters) with
 // sync=true: when it returns OK the change is durable, and a crash leaves all of it or none.
 // Thread-safety: reads are safe from any thread; apply()/prune_log()/put_meta() must be
@@ -19,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ragd/common/hash.h"
@@ -32,8 +40,14 @@ class ColumnFamilyHandle;
 
 namespace ragd::retrieval {
 
+// The key of document `id` owned by `tenant` ("" = shared).
+std::string document_key(const std::string& tenant, const std::string& id);
+// Splits a document key into tenant and id; false when the key is malformed.
+bool split_document_key(std::string_view key, std::string* tenant, std::string* id);
+
 struct StoredDocument {
-  std::string id;
+  std::string id;      // the document key (see document_key())
+  std::string tenant;  // owner; "" = shared
   std::string source;
   std::string title;
   Hash128 content_hash;

@@ -76,14 +76,10 @@ Result<std::unique_ptr<Embedder>> make_embedder(const EmbedderOptions& opts,
   if (opts.name == "model") {
     if (opts.model_dir.empty()) return Status::InvalidArgument("embedder 'model': no model directory given");
     if (!tokenizer) return Status::InvalidArgument("embedder 'model': needs a tokenizer");
-#ifdef RAGD_HAVE_ENGINE_MODEL
     engine::ModelOptions mo;
     mo.kv_pool_bytes = 16ull << 20;
     RAGD_ASSIGN_OR_RETURN(auto model, engine::Model::load(opts.model_dir, mo));
     return make_model_embedder(std::move(model), std::move(tokenizer), opts.max_tokens);
-#else
-    return Status::Unimplemented("embedder 'model': this build's engine cannot load models yet");
-#endif
   }
   return Status::InvalidArgument("unknown embedder '" + opts.name + "' (known: hashing, model)");
 }

@@ -151,7 +151,7 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
     if (ec || !fs::exists(st)) return Status::InvalidArgument(p + ": no such file or directory");
     if (fs::is_regular_file(st)) {
       // An explicitly named file is read even without a known extension (as plain text).
-      out.push_back({abs.string(), fs::file_size(abs, ec)});
+      out.push_back({abs.string(), fs::file_size(abs, ec), abs.filename().string()});
       continue;
     }
     if (!fs::is_directory(st)) {
@@ -181,12 +181,25 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
         skipped->push_back({path, "unsupported file type '" + de.path().extension().string() + "'"});
         continue;
       }
-      found.push_back({path, de.file_size(ec)});
+      found.push_back({path, de.file_size(ec), de.path().lexically_normal().lexically_relative(abs).string()});
     }
     std::sort(found.begin(), found.end(), [](const InputFile& a, const InputFile& b) { return a.path < b.path; });
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
+}
+
+void relabel_documents(const InputFile& f, ReadResult* r) {
+  if (f.id.empty()) return;
+  auto relabel = [&](std::string& s) {
+    if (s == f.path) s = f.id;
+    else if (s.size() > f.path.size() && s.compare(0, f.path.size(), f.path) == 0 && s[f.path.size()] == ':')
+      s = f.id + s.substr(f.path.size());
+  };
+  for (auto& d : r->documents) {
+    relabel(d.id);
+    relabel(d.source);
+  }
 }
 
 ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts) {

@@ -250,6 +250,7 @@ struct VectorIndex::Impl {
     const idx_t want = std::min<idx_t>(k, static_cast<idx_t>(m.live.size()));
     const idx_t total = m.index->ntotal;
     idx_t kk = m.tombstones.empty() ? want : std::min<idx_t>(total, 2 * want + 16);
+    if (params.filter && m.ps.kind == Kind::kHNSW && !m.staging) kk = std::min<idx_t>(total, std::max<idx_t>(kk, 2 * want + 16));
     std::vector<float> D;
     std::vector<idx_t> I;
     try {
@@ -265,7 +266,9 @@ struct VectorIndex::Impl {
           }
           if (static_cast<idx_t>(out[q].size()) < want) short_of = true;
         }
-        if (!short_of || m.tombstones.empty() || kk >= total) break;
+        // Tombstones and filters on a graph walk can leave a query short: widen and retry.
+        const bool may_widen = !m.tombstones.empty() || (params.filter && m.ps.kind == Kind::kHNSW && !m.staging);
+        if (!short_of || !may_widen || kk >= total) break;
         kk = std::min<idx_t>(total, kk * 4);
       }
     } catch (const std::exception& e) {
@@ -274,29 +277,49 @@ struct VectorIndex::Impl {
     return out;
   }
 
-  // Top-k for n queries from the current index, without tombstone filtering. Caller holds mu.
+  // Top-k for n queries from the current index, without tombstone filtering (the filter of `sp`
+  // applies inside the scan). Caller holds mu.
   void raw_search(size_t n, const float* q, idx_t k, const SearchParams& sp, std::vector<float>* D,
                   std::vector<idx_t>* I) const {
     D->assign(n * static_cast<size_t>(k), 0.0f);
     I->assign(n * static_cast<size_t>(k), -1);
-    if (staging || ps.kind == Kind::kFlat) {
-      index->search(static_cast<idx_t>(n), q, k, D->data(), I->data());
-      return;
-    }
-    if (ps.kind == Kind::kIVF) {
+    if (ps.kind == Kind::kIVF && !staging) {
+      // IVF stores the external ids itself.
+      ExternalSelector sel(sp.filter);
       faiss::SearchParametersIVF p;
       p.nprobe = static_cast<size_t>(std::min(ps.nlist, sp.nprobe > 0 ? sp.nprobe : opts.default_nprobe));
+      if (sp.filter) p.sel = &sel;
       index->search(static_cast<idx_t>(n), q, k, D->data(), I->data(), &p);
       return;
     }
-    // HNSW: search the graph directly, then map internal -> external ids. FAISS 1.7.3 ignores
-    // SearchParametersHNSW::efSearch, so a non-default efSearch is set on the index by a caller
-    // holding mu exclusively (see needs_exclusive); FAISS itself uses max(efSearch, k).
+    // Flat, staging and HNSW: an IndexIDMap2 over an index of internal ids. FAISS 1.7.3's
+    // IndexIDMap refuses search parameters, so the inner index is searched (with a selector that
+    // translates internal ids) and the answers are mapped to external ids here. FAISS 1.7.3 also
+    // ignores SearchParametersHNSW::efSearch, so a non-default efSearch is set on the index by a
+    // caller holding mu exclusively (see needs_exclusive); FAISS itself uses max(efSearch, k).
     auto* idmap = dynamic_cast<const faiss::IndexIDMap2*>(index.get());
-    idmap->index->search(static_cast<idx_t>(n), q, k, D->data(), I->data());
+    InternalSelector sel(sp.filter, &idmap->id_map);
+    faiss::SearchParametersHNSW p;  // a SearchParameters that HNSW also accepts
+    if (sp.filter) p.sel = &sel;
+    if (faiss::HNSW* h = hnsw()) p.efSearch = h->efSearch;
+    idmap->index->search(static_cast<idx_t>(n), q, k, D->data(), I->data(), sp.filter ? &p : nullptr);
     for (auto& l : *I)
       if (l >= 0) l = idmap->id_map[static_cast<size_t>(l)];
   }
+
+  struct ExternalSelector : faiss::IDSelector {
+    explicit ExternalSelector(const IdFilter* f) : f(f) {}
+    bool is_member(idx_t id) const override { return id >= 0 && f->allowed(static_cast<uint64_t>(id)); }
+    const IdFilter* f;
+  };
+  struct InternalSelector : faiss::IDSelector {
+    InternalSelector(const IdFilter* f, const std::vector<idx_t>* map) : f(f), map(map) {}
+    bool is_member(idx_t i) const override {
+      return i >= 0 && static_cast<size_t>(i) < map->size() && f->allowed(static_cast<uint64_t>((*map)[static_cast<size_t>(i)]));
+    }
+    const IdFilter* f;
+    const std::vector<idx_t>* map;
+  };
 };
 
 VectorIndex::VectorIndex(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -404,7 +427,7 @@ Result<std::vector<std::vector<Neighbor>>> VectorIndex::search(std::span<const f
 }
 
 Status VectorIndex::search_progressive(std::span<const float> query, int k, std::span<const int> stages,
-                                       const StageCallback& on_stage) const {
+                                       const StageCallback& on_stage, const IdFilter* filter) const {
   const Impl& m = *impl_;
   const size_t d = static_cast<size_t>(m.opts.dim);
   if (query.size() != d)
@@ -425,6 +448,7 @@ Status VectorIndex::search_progressive(std::span<const float> query, int k, std:
       std::vector<float> cd(static_cast<size_t>(max_np));
       std::vector<idx_t> ci(static_cast<size_t>(max_np));
       std::vector<Neighbor> best;
+      Impl::ExternalSelector sel(filter);
       try {
         ivf->quantizer->search(1, query.data(), max_np, cd.data(), ci.data());
         std::vector<float> D(static_cast<size_t>(k));
@@ -435,6 +459,7 @@ Status VectorIndex::search_progressive(std::span<const float> query, int k, std:
           if (cur > prev) {
             faiss::SearchParametersIVF p;
             p.nprobe = static_cast<size_t>(cur - prev);
+            if (filter) p.sel = &sel;
             std::fill(I.begin(), I.end(), -1);
             ivf->search_preassigned(1, query.data(), k, ci.data() + prev, cd.data() + prev, D.data(), I.data(),
                                     false, &p);
@@ -455,7 +480,9 @@ Status VectorIndex::search_progressive(std::span<const float> query, int k, std:
       return Status::OK();
     }
   }
-  RAGD_ASSIGN_OR_RETURN(auto res, search(query, k, {}));
+  SearchParams all;
+  all.filter = filter;
+  RAGD_ASSIGN_OR_RETURN(auto res, search(query, k, all));
   on_stage(0, 0, res[0]);
   return Status::OK();
 }

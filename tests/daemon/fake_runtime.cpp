@@ -136,13 +136,17 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
 Result<pipelines::IngestSummary> FakeDocuments::ingest(std::vector<pipelines::DocumentInput> docs) {
   std::lock_guard<std::mutex> l(mu_);
   pipelines::IngestSummary s;
+  for (const auto& d : docs)
+    if (!d.tenant.empty() && docs_.count({"", d.id}))
+      return Status::PermissionDenied("document '" + d.id + "' is shared and read-only");
   for (auto& d : docs) {
     if (d.text.empty()) {
       s.skipped++;
       s.skip_reasons.push_back(d.id + ": empty text");
       continue;
     }
-    auto it = docs_.find(d.id);
+    auto key = std::make_pair(d.tenant, d.id);
+    auto it = docs_.find(key);
     if (it != docs_.end() && it->second.text == d.text) {
       s.unchanged++;
       continue;
@@ -150,29 +154,32 @@ Result<pipelines::IngestSummary> FakeDocuments::ingest(std::vector<pipelines::Do
     if (it != docs_.end()) s.replaced++;
     else s.ingested++;
     s.chunks += static_cast<int>(d.text.size() / 32 + 1);
-    docs_[d.id] = d;
+    docs_[key] = d;
   }
   return s;
 }
 
-Result<pipelines::DocumentInfo> FakeDocuments::get(const std::string& id) const {
+Result<pipelines::DocumentInfo> FakeDocuments::get(const std::string& id, const std::string& tenant) const {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = docs_.find(id);
+  auto it = docs_.find({tenant, id});
+  if (it == docs_.end()) it = docs_.find({"", id});
   if (it == docs_.end()) return Status::NotFound("document '" + id + "' not found");
   pipelines::DocumentInfo info;
   info.id = id;
   info.title = it->second.title;
   info.source = it->second.source;
+  info.tenant = it->second.tenant;
   info.content_hash = "h" + std::to_string(std::hash<std::string>()(it->second.text) % 100000);
   info.chunk_ids = {1, 2};
   info.text = it->second.text;
   return info;
 }
 
-Status FakeDocuments::remove(const std::string& id) {
+Status FakeDocuments::remove(const std::string& id, const std::string& tenant) {
   std::lock_guard<std::mutex> l(mu_);
-  if (!docs_.erase(id)) return Status::NotFound("document '" + id + "' not found");
-  return Status::OK();
+  if (docs_.erase({tenant, id})) return Status::OK();
+  if (!tenant.empty() && docs_.count({"", id})) return Status::PermissionDenied("document '" + id + "' is shared and read-only");
+  return Status::NotFound("document '" + id + "' not found");
 }
 
 std::vector<float> FakeDocuments::embed_one(const std::string& text) {

@@ -49,14 +49,14 @@ class FakeExecutor : public pipelines::Executor {
 class FakeDocuments : public pipelines::DocumentApi {
  public:
   Result<pipelines::IngestSummary> ingest(std::vector<pipelines::DocumentInput> docs) override;
-  Result<pipelines::DocumentInfo> get(const std::string& id) const override;
-  Status remove(const std::string& id) override;
+  Result<pipelines::DocumentInfo> get(const std::string& id, const std::string& tenant) const override;
+  Status remove(const std::string& id, const std::string& tenant) override;
   Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const override;
   static std::vector<float> embed_one(const std::string& text);  // dim 8, unit norm
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, pipelines::DocumentInput> docs_;  // guarded by mu_
+  std::map<std::pair<std::string, std::string>, pipelines::DocumentInput> docs_;  // guarded by mu_; (tenant, id)
 };
 
 }  // namespace ragd::testing

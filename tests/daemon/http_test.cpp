@@ -99,7 +99,9 @@ TEST_F(HttpTest, RunUsesPipelineDefaultMaxTokens) {
 
 TEST_F(HttpTest, RunErrorEventBecomes500) {
   auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"please FAIL","max_tokens":4})");
-  expect_error(r, 500, "internal", "injected failure");
+  // The client learns that it failed and the request id; the internal reason stays in the log.
+  expect_error(r, 500, "internal", "request " + r.header("x-request-id"));
+  EXPECT_EQ(r.body.find("injected failure"), std::string::npos) << r.body;
 }
 
 TEST_F(HttpTest, ExecutorQueueFullIs429WithRetryAfter) {
@@ -189,6 +191,50 @@ TEST_F(HttpTest, GarbageRequestLineIs400) {
   }
   EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
   EXPECT_NE(got.find("\"bad_request\""), std::string::npos) << got;
+}
+
+// A request whose Transfer-Encoding is not a final "chunked" gets 400 and the connection closes:
+// a request hidden in its body is never served (RFC 9112 6.1).
+TEST_F(HttpTest, BadTransferEncodingIs400AndCloses) {
+  for (const char* te : {"gzip", "identity", "xchunked", "chunked, gzip", "chunked, chunked"}) {
+    daemon::HttpClient c("127.0.0.1", port_);
+    ASSERT_TRUE(c.connect().ok());
+    std::string smuggled = "GET /v1/pipelines HTTP/1.1\r\nHost: x\r\n\r\n";
+    std::string req = std::string("POST /v1/documents HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ") + te +
+                      "\r\nContent-Type: application/json\r\n\r\n" + smuggled;
+    ASSERT_TRUE(c.send_raw(req).ok());
+    std::string got;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::recv(c.fd(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << te << ": " << got;
+    EXPECT_NE(got.find("Connection: close"), std::string::npos) << te << ": " << got;
+    // Exactly one response: the smuggled GET was not served.
+    size_t responses = 0;
+    for (size_t p = got.find("HTTP/1.1 "); p != std::string::npos; p = got.find("HTTP/1.1 ", p + 1)) ++responses;
+    EXPECT_EQ(responses, 1u) << te << ": " << got;
+    EXPECT_EQ(got.find("\"object\":\"list\""), std::string::npos) << te << ": " << got;
+  }
+}
+TEST_F(HttpTest, ChunkedBodyStillAccepted) {
+  daemon::HttpClient c("127.0.0.1", port_);
+  ASSERT_TRUE(c.connect().ok());
+  std::string body = R"({"id":"ch","text":"chunked body"})";
+  char len[16];
+  std::snprintf(len, sizeof len, "%zx", body.size());
+  ASSERT_TRUE(c.send_raw(std::string("POST /v1/documents HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n") +
+                         "Connection: close\r\n\r\n" + len + "\r\n" + body + "\r\n0\r\n\r\n").ok());
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(c.fd(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
 }
 
 // ---- documents ----
@@ -319,14 +365,32 @@ TEST_F(AuthTest, OtherTenantInBodyIs403) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","tenant":"globex"})", acme()), 403,
                "forbidden", "tenant 'globex'");
 }
-TEST_F(AuthTest, OtherTenantsDocumentIs403) {
+TEST_F(AuthTest, OtherTenantsDocumentIs404) {
   ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"secret","text":"acme only"})", acme()).status, 200);
   EXPECT_EQ(call("GET", "/v1/documents/secret", "", acme()).status, 200);
-  expect_error(call("GET", "/v1/documents/secret", "", globex()), 403, "forbidden", "another tenant");
-  expect_error(call("DELETE", "/v1/documents/secret", "", globex()), 403, "forbidden", "another tenant");
-  expect_error(call("POST", "/v1/documents", R"({"id":"secret","text":"overwrite"})", globex()), 403, "forbidden",
-               "another tenant");
-  EXPECT_EQ(call("GET", "/v1/documents/secret", "", acme()).status, 200);
+  // Another tenant's document and an absent one answer the same.
+  expect_error(call("GET", "/v1/documents/secret", "", globex()), 404, "document_not_found", "secret");
+  expect_error(call("DELETE", "/v1/documents/secret", "", globex()), 404, "document_not_found", "secret");
+  expect_error(call("GET", "/v1/documents/absent", "", globex()), 404, "document_not_found", "absent");
+  // The same id from globex is globex's own document; acme's is untouched.
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"secret","text":"globex text"})", globex()).status, 200);
+  auto mine = call("GET", "/v1/documents/secret", "", acme());
+  ASSERT_EQ(mine.status, 200);
+  EXPECT_EQ(Json(mine.body).str("/text"), "acme only");
+  EXPECT_EQ(Json(call("GET", "/v1/documents/secret", "", globex()).body).str("/text"), "globex text");
+}
+TEST_F(AuthTest, ApiKeyInQueryOnlyOnTheStream) {
+  expect_error(call("GET", "/v1/pipelines?api_key=key-acme"), 401, "unauthorized", "only on /v1/stream");
+  expect_error(call("POST", "/v1/documents?api_key=key-acme", R"({"id":"q","text":"t"})"), 401, "unauthorized",
+               "only on /v1/stream");
+}
+TEST_F(AuthTest, CacheStatsShowATenantOnlyItsOwnRequests) {
+  Json j(call("GET", "/v1/cache/stats", "", acme()).body);
+  ASSERT_TRUE(j.ok);
+  EXPECT_EQ(j.str("/tenant"), "acme");
+  EXPECT_EQ(j.num("/requests/in_flight"), 0);
+  EXPECT_FALSE(j.has("/executor"));
+  EXPECT_FALSE(j.has("/requests/running"));
 }
 TEST_F(AuthTest, TenantConcurrencyLimitIs429WithRetryAfter) {
   // globex may run one request at a time: hold one open (slow stream), the next gets 429.
@@ -343,6 +407,37 @@ TEST_F(AuthTest, TenantConcurrencyLimitIs429WithRetryAfter) {
   EXPECT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", acme()).status, 200);
   t.join();
   EXPECT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", globex()).status, 200);
+}
+
+// Shared documents (uploaded by an operator) are read-only to tenants; admin keys write them.
+class AdminTest : public ServerFixture {
+ protected:
+  void SetUp() override {
+    DaemonConfig cfg;
+    cfg.auth.keys = {{"key-acme", "acme"}};
+    cfg.auth.admin_keys = {{"key-root", "ops"}};
+    start(cfg);
+  }
+  daemon::Headers acme() { return {{"Authorization", "Bearer key-acme"}}; }
+  daemon::Headers root() { return {{"Authorization", "Bearer key-root"}}; }
+};
+TEST_F(AdminTest, SharedDocumentsAreReadOnlyToTenants) {
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"handbook","text":"shared text"})", root()).status, 200);
+  auto r = call("GET", "/v1/documents/handbook", "", acme());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(Json(r.body).at("/shared").get_bool().value());
+  expect_error(call("POST", "/v1/documents", R"({"id":"handbook","text":"poisoned"})", acme()), 403, "forbidden",
+               "read-only");
+  expect_error(call("DELETE", "/v1/documents/handbook", "", acme()), 403, "forbidden", "read-only");
+  EXPECT_EQ(Json(call("GET", "/v1/documents/handbook", "", acme()).body).str("/text"), "shared text");
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"handbook","text":"new edition"})", root()).status, 200);
+  EXPECT_EQ(Json(call("GET", "/v1/documents/handbook", "", acme()).body).str("/text"), "new edition");
+  EXPECT_EQ(call("DELETE", "/v1/documents/handbook", "", root()).status, 200);
+  expect_error(call("GET", "/v1/documents/handbook", "", acme()), 404, "document_not_found", "handbook");
+}
+TEST_F(AdminTest, FullCacheStatsNeedAnAdminKey) {
+  EXPECT_TRUE(Json(call("GET", "/v1/cache/stats", "", root()).body).has("/executor"));
+  EXPECT_FALSE(Json(call("GET", "/v1/cache/stats", "", acme()).body).has("/executor"));
 }
 
 }  // namespace

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+
+#include <rocksdb/db.h>
+
+#include "ragd/common/hash.h"
 
 #include "test_util.h"
 
@@ -288,6 +293,146 @@ TEST(Corpus, IngestWithoutTokenizerIsRefused) {
   auto s = c->ingest(std::span<const Document>(&d, 1));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("needs a tokenizer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ragd::retrieval
+
+namespace ragd::retrieval {
+namespace {
+
+// Tenants: each sees its own and the shared documents, k results, ids in its own space; the
+// owner survives a reopen; shared documents are read-only to tenants.
+TEST(CorpusTenants, SearchIsScopedAndTopKStaysK) {
+  World w;
+  TempDir dir;
+  auto shared = w.docs(6, 11);
+  auto a = w.docs(30, 12);
+  auto b = w.docs(30, 13);
+  for (auto& d : a) d.tenant = "alpha";
+  for (auto& d : b) d.tenant = "beta";
+  b[0].id = a[0].id;  // the same id in two tenants: two documents
+  {
+    auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    ASSERT_TRUE((*c)->ingest(shared).ok());
+    ASSERT_TRUE((*c)->ingest(a).ok());
+    ASSERT_TRUE((*c)->ingest(b).ok());
+    ASSERT_TRUE((*c)->check_consistency().ok()) << (*c)->check_consistency().to_string();
+  }
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);  // owners come back from the store
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto& corpus = **c;
+  for (size_t i = 0; i < 5; ++i) {
+    const std::string q = query_from(a[i].text);
+    auto unscoped = corpus.search(q, 1);
+    ASSERT_TRUE(unscoped.ok());
+    ASSERT_EQ(unscoped->size(), 1u);
+    EXPECT_EQ((*unscoped)[0].tenant, "alpha");
+    auto as_b = corpus.search(q, 8, {}, std::string("beta"));
+    ASSERT_TRUE(as_b.ok());
+    EXPECT_EQ(as_b->size(), 8u);  // top-k stays k
+    for (const auto& h : *as_b) EXPECT_NE(h.tenant, "alpha") << h.chunk.doc_id;
+    auto as_a = corpus.search(q, 3, {}, std::string("alpha"));
+    ASSERT_TRUE(as_a.ok());
+    ASSERT_FALSE(as_a->empty());
+    EXPECT_EQ((*as_a)[0].chunk.doc_id, a[i].id);  // ids as the owner named them
+    auto as_shared = corpus.search(q, 4, {}, std::string(""));
+    ASSERT_TRUE(as_shared.ok());
+    for (const auto& h : *as_shared) EXPECT_EQ(h.tenant, "");
+    auto unknown = corpus.search(q, 4, {}, std::string("gamma"));  // a tenant with no documents
+    ASSERT_TRUE(unknown.ok());
+    EXPECT_EQ(unknown->size(), 4u);
+    for (const auto& h : *unknown) EXPECT_EQ(h.tenant, "");
+  }
+  // Reads and deletes by owner.
+  auto mine = corpus.get_document(a[0].id, "alpha");
+  ASSERT_TRUE(mine.ok() && mine->has_value());
+  EXPECT_EQ((*mine)->tenant, "alpha");
+  auto theirs = corpus.get_document(a[0].id, "beta");
+  ASSERT_TRUE(theirs.ok() && theirs->has_value());
+  EXPECT_EQ((*theirs)->tenant, "beta");
+  EXPECT_FALSE(corpus.get_document(a[1].id, "beta")->has_value());
+  EXPECT_FALSE(corpus.get_document(a[1].id)->has_value());  // not shared
+  EXPECT_TRUE(corpus.get_document(shared[0].id, "beta")->has_value());
+  EXPECT_FALSE(*corpus.remove_document(a[1].id, "beta"));
+  EXPECT_EQ(corpus.remove_document(shared[0].id, "beta").status().code(), StatusCode::kPermissionDenied);
+  Document poison = shared[0];
+  poison.tenant = "beta";
+  poison.text = "poisoned";
+  EXPECT_EQ(corpus.ingest(std::vector<Document>{poison}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(*corpus.remove_document(a[1].id, "alpha"));
+  EXPECT_TRUE(corpus.check_consistency().ok());
+}
+
+// Rewrites every document record of the store in `dir` in `fn` (key, value) -> value.
+void rewrite_documents(const std::string& dir, const std::function<std::string(const std::string&, std::string)>& fn) {
+  rocksdb::DBOptions o;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (const char* n : {"default", "documents", "chunks", "manifest"}) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(o, dir + "/docstore", cfs, &handles, &db).ok());
+  std::vector<std::pair<std::string, std::string>> recs;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handles[1]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) recs.emplace_back(it->key().ToString(), it->value().ToString());
+  it.reset();
+  for (auto& [k, v] : recs) ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[1], k, fn(k, v)).ok());
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  delete db;
+}
+
+// A store written before tenants existed (version-1 document records, no owner) reads as
+// all-shared: every tenant retrieves and reads its documents, none may change them.
+TEST(CorpusTenants, StoreWithoutOwnersIsAllShared) {
+  World w;
+  TempDir dir;
+  auto docs = w.docs(12, 21);
+  {
+    auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->ingest(docs).ok());
+  }
+  // v2 shared record = 0x02, u64 0 (empty tenant), v1 fields..., xxh3; v1 = 0x01, v1 fields..., xxh3.
+  rewrite_documents(dir.path(), [](const std::string&, std::string v) {
+    std::string body = std::string(1, '\x01') + v.substr(9, v.size() - 9 - 8);
+    uint64_t sum = xxh3_64(body.data(), body.size());
+    body.append(reinterpret_cast<const char*>(&sum), 8);
+    return body;
+  });
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto hits = (*c)->search(query_from(docs[3].text), 5, {}, std::string("alpha"));
+  ASSERT_TRUE(hits.ok());
+  ASSERT_EQ(hits->size(), 5u);
+  EXPECT_EQ((*hits)[0].chunk.doc_id, docs[3].id);
+  for (const auto& h : *hits) EXPECT_EQ(h.tenant, "");
+  auto d = (*c)->get_document(docs[3].id, "alpha");
+  ASSERT_TRUE(d.ok() && d->has_value());
+  EXPECT_EQ((*d)->tenant, "");
+  EXPECT_EQ((*c)->remove_document(docs[3].id, "alpha").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE((*c)->check_consistency().ok());
+}
+
+// An unreadable document record (its owner unknown) stops the open: ownership never fails open.
+TEST(CorpusTenants, UnreadableOwnershipRefusesToOpen) {
+  World w;
+  TempDir dir;
+  {
+    auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+    ASSERT_TRUE(c.ok());
+    auto docs = w.docs(4, 22);
+    for (auto& d : docs) d.tenant = "alpha";
+    ASSERT_TRUE((*c)->ingest(docs).ok());
+  }
+  rewrite_documents(dir.path(), [](const std::string&, std::string v) {
+    v[4] ^= 0x01;  // inside the owner field: the checksum no longer matches
+    return v;
+  });
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(c.status().message().find("ownership cannot be read"), std::string::npos) << c.status().to_string();
 }
 
 }  // namespace

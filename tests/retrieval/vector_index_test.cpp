@@ -331,3 +331,103 @@ TEST(VectorIndex, RejectsWrongVectorLength) {
 
 }  // namespace
 }  // namespace ragd::retrieval
+
+namespace ragd::retrieval {
+namespace {
+
+// Admits ids whose tenant (id / 7 % tenants) is `tenant`, or the shared ones (tenant 0).
+class ModFilter final : public IdFilter {
+ public:
+  ModFilter(uint64_t tenants, uint64_t tenant) : tenants_(tenants), tenant_(tenant) {}
+  bool allowed(uint64_t id) const override {
+    uint64_t t = (id / 7) % tenants_;
+    return t == 0 || t == tenant_;
+  }
+
+ private:
+  uint64_t tenants_, tenant_;
+};
+
+// Filtering happens inside the search: k results come back whenever k ids are allowed, and they
+// are the best allowed ones (exactly for Flat and for IVF scanning every list; recall for the
+// approximate settings), against a brute-force reference over the allowed ids only.
+TEST(VectorIndexFilter, TopKStaysKAgainstBruteForce) {
+  Data d(7001, 33);
+  const uint64_t kTenants = 10;
+  for (uint64_t tenant : {uint64_t{3}, uint64_t{7}}) {
+    ModFilter f(kTenants, tenant);
+    std::vector<float> xa;
+    std::vector<uint64_t> ia;
+    for (size_t i = 0; i < d.ids.size(); ++i) {
+      if (!f.allowed(d.ids[i])) continue;
+      ia.push_back(d.ids[i]);
+      xa.insert(xa.end(), d.xb.begin() + static_cast<long>(i * Data::kDim),
+                d.xb.begin() + static_cast<long>((i + 1) * Data::kDim));
+    }
+    ASSERT_GT(ia.size(), 1000u);
+    ASSERT_LT(ia.size(), d.ids.size() / 3);  // about 20 %: a selective filter
+    std::vector<std::vector<uint64_t>> truth;
+    for (size_t q = 0; q < 33; ++q) truth.push_back(brute_topk(xa, ia, &d.xq[q * Data::kDim], Data::kDim, 10));
+    for (const char* spec : {"Flat", "IVF64,Flat", "HNSW32"}) {
+      auto idx = build(spec, d);
+      SearchParams p;
+      p.filter = &f;
+      if (std::string(spec) == "IVF64,Flat") p.nprobe = 64;  // every list: exact
+      auto res = idx->search(d.xq, 10, p);
+      ASSERT_TRUE(res.ok()) << res.status().to_string();
+      for (const auto& hits : *res) {
+        ASSERT_EQ(hits.size(), 10u) << spec;
+        for (const auto& h : hits) EXPECT_TRUE(f.allowed(h.id)) << spec << " returned id " << h.id;
+      }
+      double r = recall(*res, truth);
+      std::printf("filtered recall@10 %-10s tenant %llu %.4f\n", spec, static_cast<unsigned long long>(tenant), r);
+      if (std::string(spec) == "HNSW32") EXPECT_GE(r, 0.9) << spec;
+      else EXPECT_GE(r, 0.999) << spec;
+    }
+  }
+}
+
+TEST(VectorIndexFilter, StagingIvfAndTombstonesAndProgressive) {
+  Data d(301, 9);  // below IVF64's training threshold: the staging (exact) index answers
+  ModFilter f(4, 1);
+  auto ivf = build("IVF64,Flat", d);
+  ASSERT_FALSE(ivf->trained());
+  SearchParams p;
+  p.filter = &f;
+  auto res = ivf->search(d.xq, 5, p);
+  ASSERT_TRUE(res.ok());
+  for (const auto& hits : *res) {
+    ASSERT_EQ(hits.size(), 5u);
+    for (const auto& h : hits) EXPECT_TRUE(f.allowed(h.id));
+  }
+  // HNSW with removed (tombstoned) ids and a filter: still k allowed, live ids.
+  Data big(3001, 5);
+  auto hnsw = build("HNSW16", big);
+  std::vector<uint64_t> gone(big.ids.begin(), big.ids.begin() + 400);
+  ASSERT_TRUE(hnsw->remove(gone).ok());
+  std::set<uint64_t> removed(gone.begin(), gone.end());
+  auto hr = hnsw->search(big.xq, 10, p);
+  ASSERT_TRUE(hr.ok());
+  for (const auto& hits : *hr) {
+    ASSERT_EQ(hits.size(), 10u);
+    for (const auto& h : hits) {
+      EXPECT_TRUE(f.allowed(h.id));
+      EXPECT_FALSE(removed.count(h.id));
+    }
+  }
+  // Progressive IVF search honours the filter at every stage.
+  Data mid(7001, 3);
+  auto trained = build("IVF64,Flat", mid);
+  const int stages[] = {1, 4, 64};
+  Status st = trained->search_progressive(
+      std::span<const float>(mid.xq.data(), Data::kDim), 10, stages,
+      [&](size_t, int, const std::vector<Neighbor>& hits) {
+        for (const auto& h : hits) EXPECT_TRUE(f.allowed(h.id));
+        return true;
+      },
+      &f);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+}  // namespace
+}  // namespace ragd::retrieval

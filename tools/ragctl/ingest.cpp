@@ -324,6 +324,7 @@ int run_ingest(const IngestArgs& a) {
   size_t files_done = 0;
   for (const auto& f : *files) {
     ReadResult r = read_input_file(f.path);
+    relabel_documents(f, &r);  // ids relative to the ingest root: no server paths shown to clients
     tot.skipped.insert(tot.skipped.end(), r.skipped.begin(), r.skipped.end());
     for (auto& d : r.documents) {
       batch_bytes += d.text.size();

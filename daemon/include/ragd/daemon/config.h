@@ -36,8 +36,12 @@ struct TenantLimit {
 };
 
 struct AuthOptions {
-  // API key -> tenant. Empty = auth disabled (every request is tenant "default").
+  // API key -> tenant. Empty, with no admin keys = auth disabled (every request is tenant
+  // "default" with operator rights).
   std::map<std::string, std::string> keys;
+  // Admin API key -> tenant: operator rights (write and delete shared documents, full
+  // /v1/cache/stats) on top of the tenant's own.
+  std::map<std::string, std::string> admin_keys;
 };
 
 struct LimitOptions {

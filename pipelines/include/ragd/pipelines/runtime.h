@@ -44,6 +44,7 @@ struct DocumentInput {
   std::string title;
   std::string text;
   std::string source;  // path or URL it came from (informational)
+  std::string tenant;  // owner; "" = shared (read-only to tenants). Each owner has its own ids.
 };
 
 struct IngestSummary {
@@ -54,6 +55,7 @@ struct IngestSummary {
 
 struct DocumentInfo {
   std::string id, title, source, content_hash;
+  std::string tenant;  // owner; "" = shared
   std::vector<uint64_t> chunk_ids;
   std::string text;  // concatenated chunk texts
 };
@@ -61,10 +63,14 @@ struct DocumentInfo {
 class DocumentApi {
  public:
   virtual ~DocumentApi() = default;
-  // Acknowledged (OK) only once durable.
+  // Acknowledged (OK) only once durable, ownership included. PermissionDenied (nothing written)
+  // when a tenant's document names a shared document's id.
   virtual Result<IngestSummary> ingest(std::vector<DocumentInput> docs) = 0;
-  virtual Result<DocumentInfo> get(const std::string& id) const = 0;
-  virtual Status remove(const std::string& id) = 0;  // NotFound when absent
+  // `tenant`'s own document `id`, else the shared one ("" = shared only); NotFound otherwise.
+  virtual Result<DocumentInfo> get(const std::string& id, const std::string& tenant) const = 0;
+  // Removes `tenant`'s own document ("" = a shared one). NotFound when it has none of that id,
+  // PermissionDenied when the id names only a shared document.
+  virtual Status remove(const std::string& id, const std::string& tenant) = 0;
   // Embeddings with the corpus embedder (for /v1/embeddings).
   virtual Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const = 0;
 };

@@ -14,6 +14,13 @@
 // at close; on open, log entries newer than the saved index's sequence number are replayed (and a
 // missing, corrupt or inconsistent index is rebuilt from the stored vectors).
 //
+// Tenants: every document belongs to one tenant or is shared (Document::tenant ""). Each owner has
+// its own id space; the owner is stored with the document, in the same batch (see doc_store.h).
+// Searches take a TenantScope and filter inside the vector search (an IdFilter over chunk owners),
+// so a tenant's top-k is the k best of its own and the shared chunks. A store written before
+// tenants existed reads as all-shared. A document record that cannot be read (checksum, format,
+// owner) makes open() fail: ownership never fails open.
+//
 // The corpus records its embedder identity and index spec; opening it with a different embedder
 // (or dimension) or index spec is refused, so queries and documents always share an embedder.
 //
@@ -68,8 +75,13 @@ struct IngestSummary {
   std::vector<SkippedInput> problems;  // {document id or "#index", reason}
 };
 
+// Whose documents a read sees: nullopt = every document (operators, offline tools); a tenant
+// sees its own and the shared ones; "" sees the shared ones only.
+using TenantScope = std::optional<std::string>;
+
 struct DocumentInfo {
   std::string id, source, title;
+  std::string tenant;        // owner; "" = shared
   std::string content_hash;  // 32 hex digits
   uint64_t bytes = 0;
   uint64_t seq = 0;
@@ -78,9 +90,10 @@ struct DocumentInfo {
 
 struct Hit {
   float score = 0;
+  std::string tenant;  // owner of the document; "" = shared (the KV scope of its chunks)
   std::string source;  // the document's source (path or the id given at ingest)
   std::string title;
-  Chunk chunk;         // id, doc id, offsets, text, token ids
+  Chunk chunk;         // id, doc id (as its owner named it), offsets, text, token ids
 };
 
 struct CorpusStats {
@@ -108,17 +121,25 @@ class Corpus {
 
   // Durable on return. Invalid documents are reported in the summary, not as an error; an error
   // Status means nothing of this call was written (storage failure, read-only corpus, no
-  // tokenizer).
+  // tokenizer; PermissionDenied when a tenant's document names the id of a shared document:
+  // shared documents are read-only to tenants).
   Result<IngestSummary> ingest(std::span<const Document> docs);
+  // The shared document `id`.
   Result<std::optional<DocumentInfo>> get_document(const std::string& id) const;
-  // Removes the document, its chunks and vectors; false when it did not exist.
+  // `tenant`'s own document `id`, else the shared one ("" = shared only).
+  Result<std::optional<DocumentInfo>> get_document(const std::string& id, const std::string& tenant) const;
+  // Removes the shared document `id`, its chunks and vectors; false when it did not exist.
   Result<bool> remove_document(const std::string& id);
+  // Removes `tenant`'s own document ("" = a shared one); false when it has none of that id;
+  // PermissionDenied when the id names only a shared document and `tenant` is not "".
+  Result<bool> remove_document(const std::string& id, const std::string& tenant);
 
-  Result<std::vector<Hit>> search(std::string_view query, int k, const SearchParams& params = {}) const;
+  Result<std::vector<Hit>> search(std::string_view query, int k, const SearchParams& params = {},
+                                  const TenantScope& scope = std::nullopt) const;
   // Progressive search (see VectorIndex::search_progressive): neighbour ids after each stage;
   // fetch_hits() turns a stage's neighbours into hits.
   Status search_progressive(std::string_view query, int k, std::span<const int> nprobe_stages,
-                            const VectorIndex::StageCallback& on_stage) const;
+                            const VectorIndex::StageCallback& on_stage, const TenantScope& scope = std::nullopt) const;
   Result<std::vector<Hit>> fetch_hits(std::span<const Neighbor> neighbors) const;
   // Chunks by id; nullopt for ids that do not exist.
   Result<std::vector<std::optional<Chunk>>> get_chunks(std::span<const uint64_t> ids) const;

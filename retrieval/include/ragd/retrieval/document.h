@@ -15,6 +15,7 @@ struct Document {
   std::string title;   // optional
   std::string text;    // required, valid UTF-8, non-empty
   std::string source;  // where it came from (path, path:line, URL); defaults to id when empty
+  std::string tenant;  // owner; "" = shared (offline ingestion, operators). Ids are per owner.
 };
 
 // A piece of a document's text of at most Chunker's chunk_tokens tokens.

@@ -29,7 +29,11 @@ struct SkippedInput {
 struct InputFile {
   std::string path;  // absolute, lexically normal
   uint64_t bytes = 0;
+  // The document id of this file: its path relative to the directory given (the file name for a
+  // file given directly). Ids never carry server paths; they are shown to every client.
+  std::string id;
 };
+
 
 // Expands files and directories into the list of readable files (sorted within each directory).
 // A path that does not exist is an InvalidArgument error naming it; unsupported files found while
@@ -41,6 +45,10 @@ struct ReadResult {
   std::vector<Document> documents;
   std::vector<SkippedInput> skipped;
 };
+
+// Gives the documents read from `f` ids (and sources) relative to the ingest root: a document
+// whose id is `f.path` gets `f.id`, and a JSONL record named "PATH:LINE" gets "ID:LINE".
+void relabel_documents(const InputFile& f, ReadResult* r);
 
 // Reads one file by its extension. I/O errors (unreadable file) are reported as skipped too.
 ReadResult read_input_file(const std::string& path, const ReaderOptions& opts = {});

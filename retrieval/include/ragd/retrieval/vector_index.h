@@ -48,9 +48,20 @@ struct VectorIndexOptions {
   uint64_t seed = 1234;            // training sample / k-means seed
 };
 
+// Search-time id filter. Only ids for which allowed() is true are candidates: the test runs inside
+// the FAISS scan (an IDSelector), so a search returns k neighbours whenever k allowed ids are
+// reachable (all of them for Flat; the scanned lists for IVF; the graph walk for HNSW).
+// Thread-safety: allowed() is called concurrently from FAISS's threads; it must not block.
+class IdFilter {
+ public:
+  virtual ~IdFilter() = default;
+  virtual bool allowed(uint64_t id) const = 0;
+};
+
 struct SearchParams {
   int nprobe = 0;     // IVF lists to scan; 0 = index default
   int ef_search = 0;  // HNSW candidate list size; 0 = index default (raised to k when smaller)
+  const IdFilter* filter = nullptr;  // not owned; nullptr = every id
 };
 
 struct Neighbor {
@@ -90,7 +101,7 @@ class VectorIndex {
   // Stages must be increasing and positive; they are capped at the number of lists.
   using StageCallback = std::function<bool(size_t stage, int nprobe, const std::vector<Neighbor>& hits)>;
   Status search_progressive(std::span<const float> query, int k, std::span<const int> nprobe_stages,
-                            const StageCallback& on_stage) const;
+                            const StageCallback& on_stage, const IdFilter* filter = nullptr) const;
 
   size_t size() const;        // live vectors
   bool contains(uint64_t id) const;

@@ -1,0 +1,139 @@
+// /v1/documents: upload (one, many, or an array), get and delete, scoped by tenant.
+//
+// A tenant writes and deletes its own documents and reads its own plus the shared ones (those
+// ingested by `ragctl ingest` or an operator); shared documents are read-only to tenants. A
+// document that is absent and one that belongs to another tenant look the same: 404.
+#include "api_impl.h"
+#include "ragd/common/log.h"
+
+namespace ragd::daemon {
+
+namespace {
+void write_summary(JsonWriter& w, const pipelines::IngestSummary& s) {
+  w.begin_object();
+  w.key("ingested").value(s.ingested).key("unchanged").value(s.unchanged).key("replaced").value(s.replaced);
+  w.key("skipped").value(s.skipped).key("chunks").value(s.chunks).key("skip_reasons").begin_array();
+  for (const auto& r : s.skip_reasons) w.value(r);
+  w.end_array().end_object();
+}
+
+ApiError parse_document(simdjson::dom::element el, const std::string& where, pipelines::DocumentInput* d) {
+  simdjson::dom::object o;
+  if (el.get_object().get(o)) return bad_request(where, "'" + where + "' must be an object with 'id' and 'text'");
+  Fields f(o, where + ".");
+  if (auto e = f.only({"id", "title", "text", "source", "metadata"}); e.failed()) return e;
+  if (auto e = f.str("id", &d->id, true); e.failed()) return e;
+  if (d->id.empty()) return bad_request(where + ".id", "field '" + where + ".id' must not be empty");
+  if (d->id.size() > 512) return bad_request(where + ".id", "field '" + where + ".id' is longer than 512 bytes");
+  for (char c : d->id)
+    if (static_cast<unsigned char>(c) < 0x20)
+      return bad_request(where + ".id", "field '" + where + ".id' must not contain control characters");
+  if (auto e = f.str("text", &d->text, true); e.failed()) return e;
+  if (auto e = f.str("title", &d->title); e.failed()) return e;
+  if (auto e = f.str("source", &d->source); e.failed()) return e;
+  return {};
+}
+}  // namespace
+
+void ApiImpl::documents_post(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {
+  // Accepts {"id",...} (one), {"documents":[...]} (many) or a top-level array.
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (req.body.empty()) return respond(to_response(bad_request("", "request body is empty; expected a document or {\"documents\": [...]}")));
+  if (auto err = parser.parse(req.body.data(), req.body.size(), true).get(doc); err)
+    return respond(to_response({400, "invalid_json", std::string("malformed JSON: ") + simdjson::error_message(err), "", {}}));
+  std::vector<pipelines::DocumentInput> docs;
+  simdjson::dom::array arr;
+  std::string where = "documents";
+  bool is_array = !doc.get_array().get(arr);
+  if (!is_array) {
+    simdjson::dom::object o;
+    if (doc.get_object().get(o)) return respond(to_response(bad_request("", "request body must be a JSON object or array")));
+    simdjson::dom::element inner;
+    if (!o["documents"].get(inner)) {
+      if (inner.get_array().get(arr)) return respond(to_response(bad_request("documents", "field 'documents' must be an array")));
+      is_array = true;
+      Fields top(o);
+      if (auto e = top.only({"documents"}); e.failed()) return respond(to_response(e));
+    } else {
+      pipelines::DocumentInput d;
+      if (auto e = parse_document(doc, "document", &d); e.failed()) return respond(to_response(e));
+      docs.push_back(std::move(d));
+    }
+  }
+  if (is_array) {
+    size_t i = 0;
+    for (auto el : arr) {
+      pipelines::DocumentInput d;
+      if (auto e = parse_document(el, where + "[" + std::to_string(i) + "]", &d); e.failed()) return respond(to_response(e));
+      docs.push_back(std::move(d));
+      ++i;
+    }
+    if (docs.empty()) return respond(to_response(bad_request("documents", "field 'documents' is empty")));
+  }
+  // Ownership is written by the document store in the batch that writes the documents.
+  for (auto& d : docs) d.tenant = ctx.document_scope();
+  auto self = shared_from_this();
+  std::string rid = ctx.id;
+  bool queued = blocking_.submit([self, rid, docs = std::move(docs), respond]() mutable {
+    size_t n = docs.size();
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    auto res = api->ingest(std::move(docs));
+    if (!res.ok()) return respond(to_response(from_status(res.status(), self->cfg_.limits.retry_after_s, rid)));
+    log::daemon()->info("{} ingested {} document(s): {} new, {} replaced, {} unchanged, {} skipped", rid, n,
+                        res->ingested, res->replaced, res->unchanged, res->skipped);
+    JsonWriter w;
+    write_summary(w, *res);
+    HttpResponse r;
+    r.body = w.take();
+    respond(std::move(r));
+  });
+  if (!queued)
+    respond(to_response({429, "overloaded", "document queue is full", "", {{"Retry-After", std::to_string(cfg_.limits.retry_after_s)}}}));
+}
+
+void ApiImpl::documents_get(const ReqCtx& ctx, const std::string& id, Responder respond) {
+  auto self = shared_from_this();
+  bool queued = blocking_.submit([self, id, scope = ctx.document_scope(), rid = ctx.id, respond] {
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    auto res = api->get(id, scope);
+    if (!res.ok()) {
+      if (res.status().code() == StatusCode::kNotFound) return respond(to_response(document_not_found(id)));
+      return respond(to_response(from_status(res.status(), self->cfg_.limits.retry_after_s, rid)));
+    }
+    JsonWriter w;
+    w.begin_object().key("id").value(res->id).key("title").value(res->title).key("source").value(res->source);
+    w.key("shared").value(res->tenant.empty());
+    w.key("content_hash").value(res->content_hash).key("chunk_ids").begin_array();
+    for (uint64_t c : res->chunk_ids) w.value(c);
+    w.end_array().key("text").value(res->text).end_object();
+    HttpResponse r;
+    r.body = w.take();
+    respond(std::move(r));
+  });
+  if (!queued) respond(to_response({429, "overloaded", "document queue is full", "", {{"Retry-After", "1"}}}));
+}
+
+void ApiImpl::documents_delete(const ReqCtx& ctx, const std::string& id, Responder respond) {
+  auto self = shared_from_this();
+  bool queued = blocking_.submit([self, id, scope = ctx.document_scope(), rid = ctx.id, respond] {
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    Status st = api->remove(id, scope);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kNotFound) return respond(to_response(document_not_found(id)));
+      return respond(to_response(from_status(st, self->cfg_.limits.retry_after_s, rid)));
+    }
+    log::daemon()->info("{} deleted document '{}'", rid, id);
+    JsonWriter w;
+    w.begin_object().key("id").value(id).key("deleted").value(true).end_object();
+    HttpResponse r;
+    r.body = w.take();
+    respond(std::move(r));
+  });
+  if (!queued) respond(to_response({429, "overloaded", "document queue is full", "", {{"Retry-After", "1"}}}));
+}
+
+}  // namespace ragd::daemon

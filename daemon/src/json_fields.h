@@ -1,0 +1,49 @@
+// Private to the daemon: typed access to the fields of a parsed JSON request body (simdjson DOM).
+// Every error names the offending field.
+// Thread-safety: Fields is a view on a parsed document; parse_object uses a thread-local parser.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "errors.h"
+
+namespace ragd::daemon {
+
+// Typed field access on a parsed JSON object. `null` counts as absent.
+class Fields {
+ public:
+  explicit Fields(simdjson::dom::object obj, std::string prefix = "") : obj_(obj), prefix_(std::move(prefix)) {}
+  bool has(const char* key) const;
+  ApiError str(const char* key, std::string* out, bool required = false) const;
+  ApiError integer(const char* key, int64_t* out, int64_t lo, int64_t hi, bool* present = nullptr) const;
+  ApiError uinteger(const char* key, uint64_t* out, bool* present = nullptr) const;
+  ApiError number(const char* key, double* out, double lo, double hi, bool* present = nullptr) const;
+  ApiError boolean(const char* key, bool* out, bool* present = nullptr) const;
+  // "stop": a string or an array of strings, appended to `out`.
+  ApiError string_list(const char* key, std::vector<std::string>* out) const;
+  // Rejects keys not in `allowed` (typo protection on the ragd-native API).
+  ApiError only(std::initializer_list<const char*> allowed) const;
+  std::optional<simdjson::dom::element> get(const char* key) const;
+  std::string name(const char* key) const { return prefix_ + key; }
+  simdjson::dom::object object() const { return obj_; }
+
+ private:
+  simdjson::dom::object obj_;
+  std::string prefix_;
+};
+
+// Parses `body` as one JSON object (thread-local parser; the result lives until the next parse
+// on this thread).
+ApiError parse_object(const std::string& body, simdjson::dom::object* out);
+
+// "%2F" -> "/"; *ok false on a malformed escape.
+std::string percent_decode(std::string_view s, bool* ok);
+
+}  // namespace ragd::daemon

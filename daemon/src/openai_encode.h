@@ -1,0 +1,50 @@
+// Private to the daemon: the OpenAI-compatible request (parsed) and response encoders.
+// Thread-safety: OaiState is shared by one run's consumer calls, which the executor makes in order
+// from one thread at a time; the non-streaming fields are also guarded by OaiState::mu.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api_impl.h"
+#include "run_events.h"
+
+namespace ragd::daemon {
+
+// What an OpenAI response needs besides the run's events.
+struct OaiState {
+  std::mutex mu;
+  bool chat = true;
+  std::string id, model;
+  int64_t created = 0;
+  bool include_usage = false;
+  int want_logprobs = 0;  // chat: 1 when logprobs; completions: the requested number
+  std::string output;                                 // guarded by mu (non-streaming)
+  std::vector<pipelines::Source> sources;             // guarded by mu (non-streaming)
+  std::vector<std::pair<std::string, float>> tokens;  // guarded by mu (non-streaming)
+  bool sent_role = false;                             // streaming: events arrive in order
+};
+
+// A parsed /v1/chat/completions or /v1/completions body.
+struct OaiRequest {
+  pipelines::RunRequest run;  // id and tenant are the caller's to set
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int want_logprobs = 0;       // chat: 1 when logprobs; completions: 1 when a number was asked
+};
+
+// Parses and validates `f` (unknown fields are ignored, as SDKs send extras). `pipelines` checks
+// the "pipeline" extension and gives its max_tokens default.
+ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipelines::PipelineInfo>& pipelines,
+                              OaiRequest* out);
+
+// Consumers of a run's events: SSE chunks ("data: {...}" ... "data: [DONE]"), or one JSON answer.
+RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::shared_ptr<OaiState> st);
+RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder respond);
+
+std::string base64(const uint8_t* p, size_t n);
+
+}  // namespace ragd::daemon

@@ -1,0 +1,216 @@
+// Encoding of OpenAI-compatible responses: streaming chunks and whole answers.
+#include "openai_encode.h"
+
+namespace ragd::daemon {
+
+using pipelines::RunEvent;
+
+std::string base64(const uint8_t* p, size_t n) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < n; i += 3) {
+    uint32_t v = (p[i] << 16) | (p[i + 1] << 8) | p[i + 2];
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += k[(v >> 6) & 63];
+    out += k[v & 63];
+  }
+  if (i + 1 == n) {
+    uint32_t v = p[i] << 16;
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == n) {
+    uint32_t v = (p[i] << 16) | (p[i + 1] << 8);
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += k[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+namespace {
+
+void write_oai_usage(JsonWriter& w, const pipelines::Usage& u) {
+  w.begin_object().key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
+  w.key("total_tokens").value(u.prompt_tokens + u.completion_tokens);
+  w.key("prompt_tokens_details").begin_object().key("cached_tokens").value(u.reused_hbm + u.reused_dram + u.reused_ssd).end_object();
+  w.end_object();
+}
+
+void write_token_logprob(JsonWriter& w, const std::string& text, float lp) {
+  w.begin_object().key("token").value(text).key("logprob").value(lp).key("bytes").begin_array();
+  for (unsigned char c : text) w.value(static_cast<int>(c));
+  w.end_array().key("top_logprobs").begin_array();
+  w.begin_object().key("token").value(text).key("logprob").value(lp).key("bytes").begin_array();
+  for (unsigned char c : text) w.value(static_cast<int>(c));
+  w.end_array().end_object();
+  w.end_array().end_object();
+}
+
+void write_completion_logprobs(JsonWriter& w, const std::vector<std::pair<std::string, float>>& toks) {
+  w.begin_object().key("tokens").begin_array();
+  for (const auto& t : toks) w.value(t.first);
+  w.end_array().key("token_logprobs").begin_array();
+  for (const auto& t : toks) w.value(t.second);
+  w.end_array().key("top_logprobs").begin_array();
+  for (const auto& t : toks) w.begin_object().key(t.first).value(t.second).end_object();
+  w.end_array().key("text_offset").begin_array();
+  size_t off = 0;
+  for (const auto& t : toks) {
+    w.value(static_cast<uint64_t>(off));
+    off += t.first.size();
+  }
+  w.end_array().end_object();
+}
+
+// One streaming chunk. `delta_text` null = no content; `finish` "" = null.
+std::string chunk_json(const OaiState& s, const std::string* delta_text, bool role, const std::string& finish,
+                       const std::pair<std::string, float>* lp) {
+  JsonWriter w;
+  w.begin_object().key("id").value(s.id).key("object").value(s.chat ? "chat.completion.chunk" : "text_completion");
+  w.key("created").value(s.created).key("model").value(s.model).key("choices").begin_array().begin_object();
+  w.key("index").value(0);
+  if (s.chat) {
+    w.key("delta").begin_object();
+    if (role) w.key("role").value("assistant");
+    if (delta_text) w.key("content").value(*delta_text);
+    w.end_object();
+    if (lp) {
+      w.key("logprobs").begin_object().key("content").begin_array();
+      write_token_logprob(w, lp->first, lp->second);
+      w.end_array().end_object();
+    } else {
+      w.key("logprobs").null();
+    }
+  } else {
+    w.key("text").value(delta_text ? *delta_text : std::string());
+    if (lp) write_completion_logprobs(w, {*lp});
+    else w.key("logprobs").null();
+  }
+  if (finish.empty()) w.key("finish_reason").null();
+  else w.key("finish_reason").value(finish);
+  w.end_object().end_array().end_object();
+  return w.take();
+}
+
+}  // namespace
+
+RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::shared_ptr<OaiState> st) {
+  return [bridge, st](const RunEvent& ev) {
+      std::string out;
+      switch (ev.kind) {
+        case RunEvent::Kind::kSources: {
+          JsonWriter w;
+          w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion.chunk" : "text_completion");
+          w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().end_array();
+          w.key("ragd").begin_object().key("sources");
+          write_sources(w, ev.sources);
+          w.end_object().end_object();
+          out = sse_frame(nullptr, w.str());
+          break;
+        }
+        case RunEvent::Kind::kToken: {
+          if (st->chat && !st->sent_role) {
+            static const std::string kEmpty;
+            out += sse_frame(nullptr, chunk_json(*st, &kEmpty, true, "", nullptr));
+            st->sent_role = true;
+          }
+          std::pair<std::string, float> lp{ev.text, ev.logprob};
+          if (!ev.text.empty() || st->want_logprobs)
+            out += sse_frame(nullptr, chunk_json(*st, &ev.text, false, "", st->want_logprobs ? &lp : nullptr));
+          break;
+        }
+        case RunEvent::Kind::kDone: {
+          if (st->chat && !st->sent_role) {
+            static const std::string kEmpty;
+            out += sse_frame(nullptr, chunk_json(*st, &kEmpty, true, "", nullptr));
+          }
+          out += sse_frame(nullptr, chunk_json(*st, nullptr, false, ev.finish_reason.empty() ? "stop" : ev.finish_reason, nullptr));
+          if (st->include_usage) {
+            JsonWriter w;
+            w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion.chunk" : "text_completion");
+            w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().end_array();
+            w.key("usage");
+            write_oai_usage(w, ev.usage);
+            w.key("ragd").begin_object().key("usage");
+            write_usage(w, ev.usage);
+            w.key("timings");
+            write_timings(w, ev.timings);
+            w.end_object().end_object();
+            out += sse_frame(nullptr, w.str());
+          }
+          out += "data: [DONE]\n\n";
+          break;
+        }
+        case RunEvent::Kind::kError: {
+          ApiError err = from_status(ev.error, 1);
+          HttpResponse r = to_response(err);
+          out = sse_frame(nullptr, r.body) + "data: [DONE]\n\n";
+          break;
+        }
+      }
+      bool ok = out.empty() ? true : bridge->send(std::move(out));
+      if (ev.kind == RunEvent::Kind::kDone || ev.kind == RunEvent::Kind::kError) bridge->finish();
+      return ok;
+    };
+}
+
+RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder respond) {
+  return [st, respond](const RunEvent& ev) {
+    std::lock_guard<std::mutex> l(st->mu);
+    switch (ev.kind) {
+      case RunEvent::Kind::kSources: st->sources = ev.sources; break;
+      case RunEvent::Kind::kToken:
+        st->output += ev.text;
+        if (st->want_logprobs) st->tokens.emplace_back(ev.text, ev.logprob);
+        break;
+      case RunEvent::Kind::kError: respond(to_response(from_status(ev.error, 1))); break;
+      case RunEvent::Kind::kDone: {
+        JsonWriter w;
+        w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion" : "text_completion");
+        w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().begin_object();
+        w.key("index").value(0);
+        if (st->chat) {
+          w.key("message").begin_object().key("role").value("assistant").key("content").value(st->output).end_object();
+          if (st->want_logprobs) {
+            w.key("logprobs").begin_object().key("content").begin_array();
+            for (const auto& t : st->tokens) write_token_logprob(w, t.first, t.second);
+            w.end_array().end_object();
+          } else {
+            w.key("logprobs").null();
+          }
+        } else {
+          w.key("text").value(st->output);
+          if (st->want_logprobs) {
+            w.key("logprobs");
+            write_completion_logprobs(w, st->tokens);
+          } else {
+            w.key("logprobs").null();
+          }
+        }
+        w.key("finish_reason").value(ev.finish_reason.empty() ? "stop" : ev.finish_reason);
+        w.end_object().end_array();
+        w.key("usage");
+        write_oai_usage(w, ev.usage);
+        w.key("ragd").begin_object().key("sources");
+        write_sources(w, st->sources);
+        w.key("usage");
+        write_usage(w, ev.usage);
+        w.key("timings");
+        write_timings(w, ev.timings);
+        w.end_object().end_object();
+        HttpResponse r;
+        r.body = w.take();
+        respond(std::move(r));
+        break;
+      }
+    }
+    return true;
+  };
+}
+
+}  // namespace ragd::daemon

@@ -1,0 +1,143 @@
+// Operations: Prometheus metrics, cache statistics, pipeline listing.
+#include <map>
+
+#include "api_impl.h"
+
+namespace ragd::daemon {
+
+namespace {
+// Walks the executor's stats JSON; calls fn(path, value) for every numeric leaf.
+void walk_numbers(simdjson::dom::element e, const std::string& path,
+                  const std::function<void(const std::string&, double)>& fn) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::OBJECT: {
+      simdjson::dom::object o;
+      if (e.get_object().get(o)) break;
+      for (auto [k, v] : o) walk_numbers(v, path.empty() ? std::string(k) : path + "." + std::string(k), fn);
+      break;
+    }
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: {
+      double d = 0;
+      if (!e.get_double().get(d)) fn(path, d);
+      break;
+    }
+    case simdjson::dom::element_type::BOOL: {
+      bool b = false;
+      if (!e.get_bool().get(b)) fn(path, b ? 1 : 0);
+      break;
+    }
+    default: break;
+  }
+}
+
+std::string tier_of(const std::string& path) {
+  for (const char* t : {"hbm", "dram", "ssd"}) {
+    std::string s(t);
+    if (path == s || path.find(s + ".") != std::string::npos || path.find("." + s) != std::string::npos ||
+        path.find(s + "_") != std::string::npos || path.find("_" + s) != std::string::npos)
+      return s;
+  }
+  return "";
+}
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+}  // namespace
+
+std::string ApiImpl::render_metrics() {
+  running_g_->set({}, running_.load());
+  waiting_g_->set({}, waiting_.load());
+  pipelines::Executor* ex = executor();
+  ready_g_->set({}, (ex && ex->ready() && !shutting_down_.load()) ? 1 : 0);
+  if (ex) {
+    std::string js = ex->stats_json();
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    executor_stat_g_->clear();
+    if (!parser.parse(js.data(), js.size(), true).get(doc)) {
+      // Tier series are sums over every field of that tier (e.g. path_hits + prefix_hits).
+      std::map<std::pair<int, std::string>, double> tier_sum;
+      double pool_blocks = 0, pool_free = 0, pool_bytes = 0;
+      walk_numbers(doc, "", [&](const std::string& path, double v) {
+        executor_stat_g_->set({path}, v);
+        std::string leaf = path.substr(path.rfind('.') + 1);
+        // The engine's KV pool is the HBM tier: bytes in use = (blocks - free) * bytes / blocks.
+        if (path == "kv_pool.blocks") pool_blocks = v;
+        if (path == "kv_pool.free_blocks") pool_free = v;
+        if (path == "kv_pool.bytes") pool_bytes = v;
+        std::string tier = tier_of(path);
+        if (tier.empty()) return;
+        if (leaf == "used_bytes") tier_sum[{0, tier}] += v;
+        else if (leaf == "hits" || ends_with(leaf, "_hits")) tier_sum[{1, tier}] += v;
+        else if (leaf == "misses" || ends_with(leaf, "_misses")) tier_sum[{2, tier}] += v;
+      });
+      if (pool_blocks > 0) tier_sum[{0, "hbm"}] += (pool_blocks - pool_free) * pool_bytes / pool_blocks;
+      MetricFamily* fam[3] = {kv_bytes_g_, cache_hits_, cache_misses_};
+      for (const auto& [k, v] : tier_sum) fam[k.first]->set({k.second}, v);
+    }
+  }
+  return reg_.render();
+}
+
+std::string ApiImpl::cache_stats_json(const ReqCtx& ctx) {
+  JsonWriter w;
+  w.begin_object();
+  pipelines::Executor* ex = executor();
+  w.key("ready").value(ex != nullptr && ex->ready());
+  if (!ctx.admin) {
+    // A tenant sees its own requests only: cache contents, hit counts and other tenants' load
+    // would tell it what others asked. The full view needs an admin key.
+    int64_t mine = 0;
+    {
+      std::lock_guard<std::mutex> l(runs_mu_);
+      for (const auto& [id, t] : runs_) mine += t->tenant == ctx.tenant;
+    }
+    w.key("tenant").value(ctx.tenant);
+    w.key("requests").begin_object().key("in_flight").value(mine).end_object();
+    w.end_object();
+    return w.take();
+  }
+  std::string js = ex ? ex->stats_json() : "";
+  w.key("requests").begin_object().key("running").value(running_.load()).key("waiting").value(waiting_.load());
+  {
+    std::lock_guard<std::mutex> l(runs_mu_);
+    w.key("in_flight").value(static_cast<int64_t>(runs_.size()));
+  }
+  w.end_object();
+  // The executor's stats, verbatim when it is valid JSON.
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (!js.empty() && !parser.parse(js.data(), js.size(), true).get(doc)) w.key("executor").raw(js);
+  else w.key("executor").null();
+  w.end_object();
+  return w.take();
+}
+
+std::string ApiImpl::pipelines_json(const std::string& name, bool* found) const {
+  auto write_one = [](JsonWriter& w, const pipelines::PipelineInfo& p) {
+    w.begin_object().key("name").value(p.name).key("description").value(p.description);
+    w.key("reuse").value(p.reuse).key("top_k").value(p.top_k).key("index").value(p.index);
+    w.key("max_tokens").value(p.max_tokens).end_object();
+  };
+  JsonWriter w;
+  *found = false;
+  if (name.empty()) {
+    *found = true;
+    w.begin_object().key("object").value("list").key("data").begin_array();
+    for (const auto& p : executor()->pipelines()) write_one(w, p);
+    w.end_array().end_object();
+    return w.take();
+  }
+  for (const auto& p : executor()->pipelines()) {
+    if (p.name != name) continue;
+    *found = true;
+    write_one(w, p);
+    return w.take();
+  }
+  return {};
+}
+
+}  // namespace ragd::daemon

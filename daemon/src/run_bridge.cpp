@@ -1,0 +1,119 @@
+// Executor submission with metrics and accounting around a consumer; SSE responses of runs.
+#include "api_impl.h"
+#include "ragd/common/log.h"
+#include "run_events.h"
+
+namespace ragd::daemon {
+
+using pipelines::RunEvent;
+
+ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route, std::shared_ptr<void> slot,
+                            RunConsumer consumer) {
+  pipelines::Executor* ex = executor();
+  if (!ex) return {503, "not_ready", "model and stores are still loading", "", {}};
+  auto track = std::make_shared<RunTrack>();
+  track->id = req.id;
+  track->route = route;
+  track->tenant = req.tenant;
+  track->slot = std::move(slot);
+  {
+    std::lock_guard<std::mutex> l(runs_mu_);
+    if (runs_.count(req.id)) return {409, "duplicate_request_id", "request id '" + req.id + "' is already running", "", {}};
+    runs_[req.id] = track;
+  }
+  waiting_.fetch_add(1);
+  auto self = shared_from_this();
+  auto finish = [self, track](const std::string& reason) {
+    if (track->finished) return;
+    track->finished = true;
+    if (track->started) self->running_.fetch_sub(1);
+    else self->waiting_.fetch_sub(1);
+    self->runs_total_->inc({track->route, reason});
+    self->e2e_->observe({}, ms_since(track->t0) / 1000.0);
+    {
+      std::lock_guard<std::mutex> l(self->runs_mu_);
+      self->runs_.erase(track->id);
+    }
+    track->slot.reset();
+  };
+  const std::string id = req.id;
+  Status st = ex->submit(std::move(req), [self, track, consumer, finish](const RunEvent& ev) -> bool {
+    if (track->finished) return false;
+    auto now = Clock::now();
+    if (!track->started) {
+      track->started = true;
+      self->waiting_.fetch_sub(1);
+      self->running_.fetch_add(1);
+    }
+    if (ev.kind == RunEvent::Kind::kToken) {
+      if (track->tokens == 0) {
+        track->first_token = now;
+        self->ttft_->observe({}, std::chrono::duration<double>(now - track->t0).count());
+      } else {
+        self->itl_->observe({}, std::chrono::duration<double>(now - track->last_token).count());
+      }
+      track->last_token = now;
+      track->tokens++;
+    }
+    // A final event is accounted before the consumer answers the client, so that whatever the
+    // client does next (read /metrics, start its next run) sees this run finished.
+    if (ev.kind == RunEvent::Kind::kDone) {
+      const auto& u = ev.usage;
+      self->prompt_tokens_->inc({}, u.prompt_tokens);
+      self->generated_tokens_->inc({}, u.completion_tokens);
+      self->reused_tokens_->inc({"hbm"}, u.reused_hbm);
+      self->reused_tokens_->inc({"dram"}, u.reused_dram);
+      self->reused_tokens_->inc({"ssd"}, u.reused_ssd);
+      self->recomputed_tokens_->inc({}, u.recomputed_tokens);
+      self->queue_time_->observe({}, ev.timings.queue_ms / 1000.0);
+      if (track->tokens > 1)
+        self->tpot_->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /
+                                     (track->tokens - 1));
+      log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{} (hbm/dram/ssd), {:.1f} ms, {}",
+                          track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd,
+                          ms_since(track->t0), ev.finish_reason);
+      finish(ev.finish_reason.empty() ? "stop" : ev.finish_reason);
+      return consumer(ev);
+    }
+    if (ev.kind == RunEvent::Kind::kError) {
+      log::daemon()->warn("{} run failed: {}", track->id, ev.error.to_string());
+      finish("error");
+      return consumer(ev);
+    }
+    bool keep = consumer(ev);
+    if (!keep) finish("cancelled");  // the client is gone; later events are refused
+    return keep;
+  });
+  if (!st.ok()) {
+    {
+      std::lock_guard<std::mutex> l(runs_mu_);
+      runs_.erase(id);
+    }
+    waiting_.fetch_sub(1);
+    track->finished = true;
+    ApiError e = from_status(st, cfg_.limits.retry_after_s, id);
+    if (st.code() == StatusCode::kNotFound) e.code = "pipeline_not_found";
+    return e;
+  }
+  return {};
+}
+
+void ApiImpl::cancel_run(const std::string& id) {
+  pipelines::Executor* ex = executor();
+  if (!ex) return;
+  log::daemon()->info("{} cancelling run", id);
+  ex->cancel(id);
+}
+
+HttpResponse ApiImpl::sse_response(std::shared_ptr<SseBridge> bridge, const std::string& rid) {
+  HttpResponse r;
+  r.content_type = "text/event-stream";
+  r.stream = [bridge](std::shared_ptr<StreamWriter> w) { bridge->attach(std::move(w)); };
+  r.on_abort = [self = shared_from_this(), bridge, rid] {
+    bridge->abort();
+    self->cancel_run(rid);
+  };
+  return r;
+}
+
+}  // namespace ragd::daemon

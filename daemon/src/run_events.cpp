@@ -1,0 +1,142 @@
+// Encoding of run results shared by the REST, SSE and WebSocket answers, and the SSE bridge.
+#include "run_events.h"
+
+namespace ragd::daemon {
+
+using pipelines::RunEvent;
+
+void write_sources(JsonWriter& w, const std::vector<pipelines::Source>& s) {
+  w.begin_array();
+  for (const auto& src : s) {
+    w.begin_object();
+    w.key("doc_id").value(src.doc_id).key("chunk_id").value(src.chunk_id);
+    w.key("score").value(src.score).key("snippet").value(src.snippet);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+void write_usage(JsonWriter& w, const pipelines::Usage& u) {
+  w.begin_object();
+  w.key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
+  w.key("reused_tokens").begin_object();
+  w.key("hbm").value(u.reused_hbm).key("dram").value(u.reused_dram).key("ssd").value(u.reused_ssd);
+  w.end_object();
+  w.key("recomputed_tokens").value(u.recomputed_tokens);
+  w.end_object();
+}
+
+void write_timings(JsonWriter& w, const pipelines::Timings& t) {
+  w.begin_object();
+  w.key("queue_ms").value(t.queue_ms).key("retrieval_ms").value(t.retrieval_ms);
+  w.key("kv_load_ms").value(t.kv_load_ms).key("prefill_ms").value(t.prefill_ms);
+  w.key("ttft_ms").value(t.ttft_ms).key("tpot_ms").value(t.tpot_ms).key("total_ms").value(t.total_ms);
+  w.end_object();
+}
+
+std::string event_json(const RunEvent& ev, const std::string& run_id) {
+  JsonWriter w;
+  w.begin_object();
+  switch (ev.kind) {
+    case RunEvent::Kind::kSources:
+      w.key("event").value("sources").key("id").value(run_id).key("sources");
+      write_sources(w, ev.sources);
+      break;
+    case RunEvent::Kind::kToken:
+      w.key("event").value("token").key("index").value(ev.index).key("text").value(ev.text);
+      w.key("token_id").value(static_cast<int64_t>(ev.token_id)).key("logprob").value(ev.logprob);
+      break;
+    case RunEvent::Kind::kDone:
+      w.key("event").value("done").key("id").value(run_id).key("finish_reason").value(ev.finish_reason);
+      w.key("usage");
+      write_usage(w, ev.usage);
+      w.key("timings");
+      write_timings(w, ev.timings);
+      break;
+    case RunEvent::Kind::kError: {
+      ApiError e = from_status(ev.error, 1, run_id);
+      w.key("event").value("error").key("id").value(run_id).key("error").begin_object();
+      w.key("code").value(e.code).key("message").value(e.message).end_object();
+      break;
+    }
+  }
+  w.end_object();
+  return w.take();
+}
+
+std::string error_event_json(const ApiError& e, const std::string& run_id) {
+  JsonWriter w;
+  w.begin_object().key("event").value("error");
+  if (!run_id.empty()) w.key("id").value(run_id);
+  w.key("error").begin_object().key("code").value(e.code).key("message").value(e.message);
+  if (!e.param.empty()) w.key("param").value(e.param);
+  w.key("status").value(e.status).end_object().end_object();
+  return w.take();
+}
+
+std::string sse_frame(const char* event, const std::string& data) {
+  std::string out;
+  if (event) {
+    out += "event: ";
+    out += event;
+    out += "\n";
+  }
+  out += "data: ";
+  out += data;
+  out += "\n\n";
+  return out;
+}
+
+const char* event_name(RunEvent::Kind k) {
+  switch (k) {
+    case RunEvent::Kind::kSources: return "sources";
+    case RunEvent::Kind::kToken: return "token";
+    case RunEvent::Kind::kDone: return "done";
+    case RunEvent::Kind::kError: return "error";
+  }
+  return "?";
+}
+
+// SseBridge: events may arrive before the transport hands over the writer; buffer until then.
+void SseBridge::attach(std::shared_ptr<StreamWriter> w) {
+  std::vector<std::string> pending;
+  bool finish = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    writer_ = w;
+    pending.swap(pending_);
+    finish = finished_;
+  }
+  for (auto& m : pending) w->send(std::move(m));
+  if (finish) w->finish();
+}
+
+bool SseBridge::send(std::string msg) {
+  std::shared_ptr<StreamWriter> w;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!writer_) {
+      pending_.push_back(std::move(msg));
+      return !aborted_;
+    }
+    w = writer_;
+  }
+  return w->send(std::move(msg));
+}
+
+void SseBridge::finish() {
+  std::shared_ptr<StreamWriter> w;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    finished_ = true;
+    w = writer_;
+  }
+  if (w) w->finish();
+}
+
+void SseBridge::abort() {
+  std::lock_guard<std::mutex> l(mu_);
+  aborted_ = true;
+}
+
+}  // namespace ragd::daemon
