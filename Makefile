@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo bench tsan clean
+.PHONY: all deps configure build test demo bench tsan clean train-model eval
 
 all: build
 
@@ -30,6 +30,15 @@ demo: build
 
 bench: build
 	./scripts/bench.sh $(BUILD)
+
+# Trains the QA model into models/ragd-qa on the CPU (about 95 minutes; resumable: run it again
+# after an interruption). Installs Debian's python3-torch if missing. TRAIN_MINUTES=N to change.
+train-model: build
+	./scripts/train-model.sh $(BUILD)
+
+# Answer accuracy (exact match, F1) of models/ragd-qa on the held-out set, every exact reuse mode.
+eval: build
+	./scripts/eval.sh $(BUILD)
 
 # ThreadSanitizer build of the concurrent modules, run on their tests.
 tsan: deps

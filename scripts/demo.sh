@@ -1,33 +1,43 @@
 #!/usr/bin/env bash
-# make demo: makes the default model, ingests a sample corpus, starts ragd, runs a RAG query through
-# the pipeline API and through the streaming client, runs it again to show knowledge-tree KV reuse,
-# and stops the daemon. Everything lives under data/demo (delete it to start over).
+# make demo: ingests the held-out QA corpus (examples/qa_eval) with the committed trained model
+# (models/ragd-qa), starts ragd, asks a question with a known answer through the pipeline API and
+# through the streaming client, prints the answer next to its source passage, runs it again to show
+# knowledge-tree KV reuse, and stops the daemon. Everything lives under data/demo (delete it to
+# start over). RAGD_DEMO_MODEL=DIR uses another model; RAGD_DEMO_PRESET=small a random-weight one.
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/bin"
 DEMO=${RAGD_DEMO_DIR:-data/demo}
-PRESET=${RAGD_DEMO_PRESET:-small}
+PRESET=${RAGD_DEMO_PRESET:-}
+MODEL=${RAGD_DEMO_MODEL:-models/ragd-qa}
 PORT=${RAGD_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
-QUESTION=${RAGD_DEMO_QUESTION:-"What did Greta Holm write about the meltwater and the outwash plain of Felmere?"}
+QID=${RAGD_DEMO_QID:-q0003}  # a question of examples/qa_eval/questions.jsonl
+read -r QUESTION GOLD_ANSWER GOLD_DOC < <(python3 - "$QID" <<'PY'
+import json, sys
+for line in open("examples/qa_eval/questions.jsonl"):
+    q = json.loads(line)
+    if q["id"] == sys.argv[1]:
+        print("\t".join([q["question"], q["answer"], q["gold"]]).replace(" ", "\x1f"))
+PY
+)
+QUESTION=${QUESTION//$'\x1f'/ }; GOLD_ANSWER=${GOLD_ANSWER//$'\x1f'/ }; GOLD_DOC=${GOLD_DOC//$'\x1f'/ }
 mkdir -p "$DEMO"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1. default model ($PRESET preset, random weights, real Llama-family layout)"
-if [[ ! -f "$DEMO/model/config.json" ]]; then
-  "$BIN/ragctl" make-model --preset "$PRESET" --seed 1 --out "$DEMO/model"
+if [[ -n "$PRESET" ]]; then
+  step "1. model: $PRESET preset, random weights (answers are noise; for shapes and speed)"
+  MODEL="$DEMO/model-$PRESET"
+  [[ -f "$MODEL/config.json" ]] || "$BIN/ragctl" make-model --preset "$PRESET" --seed 1 --out "$MODEL"
 else
-  echo "reusing $DEMO/model"
+  step "1. model: $MODEL (trained by make train-model; see its README.md)"
 fi
 
-step "2. sample corpus and ingestion"
-if [[ ! -d "$DEMO/corpus" ]]; then
-  python3 examples/make_corpus.py --out "$DEMO/corpus" --docs 120 --seed 7
-fi
-"$BIN/ragctl" ingest "$DEMO/corpus" --data "$DEMO/data" --model "$DEMO/model"
+step "2. QA corpus ingestion (examples/qa_eval: 320 passages with entities never seen in training)"
+"$BIN/ragctl" ingest examples/qa_eval/corpus.jsonl --data "$DEMO/data" --model "$MODEL"
 
 step "3. start ragd on 127.0.0.1:$PORT"
-"$BIN/ragd" --model "$DEMO/model" --data "$DEMO/data" --listen "127.0.0.1:$PORT" > "$DEMO/ragd.log" 2>&1 &
+"$BIN/ragd" --model "$MODEL" --data "$DEMO/data" --listen "127.0.0.1:$PORT" > "$DEMO/ragd.log" 2>&1 &
 RAGD_PID=$!
 cleanup() { kill -TERM "$RAGD_PID" 2>/dev/null && wait "$RAGD_PID" 2>/dev/null || true; }
 trap cleanup EXIT
@@ -41,15 +51,23 @@ curl -fs "http://127.0.0.1:$PORT/readyz"; echo
 run_query() {
   curl -fs -X POST "http://127.0.0.1:$PORT/v1/pipelines/default/runs" \
     -H 'Content-Type: application/json' \
-    -d "{\"query\": \"$QUESTION\", \"max_tokens\": 24, \"temperature\": 0}"
+    -d "{\"query\": \"$QUESTION\", \"max_tokens\": 16, \"temperature\": 0}"
 }
 
 step "4. RAG query through the pipeline API (first run: documents prefilled)"
 FIRST=$(run_query)
-echo "$FIRST" | python3 -m json.tool
+python3 - "$FIRST" "$GOLD_ANSWER" "$GOLD_DOC" <<'PY'
+import json, sys
+r, gold, gold_doc = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+print(f"answer      : {r['output'].strip()!r}   (expected {gold!r}: "
+      f"{'correct' if r['output'].strip().lower() == gold.lower() else 'WRONG'})")
+for i, s in enumerate(r["sources"]):
+    mark = "  <- gold passage" if s["doc_id"].endswith(gold_doc) else ""
+    print(f"source {i + 1}    : [{s['doc_id']}] score {s['score']:.3f}{mark}\n              {s['snippet'][:160]}")
+PY
 
 step "5. the same question through the streaming client (WebSocket)"
-"$BIN/ragctl" stream "$QUESTION" --url "ws://127.0.0.1:$PORT/v1/stream" --max-tokens 24
+"$BIN/ragctl" stream "$QUESTION" --url "ws://127.0.0.1:$PORT/v1/stream" --max-tokens 16
 
 step "6. again through the pipeline API: document KV comes from the knowledge tree"
 SECOND=$(run_query)

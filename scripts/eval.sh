@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# make eval: answer accuracy of a model on the held-out QA set (examples/qa_eval: 320 passages, 400
+# questions, entities never seen in training), end to end (ingest -> retrieval -> prompt ->
+# greedy generation) and with the gold passage forced into the context, for every exact reuse mode.
+#   EVAL_MODEL (default models/ragd-qa), EVAL_DIR (default data/eval), EVAL_LIMIT (default all)
+set -euo pipefail
+BUILD=${1:-build}
+BIN="$BUILD/bin"
+MODEL=${EVAL_MODEL:-models/ragd-qa}
+DIR=${EVAL_DIR:-data/eval}
+mkdir -p "$DIR"
+"$BIN/ragctl" ingest examples/qa_eval/corpus.jsonl --data "$DIR/data" --model "$MODEL" > "$DIR/ingest.log"
+args=()
+[[ -n "${EVAL_LIMIT:-}" ]] && args+=(--limit "$EVAL_LIMIT")
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --reuse none,prefix,knowledge_tree --context both --json "$DIR/report.json" "${args[@]}" 2> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json"
