@@ -185,7 +185,7 @@ class ExecutorTest : public ::testing::Test {
     RunRequest r;
     r.pipeline = pipeline;
     r.query = query;
-    r.sampling.max_tokens = max_tokens;
+    r.overrides.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
     RunOutput out;
     Collector c;
@@ -275,6 +275,11 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
     expect_same(ref, second, "from DRAM");
     EXPECT_EQ(second.usage.reused_hbm, 0);
     EXPECT_GT(second.usage.reused_dram, 0);
+    const ExecutorStats st = rt.executor->stats();
+    EXPECT_TRUE(st.tiers[1].enabled);
+    EXPECT_GT(st.tiers[1].entries, 0u);
+    EXPECT_GT(st.tiers[1].hits, 0u);
+    EXPECT_EQ(st.tiers[0].entries, 0u);  // pool share 0: nothing cached in the pool
     EXPECT_NE(rt.executor->stats_json().find("\"tiers\""), std::string::npos);
     rt.stop();
   }
@@ -324,7 +329,7 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
       RunRequest r;
       r.pipeline = "none";
       r.query = kQueries[i];
-      r.sampling.max_tokens = 12;
+      r.overrides.max_tokens = 12;
       r.sampling.ignore_eos = true;
       ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
     }
@@ -334,14 +339,14 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
       expect_same(seq[i], outs[i], std::string(mode) + " run " + std::to_string(i));
     }
     rt.stop();  // the scheduler publishes its final stats on exit
-    const std::string stats = rt.executor->stats_json();
+    const ExecutorStats stats = rt.executor->stats();
     if (std::string(mode) == "swap") {
-      EXPECT_EQ(stats.find("\"swaps_out\":0,"), std::string::npos) << stats;
+      EXPECT_GT(stats.swaps_out, 0) << stats.to_json();
     } else {
-      EXPECT_EQ(stats.find("\"drops\":0,"), std::string::npos) << stats;
+      EXPECT_GT(stats.drops, 0) << stats.to_json();
     }
-    EXPECT_NE(stats.find("\"running\":0,"), std::string::npos) << stats;
-    EXPECT_NE(stats.find("\"swap_bytes\":0"), std::string::npos) << stats;
+    EXPECT_EQ(stats.running, 0) << stats.to_json();
+    EXPECT_EQ(stats.swap_bytes, 0u) << stats.to_json();
     rt.stop();
   }
   fs::remove_all(data);
@@ -353,7 +358,7 @@ TEST_F(ExecutorTest, CancelFreesEverything) {
   RunRequest r;
   r.pipeline = "none";
   r.query = "glacier ice";
-  r.sampling.max_tokens = 200;
+  r.overrides.max_tokens = 200;
   r.sampling.ignore_eos = true;
   RunOutput out;
   Collector c;
@@ -370,9 +375,9 @@ TEST_F(ExecutorTest, CancelFreesEverything) {
   EXPECT_EQ(out2.finish, "cancelled");
   EXPECT_LT(out2.tokens.size(), 200u);
   rt.stop();
-  const std::string stats = rt.executor->stats_json();
-  EXPECT_NE(stats.find("\"running\":0,"), std::string::npos) << stats;
-  EXPECT_NE(stats.find("\"swap_bytes\":0"), std::string::npos) << stats;
+  const ExecutorStats stats = rt.executor->stats();
+  EXPECT_EQ(stats.running, 0) << stats.to_json();
+  EXPECT_EQ(stats.swap_bytes, 0u) << stats.to_json();
   close(rt);
   fs::remove_all(data);
 }

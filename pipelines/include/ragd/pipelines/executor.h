@@ -9,6 +9,7 @@
 // Thread-safety: every method is thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,7 +25,21 @@ namespace ragd::pipelines {
 
 enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree };
 std::string_view reuse_mode_name(ReuseMode m);
+// The one parser of reuse mode names (pipeline specs, request bodies): "none" | "prefix" |
+// "knowledge_tree"; InvalidArgument naming the value otherwise.
 Result<ReuseMode> parse_reuse_mode(std::string_view s);
+
+// Per-request overrides of generation parameters. Unset = the pipeline spec's value (pipeline
+// runs) or RunRequest::sampling's value (plain runs). Resolved once, at submit: an explicit value is
+// honoured even when it equals a built-in default.
+struct RunOverrides {
+  std::optional<int> max_tokens;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;          // sampling top-k (0 = off)
+  std::optional<uint64_t> seed;
+  std::optional<std::vector<std::string>> stop;
+};
 
 struct RunRequest {
   std::string id;                 // request id (set by the daemon; logged on every line)
@@ -33,9 +48,16 @@ struct RunRequest {
   std::string query;              // RAG question (pipeline runs)
   std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
-  int top_k = -1;                 // -1 = pipeline default
-  std::optional<ReuseMode> reuse; // unset = pipeline default
+  int top_k = -1;                 // retrieval top-k; -1 = pipeline default
+  std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
+  // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
+  // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
+  // Plain runs: everything from here, `overrides` on top.
   engine::SamplingParams sampling;
+  RunOverrides overrides;
+  // KV key scope: the tenant scope whose documents the prompt may hold; "" = shared. Runs of
+  // different scopes never reuse each other's KV.
+  std::string kv_scope;
   bool want_logprobs = false;
 };
 
@@ -74,6 +96,45 @@ struct RunEvent {
 // Returns false to cancel the run (e.g. the client went away).
 using EventSink = std::function<bool(const RunEvent&)>;
 
+// One KV tier's state (index = kvstore::Tier: 0 hbm = the engine pool, 1 dram, 2 ssd).
+struct TierUsage {
+  bool enabled = false;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t entries = 0;      // knowledge-tree nodes holding a copy here
+  uint64_t hits = 0;         // lookups whose node was fastest here
+  uint64_t hit_tokens = 0;
+  uint64_t evictions = 0;
+  uint64_t loads = 0;        // segments read from here
+};
+
+struct ExecutorStats {
+  std::string model;
+  // scheduler
+  std::string policy;
+  long steps = 0, admitted = 0, finished = 0, cancelled = 0;
+  long swaps_out = 0, swaps_in = 0, drops = 0;
+  long tokens_prefill = 0, tokens_decode = 0;
+  int waiting = 0, running = 0, swapped = 0;
+  int loading = 0;  // requests waiting for their KV to come up from DRAM / SSD
+  int queued = 0;   // submitted, still in retrieval / prompt building
+  double length_mae = 0, length_within_2x = 0;
+  long length_samples = 0;
+  // engine pool
+  uint64_t pool_blocks = 0, pool_free_blocks = 0, pool_block_size = 0, pool_bytes = 0, swap_bytes = 0;
+  // KV cache (one knowledge tree over every tier)
+  std::string eviction;
+  std::array<TierUsage, 3> tiers{};
+  uint64_t cache_nodes = 0, cache_pinned = 0, cache_lookups = 0, cache_lookup_misses = 0;
+  uint64_t load_failures = 0, checksum_failures = 0, restored_segments = 0;
+  std::string ssd_error;  // why the SSD tier is off ("" = fine)
+  // reuse, summed over finished runs
+  long runs_with_reuse = 0;
+  long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, recomputed = 0;
+
+  std::string to_json() const;
+};
+
 struct PipelineInfo {
   std::string name;
   std::string description;
@@ -93,8 +154,9 @@ class Executor {
   virtual std::vector<PipelineInfo> pipelines() const = 0;
   virtual bool ready() const = 0;
   virtual std::string model_name() const = 0;
-  // JSON object text with cache and scheduler stats (for /v1/cache/stats and /metrics gauges).
-  virtual std::string stats_json() const = 0;
+  // Cache, scheduler and reuse stats (for /v1/cache/stats and /metrics).
+  virtual ExecutorStats stats() const = 0;
+  std::string stats_json() const { return stats().to_json(); }
 };
 
 }  // namespace ragd::pipelines
