@@ -214,10 +214,9 @@ void ApiImpl::cancel_run(const std::string& id) {
 
 namespace {
 ApiError parse_reuse(const std::string& s, pipelines::ReuseMode* out) {
-  if (s == "none" || s == "off") *out = pipelines::ReuseMode::kNone;
-  else if (s == "prefix") *out = pipelines::ReuseMode::kPrefix;
-  else if (s == "knowledge_tree" || s == "knowledge-tree" || s == "tree") *out = pipelines::ReuseMode::kKnowledgeTree;
-  else return bad_request("reuse", "field 'reuse' must be one of none, prefix, knowledge_tree; got '" + s + "'");
+  Result<pipelines::ReuseMode> m = pipelines::parse_reuse_mode(s);
+  if (!m.ok()) return bad_request("reuse", "field 'reuse' must be one of none, prefix, knowledge_tree; got '" + s + "'");
+  *out = *m;
   return {};
 }
 }  // namespace
@@ -258,23 +257,25 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   int max_tokens = -1;
   if (auto e = f.integer("max_tokens", &v, 1, 1 << 20, &present); e.failed()) return e;
   if (present) max_tokens = static_cast<int>(v);
+  if (present) out->overrides.max_tokens = max_tokens;  // explicit values win over the pipeline's
   double d = 0;
   if (auto e = f.number("temperature", &d, 0.0, 2.0, &present); e.failed()) return e;
-  if (present) out->sampling.temperature = static_cast<float>(d);
+  if (present) out->overrides.temperature = static_cast<float>(d);
   if (auto e = f.number("top_p", &d, 1e-9, 1.0, &present); e.failed()) return e;
-  if (present) out->sampling.top_p = static_cast<float>(d);
+  if (present) out->overrides.top_p = static_cast<float>(d);
   uint64_t seed = 0;
   if (auto e = f.uinteger("seed", &seed, &present); e.failed()) return e;
-  if (present) out->sampling.seed = seed;
+  if (present) out->overrides.seed = seed;
   if (auto el = f.get("stop")) {
     std::string_view sv;
     simdjson::dom::array arr;
+    out->overrides.stop.emplace();
     if (!el->get_string().get(sv)) {
-      out->sampling.stop.emplace_back(sv);
+      out->overrides.stop->emplace_back(sv);
     } else if (!el->get_array().get(arr)) {
       for (auto s : arr) {
         if (s.get_string().get(sv)) return bad_request("stop", "field 'stop' must be a string or an array of strings");
-        out->sampling.stop.emplace_back(sv);
+        out->overrides.stop->emplace_back(sv);
       }
     } else {
       return bad_request("stop", "field 'stop' must be a string or an array of strings");

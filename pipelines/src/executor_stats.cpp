@@ -2,7 +2,6 @@
 // kvstore's own counters (thread-safe) at read time, and its JSON form for /v1/cache/stats.
 #include "executor_impl.h"
 
-#include "ragd/common/json_writer.h"
 
 namespace ragd::pipelines {
 
@@ -61,6 +60,11 @@ ExecutorStats ExecutorImpl::stats() const {
     b.evictions = a.evictions;
     b.loads = a.loads;
   }
+  uint64_t slower = k.lookup_misses;  // a document past the cached path missed every tier
+  for (int t = kvstore::kNumTiers - 1; t >= 0; --t) {
+    x.tiers[t].misses = slower;
+    slower += k.tiers[t].hits;
+  }
   x.cache_nodes = k.tree_nodes;
   x.cache_pinned = k.pinned_nodes;
   x.cache_lookups = k.lookups;
@@ -70,44 +74,6 @@ ExecutorStats ExecutorImpl::stats() const {
   x.restored_segments = k.restored_segments;
   x.ssd_error = k.ssd_error;
   return x;
-}
-
-std::string ExecutorStats::to_json() const {
-  static constexpr const char* kTierNames[] = {"hbm", "dram", "ssd"};
-  JsonWriter w;
-  w.begin_object();
-  w.key("model").value(model);
-  w.key("scheduler").begin_object();
-  w.key("policy").value(policy).key("steps").value(int64_t{steps}).key("waiting").value(waiting);
-  w.key("running").value(running).key("swapped").value(swapped).key("loading").value(loading).key("queued").value(queued);
-  w.key("admitted").value(int64_t{admitted}).key("finished").value(int64_t{finished});
-  w.key("cancelled").value(int64_t{cancelled}).key("swaps_out").value(int64_t{swaps_out});
-  w.key("swaps_in").value(int64_t{swaps_in}).key("drops").value(int64_t{drops});
-  w.key("tokens_prefill").value(int64_t{tokens_prefill}).key("tokens_decode").value(int64_t{tokens_decode});
-  w.key("length_predictor").begin_object().key("samples").value(int64_t{length_samples}).key("mae").value(length_mae);
-  w.key("within_2x").value(length_within_2x).end_object();
-  w.end_object();
-  w.key("kv_pool").begin_object().key("blocks").value(pool_blocks).key("free_blocks").value(pool_free_blocks);
-  w.key("block_size").value(pool_block_size).key("bytes").value(pool_bytes).key("swap_bytes").value(swap_bytes);
-  w.end_object();
-  w.key("cache").begin_object().key("eviction").value(eviction).key("nodes").value(cache_nodes);
-  w.key("pinned").value(cache_pinned).key("lookups").value(cache_lookups).key("lookup_misses").value(cache_lookup_misses);
-  w.key("load_failures").value(load_failures).key("checksum_failures").value(checksum_failures);
-  w.key("restored_segments").value(restored_segments).key("ssd_error").value(ssd_error);
-  w.key("tiers").begin_object();
-  for (size_t t = 0; t < tiers.size(); ++t) {
-    const TierUsage& u = tiers[t];
-    w.key(kTierNames[t]).begin_object().key("enabled").value(u.enabled).key("capacity_bytes").value(u.capacity_bytes);
-    w.key("used_bytes").value(u.used_bytes).key("entries").value(u.entries).key("hits").value(u.hits);
-    w.key("hit_tokens").value(u.hit_tokens).key("evictions").value(u.evictions).key("loads").value(u.loads);
-    w.end_object();
-  }
-  w.end_object().end_object();
-  w.key("reuse").begin_object().key("runs").value(int64_t{runs_with_reuse}).key("hbm_tokens").value(int64_t{reused_hbm});
-  w.key("dram_tokens").value(int64_t{reused_dram}).key("ssd_tokens").value(int64_t{reused_ssd});
-  w.key("recomputed_tokens").value(int64_t{recomputed}).end_object();
-  w.end_object();
-  return w.take();
 }
 
 }  // namespace ragd::pipelines

@@ -11,22 +11,6 @@
 
 namespace ragd::pipelines {
 
-std::string_view reuse_mode_name(ReuseMode m) {
-  switch (m) {
-    case ReuseMode::kNone: return "none";
-    case ReuseMode::kPrefix: return "prefix";
-    case ReuseMode::kKnowledgeTree: return "knowledge_tree";
-  }
-  return "?";
-}
-
-Result<ReuseMode> parse_reuse_mode(std::string_view s) {
-  if (s == "none") return ReuseMode::kNone;
-  if (s == "prefix") return ReuseMode::kPrefix;
-  if (s == "knowledge_tree") return ReuseMode::kKnowledgeTree;
-  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected none, prefix or knowledge_tree)");
-}
-
 engine::SamplingParams resolve_sampling(const PipelineSpec* spec, const RunRequest& req) {
   engine::SamplingParams p = req.sampling;
   if (spec) {

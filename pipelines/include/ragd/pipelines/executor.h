@@ -20,14 +20,28 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/executor_stats.h"
 
 namespace ragd::pipelines {
 
 enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree };
-std::string_view reuse_mode_name(ReuseMode m);
+inline std::string_view reuse_mode_name(ReuseMode m) {
+  switch (m) {
+    case ReuseMode::kNone: return "none";
+    case ReuseMode::kPrefix: return "prefix";
+    case ReuseMode::kKnowledgeTree: return "knowledge_tree";
+  }
+  return "?";
+}
 // The one parser of reuse mode names (pipeline specs, request bodies): "none" | "prefix" |
-// "knowledge_tree"; InvalidArgument naming the value otherwise.
-Result<ReuseMode> parse_reuse_mode(std::string_view s);
+// "knowledge_tree"; InvalidArgument naming the value otherwise. Inline: the daemon's HTTP layer
+// uses it without linking the pipelines library.
+inline Result<ReuseMode> parse_reuse_mode(std::string_view s) {
+  if (s == "none") return ReuseMode::kNone;
+  if (s == "prefix") return ReuseMode::kPrefix;
+  if (s == "knowledge_tree") return ReuseMode::kKnowledgeTree;
+  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected none, prefix or knowledge_tree)");
+}
 
 // Per-request overrides of generation parameters. Unset = the pipeline spec's value (pipeline
 // runs) or RunRequest::sampling's value (plain runs). Resolved once, at submit: an explicit value is
@@ -95,45 +109,6 @@ struct RunEvent {
 
 // Returns false to cancel the run (e.g. the client went away).
 using EventSink = std::function<bool(const RunEvent&)>;
-
-// One KV tier's state (index = kvstore::Tier: 0 hbm = the engine pool, 1 dram, 2 ssd).
-struct TierUsage {
-  bool enabled = false;
-  uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;
-  uint64_t entries = 0;      // knowledge-tree nodes holding a copy here
-  uint64_t hits = 0;         // lookups whose node was fastest here
-  uint64_t hit_tokens = 0;
-  uint64_t evictions = 0;
-  uint64_t loads = 0;        // segments read from here
-};
-
-struct ExecutorStats {
-  std::string model;
-  // scheduler
-  std::string policy;
-  long steps = 0, admitted = 0, finished = 0, cancelled = 0;
-  long swaps_out = 0, swaps_in = 0, drops = 0;
-  long tokens_prefill = 0, tokens_decode = 0;
-  int waiting = 0, running = 0, swapped = 0;
-  int loading = 0;  // requests waiting for their KV to come up from DRAM / SSD
-  int queued = 0;   // submitted, still in retrieval / prompt building
-  double length_mae = 0, length_within_2x = 0;
-  long length_samples = 0;
-  // engine pool
-  uint64_t pool_blocks = 0, pool_free_blocks = 0, pool_block_size = 0, pool_bytes = 0, swap_bytes = 0;
-  // KV cache (one knowledge tree over every tier)
-  std::string eviction;
-  std::array<TierUsage, 3> tiers{};
-  uint64_t cache_nodes = 0, cache_pinned = 0, cache_lookups = 0, cache_lookup_misses = 0;
-  uint64_t load_failures = 0, checksum_failures = 0, restored_segments = 0;
-  std::string ssd_error;  // why the SSD tier is off ("" = fine)
-  // reuse, summed over finished runs
-  long runs_with_reuse = 0;
-  long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, recomputed = 0;
-
-  std::string to_json() const;
-};
 
 struct PipelineInfo {
   std::string name;
