@@ -428,12 +428,13 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_ke
     ok = true;
     m.write_behind(n, actions);
   }
-  // No pool and no DRAM room: straight to SSD, as a segment insert would.
-  if (!ok && seg && m.usable(kSsd) && (parent->is_root || parent->in(kSsd)) && m.ssd_room_for_write(n->bytes) &&
+  // No DRAM tier (or no room): the lower copy goes straight to SSD, as a segment insert would,
+  // when there is no pool copy or write-behind asks for a durable one.
+  if ((!ok || m.opt.write_behind) && !n->in(kDram) && seg && m.usable(kSsd) && (parent->is_root || parent->in(kSsd)) && m.ssd_room_for_write(n->bytes) &&
       m.make_room(kSsd, n->bytes, actions)) {
     m.place(n, kSsd, seg, actions, /*ssd_write=*/true);
     m.ctr[kSsd].inserts += 1;
-    if (placed) *placed = Tier::kSsd;
+    if (!ok && placed) *placed = Tier::kSsd;
     ok = true;
   }
   n->pins -= 1;

@@ -401,9 +401,8 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   } else {
     release(sid);
   }
-  emit(r, ev);
   {
-    std::lock_guard<std::mutex> lk(stats_mu_);
+    std::lock_guard<std::mutex> lk(stats_mu_);  // before the done event: a client may read stats on it
     const Usage& u = r.usage;
     if (u.reused_hbm + u.reused_dram + u.reused_ssd > 0) stats_.runs_with_reuse += 1;
     stats_.reused_hbm += u.reused_hbm;
@@ -411,6 +410,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     stats_.reused_ssd += u.reused_ssd;
     stats_.recomputed += u.recomputed_tokens;
   }
+  emit(r, ev);
   drop_run(r);
 }
 

@@ -95,6 +95,10 @@ void write_pipelines(const std::string& dir) {
                std::string("[pipeline]\nname = \"") + mode + "\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"" + mode +
                    "\"\n[generation]\nmax_tokens = 7\n");
   }
+  // Generation defaults that differ from the built-in ones (temperature 0, max_tokens 256).
+  write_file(fs::path(dir) / "hot.toml",
+             "[pipeline]\nname = \"hot\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"none\"\n"
+             "[generation]\nmax_tokens = 5\ntemperature = 1.5\nseed = 9\n");
 }
 
 struct RunOutput {
@@ -307,6 +311,110 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
   }
   fs::remove_all(data);
   fs::remove_all(data2);
+}
+
+// A document path evicted from the engine pool (by PGDSF, under pool pressure from another run)
+// comes back from DRAM, or from SSD when there is no DRAM tier, with the same outputs.
+TEST_F(ExecutorTest, PoolEvictedDocumentsComeBackFromDramAndSsdIdentically) {
+  const std::string data = tmpdir("evict");
+  const char* qa = "volcano magma eruption";
+  const char* qb = "chess knight gambit";
+  RunOutput ref_a, ref_b;
+  {
+    Runtime rt = open(options(data), true);
+    ref_a = run(*rt.executor, "none", qa);
+    ref_b = run(*rt.executor, "none", qb);
+    close(rt);
+  }
+  const int prompt = std::max(ref_a.usage.prompt_tokens, ref_b.usage.prompt_tokens);
+  for (bool dram : {true, false}) {
+    SCOPED_TRACE(dram ? "dram" : "ssd");
+    fs::remove_all(fs::path(data) / "kvcache");
+    RuntimeOptions o = options(data);
+    // One run fits (prompt + 7 generated, + 2 spare blocks), not a second one beside the first
+    // run's cached documents: 16-token blocks of 2 layers x K,V x 2 heads x 16 dims x 4 bytes.
+    o.kv_pool_bytes = size_t{16} * 512 * static_cast<size_t>((prompt + 7 + 15) / 16 + 2);
+    if (!dram) o.dram_cache_bytes = 0;
+    Runtime rt = open(o, false);
+    RunOutput a1 = run(*rt.executor, "knowledge_tree", qa);
+    RunOutput b1 = run(*rt.executor, "knowledge_tree", qb);
+    RunOutput a2 = run(*rt.executor, "knowledge_tree", qa);
+    expect_same(ref_a, a1, "a first");
+    expect_same(ref_b, b1, "b first");
+    expect_same(ref_a, a2, "a after its documents left the pool");
+    EXPECT_GT(rt.executor->stats().tiers[0].evictions, 0u);
+    if (dram) {
+      EXPECT_GT(a2.usage.reused_dram, 0);
+    } else {
+      EXPECT_GT(a2.usage.reused_ssd, 0);
+      EXPECT_EQ(a2.usage.reused_dram, 0);
+    }
+    EXPECT_EQ(a2.usage.reused_hbm + a2.usage.reused_dram + a2.usage.reused_ssd + a2.usage.recomputed_tokens,
+              a2.usage.prompt_tokens);
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
+// With the default tiers (pool, DRAM, SSD under data_dir, write-behind), a graceful stop keeps the
+// document KV: a fresh runtime on the same directory reuses it from SSD, with the same outputs.
+TEST_F(ExecutorTest, RestartReusesDocumentKvFromSsdWithTheDefaultConfiguration) {
+  const std::string data = tmpdir("restart");
+  const char* q = "glacier ice valley";
+  RunOutput ref;
+  {
+    Runtime rt = open(options(data), true);
+    ref = run(*rt.executor, "none", q);
+    RunOutput first = run(*rt.executor, "knowledge_tree", q);
+    expect_same(ref, first, "before restart");
+    close(rt);  // graceful: write-behind queue drained, RocksDB flushed
+  }
+  {
+    Runtime rt = open(options(data), false);
+    RunOutput again = run(*rt.executor, "knowledge_tree", q);
+    expect_same(ref, again, "after restart");
+    EXPECT_GT(again.usage.reused_ssd, 0);
+    EXPECT_EQ(again.usage.reused_hbm, 0);
+    EXPECT_EQ(again.usage.reused_dram, 0);
+    const ExecutorStats st = rt.executor->stats();
+    EXPECT_GT(st.restored_segments, 0u);
+    EXPECT_GT(st.reused_ssd, 0);
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
+// Explicit per-request values win over the pipeline's defaults even when they equal the built-in
+// defaults (temperature 0, max_tokens 256); unset ones take the pipeline's.
+TEST_F(ExecutorTest, ExplicitOverridesWinOverPipelineDefaults) {
+  const std::string data = tmpdir("overrides");
+  Runtime rt = open(options(data), true);
+  const char* q = "harbor ship sailor";
+  RunOutput greedy = run(*rt.executor, "none", q);
+  Collector c;
+  RunRequest r;
+  r.pipeline = "hot";
+  r.query = q;
+  r.sampling.ignore_eos = true;
+  r.overrides.temperature = 0.0f;
+  r.overrides.max_tokens = 256;
+  RunOutput out;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
+  ASSERT_TRUE(c.wait(&out));
+  ASSERT_TRUE(out.error.ok()) << out.error.to_string();
+  EXPECT_EQ(out.tokens.size(), 256u);
+  ASSERT_GE(out.tokens.size(), greedy.tokens.size());
+  EXPECT_EQ(std::vector<int32_t>(out.tokens.begin(), out.tokens.begin() + greedy.tokens.size()), greedy.tokens);
+  RunRequest d;
+  d.pipeline = "hot";
+  d.query = q;
+  d.sampling.ignore_eos = true;
+  RunOutput dflt;
+  ASSERT_TRUE(rt.executor->submit(d, c.sink(&dflt)).ok());
+  ASSERT_TRUE(c.wait(&dflt));
+  EXPECT_EQ(dflt.tokens.size(), 5u);  // the pipeline's max_tokens
+  close(rt);
+  fs::remove_all(data);
 }
 
 TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {

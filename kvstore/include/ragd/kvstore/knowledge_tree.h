@@ -26,7 +26,7 @@
 //
 // Write-behind (TreeOptions::write_behind): every node placed in DRAM is also queued for the SSD
 // tier (an SsdAction put) while the pending-write budget allows, so an SSD copy exists before DRAM
-// evicts it and a restart finds it again.
+// evicts it and a restart finds it again; without a DRAM tier insert_pool queues the SSD copy itself.
 //
 // Thread-safety: NOT thread-safe; KvStore serialises access with its mutex. In pool mode every
 // call that can place or remove an HBM copy (insert_pool, promote_pool, evict_one(kHbm),
