@@ -46,6 +46,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
   so.max_batch_tokens = opts.max_batch_tokens;
   so.max_running = opts.max_running;
   ex->sched_ = std::make_unique<Scheduler>(so);
+  ex->kv_host_ = std::make_unique<PoolKvHost>(ex->model_->kv_pool(), *ex->planner_, opts.swap_bytes);
   ex->publish_stats();
   ex->thread_ = std::thread([raw] { raw->loop(); });
   return ex;
@@ -99,16 +100,16 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     r->spec = &*it;
     if (req.query.empty()) return Status::InvalidArgument("query must not be empty");
     if (req.top_k > 64) return Status::InvalidArgument("top_k must be at most 64, got " + std::to_string(req.top_k));
-    r->reuse.mode = req.reuse.value_or(it->reuse);
+    r->kv.reuse.mode = req.reuse.value_or(it->reuse);
   } else {
     if (req.messages.empty() && req.prompt.empty()) return Status::InvalidArgument("one of messages or prompt is required");
-    r->reuse.mode = req.reuse.value_or(ReuseMode::kPrefix);
-    if (r->reuse.mode == ReuseMode::kKnowledgeTree) r->reuse.mode = ReuseMode::kPrefix;  // no documents to key
+    r->kv.reuse.mode = req.reuse.value_or(ReuseMode::kPrefix);
+    if (r->kv.reuse.mode == ReuseMode::kKnowledgeTree) r->kv.reuse.mode = ReuseMode::kPrefix;  // no documents to key
   }
   r->sampling = resolve_sampling(r->spec, req);
   RAGD_RETURN_IF_ERROR(r->sampling.validate());
   if (r->sampling.max_tokens <= 0) return Status::InvalidArgument("max_tokens must be positive");
-  r->reuse.scope = req.kv_scope;
+  r->kv.reuse.scope = req.kv_scope;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (pending_ + static_cast<int>(inbox_.size()) + static_cast<int>(live_names_.size()) >= opts_.max_queue)
@@ -197,7 +198,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   if (r->error.empty()) {
     // Lookup and, for a DRAM / SSD hit, an asynchronous load: this thread does not wait for it.
     const auto tl = Clock::now();
-    planner_->lookup(r->prompt, r->path, &r->reuse);
+    planner_->lookup(r->prompt, r->path, &r->kv.reuse);
     r->timings.kv_load_ms += ms_between(tl, Clock::now());
   }
   r->t_ready = Clock::now();
@@ -251,7 +252,9 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   for (int32_t t : q.sampling.stop_token_ids) stop_ids.push_back(t);
   q.state.emplace(q.prompt, q.sampling, *tok_, std::move(stop_ids), max_new);
   q.usage.prompt_tokens = prompt_len;
-  if (!q.reuse.ready()) {
+  q.kv.state = &*q.state;
+  kv_host_->attach(sid, &q.kv);
+  if (!q.kv.reuse.ready()) {
     loading_.push_back(sid);  // admitted to the scheduler when its KV is in host memory
     return;
   }
@@ -265,7 +268,7 @@ void ExecutorImpl::schedule_run(Run& q) {
   si.pipeline = q.spec ? q.spec->name : "";
   si.prompt_tokens = q.state->prompt_len();
   si.max_new_tokens = q.state->max_new_tokens();
-  si.cached_tokens_hint = std::min(q.reuse.hint_tokens, si.prompt_tokens);  // ordering (RAGCache)
+  si.cached_tokens_hint = std::min(q.kv.reuse.hint_tokens, si.prompt_tokens);  // ordering (RAGCache)
   Status st = sched_->add(si);
   if (!st.ok()) fail(q.sid, st);
 }
@@ -275,7 +278,7 @@ void ExecutorImpl::admit_loaded() {
   std::erase_if(loading_, [&](uint64_t sid) {
     auto it = runs_.find(sid);
     if (it == runs_.end()) return true;  // finished (cancelled) meanwhile
-    if (!it->second->reuse.ready()) return false;
+    if (!it->second->kv.reuse.ready()) return false;
     ready.push_back(sid);
     return true;
   });
@@ -317,7 +320,7 @@ void ExecutorImpl::loop() {
 }
 
 void ExecutorImpl::step() {
-  StepPlan plan = sched_->schedule(*this);
+  StepPlan plan = sched_->schedule(*kv_host_);
   if (plan.items.empty()) {
     // Nothing can run (every request waits for memory held by cache or swapped KV): back off.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -328,10 +331,10 @@ void ExecutorImpl::step() {
   const auto t0 = Clock::now();
   for (const BatchItem& it : plan.items) {
     Run& r = *runs_.at(it.id);
-    RAGD_CHECK(r.table.num_tokens() == it.start)
-        << "request " << r.rr.id << ": KV holds " << r.table.num_tokens() << " tokens, step starts at " << it.start;
+    RAGD_CHECK(r.kv.table.num_tokens() == it.start)
+        << "request " << r.rr.id << ": KV holds " << r.kv.table.num_tokens() << " tokens, step starts at " << it.start;
     engine::SeqStep s;
-    s.table = &r.table;
+    s.table = &r.kv.table;
     s.tokens = std::span<const int32_t>(r.state->tokens().data() + it.start, it.n);
     s.logits = it.sample ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
     batch.push_back(s);
@@ -351,7 +354,7 @@ void ExecutorImpl::step() {
     if (f == runs_.end()) continue;
     Run& r = *f->second;
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
-    if (!r.reuse.published && r.table.num_tokens() >= r.state->prompt_len()) planner_->publish(r.reuse, r.table);
+    if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) planner_->publish(r.kv.reuse, r.kv.table);
     if (!it.sample) continue;
     on_sampled(r, out.row(out.row_begin[i]));
   }
@@ -370,6 +373,7 @@ void ExecutorImpl::on_sampled(Run& r, std::span<const float> logits) {
 }
 
 void ExecutorImpl::drop_run(Run& r) {
+  kv_host_->detach(r.sid);
   by_name_.erase(r.rr.id);
   loading_.erase(std::remove(loading_.begin(), loading_.end(), r.sid), loading_.end());
   {
@@ -387,6 +391,11 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   RunEvent ev;
   ev.kind = RunEvent::Kind::kDone;
   ev.finish_reason = reason;
+  r.usage.reused_hbm = r.kv.reused.hbm;
+  r.usage.reused_dram = r.kv.reused.dram;
+  r.usage.reused_ssd = r.kv.reused.ssd;
+  r.usage.recomputed_tokens = r.kv.recomputed;
+  r.timings.kv_load_ms += r.kv.install_ms;
   ev.usage = r.usage;
   Timings& t = r.timings;
   t.total_ms = ms_between(r.t_submit, now);
@@ -394,12 +403,12 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     t.ttft_ms = ms_between(r.t_submit, r.t_first);
     if (r.usage.completion_tokens > 1) t.tpot_ms = ms_between(r.t_first, r.t_last) / (r.usage.completion_tokens - 1);
   }
-  if (r.admitted_once) t.queue_ms = ms_between(r.t_ready, r.t_admit);
+  if (r.kv.admitted) t.queue_ms = ms_between(r.t_ready, r.kv.t_admit);
   ev.timings = t;
   if (sched_->contains(sid)) {
-    if (reason == "cancelled") sched_->cancel(sid, *this); else sched_->finish(sid, *this);
+    if (reason == "cancelled") sched_->cancel(sid, *kv_host_); else sched_->finish(sid, *kv_host_);
   } else {
-    release(sid);
+    kv_host_->release(sid);
   }
   {
     std::lock_guard<std::mutex> lk(stats_mu_);  // before the done event: a client may read stats on it
@@ -419,7 +428,7 @@ void ExecutorImpl::fail(uint64_t sid, const Status& st) {
   if (it == runs_.end()) return;
   Run& r = *it->second;
   log::pipelines()->warn("[{}] run failed: {}", r.rr.id, st.to_string());
-  if (sched_->contains(sid)) sched_->cancel(sid, *this); else release(sid);
+  if (sched_->contains(sid)) sched_->cancel(sid, *kv_host_); else kv_host_->release(sid);
   RunEvent ev;
   ev.kind = RunEvent::Kind::kError;
   ev.error = st;

@@ -1,7 +1,7 @@
 // ExecutorImpl: the Executor over one Model, its KvPool, the kvstore (the one KV cache: pool, DRAM,
 // SSD) and an optional corpus. Pieces:
 //   executor_impl.cpp  the run loop: submit -> prepare (retrieval pool) -> accept -> step -> finish
-//   kv_host.cpp        the KvHost the scheduler drives: admit (reuse install), swap, preempt
+//   kv_host.*          the KvHost the scheduler drives: admit (reuse install), swap, preempt
 //   reuse_planner.*    lookup -> install -> publish, one strategy per reuse mode
 //   run_state.*        a run's generation state with checkpoints and the committed-token emitter
 //   executor_stats.cpp the typed stats snapshot
@@ -9,8 +9,8 @@
 // building run on a small thread pool and hand runs over through inbox_ (guarded by mu_). KV that
 // comes up from DRAM / SSD loads on the kvstore's I/O pool; the run waits in loading_ (not in the
 // scheduler) until its load is done, and nobody blocks on it.
-// Thread-safety: the public Executor methods are thread-safe; the KvHost methods and everything
-// marked "scheduler thread" run on the scheduler thread only.
+// Thread-safety: the public Executor methods are thread-safe; everything marked "scheduler thread"
+// runs on the scheduler thread only.
 #pragma once
 
 #include <atomic>
@@ -36,6 +36,7 @@
 #include "ragd/pipelines/runtime.h"
 #include "ragd/pipelines/scheduler.h"
 
+#include "kv_host.h"
 #include "prompt_builder.h"
 #include "reuse_planner.h"
 #include "run_state.h"
@@ -46,7 +47,7 @@ class Corpus;
 
 namespace ragd::pipelines {
 
-class ExecutorImpl final : public Executor, private KvHost {
+class ExecutorImpl final : public Executor {
  public:
   struct Deps {
     std::unique_ptr<engine::Model> model;
@@ -80,14 +81,11 @@ class ExecutorImpl final : public Executor, private KvHost {
     engine::SamplingParams sampling;         // resolved at submit
     std::vector<int32_t> prompt;             // set by prepare
     std::vector<std::vector<int32_t>> path;  // RAG prompt segments before the question
-    ReusePlan reuse;
     std::optional<RunState> state;           // from accept on
-    engine::BlockTable table;                // scheduler thread
-    std::optional<kvstore::HostKv> swapped;  // KV while swapped out
+    RunKv kv;                                // table, swap copy, reuse plan (scheduler thread after prepare)
     Usage usage;
     Timings timings;
-    Clock::time_point t_submit, t_ready, t_admit, t_first, t_last;
-    bool admitted_once = false;
+    Clock::time_point t_submit, t_ready, t_first, t_last;
     std::string error;  // set when preparation failed
   };
 
@@ -104,14 +102,6 @@ class ExecutorImpl final : public Executor, private KvHost {
   void drop_run(Run& r);
   bool emit(Run& r, const RunEvent& ev);
 
-  // KvHost (kv_host.cpp)
-  bool ensure_free(int blocks) override;
-  int blocks_needed(uint64_t id, int n) const override;
-  int admit(uint64_t id, int keep_free) override;
-  bool swap_in(uint64_t id, int keep_free) override;
-  bool preempt(uint64_t id, bool swap) override;
-  void release(uint64_t id) override;
-  void truncate(uint64_t id, int n) override;
 
   RuntimeOptions opts_;
   std::unique_ptr<engine::Model> model_;
@@ -125,11 +115,11 @@ class ExecutorImpl final : public Executor, private KvHost {
 
   // scheduler thread only
   std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<PoolKvHost> kv_host_;
   std::unordered_map<uint64_t, std::unique_ptr<Run>> runs_;
   std::unordered_map<std::string, uint64_t> by_name_;
   std::unordered_set<std::string> early_cancels_;  // cancelled while still in retrieval
   std::vector<uint64_t> loading_;                  // accepted, KV still loading
-  size_t swap_bytes_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

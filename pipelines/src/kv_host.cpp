@@ -1,36 +1,32 @@
-// ExecutorImpl's KvHost: the scheduler's view of KV memory. Admission installs reusable KV through
-// the reuse planner; pool pressure evicts cached KV by the kvstore's policy; preemption swaps a
-// run's KV to host memory (kvstore::gather_kv) or drops it for recompute.
-#include "executor_impl.h"
+#include "kv_host.h"
 
 #include "ragd/common/log.h"
 
 namespace ragd::pipelines {
 
 namespace {
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 size_t host_bytes(const kvstore::HostKv& kv) { return (kv.k.size() + kv.v.size()) * sizeof(float); }
 }  // namespace
 
-bool ExecutorImpl::ensure_free(int blocks) { return planner_->reclaim(blocks); }
-
-int ExecutorImpl::blocks_needed(uint64_t id, int n) const {
-  return runs_.at(id)->table.blocks_needed(model_->kv_pool(), n);
+void PoolKvHost::detach(uint64_t id) {
+  release(id);
+  runs_.erase(id);
 }
 
-int ExecutorImpl::admit(uint64_t id, int keep_free) {
-  Run& r = *runs_.at(id);
-  auto& pool = model_->kv_pool();
-  const auto t0 = Clock::now();
+bool PoolKvHost::ensure_free(int blocks) { return planner_.reclaim(blocks); }
+
+int PoolKvHost::blocks_needed(uint64_t id, int n) const { return at(id).table.blocks_needed(pool_, n); }
+
+int PoolKvHost::admit(uint64_t id, int keep_free) {
+  RunKv& r = at(id);
+  const auto t0 = std::chrono::steady_clock::now();
   const int len = static_cast<int>(r.state->tokens().size());
   const int prompt_len = r.state->prompt_len();
-  Installed in = planner_->install(r.reuse, r.table, [&](int n) { return ensure_free(keep_free + n); });
+  Installed in = planner_.install(r.reuse, r.table, [&](int n) { return ensure_free(keep_free + n); });
   int present = in.tokens;
   if (present >= len) {  // the last token is always fed, to get its logits
     int over = present - (len - 1);
-    r.table.truncate(pool, len - 1);
+    r.table.truncate(pool_, len - 1);
     present = len - 1;
     for (int* t : {&in.ssd, &in.dram, &in.hbm}) {
       const int d = std::min(*t, over);
@@ -38,62 +34,58 @@ int ExecutorImpl::admit(uint64_t id, int keep_free) {
       over -= d;
     }
   }
-  if (!r.admitted_once) {
-    r.admitted_once = true;
-    r.t_admit = Clock::now();
-    r.usage.reused_hbm = in.hbm;
-    r.usage.reused_dram = in.dram;
-    r.usage.reused_ssd = in.ssd;
-    r.timings.kv_load_ms += ms_between(t0, Clock::now());
+  if (!r.admitted) {
+    r.admitted = true;
+    r.t_admit = std::chrono::steady_clock::now();
+    r.reused = in;
+    r.install_ms = std::chrono::duration<double, std::milli>(r.t_admit - t0).count();
   }
-  r.usage.recomputed_tokens += std::min(len, prompt_len) - std::min(present, prompt_len);
+  r.recomputed += std::min(len, prompt_len) - std::min(present, prompt_len);
   return present;
 }
 
-bool ExecutorImpl::swap_in(uint64_t id, int keep_free) {
-  Run& r = *runs_.at(id);
+bool PoolKvHost::swap_in(uint64_t id, int keep_free) {
+  RunKv& r = at(id);
   if (!r.swapped) return false;
-  auto& pool = model_->kv_pool();
-  const int bs = pool.layout().block_size;
+  const int bs = pool_.layout().block_size;
   const int need = (r.swapped->num_tokens + bs - 1) / bs;
   if (!ensure_free(keep_free + need)) return false;
-  if (!r.table.append(pool, r.swapped->num_tokens, r.swapped->k.data(), r.swapped->v.data())) return false;
+  if (!r.table.append(pool_, r.swapped->num_tokens, r.swapped->k.data(), r.swapped->v.data())) return false;
   swap_bytes_ -= host_bytes(*r.swapped);
   r.swapped.reset();
   return true;
 }
 
-bool ExecutorImpl::preempt(uint64_t id, bool swap) {
-  Run& r = *runs_.at(id);
-  auto& pool = model_->kv_pool();
+bool PoolKvHost::preempt(uint64_t id, bool swap) {
+  RunKv& r = at(id);
   const int n = r.table.num_tokens();
-  const size_t bytes = 2 * static_cast<size_t>(n) * pool.layout().token_floats() * pool.layout().num_layers * sizeof(float);
-  bool ok = swap && n > 0 && swap_bytes_ + bytes <= opts_.swap_bytes;
+  const size_t bytes = 2 * static_cast<size_t>(n) * pool_.layout().token_floats() * pool_.layout().num_layers * sizeof(float);
+  bool ok = swap && n > 0 && swap_bytes_ + bytes <= swap_limit_;
   if (ok) {
-    Result<kvstore::HostKv> kv = kvstore::gather_kv(pool, r.table, 0, n);
+    Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, r.table, 0, n);
     ok = kv.ok();
     if (ok) {
       r.swapped = std::move(kv).value();
       swap_bytes_ += host_bytes(*r.swapped);
     }
   }
-  r.table.release(pool);
-  log::pipelines()->debug("[{}] preempted ({} tokens, {})", r.rr.id, n, ok ? "swapped" : "dropped");
+  r.table.release(pool_);
+  log::pipelines()->debug("run {} preempted ({} tokens, {})", id, n, ok ? "swapped" : "dropped");
   return ok;
 }
 
-void ExecutorImpl::release(uint64_t id) {
+void PoolKvHost::release(uint64_t id) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
-  Run& r = *it->second;
-  r.table.release(model_->kv_pool());
+  RunKv& r = *it->second;
+  r.table.release(pool_);
   if (r.swapped) swap_bytes_ -= host_bytes(*r.swapped);
   r.swapped.reset();
 }
 
-void ExecutorImpl::truncate(uint64_t id, int n) {
-  Run& r = *runs_.at(id);
-  if (r.table.num_tokens() > n) r.table.truncate(model_->kv_pool(), n);
+void PoolKvHost::truncate(uint64_t id, int n) {
+  RunKv& r = at(id);
+  if (r.table.num_tokens() > n) r.table.truncate(pool_, n);
 }
 
 }  // namespace ragd::pipelines
