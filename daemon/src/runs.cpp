@@ -297,6 +297,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)
     return {403, "forbidden", "tenant '" + tenant + "' does not match the API key's tenant", "tenant", {}};
   out->tenant = tenant.empty() ? ctx.tenant : tenant;
+  if (ctx.authed_by_key) out->kv_scope = out->tenant;  // tenants never reuse each other's document KV
   // Pipeline must exist; its max_tokens is the default.
   bool found = false;
   for (const auto& p : executor()->pipelines()) {

@@ -21,6 +21,7 @@
 #include "ragd/engine/safetensors.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
+#include "run_state.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -415,6 +416,62 @@ TEST_F(ExecutorTest, ExplicitOverridesWinOverPipelineDefaults) {
   EXPECT_EQ(dflt.tokens.size(), 5u);  // the pipeline's max_tokens
   close(rt);
   fs::remove_all(data);
+}
+
+// RunState over the real model: decode, checkpoint, decode more, restore and cut the KV back (what
+// Scheduler::truncate asks of the KV host), decode again: the same tokens (sampled, so the RNG is
+// restored too), and the client only ever saw committed tokens.
+TEST_F(ExecutorTest, RunStateRollbackWithTheModelRegeneratesIdenticalTokens) {
+  engine::ModelOptions mo;
+  mo.kv_pool_bytes = 4ull << 20;
+  mo.num_threads = 1;
+  auto model = engine::Model::load(*root_ + "/model", mo);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto tok = engine::Tokenizer::from_file(*root_ + "/model/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  engine::SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.seed = 5;
+  const std::vector<int32_t> prompt = (*tok)->encode("The harbor was quiet when the ship came in", true, false);
+  RunState s(prompt, sp, **tok, {}, 64);
+  s.set_auto_commit(false);
+  engine::KvPool& pool = (*model)->kv_pool();
+  engine::BlockTable table;
+  auto step = [&] {  // feeds every token the KV lacks, samples the next
+    engine::SeqStep st;
+    st.table = &table;
+    st.tokens = std::span<const int32_t>(s.tokens()).subspan(table.num_tokens());
+    st.logits = engine::SeqStep::Logits::kLast;
+    engine::StepOutput out;
+    ASSERT_TRUE((*model)->forward(std::span<engine::SeqStep>(&st, 1), &out).ok());
+    s.advance(out.row(out.row_begin[0]));
+  };
+  std::vector<RunEvent> seen;
+  const EventSink sink = [&](const RunEvent& ev) {
+    seen.push_back(ev);
+    return true;
+  };
+  while (s.generated() < 4) step();
+  s.commit();
+  ASSERT_TRUE(s.release(sink));
+  const RunState::Checkpoint cp = s.checkpoint();
+  while (s.generated() < 10) step();
+  ASSERT_TRUE(s.release(sink));
+  EXPECT_EQ(seen.size(), 4u) << "tentative tokens reached the client";
+  const std::vector<int32_t> first = s.tokens();
+  s.restore(cp);
+  table.truncate(pool, static_cast<int>(cp.tokens) - 1);
+  while (s.generated() < 10) step();
+  EXPECT_EQ(s.tokens(), first);
+  s.commit();
+  ASSERT_TRUE(s.release(sink));
+  ASSERT_EQ(seen.size(), 10u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].index, static_cast<int>(i));
+    EXPECT_EQ(seen[i].token_id, first[prompt.size() + i]);
+  }
+  table.release(pool);
+  EXPECT_EQ(pool.free_blocks(), pool.num_blocks());
 }
 
 TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
