@@ -22,10 +22,7 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions& opts, Deps deps) {
   if (!deps.model) return Status::InvalidArgument("executor: no model");
   if (!deps.tokenizer) return Status::InvalidArgument("executor: no tokenizer");
-  RAGD_ASSIGN_OR_RETURN(SchedPolicy policy, parse_sched_policy(opts.scheduler));
-  RAGD_ASSIGN_OR_RETURN(PreemptMode pm, parse_preempt_mode(opts.preemption));
-  if (opts.max_batch_tokens <= 0) return Status::InvalidArgument("executor: max_batch_tokens must be positive");
-  if (opts.max_running <= 0) return Status::InvalidArgument("executor: max_running must be positive");
+  RAGD_ASSIGN_OR_RETURN(const SchedulerOptions so, opts.scheduler_options());
   if (opts.max_queue <= 0) return Status::InvalidArgument("executor: max_queue must be positive");
   // The one KV cache: the engine pool is its HBM tier; DRAM always; SSD under the data dir.
   kvstore::Options ko = opts.kvstore_options();
@@ -40,11 +37,6 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
     raw->load_done_ = true;
     raw->cv_.notify_all();
   });
-  SchedulerOptions so;
-  so.policy = policy;
-  so.preemption = pm;
-  so.max_batch_tokens = opts.max_batch_tokens;
-  so.max_running = opts.max_running;
   ex->sched_ = std::make_unique<Scheduler>(so);
   ex->kv_host_ = std::make_unique<PoolKvHost>(ex->model_->kv_pool(), *ex->planner_, opts.swap_bytes);
   ex->publish_stats();

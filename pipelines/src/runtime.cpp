@@ -22,6 +22,17 @@ engine::ModelOptions RuntimeOptions::model_options() const {
   return mo;
 }
 
+Result<SchedulerOptions> RuntimeOptions::scheduler_options() const {
+  SchedulerOptions so;
+  RAGD_ASSIGN_OR_RETURN(so.policy, parse_sched_policy(scheduler));
+  RAGD_ASSIGN_OR_RETURN(so.preemption, parse_preempt_mode(preemption));
+  if (max_batch_tokens <= 0) return Status::InvalidArgument("executor: max_batch_tokens must be positive");
+  if (max_running <= 0) return Status::InvalidArgument("executor: max_running must be positive");
+  so.max_batch_tokens = max_batch_tokens;
+  so.max_running = max_running;
+  return so;
+}
+
 kvstore::Options RuntimeOptions::kvstore_options() const {
   kvstore::Options o;
   o.hbm_bytes = hbm_cache ? kv_pool_bytes : 0;

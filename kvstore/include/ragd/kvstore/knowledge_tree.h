@@ -76,8 +76,9 @@ class PoolTier {
 };
 
 struct TreeOptions {
-  // Byte capacity per tier (index = Tier). 0 = the tier holds nothing.
-  std::array<uint64_t, kNumTiers> capacity = {256ull << 20, 2ull << 30, 64ull << 30};
+  // Byte capacity per tier (index = Tier). 0 = the tier holds nothing. Defaults: those of
+  // kvstore::Options (256 MiB, 1 GiB, 8 GiB).
+  std::array<uint64_t, kNumTiers> capacity = {256ull << 20, 1ull << 30, 8ull << 30};
   EvictionPolicy policy = EvictionPolicy::kPgdsf;
   PrefillCostModel cost;  // PGDSF cost; analytic default when not profiled
   // Most bytes of SSD writes that may be queued (not yet written); demotions beyond it drop.

@@ -25,7 +25,7 @@ struct RuntimeOptions {
   std::string data_dir;              // document store, vector index, SSD KV tier live here
   std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
   std::string device = "cpu";        // "cpu" or "cuda:N"
-  std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair
+  std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair (SchedulerOptions::policy)
   int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
   int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
   int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
@@ -45,6 +45,8 @@ struct RuntimeOptions {
   int chunk_tokens = 256;
 
   engine::ModelOptions model_options() const;
+  // InvalidArgument naming a bad policy / preemption name or a non-positive size.
+  Result<SchedulerOptions> scheduler_options() const;
   // The KV tiers: the pool's share (all of it unless hbm_cache is off), DRAM, and SSD under
   // data_dir/kvcache when there is a data dir; write-behind to SSD on. The caller sets `pool`.
   kvstore::Options kvstore_options() const;
