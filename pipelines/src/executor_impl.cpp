@@ -346,13 +346,15 @@ void ExecutorImpl::step() {
     if (f == runs_.end()) continue;
     Run& r = *f->second;
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
+    // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
+    // and SSD take time that should not delay the first token); then a finished run ends.
+    const std::string reason = it.sample ? on_sampled(r, out.row(out.row_begin[i])) : std::string();
     if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) planner_->publish(r.kv.reuse, r.kv.table);
-    if (!it.sample) continue;
-    on_sampled(r, out.row(out.row_begin[i]));
+    if (!reason.empty()) finish(r.sid, reason);
   }
 }
 
-void ExecutorImpl::on_sampled(Run& r, std::span<const float> logits) {
+std::string ExecutorImpl::on_sampled(Run& r, std::span<const float> logits) {
   const auto now = Clock::now();
   RunState& s = *r.state;
   s.advance(logits);
@@ -360,8 +362,8 @@ void ExecutorImpl::on_sampled(Run& r, std::span<const float> logits) {
   if (s.generated() == 1) r.t_first = now;
   r.t_last = now;
   const bool keep = s.release([&](const RunEvent& ev) { return r.sink(ev); });
-  if (!s.finish_reason().empty()) finish(r.sid, s.finish_reason());
-  else if (!keep) finish(r.sid, "cancelled");
+  if (!s.finish_reason().empty()) return s.finish_reason();
+  return keep ? std::string() : std::string("cancelled");
 }
 
 void ExecutorImpl::drop_run(Run& r) {

@@ -98,7 +98,9 @@ class ExecutorImpl final : public Executor {
   void admit_loaded();                   // loading_ runs whose load finished
   void finish(uint64_t sid, const std::string& reason);
   void fail(uint64_t sid, const Status& st);
-  void on_sampled(Run& r, std::span<const float> logits);
+  // Advances the run by one sampled token and releases committed tokens; returns the finish reason
+  // ("" = go on; "cancelled" when the client went away).
+  std::string on_sampled(Run& r, std::span<const float> logits);
   void drop_run(Run& r);
   bool emit(Run& r, const RunEvent& ev);
 
