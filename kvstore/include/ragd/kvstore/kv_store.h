@@ -33,7 +33,10 @@
 //
 // Thread-safety: every method is thread-safe (one internal mutex for the tree; RocksDB and segment
 // copies run outside it, on the I/O pool). Pin and LoadHandle objects may be used and destroyed on
-// any thread, also after the store is closed.
+// any thread, also after the store is closed. In pool mode the methods that touch pool blocks
+// (fork_pool, insert_pool, reclaim_pool, detach_pool) must also run on the thread that owns the
+// engine pool (the scheduler thread): the tree's mutex guards the tree, not the pool. No other
+// method places or removes a pool copy.
 #pragma once
 
 #include <array>
