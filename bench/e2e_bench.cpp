@@ -131,7 +131,7 @@ Result1 run_one(Executor& ex, const Req& q, Clock::time_point t0) {
   rr.pipeline = q.pipeline;
   rr.query = q.query;
   rr.tenant = q.tenant;
-  rr.sampling.max_tokens = q.max_tokens;
+  rr.overrides.max_tokens = q.max_tokens;
   rr.sampling.ignore_eos = true;
   Status st = ex.submit(rr, [&](const RunEvent& ev) {
     const auto now = Clock::now();

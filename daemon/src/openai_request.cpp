@@ -124,6 +124,14 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   if (auto e = f.integer("retrieval_top_k", &iv, 1, 1000, &present); e.failed()) return e;
   if (present) run.top_k = static_cast<int>(iv);
   if (!run.pipeline.empty()) {
+    // Pipeline runs take the spec's generation defaults unless the request sets a value; OpenAI's
+    // own default temperature (1.0) counts as set, as it does for plain completions.
+    run.overrides.temperature = sp.temperature;
+    if (max_tokens > 0) run.overrides.max_tokens = max_tokens;
+    if (f.has("top_p")) run.overrides.top_p = sp.top_p;
+    if (f.has("top_k")) run.overrides.top_k = sp.top_k;
+    if (f.has("seed")) run.overrides.seed = sp.seed;
+    if (f.has("stop")) run.overrides.stop = sp.stop;
     bool found = false;
     for (const auto& p : pipelines) {
       if (p.name != run.pipeline) continue;

@@ -32,19 +32,6 @@ void walk_numbers(simdjson::dom::element e, const std::string& path,
   }
 }
 
-std::string tier_of(const std::string& path) {
-  for (const char* t : {"hbm", "dram", "ssd"}) {
-    std::string s(t);
-    if (path == s || path.find(s + ".") != std::string::npos || path.find("." + s) != std::string::npos ||
-        path.find(s + "_") != std::string::npos || path.find("_" + s) != std::string::npos)
-      return s;
-  }
-  return "";
-}
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
 }  // namespace
 
 std::string ApiImpl::render_metrics() {
@@ -53,30 +40,18 @@ std::string ApiImpl::render_metrics() {
   pipelines::Executor* ex = executor();
   ready_g_->set({}, (ex && ex->ready() && !shutting_down_.load()) ? 1 : 0);
   if (ex) {
-    std::string js = ex->stats_json();
+    const pipelines::ExecutorStats st = ex->stats();
+    const std::string js = st.to_json();
     thread_local simdjson::dom::parser parser;
     simdjson::dom::element doc;
     executor_stat_g_->clear();
-    if (!parser.parse(js.data(), js.size(), true).get(doc)) {
-      // Tier series are sums over every field of that tier (e.g. path_hits + prefix_hits).
-      std::map<std::pair<int, std::string>, double> tier_sum;
-      double pool_blocks = 0, pool_free = 0, pool_bytes = 0;
-      walk_numbers(doc, "", [&](const std::string& path, double v) {
-        executor_stat_g_->set({path}, v);
-        std::string leaf = path.substr(path.rfind('.') + 1);
-        // The engine's KV pool is the HBM tier: bytes in use = (blocks - free) * bytes / blocks.
-        if (path == "kv_pool.blocks") pool_blocks = v;
-        if (path == "kv_pool.free_blocks") pool_free = v;
-        if (path == "kv_pool.bytes") pool_bytes = v;
-        std::string tier = tier_of(path);
-        if (tier.empty()) return;
-        if (leaf == "used_bytes") tier_sum[{0, tier}] += v;
-        else if (leaf == "hits" || ends_with(leaf, "_hits")) tier_sum[{1, tier}] += v;
-        else if (leaf == "misses" || ends_with(leaf, "_misses")) tier_sum[{2, tier}] += v;
-      });
-      if (pool_blocks > 0) tier_sum[{0, "hbm"}] += (pool_blocks - pool_free) * pool_bytes / pool_blocks;
-      MetricFamily* fam[3] = {kv_bytes_g_, cache_hits_, cache_misses_};
-      for (const auto& [k, v] : tier_sum) fam[k.first]->set({k.second}, v);
+    if (!parser.parse(js.data(), js.size(), true).get(doc))
+      walk_numbers(doc, "", [&](const std::string& path, double v) { executor_stat_g_->set({path}, v); });
+    static constexpr const char* kTiers[] = {"hbm", "dram", "ssd"};  // index = kvstore::Tier
+    for (size_t t = 0; t < st.tiers.size(); ++t) {
+      kv_bytes_g_->set({kTiers[t]}, static_cast<double>(st.tiers[t].used_bytes));
+      cache_hits_->set({kTiers[t]}, static_cast<double>(st.tiers[t].hits));
+      cache_misses_->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
     }
   }
   return reg_.render();
@@ -100,7 +75,7 @@ std::string ApiImpl::cache_stats_json(const ReqCtx& ctx) {
     w.end_object();
     return w.take();
   }
-  std::string js = ex ? ex->stats_json() : "";
+  std::string js = ex ? ex->stats().to_json() : "";
   w.key("requests").begin_object().key("running").value(running_.load()).key("waiting").value(waiting_.load());
   {
     std::lock_guard<std::mutex> l(runs_mu_);

@@ -9,10 +9,9 @@ using pipelines::RunEvent;
 
 namespace {
 ApiError parse_reuse(const std::string& s, pipelines::ReuseMode* out) {
-  if (s == "none" || s == "off") *out = pipelines::ReuseMode::kNone;
-  else if (s == "prefix") *out = pipelines::ReuseMode::kPrefix;
-  else if (s == "knowledge_tree" || s == "knowledge-tree" || s == "tree") *out = pipelines::ReuseMode::kKnowledgeTree;
-  else return bad_request("reuse", "field 'reuse' must be one of none, prefix, knowledge_tree; got '" + s + "'");
+  Result<pipelines::ReuseMode> m = pipelines::parse_reuse_mode(s);
+  if (!m.ok()) return bad_request("reuse", "field 'reuse' must be one of none, prefix, knowledge_tree; got '" + s + "'");
+  *out = *m;
   return {};
 }
 }  // namespace
@@ -21,7 +20,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
                                  bool allow_pipeline_field) {
   if (allow_pipeline_field) {
     if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
-                         "stream", "reuse", "tenant", "logprobs", "ignore_eos"});
+                         "stream", "reuse", "tenant", "logprobs", "ignore_eos", "context_must_include"});
         e.failed())
       return e;
     std::string p = "default";
@@ -29,11 +28,13 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     out->pipeline = p;
   } else {
     if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
-                         "tenant", "logprobs", "ignore_eos"});
+                         "tenant", "logprobs", "ignore_eos", "context_must_include"});
         e.failed())
       return e;
   }
   if (auto e = f.str("query", &out->query, true); e.failed()) return e;
+  // Extension (evaluation): a document id that must be in the context (see docs/api.md).
+  if (auto e = f.str("context_must_include", &out->context_must_include); e.failed()) return e;
   if (out->query.empty()) return bad_request("query", "field 'query' must not be empty");
   int64_t v = 0;
   bool present = false;
@@ -42,15 +43,20 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   int max_tokens = -1;
   if (auto e = f.integer("max_tokens", &v, 1, 1 << 20, &present); e.failed()) return e;
   if (present) max_tokens = static_cast<int>(v);
+  if (present) out->overrides.max_tokens = max_tokens;  // explicit values win over the pipeline's
   double d = 0;
   if (auto e = f.number("temperature", &d, 0.0, 2.0, &present); e.failed()) return e;
-  if (present) out->sampling.temperature = static_cast<float>(d);
+  if (present) out->overrides.temperature = static_cast<float>(d);
   if (auto e = f.number("top_p", &d, 1e-9, 1.0, &present); e.failed()) return e;
-  if (present) out->sampling.top_p = static_cast<float>(d);
+  if (present) out->overrides.top_p = static_cast<float>(d);
   uint64_t seed = 0;
   if (auto e = f.uinteger("seed", &seed, &present); e.failed()) return e;
-  if (present) out->sampling.seed = seed;
-  if (auto e = f.string_list("stop", &out->sampling.stop); e.failed()) return e;
+  if (present) out->overrides.seed = seed;
+  if (f.get("stop")) {
+    std::vector<std::string> stop;
+    if (auto e = f.string_list("stop", &stop); e.failed()) return e;
+    out->overrides.stop = std::move(stop);
+  }
   if (auto e = f.boolean("stream", stream); e.failed()) return e;
   if (auto e = f.boolean("logprobs", &out->want_logprobs); e.failed()) return e;
   // Extension (as in vLLM): keep generating past the model's end-of-sequence token.
@@ -67,6 +73,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)
     return {403, "forbidden", "tenant '" + tenant + "' does not match the API key's tenant", "tenant", {}};
   out->tenant = tenant.empty() ? ctx.tenant : tenant;
+  if (ctx.authed_by_key) out->kv_scope = out->tenant;  // tenants never reuse each other's document KV
   // Pipeline must exist; its max_tokens is the default.
   bool found = false;
   for (const auto& p : executor()->pipelines()) {

@@ -47,12 +47,15 @@ struct Node {
   uint64_t last = 0;
   std::array<OrderKey, kNumTiers> entry{};  // valid while in the tier
   SegmentRef buf[2];                        // HBM role, DRAM
+  std::unique_ptr<PoolCopy> pool;           // pool mode: the HBM copy
   SegmentRef ssd_pending;                   // SSD write queued
 
   bool in(int t) const { return (tiers >> t) & 1u; }
   uint32_t layers() const { return num_layers; }
 };
 
+constexpr int kHbm = static_cast<int>(Tier::kHbm);
+constexpr int kDram = static_cast<int>(Tier::kDram);
 constexpr int kSsd = static_cast<int>(Tier::kSsd);
 
 }  // namespace
@@ -91,6 +94,23 @@ struct KnowledgeTree::Impl {
   }
 
   bool usable(int t) const { return enabled[t] && opt.capacity[t] > 0; }
+  bool pool_mode() const { return opt.pool != nullptr; }
+
+  // Queues an SSD copy of a node that just got into DRAM (write-behind), when its parent is on SSD
+  // (or it hangs from a root) and the pending-write budget allows.
+  void write_behind(Node* n, std::vector<SsdAction>* actions) {
+    if (!opt.write_behind || !usable(kSsd) || n->in(kSsd) || !n->in(kDram) || !n->buf[kDram]) return;
+    if (!n->parent->is_root && !n->parent->in(kSsd)) return;
+    if (!ssd_room_for_write(n->bytes)) return;
+    n->pins += 1;
+    if (!n->parent->is_root) n->parent->pins += 1;
+    const bool ok = make_room(kSsd, n->bytes, actions);
+    n->pins -= 1;
+    if (!n->parent->is_root) n->parent->pins -= 1;
+    if (!ok) return;
+    place(n, kSsd, n->buf[kDram], actions, /*ssd_write=*/true);
+    ctr[kSsd].written_behind += 1;
+  }
 
   double primary(const Node* n, int t) const {
     const double kib = std::max(1.0, static_cast<double>(n->bytes) / 1024.0);
@@ -124,7 +144,9 @@ struct KnowledgeTree::Impl {
     if (!n->parent->is_root) n->parent->kids_in[t] += 1;
     n->entry[t] = OrderKey{primary(n, t), n->last, n->uid, n};
     order[t].insert(n->entry[t]);
-    if (t < kSsd) {
+    if (t == kHbm && pool_mode()) {
+      RAGD_CHECK(n->pool != nullptr) << "pool-mode HBM placement without a pool copy";
+    } else if (t < kSsd) {
       n->buf[t] = seg;
     } else if (ssd_write) {
       n->ssd_pending = seg;
@@ -141,7 +163,10 @@ struct KnowledgeTree::Impl {
     ctr[t].used_bytes -= n->bytes;
     ctr[t].nodes -= 1;
     if (!n->parent->is_root) n->parent->kids_in[t] -= 1;
-    if (t < kSsd) {
+    if (t == kHbm && n->pool) {
+      opt.pool->release(*n->pool);
+      n->pool.reset();
+    } else if (t < kSsd) {
       n->buf[t].reset();
     } else {
       if (n->ssd_pending) {
@@ -215,12 +240,14 @@ struct KnowledgeTree::Impl {
     bool ok = true;
     for (Node* a : chain) {
       SegmentRef seg = a->buf[t];
+      if (t == kHbm && a->pool) seg = opt.pool->export_segment(info_of(a), *a->pool);
       if (!seg || (u == kSsd && !ssd_room_for_write(a->bytes)) || !make_room(u, a->bytes, actions)) {
         ok = false;
         break;
       }
       place(a, u, seg, actions, /*ssd_write=*/true);
       ctr[u].demotions += 1;
+      if (u == kDram) write_behind(a, actions);
     }
     for (Node* a : chain) a->pins -= 1;
     if (anchor) anchor->pins -= 1;
@@ -255,6 +282,7 @@ struct KnowledgeTree::Impl {
   TreeNodeInfo info_of(const Node* n) const {
     TreeNodeInfo i;
     i.key = n->key;
+    i.parent_key = n->parent->key;
     i.doc = n->doc;
     i.uid = n->uid;
     i.tiers = n->tiers;
@@ -336,7 +364,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
   if (!parent->is_root) parent->pins += 1;
   bool ok = false;
   for (int t = 0; t < kNumTiers && !ok; ++t) {
-    if (!m.usable(t)) continue;
+    if (!m.usable(t) || (t == kHbm && m.pool_mode())) continue;
     if (!parent->is_root && !parent->in(t)) continue;
     if (t == kSsd && !m.ssd_room_for_write(n->bytes)) continue;
     if (!m.make_room(t, n->bytes, actions)) continue;
@@ -345,6 +373,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
     m.place(n, t, seg, actions, /*ssd_write=*/true);
     m.ctr[t].inserts += 1;
     if (placed) *placed = static_cast<Tier>(t);
+    if (t == kDram) m.write_behind(n, actions);
     ok = true;
   }
   n->pins -= 1;
@@ -354,6 +383,122 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
     return InsertOutcome::kNoSpace;
   }
   return InsertOutcome::kInserted;
+}
+
+KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_key, bool parent_is_root,
+                                                        const SegmentHeader& h, uint64_t bytes, PoolCopy copy,
+                                                        const SegmentRef& seg, std::vector<SsdAction>* actions,
+                                                        Tier* placed) {
+  Impl& m = *impl_;
+  RAGD_CHECK(m.pool_mode()) << "insert_pool without a pool tier";
+  Node* parent = parent_is_root ? m.root(parent_key) : m.find(parent_key);
+  if (!parent) {
+    m.opt.pool->release(copy);
+    return InsertOutcome::kParentMissing;
+  }
+  Node* existing = nullptr;
+  if (auto it = parent->children.find(h.doc_key); it != parent->children.end()) existing = it->second;
+  else existing = m.find(h.key);
+  if (existing) {
+    m.touch(existing);
+    if (existing->in(kHbm)) m.opt.pool->release(copy);
+    else promote_pool(existing->key, std::move(copy), actions);
+    return InsertOutcome::kExists;
+  }
+  Node* n = m.new_node(parent, h, bytes);
+  n->pins += 1;
+  if (!parent->is_root) parent->pins += 1;
+  n->last = ++m.tick;
+  n->freq = 1 + m.recall(n->key);
+  bool ok = false;
+  if (m.usable(kHbm) && (parent->is_root || parent->in(kHbm)) && m.make_room(kHbm, n->bytes, actions)) {
+    n->pool = std::make_unique<PoolCopy>(std::move(copy));
+    m.place(n, kHbm, nullptr, actions, /*ssd_write=*/false);
+    m.ctr[kHbm].inserts += 1;
+    if (placed) *placed = Tier::kHbm;
+    ok = true;
+  } else {
+    m.opt.pool->release(copy);
+  }
+  // The DRAM copy (write-through): a later eviction from the pool is then a drop (swap out once).
+  if (seg && m.usable(kDram) && (parent->is_root || parent->in(kDram)) && m.make_room(kDram, n->bytes, actions)) {
+    m.place(n, kDram, seg, actions, /*ssd_write=*/true);
+    m.ctr[kDram].inserts += 1;
+    if (!ok && placed) *placed = Tier::kDram;
+    ok = true;
+    m.write_behind(n, actions);
+  }
+  // No DRAM tier (or no room): the lower copy goes straight to SSD, as a segment insert would,
+  // when there is no pool copy or write-behind asks for a durable one.
+  if ((!ok || m.opt.write_behind) && !n->in(kDram) && seg && m.usable(kSsd) && (parent->is_root || parent->in(kSsd)) && m.ssd_room_for_write(n->bytes) &&
+      m.make_room(kSsd, n->bytes, actions)) {
+    m.place(n, kSsd, seg, actions, /*ssd_write=*/true);
+    m.ctr[kSsd].inserts += 1;
+    if (!ok && placed) *placed = Tier::kSsd;
+    ok = true;
+  }
+  n->pins -= 1;
+  if (!parent->is_root) parent->pins -= 1;
+  if (!ok) {
+    m.erase_tierless(n);
+    return InsertOutcome::kNoSpace;
+  }
+  return InsertOutcome::kInserted;
+}
+
+bool KnowledgeTree::promote_pool(const Hash128& key, PoolCopy copy, std::vector<SsdAction>* actions) {
+  Impl& m = *impl_;
+  RAGD_CHECK(m.pool_mode()) << "promote_pool without a pool tier";
+  Node* n = m.find(key);
+  bool ok = n && !n->in(kHbm) && m.usable(kHbm) && (n->parent->is_root || n->parent->in(kHbm));
+  if (ok) {
+    n->pins += 1;
+    if (!n->parent->is_root) n->parent->pins += 1;
+    ok = m.make_room(kHbm, n->bytes, actions);
+    if (ok) {
+      n->pool = std::make_unique<PoolCopy>(std::move(copy));
+      m.place(n, kHbm, nullptr, actions, /*ssd_write=*/false);
+      m.ctr[kHbm].promotions += 1;
+    }
+    n->pins -= 1;
+    if (!n->parent->is_root) n->parent->pins -= 1;
+  }
+  if (!ok) m.opt.pool->release(copy);
+  return ok;
+}
+
+const PoolCopy* KnowledgeTree::pool_copy(const Hash128& key) const {
+  const Node* n = impl_->find(key);
+  return n && n->in(kHbm) ? n->pool.get() : nullptr;
+}
+
+bool KnowledgeTree::evict_one(Tier tier, std::vector<SsdAction>* actions) {
+  const int t = static_cast<int>(tier);
+  Node* v = impl_->pick_victim(t);
+  if (!v) return false;
+  impl_->evict(v, t, actions);
+  return true;
+}
+
+void KnowledgeTree::detach_pool(std::vector<SsdAction>* actions) {
+  Impl& m = *impl_;
+  for (;;) {
+    Node* v = nullptr;
+    for (const OrderKey& e : m.order[kHbm]) {
+      Node* n = std::get<3>(e);
+      if (n->kids_in[kHbm] == 0) {
+        v = n;
+        break;
+      }
+    }
+    if (!v) break;
+    const int pins = v->pins;
+    const Hash128 key = v->key;
+    const uint64_t uid = v->uid;
+    v->pins = 0;  // shutdown: a leftover pin must not keep blocks of a pool that goes away
+    m.evict(v, kHbm, actions);
+    if (Node* still = m.find(key); still && still->uid == uid) still->pins = pins;
+  }
 }
 
 bool KnowledgeTree::restore_ssd(const SegmentHeader& h) {
@@ -374,7 +519,7 @@ bool KnowledgeTree::promote(const Hash128& key, Tier tier, const SegmentRef& seg
   Node* n = m.find(key);
   if (!n) return false;
   if (n->in(t)) return true;
-  if (!m.usable(t) || !seg) return false;
+  if (!m.usable(t) || !seg || (t == kHbm && m.pool_mode())) return false;
   if (!n->parent->is_root && !n->parent->in(t)) return false;
   if (t == kSsd && !m.ssd_room_for_write(n->bytes)) return false;
   n->pins += 1;
@@ -383,6 +528,7 @@ bool KnowledgeTree::promote(const Hash128& key, Tier tier, const SegmentRef& seg
   if (ok) {
     m.place(n, t, seg, actions, /*ssd_write=*/true);
     m.ctr[t].promotions += 1;
+    if (t == kDram) m.write_behind(n, actions);
   }
   n->pins -= 1;
   if (!n->parent->is_root) n->parent->pins -= 1;
@@ -476,13 +622,15 @@ Status KnowledgeTree::check_invariants() const {
       for (auto& [d, c] : n->children) kids += c->in(t);
       if (kids != n->kids_in[t]) return Status::Internal(fmt::format("node {}: kids_in[{}] {} != {}", id, t, n->kids_in[t], kids));
       if (!n->in(t)) {
-        if (t < kSsd && n->buf[t]) return Status::Internal(fmt::format("node {} holds a buffer for tier {} it is not in", id, t));
+        if (t < kSsd && (n->buf[t] || (t == kHbm && n->pool)))
+          return Status::Internal(fmt::format("node {} holds a buffer for tier {} it is not in", id, t));
         continue;
       }
       if (!m.enabled[t]) return Status::Internal(fmt::format("node {} in disabled tier {}", id, t));
       if (!n->parent->is_root && !n->parent->in(t))
         return Status::Internal(fmt::format("node {} in tier {} but its parent is not", id, tier_name(static_cast<Tier>(t))));
-      if (t < kSsd && !n->buf[t]) return Status::Internal(fmt::format("node {} in tier {} without a buffer", id, t));
+      const bool has_copy = (t == kHbm && m.pool_mode()) ? n->pool != nullptr : n->buf[t] != nullptr;
+      if (t < kSsd && !has_copy) return Status::Internal(fmt::format("node {} in tier {} without a buffer", id, t));
       if (m.order[t].count(n->entry[t]) != 1) return Status::Internal(fmt::format("node {} missing from the order of tier {}", id, t));
       used[t] += n->bytes;
       count[t] += 1;

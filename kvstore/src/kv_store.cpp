@@ -11,14 +11,36 @@
 
 #include "ragd/common/log.h"
 #include "ragd/common/thread_pool.h"
+#include "ragd/kvstore/engine_io.h"
 
 namespace ragd::kvstore {
 
 namespace detail {
 
-struct StoreCore {
+struct StoreCore final : PoolTier {
   Options opt;
   KvFormat fmt;
+
+  // ---- PoolTier (pool mode; scheduler thread, mu held) ----------------------------------------
+  SegmentRef export_segment(const TreeNodeInfo& n, const PoolCopy& c) override {
+    Result<HostKv> kv = gather_kv(*opt.pool, c.table, c.begin, c.end - c.begin);
+    if (!kv.ok()) {
+      log::kvstore()->error("pool export of {}: {}", n.key.to_hex(), kv.status().to_string());
+      return nullptr;
+    }
+    SegmentIdentity id;
+    id.key = n.key;
+    id.parent_key = n.parent_key;
+    id.doc_key = n.doc;
+    id.depth = n.depth;
+    Result<std::shared_ptr<SegmentBuffer>> seg = SegmentBuffer::build(fmt, id, kv->data());
+    if (!seg.ok()) {
+      log::kvstore()->error("pool export of {}: {}", n.key.to_hex(), seg.status().to_string());
+      return nullptr;
+    }
+    return std::move(seg).value();
+  }
+  void release(PoolCopy& c) override { c.table.release(*opt.pool); }
 
   mutable std::mutex mu;
   std::unique_ptr<KnowledgeTree> tree;  // guarded by mu
@@ -220,7 +242,9 @@ struct StoreCore {
       ts.load_bytes += h->segment(i)->size();
       if (opt.promote_on_load && !closed && src != Tier::kHbm) {
         std::vector<SsdAction> actions;
-        for (int t = static_cast<int>(src) - 1; t >= 0; --t) tree->promote(nodes[i].key, static_cast<Tier>(t), h->segment(i), &actions);
+        const int fastest = opt.pool ? static_cast<int>(Tier::kDram) : 0;  // pool copies come from the scheduler
+        for (int t = static_cast<int>(src) - 1; t >= fastest; --t)
+          tree->promote(nodes[i].key, static_cast<Tier>(t), h->segment(i), &actions);
         submit_actions_locked(actions);
       }
     }
@@ -283,8 +307,14 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
   auto core = std::make_shared<StoreCore>();
   core->opt = opt;
   core->fmt = fmt;
+  if (opt.pool && (opt.pool->layout().num_layers != fmt.num_layers || opt.pool->layout().num_kv_heads != fmt.num_kv_heads ||
+                   opt.pool->layout().head_dim != fmt.head_dim || fmt.dtype != KvDtype::kF32))
+    return Status::InvalidArgument("kvstore: the engine pool's layout does not match the KV format");
   TreeOptions to;
-  to.capacity = {opt.hbm_bytes, opt.dram_bytes, opt.ssd_dir.empty() ? 0 : opt.ssd_bytes};
+  const uint64_t hbm = opt.pool ? std::min<uint64_t>(opt.hbm_bytes, opt.pool->bytes()) : opt.hbm_bytes;
+  to.capacity = {hbm, opt.dram_bytes, opt.ssd_dir.empty() ? 0 : opt.ssd_bytes};
+  to.pool = opt.pool ? core.get() : nullptr;
+  to.write_behind = opt.write_behind;
   to.policy = policy;
   to.cost = opt.cost;
   to.ssd_max_pending_bytes = opt.ssd_max_pending_bytes;
@@ -359,6 +389,121 @@ LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view ten
   }
   if (pin) r.pin.core_ = core_;
   return r;
+}
+
+MatchResult KvStore::match(std::span<const Hash128> docs, std::string_view tenant, bool pin, bool touch) {
+  StoreCore& c = *core_;
+  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  MatchResult m;
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<TreeNodeInfo> path = c.tree->match(root, docs, touch);
+  if (touch) {
+    c.ctr.lookups += 1;
+    c.ctr.lookup_docs += docs.size();
+    c.ctr.lookup_misses += docs.size() - path.size();
+  }
+  bool in_pool = c.opt.pool != nullptr;
+  for (const TreeNodeInfo& i : path) {
+    PathNode n = to_path_node(i);
+    in_pool = in_pool && (n.tiers & tier_bit(Tier::kHbm));
+    if (in_pool) {
+      m.pool_nodes += 1;
+      m.pool_tokens += n.num_tokens;
+    } else if (n.tiers & tier_bit(Tier::kDram)) {
+      m.dram_tokens += n.num_tokens;
+    } else {
+      m.ssd_tokens += n.num_tokens;
+    }
+    if (touch) {
+      TierStats& ts = c.ctr.tiers[static_cast<int>(i.fastest)];
+      ts.hits += 1;
+      ts.hit_tokens += i.num_tokens;
+    }
+    if (pin) m.pin.pins_.emplace_back(i.key, c.tree->pin(i.key));
+    m.nodes.push_back(n);
+  }
+  if (pin) m.pin.core_ = core_;
+  return m;
+}
+
+engine::BlockTable KvStore::fork_pool(const Hash128& key) {
+  StoreCore& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  const PoolCopy* pc = c.opt.pool ? c.tree->pool_copy(key) : nullptr;
+  if (!pc) return {};
+  return pc->table.fork_prefix(*c.opt.pool, pc->end);
+}
+
+Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
+                                          const engine::BlockTable& table, int begin, int end, std::string_view tenant) {
+  StoreCore& c = *core_;
+  if (!c.opt.pool) return Status::FailedPrecondition("kvstore: insert_pool without an engine pool");
+  if (begin < 0 || end <= begin || end > table.num_tokens())
+    return Status::InvalidArgument(fmt::format("kvstore: insert_pool tokens [{}, {}) outside a sequence of {}", begin, end,
+                                               table.num_tokens()));
+  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  Hash128 parent = root;
+  for (const Hash128& d : parent_docs) parent = child_key(parent, d);
+  SegmentIdentity id;
+  id.key = child_key(parent, doc);
+  id.parent_key = parent;
+  id.doc_key = doc;
+  id.depth = static_cast<uint32_t>(parent_docs.size());
+  InsertResult r;
+  r.key = id.key;
+  SegmentHeader h;
+  h.key = id.key;
+  h.parent_key = parent;
+  h.doc_key = doc;
+  h.depth = id.depth;
+  h.num_tokens = static_cast<uint32_t>(end - begin);
+  h.first_position = begin;
+  h.num_layers = static_cast<uint32_t>(c.fmt.num_layers);
+  const uint64_t bytes = segment_header_size(h.num_layers) + static_cast<uint64_t>(end - begin) * c.fmt.bytes_per_token();
+  bool need_dram = false;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.closed) return Status::Unavailable("kvstore: closed");
+    if (c.tree->info(id.key)) {  // known: touch it and give it the pool copy back if it lost it
+      std::vector<SsdAction> actions;
+      PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
+      r.outcome = c.tree->insert_pool(parent, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
+      c.submit_actions_locked(actions);
+      return r;
+    }
+    need_dram = c.tree->capacity(Tier::kDram) > 0 || c.tree->capacity(Tier::kSsd) > 0;
+  }
+  std::shared_ptr<SegmentBuffer> seg;
+  if (need_dram) {  // the write-through copy, built outside the lock
+    RAGD_ASSIGN_OR_RETURN(HostKv kv, gather_kv(*c.opt.pool, table, begin, end - begin));
+    RAGD_ASSIGN_OR_RETURN(seg, SegmentBuffer::build(c.fmt, id, kv.data()));
+  }
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.closed) return Status::Unavailable("kvstore: closed");
+  std::vector<SsdAction> actions;
+  PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
+  r.outcome = c.tree->insert_pool(parent, parent_docs.empty(), h, bytes, std::move(copy), seg, &actions, &r.tier);
+  c.submit_actions_locked(actions);
+  return r;
+}
+
+bool KvStore::reclaim_pool(const std::function<bool()>& enough) {
+  StoreCore& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<SsdAction> actions;
+  bool ok = enough();
+  while (!ok && c.opt.pool && c.tree->evict_one(Tier::kHbm, &actions)) ok = enough();
+  if (!c.closed) c.submit_actions_locked(actions);
+  return ok;
+}
+
+void KvStore::detach_pool() {
+  StoreCore& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.opt.pool) return;
+  std::vector<SsdAction> actions;
+  c.tree->detach_pool(&actions);
+  if (!c.closed) c.submit_actions_locked(actions);
 }
 
 ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::string_view tenant, bool pin) {
@@ -482,6 +627,7 @@ Stats KvStore::stats() const {
     ts.demotions = tc.demotions;
     ts.promotions = tc.promotions;
     ts.drops = tc.drops;
+    ts.written_behind = tc.written_behind;
   }
   s.tree_nodes = c.tree->num_nodes();
   s.pinned_nodes = c.tree->num_pinned();

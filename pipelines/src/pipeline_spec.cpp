@@ -11,20 +11,24 @@
 
 namespace ragd::pipelines {
 
-std::string_view reuse_mode_name(ReuseMode m) {
-  switch (m) {
-    case ReuseMode::kNone: return "none";
-    case ReuseMode::kPrefix: return "prefix";
-    case ReuseMode::kKnowledgeTree: return "knowledge_tree";
+engine::SamplingParams resolve_sampling(const PipelineSpec* spec, const RunRequest& req) {
+  engine::SamplingParams p = req.sampling;
+  if (spec) {
+    p.max_tokens = spec->max_tokens;
+    p.temperature = spec->temperature;
+    p.top_p = spec->top_p;
+    p.top_k = spec->sampling_top_k;
+    p.seed = spec->seed;
+    p.stop = spec->stop;
   }
-  return "?";
-}
-
-Result<ReuseMode> parse_reuse_mode(std::string_view s) {
-  if (s == "none") return ReuseMode::kNone;
-  if (s == "prefix") return ReuseMode::kPrefix;
-  if (s == "knowledge_tree") return ReuseMode::kKnowledgeTree;
-  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected none, prefix or knowledge_tree)");
+  const RunOverrides& o = req.overrides;
+  if (o.max_tokens) p.max_tokens = *o.max_tokens;
+  if (o.temperature) p.temperature = *o.temperature;
+  if (o.top_p) p.top_p = *o.top_p;
+  if (o.top_k) p.top_k = *o.top_k;
+  if (o.seed) p.seed = *o.seed;
+  if (o.stop) p.stop = *o.stop;
+  return p;
 }
 
 PipelineInfo PipelineSpec::info() const {

@@ -1,4 +1,5 @@
-// open_runtime: model + tokenizer + corpus + KV tiers + executor, and the DocumentApi over the corpus.
+// open_runtime: model + tokenizer + corpus + executor (which opens the KV tiers over the model's
+// pool), and the DocumentApi over the corpus.
 #include "ragd/pipelines/runtime.h"
 
 #include <filesystem>
@@ -9,11 +10,40 @@
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
 #endif
-#if RAGD_HAVE_KVSTORE_TIERS
-#include "kvstore_tiers.h"
-#endif
 
 namespace ragd::pipelines {
+
+engine::ModelOptions RuntimeOptions::model_options() const {
+  engine::ModelOptions mo;
+  mo.device = device;
+  mo.kv_pool_bytes = kv_pool_bytes;
+  mo.kv_block_size = kv_block_size;
+  mo.num_threads = num_threads;
+  return mo;
+}
+
+Result<SchedulerOptions> RuntimeOptions::scheduler_options() const {
+  SchedulerOptions so;
+  RAGD_ASSIGN_OR_RETURN(so.policy, parse_sched_policy(scheduler));
+  RAGD_ASSIGN_OR_RETURN(so.preemption, parse_preempt_mode(preemption));
+  if (max_batch_tokens <= 0) return Status::InvalidArgument("executor: max_batch_tokens must be positive");
+  if (max_running <= 0) return Status::InvalidArgument("executor: max_running must be positive");
+  so.max_batch_tokens = max_batch_tokens;
+  so.max_running = max_running;
+  return so;
+}
+
+kvstore::Options RuntimeOptions::kvstore_options() const {
+  kvstore::Options o;
+  o.hbm_bytes = hbm_cache ? kv_pool_bytes : 0;
+  o.dram_bytes = dram_cache_bytes;
+  o.ssd_bytes = ssd_cache_bytes;
+  if (!data_dir.empty() && ssd_cache_bytes > 0) o.ssd_dir = (std::filesystem::path(data_dir) / "kvcache").string();
+  o.eviction = eviction;
+  o.tenant_isolation = true;  // RunRequest::kv_scope joins the key ("" = shared)
+  o.write_behind = true;
+  return o;
+}
 
 namespace {
 
@@ -91,11 +121,7 @@ class NoDocuments final : public DocumentApi {
 Result<Runtime> open_runtime(const RuntimeOptions& opts) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
-  engine::ModelOptions mo;
-  mo.device = opts.device;
-  mo.kv_pool_bytes = opts.kv_pool_bytes;
-  mo.kv_block_size = opts.kv_block_size;
-  mo.num_threads = opts.num_threads;
+  const engine::ModelOptions mo = opts.model_options();
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
@@ -122,9 +148,6 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts) {
                                                   deps.tokenizer));
     deps.corpus = std::shared_ptr<retrieval::Corpus>(std::move(corpus));
     docs = std::make_unique<CorpusDocuments>(deps.corpus);
-#endif
-#if RAGD_HAVE_KVSTORE_TIERS
-    RAGD_ASSIGN_OR_RETURN(deps.tiers, open_kvstore_tiers(opts, *deps.model));
 #endif
   }
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorImpl> ex, ExecutorImpl::create(opts, std::move(deps)));

@@ -322,6 +322,35 @@ bool Scheduler::cancel(uint64_t id, KvHost& host) {
   return true;
 }
 
+Status Scheduler::rewrite(uint64_t id, int from, int new_len, KvHost& host) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return Status::NotFound("scheduler: unknown request " + std::to_string(id));
+  Seq& s = it->second;
+  if (s.state == State::kSwapped) return Status::FailedPrecondition("scheduler: request is swapped out");
+  if (from < s.info.prompt_tokens || from > s.len() || new_len <= from)
+    return Status::InvalidArgument("scheduler: rewrite range [" + std::to_string(from) + ", " + std::to_string(new_len) +
+                                   ") is outside the generated part of the sequence");
+  const int kv = std::min(s.computed, from);
+  if (kv < s.computed) host.truncate(id, kv);
+  s.computed = kv;
+  s.generated = new_len - s.info.prompt_tokens;
+  return Status::OK();
+}
+
+Status Scheduler::truncate(uint64_t id, int len, KvHost& host) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return Status::NotFound("scheduler: unknown request " + std::to_string(id));
+  Seq& s = it->second;
+  if (s.state == State::kSwapped) return Status::FailedPrecondition("scheduler: request is swapped out");
+  if (len < s.info.prompt_tokens || len > s.len())
+    return Status::InvalidArgument("scheduler: truncate to " + std::to_string(len) + " tokens outside [prompt, length]");
+  const int kv = std::min(s.computed, len - 1);
+  if (kv < s.computed) host.truncate(id, kv);
+  s.computed = kv;
+  s.generated = len - s.info.prompt_tokens;
+  return Status::OK();
+}
+
 int Scheduler::seq_len(uint64_t id) const {
   auto it = seqs_.find(id);
   return it == seqs_.end() ? -1 : it->second.len();

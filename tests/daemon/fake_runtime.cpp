@@ -57,14 +57,16 @@ bool FakeExecutor::wait_idle(int timeout_ms) const {
   return true;
 }
 
-std::string FakeExecutor::stats_json() const {
-  int a = active_.load();
-  std::ostringstream os;
-  os << R"({"running":)" << a << R"(,"kv_blocks_in_use":)" << a * 4
-     << R"(,"tiers":{"hbm":{"used_bytes":)" << a * 4096
-     << R"(,"capacity_bytes":1048576,"hits":7,"misses":3},"dram":{"used_bytes":8192,"hits":2,"misses":1},)"
-     << R"("ssd":{"used_bytes":65536,"hits":1,"misses":0}}})";
-  return os.str();
+pipelines::ExecutorStats FakeExecutor::stats() const {
+  const int a = active_.load();
+  pipelines::ExecutorStats s;
+  s.running = a;
+  s.pool_blocks = 1024;
+  s.pool_free_blocks = 1024 - static_cast<uint64_t>(a) * 4;
+  s.tiers[0] = {true, 1048576, static_cast<uint64_t>(a) * 4096, 0, 7, 3, 0, 0, 0};
+  s.tiers[1] = {true, 0, 8192, 0, 2, 1, 0, 0, 0};
+  s.tiers[2] = {true, 0, 65536, 0, 1, 0, 0, 0, 0};
+  return s;
 }
 
 void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
@@ -91,7 +93,7 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     ev.sources = {{"doc-a", 11, 0.875f, "alpha snippet"}, {"doc-b", 42, 0.5f, "beta \"quoted\" snippet"}};
     emit(ev);
   }
-  int n = req.sampling.max_tokens;
+  int n = req.overrides.max_tokens.value_or(req.sampling.max_tokens);
   int produced = 0;
   std::string finish = "length";
   for (int i = 0; i < n && alive; ++i) {
@@ -103,7 +105,7 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     pipelines::RunEvent ev;
     ev.kind = pipelines::RunEvent::Kind::kToken;
     ev.index = i;
-    ev.token_id = static_cast<int32_t>((req.sampling.seed + i) % 7);
+    ev.token_id = static_cast<int32_t>((req.overrides.seed.value_or(req.sampling.seed) + i) % 7);
     ev.text = big ? std::string(64 << 10, 'x') : "w" + std::to_string(ev.token_id) + " ";
     ev.logprob = -0.25f * static_cast<float>(i % 4);
     emit(ev);

@@ -26,7 +26,7 @@ class FakeExecutor : public pipelines::Executor {
   std::vector<pipelines::PipelineInfo> pipelines() const override;
   bool ready() const override { return true; }
   std::string model_name() const override { return "fake-llama"; }
-  std::string stats_json() const override;
+  pipelines::ExecutorStats stats() const override;
 
   int active() const { return active_.load(); }
   int cancels() const { return cancels_.load(); }

@@ -83,9 +83,9 @@ TEST_F(HttpTest, RunReturnsOutputSourcesUsageTimings) {
   EXPECT_EQ(req.pipeline, "default");
   EXPECT_EQ(req.query, "what is ragd?");
   EXPECT_EQ(req.top_k, 3);
-  EXPECT_EQ(req.sampling.max_tokens, 5);
-  EXPECT_FLOAT_EQ(req.sampling.temperature, 0.5f);
-  EXPECT_EQ(req.sampling.seed, 2u);
+  EXPECT_EQ(req.overrides.max_tokens, 5);
+  EXPECT_EQ(req.overrides.temperature, 0.5f);
+  EXPECT_EQ(req.overrides.seed, 2u);
   ASSERT_TRUE(req.reuse.has_value());
   EXPECT_EQ(*req.reuse, pipelines::ReuseMode::kPrefix);
   EXPECT_EQ(req.tenant, "default");

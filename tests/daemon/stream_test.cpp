@@ -90,7 +90,7 @@ TEST_F(StreamTest, SseClientDisconnectCancelsRun) {
   EXPECT_GE(ex_.cancels() + ex_.sink_refusals(), 1);
   ASSERT_TRUE(wait_for([&] { return in_flight() == 0; }));
   Json stats(call("GET", "/v1/cache/stats").body);
-  EXPECT_EQ(stats.num("/executor/kv_blocks_in_use"), 0);
+  EXPECT_EQ(stats.num("/executor/kv_pool/used_blocks"), 0);
   EXPECT_EQ(stats.num("/requests/running"), 0);
 }
 
@@ -174,8 +174,8 @@ TEST_F(StreamTest, WebSocketDisconnectFreesRun) {
   ASSERT_TRUE(wait_for([&] { return ex_.active() == 0; }));
   ASSERT_TRUE(wait_for([&] { return in_flight() == 0; }));
   Json stats(call("GET", "/v1/cache/stats").body);
-  EXPECT_EQ(stats.num("/executor/kv_blocks_in_use"), 0);
-  EXPECT_EQ(stats.num("/executor/running"), 0);
+  EXPECT_EQ(stats.num("/executor/kv_pool/used_blocks"), 0);
+  EXPECT_EQ(stats.num("/executor/scheduler/running"), 0);
 }
 
 TEST_F(StreamTest, WebSocketSlowReaderIsDisconnectedAndCancelled) {

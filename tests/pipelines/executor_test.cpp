@@ -21,6 +21,7 @@
 #include "ragd/engine/safetensors.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
+#include "run_state.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -95,6 +96,10 @@ void write_pipelines(const std::string& dir) {
                std::string("[pipeline]\nname = \"") + mode + "\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"" + mode +
                    "\"\n[generation]\nmax_tokens = 7\n");
   }
+  // Generation defaults that differ from the built-in ones (temperature 0, max_tokens 256).
+  write_file(fs::path(dir) / "hot.toml",
+             "[pipeline]\nname = \"hot\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"none\"\n"
+             "[generation]\nmax_tokens = 5\ntemperature = 1.5\nseed = 9\n");
 }
 
 struct RunOutput {
@@ -185,7 +190,7 @@ class ExecutorTest : public ::testing::Test {
     RunRequest r;
     r.pipeline = pipeline;
     r.query = query;
-    r.sampling.max_tokens = max_tokens;
+    r.overrides.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
     RunOutput out;
     Collector c;
@@ -275,6 +280,11 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
     expect_same(ref, second, "from DRAM");
     EXPECT_EQ(second.usage.reused_hbm, 0);
     EXPECT_GT(second.usage.reused_dram, 0);
+    const ExecutorStats st = rt.executor->stats();
+    EXPECT_TRUE(st.tiers[1].enabled);
+    EXPECT_GT(st.tiers[1].entries, 0u);
+    EXPECT_GT(st.tiers[1].hits, 0u);
+    EXPECT_EQ(st.tiers[0].entries, 0u);  // pool share 0: nothing cached in the pool
     EXPECT_NE(rt.executor->stats_json().find("\"tiers\""), std::string::npos);
     rt.stop();
   }
@@ -304,6 +314,166 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
   fs::remove_all(data2);
 }
 
+// A document path evicted from the engine pool (by PGDSF, under pool pressure from another run)
+// comes back from DRAM, or from SSD when there is no DRAM tier, with the same outputs.
+TEST_F(ExecutorTest, PoolEvictedDocumentsComeBackFromDramAndSsdIdentically) {
+  const std::string data = tmpdir("evict");
+  const char* qa = "volcano magma eruption";
+  const char* qb = "chess knight gambit";
+  RunOutput ref_a, ref_b;
+  {
+    Runtime rt = open(options(data), true);
+    ref_a = run(*rt.executor, "none", qa);
+    ref_b = run(*rt.executor, "none", qb);
+    close(rt);
+  }
+  const int prompt = std::max(ref_a.usage.prompt_tokens, ref_b.usage.prompt_tokens);
+  for (bool dram : {true, false}) {
+    SCOPED_TRACE(dram ? "dram" : "ssd");
+    fs::remove_all(fs::path(data) / "kvcache");
+    RuntimeOptions o = options(data);
+    // One run fits (prompt + 7 generated, + 2 spare blocks), not a second one beside the first
+    // run's cached documents: 16-token blocks of 2 layers x K,V x 2 heads x 16 dims x 4 bytes.
+    o.kv_pool_bytes = size_t{16} * 512 * static_cast<size_t>((prompt + 7 + 15) / 16 + 2);
+    if (!dram) o.dram_cache_bytes = 0;
+    Runtime rt = open(o, false);
+    RunOutput a1 = run(*rt.executor, "knowledge_tree", qa);
+    RunOutput b1 = run(*rt.executor, "knowledge_tree", qb);
+    RunOutput a2 = run(*rt.executor, "knowledge_tree", qa);
+    expect_same(ref_a, a1, "a first");
+    expect_same(ref_b, b1, "b first");
+    expect_same(ref_a, a2, "a after its documents left the pool");
+    EXPECT_GT(rt.executor->stats().tiers[0].evictions, 0u);
+    if (dram) {
+      EXPECT_GT(a2.usage.reused_dram, 0);
+    } else {
+      EXPECT_GT(a2.usage.reused_ssd, 0);
+      EXPECT_EQ(a2.usage.reused_dram, 0);
+    }
+    EXPECT_EQ(a2.usage.reused_hbm + a2.usage.reused_dram + a2.usage.reused_ssd + a2.usage.recomputed_tokens,
+              a2.usage.prompt_tokens);
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
+// With the default tiers (pool, DRAM, SSD under data_dir, write-behind), a graceful stop keeps the
+// document KV: a fresh runtime on the same directory reuses it from SSD, with the same outputs.
+TEST_F(ExecutorTest, RestartReusesDocumentKvFromSsdWithTheDefaultConfiguration) {
+  const std::string data = tmpdir("restart");
+  const char* q = "glacier ice valley";
+  RunOutput ref;
+  {
+    Runtime rt = open(options(data), true);
+    ref = run(*rt.executor, "none", q);
+    RunOutput first = run(*rt.executor, "knowledge_tree", q);
+    expect_same(ref, first, "before restart");
+    close(rt);  // graceful: write-behind queue drained, RocksDB flushed
+  }
+  {
+    Runtime rt = open(options(data), false);
+    RunOutput again = run(*rt.executor, "knowledge_tree", q);
+    expect_same(ref, again, "after restart");
+    EXPECT_GT(again.usage.reused_ssd, 0);
+    EXPECT_EQ(again.usage.reused_hbm, 0);
+    EXPECT_EQ(again.usage.reused_dram, 0);
+    const ExecutorStats st = rt.executor->stats();
+    EXPECT_GT(st.restored_segments, 0u);
+    EXPECT_GT(st.reused_ssd, 0);
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
+// Explicit per-request values win over the pipeline's defaults even when they equal the built-in
+// defaults (temperature 0, max_tokens 256); unset ones take the pipeline's.
+TEST_F(ExecutorTest, ExplicitOverridesWinOverPipelineDefaults) {
+  const std::string data = tmpdir("overrides");
+  Runtime rt = open(options(data), true);
+  const char* q = "harbor ship sailor";
+  RunOutput greedy = run(*rt.executor, "none", q);
+  Collector c;
+  RunRequest r;
+  r.pipeline = "hot";
+  r.query = q;
+  r.sampling.ignore_eos = true;
+  r.overrides.temperature = 0.0f;
+  r.overrides.max_tokens = 256;
+  RunOutput out;
+  ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
+  ASSERT_TRUE(c.wait(&out));
+  ASSERT_TRUE(out.error.ok()) << out.error.to_string();
+  EXPECT_EQ(out.tokens.size(), 256u);
+  ASSERT_GE(out.tokens.size(), greedy.tokens.size());
+  EXPECT_EQ(std::vector<int32_t>(out.tokens.begin(), out.tokens.begin() + greedy.tokens.size()), greedy.tokens);
+  RunRequest d;
+  d.pipeline = "hot";
+  d.query = q;
+  d.sampling.ignore_eos = true;
+  RunOutput dflt;
+  ASSERT_TRUE(rt.executor->submit(d, c.sink(&dflt)).ok());
+  ASSERT_TRUE(c.wait(&dflt));
+  EXPECT_EQ(dflt.tokens.size(), 5u);  // the pipeline's max_tokens
+  close(rt);
+  fs::remove_all(data);
+}
+
+// RunState over the real model: decode, checkpoint, decode more, restore and cut the KV back (what
+// Scheduler::truncate asks of the KV host), decode again: the same tokens (sampled, so the RNG is
+// restored too), and the client only ever saw committed tokens.
+TEST_F(ExecutorTest, RunStateRollbackWithTheModelRegeneratesIdenticalTokens) {
+  engine::ModelOptions mo;
+  mo.kv_pool_bytes = 4ull << 20;
+  mo.num_threads = 1;
+  auto model = engine::Model::load(*root_ + "/model", mo);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto tok = engine::Tokenizer::from_file(*root_ + "/model/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  engine::SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.seed = 5;
+  const std::vector<int32_t> prompt = (*tok)->encode("The harbor was quiet when the ship came in", true, false);
+  RunState s(prompt, sp, **tok, {}, 64);
+  s.set_auto_commit(false);
+  engine::KvPool& pool = (*model)->kv_pool();
+  engine::BlockTable table;
+  auto step = [&] {  // feeds every token the KV lacks, samples the next
+    engine::SeqStep st;
+    st.table = &table;
+    st.tokens = std::span<const int32_t>(s.tokens()).subspan(table.num_tokens());
+    st.logits = engine::SeqStep::Logits::kLast;
+    engine::StepOutput out;
+    ASSERT_TRUE((*model)->forward(std::span<engine::SeqStep>(&st, 1), &out).ok());
+    s.advance(out.row(out.row_begin[0]));
+  };
+  std::vector<RunEvent> seen;
+  const EventSink sink = [&](const RunEvent& ev) {
+    seen.push_back(ev);
+    return true;
+  };
+  while (s.generated() < 4) step();
+  s.commit();
+  ASSERT_TRUE(s.release(sink));
+  const RunState::Checkpoint cp = s.checkpoint();
+  while (s.generated() < 10) step();
+  ASSERT_TRUE(s.release(sink));
+  EXPECT_EQ(seen.size(), 4u) << "tentative tokens reached the client";
+  const std::vector<int32_t> first = s.tokens();
+  s.restore(cp);
+  table.truncate(pool, static_cast<int>(cp.tokens) - 1);
+  while (s.generated() < 10) step();
+  EXPECT_EQ(s.tokens(), first);
+  s.commit();
+  ASSERT_TRUE(s.release(sink));
+  ASSERT_EQ(seen.size(), 10u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].index, static_cast<int>(i));
+    EXPECT_EQ(seen[i].token_id, first[prompt.size() + i]);
+  }
+  table.release(pool);
+  EXPECT_EQ(pool.free_blocks(), pool.num_blocks());
+}
+
 TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
   const std::string data = tmpdir("preempt");
   std::vector<RunOutput> seq;
@@ -324,7 +494,7 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
       RunRequest r;
       r.pipeline = "none";
       r.query = kQueries[i];
-      r.sampling.max_tokens = 12;
+      r.overrides.max_tokens = 12;
       r.sampling.ignore_eos = true;
       ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
     }
@@ -334,14 +504,14 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
       expect_same(seq[i], outs[i], std::string(mode) + " run " + std::to_string(i));
     }
     rt.stop();  // the scheduler publishes its final stats on exit
-    const std::string stats = rt.executor->stats_json();
+    const ExecutorStats stats = rt.executor->stats();
     if (std::string(mode) == "swap") {
-      EXPECT_EQ(stats.find("\"swaps_out\":0,"), std::string::npos) << stats;
+      EXPECT_GT(stats.swaps_out, 0) << stats.to_json();
     } else {
-      EXPECT_EQ(stats.find("\"drops\":0,"), std::string::npos) << stats;
+      EXPECT_GT(stats.drops, 0) << stats.to_json();
     }
-    EXPECT_NE(stats.find("\"running\":0,"), std::string::npos) << stats;
-    EXPECT_NE(stats.find("\"swap_bytes\":0"), std::string::npos) << stats;
+    EXPECT_EQ(stats.running, 0) << stats.to_json();
+    EXPECT_EQ(stats.swap_bytes, 0u) << stats.to_json();
     rt.stop();
   }
   fs::remove_all(data);
@@ -353,7 +523,7 @@ TEST_F(ExecutorTest, CancelFreesEverything) {
   RunRequest r;
   r.pipeline = "none";
   r.query = "glacier ice";
-  r.sampling.max_tokens = 200;
+  r.overrides.max_tokens = 200;
   r.sampling.ignore_eos = true;
   RunOutput out;
   Collector c;
@@ -370,9 +540,9 @@ TEST_F(ExecutorTest, CancelFreesEverything) {
   EXPECT_EQ(out2.finish, "cancelled");
   EXPECT_LT(out2.tokens.size(), 200u);
   rt.stop();
-  const std::string stats = rt.executor->stats_json();
-  EXPECT_NE(stats.find("\"running\":0,"), std::string::npos) << stats;
-  EXPECT_NE(stats.find("\"swap_bytes\":0"), std::string::npos) << stats;
+  const ExecutorStats stats = rt.executor->stats();
+  EXPECT_EQ(stats.running, 0) << stats.to_json();
+  EXPECT_EQ(stats.swap_bytes, 0u) << stats.to_json();
   close(rt);
   fs::remove_all(data);
 }

@@ -130,5 +130,47 @@ TEST(PipelineSpec, ShippedConfigsParse) {
   EXPECT_GE(v->size(), 3u);
 }
 
+TEST(PipelineSpec, OverridesAreResolvedOnceAndExplicitValuesWin) {
+  PipelineSpec spec;
+  spec.max_tokens = 5;
+  spec.temperature = 0.7f;
+  spec.top_p = 0.9f;
+  spec.sampling_top_k = 40;
+  spec.seed = 3;
+  spec.stop = {"END"};
+  RunRequest req;
+  req.sampling.ignore_eos = true;
+  engine::SamplingParams p = resolve_sampling(&spec, req);
+  EXPECT_EQ(p.max_tokens, 5);
+  EXPECT_FLOAT_EQ(p.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(p.top_p, 0.9f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_EQ(p.seed, 3u);
+  EXPECT_EQ(p.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(p.ignore_eos);
+  // Explicit values equal to the built-in defaults are honoured.
+  const engine::SamplingParams builtin;
+  req.overrides.max_tokens = builtin.max_tokens;
+  req.overrides.temperature = builtin.temperature;
+  req.overrides.top_p = builtin.top_p;
+  req.overrides.top_k = builtin.top_k;
+  req.overrides.seed = builtin.seed;
+  req.overrides.stop = std::vector<std::string>{};
+  p = resolve_sampling(&spec, req);
+  EXPECT_EQ(p.max_tokens, builtin.max_tokens);
+  EXPECT_FLOAT_EQ(p.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(p.top_p, 1.0f);
+  EXPECT_EQ(p.top_k, 0);
+  EXPECT_EQ(p.seed, 0u);
+  EXPECT_TRUE(p.stop.empty());
+  // Plain runs: req.sampling, overrides on top.
+  RunRequest plain;
+  plain.sampling.max_tokens = 9;
+  plain.overrides.temperature = 0.5f;
+  p = resolve_sampling(nullptr, plain);
+  EXPECT_EQ(p.max_tokens, 9);
+  EXPECT_FLOAT_EQ(p.temperature, 0.5f);
+}
+
 }  // namespace
 }  // namespace ragd::pipelines

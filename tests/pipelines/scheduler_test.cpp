@@ -49,6 +49,11 @@ struct FakeHost : KvHost {
     swapped.erase(it);
     return true;
   }
+  void truncate(uint64_t id, int n) override {
+    auto& v = kv[id];
+    used -= blocks_of(v.size()) - blocks_of(n);
+    v.resize(n);
+  }
   bool preempt(uint64_t id, bool swap) override {
     auto& v = kv[id];
     used -= blocks_of(v.size());
@@ -493,6 +498,69 @@ TEST(LengthPredictor, LearnsLinearRelationAndReportsAccuracy) {
   const double g = p.predict("y", 50, 1000);
   EXPECT_GT(g, 10);
   EXPECT_LT(g, 80);
+}
+
+// Rollback: truncate a running sequence to n tokens, continue, and get exactly the tokens the
+// uninterrupted run produced (the fake model's next token depends on every KV token, so stale KV
+// past the cut would change it); rewrite keeps the prompt and replaces generated tokens.
+TEST(Scheduler, TruncateAndRewriteContinueFromTheKeptTokens) {
+  SchedulerOptions o;
+  o.max_batch_tokens = 8;
+  Scheduler sched(o);
+  FakeHost host;
+  const std::vector<int32_t> prompt = {5, 9, 2, 7, 7, 1, 3, 8, 4, 6, 2};  // 11 tokens: two prefill chunks
+  host.toks[1] = prompt;
+  SeqInfo si;
+  si.id = 1;
+  si.prompt_tokens = static_cast<int>(prompt.size());
+  si.max_new_tokens = 20;
+  ASSERT_TRUE(sched.add(si).ok());
+  auto generate_until = [&](int generated) {
+    for (int guard = 0; sched.generated(1) < generated && guard < 1000; ++guard) {
+      StepPlan plan = sched.schedule(host);
+      for (const auto& it : plan.items) {
+        auto& kv = host.kv[it.id];
+        auto& seq = host.toks[it.id];
+        ASSERT_EQ(static_cast<int>(kv.size()), it.start);
+        host.used += host.blocks_needed(it.id, it.n);
+        kv.insert(kv.end(), seq.begin() + it.start, seq.begin() + it.start + it.n);
+        if (it.sample) seq.push_back(fake_next(kv));
+      }
+      sched.commit(plan);
+    }
+  };
+  generate_until(9);
+  const std::vector<int32_t> full = host.toks[1];
+  ASSERT_EQ(full.size(), prompt.size() + 9);
+  // Back to 3 generated tokens: sequence cut, KV cut to one token less.
+  const int keep = static_cast<int>(prompt.size()) + 3;
+  ASSERT_TRUE(sched.truncate(1, keep, host).ok());
+  host.toks[1].resize(keep);
+  EXPECT_EQ(sched.generated(1), 3);
+  EXPECT_EQ(sched.kv_tokens(1), keep - 1);
+  EXPECT_EQ(static_cast<int>(host.kv[1].size()), keep - 1);
+  generate_until(9);
+  EXPECT_EQ(host.toks[1], full);
+  // Rewrite generated tokens 2.. with other ids: KV from there is recomputed from the new tokens.
+  const int from = static_cast<int>(prompt.size()) + 2;
+  std::vector<int32_t> alt(host.toks[1].begin(), host.toks[1].begin() + from);
+  alt.push_back(77);
+  alt.push_back(78);
+  ASSERT_TRUE(sched.rewrite(1, from, static_cast<int>(alt.size()), host).ok());
+  host.toks[1] = alt;
+  EXPECT_EQ(sched.kv_tokens(1), from);
+  generate_until(6);
+  std::vector<int32_t> expect = alt;
+  std::vector<int32_t> kv(alt.begin(), alt.end());
+  for (int i = 0; i < 2; ++i) {
+    expect.push_back(fake_next(kv));
+    kv.push_back(expect.back());
+  }
+  EXPECT_EQ(host.toks[1], expect);
+  // Bad ranges and unknown ids.
+  EXPECT_EQ(sched.truncate(1, 3, host).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched.truncate(99, 3, host).code(), StatusCode::kNotFound);
+  sched.finish(1, host);
 }
 
 }  // namespace

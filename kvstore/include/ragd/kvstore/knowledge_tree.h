@@ -16,7 +16,21 @@
 // caller carries out in order (put / delete), with the segment kept as "pending" until the caller
 // reports the write done.
 //
-// Thread-safety: NOT thread-safe; KvStore serialises access with its mutex.
+// Pool mode (TreeOptions::pool set): the HBM tier is the engine's KV pool. A node's HBM copy is a
+// PoolCopy (a BlockTable sharing, by ref count, the pool blocks of the node's whole token prefix;
+// copy-on-write as for any sequence), placed with insert_pool / promote_pool. Leaving the HBM tier
+// releases the copy's blocks through the PoolTier; an HBM node demoted to a slower tier is exported
+// (gathered) only when it is in no slower tier yet (swap out once). Segment inserts and promotions
+// skip the HBM tier in pool mode. Pool pressure (the scheduler needs free blocks) evicts by the same
+// policy with evict_one(kHbm).
+//
+// Write-behind (TreeOptions::write_behind): every node placed in DRAM is also queued for the SSD
+// tier (an SsdAction put) while the pending-write budget allows, so an SSD copy exists before DRAM
+// evicts it and a restart finds it again; without a DRAM tier insert_pool queues the SSD copy itself.
+//
+// Thread-safety: NOT thread-safe; KvStore serialises access with its mutex. In pool mode every
+// call that can place or remove an HBM copy (insert_pool, promote_pool, evict_one(kHbm),
+// detach_pool, make_room in HBM) must run on the thread that owns the engine pool.
 #pragma once
 
 #include <array>
@@ -29,6 +43,7 @@
 
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
+#include "ragd/engine/kv_cache.h"
 #include "ragd/kvstore/eviction.h"
 #include "ragd/kvstore/segment.h"
 
@@ -39,9 +54,31 @@ inline constexpr int kNumTiers = 3;
 std::string_view tier_name(Tier t);
 inline uint8_t tier_bit(Tier t) { return static_cast<uint8_t>(1u << static_cast<int>(t)); }
 
+struct TreeNodeInfo;
+
+// A node's copy in the engine pool: `table` holds tokens [0, end) of the node's path (shared blocks),
+// the node's own tokens are [begin, end).
+struct PoolCopy {
+  engine::BlockTable table;
+  int begin = 0;
+  int end = 0;
+};
+
+// The engine pool's side of the HBM tier (implemented by KvStore). Called with the tree's lock held,
+// on the thread that owns the pool.
+class PoolTier {
+ public:
+  virtual ~PoolTier() = default;
+  // A host segment of the node's own tokens (for a demotion); null when it cannot be built.
+  virtual SegmentRef export_segment(const TreeNodeInfo& node, const PoolCopy& copy) = 0;
+  // Returns the copy's blocks to the pool (ref counts -1).
+  virtual void release(PoolCopy& copy) = 0;
+};
+
 struct TreeOptions {
-  // Byte capacity per tier (index = Tier). 0 = the tier holds nothing.
-  std::array<uint64_t, kNumTiers> capacity = {256ull << 20, 2ull << 30, 64ull << 30};
+  // Byte capacity per tier (index = Tier). 0 = the tier holds nothing. Defaults: those of
+  // kvstore::Options (256 MiB, 1 GiB, 8 GiB).
+  std::array<uint64_t, kNumTiers> capacity = {256ull << 20, 1ull << 30, 8ull << 30};
   EvictionPolicy policy = EvictionPolicy::kPgdsf;
   PrefillCostModel cost;  // PGDSF cost; analytic default when not profiled
   // Most bytes of SSD writes that may be queued (not yet written); demotions beyond it drop.
@@ -49,6 +86,10 @@ struct TreeOptions {
   // How many removed nodes keep their access count, so a re-inserted popular document resumes
   // its frequency (lfu / gdsf / pgdsf). 0 = forget on removal. Default 65536 entries.
   size_t frequency_history = 65536;
+  // The engine pool as the HBM tier (pool mode); null = the HBM role holds host segments.
+  PoolTier* pool = nullptr;
+  // Queue an SSD copy of every node placed in DRAM (write-behind). Default off.
+  bool write_behind = false;
 };
 
 struct SsdAction {
@@ -61,6 +102,7 @@ struct SsdAction {
 
 struct TreeNodeInfo {
   Hash128 key;
+  Hash128 parent_key;  // the parent's key (a scope key at depth 0)
   Hash128 doc;
   uint64_t uid = 0;
   uint8_t tiers = 0;       // bit set of tier_bit()
@@ -83,6 +125,7 @@ struct TierCounters {
   uint64_t demotions = 0;   // nodes copied here because a faster tier evicted them
   uint64_t promotions = 0;  // nodes copied here from a slower tier on use
   uint64_t drops = 0;       // nodes removed for corruption or a disabled tier
+  uint64_t written_behind = 0;  // SSD only: copies queued because DRAM got the node (write-behind)
   double clock = 0;
 };
 
@@ -104,6 +147,26 @@ class KnowledgeTree {
   // *placed receives the tier when inserted.
   InsertOutcome insert(const Hash128& parent_key, bool parent_is_root, const SegmentRef& seg,
                        std::vector<SsdAction>* actions, Tier* placed = nullptr);
+  // Pool mode: inserts a node whose KV is in the engine pool (`copy`), and also in DRAM when `seg`
+  // (the node's own tokens) is given. `h` names the node (key, doc, depth, token count, position,
+  // layers; no payload) and `bytes` is its segment size. Placed in HBM when the parent is there and
+  // room can be made; in DRAM otherwise (needs seg). An existing node is touched (kExists) and, when
+  // not in HBM yet, gets the copy (promote_pool). A copy that is not kept is released.
+  InsertOutcome insert_pool(const Hash128& parent_key, bool parent_is_root, const SegmentHeader& h, uint64_t bytes,
+                            PoolCopy copy, const SegmentRef& seg, std::vector<SsdAction>* actions,
+                            Tier* placed = nullptr);
+  // Pool mode: an existing node (in DRAM / SSD) is now also in the pool. False (copy released) when
+  // its parent is not in HBM or no room can be made.
+  bool promote_pool(const Hash128& key, PoolCopy copy, std::vector<SsdAction>* actions);
+  // The node's pool copy (pool mode), null when it is not in HBM. Valid until the next mutation.
+  const PoolCopy* pool_copy(const Hash128& key) const;
+  // Evicts one leaf of tier t by policy (demoting it when it is in no slower tier). False when no
+  // unpinned leaf exists.
+  bool evict_one(Tier t, std::vector<SsdAction>* actions);
+  // Pool mode, shutdown: every node leaves the HBM tier, pins ignored (demoted first when it is in
+  // no slower tier), so no pool block stays referenced.
+  void detach_pool(std::vector<SsdAction>* actions);
+
   // Re-registers a node found in the SSD index at startup (no SSD action). False when its parent
   // is missing from the SSD tier (orphan) or it already exists.
   bool restore_ssd(const SegmentHeader& h);

@@ -2,14 +2,24 @@
 // engine (a small I/O pool) that moves segments between them asynchronously.
 //
 // Tiers
-//   HBM role  The engine's KV memory. On this CPU build it is a host tier of SegmentRefs with its
-//             own byte capacity (a node "in HBM" is a host copy ready to be appended to a
-//             sequence's BlockTable without I/O). On a GPU build this tier maps to device blocks.
+//   HBM       The engine's KV pool (Options::pool set, the serving configuration): a node in HBM is
+//             a set of pool blocks shared by ref count with the sequences that computed or reuse it
+//             (copy-on-write), so a hit costs no copy. Pool pressure evicts by the store's policy
+//             (reclaim_pool). Without a pool the HBM role is a host tier of SegmentRefs with its own
+//             byte capacity (tools, tests).
 //   DRAM      A larger host tier (plain host memory here; pinned memory on a CUDA build).
 //   SSD       RocksDB + BlobDB in its own directory with a byte capacity; its index is rebuilt from
 //             the stored headers at open, so after kill -9 and restart the SSD part is found again.
 //
-// Typical use from the scheduler thread:
+// Serving use (pool mode), scheduler thread unless noted:
+//   auto m = store->match(doc_keys, scope);                // any thread: pool / DRAM / SSD split, pinned
+//   auto h = store->load(lower part of m.nodes);           // any thread: async, never blocks
+//   table = store->fork_pool(m.nodes[m.pool_nodes - 1].key);  // the pool part, shared blocks
+//   append_segment(*h->segment(i), pool, table); store->promote_pool(key, table, begin, end);
+//   store->insert_pool(parent_docs, doc, table, begin, end, scope);   // after prefill
+//   store->reclaim_pool([&] { return pool.free_blocks() >= need; }); // pool pressure
+//
+// Typical use without a pool:
 //   auto hit = store->lookup(doc_keys, tenant);           // longest cached path, pinned
 //   auto h = store->load(hit.nodes);                       // async: SSD/DRAM -> host staging, promotes
 //   ... each step: h->layers_ready(i) / h->node_ready(i); never wait inside a step ...
@@ -23,11 +33,15 @@
 //
 // Thread-safety: every method is thread-safe (one internal mutex for the tree; RocksDB and segment
 // copies run outside it, on the I/O pool). Pin and LoadHandle objects may be used and destroyed on
-// any thread, also after the store is closed.
+// any thread, also after the store is closed. In pool mode the methods that touch pool blocks
+// (fork_pool, insert_pool, reclaim_pool, detach_pool) must also run on the thread that owns the
+// engine pool (the scheduler thread): the tree's mutex guards the tree, not the pool. No other
+// method places or removes a pool copy.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -38,6 +52,7 @@
 
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
+#include "ragd/engine/kv_cache.h"
 #include "ragd/kvstore/eviction.h"
 #include "ragd/kvstore/knowledge_tree.h"
 #include "ragd/kvstore/load_handle.h"
@@ -46,10 +61,20 @@
 
 namespace ragd::kvstore {
 
+// The one set of KV tier defaults: pipelines::RuntimeOptions and the daemon config take theirs from
+// here.
 struct Options {
-  uint64_t hbm_bytes = 256ull << 20;   // HBM-role tier capacity in bytes; default 256 MiB
-  uint64_t dram_bytes = 2ull << 30;    // DRAM tier capacity in bytes; default 2 GiB
-  uint64_t ssd_bytes = 64ull << 30;    // SSD tier capacity in bytes; default 64 GiB
+  // HBM tier capacity in bytes; default 256 MiB. Pool mode: the most pool bytes the tree may hold
+  // (0 = the whole pool); the scheduler's need for free blocks evicts earlier (reclaim_pool).
+  uint64_t hbm_bytes = 256ull << 20;
+  uint64_t dram_bytes = 1ull << 30;    // DRAM tier capacity in bytes; default 1 GiB
+  uint64_t ssd_bytes = 8ull << 30;     // SSD tier capacity in bytes; default 8 GiB
+  // The engine's KV pool as the HBM tier (pool mode). Not owned; it must outlive the store's pool
+  // copies (detach_pool) and is only touched by the pool methods, on the pool owner's thread.
+  engine::KvPool* pool = nullptr;
+  // Every node that gets into DRAM is queued for the SSD tier too (bounded by
+  // ssd_max_pending_bytes, asynchronous on the writer), so a restart finds it. Default on.
+  bool write_behind = true;
   std::string ssd_dir;                 // RocksDB directory; "" = no SSD tier
   std::string eviction = "pgdsf";      // pgdsf | lru | lfu | gdsf
   int io_threads = 2;                  // transfer engine threads (loads)
@@ -106,6 +131,19 @@ struct ChunkLookupResult {
   Pin pin;
 };
 
+// Where a document path's KV is (pool mode): the leading pool_nodes nodes are in the engine pool;
+// the rest of `nodes` must come up from DRAM / SSD (load()).
+struct MatchResult {
+  std::vector<PathNode> nodes;  // longest cached path over every tier
+  size_t pool_nodes = 0;        // leading nodes in the pool (no copy needed)
+  int pool_tokens = 0;          // tokens of those nodes
+  int dram_tokens = 0;          // tokens of the other nodes whose fastest copy is in DRAM
+  int ssd_tokens = 0;           // ... in SSD only
+  Pin pin;
+  int cached_tokens() const { return pool_tokens + dram_tokens + ssd_tokens; }
+  int lower_tokens() const { return dram_tokens + ssd_tokens; }
+};
+
 struct InsertResult {
   KnowledgeTree::InsertOutcome outcome = KnowledgeTree::InsertOutcome::kNoSpace;
   Tier tier = Tier::kHbm;  // where it was placed (kInserted)
@@ -118,6 +156,7 @@ struct TierStats {
   uint64_t hits = 0, hit_tokens = 0;      // lookups whose node was fastest in this tier
   uint64_t loads = 0, load_bytes = 0;     // segments read from this tier by load()
   uint64_t inserts = 0, evictions = 0, demotions = 0, promotions = 0, drops = 0;
+  uint64_t written_behind = 0;            // SSD: copies queued by write-behind
 };
 
 struct Stats {
@@ -155,6 +194,26 @@ class KvStore {
   // kParentMissing otherwise). Soft outcomes: kExists, kParentMissing, kNoSpace.
   Result<InsertResult> insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
                               std::string_view tenant = {});
+
+  // ---- pool mode (Options::pool) ----
+  // lookup() split by where the KV is: the pool prefix and the DRAM / SSD rest. Any thread.
+  // touch=false: no access is counted (a re-check of an earlier match).
+  MatchResult match(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true, bool touch = true);
+  // Scheduler thread: a table sharing the pool blocks of tokens [0, end) of node `key`'s path
+  // (empty when the node is no longer in the pool).
+  engine::BlockTable fork_pool(const Hash128& key);
+  // Scheduler thread: registers tokens [begin, end) of `table` (a sequence whose tokens [0, begin)
+  // are the parent path) as node `doc` under `parent_docs`: the node keeps a fork of the table's
+  // first `end` tokens in the pool, and a DRAM copy (gathered) so that a pool eviction is a drop.
+  // An existing node is touched and, if it left the pool, gets the fork back.
+  Result<InsertResult> insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
+                                   const engine::BlockTable& table, int begin, int end, std::string_view tenant = {});
+  // Scheduler thread: evicts pool copies by policy (demoting what is in no slower tier) until
+  // enough() or nothing evictable is left. Returns enough().
+  bool reclaim_pool(const std::function<bool()>& enough);
+  // Scheduler thread (or after it stopped), before the pool goes away: every pool copy leaves,
+  // demoted to DRAM / SSD when it has no copy there. Idempotent.
+  void detach_pool();
 
   // Flat position-independent chunk cache (keys without parent), beside the tree.
   ChunkLookupResult lookup_chunks(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);

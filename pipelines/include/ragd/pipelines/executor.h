@@ -9,6 +9,7 @@
 // Thread-safety: every method is thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,12 +20,40 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/executor_stats.h"
 
 namespace ragd::pipelines {
 
 enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree };
-std::string_view reuse_mode_name(ReuseMode m);
-Result<ReuseMode> parse_reuse_mode(std::string_view s);
+inline std::string_view reuse_mode_name(ReuseMode m) {
+  switch (m) {
+    case ReuseMode::kNone: return "none";
+    case ReuseMode::kPrefix: return "prefix";
+    case ReuseMode::kKnowledgeTree: return "knowledge_tree";
+  }
+  return "?";
+}
+// The one parser of reuse mode names (pipeline specs, request bodies): "none" | "prefix" |
+// "knowledge_tree"; InvalidArgument naming the value otherwise. Inline: the daemon's HTTP layer
+// uses it without linking the pipelines library.
+inline Result<ReuseMode> parse_reuse_mode(std::string_view s) {
+  if (s == "none") return ReuseMode::kNone;
+  if (s == "prefix") return ReuseMode::kPrefix;
+  if (s == "knowledge_tree") return ReuseMode::kKnowledgeTree;
+  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected none, prefix or knowledge_tree)");
+}
+
+// Per-request overrides of generation parameters. Unset = the pipeline spec's value (pipeline
+// runs) or RunRequest::sampling's value (plain runs). Resolved once, at submit: an explicit value is
+// honoured even when it equals a built-in default.
+struct RunOverrides {
+  std::optional<int> max_tokens;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;          // sampling top-k (0 = off)
+  std::optional<uint64_t> seed;
+  std::optional<std::vector<std::string>> stop;
+};
 
 struct RunRequest {
   std::string id;                 // request id (set by the daemon; logged on every line)
@@ -33,9 +62,16 @@ struct RunRequest {
   std::string query;              // RAG question (pipeline runs)
   std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
-  int top_k = -1;                 // -1 = pipeline default
-  std::optional<ReuseMode> reuse; // unset = pipeline default
+  int top_k = -1;                 // retrieval top-k; -1 = pipeline default
+  std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
+  // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
+  // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
+  // Plain runs: everything from here, `overrides` on top.
   engine::SamplingParams sampling;
+  RunOverrides overrides;
+  // KV key scope: the tenant scope whose documents the prompt may hold; "" = shared. Runs of
+  // different scopes never reuse each other's KV.
+  std::string kv_scope;
   bool want_logprobs = false;
   // Pipeline runs: a document id whose first chunk must be in the context. When retrieval did not
   // return it, it replaces the lowest-ranked chunk (evaluation with the gold passage forced in).
@@ -96,8 +132,9 @@ class Executor {
   virtual std::vector<PipelineInfo> pipelines() const = 0;
   virtual bool ready() const = 0;
   virtual std::string model_name() const = 0;
-  // JSON object text with cache and scheduler stats (for /v1/cache/stats and /metrics gauges).
-  virtual std::string stats_json() const = 0;
+  // Cache, scheduler and reuse stats (for /v1/cache/stats and /metrics).
+  virtual ExecutorStats stats() const = 0;
+  std::string stats_json() const { return stats().to_json(); }
 };
 
 }  // namespace ragd::pipelines

@@ -47,6 +47,10 @@ struct PipelineSpec {
 };
 
 PipelineSpec default_pipeline_spec();
+// The sampling parameters of a run, resolved once: for a pipeline run (spec non-null) max_tokens,
+// temperature, top_p, top_k, seed and stop come from the spec unless req.overrides sets them; for a
+// plain run from req.sampling, with req.overrides on top. Other fields always from req.sampling.
+engine::SamplingParams resolve_sampling(const PipelineSpec* spec, const RunRequest& req);
 // source_name is used in error messages ("pipelines/qa.toml: [retriever] top_k: ...").
 Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string_view source_name,
                                          std::string_view default_name = "default");

@@ -10,26 +10,32 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/engine/model.h"
+#include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/executor.h"
+#include "ragd/pipelines/scheduler.h"
 
 namespace ragd::pipelines {
 
+// The daemon's [runtime] table. Fields that configure a module take their defaults from that
+// module's Options (engine::ModelOptions, kvstore::Options, SchedulerOptions), so there is one set
+// of defaults; model_options() / kvstore_options() / scheduler_options() compose them back.
 struct RuntimeOptions {
   std::string model_dir;             // HF model directory (config.json, *.safetensors, tokenizer.json)
   std::string data_dir;              // document store, vector index, SSD KV tier live here
   std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
   std::string device = "cpu";        // "cpu" or "cuda:N"
-  std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair
-  int max_batch_tokens = 512;        // token budget per scheduler step (chunked prefill)
-  int max_running = 16;              // concurrent sequences in the running batch
+  std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair (SchedulerOptions::policy)
+  int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
+  int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
   int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
-  size_t kv_pool_bytes = 256ull << 20;   // in-engine (HBM-role) KV pool; default 256 MiB
-  size_t dram_cache_bytes = 1ull << 30;  // DRAM tier; default 1 GiB
-  size_t ssd_cache_bytes = 8ull << 30;   // SSD tier (RocksDB); default 8 GiB
-  std::string eviction = "pgdsf";    // pgdsf | lru | lfu | gdsf
+  size_t kv_pool_bytes = engine::ModelOptions{}.kv_pool_bytes;  // in-engine KV pool = the HBM tier; 512 MiB
+  size_t dram_cache_bytes = kvstore::Options{}.dram_bytes;      // DRAM tier; 1 GiB
+  size_t ssd_cache_bytes = kvstore::Options{}.ssd_bytes;        // SSD tier (RocksDB in data_dir/kvcache); 8 GiB; 0 = off
+  std::string eviction = kvstore::Options{}.eviction;           // pgdsf | lru | lfu | gdsf, over every tier
   std::string preemption = "swap";   // swap | recompute
   size_t swap_bytes = 512ull << 20;  // host memory for KV of swapped-out (preempted) requests; default 512 MiB
-  int kv_block_size = 16;            // tokens per in-engine KV block; default 16
+  int kv_block_size = engine::ModelOptions{}.kv_block_size;     // tokens per in-engine KV block; 16
   bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
   int retrieval_threads = 2;
   int num_threads = 0;               // engine compute threads; 0 = all cores
@@ -37,6 +43,13 @@ struct RuntimeOptions {
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   std::string index_spec = "Flat";   // FAISS factory string for new indexes
   int chunk_tokens = 256;
+
+  engine::ModelOptions model_options() const;
+  // InvalidArgument naming a bad policy / preemption name or a non-positive size.
+  Result<SchedulerOptions> scheduler_options() const;
+  // The KV tiers: the pool's share (all of it unless hbm_cache is off), DRAM, and SSD under
+  // data_dir/kvcache when there is a data dir; write-behind to SSD on. The caller sets `pool`.
+  kvstore::Options kvstore_options() const;
 };
 
 struct DocumentInput {

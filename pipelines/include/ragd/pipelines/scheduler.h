@@ -91,6 +91,8 @@ class KvHost {
   virtual bool preempt(uint64_t id, bool swap) = 0;
   // Releases every block of the request (finish, cancel).
   virtual void release(uint64_t id) = 0;
+  // Drops the request's KV from token n onwards (rollback, rewrite); n <= its KV tokens.
+  virtual void truncate(uint64_t id, int n) = 0;
 };
 
 struct BatchItem {
@@ -129,6 +131,15 @@ class Scheduler {
   void finish(uint64_t id, KvHost& host);
   // Removes a request in any state; releases its KV. False when unknown.
   bool cancel(uint64_t id, KvHost& host);
+  // Cuts a waiting or running request's sequence back to `len` tokens (prompt_tokens <= len <=
+  // current length) and its KV to at most len - 1 tokens (host.truncate), so the next step feeds
+  // the last kept token again and samples the token after it: generation continues from there
+  // (rollback). FailedPrecondition for a swapped-out request, NotFound for an unknown id.
+  Status truncate(uint64_t id, int len, KvHost& host);
+  // The caller replaced the request's tokens from `from` on (from >= prompt_tokens) and the
+  // sequence is now `new_len` tokens (new_len > from): KV is cut to at most `from` tokens and the
+  // replaced tokens are fed again before the next sample. Same errors as truncate().
+  Status rewrite(uint64_t id, int from, int new_len, KvHost& host);
 
   bool empty() const { return seqs_.empty(); }
   size_t size() const { return seqs_.size(); }

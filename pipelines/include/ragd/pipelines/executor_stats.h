@@ -1,0 +1,94 @@
+// ExecutorStats: a typed snapshot of the executor (scheduler, engine pool, the KV cache's tiers,
+// reuse) for /v1/cache/stats and /metrics; to_json() is its JSON form. Header-only so that the
+// daemon's HTTP layer can use it without linking the pipelines library.
+// Thread-safety: a value type.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "ragd/common/json_writer.h"
+
+namespace ragd::pipelines {
+
+// One KV tier's state (index = kvstore::Tier: 0 hbm = the engine pool, 1 dram, 2 ssd).
+struct TierUsage {
+  bool enabled = false;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t entries = 0;      // knowledge-tree nodes holding a copy here
+  uint64_t hits = 0;         // looked-up nodes whose fastest copy was here
+  uint64_t misses = 0;       // looked-up documents not here: fastest copy slower, or not cached
+  uint64_t hit_tokens = 0;
+  uint64_t evictions = 0;
+  uint64_t loads = 0;        // segments read from here
+};
+
+struct ExecutorStats {
+  std::string model;
+  // scheduler
+  std::string policy;
+  long steps = 0, admitted = 0, finished = 0, cancelled = 0;
+  long swaps_out = 0, swaps_in = 0, drops = 0;
+  long tokens_prefill = 0, tokens_decode = 0;
+  int waiting = 0, running = 0, swapped = 0;
+  int loading = 0;  // requests waiting for their KV to come up from DRAM / SSD
+  int queued = 0;   // submitted, still in retrieval / prompt building
+  double length_mae = 0, length_within_2x = 0;
+  long length_samples = 0;
+  // engine pool
+  uint64_t pool_blocks = 0, pool_free_blocks = 0, pool_block_size = 0, pool_bytes = 0, swap_bytes = 0;
+  // KV cache (one knowledge tree over every tier)
+  std::string eviction;
+  std::array<TierUsage, 3> tiers{};
+  uint64_t cache_nodes = 0, cache_pinned = 0, cache_lookups = 0, cache_lookup_misses = 0;
+  uint64_t load_failures = 0, checksum_failures = 0, restored_segments = 0;
+  std::string ssd_error;  // why the SSD tier is off ("" = fine)
+  // reuse, summed over finished runs
+  long runs_with_reuse = 0;
+  long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, recomputed = 0;
+
+  std::string to_json() const;
+};
+
+inline std::string ExecutorStats::to_json() const {
+  static constexpr const char* kTierNames[] = {"hbm", "dram", "ssd"};
+  JsonWriter w;
+  w.begin_object();
+  w.key("model").value(model);
+  w.key("scheduler").begin_object();
+  w.key("policy").value(policy).key("steps").value(int64_t{steps}).key("waiting").value(waiting);
+  w.key("running").value(running).key("swapped").value(swapped).key("loading").value(loading).key("queued").value(queued);
+  w.key("admitted").value(int64_t{admitted}).key("finished").value(int64_t{finished});
+  w.key("cancelled").value(int64_t{cancelled}).key("swaps_out").value(int64_t{swaps_out});
+  w.key("swaps_in").value(int64_t{swaps_in}).key("drops").value(int64_t{drops});
+  w.key("tokens_prefill").value(int64_t{tokens_prefill}).key("tokens_decode").value(int64_t{tokens_decode});
+  w.key("length_predictor").begin_object().key("samples").value(int64_t{length_samples}).key("mae").value(length_mae);
+  w.key("within_2x").value(length_within_2x).end_object();
+  w.end_object();
+  w.key("kv_pool").begin_object().key("blocks").value(pool_blocks).key("free_blocks").value(pool_free_blocks);
+  w.key("used_blocks").value(pool_blocks - pool_free_blocks).key("block_size").value(pool_block_size).key("bytes").value(pool_bytes).key("swap_bytes").value(swap_bytes);
+  w.end_object();
+  w.key("cache").begin_object().key("eviction").value(eviction).key("nodes").value(cache_nodes);
+  w.key("pinned").value(cache_pinned).key("lookups").value(cache_lookups).key("lookup_misses").value(cache_lookup_misses);
+  w.key("load_failures").value(load_failures).key("checksum_failures").value(checksum_failures);
+  w.key("restored_segments").value(restored_segments).key("ssd_error").value(ssd_error);
+  w.end_object();
+  w.key("tiers").begin_object();
+  for (size_t t = 0; t < tiers.size(); ++t) {
+    const TierUsage& u = tiers[t];
+    w.key(kTierNames[t]).begin_object().key("enabled").value(u.enabled).key("capacity_bytes").value(u.capacity_bytes);
+    w.key("used_bytes").value(u.used_bytes).key("entries").value(u.entries).key("hits").value(u.hits);
+    w.key("hit_tokens").value(u.hit_tokens).key("evictions").value(u.evictions).key("loads").value(u.loads);
+    w.end_object();
+  }
+  w.end_object();
+  w.key("reuse").begin_object().key("runs").value(int64_t{runs_with_reuse}).key("hbm_tokens").value(int64_t{reused_hbm});
+  w.key("dram_tokens").value(int64_t{reused_dram}).key("ssd_tokens").value(int64_t{reused_ssd});
+  w.key("recomputed_tokens").value(int64_t{recomputed}).end_object();
+  w.end_object();
+  return w.take();
+}
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,79 @@
+// ExecutorStats: the scheduler-side snapshot (publish_stats, scheduler thread) merged with the
+// kvstore's own counters (thread-safe) at read time, and its JSON form for /v1/cache/stats.
+#include "executor_impl.h"
+
+
+namespace ragd::pipelines {
+
+void ExecutorImpl::publish_stats() {
+  const SchedulerStats s = sched_->stats();
+  const LengthPredictorStats p = sched_->predictor().stats();
+  const auto& pool = model_->kv_pool();
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  ExecutorStats& x = stats_;
+  x.model = model_name_;
+  x.policy = std::string(sched_policy_name(sched_->options().policy));
+  x.steps = s.steps;
+  x.admitted = s.admitted;
+  x.finished = s.finished;
+  x.cancelled = s.cancelled;
+  x.swaps_out = s.swaps_out;
+  x.swaps_in = s.swaps_in;
+  x.drops = s.drops;
+  x.tokens_prefill = s.tokens_prefill;
+  x.tokens_decode = s.tokens_decode;
+  x.waiting = s.waiting;
+  x.running = s.running;
+  x.swapped = s.swapped;
+  x.loading = static_cast<int>(loading_.size());
+  x.length_samples = p.samples;
+  x.length_mae = p.mae;
+  x.length_within_2x = p.within_2x;
+  x.pool_blocks = pool.num_blocks();
+  x.pool_free_blocks = pool.free_blocks();
+  x.pool_block_size = static_cast<uint64_t>(pool.layout().block_size);
+  x.pool_bytes = pool.bytes();
+  x.swap_bytes = kv_host_->swap_bytes();
+}
+
+ExecutorStats ExecutorImpl::stats() const {
+  ExecutorStats x;
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    x = stats_;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    x.queued = pending_ + static_cast<int>(inbox_.size());
+  }
+  const kvstore::Stats k = store_->stats();
+  x.eviction = k.policy;
+  for (int t = 0; t < kvstore::kNumTiers; ++t) {
+    const kvstore::TierStats& a = k.tiers[t];
+    TierUsage& b = x.tiers[t];
+    b.enabled = a.enabled;
+    b.capacity_bytes = a.capacity_bytes;
+    b.used_bytes = a.used_bytes;
+    b.entries = a.nodes;
+    b.hits = a.hits;
+    b.hit_tokens = a.hit_tokens;
+    b.evictions = a.evictions;
+    b.loads = a.loads;
+  }
+  uint64_t slower = k.lookup_misses;  // a document past the cached path missed every tier
+  for (int t = kvstore::kNumTiers - 1; t >= 0; --t) {
+    x.tiers[t].misses = slower;
+    slower += k.tiers[t].hits;
+  }
+  x.cache_nodes = k.tree_nodes;
+  x.cache_pinned = k.pinned_nodes;
+  x.cache_lookups = k.lookups;
+  x.cache_lookup_misses = k.lookup_misses;
+  x.load_failures = k.load_failures;
+  x.checksum_failures = k.checksum_failures;
+  x.restored_segments = k.restored_segments;
+  x.ssd_error = k.ssd_error;
+  return x;
+}
+
+}  // namespace ragd::pipelines

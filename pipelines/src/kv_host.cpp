@@ -1,0 +1,91 @@
+#include "kv_host.h"
+
+#include "ragd/common/log.h"
+
+namespace ragd::pipelines {
+
+namespace {
+size_t host_bytes(const kvstore::HostKv& kv) { return (kv.k.size() + kv.v.size()) * sizeof(float); }
+}  // namespace
+
+void PoolKvHost::detach(uint64_t id) {
+  release(id);
+  runs_.erase(id);
+}
+
+bool PoolKvHost::ensure_free(int blocks) { return planner_.reclaim(blocks); }
+
+int PoolKvHost::blocks_needed(uint64_t id, int n) const { return at(id).table.blocks_needed(pool_, n); }
+
+int PoolKvHost::admit(uint64_t id, int keep_free) {
+  RunKv& r = at(id);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int len = static_cast<int>(r.state->tokens().size());
+  const int prompt_len = r.state->prompt_len();
+  Installed in = planner_.install(r.reuse, r.table, [&](int n) { return ensure_free(keep_free + n); });
+  int present = in.tokens;
+  if (present >= len) {  // the last token is always fed, to get its logits
+    int over = present - (len - 1);
+    r.table.truncate(pool_, len - 1);
+    present = len - 1;
+    for (int* t : {&in.ssd, &in.dram, &in.hbm}) {
+      const int d = std::min(*t, over);
+      *t -= d;
+      over -= d;
+    }
+  }
+  if (!r.admitted) {
+    r.admitted = true;
+    r.t_admit = std::chrono::steady_clock::now();
+    r.reused = in;
+    r.install_ms = std::chrono::duration<double, std::milli>(r.t_admit - t0).count();
+  }
+  r.recomputed += std::min(len, prompt_len) - std::min(present, prompt_len);
+  return present;
+}
+
+bool PoolKvHost::swap_in(uint64_t id, int keep_free) {
+  RunKv& r = at(id);
+  if (!r.swapped) return false;
+  const int bs = pool_.layout().block_size;
+  const int need = (r.swapped->num_tokens + bs - 1) / bs;
+  if (!ensure_free(keep_free + need)) return false;
+  if (!r.table.append(pool_, r.swapped->num_tokens, r.swapped->k.data(), r.swapped->v.data())) return false;
+  swap_bytes_ -= host_bytes(*r.swapped);
+  r.swapped.reset();
+  return true;
+}
+
+bool PoolKvHost::preempt(uint64_t id, bool swap) {
+  RunKv& r = at(id);
+  const int n = r.table.num_tokens();
+  const size_t bytes = 2 * static_cast<size_t>(n) * pool_.layout().token_floats() * pool_.layout().num_layers * sizeof(float);
+  bool ok = swap && n > 0 && swap_bytes_ + bytes <= swap_limit_;
+  if (ok) {
+    Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, r.table, 0, n);
+    ok = kv.ok();
+    if (ok) {
+      r.swapped = std::move(kv).value();
+      swap_bytes_ += host_bytes(*r.swapped);
+    }
+  }
+  r.table.release(pool_);
+  log::pipelines()->debug("run {} preempted ({} tokens, {})", id, n, ok ? "swapped" : "dropped");
+  return ok;
+}
+
+void PoolKvHost::release(uint64_t id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  RunKv& r = *it->second;
+  r.table.release(pool_);
+  if (r.swapped) swap_bytes_ -= host_bytes(*r.swapped);
+  r.swapped.reset();
+}
+
+void PoolKvHost::truncate(uint64_t id, int n) {
+  RunKv& r = at(id);
+  if (r.table.num_tokens() > n) r.table.truncate(pool_, n);
+}
+
+}  // namespace ragd::pipelines

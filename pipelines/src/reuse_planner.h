@@ -1,0 +1,87 @@
+// ReusePlanner: where a run's prompt KV comes from. One strategy per reuse mode turns the prompt
+// into a path of nodes of the kvstore's one knowledge tree (pool + DRAM + SSD); the planner then
+//   lookup   (retrieval thread)  matches the path and starts an asynchronous load of the part that
+//                                is not in the engine pool (DRAM / SSD), never waiting for it;
+//   install  (scheduler thread)  at admission, once the load is done: forks the pool part into the
+//                                run's block table (shared blocks, no copy), appends the loaded
+//                                nodes and registers them in the pool;
+//   publish  (scheduler thread)  after the prompt's prefill: registers the newly computed nodes.
+//
+// Strategies: none (empty path), prefix (the prompt in chunks of block_size tokens, so a shared
+// token prefix is found at chunk granularity), knowledge_tree ([system prefix][doc 1]..[doc n]:
+// a document's KV is reused exactly when the same documents precede it). CacheBlend / EPIC plug in
+// here as further strategies.
+//
+// Thread-safety: lookup() may run on any thread; install(), publish() and reclaim() only on the
+// scheduler thread that owns the engine pool. The KvStore is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ragd/common/hash.h"
+#include "ragd/engine/kv_cache.h"
+#include "ragd/kvstore/kv_store.h"
+#include "ragd/pipelines/executor.h"
+
+namespace ragd::pipelines {
+
+// One run's reuse state, carried from lookup to publish.
+struct ReusePlan {
+  ReuseMode mode = ReuseMode::kNone;
+  std::string scope;                     // KV key scope (tenant scope; "" = shared)
+  std::vector<Hash128> docs;             // path node document keys
+  std::vector<int> ends;                 // cumulative token end of each node
+  std::shared_ptr<kvstore::LoadHandle> load;  // nodes [load_from, ...) coming up from DRAM / SSD
+  size_t load_from = 0;
+  kvstore::Pin pin;                      // keeps the matched nodes while they load
+  int hint_tokens = 0;                   // cached tokens seen at lookup (scheduler ordering)
+  size_t installed_nodes = 0;            // nodes reused at the last admission
+  bool published = false;
+
+  // True when install() may run (no load, or the load finished).
+  bool ready() const { return !load || load->done(); }
+};
+
+struct Installed {
+  int tokens = 0;  // KV tokens now in the run's table
+  int hbm = 0, dram = 0, ssd = 0;  // where they came from
+};
+
+// A reuse mode's path over a prompt.
+class ReuseStrategy {
+ public:
+  virtual ~ReuseStrategy() = default;
+  // segments: the RAG prompt's path segments ([prefix][doc]...; empty for non-RAG prompts).
+  virtual void path(std::span<const int32_t> prompt, std::span<const std::vector<int32_t>> segments,
+                    ReusePlan* plan) const = 0;
+};
+std::unique_ptr<ReuseStrategy> make_reuse_strategy(ReuseMode mode, int chunk_tokens);
+
+class ReusePlanner {
+ public:
+  // on_load_done runs on a kvstore I/O thread when a lookup's load finishes (must not block).
+  ReusePlanner(kvstore::KvStore& store, engine::KvPool& pool, std::function<void()> on_load_done);
+
+  // Builds the path for plan->mode, matches it and starts loading the lower-tier part.
+  void lookup(std::span<const int32_t> prompt, std::span<const std::vector<int32_t>> segments, ReusePlan* plan) const;
+  // Installs reusable KV into `table` (empty). ensure_free(n) makes n more blocks free or says it
+  // cannot. Returns the tokens installed (the caller trims to prompt length - 1).
+  Installed install(ReusePlan& plan, engine::BlockTable& table, const std::function<bool(int)>& ensure_free);
+  // Registers every path node whose tokens `table` now holds and that was not reused.
+  void publish(ReusePlan& plan, const engine::BlockTable& table);
+  // Evicts pool copies by policy until `blocks` blocks are free. False when it cannot.
+  bool reclaim(int blocks);
+
+ private:
+  kvstore::KvStore& store_;
+  engine::KvPool& pool_;
+  std::function<void()> on_load_done_;
+  std::vector<std::unique_ptr<ReuseStrategy>> strategies_;  // by ReuseMode
+};
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,90 @@
+#include "run_state.h"
+
+#include <algorithm>
+
+#include "ragd/common/check.h"
+
+namespace ragd::pipelines {
+
+RunState::RunState(std::vector<int32_t> prompt, const engine::SamplingParams& sampling, const engine::Tokenizer& tok,
+                   std::vector<int32_t> stop_ids, int max_new_tokens)
+    : tokens_(std::move(prompt)),
+      prompt_len_(static_cast<int>(tokens_.size())),
+      max_new_(max_new_tokens),
+      stop_strings_(sampling.stop),
+      stop_ids_(std::move(stop_ids)),
+      sampler_(sampling),
+      decoder_(std::in_place, tok) {}
+
+int32_t RunState::advance(std::span<const float> logits) {
+  RAGD_CHECK(finish_reason_.empty()) << "advance() after the run finished (" << finish_reason_ << ")";
+  const engine::SampleResult s = sampler_.sample(logits, tokens_);
+  tokens_.push_back(s.token);
+  const bool is_stop_id = std::find(stop_ids_.begin(), stop_ids_.end(), s.token) != stop_ids_.end();
+  std::string text = is_stop_id ? std::string() : decoder_->push(s.token);
+  if (is_stop_id) finish_reason_ = "stop";
+  if (!text.empty() && !stop_strings_.empty()) {
+    const size_t before = out_text_.size();
+    out_text_ += text;
+    for (const auto& stop : stop_strings_) {
+      if (stop.empty()) continue;
+      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+      const size_t pos = out_text_.find(stop, from);
+      if (pos != std::string::npos) {
+        text = pos > before ? out_text_.substr(before, pos - before) : std::string();
+        out_text_.resize(pos);
+        finish_reason_ = "stop";
+        break;
+      }
+    }
+  }
+  if (finish_reason_.empty() && generated() >= max_new_) finish_reason_ = "length";
+  RunEvent ev;
+  ev.kind = RunEvent::Kind::kToken;
+  ev.index = static_cast<int>(events_.size());
+  ev.token_id = s.token;
+  ev.text = std::move(text);
+  ev.logprob = s.logprob;
+  events_.push_back(std::move(ev));
+  if (auto_commit_) committed_ = events_.size();
+  return s.token;
+}
+
+void RunState::set_auto_commit(bool on) {
+  auto_commit_ = on;
+  if (on) committed_ = events_.size();
+}
+
+void RunState::commit() { committed_ = events_.size(); }
+
+RunState::Checkpoint RunState::checkpoint() const {
+  return Checkpoint{tokens_.size(), generated(), sampler_, *decoder_, out_text_, finish_reason_, events_.size()};
+}
+
+void RunState::restore(const Checkpoint& cp) {
+  RAGD_CHECK(cp.events >= committed_) << "restore to a checkpoint of " << cp.events << " tokens behind the "
+                                      << committed_ << " committed ones";
+  RAGD_CHECK(cp.tokens <= tokens_.size()) << "restore to a checkpoint from another run";
+  tokens_.resize(cp.tokens);
+  sampler_ = cp.sampler;
+  decoder_.emplace(cp.decoder);
+  out_text_ = cp.out_text;
+  finish_reason_ = cp.finish_reason;
+  events_.resize(cp.events);
+}
+
+bool RunState::release(const EventSink& sink) {
+  while (sent_ < committed_) {
+    const RunEvent& ev = events_[sent_++];
+    bool keep = false;
+    try {
+      keep = sink(ev);
+    } catch (...) {
+      keep = false;  // a throwing sink counts as a client that went away
+    }
+    if (!keep) return false;
+  }
+  return true;
+}
+
+}  // namespace ragd::pipelines

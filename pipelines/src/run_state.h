@@ -1,0 +1,84 @@
+// RunState: what one run has generated and everything needed to continue it — tokens (prompt, then
+// generated), the sampler (parameters and RNG), the stream decoder, the stop-string matcher — with
+// checkpoints to roll back to, and an emitter that releases only committed tokens to the client.
+//
+// advance() samples one token from the step's logits, decodes it and checks the stop conditions;
+// the token's event is held until it is committed. With auto-commit (the default: plain serving)
+// every token is committed at once. A caller that may roll back (speculative retrieval) turns
+// auto-commit off, takes checkpoint()s, and either commit()s or restore()s: after a restore the
+// sampler, decoder and stop state are exactly those of the checkpoint, so the same logits give the
+// same tokens again, and the rolled-back tokens were never sent. The KV side of a rollback is the
+// caller's: truncate the sequence to checkpoint.tokens (Scheduler::truncate).
+//
+// Thread-safety: not thread-safe; owned by the scheduler thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ragd/engine/sampler.h"
+#include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/executor.h"
+
+namespace ragd::pipelines {
+
+class RunState {
+ public:
+  struct Checkpoint {
+    size_t tokens = 0;        // sequence length (prompt + generated)
+    int generated = 0;
+    engine::Sampler sampler;  // incl. RNG state
+    engine::StreamDecoder decoder;
+    std::string out_text;     // decoded text seen by the stop-string matcher
+    std::string finish_reason;
+    size_t events = 0;        // produced token events
+  };
+
+  // prompt: token ids; stop_ids: ids that end the run (EOS unless ignored, stop_token_ids).
+  RunState(std::vector<int32_t> prompt, const engine::SamplingParams& sampling, const engine::Tokenizer& tok,
+           std::vector<int32_t> stop_ids, int max_new_tokens);
+
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int prompt_len() const { return prompt_len_; }
+  int generated() const { return static_cast<int>(tokens_.size()) - prompt_len_; }
+  int max_new_tokens() const { return max_new_; }
+  // "" while running; "stop" | "length" once a stop condition was met.
+  const std::string& finish_reason() const { return finish_reason_; }
+
+  // Samples the next token from `logits` (vocabulary row of the last fed token), appends it,
+  // decodes it and applies stop ids, stop strings and max_new_tokens. Returns the token.
+  int32_t advance(std::span<const float> logits);
+
+  void set_auto_commit(bool on);
+  // Every token produced so far becomes final (releasable).
+  void commit();
+  Checkpoint checkpoint() const;
+  // Rolls back to `cp`. The checkpoint must not be older than the last commit (committed tokens
+  // are final): aborts otherwise.
+  void restore(const Checkpoint& cp);
+
+  // Sends committed token events not sent yet, in order. False as soon as the sink returns false
+  // (the client went away).
+  bool release(const EventSink& sink);
+  int released() const { return static_cast<int>(sent_); }
+
+ private:
+  std::vector<int32_t> tokens_;
+  int prompt_len_ = 0;
+  int max_new_ = 0;
+  std::vector<std::string> stop_strings_;
+  std::vector<int32_t> stop_ids_;
+  engine::Sampler sampler_;
+  std::optional<engine::StreamDecoder> decoder_;  // optional: it holds a reference, so restore re-emplaces it
+  std::string out_text_;
+  std::string finish_reason_;
+  std::vector<RunEvent> events_;  // one per generated token, in order
+  size_t committed_ = 0;          // events_[0, committed_) are final
+  size_t sent_ = 0;               // events_[0, sent_) went to the sink
+  bool auto_commit_ = true;
+};
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,146 @@
+// RunState: checkpoints and rollback of sampler (RNG), stream decoder and stop state, and the
+// emitter that only releases committed tokens.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ragd/engine/tokenizer.h"
+#include "run_state.h"
+
+namespace ragd::pipelines {
+namespace {
+
+std::unique_ptr<engine::Tokenizer> tokenizer() {
+  engine::BpeTrainOptions o;
+  o.vocab_size = 400;
+  o.pad_to = 512;
+  auto json = engine::train_byte_level_bpe(engine::builtin_training_text(), o);
+  EXPECT_TRUE(json.ok());
+  auto tok = engine::Tokenizer::from_json(*json, "tokenizer.json");
+  EXPECT_TRUE(tok.ok());
+  return std::move(tok).value();
+}
+
+// Seeded pseudo-random logits that depend on the whole history (like a model would), over the
+// byte tokens only so every token decodes to text.
+std::vector<float> logits_for(const std::vector<int32_t>& history, uint64_t salt = 0) {
+  uint64_t h = 1469598103934665603ull ^ salt;
+  for (int32_t t : history) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+  std::mt19937_64 rng(h);
+  std::normal_distribution<float> d(0.f, 2.f);
+  std::vector<float> l(512, -1e9f);
+  for (int i = 'a'; i <= 'z'; ++i) l[i] = d(rng);
+  l[' '] = d(rng);
+  return l;
+}
+
+struct Client {
+  std::vector<RunEvent> seen;
+  EventSink sink() {
+    return [this](const RunEvent& ev) {
+      seen.push_back(ev);
+      return true;
+    };
+  }
+};
+
+engine::SamplingParams sampling() {
+  engine::SamplingParams p;
+  p.temperature = 0.9f;  // sampled, so the RNG state matters
+  p.top_p = 0.95f;
+  p.seed = 42;
+  p.stop = {"zzzq"};  // a stop string that keeps the matcher's text buffer in use
+  return p;
+}
+
+void generate(RunState& s, int n, uint64_t salt = 0) {
+  for (int i = 0; i < n && s.finish_reason().empty(); ++i) s.advance(logits_for(s.tokens(), salt));
+}
+
+TEST(RunState, CheckpointRestoreRegeneratesIdenticalCommittedOutput) {
+  auto tok = tokenizer();
+  const std::vector<int32_t> prompt = {'t', 'h', 'e', ' '};
+  // Reference: one uninterrupted run of 11 tokens.
+  RunState ref(prompt, sampling(), *tok, {}, 11);
+  Client ref_client;
+  generate(ref, 11);
+  ASSERT_TRUE(ref.release(ref_client.sink()));
+  ASSERT_EQ(ref_client.seen.size(), 11u);
+  EXPECT_EQ(ref.finish_reason(), "length");
+
+  RunState s(prompt, sampling(), *tok, {}, 11);
+  s.set_auto_commit(false);
+  Client client;
+  generate(s, 5);
+  s.commit();
+  ASSERT_TRUE(s.release(client.sink()));
+  ASSERT_EQ(client.seen.size(), 5u);
+  const RunState::Checkpoint cp = s.checkpoint();
+  generate(s, 6);  // tentative: reaches max_new_tokens
+  EXPECT_EQ(s.finish_reason(), "length");
+  ASSERT_TRUE(s.release(client.sink()));
+  EXPECT_EQ(client.seen.size(), 5u) << "uncommitted tokens were released";
+  const std::vector<int32_t> tentative = s.tokens();
+  s.restore(cp);
+  EXPECT_EQ(s.tokens().size(), prompt.size() + 5);
+  EXPECT_EQ(s.finish_reason(), "");
+  generate(s, 6);
+  EXPECT_EQ(s.tokens(), tentative) << "sampler / RNG state not restored";
+  s.commit();
+  ASSERT_TRUE(s.release(client.sink()));
+  ASSERT_EQ(client.seen.size(), 11u);
+  for (size_t i = 0; i < 11; ++i) {
+    EXPECT_EQ(client.seen[i].index, static_cast<int>(i));
+    EXPECT_EQ(client.seen[i].token_id, ref_client.seen[i].token_id) << i;
+    EXPECT_EQ(client.seen[i].text, ref_client.seen[i].text) << i;
+    EXPECT_FLOAT_EQ(client.seen[i].logprob, ref_client.seen[i].logprob) << i;
+  }
+  EXPECT_EQ(s.tokens(), ref.tokens());
+}
+
+TEST(RunState, RolledBackTokensAreNeverSeen) {
+  auto tok = tokenizer();
+  RunState s({'a', ' '}, sampling(), *tok, {}, 40);
+  s.set_auto_commit(false);
+  Client client;
+  generate(s, 3);
+  s.commit();
+  const RunState::Checkpoint cp = s.checkpoint();
+  generate(s, 8, /*salt=*/1);  // a guess that turns out wrong
+  const std::vector<int32_t> wrong(s.tokens().begin() + 5, s.tokens().end());
+  s.restore(cp);
+  generate(s, 8, /*salt=*/2);  // the verified continuation
+  s.commit();
+  ASSERT_TRUE(s.release(client.sink()));
+  ASSERT_EQ(client.seen.size(), 11u);
+  std::vector<int32_t> seen;
+  for (size_t i = 3; i < client.seen.size(); ++i) seen.push_back(client.seen[i].token_id);
+  EXPECT_EQ(seen, std::vector<int32_t>(s.tokens().begin() + 5, s.tokens().end()));
+  EXPECT_NE(seen, wrong);  // salts give different continuations
+  // Restoring behind the commit point is a broken invariant.
+  EXPECT_DEATH(s.restore(cp), "committed");
+}
+
+TEST(RunState, AutoCommitReleasesEveryTokenAndStopStringsEndTheRun) {
+  auto tok = tokenizer();
+  engine::SamplingParams p;
+  p.stop = {" "};
+  RunState s({'x'}, p, *tok, {}, 50);
+  Client client;
+  // Greedy over logits that prefer 'q', then ' ': "q" then stop.
+  std::vector<float> l(512, -1e9f);
+  l['q'] = 1;
+  s.advance(l);
+  ASSERT_TRUE(s.release(client.sink()));
+  ASSERT_EQ(client.seen.size(), 1u);
+  EXPECT_EQ(client.seen[0].text, "q");
+  l[' '] = 2;
+  s.advance(l);
+  EXPECT_EQ(s.finish_reason(), "stop");
+  ASSERT_TRUE(s.release(client.sink()));
+  ASSERT_EQ(client.seen.size(), 2u);
+  EXPECT_EQ(client.seen[1].text, "");  // the stop string is not sent
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
