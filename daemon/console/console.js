@@ -370,11 +370,13 @@
     const out = [];
     for (const line of text.split('\n')) {
       if (!line || line[0] === '#') continue;
-      const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)/.exec(line);
+      // Label values may hold braces (route="/v1/pipelines/{name}/runs"): the label set ends at the
+      // last '}' of the line.
+      const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(\s+\d+)?$/.exec(line);
       if (!m) continue;
       const labels = {};
-      if (m[3]) for (const lm of m[3].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[lm[1]] = lm[2];
-      out.push({ name: m[1], labels, value: Number(m[4]) });
+      if (m[2]) for (const lm of m[2].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[lm[1]] = lm[2];
+      out.push({ name: m[1], labels, value: Number(m[3]) });
     }
     return out;
   }
