@@ -3,11 +3,11 @@
 // PROFILE_DIR (a fresh --user-data-dir).
 //
 // Checks: the page asks for a key; Ask streams tokens (two or more intermediate states of the
-// answer) after its sources; a second identical question shows reused tokens; a document uploaded
-// through the file picker is listed and retrieved by a question; too-large, unsupported and
-// not-found errors are shown; a run is cancelled mid-stream; the Live view fills; the layout fits
-// a phone width; tabs work from the keyboard; a bad API key is reported; no unexpected console
-// errors.
+// answer) after its sources; a second identical question shows reused tokens; documents uploaded
+// through the file picker and by drag and drop are listed (one is deleted, one retrieved by a
+// question); too-large, unsupported and not-found errors are shown; a run is cancelled
+// mid-stream; the Live view fills; the layout fits a phone width; tabs work from the keyboard; a
+// bad API key is reported; no unexpected console errors.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -150,6 +150,18 @@ await page.setInputFiles('#file-input', {
 });
 await page.locator(`#uploads li[data-file="${uploaded}"][data-state="done"]`).waitFor();
 await page.locator(`#docs tbody tr[data-id="${uploaded}"]`).waitFor();
+// Drag and drop: a file dropped on the drop zone; then deleted from the list (after a confirm).
+await page.evaluate(() => {
+  const dt = new DataTransfer();
+  dt.items.add(new File(['Dropped notes about the tide gauge at Quillmere.'], 'dropped-notes.md', { type: 'text/markdown' }));
+  document.getElementById('drop-zone').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+});
+await page.locator('#uploads li[data-file="dropped-notes.md"][data-state="done"]').waitFor();
+await page.locator('#docs tbody tr[data-id="dropped-notes.md"]').waitFor();
+page.once('dialog', (d) => d.accept());
+await page.click('#docs tbody tr[data-id="dropped-notes.md"] button.danger');
+await page.locator('#docs tbody tr[data-id="dropped-notes.md"]').waitFor({ state: 'detached' });
+assert.match(await page.locator('#docs-msg').textContent(), /Deleted "dropped-notes.md"/);
 // A server that refuses a body mid-upload may reset the connection before the browser reads the 413.
 expectHttpErrors(413, 404, 'reset');
 await page.setInputFiles('#file-input', { name: 'huge.txt', mimeType: 'text/plain', buffer: Buffer.alloc(400 * 1024, 'a') });
@@ -160,7 +172,7 @@ await page.fill('#open-id', 'someone-elses-document');
 await page.click('#open-form button[type=submit]');
 await page.locator('#banner').getByText(/not found.*another tenant/).waitFor();
 expectHttpErrors();
-step('upload, list, too large, unsupported type, not found');
+step('upload (picker and drop), list, delete, too large, unsupported type, not found');
 
 // ... and a question finds the uploaded document.
 await page.click('#tab-ask');
