@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo bench tsan clean train-model eval
+.PHONY: all deps configure build test demo bench tsan clean train-model eval console-test-deps
 
 all: build
 
@@ -30,6 +30,14 @@ demo: build
 
 bench: build
 	./scripts/bench.sh $(BUILD)
+
+# The console's browser test (ctest console_browser, run by `make test`) needs Debian's chromium and
+# playwright-core from the npm registry (pinned in tests/console/package-lock.json; no browser
+# download). Without them that test skips with a message.
+console-test-deps:
+	@./scripts/install-deps.sh --browser
+	@command -v npm >/dev/null || { echo "console-test-deps: npm is not installed"; exit 1; }
+	cd tests/console && npm ci --no-audit --no-fund
 
 # Trains the QA model into models/ragd-qa on the CPU (about 95 minutes; resumable: run it again
 # after an interruption). Installs Debian's python3-torch if missing. TRAIN_MINUTES=N to change.

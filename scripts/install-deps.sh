@@ -2,6 +2,10 @@
 # Installs the Debian 12 packages ragd builds and runs against. Idempotent: packages already
 # present are skipped, and nothing is done when all are present. Never downloads from anywhere
 # but the configured Debian package registry.
+# Usage: install-deps.sh [--browser]
+#   --browser  also Debian's chromium, for the console's browser test (make console-test-deps).
+#              Not part of the default set: it is a large package (~100 MB with its libraries)
+#              that only that one test uses; without it the test skips.
 set -euo pipefail
 
 PKGS=(
@@ -12,6 +16,8 @@ PKGS=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libxxhash-dev libpcre2-dev
   libgumbo-dev libopenmpi-dev openmpi-bin wrk python3 curl
 )
+
+if [[ "${1:-}" == "--browser" ]]; then PKGS+=(chromium); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

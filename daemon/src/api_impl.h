@@ -4,6 +4,7 @@
 //   auth.cpp         API keys -> tenants (admin keys), request ids, tenant concurrency slots
 //   documents.cpp    /v1/documents
 //   operations.cpp   /healthz /readyz /metrics /v1/cache/stats /v1/pipelines
+//   console.cpp      / and /console/{file}: the embedded web console
 //   run_bridge.cpp   executor submission with metrics and accounting, SSE responses
 //   pipeline_runs.cpp  the ragd run body, POST /v1/pipelines/{name}/runs
 //   ws_stream.cpp    WebSocket /v1/stream
@@ -71,6 +72,10 @@ struct RunTrack {
 
 using RunConsumer = std::function<bool(const pipelines::RunEvent&)>;
 
+// console.cpp: the embedded console file `name` ("index.html", ...) with its caching and security
+// headers; 304 when If-None-Match names its ETag, 404 for an unknown name.
+HttpResponse console_response(const HttpRequest& req, const std::string& name);
+
 class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
  public:
   explicit ApiImpl(const DaemonConfig& cfg);
@@ -117,6 +122,8 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   // documents.cpp
   void documents_post(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
   void documents_get(const ReqCtx& ctx, const std::string& id, Responder respond);
+  // GET /v1/documents: the caller's own and the shared documents, by id; ?limit=&after= pages.
+  void documents_list(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
   void documents_delete(const ReqCtx& ctx, const std::string& id, Responder respond);
 
   // operations.cpp

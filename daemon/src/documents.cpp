@@ -1,8 +1,10 @@
-// /v1/documents: upload (one, many, or an array), get and delete, scoped by tenant.
+// /v1/documents: upload (one, many, or an array), list, get and delete, scoped by tenant.
 //
 // A tenant writes and deletes its own documents and reads its own plus the shared ones (those
 // ingested by `ragctl ingest` or an operator); shared documents are read-only to tenants. A
 // document that is absent and one that belongs to another tenant look the same: 404.
+#include <cstdlib>
+
 #include "api_impl.h"
 #include "ragd/common/log.h"
 
@@ -109,6 +111,53 @@ void ApiImpl::documents_get(const ReqCtx& ctx, const std::string& id, Responder 
     w.key("content_hash").value(res->content_hash).key("chunk_ids").begin_array();
     for (uint64_t c : res->chunk_ids) w.value(c);
     w.end_array().key("text").value(res->text).end_object();
+    HttpResponse r;
+    r.body = w.take();
+    respond(std::move(r));
+  });
+  if (!queued) respond(to_response({429, "overloaded", "document queue is full", "", {{"Retry-After", "1"}}}));
+}
+
+void ApiImpl::documents_list(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {
+  // Query: limit (1..1000, default 100), after (an id: the page starts after it).
+  size_t limit = 100;
+  std::string after;
+  std::string_view q = req.query;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view pair = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    size_t eq = pair.find('=');
+    std::string_view key = pair.substr(0, eq);
+    bool ok = false;
+    std::string value = percent_decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &ok);
+    if (key == "limit") {
+      char* end = nullptr;
+      long v = ok && !value.empty() ? std::strtol(value.c_str(), &end, 10) : 0;
+      if (!ok || value.empty() || *end != '\0' || v < 1 || v > 1000)
+        return respond(to_response(bad_request("limit", "query parameter 'limit' must be an integer in 1..1000")));
+      limit = static_cast<size_t>(v);
+    } else if (key == "after") {
+      if (!ok) return respond(to_response(bad_request("after", "query parameter 'after' has bad percent-encoding")));
+      after = std::move(value);
+    } else if (!key.empty()) {
+      return respond(to_response(bad_request(std::string(key), "unknown query parameter '" + std::string(key) + "' (known: limit, after)")));
+    }
+  }
+  auto self = shared_from_this();
+  bool queued = blocking_.submit([self, scope = ctx.document_scope(), after, limit, rid = ctx.id, respond] {
+    pipelines::DocumentApi* api = self->documents();
+    if (!api) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
+    auto res = api->list(scope, after, limit);
+    if (!res.ok()) return respond(to_response(from_status(res.status(), self->cfg_.limits.retry_after_s, rid)));
+    JsonWriter w;
+    w.begin_object().key("object").value("list").key("data").begin_array();
+    for (const auto& d : res->documents) {
+      w.begin_object().key("id").value(d.id).key("title").value(d.title).key("source").value(d.source);
+      w.key("shared").value(d.tenant.empty()).key("bytes").value(d.bytes);
+      w.key("chunks").value(static_cast<uint64_t>(d.chunks)).end_object();
+    }
+    w.end_array().key("has_more").value(res->has_more).end_object();
     HttpResponse r;
     r.body = w.take();
     respond(std::move(r));

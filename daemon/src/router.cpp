@@ -30,6 +30,19 @@ void json_ok(const Responder& respond, std::string body) {
 
 const std::vector<Route>& routes() {
   static const std::vector<Route> table = {
+      // The web console: static, no API key (its API calls carry one).
+      {"GET", {}, "/", false, false,
+       [](ApiImpl&, const ReqCtx&, const HttpRequest& req, const Params&, const Responder& respond) {
+         respond(console_response(req, "index.html"));
+       }},
+      {"GET", {"console"}, "/console", false, false,
+       [](ApiImpl&, const ReqCtx&, const HttpRequest& req, const Params&, const Responder& respond) {
+         respond(console_response(req, "index.html"));
+       }},
+      {"GET", {"console", "{}"}, "/console/{file}", false, false,
+       [](ApiImpl&, const ReqCtx&, const HttpRequest& req, const Params& p, const Responder& respond) {
+         respond(console_response(req, p[0]));
+       }},
       {"GET", {"healthz"}, "/healthz", false, false,
        [](ApiImpl&, const ReqCtx&, const HttpRequest&, const Params&, const Responder& respond) {
          json_ok(respond, R"({"status":"ok"})");
@@ -65,6 +78,10 @@ const std::vector<Route>& routes() {
       {"POST", {"v1", "documents"}, "/v1/documents", true, true,
        [](ApiImpl& api, const ReqCtx& ctx, const HttpRequest& req, const Params&, const Responder& respond) {
          api.documents_post(ctx, req, respond);
+       }},
+      {"GET", {"v1", "documents"}, "/v1/documents", true, true,
+       [](ApiImpl& api, const ReqCtx& ctx, const HttpRequest& req, const Params&, const Responder& respond) {
+         api.documents_list(ctx, req, respond);
        }},
       {"GET", {"v1", "documents", "{}"}, "/v1/documents/{id}", true, true,
        [](ApiImpl& api, const ReqCtx& ctx, const HttpRequest&, const Params& p, const Responder& respond) {

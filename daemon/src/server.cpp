@@ -385,6 +385,7 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
     }
     HttpRequest req = to_request(parser_->get(), remote_);
     keep_alive_ = req.keep_alive;
+    head_request_ = req.method == "HEAD";
     auto self = shared_from_this();
     sh_->handler->handle(std::move(req), [self](HttpResponse r) {
       net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->on_response(std::move(r)); });
@@ -411,7 +412,8 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
     }
     bool ka = keep_alive_ && !close_after_response_;
     after_write_ = ka ? After::kRead : After::kClose;
-    enqueue(serialize_head(r, ka, false, r.body.size()) + r.body, false);
+    // HEAD: the GET's headers (Content-Length included), no body.
+    enqueue(serialize_head(r, ka, false, r.body.size()) + (head_request_ ? std::string() : r.body), false);
   }
 
   // While streaming nobody reads the request side: watch it so that a client that goes away is
@@ -490,7 +492,7 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   std::deque<std::pair<std::string, bool>> outq_;  // bytes, counts against the stream queue
   bool writing_ = false, first_ = true, keep_alive_ = true, reading_ = false;
   bool streaming_ = false, finished_ = false, closed_ = false, upgraded_ = false;
-  bool close_after_response_ = false;
+  bool close_after_response_ = false, head_request_ = false;
   After after_write_ = After::kNone;
   std::function<void()> on_abort_;
   std::atomic<bool> open_{true};

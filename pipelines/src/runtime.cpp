@@ -2,6 +2,7 @@
 // pool), and the DocumentApi over the corpus.
 #include "ragd/pipelines/runtime.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 
@@ -47,6 +48,21 @@ kvstore::Options RuntimeOptions::kvstore_options() const {
 
 namespace {
 
+// Sorts visible entries by (id, own before shared) and cuts a page of about `limit`.
+[[maybe_unused]] DocumentPage page_of(std::vector<DocumentSummary> all, size_t limit) {
+  std::sort(all.begin(), all.end(), [](const DocumentSummary& a, const DocumentSummary& b) {
+    if (a.id != b.id) return a.id < b.id;
+    return !a.tenant.empty() && b.tenant.empty();
+  });
+  DocumentPage page;
+  size_t n = std::min(limit, all.size());
+  while (n > 0 && n < all.size() && all[n].id == all[n - 1].id) ++n;  // never split one id
+  page.has_more = n < all.size();
+  all.resize(n);
+  page.documents = std::move(all);
+  return page;
+}
+
 #if RAGD_HAVE_RETRIEVAL
 class CorpusDocuments final : public DocumentApi {
  public:
@@ -90,6 +106,16 @@ class CorpusDocuments final : public DocumentApi {
     return Status::OK();
   }
 
+  Result<DocumentPage> list(const std::string& tenant, const std::string& after, size_t limit) const override {
+    std::vector<DocumentSummary> all;
+    RAGD_RETURN_IF_ERROR(corpus_->for_each_document([&](const retrieval::DocumentInfo& d) {
+      if ((d.tenant == tenant || d.tenant.empty()) && d.id > after)
+        all.push_back({d.id, d.title, d.source, d.tenant, d.bytes, d.chunk_ids.size()});
+      return true;
+    }));
+    return page_of(std::move(all), limit);
+  }
+
   Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const override {
     std::vector<std::string_view> views(texts.begin(), texts.end());
     std::vector<float> flat;
@@ -110,6 +136,7 @@ class NoDocuments final : public DocumentApi {
   Result<IngestSummary> ingest(std::vector<DocumentInput>) override { return unavailable(); }
   Result<DocumentInfo> get(const std::string&, const std::string&) const override { return unavailable(); }
   Status remove(const std::string&, const std::string&) override { return unavailable(); }
+  Result<DocumentPage> list(const std::string&, const std::string&, size_t) const override { return unavailable(); }
   Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>&) const override { return unavailable(); }
 
  private:

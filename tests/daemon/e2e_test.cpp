@@ -18,6 +18,13 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
   r = get("/v1/documents/kv");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Json(r.body).str("/id"), "kv");
+  r = get("/v1/documents");  // the listing over the real document store
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(Json(r.body).size("/data"), 2u) << r.body;
+  EXPECT_EQ(Json(r.body).str("/data/0/id"), "kv");
+  EXPECT_EQ(Json(r.body).str("/data/0/title"), "KV");
+  EXPECT_GE(Json(r.body).num("/data/0/chunks"), 1);
+  EXPECT_EQ(Json(r.body).str("/data/1/id"), "rag");
   // Pipelines and a non-streaming run.
   r = get("/v1/pipelines");
   ASSERT_EQ(r.status, 200) << r.body;

@@ -1,5 +1,6 @@
 #include "fake_runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -182,6 +183,25 @@ Status FakeDocuments::remove(const std::string& id, const std::string& tenant) {
   if (docs_.erase({tenant, id})) return Status::OK();
   if (!tenant.empty() && docs_.count({"", id})) return Status::PermissionDenied("document '" + id + "' is shared and read-only");
   return Status::NotFound("document '" + id + "' not found");
+}
+
+Result<pipelines::DocumentPage> FakeDocuments::list(const std::string& tenant, const std::string& after,
+                                                    size_t limit) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<pipelines::DocumentSummary> all;
+  for (const auto& [key, d] : docs_)
+    if ((key.first == tenant || key.first.empty()) && d.id > after)
+      all.push_back({d.id, d.title, d.source, d.tenant, d.text.size(), d.text.size() / 32 + 1});
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.id != b.id ? a.id < b.id : (!a.tenant.empty() && b.tenant.empty());
+  });
+  pipelines::DocumentPage page;
+  size_t n = std::min(limit, all.size());
+  while (n > 0 && n < all.size() && all[n].id == all[n - 1].id) ++n;
+  page.has_more = n < all.size();
+  all.resize(n);
+  page.documents = std::move(all);
+  return page;
 }
 
 std::vector<float> FakeDocuments::embed_one(const std::string& text) {

@@ -51,6 +51,7 @@ class FakeDocuments : public pipelines::DocumentApi {
   Result<pipelines::IngestSummary> ingest(std::vector<pipelines::DocumentInput> docs) override;
   Result<pipelines::DocumentInfo> get(const std::string& id, const std::string& tenant) const override;
   Status remove(const std::string& id, const std::string& tenant) override;
+  Result<pipelines::DocumentPage> list(const std::string& tenant, const std::string& after, size_t limit) const override;
   Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const override;
   static std::vector<float> embed_one(const std::string& text);  // dim 8, unit norm
 

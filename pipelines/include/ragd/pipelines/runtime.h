@@ -73,6 +73,19 @@ struct DocumentInfo {
   std::string text;  // concatenated chunk texts
 };
 
+// One entry of a document listing (no text).
+struct DocumentSummary {
+  std::string id, title, source;
+  std::string tenant;  // owner; "" = shared
+  uint64_t bytes = 0;  // text bytes
+  size_t chunks = 0;
+};
+
+struct DocumentPage {
+  std::vector<DocumentSummary> documents;
+  bool has_more = false;  // more entries follow the last one returned
+};
+
 class DocumentApi {
  public:
   virtual ~DocumentApi() = default;
@@ -84,6 +97,11 @@ class DocumentApi {
   // Removes `tenant`'s own document ("" = a shared one). NotFound when it has none of that id,
   // PermissionDenied when the id names only a shared document.
   virtual Status remove(const std::string& id, const std::string& tenant) = 0;
+  // The documents `tenant` reads: its own and the shared ones ("" = shared only), ordered by id
+  // (its own before a shared one of the same id), those whose id sorts after `after`, at most
+  // `limit` of them except that two entries of one id are never split across pages. Scans the
+  // store's document records (no chunk text): fine for consoles, not a search.
+  virtual Result<DocumentPage> list(const std::string& tenant, const std::string& after, size_t limit) const = 0;
   // Embeddings with the corpus embedder (for /v1/embeddings).
   virtual Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const = 0;
 };
