@@ -3,9 +3,9 @@
 
     /usr/bin/python3 tools/train/train.py --data data/train --out data/train/run --minutes 90
 
-Runs on CPU within a wall-clock budget: the learning-rate schedule and the curriculum (stage 0 ->
-1 -> 2) follow the fraction of the budget spent, so a faster or slower machine trains the same
-recipe for more or fewer steps. Checkpoints every few minutes (model, optimiser, RNG, elapsed time)
+Runs on CPU within a wall-clock budget: the learning-rate schedule follows the fraction of the
+budget spent; the curriculum (stage 0 -> 1 -> 2: more passages, harder distractors) advances when
+the answer loss on the current stage is low enough. Checkpoints every few minutes (model, optimiser, RNG, elapsed time)
 and resumes from the last one when restarted. Progress lines carry loss, held-out exact match and
 an ETA; the same numbers go to log.jsonl for the model card's training curve.
 
@@ -86,13 +86,16 @@ def lr_at(frac, step, peak, warmup=150):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
-def stage_mix(frac):
-    """Which stage each sampled episode comes from, as (stage, weight) by budget fraction."""
-    if frac < 0.08:
-        return [(0, 1.0)]
-    if frac < 0.30:
-        return [(0, 0.2), (1, 0.8)]
-    return [(1, 0.25), (2, 0.75)]
+# Curriculum: a stage is left once the answer loss on it falls below this (and it had this many
+# steps), so slow and fast machines see the same progression.
+ADVANCE_LOSS = 0.5
+MIN_STAGE_STEPS = 100
+
+
+def stage_mix(stage):
+    """Which stage each sampled episode comes from, as (stage, weight): mostly the current stage,
+    some of the one before it so that it is not forgotten."""
+    return [(stage, 1.0)] if stage == 0 else [(stage - 1, 0.2), (stage, 0.8)]
 
 
 def main():
@@ -108,8 +111,11 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--ffn", type=int, default=768)
-    ap.add_argument("--ctx-weight", type=float, default=0.3, help="weight of the context LM loss vs the answer loss")
+    ap.add_argument("--ctx-weight", type=float, default=0.2, help="weight of the context LM loss vs the answer loss")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--init-from", help="start from this exported model directory (continued training) "
+                                        "when the run folder has no checkpoint")
+    ap.add_argument("--start-stage", type=int, default=0, help="curriculum stage to start at (0..2)")
     ap.add_argument("--ckpt-minutes", type=float, default=4.0)
     ap.add_argument("--eval-minutes", type=float, default=4.0)
     args = ap.parse_args()
@@ -134,7 +140,7 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
     rng = random.Random(args.seed)
-    step, elapsed, best_em = 0, 0.0, -1.0
+    step, elapsed, best_em, stage, stage_steps = 0, 0.0, -1.0, 0, 0
     ckpt = os.path.join(args.out, "ckpt.pt")
     if os.path.exists(ckpt):
         st = torch.load(ckpt)
@@ -143,7 +149,12 @@ def main():
         rng.setstate(st["rng"])
         torch.set_rng_state(st["torch_rng"])
         step, elapsed, best_em = st["step"], st["elapsed"], st.get("best_em", -1.0)
+        stage, stage_steps = st.get("stage", 0), st.get("stage_steps", 0)
         print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
+    elif args.init_from:
+        model.load_state_dict(llama.load_safetensors(os.path.join(args.init_from, "model.safetensors")), strict=True)
+        stage = args.start_stage
+        print(f"initialised from {args.init_from}, curriculum stage {stage}", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters, vocab {vocab}, {args.layers} layers x {args.hidden}, "
           f"{args.heads}/{args.kv_heads} heads; budget {args.minutes} min on {args.threads} threads", flush=True)
@@ -159,14 +170,14 @@ def main():
         tmp = path + ".tmp"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": rng.getstate(),
                     "torch_rng": torch.get_rng_state(), "step": step, "elapsed": time.time() - t_start,
-                    "best_em": best_em, "args": vars(args)}, tmp)
+                    "best_em": best_em, "stage": stage, "stage_steps": stage_steps, "args": vars(args)}, tmp)
         os.replace(tmp, path)
 
     def evaluate():
         nonlocal best_em
         em = held_out_em(model, val)
         el = time.time() - t_start
-        rec = {"step": step, "minutes": round(el / 60, 2), "answer_loss": ans_avg, "context_loss": ctx_avg,
+        rec = {"step": step, "minutes": round(el / 60, 2), "stage": stage, "answer_loss": ans_avg, "context_loss": ctx_avg,
                "lr": opt.param_groups[0]["lr"], "held_out_em": em}
         log.write(json.dumps(rec) + "\n")
         log.flush()
@@ -184,7 +195,10 @@ def main():
         lr = lr_at(frac, step, args.lr)
         for g in opt.param_groups:
             g["lr"] = lr
-        mix = stage_mix(frac)
+        if stage < 2 and stage_steps >= MIN_STAGE_STEPS and ans_avg is not None and ans_avg < ADVANCE_LOSS:
+            stage, stage_steps, ans_avg = stage + 1, 0, None
+            print(f"step {step}: curriculum advances to stage {stage}", flush=True)
+        mix = stage_mix(stage)
         batch, toks = [], 0
         while toks < args.batch_tokens:
             s = rng.choices([m[0] for m in mix], weights=[m[1] for m in mix])[0]
@@ -199,6 +213,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
+        stage_steps += 1
         tok_count += toks
         ans_avg = a_loss.item() if ans_avg is None else 0.95 * ans_avg + 0.05 * a_loss.item()
         ctx_avg = c_loss.item() if ctx_avg is None else 0.95 * ctx_avg + 0.05 * c_loss.item()
