@@ -35,6 +35,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   pipelines::RunRequest run = std::move(parsed.run);
   run.id = ctx.id;
   run.tenant = ctx.tenant;
+  if (ctx.authed_by_key) run.kv_scope = run.tenant;  // tenants never reuse each other's KV
   auto st = std::make_shared<OaiState>();
   st->chat = chat;
   st->id = (chat ? "chatcmpl-" : "cmpl-") + ctx.id;

@@ -157,6 +157,26 @@ TEST_F(TenantE2eTest, DocumentsAreScopedAndSharedOnesReadOnly) {
   EXPECT_EQ(d_.stop(), 0);
 }
 
+// Finding 4: a tenant's run never reuses KV computed for another tenant, so usage and latency
+// cannot reveal what others asked; the same tenant does reuse (positive control).
+TEST_F(TenantE2eTest, NoCrossTenantKvReuse) {
+  start_with_shared("t_kv");
+  const std::string run = R"({"query":"what does the handbook say about the vacation policy?","top_k":1,"max_tokens":2})";
+  auto reused = [](const std::string& body) {
+    Json j(body);
+    return j.num("/usage/reused_tokens/hbm") + j.num("/usage/reused_tokens/dram") + j.num("/usage/reused_tokens/ssd");
+  };
+  auto r = call("POST", "/v1/pipelines/default/runs", run, kA);
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = call("POST", "/v1/pipelines/default/runs", run, kA);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_GT(reused(r.body), 0) << "the same tenant reuses its own KV: " << r.body;
+  r = call("POST", "/v1/pipelines/default/runs", run, kB);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(reused(r.body), 0) << "tenant B reused KV computed for tenant A: " << r.body;
+  EXPECT_EQ(d_.stop(), 0);
+}
+
 TEST_F(TenantE2eTest, SmuggledRequestAfterBadTransferEncodingIsNotServed) {
   start_daemon("t_smuggle", kKeys);
   ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"vault","text":"the vault password is )" + kSecret + R"("})", kA).status, 200);
