@@ -434,6 +434,22 @@ engine::BlockTable KvStore::fork_pool(const Hash128& key) {
   return pc->table.fork_prefix(*c.opt.pool, pc->end);
 }
 
+namespace {
+// The tree key of document `doc` under the path `parent_docs`, in the scope of model + KV format
+// (+ tenant when isolation is on): one key scheme for every tier.
+SegmentIdentity tree_identity(const StoreCore& c, std::span<const Hash128> parent_docs, const Hash128& doc,
+                              std::string_view tenant) {
+  Hash128 parent = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  for (const Hash128& d : parent_docs) parent = child_key(parent, d);
+  SegmentIdentity id;
+  id.key = child_key(parent, doc);
+  id.parent_key = parent;
+  id.doc_key = doc;
+  id.depth = static_cast<uint32_t>(parent_docs.size());
+  return id;
+}
+}  // namespace
+
 Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
                                           const engine::BlockTable& table, int begin, int end, std::string_view tenant) {
   StoreCore& c = *core_;
@@ -441,19 +457,12 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   if (begin < 0 || end <= begin || end > table.num_tokens())
     return Status::InvalidArgument(fmt::format("kvstore: insert_pool tokens [{}, {}) outside a sequence of {}", begin, end,
                                                table.num_tokens()));
-  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
-  Hash128 parent = root;
-  for (const Hash128& d : parent_docs) parent = child_key(parent, d);
-  SegmentIdentity id;
-  id.key = child_key(parent, doc);
-  id.parent_key = parent;
-  id.doc_key = doc;
-  id.depth = static_cast<uint32_t>(parent_docs.size());
+  const SegmentIdentity id = tree_identity(c, parent_docs, doc, tenant);
   InsertResult r;
   r.key = id.key;
   SegmentHeader h;
   h.key = id.key;
-  h.parent_key = parent;
+  h.parent_key = id.parent_key;
   h.doc_key = doc;
   h.depth = id.depth;
   h.num_tokens = static_cast<uint32_t>(end - begin);
@@ -467,7 +476,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
     if (c.tree->info(id.key)) {  // known: touch it and give it the pool copy back if it lost it
       std::vector<SsdAction> actions;
       PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
-      r.outcome = c.tree->insert_pool(parent, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
+      r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
       c.submit_actions_locked(actions);
       return r;
     }
@@ -482,7 +491,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   if (c.closed) return Status::Unavailable("kvstore: closed");
   std::vector<SsdAction> actions;
   PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
-  r.outcome = c.tree->insert_pool(parent, parent_docs.empty(), h, bytes, std::move(copy), seg, &actions, &r.tier);
+  r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), seg, &actions, &r.tier);
   c.submit_actions_locked(actions);
   return r;
 }
@@ -533,21 +542,14 @@ ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::str
 Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
                                      std::string_view tenant) {
   StoreCore& c = *core_;
-  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
-  Hash128 parent = root;
-  for (const Hash128& d : parent_docs) parent = child_key(parent, d);
-  SegmentIdentity id;
-  id.key = child_key(parent, doc);
-  id.parent_key = parent;
-  id.doc_key = doc;
-  id.depth = static_cast<uint32_t>(parent_docs.size());
+  const SegmentIdentity id = tree_identity(c, parent_docs, doc, tenant);
   RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg, SegmentBuffer::build(c.fmt, id, kv));
   InsertResult r;
   r.key = id.key;
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
   std::vector<SsdAction> actions;
-  r.outcome = c.tree->insert(parent, parent_docs.empty(), seg, &actions, &r.tier);
+  r.outcome = c.tree->insert(id.parent_key, parent_docs.empty(), seg, &actions, &r.tier);
   c.submit_actions_locked(actions);
   return r;
 }
