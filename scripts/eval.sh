@@ -12,6 +12,10 @@ mkdir -p "$DIR"
 "$BIN/ragctl" ingest examples/qa_eval/corpus.jsonl --data "$DIR/data" --model "$MODEL" > "$DIR/ingest.log"
 args=()
 [[ -n "${EVAL_LIMIT:-}" ]] && args+=(--limit "$EVAL_LIMIT")
+# The default pipeline's four passages per prompt, every exact reuse mode, retrieved and gold context.
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --reuse none,prefix,knowledge_tree --context both --json "$DIR/report.json" "${args[@]}" 2> "$DIR/eval.log"
-echo "per-question results: $DIR/report.json"
+# One passage per prompt: with --context gold that passage is the gold one (reading alone).
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --top-k 1 --reuse none --context both --json "$DIR/report_top1.json" "${args[@]}" 2>> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json, $DIR/report_top1.json"

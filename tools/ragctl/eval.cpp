@@ -2,7 +2,7 @@
 //
 //   ragctl eval --questions Q.jsonl (--model DIR --data DIR | --url http://host:port)
 //               [--pipeline default] [--reuse none,prefix,knowledge_tree] [--context retrieved|gold|both]
-//               [--max-tokens 16] [--limit N] [--json FILE]
+//               [--top-k K] [--max-tokens 16] [--limit N] [--json FILE]
 //
 // A question line is {"id": "...", "question": "...", "answer": "...", "gold": "doc id", "kind": "..."}
 // (id, gold and kind optional). Each question runs through the whole path (retrieval -> prompt ->
@@ -91,7 +91,7 @@ class EvalRunner {
 struct Args {
   std::string questions, model, data, url, api_key = default_api_key(), pipeline = "default", json;
   std::string reuse = "none", context = "retrieved";
-  int max_tokens = 16, limit = 0, threads = 0;
+  int max_tokens = 16, limit = 0, threads = 0, top_k = -1;
 };
 
 class LocalRunner final : public EvalRunner {
@@ -115,9 +115,10 @@ class LocalRunner final : public EvalRunner {
     req.id = fmt::format("eval-{}-{}", q.id, ++seq_);
     req.pipeline = a_.pipeline;
     req.query = q.question;
+    req.top_k = a_.top_k;
     RAGD_ASSIGN_OR_RETURN(req.reuse, pipelines::parse_reuse_mode(reuse));
-    req.sampling.temperature = 0.0f;
-    req.sampling.max_tokens = a_.max_tokens;
+    req.overrides.temperature = 0.0f;
+    req.overrides.max_tokens = a_.max_tokens;
     if (gold_context) req.context_must_include = q.gold;
     auto done = std::make_shared<std::promise<Result<EvalAnswer>>>();
     auto ans = std::make_shared<EvalAnswer>();
@@ -159,6 +160,7 @@ class HttpRunner final : public EvalRunner {
     JsonWriter w;
     w.begin_object().key("query").value(q.question).key("max_tokens").value(a_.max_tokens);
     w.key("temperature").value(0).key("reuse").value(reuse);
+    if (a_.top_k > 0) w.key("top_k").value(a_.top_k);
     if (gold_context) w.key("context_must_include").value(q.gold);
     w.end_object();
     daemon::Headers h;
@@ -251,8 +253,8 @@ int run_eval(const Args& a) {
 
   JsonWriter jw;
   jw.begin_object().key("questions_file").value(a.questions).key("pipeline").value(a.pipeline).key("runs").begin_array();
-  std::printf("ragctl eval: %zu questions, pipeline %s, greedy, max %d tokens\n", qs->size(), a.pipeline.c_str(),
-              a.max_tokens);
+  std::printf("ragctl eval: %zu questions, pipeline %s, top_k %s, greedy, max %d tokens\n", qs->size(),
+              a.pipeline.c_str(), a.top_k > 0 ? std::to_string(a.top_k).c_str() : "of the pipeline", a.max_tokens);
   std::printf("%-10s %-16s %7s %7s %10s %10s %9s %9s\n", "context", "reuse", "EM", "F1", "gold@k", "identical",
               "reused", "TTFT ms");
   int failures = 0;
@@ -327,6 +329,7 @@ Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on que
                    sub.add_option("--context", a->context, "retrieved | gold | both")->capture_default_str();
                    sub.add_option("--max-tokens", a->max_tokens, "tokens per answer")->capture_default_str();
                    sub.add_option("--limit", a->limit, "first N questions only");
+                   sub.add_option("--top-k", a->top_k, "passages per prompt (default: the pipeline's)");
                    sub.add_option("--threads", a->threads, "engine threads in local mode (0 = all cores)");
                    sub.add_option("--json", a->json, "write per-question results and summaries to this file");
                    return [a]() { return run_eval(*a); };
