@@ -12,6 +12,9 @@ PRESET=${RAGD_DEMO_PRESET:-}
 MODEL=${RAGD_DEMO_MODEL:-models/ragd-qa}
 PORT=${RAGD_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 QID=${RAGD_DEMO_QID:-q0003}  # a question of examples/qa_eval/questions.jsonl
+# Passages per prompt. The trained model reads one passage well and four not yet (its card has
+# the numbers); RAGD_DEMO_TOP_K=4 shows the default pipeline's context.
+TOP_K=${RAGD_DEMO_TOP_K:-1}
 read -r QUESTION GOLD_ANSWER GOLD_DOC < <(python3 - "$QID" <<'PY'
 import json, sys
 for line in open("examples/qa_eval/questions.jsonl"):
@@ -51,7 +54,7 @@ curl -fs "http://127.0.0.1:$PORT/readyz"; echo
 run_query() {
   curl -fs -X POST "http://127.0.0.1:$PORT/v1/pipelines/default/runs" \
     -H 'Content-Type: application/json' \
-    -d "{\"query\": \"$QUESTION\", \"max_tokens\": 16, \"temperature\": 0}"
+    -d "{\"query\": \"$QUESTION\", \"top_k\": $TOP_K, \"max_tokens\": 16, \"temperature\": 0}"
 }
 
 step "4. RAG query through the pipeline API (first run: documents prefilled)"
@@ -67,7 +70,7 @@ for i, s in enumerate(r["sources"]):
 PY
 
 step "5. the same question through the streaming client (WebSocket)"
-"$BIN/ragctl" stream "$QUESTION" --url "ws://127.0.0.1:$PORT/v1/stream" --max-tokens 16
+"$BIN/ragctl" stream "$QUESTION" --url "ws://127.0.0.1:$PORT/v1/stream" --max-tokens 16 --top-k "$TOP_K"
 
 step "6. again through the pipeline API: document KV comes from the knowledge tree"
 SECOND=$(run_query)
