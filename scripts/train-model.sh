@@ -3,13 +3,13 @@
 # repository: data generation (tools/train/make_data.py), ragd's own BPE tokenizer, episode
 # encoding through the default pipeline's prompt builder, CPU training with PyTorch (Debian's
 # python3-torch; resumable, wall-clock budget), export, the parity fixture and the evaluation.
-#   TRAIN_MINUTES (default 95), TRAIN_DIR (default data/train), MODEL_OUT (default models/ragd-qa)
+#   TRAIN_MINUTES (default 90), TRAIN_DIR (default data/train), MODEL_OUT (default models/ragd-qa)
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/bin"
 TRAIN_DIR=${TRAIN_DIR:-data/train}
 MODEL_OUT=${MODEL_OUT:-models/ragd-qa}
-MINUTES=${TRAIN_MINUTES:-95}
+MINUTES=${TRAIN_MINUTES:-90}
 PY=${PYTHON_TORCH:-/usr/bin/python3}
 
 if ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
@@ -33,7 +33,7 @@ done
 
 # Resumes from $TRAIN_DIR/run/ckpt.pt when present.
 "$PY" tools/train/train.py --data "$TRAIN_DIR" --out "$TRAIN_DIR/run" --minutes "$MINUTES" \
-  --hidden 192 --layers 4 --heads 6 --kv-heads 2 --ffn 512 --batch-tokens 2500 --lr 2e-3 --threads "${TRAIN_THREADS:-1}"
+  --hidden 192 --layers 4 --heads 6 --kv-heads 2 --ffn 512 --batch-tokens 2500 --lr 2e-3 --threads "${TRAIN_THREADS:-2}"
 
 # The last state of the run (the held-out check during training is too noisy to pick by).
 "$PY" tools/train/export_ckpt.py --run "$TRAIN_DIR/run" --out "$MODEL_OUT"

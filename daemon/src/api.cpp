@@ -20,6 +20,9 @@ ApiImpl::ApiImpl(const DaemonConfig& cfg)
   generated_tokens_ = &reg_.counter("ragd_generation_tokens_total", "Generated tokens of finished runs");
   reused_tokens_ = &reg_.counter("ragd_reused_tokens_total", "Prompt tokens served from cached KV, by tier", {"tier"});
   recomputed_tokens_ = &reg_.counter("ragd_recomputed_tokens_total", "Prompt tokens whose KV was computed");
+  blend_runs_ = &reg_.counter("ragd_blend_runs_total", "Runs of the approximate reuse modes, by mode and outcome (blended | exact)", {"mode", "outcome"});
+  blended_tokens_ = &reg_.counter("ragd_blended_tokens_total", "Reused document tokens placed by CacheBlend / EPIC, by mode", {"mode"});
+  repaired_tokens_ = &reg_.counter("ragd_blend_repaired_tokens_total", "Placed tokens recomputed by the blend repair step, by mode", {"mode"});
   runs_total_ = &reg_.counter("ragd_runs_total", "Finished runs by route and finish reason", {"route", "finish_reason"});
   running_g_ = &reg_.gauge("ragd_requests_running", "Runs that have started producing events");
   waiting_g_ = &reg_.gauge("ragd_requests_waiting", "Runs submitted and waiting for their first event");

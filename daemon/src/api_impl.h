@@ -143,6 +143,9 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   MetricFamily* generated_tokens_;
   MetricFamily* reused_tokens_;
   MetricFamily* recomputed_tokens_;
+  MetricFamily* blend_runs_;
+  MetricFamily* blended_tokens_;
+  MetricFamily* repaired_tokens_;
   MetricFamily* runs_total_;
   MetricFamily* running_g_;
   MetricFamily* waiting_g_;

@@ -10,7 +10,8 @@ using pipelines::RunEvent;
 namespace {
 ApiError parse_reuse(const std::string& s, pipelines::ReuseMode* out) {
   Result<pipelines::ReuseMode> m = pipelines::parse_reuse_mode(s);
-  if (!m.ok()) return bad_request("reuse", "field 'reuse' must be one of none, prefix, knowledge_tree; got '" + s + "'");
+  if (!m.ok())
+    return bad_request("reuse", "field 'reuse' must be one of " + std::string(pipelines::kReuseModeNames) + "; got '" + s + "'");
   *out = *m;
   return {};
 }
@@ -20,7 +21,8 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
                                  bool allow_pipeline_field) {
   if (allow_pipeline_field) {
     if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
-                         "stream", "reuse", "tenant", "logprobs", "ignore_eos", "context_must_include"});
+                         "stream", "reuse", "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos",
+                         "context_must_include"});
         e.failed())
       return e;
     std::string p = "default";
@@ -28,7 +30,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     out->pipeline = p;
   } else {
     if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
-                         "tenant", "logprobs", "ignore_eos", "context_must_include"});
+                         "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos", "context_must_include"});
         e.failed())
       return e;
   }
@@ -68,6 +70,10 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     if (auto e = parse_reuse(reuse, &m); e.failed()) return e;
     out->reuse = m;
   }
+  if (auto e = f.number("recompute_ratio", &d, 0.0, 1.0, &present); e.failed()) return e;
+  if (present) out->recompute_ratio = d;
+  if (auto e = f.integer("epic_k", &v, 0, 4096, &present); e.failed()) return e;
+  if (present) out->epic_k = static_cast<int>(v);
   std::string tenant;
   if (auto e = f.str("tenant", &tenant); e.failed()) return e;
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)

@@ -65,6 +65,11 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       self->reused_tokens_->inc({"dram"}, u.reused_dram);
       self->reused_tokens_->inc({"ssd"}, u.reused_ssd);
       self->recomputed_tokens_->inc({}, u.recomputed_tokens);
+      if (u.reuse == "cacheblend" || u.reuse == "epic") {
+        self->blend_runs_->inc({u.reuse, u.approximate ? "blended" : "exact"}, 1);
+        self->blended_tokens_->inc({u.reuse}, u.blended_tokens);
+        self->repaired_tokens_->inc({u.reuse}, u.repaired_tokens);
+      }
       self->queue_time_->observe({}, ev.timings.queue_ms / 1000.0);
       if (track->tokens > 1)
         self->tpot_->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /

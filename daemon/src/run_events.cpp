@@ -23,6 +23,13 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   w.key("hbm").value(u.reused_hbm).key("dram").value(u.reused_dram).key("ssd").value(u.reused_ssd);
   w.end_object();
   w.key("recomputed_tokens").value(u.recomputed_tokens);
+  if (!u.reuse.empty()) w.key("reuse").value(u.reuse);
+  w.key("approximate").value(u.approximate);
+  if (u.approximate) {
+    w.key("blended_tokens").value(u.blended_tokens).key("repaired_tokens").value(u.repaired_tokens);
+    if (u.reuse == "cacheblend") w.key("recompute_ratio").value(u.recompute_ratio);
+  }
+  if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
   w.end_object();
 }
 

@@ -32,7 +32,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
   std::unique_ptr<ExecutorImpl> ex(new ExecutorImpl(opts, std::move(deps)));
   ex->store_ = std::move(store);
   ExecutorImpl* raw = ex.get();
-  ex->planner_ = std::make_unique<ReusePlanner>(*ex->store_, ex->model_->kv_pool(), [raw] {
+  ex->planner_ = std::make_unique<ReusePlanner>(*ex->store_, *ex->model_, [raw] {
     std::lock_guard<std::mutex> lk(raw->mu_);
     raw->load_done_ = true;
     raw->cv_.notify_all();
@@ -93,11 +93,18 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     if (req.query.empty()) return Status::InvalidArgument("query must not be empty");
     if (req.top_k > 64) return Status::InvalidArgument("top_k must be at most 64, got " + std::to_string(req.top_k));
     r->kv.reuse.mode = req.reuse.value_or(it->reuse);
+    r->kv.reuse.blend = it->blend;
   } else {
     if (req.messages.empty() && req.prompt.empty()) return Status::InvalidArgument("one of messages or prompt is required");
     r->kv.reuse.mode = req.reuse.value_or(ReuseMode::kPrefix);
     if (r->kv.reuse.mode == ReuseMode::kKnowledgeTree) r->kv.reuse.mode = ReuseMode::kPrefix;  // no documents to key
   }
+  if (req.recompute_ratio) r->kv.reuse.blend.recompute_ratio = *req.recompute_ratio;
+  if (req.epic_k) r->kv.reuse.blend.epic_k = *req.epic_k;
+  RAGD_RETURN_IF_ERROR(r->kv.reuse.blend.validate());
+  if (is_approximate(r->kv.reuse.mode) && !r->spec)
+    return Status::InvalidArgument("reuse mode '" + std::string(reuse_mode_name(r->kv.reuse.mode)) +
+                                   "' needs retrieved documents (a pipeline run)");
   r->sampling = resolve_sampling(r->spec, req);
   RAGD_RETURN_IF_ERROR(r->sampling.validate());
   if (r->sampling.max_tokens <= 0) return Status::InvalidArgument("max_tokens must be positive");
@@ -418,6 +425,13 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.reused_dram = r.kv.reused.dram;
   r.usage.reused_ssd = r.kv.reused.ssd;
   r.usage.recomputed_tokens = r.kv.recomputed;
+  const ReusePlan& plan = r.kv.reuse;
+  r.usage.reuse = reuse_mode_name(plan.mode);
+  r.usage.approximate = plan.approximate;
+  r.usage.blended_tokens = plan.blended.placed;
+  r.usage.repaired_tokens = plan.blended.repaired;
+  r.usage.recompute_ratio = plan.mode == ReuseMode::kCacheBlend ? plan.blend.recompute_ratio : 0.0;
+  r.usage.reuse_note = plan.note;
   r.timings.kv_load_ms += r.kv.install_ms;
   ev.usage = r.usage;
   Timings& t = r.timings;
@@ -441,6 +455,10 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     stats_.reused_dram += u.reused_dram;
     stats_.reused_ssd += u.reused_ssd;
     stats_.recomputed += u.recomputed_tokens;
+    stats_.approximate_runs += u.approximate ? 1 : 0;
+    stats_.blended_tokens += u.blended_tokens;
+    stats_.repaired_tokens += u.repaired_tokens;
+    stats_.blend_fallbacks += u.reuse_note.empty() ? 0 : 1;
   }
   emit(r, ev);
   drop_run(r);

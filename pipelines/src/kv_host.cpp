@@ -22,7 +22,8 @@ int PoolKvHost::admit(uint64_t id, int keep_free) {
   const auto t0 = std::chrono::steady_clock::now();
   const int len = static_cast<int>(r.state->tokens().size());
   const int prompt_len = r.state->prompt_len();
-  Installed in = planner_.install(r.reuse, r.table, [&](int n) { return ensure_free(keep_free + n); });
+  const std::span<const int32_t> prompt(r.state->tokens().data(), static_cast<size_t>(prompt_len));
+  Installed in = planner_.install(r.reuse, prompt, r.table, [&](int n) { return ensure_free(keep_free + n); });
   int present = in.tokens;
   if (present >= len) {  // the last token is always fed, to get its logits
     int over = present - (len - 1);
@@ -40,7 +41,7 @@ int PoolKvHost::admit(uint64_t id, int keep_free) {
     r.reused = in;
     r.install_ms = std::chrono::duration<double, std::milli>(r.t_admit - t0).count();
   }
-  r.recomputed += std::min(len, prompt_len) - std::min(present, prompt_len);
+  r.recomputed += std::min(len, prompt_len) - std::min(present, prompt_len) + in.computed;
   return present;
 }
 

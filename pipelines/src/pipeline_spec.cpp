@@ -55,7 +55,7 @@ class Reader {
         {"pipeline", {"name", "description"}},
         {"retriever", {"top_k", "index", "nprobe"}},
         {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
-        {"reuse", {"mode"}},
+        {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop"}},
     };
     for (const auto& [k, v] : root_) {
@@ -171,6 +171,10 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   auto m = parse_reuse_mode(mode);
   if (!m.ok()) return r.field_err("reuse", "mode", m.status().message());
   s.reuse = *m;
+  RAGD_RETURN_IF_ERROR(r.real("reuse", "recompute_ratio", 0.0, 1.0, &s.blend.recompute_ratio));
+  v = s.blend.epic_k;
+  RAGD_RETURN_IF_ERROR(r.integer("reuse", "epic_k", 0, 4096, &v));
+  s.blend.epic_k = static_cast<int>(v);
   v = s.max_tokens;
   RAGD_RETURN_IF_ERROR(r.integer("generation", "max_tokens", 1, 1 << 20, &v));
   s.max_tokens = static_cast<int>(v);

@@ -1,5 +1,8 @@
 #include "reuse_planner.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "ragd/common/log.h"
 #include "ragd/kvstore/engine_io.h"
 
@@ -49,15 +52,17 @@ std::unique_ptr<ReuseStrategy> make_reuse_strategy(ReuseMode mode, int chunk_tok
   switch (mode) {
     case ReuseMode::kNone: return std::make_unique<NoReuse>();
     case ReuseMode::kPrefix: return std::make_unique<PrefixReuse>(chunk_tokens);
-    case ReuseMode::kKnowledgeTree: return std::make_unique<KnowledgeTreeReuse>();
+    case ReuseMode::kKnowledgeTree:
+    case ReuseMode::kCacheBlend:  // the exact part first; the planner blends the rest
+    case ReuseMode::kEpic: return std::make_unique<KnowledgeTreeReuse>();
   }
   return std::make_unique<NoReuse>();
 }
 
-ReusePlanner::ReusePlanner(kvstore::KvStore& store, engine::KvPool& pool, std::function<void()> on_load_done)
-    : store_(store), pool_(pool), on_load_done_(std::move(on_load_done)) {
-  for (ReuseMode m : {ReuseMode::kNone, ReuseMode::kPrefix, ReuseMode::kKnowledgeTree})
-    strategies_.push_back(make_reuse_strategy(m, pool.layout().block_size));
+ReusePlanner::ReusePlanner(kvstore::KvStore& store, engine::Model& model, std::function<void()> on_load_done)
+    : store_(store), model_(model), pool_(model.kv_pool()), on_load_done_(std::move(on_load_done)) {
+  for (int m = 0; m < kNumReuseModes; ++m)
+    strategies_.push_back(make_reuse_strategy(static_cast<ReuseMode>(m), pool_.layout().block_size));
 }
 
 void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::vector<int32_t>> segments,
@@ -68,6 +73,30 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
   if (p->docs.empty()) return;
   kvstore::MatchResult m = store_.match(p->docs, p->scope, /*pin=*/true);
   p->hint_tokens = m.cached_tokens();
+  if (is_approximate(p->mode) && !m.nodes.empty() && m.nodes.size() < p->docs.size()) {
+    // The documents after the exact part: their chunk KV (computed after this head), loaded now.
+    std::vector<Hash128> keys;
+    std::vector<size_t> nodes;
+    for (size_t i = std::max<size_t>(m.nodes.size(), 1); i < p->docs.size(); ++i) {
+      keys.push_back(chunk_key(p->docs[0], p->docs[i]));
+      nodes.push_back(i);
+    }
+    kvstore::ChunkLookupResult c = store_.lookup_chunks(keys, p->scope, /*pin=*/true);
+    std::vector<kvstore::PathNode> hits;
+    for (size_t i = 0; i < c.chunks.size(); ++i) {
+      if (!c.chunks[i]) continue;
+      hits.push_back(*c.chunks[i]);
+      p->chunk_nodes.push_back(nodes[i]);
+      p->hint_tokens += c.chunks[i]->num_tokens;
+    }
+    if (!hits.empty()) {
+      kvstore::LoadOptions lo;
+      lo.on_done = on_load_done_;
+      lo.independent = true;
+      p->chunk_load = store_.load(hits, std::move(lo));
+      p->chunk_pin = std::move(c.pin);
+    }
+  }
   if (m.nodes.size() <= m.pool_nodes) return;  // all in the pool (or nothing cached): no load
   p->load_from = m.pool_nodes;
   kvstore::LoadOptions lo;
@@ -76,9 +105,12 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
   p->pin = std::move(m.pin);
 }
 
-Installed ReusePlanner::install(ReusePlan& p, engine::BlockTable& table, const std::function<bool(int)>& ensure_free) {
+Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, engine::BlockTable& table,
+                                const std::function<bool(int)>& ensure_free) {
   Installed in;
   p.installed_nodes = 0;
+  p.approximate = false;
+  p.blended = {};
   if (p.docs.empty()) return in;
   kvstore::MatchResult m = store_.match(p.docs, p.scope, /*pin=*/false, /*touch=*/false);
   size_t d = 0;
@@ -112,11 +144,101 @@ Installed ReusePlanner::install(ReusePlan& p, engine::BlockTable& table, const s
   p.installed_nodes = d;
   p.load.reset();
   p.pin.release();
+  if (is_approximate(p.mode) && d < p.docs.size()) {
+    if (d == 0) p.note = "the prompt head is not cached yet: exact prefill";
+    else blend(p, prompt, d, table, ensure_free, &in);
+  }
+  p.chunk_load.reset();
+  p.chunk_pin.release();
   return in;
+}
+
+void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d, engine::BlockTable& table,
+                         const std::function<bool(int)>& ensure_free, Installed* in) {
+  const int head_len = p.ends[0];
+  const int exact_end = p.ends[d - 1];
+  const size_t n = p.docs.size();
+  if (table.num_tokens() != exact_end || static_cast<int>(prompt.size()) < p.ends[n - 1]) {
+    p.note = "internal: the exact part does not match the path; exact prefill";
+    return;
+  }
+  auto doc_tokens = [&](size_t j) {
+    return prompt.subspan(p.ends[j - 1], p.ends[j] - p.ends[j - 1]);
+  };
+  // Chunk KV per document: loaded from the chunk cache, or computed now after the head.
+  std::vector<std::optional<kvstore::HostKv>> kv(n);
+  std::vector<kvstore::Tier> src(n, kvstore::Tier::kHbm);
+  if (p.chunk_load && p.chunk_load->done()) {
+    const kvstore::LoadHandle& h = *p.chunk_load;
+    for (size_t i = 0; i < p.chunk_nodes.size() && i < h.size(); ++i) {
+      const size_t j = p.chunk_nodes[i];
+      if (j < d || !h.node_ok(i)) continue;
+      const kvstore::SegmentRef seg = h.segment(i);
+      if (!seg || seg->num_tokens() != p.ends[j] - p.ends[j - 1] || static_cast<int>(seg->header().first_position) != head_len)
+        continue;
+      kv[j] = host_kv(*seg);
+      src[j] = h.source(i);
+    }
+  }
+  std::vector<size_t> missing;
+  std::vector<std::span<const int32_t>> missing_tokens;
+  int side_blocks = 0;
+  const int bs = pool_.layout().block_size;
+  for (size_t j = d; j < n; ++j) {
+    if (kv[j]) continue;
+    missing.push_back(j);
+    missing_tokens.push_back(doc_tokens(j));
+    side_blocks += (head_len % bs + static_cast<int>(doc_tokens(j).size()) + bs - 1) / bs + 1;
+  }
+  auto give_up = [&](const std::string& why) {
+    table.truncate(pool_, exact_end);
+    p.note = why + ": exact prefill";
+    log::pipelines()->warn("{} reuse falls back to exact prefill: {}", reuse_mode_name(p.mode), why);
+  };
+  if (!missing.empty()) {
+    if (!ensure_free(side_blocks)) return give_up("no KV pool room to compute chunk KV");
+    Result<std::vector<kvstore::HostKv>> fresh = compute_chunk_kv(model_, table, head_len, missing_tokens);
+    if (!fresh.ok()) return give_up("computing chunk KV failed: " + fresh.status().to_string());
+    for (size_t i = 0; i < missing.size(); ++i) {
+      const size_t j = missing[i];
+      auto r = store_.insert_chunk(chunk_key(p.docs[0], p.docs[j]), (*fresh)[i].data(), p.scope);
+      if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
+      in->computed += (*fresh)[i].num_tokens;
+      kv[j] = std::move((*fresh)[i]);
+    }
+  }
+  std::vector<BlendDoc> docs;
+  for (size_t j = d; j < n; ++j) {
+    const int len = kv[j]->num_tokens;
+    if (!ensure_free(table.blocks_needed(pool_, len))) return give_up("no KV pool room to place chunk KV");
+    if (Status st = place_chunk(model_, *kv[j], table); !st.ok()) return give_up(st.to_string());
+    docs.push_back({p.ends[j - 1], len, /*in_place=*/j == 1});
+  }
+  Result<BlendStats> st = repair(model_, table, prompt, docs, p.mode, p.blend);
+  if (!st.ok()) return give_up("repair step failed: " + st.status().to_string());
+  for (size_t j = d; j < n; ++j) {
+    const int len = kv[j]->num_tokens;
+    in->tokens += len;
+    if (std::find(missing.begin(), missing.end(), j) != missing.end()) continue;
+    (src[j] == kvstore::Tier::kSsd ? in->ssd : src[j] == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
+  }
+  in->computed += st->repaired;
+  p.blended = *st;
+  p.approximate = st->placed > 0;
+  p.installed_nodes = n;  // blended KV is never published to the tree
+}
+
+void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTable& table) {
+  if (p.docs.size() < 2 || p.installed_nodes > 1 || table.num_tokens() < p.ends[1] || !table.positions_are_slots()) return;
+  Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, table, p.ends[0], p.ends[1] - p.ends[0]);
+  if (!kv.ok()) return;
+  auto r = store_.insert_chunk(chunk_key(p.docs[0], p.docs[1]), kv->data(), p.scope);
+  if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
 }
 
 void ReusePlanner::publish(ReusePlan& p, const engine::BlockTable& table) {
   p.published = true;
+  if (is_approximate(p.mode)) publish_first_chunk(p, table);
   for (size_t i = p.installed_nodes; i < p.docs.size() && p.ends[i] <= table.num_tokens(); ++i) {
     const int start = i ? p.ends[i - 1] : 0;
     auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i], p.scope);

@@ -9,8 +9,12 @@
 //
 // Strategies: none (empty path), prefix (the prompt in chunks of block_size tokens, so a shared
 // token prefix is found at chunk granularity), knowledge_tree ([system prefix][doc 1]..[doc n]:
-// a document's KV is reused exactly when the same documents precede it). CacheBlend / EPIC plug in
-// here as further strategies.
+// a document's KV is reused exactly when the same documents precede it), cacheblend / epic (the
+// knowledge-tree path; after its exact part, every further document's chunk KV — from the chunk
+// cache, or computed on its own after the prompt head and cached — is placed at its position and
+// the placed documents are repaired by a sparse recompute step, kv_blend.h). An approximate run
+// publishes only exact nodes: blended KV never enters the tree. Its first document after the head
+// is exact where it stands, so a run that computed it also caches it as a chunk.
 //
 // Thread-safety: lookup() may run on any thread; install(), publish() and reclaim() only on the
 // scheduler thread that owns the engine pool. The KvStore is thread-safe.
@@ -28,6 +32,8 @@
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/executor.h"
 
+#include "kv_blend.h"
+
 namespace ragd::pipelines {
 
 // One run's reuse state, carried from lookup to publish.
@@ -42,14 +48,23 @@ struct ReusePlan {
   int hint_tokens = 0;                   // cached tokens seen at lookup (scheduler ordering)
   size_t installed_nodes = 0;            // nodes reused at the last admission
   bool published = false;
+  // Approximate modes (cacheblend / epic).
+  BlendParams blend;
+  std::shared_ptr<kvstore::LoadHandle> chunk_load;  // chunk-cache hits coming up from DRAM / SSD
+  std::vector<size_t> chunk_nodes;                  // path node of each chunk_load entry
+  kvstore::Pin chunk_pin;
+  bool approximate = false;  // the last admission placed blended KV
+  BlendStats blended;        // what it did
+  std::string note;          // why an approximate run served exact reuse instead ("" = it did not)
 
-  // True when install() may run (no load, or the load finished).
-  bool ready() const { return !load || load->done(); }
+  // True when install() may run (no load, or the loads finished).
+  bool ready() const { return (!load || load->done()) && (!chunk_load || chunk_load->done()); }
 };
 
 struct Installed {
   int tokens = 0;  // KV tokens now in the run's table
-  int hbm = 0, dram = 0, ssd = 0;  // where they came from
+  int hbm = 0, dram = 0, ssd = 0;  // where the reused ones came from
+  int computed = 0;  // tokens computed during installation (chunks seen first, blend repairs)
 };
 
 // A reuse mode's path over a prompt.
@@ -65,20 +80,31 @@ std::unique_ptr<ReuseStrategy> make_reuse_strategy(ReuseMode mode, int chunk_tok
 class ReusePlanner {
  public:
   // on_load_done runs on a kvstore I/O thread when a lookup's load finishes (must not block).
-  ReusePlanner(kvstore::KvStore& store, engine::KvPool& pool, std::function<void()> on_load_done);
+  // The model runs the approximate modes' chunk computations and repair steps (scheduler thread).
+  ReusePlanner(kvstore::KvStore& store, engine::Model& model, std::function<void()> on_load_done);
 
   // Builds the path for plan->mode, matches it and starts loading the lower-tier part.
   void lookup(std::span<const int32_t> prompt, std::span<const std::vector<int32_t>> segments, ReusePlan* plan) const;
-  // Installs reusable KV into `table` (empty). ensure_free(n) makes n more blocks free or says it
-  // cannot. Returns the tokens installed (the caller trims to prompt length - 1).
-  Installed install(ReusePlan& plan, engine::BlockTable& table, const std::function<bool(int)>& ensure_free);
+  // Installs reusable KV into `table` (empty); `prompt` is the run's prompt. ensure_free(n) makes n
+  // more blocks free or says it cannot. Returns the tokens installed (the caller trims to prompt
+  // length - 1).
+  Installed install(ReusePlan& plan, std::span<const int32_t> prompt, engine::BlockTable& table,
+                    const std::function<bool(int)>& ensure_free);
   // Registers every path node whose tokens `table` now holds and that was not reused.
   void publish(ReusePlan& plan, const engine::BlockTable& table);
   // Evicts pool copies by policy until `blocks` blocks are free. False when it cannot.
   bool reclaim(int blocks);
 
  private:
+  // The approximate part of install(): docs [d, n) after the exact part.
+  void blend(ReusePlan& plan, std::span<const int32_t> prompt, size_t d, engine::BlockTable& table,
+             const std::function<bool(int)>& ensure_free, Installed* in);
+  // Caches the KV of path node 1 (the first document) as a chunk when `table` computed it right
+  // after the head.
+  void publish_first_chunk(const ReusePlan& plan, const engine::BlockTable& table);
+
   kvstore::KvStore& store_;
+  engine::Model& model_;
   engine::KvPool& pool_;
   std::function<void()> on_load_done_;
   std::vector<std::unique_ptr<ReuseStrategy>> strategies_;  // by ReuseMode

@@ -7,6 +7,7 @@
 
 #include "ragd/kernels/activation.h"
 #include "ragd/kernels/gemm.h"
+#include "ragd/kernels/kv_deviation.h"
 #include "ragd/kernels/lse_merge.h"
 #include "ragd/kernels/norm.h"
 #include "ragd/kernels/softmax.h"
@@ -166,3 +167,30 @@ TEST(LseMerge, MatchesFormulaAndHandlesEmptySides) {
 
 }  // namespace
 }  // namespace ragd::kernels
+
+// KV deviation against a double-precision reference, odd widths and strides.
+TEST(KvDeviation, MatchesReferenceWithStrides) {
+  using ragd::kernels::testing::random_vec;
+  for (int width : {1, 7, 33, 130}) {
+    const int rows = 301;  // above the kernel's parallel threshold
+    const size_t new_stride = width + 5, old_stride = width + 2;
+    auto kn = random_vec(rows * new_stride, 11 + width), vn = random_vec(rows * new_stride, 12 + width);
+    auto ko = random_vec(rows * old_stride, 13 + width), vo = random_vec(rows * old_stride, 14 + width);
+    std::vector<float> dev(rows);
+    ragd::kernels::kv_deviation(rows, width, kn.data(), vn.data(), new_stride, ko.data(), vo.data(), old_stride, dev.data());
+    for (int r = 0; r < rows; ++r) {
+      double want = 0;
+      for (int i = 0; i < width; ++i) {
+        const double dk = double(kn[r * new_stride + i]) - ko[r * old_stride + i];
+        const double dv = double(vn[r * new_stride + i]) - vo[r * old_stride + i];
+        want += dk * dk + dv * dv;
+      }
+      ASSERT_NEAR(dev[r], want, 1e-5 * (1 + want)) << "width " << width << " row " << r;
+    }
+  }
+  // Identical rows deviate by exactly zero.
+  auto k = random_vec(64, 3), v = random_vec(64, 4);
+  std::vector<float> dev(4);
+  ragd::kernels::kv_deviation(4, 16, k.data(), v.data(), 16, k.data(), v.data(), 16, dev.data());
+  for (float d : dev) EXPECT_EQ(d, 0.0f);
+}

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -91,7 +92,7 @@ std::vector<DocumentInput> corpus_docs() {
 
 void write_pipelines(const std::string& dir) {
   fs::create_directories(dir);
-  for (const char* mode : {"none", "prefix", "knowledge_tree"}) {
+  for (const char* mode : {"none", "prefix", "knowledge_tree", "cacheblend", "epic"}) {
     write_file(fs::path(dir) / (std::string(mode) + ".toml"),
                std::string("[pipeline]\nname = \"") + mode + "\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"" + mode +
                    "\"\n[generation]\nmax_tokens = 7\n");
@@ -186,12 +187,14 @@ class ExecutorTest : public ::testing::Test {
     return std::move(rt).value();
   }
 
-  RunOutput run(Executor& ex, const std::string& pipeline, const std::string& query, int max_tokens = 7) {
+  RunOutput run(Executor& ex, const std::string& pipeline, const std::string& query, int max_tokens = 7,
+                const std::function<void(RunRequest&)>& tweak = {}) {
     RunRequest r;
     r.pipeline = pipeline;
     r.query = query;
     r.overrides.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
+    if (tweak) tweak(r);
     RunOutput out;
     Collector c;
     Status st = ex.submit(r, c.sink(&out));
@@ -586,6 +589,100 @@ TEST_F(ExecutorTest, BadRequestsAreRejectedWithClearErrors) {
   EXPECT_NE(rt2.status().message().find("lottery"), std::string::npos);
   close(rt);
   fs::remove_all(data);
+}
+
+// Queries whose top-2 sets overlap in different combinations, so that documents recur after other
+// documents than the ones they were first cached after (what the approximate modes are for).
+const char* kMixQueries[] = {"volcano magma eruption", "chess knight gambit",  "castle knight siege moat",
+                             "volcano ash crater",     "harbor ship anchor",   "river delta flood water",
+                             "chess bishop rook",      "glacier ice frozen",   "harbor sailor tide port"};
+
+// CacheBlend with every row recomputed and EPIC with whole documents recomputed are full prefills:
+// the same greedy tokens and log-probabilities as no reuse, while documents are placed from the
+// chunk cache.
+TEST_F(ExecutorTest, ApproximateModesAtFullRecomputeMatchNoReuse) {
+  const std::string data = tmpdir("blend_full");
+  Runtime rt = open(options(data), true);
+  int blended = 0, approximate = 0;
+  for (const char* q : kMixQueries) {
+    RunOutput none = run(*rt.executor, "none", q);
+    RunOutput cb = run(*rt.executor, "cacheblend", q, 7, [](RunRequest& r) { r.recompute_ratio = 1.0; });
+    RunOutput ep = run(*rt.executor, "epic", q, 7, [](RunRequest& r) { r.epic_k = 4096; });
+    expect_same(none, cb, std::string("cacheblend r=1: ") + q);
+    expect_same(none, ep, std::string("epic k=all: ") + q);
+    for (const RunOutput* o : {&cb, &ep}) {
+      EXPECT_EQ(o->usage.reuse, o == &cb ? "cacheblend" : "epic");
+      if (o->usage.approximate) {
+        ++approximate;
+        EXPECT_GT(o->usage.blended_tokens, 0);
+        EXPECT_EQ(o->usage.repaired_tokens, o->usage.blended_tokens);
+        EXPECT_TRUE(o->usage.reuse_note.empty()) << o->usage.reuse_note;
+      }
+      blended += o->usage.blended_tokens;
+      EXPECT_LE(o->usage.reused_hbm + o->usage.reused_dram + o->usage.reused_ssd, o->usage.prompt_tokens);
+    }
+  }
+  EXPECT_GT(approximate, 0) << "no run placed chunk KV: the test would prove nothing";
+  EXPECT_GT(blended, 0);
+  const ExecutorStats st = rt.executor->stats();
+  EXPECT_EQ(st.approximate_runs, approximate);
+  close(rt);
+  fs::remove_all(data);
+}
+
+// Chunk KV written through to SSD comes back after a restart and gives the same (approximate)
+// outputs as the first process, where the chunks were computed or came from DRAM.
+TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
+  const std::string data = tmpdir("blend_ssd");
+  std::vector<RunOutput> first;
+  {
+    Runtime rt = open(options(data), true);
+    for (const char* q : kMixQueries) first.push_back(run(*rt.executor, "cacheblend", q));
+    close(rt);
+  }
+  RuntimeOptions o = options(data);
+  o.hbm_cache = false;
+  o.dram_cache_bytes = 0;  // every reuse after the restart comes from SSD
+  Runtime rt = open(o, false);
+  int ssd = 0, approximate = 0;
+  for (size_t i = 0; i < std::size(kMixQueries); ++i) {
+    RunOutput again = run(*rt.executor, "cacheblend", kMixQueries[i]);
+    expect_same(first[i], again, std::string("after restart: ") + kMixQueries[i]);
+    EXPECT_EQ(again.usage.approximate, first[i].usage.approximate) << kMixQueries[i];
+    EXPECT_EQ(again.usage.reused_hbm, 0);
+    ssd += again.usage.reused_ssd;
+    approximate += again.usage.approximate;
+  }
+  EXPECT_GT(ssd, 0);
+  EXPECT_GT(approximate, 0);
+  close(rt);
+  fs::remove_all(data);
+}
+
+TEST_F(ExecutorTest, ApproximateReuseParametersAreValidated) {
+  Runtime rt = open(options(""), false);
+  Collector c;
+  RunOutput out;
+  RunRequest r;
+  r.pipeline = "cacheblend";
+  r.query = "x";
+  r.recompute_ratio = 1.5;
+  Status st = rt.executor->submit(r, c.sink(&out));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("recompute_ratio"), std::string::npos) << st.message();
+  r.recompute_ratio.reset();
+  r.epic_k = -1;
+  st = rt.executor->submit(r, c.sink(&out));
+  EXPECT_NE(st.message().find("epic_k"), std::string::npos) << st.message();
+  RunRequest plain;
+  plain.prompt = "hello";
+  plain.reuse = ReuseMode::kEpic;
+  st = rt.executor->submit(plain, c.sink(&out));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("pipeline run"), std::string::npos) << st.message();
+  EXPECT_EQ(parse_reuse_mode("blend").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parse_reuse_mode("blend").status().message().find("cacheblend"), std::string::npos);
+  close(rt);
 }
 
 TEST_F(ExecutorTest, PlainPromptsAndChatRunWithPrefixReuse) {

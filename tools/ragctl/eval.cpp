@@ -1,7 +1,7 @@
 // ragctl eval: answer accuracy of a RAG pipeline on a question set with gold answers.
 //
 //   ragctl eval --questions Q.jsonl (--model DIR --data DIR | --url http://host:port)
-//               [--pipeline default] [--reuse none,prefix,knowledge_tree] [--context retrieved|gold|both]
+//               [--pipeline default] [--reuse none,prefix,knowledge_tree,cacheblend:0.15,epic:16] [--context retrieved|gold|both]
 //               [--top-k K] [--max-tokens 16] [--limit N] [--json FILE]
 //
 // A question line is {"id": "...", "question": "...", "answer": "...", "gold": "doc id", "kind": "..."}
@@ -15,8 +15,10 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,11 +83,44 @@ Result<std::vector<EvalQuestion>> read_questions(const std::string& path) {
   return out;
 }
 
+// One --reuse entry: a mode name, optionally with its parameter: cacheblend:R (recompute ratio,
+// 0..1) or epic:K (tokens recomputed per document).
+struct EvalMode {
+  std::string label;  // as given
+  std::string name;
+  std::optional<double> recompute_ratio;
+  std::optional<int> epic_k;
+};
+
+Result<EvalMode> parse_eval_mode(const std::string& spec) {
+  EvalMode m;
+  m.label = spec;
+  const size_t colon = spec.find(':');
+  m.name = spec.substr(0, colon);
+  RAGD_ASSIGN_OR_RETURN(const pipelines::ReuseMode mode, pipelines::parse_reuse_mode(m.name));
+  if (colon == std::string::npos) return m;
+  const std::string param = spec.substr(colon + 1);
+  pipelines::BlendParams bp;
+  char* end = nullptr;
+  if (mode == pipelines::ReuseMode::kCacheBlend) {
+    bp.recompute_ratio = std::strtod(param.c_str(), &end);
+    m.recompute_ratio = bp.recompute_ratio;
+  } else if (mode == pipelines::ReuseMode::kEpic) {
+    bp.epic_k = static_cast<int>(std::strtol(param.c_str(), &end, 10));
+    m.epic_k = bp.epic_k;
+  } else {
+    return Status::InvalidArgument("'" + spec + "': only cacheblend:RATIO and epic:K take a parameter");
+  }
+  if (param.empty() || *end != '\0') return Status::InvalidArgument("'" + spec + "': '" + param + "' is not a number");
+  RAGD_RETURN_IF_ERROR(bp.validate());
+  return m;
+}
+
 // Runs one question; thread-compatible (one caller at a time).
 class EvalRunner {
  public:
   virtual ~EvalRunner() = default;
-  virtual Result<EvalAnswer> ask(const EvalQuestion& q, const std::string& reuse, bool gold_context) = 0;
+  virtual Result<EvalAnswer> ask(const EvalQuestion& q, const EvalMode& reuse, bool gold_context) = 0;
 };
 
 struct Args {
@@ -110,13 +145,15 @@ class LocalRunner final : public EvalRunner {
     if (rt_.stop) rt_.stop();
   }
 
-  Result<EvalAnswer> ask(const EvalQuestion& q, const std::string& reuse, bool gold_context) override {
+  Result<EvalAnswer> ask(const EvalQuestion& q, const EvalMode& reuse, bool gold_context) override {
     pipelines::RunRequest req;
     req.id = fmt::format("eval-{}-{}", q.id, ++seq_);
     req.pipeline = a_.pipeline;
     req.query = q.question;
     req.top_k = a_.top_k;
-    RAGD_ASSIGN_OR_RETURN(req.reuse, pipelines::parse_reuse_mode(reuse));
+    RAGD_ASSIGN_OR_RETURN(req.reuse, pipelines::parse_reuse_mode(reuse.name));
+    req.recompute_ratio = reuse.recompute_ratio;
+    req.epic_k = reuse.epic_k;
     req.overrides.temperature = 0.0f;
     req.overrides.max_tokens = a_.max_tokens;
     if (gold_context) req.context_must_include = q.gold;
@@ -156,10 +193,12 @@ class HttpRunner final : public EvalRunner {
     return std::unique_ptr<EvalRunner>(new HttpRunner(a, url.host, url.port));
   }
 
-  Result<EvalAnswer> ask(const EvalQuestion& q, const std::string& reuse, bool gold_context) override {
+  Result<EvalAnswer> ask(const EvalQuestion& q, const EvalMode& reuse, bool gold_context) override {
     JsonWriter w;
     w.begin_object().key("query").value(q.question).key("max_tokens").value(a_.max_tokens);
-    w.key("temperature").value(0).key("reuse").value(reuse);
+    w.key("temperature").value(0).key("reuse").value(reuse.name);
+    if (reuse.recompute_ratio) w.key("recompute_ratio").value(*reuse.recompute_ratio);
+    if (reuse.epic_k) w.key("epic_k").value(*reuse.epic_k);
     if (a_.top_k > 0) w.key("top_k").value(a_.top_k);
     if (gold_context) w.key("context_must_include").value(q.gold);
     w.end_object();
@@ -217,16 +256,17 @@ int run_eval(const Args& a) {
     return 2;
   }
   if (a.limit > 0 && static_cast<size_t>(a.limit) < qs->size()) qs->resize(a.limit);
-  std::vector<std::string> modes;
+  std::vector<EvalMode> modes;
   {
     std::stringstream ss(a.reuse);
     for (std::string m; std::getline(ss, m, ',');)
       if (!m.empty()) {
-        if (auto p = pipelines::parse_reuse_mode(m); !p.ok()) {
+        auto p = parse_eval_mode(m);
+        if (!p.ok()) {
           std::fprintf(stderr, "ragctl eval: --reuse: %s\n", p.status().message().c_str());
           return 2;
         }
-        modes.push_back(m);
+        modes.push_back(std::move(p).value());
       }
   }
   std::vector<bool> contexts;
@@ -263,7 +303,7 @@ int run_eval(const Args& a) {
     for (size_t m = 0; m < modes.size(); ++m) {
       Tally t;
       std::map<std::string, Tally> by_kind;
-      jw.begin_object().key("context").value(gold ? "gold" : "retrieved").key("reuse").value(modes[m]);
+      jw.begin_object().key("context").value(gold ? "gold" : "retrieved").key("reuse").value(modes[m].label);
       jw.key("results").begin_array();
       const auto t0 = std::chrono::steady_clock::now();
       for (size_t i = 0; i < qs->size(); ++i) {
@@ -295,7 +335,7 @@ int run_eval(const Args& a) {
       jw.end_object().key("seconds").value(secs).end_object();
       const std::string ident = m == 0 ? "-" : fmt::format("{}/{}", t.identical, t.n);
       std::printf("%-10s %-16s %6.1f%% %6.1f%% %9.1f%% %10s %8.1f%% %9.1f\n", gold ? "gold" : "retrieved",
-                  modes[m].c_str(), t.pct(t.em), t.n ? 100 * t.f1 / t.n : 0.0,
+                  modes[m].label.c_str(), t.pct(t.em), t.n ? 100 * t.f1 / t.n : 0.0,
                   t.with_gold ? 100.0 * t.hits / t.with_gold : 0.0, ident.c_str(),
                   t.prompt ? 100.0 * t.reused / t.prompt : 0.0, t.n ? t.ttft / t.n : 0.0);
       if (m == 0 && !by_kind.empty()) {

@@ -27,6 +27,14 @@ SYSTEM_TEXT = "You are a helpful assistant. Answer the question using the contex
 STAGES = [((1, 2), 0.0, 20000), ((2, 4), 0.3, 40000), ((3, 5), 0.6, 80000)]
 
 
+def spaced(episode):
+    """The answer as the model emits it after the chat template: with a leading space, so that every
+    answer token is a token of the passage it is copied from (" Chian" and "Chian" are different
+    tokens). Scoring ignores surrounding whitespace."""
+    episode["answer"] = " " + episode["answer"]
+    return episode
+
+
 def write_jsonl(path, rows):
     with open(path, "w", encoding="utf-8") as f:
         for r in rows:
@@ -72,13 +80,13 @@ def main():
     rng = random.Random(args.seed)
     tok_lines = [SYSTEM_TEXT] * 50
     for s, ((lo, hi), hard, count) in enumerate(STAGES):
-        rows = [make_episode(rng, pools, "train", rng.randint(lo, hi), hard) for _ in range(int(count * args.scale))]
+        rows = [spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard)) for _ in range(int(count * args.scale))]
         write_jsonl(os.path.join(args.out, f"stage{s}.jsonl"), rows)
         if s == 2:
             for r in rows[:6000]:
                 tok_lines += r["passages"] + [r["question"], r["answer"]]
     write_jsonl(os.path.join(args.out, "val.jsonl"),
-                [make_episode(random.Random(args.seed * 1000 + i), pools, "test", 4, 0.6) for i in range(400)])
+                [spaced(make_episode(random.Random(args.seed * 1000 + i), pools, "test", 4, 0.6)) for i in range(400)])
     with open(os.path.join(args.out, "tokenizer_text.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(tok_lines) + "\n")
     if args.eval_dir:

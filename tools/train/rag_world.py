@@ -92,9 +92,11 @@ FACTS = {
 }
 assert set(FACTS) == set(TOPICS)
 
+# No passage starts with a name: a passage is tokenized on its own, and a name's first token differs
+# with and without the space before it; mid-sentence, the name has the same tokens as in the answer.
 OPENERS = [
     "In {year}, {person} began a study of the {noun} at {place}.",
-    "{person} first wrote about the {noun} of {place} in {year}.",
+    "A study by {person} of the {noun} of {place} began in {year}.",
     "The {noun} at {place} was studied by {person} from {year}.",
     "Records from {place} show that {person} examined the {noun} in {year}.",
 ]

@@ -90,6 +90,9 @@ def lr_at(frac, step, peak, warmup=150):
 # steps), so slow and fast machines see the same progression.
 ADVANCE_LOSS = 0.5
 MIN_STAGE_STEPS = 100
+# ... and at the latest when this fraction of the budget is spent, so that the final stage (the
+# evaluation's format: four passages, hard distractors) always gets the last part of the budget.
+STAGE_BY_FRACTION = [0.0, 0.25, 0.5]
 
 
 def stage_mix(stage):
@@ -195,7 +198,8 @@ def main():
         lr = lr_at(frac, step, args.lr)
         for g in opt.param_groups:
             g["lr"] = lr
-        if stage < 2 and stage_steps >= MIN_STAGE_STEPS and ans_avg is not None and ans_avg < ADVANCE_LOSS:
+        if stage < 2 and ((stage_steps >= MIN_STAGE_STEPS and ans_avg is not None and ans_avg < ADVANCE_LOSS)
+                          or frac >= STAGE_BY_FRACTION[stage + 1]):
             stage, stage_steps, ans_avg = stage + 1, 0, None
             print(f"step {step}: curriculum advances to stage {stage}", flush=True)
         mix = stage_mix(stage)

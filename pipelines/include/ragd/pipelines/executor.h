@@ -24,24 +24,49 @@
 
 namespace ragd::pipelines {
 
-enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree };
+// Where a run's prompt KV comes from. Exact modes give the logits of a full prefill (within fp
+// tolerance); the approximate modes (CacheBlend, EPIC) reuse each retrieved document's KV computed
+// on its own, wherever it lands in the prompt, and repair cross-attention by recomputing a few
+// tokens (docs/design/blend.md).
+enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree, kCacheBlend, kEpic };
+inline constexpr int kNumReuseModes = 5;
 inline std::string_view reuse_mode_name(ReuseMode m) {
   switch (m) {
     case ReuseMode::kNone: return "none";
     case ReuseMode::kPrefix: return "prefix";
     case ReuseMode::kKnowledgeTree: return "knowledge_tree";
+    case ReuseMode::kCacheBlend: return "cacheblend";
+    case ReuseMode::kEpic: return "epic";
   }
   return "?";
 }
-// The one parser of reuse mode names (pipeline specs, request bodies): "none" | "prefix" |
-// "knowledge_tree"; InvalidArgument naming the value otherwise. Inline: the daemon's HTTP layer
-// uses it without linking the pipelines library.
+inline bool is_approximate(ReuseMode m) { return m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic; }
+inline constexpr std::string_view kReuseModeNames = "none, prefix, knowledge_tree, cacheblend or epic";
+// The one parser of reuse mode names (pipeline specs, request bodies, ragctl); InvalidArgument
+// naming the value and the allowed ones otherwise. Inline: the daemon's HTTP layer uses it without
+// linking the pipelines library.
 inline Result<ReuseMode> parse_reuse_mode(std::string_view s) {
-  if (s == "none") return ReuseMode::kNone;
-  if (s == "prefix") return ReuseMode::kPrefix;
-  if (s == "knowledge_tree") return ReuseMode::kKnowledgeTree;
-  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected none, prefix or knowledge_tree)");
+  for (int i = 0; i < kNumReuseModes; ++i)
+    if (s == reuse_mode_name(static_cast<ReuseMode>(i))) return static_cast<ReuseMode>(i);
+  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected " + std::string(kReuseModeNames) + ")");
 }
+
+// Parameters of the approximate modes. Ranges are checked by validate() (InvalidArgument naming
+// the field and the allowed range).
+struct BlendParams {
+  // CacheBlend: fraction of the reused documents' tokens recomputed in the layers after the
+  // selection layers (0 = naive concatenation, 1 = every token: a full prefill). Default 0.15.
+  double recompute_ratio = 0.15;
+  // EPIC: leading tokens of every document not at the position it was computed at that are
+  // recomputed in every layer (0 = naive concatenation). Default 16.
+  int epic_k = 16;
+  Status validate() const {
+    if (!(recompute_ratio >= 0.0 && recompute_ratio <= 1.0))
+      return Status::InvalidArgument("recompute_ratio must be in [0, 1], got " + std::to_string(recompute_ratio));
+    if (epic_k < 0 || epic_k > 4096) return Status::InvalidArgument("epic_k must be in [0, 4096], got " + std::to_string(epic_k));
+    return Status::OK();
+  }
+};
 
 // Per-request overrides of generation parameters. Unset = the pipeline spec's value (pipeline
 // runs) or RunRequest::sampling's value (plain runs). Resolved once, at submit: an explicit value is
@@ -64,6 +89,8 @@ struct RunRequest {
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
   int top_k = -1;                 // retrieval top-k; -1 = pipeline default
   std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
+  std::optional<double> recompute_ratio;  // CacheBlend; unset = pipeline default (BlendParams)
+  std::optional<int> epic_k;              // EPIC; unset = pipeline default (BlendParams)
   // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
   // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
   // Plain runs: everything from here, `overrides` on top.
@@ -88,8 +115,14 @@ struct Source {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  int reused_hbm = 0, reused_dram = 0, reused_ssd = 0;
-  int recomputed_tokens = 0;
+  int reused_hbm = 0, reused_dram = 0, reused_ssd = 0;  // prompt tokens whose KV was reused, by source tier
+  int recomputed_tokens = 0;  // prompt tokens whose KV was computed in this run (incl. blend repairs)
+  std::string reuse;          // the reuse mode the run used
+  bool approximate = false;   // true when reused KV was blended (CacheBlend / EPIC): not a full prefill's
+  int blended_tokens = 0;     // approximate modes: reused document tokens placed at a new position / context
+  int repaired_tokens = 0;    // approximate modes: of those, tokens recomputed by the blend step
+  double recompute_ratio = 0; // CacheBlend: the ratio used (the request's, raised by the loading controller)
+  std::string reuse_note;     // why an approximate run fell back to exact reuse ("" = it did not)
 };
 
 struct Timings {

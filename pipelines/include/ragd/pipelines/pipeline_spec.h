@@ -4,7 +4,8 @@
 //   [retriever]  top_k = 4, index = "Flat", nprobe = 8
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
 //                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
-//   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree)
+//   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic),
+//                recompute_ratio = 0.15 (cacheblend, 0..1), epic_k = 16 (epic, 0..4096)
 //   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."]
 //
 // Unknown tables or keys and wrong types are errors naming the file and the key. A built-in
@@ -35,6 +36,7 @@ struct PipelineSpec {
   std::string question_prefix = "\nQuestion: ";
   std::string chat_template = "auto";
   ReuseMode reuse = ReuseMode::kKnowledgeTree;
+  BlendParams blend;                // parameters of the approximate modes
   // generation defaults (a request may override them)
   int max_tokens = 256;
   float temperature = 0.0f;
