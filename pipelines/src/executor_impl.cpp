@@ -37,6 +37,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
     raw->load_done_ = true;
     raw->cv_.notify_all();
   });
+  ex->planner_->set_blend_check(opts.blend_check);
   ex->sched_ = std::make_unique<Scheduler>(so);
   ex->kv_host_ = std::make_unique<PoolKvHost>(ex->model_->kv_pool(), *ex->planner_, opts.swap_bytes);
   ex->publish_stats();

@@ -1,4 +1,4 @@
-#include "kv_blend.h"
+#include "ragd/pipelines/kv_blend.h"
 
 #include <algorithm>
 #include <cmath>

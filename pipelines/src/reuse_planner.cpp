@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "ragd/common/log.h"
 #include "ragd/kvstore/engine_io.h"
 
@@ -162,6 +164,10 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     p.note = "internal: the exact part does not match the path; exact prefill";
     return;
   }
+  if (std::string why = self_check(p, prompt); !why.empty()) {
+    p.note = why;
+    return;
+  }
   auto doc_tokens = [&](size_t j) {
     return prompt.subspan(p.ends[j - 1], p.ends[j] - p.ends[j - 1]);
   };
@@ -226,6 +232,43 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   p.blended = *st;
   p.approximate = st->placed > 0;
   p.installed_nodes = n;  // blended KV is never published to the tree
+}
+
+std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t> prompt) {
+  const size_t n = p.docs.size();
+  if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
+  const std::string key = p.mode == ReuseMode::kCacheBlend ? fmt::format("cacheblend:{}", p.blend.recompute_ratio)
+                                                           : fmt::format("epic:{}", p.blend.epic_k);
+  if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+  // This run's documents in two orders it does not have: reversed, and rotated by one.
+  BlendCase rev, rot;
+  rev.head.assign(prompt.begin(), prompt.begin() + p.ends[0]);
+  rev.tail.assign(prompt.begin() + p.ends[n - 1], prompt.end());
+  rot.head = rev.head;
+  rot.tail = rev.tail;
+  for (size_t j = 1; j < n; ++j) {
+    std::vector<int32_t> d(prompt.begin() + p.ends[j - 1], prompt.begin() + p.ends[j]);
+    rev.docs.insert(rev.docs.begin(), d);
+    rot.docs.push_back(std::move(d));
+  }
+  std::rotate(rot.docs.begin(), rot.docs.begin() + 1, rot.docs.end());
+  const BlendCase cases[] = {rev, rot};
+  Result<Fidelity> f = measure_fidelity(model_, cases, p.mode, p.blend, check_.greedy_tokens);
+  std::string verdict;
+  if (!f.ok()) {
+    // Not a verdict on the model (e.g. no pool room right now): exact this time, ask again later.
+    log::pipelines()->warn("reuse self-check for {} could not run: {}", key, f.status().to_string());
+    return "the reuse self-check could not run (" + f.status().message() + ")";
+  }
+  if (f->greedy_agreement < check_.min_greedy_agreement || f->first_token_kl > check_.max_first_token_kl)
+    verdict = fmt::format("reuse self-check failed for {} on this model: greedy agreement {:.2f} (min {:.2f}), "
+                          "first-token KL {:.3f} (max {:.3f}); serving exact reuse",
+                          key, f->greedy_agreement, check_.min_greedy_agreement, f->first_token_kl,
+                          check_.max_first_token_kl);
+  log::pipelines()->info("reuse self-check {}: greedy agreement {:.2f}, first-token KL {:.4f}, max |dlogit| {:.3f} -> {}",
+                         key, f->greedy_agreement, f->first_token_kl, f->max_abs_logit, verdict.empty() ? "pass" : "fail");
+  verdicts_[key] = verdict;
+  return verdict;
 }
 
 void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTable& table) {

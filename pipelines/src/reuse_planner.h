@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,7 +33,8 @@
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/executor.h"
 
-#include "kv_blend.h"
+#include "ragd/pipelines/blend_fidelity.h"
+#include "ragd/pipelines/kv_blend.h"
 
 namespace ragd::pipelines {
 
@@ -94,6 +96,7 @@ class ReusePlanner {
   void publish(ReusePlan& plan, const engine::BlockTable& table);
   // Evicts pool copies by policy until `blocks` blocks are free. False when it cannot.
   bool reclaim(int blocks);
+  void set_blend_check(const BlendCheckOptions& o) { check_ = o; }
 
  private:
   // The approximate part of install(): docs [d, n) after the exact part.
@@ -102,12 +105,17 @@ class ReusePlanner {
   // Caches the KV of path node 1 (the first document) as a chunk when `table` computed it right
   // after the head.
   void publish_first_chunk(const ReusePlan& plan, const engine::BlockTable& table);
+  // The self-check verdict for plan's mode and parameters ("" = approximate reuse may be used),
+  // measured on this run's documents the first time.
+  std::string self_check(const ReusePlan& plan, std::span<const int32_t> prompt);
 
   kvstore::KvStore& store_;
   engine::Model& model_;
   engine::KvPool& pool_;
   std::function<void()> on_load_done_;
   std::vector<std::unique_ptr<ReuseStrategy>> strategies_;  // by ReuseMode
+  BlendCheckOptions check_;
+  std::map<std::string, std::string> verdicts_;  // scheduler thread: "mode:param" -> "" or the reason
 };
 
 }  // namespace ragd::pipelines

@@ -635,12 +635,13 @@ TEST_F(ExecutorTest, ApproximateModesAtFullRecomputeMatchNoReuse) {
 TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
   const std::string data = tmpdir("blend_ssd");
   std::vector<RunOutput> first;
+  RuntimeOptions o = options(data);
+  o.blend_check.enabled = false;  // approximate whatever the random model's fidelity
   {
-    Runtime rt = open(options(data), true);
+    Runtime rt = open(o, true);
     for (const char* q : kMixQueries) first.push_back(run(*rt.executor, "cacheblend", q));
     close(rt);
   }
-  RuntimeOptions o = options(data);
   o.hbm_cache = false;
   o.dram_cache_bytes = 0;  // every reuse after the restart comes from SSD
   Runtime rt = open(o, false);
@@ -657,6 +658,39 @@ TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
   EXPECT_GT(approximate, 0);
   close(rt);
   fs::remove_all(data);
+}
+
+// The self-check measures fidelity on the first prompt that would place a displaced document and
+// keeps the verdict: below the thresholds every run of that mode serves exact reuse (outputs equal
+// to no reuse) with the reason in usage.reuse_note; above them runs are approximate.
+TEST_F(ExecutorTest, ReuseSelfCheckFallsBackToExactReuseWithAReason) {
+  for (bool pass : {false, true}) {
+    const std::string data = tmpdir(pass ? "check_pass" : "check_fail");
+    RuntimeOptions o = options(data);
+    o.blend_check.min_greedy_agreement = pass ? 0.0 : 1.01;  // unreachable when failing
+    o.blend_check.max_first_token_kl = 1e9;
+    Runtime rt = open(o, true);
+    int approximate = 0, noted = 0;
+    for (const char* q : kMixQueries) {
+      RunOutput none = run(*rt.executor, "none", q);
+      RunOutput cb = run(*rt.executor, "cacheblend", q);
+      approximate += cb.usage.approximate;
+      if (cb.usage.reuse_note.find("self-check failed") != std::string::npos) {
+        ++noted;
+        expect_same(none, cb, std::string("exact fallback: ") + q);
+      }
+    }
+    if (pass) {
+      EXPECT_GT(approximate, 0);
+      EXPECT_EQ(noted, 0);
+    } else {
+      EXPECT_EQ(approximate, 0);
+      EXPECT_GT(noted, 0);
+      EXPECT_GE(rt.executor->stats().blend_fallbacks, noted);  // plus runs before the head was cached
+    }
+    close(rt);
+    fs::remove_all(data);
+  }
 }
 
 TEST_F(ExecutorTest, ApproximateReuseParametersAreValidated) {

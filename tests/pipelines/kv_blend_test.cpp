@@ -16,7 +16,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kv_blend.h"
+#include "ragd/pipelines/kv_blend.h"
 #include "model_fixture.h"
 #include "ragd/kvstore/engine_io.h"
 

@@ -12,6 +12,7 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
 #include "ragd/kvstore/kv_store.h"
+#include "ragd/pipelines/blend_fidelity.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/scheduler.h"
 
@@ -43,6 +44,7 @@ struct RuntimeOptions {
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   std::string index_spec = "Flat";   // FAISS factory string for new indexes
   int chunk_tokens = 256;
+  BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
 
   engine::ModelOptions model_options() const;
   // InvalidArgument naming a bad policy / preemption name or a non-positive size.
