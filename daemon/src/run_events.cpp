@@ -27,7 +27,8 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   w.key("approximate").value(u.approximate);
   if (u.approximate) {
     w.key("blended_tokens").value(u.blended_tokens).key("repaired_tokens").value(u.repaired_tokens);
-    if (u.reuse == "cacheblend") w.key("recompute_ratio").value(u.recompute_ratio);
+    if (u.reuse == "cacheblend")
+      w.key("recompute_ratio").value(u.recompute_ratio).key("recompute_ratio_floor").value(u.recompute_ratio_floor);
   }
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
   w.end_object();

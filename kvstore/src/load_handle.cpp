@@ -72,10 +72,16 @@ void LoadHandle::fail(size_t i, const Status& st) {
 void LoadHandle::finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    elapsed_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start_).count();
     done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   if (opts_.on_done) opts_.on_done();
+}
+
+double LoadHandle::elapsed_ms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return elapsed_ms_;
 }
 
 }  // namespace ragd::kvstore

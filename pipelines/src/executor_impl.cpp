@@ -433,6 +433,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.repaired_tokens = plan.blended.repaired;
   r.usage.recompute_ratio = plan.mode == ReuseMode::kCacheBlend ? plan.blend.recompute_ratio : 0.0;
   r.usage.reuse_note = plan.note;
+  r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
   r.timings.kv_load_ms += r.kv.install_ms;
   ev.usage = r.usage;
   Timings& t = r.timings;

@@ -127,6 +127,13 @@ class DeviationFilter final : public engine::LayerHook {
   int selected_first_ = 0;
 };
 
+long targets_sum(int layers, int n, int target) {
+  const int second = layers > 2 ? std::min(n, 2 * target) : target;
+  long sum = second;  // layer 2 runs the rows layer 1 kept
+  sum += static_cast<long>(target) * std::max(0, layers - 3);
+  return sum;
+}
+
 }  // namespace
 
 Result<BlendStats> repair(engine::Model& model, engine::BlockTable& table, std::span<const int32_t> tokens,
@@ -161,6 +168,7 @@ Result<BlendStats> repair(engine::Model& model, engine::BlockTable& table, std::
     RAGD_RETURN_IF_ERROR(model.forward(std::span<engine::SeqStep>(&s, 1), &out));
     st.repaired = n;
     st.selected_first = n;
+    st.row_layers = static_cast<long>(n) * layers;
   } else {
     // Layer 0's K/V equal the placed ones (they depend on the token and its position only); the
     // first layer that can tell is 1. Gradual filtering: 2r there, r from layer 2 on.
@@ -171,6 +179,9 @@ Result<BlendStats> repair(engine::Model& model, engine::BlockTable& table, std::
     RAGD_RETURN_IF_ERROR(model.forward_with_hook(std::span<engine::SeqStep>(&s, 1), hook, &out));
     st.repaired = layers > 1 ? target : n;
     st.selected_first = hook.selected_first();
+    // Layers 0 and 1 compute every row (layer 1 up to its selection), layer 2 the first selection,
+    // later layers the final one.
+    st.row_layers = static_cast<long>(n) * std::min(layers, 2) + (layers > 2 ? targets_sum(layers, n, target) : 0);
   }
   st.ratio = st.placed ? static_cast<double>(st.repaired) / st.placed : 0.0;
   return st;

@@ -1,6 +1,7 @@
 #include "reuse_planner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include <fmt/format.h>
@@ -220,8 +221,23 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     if (Status st = place_chunk(model_, *kv[j], table); !st.ok()) return give_up(st.to_string());
     docs.push_back({p.ends[j - 1], len, /*in_place=*/j == 1});
   }
+  const auto t_repair = std::chrono::steady_clock::now();
   Result<BlendStats> st = repair(model_, table, prompt, docs, p.mode, p.blend);
   if (!st.ok()) return give_up("repair step failed: " + st.status().to_string());
+  if (st->row_layers > 0) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_repair).count();
+    const double per = ms / st->row_layers;
+    row_layer_ms_ = row_layer_ms_ == 0 ? per : 0.8 * row_layer_ms_ + 0.2 * per;
+  }
+  // Loading controller: the ratio whose per-layer recompute matches the per-layer load time.
+  int slow_loaded = 0;
+  for (size_t j = d; j < n; ++j)
+    if (kv[j] && std::find(missing.begin(), missing.end(), j) == missing.end() && src[j] != kvstore::Tier::kHbm)
+      slow_loaded += kv[j]->num_tokens;
+  if (slow_loaded > 0 && p.chunk_load && row_layer_ms_ > 0 && st->placed > 0) {
+    const int layers = model_.config().num_hidden_layers;
+    st->ratio_floor = std::min(1.0, p.chunk_load->elapsed_ms() / (row_layer_ms_ * layers * st->placed));
+  }
   for (size_t j = d; j < n; ++j) {
     const int len = kv[j]->num_tokens;
     in->tokens += len;

@@ -115,7 +115,8 @@ class ReusePlanner {
   std::function<void()> on_load_done_;
   std::vector<std::unique_ptr<ReuseStrategy>> strategies_;  // by ReuseMode
   BlendCheckOptions check_;
-  std::map<std::string, std::string> verdicts_;  // scheduler thread: "mode:param" -> "" or the reason
+  std::map<std::string, std::string> verdicts_;
+  double row_layer_ms_ = 0;  // scheduler thread: EWMA of the repair step's time per row-layer  // scheduler thread: "mode:param" -> "" or the reason
 };
 
 }  // namespace ragd::pipelines

@@ -153,7 +153,17 @@ TEST_F(HttpTest, StreamNotBoolean) {
 }
 TEST_F(HttpTest, UnknownReuseMode) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
-               "'reuse' must be one of none, prefix, knowledge_tree; got 'magic'");
+               "'reuse' must be one of none, prefix, knowledge_tree, cacheblend or epic; got 'magic'");
+}
+TEST_F(HttpTest, BlendParametersOutOfRange) {
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"cacheblend","recompute_ratio":1.5})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("recompute_ratio"), std::string::npos) << r.body;
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"epic","epic_k":-3})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("epic_k"), std::string::npos) << r.body;
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"epic","epic_k":"16"})");
+  EXPECT_EQ(r.status, 400) << r.body;
 }
 TEST_F(HttpTest, UnknownField) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","topk":3})"), 400, "invalid_request",

@@ -65,6 +65,9 @@ class LoadHandle {
   // The tier node i was read from (valid once layers_ready(i) > 0).
   Tier source(size_t i) const { return static_cast<Tier>(source_[i].load(std::memory_order_acquire)); }
 
+  // After done(): wall time from the handle's creation (the load's start) to its end, in ms.
+  double elapsed_ms() const;
+
   void wait() const;
   bool wait_for(std::chrono::milliseconds d) const;
 
@@ -85,6 +88,8 @@ class LoadHandle {
   mutable std::condition_variable cv_;
   std::vector<uint8_t> failed_;  // guarded by mu_
   Status status_;                // guarded by mu_
+  const std::chrono::steady_clock::time_point t_start_ = std::chrono::steady_clock::now();
+  double elapsed_ms_ = 0;        // guarded by mu_
   std::atomic<bool> done_{false};
   LoadOptions opts_;
 };

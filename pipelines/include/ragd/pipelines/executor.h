@@ -121,7 +121,8 @@ struct Usage {
   bool approximate = false;   // true when reused KV was blended (CacheBlend / EPIC): not a full prefill's
   int blended_tokens = 0;     // approximate modes: reused document tokens placed at a new position / context
   int repaired_tokens = 0;    // approximate modes: of those, tokens recomputed by the blend step
-  double recompute_ratio = 0; // CacheBlend: the ratio used (the request's, raised by the loading controller)
+  double recompute_ratio = 0; // CacheBlend: the ratio used
+  double recompute_ratio_floor = 0;  // CacheBlend: the loading controller's ratio (kv_blend.h), reported
   std::string reuse_note;     // why an approximate run fell back to exact reuse ("" = it did not)
 };
 

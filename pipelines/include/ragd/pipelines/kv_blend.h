@@ -54,6 +54,13 @@ struct BlendStats {
   int repaired = 0;  // tokens recomputed in the last layer (cacheblend) / every layer (epic)
   int selected_first = 0;  // cacheblend: rows kept at the first selection layer
   double ratio = 0;  // repaired / placed
+  long row_layers = 0;  // rows computed, summed over layers (the step's cost in row-layers)
+  // Loading controller (CacheBlend §5): the smallest ratio whose recompute time per layer matches
+  // the per-layer load time of the chunks that came from DRAM / SSD, i.e. the recompute that a
+  // layer-wise pipelined load would hide. Reported, not applied: ragd loads chunk KV before the
+  // run is admitted, not layer by layer during the repair, so raising r would add compute without
+  // hiding any load. 0 when nothing was loaded from a slower tier.
+  double ratio_floor = 0;
 };
 
 // The KV of each of `docs` computed on its own after the head: `head` holds the head's KV in its
