@@ -2,7 +2,7 @@
 //
 //   bench_blend --model DIR [--corpus examples/qa_eval/corpus.jsonl] [--questions examples/qa_eval/questions.jsonl]
 //               [--section fidelity|ttft|both] [--cases 24] [--greedy 32] [--requests 60] [--docs 4]
-//               [--zipf 0.9] [--threads N] [--out DIR] [--json FILE]
+//               [--warmup 0] [--zipf 0.9] [--threads N] [--out DIR] [--json FILE]
 //
 // Fidelity: prompts of the default pipeline built from the QA corpus (a question, its gold passage
 // and docs-1 other passages, in a random order). Each prompt runs with full prefill and with the
@@ -15,7 +15,7 @@
 // passages recur in ever new combinations (the retrieved set is checked: "set hit" is the
 // fraction of drawn passages retrieved). The same sequence runs, closed loop with one client, on a
 // freshly opened runtime (empty caches) per reuse mode: none, prefix, knowledge_tree, cacheblend
-// (r 0.15), epic (k 16). Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
+// (r 0.15), epic (k 16); the first --warmup requests (same distribution) are not measured. Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
 // runs.
 #include <algorithm>
 #include <chrono>
@@ -208,8 +208,8 @@ Outcome run_one(Executor& ex, const std::string& pipeline, const std::string& qu
   return o;
 }
 
-int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int requests, int ndocs, double zipf, int threads,
-         const std::string& out_dir, std::string* json) {
+int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int requests, int warmup, int ndocs, double zipf,
+         int threads, const std::string& out_dir, std::string* json) {
   const std::string data = out_dir + "/data", pipes = out_dir + "/pipelines";
   fs::remove_all(out_dir);
   fs::create_directories(pipes);
@@ -251,7 +251,7 @@ int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int r
   std::discrete_distribution<size_t> pick(w.begin(), w.end());
   std::vector<std::string> queries;
   std::vector<std::set<std::string>> drawn;
-  for (int r = 0; r < requests; ++r) {
+  for (int r = 0; r < warmup + requests; ++r) {
     std::vector<size_t> set;
     while (static_cast<int>(set.size()) < ndocs) {
       const size_t d = rank[pick(rng)];
@@ -266,8 +266,8 @@ int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int r
     queries.push_back(q);
     drawn.push_back(std::move(ids));
   }
-  std::printf("## TTFT: %d requests, %d passages each, Zipf(%.2f) over %zu passages, model %s\n\n", requests, ndocs, zipf,
-              corpus.size(), model_dir.c_str());
+  std::printf("## TTFT: %d requests after %d warm-up requests, %d passages each, Zipf(%.2f) over %zu passages, model %s\n\n",
+              requests, warmup, ndocs, zipf, corpus.size(), model_dir.c_str());
   std::printf("| reuse | TTFT p50 ms | TTFT p99 ms | p50 speed-up vs none | prompt tokens reused | approximate runs | set hit |\n"
               "|---|---|---|---|---|---|---|\n");
   *json += "\"ttft\":{\"model\":\"" + model_dir + "\",\"requests\":" + std::to_string(requests) + ",\"modes\":{";
@@ -282,6 +282,7 @@ int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int r
     for (size_t i = 0; i < queries.size(); ++i) {
       Outcome o = run_one(*rt->executor, m, queries[i]);
       if (!o.ok) return 1;
+      if (static_cast<int>(i) < warmup) continue;  // same draws for every mode; caches warm up
       t.push_back(o.ttft_ms);
       prompt += o.prompt;
       reused += o.reused;
@@ -314,7 +315,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, corpus_path = "examples/qa_eval/corpus.jsonl", qpath = "examples/qa_eval/questions.jsonl";
   std::string section = "both", json_path, out_dir = (fs::temp_directory_path() / "ragd_bench_blend").string();
-  int cases = 24, greedy = 32, requests = 60, ndocs = 4, threads = 0;
+  int cases = 24, greedy = 32, requests = 60, warmup = 0, ndocs = 4, threads = 0;
   double zipf = 0.9;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -325,6 +326,7 @@ int main(int argc, char** argv) {
     else if (a == "--cases") cases = std::stoi(v);
     else if (a == "--greedy") greedy = std::stoi(v);
     else if (a == "--requests") requests = std::stoi(v);
+    else if (a == "--warmup") warmup = std::stoi(v);
     else if (a == "--docs") ndocs = std::stoi(v);
     else if (a == "--zipf") zipf = std::stod(v);
     else if (a == "--threads") threads = std::stoi(v);
@@ -364,7 +366,7 @@ int main(int argc, char** argv) {
   std::string json = "{";
   if (section != "ttft" && fidelity(model, corpus, qs, cases, greedy, ndocs, threads, &json) != 0) return 1;
   if (section == "both") json += ",";
-  if (section != "fidelity" && ttft(model, corpus, requests, ndocs, zipf, threads, out_dir, &json) != 0) return 1;
+  if (section != "fidelity" && ttft(model, corpus, requests, warmup, ndocs, zipf, threads, out_dir, &json) != 0) return 1;
   json += "}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;
