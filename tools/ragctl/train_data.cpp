@@ -9,8 +9,13 @@
 // An episode line is {"passages": ["...", ...], "question": "...", "answer": "..."}. Each passage is
 // chunked by the ingestion chunker (default options) and the prompt is laid out by the default
 // pipeline's PromptBuilder, byte for byte as a `default` pipeline run builds it; the answer is
-// followed by the first end-of-turn id. Output (little-endian):
+// followed by the first end-of-turn id. An episode may add follow-up turns,
+// "turns": [{"question", "answer"}, ...]: each is a further user turn ("Question: ...") and answer
+// in the chat template, after the first answer. Output (little-endian):
 //   "RAGDEPS1" | u32 count | per episode: u32 prompt_len, u32 answer_len, i32 ids[prompt_len + answer_len]
+// or, when any episode has follow-up turns,
+//   "RAGDEPS2" | u32 count | per episode: u32 n, u32 spans, (u32 start, u32 len)[spans], i32 ids[n]
+// where the spans are the answer tokens (each answer and its end-of-turn id).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -85,6 +90,23 @@ Status encode_episodes(const EncArgs& a) {
   if (!eot) eot = tok->token_to_id("<|end_of_text|>");
   if (!eot) return Status::InvalidArgument(a.tokenizer + ": no end-of-turn token (<|eot_id|>, <|im_end|> or <|end_of_text|>)");
 
+  // A follow-up turn: the chat template's text between one assistant answer's end of turn and the
+  // next assistant answer, around "Question: <q>" (taken from a rendered three-message chat).
+  const engine::ChatTemplate tmpl = builder.resolve(spec.chat_template);
+  const std::string rendered =
+      engine::apply_chat_template(tmpl, std::vector<engine::ChatMessage>{{"user", "\x01"}, {"assistant", "\x02"}, {"user", "\x03"}}, true);
+  const size_t p2 = rendered.find('\x02'), p3 = rendered.find('\x03');
+  if (p2 == std::string::npos || p3 == std::string::npos) return Status::Internal("encode-episodes: cannot render a follow-up turn");
+  std::string follow_up_head = rendered.substr(p2 + 1, p3 - p2 - 1);
+  const std::string eot_text = tok->decode(std::vector<int32_t>{*eot});
+  if (follow_up_head.rfind(eot_text, 0) == 0) follow_up_head = follow_up_head.substr(eot_text.size());  // the answer's own eot
+  std::string prefix = spec.question_prefix;
+  prefix.erase(0, prefix.find_first_not_of(" \n"));
+  follow_up_head += prefix;
+  const std::string follow_up_tail = rendered.substr(p3 + 1);
+  std::vector<std::pair<std::vector<int32_t>, std::vector<std::pair<uint32_t, uint32_t>>>> episodes;
+  bool multi_turn = false;
+
   std::ifstream in(a.in);
   if (!in) return Status::IOError(a.in + ": cannot open");
   std::string body;
@@ -109,20 +131,50 @@ Status encode_episodes(const EncArgs& a) {
       if (p.get_string().get(text)) return where("'passages' must be an array of strings");
       for (auto& c : chunker.chunk("p", text)) docs.push_back(std::move(c.token_ids));
     }
-    const std::vector<int32_t> prompt = builder.build_rag(spec, docs, std::string(question)).flat();
-    std::vector<int32_t> ans = tok->encode(answer, /*add_bos=*/false, /*parse_special=*/false);
-    ans.push_back(*eot);
-    const int n = static_cast<int>(prompt.size() + ans.size());
+    std::vector<int32_t> ids = builder.build_rag(spec, docs, std::string(question)).flat();
+    std::vector<std::pair<uint32_t, uint32_t>> spans;  // answer tokens (targets): [start, start + len)
+    auto add_answer = [&](std::string_view text) {
+      std::vector<int32_t> ans = tok->encode(text, /*add_bos=*/false, /*parse_special=*/false);
+      ans.push_back(*eot);
+      spans.emplace_back(static_cast<uint32_t>(ids.size()), static_cast<uint32_t>(ans.size()));
+      ids.insert(ids.end(), ans.begin(), ans.end());
+    };
+    add_answer(answer);
+    simdjson::dom::array turns;
+    if (e["turns"].get_array().get(turns) == simdjson::SUCCESS) {
+      for (auto t : turns) {
+        std::string_view tq, ta;
+        if (t["question"].get_string().get(tq) || t["answer"].get_string().get(ta))
+          return where("'turns' must be an array of {\"question\", \"answer\"} objects");
+        const std::vector<int32_t> cont = tok->encode(follow_up_head + std::string(tq) + follow_up_tail, false, true);
+        ids.insert(ids.end(), cont.begin(), cont.end());
+        add_answer(ta);
+      }
+      multi_turn = true;
+    }
+    const int n = static_cast<int>(ids.size());
     if (n > a.max_tokens) return where(fmt::format("episode has {} tokens, more than --max-tokens {}", n, a.max_tokens));
-    put_u32(&body, static_cast<uint32_t>(prompt.size()));
-    put_u32(&body, static_cast<uint32_t>(ans.size()));
-    body.append(reinterpret_cast<const char*>(prompt.data()), prompt.size() * 4);
-    body.append(reinterpret_cast<const char*>(ans.data()), ans.size() * 4);
+    episodes.push_back({std::move(ids), std::move(spans)});
     ++count;
     total_tokens += n;
     longest = std::max(longest, n);
   }
-  std::string head = "RAGDEPS1";
+  // Version 1 (one answer after the prompt) unless an episode has follow-up turns.
+  for (const auto& [ids, spans] : episodes) {
+    if (multi_turn) {
+      put_u32(&body, static_cast<uint32_t>(ids.size()));
+      put_u32(&body, static_cast<uint32_t>(spans.size()));
+      for (const auto& [b, l] : spans) {
+        put_u32(&body, b);
+        put_u32(&body, l);
+      }
+    } else {
+      put_u32(&body, spans[0].first);
+      put_u32(&body, spans[0].second);
+    }
+    body.append(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
+  }
+  std::string head = multi_turn ? "RAGDEPS2" : "RAGDEPS1";
   put_u32(&head, count);
   std::ofstream f(a.out, std::ios::binary);
   if (!f || !(f << head << body) || !f.flush()) return Status::IOError(a.out + ": cannot write");

@@ -35,6 +35,25 @@ def spaced(episode):
     return episode
 
 
+def add_turns(rng, episode, passages, turns):
+    """Up to turns - 1 follow-up questions about the episode's passages (each answered by exactly
+    one of them): more answer tokens per context token, and questions about different passages of
+    the same context."""
+    follow, asked = [], {episode["answer"]}
+    for _ in range(8 * turns):
+        if len(follow) >= turns - 1:
+            break
+        p = rng.choice(passages)
+        kind, q, a = make_question(rng, p)
+        if " " + a in asked or any(_answers_question(o, p, kind) for o in passages if o is not p):
+            continue
+        asked.add(" " + a)
+        follow.append({"question": q, "answer": " " + a})
+    if follow:
+        episode["turns"] = follow
+    return episode
+
+
 def write_jsonl(path, rows):
     with open(path, "w", encoding="utf-8") as f:
         for r in rows:
@@ -74,13 +93,21 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply episode counts (default 1)")
     ap.add_argument("--eval-dir", help="also write the evaluation corpus and questions here")
+    ap.add_argument("--turns", type=int, default=1,
+                    help="questions per training episode: the first in the pipeline's prompt, the rest as follow-up "
+                         "chat turns (default 1)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     pools = Pools()
     rng = random.Random(args.seed)
     tok_lines = [SYSTEM_TEXT] * 50
     for s, ((lo, hi), hard, count) in enumerate(STAGES):
-        rows = [spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard)) for _ in range(int(count * args.scale))]
+        rows = []
+        for _ in range(int(count * args.scale)):
+            ep = spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard, keep_passages=args.turns > 1))
+            if args.turns > 1:
+                add_turns(rng, ep, ep.pop("passage_facts"), args.turns)
+            rows.append(ep)
         write_jsonl(os.path.join(args.out, f"stage{s}.jsonl"), rows)
         if s == 2:
             for r in rows[:6000]:

@@ -31,10 +31,10 @@ def prompts_from(model_dir, ragctl, episodes_jsonl):
         subprocess.run([ragctl, "encode-episodes", "--tokenizer", os.path.join(model_dir, "tokenizer.json"),
                         "--in", episodes_jsonl, "--out", out], check=True, stdout=subprocess.DEVNULL)
         eps = load_episodes(out)
-    short = [list(map(int, ids[:p])) for ids, p in eps[:3]]
+    short = [list(map(int, ids[:spans[0][0]])) for ids, spans in eps[:3]]
     long = []
-    for ids, p in eps[3:]:
-        long += list(map(int, ids[:p]))
+    for ids, spans in eps[3:]:
+        long += list(map(int, ids[:spans[0][0]]))
         if len(long) > 1100:
             break
     return short + [long[:1100]]

@@ -228,8 +228,9 @@ def _answers_question(p, gold, kind):
     return p["place"] == gold["place"] and p["topic"] == gold["topic"]
 
 
-def make_episode(rng, pools, split, n_passages, hard_fraction):
-    """A RAG episode: passages (one gold, the rest distractors), a question and its answer."""
+def make_episode(rng, pools, split, n_passages, hard_fraction, keep_passages=False):
+    """A RAG episode: passages (one gold, the rest distractors), a question and its answer. With
+    keep_passages the passages' facts are kept under "passage_facts" (for follow-up questions)."""
     gold = make_passage(rng, pools, split)
     kind, question, answer = make_question(rng, gold)
     passages = [gold]
@@ -238,5 +239,8 @@ def make_episode(rng, pools, split, n_passages, hard_fraction):
         if not _answers_question(d, gold, kind):
             passages.append(d)
     rng.shuffle(passages)
-    return dict(passages=[p["text"] for p in passages], gold=passages.index(gold), kind=kind, question=question,
-                answer=answer)
+    ep = dict(passages=[p["text"] for p in passages], gold=passages.index(gold), kind=kind, question=question,
+              answer=answer)
+    if keep_passages:
+        ep["passage_facts"] = passages
+    return ep

@@ -28,18 +28,28 @@ import llama
 
 
 def load_episodes(path):
+    """Episodes as (ids, spans): spans are the answer tokens [start, start + len) (the targets of the
+    answer loss). Version 1 files have one answer after the prompt; version 2 several (follow-up turns)."""
     with open(path, "rb") as f:
         data = f.read()
-    if data[:8] != b"RAGDEPS1":
+    if data[:8] not in (b"RAGDEPS1", b"RAGDEPS2"):
         raise SystemExit(f"{path}: not an encoded episode file")
+    v2 = data[:8] == b"RAGDEPS2"
     (count,) = struct.unpack_from("<I", data, 8)
     off, eps = 12, []
     for _ in range(count):
-        p, a = struct.unpack_from("<II", data, off)
-        off += 8
-        ids = np.frombuffer(data, dtype=np.int32, count=p + a, offset=off)
-        off += 4 * (p + a)
-        eps.append((ids, p))
+        if v2:
+            n, k = struct.unpack_from("<II", data, off)
+            off += 8
+            spans = [struct.unpack_from("<II", data, off + 8 * i) for i in range(k)]
+            off += 8 * k
+        else:
+            p, a = struct.unpack_from("<II", data, off)
+            off += 8
+            n, spans = p + a, [(p, a)]
+        ids = np.frombuffer(data, dtype=np.int32, count=n, offset=off)
+        off += 4 * n
+        eps.append((ids, spans))
     return eps
 
 
@@ -49,12 +59,13 @@ def make_batch(eps):
     ids = torch.zeros(len(eps), t, dtype=torch.long)
     tgt = torch.full((len(eps), t), -1, dtype=torch.long)
     ans = torch.zeros(len(eps), t, dtype=torch.bool)
-    for i, (x, p) in enumerate(eps):
+    for i, (x, spans) in enumerate(eps):
         x = torch.from_numpy(x.astype(np.int64))
         n = len(x)
         ids[i, :n] = x
         tgt[i, :n - 1] = x[1:]
-        ans[i, p - 1:n - 1] = True
+        for s, k in spans:
+            ans[i, s - 1:s - 1 + k] = True
     return ids, tgt, ans
 
 
