@@ -39,12 +39,13 @@ console-test-deps:
 	@command -v npm >/dev/null || { echo "console-test-deps: npm is not installed"; exit 1; }
 	cd tests/console && npm ci --no-audit --no-fund
 
-# Trains the QA model into models/ragd-qa on the CPU (about 95 minutes; resumable: run it again
+# Trains the QA model into models/ragd-qa on the CPU (about 90 minutes; resumable: run it again
 # after an interruption). Installs Debian's python3-torch if missing. TRAIN_MINUTES=N to change.
 train-model: build
 	./scripts/train-model.sh $(BUILD)
 
-# Answer accuracy (exact match, F1) of models/ragd-qa on the held-out set, every exact reuse mode.
+# Answer accuracy (exact match, F1) of models/ragd-qa on the held-out set: every exact reuse mode,
+# and full prefill vs naive concatenation vs CacheBlend vs EPIC.
 eval: build
 	./scripts/eval.sh $(BUILD)
 

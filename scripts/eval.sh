@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make eval: answer accuracy of a model on the held-out QA set (examples/qa_eval: 320 passages, 400
 # questions, entities never seen in training), end to end (ingest -> retrieval -> prompt ->
-# greedy generation) and with the gold passage forced into the context, for every exact reuse mode.
+# greedy generation) and with the gold passage forced into the context, for every exact reuse mode,
+# and for the approximate modes against full prefill.
 #   EVAL_MODEL (default models/ragd-qa), EVAL_DIR (default data/eval), EVAL_LIMIT (default all)
 set -euo pipefail
 BUILD=${1:-build}
@@ -18,4 +19,12 @@ args=()
 # One passage per prompt: with --context gold that passage is the gold one (reading alone).
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --top-k 1 --reuse none --context both --json "$DIR/report_top1.json" "${args[@]}" 2>> "$DIR/eval.log"
-echo "per-question results: $DIR/report.json, $DIR/report_top1.json"
+# Approximate reuse (default four passages, gold passage in context): full prefill vs naive
+# concatenation (cacheblend:0) vs CacheBlend (15 %) vs EPIC (16 tokens), raw (self-check off) ...
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --reuse none,cacheblend:0,cacheblend:0.15,epic:16 --context gold --no-blend-check \
+  --json "$DIR/report_blend.json" "${args[@]}" 2>> "$DIR/eval.log"
+# ... and as served (the self-check may turn a mode into exact reuse: see the approx column).
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --reuse cacheblend,epic --context gold --json "$DIR/report_blend_served.json" "${args[@]}" 2>> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json"
