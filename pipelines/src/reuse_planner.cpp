@@ -148,7 +148,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
   p.load.reset();
   p.pin.release();
   if (is_approximate(p.mode) && d < p.docs.size()) {
-    if (d == 0) p.note = "the prompt head is not cached yet: exact prefill";
+    if (d == 0) p.note = "the prompt head's KV is not in memory (not cached yet, or evicted since the lookup): exact prefill";
     else blend(p, prompt, d, table, ensure_free, &in);
   }
   p.chunk_load.reset();

@@ -693,6 +693,55 @@ TEST_F(ExecutorTest, ReuseSelfCheckFallsBackToExactReuseWithAReason) {
   }
 }
 
+// Approximate runs at full recompute, concurrent, under pool pressure (preempted by swap or by
+// recompute, re-admitted, blended again): still the sequential no-reuse outputs.
+TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
+  const std::string data = tmpdir("blend_preempt");
+  std::vector<RunOutput> seq;
+  {
+    Runtime rt = open(options(data), true);
+    for (const char* q : kMixQueries) seq.push_back(run(*rt.executor, "none", q, 12));
+    close(rt);
+  }
+  for (const char* mode : {"swap", "recompute"}) {
+    RuntimeOptions o = options(data);
+    o.kv_pool_bytes = 640 * 1024;  // 80 blocks of 16 tokens: a few prompts at once, not all
+    o.preemption = mode;
+    o.max_running = 9;
+    o.blend_check.enabled = false;  // r = 1 passes anyway; under pressure the check may find no room
+    Runtime rt = open(o, false);
+    // Warm the head and some chunks first, so that the concurrent runs blend.
+    run(*rt.executor, "cacheblend", kMixQueries[0], 2, [](RunRequest& r) { r.recompute_ratio = 1.0; });
+    std::vector<RunOutput> outs(std::size(kMixQueries));
+    Collector c;
+    for (size_t i = 0; i < std::size(kMixQueries); ++i) {
+      RunRequest r;
+      r.pipeline = i % 2 ? "epic" : "cacheblend";
+      r.query = kMixQueries[i];
+      r.overrides.max_tokens = 12;
+      r.sampling.ignore_eos = true;
+      r.recompute_ratio = 1.0;
+      r.epic_k = 4096;
+      ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
+    }
+    int approximate = 0;
+    for (auto& o2 : outs) ASSERT_TRUE(c.wait(&o2));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      ASSERT_TRUE(outs[i].error.ok()) << outs[i].error.to_string();
+      expect_same(seq[i], outs[i], std::string(mode) + " run " + std::to_string(i));
+      approximate += outs[i].usage.approximate;
+    }
+    EXPECT_GT(approximate, 0) << outs[1].usage.reuse_note << " / " << outs[2].usage.reuse_note;
+    rt.stop();
+    const ExecutorStats stats = rt.executor->stats();
+    EXPECT_GT(stats.swaps_out + stats.drops, 0) << stats.to_json();
+    EXPECT_EQ(stats.running, 0) << stats.to_json();
+    EXPECT_EQ(stats.swap_bytes, 0u) << stats.to_json();
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
 TEST_F(ExecutorTest, ApproximateReuseParametersAreValidated) {
   Runtime rt = open(options(""), false);
   Collector c;
