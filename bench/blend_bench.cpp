@@ -41,11 +41,11 @@
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "ragd/pipelines/runtime.h"
+#include "run_client.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
 using namespace ragd::pipelines;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -68,14 +68,6 @@ std::vector<std::string> read_lines(const std::string& path) {
 std::string place_of(const std::string& title) {
   const size_t at = title.find(" at ");
   return at == std::string::npos ? title : title.substr(at + 4);
-}
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double idx = p / 100.0 * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(idx)), hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
 }
 
 struct Mode {
@@ -161,53 +153,6 @@ int fidelity(const std::string& model_dir, const std::vector<Passage>& corpus, c
   return 0;
 }
 
-struct Outcome {
-  double ttft_ms = -1;
-  int prompt = 0, reused = 0, repaired = 0;
-  bool approximate = false, ok = false;
-  std::set<std::string> sources;
-};
-
-Outcome run_one(Executor& ex, const std::string& pipeline, const std::string& query) {
-  Outcome o;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  RunRequest rr;
-  rr.pipeline = pipeline;
-  rr.query = query;
-  rr.overrides.max_tokens = 4;
-  rr.overrides.temperature = 0.0f;
-  rr.sampling.ignore_eos = true;
-  const auto t0 = Clock::now();
-  Status st = ex.submit(rr, [&](const RunEvent& ev) {
-    const auto now = Clock::now();
-    std::lock_guard<std::mutex> lk(mu);
-    if (ev.kind == RunEvent::Kind::kSources) {
-      for (const auto& s : ev.sources) o.sources.insert(s.doc_id);
-    } else if (ev.kind == RunEvent::Kind::kToken) {
-      if (o.ttft_ms < 0) o.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
-    } else {
-      o.ok = ev.kind == RunEvent::Kind::kDone;
-      if (!o.ok) std::fprintf(stderr, "run failed: %s\n", ev.error.to_string().c_str());
-      o.prompt = ev.usage.prompt_tokens;
-      o.reused = ev.usage.reused_hbm + ev.usage.reused_dram + ev.usage.reused_ssd;
-      o.approximate = ev.usage.approximate;
-      o.repaired = ev.usage.repaired_tokens;
-      done = true;
-      cv.notify_all();
-    }
-    return true;
-  });
-  if (!st.ok()) {
-    std::fprintf(stderr, "submit: %s\n", st.to_string().c_str());
-    return o;
-  }
-  std::unique_lock<std::mutex> lk(mu);
-  cv.wait(lk, [&] { return done; });
-  return o;
-}
-
 int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int requests, int warmup, int ndocs, double zipf,
          int threads, const std::string& out_dir, std::string* json) {
   const std::string data = out_dir + "/data", pipes = out_dir + "/pipelines";
@@ -280,23 +225,31 @@ int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int r
     long prompt = 0, reused = 0, hits = 0, wanted = 0;
     int approx = 0;
     for (size_t i = 0; i < queries.size(); ++i) {
-      Outcome o = run_one(*rt->executor, m, queries[i]);
+      RunRequest rr;
+      rr.pipeline = m;
+      rr.query = queries[i];
+      rr.overrides.max_tokens = 4;
+      rr.overrides.temperature = 0.0f;
+      rr.sampling.ignore_eos = true;
+      const bench::Observed o = bench::run_and_wait(*rt->executor, std::move(rr));
       if (!o.ok) return 1;
       if (static_cast<int>(i) < warmup) continue;  // same draws for every mode; caches warm up
       t.push_back(o.ttft_ms);
-      prompt += o.prompt;
-      reused += o.reused;
-      approx += o.approximate;
-      for (const auto& id : drawn[i]) hits += o.sources.count(id);
+      prompt += o.usage.prompt_tokens;
+      reused += o.usage.reused_hbm + o.usage.reused_dram + o.usage.reused_ssd;
+      approx += o.usage.approximate;
+      std::set<std::string> got_ids;
+      for (const auto& src : o.sources) got_ids.insert(src.doc_id);
+      for (const auto& id : drawn[i]) hits += got_ids.count(id);
       if (getenv("RAGD_BENCH_VERBOSE")) {
         std::string got;
-        for (const auto& id : o.sources) got += id + " ";
+        for (const auto& id : got_ids) got += id + " ";
         std::fprintf(stderr, "%s -> %s\n", queries[i].c_str(), got.c_str());
       }
       wanted += static_cast<long>(drawn[i].size());
     }
     rt->stop();
-    const double p50 = pct(t, 50), p99 = pct(t, 99);
+    const double p50 = bench::percentile(t, 50), p99 = bench::percentile(t, 99);
     if (std::string(m) == "none") none_p50 = p50;
     std::printf("| %s | %.2f | %.2f | %.2fx | %.0f%% | %d / %d | %.0f%% |\n", m, p50, p99, none_p50 / p50,
                 prompt ? 100.0 * reused / prompt : 0.0, approx, requests, wanted ? 100.0 * hits / wanted : 0.0);

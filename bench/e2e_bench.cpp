@@ -36,6 +36,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
 #include "ragd/pipelines/synthetic_words.h"
+#include "run_client.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
@@ -111,53 +112,24 @@ struct Result1 {
   int cls = 0;
 };
 
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double idx = p / 100.0 * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(idx)), hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-}
-
 // Submits one request and blocks until it is done (client side timing).
-Result1 run_one(Executor& ex, const Req& q, Clock::time_point t0) {
-  Result1 r;
-  r.cls = q.cls;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  Clock::time_point last = t0;
+Result1 run_one(Executor& ex, const Req& q) {
   RunRequest rr;
   rr.pipeline = q.pipeline;
   rr.query = q.query;
   rr.tenant = q.tenant;
   rr.overrides.max_tokens = q.max_tokens;
   rr.sampling.ignore_eos = true;
-  Status st = ex.submit(rr, [&](const RunEvent& ev) {
-    const auto now = Clock::now();
-    std::lock_guard<std::mutex> lk(mu);
-    if (ev.kind == RunEvent::Kind::kToken) {
-      if (r.tokens == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
-      else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-      last = now;
-      ++r.tokens;
-    } else if (ev.kind == RunEvent::Kind::kDone || ev.kind == RunEvent::Kind::kError) {
-      r.ok = ev.kind == RunEvent::Kind::kDone;
-      if (!r.ok) std::fprintf(stderr, "run failed: %s\n", ev.error.to_string().c_str());
-      r.e2e_ms = std::chrono::duration<double, std::milli>(now - t0).count();
-      r.prompt = ev.usage.prompt_tokens;
-      r.reused = ev.usage.reused_hbm + ev.usage.reused_dram + ev.usage.reused_ssd;
-      done = true;
-      cv.notify_all();
-    }
-    return true;
-  });
-  if (!st.ok()) {
-    std::fprintf(stderr, "submit failed: %s\n", st.to_string().c_str());
-    return r;
-  }
-  std::unique_lock<std::mutex> lk(mu);
-  cv.wait(lk, [&] { return done; });
+  const bench::Observed o = bench::run_and_wait(ex, std::move(rr));
+  Result1 r;
+  r.cls = q.cls;
+  r.ok = o.ok;
+  r.ttft_ms = o.ttft_ms;
+  r.e2e_ms = o.e2e_ms;
+  r.itl_ms = o.itl_ms;
+  r.tokens = o.tokens;
+  r.prompt = o.usage.prompt_tokens;
+  r.reused = o.usage.reused_hbm + o.usage.reused_dram + o.usage.reused_ssd;
   if (r.tokens > 1) r.tpot_ms = (r.e2e_ms - r.ttft_ms) / (r.tokens - 1);
   return r;
 }
@@ -169,7 +141,7 @@ std::vector<Result1> closed_loop(Executor& ex, const std::vector<Req>& reqs, int
   std::vector<std::thread> th;
   for (int c = 0; c < clients; ++c)
     th.emplace_back([&] {
-      for (size_t i; (i = next++) < reqs.size();) out[i] = run_one(ex, reqs[i], Clock::now());
+      for (size_t i; (i = next++) < reqs.size();) out[i] = run_one(ex, reqs[i]);
     });
   for (auto& t : th) t.join();
   *wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -182,7 +154,7 @@ std::vector<Result1> open_loop(Executor& ex, const std::vector<Req>& reqs, doubl
   std::vector<std::thread> th;
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(reqs[i].arrival_s)));
-    th.emplace_back([&, i] { out[i] = run_one(ex, reqs[i], Clock::now()); });
+    th.emplace_back([&, i] { out[i] = run_one(ex, reqs[i]); });
   }
   for (auto& t : th) t.join();
   *wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -213,7 +185,7 @@ Summary summarize(const std::vector<Result1>& rs, double wall_s, int cls = -1) {
     prompt += r.prompt;
     reused += r.reused;
   }
-  return {pct(ttft, 50), pct(ttft, 90), pct(ttft, 99), pct(e2e, 50), pct(e2e, 99), pct(tpot, 50), pct(itl, 99),
+  return {bench::percentile(ttft, 50), bench::percentile(ttft, 90), bench::percentile(ttft, 99), bench::percentile(e2e, 50), bench::percentile(e2e, 99), bench::percentile(tpot, 50), bench::percentile(itl, 99),
           n / wall_s, toks / wall_s, prompt ? double(reused) / prompt : 0.0, failed};
 }
 

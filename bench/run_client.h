@@ -1,0 +1,77 @@
+// Shared by the in-process benchmarks: one run submitted to an Executor and observed until it is
+// done (client-side timing: TTFT from submit, inter-token gaps), and percentiles.
+// Thread-safety: run_and_wait may be called from several client threads at once.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "ragd/pipelines/executor.h"
+
+namespace ragd::bench {
+
+struct Observed {
+  bool ok = false;
+  double ttft_ms = -1, e2e_ms = 0;
+  std::vector<double> itl_ms;  // gaps between consecutive tokens
+  int tokens = 0;
+  pipelines::Usage usage;
+  std::vector<pipelines::Source> sources;
+};
+
+// Submits rr and blocks until its done / error event.
+inline Observed run_and_wait(pipelines::Executor& ex, pipelines::RunRequest rr) {
+  using Clock = std::chrono::steady_clock;
+  Observed r;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  const auto t0 = Clock::now();
+  auto last = t0;
+  Status st = ex.submit(std::move(rr), [&](const pipelines::RunEvent& ev) {
+    const auto now = Clock::now();
+    std::lock_guard<std::mutex> lk(mu);
+    switch (ev.kind) {
+      case pipelines::RunEvent::Kind::kSources: r.sources = ev.sources; break;
+      case pipelines::RunEvent::Kind::kToken:
+        if (r.tokens == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
+        else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+        last = now;
+        ++r.tokens;
+        break;
+      case pipelines::RunEvent::Kind::kDone:
+      case pipelines::RunEvent::Kind::kError:
+        r.ok = ev.kind == pipelines::RunEvent::Kind::kDone;
+        if (!r.ok) std::fprintf(stderr, "run failed: %s\n", ev.error.to_string().c_str());
+        r.e2e_ms = std::chrono::duration<double, std::milli>(now - t0).count();
+        r.usage = ev.usage;
+        done = true;
+        cv.notify_all();
+        break;
+    }
+    return true;
+  });
+  if (!st.ok()) {
+    std::fprintf(stderr, "submit failed: %s\n", st.to_string().c_str());
+    return r;
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return done; });
+  return r;
+}
+
+// p-th percentile (0..100), linear interpolation; 0 for no samples.
+inline double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(idx)), hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
+}
+
+}  // namespace ragd::bench
