@@ -38,6 +38,7 @@ void write_timings(JsonWriter& w, const pipelines::Timings& t) {
   w.begin_object();
   w.key("queue_ms").value(t.queue_ms).key("retrieval_ms").value(t.retrieval_ms);
   w.key("kv_load_ms").value(t.kv_load_ms).key("prefill_ms").value(t.prefill_ms);
+  w.key("lookup_ms").value(t.lookup_ms).key("admit_ms").value(t.admit_ms).key("publish_ms").value(t.publish_ms);
   w.key("ttft_ms").value(t.ttft_ms).key("tpot_ms").value(t.tpot_ms).key("total_ms").value(t.total_ms);
   w.end_object();
 }

@@ -228,7 +228,8 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     // Lookup and, for a DRAM / SSD hit, an asynchronous load: this thread does not wait for it.
     const auto tl = Clock::now();
     planner_->lookup(r->prompt, r->path, &r->kv.reuse);
-    r->timings.kv_load_ms += ms_between(tl, Clock::now());
+    r->timings.lookup_ms = ms_between(tl, Clock::now());
+    r->timings.kv_load_ms += r->timings.lookup_ms;
   }
   r->t_ready = Clock::now();
   std::lock_guard<std::mutex> lk(mu_);
@@ -386,7 +387,12 @@ void ExecutorImpl::step() {
     // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
     // and SSD take time that should not delay the first token); then a finished run ends.
     const std::string reason = it.sample ? on_sampled(r, out.row(out.row_begin[i])) : std::string();
-    if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) planner_->publish(r.kv.reuse, r.kv.table);
+    if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) {
+      const auto tp = Clock::now();
+      if (opts_.before_publish) opts_.before_publish(r.rr.id);
+      planner_->publish(r.kv.reuse, r.kv.table);
+      r.timings.publish_ms = ms_between(tp, Clock::now());
+    }
     if (!reason.empty()) finish(r.sid, reason);
   }
 }
@@ -435,6 +441,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.reuse_note = plan.note;
   r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
   r.timings.kv_load_ms += r.kv.install_ms;
+  r.timings.admit_ms = r.kv.install_ms;
   ev.usage = r.usage;
   Timings& t = r.timings;
   t.total_ms = ms_between(r.t_submit, now);

@@ -693,6 +693,47 @@ TEST_F(ExecutorTest, ReuseSelfCheckFallsBackToExactReuseWithAReason) {
   }
 }
 
+// The first token never waits for the prompt's KV publication: with publication blocked until the
+// client has the first token, the token still arrives (and the run then finishes normally).
+TEST_F(ExecutorTest, FirstTokenArrivesBeforeKvPublication) {
+  const std::string data = tmpdir("publish_order");
+  RuntimeOptions o = options(data);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool first_token = false, published_after_token = false, publish_called = false;
+  o.before_publish = [&](const std::string&) {
+    std::unique_lock<std::mutex> lk(mu);
+    publish_called = true;
+    published_after_token = cv.wait_for(lk, std::chrono::seconds(20), [&] { return first_token; });
+  };
+  Runtime rt = open(o, true);
+  RunRequest r;
+  r.pipeline = "knowledge_tree";
+  r.query = "volcano magma eruption";
+  r.overrides.max_tokens = 3;
+  r.sampling.ignore_eos = true;
+  RunOutput out;
+  Collector c;
+  EventSink inner = c.sink(&out);
+  ASSERT_TRUE(rt.executor->submit(r, [&](const RunEvent& ev) {
+                    if (ev.kind == RunEvent::Kind::kToken) {
+                      std::lock_guard<std::mutex> lk(mu);
+                      first_token = true;
+                      cv.notify_all();
+                    }
+                    return inner(ev);
+                  }).ok());
+  ASSERT_TRUE(c.wait(&out));
+  ASSERT_TRUE(out.error.ok()) << out.error.to_string();
+  EXPECT_TRUE(publish_called);
+  EXPECT_TRUE(published_after_token) << "publication ran before the first token reached the client";
+  EXPECT_EQ(out.tokens.size(), 3u);
+  EXPECT_GE(out.timings.publish_ms, 0.0);
+  EXPECT_NEAR(out.timings.kv_load_ms, out.timings.lookup_ms + out.timings.admit_ms, 1e-6);
+  close(rt);
+  fs::remove_all(data);
+}
+
 // Approximate runs at full recompute, concurrent, under pool pressure (preempted by swap or by
 // recompute, re-admitted, blended again): still the sequential no-reuse outputs.
 TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {

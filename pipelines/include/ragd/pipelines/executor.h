@@ -128,6 +128,10 @@ struct Usage {
 
 struct Timings {
   double queue_ms = 0, retrieval_ms = 0, kv_load_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
+  // Where reuse spends its time (kv_load_ms = lookup_ms + admit_ms): the cache lookup (and start of
+  // any DRAM / SSD load) on the retrieval thread, the admission (install of reused KV, blending),
+  // and the publication of the prompt's new KV after the first token (never before it).
+  double lookup_ms = 0, admit_ms = 0, publish_ms = 0;
 };
 
 struct RunEvent {

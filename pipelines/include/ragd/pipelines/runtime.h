@@ -45,6 +45,9 @@ struct RuntimeOptions {
   std::string index_spec = "Flat";   // FAISS factory string for new indexes
   int chunk_tokens = 256;
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
+  // Tests: called on the scheduler thread with the run id just before a run's prompt KV is
+  // published (e.g. to block publication and check that the first token is already out).
+  std::function<void(const std::string&)> before_publish;
 
   engine::ModelOptions model_options() const;
   // InvalidArgument naming a bad policy / preemption name or a non-positive size.
