@@ -40,7 +40,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (out->query.empty()) return bad_request("query", "field 'query' must not be empty");
   int64_t v = 0;
   bool present = false;
-  if (auto e = f.integer("top_k", &v, 1, 1000, &present); e.failed()) return e;
+  if (auto e = f.integer("top_k", &v, 1, 64, &present); e.failed()) return e;  // the executor's limit
   if (present) out->top_k = static_cast<int>(v);
   int max_tokens = -1;
   if (auto e = f.integer("max_tokens", &v, 1, 1 << 20, &present); e.failed()) return e;

@@ -155,6 +155,10 @@ TEST_F(HttpTest, UnknownReuseMode) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
                "'reuse' must be one of none, prefix, knowledge_tree, cacheblend or epic; got 'magic'");
 }
+TEST_F(HttpTest, TopKAboveTheExecutorLimitIsA400) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":65})"), 400, "invalid_request",
+               "'top_k' is out of range [1, 64], got 65");
+}
 TEST_F(HttpTest, BlendParametersOutOfRange) {
   auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"cacheblend","recompute_ratio":1.5})");
   EXPECT_EQ(r.status, 400) << r.body;
