@@ -323,6 +323,12 @@
         return el('li', {}, sw, p.label + ' ', el('strong', { text: fmtInt(p.n) }));
       }),
       el('li', {}, 'completion ', el('strong', { text: fmtInt(u.completion_tokens) })));
+    if (u.approximate) {
+      legend.append(el('li', { id: 'usage-blend' }, (u.reuse || 'blend') + ': placed ',
+        el('strong', { text: fmtInt(u.blended_tokens) }), ', repaired ', el('strong', { text: fmtInt(u.repaired_tokens) }),
+        ' (approximate)'));
+    }
+    if (u.reuse_note) legend.append(el('li', { id: 'usage-reuse-note' }, 'exact reuse: ' + u.reuse_note));
     const rows = [
       ['TTFT', fmtMs(t.ttft_ms)], ['TPOT', fmtMs(t.tpot_ms)], ['total', fmtMs(t.total_ms)],
       ['queue', fmtMs(t.queue_ms)], ['retrieval', fmtMs(t.retrieval_ms)], ['KV load', fmtMs(t.kv_load_ms)],
