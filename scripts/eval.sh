@@ -21,10 +21,14 @@ args=()
   --top-k 1 --reuse none --context both --json "$DIR/report_top1.json" "${args[@]}" 2>> "$DIR/eval.log"
 # Approximate reuse (default four passages, gold passage in context): full prefill vs naive
 # concatenation (cacheblend:0) vs CacheBlend (15 %) vs EPIC (16 tokens), raw (self-check off) ...
+# The runs above left every question's exact path in the SSD tier: start the KV cache empty, so
+# that documents are blended rather than found whole.
+rm -rf "$DIR/data/kvcache"
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --reuse none,cacheblend:0,cacheblend:0.15,epic:16 --context gold --no-blend-check \
   --json "$DIR/report_blend.json" "${args[@]}" 2>> "$DIR/eval.log"
 # ... and as served (the self-check may turn a mode into exact reuse: see the approx column).
+rm -rf "$DIR/data/kvcache"
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --reuse cacheblend,epic --context gold --json "$DIR/report_blend_served.json" "${args[@]}" 2>> "$DIR/eval.log"
 echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json"

@@ -3,7 +3,7 @@
 # repository: data generation (tools/train/make_data.py), ragd's own BPE tokenizer, episode
 # encoding through the default pipeline's prompt builder, CPU training with PyTorch (Debian's
 # python3-torch; resumable, wall-clock budget), export, the parity fixture and the evaluation.
-#   TRAIN_MINUTES (default 90), TRAIN_TURNS (questions per training episode, default 4),
+#   TRAIN_MINUTES (default 90), TRAIN_TURNS (questions per training episode, default 1),
 #   TRAIN_DIR (default data/train), MODEL_OUT (default models/ragd-qa)
 set -euo pipefail
 BUILD=${1:-build}
@@ -21,7 +21,7 @@ fi
 
 mkdir -p "$TRAIN_DIR"
 if [[ ! -f "$TRAIN_DIR/stage2.jsonl" ]]; then
-  python3 tools/train/make_data.py --out "$TRAIN_DIR" --seed 1 --turns "${TRAIN_TURNS:-4}" --eval-dir examples/qa_eval
+  python3 tools/train/make_data.py --out "$TRAIN_DIR" --seed 1 --turns "${TRAIN_TURNS:-1}" --eval-dir examples/qa_eval
 fi
 if [[ ! -f "$TRAIN_DIR/tokenizer.json" ]]; then
   "$BIN/ragctl" train-tokenizer --text "$TRAIN_DIR/tokenizer_text.txt" --vocab 2000 --pad-to 2048 \
