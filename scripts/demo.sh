@@ -40,6 +40,9 @@ step "2. QA corpus ingestion (examples/qa_eval: 320 passages with entities never
 "$BIN/ragctl" ingest examples/qa_eval/corpus.jsonl --data "$DEMO/data" --model "$MODEL"
 
 step "3. start ragd on 127.0.0.1:$PORT"
+# The demo shows reuse from a cold KV cache: drop what an earlier demo left in the SSD tier (the
+# documents stay ingested).
+rm -rf "$DEMO/data/kvcache"
 "$BIN/ragd" --model "$MODEL" --data "$DEMO/data" --listen "127.0.0.1:$PORT" > "$DEMO/ragd.log" 2>&1 &
 RAGD_PID=$!
 cleanup() { kill -TERM "$RAGD_PID" 2>/dev/null && wait "$RAGD_PID" 2>/dev/null || true; }
