@@ -83,13 +83,16 @@ namespace {
 
 // CacheBlend's selection: keeps, at each selection layer, the active rows whose fresh K/V deviate
 // most from the K/V in their slots (the placed chunk KV, or what an earlier layer of this step
-// wrote: layer l's slots still hold the placed KV when on_qkv runs).
+// wrote: layer l's slots still hold the placed KV when on_qkv runs). It also counts what the step
+// computed: rows per layer, and the rows that went on past each layer.
 class DeviationFilter final : public engine::LayerHook {
  public:
   DeviationFilter(const engine::KvPool& pool, const engine::BlockTable& table, std::vector<int> targets)
       : pool_(pool), table_(table), targets_(std::move(targets)) {}
 
   Status on_qkv(const engine::LayerQkv& q, engine::RowSelection* keep) override {
+    row_layers_ += q.rows;
+    kept_.push_back(q.rows);
     if (q.layer >= static_cast<int>(targets_.size())) return Status::OK();
     const int target = targets_[q.layer];
     if (target < 0 || target >= q.rows) return Status::OK();  // no selection at this layer
@@ -108,31 +111,22 @@ class DeviationFilter final : public engine::LayerHook {
                       [&](int a, int b) { return dev_[a] != dev_[b] ? dev_[a] > dev_[b] : a < b; });
     idx.resize(target);
     std::sort(idx.begin(), idx.end());
-    if (q.layer == first_layer()) selected_first_ = target;
+    kept_.back() = target;
     keep->keep(std::move(idx));
     return Status::OK();
   }
-  int selected_first() const { return selected_first_; }
+  // Rows that went on past layer l (after its selection).
+  int kept_after(int l) const { return kept_.at(l); }
+  long row_layers() const { return row_layers_; }
 
  private:
-  int first_layer() const {
-    for (size_t l = 0; l < targets_.size(); ++l)
-      if (targets_[l] >= 0) return static_cast<int>(l);
-    return -1;
-  }
   const engine::KvPool& pool_;
   const engine::BlockTable& table_;
   std::vector<int> targets_;  // per layer: rows to keep (-1 = no selection)
   std::vector<float> old_k_, old_v_, dev_;
-  int selected_first_ = 0;
+  std::vector<int> kept_;     // per layer seen: rows that went on
+  long row_layers_ = 0;       // rows computed, summed over layers
 };
-
-long targets_sum(int layers, int n, int target) {
-  const int second = layers > 2 ? std::min(n, 2 * target) : target;
-  long sum = second;  // layer 2 runs the rows layer 1 kept
-  sum += static_cast<long>(target) * std::max(0, layers - 3);
-  return sum;
-}
 
 }  // namespace
 
@@ -177,11 +171,9 @@ Result<BlendStats> repair(engine::Model& model, engine::BlockTable& table, std::
     if (layers > 2) targets[2] = target;
     DeviationFilter hook(model.kv_pool(), table, std::move(targets));
     RAGD_RETURN_IF_ERROR(model.forward_with_hook(std::span<engine::SeqStep>(&s, 1), hook, &out));
-    st.repaired = layers > 1 ? target : n;
-    st.selected_first = hook.selected_first();
-    // Layers 0 and 1 compute every row (layer 1 up to its selection), layer 2 the first selection,
-    // later layers the final one.
-    st.row_layers = static_cast<long>(n) * std::min(layers, 2) + (layers > 2 ? targets_sum(layers, n, target) : 0);
+    st.repaired = hook.kept_after(layers - 1);
+    st.selected_first = hook.kept_after(std::min(1, layers - 1));
+    st.row_layers = hook.row_layers();
   }
   st.ratio = st.placed ? static_cast<double>(st.repaired) / st.placed : 0.0;
   return st;

@@ -172,9 +172,10 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   auto doc_tokens = [&](size_t j) {
     return prompt.subspan(p.ends[j - 1], p.ends[j] - p.ends[j - 1]);
   };
-  // Chunk KV per document: loaded from the chunk cache, or computed now after the head.
+  // Chunk KV per document: loaded from the chunk cache (src = the tier it came from), or computed
+  // now after the head (no src).
   std::vector<std::optional<kvstore::HostKv>> kv(n);
-  std::vector<kvstore::Tier> src(n, kvstore::Tier::kHbm);
+  std::vector<std::optional<kvstore::Tier>> src(n);
   if (p.chunk_load && p.chunk_load->done()) {
     const kvstore::LoadHandle& h = *p.chunk_load;
     for (size_t i = 0; i < p.chunk_nodes.size() && i < h.size(); ++i) {
@@ -232,8 +233,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   // Loading controller: the ratio whose per-layer recompute matches the per-layer load time.
   int slow_loaded = 0;
   for (size_t j = d; j < n; ++j)
-    if (kv[j] && std::find(missing.begin(), missing.end(), j) == missing.end() && src[j] != kvstore::Tier::kHbm)
-      slow_loaded += kv[j]->num_tokens;
+    if (src[j] && *src[j] != kvstore::Tier::kHbm) slow_loaded += kv[j]->num_tokens;
   if (slow_loaded > 0 && p.chunk_load && row_layer_ms_ > 0 && st->placed > 0) {
     const int layers = model_.config().num_hidden_layers;
     st->ratio_floor = std::min(1.0, p.chunk_load->elapsed_ms() / (row_layer_ms_ * layers * st->placed));
@@ -241,8 +241,8 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   for (size_t j = d; j < n; ++j) {
     const int len = kv[j]->num_tokens;
     in->tokens += len;
-    if (std::find(missing.begin(), missing.end(), j) != missing.end()) continue;
-    (src[j] == kvstore::Tier::kSsd ? in->ssd : src[j] == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
+    if (!src[j]) continue;  // computed in this run
+    (*src[j] == kvstore::Tier::kSsd ? in->ssd : *src[j] == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
   }
   in->computed += st->repaired;
   p.blended = *st;
@@ -253,8 +253,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
 std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t> prompt) {
   const size_t n = p.docs.size();
   if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
-  const std::string key = p.mode == ReuseMode::kCacheBlend ? fmt::format("cacheblend:{}", p.blend.recompute_ratio)
-                                                           : fmt::format("epic:{}", p.blend.epic_k);
+  const std::string key = check_key(p);
   if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
   // This run's documents in two orders it does not have: reversed, and rotated by one.
   BlendCase rev, rot;
@@ -287,8 +286,15 @@ std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t
   return verdict;
 }
 
+std::string ReusePlanner::check_key(const ReusePlan& p) {
+  return p.mode == ReuseMode::kCacheBlend ? fmt::format("cacheblend:{}", p.blend.recompute_ratio)
+                                          : fmt::format("epic:{}", p.blend.epic_k);
+}
+
 void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTable& table) {
   if (p.docs.size() < 2 || p.installed_nodes > 1 || table.num_tokens() < p.ends[1] || !table.positions_are_slots()) return;
+  // A mode that failed the self-check never places chunks: no copy for it on every run.
+  if (auto it = verdicts_.find(check_key(p)); it != verdicts_.end() && !it->second.empty()) return;
   Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, table, p.ends[0], p.ends[1] - p.ends[0]);
   if (!kv.ok()) return;
   auto r = store_.insert_chunk(chunk_key(p.docs[0], p.docs[1]), kv->data(), p.scope);

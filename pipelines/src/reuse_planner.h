@@ -108,6 +108,8 @@ class ReusePlanner {
   // The self-check verdict for plan's mode and parameters ("" = approximate reuse may be used),
   // measured on this run's documents the first time.
   std::string self_check(const ReusePlan& plan, std::span<const int32_t> prompt);
+  // The self-check verdict's key: the approximate mode and its parameter.
+  static std::string check_key(const ReusePlan& plan);
 
   kvstore::KvStore& store_;
   engine::Model& model_;
