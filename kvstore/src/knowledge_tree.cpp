@@ -322,6 +322,22 @@ struct KnowledgeTree::Impl {
     n->parent->children.erase(n->doc);
     nodes.erase(n->key);
   }
+
+  // An insert pins the new node and its parent while it makes room in the tiers (pin_new), then
+  // unpins them; a node that found no tier is removed again (end_insert).
+  void pin_new(Node* n, Node* parent) {
+    n->pins += 1;
+    if (!parent->is_root) parent->pins += 1;
+  }
+  KnowledgeTree::InsertOutcome end_insert(Node* n, Node* parent, bool ok) {
+    n->pins -= 1;
+    if (!parent->is_root) parent->pins -= 1;
+    if (!ok) {
+      erase_tierless(n);
+      return InsertOutcome::kNoSpace;
+    }
+    return InsertOutcome::kInserted;
+  }
 };
 
 KnowledgeTree::KnowledgeTree(TreeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
@@ -360,8 +376,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
   }
   if (m.find(h.key)) return InsertOutcome::kExists;
   Node* n = m.new_node(parent, h, seg->size());
-  n->pins += 1;
-  if (!parent->is_root) parent->pins += 1;
+  m.pin_new(n, parent);
   bool ok = false;
   for (int t = 0; t < kNumTiers && !ok; ++t) {
     if (!m.usable(t) || (t == kHbm && m.pool_mode())) continue;
@@ -376,13 +391,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
     if (t == kDram) m.write_behind(n, actions);
     ok = true;
   }
-  n->pins -= 1;
-  if (!parent->is_root) parent->pins -= 1;
-  if (!ok) {
-    m.erase_tierless(n);
-    return InsertOutcome::kNoSpace;
-  }
-  return InsertOutcome::kInserted;
+  return m.end_insert(n, parent, ok);
 }
 
 KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_key, bool parent_is_root,
@@ -406,8 +415,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_ke
     return InsertOutcome::kExists;
   }
   Node* n = m.new_node(parent, h, bytes);
-  n->pins += 1;
-  if (!parent->is_root) parent->pins += 1;
+  m.pin_new(n, parent);
   n->last = ++m.tick;
   n->freq = 1 + m.recall(n->key);
   bool ok = false;
@@ -437,13 +445,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_ke
     if (!ok && placed) *placed = Tier::kSsd;
     ok = true;
   }
-  n->pins -= 1;
-  if (!parent->is_root) parent->pins -= 1;
-  if (!ok) {
-    m.erase_tierless(n);
-    return InsertOutcome::kNoSpace;
-  }
-  return InsertOutcome::kInserted;
+  return m.end_insert(n, parent, ok);
 }
 
 bool KnowledgeTree::promote_pool(const Hash128& key, PoolCopy copy, std::vector<SsdAction>* actions) {
