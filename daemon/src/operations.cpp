@@ -95,7 +95,9 @@ std::string ApiImpl::pipelines_json(const std::string& name, bool* found) const 
   auto write_one = [](JsonWriter& w, const pipelines::PipelineInfo& p) {
     w.begin_object().key("name").value(p.name).key("description").value(p.description);
     w.key("reuse").value(p.reuse).key("top_k").value(p.top_k).key("index").value(p.index);
-    w.key("max_tokens").value(p.max_tokens).end_object();
+    w.key("max_tokens").value(p.max_tokens).key("kind").value(p.kind);
+    if (p.kind == "iterative") w.key("overlap").value(p.overlap).key("retrieval_interval").value(p.retrieval_interval);
+    w.end_object();
   };
   JsonWriter w;
   *found = false;

@@ -22,7 +22,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (allow_pipeline_field) {
     if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
                          "stream", "reuse", "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos",
-                         "context_must_include"});
+                         "context_must_include", "overlap", "retrieval_interval"});
         e.failed())
       return e;
     std::string p = "default";
@@ -30,7 +30,8 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     out->pipeline = p;
   } else {
     if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
-                         "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos", "context_must_include"});
+                         "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos", "context_must_include",
+                         "overlap", "retrieval_interval"});
         e.failed())
       return e;
   }
@@ -74,6 +75,15 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (present) out->recompute_ratio = d;
   if (auto e = f.integer("epic_k", &v, 0, 4096, &present); e.failed()) return e;
   if (present) out->epic_k = static_cast<int>(v);
+  std::string overlap;
+  if (auto e = f.str("overlap", &overlap); e.failed()) return e;
+  if (!overlap.empty()) {
+    Result<pipelines::RetrievalOverlap> o = pipelines::parse_overlap(overlap);
+    if (!o.ok()) return bad_request("overlap", "field 'overlap' must be one of none, piperag, speculative or both; got '" + overlap + "'");
+    out->overlap = *o;
+  }
+  if (auto e = f.integer("retrieval_interval", &v, 1, 4096, &present); e.failed()) return e;
+  if (present) out->retrieval_interval = static_cast<int>(v);
   std::string tenant;
   if (auto e = f.str("tenant", &tenant); e.failed()) return e;
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)
@@ -97,7 +107,8 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
 struct Collected {
   std::mutex mu;
   std::string output;
-  std::vector<pipelines::Source> sources;
+  std::vector<pipelines::Source> sources;  // the first context
+  std::vector<std::pair<int, std::vector<pipelines::Source>>> changes;  // iterative runs: later contexts
   std::vector<std::pair<std::string, float>> tokens;  // text, logprob
   RunEvent done;
 };
@@ -131,7 +142,10 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
   ApiError e = start_run(std::move(run), ctx.route, std::move(slot), [col, rid, name, respond](const RunEvent& ev) {
     std::lock_guard<std::mutex> l(col->mu);
     switch (ev.kind) {
-      case RunEvent::Kind::kSources: col->sources = ev.sources; break;
+      case RunEvent::Kind::kSources:
+        if (col->sources.empty() && col->changes.empty() && ev.from_token == 0) col->sources = ev.sources;
+        else col->changes.emplace_back(ev.from_token, ev.sources);
+        break;
       case RunEvent::Kind::kToken: col->output += ev.text; break;
       case RunEvent::Kind::kError: {
         ApiError err = from_status(ev.error, 1, rid);
@@ -143,6 +157,15 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
         w.begin_object().key("id").value(rid).key("pipeline").value(name).key("output").value(col->output);
         w.key("finish_reason").value(ev.finish_reason).key("sources");
         write_sources(w, col->sources);
+        if (!col->changes.empty()) {
+          w.key("context_changes").begin_array();
+          for (const auto& [from, src] : col->changes) {
+            w.begin_object().key("from_token").value(from).key("sources");
+            write_sources(w, src);
+            w.end_object();
+          }
+          w.end_array();
+        }
         w.key("usage");
         write_usage(w, ev.usage);
         w.key("timings");

@@ -31,6 +31,13 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
       w.key("recompute_ratio").value(u.recompute_ratio).key("recompute_ratio_floor").value(u.recompute_ratio_floor);
   }
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
+  if (!u.overlap.empty()) {
+    w.key("iterative").begin_object();
+    w.key("overlap").value(u.overlap).key("searches").value(u.searches).key("context_changes").value(u.context_changes);
+    w.key("speculative_hits").value(u.speculative_hits).key("speculative_misses").value(u.speculative_misses);
+    w.key("rolled_back_tokens").value(u.rolled_back_tokens);
+    w.end_object();
+  }
   w.end_object();
 }
 
@@ -40,6 +47,7 @@ void write_timings(JsonWriter& w, const pipelines::Timings& t) {
   w.key("kv_load_ms").value(t.kv_load_ms).key("prefill_ms").value(t.prefill_ms);
   w.key("lookup_ms").value(t.lookup_ms).key("admit_ms").value(t.admit_ms).key("publish_ms").value(t.publish_ms);
   w.key("ttft_ms").value(t.ttft_ms).key("tpot_ms").value(t.tpot_ms).key("total_ms").value(t.total_ms);
+  w.key("search_wait_ms").value(t.search_wait_ms);
   w.end_object();
 }
 
@@ -48,7 +56,7 @@ std::string event_json(const RunEvent& ev, const std::string& run_id) {
   w.begin_object();
   switch (ev.kind) {
     case RunEvent::Kind::kSources:
-      w.key("event").value("sources").key("id").value(run_id).key("sources");
+      w.key("event").value("sources").key("id").value(run_id).key("from_token").value(ev.from_token).key("sources");
       write_sources(w, ev.sources);
       break;
     case RunEvent::Kind::kToken:

@@ -65,9 +65,11 @@ void ExecutorImpl::stop() {
     stopped_ = true;
   }
   stopping_ = true;
-  retrieval_pool_->stop();  // runs queued preparations; they hand over to the inbox
   cv_.notify_all();
+  // The scheduler thread ends once every prepared run is handed over and finished; the retrieval
+  // pool keeps serving it (preparations, iterative runs' searches) until then.
   if (thread_.joinable()) thread_.join();
+  retrieval_pool_->stop();
   if (!store_) return;
   // The scheduler thread has exited, so this thread owns the pool now: move cached KV that is
   // only in the pool down to DRAM (and so, write-behind, to SSD), then make the SSD tier durable.
@@ -95,8 +97,25 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     if (req.top_k > 64) return Status::InvalidArgument("top_k must be at most 64, got " + std::to_string(req.top_k));
     r->kv.reuse.mode = req.reuse.value_or(it->reuse);
     r->kv.reuse.blend = it->blend;
+    if (it->iterative) {
+      r->iter = std::make_unique<IterState>();
+      IterState& st = *r->iter;
+      st.params = *it->iterative;
+      if (req.overlap) st.params.overlap = *req.overlap;
+      if (req.retrieval_interval) st.params.retrieval_interval = *req.retrieval_interval;
+      RAGD_RETURN_IF_ERROR(st.params.validate());
+      st.k = req.top_k >= 0 ? req.top_k : it->top_k;
+      if (st.k <= 0) return Status::InvalidArgument("an iterative pipeline needs top_k > 0");
+      st.nprobe = it->nprobe;
+      st.question = req.query;
+    } else if (req.overlap || req.retrieval_interval) {
+      return Status::InvalidArgument("overlap and retrieval_interval apply to iterative pipelines only; '" +
+                                     it->name + "' is one-shot");
+    }
   } else {
     if (req.messages.empty() && req.prompt.empty()) return Status::InvalidArgument("one of messages or prompt is required");
+    if (req.overlap || req.retrieval_interval)
+      return Status::InvalidArgument("overlap and retrieval_interval apply to iterative pipelines only");
     r->kv.reuse.mode = req.reuse.value_or(ReuseMode::kPrefix);
     if (r->kv.reuse.mode == ReuseMode::kKnowledgeTree) r->kv.reuse.mode = ReuseMode::kPrefix;  // no documents to key
   }
@@ -170,52 +189,37 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   const RunRequest& q = r->rr;
   if (r->spec) {
     const int k = q.top_k >= 0 ? q.top_k : r->spec->top_k;
-    std::vector<std::vector<int32_t>> docs;
+    std::vector<ContextDoc> ctx;
     if (k > 0) {
-#if RAGD_HAVE_RETRIEVAL
-      if (!corpus_) {
-        r->error = "pipeline '" + r->spec->name + "' retrieves documents but the runtime has no corpus (data_dir)";
+      IterState* it = r->iter.get();
+      const bool vectors = it && is_speculative(it->params.overlap);
+      const int fetch = it ? std::max(k, it->params.speculation_cache) : k;  // as issue_search()
+      SearchOutcome o = search_passages(q.query, q.tenant, k, fetch, r->spec->nprobe, q.context_must_include, vectors);
+      if (!o.status.ok()) {
+        r->error = "retrieval failed: " + o.status.to_string();
       } else {
-        retrieval::SearchParams sp;
-        sp.nprobe = r->spec->nprobe;
-        // The request's tenant sees its own documents and the shared ones, filtered inside the search.
-        auto hits = corpus_->search(q.query, k, sp, q.tenant);
-        if (hits.ok() && !q.context_must_include.empty()) {
-          if (Status st = include_document(q.context_must_include, q.tenant, k, &*hits); !st.ok()) hits = st;
+        if (it) {
+          it->searches = 1;
+          for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i) it->cache.add(o.hits[i], o.vectors[i]);
         }
-        if (!hits.ok()) {
-          r->error = "retrieval failed: " + hits.status().to_string();
-        } else {
-          RunEvent ev;
-          ev.kind = RunEvent::Kind::kSources;
-          for (const auto& h : *hits) {
-            Source s;
-            s.doc_id = h.chunk.doc_id;
-            s.chunk_id = h.chunk.id;
-            s.score = h.score;
-            s.snippet = h.chunk.text.substr(0, 240);
-            ev.sources.push_back(std::move(s));
-          }
-          // Stable document order (by chunk id): the same set of chunks gives the same path.
-          std::vector<const retrieval::Hit*> sorted;
-          for (const auto& h : *hits) sorted.push_back(&h);
-          std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->chunk.id < b->chunk.id; });
-          for (const auto* h : sorted)
-            docs.push_back(h->chunk.token_ids.empty() ? tok_->encode(h->chunk.text, false, false) : h->chunk.token_ids);
-          if (!emit(*r, ev)) r->error = "cancelled";
-        }
+        o.hits.resize(std::min<size_t>(o.hits.size(), k));
+        ctx = std::move(o.hits);
       }
-#else
-      r->error = "this build has no retrieval module";
-#endif
-    } else {
+    }
+    if (r->error.empty()) {
       RunEvent ev;
       ev.kind = RunEvent::Kind::kSources;
+      for (const auto& d : ctx) ev.sources.push_back(d.source);
+      // Stable document order (by chunk id): the same set of chunks gives the same path.
+      std::sort(ctx.begin(), ctx.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
       if (!emit(*r, ev)) r->error = "cancelled";
     }
     r->timings.retrieval_ms = ms_between(t0, Clock::now());
     if (r->error.empty()) {
+      std::vector<std::vector<int32_t>> docs;
+      for (const auto& d : ctx) docs.push_back(d.tokens);
       PromptSegments p = prompts_->build_rag(*r->spec, docs, q.query);
+      if (r->iter) r->iter->context = std::move(ctx);
       r->prompt = p.flat();
       r->path.assign(p.segs.begin(), p.segs.end() - 1);
     }
@@ -284,6 +288,10 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   q.usage.prompt_tokens = prompt_len;
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);
+  if (q.iter) {
+    iter_start(q);
+    if (q.iter_failure) return fail(sid, *q.iter_failure);
+  }
   if (!q.kv.reuse.ready()) {
     loading_.push_back(sid);  // admitted to the scheduler when its KV is in host memory
     return;
@@ -319,14 +327,16 @@ void ExecutorImpl::loop() {
   for (;;) {
     std::deque<std::unique_ptr<Run>> incoming;
     std::vector<std::string> cancels;
+    std::deque<SearchDone> searches;
     bool loads = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] {
-        return !inbox_.empty() || !cancels_.empty() || !sched_->empty() || load_done_ ||
-               (stopping_ && pending_ == 0 && loading_.empty());
+        return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || !searches_done_.empty() ||
+               (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty());
       });
       incoming.swap(inbox_);
+      searches.swap(searches_done_);
       cancels.swap(cancels_);
       loads = load_done_;
       load_done_ = false;
@@ -342,8 +352,9 @@ void ExecutorImpl::loop() {
         if (live_names_.count(name)) early_cancels_.insert(name);
       }
     }
+    for (auto& d : searches) iter_search_done(std::move(d));
     if (loads || !loading_.empty()) admit_loaded();
-    if (!sched_->empty()) step();
+    if (sched_->runnable()) step();
     publish_stats();
   }
   publish_stats();
@@ -386,12 +397,19 @@ void ExecutorImpl::step() {
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
     // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
     // and SSD take time that should not delay the first token); then a finished run ends.
-    const std::string reason = it.sample ? on_sampled(r, out.row(out.row_begin[i])) : std::string();
+    std::string reason = it.sample ? on_sampled(r, out.row(out.row_begin[i])) : std::string();
     if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) {
       const auto tp = Clock::now();
       if (opts_.before_publish) opts_.before_publish(r.rr.id);
       planner_->publish(r.kv.reuse, r.kv.table);
       r.timings.publish_ms = ms_between(tp, Clock::now());
+    }
+    if (r.iter && it.sample) {
+      reason = iter_after_token(r, reason);
+      if (r.iter_failure) {
+        fail(r.sid, *r.iter_failure);
+        continue;
+      }
     }
     if (!reason.empty()) finish(r.sid, reason);
   }
@@ -440,6 +458,17 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.recompute_ratio = plan.mode == ReuseMode::kCacheBlend ? plan.blend.recompute_ratio : 0.0;
   r.usage.reuse_note = plan.note;
   r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
+  if (r.iter) {
+    IterState& it = *r.iter;
+    if (it.held) set_hold(r, false);
+    r.usage.overlap = std::string(overlap_name(it.params.overlap));
+    r.usage.searches = it.searches;
+    r.usage.context_changes = it.context_changes;
+    r.usage.speculative_hits = it.hits;
+    r.usage.speculative_misses = it.misses;
+    r.usage.rolled_back_tokens = it.rolled_back;
+    r.timings.search_wait_ms = it.wait_ms;
+  }
   r.timings.kv_load_ms += r.kv.install_ms;
   r.timings.admit_ms = r.kv.install_ms;
   ev.usage = r.usage;

@@ -4,6 +4,8 @@
 //   kv_host.*          the KvHost the scheduler drives: admit (reuse install), swap, preempt
 //   reuse_planner.*    lookup -> install -> publish, one strategy per reuse mode
 //   run_state.*        a run's generation state with checkpoints and the committed-token emitter
+//   executor_iterative.cpp  iterative RAG: searches during generation, context changes,
+//                      speculation, verification and rollback (iterative.h, iterative_state.h)
 //   executor_stats.cpp the typed stats snapshot
 // One scheduler thread owns the model, the pool and every admitted run; retrieval and prompt
 // building run on a small thread pool and hand runs over through inbox_ (guarded by mu_). KV that
@@ -36,6 +38,7 @@
 #include "ragd/pipelines/runtime.h"
 #include "ragd/pipelines/scheduler.h"
 
+#include "iterative_state.h"
 #include "kv_host.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "reuse_planner.h"
@@ -88,6 +91,8 @@ class ExecutorImpl final : public Executor {
     Timings timings;
     Clock::time_point t_submit, t_ready, t_first, t_last;
     std::string error;  // set when preparation failed
+    std::unique_ptr<IterState> iter;  // iterative pipelines
+    std::optional<Status> iter_failure;  // set by the iterative logic; the caller fails the run
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
@@ -108,6 +113,29 @@ class ExecutorImpl final : public Executor {
   std::string on_sampled(Run& r, std::span<const float> logits);
   void drop_run(Run& r);
   bool emit(Run& r, const RunEvent& ev);
+
+  // Search of the pipeline's passages (any thread): the top `fetch` hits for the query (the first
+  // k with context_must_include forced in), with their embeddings when asked.
+  SearchOutcome search_passages(const std::string& query, const std::string& tenant, int k, int fetch, int nprobe,
+                                const std::string& must_include, bool vectors);
+  // Iterative runs (executor_iterative.cpp), scheduler thread.
+  void iter_start(Run& r);
+  // After a sampled token: retrieval at interval boundaries; may defer the finish (returns "").
+  std::string iter_after_token(Run& r, std::string reason);
+  void iter_search_done(SearchDone d);
+  uint64_t issue_search(Run& r, std::vector<std::string> queries, int nprobe);  // 0 = refused
+  void issue_ahead(Run& r, int boundary);  // piperag: the search for boundary + interval
+  void take_ahead(Run& r);                 // none / piperag: the awaited result arrived
+  void speculate(Run& r, int boundary);
+  void verify_pending(Run& r);
+  void settle(Run& r);  // speculative / both: verified boundaries in order
+  void rollback(Run& r, const IterState::Pending& p, std::vector<ContextDoc> real);
+  std::string iter_query(const Run& r, int boundary) const;
+  // Makes `docs` the context (prompt rebuilt, KV kept up to the first changed token).
+  void change_context(Run& r, std::vector<ContextDoc> docs);
+  void announce_context(Run& r, int from_token);  // a sources event in the run's ordered stream
+  void set_hold(Run& r, bool on);
+  bool release_settled(Run& r);  // speculative runs: commit what is verified; false = client gone
 
 
   RuntimeOptions opts_;
@@ -131,6 +159,7 @@ class ExecutorImpl final : public Executor {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Run>> inbox_;      // guarded by mu_
+  std::deque<SearchDone> searches_done_;        // guarded by mu_: iterative searches, finished
   std::vector<std::string> cancels_;            // guarded by mu_
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
   int pending_ = 0;                             // guarded by mu_: submitted, not yet in inbox
@@ -143,6 +172,7 @@ class ExecutorImpl final : public Executor {
   ExecutorStats stats_;  // guarded by stats_mu_: scheduler-side snapshot (publish_stats)
   void publish_stats();  // scheduler thread
 
+  SearchTimeModel search_time_;  // thread-safe: piperag's search latency by nprobe
   std::unique_ptr<ThreadPool> retrieval_pool_;
   std::thread thread_;
 };

@@ -39,6 +39,11 @@ PipelineInfo PipelineSpec::info() const {
   i.top_k = top_k;
   i.index = index;
   i.max_tokens = max_tokens;
+  if (iterative) {
+    i.kind = "iterative";
+    i.overlap = std::string(overlap_name(iterative->overlap));
+    i.retrieval_interval = iterative->retrieval_interval;
+  }
   return i;
 }
 
@@ -56,6 +61,8 @@ class Reader {
         {"retriever", {"top_k", "index", "nprobe"}},
         {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
+        {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
+                       "max_nprobe", "query_lag"}},
         {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop"}},
     };
     for (const auto& [k, v] : root_) {
@@ -175,6 +182,28 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   v = s.blend.epic_k;
   RAGD_RETURN_IF_ERROR(r.integer("reuse", "epic_k", 0, 4096, &v));
   s.blend.epic_k = static_cast<int>(v);
+  if (root.get("iterative")) {
+    IterativeParams it;
+    auto field = [&](const char* key, int lo, int hi, int* out) -> Status {
+      int64_t x = *out;
+      RAGD_RETURN_IF_ERROR(r.integer("iterative", key, lo, hi, &x));
+      *out = static_cast<int>(x);
+      return Status::OK();
+    };
+    RAGD_RETURN_IF_ERROR(field("retrieval_interval", 1, 4096, &it.retrieval_interval));
+    RAGD_RETURN_IF_ERROR(field("query_window", 0, 4096, &it.query_window));
+    RAGD_RETURN_IF_ERROR(field("speculation_cache", 1, 256, &it.speculation_cache));
+    RAGD_RETURN_IF_ERROR(field("max_stride", 1, 64, &it.max_stride));
+    RAGD_RETURN_IF_ERROR(field("max_nprobe", 0, 65536, &it.max_nprobe));
+    RAGD_RETURN_IF_ERROR(field("query_lag", 0, 64, &it.query_lag));
+    std::string ov(overlap_name(it.overlap));
+    RAGD_RETURN_IF_ERROR(r.str("iterative", "overlap", &ov));
+    auto o = parse_overlap(ov);
+    if (!o.ok()) return r.field_err("iterative", "overlap", o.status().message());
+    it.overlap = *o;
+    if (s.top_k == 0) return r.field_err("iterative", "retrieval_interval", "an iterative pipeline needs [retriever] top_k > 0");
+    s.iterative = it;
+  }
   v = s.max_tokens;
   RAGD_RETURN_IF_ERROR(r.integer("generation", "max_tokens", 1, 1 << 20, &v));
   s.max_tokens = static_cast<int>(v);

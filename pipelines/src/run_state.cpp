@@ -41,7 +41,7 @@ int32_t RunState::advance(std::span<const float> logits) {
   if (finish_reason_.empty() && generated() >= max_new_) finish_reason_ = "length";
   RunEvent ev;
   ev.kind = RunEvent::Kind::kToken;
-  ev.index = static_cast<int>(events_.size());
+  ev.index = generated() - 1;
   ev.token_id = s.token;
   ev.text = std::move(text);
   ev.logprob = s.logprob;
@@ -57,6 +57,20 @@ void RunState::set_auto_commit(bool on) {
 
 void RunState::commit() { committed_ = events_.size(); }
 
+void RunState::commit_to(size_t n) { committed_ = std::max(committed_, std::min(n, events_.size())); }
+
+void RunState::replace_prompt(std::vector<int32_t> prompt) {
+  std::vector<int32_t> gen(tokens_.begin() + prompt_len_, tokens_.end());
+  tokens_ = std::move(prompt);
+  prompt_len_ = static_cast<int>(tokens_.size());
+  tokens_.insert(tokens_.end(), gen.begin(), gen.end());
+}
+
+void RunState::push_event(RunEvent ev) {
+  events_.push_back(std::move(ev));
+  if (auto_commit_) committed_ = events_.size();
+}
+
 RunState::Checkpoint RunState::checkpoint() const {
   return Checkpoint{tokens_.size(), generated(), sampler_, *decoder_, out_text_, finish_reason_, events_.size()};
 }
@@ -64,8 +78,8 @@ RunState::Checkpoint RunState::checkpoint() const {
 void RunState::restore(const Checkpoint& cp) {
   RAGD_CHECK(cp.events >= committed_) << "restore to a checkpoint of " << cp.events << " tokens behind the "
                                       << committed_ << " committed ones";
-  RAGD_CHECK(cp.tokens <= tokens_.size()) << "restore to a checkpoint from another run";
-  tokens_.resize(cp.tokens);
+  RAGD_CHECK(cp.generated <= generated()) << "restore to a checkpoint from another run";
+  tokens_.resize(static_cast<size_t>(prompt_len_ + cp.generated));
   sampler_ = cp.sampler;
   decoder_.emplace(cp.decoder);
   out_text_ = cp.out_text;

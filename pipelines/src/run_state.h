@@ -10,6 +10,11 @@
 // same tokens again, and the rolled-back tokens were never sent. The KV side of a rollback is the
 // caller's: truncate the sequence to checkpoint.tokens (Scheduler::truncate).
 //
+// Iterative RAG changes the prompt under a running generation: replace_prompt() swaps the prompt
+// and keeps the generated tokens after it; a checkpoint counts generated tokens, so it restores
+// across such a change. Non-token events (a sources event when the context changes) go through the
+// same ordered, committed stream (push_event), so a rolled-back context is never sent either.
+//
 // Thread-safety: not thread-safe; owned by the scheduler thread.
 #pragma once
 
@@ -28,13 +33,13 @@ namespace ragd::pipelines {
 class RunState {
  public:
   struct Checkpoint {
-    size_t tokens = 0;        // sequence length (prompt + generated)
+    size_t tokens = 0;        // sequence length (prompt + generated) when it was taken
     int generated = 0;
     engine::Sampler sampler;  // incl. RNG state
     engine::StreamDecoder decoder;
     std::string out_text;     // decoded text seen by the stop-string matcher
     std::string finish_reason;
-    size_t events = 0;        // produced token events
+    size_t events = 0;        // produced events
   };
 
   // prompt: token ids; stop_ids: ids that end the run (EOS unless ignored, stop_token_ids).
@@ -52,12 +57,24 @@ class RunState {
   // decodes it and applies stop ids, stop strings and max_new_tokens. Returns the token.
   int32_t advance(std::span<const float> logits);
 
+  // Replaces the prompt; the generated tokens stay and follow it.
+  void replace_prompt(std::vector<int32_t> prompt);
+  std::span<const int32_t> generated_tokens() const {
+    return std::span<const int32_t>(tokens_).subspan(static_cast<size_t>(prompt_len_));
+  }
+  // Appends a non-token event (kSources) to the ordered stream, after the tokens produced so far.
+  void push_event(RunEvent ev);
+  size_t num_events() const { return events_.size(); }
+
   void set_auto_commit(bool on);
-  // Every token produced so far becomes final (releasable).
+  // Every event produced so far becomes final (releasable).
   void commit();
+  // Events [0, n) become final (n is clamped to the events produced).
+  void commit_to(size_t n);
   Checkpoint checkpoint() const;
-  // Rolls back to `cp`. The checkpoint must not be older than the last commit (committed tokens
-  // are final): aborts otherwise.
+  // Rolls back to `cp`: the generated tokens after cp.generated and the events after cp.events go
+  // (the prompt stays as it is now). The checkpoint must not be older than the last commit
+  // (committed events are final): aborts otherwise.
   void restore(const Checkpoint& cp);
 
   // Sends committed token events not sent yet, in order. False as soon as the sink returns false
@@ -75,7 +92,7 @@ class RunState {
   std::optional<engine::StreamDecoder> decoder_;  // optional: it holds a reference, so restore re-emplaces it
   std::string out_text_;
   std::string finish_reason_;
-  std::vector<RunEvent> events_;  // one per generated token, in order
+  std::vector<RunEvent> events_;  // one per generated token and per pushed event, in order
   size_t committed_ = 0;          // events_[0, committed_) are final
   size_t sent_ = 0;               // events_[0, sent_) went to the sink
   bool auto_commit_ = true;

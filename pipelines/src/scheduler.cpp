@@ -108,7 +108,7 @@ bool Scheduler::higher_priority(const Seq& a, const Seq& b) const {
 std::vector<Scheduler::Seq*> Scheduler::ordered(State st) {
   std::vector<Seq*> v;
   for (auto& [id, s] : seqs_)
-    if (s.state == st) v.push_back(&s);
+    if (s.state == st && !s.held) v.push_back(&s);
   std::sort(v.begin(), v.end(), [&](const Seq* a, const Seq* b) {
     if (st == State::kWaiting) {
       const bool sa = starved(*a), sb = starved(*b);
@@ -320,6 +320,38 @@ bool Scheduler::cancel(uint64_t id, KvHost& host) {
   seqs_.erase(it);
   ++stats_.cancelled;
   return true;
+}
+
+Status Scheduler::restart(uint64_t id, int prompt_tokens, int generated, int keep_kv, KvHost& host) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return Status::NotFound("scheduler: unknown request " + std::to_string(id));
+  if (prompt_tokens <= 0 || generated < 0 || keep_kv < 0)
+    return Status::InvalidArgument("scheduler: restart needs a positive prompt and non-negative counts");
+  Seq& s = it->second;
+  s.info.prompt_tokens = prompt_tokens;
+  s.generated = generated;
+  if (s.state == State::kSwapped) {
+    host.release(id);
+    s.state = State::kWaiting;
+    s.computed = 0;
+    s.arrival_step = step_;
+    return Status::OK();
+  }
+  const int kv = std::min({s.computed, keep_kv, s.len() - 1});
+  if (kv < s.computed) host.truncate(id, kv);
+  s.computed = kv;
+  return Status::OK();
+}
+
+void Scheduler::hold(uint64_t id, bool held) {
+  auto it = seqs_.find(id);
+  if (it != seqs_.end()) it->second.held = held;
+}
+
+bool Scheduler::runnable() const {
+  for (const auto& [id, s] : seqs_)
+    if (!s.held) return true;
+  return false;
 }
 
 Status Scheduler::rewrite(uint64_t id, int from, int new_len, KvHost& host) {

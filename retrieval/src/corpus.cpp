@@ -557,6 +557,16 @@ Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors)
   return impl_->hits_for(neighbors);
 }
 
+Result<std::vector<float>> Corpus::embed_query(std::string_view query) const { return impl_->embed_query(query); }
+
+Result<std::vector<std::vector<float>>> Corpus::chunk_vectors(std::span<const uint64_t> ids) const {
+  RAGD_ASSIGN_OR_RETURN(auto cs, impl_->store->get_chunks(std::vector<uint64_t>(ids.begin(), ids.end())));
+  std::vector<std::vector<float>> out(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (cs[i]) out[i] = std::move(cs[i]->vector);
+  return out;
+}
+
 Result<std::vector<std::optional<Chunk>>> Corpus::get_chunks(std::span<const uint64_t> ids) const {
   RAGD_ASSIGN_OR_RETURN(auto cs, impl_->store->get_chunks(std::vector<uint64_t>(ids.begin(), ids.end())));
   std::vector<std::optional<Chunk>> out(cs.size());

@@ -56,6 +56,13 @@ inline void print_usage_timings(simdjson::dom::element usage, simdjson::dom::ele
               jnum(timings, "/queue_ms"), jnum(timings, "/retrieval_ms"), jnum(timings, "/kv_load_ms"),
               jnum(timings, "/prefill_ms"), jnum(timings, "/ttft_ms"), jnum(timings, "/tpot_ms"),
               jnum(timings, "/total_ms"));
+  simdjson::dom::element it;
+  if (!usage["iterative"].get(it))
+    std::printf("Retrieval during generation (%s): %.0f searches, %.0f context changes, speculation %.0f right / "
+                "%.0f wrong, %.0f tokens rolled back, %.1f ms waiting for searches\n",
+                jstr(it, "/overlap").c_str(), jnum(it, "/searches"), jnum(it, "/context_changes"),
+                jnum(it, "/speculative_hits"), jnum(it, "/speculative_misses"), jnum(it, "/rolled_back_tokens"),
+                jnum(timings, "/search_wait_ms"));
 }
 
 }  // namespace ragd::tools

@@ -1,5 +1,6 @@
 // ragctl stream "question" [--pipeline NAME] [--url ws://host:port]: a WebSocket run that prints
-// the sources, then tokens as they arrive, then usage and timings. Ctrl-C sends {"type":"cancel"}
+// the sources, then tokens as they arrive (an iterative pipeline's context changes in between,
+// marked with the token they apply from), then usage and timings. Ctrl-C sends {"type":"cancel"}
 // and waits for the daemon's final event (a second Ctrl-C quits at once).
 #include <atomic>
 #include <csignal>
@@ -18,8 +19,8 @@ std::atomic<int> g_interrupts{0};
 void on_sigint(int) { g_interrupts.fetch_add(1); }
 
 struct StreamArgs {
-  std::string question, pipeline = "default", url, api_key = default_api_key(), reuse;
-  int top_k = -1, max_tokens = -1;
+  std::string question, pipeline = "default", url, api_key = default_api_key(), reuse, overlap;
+  int top_k = -1, max_tokens = -1, retrieval_interval = -1;
   double temperature = -1;
   int64_t seed = -1;
   bool ignore_eos = false;
@@ -47,6 +48,8 @@ int run_stream(const StreamArgs& a) {
   if (a.temperature >= 0) w.key("temperature").value(a.temperature);
   if (a.seed >= 0) w.key("seed").value(a.seed);
   if (!a.reuse.empty()) w.key("reuse").value(a.reuse);
+  if (!a.overlap.empty()) w.key("overlap").value(a.overlap);
+  if (a.retrieval_interval > 0) w.key("retrieval_interval").value(a.retrieval_interval);
   if (a.ignore_eos) w.key("ignore_eos").value(true);
   w.end_object();
   if (Status st = ws.send_text(w.str()); !st.ok()) {
@@ -86,8 +89,12 @@ int run_stream(const StreamArgs& a) {
     if (parser.parse(m->text).get(ev)) continue;
     std::string kind = jstr(ev, "/event");
     if (kind == "sources") {
+      int64_t from = 0;
+      (void)ev["from_token"].get(from);
+      if (in_answer) std::printf("\n[context changes at token %lld]\n", static_cast<long long>(from));
       simdjson::dom::element s;
       if (!ev["sources"].get(s)) print_sources(s);
+      if (in_answer) std::printf("Answer (continued):\n");
     } else if (kind == "token") {
       if (!in_answer) {
         std::printf("Answer:\n");
@@ -121,7 +128,10 @@ Registration reg("stream", "ask a running daemon a question over WebSocket and p
                    sub.add_option("--max-tokens", a->max_tokens, "tokens to generate (default: the pipeline's)");
                    sub.add_option("--temperature", a->temperature, "sampling temperature (default 0 = greedy)");
                    sub.add_option("--seed", a->seed, "sampling seed");
-                   sub.add_option("--reuse", a->reuse, "none | prefix | knowledge_tree");
+                   sub.add_option("--reuse", a->reuse, "none | prefix | knowledge_tree | cacheblend | epic");
+                   sub.add_option("--overlap", a->overlap, "iterative pipelines: none | piperag | speculative | both");
+                   sub.add_option("--retrieval-interval", a->retrieval_interval,
+                                  "iterative pipelines: generated tokens between retrievals");
                    sub.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
                    return [a]() { return run_stream(*a); };
                  });

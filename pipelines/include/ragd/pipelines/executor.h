@@ -2,6 +2,8 @@
 //
 // A run is submitted with a callback sink; events flow back in order on an executor thread:
 //   sources (RAG runs only) -> token... -> done | error
+// Iterative pipelines send a further sources event whenever the context changes, between the
+// tokens, with the index of the first token generated under it (RunEvent::from_token).
 // The sink must not block: the daemon posts each event to the session's strand.
 // cancel(id) (or a sink that returned false from on_event) frees the request's KV blocks at the next
 // scheduler step.
@@ -21,6 +23,7 @@
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/executor_stats.h"
+#include "ragd/pipelines/iterative.h"
 
 namespace ragd::pipelines {
 
@@ -91,6 +94,9 @@ struct RunRequest {
   std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
   std::optional<double> recompute_ratio;  // CacheBlend; unset = pipeline default (BlendParams)
   std::optional<int> epic_k;              // EPIC; unset = pipeline default (BlendParams)
+  // Iterative pipelines: overrides of the spec's [iterative] overlap and retrieval_interval.
+  std::optional<RetrievalOverlap> overlap;
+  std::optional<int> retrieval_interval;
   // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
   // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
   // Plain runs: everything from here, `overrides` on top.
@@ -124,6 +130,13 @@ struct Usage {
   double recompute_ratio = 0; // CacheBlend: the ratio used
   double recompute_ratio_floor = 0;  // CacheBlend: the loading controller's ratio (kv_blend.h), reported
   std::string reuse_note;     // why an approximate run fell back to exact reuse ("" = it did not)
+  // Iterative runs (retrieval during generation).
+  std::string overlap;          // the overlap mode ("" = a one-shot run)
+  int searches = 0;             // real searches issued, the first one included
+  int context_changes = 0;      // times the context changed after the first (sources events)
+  int speculative_hits = 0;     // speculative / both: boundaries whose speculated context was right
+  int speculative_misses = 0;   // ... and wrong (each one a rollback)
+  int rolled_back_tokens = 0;   // generated tokens discarded by rollbacks (never sent)
 };
 
 struct Timings {
@@ -132,12 +145,16 @@ struct Timings {
   // any DRAM / SSD load) on the retrieval thread, the admission (install of reused KV, blending),
   // and the publication of the prompt's new KV after the first token (never before it).
   double lookup_ms = 0, admit_ms = 0, publish_ms = 0;
+  // Iterative runs: time the run's decoding stood still waiting for a search after the first one
+  // (the first is retrieval_ms): the search time that was not overlapped with decoding.
+  double search_wait_ms = 0;
 };
 
 struct RunEvent {
   enum class Kind : uint8_t { kSources, kToken, kDone, kError };
   Kind kind = Kind::kToken;
   std::vector<Source> sources;  // kSources
+  int from_token = 0;           // kSources: index of the first generated token this context applies to
   int index = 0;                // kToken: index of the generated token
   int32_t token_id = -1;        // kToken
   std::string text;             // kToken: newly completed UTF-8 text (may be empty)
@@ -158,6 +175,9 @@ struct PipelineInfo {
   int top_k = 4;
   std::string index;  // FAISS factory string
   int max_tokens = 256;
+  std::string kind = "one_shot";  // one_shot | iterative
+  std::string overlap;            // iterative: the default overlap mode
+  int retrieval_interval = 0;     // iterative: generated tokens between retrievals
 };
 
 class Executor {

@@ -6,6 +6,9 @@
 //                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic),
 //                recompute_ratio = 0.15 (cacheblend, 0..1), epic_k = 16 (epic, 0..4096)
+//   [iterative]  retrieval_interval = 16, query_window = 16, overlap = "none" (none | piperag |
+//                speculative | both), speculation_cache = 20, max_stride = 8, max_nprobe = 0,
+//                query_lag = 0 (iterative.h); the table makes the pipeline iterative
 //   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."]
 //
 // Unknown tables or keys and wrong types are errors naming the file and the key. A built-in
@@ -13,6 +16,7 @@
 // Thread-safety: value types and pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +41,8 @@ struct PipelineSpec {
   std::string chat_template = "auto";
   ReuseMode reuse = ReuseMode::kKnowledgeTree;
   BlendParams blend;                // parameters of the approximate modes
+  // Set: an iterative pipeline (retrieval during generation, iterative.h); unset: one-shot.
+  std::optional<IterativeParams> iterative;
   // generation defaults (a request may override them)
   int max_tokens = 256;
   float temperature = 0.0f;

@@ -45,6 +45,11 @@ struct RuntimeOptions {
   std::string index_spec = "Flat";   // FAISS factory string for new indexes
   int chunk_tokens = 256;
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
+  // Added to every corpus search (ms): models a remote vector database in benchmarks. 0 = none.
+  double search_delay_ms = 0;
+  // Tests: called on the scheduler thread with the run id and the boundary of every speculation
+  // of an iterative run; true makes its verification count it as wrong (a forced rollback).
+  std::function<bool(const std::string&, int)> force_misspeculation;
   // Tests: called on the scheduler thread with the run id just before a run's prompt KV is
   // published (e.g. to block publication and check that the first token is already out).
   std::function<void(const std::string&)> before_publish;

@@ -141,6 +141,18 @@ class Scheduler {
   // replaced tokens are fed again before the next sample. Same errors as truncate().
   Status rewrite(uint64_t id, int from, int new_len, KvHost& host);
 
+  // Iterative RAG replaced the request's prompt (now prompt_tokens long) and kept `generated`
+  // tokens after it; its KV stays valid for the first keep_kv tokens only. KV is cut to at most
+  // min(keep_kv, length - 1) tokens and the rest is fed again before the next sample. A swapped-out
+  // request loses its swapped KV and waits to be admitted again (recomputed). NotFound for an
+  // unknown id, InvalidArgument for non-positive sizes.
+  Status restart(uint64_t id, int prompt_tokens, int generated, int keep_kv, KvHost& host);
+  // A held request is not scheduled (not fed, swapped in or admitted) until released; it keeps its
+  // KV and may still be preempted. For a run waiting for a search. Unknown ids are ignored.
+  void hold(uint64_t id, bool held);
+  // True when some request may be scheduled (one that is not held).
+  bool runnable() const;
+
   bool empty() const { return seqs_.empty(); }
   size_t size() const { return seqs_.size(); }
   bool contains(uint64_t id) const { return seqs_.count(id) != 0; }
@@ -164,6 +176,7 @@ class Scheduler {
     long arrival_step = 0; // step at which it (re)entered the waiting queue
     long served = 0;       // tokens fed (MLFQ attained service)
     double predicted_out = 0;
+    bool held = false;     // waiting for something outside the scheduler (a search)
     int len() const { return info.prompt_tokens + generated; }
   };
 

@@ -141,6 +141,12 @@ class Corpus {
   Status search_progressive(std::string_view query, int k, std::span<const int> nprobe_stages,
                             const VectorIndex::StageCallback& on_stage, const TenantScope& scope = std::nullopt) const;
   Result<std::vector<Hit>> fetch_hits(std::span<const Neighbor> neighbors) const;
+  // The query's embedding, as search() computes it (InvalidArgument for an empty or non-UTF-8
+  // query). With chunk_vectors(), a caller can score chunks exactly as the index does (inner
+  // product): iterative RAG's speculation cache.
+  Result<std::vector<float>> embed_query(std::string_view query) const;
+  // The stored embedding of each chunk id ([dim] floats; empty for ids that do not exist).
+  Result<std::vector<std::vector<float>>> chunk_vectors(std::span<const uint64_t> ids) const;
   // Chunks by id; nullopt for ids that do not exist.
   Result<std::vector<std::optional<Chunk>>> get_chunks(std::span<const uint64_t> ids) const;
   // Calls fn for every document (key order) until it returns false.

@@ -1,0 +1,442 @@
+// Iterative RAG on the executor (iterative.h): retrieval at every retrieval_interval generated
+// tokens, the context change that follows (prompt rebuilt, KV kept up to the first changed token),
+// and the three ways of overlapping search with decoding.
+//
+// Boundaries. A boundary b is reached when the run has generated b tokens (b a multiple of the
+// interval, b < max_tokens); the context chosen there applies to the tokens from index b on. The
+// b-th token is sampled after the new context's prefill. With every mode, the context at b is the
+// top-k of a real search for the query at b (question + last query_window tokens before b, or
+// before b - query_lag intervals) - except piperag, whose query is one interval older.
+//
+// Speculation. A speculated boundary takes a checkpoint of the run (RunState) before it changes
+// the context; its tokens and events stay uncommitted (never sent) until the real search for it
+// agrees. At the first boundary that disagrees, the run goes back to that checkpoint, the KV is
+// cut to the tokens both contexts share, the real context goes in, and decoding resumes: exactly
+// what the sequential run did at that boundary.
+#include <algorithm>
+#include <thread>
+
+#include "executor_impl.h"
+#include "ragd/common/log.h"
+#if RAGD_HAVE_RETRIEVAL
+#include "ragd/retrieval/corpus.h"
+#endif
+
+namespace ragd::pipelines {
+
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Drops bytes that do not form complete UTF-8 sequences (a token window may cut a character).
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t j = 1; ok && j < n; ++j) ok = (static_cast<unsigned char>(s[i + j]) & 0xC0) == 0x80;
+    if (ok) out.append(s, i, n);
+    i += ok ? n : 1;
+  }
+  return out;
+}
+
+std::vector<ContextDoc> top_docs(const SearchOutcome& o, int k) {
+  std::vector<ContextDoc> v(o.hits.begin(), o.hits.begin() + std::min<size_t>(o.hits.size(), std::max(k, 0)));
+  std::sort(v.begin(), v.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
+  return v;
+}
+
+}  // namespace
+
+SearchOutcome ExecutorImpl::search_passages(const std::string& query, const std::string& tenant, int k, int fetch,
+                                            int nprobe, const std::string& must_include, bool vectors) {
+  SearchOutcome o;
+  o.nprobe = nprobe;
+  const auto t0 = Clock::now();
+#if RAGD_HAVE_RETRIEVAL
+  if (!corpus_) {
+    o.status = Status::FailedPrecondition("the runtime has no corpus (data_dir)");
+    return o;
+  }
+  if (opts_.search_delay_ms > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.search_delay_ms));
+  retrieval::SearchParams sp;
+  sp.nprobe = nprobe;
+  // The request's tenant sees its own documents and the shared ones, filtered inside the search.
+  auto hits = corpus_->search(query, std::max(k, fetch), sp, tenant);
+  if (hits.ok() && !must_include.empty()) {
+    std::vector<retrieval::Hit> top(hits->begin(), hits->begin() + std::min<size_t>(hits->size(), k));
+    Status st = include_document(must_include, tenant, k, &top);
+    if (!st.ok()) {
+      hits = st;
+    } else {
+      for (auto& h : *hits)
+        if (std::none_of(top.begin(), top.end(), [&](const retrieval::Hit& t) { return t.chunk.id == h.chunk.id; }))
+          top.push_back(std::move(h));
+      *hits = std::move(top);
+    }
+  }
+  if (!hits.ok()) {
+    o.status = hits.status();
+    return o;
+  }
+  // Equal scores in a fixed order (smaller chunk id first), as the speculation cache ranks them.
+  std::stable_sort(hits->begin() + std::min<size_t>(hits->size(), must_include.empty() ? 0 : k), hits->end(),
+                   [](const retrieval::Hit& a, const retrieval::Hit& b) {
+                     return a.score != b.score ? a.score > b.score : a.chunk.id < b.chunk.id;
+                   });
+  std::vector<uint64_t> ids;
+  for (auto& h : *hits) {
+    ContextDoc d;
+    d.chunk_id = h.chunk.id;
+    d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
+    d.source.doc_id = h.chunk.doc_id;
+    d.source.chunk_id = h.chunk.id;
+    d.source.score = h.score;
+    d.source.snippet = h.chunk.text.substr(0, 240);
+    ids.push_back(d.chunk_id);
+    o.hits.push_back(std::move(d));
+  }
+  if (vectors) {
+    auto v = corpus_->chunk_vectors(ids);
+    if (!v.ok()) {
+      o.status = v.status();
+      return o;
+    }
+    o.vectors = std::move(v).value();
+  }
+#else
+  (void)query, (void)tenant, (void)k, (void)fetch, (void)must_include, (void)vectors;
+  o.status = Status::FailedPrecondition("this build has no retrieval module");
+  return o;
+#endif
+  o.ms = ms_between(t0, Clock::now());
+  search_time_.observe(nprobe, o.ms);
+  return o;
+}
+
+std::string ExecutorImpl::iter_query(const Run& r, int boundary) const {
+  const IterState& it = *r.iter;
+  const int upto = std::max(0, boundary - it.params.query_lag * it.params.retrieval_interval);
+  const int from = std::max(0, upto - it.params.query_window);
+  std::string q = it.question;
+  if (upto > from) {
+    const std::string tail = valid_utf8(tok_->decode(r.state->generated_tokens().subspan(from, upto - from), true));
+    if (!tail.empty()) q += " " + tail;
+  }
+  return q;
+}
+
+uint64_t ExecutorImpl::issue_search(Run& r, std::vector<std::string> queries, int nprobe) {
+  IterState& it = *r.iter;
+  const uint64_t ticket = it.next_ticket++;
+  const bool vectors = is_speculative(it.params.overlap);
+  // Every mode fetches the same number of hits: FAISS may break ties differently for another k,
+  // and the modes must see the same search results.
+  const int fetch = std::max(it.k, it.params.speculation_cache);
+  it.searches += static_cast<int>(queries.size());
+  auto task = [this, sid = r.sid, ticket, epoch = it.epoch, queries = std::move(queries), tenant = r.rr.tenant,
+               must = r.rr.context_must_include, k = it.k, fetch, nprobe, vectors] {
+    SearchDone d{sid, ticket, epoch, {}};
+    for (const auto& q : queries) d.results.push_back(search_passages(q, tenant, k, fetch, nprobe, must, vectors));
+    std::lock_guard<std::mutex> lk(mu_);
+    searches_done_.push_back(std::move(d));
+    cv_.notify_all();
+  };
+  if (!retrieval_pool_->submit(std::move(task))) {
+    r.iter_failure = Status::ResourceExhausted("iterative retrieval: the retrieval queue is full or stopping");
+    return 0;
+  }
+  return ticket;
+}
+
+void ExecutorImpl::iter_start(Run& r) {
+  IterState& it = *r.iter;
+  it.next_boundary = it.params.retrieval_interval;
+  it.last_boundary = Clock::now();
+  if (is_speculative(it.params.overlap)) r.state->set_auto_commit(false);
+  if (it.params.overlap == RetrievalOverlap::kPipeRag) issue_ahead(r, 0);
+}
+
+void ExecutorImpl::issue_ahead(Run& r, int boundary) {
+  IterState& it = *r.iter;
+  const int next = boundary + it.params.retrieval_interval;
+  if (next >= r.state->max_new_tokens()) return;
+  // PipeRAG's performance model: the search must fit in one interval of this run's decoding.
+  const int max_nprobe = it.params.max_nprobe > 0 ? it.params.max_nprobe : it.nprobe;
+  const int nprobe = it.ms_per_token > 0
+                         ? search_time_.choose(0.9 * it.ms_per_token * it.params.retrieval_interval, max_nprobe)
+                         : max_nprobe;
+  const uint64_t t = issue_search(r, {iter_query(r, boundary)}, nprobe);
+  if (t) it.ahead = IterState::Ahead{t, next, std::nullopt};
+}
+
+void ExecutorImpl::take_ahead(Run& r) {
+  IterState& it = *r.iter;
+  SearchOutcome o = std::move(*it.ahead->result);
+  const int b = it.ahead->boundary;
+  it.ahead.reset();
+  it.waiting_boundary = -1;
+  if (!o.status.ok()) {
+    r.iter_failure = Status::Unavailable("iterative retrieval failed: " + o.status.to_string());
+    return;
+  }
+  std::vector<ContextDoc> docs = top_docs(o, it.k);
+  if (IterState::ids_of(docs) != IterState::ids_of(it.context)) {
+    change_context(r, std::move(docs));
+    announce_context(r, b);
+  }
+  if (it.params.overlap == RetrievalOverlap::kPipeRag) issue_ahead(r, b);
+  set_hold(r, false);
+}
+
+void ExecutorImpl::change_context(Run& r, std::vector<ContextDoc> docs) {
+  IterState& it = *r.iter;
+  RunState& s = *r.state;
+  std::vector<std::vector<int32_t>> toks;
+  for (const auto& d : docs) toks.push_back(d.tokens);
+  std::vector<int32_t> prompt = prompts_->build_rag(*r.spec, toks, it.question).flat();
+  const int max_pos = model_->config().max_position_embeddings;
+  if (max_pos > 0 && static_cast<int>(prompt.size()) + s.max_new_tokens() >= max_pos) {
+    r.iter_failure = Status::InvalidArgument("iterative retrieval: a context of " + std::to_string(prompt.size()) +
+                                             " tokens + max_tokens does not fit the model context of " +
+                                             std::to_string(max_pos));
+    return;
+  }
+  const std::vector<int32_t> old = s.tokens();
+  s.replace_prompt(std::move(prompt));
+  const auto& now = s.tokens();
+  size_t keep = 0;
+  while (keep < old.size() && keep < now.size() && old[keep] == now[keep]) ++keep;
+  Status st = sched_->restart(r.sid, s.prompt_len(), s.generated(), static_cast<int>(keep), *kv_host_);
+  if (!st.ok()) {
+    r.iter_failure = st;
+    return;
+  }
+  // The reuse plan described the first prompt: nothing of it is installed or published again.
+  ReusePlan& p = r.kv.reuse;
+  p.docs.clear();
+  p.ends.clear();
+  p.load.reset();
+  p.chunk_load.reset();
+  p.chunk_nodes.clear();
+  p.pin.release();
+  p.chunk_pin.release();
+  p.installed_nodes = 0;
+  p.published = true;
+  it.context = std::move(docs);
+}
+
+void ExecutorImpl::announce_context(Run& r, int from_token) {
+  IterState& it = *r.iter;
+  RunEvent ev;
+  ev.kind = RunEvent::Kind::kSources;
+  ev.from_token = from_token;
+  for (const auto& d : it.context) ev.sources.push_back(d.source);
+  std::stable_sort(ev.sources.begin(), ev.sources.end(), [](const Source& a, const Source& b) { return a.score > b.score; });
+  r.state->push_event(std::move(ev));
+  ++it.context_changes;
+}
+
+void ExecutorImpl::set_hold(Run& r, bool on) {
+  IterState& it = *r.iter;
+  if (it.held == on) return;
+  it.held = on;
+  sched_->hold(r.sid, on);
+  const auto now = Clock::now();
+  if (on) it.wait_since = now;
+  else it.wait_ms += ms_between(it.wait_since, now);
+}
+
+bool ExecutorImpl::release_settled(Run& r) {
+  IterState& it = *r.iter;
+  RunState& s = *r.state;
+  if (is_speculative(it.params.overlap)) {
+    if (it.pending.empty()) s.commit();
+    else s.commit_to(it.pending.front().cp->events);
+  }
+  return s.release([&](const RunEvent& ev) { return r.sink(ev); });
+}
+
+std::string ExecutorImpl::iter_after_token(Run& r, std::string reason) {
+  IterState& it = *r.iter;
+  RunState& s = *r.state;
+  const auto now = Clock::now();
+  if (it.last_token != Clock::time_point{}) {
+    const double dt = ms_between(it.last_token, now);
+    it.ms_per_token = it.ms_per_token == 0 ? dt : 0.8 * it.ms_per_token + 0.2 * dt;
+  }
+  it.last_token = now;
+  if (reason == "cancelled") return reason;
+  const bool spec = is_speculative(it.params.overlap);
+  if (!reason.empty()) {
+    if (!spec || it.pending.empty()) return release_settled(r) ? reason : "cancelled";
+    // The run ended under a context not verified yet: verify before it finishes.
+    if (it.params.overlap == RetrievalOverlap::kSpeculative) verify_pending(r);
+    set_hold(r, true);
+    return "";
+  }
+  const int g = s.generated();
+  if (g >= it.next_boundary) {
+    it.next_boundary = g + it.params.retrieval_interval;
+    switch (it.params.overlap) {
+      case RetrievalOverlap::kNone: {
+        const uint64_t t = issue_search(r, {iter_query(r, g)}, it.nprobe);
+        if (t) {
+          it.ahead = IterState::Ahead{t, g, std::nullopt};
+          it.waiting_boundary = g;
+          set_hold(r, true);
+        }
+        break;
+      }
+      case RetrievalOverlap::kPipeRag:
+        if (!it.ahead || it.ahead->boundary != g) {  // nothing ran ahead (refused): search now
+          const uint64_t t = issue_search(r, {iter_query(r, g)}, it.nprobe);
+          if (!t) break;
+          it.ahead = IterState::Ahead{t, g, std::nullopt};
+        }
+        it.waiting_boundary = g;
+        if (it.ahead->result) take_ahead(r);
+        else set_hold(r, true);
+        break;
+      case RetrievalOverlap::kSpeculative:
+      case RetrievalOverlap::kBoth: speculate(r, g); break;
+    }
+  }
+  if (!spec) return "";
+  return release_settled(r) ? std::string() : std::string("cancelled");
+}
+
+void ExecutorImpl::speculate(Run& r, int boundary) {
+  IterState& it = *r.iter;
+  RunState& s = *r.state;
+  const auto now = Clock::now();
+  it.stride.observe_step_ms(ms_between(it.last_boundary, now));
+  it.last_boundary = now;
+  IterState::Pending p;
+  p.boundary = boundary;
+  p.query = iter_query(r, boundary);
+  std::vector<ContextDoc> spec = it.context;  // no embedding: speculate that nothing changes
+#if RAGD_HAVE_RETRIEVAL
+  if (corpus_) {
+    auto qv = corpus_->embed_query(p.query);
+    if (qv.ok()) {
+      spec = it.cache.top_k(*qv, it.k);
+      std::sort(spec.begin(), spec.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
+    }
+  }
+#endif
+  p.spec_ids = IterState::ids_of(spec);
+  p.prev_ids = IterState::ids_of(it.context);
+  p.cp.emplace(s.checkpoint());
+  p.forced_miss = opts_.force_misspeculation && opts_.force_misspeculation(r.rr.id, boundary);
+  if (p.spec_ids != p.prev_ids) {
+    change_context(r, std::move(spec));
+    announce_context(r, boundary);
+  }
+  it.pending.push_back(std::move(p));
+  if (it.params.overlap == RetrievalOverlap::kBoth) {
+    it.pending.back().ticket = issue_search(r, {it.pending.back().query}, it.nprobe);
+    if (static_cast<int>(it.pending.size()) > it.params.max_stride) set_hold(r, true);
+  } else if (static_cast<int>(it.pending.size()) >= it.stride.stride(it.params.max_stride)) {
+    verify_pending(r);
+  }
+}
+
+void ExecutorImpl::verify_pending(Run& r) {
+  IterState& it = *r.iter;
+  std::vector<std::string> queries;
+  for (const auto& p : it.pending)
+    if (!p.ticket) queries.push_back(p.query);
+  if (!queries.empty()) {
+    const uint64_t t = issue_search(r, std::move(queries), it.nprobe);
+    if (!t) return;
+    for (auto& p : it.pending)
+      if (!p.ticket) p.ticket = t;
+    it.verifying = true;
+    it.verify_since = Clock::now();
+  }
+  set_hold(r, true);
+}
+
+void ExecutorImpl::rollback(Run& r, const IterState::Pending& p, std::vector<ContextDoc> real) {
+  IterState& it = *r.iter;
+  RunState& s = *r.state;
+  it.rolled_back += s.generated() - p.boundary;
+  const std::vector<uint64_t> prev = p.prev_ids;
+  const int boundary = p.boundary;
+  s.restore(*p.cp);  // generated tokens and events after the boundary go (p's context event too)
+  it.pending.clear();  // p is gone from here on
+  ++it.epoch;          // searches in flight were for the discarded tokens
+  it.verifying = false;
+  it.next_boundary = boundary + it.params.retrieval_interval;
+  it.last_boundary = Clock::now();
+  const std::vector<uint64_t> ids = IterState::ids_of(real);
+  if (ids != IterState::ids_of(it.context)) {
+    change_context(r, std::move(real));
+  } else {
+    Status st = sched_->restart(r.sid, s.prompt_len(), s.generated(), static_cast<int>(s.tokens().size()), *kv_host_);
+    if (!st.ok()) r.iter_failure = st;
+  }
+  if (ids != prev) announce_context(r, boundary);
+}
+
+void ExecutorImpl::settle(Run& r) {
+  IterState& it = *r.iter;
+  while (!it.pending.empty() && it.pending.front().result) {
+    IterState::Pending& p = it.pending.front();
+    const SearchOutcome& o = *p.result;
+    if (!o.status.ok()) {
+      r.iter_failure = Status::Unavailable("iterative retrieval failed: " + o.status.to_string());
+      return;
+    }
+    for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i) it.cache.add(o.hits[i], o.vectors[i]);
+    std::vector<ContextDoc> real = top_docs(o, it.k);
+    const bool right = IterState::ids_of(real) == p.spec_ids;
+    it.stride.observe(right);
+    if (right && !p.forced_miss) {
+      ++it.hits;
+      it.pending.pop_front();
+      continue;
+    }
+    ++it.misses;
+    rollback(r, p, std::move(real));
+    break;
+  }
+  const bool ended = !r.state->finish_reason().empty();
+  bool hold = it.verifying || (ended && !it.pending.empty());
+  if (it.params.overlap == RetrievalOverlap::kBoth) hold = hold || static_cast<int>(it.pending.size()) > it.params.max_stride;
+  set_hold(r, hold);
+}
+
+void ExecutorImpl::iter_search_done(SearchDone d) {
+  auto f = runs_.find(d.sid);
+  if (f == runs_.end() || !f->second->iter) return;  // finished or cancelled meanwhile
+  Run& r = *f->second;
+  IterState& it = *r.iter;
+  if (d.epoch != it.epoch) return;  // issued before a rollback
+  if (it.ahead && it.ahead->ticket == d.ticket) {
+    it.ahead->result = std::move(d.results.at(0));
+    if (it.waiting_boundary == it.ahead->boundary) take_ahead(r);
+  } else {
+    size_t j = 0;
+    for (auto& p : it.pending)
+      if (p.ticket == d.ticket && j < d.results.size()) p.result = std::move(d.results[j++]);
+    if (it.verifying && j > 0 && it.params.overlap == RetrievalOverlap::kSpeculative) {
+      it.stride.observe_verify_ms(ms_between(it.verify_since, Clock::now()));
+      it.verifying = false;
+    }
+    settle(r);
+  }
+  if (r.iter_failure) return fail(r.sid, *r.iter_failure);
+  if (!release_settled(r)) return finish(r.sid, "cancelled");
+  if (!it.held && it.pending.empty() && !r.state->finish_reason().empty()) finish(r.sid, r.state->finish_reason());
+}
+
+}  // namespace ragd::pipelines

@@ -1,0 +1,47 @@
+// SpeculationCache: RaLMSpec's per-run cache of retrieved passages. Every real search of an
+// iterative run adds its top hits with their stored embeddings; a speculation ranks the cached
+// passages for the current query by the index's own score (inner product), so when the cache holds
+// the true top-k, the speculation equals the search. Bounded: the least recently added or
+// returned passage goes first.
+// Thread-safety: not thread-safe; one run's, on the scheduler thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "ragd/pipelines/executor.h"
+
+namespace ragd::pipelines {
+
+// One passage of an iterative run's context.
+struct ContextDoc {
+  uint64_t chunk_id = 0;
+  std::vector<int32_t> tokens;  // as laid out in the prompt
+  Source source;
+};
+
+class SpeculationCache {
+ public:
+  explicit SpeculationCache(size_t capacity = 256) : capacity_(capacity) {}
+
+  // Adds (or refreshes) a passage with its embedding.
+  void add(const ContextDoc& doc, std::vector<float> vec);
+  // The k best cached passages for `query` (score = inner product; ties: smaller chunk id), best
+  // first; fewer when the cache holds fewer.
+  std::vector<ContextDoc> top_k(std::span<const float> query, int k);
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    ContextDoc doc;
+    std::vector<float> vec;
+    uint64_t stamp = 0;
+  };
+  size_t capacity_;
+  uint64_t clock_ = 0;
+  std::unordered_map<uint64_t, Entry> entries_;  // by chunk id
+};
+
+}  // namespace ragd::pipelines
