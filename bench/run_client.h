@@ -20,7 +20,9 @@ struct Observed {
   double ttft_ms = -1, e2e_ms = 0;
   std::vector<double> itl_ms;  // gaps between consecutive tokens
   int tokens = 0;
+  std::vector<int32_t> token_ids;
   pipelines::Usage usage;
+  pipelines::Timings timings;
   std::vector<pipelines::Source> sources;
 };
 
@@ -37,12 +39,15 @@ inline Observed run_and_wait(pipelines::Executor& ex, pipelines::RunRequest rr) 
     const auto now = Clock::now();
     std::lock_guard<std::mutex> lk(mu);
     switch (ev.kind) {
-      case pipelines::RunEvent::Kind::kSources: r.sources = ev.sources; break;
+      case pipelines::RunEvent::Kind::kSources:
+        if (r.sources.empty()) r.sources = ev.sources;
+        break;
       case pipelines::RunEvent::Kind::kToken:
         if (r.tokens == 0) r.ttft_ms = std::chrono::duration<double, std::milli>(now - t0).count();
         else r.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
         last = now;
         ++r.tokens;
+        r.token_ids.push_back(ev.token_id);
         break;
       case pipelines::RunEvent::Kind::kDone:
       case pipelines::RunEvent::Kind::kError:
@@ -50,6 +55,7 @@ inline Observed run_and_wait(pipelines::Executor& ex, pipelines::RunRequest rr) 
         if (!r.ok) std::fprintf(stderr, "run failed: %s\n", ev.error.to_string().c_str());
         r.e2e_ms = std::chrono::duration<double, std::milli>(now - t0).count();
         r.usage = ev.usage;
+        r.timings = ev.timings;
         done = true;
         cv.notify_all();
         break;

@@ -35,7 +35,7 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
     w.key("iterative").begin_object();
     w.key("overlap").value(u.overlap).key("searches").value(u.searches).key("context_changes").value(u.context_changes);
     w.key("speculative_hits").value(u.speculative_hits).key("speculative_misses").value(u.speculative_misses);
-    w.key("rolled_back_tokens").value(u.rolled_back_tokens);
+    w.key("rollbacks").value(u.rollbacks).key("rolled_back_tokens").value(u.rolled_back_tokens);
     w.end_object();
   }
   w.end_object();

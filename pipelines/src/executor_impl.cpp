@@ -194,13 +194,16 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       IterState* it = r->iter.get();
       const bool vectors = it && is_speculative(it->params.overlap);
       const int fetch = it ? std::max(k, it->params.speculation_cache) : k;  // as issue_search()
-      SearchOutcome o = search_passages(q.query, q.tenant, k, fetch, r->spec->nprobe, q.context_must_include, vectors);
+      const std::string query[1] = {q.query};
+      SearchOutcome o =
+          std::move(search_passages(query, q.tenant, k, fetch, r->spec->nprobe, q.context_must_include, vectors)[0]);
       if (!o.status.ok()) {
         r->error = "retrieval failed: " + o.status.to_string();
       } else {
         if (it) {
           it->searches = 1;
-          for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i) it->cache.add(o.hits[i], o.vectors[i]);
+          for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i)
+            it->cache.add(o.hits[i], o.vectors[i], i < o.lists.size() ? o.lists[i] : -1);
         }
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
         ctx = std::move(o.hits);
@@ -466,6 +469,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     r.usage.context_changes = it.context_changes;
     r.usage.speculative_hits = it.hits;
     r.usage.speculative_misses = it.misses;
+    r.usage.rollbacks = it.rollbacks;
     r.usage.rolled_back_tokens = it.rolled_back;
     r.timings.search_wait_ms = it.wait_ms;
   }

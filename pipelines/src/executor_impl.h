@@ -114,10 +114,11 @@ class ExecutorImpl final : public Executor {
   void drop_run(Run& r);
   bool emit(Run& r, const RunEvent& ev);
 
-  // Search of the pipeline's passages (any thread): the top `fetch` hits for the query (the first
-  // k with context_must_include forced in), with their embeddings when asked.
-  SearchOutcome search_passages(const std::string& query, const std::string& tenant, int k, int fetch, int nprobe,
-                                const std::string& must_include, bool vectors);
+  // Search of the pipeline's passages (any thread), several queries in one batch: the top `fetch`
+  // hits of each (the first k with context_must_include forced in), with their embeddings when
+  // asked.
+  std::vector<SearchOutcome> search_passages(std::span<const std::string> queries, const std::string& tenant, int k,
+                                             int fetch, int nprobe, const std::string& must_include, bool vectors);
   // Iterative runs (executor_iterative.cpp), scheduler thread.
   void iter_start(Run& r);
   // After a sampled token: retrieval at interval boundaries; may defer the finish (returns "").

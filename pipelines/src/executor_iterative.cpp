@@ -54,71 +54,69 @@ std::vector<ContextDoc> top_docs(const SearchOutcome& o, int k) {
 
 }  // namespace
 
-SearchOutcome ExecutorImpl::search_passages(const std::string& query, const std::string& tenant, int k, int fetch,
-                                            int nprobe, const std::string& must_include, bool vectors) {
-  SearchOutcome o;
-  o.nprobe = nprobe;
+std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::string> queries, const std::string& tenant,
+                                                         int k, int fetch, int nprobe, const std::string& must_include,
+                                                         bool vectors) {
+  std::vector<SearchOutcome> out(queries.size());
+  for (auto& o : out) o.nprobe = nprobe;
+  auto fail_all = [&](const Status& st) {
+    for (auto& o : out) o.status = st;
+    return out;
+  };
   const auto t0 = Clock::now();
 #if RAGD_HAVE_RETRIEVAL
-  if (!corpus_) {
-    o.status = Status::FailedPrecondition("the runtime has no corpus (data_dir)");
-    return o;
-  }
+  if (!corpus_) return fail_all(Status::FailedPrecondition("the runtime has no corpus (data_dir)"));
+  // One round trip to the (modelled) remote vector database for the whole batch.
   if (opts_.search_delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.search_delay_ms));
   retrieval::SearchParams sp;
   sp.nprobe = nprobe;
   // The request's tenant sees its own documents and the shared ones, filtered inside the search.
-  auto hits = corpus_->search(query, std::max(k, fetch), sp, tenant);
-  if (hits.ok() && !must_include.empty()) {
-    std::vector<retrieval::Hit> top(hits->begin(), hits->begin() + std::min<size_t>(hits->size(), k));
-    Status st = include_document(must_include, tenant, k, &top);
-    if (!st.ok()) {
-      hits = st;
-    } else {
-      for (auto& h : *hits)
+  auto batch = corpus_->search_batch(queries, std::max(k, fetch), sp, tenant);
+  if (!batch.ok()) return fail_all(batch.status());
+  const double ms = ms_between(t0, Clock::now());
+  for (size_t qi = 0; qi < queries.size(); ++qi) {
+    SearchOutcome& o = out[qi];
+    std::vector<retrieval::Hit>& hits = (*batch)[qi];
+    if (!must_include.empty()) {
+      std::vector<retrieval::Hit> top(hits.begin(), hits.begin() + std::min<size_t>(hits.size(), k));
+      if (Status st = include_document(must_include, tenant, k, &top); !st.ok()) return fail_all(st);
+      for (auto& h : hits)
         if (std::none_of(top.begin(), top.end(), [&](const retrieval::Hit& t) { return t.chunk.id == h.chunk.id; }))
           top.push_back(std::move(h));
-      *hits = std::move(top);
+      hits = std::move(top);
     }
-  }
-  if (!hits.ok()) {
-    o.status = hits.status();
-    return o;
-  }
-  // Equal scores in a fixed order (smaller chunk id first), as the speculation cache ranks them.
-  std::stable_sort(hits->begin() + std::min<size_t>(hits->size(), must_include.empty() ? 0 : k), hits->end(),
-                   [](const retrieval::Hit& a, const retrieval::Hit& b) {
-                     return a.score != b.score ? a.score > b.score : a.chunk.id < b.chunk.id;
-                   });
-  std::vector<uint64_t> ids;
-  for (auto& h : *hits) {
-    ContextDoc d;
-    d.chunk_id = h.chunk.id;
-    d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
-    d.source.doc_id = h.chunk.doc_id;
-    d.source.chunk_id = h.chunk.id;
-    d.source.score = h.score;
-    d.source.snippet = h.chunk.text.substr(0, 240);
-    ids.push_back(d.chunk_id);
-    o.hits.push_back(std::move(d));
-  }
-  if (vectors) {
-    auto v = corpus_->chunk_vectors(ids);
-    if (!v.ok()) {
-      o.status = v.status();
-      return o;
+    // Equal scores in a fixed order (smaller chunk id first), as the speculation cache ranks them.
+    std::stable_sort(hits.begin() + std::min<size_t>(hits.size(), must_include.empty() ? 0 : k), hits.end(),
+                     [](const retrieval::Hit& a, const retrieval::Hit& b) {
+                       return a.score != b.score ? a.score > b.score : a.chunk.id < b.chunk.id;
+                     });
+    for (auto& h : hits) {
+      ContextDoc d;
+      d.chunk_id = h.chunk.id;
+      d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
+      d.source.doc_id = h.chunk.doc_id;
+      d.source.chunk_id = h.chunk.id;
+      d.source.score = h.score;
+      d.source.snippet = h.chunk.text.substr(0, 240);
+      o.hits.push_back(std::move(d));
     }
-    o.vectors = std::move(v).value();
+    if (vectors) {
+      for (auto& h : hits) o.vectors.push_back(std::move(h.vector));
+      std::vector<float> flat;
+      for (const auto& x : o.vectors) flat.insert(flat.end(), x.begin(), x.end());
+      auto lists = corpus_->coarse_lists(flat, 1);
+      if (!lists.ok()) return fail_all(lists.status());
+      for (const auto& l : *lists) o.lists.push_back(l.empty() ? -1 : l[0]);
+    }
+    o.ms = ms;
   }
+  search_time_.observe(nprobe, ms);
+  return out;
 #else
-  (void)query, (void)tenant, (void)k, (void)fetch, (void)must_include, (void)vectors;
-  o.status = Status::FailedPrecondition("this build has no retrieval module");
-  return o;
+  (void)tenant, (void)k, (void)fetch, (void)must_include, (void)vectors, (void)t0;
+  return fail_all(Status::FailedPrecondition("this build has no retrieval module"));
 #endif
-  o.ms = ms_between(t0, Clock::now());
-  search_time_.observe(nprobe, o.ms);
-  return o;
 }
 
 std::string ExecutorImpl::iter_query(const Run& r, int boundary) const {
@@ -143,8 +141,7 @@ uint64_t ExecutorImpl::issue_search(Run& r, std::vector<std::string> queries, in
   it.searches += static_cast<int>(queries.size());
   auto task = [this, sid = r.sid, ticket, epoch = it.epoch, queries = std::move(queries), tenant = r.rr.tenant,
                must = r.rr.context_must_include, k = it.k, fetch, nprobe, vectors] {
-    SearchDone d{sid, ticket, epoch, {}};
-    for (const auto& q : queries) d.results.push_back(search_passages(q, tenant, k, fetch, nprobe, must, vectors));
+    SearchDone d{sid, ticket, epoch, search_passages(queries, tenant, k, fetch, nprobe, must, vectors)};
     std::lock_guard<std::mutex> lk(mu_);
     searches_done_.push_back(std::move(d));
     cv_.notify_all();
@@ -326,8 +323,9 @@ void ExecutorImpl::speculate(Run& r, int boundary) {
 #if RAGD_HAVE_RETRIEVAL
   if (corpus_) {
     auto qv = corpus_->embed_query(p.query);
-    if (qv.ok()) {
-      spec = it.cache.top_k(*qv, it.k);
+    auto probed = qv.ok() ? corpus_->coarse_lists(*qv, it.nprobe) : Result<std::vector<std::vector<int64_t>>>(qv.status());
+    if (probed.ok()) {
+      spec = it.cache.top_k(*qv, it.k, probed->at(0));
       std::sort(spec.begin(), spec.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
     }
   }
@@ -336,15 +334,23 @@ void ExecutorImpl::speculate(Run& r, int boundary) {
   p.prev_ids = IterState::ids_of(it.context);
   p.cp.emplace(s.checkpoint());
   p.forced_miss = opts_.force_misspeculation && opts_.force_misspeculation(r.rr.id, boundary);
-  if (p.spec_ids != p.prev_ids) {
+  const bool both = it.params.overlap == RetrievalOverlap::kBoth;
+  const int stride = it.stride.stride(it.params.max_stride);
+  // Decoding on under the speculation pays only when it is right often enough: speculative needs
+  // an OS3 stride above 1 (or a batch already open); both needs half of the recent verdicts right.
+  // Otherwise the run waits for this boundary's search, as the sequential run does, and the
+  // verdict still feeds the accuracy window.
+  p.applied = p.forced_miss || (both ? it.stride.hit_rate() >= 0.5 : stride > 1 || !it.pending.empty());
+  if (p.applied && p.spec_ids != p.prev_ids) {
     change_context(r, std::move(spec));
     announce_context(r, boundary);
   }
   it.pending.push_back(std::move(p));
-  if (it.params.overlap == RetrievalOverlap::kBoth) {
+  const bool applied = it.pending.back().applied;
+  if (both) {
     it.pending.back().ticket = issue_search(r, {it.pending.back().query}, it.nprobe);
-    if (static_cast<int>(it.pending.size()) > it.params.max_stride) set_hold(r, true);
-  } else if (static_cast<int>(it.pending.size()) >= it.stride.stride(it.params.max_stride)) {
+    if (!applied || static_cast<int>(it.pending.size()) > it.params.max_stride) set_hold(r, true);
+  } else if (!applied || static_cast<int>(it.pending.size()) >= stride) {
     verify_pending(r);
   }
 }
@@ -396,22 +402,34 @@ void ExecutorImpl::settle(Run& r) {
       r.iter_failure = Status::Unavailable("iterative retrieval failed: " + o.status.to_string());
       return;
     }
-    for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i) it.cache.add(o.hits[i], o.vectors[i]);
+    for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i)
+      it.cache.add(o.hits[i], o.vectors[i], i < o.lists.size() ? o.lists[i] : -1);
     std::vector<ContextDoc> real = top_docs(o, it.k);
     const bool right = IterState::ids_of(real) == p.spec_ids;
     it.stride.observe(right);
+    ++(right && !p.forced_miss ? it.hits : it.misses);
+    if (!p.applied) {  // the run waited here: the real context goes in as in the sequential run
+      const int boundary = p.boundary;
+      it.pending.pop_front();
+      if (IterState::ids_of(real) != IterState::ids_of(it.context)) {
+        change_context(r, std::move(real));
+        announce_context(r, boundary);
+      }
+      continue;
+    }
     if (right && !p.forced_miss) {
-      ++it.hits;
       it.pending.pop_front();
       continue;
     }
-    ++it.misses;
+    ++it.rollbacks;
     rollback(r, p, std::move(real));
     break;
   }
   const bool ended = !r.state->finish_reason().empty();
   bool hold = it.verifying || (ended && !it.pending.empty());
-  if (it.params.overlap == RetrievalOverlap::kBoth) hold = hold || static_cast<int>(it.pending.size()) > it.params.max_stride;
+  if (it.params.overlap == RetrievalOverlap::kBoth)
+    hold = hold || static_cast<int>(it.pending.size()) > it.params.max_stride ||
+           (!it.pending.empty() && !it.pending.back().applied);
   set_hold(r, hold);
 }
 

@@ -28,6 +28,7 @@ struct SearchOutcome {
   Status status;
   std::vector<ContextDoc> hits;
   std::vector<std::vector<float>> vectors;  // speculative runs: one per hit
+  std::vector<int64_t> lists;               // ... and its IVF list (-1: not an IVF index)
   double ms = 0;                            // wall time of the search
   int nprobe = 0;
 };
@@ -69,6 +70,7 @@ struct IterState {
     std::optional<RunState::Checkpoint> cp;  // the run at the boundary, before the speculated context
     uint64_t ticket = 0;             // 0 = its real search is not issued yet
     bool forced_miss = false;        // tests: verify as wrong whatever the search says
+    bool applied = true;             // false: the run waits here for the search (speculation not worth it)
     std::optional<SearchOutcome> result;
   };
   std::deque<Pending> pending;
@@ -87,7 +89,7 @@ struct IterState {
   Clock::time_point wait_since;
 
   // Usage.
-  int searches = 0, context_changes = 0, hits = 0, misses = 0, rolled_back = 0;
+  int searches = 0, context_changes = 0, hits = 0, misses = 0, rollbacks = 0, rolled_back = 0;
   double wait_ms = 0;
 
   static std::vector<uint64_t> ids_of(const std::vector<ContextDoc>& docs) {

@@ -72,6 +72,11 @@ double SpecStride::accuracy() const {
   return std::min(kAccuracyCap, hits / static_cast<double>(window_.size()));
 }
 
+double SpecStride::hit_rate() const {
+  if (window_.empty()) return 1.0;
+  return static_cast<double>(std::count(window_.begin(), window_.end(), true)) / static_cast<double>(window_.size());
+}
+
 int SpecStride::stride(int max_stride) const {
   max_stride = std::max(1, max_stride);
   if (step_ms_ == 0 || verify_ms_ == 0) return std::min(2, max_stride);

@@ -6,7 +6,8 @@
 //                    of boundaries settled per unit of time, (1 - g^s) / (1 - g) / (s * a + b), from
 //                    a = the time of one speculation step (one interval of decoding), b = the time
 //                    of one verification, and g = the speculation accuracy over the last 5
-//                    verified boundaries, capped at 0.6.
+//                    verified boundaries, capped at 0.6. A stride of 1 means that waiting for the
+//                    search at once is best: the speculation is then not applied at all.
 #pragma once
 
 #include <deque>
@@ -38,6 +39,7 @@ class SpecStride {
   void observe_verify_ms(double ms);  // one verification round trip
   void observe(bool hit);             // one verified boundary
   double accuracy() const;            // over the window, capped at 0.6; 0.5 before any
+  double hit_rate() const;            // over the window, uncapped; 1 before any
   int stride(int max_stride) const;   // in [1, max_stride]
 
  private:

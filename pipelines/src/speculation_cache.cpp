@@ -4,10 +4,11 @@
 
 namespace ragd::pipelines {
 
-void SpeculationCache::add(const ContextDoc& doc, std::vector<float> vec) {
+void SpeculationCache::add(const ContextDoc& doc, std::vector<float> vec, int64_t list) {
   Entry& e = entries_[doc.chunk_id];
   e.doc = doc;
   e.vec = std::move(vec);
+  e.list = list;
   e.stamp = ++clock_;
   while (entries_.size() > capacity_) {
     auto oldest = std::min_element(entries_.begin(), entries_.end(),
@@ -16,11 +17,12 @@ void SpeculationCache::add(const ContextDoc& doc, std::vector<float> vec) {
   }
 }
 
-std::vector<ContextDoc> SpeculationCache::top_k(std::span<const float> query, int k) {
+std::vector<ContextDoc> SpeculationCache::top_k(std::span<const float> query, int k, std::span<const int64_t> probed) {
   std::vector<std::pair<float, Entry*>> scored;
   scored.reserve(entries_.size());
   for (auto& [id, e] : entries_) {
     if (e.vec.size() != query.size()) continue;
+    if (!probed.empty() && std::find(probed.begin(), probed.end(), e.list) == probed.end()) continue;
     float s = 0;
     for (size_t i = 0; i < query.size(); ++i) s += query[i] * e.vec[i];
     scored.emplace_back(s, &e);

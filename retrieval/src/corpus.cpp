@@ -238,6 +238,7 @@ struct Corpus::Impl {
       Hit h;
       h.score = nb[i].score;
       h.chunk = std::move(chunks[i]->chunk);
+      h.vector = std::move(chunks[i]->vector);
       std::string key = h.chunk.doc_id;
       if (!split_document_key(key, &h.tenant, &h.chunk.doc_id))
         return Status::Corruption("docstore: chunk " + std::to_string(h.chunk.id) + ": malformed document key");
@@ -532,8 +533,20 @@ Result<bool> Corpus::remove_document(const std::string& id, const std::string& t
 
 Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const SearchParams& params,
                                         const TenantScope& scope) const {
+  const std::string one[1] = {std::string(query)};
+  RAGD_ASSIGN_OR_RETURN(auto hits, search_batch(one, k, params, scope));
+  return std::move(hits[0]);
+}
+
+Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::string> queries, int k,
+                                                           const SearchParams& params, const TenantScope& scope) const {
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
-  RAGD_ASSIGN_OR_RETURN(auto q, impl_->embed_query(query));
+  if (queries.empty()) return std::vector<std::vector<Hit>>{};
+  std::vector<float> q;
+  for (const auto& text : queries) {
+    RAGD_ASSIGN_OR_RETURN(auto v, impl_->embed_query(text));
+    q.insert(q.end(), v.begin(), v.end());
+  }
   std::vector<std::vector<Neighbor>> res;
   {
     std::shared_lock lk(impl_->owner_mu);
@@ -542,7 +555,12 @@ Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const Sea
     if (filter) p.filter = &*filter;
     RAGD_ASSIGN_OR_RETURN(res, impl_->index->search(q, k, p));
   }
-  return impl_->hits_for(res[0]);
+  std::vector<std::vector<Hit>> out;
+  for (const auto& r : res) {
+    RAGD_ASSIGN_OR_RETURN(auto hits, impl_->hits_for(r));
+    out.push_back(std::move(hits));
+  }
+  return out;
 }
 
 Status Corpus::search_progressive(std::string_view query, int k, std::span<const int> stages,
@@ -559,12 +577,9 @@ Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors)
 
 Result<std::vector<float>> Corpus::embed_query(std::string_view query) const { return impl_->embed_query(query); }
 
-Result<std::vector<std::vector<float>>> Corpus::chunk_vectors(std::span<const uint64_t> ids) const {
-  RAGD_ASSIGN_OR_RETURN(auto cs, impl_->store->get_chunks(std::vector<uint64_t>(ids.begin(), ids.end())));
-  std::vector<std::vector<float>> out(cs.size());
-  for (size_t i = 0; i < cs.size(); ++i)
-    if (cs[i]) out[i] = std::move(cs[i]->vector);
-  return out;
+Result<std::vector<std::vector<int64_t>>> Corpus::coarse_lists(std::span<const float> vectors, int n) const {
+  std::shared_lock lk(impl_->owner_mu);
+  return impl_->index->coarse_lists(vectors, n);
 }
 
 Result<std::vector<std::optional<Chunk>>> Corpus::get_chunks(std::span<const uint64_t> ids) const {

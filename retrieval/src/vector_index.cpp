@@ -426,6 +426,31 @@ Result<std::vector<std::vector<Neighbor>>> VectorIndex::search(std::span<const f
   return r;
 }
 
+Result<std::vector<std::vector<int64_t>>> VectorIndex::coarse_lists(std::span<const float> vectors, int n) const {
+  const Impl& m = *impl_;
+  const size_t d = static_cast<size_t>(m.opts.dim);
+  if (vectors.size() % d != 0)
+    return Status::InvalidArgument("coarse lists: vector length " + std::to_string(vectors.size()) +
+                                   " is not a multiple of dim " + std::to_string(d));
+  const size_t nv = vectors.size() / d;
+  std::vector<std::vector<int64_t>> out(nv);
+  std::shared_lock lk(m.mu);
+  if (m.ps.kind != Kind::kIVF || m.staging || nv == 0) return out;
+  auto* ivf = dynamic_cast<const faiss::IndexIVF*>(m.index.get());
+  if (!ivf) return out;
+  const idx_t np = std::min<idx_t>(static_cast<idx_t>(m.ps.nlist), n > 0 ? n : m.opts.default_nprobe);
+  std::vector<float> D(nv * static_cast<size_t>(np));
+  std::vector<idx_t> I(nv * static_cast<size_t>(np));
+  try {
+    cap_threads(m.opts.omp_threads);
+    ivf->quantizer->search(static_cast<idx_t>(nv), vectors.data(), np, D.data(), I.data());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("coarse lists: ") + e.what());
+  }
+  for (size_t i = 0; i < nv; ++i) out[i].assign(I.begin() + i * np, I.begin() + (i + 1) * np);
+  return out;
+}
+
 Status VectorIndex::search_progressive(std::span<const float> query, int k, std::span<const int> stages,
                                        const StageCallback& on_stage, const IdFilter* filter) const {
   const Impl& m = *impl_;

@@ -135,7 +135,8 @@ struct Usage {
   int searches = 0;             // real searches issued, the first one included
   int context_changes = 0;      // times the context changed after the first (sources events)
   int speculative_hits = 0;     // speculative / both: boundaries whose speculated context was right
-  int speculative_misses = 0;   // ... and wrong (each one a rollback)
+  int speculative_misses = 0;   // ... and wrong
+  int rollbacks = 0;            // wrong speculations that had been decoded under (the others waited)
   int rolled_back_tokens = 0;   // generated tokens discarded by rollbacks (never sent)
 };
 

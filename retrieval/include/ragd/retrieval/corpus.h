@@ -94,6 +94,7 @@ struct Hit {
   std::string source;  // the document's source (path or the id given at ingest)
   std::string title;
   Chunk chunk;         // id, doc id (as its owner named it), offsets, text, token ids
+  std::vector<float> vector;  // the chunk's stored embedding (the index scores it by inner product)
 };
 
 struct CorpusStats {
@@ -136,17 +137,21 @@ class Corpus {
 
   Result<std::vector<Hit>> search(std::string_view query, int k, const SearchParams& params = {},
                                   const TenantScope& scope = std::nullopt) const;
+  // Several queries in one index search (one FAISS call): the hits of each, in order.
+  Result<std::vector<std::vector<Hit>>> search_batch(std::span<const std::string> queries, int k,
+                                                     const SearchParams& params = {},
+                                                     const TenantScope& scope = std::nullopt) const;
   // Progressive search (see VectorIndex::search_progressive): neighbour ids after each stage;
   // fetch_hits() turns a stage's neighbours into hits.
   Status search_progressive(std::string_view query, int k, std::span<const int> nprobe_stages,
                             const VectorIndex::StageCallback& on_stage, const TenantScope& scope = std::nullopt) const;
   Result<std::vector<Hit>> fetch_hits(std::span<const Neighbor> neighbors) const;
   // The query's embedding, as search() computes it (InvalidArgument for an empty or non-UTF-8
-  // query). With chunk_vectors(), a caller can score chunks exactly as the index does (inner
-  // product): iterative RAG's speculation cache.
+  // query). With Hit::vector and coarse_lists(), a caller can score chunks as the index does:
+  // iterative RAG's speculation cache.
   Result<std::vector<float>> embed_query(std::string_view query) const;
-  // The stored embedding of each chunk id ([dim] floats; empty for ids that do not exist).
-  Result<std::vector<std::vector<float>>> chunk_vectors(std::span<const uint64_t> ids) const;
+  // VectorIndex::coarse_lists of the corpus index.
+  Result<std::vector<std::vector<int64_t>>> coarse_lists(std::span<const float> vectors, int n) const;
   // Chunks by id; nullopt for ids that do not exist.
   Result<std::vector<std::optional<Chunk>>> get_chunks(std::span<const uint64_t> ids) const;
   // Calls fn for every document (key order) until it returns false.

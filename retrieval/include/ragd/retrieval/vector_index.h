@@ -103,6 +103,13 @@ class VectorIndex {
   Status search_progressive(std::span<const float> query, int k, std::span<const int> nprobe_stages,
                             const StageCallback& on_stage, const IdFilter* filter = nullptr) const;
 
+  // The coarse lists a search would look at: for each vector, its `n` nearest IVF lists (n as a
+  // search's nprobe: 0 = the default, at most nlist), in probe order; a stored vector's own list
+  // is its first (n = 1). Empty for every vector of a Flat or HNSW index and of an IVF index still
+  // staging, where every vector is a candidate of every search. Lets a caller reproduce which of
+  // some known vectors a search can return (iterative RAG's speculation cache).
+  Result<std::vector<std::vector<int64_t>>> coarse_lists(std::span<const float> vectors, int n) const;
+
   size_t size() const;        // live vectors
   bool contains(uint64_t id) const;
   bool trained() const;       // false while an IVF index is still staging
