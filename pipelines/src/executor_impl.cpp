@@ -187,6 +187,10 @@ Status ExecutorImpl::include_document(const std::string& id, const std::string& 
 void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   const auto t0 = Clock::now();
   const RunRequest& q = r->rr;
+  if (r->spec && !r->iter && q.context_must_include.empty() && q.speculative_prefill.value_or(r->spec->speculative_prefill) &&
+      (q.top_k >= 0 ? q.top_k : r->spec->top_k) > 0 && corpus_) {
+    return prepare_speculative(std::move(r));
+  }
   if (r->spec) {
     const int k = q.top_k >= 0 ? q.top_k : r->spec->top_k;
     std::vector<ContextDoc> ctx;
@@ -231,6 +235,10 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   } else {
     r->prompt = prompts_->build_raw(q.prompt);
   }
+  hand_over(std::move(r));
+}
+
+void ExecutorImpl::hand_over(std::unique_ptr<Run> r) {
   if (r->error.empty()) {
     // Lookup and, for a DRAM / SSD hit, an asynchronous load: this thread does not wait for it.
     const auto tl = Clock::now();
@@ -295,11 +303,18 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
     iter_start(q);
     if (q.iter_failure) return fail(sid, *q.iter_failure);
   }
+  // A speculative prefill runs only while the batch has room; otherwise it waits for the search.
+  bool spec_room = true;
+  if (q.spec_prefill) {
+    const SchedulerStats ss = sched_->stats();
+    spec_room = ss.waiting == 0 && ss.running < sched_->options().max_running;
+  }
   if (!q.kv.reuse.ready()) {
     loading_.push_back(sid);  // admitted to the scheduler when its KV is in host memory
     return;
   }
   schedule_run(q);
+  if (!spec_room && runs_.count(sid)) spec_hold(q, true);
 }
 
 void ExecutorImpl::schedule_run(Run& q) {
@@ -331,15 +346,17 @@ void ExecutorImpl::loop() {
     std::deque<std::unique_ptr<Run>> incoming;
     std::vector<std::string> cancels;
     std::deque<SearchDone> searches;
+    std::deque<PrefillCandidate> candidates;
     bool loads = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] {
-        return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || !searches_done_.empty() ||
+        return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || !searches_done_.empty() || !candidates_.empty() ||
                (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty());
       });
       incoming.swap(inbox_);
       searches.swap(searches_done_);
+      candidates.swap(candidates_);
       cancels.swap(cancels_);
       loads = load_done_;
       load_done_ = false;
@@ -356,6 +373,7 @@ void ExecutorImpl::loop() {
       }
     }
     for (auto& d : searches) iter_search_done(std::move(d));
+    for (auto& c : candidates) apply_candidate(std::move(c));
     if (loads || !loading_.empty()) admit_loaded();
     if (sched_->runnable()) step();
     publish_stats();
@@ -398,24 +416,31 @@ void ExecutorImpl::step() {
     if (f == runs_.end()) continue;
     Run& r = *f->second;
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
-    // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
-    // and SSD take time that should not delay the first token); then a finished run ends.
-    std::string reason = it.sample ? on_sampled(r, out.row(out.row_begin[i])) : std::string();
-    if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) {
-      const auto tp = Clock::now();
-      if (opts_.before_publish) opts_.before_publish(r.rr.id);
-      planner_->publish(r.kv.reuse, r.kv.table);
-      r.timings.publish_ms = ms_between(tp, Clock::now());
-    }
-    if (r.iter && it.sample) {
-      reason = iter_after_token(r, reason);
-      if (r.iter_failure) {
-        fail(r.sid, *r.iter_failure);
-        continue;
-      }
-    }
-    if (!reason.empty()) finish(r.sid, reason);
+    after_feed(r, it.sample ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample);
   }
+}
+
+void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sampled) {
+  if (sampled && r.spec_prefill && !r.spec_prefill->confirmed) {
+    // The prompt rests on candidates of a search still running: keep the logits, wait for it.
+    r.spec_prefill->logits.emplace(logits.begin(), logits.end());
+    spec_hold(r, true);
+    return;
+  }
+  // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
+  // and SSD take time that should not delay the first token); then a finished run ends.
+  std::string reason = sampled ? on_sampled(r, logits) : std::string();
+  if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) {
+    const auto tp = Clock::now();
+    if (opts_.before_publish) opts_.before_publish(r.rr.id);
+    planner_->publish(r.kv.reuse, r.kv.table);
+    r.timings.publish_ms = ms_between(tp, Clock::now());
+  }
+  if (r.iter && sampled) {
+    reason = iter_after_token(r, reason);
+    if (r.iter_failure) return fail(r.sid, *r.iter_failure);
+  }
+  if (!reason.empty()) finish(r.sid, reason);
 }
 
 std::string ExecutorImpl::on_sampled(Run& r, std::span<const float> logits) {
@@ -471,7 +496,14 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     r.usage.speculative_misses = it.misses;
     r.usage.rollbacks = it.rollbacks;
     r.usage.rolled_back_tokens = it.rolled_back;
-    r.timings.search_wait_ms = it.wait_ms;
+    r.timings.search_wait_ms = r.timings.retrieval_ms + it.wait_ms;
+  } else if (r.spec_prefill) {
+    if (r.spec_prefill->held) spec_hold(r, false);
+    r.usage.speculative_prefill = true;
+    r.usage.prefill_restarts = r.spec_prefill->restarts;
+    r.timings.search_wait_ms = r.spec_prefill->wait_ms;
+  } else {
+    r.timings.search_wait_ms = r.timings.retrieval_ms;
   }
   r.timings.kv_load_ms += r.kv.install_ms;
   r.timings.admit_ms = r.kv.install_ms;

@@ -93,10 +93,41 @@ class ExecutorImpl final : public Executor {
     std::string error;  // set when preparation failed
     std::unique_ptr<IterState> iter;  // iterative pipelines
     std::optional<Status> iter_failure;  // set by the iterative logic; the caller fails the run
+    // One-shot runs with speculative prefill (executor_spec_prefill.cpp): handed to the scheduler
+    // on the candidates of a search that is still running.
+    struct SpecPrefill {
+      bool confirmed = false;              // the final search result is in
+      std::vector<uint64_t> ids;           // the passages the prompt holds now (sorted chunk ids)
+      std::optional<std::vector<float>> logits;  // first-token logits computed before confirmation
+      bool held = false;
+      int restarts = 0;
+      Clock::time_point wait_since;
+      double wait_ms = 0;                  // search time the prefill could not overlap
+    };
+    std::optional<SpecPrefill> spec_prefill;
+  };
+  // A stage of a speculative prefill's search, on its way to the scheduler thread.
+  struct PrefillCandidate {
+    uint64_t sid = 0;
+    std::vector<ContextDoc> docs;  // prompt order
+    std::vector<Source> sources;   // final: rank order
+    bool final = false;
+    Status status;
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
   void prepare(std::unique_ptr<Run> r);  // retrieval pool: retrieval + prompt + reuse lookup
+  // Retrieval pool: a progressive search whose first candidates already go to the scheduler.
+  void prepare_speculative(std::unique_ptr<Run> r);
+  void hand_over(std::unique_ptr<Run> r);  // prompt built: reuse lookup, then the inbox
+  void apply_candidate(PrefillCandidate c);  // scheduler thread
+  void spec_hold(Run& r, bool on);
+  // After a step fed the run: the sampled token (logits non-null) goes out, the prompt KV is
+  // published, and a finished run ends.
+  void after_feed(Run& r, std::span<const float> logits, bool sampled);
+  // Rebuilds a RAG run's prompt over `docs` (prompt order); KV is kept up to the first changed
+  // token and the reuse plan is dropped.
+  Status rebuild_prompt(Run& r, const std::vector<ContextDoc>& docs);
 #if RAGD_HAVE_RETRIEVAL
   Status include_document(const std::string& id, const std::string& tenant, int k,
                           std::vector<retrieval::Hit>* hits) const;
@@ -161,6 +192,7 @@ class ExecutorImpl final : public Executor {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Run>> inbox_;      // guarded by mu_
   std::deque<SearchDone> searches_done_;        // guarded by mu_: iterative searches, finished
+  std::deque<PrefillCandidate> candidates_;     // guarded by mu_: speculative prefill stages
   std::vector<std::string> cancels_;            // guarded by mu_
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
   int pending_ = 0;                             // guarded by mu_: submitted, not yet in inbox

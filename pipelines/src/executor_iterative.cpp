@@ -194,40 +194,11 @@ void ExecutorImpl::take_ahead(Run& r) {
 }
 
 void ExecutorImpl::change_context(Run& r, std::vector<ContextDoc> docs) {
-  IterState& it = *r.iter;
-  RunState& s = *r.state;
-  std::vector<std::vector<int32_t>> toks;
-  for (const auto& d : docs) toks.push_back(d.tokens);
-  std::vector<int32_t> prompt = prompts_->build_rag(*r.spec, toks, it.question).flat();
-  const int max_pos = model_->config().max_position_embeddings;
-  if (max_pos > 0 && static_cast<int>(prompt.size()) + s.max_new_tokens() >= max_pos) {
-    r.iter_failure = Status::InvalidArgument("iterative retrieval: a context of " + std::to_string(prompt.size()) +
-                                             " tokens + max_tokens does not fit the model context of " +
-                                             std::to_string(max_pos));
-    return;
-  }
-  const std::vector<int32_t> old = s.tokens();
-  s.replace_prompt(std::move(prompt));
-  const auto& now = s.tokens();
-  size_t keep = 0;
-  while (keep < old.size() && keep < now.size() && old[keep] == now[keep]) ++keep;
-  Status st = sched_->restart(r.sid, s.prompt_len(), s.generated(), static_cast<int>(keep), *kv_host_);
-  if (!st.ok()) {
+  if (Status st = rebuild_prompt(r, docs); !st.ok()) {
     r.iter_failure = st;
     return;
   }
-  // The reuse plan described the first prompt: nothing of it is installed or published again.
-  ReusePlan& p = r.kv.reuse;
-  p.docs.clear();
-  p.ends.clear();
-  p.load.reset();
-  p.chunk_load.reset();
-  p.chunk_nodes.clear();
-  p.pin.release();
-  p.chunk_pin.release();
-  p.installed_nodes = 0;
-  p.published = true;
-  it.context = std::move(docs);
+  r.iter->context = std::move(docs);
 }
 
 void ExecutorImpl::announce_context(Run& r, int from_token) {

@@ -58,7 +58,7 @@ class Reader {
   Status check_keys() const {
     static const std::map<std::string, std::set<std::string>> kAllowed = {
         {"pipeline", {"name", "description"}},
-        {"retriever", {"top_k", "index", "nprobe"}},
+        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill"}},
         {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
@@ -108,6 +108,13 @@ class Reader {
       return field_err(table, key, os.str());
     }
     *out = v;
+    return Status::OK();
+  }
+  Status boolean(const char* table, const char* key, bool* out) const {
+    const toml::node* n = find(table, key);
+    if (!n) return Status::OK();
+    if (!n->is_boolean()) return field_err(table, key, "must be true or false");
+    *out = n->as_boolean()->get();
     return Status::OK();
   }
   Status strings(const char* table, const char* key, std::vector<std::string>* out) const {
@@ -164,6 +171,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   v = s.nprobe;
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "nprobe", 1, 65536, &v));
   s.nprobe = static_cast<int>(v);
+  RAGD_RETURN_IF_ERROR(r.boolean("retriever", "speculative_prefill", &s.speculative_prefill));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "system", &s.system_prompt));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "context_header", &s.context_header));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));

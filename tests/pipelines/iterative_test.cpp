@@ -72,6 +72,7 @@ TEST_F(IterativeTest, SpeculativeAndBothEqualSequentialOnManySeeds) {
   }
   EXPECT_GT(changes, 0) << "the generated text never changed the context: the test shows nothing";
   EXPECT_GT(hits, 0);
+  rt.stop();  // the last stats snapshot, after every run's release
   const ExecutorStats st = rt.executor->stats();
   EXPECT_EQ(st.pool_free_blocks, st.pool_blocks) << "a finished iterative run holds no KV block";
   close(rt);
@@ -115,6 +116,7 @@ TEST_F(IterativeTest, ForcedRollbacksAtEveryBoundaryKeepTheSequentialOutput) {
   RunOutput spec = run(*rt.executor, "iter", "chess knight gambit", 24, with(RetrievalOverlap::kSpeculative));
   EXPECT_GT(spec.usage.rolled_back_tokens, 0);
   EXPECT_EQ(spec.tokens.size(), 24u) << "rolled-back tokens were sent";
+  rt.stop();  // the last stats snapshot, after every run's release
   const ExecutorStats st = rt.executor->stats();
   EXPECT_EQ(st.pool_free_blocks, st.pool_blocks) << "rollbacks leaked KV blocks";
   close(rt);

@@ -97,6 +97,8 @@ struct RunRequest {
   // Iterative pipelines: overrides of the spec's [iterative] overlap and retrieval_interval.
   std::optional<RetrievalOverlap> overlap;
   std::optional<int> retrieval_interval;
+  // One-shot pipelines: override of the spec's [retriever] speculative_prefill.
+  std::optional<bool> speculative_prefill;
   // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
   // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
   // Plain runs: everything from here, `overrides` on top.
@@ -138,6 +140,10 @@ struct Usage {
   int speculative_misses = 0;   // ... and wrong
   int rollbacks = 0;            // wrong speculations that had been decoded under (the others waited)
   int rolled_back_tokens = 0;   // generated tokens discarded by rollbacks (never sent)
+  // One-shot runs with speculative prefill: it ran (on candidates of an unfinished search), and how
+  // often the candidates changed under it (each change recomputes from the first changed passage).
+  bool speculative_prefill = false;
+  int prefill_restarts = 0;
 };
 
 struct Timings {
@@ -146,8 +152,8 @@ struct Timings {
   // any DRAM / SSD load) on the retrieval thread, the admission (install of reused KV, blending),
   // and the publication of the prompt's new KV after the first token (never before it).
   double lookup_ms = 0, admit_ms = 0, publish_ms = 0;
-  // Iterative runs: time the run's decoding stood still waiting for a search after the first one
-  // (the first is retrieval_ms): the search time that was not overlapped with decoding.
+  // Search time the run stood still for, the first search included: the search time not
+  // overlapped with prefill or decoding (= retrieval_ms for a plain one-shot run).
   double search_wait_ms = 0;
 };
 

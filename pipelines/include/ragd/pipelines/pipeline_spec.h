@@ -1,7 +1,7 @@
 // Pipeline specs: one TOML file per pipeline in the pipelines directory.
 //
 //   [pipeline]   name = "docs-qa"          (default: file stem), description = "..."
-//   [retriever]  top_k = 4, index = "Flat", nprobe = 8
+//   [retriever]  top_k = 4, index = "Flat", nprobe = 8, speculative_prefill = false
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
 //                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic),
@@ -33,6 +33,9 @@ struct PipelineSpec {
   int top_k = 4;                    // chunks retrieved per query
   std::string index = "Flat";       // FAISS factory string of the corpus index (informational)
   int nprobe = 8;                   // IVF lists probed per search
+  // One-shot runs over an IVF index: search in stages (nprobe / 4, / 2, all) and start the prefill
+  // on each stage's candidates, restarting when they change (RAGCache's speculative pipelining).
+  bool speculative_prefill = false;
   // prompt: [system prefix][context_header][doc1 + separator]...[question_prefix + question][suffix]
   std::string system_prompt = "You are a helpful assistant. Answer the question using the context.";
   std::string context_header = "Context:\n";
