@@ -4,7 +4,9 @@
 // the search time decoding waited for (non-overlapped), searches, context changes, speculation
 // accuracy and rolled-back tokens, and the speedup over `none` measured in the same run. With
 // --delays, every search also waits that long first: a model of a remote vector database (one
-// round trip per search call; a batched verification is one call).
+// round trip per search call; a batched verification is one call; the stages of a progressive
+// search share one round trip). Then one-shot RAG (8 tokens) with and without speculative prefill
+// (RAGCache's speculative pipelining): TTFT and the search time prefill could not overlap.
 //
 //   bench_iterative [--out DIR] [--model DIR] [--chunks N] [--index SPEC] [--nprobe P]
 //                   [--requests N] [--max-tokens T] [--interval I] [--window M] [--top-k K] [--delays "0,20"]
@@ -160,6 +162,9 @@ int main(int argc, char** argv) {
                  "retrieval_interval = " + std::to_string(interval) + "\nquery_window = " + std::to_string(window) +
                  "\n[generation]\nmax_tokens = " + std::to_string(max_tokens) + "\n");
 
+  write_file(fs::path(pipes) / "oneshot.toml",
+             "[pipeline]\nname = \"oneshot\"\n[retriever]\ntop_k = " + std::to_string(top_k) +
+                 "\nnprobe = " + std::to_string(nprobe) + "\n[reuse]\nmode = \"none\"\n[generation]\nmax_tokens = 8\n");
   const int n_topics = std::max(1, chunks / 8);
   std::mt19937 rng(5);
   std::vector<std::string> queries;
@@ -214,12 +219,37 @@ int main(int argc, char** argv) {
         }
       }
     }
-    rt->stop();
     auto mean = [](const std::vector<double>& v) {
       double t = 0;
       for (double x : v) t += x;
       return v.empty() ? 0.0 : t / v.size();
     };
+    // One-shot RAG with and without speculative prefill (progressive search: nprobe/4, /2, all).
+    struct OneShot {
+      std::vector<double> ttft, wait, retrieval;
+      long restarts = 0, speculated = 0, same = 0;
+    } os[2];
+    for (int i = 0; i < 2 * requests + 1; ++i) {
+      std::vector<int32_t> plain_tokens;
+      for (int spec = 0; spec < 2; ++spec) {
+        RunRequest rr;
+        rr.pipeline = "oneshot";
+        rr.query = queries[i % queries.size()] + (i >= static_cast<int>(queries.size()) ? " again" : "");
+        rr.speculative_prefill = spec == 1;
+        rr.sampling.ignore_eos = true;
+        const bench::Observed ob = bench::run_and_wait(*rt->executor, std::move(rr));
+        if (!ob.ok) return 1;
+        if (i == 0) continue;
+        os[spec].ttft.push_back(ob.ttft_ms);
+        os[spec].wait.push_back(ob.timings.search_wait_ms);
+        os[spec].retrieval.push_back(ob.timings.retrieval_ms);
+        os[spec].restarts += ob.usage.prefill_restarts;
+        os[spec].speculated += ob.usage.speculative_prefill;
+        if (spec == 0) plain_tokens = ob.token_ids;
+        else os[1].same += ob.token_ids == plain_tokens;
+      }
+    }
+    rt->stop();
     const double none_e2e = mean(st[RetrievalOverlap::kNone].e2e);
     std::printf("\nsearch delay %.0f ms (%s), %d requests x %d tokens, retrieval every %d tokens, query window %d, "
                 "top-%d, nprobe %d\n",
@@ -249,6 +279,25 @@ int main(int argc, char** argv) {
                     s.same_as_none, s.compared, none_e2e / std::max(1e-9, mean(s.e2e)));
       json += buf;
       first_json = false;
+    }
+    std::printf("one-shot RAG, %d requests x 8 tokens, top-%d, progressive search nprobe %d/%d/%d\n", 2 * requests,
+                top_k, std::max(1, nprobe / 4), std::max(1, nprobe / 2), nprobe);
+    std::printf("%-22s %9s %12s %12s %10s %10s %8s\n", "speculative prefill", "TTFT", "search", "search wait",
+                "restarts", "= plain", "speedup");
+    for (int spec = 0; spec < 2; ++spec) {
+      const OneShot& o = os[spec];
+      char same[32] = "-";
+      if (spec) std::snprintf(same, sizeof same, "%ld/%zu", o.same, o.ttft.size());
+      std::printf("%-22s %7.1fms %10.1fms %10.1fms %10.2f %10s %7.2fx\n", spec ? "on" : "off", mean(o.ttft),
+                  mean(o.retrieval), mean(o.wait), static_cast<double>(o.restarts) / std::max<size_t>(1, o.ttft.size()),
+                  same, mean(os[0].ttft) / std::max(1e-9, mean(o.ttft)));
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    ",{\"delay_ms\":%.1f,\"one_shot\":true,\"speculative_prefill\":%s,\"ttft_ms\":%.2f,"
+                    "\"search_wait_ms\":%.2f,\"restarts\":%.3f,\"same_as_plain\":%ld}",
+                    delay, spec ? "true" : "false", mean(o.ttft), mean(o.wait),
+                    static_cast<double>(o.restarts) / std::max<size_t>(1, o.ttft.size()), spec ? o.same : 0L);
+      json += buf;
     }
   }
   json += "]}";

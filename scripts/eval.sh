@@ -30,5 +30,22 @@ rm -rf "$DIR/data/kvcache"
 # ... and as served (the self-check may turn a mode into exact reuse: see the approx column).
 rm -rf "$DIR/data/kvcache"
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
-  --reuse cacheblend,epic --context gold --json "$DIR/report_blend_served.json" "${args[@]}" 2>> "$DIR/eval.log"
-echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json"
+  --reuse cacheblend,epic --context gold --json "$DIR/report_blend_served.json, $DIR/report_iterative.json" "${args[@]}" 2>> "$DIR/eval.log"
+# Iterative RAG (retrieval again every 2 generated tokens, the question + the last 8 tokens as the
+# query): sequential vs PipeRAG's one-interval-stale query vs RaLMSpec speculation (identical to
+# sequential by construction).
+mkdir -p "$DIR/pipelines"
+cat > "$DIR/pipelines/iter.toml" <<'TOML'
+[pipeline]
+name = "iter"
+description = "iterative RAG for the accuracy harness"
+[retriever]
+top_k = 4
+[iterative]
+retrieval_interval = 2
+query_window = 8
+TOML
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --pipelines "$DIR/pipelines" --pipeline iter --reuse knowledge_tree --overlap none,piperag,speculative \
+  --context retrieved --json "$DIR/report_iterative.json" "${args[@]}" 2>> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json"

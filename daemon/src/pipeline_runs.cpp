@@ -22,7 +22,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (allow_pipeline_field) {
     if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
                          "stream", "reuse", "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos",
-                         "context_must_include", "overlap", "retrieval_interval"});
+                         "context_must_include", "overlap", "retrieval_interval", "speculative_prefill"});
         e.failed())
       return e;
     std::string p = "default";
@@ -31,7 +31,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   } else {
     if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
                          "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos", "context_must_include",
-                         "overlap", "retrieval_interval"});
+                         "overlap", "retrieval_interval", "speculative_prefill"});
         e.failed())
       return e;
   }
@@ -84,6 +84,11 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   }
   if (auto e = f.integer("retrieval_interval", &v, 1, 4096, &present); e.failed()) return e;
   if (present) out->retrieval_interval = static_cast<int>(v);
+  if (f.get("speculative_prefill")) {
+    bool sp = false;
+    if (auto e = f.boolean("speculative_prefill", &sp); e.failed()) return e;
+    out->speculative_prefill = sp;
+  }
   std::string tenant;
   if (auto e = f.str("tenant", &tenant); e.failed()) return e;
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)

@@ -31,6 +31,7 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
       w.key("recompute_ratio").value(u.recompute_ratio).key("recompute_ratio_floor").value(u.recompute_ratio_floor);
   }
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
+  if (u.speculative_prefill) w.key("speculative_prefill").value(true).key("prefill_restarts").value(u.prefill_restarts);
   if (!u.overlap.empty()) {
     w.key("iterative").begin_object();
     w.key("overlap").value(u.overlap).key("searches").value(u.searches).key("context_changes").value(u.context_changes);

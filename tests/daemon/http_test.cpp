@@ -169,6 +169,16 @@ TEST_F(HttpTest, BlendParametersOutOfRange) {
   r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"epic","epic_k":"16"})");
   EXPECT_EQ(r.status, 400) << r.body;
 }
+TEST_F(HttpTest, IterativeFieldsAreValidated) {
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","overlap":"eager"})"), 400, "invalid_request",
+               "'overlap' must be one of none, piperag, speculative or both; got 'eager'");
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","retrieval_interval":0})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("retrieval_interval"), std::string::npos) << r.body;
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","speculative_prefill":"yes"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("speculative_prefill"), std::string::npos) << r.body;
+}
 TEST_F(HttpTest, UnknownField) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","topk":3})"), 400, "invalid_request",
                "unknown field 'topk'");

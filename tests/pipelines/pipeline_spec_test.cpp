@@ -87,6 +87,36 @@ TEST(PipelineSpec, WrongType) { expect_error("[retriever]\ntop_k = \"four\"", "t
 TEST(PipelineSpec, OutOfRange) { expect_error("[retriever]\ntop_k = 1000", "top_k: must be in [0, 64], got 1000"); }
 TEST(PipelineSpec, BadReuseMode) { expect_error("[reuse]\nmode = \"cacheblend2\"", "unknown reuse mode 'cacheblend2'"); }
 TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "unknown template 'jinja'"); }
+TEST(PipelineSpec, IterativeTableMakesAnIterativePipeline) {
+  auto s = parse_pipeline_spec("[retriever]\ntop_k = 2\nspeculative_prefill = true\n[iterative]\nretrieval_interval = 8\n"
+                               "query_window = 24\noverlap = \"both\"\nspeculation_cache = 7\nmax_stride = 3\n"
+                               "max_nprobe = 32\nquery_lag = 1\n",
+                               "it.toml");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_TRUE(s->iterative.has_value());
+  EXPECT_EQ(s->iterative->retrieval_interval, 8);
+  EXPECT_EQ(s->iterative->query_window, 24);
+  EXPECT_EQ(s->iterative->overlap, RetrievalOverlap::kBoth);
+  EXPECT_EQ(s->iterative->speculation_cache, 7);
+  EXPECT_EQ(s->iterative->max_stride, 3);
+  EXPECT_EQ(s->iterative->max_nprobe, 32);
+  EXPECT_EQ(s->iterative->query_lag, 1);
+  EXPECT_TRUE(s->speculative_prefill);
+  EXPECT_EQ(s->info().kind, "iterative");
+  EXPECT_EQ(s->info().overlap, "both");
+  auto plain = parse_pipeline_spec("", "plain.toml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->iterative.has_value());
+  EXPECT_FALSE(plain->speculative_prefill);
+  EXPECT_EQ(plain->info().kind, "one_shot");
+}
+TEST(PipelineSpec, BadIterativeFields) {
+  expect_error("[iterative]\noverlap = \"eager\"", "[iterative] overlap: unknown overlap 'eager'");
+  expect_error("[iterative]\nretrieval_interval = 0", "retrieval_interval: must be in [1, 4096], got 0");
+  expect_error("[iterative]\nstride = 2", "[iterative] unknown key 'stride'");
+  expect_error("[retriever]\ntop_k = 0\n[iterative]\n", "needs [retriever] top_k > 0");
+  expect_error("[retriever]\nspeculative_prefill = 1", "speculative_prefill: must be true or false");
+}
 TEST(PipelineSpec, BadName) { expect_error("[pipeline]\nname = \"a b\"", "name: must be 1-64"); }
 TEST(PipelineSpec, BadTopP) { expect_error("[generation]\ntop_p = 1.5", "top_p: must be in"); }
 TEST(PipelineSpec, BadStop) { expect_error("[generation]\nstop = [1]", "stop: must be an array of strings"); }

@@ -3,7 +3,11 @@
 //   ragctl eval --questions Q.jsonl (--model DIR --data DIR | --url http://host:port)
 //               [--pipeline default] [--reuse none,prefix,knowledge_tree,cacheblend:0.15,epic:16] [--context retrieved|gold|both]
 //               [--top-k K] [--max-tokens 16] [--limit N] [--json FILE]
+//               [--pipelines DIR] [--overlap none,piperag,speculative,both] [--retrieval-interval N]
 //
+// --overlap runs every reuse mode once per overlap mode of an iterative pipeline (retrieval during
+// generation, --pipelines names the directory of its spec in local mode): PipeRAG's stale query
+// may change answers, speculative and both must not.
 // A question line is {"id": "...", "question": "...", "answer": "...", "gold": "doc id", "kind": "..."}
 // (id, gold and kind optional). Each question runs through the whole path (retrieval -> prompt ->
 // greedy generation) once per reuse mode; with --context gold the gold document is forced into the
@@ -91,6 +95,7 @@ struct EvalMode {
   std::string name;
   std::optional<double> recompute_ratio;
   std::optional<int> epic_k;
+  std::optional<pipelines::RetrievalOverlap> overlap;  // iterative pipelines
 };
 
 Result<EvalMode> parse_eval_mode(const std::string& spec) {
@@ -126,8 +131,8 @@ class EvalRunner {
 
 struct Args {
   std::string questions, model, data, url, api_key = default_api_key(), pipeline = "default", json;
-  std::string reuse = "none", context = "retrieved";
-  int max_tokens = 16, limit = 0, threads = 0, top_k = -1;
+  std::string reuse = "none", context = "retrieved", pipelines_dir, overlap;
+  int max_tokens = 16, limit = 0, threads = 0, top_k = -1, retrieval_interval = 0;
   bool no_blend_check = false;
 };
 
@@ -138,6 +143,7 @@ class LocalRunner final : public EvalRunner {
     o.model_dir = a.model;
     o.data_dir = a.data;
     o.num_threads = a.threads;
+    o.pipelines_dir = a.pipelines_dir;
     o.blend_check.enabled = !a.no_blend_check;
     RAGD_ASSIGN_OR_RETURN(auto rt, pipelines::open_runtime(o));
     auto r = std::unique_ptr<LocalRunner>(new LocalRunner(a));
@@ -157,6 +163,8 @@ class LocalRunner final : public EvalRunner {
     RAGD_ASSIGN_OR_RETURN(req.reuse, pipelines::parse_reuse_mode(reuse.name));
     req.recompute_ratio = reuse.recompute_ratio;
     req.epic_k = reuse.epic_k;
+    req.overlap = reuse.overlap;
+    if (reuse.overlap && a_.retrieval_interval > 0) req.retrieval_interval = a_.retrieval_interval;
     req.overrides.temperature = 0.0f;
     req.overrides.max_tokens = a_.max_tokens;
     if (gold_context) req.context_must_include = q.gold;
@@ -203,6 +211,10 @@ class HttpRunner final : public EvalRunner {
     w.key("temperature").value(0).key("reuse").value(reuse.name);
     if (reuse.recompute_ratio) w.key("recompute_ratio").value(*reuse.recompute_ratio);
     if (reuse.epic_k) w.key("epic_k").value(*reuse.epic_k);
+    if (reuse.overlap) {
+      w.key("overlap").value(std::string(pipelines::overlap_name(*reuse.overlap)));
+      if (a_.retrieval_interval > 0) w.key("retrieval_interval").value(a_.retrieval_interval);
+    }
     if (a_.top_k > 0) w.key("top_k").value(a_.top_k);
     if (gold_context) w.key("context_must_include").value(q.gold);
     w.end_object();
@@ -276,6 +288,24 @@ int run_eval(const Args& a) {
         modes.push_back(std::move(p).value());
       }
   }
+  if (!a.overlap.empty()) {
+    std::vector<EvalMode> crossed;
+    std::stringstream ss(a.overlap);
+    for (std::string o; std::getline(ss, o, ',');) {
+      if (o.empty()) continue;
+      auto ov = pipelines::parse_overlap(o);
+      if (!ov.ok()) {
+        std::fprintf(stderr, "ragctl eval: --overlap: %s\n", ov.status().message().c_str());
+        return 2;
+      }
+      for (EvalMode m : modes) {
+        m.overlap = *ov;
+        m.label += "/" + o;
+        crossed.push_back(std::move(m));
+      }
+    }
+    modes = std::move(crossed);
+  }
   std::vector<bool> contexts;
   if (a.context == "retrieved" || a.context == "both") contexts.push_back(false);
   if (a.context == "gold" || a.context == "both") contexts.push_back(true);
@@ -302,7 +332,7 @@ int run_eval(const Args& a) {
   jw.begin_object().key("questions_file").value(a.questions).key("pipeline").value(a.pipeline).key("runs").begin_array();
   std::printf("ragctl eval: %zu questions, pipeline %s, top_k %s, greedy, max %d tokens\n", qs->size(),
               a.pipeline.c_str(), a.top_k > 0 ? std::to_string(a.top_k).c_str() : "of the pipeline", a.max_tokens);
-  std::printf("%-10s %-16s %7s %7s %10s %10s %9s %9s %7s\n", "context", "reuse", "EM", "F1", "gold@k", "identical",
+  std::printf("%-10s %-26s %7s %7s %10s %10s %9s %9s %7s\n", "context", "reuse", "EM", "F1", "gold@k", "identical",
               "reused", "TTFT ms", "approx");
   int failures = 0;
   for (bool gold : contexts) {
@@ -342,7 +372,7 @@ int run_eval(const Args& a) {
         jw.key(k).begin_object().key("n").value(kt.n).key("exact_match").value(kt.pct(kt.em) / 100).end_object();
       jw.end_object().key("seconds").value(secs).end_object();
       const std::string ident = m == 0 ? "-" : fmt::format("{}/{}", t.identical, t.n);
-      std::printf("%-10s %-16s %6.1f%% %6.1f%% %9.1f%% %10s %8.1f%% %9.1f %6.1f%%\n", gold ? "gold" : "retrieved",
+      std::printf("%-10s %-26s %6.1f%% %6.1f%% %9.1f%% %10s %8.1f%% %9.1f %6.1f%%\n", gold ? "gold" : "retrieved",
                   modes[m].label.c_str(), t.pct(t.em), t.n ? 100 * t.f1 / t.n : 0.0,
                   t.with_gold ? 100.0 * t.hits / t.with_gold : 0.0, ident.c_str(),
                   t.prompt ? 100.0 * t.reused / t.prompt : 0.0, t.n ? t.ttft / t.n : 0.0, t.pct(t.approximate));
@@ -380,6 +410,11 @@ Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on que
                    sub.add_option("--top-k", a->top_k, "passages per prompt (default: the pipeline's)");
                    sub.add_option("--threads", a->threads, "engine threads in local mode (0 = all cores)");
                    sub.add_option("--json", a->json, "write per-question results and summaries to this file");
+                   sub.add_option("--pipelines", a->pipelines_dir, "pipeline spec directory (local mode)");
+                   sub.add_option("--overlap", a->overlap,
+                                  "iterative pipelines: comma-separated overlap modes (none, piperag, speculative, both)");
+                   sub.add_option("--retrieval-interval", a->retrieval_interval,
+                                  "iterative pipelines: generated tokens between retrievals (default: the pipeline's)");
                    sub.add_flag("--no-blend-check", a->no_blend_check,
                                 "local mode: use cacheblend / epic whatever the reuse self-check says (raw approximate accuracy)");
                    return [a]() { return run_eval(*a); };
