@@ -51,6 +51,21 @@ struct StoreCore final : PoolTier {
   std::atomic<bool> ssd_ok{false};
 
   std::unique_ptr<ThreadPool> io;       // loads
+  // Pool-to-DRAM copies of new pool nodes: one thread, so that a parent's copy lands before its
+  // child's. A copy reads blocks through its own fork (shared, so nobody writes them); the fork is
+  // released on the scheduler thread (done_copies, at its next pool call), which owns the pool.
+  std::unique_ptr<ThreadPool> copier;
+  std::mutex cmu;
+  std::condition_variable ccv;
+  uint64_t copy_bytes = 0;              // guarded by cmu: in flight
+  size_t copies_inflight = 0;           // guarded by cmu
+  std::vector<PoolCopy> done_copies;    // guarded by mu
+
+  // mu held, scheduler thread: forks of finished copies go back to the pool.
+  void release_done_copies_locked() {
+    for (PoolCopy& pc : done_copies) release(pc);
+    done_copies.clear();
+  }
   std::unique_ptr<ThreadPool> writer;   // SSD puts / deletes, one thread: FIFO order
   std::mutex wmu;
   std::condition_variable wcv;
@@ -337,6 +352,7 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
   }
   core->io = std::make_unique<ThreadPool>(static_cast<size_t>(opt.io_threads), opt.io_queue, "kv-io");
   core->writer = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-ssd-writer");
+  if (opt.pool) core->copier = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-copy");
   return std::unique_ptr<KvStore>(new KvStore(std::move(core)));
 }
 
@@ -347,6 +363,7 @@ void KvStore::close() {
     if (c.closed) return;
   }
   c.io->stop();  // drains queued loads (they may still queue SSD writes)
+  if (c.copier) c.copier->stop();  // drains pool-to-DRAM copies (they may queue SSD writes)
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.closed = true;
@@ -469,36 +486,77 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   h.first_position = begin;
   h.num_layers = static_cast<uint32_t>(c.fmt.num_layers);
   const uint64_t bytes = segment_header_size(h.num_layers) + static_cast<uint64_t>(end - begin) * c.fmt.bytes_per_token();
-  bool need_dram = false;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (c.closed) return Status::Unavailable("kvstore: closed");
-    if (c.tree->info(id.key)) {  // known: touch it and give it the pool copy back if it lost it
-      std::vector<SsdAction> actions;
-      PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
-      r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
-      c.submit_actions_locked(actions);
-      return r;
-    }
-    need_dram = c.tree->capacity(Tier::kDram) > 0 || c.tree->capacity(Tier::kSsd) > 0;
-  }
-  std::shared_ptr<SegmentBuffer> seg;
-  if (need_dram) {  // the write-through copy, built outside the lock
-    RAGD_ASSIGN_OR_RETURN(HostKv kv, gather_kv(*c.opt.pool, table, begin, end - begin));
-    RAGD_ASSIGN_OR_RETURN(seg, SegmentBuffer::build(c.fmt, id, kv.data()));
-  }
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
+  c.release_done_copies_locked();
+  const bool known = c.tree->info(id.key).has_value();  // then: touch it, give it the pool copy back
   std::vector<SsdAction> actions;
   PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
-  r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), seg, &actions, &r.tier);
+  r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
   c.submit_actions_locked(actions);
+  const bool lower = c.tree->capacity(Tier::kDram) > 0 || c.tree->capacity(Tier::kSsd) > 0;
+  // A node the pool could not take (no pool share: hbm_bytes 0, or no room) has no tier yet: its
+  // lower copy inserts it when done.
+  const bool pooled = r.outcome == KnowledgeTree::InsertOutcome::kInserted && r.tier == Tier::kHbm;
+  const bool unplaced = r.outcome == KnowledgeTree::InsertOutcome::kNoSpace;
+  if (known || !lower || !c.copier || (!pooled && !unplaced)) return r;
+  // The lower-tier copy, off this thread.
+  {
+    std::lock_guard<std::mutex> cl(c.cmu);
+    if (c.copy_bytes + bytes > c.opt.copy_inflight_bytes) {
+      c.ctr.copies_skipped += 1;
+      return r;
+    }
+    c.copy_bytes += bytes;
+    c.copies_inflight += 1;
+  }
+  auto job = std::make_shared<PoolCopy>(PoolCopy{table.fork_prefix(*c.opt.pool, end), begin, end});
+  const bool root = parent_docs.empty();
+  const bool queued = c.copier->submit([&c, job, id, bytes, root] {
+    SegmentRef seg;
+    Result<HostKv> kv = gather_kv(*c.opt.pool, job->table, job->begin, job->end - job->begin);
+    if (kv.ok()) {
+      Result<std::shared_ptr<SegmentBuffer>> b = SegmentBuffer::build(c.fmt, id, kv->data());
+      if (b.ok()) seg = std::move(b).value();
+    }
+    {
+      std::lock_guard<std::mutex> l(c.mu);
+      if (!c.closed && seg) {
+        std::vector<SsdAction> acts;
+        const Tier t = c.tree->capacity(Tier::kDram) > 0 ? Tier::kDram : Tier::kSsd;
+        bool done = false;
+        if (c.tree->info(id.key)) done = c.tree->promote(id.key, t, seg, &acts);
+        else done = c.tree->insert(id.parent_key, root, seg, &acts) == KnowledgeTree::InsertOutcome::kInserted;
+        if (done) c.ctr.copies += 1;
+        c.submit_actions_locked(acts);
+      }
+      c.done_copies.push_back(std::move(*job));
+    }
+    std::lock_guard<std::mutex> cl(c.cmu);
+    c.copy_bytes -= bytes;
+    c.copies_inflight -= 1;
+    c.ccv.notify_all();
+  });
+  if (!queued) {
+    c.release(*job);
+    std::lock_guard<std::mutex> cl(c.cmu);
+    c.copy_bytes -= bytes;
+    c.copies_inflight -= 1;
+    c.ctr.copies_skipped += 1;
+  }
   return r;
+}
+
+void KvStore::wait_copies() {
+  StoreCore& c = *core_;
+  std::unique_lock<std::mutex> lock(c.cmu);
+  c.ccv.wait(lock, [&] { return c.copies_inflight == 0; });
 }
 
 bool KvStore::reclaim_pool(const std::function<bool()>& enough) {
   StoreCore& c = *core_;
   std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.closed) c.release_done_copies_locked();
   std::vector<SsdAction> actions;
   bool ok = enough();
   while (!ok && c.opt.pool && c.tree->evict_one(Tier::kHbm, &actions)) ok = enough();
@@ -508,8 +566,10 @@ bool KvStore::reclaim_pool(const std::function<bool()>& enough) {
 
 void KvStore::detach_pool() {
   StoreCore& c = *core_;
+  wait_copies();  // no copy reads the pool after this
   std::lock_guard<std::mutex> lock(c.mu);
   if (!c.opt.pool) return;
+  c.release_done_copies_locked();
   std::vector<SsdAction> actions;
   c.tree->detach_pool(&actions);
   if (!c.closed) c.submit_actions_locked(actions);
@@ -651,9 +711,9 @@ std::string Stats::to_json() const {
         x.hits, x.hit_tokens, x.loads, x.load_bytes, x.inserts, x.evictions, x.demotions, x.promotions, x.drops);
   }
   s += fmt::format(
-      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":{},"tree_nodes":{},"pinned_nodes":{},"restored_segments":{}}})",
+      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":{},"tree_nodes":{},"pinned_nodes":{},"restored_segments":{},"copies":{},"copies_skipped":{}}})",
       lookups, lookup_docs, lookup_misses, chunk_lookups, chunk_hits, chunk_misses, load_failures, checksum_failures,
-      format_rejects, ssd_errors, json_quote(ssd_error), tree_nodes, pinned_nodes, restored_segments);
+      format_rejects, ssd_errors, json_quote(ssd_error), tree_nodes, pinned_nodes, restored_segments, copies, copies_skipped);
   return s;
 }
 

@@ -68,6 +68,7 @@ TEST(PoolTier, NodesShareBlocksAndMatchSplitsPoolFromLowerTiers) {
   ASSERT_TRUE(store->insert_pool({}, d0, seq, 0, 7).ok());
   const Hash128 p1[] = {d0};
   auto r = store->insert_pool(p1, d1, seq, 7, 20);
+  store->wait_copies();  // the DRAM copies are made off the caller's thread
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->tier, Tier::kHbm);
   const Hash128 path[] = {d0, d1, d2};
@@ -109,6 +110,7 @@ TEST(PoolTier, PoolPressureEvictsLeavesFirstAndSwapsOutOnce) {
     ASSERT_TRUE(store->insert_pool({}, dk(1), seq, 0, 9).ok());
     const Hash128 p[] = {dk(1)};
     ASSERT_TRUE(store->insert_pool(p, dk(2), seq, 9, 29).ok());
+    store->wait_copies();
     seq.release(*pool);
   }
   // The root is touched last, but it is kept while its child is in the pool.
@@ -148,6 +150,7 @@ TEST_P(PoolEviction, FrequentExpensiveNodeVersusRecentCheapNode) {
   {
     BlockTable sb = filled(*pool, 4, 4);  // cheap: 4 tokens
     ASSERT_TRUE(store->insert_pool({}, b, sb, 0, 4).ok());
+    store->wait_copies();
     sb.release(*pool);
   }
   (void)store->match(std::span<const Hash128>(&b, 1), {}, /*pin=*/false);  // the most recent access
@@ -186,6 +189,7 @@ TEST(PoolTier, WriteBehindSurvivesReopenAndSsdCopiesAreNotRewritten) {
     auto store = open_store(pool.get(), "pgdsf", ssd);
     ASSERT_TRUE(store->insert_pool({}, path[0], seq, 0, 10).ok());
     ASSERT_TRUE(store->insert_pool(std::span<const Hash128>(path, 1), path[1], seq, 10, 30).ok());
+    store->wait_copies();
     ASSERT_TRUE(store->flush().ok());
     Stats s = store->stats();
     EXPECT_EQ(s.tiers[2].nodes, 2u);
@@ -215,6 +219,7 @@ TEST(PoolTier, WriteBehindSurvivesReopenAndSsdCopiesAreNotRewritten) {
     ASSERT_TRUE(append_segment(*seg, *pool, t).ok());
     ASSERT_TRUE(store->insert_pool({}, path[0], t, 0, 10).ok());  // exists: back in the pool
     ASSERT_TRUE(store->insert_pool(std::span<const Hash128>(path, 1), path[1], t, 10, 30).ok());
+    store->wait_copies();
     EXPECT_EQ(store->match(path, {}, false, false).pool_nodes, 2u);
     t.release(*pool);
     m.pin.release();
@@ -238,6 +243,7 @@ TEST(PoolTier, PoolOnlyNodeIsExportedToDramWhenItLeaves) {
   const Hash128 a = dk(31), b = dk(32);
   ASSERT_TRUE(store->insert_pool({}, a, sa, 0, 12).ok());
   ASSERT_TRUE(store->insert_pool({}, b, sb, 0, 12).ok());  // DRAM holds one node: a's copy goes
+  store->wait_copies();
   EXPECT_EQ(store->match(std::span<const Hash128>(&a, 1), {}, false, false).nodes[0].tiers, tier_bit(Tier::kHbm));
   auto want = gather_kv(*pool, sa, 0, 12);
   ASSERT_TRUE(want.ok());

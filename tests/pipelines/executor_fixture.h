@@ -174,6 +174,14 @@ class Collector {
 
 class ExecutorTest : public ::testing::Test {
  protected:
+  // Polls `done` for up to 30 s (work that finishes off the scheduler thread, e.g. tier copies).
+  static bool wait_until(const std::function<bool()>& done) {
+    for (int i = 0; i < 3000; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  }
   static void SetUpTestSuite() {
     root_ = new std::string(tmpdir("suite"));
     make_model(*root_ + "/model");

@@ -65,6 +65,8 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
     Runtime rt = open(o, true);
     ref = run(*rt.executor, "none", "volcano magma eruption");
     RunOutput first = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
+    // The DRAM copies are made off the scheduler thread, after the first token.
+    wait_until([&] { return rt.executor->stats().tiers[1].entries >= first.sources.size() + 1; });
     RunOutput second = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
     expect_same(ref, first, "first");
     expect_same(ref, second, "from DRAM");

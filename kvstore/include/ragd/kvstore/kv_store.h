@@ -88,6 +88,8 @@ struct Options {
   PrefillCostModel cost;               // PGDSF cost model (profile it on the running engine)
   size_t frequency_history = 65536;    // removed nodes whose access counts are remembered (0 = off)
   std::shared_ptr<SsdFaults> ssd_faults;  // tests: fault injection into RocksDB's file system
+  // Pool mode: bytes of pool-to-DRAM copies of new nodes in flight (insert_pool); default 64 MiB.
+  uint64_t copy_inflight_bytes = 64ull << 20;
 };
 
 // One node of a lookup result.
@@ -171,6 +173,7 @@ struct Stats {
   std::string ssd_error;           // why the SSD tier is disabled ("" = fine)
   uint64_t tree_nodes = 0, pinned_nodes = 0;
   uint64_t restored_segments = 0;  // SSD segments found again at open
+  uint64_t copies = 0, copies_skipped = 0;  // pool-to-DRAM copies of new nodes: made / skipped (bound)
   std::string to_json() const;
 };
 
@@ -204,10 +207,15 @@ class KvStore {
   engine::BlockTable fork_pool(const Hash128& key);
   // Scheduler thread: registers tokens [begin, end) of `table` (a sequence whose tokens [0, begin)
   // are the parent path) as node `doc` under `parent_docs`: the node keeps a fork of the table's
-  // first `end` tokens in the pool, and a DRAM copy (gathered) so that a pool eviction is a drop.
+  // first `end` tokens in the pool (no copy). Its DRAM copy (so that a pool eviction is a drop, and
+  // write-behind to SSD) is made once, later, on the store's copy thread from another fork of the
+  // same blocks; at most Options::copy_inflight_bytes are in flight, a copy over that is skipped
+  // (the node is then demoted when it is evicted from the pool). The caller never waits for it.
   // An existing node is touched and, if it left the pool, gets the fork back.
   Result<InsertResult> insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
                                    const engine::BlockTable& table, int begin, int end, std::string_view tenant = {});
+  // Any thread: waits until every pool-to-DRAM copy started so far is in its tier (tests, stop).
+  void wait_copies();
   // Scheduler thread: evicts pool copies by policy (demoting what is in no slower tier) until
   // enough() or nothing evictable is left. Returns enough().
   bool reclaim_pool(const std::function<bool()>& enough);
