@@ -11,14 +11,6 @@
 
 namespace ragd::pipelines {
 
-namespace {
-
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions& opts, Deps deps) {
   if (!deps.model) return Status::InvalidArgument("executor: no model");
   if (!deps.tokenizer) return Status::InvalidArgument("executor: no tokenizer");
@@ -223,9 +215,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     }
     r->timings.retrieval_ms = ms_between(t0, Clock::now());
     if (r->error.empty()) {
-      std::vector<std::vector<int32_t>> docs;
-      for (const auto& d : ctx) docs.push_back(d.tokens);
-      PromptSegments p = prompts_->build_rag(*r->spec, docs, q.query);
+      PromptSegments p = rag_prompt(*r, ctx);
       if (r->iter) r->iter->context = std::move(ctx);
       r->prompt = p.flat();
       r->path.assign(p.segs.begin(), p.segs.end() - 1);

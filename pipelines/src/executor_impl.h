@@ -51,6 +51,10 @@ struct Hit;
 
 namespace ragd::pipelines {
 
+inline double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
 class ExecutorImpl final : public Executor {
  public:
   struct Deps {
@@ -125,6 +129,12 @@ class ExecutorImpl final : public Executor {
   // After a step fed the run: the sampled token (logits non-null) goes out, the prompt KV is
   // published, and a finished run ends.
   void after_feed(Run& r, std::span<const float> logits, bool sampled);
+  // The RAG prompt of run `r` over `docs` (prompt order).
+  PromptSegments rag_prompt(const Run& r, const std::vector<ContextDoc>& docs) const;
+#if RAGD_HAVE_RETRIEVAL
+  // A retrieved chunk as a context passage (token ids, source; the hit's text and ids move out).
+  ContextDoc context_doc(retrieval::Hit& h) const;
+#endif
   // Rebuilds a RAG run's prompt over `docs` (prompt order); KV is kept up to the first changed
   // token and the reuse plan is dropped.
   Status rebuild_prompt(Run& r, const std::vector<ContextDoc>& docs);

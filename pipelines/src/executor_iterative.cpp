@@ -26,9 +26,6 @@ namespace ragd::pipelines {
 
 namespace {
 
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 // Drops bytes that do not form complete UTF-8 sequences (a token window may cut a character).
 std::string valid_utf8(const std::string& s) {
@@ -53,6 +50,23 @@ std::vector<ContextDoc> top_docs(const SearchOutcome& o, int k) {
 }
 
 }  // namespace
+
+#if RAGD_HAVE_RETRIEVAL
+ContextDoc ExecutorImpl::context_doc(retrieval::Hit& h) const {
+  ContextDoc d;
+  d.chunk_id = h.chunk.id;
+  d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
+  d.source = Source{h.chunk.doc_id, h.chunk.id, h.score, h.chunk.text.substr(0, 240)};
+  return d;
+}
+#endif
+
+PromptSegments ExecutorImpl::rag_prompt(const Run& r, const std::vector<ContextDoc>& docs) const {
+  std::vector<std::vector<int32_t>> toks;
+  toks.reserve(docs.size());
+  for (const auto& d : docs) toks.push_back(d.tokens);
+  return prompts_->build_rag(*r.spec, toks, r.rr.query);
+}
 
 std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::string> queries, const std::string& tenant,
                                                          int k, int fetch, int nprobe, const std::string& must_include,
@@ -91,16 +105,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
                      [](const retrieval::Hit& a, const retrieval::Hit& b) {
                        return a.score != b.score ? a.score > b.score : a.chunk.id < b.chunk.id;
                      });
-    for (auto& h : hits) {
-      ContextDoc d;
-      d.chunk_id = h.chunk.id;
-      d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
-      d.source.doc_id = h.chunk.doc_id;
-      d.source.chunk_id = h.chunk.id;
-      d.source.score = h.score;
-      d.source.snippet = h.chunk.text.substr(0, 240);
-      o.hits.push_back(std::move(d));
-    }
+    for (auto& h : hits) o.hits.push_back(context_doc(h));
     if (vectors) {
       for (auto& h : hits) o.vectors.push_back(std::move(h.vector));
       std::vector<float> flat;

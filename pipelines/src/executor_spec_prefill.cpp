@@ -19,14 +19,6 @@
 
 namespace ragd::pipelines {
 
-namespace {
-
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
-
 void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
 #if RAGD_HAVE_RETRIEVAL
   const auto t0 = Clock::now();
@@ -43,12 +35,8 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   auto to_docs = [&](std::vector<retrieval::Hit>& hits, std::vector<Source>* ranked) {
     std::vector<ContextDoc> docs;
     for (auto& h : hits) {
-      ContextDoc d;
-      d.chunk_id = h.chunk.id;
-      d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
-      d.source = Source{h.chunk.doc_id, h.chunk.id, h.score, h.chunk.text.substr(0, 240)};
-      if (ranked) ranked->push_back(d.source);
-      docs.push_back(std::move(d));
+      docs.push_back(context_doc(h));
+      if (ranked) ranked->push_back(docs.back().source);
     }
     std::sort(docs.begin(), docs.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
     return docs;
@@ -81,9 +69,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
           return true;
         }
         // First candidates: the run goes to the scheduler now, on them.
-        std::vector<std::vector<int32_t>> toks;
-        for (const auto& d : docs) toks.push_back(d.tokens);
-        PromptSegments p = prompts_->build_rag(*r->spec, toks, q.query);
+        PromptSegments p = rag_prompt(*r, docs);
         r->prompt = p.flat();
         r->path.assign(p.segs.begin(), p.segs.end() - 1);
         r->spec_prefill.emplace();
@@ -114,9 +100,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
     ev.kind = RunEvent::Kind::kSources;
     ev.sources = ranked;
     if (!emit(*r, ev)) r->error = "cancelled";
-    std::vector<std::vector<int32_t>> toks;
-    for (const auto& d : docs) toks.push_back(d.tokens);
-    PromptSegments p = prompts_->build_rag(*r->spec, toks, q.query);
+    PromptSegments p = rag_prompt(*r, docs);
     r->prompt = p.flat();
     r->path.assign(p.segs.begin(), p.segs.end() - 1);
   }
@@ -129,10 +113,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
 
 Status ExecutorImpl::rebuild_prompt(Run& r, const std::vector<ContextDoc>& docs) {
   RunState& s = *r.state;
-  std::vector<std::vector<int32_t>> toks;
-  for (const auto& d : docs) toks.push_back(d.tokens);
-  PromptSegments seg = prompts_->build_rag(*r.spec, toks, r.rr.query);
-  std::vector<int32_t> prompt = seg.flat();
+  std::vector<int32_t> prompt = rag_prompt(r, docs).flat();
   const int max_pos = model_->config().max_position_embeddings;
   if (max_pos > 0 && static_cast<int>(prompt.size()) + s.max_new_tokens() >= max_pos)
     return Status::InvalidArgument("a context of " + std::to_string(prompt.size()) +
