@@ -223,8 +223,12 @@ void ExecutorImpl::set_hold(Run& r, bool on) {
   it.held = on;
   sched_->hold(r.sid, on);
   const auto now = Clock::now();
-  if (on) it.wait_since = now;
-  else it.wait_ms += ms_between(it.wait_since, now);
+  if (on) {
+    it.wait_since = now;
+  } else {
+    it.wait_ms += ms_between(it.wait_since, now);
+    it.last_token = {};  // the wait is not decode time (piperag's budget)
+  }
 }
 
 bool ExecutorImpl::release_settled(Run& r) {
