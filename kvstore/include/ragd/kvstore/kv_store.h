@@ -36,7 +36,10 @@
 // any thread, also after the store is closed. In pool mode the methods that touch pool blocks
 // (fork_pool, insert_pool, reclaim_pool, detach_pool) must also run on the thread that owns the
 // engine pool (the scheduler thread): the tree's mutex guards the tree, not the pool. No other
-// method places or removes a pool copy.
+// method places or removes a pool copy. The one exception reads, never writes: the copy thread
+// gathers a new node's KV into its DRAM copy through its own fork of the node's blocks (shared,
+// so copy-on-write keeps every writer off them); that fork is released by the scheduler thread at
+// its next pool call.
 #pragma once
 
 #include <array>
