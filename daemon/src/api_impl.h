@@ -101,6 +101,9 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   ApiError start_run(pipelines::RunRequest req, const std::string& route, std::shared_ptr<void> slot,
                      RunConsumer consumer);
   void cancel_run(const std::string& id);
+  // A non-streaming run: a client that goes away before the answer cancels it (its tenant slot is
+  // given back when the executor ends the run).
+  void cancel_on_disconnect(const HttpRequest& req, const std::string& id);
   // The streaming (SSE) response of a started run: frames flow from `bridge`; a client that goes
   // away cancels the run.
   HttpResponse sse_response(std::shared_ptr<SseBridge> bridge, const std::string& rid);

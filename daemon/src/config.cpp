@@ -33,10 +33,19 @@ const std::vector<Field>& fields() {
       RAGD_F("server.threads", Type::kInt, "io_context threads; 0 = hardware concurrency (min 2)", server.threads),
       RAGD_F("server.max_body_bytes", Type::kSize, "request body limit in bytes (413 above)", server.max_body_bytes),
       RAGD_F("server.max_header_bytes", Type::kSize, "request header limit in bytes (431 above)", server.max_header_bytes),
-      RAGD_F("server.read_timeout_ms", Type::kInt, "deadline to read one whole request, ms", server.read_timeout_ms),
+      RAGD_F("server.first_byte_timeout_ms", Type::kInt,
+             "a new connection that sends nothing for this long is closed, ms", server.first_byte_timeout_ms),
+      RAGD_F("server.read_timeout_ms", Type::kInt,
+             "deadline to read one whole request once its first bytes came (408 after it), ms", server.read_timeout_ms),
       RAGD_F("server.write_timeout_ms", Type::kInt, "deadline for one write to the client, ms", server.write_timeout_ms),
       RAGD_F("server.idle_timeout_ms", Type::kInt, "keep-alive connection idle deadline, ms", server.idle_timeout_ms),
-      RAGD_F("server.max_connections", Type::kInt, "open connections above this are closed at accept", server.max_connections),
+      RAGD_F("server.max_connections", Type::kInt,
+             "open connections; above this new ones are served only /healthz and /readyz (others 503 "
+             "too_many_connections) and closed after one response; lowered to the open-file limit less 96",
+             server.max_connections),
+      RAGD_F("server.max_connections_per_client", Type::kInt,
+             "open connections from one client address, treated like max_connections; 0 = no per-client cap",
+             server.max_connections_per_client),
       RAGD_F("server.stream_queue_limit", Type::kInt,
              "queued outgoing stream messages per client before it is disconnected and its run cancelled",
              server.stream_queue_limit),
@@ -262,10 +271,13 @@ Status validate(const DaemonConfig& c) {
   if (c.server.threads < 0) return Status::InvalidArgument("server.threads: must be >= 0");
   RAGD_RETURN_IF_ERROR(positive("server.max_body_bytes", static_cast<int64_t>(c.server.max_body_bytes)));
   RAGD_RETURN_IF_ERROR(positive("server.max_header_bytes", static_cast<int64_t>(c.server.max_header_bytes)));
+  RAGD_RETURN_IF_ERROR(positive("server.first_byte_timeout_ms", c.server.first_byte_timeout_ms));
   RAGD_RETURN_IF_ERROR(positive("server.read_timeout_ms", c.server.read_timeout_ms));
   RAGD_RETURN_IF_ERROR(positive("server.write_timeout_ms", c.server.write_timeout_ms));
   RAGD_RETURN_IF_ERROR(positive("server.idle_timeout_ms", c.server.idle_timeout_ms));
   RAGD_RETURN_IF_ERROR(positive("server.max_connections", c.server.max_connections));
+  if (c.server.max_connections_per_client < 0)
+    return Status::InvalidArgument("server.max_connections_per_client: must be >= 0 (0 = no per-client cap)");
   RAGD_RETURN_IF_ERROR(positive("server.stream_queue_limit", c.server.stream_queue_limit));
   RAGD_RETURN_IF_ERROR(positive("server.ws_ping_interval_ms", c.server.ws_ping_interval_ms));
   if (c.server.shutdown_deadline_ms < 0) return Status::InvalidArgument("server.shutdown_deadline_ms: must be >= 0");

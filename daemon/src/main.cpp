@@ -8,14 +8,17 @@
 // 200. SIGINT/SIGTERM: stop accepting, let in-flight requests finish within
 // server.shutdown_deadline_ms, cancel the rest, flush cache metadata, exit 0.
 #include "ragd/common/process.h"
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +29,32 @@
 #include "ragd/pipelines/runtime.h"
 
 using namespace ragd;
+
+namespace {
+
+// Every connection is a descriptor: raise the open-file soft limit to the hard limit (the
+// server caps connections below whatever limit results).
+void raise_open_file_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    log::daemon()->warn("cannot read the open-file limit (RLIMIT_NOFILE): {}", std::strerror(errno));
+    return;
+  }
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur != rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      log::daemon()->warn("cannot raise the open-file limit from {} to its hard limit {}: {}", before, rl.rlim_max,
+                          std::strerror(errno));
+      return;
+    }
+  }
+  if (rl.rlim_cur == RLIM_INFINITY) log::daemon()->info("open-file limit: unlimited");
+  else if (before != rl.rlim_cur) log::daemon()->info("open-file limit raised from {} to {} (the hard limit)", before, rl.rlim_cur);
+  else log::daemon()->info("open-file limit: {} (the hard limit)", rl.rlim_cur);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   ragd::ensure_passive_omp_wait(argv);
@@ -110,13 +139,15 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  raise_open_file_limit();
   auto api = std::make_shared<daemon::Api>(cfg);
   auto server = daemon::Server::start(cfg.server, api);
   if (!server.ok()) return die(server.status());
   std::printf("ragd listening on http://%s\n", (*server)->address().c_str());
   std::fflush(stdout);
-  log::daemon()->info("listening on {} ({} io threads); loading model {} with data {}", (*server)->address(),
-                      cfg.server.threads, cfg.runtime.model_dir, cfg.runtime.data_dir);
+  log::daemon()->info("listening on {} ({} io threads, up to {} connections); loading model {} with data {}",
+                      (*server)->address(), (*server)->threads(), (*server)->max_connections(), cfg.runtime.model_dir,
+                      cfg.runtime.data_dir);
 
   // Load in the background so that /healthz answers and /readyz says 503 meanwhile.
   std::mutex mu;

@@ -58,7 +58,8 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
     return respond(sse_response(bridge, ctx.id));
   }
   ApiError e = start_run(std::move(run), ctx.route, std::move(slot), openai_collect_consumer(st, respond));
-  if (e.failed()) respond(to_response(e));
+  if (e.failed()) return respond(to_response(e));
+  cancel_on_disconnect(req, ctx.id);
 }
 
 void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {

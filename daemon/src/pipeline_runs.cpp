@@ -184,7 +184,8 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
     }
     return true;
   });
-  if (e.failed()) respond(to_response(e));
+  if (e.failed()) return respond(to_response(e));
+  cancel_on_disconnect(req, rid);
 }
 
 }  // namespace ragd::daemon

@@ -186,6 +186,13 @@ void ApiImpl::handle(HttpRequest req, Responder respond_raw) {
     respond_raw(std::move(r));
   };
   auto fail = [&](const ApiError& e) { respond(to_response(e)); };
+  // A connection accepted above a connection cap serves only the health endpoints.
+  if (!req.connection_limit.empty() && path != "/healthz" && path != "/readyz") {
+    ctx->route = "connection_limit";
+    return fail({503, "too_many_connections",
+                 req.connection_limit + "; this connection serves only /healthz and /readyz, retry later", "",
+                 {{"Retry-After", "1"}}});
+  }
   const auto seg = split_path(path);
   const bool v1 = !seg.empty() && seg[0] == "v1";
   if (v1) {

@@ -110,6 +110,18 @@ void ApiImpl::cancel_run(const std::string& id) {
   ex->cancel(id);
 }
 
+void ApiImpl::cancel_on_disconnect(const HttpRequest& req, const std::string& id) {
+  if (!req.cancel) return;
+  req.cancel->on_cancel([self = shared_from_this(), id] {
+    {
+      std::lock_guard<std::mutex> l(self->runs_mu_);
+      if (!self->runs_.count(id)) return;  // already finished
+    }
+    log::daemon()->info("{} client went away before the answer", id);
+    self->cancel_run(id);
+  });
+}
+
 HttpResponse ApiImpl::sse_response(std::shared_ptr<SseBridge> bridge, const std::string& rid) {
   HttpResponse r;
   r.content_type = "text/event-stream";

@@ -2,8 +2,11 @@
 // The only translation unit of the daemon that includes Boost.Asio/Beast.
 #include "ragd/daemon/server.h"
 
-#include <chrono>
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdio>
 #include <deque>
 #include <future>
@@ -11,6 +14,9 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
+
+#include <sys/resource.h>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -36,6 +42,10 @@ using tcp = net::ip::tcp;
 
 namespace {
 
+constexpr int kReservedFds = 64;     // descriptors left to the rest of the process (storage, logs)
+constexpr int kHealthSlots = 16;     // connections above a cap that are served health endpoints
+constexpr size_t kReadChunk = 4096;  // bytes asked for by one read of the request side
+
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
@@ -48,9 +58,51 @@ class SessionBase {
 struct Shared {
   ServerOptions opts;
   std::shared_ptr<Handler> handler;
-  std::atomic<int> connections{0};
+  std::atomic<int> connections{0};  // open connections, those above a cap included
+  std::atomic<int> over_cap{0};     // of which accepted above a cap (health slots)
   std::mutex mu;
   std::list<SessionBase*> sessions;  // guarded by mu; entries removed by the session destructor
+  std::mutex clients_mu;
+  std::unordered_map<std::string, int> per_client;  // guarded by clients_mu; within-cap connections by address
+
+  int client_connections(const std::string& client) {
+    std::lock_guard<std::mutex> l(clients_mu);
+    auto it = per_client.find(client);
+    return it == per_client.end() ? 0 : it->second;
+  }
+};
+
+// One accepted connection's place in the connection counts, given back on destruction. Moves from
+// the HTTP session to the WebSocket session on upgrade.
+class ConnTicket {
+ public:
+  ConnTicket(std::shared_ptr<Shared> sh, std::string client, bool over_cap)
+      : sh_(std::move(sh)), client_(std::move(client)), over_cap_(over_cap) {
+    sh_->connections.fetch_add(1);
+    if (over_cap_) {
+      sh_->over_cap.fetch_add(1);
+    } else {
+      std::lock_guard<std::mutex> l(sh_->clients_mu);
+      ++sh_->per_client[client_];
+    }
+  }
+  ~ConnTicket() {
+    if (over_cap_) {
+      sh_->over_cap.fetch_sub(1);
+    } else {
+      std::lock_guard<std::mutex> l(sh_->clients_mu);
+      auto it = sh_->per_client.find(client_);
+      if (it != sh_->per_client.end() && --it->second <= 0) sh_->per_client.erase(it);
+    }
+    sh_->connections.fetch_sub(1);
+  }
+  ConnTicket(const ConnTicket&) = delete;
+  ConnTicket& operator=(const ConnTicket&) = delete;
+
+ private:
+  std::shared_ptr<Shared> sh_;
+  std::string client_;
+  bool over_cap_;
 };
 
 class Registration {
@@ -144,10 +196,10 @@ std::string endpoint_str(const tcp::socket& s) {
 // WebSocket session
 class WsSession : public SessionBase, public StreamWriter, public std::enable_shared_from_this<WsSession> {
  public:
-  WsSession(beast::tcp_stream&& stream, std::shared_ptr<Shared> sh, std::string remote)
-      : ws_(std::move(stream)), sh_(std::move(sh)), reg_(sh_, this), remote_(std::move(remote)),
-        close_timer_(ws_.get_executor()) {}
-  ~WsSession() override { sh_->connections.fetch_sub(1); }
+  WsSession(beast::tcp_stream&& stream, std::shared_ptr<Shared> sh, std::unique_ptr<ConnTicket> ticket,
+            std::string remote)
+      : ws_(std::move(stream)), sh_(std::move(sh)), reg_(sh_, this), ticket_(std::move(ticket)),
+        remote_(std::move(remote)), close_timer_(ws_.get_executor()) {}
 
   void run(http::request<http::string_body> req) {
     beast::get_lowest_layer(ws_).expires_never();
@@ -159,6 +211,13 @@ class WsSession : public SessionBase, public StreamWriter, public std::enable_sh
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "ragd"); }));
     ws_.read_message_max(sh_->opts.max_body_bytes);
+    // RFC 6455 7.4: close codes from 5000 up are invalid; Beast would echo them. Fail the
+    // connection with 1002 instead (sent before Beast's echo, which is then skipped).
+    ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
+      if (kind != websocket::frame_type::close) return;
+      const uint16_t code = ws_.reason().code;
+      if (code >= 5000) do_close(1002, "invalid close code " + std::to_string(code));
+    });
     HttpRequest hr = to_request(req, remote_);
     HttpResponse reject;
     handler_ = sh_->handler->open_ws(hr, shared_from_this(), &reject);
@@ -266,6 +325,7 @@ class WsSession : public SessionBase, public StreamWriter, public std::enable_sh
   websocket::stream<beast::tcp_stream> ws_;
   std::shared_ptr<Shared> sh_;
   Registration reg_;
+  std::unique_ptr<ConnTicket> ticket_;
   std::string remote_;
   net::steady_timer close_timer_;
   beast::flat_buffer buf_;
@@ -279,14 +339,19 @@ class WsSession : public SessionBase, public StreamWriter, public std::enable_sh
 
 // ---------------------------------------------------------------------------------------------
 // HTTP session: keep-alive request/response; a streamed (SSE) response ends the connection.
+//
+// Reading one request has two deadlines: its first bytes must come within first_byte_timeout_ms
+// (a new connection) or idle_timeout_ms (a kept-alive one), else the connection closes quietly;
+// the rest of it within read_timeout_ms, else 408. Both are timers that cancel the read rather than
+// beast::tcp_stream expiries, which would close the socket before a 408 could be written.
 class HttpSession : public SessionBase, public StreamWriter, public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket&& socket, std::shared_ptr<Shared> sh)
-      : stream_(std::move(socket)), sh_(std::move(sh)), reg_(sh_, this) {
+  // `connection_limit` non-empty: accepted above that cap; serves one request and closes.
+  HttpSession(tcp::socket&& socket, std::shared_ptr<Shared> sh, std::unique_ptr<ConnTicket> ticket,
+              std::string connection_limit)
+      : stream_(std::move(socket)), sh_(std::move(sh)), reg_(sh_, this), ticket_(std::move(ticket)),
+        read_timer_(stream_.get_executor()), connection_limit_(std::move(connection_limit)) {
     remote_ = endpoint_str(stream_.socket());
-  }
-  ~HttpSession() override {
-    if (!upgraded_) sh_->connections.fetch_sub(1);
   }
 
   void run() {
@@ -299,6 +364,14 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
       // Idle keep-alive connections close now; one waiting for its handler closes after answering.
       if (self->streaming_ || self->reading_) self->do_close();
       else self->close_after_response_ = true;
+    });
+  }
+  // Health-slot eviction: closes the connection if it has not sent a byte yet.
+  void evict_if_idle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->awaiting_first_bytes_ || self->closed_) return;
+      log::daemon()->debug("http {} closed: health slot needed by a newer connection", self->remote_);
+      self->do_close();
     });
   }
 
@@ -341,18 +414,70 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
 
   void do_read() {
     if (closed_) return;
+    // The watch of the previous request is still being cancelled: read once it has returned.
+    if (watching_) {
+      read_when_watch_ends_ = true;
+      return;
+    }
     parser_.emplace();
     parser_->body_limit(sh_->opts.max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(sh_->opts.max_header_bytes));
-    stream_.expires_after(std::chrono::milliseconds(first_ ? sh_->opts.read_timeout_ms : sh_->opts.idle_timeout_ms));
-    first_ = false;
     reading_ = true;
+    if (buffer_.size() > 0) return read_request();  // a pipelined request is already here
+    awaiting_first_bytes_ = true;
+    arm_read_deadline(first_ ? sh_->opts.first_byte_timeout_ms : sh_->opts.idle_timeout_ms);
+    stream_.socket().async_read_some(buffer_.prepare(kReadChunk),
+                                     [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                       self->on_first_bytes(ec, n);
+                                     });
+  }
+
+  void on_first_bytes(beast::error_code ec, size_t n) {
+    awaiting_first_bytes_ = false;
+    if (closed_) return;
+    if (ec) {
+      reading_ = false;
+      read_timer_.cancel();
+      if (deadline_passed_)
+        log::daemon()->debug("http {} closed: no request within {} ms", remote_,
+                             first_ ? sh_->opts.first_byte_timeout_ms : sh_->opts.idle_timeout_ms);
+      return do_close();
+    }
+    buffer_.commit(n);
+    read_request();
+  }
+
+  void read_request() {
+    first_ = false;
+    arm_read_deadline(sh_->opts.read_timeout_ms);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
+  // When `ms` pass before the read in progress completes, cancels it (its handler sees
+  // operation_aborted with deadline_passed_ set).
+  void arm_read_deadline(int ms) {
+    deadline_passed_ = false;
+    const uint64_t gen = ++read_gen_;
+    read_timer_.expires_after(std::chrono::milliseconds(ms));
+    read_timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->read_gen_ || !self->reading_ || self->closed_) return;
+      self->deadline_passed_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
   void on_read(beast::error_code ec) {
     reading_ = false;
+    read_timer_.cancel();
+    if (closed_) return;
+    if (ec && deadline_passed_) {
+      // Part of a request came but not all of it in time (e.g. a body shorter than its Content-Length).
+      return reject(408, "request_timeout",
+                    "request not received in full within server.read_timeout_ms = " +
+                        std::to_string(sh_->opts.read_timeout_ms) + " ms");
+    }
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
         ec == net::error::operation_aborted || ec == net::error::connection_reset) {
       return do_close();
@@ -370,7 +495,6 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
         return reject(400, "bad_request", "malformed HTTP request: " + ec.message());
       return do_close();
     }
-    stream_.expires_never();
     // RFC 9112 6.1: a request whose transfer coding is not a final "chunked" cannot be framed;
     // answer 400 and close, so that bytes after it are never read as another request.
     if (!transfer_encoding_ok(parser_->get())) {
@@ -378,17 +502,31 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
                     "unsupported Transfer-Encoding: only a final 'chunked' coding is accepted");
     }
     if (websocket::is_upgrade(parser_->get())) {
+      if (!connection_limit_.empty())
+        return reject(503, "too_many_connections", connection_limit_ + "; no WebSocket is opened on this connection");
       upgraded_ = true;
-      auto ws = std::make_shared<WsSession>(std::move(stream_), sh_, remote_);
+      auto ws = std::make_shared<WsSession>(std::move(stream_), sh_, std::move(ticket_), remote_);
       ws->run(parser_->release());
       return;
     }
     HttpRequest req = to_request(parser_->get(), remote_);
+    if (!connection_limit_.empty()) {
+      req.connection_limit = connection_limit_;
+      req.keep_alive = false;
+    }
+    cancel_ = std::make_shared<CancelSignal>();
+    req.cancel = cancel_;
     keep_alive_ = req.keep_alive;
     head_request_ = req.method == "HEAD";
+    awaiting_response_ = true;
     auto self = shared_from_this();
     sh_->handler->handle(std::move(req), [self](HttpResponse r) {
       net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->on_response(std::move(r)); });
+    });
+    // An answer given during handle() was posted first and has run by now; a request still
+    // waiting is watched.
+    net::post(stream_.get_executor(), [self] {
+      if (self->awaiting_response_) self->watch();
     });
   }
 
@@ -398,6 +536,11 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   }
 
   void on_response(HttpResponse r) {
+    awaiting_response_ = false;
+    if (cancel_) {
+      cancel_->reset();
+      cancel_.reset();
+    }
     if (closed_) {
       if (r.stream && r.on_abort) r.on_abort();  // client already gone
       return;
@@ -410,25 +553,49 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
       r.stream(shared_from_this());
       return;
     }
+    // The next request is read by the parser: stop the watch (only reads are pending now).
+    if (watching_) {
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+    }
     bool ka = keep_alive_ && !close_after_response_;
     after_write_ = ka ? After::kRead : After::kClose;
     // HEAD: the GET's headers (Content-Length included), no body.
     enqueue(serialize_head(r, ka, false, r.body.size()) + (head_request_ ? std::string() : r.body), false);
   }
 
-  // While streaming nobody reads the request side: watch it so that a client that goes away is
-  // noticed at once (its run is cancelled) rather than at the next write.
+  // While a request waits for its answer, or a stream is being sent, nobody reads the request side:
+  // watch it so that a client that goes away (closes, or shuts down its sending side) is noticed at
+  // once and its work cancelled, rather than at the next write. Bytes that come while an answer is
+  // pending (a pipelined request) are kept for the next read, up to max_header_bytes.
   void watch() {
-    stream_.socket().async_read_some(net::buffer(watch_buf_), [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (self->finished_ || self->closed_) return;
-      if (ec) {
-        log::daemon()->info("http {} client went away mid-stream", self->remote_);
-        self->abort();
-        self->do_close();
-        return;
+    if (watching_ || closed_ || finished_) return;
+    const bool keep = !streaming_;
+    if (keep && buffer_.size() >= sh_->opts.max_header_bytes) return;
+    watching_ = true;
+    auto on_done = [self = shared_from_this(), keep](beast::error_code ec, size_t n) { self->on_watch(ec, n, keep); };
+    if (keep) stream_.socket().async_read_some(buffer_.prepare(kReadChunk), std::move(on_done));
+    else stream_.socket().async_read_some(net::buffer(watch_buf_), std::move(on_done));
+  }
+
+  void on_watch(beast::error_code ec, size_t n, bool keep) {
+    watching_ = false;
+    if (keep && !ec) buffer_.commit(n);
+    if (closed_ || finished_) return;
+    if (!streaming_ && !awaiting_response_) {
+      // Stopped (or returned) because the answer came: the next read may start.
+      if (read_when_watch_ends_) {
+        read_when_watch_ends_ = false;
+        if (close_after_response_) return do_close();
+        do_read();
       }
-      self->watch();
-    });
+      return;
+    }
+    if (ec) {
+      log::daemon()->info("http {} client went away {}", remote_, streaming_ ? "mid-stream" : "before the response");
+      return do_close();
+    }
+    watch();
   }
 
   void enqueue(std::string s, bool counted) {
@@ -474,8 +641,13 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   void do_close() {
     if (closed_) return;
     if (streaming_ && !finished_) abort();
+    if (awaiting_response_ && cancel_) {
+      auto c = std::move(cancel_);
+      c->cancel();
+    }
     closed_ = true;
     open_ = false;
+    read_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.close();
@@ -484,6 +656,9 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   beast::tcp_stream stream_;
   std::shared_ptr<Shared> sh_;
   Registration reg_;
+  std::unique_ptr<ConnTicket> ticket_;
+  net::steady_timer read_timer_;
+  const std::string connection_limit_;
   std::string remote_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -493,6 +668,10 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   bool writing_ = false, first_ = true, keep_alive_ = true, reading_ = false;
   bool streaming_ = false, finished_ = false, closed_ = false, upgraded_ = false;
   bool close_after_response_ = false, head_request_ = false;
+  bool awaiting_first_bytes_ = false, deadline_passed_ = false, awaiting_response_ = false;
+  bool watching_ = false, read_when_watch_ends_ = false;
+  uint64_t read_gen_ = 0;
+  std::shared_ptr<CancelSignal> cancel_;  // of the request awaiting its answer
   After after_write_ = After::kNone;
   std::function<void()> on_abort_;
   std::atomic<bool> open_{true};
@@ -503,7 +682,7 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
 class ServerImpl : public Server {
  public:
   ServerImpl(const ServerOptions& opts, std::shared_ptr<Handler> handler)
-      : acceptor_(net::make_strand(ioc_)), work_(net::make_work_guard(ioc_)) {
+      : acceptor_(net::make_strand(ioc_)), accept_timer_(acceptor_.get_executor()), work_(net::make_work_guard(ioc_)) {
     sh_ = std::make_shared<Shared>();
     sh_->opts = opts;
     sh_->handler = std::move(handler);
@@ -527,15 +706,18 @@ class ServerImpl : public Server {
     auto local = acceptor_.local_endpoint(ec);
     port_ = local.port();
     address_ = local.address().to_string() + ":" + std::to_string(port_);
+    set_connection_cap();
     do_accept();
-    int n = sh_->opts.threads > 0 ? sh_->opts.threads : std::max(2u, std::thread::hardware_concurrency());
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    threads_n_ = sh_->opts.threads > 0 ? sh_->opts.threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < threads_n_; ++i) threads_.emplace_back([this] { ioc_.run(); });
     return Status::OK();
   }
 
   uint16_t port() const override { return port_; }
   std::string address() const override { return address_; }
   int open_connections() const override { return sh_->connections.load(); }
+  int threads() const override { return threads_n_; }
+  int max_connections() const override { return cap_; }
 
   void stop_accepting() override {
     std::promise<void> done;
@@ -543,6 +725,7 @@ class ServerImpl : public Server {
     net::dispatch(acceptor_.get_executor(), [this, &done] {
       beast::error_code ec;
       if (acceptor_.is_open()) acceptor_.close(ec);
+      accept_timer_.cancel();
       done.set_value();
     });
     if (!threads_.empty()) fut.wait();
@@ -574,30 +757,103 @@ class ServerImpl : public Server {
   }
 
  private:
+  // Every connection holds a descriptor: the cap leaves kReservedFds to the rest of the process and
+  // room for the health slots under the open-file limit.
+  void set_connection_cap() {
+    const int configured = sh_->opts.max_connections;
+    cap_ = configured;
+    limit_text_ = "connection limit reached: server.max_connections = " + std::to_string(configured);
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    const int nofile = static_cast<int>(std::min<rlim_t>(rl.rlim_cur, INT_MAX));
+    const int by_fds = std::max(1, nofile - kReservedFds - 2 * kHealthSlots);
+    if (by_fds >= configured) return;
+    cap_ = by_fds;
+    limit_text_ = "connection limit reached: " + std::to_string(cap_) + " open connections (server.max_connections = " +
+                  std::to_string(configured) + ", lowered to fit the open-file limit " + std::to_string(nofile) + ")";
+    log::daemon()->warn("server.max_connections = {} does not fit the open-file limit {}: capping connections at {}",
+                        configured, nofile, cap_);
+  }
+
   void do_accept() {
     acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-        log::daemon()->warn("accept failed: {}", ec.message());
-        return do_accept();
+        // Out of descriptors (or memory): the pending connection stays in the backlog and the
+        // listening socket stays readable; retrying at once would spin.
+        const bool resources = ec == net::error::no_descriptors || ec == net::error::no_buffer_space ||
+                               ec == net::error::no_memory ||
+                               ec == beast::error_code(ENFILE, boost::system::system_category());
+        if (should_log()) log::daemon()->warn("accept failed: {}", ec.message());
+        if (!resources) return do_accept();
+        accept_timer_.expires_after(std::chrono::milliseconds(100));
+        accept_timer_.async_wait([this](beast::error_code tec) {
+          if (!tec && acceptor_.is_open()) do_accept();
+        });
+        return;
       }
-      if (sh_->connections.load() >= sh_->opts.max_connections) {
-        log::daemon()->warn("connection limit {} reached; closing new connection", sh_->opts.max_connections);
-        beast::error_code ec2;
-        socket.close(ec2);
-      } else {
-        sh_->connections.fetch_add(1);
-        std::make_shared<HttpSession>(std::move(socket), sh_)->run();
-      }
+      admit(std::move(socket));
       do_accept();
     });
   }
 
+  // Acceptor strand only.
+  void admit(tcp::socket socket) {
+    beast::error_code ec;
+    auto ep = socket.remote_endpoint(ec);
+    std::string client = ec ? std::string("?") : ep.address().to_string();
+    std::string limit;
+    const int per_client_cap = sh_->opts.max_connections_per_client;
+    if (sh_->connections.load() - sh_->over_cap.load() >= cap_) {
+      limit = limit_text_;
+    } else if (per_client_cap > 0 && sh_->client_connections(client) >= per_client_cap) {
+      limit = "connection limit reached: server.max_connections_per_client = " + std::to_string(per_client_cap) +
+              " from " + client;
+    }
+    if (limit.empty()) {
+      auto ticket = std::make_unique<ConnTicket>(sh_, client, false);
+      std::make_shared<HttpSession>(std::move(socket), sh_, std::move(ticket), std::string())->run();
+      return;
+    }
+    // Above a cap: a health slot, made free if need be by closing the slot that has waited longest
+    // without sending a byte.
+    std::erase_if(health_slots_, [](const std::weak_ptr<HttpSession>& w) { return w.expired(); });
+    if (sh_->over_cap.load() >= 2 * kHealthSlots) {
+      if (should_log()) log::daemon()->warn("{}; health slots full: closing new connections at once", limit);
+      socket.close(ec);
+      return;
+    }
+    if (static_cast<int>(health_slots_.size()) >= kHealthSlots) {
+      if (auto oldest = health_slots_.front().lock()) oldest->evict_if_idle();
+      health_slots_.pop_front();
+    }
+    if (should_log()) log::daemon()->warn("{}; new connections are served /healthz and /readyz only", limit);
+    auto ticket = std::make_unique<ConnTicket>(sh_, client, true);
+    auto session = std::make_shared<HttpSession>(std::move(socket), sh_, std::move(ticket), std::move(limit));
+    health_slots_.push_back(session);
+    session->run();
+  }
+
+  // At most one warning per 5 s about refused or capped connections (acceptor strand only).
+  bool should_log() {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_warn_ < std::chrono::seconds(5)) return false;
+    last_warn_ = now;
+    return true;
+  }
+
   net::io_context ioc_;
   tcp::acceptor acceptor_;
+  net::steady_timer accept_timer_;  // accept back-off after running out of descriptors
   net::executor_work_guard<net::io_context::executor_type> work_;
   std::shared_ptr<Shared> sh_;
   std::vector<std::thread> threads_;
+  int threads_n_ = 0;
+  int cap_ = 0;
+  std::string limit_text_;  // what a connection above cap_ is told
+  // acceptor-strand state
+  std::deque<std::weak_ptr<HttpSession>> health_slots_;  // connections above a cap, oldest first
+  std::chrono::steady_clock::time_point last_warn_{};
   uint16_t port_ = 0;
   std::string address_;
   std::mutex stop_mu_;
@@ -605,6 +861,36 @@ class ServerImpl : public Server {
 };
 
 }  // namespace
+
+void CancelSignal::on_cancel(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (done_) return;
+    if (!cancelled_) {
+      fn_ = std::move(f);
+      return;
+    }
+  }
+  f();
+}
+
+void CancelSignal::reset() {
+  std::function<void()> drop;
+  std::lock_guard<std::mutex> l(mu_);
+  done_ = true;
+  drop.swap(fn_);
+}
+
+void CancelSignal::cancel() {
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (cancelled_ || done_) return;
+    cancelled_ = true;
+    f.swap(fn_);
+  }
+  if (f) f();
+}
 
 const std::string& HttpRequest::header(const std::string& name) const {
   static const std::string kEmpty;

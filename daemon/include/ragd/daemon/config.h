@@ -22,10 +22,15 @@ struct ServerOptions {
   int threads = 0;                         // io_context threads; 0 = hardware concurrency (min 2)
   size_t max_body_bytes = 8u << 20;        // request body limit; default 8 MiB (413 above)
   size_t max_header_bytes = 16u << 10;     // request header limit; default 16 KiB (431 above)
-  int read_timeout_ms = 30000;             // whole-request read deadline; default 30 s
+  int first_byte_timeout_ms = 5000;        // a new connection's first bytes must come within this; 5 s
+  int read_timeout_ms = 30000;             // whole-request read deadline once its first bytes came
+                                           // (408 when it passes); default 30 s
   int write_timeout_ms = 30000;            // per-write deadline; default 30 s
-  int idle_timeout_ms = 60000;             // keep-alive idle deadline; default 60 s
-  int max_connections = 1024;              // accepted sockets above this are closed at once
+  int idle_timeout_ms = 60000;             // keep-alive idle deadline between requests; default 60 s
+  // Open connections; at the cap new ones get only /healthz and /readyz (others 503
+  // too_many_connections). Lowered at start to the open-file limit less 96. Default 1024.
+  int max_connections = 1024;
+  int max_connections_per_client = 256;    // the same cap per client address; 0 = none; default 256
   int stream_queue_limit = 1024;           // queued outgoing messages per stream before disconnect
   int ws_ping_interval_ms = 20000;         // WebSocket ping period; default 20 s
   int shutdown_deadline_ms = 10000;        // graceful stop: in-flight requests get this long

@@ -1,9 +1,17 @@
 // The HTTP/1.1 + WebSocket transport (Boost.Beast inside server.cpp only; no Boost here).
 //
 // One io_context run by N threads; every connection on its own strand; keep-alive; body and
-// header limits; read/write/idle deadlines; one write in flight per connection with a bounded
-// queue of outgoing stream messages. The transport knows nothing about routes: it hands each
-// request to a Handler and writes back what the Handler answers, possibly later and from any
+// header limits; first-bytes/read/write/idle deadlines; one write in flight per connection with a
+// bounded queue of outgoing stream messages.
+//
+// Connection caps: at server.max_connections open connections (or
+// server.max_connections_per_client from one address) a new connection is still accepted, into one
+// of a few health slots: it is handed to the Handler with HttpRequest::connection_limit set and is
+// closed after one response. When the health slots are full, the one that has waited longest
+// without sending a byte is closed to make room, so that a health probe always gets through.
+// Above twice the health slots new connections are closed at once.
+//
+// The transport knows nothing about routes: it hands each request to a Handler and writes back what the Handler answers, possibly later and from any
 // thread (Responder), possibly as a stream (Server-Sent Events over chunked encoding).
 //
 // Thread-safety: Server's methods are thread-safe. Handler methods are called concurrently from
@@ -15,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +32,27 @@
 #include "ragd/daemon/config.h"
 
 namespace ragd::daemon {
+
+// Tells the handler of a pending non-streaming request that its client went away (closed, or shut
+// down its sending side) before the answer was written, so that it can cancel the work.
+// Thread-safety: thread-safe.
+class CancelSignal {
+ public:
+  // Registers f, called at most once (on an io thread) when the client goes away; called at once,
+  // on this thread, when it already has. A later call replaces an earlier callback that has not
+  // run. Ignored once the answer is being written (reset()).
+  void on_cancel(std::function<void()> f);
+  // Transport: the answer is being written; the callback is dropped and never runs.
+  void reset();
+  // Transport: the client went away; runs the callback once.
+  void cancel();
+
+ private:
+  std::mutex mu_;
+  std::function<void()> fn_;  // guarded by mu_
+  bool cancelled_ = false;    // guarded by mu_
+  bool done_ = false;         // guarded by mu_
+};
 
 struct HttpRequest {
   std::string method;   // "GET", "POST", ...
@@ -33,6 +63,13 @@ struct HttpRequest {
   std::string body;
   std::string remote;   // "127.0.0.1:53012"
   bool keep_alive = true;
+  // Non-empty when the connection was accepted above a connection cap; names the cap, e.g.
+  // "connection limit reached: server.max_connections = 1024". Such a connection closes after one
+  // response, and the handler serves only its health endpoints on it (503 for the rest).
+  std::string connection_limit;
+  // Fires when the client goes away before the response is written (set by the transport; null
+  // for requests built elsewhere).
+  std::shared_ptr<CancelSignal> cancel;
 
   // Header value or "" (name lower-case).
   const std::string& header(const std::string& name) const;
@@ -105,7 +142,13 @@ class Server {
   virtual void stop_accepting() = 0;
   // Closes every connection, stops and joins the io threads. Idempotent.
   virtual void stop() = 0;
+  // Open connections, those accepted above a cap included.
   virtual int open_connections() const = 0;
+  // io_context threads running.
+  virtual int threads() const = 0;
+  // The connection cap in force: server.max_connections, lowered when the open-file limit
+  // (RLIMIT_NOFILE at start) leaves no room for it.
+  virtual int max_connections() const = 0;
 };
 
 }  // namespace ragd::daemon
