@@ -4,6 +4,7 @@
 //                [--workload FILE.jsonl | --requests N --topics T --zipf S [--ingest-synthetic]]
 //                [--rate R | --concurrency C | --sweep R1,R2,... --slo-ttft-ms MS]
 //                [--max-tokens N] [--json OUT.json] [--html OUT.html]
+//   ragctl bench-report RUN1.json [RUN2.json ...] --out report.html [--labels a,b]
 //
 // Every request is `POST /v1/pipelines/{name}/runs` with "stream": true; TTFT is the time to the
 // first `token` event, ITL/TBT the gaps between token events, TPOT (e2e - TTFT) / (tokens - 1),
@@ -13,11 +14,16 @@
 // Workloads: a JSONL file ({"query": "...", "pipeline"?: "...", "max_tokens"?: N, "tenant"?: "..."}
 // per line), or synthetic RAG queries: T topics of 4 documents each (ingested with
 // --ingest-synthetic), the topic of each query drawn with Zipf(S) popularity.
+// The JSON keeps, per request, the client's TTFT / e2e / tokens and the `usage` (reused tokens per
+// tier) and `timings` of the daemon's final `done` event; the HTML report (bench_report.h) and
+// `ragctl bench-report`, which renders saved JSON files side by side, are built from it.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -28,10 +34,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_report.h"
 #include "command.h"
 #include "ragd/pipelines/synthetic_words.h"
 
 #if __has_include("ragd/daemon/client.h")
+#include <simdjson.h>
+
 #include "ragd/daemon/client.h"
 #define RAGD_BENCH_HAVE_CLIENT 1
 #endif
@@ -63,29 +72,7 @@ struct Req {
   int max_tokens = 16;
 };
 
-struct Sample {
-  bool ok = false;
-  double ttft = -1, e2e = 0;
-  std::vector<double> itl;
-  int tokens = 0;
-  std::string error;
-};
-
-struct RunSummary {
-  std::string label;
-  double rate = 0;  // 0 = closed loop
-  int n = 0, failed = 0;
-  double wall_s = 0, rps = 0, tps = 0;
-  double ttft[3] = {}, itl[3] = {}, tpot[3] = {}, e2e[3] = {}, norm_lat_mean = 0;  // p50/p90/p99
-  std::vector<double> ttft_sorted, e2e_sorted;
-};
-
-double pct(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const double idx = p / 100.0 * (sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(idx), hi = std::min(sorted.size() - 1, lo + 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (idx - lo);
-}
+using Sample = BenchSample;
 
 std::string json_str(const std::string& s) {
   std::string o = "\"";
@@ -126,6 +113,18 @@ bool json_field(const std::string& line, const std::string& key, std::string* ou
   return true;
 }
 
+// Writes `text` to `path`; on failure prints why (as `cmd`) and returns false.
+bool write_file(const char* cmd, const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (f) f << text;
+  if (f) f.close();
+  if (!f) {
+    std::fprintf(stderr, "ragctl %s: %s: cannot write: %s\n", cmd, path.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 
 #if RAGD_BENCH_HAVE_CLIENT
 
@@ -150,6 +149,34 @@ Status ingest_synthetic(const daemon::Url& u, const Args& a) {
   return Status::OK();
 }
 
+// Reads `usage` and `timings` of the final `done` event into the sample; a field the daemon did
+// not send stays 0, a missing object leaves has_usage / has_timings false.
+void parse_done(const std::string& data, Sample* s) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element ev, u, t;
+  if (parser.parse(data).get(ev)) return;
+  auto num = [](simdjson::dom::element e, const char* ptr) {
+    double v = 0;
+    return e.at_pointer(ptr).get_double().get(v) ? 0.0 : v;
+  };
+  if (!ev["usage"].get(u) && u.is_object()) {
+    s->has_usage = true;
+    s->prompt_tokens = static_cast<int>(num(u, "/prompt_tokens"));
+    s->reused_hbm = static_cast<int>(num(u, "/reused_tokens/hbm"));
+    s->reused_dram = static_cast<int>(num(u, "/reused_tokens/dram"));
+    s->reused_ssd = static_cast<int>(num(u, "/reused_tokens/ssd"));
+    std::string_view reuse;
+    if (!u["reuse"].get_string().get(reuse)) s->reuse = std::string(reuse);
+  }
+  if (!ev["timings"].get(t) && t.is_object()) {
+    s->has_timings = true;
+    BenchTimings& x = s->timings;
+    x.queue_ms = num(t, "/queue_ms"), x.retrieval_ms = num(t, "/retrieval_ms"), x.kv_load_ms = num(t, "/kv_load_ms");
+    x.prefill_ms = num(t, "/prefill_ms"), x.ttft_ms = num(t, "/ttft_ms"), x.lookup_ms = num(t, "/lookup_ms");
+    x.admit_ms = num(t, "/admit_ms"), x.publish_ms = num(t, "/publish_ms"), x.search_wait_ms = num(t, "/search_wait_ms");
+  }
+}
+
 Sample run_one(const daemon::Url& u, const Args& a, const Req& q, const std::string& reuse) {
   Sample s;
   daemon::HttpClient c(u.host, u.port, a.timeout_s * 1000);
@@ -170,13 +197,14 @@ Sample run_one(const daemon::Url& u, const Args& a, const Req& q, const std::str
     };
     if (is("token")) {
       const double ms = std::chrono::duration<double, std::milli>(now - t0).count();
-      if (s.tokens == 0) s.ttft = ms;
-      else s.itl.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+      if (s.tokens == 0) s.ttft_ms = ms;
+      else s.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
       last = now;
       ++s.tokens;
     } else if (is("done")) {
       s.ok = true;
       done = true;
+      parse_done(data, &s);
     } else if (is("error")) {
       s.error = data;
       done = true;
@@ -187,7 +215,7 @@ Sample run_one(const daemon::Url& u, const Args& a, const Req& q, const std::str
                               parser.feed(bytes);
                               return !done;
                             });
-  s.e2e = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  s.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   if (!r.ok()) {
     if (!done) s.error = r.status().to_string();
   } else if (r->status / 100 != 2) {
@@ -198,40 +226,15 @@ Sample run_one(const daemon::Url& u, const Args& a, const Req& q, const std::str
   return s;
 }
 
-RunSummary summarize(const std::string& label, double rate, const std::vector<Sample>& ss, double wall) {
-  RunSummary r;
+BenchRun summarize(const std::string& label, const std::string& mode, double rate, std::vector<Sample> ss,
+                   double wall) {
+  BenchRun r;
   r.label = label;
+  r.mode = mode;
   r.rate = rate;
-  r.n = static_cast<int>(ss.size());
   r.wall_s = wall;
-  std::vector<double> itl, tpot, norm;
-  long toks = 0;
-  for (const auto& s : ss) {
-    if (!s.ok) {
-      ++r.failed;
-      continue;
-    }
-    r.ttft_sorted.push_back(s.ttft);
-    r.e2e_sorted.push_back(s.e2e);
-    itl.insert(itl.end(), s.itl.begin(), s.itl.end());
-    if (s.tokens > 1) tpot.push_back((s.e2e - s.ttft) / (s.tokens - 1));
-    if (s.tokens > 0) norm.push_back(s.e2e / s.tokens);
-    toks += s.tokens;
-  }
-  std::sort(r.ttft_sorted.begin(), r.ttft_sorted.end());
-  std::sort(r.e2e_sorted.begin(), r.e2e_sorted.end());
-  std::sort(itl.begin(), itl.end());
-  std::sort(tpot.begin(), tpot.end());
-  const double ps[3] = {50, 90, 99};
-  for (int i = 0; i < 3; ++i) {
-    r.ttft[i] = pct(r.ttft_sorted, ps[i]);
-    r.itl[i] = pct(itl, ps[i]);
-    r.tpot[i] = pct(tpot, ps[i]);
-    r.e2e[i] = pct(r.e2e_sorted, ps[i]);
-  }
-  for (double x : norm) r.norm_lat_mean += x / norm.size();
-  r.rps = (r.n - r.failed) / wall;
-  r.tps = toks / wall;
+  r.samples = std::move(ss);
+  summarize_bench_run(r);
   return r;
 }
 
@@ -261,69 +264,21 @@ std::vector<Sample> drive(const daemon::Url& u, const Args& a, const std::vector
   return out;
 }
 
-std::string summary_json(const RunSummary& r) {
-  std::ostringstream o;
-  auto trio = [&](const char* k, const double* v) {
-    o << ",\"" << k << "\":{\"p50\":" << v[0] << ",\"p90\":" << v[1] << ",\"p99\":" << v[2] << "}";
+void print_summary(const BenchRun& r) {
+  std::printf("%-22s n=%d failed=%d  req/s %.2f  tok/s %.1f\n", r.label.c_str(), r.requests, r.failed, r.req_per_s,
+              r.tokens_per_s);
+  auto line = [](const char* name, const BenchPercentiles& p) {
+    std::printf("  %-4s ms  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", name, p.p50, p.p90, p.p99);
   };
-  o << "{\"label\":" << json_str(r.label) << ",\"rate\":" << r.rate << ",\"requests\":" << r.n
-    << ",\"failed\":" << r.failed << ",\"wall_s\":" << r.wall_s << ",\"req_per_s\":" << r.rps
-    << ",\"tokens_per_s\":" << r.tps << ",\"normalized_latency_ms_per_token\":" << r.norm_lat_mean;
-  trio("ttft_ms", r.ttft);
-  trio("itl_ms", r.itl);
-  trio("tpot_ms", r.tpot);
-  trio("e2e_ms", r.e2e);
-  o << "}";
-  return o.str();
-}
-
-// Inline SVG line chart: series of (x, y) points.
-std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>& series) {
-  const double W = 560, H = 300, L = 60, R = 150, T = 30, B = 40;
-  double xmax = 1e-9, ymax = 1e-9;
-  for (const auto& [n, pts] : series)
-    for (auto [x, y] : pts) xmax = std::max(xmax, x), ymax = std::max(ymax, y);
-  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
-  std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "'>"
-    << "<text x='" << L << "' y='18' font-size='14'>" << title << "</text>"
-    << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' stroke='black'/>"
-    << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' stroke='black'/>"
-    << "<text x='" << (W - R + L) / 2 << "' y='" << H - 8 << "' font-size='12' text-anchor='middle'>" << xlabel << "</text>"
-    << "<text x='12' y='" << (H - B + T) / 2 << "' font-size='12' transform='rotate(-90 12," << (H - B + T) / 2
-    << ")' text-anchor='middle'>" << ylabel << "</text>";
-  for (int i = 0; i <= 4; ++i) {
-    const double yv = ymax * i / 4, y = H - B - (H - B - T) * i / 4.0;
-    const double xv = xmax * i / 4, x = L + (W - R - L) * i / 4.0;
-    o << "<text x='" << L - 4 << "' y='" << y + 4 << "' font-size='10' text-anchor='end'>" << std::round(yv * 100) / 100
-      << "</text><text x='" << x << "' y='" << H - B + 14 << "' font-size='10' text-anchor='middle'>"
-      << std::round(xv * 100) / 100 << "</text>";
-  }
-  for (size_t s = 0; s < series.size(); ++s) {
-    const auto& [name, pts] = series[s];
-    o << "<polyline fill='none' stroke='" << colors[s % 6] << "' stroke-width='1.5' points='";
-    for (auto [x, y] : pts) o << L + (W - R - L) * x / xmax << "," << H - B - (H - B - T) * y / ymax << " ";
-    o << "'/><text x='" << W - R + 8 << "' y='" << T + 16 * s + 10 << "' font-size='11' fill='" << colors[s % 6] << "'>"
-      << name << "</text>";
-  }
-  o << "</svg>";
-  return o.str();
-}
-
-std::vector<std::pair<double, double>> cdf(const std::vector<double>& sorted) {
-  std::vector<std::pair<double, double>> v;
-  for (size_t i = 0; i < sorted.size(); ++i) v.push_back({sorted[i], double(i + 1) / sorted.size()});
-  return v;
-}
-
-void print_summary(const RunSummary& r) {
-  std::printf("%-22s n=%d failed=%d  req/s %.2f  tok/s %.1f\n", r.label.c_str(), r.n, r.failed, r.rps, r.tps);
-  std::printf("  TTFT ms  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", r.ttft[0], r.ttft[1], r.ttft[2]);
-  std::printf("  ITL  ms  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", r.itl[0], r.itl[1], r.itl[2]);
-  std::printf("  TPOT ms  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", r.tpot[0], r.tpot[1], r.tpot[2]);
-  std::printf("  e2e  ms  p50 %8.1f  p90 %8.1f  p99 %8.1f   normalized %.1f ms/token\n", r.e2e[0], r.e2e[1], r.e2e[2],
-              r.norm_lat_mean);
+  line("TTFT", r.ttft_ms);
+  line("ITL", r.itl_ms);
+  line("TPOT", r.tpot_ms);
+  std::printf("  e2e  ms  p50 %8.1f  p90 %8.1f  p99 %8.1f   normalized %.1f ms/token\n", r.e2e_ms.p50, r.e2e_ms.p90,
+              r.e2e_ms.p99, r.norm_latency_ms_per_token);
+  int with_usage = 0, hits = 0;
+  for (const auto& s : r.samples)
+    if (s.ok && s.has_usage) ++with_usage, hits += s.reused() > 0;
+  if (with_usage) std::printf("  KV hits %d of %d requests\n", hits, with_usage);
 }
 
 Status load_workload(const Args& a, std::vector<Req>* out) {
@@ -397,17 +352,24 @@ int run(const Args& a) {
     std::string r;
     while (std::getline(ss, r, ',')) rates.push_back(std::stod(r));
   }
-  std::vector<RunSummary> runs;
-  std::string capacity_json;
-  std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> ttft_vs_rate;
+  BenchResult result;
+  result.url = a.url;
+  result.slo_ttft_ms = a.slo_ttft_ms;
+  result.label = "this run";
+  if (!a.json_out.empty()) {
+    result.source = a.json_out;
+    result.label = a.json_out.substr(a.json_out.find_last_of('/') + 1);
+    if (result.label.size() > 5 && result.label.ends_with(".json")) result.label.resize(result.label.size() - 5);
+  }
+  std::vector<BenchRun>& runs = result.runs;
   for (const auto& m : modes) {
     const std::string name = m.empty() ? a.pipeline : a.pipeline + "/" + m;
     if (rates.empty()) {
       double wall = 0;
       auto ss = drive(*u, a, reqs, m, a.rate, a.rate > 0 ? 0 : std::max(1, a.concurrency), &wall);
-      runs.push_back(summarize(name, a.rate, ss, wall));
+      runs.push_back(summarize(name, name, a.rate, std::move(ss), wall));
       print_summary(runs.back());
-      for (const auto& s : ss)
+      for (const auto& s : runs.back().samples)
         if (!s.ok) {
           std::fprintf(stderr, "  first failure: %s\n", s.error.c_str());
           break;
@@ -415,49 +377,20 @@ int run(const Args& a) {
       continue;
     }
     double capacity = 0;
-    std::vector<std::pair<double, double>> p50, p99;
     for (double r : rates) {
       double wall = 0;
       auto ss = drive(*u, a, reqs, m, r, 0, &wall);
-      runs.push_back(summarize(name + " @" + std::to_string(r).substr(0, 5) + " req/s", r, ss, wall));
+      runs.push_back(summarize(name + " @" + std::to_string(r).substr(0, 5) + " req/s", name, r, std::move(ss), wall));
       print_summary(runs.back());
-      p50.push_back({r, runs.back().ttft[0]});
-      p99.push_back({r, runs.back().ttft[2]});
-      if (runs.back().failed == 0 && runs.back().ttft[2] <= a.slo_ttft_ms) capacity = std::max(capacity, r);
+      if (runs.back().failed == 0 && runs.back().ttft_ms.p99 <= a.slo_ttft_ms) capacity = std::max(capacity, r);
     }
     std::printf("capacity (%s, p99 TTFT <= %.0f ms): %.2f req/s\n", name.c_str(), a.slo_ttft_ms, capacity);
-    capacity_json += std::string(capacity_json.empty() ? "" : ",") + json_str(name) + ":" + std::to_string(capacity);
-    ttft_vs_rate.push_back({name + " p50", p50});
-    ttft_vs_rate.push_back({name + " p99", p99});
+    result.capacity.push_back({name, capacity});
   }
-  if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    f << "{\"url\":" << json_str(a.url) << ",\"slo_ttft_ms\":" << a.slo_ttft_ms << ",\"capacity\":{" << capacity_json
-      << "},\"runs\":[";
-    for (size_t i = 0; i < runs.size(); ++i) f << (i ? "," : "") << summary_json(runs[i]);
-    f << "]}\n";
-  }
-  if (!a.html_out.empty()) {
-    std::ofstream f(a.html_out);
-    f << "<!doctype html><html><head><meta charset='utf-8'><title>ragctl bench</title><style>body{font-family:sans-serif}"
-         "td,th{padding:2px 8px;text-align:right}</style></head><body><h1>ragctl bench</h1><p>"
-      << a.url << ", " << reqs.size() << " requests per run</p><table><tr><th>run</th><th>req/s</th><th>tok/s</th>"
-      << "<th>TTFT p50</th><th>TTFT p99</th><th>ITL p99</th><th>TPOT p50</th><th>e2e p50</th><th>e2e p99</th><th>failed</th></tr>";
-    for (const auto& r : runs)
-      f << "<tr><td>" << r.label << "</td><td>" << r.rps << "</td><td>" << r.tps << "</td><td>" << r.ttft[0] << "</td><td>"
-        << r.ttft[2] << "</td><td>" << r.itl[2] << "</td><td>" << r.tpot[0] << "</td><td>" << r.e2e[0] << "</td><td>"
-        << r.e2e[2] << "</td><td>" << r.failed << "</td></tr>";
-    f << "</table>";
-    std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> c1, c2;
-    for (const auto& r : runs) {
-      c1.push_back({r.label, cdf(r.ttft_sorted)});
-      c2.push_back({r.label, cdf(r.e2e_sorted)});
-    }
-    f << "<h2>Latency CDF</h2>" << svg_chart("TTFT CDF", "TTFT (ms)", "fraction", c1)
-      << svg_chart("end-to-end latency CDF", "e2e (ms)", "fraction", c2);
-    if (!ttft_vs_rate.empty()) f << "<h2>TTFT vs rate</h2>" << svg_chart("TTFT vs offered rate", "req/s", "TTFT (ms)", ttft_vs_rate);
-    f << "</body></html>\n";
-  }
+  int rc = 0;
+  if (!a.json_out.empty() && !write_file("bench", a.json_out, bench_result_json(result))) rc = 2;
+  if (!a.html_out.empty() && !write_file("bench", a.html_out, render_bench_report({result}))) rc = 2;
+  if (rc) return rc;
   int failed = 0;
   for (const auto& r : runs) failed += r.failed;
   return failed == 0 ? 0 : 1;
@@ -493,6 +426,50 @@ Registration reg("bench", "load generator: TTFT/ITL/TPOT/e2e percentiles against
                    sub.add_option("--timeout", a->timeout_s, "per-request timeout in seconds (default 300)");
                    return [a]() -> int { return run(*a); };
                  });
+
+struct ReportArgs {
+  std::vector<std::string> files;
+  std::string out, labels;
+};
+
+int run_report(const ReportArgs& a) {
+  std::vector<std::string> labels;
+  {
+    std::stringstream ss(a.labels);
+    std::string l;
+    while (std::getline(ss, l, ',')) labels.push_back(l);
+  }
+  if (!labels.empty() && labels.size() != a.files.size()) {
+    std::fprintf(stderr, "ragctl bench-report: --labels has %zu labels for %zu files\n", labels.size(), a.files.size());
+    return 2;
+  }
+  std::vector<BenchResult> results;
+  for (size_t i = 0; i < a.files.size(); ++i) {
+    auto r = load_bench_result(a.files[i]);
+    if (!r.ok()) {
+      std::fprintf(stderr, "ragctl bench-report: %s\n", r.status().message().c_str());
+      return 2;
+    }
+    if (!labels.empty()) r->label = labels[i];
+    // Two files of the same name from different directories: keep the labels apart.
+    const std::string base = r->label;
+    for (int n = 2; std::any_of(results.begin(), results.end(), [&](const auto& x) { return x.label == r->label; }); ++n)
+      r->label = base + " (" + std::to_string(n) + ")";
+    results.push_back(std::move(*r));
+  }
+  if (!write_file("bench-report", a.out, render_bench_report(results))) return 2;
+  std::printf("wrote %s (%zu result%s)\n", a.out.c_str(), results.size(), results.size() == 1 ? "" : "s");
+  return 0;
+}
+
+Registration report_reg("bench-report", "HTML report comparing saved `ragctl bench --json` results", [](CLI::App& sub) {
+  auto a = std::make_shared<ReportArgs>();
+  sub.add_option("results", a->files, "result files written by `ragctl bench --json`; the first is the baseline")
+      ->required();
+  sub.add_option("--out", a->out, "HTML file to write")->required();
+  sub.add_option("--labels", a->labels, "comma list of names for the results (default: the file names)");
+  return [a]() -> int { return run_report(*a); };
+});
 
 }  // namespace
 }  // namespace ragd::tools
