@@ -22,7 +22,7 @@ run_one() {  # workload zipf reuse index
   rm -rf "$data/kvcache"
   "$BIN/ragd" --model "$MODEL" --data "$data" --listen "127.0.0.1:$port" --log-level warn &
   local pid=$!
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/readyz" > /dev/null 2>&1 && break; sleep 0.1; done
   local ingest=()
   [[ -f "$data/.ingested" ]] || ingest=(--ingest-synthetic)
   "$BIN/ragctl" bench --url "http://127.0.0.1:$port" "${ingest[@]}" --topics "$TOPICS" --zipf "$zipf" \

@@ -1,11 +1,20 @@
 #include "ragd/common/thread_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace ragd {
 
-ThreadPool::ThreadPool(size_t threads, size_t max_queue, std::string name)
+ThreadPool::ThreadPool(size_t threads, size_t max_queue, std::string name, bool background)
     : max_queue_(max_queue), name_(std::move(name)) {
   threads_.reserve(threads);
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (size_t i = 0; i < threads; ++i)
+    threads_.emplace_back([this, background] {
+      // Linux: a thread's nice value is its own (setpriority on the thread id).
+      if (background) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+      run();
+    });
 }
 
 ThreadPool::~ThreadPool() { stop(); }

@@ -351,8 +351,9 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
     }
   }
   core->io = std::make_unique<ThreadPool>(static_cast<size_t>(opt.io_threads), opt.io_queue, "kv-io");
-  core->writer = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-ssd-writer");
-  if (opt.pool) core->copier = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-copy");
+  // SSD writes and pool-to-DRAM copies are nobody's critical path: they run in the background.
+  core->writer = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-ssd-writer", /*background=*/true);
+  if (opt.pool) core->copier = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-copy", /*background=*/true);
   return std::unique_ptr<KvStore>(new KvStore(std::move(core)));
 }
 

@@ -67,6 +67,10 @@ Result<std::unique_ptr<SsdTier>> SsdTier::open(const SsdTierOptions& o) {
     t->impl_->env = rocksdb::NewCompositeEnv(fs);
     ro.env = t->impl_->env.get();
   }
+  // Flushes and compactions of a cache tier yield to model compute.
+  rocksdb::Env* env = ro.env ? ro.env : rocksdb::Env::Default();
+  (void)env->LowerThreadPoolCPUPriority(rocksdb::Env::LOW, rocksdb::CpuPriority::kIdle);
+  (void)env->LowerThreadPoolCPUPriority(rocksdb::Env::HIGH, rocksdb::CpuPriority::kLow);
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(ro, o.dir, &db);
   if (!s.ok()) return Status::IOError(fmt::format("ssd tier {}: cannot open RocksDB: {}", o.dir, s.ToString()));

@@ -16,7 +16,9 @@ namespace ragd {
 
 class ThreadPool {
  public:
-  ThreadPool(size_t threads, size_t max_queue, std::string name = "pool");
+  // background: the threads run at the lowest CPU priority (nice 19), so that they take only
+  // what foreground work (model compute, request handling) leaves over.
+  ThreadPool(size_t threads, size_t max_queue, std::string name = "pool", bool background = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
