@@ -23,6 +23,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
 #include "run_state.h"
+#include "tiny_model.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -48,17 +49,9 @@ std::string make_model(const std::string& dir) {
   EXPECT_TRUE(tok_json.ok());
   auto tok = engine::Tokenizer::from_json(*tok_json, "tokenizer.json");
   EXPECT_TRUE(tok.ok());
-  engine::ModelConfig c;
-  c.architecture = engine::Architecture::kLlama;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
+  engine::ModelConfig c = engine::testing::tiny_config(engine::testing::Variant::kLlama);
   c.vocab_size = 512;
   c.max_position_embeddings = 2048;
-  c.rms_norm_eps = 1e-5f;
   c.bos_token_id = (*tok)->bos_id().value_or(-1);
   if (auto e = (*tok)->token_to_id("<|eot_id|>")) c.eos_token_ids.push_back(*e);
   EXPECT_TRUE(c.validate().ok());
