@@ -67,6 +67,9 @@ struct RunTrack {
   Clock::time_point first_token{}, last_token{};
   int tokens = 0;
   bool started = false, finished = false;  // executor-thread only
+  // The consumer refused an event (the client went away): later events are not passed on, and
+  // the run's final event, which the executor always sends, is counted as "disconnected".
+  bool client_gone = false;                // executor-thread only
   std::shared_ptr<void> slot;              // tenant concurrency slot
 };
 

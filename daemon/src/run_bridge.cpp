@@ -39,6 +39,7 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
   const std::string id = req.id;
   Status st = ex->submit(std::move(req), [self, track, consumer, finish](const RunEvent& ev) -> bool {
     if (track->finished) return false;
+    // Every run ends in exactly one terminal count, with its tokens, whatever the client did.
     auto now = Clock::now();
     if (!track->started) {
       track->started = true;
@@ -77,16 +78,18 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{} (hbm/dram/ssd), {:.1f} ms, {}",
                           track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd,
                           ms_since(track->t0), ev.finish_reason);
-      finish(ev.finish_reason.empty() ? "stop" : ev.finish_reason);
-      return consumer(ev);
+      finish(track->client_gone ? "disconnected" : ev.finish_reason.empty() ? "stop" : ev.finish_reason);
+      return track->client_gone ? false : consumer(ev);
     }
     if (ev.kind == RunEvent::Kind::kError) {
       log::daemon()->warn("{} run failed: {}", track->id, ev.error.to_string());
-      finish("error");
-      return consumer(ev);
+      finish(track->client_gone ? "disconnected" : "error");
+      return track->client_gone ? false : consumer(ev);
     }
-    bool keep = consumer(ev);
-    if (!keep) finish("cancelled");  // the client is gone; later events are refused
+    if (track->client_gone) return false;
+    const bool keep = consumer(ev);
+    // The client is gone: the executor cancels the run and its final event does the accounting.
+    if (!keep) track->client_gone = true;
     return keep;
   });
   if (!st.ok()) {

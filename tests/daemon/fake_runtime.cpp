@@ -81,10 +81,12 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
   const bool big = q.find("big") != std::string::npos;
   const bool fail = q.find("FAIL") != std::string::npos;
   bool alive = true;
+  bool refused = false;  // as the executor: a refusal cancels the run, whose done event still follows
   auto emit = [&](const pipelines::RunEvent& ev) {
     if (!alive) return;
     if (!sink(ev)) {
       alive = false;
+      refused = true;
       sink_refusals_.fetch_add(1);
     }
   };
@@ -119,6 +121,10 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
       alive = false;
       break;
     }
+  }
+  if (refused) {
+    alive = true;
+    finish = "cancelled";
   }
   if (alive) {
     pipelines::RunEvent done;

@@ -92,6 +92,12 @@ TEST_F(StreamTest, SseClientDisconnectCancelsRun) {
   Json stats(call("GET", "/v1/cache/stats").body);
   EXPECT_EQ(stats.num("/executor/kv_pool/used_blocks"), 0);
   EXPECT_EQ(stats.num("/requests/running"), 0);
+  // Counted once, as disconnected, with the tokens it streamed.
+  const std::string m = call("GET", "/metrics").body;
+  EXPECT_NE(m.find("finish_reason=\"disconnected\"} 1"), std::string::npos) << m;
+  const size_t g = m.find("\nragd_generation_tokens_total ");
+  ASSERT_NE(g, std::string::npos) << m;
+  EXPECT_GE(std::stod(m.substr(g + 30)), 3.0) << m.substr(g, 60);
 }
 
 TEST_F(StreamTest, WebSocketEventsInOrder) {

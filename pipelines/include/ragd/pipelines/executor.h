@@ -6,7 +6,8 @@
 // tokens, with the index of the first token generated under it (RunEvent::from_token).
 // The sink must not block: the daemon posts each event to the session's strand.
 // cancel(id) (or a sink that returned false from on_event) frees the request's KV blocks at the next
-// scheduler step.
+// scheduler step; the run then ends with its done event (finish_reason "cancelled", usage of what
+// it did), delivered to the sink like any other.
 //
 // Thread-safety: every method is thread-safe.
 #pragma once
