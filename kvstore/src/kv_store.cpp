@@ -501,6 +501,12 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   const bool pooled = r.outcome == KnowledgeTree::InsertOutcome::kInserted && r.tier == Tier::kHbm;
   const bool unplaced = r.outcome == KnowledgeTree::InsertOutcome::kNoSpace;
   if (known || !lower || !c.copier || (!pooled && !unplaced)) return r;
+  // A copy in flight holds its blocks: under pool pressure (less than half the pool free) none is
+  // started, and the node is demoted when it is evicted instead.
+  if (pooled && c.opt.pool->free_blocks() * 2 < c.opt.pool->num_blocks()) {
+    c.ctr.copies_skipped += 1;
+    return r;
+  }
   // The lower-tier copy, off this thread.
   {
     std::lock_guard<std::mutex> cl(c.cmu);

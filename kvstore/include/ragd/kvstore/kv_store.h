@@ -212,8 +212,9 @@ class KvStore {
   // are the parent path) as node `doc` under `parent_docs`: the node keeps a fork of the table's
   // first `end` tokens in the pool (no copy). Its DRAM copy (so that a pool eviction is a drop, and
   // write-behind to SSD) is made once, later, on the store's copy thread from another fork of the
-  // same blocks; at most Options::copy_inflight_bytes are in flight, a copy over that is skipped
-  // (the node is then demoted when it is evicted from the pool). The caller never waits for it.
+  // same blocks; at most Options::copy_inflight_bytes are in flight, and none starts while less
+  // than half the pool is free (a copy holds its blocks); a skipped copy leaves the node to be
+  // demoted when it is evicted from the pool. The caller never waits for it.
   // An existing node is touched and, if it left the pool, gets the fork back.
   Result<InsertResult> insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
                                    const engine::BlockTable& table, int begin, int end, std::string_view tenant = {});
