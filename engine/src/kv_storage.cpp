@@ -17,10 +17,12 @@ Status KvLayout::validate() const {
 }
 
 HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStorage(layout, num_blocks) {
+  // Zeroed here, so every page is mapped before serving: a block's first write on the prefill path
+  // takes no page fault (with cached KV holding blocks, new requests keep reaching fresh ones).
   const size_t floats = layout.block_floats() * num_blocks;
   for (int l = 0; l < layout.num_layers; ++l) {
-    k_.emplace_back(new float[floats]);
-    v_.emplace_back(new float[floats]);
+    k_.emplace_back(new float[floats]());
+    v_.emplace_back(new float[floats]());
   }
 }
 
