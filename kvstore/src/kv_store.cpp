@@ -58,6 +58,7 @@ struct StoreCore final : PoolTier {
   std::mutex cmu;
   std::condition_variable ccv;
   uint64_t copy_bytes = 0;              // guarded by cmu: in flight
+  bool engine_busy = false;             // guarded by cmu: copies wait while model steps run
   size_t copies_inflight = 0;           // guarded by cmu
   std::vector<PoolCopy> done_copies;    // guarded by mu
 
@@ -364,6 +365,7 @@ void KvStore::close() {
     if (c.closed) return;
   }
   c.io->stop();  // drains queued loads (they may still queue SSD writes)
+  set_engine_busy(false);          // nothing runs any more: waiting copies may go
   if (c.copier) c.copier->stop();  // drains pool-to-DRAM copies (they may queue SSD writes)
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -520,6 +522,10 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   auto job = std::make_shared<PoolCopy>(PoolCopy{table.fork_prefix(*c.opt.pool, end), begin, end});
   const bool root = parent_docs.empty();
   const bool queued = c.copier->submit([&c, job, id, bytes, root] {
+    {
+      std::unique_lock<std::mutex> cl(c.cmu);
+      c.ccv.wait(cl, [&] { return !c.engine_busy; });
+    }
     SegmentRef seg;
     Result<HostKv> kv = gather_kv(*c.opt.pool, job->table, job->begin, job->end - job->begin);
     if (kv.ok()) {
@@ -554,6 +560,14 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   return r;
 }
 
+void KvStore::set_engine_busy(bool busy) {
+  StoreCore& c = *core_;
+  std::lock_guard<std::mutex> cl(c.cmu);
+  if (c.engine_busy == busy) return;
+  c.engine_busy = busy;
+  c.ccv.notify_all();
+}
+
 void KvStore::wait_copies() {
   StoreCore& c = *core_;
   std::unique_lock<std::mutex> lock(c.cmu);
@@ -573,7 +587,8 @@ bool KvStore::reclaim_pool(const std::function<bool()>& enough) {
 
 void KvStore::detach_pool() {
   StoreCore& c = *core_;
-  wait_copies();  // no copy reads the pool after this
+  set_engine_busy(false);  // the engine has stopped
+  wait_copies();           // no copy reads the pool after this
   std::lock_guard<std::mutex> lock(c.mu);
   if (!c.opt.pool) return;
   c.release_done_copies_locked();

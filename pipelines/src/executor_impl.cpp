@@ -338,6 +338,7 @@ void ExecutorImpl::loop() {
     std::deque<SearchDone> searches;
     std::deque<PrefillCandidate> candidates;
     bool loads = false;
+    if (!sched_->runnable()) store_->set_engine_busy(false);  // about to wait: copies may run
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] {
@@ -362,12 +363,15 @@ void ExecutorImpl::loop() {
         if (live_names_.count(name)) early_cancels_.insert(name);
       }
     }
+    // Background KV copies wait while model steps run.
+    store_->set_engine_busy(sched_->runnable() || !incoming.empty());
     for (auto& d : searches) iter_search_done(std::move(d));
     for (auto& c : candidates) apply_candidate(std::move(c));
     if (loads || !loading_.empty()) admit_loaded();
     if (sched_->runnable()) step();
     publish_stats();
   }
+  store_->set_engine_busy(false);
   publish_stats();
 }
 

@@ -220,6 +220,11 @@ class KvStore {
                                    const engine::BlockTable& table, int begin, int end, std::string_view tenant = {});
   // Any thread: waits until every pool-to-DRAM copy started so far is in its tier (tests, stop).
   void wait_copies();
+  // The engine's owner says whether model steps are running: pool-to-DRAM copies wait while they
+  // are (they take CPU and memory bandwidth from decoding) and run when the engine is idle; while
+  // they wait they count against copy_inflight_bytes, so under steady load new copies are skipped.
+  // Default: idle.
+  void set_engine_busy(bool busy);
   // Scheduler thread: evicts pool copies by policy (demoting what is in no slower tier) until
   // enough() or nothing evictable is left. Returns enough().
   bool reclaim_pool(const std::function<bool()>& enough);
