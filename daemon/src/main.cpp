@@ -5,8 +5,9 @@
 //   ragd --config configs/ragd.toml --print-config
 //
 // Starts listening at once (/healthz 200, /readyz 503), loads the runtime, then /readyz turns
-// 200. SIGINT/SIGTERM: stop accepting, let in-flight requests finish within
-// server.shutdown_deadline_ms, cancel the rest, flush cache metadata, exit 0.
+// 200. SIGINT/SIGTERM: /readyz and new runs answer 503 while in-flight requests finish within
+// server.shutdown_deadline_ms; the rest are cancelled, then the daemon stops accepting, flushes
+// cache metadata and exits 0.
 #include "ragd/common/process.h"
 #include <cerrno>
 #include <csignal>
@@ -180,9 +181,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Graceful stop.
+  // Graceful stop. New connections are still accepted while in-flight runs finish: health probes
+  // get /readyz 503 and new runs 503 shutting_down rather than a refused connection.
   api->begin_shutdown();
-  (*server)->stop_accepting();
   loader.join();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.server.shutdown_deadline_ms);
   while (api->in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
@@ -194,6 +195,7 @@ int main(int argc, char** argv) {
     while (api->in_flight() > 0 && std::chrono::steady_clock::now() < grace)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  (*server)->stop_accepting();
   api->stop_background();
   if (loaded && loaded->ok() && (*loaded)->stop) {
     log::daemon()->info("stopping runtime (flushing cache metadata)");

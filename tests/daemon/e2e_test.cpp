@@ -116,6 +116,27 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
   EXPECT_EQ(d_.stop(), 0);
 }
 
+// SIGTERM: new connections are still accepted while in-flight runs finish, so that health probes
+// see /readyz 503 (and new runs are refused with 503) instead of a refused connection.
+TEST_F(E2eTest, ReadyzAnswers503WhileDraining) {
+  start_daemon("data_drain");
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"a","text":"alpha beta gamma delta"})").status, 200);
+  WsClient ws;
+  ASSERT_TRUE(ws.connect("127.0.0.1", d_.port(), "/v1/stream").ok());
+  ASSERT_TRUE(ws.send_text(R"({"query":"tell me everything","max_tokens":100000,"ignore_eos":true})").ok());
+  for (int tokens = 0; tokens < 2;) {
+    auto m = ws.read(60000);
+    ASSERT_TRUE(m.ok() && m->kind == WsClient::Message::Kind::kText);
+    tokens += Json(m->text).str("/event") == "token";
+  }
+  d_.signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  expect_error(get("/readyz"), 503, "shutting_down", "shutting down");
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q"})"), 503, "shutting_down", "shutting down");
+  ws.close(1000);  // the in-flight run is cancelled; the daemon then exits cleanly
+  EXPECT_EQ(d_.wait_exit(60000), 0);
+}
+
 TEST_F(E2eTest, RagctlQueryAndStreamWithCtrlC) {
   start_daemon("data3");
   ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"a","text":"alpha beta gamma delta"})").status, 200);

@@ -86,6 +86,10 @@ class Daemon {
     *err = "ragd did not print its address; stdout: " + buf;
     return false;
   }
+  // Sends a signal without waiting.
+  void signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
   // SIGTERM and wait; returns the exit status (-1 if killed by a signal).
   int stop() {
     if (pid_ <= 0) return -1;
