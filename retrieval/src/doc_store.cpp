@@ -173,6 +173,9 @@ Result<std::unique_ptr<DocStore>> DocStore::open(const std::string& dir, bool re
     s = rocksdb::DB::Open(dbo, dir, descs, &ds->cfs_, &ds->db_);
   }
   RAGD_RETURN_IF_ERROR(from_rocks(s, "docstore " + dir));
+  // Every stored block is read and checked now: a corrupted file fails the open with its name,
+  // rather than a store that opens and then fails its reads.
+  RAGD_RETURN_IF_ERROR(from_rocks(ds->db_->VerifyChecksum(), "docstore " + dir + ": checksum verification"));
   ds->seq_ = parse_u64(ds->meta("seq"));
   ds->next_chunk_id_ = std::max<uint64_t>(1, parse_u64(ds->meta("next_chunk_id")));
   ds->num_chunks_ = parse_u64(ds->meta("num_chunks"));

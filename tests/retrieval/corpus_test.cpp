@@ -15,6 +15,7 @@ namespace ragd::retrieval {
 namespace {
 
 using testing::TempDir;
+namespace fs = std::filesystem;
 
 struct World {
   std::vector<std::string> vocab = testing::make_vocabulary(6000, 5);
@@ -159,6 +160,35 @@ TEST(Corpus, PersistsAcrossReopenAndUsesSavedIndex) {
   auto ing = (*c)->ingest(docs);
   ASSERT_FALSE(ing.ok());
   EXPECT_NE(ing.status().message().find("read-only"), std::string::npos);
+}
+
+TEST(Corpus, CorruptedDocumentStoreFailsTheOpenNamingIt) {
+  World w;
+  TempDir dir;
+  {
+    auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+    ASSERT_TRUE(c->ingest(w.docs(20, 5)).ok());
+  }
+  { ASSERT_TRUE(Corpus::open(dir.path(), small_opts(), w.tok).ok()); }  // recovery writes the log into a table file
+  std::vector<fs::path> ssts;
+  for (const auto& e : fs::directory_iterator(fs::path(dir.path()) / "docstore"))
+    if (e.path().extension() == ".sst") ssts.push_back(e.path());
+  ASSERT_FALSE(ssts.empty());
+  for (const auto& p : ssts) {  // flip bytes in the middle of every table file
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = fs::file_size(p);
+    for (uint64_t off = size / 4; off < size / 2; off += 97) {
+      f.seekg(static_cast<std::streamoff>(off));
+      char b = 0;
+      f.read(&b, 1);
+      f.seekp(static_cast<std::streamoff>(off));
+      b = static_cast<char>(b ^ 0x5A);
+      f.write(&b, 1);
+    }
+  }
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("docstore"), std::string::npos) << c.status().to_string();
 }
 
 TEST(Corpus, RebuildsMissingOrCorruptIndex) {
