@@ -62,6 +62,14 @@ struct StoreCore final : PoolTier {
   size_t copies_inflight = 0;           // guarded by cmu
   std::vector<PoolCopy> done_copies;    // guarded by mu
 
+  // A copy of `bytes` is over (done, or never queued): it no longer counts as in flight.
+  void end_copy(uint64_t bytes) {
+    std::lock_guard<std::mutex> cl(cmu);
+    copy_bytes -= bytes;
+    copies_inflight -= 1;
+    ccv.notify_all();
+  }
+
   // mu held, scheduler thread: forks of finished copies go back to the pool.
   void release_done_copies_locked() {
     for (PoolCopy& pc : done_copies) release(pc);
@@ -545,17 +553,12 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
       }
       c.done_copies.push_back(std::move(*job));
     }
-    std::lock_guard<std::mutex> cl(c.cmu);
-    c.copy_bytes -= bytes;
-    c.copies_inflight -= 1;
-    c.ccv.notify_all();
+    c.end_copy(bytes);
   });
   if (!queued) {
     c.release(*job);
-    std::lock_guard<std::mutex> cl(c.cmu);
-    c.copy_bytes -= bytes;
-    c.copies_inflight -= 1;
     c.ctr.copies_skipped += 1;
+    c.end_copy(bytes);
   }
   return r;
 }

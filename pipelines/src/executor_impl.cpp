@@ -180,11 +180,11 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   const auto t0 = Clock::now();
   const RunRequest& q = r->rr;
   if (r->spec && !r->iter && q.context_must_include.empty() && q.speculative_prefill.value_or(r->spec->speculative_prefill) &&
-      (q.top_k >= 0 ? q.top_k : r->spec->top_k) > 0 && corpus_) {
+      retrieval_k(*r) > 0 && corpus_) {
     return prepare_speculative(std::move(r));
   }
   if (r->spec) {
-    const int k = q.top_k >= 0 ? q.top_k : r->spec->top_k;
+    const int k = retrieval_k(*r);
     std::vector<ContextDoc> ctx;
     if (k > 0) {
       IterState* it = r->iter.get();
@@ -209,8 +209,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       RunEvent ev;
       ev.kind = RunEvent::Kind::kSources;
       for (const auto& d : ctx) ev.sources.push_back(d.source);
-      // Stable document order (by chunk id): the same set of chunks gives the same path.
-      std::sort(ctx.begin(), ctx.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
+      sort_prompt_order(ctx);  // the same set of chunks gives the same path
       if (!emit(*r, ev)) r->error = "cancelled";
     }
     r->timings.retrieval_ms = ms_between(t0, Clock::now());

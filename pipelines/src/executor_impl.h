@@ -120,6 +120,8 @@ class ExecutorImpl final : public Executor {
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
+  // Passages a pipeline run retrieves: the request's top_k, else the pipeline's.
+  static int retrieval_k(const Run& r) { return r.rr.top_k >= 0 ? r.rr.top_k : r.spec->top_k; }
   void prepare(std::unique_ptr<Run> r);  // retrieval pool: retrieval + prompt + reuse lookup
   // Retrieval pool: a progressive search whose first candidates already go to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);

@@ -45,7 +45,7 @@ std::string valid_utf8(const std::string& s) {
 
 std::vector<ContextDoc> top_docs(const SearchOutcome& o, int k) {
   std::vector<ContextDoc> v(o.hits.begin(), o.hits.begin() + std::min<size_t>(o.hits.size(), std::max(k, 0)));
-  std::sort(v.begin(), v.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
+  sort_prompt_order(v);
   return v;
 }
 
@@ -190,7 +190,7 @@ void ExecutorImpl::take_ahead(Run& r) {
     return;
   }
   std::vector<ContextDoc> docs = top_docs(o, it.k);
-  if (IterState::ids_of(docs) != IterState::ids_of(it.context)) {
+  if (chunk_ids(docs) != chunk_ids(it.context)) {
     change_context(r, std::move(docs));
     announce_context(r, b);
   }
@@ -306,12 +306,12 @@ void ExecutorImpl::speculate(Run& r, int boundary) {
     auto probed = qv.ok() ? corpus_->coarse_lists(*qv, it.nprobe) : Result<std::vector<std::vector<int64_t>>>(qv.status());
     if (probed.ok()) {
       spec = it.cache.top_k(*qv, it.k, probed->at(0));
-      std::sort(spec.begin(), spec.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
+      sort_prompt_order(spec);
     }
   }
 #endif
-  p.spec_ids = IterState::ids_of(spec);
-  p.prev_ids = IterState::ids_of(it.context);
+  p.spec_ids = chunk_ids(spec);
+  p.prev_ids = chunk_ids(it.context);
   p.cp.emplace(s.checkpoint());
   p.forced_miss = opts_.force_misspeculation && opts_.force_misspeculation(r.rr.id, boundary);
   const bool both = it.params.overlap == RetrievalOverlap::kBoth;
@@ -363,8 +363,8 @@ void ExecutorImpl::rollback(Run& r, const IterState::Pending& p, std::vector<Con
   it.verifying = false;
   it.next_boundary = boundary + it.params.retrieval_interval;
   it.last_boundary = Clock::now();
-  const std::vector<uint64_t> ids = IterState::ids_of(real);
-  if (ids != IterState::ids_of(it.context)) {
+  const std::vector<uint64_t> ids = chunk_ids(real);
+  if (ids != chunk_ids(it.context)) {
     change_context(r, std::move(real));
   } else {
     Status st = sched_->restart(r.sid, s.prompt_len(), s.generated(), static_cast<int>(s.tokens().size()), *kv_host_);
@@ -385,13 +385,13 @@ void ExecutorImpl::settle(Run& r) {
     for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i)
       it.cache.add(o.hits[i], o.vectors[i], i < o.lists.size() ? o.lists[i] : -1);
     std::vector<ContextDoc> real = top_docs(o, it.k);
-    const bool right = IterState::ids_of(real) == p.spec_ids;
+    const bool right = chunk_ids(real) == p.spec_ids;
     it.stride.observe(right);
     ++(right && !p.forced_miss ? it.hits : it.misses);
     if (!p.applied) {  // the run waited here: the real context goes in as in the sequential run
       const int boundary = p.boundary;
       it.pending.pop_front();
-      if (IterState::ids_of(real) != IterState::ids_of(it.context)) {
+      if (chunk_ids(real) != chunk_ids(it.context)) {
         change_context(r, std::move(real));
         announce_context(r, boundary);
       }

@@ -23,7 +23,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
 #if RAGD_HAVE_RETRIEVAL
   const auto t0 = Clock::now();
   const RunRequest& q = r->rr;
-  const int k = q.top_k >= 0 ? q.top_k : r->spec->top_k;
+  const int k = retrieval_k(*r);
   const int np = std::max(1, r->spec->nprobe);
   std::vector<int> stages;
   for (int s : {np / 4, np / 2, np})
@@ -38,7 +38,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
       docs.push_back(context_doc(h));
       if (ranked) ranked->push_back(docs.back().source);
     }
-    std::sort(docs.begin(), docs.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
+    sort_prompt_order(docs);
     return docs;
   };
   auto post = [&](PrefillCandidate c) {
@@ -157,8 +157,7 @@ void ExecutorImpl::apply_candidate(PrefillCandidate c) {
   Run& r = *f->second;
   Run::SpecPrefill& sp = *r.spec_prefill;
   if (!c.status.ok()) return fail(r.sid, c.status);
-  std::vector<uint64_t> ids;
-  for (const auto& d : c.docs) ids.push_back(d.chunk_id);
+  std::vector<uint64_t> ids = chunk_ids(c.docs);
   if (ids != sp.ids) {
     if (Status st = rebuild_prompt(r, c.docs); !st.ok()) return fail(r.sid, st);
     sp.ids = std::move(ids);

@@ -92,11 +92,6 @@ struct IterState {
   int searches = 0, context_changes = 0, hits = 0, misses = 0, rollbacks = 0, rolled_back = 0;
   double wait_ms = 0;
 
-  static std::vector<uint64_t> ids_of(const std::vector<ContextDoc>& docs) {
-    std::vector<uint64_t> v;
-    for (const auto& d : docs) v.push_back(d.chunk_id);
-    return v;
-  }
 };
 
 }  // namespace ragd::pipelines
