@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo bench tsan clean train-model eval console-test-deps
+.PHONY: all deps configure build test demo bench bench-peers tsan clean train-model eval console-test-deps
 
 all: build
 
@@ -30,6 +30,14 @@ demo: build
 
 bench: build
 	./scripts/bench.sh $(BUILD)
+
+# ragd against llama.cpp on the CPU, same weights (converted to GGUF by `ragctl convert-gguf`) and
+# same token ids: a greedy-token check at f32 (fails the target on a mismatch), then prefill and
+# decode tok/s at f32 / bf16 / f16 / q8 and 1 / 2 threads. llama.cpp comes prebuilt from the npm
+# registry (node-llama-cpp, pinned). Knobs: ROUNDS=3, PEERS_FORMATS, PEERS_THREADS, PEERS_PREFILL,
+# PEERS_DECODE, PEERS_MODEL (scripts/bench-peers.sh). Table in $(BUILD)/peers/results.md.
+bench-peers: build
+	./scripts/bench-peers.sh $(BUILD)
 
 # The console's browser test (ctest console_browser, run by `make test`) needs Debian's chromium and
 # playwright-core from the npm registry (pinned in tests/console/package-lock.json; no browser

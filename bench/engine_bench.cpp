@@ -23,6 +23,7 @@
 #include "ragd/engine/random_weights.h"
 #include "ragd/kernels/gemm.h"
 #include "ragd/kernels/threads.h"
+#include "ragd/kernels/weight_matrix.h"
 
 namespace {
 
@@ -82,6 +83,7 @@ struct Args {
   int prompt = 128;
   int decode = 16;
   int threads = 0;
+  WeightFormat weights = WeightFormat::kF32;
 };
 
 ModelConfig preset(const std::string& name) {
@@ -117,7 +119,7 @@ Args parse(int argc, char** argv) {
       kv[k.substr(2)] = argv[++i];
     } else {
       std::fprintf(stderr, "usage: bench_engine --preset small|qwen2-0.5b [--batches 1,8,32] [--prompt N] "
-                           "[--decode N] [--threads N] [--hidden --layers --heads --kv-heads --head-dim "
+                           "[--decode N] [--threads N] [--weights f32|bf16|f16|q8] [--hidden --layers --heads --kv-heads --head-dim "
                            "--intermediate --vocab --tied]\n");
       std::exit(2);
     }
@@ -138,6 +140,14 @@ Args parse(int argc, char** argv) {
   if (kv.count("prompt")) a.prompt = std::atoi(kv["prompt"].c_str());
   if (kv.count("decode")) a.decode = std::atoi(kv["decode"].c_str());
   if (kv.count("threads")) a.threads = std::atoi(kv["threads"].c_str());
+  if (kv.count("weights")) {
+    auto f = parse_weight_format(kv["weights"]);
+    if (!f.ok()) {
+      std::fprintf(stderr, "--weights: %s\n", f.status().to_string().c_str());
+      std::exit(2);
+    }
+    a.weights = *f;
+  }
   if (kv.count("batches")) {
     a.batches.clear();
     std::string s = kv["batches"];
@@ -173,10 +183,19 @@ int main(int argc, char** argv) {
   const double bw = measure_read_bandwidth(size_t{1} << 30);
   const double peak = measure_sgemm(2048);
 
-  // Bytes streamed per decode step: every layer matrix once plus the LM head (norms are noise).
+  // Bytes streamed per decode step: every layer matrix once plus the LM head (norms are noise), in
+  // the weight format in memory.
   const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), im = c.intermediate_size, v = c.vocab_size;
   const double layer_params = h * (q + 2 * kv) + q * h + 3 * h * im;
-  const double step_bytes = 4.0 * (c.num_hidden_layers * layer_params + v * h);
+  const kernels::WeightType wt = a.weights == WeightFormat::kBF16 ? kernels::WeightType::kBF16
+                                 : a.weights == WeightFormat::kF16 ? kernels::WeightType::kF16
+                                 : a.weights == WeightFormat::kQ8  ? kernels::WeightType::kQ8
+                                                                   : kernels::WeightType::kF32;
+  const auto mbytes = [&](double rows, double cols) {
+    return static_cast<double>(kernels::weight_bytes(wt, static_cast<int>(rows), static_cast<int>(cols)));
+  };
+  const double step_bytes =
+      c.num_hidden_layers * (mbytes(q + 2 * kv, h) + mbytes(h, q) + mbytes(2 * im, h) + mbytes(h, im)) + mbytes(v, h);
   // FLOPs per prefill token (projections; logits only for the last row of a sequence).
   const double proj_flops = 2.0 * c.num_hidden_layers * layer_params;
 
@@ -184,6 +203,7 @@ int main(int argc, char** argv) {
   const size_t kv_token_bytes = 2ull * 4 * c.num_hidden_layers * c.kv_dim();
   ModelOptions opts;
   opts.num_threads = a.threads;
+  opts.weights = a.weights;
   opts.kv_block_size = 16;
   opts.kv_pool_bytes = kv_token_bytes * static_cast<size_t>(max_batch) * (a.prompt + a.decode + 32) * 5 / 4;
   auto t0 = Clock::now();
@@ -199,7 +219,8 @@ int main(int argc, char** argv) {
               "threads=%d\n",
               a.preset.c_str(), c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
               c.head_dim, c.intermediate_size, c.vocab_size, c.tie_word_embeddings ? 1 : 0, threads);
-  std::printf("# model built in %.1f s; weights read per decode step %.1f MiB (f32)\n", build_s, step_bytes / 1048576.0);
+  std::printf("# model built in %.1f s; weights read per decode step %.1f MiB (%s, kernels %s)\n", build_s,
+              step_bytes / 1048576.0, model->load_info().weights.c_str(), model->load_info().kernels.c_str());
   std::printf("# ceilings: read bandwidth %.2f GB/s, sgemm(2048^3) %.1f GFLOP/s\n", bw / 1e9, peak / 1e9);
   std::printf("# prompt=%d tokens/seq, decode=%d steps\n", a.prompt, a.decode);
   {

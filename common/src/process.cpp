@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace ragd {
@@ -11,6 +12,16 @@ void ensure_passive_omp_wait(char** argv) {
   if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
   execv("/proc/self/exe", argv);
   // exec failed (no /proc): carry on with the default policy.
+}
+
+size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long pages_total = 0, pages_resident = 0;
+  const int got = std::fscanf(f, "%lu %lu", &pages_total, &pages_resident);
+  std::fclose(f);
+  if (got != 2) return 0;
+  return static_cast<size_t>(pages_resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace ragd

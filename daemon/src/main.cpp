@@ -60,7 +60,7 @@ void raise_open_file_limit() {
 int main(int argc, char** argv) {
   ragd::ensure_passive_omp_wait(argv);
   CLI::App app{"ragd - retrieval-augmented generation serving daemon"};
-  std::string config_path, model, data, listen, pipelines_dir, device, log_level;
+  std::string config_path, model, data, listen, pipelines_dir, device, weights, log_level;
   int threads = -1;
   std::vector<std::string> sets, api_keys;
   bool print_config = false, show_secrets = false;
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "host:port (server.listen); port 0 picks a free port");
   app.add_option("--pipelines", pipelines_dir, "directory of pipeline *.toml specs (runtime.pipelines_dir)");
   app.add_option("--device", device, "cpu | cuda:N (runtime.device)");
+  app.add_option("--weights", weights, "auto | f32 | bf16 | f16 | q8: weights in memory (runtime.weights)");
   app.add_option("--threads", threads, "io threads (server.threads)");
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
   app.add_option("--api-key", api_keys, "KEY=TENANT; repeatable; enables auth");
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
   if (!listen.empty()) overrides.emplace_back("server.listen", listen);
   if (!pipelines_dir.empty()) overrides.emplace_back("runtime.pipelines_dir", pipelines_dir);
   if (!device.empty()) overrides.emplace_back("runtime.device", device);
+  if (!weights.empty()) overrides.emplace_back("runtime.weights", weights);
   if (threads >= 0) overrides.emplace_back("server.threads", std::to_string(threads));
   if (!log_level.empty()) overrides.emplace_back("log_level", log_level);
   for (const auto& s : sets) {

@@ -17,32 +17,60 @@
 #include "ragd/engine/model.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
+#include "ragd/kernels/weight_matrix.h"
 
 namespace ragd::engine {
 
-// Weights of one decoder layer, f32, HF nn.Linear layout ([out, in] row-major).
+// One weight matrix in the format it is kept in (kernels/weight_matrix.h), owning 64-byte aligned
+// storage. Thread-safety: immutable once filled; safe to read from any thread.
+class PackedWeight {
+ public:
+  PackedWeight() = default;
+  PackedWeight(kernels::WeightType type, int rows, int cols);  // storage allocated, unfilled
+  const kernels::WeightMatrix& view() const { return view_; }
+  void* storage() { return mem_.get(); }
+  size_t bytes() const { return empty() ? 0 : view_.bytes(); }
+  bool empty() const { return mem_ == nullptr; }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> mem_;
+  kernels::WeightMatrix view_;
+};
+
+// Weights of one decoder layer, HF nn.Linear layout ([out, in] row-major). Matrices in the model's
+// weight type; norms and biases f32.
 struct LayerWeights {
   std::vector<float> input_norm;  // [hidden]
-  std::vector<float> qkv;         // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows stacked
+  PackedWeight qkv;               // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows stacked
   std::vector<float> qkv_bias;    // [q_dim + 2·kv_dim], empty without attention_bias
-  std::vector<float> o;           // [hidden, q_dim]
+  PackedWeight o;                 // [hidden, q_dim]
   std::vector<float> post_norm;   // [hidden]
-  std::vector<float> gate_up;     // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
-  std::vector<float> down;        // [hidden, intermediate]
+  PackedWeight gate_up;           // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
+  PackedWeight down;              // [hidden, intermediate]
 };
 
-// The whole model in host memory, f32 (bf16 / f16 checkpoints converted at load).
+// The whole model in host memory, in one weight type for every matrix (embeddings and head
+// included); norms f32.
 struct HostWeights {
-  std::vector<float> embed;       // [vocab, hidden]
+  kernels::WeightType type = kernels::WeightType::kF32;
+  DType checkpoint_dtype = DType::kF32;  // dtype of the checkpoint's embedding tensor
+  PackedWeight embed;                    // [vocab, hidden]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
-  std::vector<float> lm_head;     // [vocab, hidden]; empty when tie_word_embeddings (embed is used)
+  PackedWeight lm_head;           // [vocab, hidden]; empty when tie_word_embeddings (embed is used)
   size_t bytes() const;
+  // False when the matrices hold other values than the checkpoint's (a narrower type: q8 from
+  // anything, 16-bit from f32, f16 <-> bf16).
+  bool exact() const;
 };
 
-// Reads and checks every HF tensor (model_weights.cpp). A missing tensor is NotFound, a wrong shape
+// Reads and checks every HF tensor (model_weights.cpp) into matrices of the chosen format (kAuto:
+// the checkpoint's dtype, no conversion). A missing tensor is NotFound, a wrong shape
 // InvalidArgument; both name the tensor and the expected vs actual shape.
-Result<HostWeights> load_host_weights(const ModelConfig& cfg, const WeightStore& store);
+Result<HostWeights> load_host_weights(const ModelConfig& cfg, const WeightStore& store, WeightFormat format);
 
 // One sequence of a planned step. Rows of the step are the new tokens of all sequences in order.
 struct SeqPlan {

@@ -196,8 +196,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
     runs_[si] = {s.row0, s.n, s.contiguous};
     for (int i = 0; i < s.n; ++i) {
       const int r = s.row0 + i;
-      std::memcpy(x_.data() + static_cast<size_t>(r) * hs, w_.embed.data() + static_cast<size_t>(s.tokens[i]) * hs,
-                  sizeof(float) * hs);
+      kernels::weight_rows_to_f32(w_.embed.view(), s.tokens[i], s.tokens[i] + 1, x_.data() + static_cast<size_t>(r) * hs);
       pos_[r] = s.position(i);
       slot_[r] = s.slot(i);
       step_row_[r] = r;
@@ -212,7 +211,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
   for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
     const LayerWeights& w = w_.layers[l];
     kernels::rmsnorm(x_.data(), rows, hs, hs, w.input_norm.data(), eps, h_.data(), hs);
-    kernels::linear(h_.data(), rows, hs, w.qkv.data(), qkv_dim, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
+    kernels::linear(h_.data(), rows, hs, w.qkv.view(), w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
                     qkv_.data());
     kernels::rope_apply(qkv_.data(), rows, nh, hd, qkv_dim, pos_.data(), inv_freq_.data());
     kernels::rope_apply(qkv_.data() + q_dim, rows, nkv, hd, qkv_dim, pos_.data(), inv_freq_.data());
@@ -255,14 +254,14 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
       RAGD_ASSIGN_OR_RETURN(replaced, hook->on_attention(att));
     }
     if (!replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l));
-    kernels::linear(attn_.data(), rows, q_dim, w.o.data(), hs, nullptr, x_.data(), /*accumulate=*/true);
+    kernels::linear(attn_.data(), rows, q_dim, w.o.view(), nullptr, x_.data(), /*accumulate=*/true);
     kernels::rmsnorm(x_.data(), rows, hs, hs, w.post_norm.data(), eps, h_.data(), hs);
-    kernels::linear(h_.data(), rows, hs, w.gate_up.data(), 2 * im, nullptr, gu_.data());
+    kernels::linear(h_.data(), rows, hs, w.gate_up.view(), nullptr, gu_.data());
     kernels::swiglu(rows, im, gu_.data(), 2 * im, gu_.data() + im, 2 * im, act_.data(), im);
-    kernels::linear(act_.data(), rows, im, w.down.data(), hs, nullptr, x_.data(), /*accumulate=*/true);
+    kernels::linear(act_.data(), rows, im, w.down.view(), nullptr, x_.data(), /*accumulate=*/true);
   }
 
-  const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
+  const kernels::WeightMatrix& head = w_.lm_head.empty() ? w_.embed.view() : w_.lm_head.view();
   if (hidden != nullptr) {
     if (narrowed) return Status::InvalidArgument("cpu backend: hidden states of every row were asked for, but a layer hook dropped rows");
     kernels::rmsnorm(x_.data(), rows, hs, hs, w_.final_norm.data(), eps, hidden, hs);
@@ -285,7 +284,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
       const float* src = x_.data() + static_cast<size_t>(r) * hs;
       kernels::rmsnorm(src, 1, hs, hs, w_.final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
     }
-    kernels::linear(h_.data(), nl, hs, head, cfg_.vocab_size, nullptr, logits);
+    kernels::linear(h_.data(), nl, hs, head, nullptr, logits);
   }
   return Status::OK();
 }

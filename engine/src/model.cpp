@@ -8,20 +8,46 @@
 
 #include "backend.h"
 #include "ragd/common/log.h"
+#include "ragd/common/process.h"
+#include "ragd/kernels/cpu_features.h"
 
 namespace ragd::engine {
+
+std::string_view weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kAuto: return "auto";
+    case WeightFormat::kF32: return "f32";
+    case WeightFormat::kBF16: return "bf16";
+    case WeightFormat::kF16: return "f16";
+    case WeightFormat::kQ8: return "q8";
+  }
+  return "?";
+}
+
+Result<WeightFormat> parse_weight_format(std::string_view s) {
+  for (WeightFormat f : {WeightFormat::kAuto, WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kQ8}) {
+    if (s == weight_format_name(f)) return f;
+  }
+  return Status::InvalidArgument("unknown weight format '" + std::string(s) + "' (expected auto, f32, bf16, f16 or q8)");
+}
 
 namespace {
 
 class ModelImpl final : public Model {
  public:
-  ModelImpl(ModelConfig cfg, Hash128 fingerprint, std::unique_ptr<KvPool> pool, std::unique_ptr<Backend> backend)
-      : cfg_(std::move(cfg)), fingerprint_(fingerprint), pool_(std::move(pool)), backend_(std::move(backend)) {}
+  ModelImpl(ModelConfig cfg, Hash128 fingerprint, std::unique_ptr<KvPool> pool, std::unique_ptr<Backend> backend,
+            ModelLoadInfo info)
+      : cfg_(std::move(cfg)),
+        fingerprint_(fingerprint),
+        pool_(std::move(pool)),
+        backend_(std::move(backend)),
+        info_(std::move(info)) {}
 
   const ModelConfig& config() const override { return cfg_; }
   Hash128 fingerprint() const override { return fingerprint_; }
   KvPool& kv_pool() override { return *pool_; }
   std::string_view device() const override { return backend_->device(); }
+  const ModelLoadInfo& load_info() const override { return info_; }
 
   Status forward(std::span<SeqStep> batch, StepOutput* out) override { return run(batch, nullptr, out); }
   Status forward_with_hook(std::span<SeqStep> batch, LayerHook& hook, StepOutput* out) override {
@@ -43,6 +69,7 @@ class ModelImpl final : public Model {
   Hash128 fingerprint_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<Backend> backend_;
+  ModelLoadInfo info_;
   std::vector<float> hidden_;  // embed() scratch
 };
 
@@ -250,20 +277,30 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   }
   Hasher128 fp;
   fp.str("ragd-model-v1").h128(cfg.shape_hash()).h128(weights->checksum());
-  RAGD_ASSIGN_OR_RETURN(HostWeights host, load_host_weights(cfg, *weights));
-  weights.reset();  // weights now live in the backend (converted to f32)
+  RAGD_ASSIGN_OR_RETURN(HostWeights host, load_host_weights(cfg, *weights, opts.weights));
+  weights.reset();  // weights now live in the backend
+  // KV computed from weights of other values than the checkpoint's (q8, or rounded to 16 bits) is
+  // not interchangeable with the checkpoint's KV: it gets its own fingerprint.
+  if (!host.exact()) fp.str("weights").str(kernels::weight_type_name(host.type));
   const size_t weight_bytes = host.bytes();
+  const kernels::WeightType weight_type = host.type;
   CpuBackendOptions bo;
   bo.num_threads = opts.num_threads;
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_cpu_backend(cfg, std::move(host), bo));
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage, backend->make_kv_storage(layout, num_blocks));
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::create(std::move(storage)));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log::engine()->info("model {} loaded on {}: {} layers, hidden {}, {:.1f} MiB f32 weights, KV pool {} blocks x {} "
-                      "tokens ({:.1f} MiB), {:.2f} s",
+  ModelLoadInfo info;
+  info.weights = std::string(kernels::weight_type_name(weight_type));
+  info.kernels = kernels::cpu_summary();
+  info.weight_bytes = weight_bytes;
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  info.resident_bytes = resident_bytes();
+  log::engine()->info("model {} loaded on {}: {} layers, hidden {}, {:.1f} MiB {} weights (kernels {}), KV pool {} "
+                      "blocks x {} tokens ({:.1f} MiB), {:.2f} s, resident {:.1f} MiB",
                       architecture_name(cfg.architecture), backend->device(), cfg.num_hidden_layers, cfg.hidden_size,
-                      weight_bytes / 1048576.0, num_blocks, layout.block_size, pool->bytes() / 1048576.0, secs);
-  return std::unique_ptr<Model>(new ModelImpl(cfg, fp.digest(), std::move(pool), std::move(backend)));
+                      weight_bytes / 1048576.0, info.weights, info.kernels, num_blocks, layout.block_size,
+                      pool->bytes() / 1048576.0, info.seconds, info.resident_bytes / 1048576.0);
+  return std::unique_ptr<Model>(new ModelImpl(cfg, fp.digest(), std::move(pool), std::move(backend), std::move(info)));
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOptions& opts) {

@@ -1,5 +1,9 @@
-// Hugging Face tensor names → f32 host weights, with shape checks.
+// Hugging Face tensor names → host weights in the chosen format, with shape checks. A tensor whose
+// dtype is the target format is copied as stored (no widening); otherwise it is widened to f32 one
+// tensor at a time and packed (rounded to 16 bits or quantized to q8).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,9 +19,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// Converts tensor `name` (expected shape `shape`) into dst + offset floats.
-Status read_tensor(const WeightStore& store, const std::string& name, const std::vector<int64_t>& shape,
-                   std::vector<float>* dst, size_t offset = 0) {
+// Opens tensor `name` and checks its shape and byte count.
+Result<TensorView> checked_view(const WeightStore& store, const std::string& name, const std::vector<int64_t>& shape) {
   if (!store.contains(name)) {
     return Status::NotFound("model weights: missing tensor '" + name + "' (expected shape " + shape_str(shape) + ")");
   }
@@ -32,52 +35,120 @@ Status read_tensor(const WeightStore& store, const std::string& name, const std:
     return Status::InvalidArgument("model weights: tensor '" + name + "' holds " + std::to_string(t.nbytes) +
                                    " bytes, expected " + std::to_string(numel * dtype_size(t.dtype)));
   }
+  return t;
+}
+
+// Converts 1-D / small tensor `name` (expected shape `shape`) into dst + offset floats.
+Status read_tensor(const WeightStore& store, const std::string& name, const std::vector<int64_t>& shape,
+                   std::vector<float>* dst, size_t offset = 0) {
+  RAGD_ASSIGN_OR_RETURN(TensorView t, checked_view(store, name, shape));
+  const size_t numel = static_cast<size_t>(t.numel());
   if (dst->size() < offset + numel) dst->resize(offset + numel);
   t.to_f32(dst->data() + offset);
   return Status::OK();
 }
 
-}  // namespace
-
-size_t HostWeights::bytes() const {
-  size_t n = embed.size() + final_norm.size() + lm_head.size();
-  for (const auto& l : layers) {
-    n += l.input_norm.size() + l.qkv.size() + l.qkv_bias.size() + l.o.size() + l.post_norm.size() +
-         l.gate_up.size() + l.down.size();
-  }
-  return n * sizeof(float);
+bool same_format(DType d, kernels::WeightType t) {
+  return (d == DType::kF32 && t == kernels::WeightType::kF32) || (d == DType::kBF16 && t == kernels::WeightType::kBF16) ||
+         (d == DType::kF16 && t == kernels::WeightType::kF16);
 }
 
-Result<HostWeights> load_host_weights(const ModelConfig& cfg, const WeightStore& store) {
+// Writes the 2-D tensor `name` ([rows, cols]) into rows [row0, row0 + rows) of dst.
+Status read_matrix(const WeightStore& store, const std::string& name, int64_t rows, int64_t cols, PackedWeight* dst,
+                   int64_t row0 = 0) {
+  RAGD_ASSIGN_OR_RETURN(TensorView t, checked_view(store, name, {rows, cols}));
+  const kernels::WeightMatrix& v = dst->view();
+  if (same_format(t.dtype, v.type)) {
+    std::memcpy(static_cast<uint8_t*>(dst->storage()) + static_cast<size_t>(row0) * v.row_stride(), t.data, t.nbytes);
+    return Status::OK();
+  }
+  std::vector<float> f32(static_cast<size_t>(rows) * cols);
+  t.to_f32(f32.data());
+  kernels::pack_weight_rows(f32.data(), static_cast<int>(rows), static_cast<int>(row0), v.type, v.rows, v.cols,
+                            dst->storage());
+  return Status::OK();
+}
+
+kernels::WeightType resolve(WeightFormat f, DType checkpoint) {
+  switch (f) {
+    case WeightFormat::kF32: return kernels::WeightType::kF32;
+    case WeightFormat::kBF16: return kernels::WeightType::kBF16;
+    case WeightFormat::kF16: return kernels::WeightType::kF16;
+    case WeightFormat::kQ8: return kernels::WeightType::kQ8;
+    case WeightFormat::kAuto: break;
+  }
+  return checkpoint == DType::kBF16 ? kernels::WeightType::kBF16
+         : checkpoint == DType::kF16 ? kernels::WeightType::kF16
+                                     : kernels::WeightType::kF32;
+}
+
+}  // namespace
+
+void PackedWeight::Free::operator()(void* p) const { std::free(p); }
+
+PackedWeight::PackedWeight(kernels::WeightType type, int rows, int cols) {
+  const size_t n = kernels::weight_bytes(type, rows, cols);
+  mem_.reset(std::aligned_alloc(64, (n + 63) & ~size_t{63}));
+  if (mem_ == nullptr) throw std::bad_alloc();
+  view_ = kernels::make_view(type, rows, cols, mem_.get());
+  kernels::init_weight_storage(type, rows, cols, mem_.get());
+}
+
+size_t HostWeights::bytes() const {
+  size_t n = embed.bytes() + lm_head.bytes() + final_norm.size() * sizeof(float);
+  for (const auto& l : layers) {
+    n += (l.input_norm.size() + l.qkv_bias.size() + l.post_norm.size()) * sizeof(float) + l.qkv.bytes() + l.o.bytes() +
+         l.gate_up.bytes() + l.down.bytes();
+  }
+  return n;
+}
+
+bool HostWeights::exact() const {
+  return type == kernels::WeightType::kF32 || same_format(checkpoint_dtype, type);
+}
+
+Result<HostWeights> load_host_weights(const ModelConfig& cfg, const WeightStore& store, WeightFormat format) {
   const int64_t h = cfg.hidden_size, q = cfg.q_dim(), kv = cfg.kv_dim(), im = cfg.intermediate_size,
                 vocab = cfg.vocab_size;
   HostWeights w;
-  RAGD_RETURN_IF_ERROR(read_tensor(store, "model.embed_tokens.weight", {vocab, h}, &w.embed));
+  RAGD_ASSIGN_OR_RETURN(TensorView emb, checked_view(store, "model.embed_tokens.weight", {vocab, h}));
+  w.checkpoint_dtype = emb.dtype;
+  w.type = resolve(format, emb.dtype);
+  const kernels::WeightType t = w.type;
+  auto matrix = [t](int64_t rows, int64_t cols) { return PackedWeight(t, static_cast<int>(rows), static_cast<int>(cols)); };
+  w.embed = matrix(vocab, h);
+  RAGD_RETURN_IF_ERROR(read_matrix(store, "model.embed_tokens.weight", vocab, h, &w.embed));
   RAGD_RETURN_IF_ERROR(read_tensor(store, "model.norm.weight", {h}, &w.final_norm));
-  if (!cfg.tie_word_embeddings) RAGD_RETURN_IF_ERROR(read_tensor(store, "lm_head.weight", {vocab, h}, &w.lm_head));
+  if (!cfg.tie_word_embeddings) {
+    w.lm_head = matrix(vocab, h);
+    RAGD_RETURN_IF_ERROR(read_matrix(store, "lm_head.weight", vocab, h, &w.lm_head));
+  }
   w.layers.resize(cfg.num_hidden_layers);
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
     RAGD_RETURN_IF_ERROR(read_tensor(store, p + "input_layernorm.weight", {h}, &l.input_norm));
     RAGD_RETURN_IF_ERROR(read_tensor(store, p + "post_attention_layernorm.weight", {h}, &l.post_norm));
-    l.qkv.resize(static_cast<size_t>(q + 2 * kv) * h);
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.q_proj.weight", {q, h}, &l.qkv, 0));
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.k_proj.weight", {kv, h}, &l.qkv, q * h));
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.v_proj.weight", {kv, h}, &l.qkv, (q + kv) * h));
+    l.qkv = matrix(q + 2 * kv, h);
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "self_attn.q_proj.weight", q, h, &l.qkv, 0));
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "self_attn.k_proj.weight", kv, h, &l.qkv, q));
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "self_attn.v_proj.weight", kv, h, &l.qkv, q + kv));
     if (cfg.attention_bias) {
       l.qkv_bias.resize(q + 2 * kv);
       RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.q_proj.bias", {q}, &l.qkv_bias, 0));
       RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.k_proj.bias", {kv}, &l.qkv_bias, q));
       RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.v_proj.bias", {kv}, &l.qkv_bias, q + kv));
     }
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "self_attn.o_proj.weight", {h, q}, &l.o));
-    l.gate_up.resize(static_cast<size_t>(2 * im) * h);
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "mlp.gate_proj.weight", {im, h}, &l.gate_up, 0));
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "mlp.up_proj.weight", {im, h}, &l.gate_up, im * h));
-    RAGD_RETURN_IF_ERROR(read_tensor(store, p + "mlp.down_proj.weight", {h, im}, &l.down));
+    l.o = matrix(h, q);
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "self_attn.o_proj.weight", h, q, &l.o));
+    l.gate_up = matrix(2 * im, h);
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "mlp.gate_proj.weight", im, h, &l.gate_up, 0));
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "mlp.up_proj.weight", im, h, &l.gate_up, im));
+    l.down = matrix(h, im);
+    RAGD_RETURN_IF_ERROR(read_matrix(store, p + "mlp.down_proj.weight", h, im, &l.down));
   }
   return w;
 }
 
 }  // namespace ragd::engine
+

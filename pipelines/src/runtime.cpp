@@ -14,9 +14,12 @@
 
 namespace ragd::pipelines {
 
-engine::ModelOptions RuntimeOptions::model_options() const {
+Result<engine::ModelOptions> RuntimeOptions::model_options() const {
   engine::ModelOptions mo;
   mo.device = device;
+  auto w = engine::parse_weight_format(weights);
+  if (!w.ok()) return w.status().with_context("runtime.weights");
+  mo.weights = *w;
   mo.kv_pool_bytes = kv_pool_bytes;
   mo.kv_block_size = kv_block_size;
   mo.num_threads = num_threads;
@@ -148,7 +151,7 @@ class NoDocuments final : public DocumentApi {
 Result<Runtime> open_runtime(const RuntimeOptions& opts) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
-  const engine::ModelOptions mo = opts.model_options();
+  RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();

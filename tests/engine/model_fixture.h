@@ -41,10 +41,12 @@ struct Fixture {
   TinyWeights w;
   std::unique_ptr<Model> model;
 
-  explicit Fixture(Variant v, int block_size = 16, size_t pool_bytes = 8u << 20, uint32_t seed = 1) {
+  explicit Fixture(Variant v, int block_size = 16, size_t pool_bytes = 8u << 20, uint32_t seed = 1,
+                   WeightFormat weights = WeightFormat::kAuto) {
     cfg = tiny_config(v);
     w = tiny_weights(cfg, seed, v == Variant::kBf16);
     ModelOptions o;
+    o.weights = weights;
     o.kv_block_size = block_size;
     o.kv_pool_bytes = pool_bytes;
     auto r = Model::create(cfg, WeightStore::from_tensors(w.tensors), o);

@@ -44,6 +44,8 @@ struct Args {
   bool json = false;
   std::vector<std::string> stop;  // stop strings: generation ends at the first; it is not printed
   std::string device = "cpu";
+  std::string weights = "auto";
+  bool verbose = false;
   int threads = 0;
   double kv_mb = 0;  // 0: enough for prompt + max_tokens
 };
@@ -117,6 +119,9 @@ Status run(const Args& a) {
   ModelOptions mo;
   mo.device = a.device;
   mo.num_threads = a.threads;
+  auto wf = parse_weight_format(a.weights);
+  if (!wf.ok()) return wf.status().with_context("--weights");
+  mo.weights = *wf;
   const size_t per_token = 2ull * cfg.num_hidden_layers * cfg.kv_dim() * sizeof(float);
   const size_t need = per_token * (prompt.size() + max_new + 2 * mo.kv_block_size);
   mo.kv_pool_bytes = a.kv_mb > 0 ? static_cast<size_t>(a.kv_mb * 1024 * 1024) : need;
@@ -216,6 +221,12 @@ Status run(const Args& a) {
                "on %s\n",
                load_s, prompt.size(), prefill_s * 1e3, prompt.size() / std::max(prefill_s, 1e-9), decode_steps,
                decode_s * 1e3, decode_steps / std::max(decode_s, 1e-9), std::string(model->device()).c_str());
+  if (a.verbose) {
+    const ModelLoadInfo& li = model->load_info();
+    std::fprintf(stderr, "model: %s weights, %.1f MiB, loaded in %.2f s, resident %.1f MiB after load; kernels %s\n",
+                 li.weights.c_str(), li.weight_bytes / 1048576.0, li.seconds, li.resident_bytes / 1048576.0,
+                 li.kernels.c_str());
+  }
   return Status::OK();
 }
 
@@ -239,6 +250,9 @@ Registration reg("generate", "run one prompt through the engine and print the co
                    sub.add_flag("--json", a->json, "print one JSON object with ids, text and logprobs");
                    sub.add_option("--device", a->device, "cpu or cuda:N (default cpu)");
                    sub.add_option("--threads", a->threads, "CPU threads (default: all cores)");
+                   sub.add_option("--weights", a->weights,
+                                  "weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8 (default auto)");
+                   sub.add_flag("--verbose", a->verbose, "also print the weight format, load time and resident memory");
                    sub.add_option("--kv-mb", a->kv_mb, "KV pool size in MiB (default: what the request needs)");
                    return [a]() -> int {
                      Status st = run(*a);

@@ -2,7 +2,12 @@
 // Thread-safety: call from main() before any other thread exists.
 #pragma once
 
+#include <cstddef>
+
 namespace ragd {
+
+// Resident set size of this process in bytes (/proc/self/statm); 0 where unavailable. Any thread.
+size_t resident_bytes();
 
 // OpenMP's default spin-waiting makes compute threads fight everything else on a busy or small
 // machine (measured: 9.7 vs 1087 tokens/s for the tiny model on 2 shared cores). libgomp reads

@@ -25,8 +25,17 @@
 
 namespace ragd::engine {
 
+// How weights are kept in memory. kAuto keeps the checkpoint's dtype (bf16 / f16 stay 16-bit, no
+// upcast copy); kQ8 quantizes at load into blocks of 32 int8 weights with one f16 scale each
+// (Q8_0-like). Norm weights and biases are always f32.
+enum class WeightFormat : uint8_t { kAuto, kF32, kBF16, kF16, kQ8 };
+std::string_view weight_format_name(WeightFormat f);  // "auto", "f32", "bf16", "f16", "q8"
+// Accepts the names above; InvalidArgument naming the value otherwise.
+Result<WeightFormat> parse_weight_format(std::string_view s);
+
 struct ModelOptions {
   std::string device = "cpu";  // "cpu" or "cuda:N"
+  WeightFormat weights = WeightFormat::kAuto;
   int kv_block_size = 16;      // tokens per KV block
   size_t kv_pool_bytes = 512ull << 20;  // bytes of KV pool (K+V, all layers); default 512 MiB
   int num_threads = 0;         // OpenMP threads for the CPU backend; 0 = all cores
@@ -63,6 +72,15 @@ struct StepOutput {
   }
 };
 
+// What loading cost, for logs and `--verbose` tools.
+struct ModelLoadInfo {
+  std::string weights;        // weight type in memory: "f32", "bf16", "f16", "q8"
+  std::string kernels;        // instruction set of the CPU kernels and the features seen
+  size_t weight_bytes = 0;    // bytes of weights in memory (read once per decode step)
+  double seconds = 0.0;       // load + conversion + KV pool allocation
+  size_t resident_bytes = 0;  // process resident set right after loading
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -78,6 +96,11 @@ class Model {
   virtual Hash128 fingerprint() const = 0;
   virtual KvPool& kv_pool() = 0;
   virtual std::string_view device() const = 0;
+  // Empty for models that were not loaded from weights (test doubles).
+  virtual const ModelLoadInfo& load_info() const {
+    static const ModelLoadInfo none;
+    return none;
+  }
 
   // Runs one batched step. Reserves KV slots for every sequence first; ResourceExhausted (and
   // nothing changed) when the pool cannot hold them; InvalidArgument (nothing changed) on bad

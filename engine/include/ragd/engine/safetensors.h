@@ -89,7 +89,7 @@ Status write_safetensors_dir(const std::string& dir, const std::vector<TensorSpe
 // Converts n f32 values into dtype bytes at dst (n x dtype_size bytes).
 void convert_from_f32(const float* src, size_t n, DType dtype, void* dst);
 
-// f32 <-> f16 / bf16 conversions (round to nearest even).
+// f32 <-> f16 / bf16 conversions (round to nearest even); the kernels' scalar conversions.
 uint16_t f32_to_bf16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);

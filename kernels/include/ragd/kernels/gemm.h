@@ -1,18 +1,34 @@
-// GEMM glue over OpenBLAS (f32). Weights are f32 in memory (bf16/f16 checkpoints are converted at
-// load). All matrices are row-major.
+// Dense layers over weights in any stored format (weight_matrix.h), and GEMM glue over OpenBLAS.
+// All matrices are row-major.
 // Thread-safety: pure functions; safe from any thread. Inside an OpenMP parallel region OpenBLAS
 // runs single-threaded.
 #pragma once
 
+#include <string_view>
+
+#include "ragd/kernels/cpu_features.h"
+#include "ragd/kernels/weight_matrix.h"
+
 namespace ragd::kernels {
 
 // Dense layer in the Hugging Face nn.Linear layout:
-//   x: [m, k]   w: [n, k] (row-major, one output feature per row)   bias: [n] or nullptr
+//   x: [m, k]   w: [n, k] (n = w.rows, k = w.cols)   bias: [n] or nullptr
 //   y: [m, n] = x · wᵀ + bias        (accumulate: y += x · wᵀ + bias, e.g. a residual add)
-// Up to 8 rows (decode steps) a streaming kernel reads w exactly once (decode is bound by
-// streaming the weights); more rows go to OpenBLAS sgemm (prefill).
+// w streams once per 32 rows of x in its stored format through the best kernels this CPU has
+// (decode: once per step). f32 / bf16 / f16 weights widen to f32 in registers; for q8 weights x
+// is quantized per block of 32 like the weights (d = max|x| / 127) and the dot products are int8.
+// Accumulation is f32 throughout.
+void linear(const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y,
+            bool accumulate = false);
+// f32 weights w: [n, k].
 void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
             bool accumulate = false);
+// linear() with the kernels of an instruction-set level (capped at what the CPU supports): tests
+// run every path against the same reference.
+void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y,
+               bool accumulate = false);
+// Name of the kernel table linear() uses ("avx512", "avx2", "generic").
+std::string_view linear_kernel_name();
 
 // General C[m, n] = alpha · op(A) · op(B) + beta · C, row-major with leading dimensions.
 //   op(A): [m, k] (A is [k, m] when trans_a)   op(B): [k, n] (B is [n, k] when trans_b)

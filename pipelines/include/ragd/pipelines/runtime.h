@@ -26,6 +26,7 @@ struct RuntimeOptions {
   std::string data_dir;              // document store, vector index, SSD KV tier live here
   std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
   std::string device = "cpu";        // "cpu" or "cuda:N"
+  std::string weights = "auto";      // weights in memory: auto (checkpoint dtype) | f32 | bf16 | f16 | q8
   std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair (SchedulerOptions::policy)
   int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
   int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
@@ -54,7 +55,7 @@ struct RuntimeOptions {
   // published (e.g. to block publication and check that the first token is already out).
   std::function<void(const std::string&)> before_publish;
 
-  engine::ModelOptions model_options() const;
+  Result<engine::ModelOptions> model_options() const;
   // InvalidArgument naming a bad policy / preemption name or a non-positive size.
   Result<SchedulerOptions> scheduler_options() const;
   // The KV tiers: the pool's share (all of it unless hbm_cache is off), DRAM, and SSD under

@@ -1,0 +1,145 @@
+// ragd side of `make bench-peers`: runs a model directory on raw token ids through the engine
+// (Model::load + Model::forward), either printing the greedy continuation or timing one prefill and
+// N single-token decodes. Same command line and output as bench/peers/llama_driver.c, so the
+// script treats both engines alike.
+//
+//   ragd_peer_driver MODEL_DIR THREADS PROMPT PREFILL DECODE MODE [--weights auto|f32|bf16|f16|q8]
+//     PROMPT   comma-separated token ids, or @FILE holding them (commas or whitespace); repeated
+//              cyclically up to PREFILL tokens. No BOS is added: the ids are fed as given.
+//     MODE     greedy: prints "tokens: t1,t2,..." (DECODE ids: the argmax after the prompt, then
+//                      one per decode step)
+//              time:   one untimed warm-up (prefill + one decode), then prints
+//                      "prefill_s S decode_s S" for one forward step over PREFILL tokens
+//                      (SeqStep, Logits::kLast) and DECODE one-token steps, each fed the previous
+//                      argmax
+//     --weights  in-memory weight format (ModelOptions::weights; default auto = checkpoint dtype)
+//
+// THREADS goes to ModelOptions::num_threads (the engine's OpenMP pool). OMP_WAIT_POLICY is taken
+// from the environment as set. Single-threaded driver; exit status 1 on any failure.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ragd/engine/model.h"
+
+namespace {
+
+using namespace ragd;
+using namespace ragd::engine;
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "ragd_peer_driver: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<int32_t> parse_prompt(const std::string& arg) {
+  std::string text = arg;
+  if (!arg.empty() && arg[0] == '@') {
+    std::ifstream in(arg.substr(1));
+    if (!in) die(arg.substr(1) + ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  std::replace(text.begin(), text.end(), ',', ' ');
+  std::istringstream is(text);
+  std::vector<int32_t> ids;
+  std::string tok;
+  while (is >> tok) {
+    char* end = nullptr;
+    const long v = std::strtol(tok.c_str(), &end, 10);
+    if (*end != 0 || v < 0) die("bad token id '" + tok + "' in the prompt");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());  // first on ties
+}
+
+// One forward step of `tokens` appended to `table`; returns the argmax of the last row's logits.
+// `out` is reused across steps so that decode does not time a logits allocation per token.
+int32_t step(Model& m, BlockTable& table, std::span<const int32_t> tokens) {
+  static StepOutput out;
+  SeqStep s{&table, tokens, SeqStep::Logits::kLast};
+  if (Status st = m.forward({&s, 1}, &out); !st.ok()) die("forward: " + st.to_string());
+  return argmax(out.row(0));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 7) {
+    std::fprintf(stderr,
+                 "usage: %s MODEL_DIR THREADS PROMPT PREFILL DECODE greedy|time [--weights auto|f32|bf16|f16|q8]\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1], mode = argv[6];
+  const int threads = std::atoi(argv[2]), prefill = std::atoi(argv[4]), decode = std::atoi(argv[5]);
+  const std::vector<int32_t> prompt = parse_prompt(argv[3]);
+  ModelOptions opts;
+  opts.num_threads = threads;
+  for (int i = 7; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--weights" && i + 1 < argc) {
+      auto w = parse_weight_format(argv[++i]);
+      if (!w.ok()) die(w.status().to_string());
+      opts.weights = *w;
+    } else {
+      std::fprintf(stderr, "ragd_peer_driver: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  const bool greedy = mode == "greedy";
+  if (!greedy && mode != "time") die("MODE must be greedy or time");
+  if (threads <= 0 || prompt.empty() || prefill <= 0 || decode < 0)
+    die("THREADS and PREFILL must be > 0, PROMPT non-empty");
+
+  // KV pool: this run's tokens (f32 K and V, all layers) with room to spare, at least 64 MiB.
+  auto cfg = ModelConfig::from_json_file(dir + "/config.json");
+  if (!cfg.ok()) die(cfg.status().to_string());
+  const size_t kv_token = 2ull * 4 * static_cast<size_t>(cfg->num_hidden_layers) * static_cast<size_t>(cfg->kv_dim());
+  opts.kv_pool_bytes = std::max<size_t>(64ull << 20, kv_token * static_cast<size_t>(prefill + decode + 64) * 2);
+  auto loaded = Model::load(dir, opts);
+  if (!loaded.ok()) die("load: " + loaded.status().to_string());
+  Model& model = **loaded;
+  for (int32_t t : prompt)
+    if (t >= model.config().vocab_size) die("a prompt token id is outside the vocabulary");
+
+  std::vector<int32_t> tokens(static_cast<size_t>(prefill));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = prompt[i % prompt.size()];
+
+  BlockTable table;
+  if (greedy) {
+    int32_t t = step(model, table, tokens);
+    std::printf("tokens: ");
+    for (int i = 0; i < decode; ++i) {
+      std::printf(i ? ",%d" : "%d", t);
+      if (i + 1 < decode) t = step(model, table, {&t, 1});
+    }
+    std::printf("\n");
+  } else {
+    int32_t t = step(model, table, tokens);  // warm-up
+    step(model, table, {&t, 1});
+    table.release(model.kv_pool());
+    auto t0 = Clock::now();
+    t = step(model, table, tokens);
+    const double prefill_s = seconds_since(t0);
+    t0 = Clock::now();
+    for (int i = 0; i < decode; ++i) t = step(model, table, {&t, 1});
+    const double decode_s = seconds_since(t0);
+    std::printf("prefill_s %.6f decode_s %.6f\n", prefill_s, decode_s);
+  }
+  table.release(model.kv_pool());
+  return 0;
+}
