@@ -25,6 +25,8 @@
 #   PEERS_PRESET [small]      make-model preset; PEERS_MODEL=DIR uses an existing f32/bf16 model dir
 #   PEERS_LLAMA_KV [f16]      llama.cpp KV cache type in the timed runs (its default; ragd keeps f32)
 #   OMP_WAIT_POLICY [PASSIVE] ragd's OpenMP threads (PASSIVE as ragd's own binaries and make use)
+#   PEERS_RAGD_SPIN [10000]   GOMP_SPINCOUNT for ragd: how long its idle threads spin before they
+#                             sleep (llama.cpp's thread pool spins too); 0 = sleep at once
 # Example quick run: ROUNDS=1 PEERS_FORMATS=f32 PEERS_THREADS=2 PEERS_PREFILL=128 make bench-peers
 set -euo pipefail
 
@@ -42,6 +44,7 @@ PRESET=${PEERS_PRESET:-small}
 MODEL=${PEERS_MODEL:-$PEERS/model-$PRESET-f32}
 LLAMA_KV=${PEERS_LLAMA_KV:-f16}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+RAGD_SPIN=${PEERS_RAGD_SPIN:-10000}
 NODE_LLAMA_CPP_VERSION=3.22.1
 # 32 token ids from the trained part of every preset's vocabulary (all presets have >= 512 ids).
 PROMPT="331,460,329,458,327,456,325,454,323,452,321,450,319,448,317,446,315,444,313,442,311,440,309,438,307,436,305,434,303,432,301,430"
@@ -121,7 +124,7 @@ done
 
 # ---- drivers --------------------------------------------------------------------------------------
 # run_ragd FMT THREADS PREFILL DECODE MODE / run_llama FMT THREADS PREFILL DECODE MODE [KV]
-run_ragd() { "$RAGD_DRIVER" "$MODEL" "$2" "$PROMPT" "$3" "$4" "$5" --weights "$1" 2>"$PEERS/last-ragd.log"; }
+run_ragd() { GOMP_SPINCOUNT=$RAGD_SPIN "$RAGD_DRIVER" "$MODEL" "$2" "$PROMPT" "$3" "$4" "$5" --weights "$1" 2>"$PEERS/last-ragd.log"; }
 run_llama() { "$LLAMA_DRIVER" "$(gguf_path "$1")" "$2" "$PROMPT" "$3" "$4" "$5" --kv "${6:-$LLAMA_KV}" 2>"$PEERS/last-llama.log"; }
 greedy_ragd() { run_ragd "$1" 2 32 "$GREEDY_TOKENS" greedy | sed -n 's/^tokens: //p'; }
 greedy_llama() { run_llama "$1" 2 32 "$GREEDY_TOKENS" greedy f32 | sed -n 's/^tokens: //p'; }
@@ -209,7 +212,7 @@ RESULTS="$PEERS/results.md"
   echo "- machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average before timing $LOAD_START, after $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- model: $MODEL ($(sed -n 's/.*"hidden_size": \([0-9]*\).*/hidden \1/p' "$MODEL/config.json"), $(sed -n 's/.*"num_hidden_layers": \([0-9]*\).*/\1 layers/p' "$MODEL/config.json"), $(sed -n 's/.*"vocab_size": \([0-9]*\).*/vocab \1/p' "$MODEL/config.json"))"
   echo "- llama.cpp: prebuilt $LLAMA_RELEASE from node-llama-cpp $NODE_LLAMA_CPP_VERSION, CPU backend ${BACKEND:-?}, KV cache $LLAMA_KV, flash attention auto, n_ubatch 512, persistent thread pool"
-  echo "- ragd: ragd_peer_driver, KV cache f32, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+  echo "- ragd: ragd_peer_driver, KV cache f32, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}, GOMP_SPINCOUNT=$RAGD_SPIN"
   echo "- greedy, $GREEDY_TOKENS tokens after 32 prompt ids: f32 identical (checked); identical prefix at other formats: ${AGREE:-(none run)}"
   echo "- tok/s from the median of $ROUNDS run(s); prefill = one step over the prompt; decode = $DECODE single-token steps after a $DECODE_PROMPT-token prompt"
   echo

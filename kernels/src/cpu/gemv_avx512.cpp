@@ -46,9 +46,14 @@ inline __m512 load16_mask(const uint8_t* row, int i, __mmask16 m) {
   }
 }
 
+// Rows of x per f32 / bf16 / f16 tile: 4 × 6 accumulators, 4 weight vectors and one x vector fill
+// 29 of the 32 registers; each widened weight vector feeds 6 FMAs.
+constexpr int kTileRows = 6;
+
 // out[q][r] = w row q · x row r0 + r, q < 4, r < M.
 template <WeightType T, int M>
-inline void tile_float(const GemvArgs& a, int r0, const uint8_t* const wr[4], float out[4][4]) {
+inline void tile_float(const GemvArgs& a, int r0, const uint8_t* const wr[4], size_t prefetch_ahead,
+                       float out[4][kTileRows]) {
   constexpr size_t kElem = T == WeightType::kF32 ? 4 : 2;
   __m512 acc[4][M];
   const float* xr[M];
@@ -61,7 +66,7 @@ inline void tile_float(const GemvArgs& a, int r0, const uint8_t* const wr[4], fl
   for (; i + 16 <= k; i += 16) {
     __m512 wv[4];
     for (int q = 0; q < 4; ++q) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[q] + i * kElem + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[q] + i * kElem + prefetch_ahead), _MM_HINT_T0);
       wv[q] = load16<T>(wr[q], i);
     }
     for (int r = 0; r < M; ++r) {
@@ -158,18 +163,26 @@ template <WeightType T>
 void rows(const GemvArgs& a, int n0, int n1) {
   const auto* base = static_cast<const uint8_t*>(a.w->data);
   const size_t stride = a.w->row_stride();
+  // Rows are contiguous, so the same column of the next 4-row tile is 4 rows ahead. For 16-bit
+  // rows at decode, prefetching there keeps short rows (k of a few hundred) streaming where a fixed
+  // distance falls into rows already being read (measured 1.25x decode at k = 512); for f32 the
+  // fixed distance measured better.
+  const size_t ahead =
+      T != WeightType::kF32 && a.m <= 2 ? std::max<size_t>(4 * stride, kPrefetchBytes) : kPrefetchBytes;
   for (int j = n0; j < n1; j += 4) {
     const int nj = std::min(4, n1 - j);
     const uint8_t* wr[4];
     for (int q = 0; q < 4; ++q) wr[q] = base + static_cast<size_t>(j + std::min(q, nj - 1)) * stride;
-    for (int r0 = 0; r0 < a.m; r0 += 4) {
-      float out[4][4];
-      const int mr = std::min(4, a.m - r0);
+    for (int r0 = 0; r0 < a.m; r0 += kTileRows) {
+      float out[4][kTileRows];
+      const int mr = std::min(kTileRows, a.m - r0);
       switch (mr) {
-        case 4: tile_float<T, 4>(a, r0, wr, out); break;
-        case 3: tile_float<T, 3>(a, r0, wr, out); break;
-        case 2: tile_float<T, 2>(a, r0, wr, out); break;
-        default: tile_float<T, 1>(a, r0, wr, out); break;
+        case 6: tile_float<T, 6>(a, r0, wr, ahead, out); break;
+        case 5: tile_float<T, 5>(a, r0, wr, ahead, out); break;
+        case 4: tile_float<T, 4>(a, r0, wr, ahead, out); break;
+        case 3: tile_float<T, 3>(a, r0, wr, ahead, out); break;
+        case 2: tile_float<T, 2>(a, r0, wr, ahead, out); break;
+        default: tile_float<T, 1>(a, r0, wr, ahead, out); break;
       }
       for (int q = 0; q < nj; ++q)
         for (int r = 0; r < mr; ++r) put_result(a, r0 + r, j + q, out[q][r]);
