@@ -70,6 +70,9 @@ struct RunTrack {
   // The consumer refused an event (the client went away): later events are not passed on, and
   // the run's final event, which the executor always sends, is counted as "disconnected".
   bool client_gone = false;                // executor-thread only
+  // The transport saw the client hang up (any thread) and cancelled the run; its final event is
+  // counted as "disconnected" even when no event was refused first.
+  std::atomic<bool> hung_up{false};
   std::shared_ptr<void> slot;              // tenant concurrency slot
 };
 
@@ -104,6 +107,8 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   ApiError start_run(pipelines::RunRequest req, const std::string& route, std::shared_ptr<void> slot,
                      RunConsumer consumer);
   void cancel_run(const std::string& id);
+  // The client of run `id` hung up: cancels it, counted as "disconnected" (any thread).
+  void hang_up(const std::string& id);
   // A non-streaming run: a client that goes away before the answer cancels it (its tenant slot is
   // given back when the executor ends the run).
   void cancel_on_disconnect(const HttpRequest& req, const std::string& id);

@@ -78,11 +78,13 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{} (hbm/dram/ssd), {:.1f} ms, {}",
                           track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd,
                           ms_since(track->t0), ev.finish_reason);
+      if (track->hung_up.load()) track->client_gone = true;
       finish(track->client_gone ? "disconnected" : ev.finish_reason.empty() ? "stop" : ev.finish_reason);
       return track->client_gone ? false : consumer(ev);
     }
     if (ev.kind == RunEvent::Kind::kError) {
       log::daemon()->warn("{} run failed: {}", track->id, ev.error.to_string());
+      if (track->hung_up.load()) track->client_gone = true;
       finish(track->client_gone ? "disconnected" : "error");
       return track->client_gone ? false : consumer(ev);
     }
@@ -113,15 +115,21 @@ void ApiImpl::cancel_run(const std::string& id) {
   ex->cancel(id);
 }
 
+void ApiImpl::hang_up(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> l(runs_mu_);
+    auto it = runs_.find(id);
+    if (it == runs_.end()) return;  // already finished
+    it->second->hung_up.store(true);
+  }
+  cancel_run(id);
+}
+
 void ApiImpl::cancel_on_disconnect(const HttpRequest& req, const std::string& id) {
   if (!req.cancel) return;
   req.cancel->on_cancel([self = shared_from_this(), id] {
-    {
-      std::lock_guard<std::mutex> l(self->runs_mu_);
-      if (!self->runs_.count(id)) return;  // already finished
-    }
     log::daemon()->info("{} client went away before the answer", id);
-    self->cancel_run(id);
+    self->hang_up(id);
   });
 }
 
@@ -131,7 +139,7 @@ HttpResponse ApiImpl::sse_response(std::shared_ptr<SseBridge> bridge, const std:
   r.stream = [bridge](std::shared_ptr<StreamWriter> w) { bridge->attach(std::move(w)); };
   r.on_abort = [self = shared_from_this(), bridge, rid] {
     bridge->abort();
-    self->cancel_run(rid);
+    self->hang_up(rid);
   };
   return r;
 }

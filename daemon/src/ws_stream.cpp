@@ -80,7 +80,7 @@ class WsRunHandler : public WsHandler, public std::enable_shared_from_this<WsRun
     }
     if (!active.empty()) {
       log::daemon()->info("{} websocket closed mid-run; cancelling", active);
-      api_->cancel_run(active);
+      api_->hang_up(active);
     }
   }
 

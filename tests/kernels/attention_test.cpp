@@ -119,7 +119,9 @@ TEST_P(DecodeTest, BatchMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeTest,
                          ::testing::Values(std::tuple{1, 64, 1}, std::tuple{2, 48, 3}, std::tuple{4, 64, 0},
-                                           std::tuple{4, 48, 7}, std::tuple{2, 64, 1}));
+                                           std::tuple{4, 48, 7}, std::tuple{2, 64, 1}, std::tuple{2, 128, 0},
+                                           std::tuple{3, 32, 2}, std::tuple{1, 16, 1}, std::tuple{2, 96, 3}));
+
 
 TEST(Decode, EmptySequenceGivesIdentityState) {
   const int heads = 2, d = 64;
@@ -319,6 +321,42 @@ TEST(DecodePositions, MatchesReference) {
     }
   }
 }
+
+// Decode over keys with shuffled positions and holes (every 7th slot), queries at positions that
+// see none, some or all of them; head dims of the vectorised kernel (64, 128) and of the portable
+// one (48); lengths across the 16-key chunks and pages of 3 and 16 slots.
+class DecodePositionsTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};  // d, len, block
+
+TEST_P(DecodePositionsTest, MatchesReference) {
+  const auto [d, len, bs] = GetParam();
+  const int kvh = 2, group = 2, heads = kvh * group;
+  const uint32_t seed = static_cast<uint32_t>(d * 31 + len * 7 + bs);
+  std::mt19937 rng(seed);
+  auto kc = random_vec(static_cast<size_t>(len) * kvh * d, seed + 1, -2.0f, 2.0f);
+  auto vc = random_vec(static_cast<size_t>(len) * kvh * d, seed + 2);
+  PagedData paged(kc, vc, len, kvh, d, bs, seed + 3);
+  std::vector<int32_t> key_pos(len);
+  std::iota(key_pos.begin(), key_pos.end(), 0);
+  std::shuffle(key_pos.begin(), key_pos.end(), rng);
+  for (int j = 3; j < len; j += 7) key_pos[j] = kNoPosition;
+  paged.view.key_pos = key_pos.data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int32_t q_pos : {-1, 0, len / 3, len - 1, len + 9}) {
+    if (q_pos < 0) q_pos = 0;
+    auto q = random_vec(static_cast<size_t>(heads) * d, seed + 4 + q_pos, -2.0f, 2.0f);
+    std::vector<float> out(q.size()), lse(heads);
+    DecodeItem it{q.data(), paged.view, out.data(), lse.data()};
+    it.q_pos = q_pos;
+    ASSERT_TRUE(attention_decode({&it, 1}, heads, scale, 0).ok());
+    std::vector<double> ref_o, ref_l;
+    ref_attention_positions(q, 1, heads, kc, vc, len, kvh, d, scale, {q_pos}, key_pos, &ref_o, &ref_l);
+    expect_matches(out, lse, ref_o, ref_l, d, "decode");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodePositionsTest,
+                         ::testing::Values(std::tuple{64, 45, 16}, std::tuple{64, 300, 3}, std::tuple{128, 33, 16},
+                                           std::tuple{48, 45, 3}, std::tuple{64, 17, 1}));
 
 }  // namespace
 }  // namespace ragd::kernels

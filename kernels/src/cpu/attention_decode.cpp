@@ -1,6 +1,8 @@
 // Paged decode attention: one query token per sequence. Work items are (sequence, kv head, split);
-// each streams its keys and values once straight from the pages (no gather: decode is bound by
-// memory traffic), then split partials are merged with merge_state.
+// each reads its keys and values straight from the pages for all query heads of its GQA group,
+// then split partials are merged with merge_state. On AVX-512 machines a one-pass kernel
+// (attention_decode_avx512.cpp: online softmax over chunks of 16 keys) does the work; elsewhere,
+// and for head dims it has no kernel for, the portable two-pass kernel below.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +11,8 @@
 
 #include <omp.h>
 
+#include "attention_decode_impl.h"
+#include "ragd/kernels/cpu_features.h"
 #include "vec_math.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/lse_merge.h"
@@ -138,6 +142,7 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
     part_lse.resize(static_cast<size_t>(tasks) * group);
   }
 
+  const bool avx512 = cpu_level() >= CpuLevel::kAvx512;
 #pragma omp parallel if (tasks > 1)
   {
     std::vector<float> qs(static_cast<size_t>(group) * d);
@@ -161,8 +166,10 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
       }
       const float* qg = it.q + static_cast<size_t>(g) * group * d;
       for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
-      s.resize(static_cast<size_t>(group) * (j1 - j0));
-      decode_range(qs.data(), group, it.kv, it.q_pos, g, j0, j1, s.data(), o, l);
+      if (!(avx512 && detail::decode_range_avx512(qs.data(), group, it.kv, it.q_pos, g, j0, j1, o, l))) {
+        s.resize(static_cast<size_t>(group) * (j1 - j0));
+        decode_range(qs.data(), group, it.kv, it.q_pos, g, j0, j1, s.data(), o, l);
+      }
     }
     if (splits > 1) {
 #pragma omp for schedule(static)

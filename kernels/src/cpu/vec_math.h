@@ -14,7 +14,10 @@ inline float exp_approx(float x) {
   const bool under = x < -87.33f;
   const bool over = x > 88.72f;
   float xc = x < -87.33f ? -87.33f : (x > 88.72f ? 88.72f : x);
-  const float n = __builtin_roundf(xc * 1.44269504088896341f);
+  // Round to nearest by truncating x·log2(e) ± 0.5 (a vector convert; roundf would be a libm call on
+  // the baseline instruction set).
+  const float t = xc * 1.44269504088896341f;
+  const float n = static_cast<float>(static_cast<int32_t>(t + (t >= 0.0f ? 0.5f : -0.5f)));
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;

@@ -1,0 +1,104 @@
+// bench_attention: CPU paged decode attention, one query token per sequence, over paged f32 KV.
+//
+//   bench_attention [--ctx 200,2000,8000] [--seqs 1,8] [--heads 8] [--kv-heads 4] [--head-dim 64]
+//                   [--block 16] [--threads 1] [--reps 30]
+//
+// Prints, per (context, sequences): time of one call (best of reps), K+V bytes read per second,
+// and ns per (key, query head). The kernel is the one this CPU gets; RAGD_CPU_LEVEL=avx2 (or
+// generic) runs the portable kernel instead, for a before / after on the same machine.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ragd/kernels/attention.h"
+#include "ragd/kernels/cpu_features.h"
+#include "ragd/kernels/threads.h"
+
+using namespace ragd::kernels;
+
+namespace {
+
+std::vector<int> list(const std::string& s) {
+  std::vector<int> v;
+  for (size_t p = 0; p < s.size();) {
+    size_t e = s.find(',', p);
+    if (e == std::string::npos) e = s.size();
+    v.push_back(std::atoi(s.substr(p, e - p).c_str()));
+    p = e + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> kv{{"ctx", "200,2000,8000"}, {"seqs", "1,8"}, {"heads", "8"}, {"kv-heads", "4"},
+                                        {"head-dim", "64"}, {"block", "16"}, {"threads", "1"}, {"reps", "30"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
+      std::fprintf(stderr, "usage: bench_attention [--ctx 200,2000] [--seqs 1,8] [--heads 8] [--kv-heads 4] "
+                           "[--head-dim 64] [--block 16] [--threads 1] [--reps 30]\n");
+      return 2;
+    }
+    kv[k.substr(2)] = argv[i + 1];
+  }
+  const int nh = std::atoi(kv["heads"].c_str()), nkv = std::atoi(kv["kv-heads"].c_str()),
+            d = std::atoi(kv["head-dim"].c_str()), bs = std::atoi(kv["block"].c_str()),
+            reps = std::atoi(kv["reps"].c_str());
+  if (nh <= 0 || nkv <= 0 || nh % nkv != 0 || d <= 0 || bs <= 0 || reps <= 0) {
+    std::fprintf(stderr, "bad shape\n");
+    return 2;
+  }
+  set_num_threads(std::atoi(kv["threads"].c_str()));
+  std::printf("# bench_attention heads=%d kv_heads=%d head_dim=%d block=%d threads=%d kernels=%s\n", nh, nkv, d, bs,
+              num_threads(), cpu_summary().c_str());
+  std::printf("%-8s %-6s %12s %10s %16s\n", "ctx", "seqs", "us/call", "GB/s", "ns/(key,head)");
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int ctx : list(kv["ctx"])) {
+    for (int seqs : list(kv["seqs"])) {
+      const int per_seq = (ctx + bs - 1) / bs;
+      const size_t tok = static_cast<size_t>(nkv) * d;
+      std::vector<float> k(static_cast<size_t>(per_seq) * seqs * bs * tok), v(k.size());
+      std::vector<float> q(static_cast<size_t>(seqs) * nh * d), o(q.size()), lse(static_cast<size_t>(seqs) * nh);
+      for (auto& x : k) x = dist(rng);
+      for (auto& x : v) x = dist(rng);
+      for (auto& x : q) x = dist(rng);
+      // Pages of all sequences shuffled together, as a pool hands them out.
+      std::vector<int32_t> table(static_cast<size_t>(per_seq) * seqs);
+      for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+      std::shuffle(table.begin(), table.end(), rng);
+      std::vector<DecodeItem> items(seqs);
+      for (int s = 0; s < seqs; ++s) {
+        PagedKv p;
+        p.k = k.data();
+        p.v = v.data();
+        p.block_table = table.data() + static_cast<size_t>(s) * per_seq;
+        p.block_size = bs;
+        p.num_kv_heads = nkv;
+        p.head_dim = d;
+        p.kv_len = ctx;
+        items[s] = DecodeItem{q.data() + static_cast<size_t>(s) * nh * d, p, o.data() + static_cast<size_t>(s) * nh * d,
+                              lse.data() + static_cast<size_t>(s) * nh};
+      }
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      double best = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!attention_decode(items, nh, scale, 0).ok()) return 1;
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      const double bytes = 2.0 * ctx * tok * sizeof(float) * seqs;
+      std::printf("%-8d %-6d %12.1f %10.1f %16.2f\n", ctx, seqs, best * 1e6, bytes / best / 1e9,
+                  best * 1e9 / (static_cast<double>(ctx) * nh * seqs));
+    }
+  }
+  return 0;
+}

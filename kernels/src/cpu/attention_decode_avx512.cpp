@@ -1,0 +1,163 @@
+// AVX-512 one-pass decode attention for head_dim 16, 32, 64, 96 or 128: chunks of 16 keys stream
+// past the rows of a GQA group (scores, online softmax update, o = o · α + Σ p · v), each row's
+// query and output in registers while it works on a chunk. Compiled for AVX-512 only; attention_decode.cpp calls it where the CPU
+// has it (cpu_features.h).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention_decode_impl.h"
+
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
+// uninitialized-use analysis reports once they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace ragd::kernels::detail {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// e^x on 16 lanes (the polynomial of vec_math.h's exp_approx); 0 below -87.3, including -inf.
+inline __m512 exp16(__m512 x) {
+  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33f), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33f)), _mm512_set1_ps(88.72f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512 e = _mm512_scalef_ps(y, n);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), e);
+}
+
+// All rows of the GQA group walk the keys together, chunk by chunk, so each chunk of K and V (16
+// keys) is read from memory once and then from L1 for the group's other rows; a row's running
+// output lives in `o` between chunks (loaded and stored once per chunk, not per key).
+// Sums each of a[0..15] across its lanes: lane t of the result is Σ a[t] (a transpose-and-add
+// tree: 45 shuffles and adds for 16 sums, where one reduction each takes about 8).
+inline __m512 sum16(__m512 a[16]) {
+  __m512 u[8], w[4];
+  for (int i = 0; i < 8; ++i) {
+    u[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    w[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // w[i]: 128-bit lane L holds lane L's partial sums of keys 4i .. 4i+3.
+  const __m512 z01 = _mm512_add_ps(_mm512_shuffle_f32x4(w[0], w[1], 0x44), _mm512_shuffle_f32x4(w[0], w[1], 0xee));
+  const __m512 z23 = _mm512_add_ps(_mm512_shuffle_f32x4(w[2], w[3], 0x44), _mm512_shuffle_f32x4(w[2], w[3], 0xee));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, 0x88), _mm512_shuffle_f32x4(z01, z23, 0xdd));
+}
+
+template <int V>  // head_dim / 16
+void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
+               float* lse) {
+  constexpr int d = V * 16;
+  const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
+  thread_local std::vector<float> state;  // per row: running max, running sum
+  state.assign(2 * static_cast<size_t>(group), 0.0f);
+  float* mrow = state.data();
+  float* lrow = mrow + group;
+  for (int r = 0; r < group; ++r) mrow[r] = kNegInf;
+  std::fill(o, o + static_cast<size_t>(group) * d, 0.0f);
+  for (int j = j0; j < j1;) {
+    // Key pointers of this chunk, walking the pages (one division per chunk, not per key).
+    const float* kr[16];
+    const int nt = std::min(16, j1 - j);
+    {
+      int blk = j / kv.block_size, slot = j % kv.block_size;
+      for (int t = 0; t < nt; ++t) {
+        kr[t] = kv.k + (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+        if (++slot == kv.block_size) slot = 0, ++blk;
+      }
+      // Prefetch the next chunk's first key and value while this one computes.
+      if (j + nt < j1) {
+        const size_t off = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+        for (int c = 0; c < d; c += 16) {
+          _mm_prefetch(reinterpret_cast<const char*>(kv.k + off + c), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(kv.v + off + c), _MM_HINT_T0);
+        }
+      }
+    }
+    const __mmask16 valid = static_cast<__mmask16>((1u << nt) - 1);
+    __mmask16 vis = valid;
+    if (kv.key_pos != nullptr) {
+      const __m512i kp = _mm512_maskz_loadu_epi32(valid, kv.key_pos + j);
+      vis = _mm512_mask_cmp_epi32_mask(valid, kp, _mm512_set1_epi32(q_pos), _MM_CMPINT_LE);
+    }
+    for (int r = 0; r < group; ++r) {
+      const float* qr = q + static_cast<size_t>(r) * d;
+      __m512 qv[V];
+      for (int c = 0; c < V; ++c) qv[c] = _mm512_loadu_ps(qr + 16 * c);
+      __m512 acc[16];
+      for (int t = 0; t < 16; ++t) {
+        if (t >= nt) {
+          acc[t] = _mm512_setzero_ps();
+          continue;
+        }
+        acc[t] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr[t]));
+        for (int c = 1; c < V; ++c) acc[t] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kr[t] + 16 * c), acc[t]);
+      }
+      const __m512 sv = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), vis, sum16(acc));
+      const float m = mrow[r];
+      const float mx = std::max(m, _mm512_reduce_max_ps(sv));
+      if (mx == kNegInf) continue;  // nothing visible to this row yet
+      const float alpha = m == kNegInf ? 0.0f : std::exp(m - mx);
+      const __m512 pv = exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mx)));
+      lrow[r] = lrow[r] * alpha + _mm512_reduce_add_ps(pv);
+      mrow[r] = mx;
+      alignas(64) float p[16];
+      _mm512_store_ps(p, pv);
+      float* orow = o + static_cast<size_t>(r) * d;
+      __m512 ov[V];
+      const __m512 av = _mm512_set1_ps(alpha);
+      for (int c = 0; c < V; ++c) ov[c] = _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), av);
+      for (int t = 0; t < nt; ++t) {
+        const float* vt = kv.v + (kr[t] - kv.k);
+        const __m512 pt = _mm512_set1_ps(p[t]);
+        for (int c = 0; c < V; ++c) ov[c] = _mm512_fmadd_ps(pt, _mm512_loadu_ps(vt + 16 * c), ov[c]);
+      }
+      for (int c = 0; c < V; ++c) _mm512_storeu_ps(orow + 16 * c, ov[c]);
+    }
+    j += nt;
+  }
+  for (int r = 0; r < group; ++r) {
+    float* orow = o + static_cast<size_t>(r) * d;
+    if (mrow[r] == kNegInf) {  // no visible key in this range: the identity state
+      std::fill(orow, orow + d, 0.0f);
+      lse[r] = kNegInf;
+      continue;
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / lrow[r]);
+    for (int c = 0; c < V; ++c) _mm512_storeu_ps(orow + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), inv));
+    lse[r] = mrow[r] + std::log(lrow[r]);
+  }
+}
+
+}  // namespace
+
+bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
+                         float* lse) {
+  switch (kv.head_dim) {
+    case 64: rows_impl<4>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 128: rows_impl<8>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 32: rows_impl<2>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 16: rows_impl<1>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 96: rows_impl<6>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    default: return false;
+  }
+}
+
+}  // namespace ragd::kernels::detail
