@@ -1,7 +1,7 @@
 // Paged decode attention: one query token per sequence. Work items are (sequence, kv head, split);
 // each reads its keys and values straight from the pages for all query heads of its GQA group,
 // then split partials are merged with merge_state. On AVX-512 machines a one-pass kernel
-// (attention_decode_avx512.cpp: online softmax over chunks of 16 keys) does the work; elsewhere,
+// (attention_avx512.cpp: online softmax over chunks of 16 keys) does the work; elsewhere,
 // and for head dims it has no kernel for, the portable two-pass kernel below.
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include <omp.h>
 
-#include "attention_decode_impl.h"
+#include "attention_avx512.h"
 #include "ragd/kernels/cpu_features.h"
 #include "vec_math.h"
 #include "ragd/kernels/attention.h"

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "attention_avx512.h"
+#include "ragd/kernels/cpu_features.h"
 #include "vec_math.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/gemm.h"
@@ -115,6 +117,7 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
   // every key of a chunk is tested against the row's position, and chunks invisible to the whole
   // tile are skipped.
   const bool by_pos = kv.key_pos != nullptr;
+  const bool avx512 = cpu_level() >= CpuLevel::kAvx512;
   int32_t q_max = -1, q_min = kMaxPosition;
   int lim_min = kv.kv_len, kv_end = 0;
   for (int i = 0; i < ni; ++i) {
@@ -160,7 +163,11 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
         }
       }
     }
-    softmax_chunk(rows, n, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+    if (avx512) {
+      detail::softmax_chunk_avx512(rows, n, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+    } else {
+      softmax_chunk(rows, n, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+    }
     for (int r = 0; r < rows; ++r) {
       if (alpha[r] != 1.0f) {
         float* o = sc.o.data() + static_cast<size_t>(r) * d;

@@ -1,7 +1,9 @@
-// AVX-512 one-pass decode attention for head_dim 16, 32, 64, 96 or 128: chunks of 16 keys stream
-// past the rows of a GQA group (scores, online softmax update, o = o · α + Σ p · v), each row's
-// query and output in registers while it works on a chunk. Compiled for AVX-512 only; attention_decode.cpp calls it where the CPU
-// has it (cpu_features.h).
+// AVX-512 paths of attention, compiled for AVX-512 only and called where the CPU has it
+// (cpu_features.h):
+//   decode: one pass for head_dim 16, 32, 64, 96 or 128: chunks of 16 keys stream past the rows of
+//     a GQA group (scores, online softmax update, o = o · α + Σ p · v), each row's query and output
+//     in registers while it works on a chunk;
+//   prefill: the online-softmax update of a chunk of scores (max, exp, sum on 16 lanes).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "attention_decode_impl.h"
+#include "attention_avx512.h"
 
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
 // uninitialized-use analysis reports once they are inlined here.
@@ -147,6 +149,38 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
 }
 
 }  // namespace
+
+void softmax_chunk_avx512(int rows, int n, float* s, float* m, float* l, float* alpha) {
+  const int full = n & ~15;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  for (int r = 0; r < rows; ++r) {
+    float* sr = s + static_cast<size_t>(r) * n;
+    __m512 mx = _mm512_set1_ps(kNegInf);
+    for (int j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(sr + j));
+    if (tail) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), tail, sr + full));
+    const float m_new = std::max(m[r], _mm512_reduce_max_ps(mx));
+    if (m_new == kNegInf) {  // nothing visible yet
+      alpha[r] = 1.0f;
+      std::fill(sr, sr + n, 0.0f);
+      continue;
+    }
+    alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_new);
+    const __m512 mv = _mm512_set1_ps(m_new);
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < full; j += 16) {
+      const __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), mv));
+      _mm512_storeu_ps(sr + j, p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    if (tail) {
+      const __m512 p = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), tail, sr + full), mv));
+      _mm512_mask_storeu_ps(sr + full, tail, p);
+      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(tail, p));
+    }
+    l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
+    m[r] = m_new;
+  }
+}
 
 bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
                          float* lse) {

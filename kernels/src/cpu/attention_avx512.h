@@ -1,0 +1,22 @@
+// Private: the AVX-512 paths of attention (attention_decode.cpp and attention_prefill.cpp call them
+// where the CPU has AVX-512, cpu_features.h). Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "ragd/kernels/attention.h"
+
+namespace ragd::kernels::detail {
+
+// Attention of `group` pre-scaled query rows q [group, head_dim] at q_pos over keys [j0, j1) of kv
+// head g (see attention_decode.cpp's decode_range). False (nothing written) for a head_dim it has
+// no kernel for. AVX-512 F only.
+bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
+                         float* lse);
+
+// Online-softmax update of one key chunk for rows [0, rows) (attention_prefill.cpp's
+// softmax_chunk): s [rows, n] scores, -inf where masked, become probabilities; m / l are the
+// running max and sum per row; alpha receives the factor the row's output must be scaled by.
+void softmax_chunk_avx512(int rows, int n, float* s, float* m, float* l, float* alpha);
+
+}  // namespace ragd::kernels::detail
