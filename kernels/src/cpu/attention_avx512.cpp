@@ -182,6 +182,90 @@ void softmax_chunk_avx512(int rows, int n, float* s, float* m, float* l, float* 
   }
 }
 
+namespace {
+
+// R query rows × NV · 16 keys: R · NV accumulators; per column of q, NV loads of kt feed R · NV
+// FMAs (q broadcast).
+template <int R, int NV>
+inline void scores_tile(int r0, int j0, int n, int d, const float* q, const float* kt, float* s) {
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < NV; ++u) acc[r][u] = _mm512_setzero_ps();
+  const float* qr = q + static_cast<size_t>(r0) * d;
+  for (int c = 0; c < d; ++c) {
+    const float* kr = kt + static_cast<size_t>(c) * n + j0;
+    __m512 kv[NV];
+    for (int u = 0; u < NV; ++u) kv[u] = _mm512_loadu_ps(kr + 16 * u);
+    for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(qr[static_cast<size_t>(r) * d + c]);
+      for (int u = 0; u < NV; ++u) acc[r][u] = _mm512_fmadd_ps(b, kv[u], acc[r][u]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < NV; ++u) _mm512_storeu_ps(s + static_cast<size_t>(r0 + r) * n + j0 + 16 * u, acc[r][u]);
+}
+
+}  // namespace
+
+void attention_scores_avx512(int rows, int n, int d, const float* q, const float* kt, float* s) {
+  // 64 keys of kt (d · 64 floats, 16 KiB at d = 64) stay in L1 while every row passes over them.
+  for (int j0 = 0; j0 < n; j0 += 64) {
+    const int nk = std::min(64, n - j0);
+    int r0 = 0;
+    if (nk == 64) {
+      for (; r0 + 4 <= rows; r0 += 4) scores_tile<4, 4>(r0, j0, n, d, q, kt, s);
+      for (; r0 < rows; ++r0) scores_tile<1, 4>(r0, j0, n, d, q, kt, s);
+    } else {
+      for (int j = j0; j < j0 + nk; j += 16)
+        for (int r = 0; r < rows; ++r) scores_tile<1, 1>(r, j, n, d, q, kt, s);
+    }
+  }
+}
+
+namespace {
+
+// o rows r0 .. r0+R-1 += p · v, V = d / 16 vectors per row.
+template <int R, int V>
+inline void pv_rows(int r0, int n, const float* p, const float* v, float* o) {
+  constexpr int d = V * 16;
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < V; ++c) acc[r][c] = _mm512_loadu_ps(o + static_cast<size_t>(r0 + r) * d + 16 * c);
+  for (int j = 0; j < n; ++j) {
+    __m512 vv[V];
+    for (int c = 0; c < V; ++c) vv[c] = _mm512_loadu_ps(v + static_cast<size_t>(j) * d + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 pb = _mm512_set1_ps(p[static_cast<size_t>(r0 + r) * n + j]);
+      for (int c = 0; c < V; ++c) acc[r][c] = _mm512_fmadd_ps(pb, vv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < V; ++c) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * d + 16 * c, acc[r][c]);
+}
+
+template <int V>
+void pv_all(int rows, int n, const float* p, const float* v, float* o) {
+  constexpr int R = V <= 4 ? 4 : 2;  // R · V accumulators stay within 16 registers
+  int r0 = 0;
+  for (; r0 + R <= rows; r0 += R) pv_rows<R, V>(r0, n, p, v, o);
+  for (; r0 < rows; ++r0) pv_rows<1, V>(r0, n, p, v, o);
+}
+
+}  // namespace
+
+void attention_pv_avx512(int rows, int n, int d, const float* p, const float* v, float* o) {
+  switch (d / 16) {
+    case 1: pv_all<1>(rows, n, p, v, o); break;
+    case 2: pv_all<2>(rows, n, p, v, o); break;
+    case 3: pv_all<3>(rows, n, p, v, o); break;
+    case 4: pv_all<4>(rows, n, p, v, o); break;
+    case 5: pv_all<5>(rows, n, p, v, o); break;
+    case 6: pv_all<6>(rows, n, p, v, o); break;
+    case 7: pv_all<7>(rows, n, p, v, o); break;
+    default: pv_all<8>(rows, n, p, v, o); break;
+  }
+}
+
 bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
                          float* lse) {
   switch (kv.head_dim) {

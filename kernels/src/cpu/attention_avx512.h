@@ -19,4 +19,10 @@ bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q
 // running max and sum per row; alpha receives the factor the row's output must be scaled by.
 void softmax_chunk_avx512(int rows, int n, float* s, float* m, float* l, float* alpha);
 
+// Prefill tiles (head_dim d a multiple of 16, at most 128; n a multiple of 16):
+//   scores: s [rows, n] = q [rows, d] · kt, with kt [d, n] the chunk's keys transposed;
+//   pv:     o [rows, d] += p [rows, n] · v [n, d].
+void attention_scores_avx512(int rows, int n, int d, const float* q, const float* kt, float* s);
+void attention_pv_avx512(int rows, int n, int d, const float* p, const float* v, float* o);
+
 }  // namespace ragd::kernels::detail

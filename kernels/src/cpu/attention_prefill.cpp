@@ -1,6 +1,7 @@
 // Blocked prefill attention over paged KV: for each (kv head, query tile) the tile's queries of all
 // heads in the GQA group form R = tile · group rows; keys are visited in chunks of kKeyChunk tokens
-// gathered from the pages, S = Q·Kᵀ and O += P·V run through sgemm, with an online softmax.
+// gathered from the pages, S = Q·Kᵀ and O += P·V run through AVX-512 tiles (head dims that are
+// multiples of 16 up to 128, attention_avx512.cpp) or sgemm, with an online softmax.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,11 +19,11 @@ namespace ragd::kernels {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kRowsPerTile = 64;   // query rows (tokens × group heads) per task, before rounding
+constexpr int kRowsPerTile = 256;  // query rows (tokens × group heads) per task, before rounding
 constexpr int kKeyChunk = 256;     // keys per online-softmax step
 
 struct Scratch {
-  std::vector<float> q, k, v, s, o, m, l;
+  std::vector<float> q, k, kt, v, s, o, m, l;
   std::vector<int32_t> qp;  // per query token of the tile: its position
   std::vector<int> lim;     // per query token: end of its visible key prefix (contiguous keys)
 };
@@ -118,6 +119,10 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
   // tile are skipped.
   const bool by_pos = kv.key_pos != nullptr;
   const bool avx512 = cpu_level() >= CpuLevel::kAvx512;
+  // AVX-512 tiles replace sgemm for the two products when the head dim suits them: the chunk's keys
+  // are transposed (and both K and V padded with zero keys to a multiple of 16) as they are
+  // gathered.
+  const bool tiles = avx512 && d % 16 == 0 && d <= 128;
   int32_t q_max = -1, q_min = kMaxPosition;
   int lim_min = kv.kv_len, kv_end = 0;
   for (int i = 0; i < ni; ++i) {
@@ -131,6 +136,7 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
   if (by_pos) kv_end = q_max >= 0 ? kv.kv_len : 0;
   sc.k.resize(static_cast<size_t>(kKeyChunk) * d);
   sc.v.resize(static_cast<size_t>(kKeyChunk) * d);
+  if (tiles) sc.kt.resize(static_cast<size_t>(kKeyChunk) * d);
   sc.s.resize(static_cast<size_t>(rows) * kKeyChunk);
   for (int j0 = 0; j0 < kv_end; j0 += kKeyChunk) {
     const int n = std::min(kKeyChunk, kv_end - j0);
@@ -146,11 +152,27 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
       chunk_full = kmax <= q_min;
     }
     gather_kv(kv, g, j0, n, sc.k.data(), sc.v.data());
-    gemm(false, true, rows, n, d, 1.0f, sc.q.data(), d, sc.k.data(), d, 0.0f, sc.s.data(), n);
+    // ns: columns of the score rows (n, or n rounded up to 16 for the AVX-512 tiles).
+    const int ns = tiles ? (n + 15) / 16 * 16 : n;
+    if (tiles) {
+      for (int c = 0; c < d; ++c) {
+        float* dst = sc.kt.data() + static_cast<size_t>(c) * ns;
+        for (int j = 0; j < n; ++j) dst[j] = sc.k[static_cast<size_t>(j) * d + c];
+        for (int j = n; j < ns; ++j) dst[j] = 0.0f;
+      }
+      std::fill(sc.v.begin() + static_cast<size_t>(n) * d, sc.v.begin() + static_cast<size_t>(ns) * d, 0.0f);
+      detail::attention_scores_avx512(rows, ns, d, sc.q.data(), sc.kt.data(), sc.s.data());
+      for (int r = 0; r < rows; ++r) {
+        float* sr = sc.s.data() + static_cast<size_t>(r) * ns;
+        for (int j = n; j < ns; ++j) sr[j] = kNegInf;
+      }
+    } else {
+      gemm(false, true, rows, n, d, 1.0f, sc.q.data(), d, sc.k.data(), d, 0.0f, sc.s.data(), n);
+    }
     if (!by_pos && j0 + n > lim_min) {  // chunk reaches past some row's limit
       for (int i = 0; i < ni; ++i) {
         for (int jh = 0; jh < group; ++jh) {
-          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * n;
+          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * ns;
           for (int j = std::max(0, sc.lim[i] - j0); j < n; ++j) sr[j] = kNegInf;
         }
       }
@@ -158,15 +180,15 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
       for (int i = 0; i < ni; ++i) {
         const int32_t p = sc.qp[i];
         for (int jh = 0; jh < group; ++jh) {
-          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * n;
+          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * ns;
           for (int j = 0; j < n; ++j) sr[j] = kp[j] > p ? kNegInf : sr[j];
         }
       }
     }
     if (avx512) {
-      detail::softmax_chunk_avx512(rows, n, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+      detail::softmax_chunk_avx512(rows, ns, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
     } else {
-      softmax_chunk(rows, n, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+      softmax_chunk(rows, ns, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
     }
     for (int r = 0; r < rows; ++r) {
       if (alpha[r] != 1.0f) {
@@ -174,7 +196,11 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
         for (int c = 0; c < d; ++c) o[c] *= alpha[r];
       }
     }
-    gemm(false, false, rows, d, n, 1.0f, sc.s.data(), n, sc.v.data(), d, 1.0f, sc.o.data(), d);
+    if (tiles) {
+      detail::attention_pv_avx512(rows, ns, d, sc.s.data(), sc.v.data(), sc.o.data());
+    } else {
+      gemm(false, false, rows, d, n, 1.0f, sc.s.data(), n, sc.v.data(), d, 1.0f, sc.o.data(), d);
+    }
   }
   for (int i = 0; i < ni; ++i) {
     for (int jh = 0; jh < group; ++jh) {
