@@ -1,11 +1,14 @@
-// bench_attention: CPU paged decode attention, one query token per sequence, over paged f32 KV.
+// bench_attention: CPU attention over paged f32 KV.
 //
-//   bench_attention [--ctx 200,2000,8000] [--seqs 1,8] [--heads 8] [--kv-heads 4] [--head-dim 64]
-//                   [--block 16] [--threads 1] [--reps 30]
+//   bench_attention [--ctx 200,2000,8000] [--seqs 1,8] [--prefill 2048,8192] [--heads 8]
+//                   [--kv-heads 4] [--head-dim 64] [--block 16] [--threads 1] [--reps 30]
 //
-// Prints, per (context, sequences): time of one call (best of reps), K+V bytes read per second,
-// and ns per (key, query head). The kernel is the one this CPU gets; RAGD_CPU_LEVEL=avx2 (or
-// generic) runs the portable kernel instead, for a before / after on the same machine.
+// Decode (one query token per sequence, per context and sequence count): time of one call (best of
+// reps), K+V bytes read per second, ns per (key, query head).
+// Prefill (--prefill, causal, one sequence of that many tokens): time of one call (best of 3) and
+// GFLOP/s (2 · 2 · L² / 2 · heads · head_dim), next to OpenBLAS sgemm 2048³ measured in the same run.
+// The kernels are the ones this CPU gets; RAGD_CPU_LEVEL=avx2 (or generic) runs the portable ones
+// instead, for a before / after on the same machine.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +21,7 @@
 
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/cpu_features.h"
+#include "ragd/kernels/gemm.h"
 #include "ragd/kernels/threads.h"
 
 using namespace ragd::kernels;
@@ -38,12 +42,12 @@ std::vector<int> list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> kv{{"ctx", "200,2000,8000"}, {"seqs", "1,8"}, {"heads", "8"}, {"kv-heads", "4"},
+  std::map<std::string, std::string> kv{{"ctx", "200,2000,8000"}, {"seqs", "1,8"}, {"prefill", ""}, {"heads", "8"}, {"kv-heads", "4"},
                                         {"head-dim", "64"}, {"block", "16"}, {"threads", "1"}, {"reps", "30"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
-      std::fprintf(stderr, "usage: bench_attention [--ctx 200,2000] [--seqs 1,8] [--heads 8] [--kv-heads 4] "
+      std::fprintf(stderr, "usage: bench_attention [--ctx 200,2000] [--seqs 1,8] [--prefill 2048] [--heads 8] [--kv-heads 4] "
                            "[--head-dim 64] [--block 16] [--threads 1] [--reps 30]\n");
       return 2;
     }
@@ -99,6 +103,50 @@ int main(int argc, char** argv) {
       std::printf("%-8d %-6d %12.1f %10.1f %16.2f\n", ctx, seqs, best * 1e6, bytes / best / 1e9,
                   best * 1e9 / (static_cast<double>(ctx) * nh * seqs));
     }
+  }
+  if (kv["prefill"].empty()) return 0;
+  // Prefill: one causal sequence, against sgemm's rate on this machine in the same run.
+  double peak = 0.0;
+  {
+    const int n = 2048;
+    std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
+    for (int r = 0; r < 3; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      peak = std::max(peak, 2.0 * n * n * n / sec);
+    }
+  }
+  std::printf("# prefill (causal, one sequence); OpenBLAS sgemm 2048^3: %.1f GFLOP/s\n", peak / 1e9);
+  std::printf("%-8s %12s %10s %14s\n", "tokens", "ms/call", "GFLOP/s", "of sgemm peak");
+  for (int len : list(kv["prefill"])) {
+    const int blocks = (len + bs - 1) / bs;
+    const size_t tok = static_cast<size_t>(nkv) * d;
+    std::vector<float> k(static_cast<size_t>(blocks) * bs * tok), v(k.size());
+    std::vector<float> q(static_cast<size_t>(len) * nh * d), o(q.size()), lse(static_cast<size_t>(len) * nh);
+    for (auto& x : k) x = dist(rng);
+    for (auto& x : v) x = dist(rng);
+    for (auto& x : q) x = dist(rng);
+    std::vector<int32_t> table(blocks);
+    for (int i = 0; i < blocks; ++i) table[i] = i;
+    std::shuffle(table.begin(), table.end(), rng);
+    PagedKv p;
+    p.k = k.data();
+    p.v = v.data();
+    p.block_table = table.data();
+    p.block_size = bs;
+    p.num_kv_heads = nkv;
+    p.head_dim = d;
+    p.kv_len = len;
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!attention_prefill(q.data(), len, nh, p, 1.0f / std::sqrt(static_cast<float>(d)), true, 0, o.data(), lse.data()).ok())
+        return 1;
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double flops = 2.0 * 2.0 * static_cast<double>(len) * len / 2.0 * nh * d;
+    std::printf("%-8d %12.1f %10.1f %13.0f%%\n", len, best * 1e3, flops / best / 1e9, 100.0 * flops / best / peak);
   }
   return 0;
 }
