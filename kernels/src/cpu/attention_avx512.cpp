@@ -6,10 +6,10 @@
 //   prefill: the online-softmax update of a chunk of scores (max, exp, sum on 16 lanes).
 #include <immintrin.h>
 
-#include <algorithm>
+// No standard-library containers or out-of-line templates here: a template instantiated in this
+// file would be compiled for AVX-512, and the linker may pick that copy for the whole program.
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "attention_avx512.h"
 
@@ -23,6 +23,8 @@ namespace ragd::kernels::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Query heads per KV head the decode kernel takes (larger groups use the portable kernel).
+constexpr int kMaxGroup = 64;
 
 // e^x on 16 lanes (the polynomial of vec_math.h's exp_approx); 0 below -87.3, including -inf.
 inline __m512 exp16(__m512 x) {
@@ -68,12 +70,13 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
                float* lse) {
   constexpr int d = V * 16;
   const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
-  thread_local std::vector<float> state;  // per row: running max, running sum
-  state.assign(2 * static_cast<size_t>(group), 0.0f);
-  float* mrow = state.data();
-  float* lrow = mrow + group;
-  for (int r = 0; r < group; ++r) mrow[r] = kNegInf;
-  std::fill(o, o + static_cast<size_t>(group) * d, 0.0f);
+  // Per row: running max and sum (group <= kMaxGroup, checked by the caller).
+  float mrow[kMaxGroup], lrow[kMaxGroup];
+  for (int r = 0; r < group; ++r) {
+    mrow[r] = kNegInf;
+    lrow[r] = 0.0f;
+  }
+  for (size_t i = 0; i < static_cast<size_t>(group) * d; ++i) o[i] = 0.0f;
   for (int j = j0; j < j1;) {
     // Key pointers of this chunk, walking the pages (one division per chunk, not per key).
     const float* kr[16];
@@ -138,7 +141,7 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
   for (int r = 0; r < group; ++r) {
     float* orow = o + static_cast<size_t>(r) * d;
     if (mrow[r] == kNegInf) {  // no visible key in this range: the identity state
-      std::fill(orow, orow + d, 0.0f);
+      for (int c = 0; c < d; ++c) orow[c] = 0.0f;
       lse[r] = kNegInf;
       continue;
     }
@@ -161,7 +164,7 @@ void softmax_chunk_avx512(int rows, int n, float* s, float* m, float* l, float* 
     const float m_new = std::max(m[r], _mm512_reduce_max_ps(mx));
     if (m_new == kNegInf) {  // nothing visible yet
       alpha[r] = 1.0f;
-      std::fill(sr, sr + n, 0.0f);
+      for (int j = 0; j < n; ++j) sr[j] = 0.0f;
       continue;
     }
     alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_new);
@@ -268,6 +271,7 @@ void attention_pv_avx512(int rows, int n, int d, const float* p, const float* v,
 
 bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
                          float* lse) {
+  if (group > kMaxGroup) return false;
   switch (kv.head_dim) {
     case 64: rows_impl<4>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
     case 128: rows_impl<8>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;

@@ -50,8 +50,9 @@ const GemvTable& gemv_generic();
 const GemvTable& gemv_avx2();    // needs AVX2, FMA, F16C
 const GemvTable& gemv_avx512();  // needs AVX-512 F/BW/VL/VNNI (and F16C)
 
-// Stores one result: y[r, j] = v (+ bias[j]) (+ y[r, j] when accumulating).
-inline void put_result(const GemvArgs& a, int r, int j, float v) {
+// Stores one result: y[r, j] = v (+ bias[j]) (+ y[r, j] when accumulating). Static: each file has
+// its own copy, compiled for its instruction set (a shared inline copy could be the AVX-512 one).
+static inline void put_result(const GemvArgs& a, int r, int j, float v) {
   if (a.bias != nullptr) v += a.bias[j];
   float* yp = a.y + static_cast<size_t>(r) * a.n + j;
   *yp = a.accumulate ? *yp + v : v;
