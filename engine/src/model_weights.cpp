@@ -1,6 +1,6 @@
-// Hugging Face tensor names → host weights in the chosen format, with shape checks. A tensor whose
-// dtype is the target format is copied as stored (no widening); otherwise it is widened to f32 one
-// tensor at a time and packed (rounded to 16 bits or quantized to q8).
+// Hugging Face tensor names → host weights in the chosen format, with shape checks. Each tensor is
+// widened to f32 (one at a time) and packed into the kernels' grouped layout: rounded to 16 bits
+// (exact when the checkpoint already holds that format) or quantized to q8.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -58,10 +58,8 @@ Status read_matrix(const WeightStore& store, const std::string& name, int64_t ro
                    int64_t row0 = 0) {
   RAGD_ASSIGN_OR_RETURN(TensorView t, checked_view(store, name, {rows, cols}));
   const kernels::WeightMatrix& v = dst->view();
-  if (same_format(t.dtype, v.type)) {
-    std::memcpy(static_cast<uint8_t*>(dst->storage()) + static_cast<size_t>(row0) * v.row_stride(), t.data, t.nbytes);
-    return Status::OK();
-  }
+  // Widened one tensor at a time and repacked into the grouped layout: exact for a checkpoint
+  // already in the target format (bf16 / f16 -> f32 -> bf16 / f16 round-trips).
   std::vector<float> f32(static_cast<size_t>(rows) * cols);
   t.to_f32(f32.data());
   kernels::pack_weight_rows(f32.data(), static_cast<int>(rows), static_cast<int>(row0), v.type, v.rows, v.cols,

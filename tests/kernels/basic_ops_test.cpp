@@ -7,6 +7,7 @@
 
 #include "ragd/kernels/activation.h"
 #include "ragd/kernels/gemm.h"
+#include "ragd/kernels/weight_matrix.h"
 #include "ragd/kernels/kv_deviation.h"
 #include "ragd/kernels/lse_merge.h"
 #include "ragd/kernels/norm.h"
@@ -28,9 +29,14 @@ TEST_P(LinearTest, MatchesDoubleReference) {
   auto x = random_vec(static_cast<size_t>(m) * k, 1);
   auto w = random_vec(static_cast<size_t>(n) * k, 2);
   auto b = random_vec(n, 3);
+  // f32 weights in the kernels' grouped layout (weight_matrix.h).
+  std::vector<uint8_t> storage(weight_bytes(WeightType::kF32, n, k));
+  init_weight_storage(WeightType::kF32, n, k, storage.data());
+  pack_weight_rows(w.data(), n, 0, WeightType::kF32, n, k, storage.data());
+  const WeightMatrix wm = make_view(WeightType::kF32, n, k, storage.data());
   for (bool with_bias : {false, true}) {
     std::vector<float> y(static_cast<size_t>(m) * n, 7.0f);
-    linear(x.data(), m, k, w.data(), n, with_bias ? b.data() : nullptr, y.data());
+    linear(x.data(), m, k, wm, with_bias ? b.data() : nullptr, y.data());
     std::vector<double> ref(y.size());
     for (int r = 0; r < m; ++r) {
       for (int o = 0; o < n; ++o) {
@@ -44,12 +50,12 @@ TEST_P(LinearTest, MatchesDoubleReference) {
     // accumulate: y += x·wᵀ (+ bias), the residual-add form.
     auto y0 = random_vec(y.size(), 4);
     std::vector<float> acc = y0;
-    linear(x.data(), m, k, w.data(), n, with_bias ? b.data() : nullptr, acc.data(), /*accumulate=*/true);
+    linear(x.data(), m, k, wm, with_bias ? b.data() : nullptr, acc.data(), /*accumulate=*/true);
     for (size_t i = 0; i < ref.size(); ++i) ref[i] += y0[i];
     EXPECT_LT(max_err(acc.data(), ref.data(), acc.size()), 1e-5) << "accumulate m=" << m << " bias=" << with_bias;
   }
 }
-// 1..8 rows take the streaming kernel (odd row blocks, odd output count 33), more go to sgemm.
+// Odd row counts across the kernels' 8-row tiles and 32-row passes, odd output count 33.
 INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 2, 3, 7, 8, 9, 33));
 
 TEST(Gemm, TransposeVariantsMatchReference) {

@@ -109,7 +109,8 @@ TEST(LinearFormats, CloseToF32WeightsWithinFormatError) {
   const auto w = random_vec(static_cast<size_t>(n) * k, 101);
   const auto x = random_vec(static_cast<size_t>(m) * k, 102);
   std::vector<float> yref(static_cast<size_t>(m) * n);
-  linear_at(CpuLevel::kGeneric, x.data(), m, k, WeightMatrix::f32(w.data(), n, k), nullptr, yref.data());
+  const Packed pf32 = pack(w, n, k, WeightType::kF32);
+  linear_at(CpuLevel::kGeneric, x.data(), m, k, pf32.view, nullptr, yref.data());
   for (WeightType t : {WeightType::kBF16, WeightType::kF16, WeightType::kQ8}) {
     const double rel = t == WeightType::kBF16 ? std::ldexp(1.0, -8) : t == WeightType::kF16 ? std::ldexp(1.0, -11) : 2.0 / 254;
     const Packed p = pack(w, n, k, t);

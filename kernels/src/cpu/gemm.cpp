@@ -113,10 +113,6 @@ void linear(const float* x, int m, int k, const WeightMatrix& w, const float* bi
   linear_at(cpu_level(), x, m, k, w, bias, y, accumulate);
 }
 
-void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y, bool accumulate) {
-  linear(x, m, k, WeightMatrix::f32(w, n, k), bias, y, accumulate);
-}
-
 std::string_view linear_kernel_name() { return table_for(cpu_level()).name; }
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,

@@ -1,6 +1,7 @@
 // AVX2 small-batch kernels (AVX2, FMA, F16C): compiled for that instruction set and only called
 // where the CPU has it (cpu_features.cpp).
-//   f32 / bf16 / f16: 4 weight rows × up to 4 x rows per tile, 8 lanes, widened to f32 in registers.
+//   f32 / bf16 / f16: half a group (8 weight rows, stored column by column) × up to 4 x rows per
+//     tile, one lane per output row, widened to f32 in registers.
 //   q8: 8 interleaved weight rows per 32-byte load against x's 4 bytes broadcast: vpmaddubsw on |w|
 //     and x with w's sign (no int16 saturation: both are within ±127), vpmaddwd to one int32 lane
 //     per output, converted and scaled per block by d_w · d_x.
@@ -16,68 +17,49 @@ namespace {
 
 constexpr int kPrefetchBytes = 1024;
 
-inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
 
+// 8 weights of one column of a half group (8 rows) at element index idx, widened to f32.
 template <WeightType T>
-inline __m256 load8(const uint8_t* row, int i) {
+inline __m256 load_column8(const uint8_t* base, size_t idx) {
   if constexpr (T == WeightType::kF32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(base) + idx);
   } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(base) + idx));
     if constexpr (T == WeightType::kBF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     return _mm256_cvtph_ps(h);
   }
 }
 
-template <WeightType T>
-inline float elem(const uint8_t* row, int i) {
-  if constexpr (T == WeightType::kF32) {
-    return reinterpret_cast<const float*>(row)[i];
-  } else {
-    const uint16_t h = reinterpret_cast<const uint16_t*>(row)[i];
-    if constexpr (T == WeightType::kBF16) {
-      const uint32_t b = static_cast<uint32_t>(h) << 16;
-      float f;
-      __builtin_memcpy(&f, &b, sizeof f);
-      return f;
-    }
-    return _cvtsh_ss(h);
-  }
-}
-
+// Half h of a group of 16 weight rows (f32 / bf16 / f16, grouped layout) against x rows r0 ..
+// r0+M-1: out[r] lane l = w row 16g + 8h + l · x row r0 + r.
 template <WeightType T, int M>
-inline void tile_float(const GemvArgs& a, int r0, const uint8_t* const wr[4], float out[4][4]) {
+inline void half_group_float(const GemvArgs& a, int g, int h, int r0, __m256 out[4]) {
   constexpr size_t kElem = T == WeightType::kF32 ? 4 : 2;
-  __m256 acc[4][M];
-  const float* xr[M];
-  for (int r = 0; r < M; ++r) {
-    xr[r] = a.x + static_cast<size_t>(r0 + r) * a.k;
-    for (int q = 0; q < 4; ++q) acc[q][r] = _mm256_setzero_ps();
-  }
   const int k = a.k;
-  int i = 0;
-  for (; i + 8 <= k; i += 8) {
-    __m256 wv[4];
-    for (int q = 0; q < 4; ++q) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[q] + i * kElem + kPrefetchBytes), _MM_HINT_T0);
-      wv[q] = load8<T>(wr[q], i);
-    }
+  const auto* base = static_cast<const uint8_t*>(a.w->data);
+  const size_t g0 = static_cast<size_t>(g) * k * kGroupRows + static_cast<size_t>(h) * 8;
+  const float* xr[M];
+  __m256 acc0[M], acc1[M];
+  for (int r = 0; r < M; ++r) {
+    xr[r] = a.x + static_cast<size_t>(r0 + r) * k;
+    acc0[r] = acc1[r] = _mm256_setzero_ps();
+  }
+  int c = 0;
+  for (; c + 2 <= k; c += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(base + (g0 + static_cast<size_t>(c) * kGroupRows) * kElem) + kPrefetchBytes,
+                 _MM_HINT_T0);
+    const __m256 w0 = load_column8<T>(base, g0 + static_cast<size_t>(c) * kGroupRows);
+    const __m256 w1 = load_column8<T>(base, g0 + static_cast<size_t>(c + 1) * kGroupRows);
     for (int r = 0; r < M; ++r) {
-      const __m256 xv = _mm256_loadu_ps(xr[r] + i);
-      for (int q = 0; q < 4; ++q) acc[q][r] = _mm256_fmadd_ps(wv[q], xv, acc[q][r]);
+      acc0[r] = _mm256_fmadd_ps(w0, _mm256_set1_ps(xr[r][c]), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(w1, _mm256_set1_ps(xr[r][c + 1]), acc1[r]);
     }
   }
-  for (int q = 0; q < 4; ++q) {
-    for (int r = 0; r < M; ++r) {
-      float s = hsum(acc[q][r]);
-      for (int t = i; t < k; ++t) s += elem<T>(wr[q], t) * xr[r][t];
-      out[q][r] = s;
-    }
+  if (c < k) {
+    const __m256 w0 = load_column8<T>(base, g0 + static_cast<size_t>(c) * kGroupRows);
+    for (int r = 0; r < M; ++r) acc0[r] = _mm256_fmadd_ps(w0, _mm256_set1_ps(xr[r][c]), acc0[r]);
   }
+  for (int r = 0; r < M; ++r) out[r] = _mm256_add_ps(acc0[r], acc1[r]);
 }
 
 // Half h of a group of 16 q8 weight rows (rows 16g + 8h .. + 7) against x rows r0 .. r0+M-1:
@@ -142,27 +124,26 @@ void rows_q8(const GemvArgs& a, int n0, int n1) {
   }
 }
 
-// f32 / bf16 / f16: output features [n0, n1) in groups of 4 weight rows (a short last group
-// repeats its last row and drops the extra results), x rows in groups of 4.
+// f32 / bf16 / f16: output features [n0, n1) (n0 a multiple of 16) eight rows at a time.
 template <WeightType T>
 void rows(const GemvArgs& a, int n0, int n1) {
-  const auto* base = static_cast<const uint8_t*>(a.w->data);
-  const size_t stride = a.w->row_stride();
-  for (int j = n0; j < n1; j += 4) {
-    const int nj = std::min(4, n1 - j);
-    const uint8_t* wr[4];
-    for (int q = 0; q < 4; ++q) wr[q] = base + static_cast<size_t>(j + std::min(q, nj - 1)) * stride;
+  for (int j = n0; j < n1; j += 8) {
+    const int nj = std::min(8, n1 - j);
+    const int g = j / kGroupRows, h = (j % kGroupRows) / 8;
     for (int r0 = 0; r0 < a.m; r0 += 4) {
-      float out[4][4];
+      __m256 out[4];
       const int mr = std::min(4, a.m - r0);
       switch (mr) {
-        case 4: tile_float<T, 4>(a, r0, wr, out); break;
-        case 3: tile_float<T, 3>(a, r0, wr, out); break;
-        case 2: tile_float<T, 2>(a, r0, wr, out); break;
-        default: tile_float<T, 1>(a, r0, wr, out); break;
+        case 4: half_group_float<T, 4>(a, g, h, r0, out); break;
+        case 3: half_group_float<T, 3>(a, g, h, r0, out); break;
+        case 2: half_group_float<T, 2>(a, g, h, r0, out); break;
+        default: half_group_float<T, 1>(a, g, h, r0, out); break;
       }
-      for (int q = 0; q < nj; ++q)
-        for (int r = 0; r < mr; ++r) put_result(a, r0 + r, j + q, out[q][r]);
+      for (int r = 0; r < mr; ++r) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, out[r]);
+        for (int l = 0; l < nj; ++l) put_result(a, r0 + r, j + l, v[l]);
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 // AVX-512 small-batch kernels (F, BW, VL, VNNI; F16C): this file is compiled for that instruction
 // set and only called where the CPU has it (cpu_features.cpp).
-//   f32 / bf16 / f16: 4 weight rows × up to 4 x rows per tile, 16 lanes; bf16 and f16 widen to f32
-//     in registers (exact) and accumulate in f32; software prefetch runs ahead of each row.
+//   f32 / bf16 / f16: a group of 16 weight rows (stored column by column) × up to 8 x rows per
+//     tile, one lane per output row; bf16 and f16 widen to f32 in registers (exact) and accumulate
+//     in f32; software prefetch runs ahead of the group's single stream.
 //   q8: 16 interleaved weight rows per 64-byte load, vpdpbusd against x's 4 bytes broadcast
 //     (weights as u8, x quantized to s8), started from the +128 correction; one lane per output,
 //     converted to f32 and scaled per block by d_w · d_x.
@@ -24,67 +25,67 @@ namespace {
 // weight once per step, so the hardware prefetcher alone leaves the core waiting on DRAM.
 constexpr int kPrefetchBytes = 1024;
 
+// 16 weights of one column of a group (16 rows) at element index idx, widened to f32.
 template <WeightType T>
-inline __m512 load16(const uint8_t* row, int i) {
+inline __m512 load_column(const uint8_t* base, size_t idx) {
   if constexpr (T == WeightType::kF32) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(base) + idx);
   } else {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(base) + idx));
     if constexpr (T == WeightType::kBF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
   }
 }
 
-template <WeightType T>
-inline __m512 load16_mask(const uint8_t* row, int i, __mmask16 m) {
-  if constexpr (T == WeightType::kF32) {
-    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
-  } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i);
-    if constexpr (T == WeightType::kBF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
-  }
-}
+// Rows of x per f32 / bf16 / f16 tile: 2 · 8 accumulators (two column parities per row, so the
+// FMA chains of one row overlap).
+constexpr int kTileRows = 8;
 
-// Rows of x per f32 / bf16 / f16 tile: 4 × 6 accumulators, 4 weight vectors and one x vector fill
-// 29 of the 32 registers; each widened weight vector feeds 6 FMAs.
-constexpr int kTileRows = 6;
-
-// out[q][r] = w row q · x row r0 + r, q < 4, r < M.
+// One group of 16 weight rows (f32 / bf16 / f16, grouped layout) against x rows r0 .. r0+M-1:
+// out[r] lane l = w row 16g + l · x row r0 + r. Each column is one load (32 or 64 bytes of the
+// group's single stream) and one FMA per row of x with x's value broadcast.
 template <WeightType T, int M>
-inline void tile_float(const GemvArgs& a, int r0, const uint8_t* const wr[4], size_t prefetch_ahead,
-                       float out[4][kTileRows]) {
+inline void group_float(const GemvArgs& a, int g, int r0, __m512 out[kTileRows]) {
   constexpr size_t kElem = T == WeightType::kF32 ? 4 : 2;
-  __m512 acc[4][M];
-  const float* xr[M];
-  for (int r = 0; r < M; ++r) {
-    xr[r] = a.x + static_cast<size_t>(r0 + r) * a.k;
-    for (int q = 0; q < 4; ++q) acc[q][r] = _mm512_setzero_ps();
-  }
   const int k = a.k;
-  int i = 0;
-  for (; i + 16 <= k; i += 16) {
-    __m512 wv[4];
-    for (int q = 0; q < 4; ++q) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[q] + i * kElem + prefetch_ahead), _MM_HINT_T0);
-      wv[q] = load16<T>(wr[q], i);
-    }
+  const auto* base = static_cast<const uint8_t*>(a.w->data);
+  const size_t g0 = static_cast<size_t>(g) * k * kGroupRows;
+  const float* xr[M];
+  __m512 acc0[M], acc1[M];
+  for (int r = 0; r < M; ++r) {
+    xr[r] = a.x + static_cast<size_t>(r0 + r) * k;
+    acc0[r] = acc1[r] = _mm512_setzero_ps();
+  }
+  int c = 0;
+  for (; c + 2 <= k; c += 2) {
+    const char* line = reinterpret_cast<const char*>(base + (g0 + static_cast<size_t>(c) * kGroupRows) * kElem);
+    _mm_prefetch(line + kPrefetchBytes, _MM_HINT_T0);
+    if constexpr (kElem == 4) _mm_prefetch(line + 64 + kPrefetchBytes, _MM_HINT_T0);
+    const __m512 w0 = load_column<T>(base, g0 + static_cast<size_t>(c) * kGroupRows);
+    const __m512 w1 = load_column<T>(base, g0 + static_cast<size_t>(c + 1) * kGroupRows);
     for (int r = 0; r < M; ++r) {
-      const __m512 xv = _mm512_loadu_ps(xr[r] + i);
-      for (int q = 0; q < 4; ++q) acc[q][r] = _mm512_fmadd_ps(wv[q], xv, acc[q][r]);
+      acc0[r] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xr[r][c]), acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(w1, _mm512_set1_ps(xr[r][c + 1]), acc1[r]);
     }
   }
-  if (i < k) {
-    const __mmask16 mk = static_cast<__mmask16>((1u << (k - i)) - 1);
-    __m512 wv[4];
-    for (int q = 0; q < 4; ++q) wv[q] = load16_mask<T>(wr[q], i, mk);
-    for (int r = 0; r < M; ++r) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mk, xr[r] + i);
-      for (int q = 0; q < 4; ++q) acc[q][r] = _mm512_fmadd_ps(wv[q], xv, acc[q][r]);
-    }
+  if (c < k) {
+    const __m512 w0 = load_column<T>(base, g0 + static_cast<size_t>(c) * kGroupRows);
+    for (int r = 0; r < M; ++r) acc0[r] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xr[r][c]), acc0[r]);
   }
-  for (int q = 0; q < 4; ++q)
-    for (int r = 0; r < M; ++r) out[q][r] = _mm512_reduce_add_ps(acc[q][r]);
+  for (int r = 0; r < M; ++r) out[r] = _mm512_add_ps(acc0[r], acc1[r]);
+}
+
+// Writes out[r] (16 outputs j .. j+15 of x row r0 + r, the first nj of them real) with bias and
+// accumulation.
+inline void store_group(const GemvArgs& a, int j, int nj, int r0, int mr, const __m512* out) {
+  const __mmask16 mk = static_cast<__mmask16>((1u << nj) - 1);
+  const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mk, a.bias + j) : _mm512_setzero_ps();
+  for (int r = 0; r < mr; ++r) {
+    float* yp = a.y + static_cast<size_t>(r0 + r) * a.n + j;
+    __m512 v = _mm512_add_ps(out[r], bias);
+    if (a.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, yp));
+    _mm512_mask_storeu_ps(yp, mk, v);
+  }
 }
 
 // One group of 16 q8 weight rows (interleaved layout, weight_matrix.h) against x rows r0 .. r0+M-1:
@@ -136,10 +137,8 @@ inline void group_q8(const GemvArgs& a, int g, int r0, __m512 out[4]) {
 void rows_q8(const GemvArgs& a, int n0, int n1) {
   for (int j = n0; j < n1; j += kQ8Rows) {
     const int nj = std::min(kQ8Rows, n1 - j);
-    const __mmask16 mk = static_cast<__mmask16>((1u << nj) - 1);
-    const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mk, a.bias + j) : _mm512_setzero_ps();
     for (int r0 = 0; r0 < a.m; r0 += 4) {
-      __m512 out[4];
+      __m512 out[kTileRows];
       const int mr = std::min(4, a.m - r0);
       switch (mr) {
         case 4: group_q8<4>(a, j / kQ8Rows, r0, out); break;
@@ -147,45 +146,32 @@ void rows_q8(const GemvArgs& a, int n0, int n1) {
         case 2: group_q8<2>(a, j / kQ8Rows, r0, out); break;
         default: group_q8<1>(a, j / kQ8Rows, r0, out); break;
       }
-      for (int r = 0; r < mr; ++r) {
-        float* yp = a.y + static_cast<size_t>(r0 + r) * a.n + j;
-        __m512 v = _mm512_add_ps(out[r], bias);
-        if (a.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, yp));
-        _mm512_mask_storeu_ps(yp, mk, v);
-      }
+      store_group(a, j, nj, r0, mr, out);
     }
   }
 }
 
-// f32 / bf16 / f16: output features [n0, n1) in groups of 4 weight rows (a short last group
-// repeats its last row and drops the extra results), x rows in groups of 4.
+// f32 / bf16 / f16: output features [n0, n1) (n0 a multiple of 16) one group of 16 rows at a
+// time, x rows 8 at a time.
 template <WeightType T>
 void rows(const GemvArgs& a, int n0, int n1) {
-  const auto* base = static_cast<const uint8_t*>(a.w->data);
-  const size_t stride = a.w->row_stride();
-  // Rows are contiguous, so the same column of the next 4-row tile is 4 rows ahead. For 16-bit
-  // rows at decode, prefetching there keeps short rows (k of a few hundred) streaming where a fixed
-  // distance falls into rows already being read (measured 1.25x decode at k = 512); for f32 the
-  // fixed distance measured better.
-  const size_t ahead =
-      T != WeightType::kF32 && a.m <= 2 ? std::max<size_t>(4 * stride, kPrefetchBytes) : kPrefetchBytes;
-  for (int j = n0; j < n1; j += 4) {
-    const int nj = std::min(4, n1 - j);
-    const uint8_t* wr[4];
-    for (int q = 0; q < 4; ++q) wr[q] = base + static_cast<size_t>(j + std::min(q, nj - 1)) * stride;
+  for (int j = n0; j < n1; j += kGroupRows) {
+    const int nj = std::min(kGroupRows, n1 - j);
+    const int g = j / kGroupRows;
     for (int r0 = 0; r0 < a.m; r0 += kTileRows) {
-      float out[4][kTileRows];
+      __m512 out[kTileRows];
       const int mr = std::min(kTileRows, a.m - r0);
       switch (mr) {
-        case 6: tile_float<T, 6>(a, r0, wr, ahead, out); break;
-        case 5: tile_float<T, 5>(a, r0, wr, ahead, out); break;
-        case 4: tile_float<T, 4>(a, r0, wr, ahead, out); break;
-        case 3: tile_float<T, 3>(a, r0, wr, ahead, out); break;
-        case 2: tile_float<T, 2>(a, r0, wr, ahead, out); break;
-        default: tile_float<T, 1>(a, r0, wr, ahead, out); break;
+        case 8: group_float<T, 8>(a, g, r0, out); break;
+        case 7: group_float<T, 7>(a, g, r0, out); break;
+        case 6: group_float<T, 6>(a, g, r0, out); break;
+        case 5: group_float<T, 5>(a, g, r0, out); break;
+        case 4: group_float<T, 4>(a, g, r0, out); break;
+        case 3: group_float<T, 3>(a, g, r0, out); break;
+        case 2: group_float<T, 2>(a, g, r0, out); break;
+        default: group_float<T, 1>(a, g, r0, out); break;
       }
-      for (int q = 0; q < nj; ++q)
-        for (int r = 0; r < mr; ++r) put_result(a, r0 + r, j + q, out[q][r]);
+      store_group(a, j, nj, r0, mr, out);
     }
   }
 }

@@ -18,16 +18,11 @@ void rows_float(const GemvArgs& a, int n0, int n1) {
   thread_local std::vector<float> buf;
   buf.resize(a.k);
   for (int j = n0; j < n1; ++j) {
-    const float* wr = buf.data();
-    if (a.w->type == WeightType::kF32) {
-      wr = static_cast<const float*>(a.w->data) + static_cast<size_t>(j) * a.k;
-    } else {
-      row_f32(*a.w, j, buf.data());
-    }
+    row_f32(*a.w, j, buf.data());
     for (int r = 0; r < a.m; ++r) {
       const float* xr = a.x + static_cast<size_t>(r) * a.k;
       float s = 0.0f;
-      for (int i = 0; i < a.k; ++i) s += wr[i] * xr[i];
+      for (int i = 0; i < a.k; ++i) s += buf[i] * xr[i];
       put_result(a, r, j, s);
     }
   }

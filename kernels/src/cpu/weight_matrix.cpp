@@ -25,26 +25,24 @@ size_t element_bytes(WeightType t) {
   return t == WeightType::kF32 ? 4 : t == WeightType::kQ8 ? 1 : 2;
 }
 size_t q8_row_bytes(int cols) { return static_cast<size_t>((cols + kQ8Block - 1) / kQ8Block) * kQ8Block; }
-size_t q8_rows(int rows) { return static_cast<size_t>((rows + kQ8Rows - 1) / kQ8Rows) * kQ8Rows; }
+size_t padded_rows(int rows) { return static_cast<size_t>((rows + kQ8Rows - 1) / kQ8Rows) * kQ8Rows; }
 // Scales start 64-byte aligned after the data.
 size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 }  // namespace
 
-size_t WeightMatrix::row_stride() const { return static_cast<size_t>(cols) * element_bytes(type); }
-
 size_t WeightMatrix::bytes() const {
-  if (type != WeightType::kQ8) return row_stride() * static_cast<size_t>(rows);
-  return q8_rows(rows) * (q8_row_bytes(cols) + blocks_per_row() * sizeof(uint16_t));
+  if (type != WeightType::kQ8) return padded_rows(rows) * cols * element_bytes(type);
+  return padded_rows(rows) * (q8_row_bytes(cols) + blocks_per_row() * sizeof(uint16_t));
 }
 
 size_t weight_data_bytes(WeightType type, int rows, int cols) {
-  if (type == WeightType::kQ8) return align64(q8_row_bytes(cols) * q8_rows(rows));
-  return static_cast<size_t>(rows) * cols * element_bytes(type);
+  if (type == WeightType::kQ8) return align64(q8_row_bytes(cols) * padded_rows(rows));
+  return padded_rows(rows) * cols * element_bytes(type);
 }
 
 size_t weight_bytes(WeightType type, int rows, int cols) {
   size_t n = weight_data_bytes(type, rows, cols);
-  if (type == WeightType::kQ8) n += q8_rows(rows) * ((cols + kQ8Block - 1) / kQ8Block) * sizeof(uint16_t);
+  if (type == WeightType::kQ8) n += padded_rows(rows) * ((cols + kQ8Block - 1) / kQ8Block) * sizeof(uint16_t);
   return n;
 }
 
@@ -88,25 +86,28 @@ void quantize_q8_row(const float* src, int r, int cols, uint8_t* data, uint16_t*
 void pack_weight_rows(const float* src, int n, int r0, WeightType type, int rows, int cols, void* storage) {
   const WeightMatrix w = make_view(type, rows, cols, storage);
   auto* base = static_cast<uint8_t*>(const_cast<void*>(w.data));
-  const size_t stride = type == WeightType::kQ8 ? 0 : w.row_stride();
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(n) * cols > (1u << 16))
   for (int r = 0; r < n; ++r) {
     const float* s = src + static_cast<size_t>(r) * cols;
-    uint8_t* d = base + static_cast<size_t>(r0 + r) * stride;
+    const int row = r0 + r;
     switch (type) {
-      case WeightType::kF32: std::memcpy(d, s, sizeof(float) * cols); break;
+      case WeightType::kF32: {
+        auto* f = reinterpret_cast<float*>(base);
+        for (int i = 0; i < cols; ++i) f[grouped_index(row, i, cols)] = s[i];
+        break;
+      }
       case WeightType::kBF16: {
-        auto* h = reinterpret_cast<uint16_t*>(d);
-        for (int i = 0; i < cols; ++i) h[i] = f32_to_bf16(s[i]);
+        auto* h = reinterpret_cast<uint16_t*>(base);
+        for (int i = 0; i < cols; ++i) h[grouped_index(row, i, cols)] = f32_to_bf16(s[i]);
         break;
       }
       case WeightType::kF16: {
-        auto* h = reinterpret_cast<uint16_t*>(d);
-        for (int i = 0; i < cols; ++i) h[i] = f32_to_f16(s[i]);
+        auto* h = reinterpret_cast<uint16_t*>(base);
+        for (int i = 0; i < cols; ++i) h[grouped_index(row, i, cols)] = f32_to_f16(s[i]);
         break;
       }
       case WeightType::kQ8:
-        quantize_q8_row(s, r0 + r, cols, base, const_cast<uint16_t*>(w.scales));
+        quantize_q8_row(s, row, cols, base, const_cast<uint16_t*>(w.scales));
         break;
     }
   }
@@ -114,27 +115,30 @@ void pack_weight_rows(const float* src, int n, int r0, WeightType type, int rows
 
 void weight_rows_to_f32(const WeightMatrix& w, int r0, int r1, float* dst) {
   const auto* base = static_cast<const uint8_t*>(w.data);
-  const size_t stride = w.type == WeightType::kQ8 ? 0 : w.row_stride();
   const int cols = w.cols;
   const int nb = w.blocks_per_row();
   for (int r = r0; r < r1; ++r) {
-    const uint8_t* s = base + static_cast<size_t>(r) * stride;
     float* d = dst + static_cast<size_t>(r - r0) * cols;
     switch (w.type) {
-      case WeightType::kF32: std::memcpy(d, s, sizeof(float) * cols); break;
+      case WeightType::kF32: {
+        const auto* f = reinterpret_cast<const float*>(base);
+        for (int i = 0; i < cols; ++i) d[i] = f[grouped_index(r, i, cols)];
+        break;
+      }
       case WeightType::kBF16: {
-        const auto* h = reinterpret_cast<const uint16_t*>(s);
-        for (int i = 0; i < cols; ++i) d[i] = bf16_to_f32(h[i]);
+        const auto* h = reinterpret_cast<const uint16_t*>(base);
+        for (int i = 0; i < cols; ++i) d[i] = bf16_to_f32(h[grouped_index(r, i, cols)]);
         break;
       }
       case WeightType::kF16: {
-        const auto* h = reinterpret_cast<const uint16_t*>(s);
-        for (int i = 0; i < cols; ++i) d[i] = f16_to_f32(h[i]);
+        const auto* h = reinterpret_cast<const uint16_t*>(base);
+        for (int i = 0; i < cols; ++i) d[i] = f16_to_f32(h[grouped_index(r, i, cols)]);
         break;
       }
       case WeightType::kQ8: {
         for (int i = 0; i < cols; ++i) {
-          d[i] = f16_to_f32(w.scales[q8_scale_index(r, i / kQ8Block, nb)]) * static_cast<float>(static_cast<int>(base[q8_byte_offset(r, i, nb)]) - 128);
+          d[i] = f16_to_f32(w.scales[q8_scale_index(r, i / kQ8Block, nb)]) *
+                 static_cast<float>(static_cast<int>(base[q8_byte_offset(r, i, nb)]) - 128);
         }
         break;
       }

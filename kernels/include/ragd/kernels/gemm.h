@@ -20,9 +20,6 @@ namespace ragd::kernels {
 // Accumulation is f32 throughout.
 void linear(const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y,
             bool accumulate = false);
-// f32 weights w: [n, k].
-void linear(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
-            bool accumulate = false);
 // linear() with the kernels of an instruction-set level (capped at what the CPU supports): tests
 // run every path against the same reference.
 void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y,

@@ -1,10 +1,12 @@
 // Weight matrices in the format they are kept in memory: f32, bf16, f16 or q8 (8-bit blocks).
 //
 // A WeightMatrix is a non-owning view of an [rows, cols] matrix in the Hugging Face nn.Linear
-// layout (one output feature per row). Formats:
-//   kF32   rows · cols floats.
-//   kBF16  rows · cols bfloat16 (the upper half of an f32; converted exactly).
-//   kF16   rows · cols IEEE half.
+// sense (one output feature per row), stored so that decode streams it as one sequence of full
+// cache lines and a vector lane is an output row. Formats:
+//   kF32   floats;  kBF16  bfloat16 (the upper half of an f32; converted exactly);  kF16  IEEE half.
+//          Rows in groups of kGroupRows = 16 (the last group padded with zero rows), each group
+//          stored column by column: element (r, c) at index (g · cols + c) · 16 + l, g = r / 16,
+//          l = r % 16. One column of a group (16 values) is one vector of outputs.
 //   kQ8    blocks of kQ8Block weights along a row, each with one f16 scale d: w ≈ d · q,
 //          q in [-127, 127], d = max|w| / 127 rounded to f16 (Q8_0's rule). q is stored biased,
 //          as the byte q + 128, so int8 dot-product instructions (u8 × s8) take weights as their
@@ -29,6 +31,7 @@ std::string_view weight_type_name(WeightType t);  // "f32", "bf16", "f16", "q8"
 
 constexpr int kQ8Block = 32;
 constexpr int kQ8Rows = 16;
+constexpr int kGroupRows = 16;  // rows per interleaved group, every format
 
 struct WeightMatrix {
   WeightType type = WeightType::kF32;
@@ -38,13 +41,14 @@ struct WeightMatrix {
   const uint16_t* scales = nullptr;   // kQ8 only
 
   int blocks_per_row() const { return (cols + kQ8Block - 1) / kQ8Block; }
-  // f32 / bf16 / f16: bytes from one row's first weight to the next row's.
-  size_t row_stride() const;
   // Bytes of data (+ scales): what one pass over the matrix reads.
   size_t bytes() const;
-  static WeightMatrix f32(const float* w, int rows, int cols) { return {WeightType::kF32, rows, cols, w, nullptr}; }
 };
 
+// The f32 / bf16 / f16 layout above: element index of (row r, column c).
+inline size_t grouped_index(int r, int c, int cols) {
+  return (static_cast<size_t>(r / kGroupRows) * cols + c) * kGroupRows + r % kGroupRows;
+}
 // The q8 layout above: byte offset of (row r, column c) and index of the scale of (row r, block b).
 inline size_t q8_byte_offset(int r, int c, int blocks) {
   const size_t g = r / kQ8Rows, l = r % kQ8Rows, b = c / kQ8Block, t = (c % kQ8Block) / 4, e = c % 4;
