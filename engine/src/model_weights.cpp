@@ -3,7 +3,6 @@
 // (exact when the checkpoint already holds that format) or quantized to q8.
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 

@@ -143,8 +143,12 @@ TEST(LinearFormats, PackingRoundsAsDocumented) {
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < k; ++i) {
         const float v = w[static_cast<size_t>(j) * k + i], got = back[static_cast<size_t>(j) * k + i];
-        if (t == WeightType::kBF16) ASSERT_EQ(got, bf16_to_f32(f32_to_bf16(v)));
-        if (t == WeightType::kF16) ASSERT_EQ(got, f16_to_f32(f32_to_f16(v)));
+        if (t == WeightType::kBF16) {
+          ASSERT_EQ(got, bf16_to_f32(f32_to_bf16(v)));
+        }
+        if (t == WeightType::kF16) {
+          ASSERT_EQ(got, f16_to_f32(f32_to_f16(v)));
+        }
         if (t == WeightType::kQ8) {
           const int b0 = i / kQ8Block * kQ8Block, b1 = std::min(k, b0 + kQ8Block);
           float amax = 0.0f;
@@ -161,8 +165,8 @@ TEST(LinearFormats, PackingRoundsAsDocumented) {
   const auto* bytes = static_cast<const uint8_t*>(q.view.data);
   const int nb = q.view.blocks_per_row();
   EXPECT_EQ(nb, 3);
-  EXPECT_EQ(q.view.bytes(), static_cast<size_t>(kQ8Rows) * (96 + 3 * 2));
-  for (int r = 0; r < kQ8Rows; ++r) {
+  EXPECT_EQ(q.view.bytes(), static_cast<size_t>(kGroupRows) * (96 + 3 * 2));
+  for (int r = 0; r < kGroupRows; ++r) {
     for (int c = (r < n ? k : 0); c < 96; ++c) ASSERT_EQ(bytes[q8_byte_offset(r, c, nb)], 128) << r << "," << c;
     for (int b = (r < n ? 3 : 0); b < 3; ++b) ASSERT_EQ(q.view.scales[q8_scale_index(r, b, nb)], 0);
   }

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "attention_avx512.h"
+#include "exp_poly.h"
 
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its own
 // uninitialized-use analysis reports once they are inlined here.
@@ -26,20 +27,21 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Query heads per KV head the decode kernel takes (larger groups use the portable kernel).
 constexpr int kMaxGroup = 64;
 
-// e^x on 16 lanes (the polynomial of vec_math.h's exp_approx); 0 below -87.3, including -inf.
+// e^x on 16 lanes: exp_approx's function (exp_poly.h); 0 below kLo, including -inf.
 inline __m512 exp16(__m512 x) {
-  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33f), _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33f)), _mm512_set1_ps(88.72f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  using namespace exp_poly;
+  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kLo), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kLo)), _mm512_set1_ps(kHi));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
   const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
   const __m512 e = _mm512_scalef_ps(y, n);
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), e);

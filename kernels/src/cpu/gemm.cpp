@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "gemv.h"
@@ -23,9 +22,9 @@ namespace {
 // f32 copies of the same weights; 16- and 64-row passes were slower.
 constexpr int kRowsPerPass = 32;
 
-// Output features per task of the streaming kernels (a multiple of kQ8Rows).
+// Output features per task of the streaming kernels (a multiple of kGroupRows).
 constexpr int kRowsPerTask = 64;
-static_assert(kRowsPerTask % kQ8Rows == 0, "tasks start at whole q8 groups");
+static_assert(kRowsPerTask % kGroupRows == 0, "tasks start at whole row groups");
 
 const detail::GemvTable& table_for(CpuLevel level) {
   switch (std::min(level, supported_cpu_level())) {
@@ -112,8 +111,6 @@ void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix&
 void linear(const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y, bool accumulate) {
   linear_at(cpu_level(), x, m, k, w, bias, y, accumulate);
 }
-
-std::string_view linear_kernel_name() { return table_for(cpu_level()).name; }
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {

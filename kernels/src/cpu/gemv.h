@@ -1,10 +1,10 @@
-// Private: the small-batch weight-streaming kernels (decode), one table per instruction set. The
+// Private: the weight-streaming kernels behind linear(), one table per instruction set. The
 // dispatcher (gemm.cpp) picks a table once from the CPU's features (cpu_features.h); each table's
 // file is compiled for its instruction set only and called only where the CPU has it.
 //
 // A kernel computes y[r, j] (+)= x[r] · w[j] (+ bias[j]) for all rows r < m and the output
 // features j in [n0, n1), reading each weight row once (the rows of x stay in cache). n0 is a
-// multiple of kQ8Rows (q8 rows are interleaved in groups).
+// multiple of kGroupRows (rows are stored in interleaved groups).
 // Thread-safety: pure functions over the arguments; the dispatcher splits [0, n) across threads.
 #pragma once
 
@@ -42,7 +42,6 @@ struct GemvArgs {
 using GemvFn = void (*)(const GemvArgs& a, int n0, int n1);
 
 struct GemvTable {
-  const char* name;
   GemvFn by_type[4];  // indexed by WeightType
 };
 

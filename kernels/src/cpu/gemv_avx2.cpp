@@ -69,7 +69,7 @@ inline void half_group_q8(const GemvArgs& a, int g, int h, int r0, __m256 out[4]
   const QuantizedRows& xq = *a.xq;
   const int nb = xq.blocks;
   const uint8_t* wg = static_cast<const uint8_t*>(a.w->data) + static_cast<size_t>(g) * nb * 512 + h * 32;
-  const uint16_t* sg = a.w->scales + static_cast<size_t>(g) * nb * kQ8Rows + h * 8;
+  const uint16_t* sg = a.w->scales + static_cast<size_t>(g) * nb * kGroupRows + h * 8;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
   const int32_t* xr[M];
@@ -93,7 +93,7 @@ inline void half_group_q8(const GemvArgs& a, int g, int h, int r0, __m256 out[4]
         dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sg + b * kQ8Rows)));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sg + b * kGroupRows)));
     for (int r = 0; r < M; ++r) {
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_mul_ps(dw, _mm256_set1_ps(dr[r][b])), acc[r]);
     }
@@ -108,7 +108,7 @@ void rows_q8(const GemvArgs& a, int n0, int n1) {
     for (int r0 = 0; r0 < a.m; r0 += 4) {
       __m256 out[4];
       const int mr = std::min(4, a.m - r0);
-      const int g = j / kQ8Rows, h = (j % kQ8Rows) / 8;
+      const int g = j / kGroupRows, h = (j % kGroupRows) / 8;
       switch (mr) {
         case 4: half_group_q8<4>(a, g, h, r0, out); break;
         case 3: half_group_q8<3>(a, g, h, r0, out); break;
@@ -151,8 +151,7 @@ void rows(const GemvArgs& a, int n0, int n1) {
 }  // namespace
 
 const GemvTable& gemv_avx2() {
-  static const GemvTable t{"avx2",
-                           {rows<WeightType::kF32>, rows<WeightType::kBF16>, rows<WeightType::kF16>, rows_q8}};
+  static const GemvTable t{{rows<WeightType::kF32>, rows<WeightType::kBF16>, rows<WeightType::kF16>, rows_q8}};
   return t;
 }
 

@@ -96,7 +96,7 @@ inline void group_q8(const GemvArgs& a, int g, int r0, __m512 out[4]) {
   const QuantizedRows& xq = *a.xq;
   const int nb = xq.blocks;
   const uint8_t* wg = static_cast<const uint8_t*>(a.w->data) + static_cast<size_t>(g) * nb * 512;
-  const uint16_t* sg = a.w->scales + static_cast<size_t>(g) * nb * kQ8Rows;
+  const uint16_t* sg = a.w->scales + static_cast<size_t>(g) * nb * kGroupRows;
   const int32_t* xr[M];
   const float* dr[M];
   const int32_t* cr[M];
@@ -124,7 +124,7 @@ inline void group_q8(const GemvArgs& a, int g, int r0, __m512 out[4]) {
         odd[r] = _mm512_dpbusd_epi32(odd[r], w1, _mm512_set1_epi32(xr[r][b * 8 + t + 1]));
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sg + b * kQ8Rows)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sg + b * kGroupRows)));
     for (int r = 0; r < M; ++r) {
       const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even[r], odd[r]));
       acc[r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(dw, _mm512_set1_ps(dr[r][b])), acc[r]);
@@ -135,16 +135,16 @@ inline void group_q8(const GemvArgs& a, int g, int r0, __m512 out[4]) {
 
 // q8: output features [n0, n1) (n0 a multiple of 16) one group of 16 rows at a time.
 void rows_q8(const GemvArgs& a, int n0, int n1) {
-  for (int j = n0; j < n1; j += kQ8Rows) {
-    const int nj = std::min(kQ8Rows, n1 - j);
+  for (int j = n0; j < n1; j += kGroupRows) {
+    const int nj = std::min(kGroupRows, n1 - j);
     for (int r0 = 0; r0 < a.m; r0 += 4) {
       __m512 out[kTileRows];
       const int mr = std::min(4, a.m - r0);
       switch (mr) {
-        case 4: group_q8<4>(a, j / kQ8Rows, r0, out); break;
-        case 3: group_q8<3>(a, j / kQ8Rows, r0, out); break;
-        case 2: group_q8<2>(a, j / kQ8Rows, r0, out); break;
-        default: group_q8<1>(a, j / kQ8Rows, r0, out); break;
+        case 4: group_q8<4>(a, j / kGroupRows, r0, out); break;
+        case 3: group_q8<3>(a, j / kGroupRows, r0, out); break;
+        case 2: group_q8<2>(a, j / kGroupRows, r0, out); break;
+        default: group_q8<1>(a, j / kGroupRows, r0, out); break;
       }
       store_group(a, j, nj, r0, mr, out);
     }
@@ -179,8 +179,7 @@ void rows(const GemvArgs& a, int n0, int n1) {
 }  // namespace
 
 const GemvTable& gemv_avx512() {
-  static const GemvTable t{"avx512",
-                           {rows<WeightType::kF32>, rows<WeightType::kBF16>, rows<WeightType::kF16>, rows_q8}};
+  static const GemvTable t{{rows<WeightType::kF32>, rows<WeightType::kBF16>, rows<WeightType::kF16>, rows_q8}};
   return t;
 }
 

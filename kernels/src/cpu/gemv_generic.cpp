@@ -1,7 +1,5 @@
 // Portable small-batch kernels (any x86-64, any CPU): plain loops the compiler vectorises for the
 // baseline instruction set. The reference the vectorised tables are tested against.
-#include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "gemv.h"
@@ -51,7 +49,7 @@ void rows_q8(const GemvArgs& a, int n0, int n1) {
 }  // namespace
 
 const GemvTable& gemv_generic() {
-  static const GemvTable t{"generic", {rows_float, rows_float, rows_float, rows_q8}};
+  static const GemvTable t{{rows_float, rows_float, rows_float, rows_q8}};
   return t;
 }
 

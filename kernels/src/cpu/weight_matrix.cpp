@@ -25,7 +25,7 @@ size_t element_bytes(WeightType t) {
   return t == WeightType::kF32 ? 4 : t == WeightType::kQ8 ? 1 : 2;
 }
 size_t q8_row_bytes(int cols) { return static_cast<size_t>((cols + kQ8Block - 1) / kQ8Block) * kQ8Block; }
-size_t padded_rows(int rows) { return static_cast<size_t>((rows + kQ8Rows - 1) / kQ8Rows) * kQ8Rows; }
+size_t padded_rows(int rows) { return static_cast<size_t>((rows + kGroupRows - 1) / kGroupRows) * kGroupRows; }
 // Scales start 64-byte aligned after the data.
 size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 }  // namespace

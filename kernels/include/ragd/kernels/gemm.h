@@ -24,8 +24,6 @@ void linear(const float* x, int m, int k, const WeightMatrix& w, const float* bi
 // run every path against the same reference.
 void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y,
                bool accumulate = false);
-// Name of the kernel table linear() uses ("avx512", "avx2", "generic").
-std::string_view linear_kernel_name();
 
 // General C[m, n] = alpha · op(A) · op(B) + beta · C, row-major with leading dimensions.
 //   op(A): [m, k] (A is [k, m] when trans_a)   op(B): [k, n] (B is [n, k] when trans_b)

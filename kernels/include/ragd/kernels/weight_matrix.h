@@ -10,7 +10,7 @@
 //   kQ8    blocks of kQ8Block weights along a row, each with one f16 scale d: w ≈ d · q,
 //          q in [-127, 127], d = max|w| / 127 rounded to f16 (Q8_0's rule). q is stored biased,
 //          as the byte q + 128, so int8 dot-product instructions (u8 × s8) take weights as their
-//          unsigned operand. Rows are interleaved in groups of kQ8Rows (the last group padded
+//          unsigned operand. Rows are interleaved in groups of kGroupRows (the last group padded
 //          with zero rows, rows padded with zero weights to whole blocks), so that one 64-byte
 //          load holds 4 consecutive weights of each of 16 rows and a 16-lane dot product yields
 //          16 outputs at once:
@@ -30,7 +30,6 @@ enum class WeightType : uint8_t { kF32, kBF16, kF16, kQ8 };
 std::string_view weight_type_name(WeightType t);  // "f32", "bf16", "f16", "q8"
 
 constexpr int kQ8Block = 32;
-constexpr int kQ8Rows = 16;
 constexpr int kGroupRows = 16;  // rows per interleaved group, every format
 
 struct WeightMatrix {
@@ -51,11 +50,11 @@ inline size_t grouped_index(int r, int c, int cols) {
 }
 // The q8 layout above: byte offset of (row r, column c) and index of the scale of (row r, block b).
 inline size_t q8_byte_offset(int r, int c, int blocks) {
-  const size_t g = r / kQ8Rows, l = r % kQ8Rows, b = c / kQ8Block, t = (c % kQ8Block) / 4, e = c % 4;
+  const size_t g = r / kGroupRows, l = r % kGroupRows, b = c / kQ8Block, t = (c % kQ8Block) / 4, e = c % 4;
   return ((g * blocks + b) * 8 + t) * 64 + l * 4 + e;
 }
 inline size_t q8_scale_index(int r, int b, int blocks) {
-  return (static_cast<size_t>(r / kQ8Rows) * blocks + b) * kQ8Rows + r % kQ8Rows;
+  return (static_cast<size_t>(r / kGroupRows) * blocks + b) * kGroupRows + r % kGroupRows;
 }
 
 // Bytes a matrix of this type and shape occupies (data, then q8 scales): the size to allocate.
