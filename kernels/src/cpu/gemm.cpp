@@ -17,9 +17,8 @@ namespace ragd::kernels {
 namespace {
 
 // Rows of x per pass over the weights: 32 rows of x (up to 16 KiB per 128 columns of k) stay in L2
-// while each group of weight rows streams past them once. Measured on AVX-512 (4096 × 4096, one
-// thread): at 128-512 rows, 1.2× (f32), 1.45× (bf16) and 4.4× (q8) the speed of OpenBLAS sgemm on
-// f32 copies of the same weights; 16- and 64-row passes were slower.
+// while each group of weight rows streams past them once. 16- and 64-row passes measured slower.
+// Against OpenBLAS sgemm on f32 copies of the same weights: bench_linear (docs/benchmarks.md).
 constexpr int kRowsPerPass = 32;
 
 // Output features per task of the streaming kernels (a multiple of kGroupRows).
