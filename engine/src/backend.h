@@ -110,6 +110,10 @@ class Backend {
   // hidden [plan.total_rows, hidden_size] (final-normed hidden states of every row; not with a
   // hook that narrows the rows). hook may be null (layer_hook.h).
   virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) = 0;
+  // Attention of queries q [n_q, num_heads, head_dim] over one layer of table's KV in pool, query i
+  // seeing keys with position <= q_pos[i] (Model::attend). Arguments are checked by the caller.
+  virtual Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
+                        const int32_t* q_pos, float* out, float* lse) = 0;
   // In place on host keys k: [rows, num_kv_heads, head_dim]; see Model::rerotate_keys.
   virtual void rerotate_keys(float* k, size_t rows, int64_t delta) const = 0;
   // Bytes of weights read per decoded token (for benchmarks' bandwidth bounds).

@@ -64,6 +64,33 @@ void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
   }
 }
 
+Status CpuBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
+                          const int32_t* q_pos, float* out, float* lse) {
+  auto* kvs = dynamic_cast<HostKvStorage*>(&pool.storage());
+  if (kvs == nullptr) {
+    return Status::FailedPrecondition("cpu backend: the KV pool's storage is on '" +
+                                      std::string(pool.storage().device()) + "', not in host memory");
+  }
+  const int nh = cfg_.num_attention_heads, hd = cfg_.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  kernels::PagedKv kv;
+  kv.k = kvs->k_layer(layer);
+  kv.v = kvs->v_layer(layer);
+  kv.block_table = table.blocks().data();
+  kv.block_size = kvs->layout().block_size;
+  kv.num_kv_heads = cfg_.num_key_value_heads;
+  kv.head_dim = hd;
+  kv.kv_len = table.num_tokens();
+  kv.key_pos = table.positions_are_slots() ? nullptr : table.positions().data();
+  const size_t q_dim = cfg_.q_dim();
+  if (n_q <= 8) {  // a few decoding queries: the split-K decode kernel keeps every thread busy
+    std::vector<kernels::DecodeItem> items(n_q);
+    for (int i = 0; i < n_q; ++i) items[i] = {q + i * q_dim, kv, out + i * q_dim, lse + static_cast<size_t>(i) * nh, q_pos[i]};
+    return kernels::attention_decode(items, nh, scale, 0);
+  }
+  return kernels::attention_prefill_positions(q, n_q, nh, kv, scale, q_pos, out, lse);
+}
+
 Result<std::unique_ptr<KvStorage>> CpuBackend::make_kv_storage(const KvLayout& layout, size_t num_blocks) {
   auto r = HostKvStorage::create(layout, num_blocks);
   if (!r.ok()) return r.status();

@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
   std::string_view device() const override { return "cpu"; }
   Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) override;
   Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) override;
+  Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q, const int32_t* q_pos,
+                float* out, float* lse) override;
   void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
   size_t weight_bytes() const override { return weight_bytes_; }
 

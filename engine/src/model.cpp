@@ -57,6 +57,8 @@ class ModelImpl final : public Model {
     backend_->rerotate_keys(k, rows, delta);
     return Status::OK();
   }
+  Status attend(const BlockTable& table, int layer, std::span<const float> q, std::span<const int32_t> q_pos,
+                float* out, float* lse) override;
   Status embed(std::span<const int32_t> tokens, std::vector<float>* out) override;
 
  private:
@@ -210,6 +212,32 @@ Status ModelImpl::run(std::span<SeqStep> batch, LayerHook* hook, StepOutput* out
     }
   }
   return Status::OK();
+}
+
+Status ModelImpl::attend(const BlockTable& table, int layer, std::span<const float> q, std::span<const int32_t> q_pos,
+                         float* out, float* lse) {
+  if (layer < 0 || layer >= cfg_.num_hidden_layers) {
+    return Status::InvalidArgument("attend: layer " + std::to_string(layer) + " is outside [0, " +
+                                   std::to_string(cfg_.num_hidden_layers) + ")");
+  }
+  const size_t n_q = q_pos.size();
+  if (q.size() != n_q * static_cast<size_t>(cfg_.q_dim())) {
+    return Status::InvalidArgument("attend: " + std::to_string(q.size()) + " query floats for " + std::to_string(n_q) +
+                                   " positions of " + std::to_string(cfg_.q_dim()) + " floats each");
+  }
+  if (out == nullptr || lse == nullptr) return Status::InvalidArgument("attend: out and lse must be set");
+  for (size_t i = 0; i < n_q; ++i) {
+    if (q_pos[i] < 0 || q_pos[i] >= kNoPosition) {
+      return Status::InvalidArgument("attend: query " + std::to_string(i) + " has position " + std::to_string(q_pos[i]));
+    }
+  }
+  if (n_q == 0) return Status::OK();
+  for (int32_t b : table.blocks()) {
+    if (b < 0 || static_cast<size_t>(b) >= pool_->num_blocks()) {
+      return Status::InvalidArgument("attend: the table holds block " + std::to_string(b) + ", not a block of this model's pool");
+    }
+  }
+  return backend_->attend(*pool_, table, layer, q.data(), static_cast<int>(n_q), q_pos.data(), out, lse);
 }
 
 Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out) {

@@ -124,6 +124,17 @@ class Model {
     return Status::Unimplemented("rerotate_keys: this model does not support position-shifted KV reuse");
   }
 
+  // Attention of n_q given queries over one layer of a sequence's KV, masked by position: query i
+  // sees the keys of `table` whose stored position is <= q_pos[i]. q: [n_q, num_attention_heads,
+  // head_dim] post-RoPE f32; out: same shape; lse: [n_q, num_attention_heads] natural log (-inf
+  // when no key is visible). For sequence parallelism: a shard answers another worker's queries
+  // over the KV it holds (sharded decode). Reads KV only; the table is not changed.
+  // InvalidArgument on a bad layer, size or position; Unimplemented for models without it.
+  virtual Status attend(const BlockTable& table, int layer, std::span<const float> q, std::span<const int32_t> q_pos,
+                        float* out, float* lse) {
+    return Status::Unimplemented("attend: this model does not answer external attention queries");
+  }
+
   // Mean-pooled final hidden states (after the last norm) for embedding; [hidden_size] per input.
   virtual Status embed(std::span<const int32_t> tokens, std::vector<float>* out) = 0;
 };

@@ -1,0 +1,52 @@
+// One long sequence served by a sequence-parallel group: partition the prompt, ring-attention
+// prefill, sharded decode. The unit a caller (ragd's scheduler, ragctl, benchmarks) drives.
+//
+// Thread-safety: collective, like ring_prefill and ShardedDecoder: every rank holds its own
+// ShardedSequence (its model, its communicator) and calls the same methods in the same order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/engine/kv_cache.h"
+#include "ragd/engine/model.h"
+#include "ragd/seqparallel/communicator.h"
+#include "ragd/seqparallel/partition.h"
+#include "ragd/seqparallel/ring_attention.h"
+#include "ragd/seqparallel/sharded_decode.h"
+
+namespace ragd::seqparallel {
+
+class ShardedSequence {
+ public:
+  ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag);
+  ~ShardedSequence();  // releases this rank's shard
+  ShardedSequence(const ShardedSequence&) = delete;
+  ShardedSequence& operator=(const ShardedSequence&) = delete;
+
+  // The whole prompt (identical on every rank; each takes its shard). logits: [vocab] of the
+  // prompt's last token, on every rank, when non-null. FailedPrecondition after a prefill.
+  Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits);
+  // Appends one token at position length(). logits: [vocab] of it, on every rank, when non-null.
+  Status decode(int32_t token, std::vector<float>* logits);
+
+  int64_t length() const { return length_; }
+  const engine::BlockTable& shard() const { return shard_; }
+  int64_t shard_tokens() const { return shard_.num_tokens(); }
+  const StepTimes& prefill_times() const { return prefill_; }
+  const StepTimes& decode_times() const { return decode_; }  // summed over decode steps
+
+ private:
+  engine::Model& model_;
+  Communicator& comm_;
+  PartitionKind kind_;
+  engine::BlockTable shard_;
+  std::unique_ptr<ShardedDecoder> decoder_;
+  int64_t length_ = 0;
+  StepTimes prefill_, decode_;
+};
+
+}  // namespace ragd::seqparallel

@@ -1,0 +1,233 @@
+// Ring-attention prefill and sharded decode over the threads transport, against one worker
+// running the same model (kLogitTol):
+//   - logits at every prompt position, for 1-4 workers, every partition, lengths not divisible by
+//     2P, two model shapes (GQA 2 and GQA 3 with odd sizes), KV block sizes 16 and 7;
+//   - greedy decode continues with the same 64 tokens and logits; each token's KV is stored on
+//     exactly one worker;
+//   - a worker that holds no token (a prompt shorter than 2P) still relays and decodes;
+//   - a 32k-token prompt of the `tiny` shape with 2 and 4 workers;
+//   - a failing worker fails every worker instead of hanging them.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+
+#include "ragd/seqparallel/partition.h"
+#include "ragd/seqparallel/ring_attention.h"
+#include "ragd/seqparallel/sharded_sequence.h"
+#include "ragd/seqparallel/thread_communicator.h"
+#include "sp_fixture.h"
+
+namespace ragd::seqparallel {
+namespace {
+
+using namespace testing;  // NOLINT
+
+struct Case {
+  bool odd = false;
+  int workers = 2;
+  PartitionKind kind = PartitionKind::kZigzag;
+  int length = 257;
+  int block_size = 16;
+};
+
+std::string name(const Case& c) {
+  return std::string(partition_name(c.kind)) + " P=" + std::to_string(c.workers) + " L=" + std::to_string(c.length) +
+         (c.odd ? " odd" : " tiny") + " bs=" + std::to_string(c.block_size);
+}
+
+// Ring prefill with every position's logits; returns the worst deviation from the reference.
+double ring_prefill_error(const Case& c, const Reference& ref, const std::vector<int32_t>& prompt) {
+  const engine::ModelConfig cfg = sp_config(c.odd);
+  auto comms = make_thread_group(c.workers).value();
+  auto shards = partition(c.length, c.workers, c.kind).value();
+  std::vector<int64_t> rows;
+  for (auto& s : shards) rows.push_back(s.size());
+  std::mutex mu;
+  double worst = 0.0;
+  auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
+    auto model = sp_model(cfg, 64u << 20, c.block_size);
+    if (model == nullptr) return Status::Internal("model");
+    const Shard& mine = shards[comm.rank()];
+    std::vector<int32_t> toks;
+    for (int32_t p : mine.positions) toks.push_back(prompt[p]);
+    ShardInput in{toks, mine.positions, engine::SeqStep::Logits::kAll};
+    engine::BlockTable table;
+    engine::StepOutput out;
+    StepTimes t;
+    RAGD_RETURN_IF_ERROR(ring_prefill(*model, comm, rows, in, &table, &out, &t));
+    double w = 0.0;
+    for (size_t i = 0; i < mine.positions.size(); ++i) {
+      w = std::max(w, max_abs_diff(out.row(static_cast<int>(i)), ref.prompt_logits[mine.positions[i]]));
+    }
+    if (table.num_tokens() != mine.size()) return Status::Internal("shard table size");
+    for (int i = 0; i < table.num_tokens(); ++i) {
+      if (table.position(i) != mine.positions[i]) return Status::Internal("shard table positions");
+    }
+    table.release(model->kv_pool());
+    std::lock_guard lock(mu);
+    worst = std::max(worst, w);
+    return Status::OK();
+  });
+  for (auto& s : st) EXPECT_TRUE(s.ok()) << name(c) << ": " << s.to_string();
+  return worst;
+}
+
+TEST(RingPrefill, EqualsOneWorkerAtEveryPosition) {
+  for (bool odd : {false, true}) {
+    const engine::ModelConfig cfg = sp_config(odd);
+    for (int length : {257, 1001}) {
+      auto prompt = random_tokens(length, 11 + length, cfg.vocab_size);
+      auto ref_model = sp_model(cfg);
+      const Reference ref = reference(*ref_model, prompt, 0);
+      for (auto kind : {PartitionKind::kZigzag, PartitionKind::kContiguous, PartitionKind::kStriped}) {
+        for (int workers : {1, 2, 3, 4}) {
+          if (kind != PartitionKind::kZigzag && workers == 3) continue;
+          Case c{odd, workers, kind, length, (workers == 3 ? 7 : 16)};
+          const double e = ring_prefill_error(c, ref, prompt);
+          EXPECT_LE(e, kLogitTol) << name(c);
+        }
+      }
+    }
+  }
+}
+
+// Prefill + decode through ShardedSequence; the tokens each worker generated greedily (they must
+// agree) and the worst logit deviation from the reference.
+struct SpRun {
+  std::vector<std::vector<int32_t>> generated;  // per rank
+  double worst = 0.0;
+  std::vector<int64_t> shard_tokens;
+  std::vector<std::vector<int>> owners;  // per rank: owner of each decode step
+};
+
+SpRun run_sharded(const Case& c, const std::vector<int32_t>& prompt, const Reference& ref, int decode,
+                  size_t pool_bytes = 64u << 20) {
+  const engine::ModelConfig cfg = sp_config(c.odd);
+  auto comms = make_thread_group(c.workers).value();
+  SpRun run;
+  run.generated.resize(c.workers);
+  run.shard_tokens.resize(c.workers);
+  run.owners.resize(c.workers);
+  std::mutex mu;
+  auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
+    auto model = sp_model(cfg, pool_bytes, c.block_size);
+    if (model == nullptr) return Status::Internal("model");
+    ShardedSequence seq(*model, comm, c.kind);
+    std::vector<float> logits;
+    RAGD_RETURN_IF_ERROR(seq.prefill(prompt, &logits));
+    double w = max_abs_diff(logits, ref.prompt_logits.back());
+    std::vector<int32_t> gen;
+    std::vector<int> owners;
+    for (int i = 0; i < decode; ++i) {
+      gen.push_back(argmax(logits));
+      RAGD_RETURN_IF_ERROR(seq.decode(gen.back(), &logits));
+      if (i < static_cast<int>(ref.decode_logits.size())) w = std::max(w, max_abs_diff(logits, ref.decode_logits[i]));
+    }
+    std::lock_guard lock(mu);
+    run.generated[comm.rank()] = gen;
+    run.shard_tokens[comm.rank()] = seq.shard_tokens();
+    run.worst = std::max(run.worst, w);
+    return Status::OK();
+  });
+  for (auto& s : st) EXPECT_TRUE(s.ok()) << name(c) << ": " << s.to_string();
+  return run;
+}
+
+TEST(ShardedDecode, ContinuesLikeOneWorkerFor64Tokens) {
+  for (bool odd : {false, true}) {
+    const engine::ModelConfig cfg = sp_config(odd);
+    auto prompt = random_tokens(777, 5, cfg.vocab_size);
+    auto ref_model = sp_model(cfg);
+    const Reference ref = reference(*ref_model, prompt, 64);
+    for (int workers : {2, 4}) {
+      for (auto kind : {PartitionKind::kZigzag, PartitionKind::kContiguous}) {
+        Case c{odd, workers, kind, 777};
+        SpRun run = run_sharded(c, prompt, ref, 64);
+        EXPECT_LE(run.worst, kLogitTol) << name(c);
+        for (int r = 0; r < workers; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c) << " rank " << r;
+        int64_t total = 0;
+        for (int64_t n : run.shard_tokens) total += n;
+        EXPECT_EQ(total, 777 + 64) << name(c) << ": every token's KV on exactly one worker";
+        // Most room first: the shards stay within one block of each other's size... plus rounding.
+        const auto [lo, hi] = std::minmax_element(run.shard_tokens.begin(), run.shard_tokens.end());
+        EXPECT_LE(*hi - *lo, 2 * c.block_size) << name(c);
+      }
+    }
+  }
+}
+
+TEST(ShardedDecode, WorkerWithoutTokens) {
+  const engine::ModelConfig cfg = sp_config(false);
+  for (int length : {1, 3, 7}) {
+    auto prompt = random_tokens(length, 99, cfg.vocab_size);
+    auto ref_model = sp_model(cfg);
+    const Reference ref = reference(*ref_model, prompt, 12);
+    Case c{false, 4, PartitionKind::kZigzag, length};
+    SpRun run = run_sharded(c, prompt, ref, 12);
+    EXPECT_LE(run.worst, kLogitTol) << name(c);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c);
+  }
+}
+
+TEST(RingPrefill, LongPromptTinyShape32k) {
+  const engine::ModelConfig cfg = sp_config(false);
+  const int length = 32 * 1024 + 5;
+  auto prompt = random_tokens(length, 3, cfg.vocab_size);
+  auto ref_model = sp_model(cfg, 256u << 20);
+  const Reference ref = reference(*ref_model, prompt, 64);
+  ref_model.reset();
+  for (int workers : {2, 4}) {
+    Case c{false, workers, PartitionKind::kZigzag, length};
+    EXPECT_LE(ring_prefill_error(c, ref, prompt), kLogitTol) << name(c);
+    SpRun run = run_sharded(c, prompt, ref, 64, 256u << 20);
+    EXPECT_LE(run.worst, kLogitTol) << name(c);
+    for (int r = 0; r < workers; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c);
+  }
+}
+
+TEST(RingPrefill, AFailingWorkerFailsTheGroup) {
+  const engine::ModelConfig cfg = sp_config(false);
+  auto comms = make_thread_group(3).value();
+  auto prompt = random_tokens(50, 1, cfg.vocab_size);
+  auto shards = partition(50, 3, PartitionKind::kZigzag).value();
+  std::vector<int64_t> rows;
+  for (auto& s : shards) rows.push_back(s.size());
+  auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
+    auto model = sp_model(cfg);
+    const Shard& mine = shards[comm.rank()];
+    std::vector<int32_t> toks;
+    for (int32_t p : mine.positions) toks.push_back(prompt[p]);
+    if (comm.rank() == 1) toks.back() = cfg.vocab_size + 5;  // out of the vocabulary
+    ShardInput in{toks, mine.positions, engine::SeqStep::Logits::kNone};
+    engine::BlockTable table;
+    Status s = ring_prefill(*model, comm, rows, in, &table, nullptr, nullptr);
+    table.release(model->kv_pool());
+    return s;
+  });
+  // Rank 1 reports its own error; the others learn which rank failed and why.
+  EXPECT_NE(st[1].message().find("outside the vocabulary"), std::string::npos) << st[1].to_string();
+  for (int r : {0, 2}) {
+    EXPECT_NE(st[r].message().find("rank 1 failed its prefill"), std::string::npos) << st[r].to_string();
+    EXPECT_NE(st[r].message().find("outside the vocabulary"), std::string::npos) << st[r].to_string();
+  }
+}
+
+TEST(RingPrefill, RejectsInconsistentInputs) {
+  const engine::ModelConfig cfg = sp_config(false);
+  auto comms = make_thread_group(1).value();
+  auto model = sp_model(cfg);
+  std::vector<int32_t> toks = {1, 2, 3}, pos = {0, 2, 1};
+  engine::BlockTable t;
+  std::vector<int64_t> rows = {3};
+  Status s = ring_prefill(*model, *comms[0], rows, ShardInput{toks, pos}, &t, nullptr, nullptr);
+  EXPECT_NE(s.message().find("ascend"), std::string::npos) << s.to_string();
+  auto comms2 = make_thread_group(1).value();
+  rows = {4};
+  pos = {0, 1, 2};
+  s = ring_prefill(*model, *comms2[0], rows, ShardInput{toks, pos}, &t, nullptr, nullptr);
+  EXPECT_NE(s.message().find("shard size is 4"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace ragd::seqparallel
