@@ -43,10 +43,12 @@ class Ring {
     for (auto& b : buf_) b.resize(block_bytes(most, kv_dim));
   }
 
-  // attend(block, n): attention of this rank's queries over a remote block of n rows.
-  Status pass(const unsigned char* own, const std::function<Status(const unsigned char*, int64_t)>& attend) {
+  // attend(block, n): attention of this rank's queries over a remote block of n rows. first():
+  // the local work, run while the first block travels.
+  Status pass(const unsigned char* own, const std::function<Status(const unsigned char*, int64_t)>& attend,
+              const std::function<Status()>& first) {
     const int p = comm_.size(), r = comm_.rank();
-    if (p == 1) return Status::OK();
+    if (p == 1) return first();
     const int next = (r + 1) % p, prev = (r + p - 1) % p;
     const unsigned char* hand = own;  // the block sent this step
     int64_t hand_rows = rows_[r];
@@ -59,7 +61,11 @@ class Ring {
       RAGD_ASSIGN_OR_RETURN(reqs[0], comm_.irecv(prev, kRingTag, buf_[cur].data(), block_bytes(in_rows, kv_dim_)));
       RAGD_ASSIGN_OR_RETURN(reqs[1], comm_.isend(next, kRingTag, hand, block_bytes(hand_rows, kv_dim_)));
       t_->bytes_sent += static_cast<int64_t>(block_bytes(hand_rows, kv_dim_));
-      if (hand_remote) RAGD_RETURN_IF_ERROR(timed_attend(attend, hand, hand_rows));
+      if (hand_remote) {
+        RAGD_RETURN_IF_ERROR(timed_attend(attend, hand, hand_rows));
+      } else {
+        RAGD_RETURN_IF_ERROR(first());
+      }
       const auto w = Clock::now();
       Status st = wait_all(reqs);
       t_->comm_wait_s += since(w);
@@ -109,7 +115,6 @@ class RingHook final : public engine::LayerHook {
   }
 
   Result<bool> on_attention(const engine::LayerAttention& att) override {
-    RAGD_RETURN_IF_ERROR(att.local());
     const int nh = att.shape.num_heads, hd = att.shape.head_dim;
     const size_t rows = static_cast<size_t>(att.rows);
     q_pos_.resize(rows);
@@ -137,14 +142,15 @@ class RingHook final : public engine::LayerHook {
       kernels::merge_states(att.rows * nh, hd, att.out, att.lse, o_.data(), lse_.data(), att.out, att.lse);
       return Status::OK();
     };
-    RAGD_RETURN_IF_ERROR(ring_.pass(own_.data(), attend));
+    RAGD_RETURN_IF_ERROR(ring_.pass(own_.data(), attend, att.local));
     return true;
   }
 
   // A rank without tokens still relays every layer's blocks.
   Status relay(int layers) {
     for (int l = 0; l < layers; ++l) {
-      RAGD_RETURN_IF_ERROR(ring_.pass(nullptr, [](const unsigned char*, int64_t) { return Status::OK(); }));
+      RAGD_RETURN_IF_ERROR(ring_.pass(
+          nullptr, [](const unsigned char*, int64_t) { return Status::OK(); }, [] { return Status::OK(); }));
     }
     return Status::OK();
   }

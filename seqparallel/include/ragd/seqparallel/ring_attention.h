@@ -4,7 +4,8 @@
 // Every rank of the group holds a shard of one prompt (its tokens and their positions) and runs
 // the model's forward step over it with a LayerHook. Per layer:
 //   1. the hook packs the shard's fresh post-RoPE K/V and positions into a block;
-//   2. local attention of the shard's queries over its own KV (the engine's, masked by position);
+//   2. local attention of the shard's queries over its own KV (the engine's, masked by position),
+//      while the first block travels;
 //   3. P-1 ring steps: send the block in hand to rank+1, receive the next from rank-1; the block
 //      received in the previous step is attended while the next one travels (double buffering);
 //      every partial (O, LSE) is merged into the running one (kernels::merge_states);

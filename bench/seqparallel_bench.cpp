@@ -1,0 +1,223 @@
+// Sequence-parallel prefill and decode of one long prompt on N in-process workers (threads
+// transport), measured against one worker in the same run and against the performance model
+// (seqparallel/perf_model.h) calibrated on this machine first.
+//
+//   bench_seqparallel [--preset tiny|small] [--tokens 16384,131072] [--workers 1,2]
+//                     [--partitions zigzag,contiguous] [--decode 16] [--threads-per-worker 1]
+//                     [--predict 1048576] [--predict-workers 1,2,4,8]
+//
+// Per run: prefill wall time (slowest worker), each worker's compute (prefill minus time blocked
+// on the ring) and the spread between workers (zigzag vs contiguous balance), time blocked on the
+// ring (communication not hidden behind compute, plus waiting for slower workers), speedup and
+// compute-part efficiency vs one worker, the model's prediction, and decode ms per token. Then
+// the model's predictions for --predict tokens on --predict-workers workers.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ragd/engine/model.h"
+#include "ragd/engine/random_weights.h"
+#include "ragd/kernels/threads.h"
+#include "ragd/seqparallel/perf_model.h"
+#include "ragd/seqparallel/sharded_sequence.h"
+#include "ragd/seqparallel/thread_communicator.h"
+
+using namespace ragd;               // NOLINT
+using namespace ragd::seqparallel;  // NOLINT
+
+namespace {
+
+engine::ModelConfig preset(const std::string& name) {
+  engine::ModelConfig c;
+  c.architecture = engine::Architecture::kLlama;
+  c.rms_norm_eps = 1e-5f;
+  c.max_position_embeddings = 1 << 21;
+  if (name == "small") {  // ragctl make-model --preset small
+    c.hidden_size = 512, c.num_hidden_layers = 8, c.num_attention_heads = 8, c.num_key_value_heads = 4;
+    c.intermediate_size = 1408, c.vocab_size = 32000;
+  } else {  // tiny
+    c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+    c.intermediate_size = 176, c.vocab_size = 512;
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  return c;
+}
+
+std::vector<int64_t> list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) v.push_back(std::atoll(x.c_str()));
+  return v;
+}
+
+std::unique_ptr<engine::Model> make_model(const engine::ModelConfig& cfg, size_t tokens) {
+  engine::ModelOptions o;
+  o.num_threads = 0;
+  const size_t per_token = 2 * sizeof(float) * cfg.kv_dim() * cfg.num_hidden_layers;
+  o.kv_pool_bytes = std::max<size_t>(64u << 20, (tokens + 4096) * per_token * 5 / 4);
+  auto r = engine::Model::create(cfg, engine::make_random_weights(cfg, 7), o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "model: %s\n", r.status().to_string().c_str());
+    std::exit(1);
+  }
+  return std::move(r).value();
+}
+
+std::string fmt_ratio(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2fx", x);
+  return b;
+}
+std::string fmt_pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f %%", 100.0 * x);
+  return b;
+}
+
+struct RankResult {
+  StepTimes prefill;
+  double decode_s = 0.0;  // per token
+  int32_t first_token = -1;
+};
+
+std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<int32_t>& prompt, int workers,
+                            PartitionKind kind, int decode, int threads) {
+  auto comms = make_thread_group(workers).value();
+  std::vector<RankResult> res(workers);
+  std::vector<Status> st(workers);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < workers; ++r) {
+    ts.emplace_back([&, r] {
+      kernels::set_num_threads(threads);
+      auto model = make_model(cfg, prompt.size() / workers + 2 * prompt.size() / (2 * workers) + decode);
+      ShardedSequence seq(*model, *comms[r], kind);
+      std::vector<float> logits;
+      st[r] = seq.prefill(prompt, &logits);
+      if (!st[r].ok()) {
+        comms[r]->abort(st[r]);
+        return;
+      }
+      res[r].prefill = seq.prefill_times();
+      res[r].first_token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const auto t0 = std::chrono::steady_clock::now();
+      int32_t next = res[r].first_token;
+      for (int i = 0; i < decode && st[r].ok(); ++i) {
+        st[r] = seq.decode(next, &logits);
+        next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      if (!st[r].ok()) comms[r]->abort(st[r]);
+      res[r].decode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / std::max(decode, 1);
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < workers; ++r) {
+    if (!st[r].ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, st[r].to_string().c_str());
+      std::exit(1);
+    }
+  }
+  return res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> kv = {{"preset", "tiny"}, {"tokens", "16384,131072"}, {"workers", "1,2"},
+                                           {"partitions", "zigzag,contiguous"}, {"decode", "16"},
+                                           {"threads-per-worker", "1"}, {"predict", "1048576"},
+                                           {"predict-workers", "1,2,4,8"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
+      std::fprintf(stderr, "unknown option %s (see the header of bench/seqparallel_bench.cpp)\n", argv[i]);
+      return 2;
+    }
+    kv[k.substr(2)] = argv[i + 1];
+  }
+  const engine::ModelConfig cfg = preset(kv["preset"]);
+  const int decode = std::atoi(kv["decode"].c_str());
+  const int threads = std::atoi(kv["threads-per-worker"].c_str());
+  std::vector<PartitionKind> kinds;
+  for (std::stringstream ss(kv["partitions"]); ;) {
+    std::string x;
+    if (!std::getline(ss, x, ',')) break;
+    auto k = parse_partition(x);
+    if (!k.ok()) {
+      std::fprintf(stderr, "%s\n", k.status().to_string().c_str());
+      return 2;
+    }
+    kinds.push_back(k.value());
+  }
+  const double kv_token = 2.0 * sizeof(float) * cfg.kv_dim();
+  kernels::set_num_threads(threads);
+  KernelRates rates;
+  {
+    auto m = make_model(cfg, 40000);
+    auto r = calibrate(*m);
+    if (!r.ok()) {
+      std::fprintf(stderr, "calibrate: %s\n", r.status().to_string().c_str());
+      return 1;
+    }
+    rates = r.value();
+  }
+  std::printf("# bench_seqparallel preset=%s layers=%d hidden=%d heads=%d/%d head_dim=%d, %d thread(s) per worker, "
+              "%u hardware threads\n# rates: %s\n",
+              kv["preset"].c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+              cfg.num_key_value_heads, cfg.head_dim, threads, std::thread::hardware_concurrency(),
+              rates.describe().c_str());
+  std::printf("| tokens | workers | partition | prefill s | predicted s | per-worker compute s (min-max) | blocked on ring s "
+              "(max) | speedup | compute efficiency | decode ms/token | predicted ms |\n");
+  std::printf("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+  for (int64_t n : list(kv["tokens"])) {
+    std::mt19937 g(1);
+    std::vector<int32_t> prompt(n);
+    for (auto& t : prompt) t = static_cast<int32_t>(g() % cfg.vocab_size);
+    double base_s = 0.0, base_compute = 0.0;
+    int32_t base_token = -1;
+    for (int64_t w : list(kv["workers"])) {
+      for (PartitionKind kind : kinds) {
+        if (w == 1 && kind != kinds.front()) continue;
+        auto res = run(cfg, prompt, static_cast<int>(w), kind, decode, threads);
+        double wall = 0, cmin = 1e300, cmax = 0, blocked = 0;
+        for (auto& r : res) {
+          wall = std::max(wall, r.prefill.seconds);
+          cmin = std::min(cmin, r.prefill.compute_s());
+          cmax = std::max(cmax, r.prefill.compute_s());
+          blocked = std::max(blocked, r.prefill.comm_wait_s);
+        }
+        if (w == 1) {
+          base_s = wall, base_compute = cmax, base_token = res[0].first_token;
+        }
+        const Prediction p = predict(cfg, rates, n, static_cast<int>(w), kv_token);
+        std::printf("| %lld | %lld | %s | %.2f | %.2f | %.2f-%.2f | %.2f | %s | %s | %.2f | %.2f |%s\n",
+                    static_cast<long long>(n), static_cast<long long>(w), std::string(partition_name(kind)).c_str(), wall,
+                    p.prefill_s, cmin, cmax, blocked, base_s > 0 ? fmt_ratio(base_s / wall).c_str() : "-",
+                    base_compute > 0 ? fmt_pct(base_compute / (w * cmax)).c_str() : "-", res[0].decode_s * 1e3,
+                    p.decode_s * 1e3, base_token >= 0 && res[0].first_token != base_token ? "  (first token differs!)" : "");
+        std::fflush(stdout);
+      }
+    }
+  }
+  const int64_t big = std::atoll(kv["predict"].c_str());
+  std::printf("\nPredicted for %lld tokens (f32 KV):\n\n| workers | prefill s | compute s | exposed ring s | compute "
+              "efficiency | decode ms/token | KV GiB per worker |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+              static_cast<long long>(big));
+  double c1 = 0;
+  for (int64_t w : list(kv["predict-workers"])) {
+    const Prediction p = predict(cfg, rates, big, static_cast<int>(w), kv_token);
+    if (w == 1) c1 = p.prefill_compute_s;
+    std::printf("| %lld | %.1f | %.1f | %.2f | %s | %.2f | %.2f |\n", static_cast<long long>(w), p.prefill_s,
+                p.prefill_compute_s, p.prefill_exposed_comm_s, c1 > 0 ? fmt_pct(c1 / (w * p.prefill_compute_s)).c_str() : "-",
+                p.decode_s * 1e3, p.kv_bytes_per_worker / (1 << 30));
+  }
+  return 0;
+}

@@ -1,0 +1,154 @@
+#include "ragd/seqparallel/perf_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ragd/engine/layer_hook.h"
+#include "ragd/kernels/threads.h"
+
+namespace ragd::seqparallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Replaces every layer's attention by zeros: what is left of a forward is the dense part.
+class NoAttention final : public engine::LayerHook {
+ public:
+  Result<bool> on_attention(const engine::LayerAttention& att) override {
+    const size_t n = static_cast<size_t>(att.rows) * att.shape.num_heads;
+    std::memset(att.out, 0, sizeof(float) * n * att.shape.head_dim);
+    std::fill(att.lse, att.lse + n, 0.0f);
+    return true;
+  }
+};
+
+std::vector<int32_t> tokens(int n, int vocab) {
+  std::mt19937 g(5);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(g() % vocab);
+  return t;
+}
+
+// Best of `reps` timings of fn.
+template <typename F>
+Result<double> best_time(int reps, F fn) {
+  double best = INFINITY;
+  for (int i = 0; i < reps; ++i) {
+    const auto t = Clock::now();
+    RAGD_RETURN_IF_ERROR(fn());
+    best = std::min(best, since(t));
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string KernelRates::describe() const {
+  return fmt::format(
+      "dense {:.0f} tokens/s, prefill attention {:.3g} pairs/s, decode dense {:.3f} ms, KV read {:.2f} GB/s, "
+      "link {:.2f} GB/s + {:.1f} us, {} thread(s)",
+      dense_tokens_per_s, attn_pairs_per_s, decode_dense_s * 1e3, kv_read_bytes_per_s / 1e9, link_bytes_per_s / 1e9,
+      link_latency_s * 1e6, threads);
+}
+
+Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_context) {
+  const engine::ModelConfig& cfg = model.config();
+  KernelRates r;
+  r.threads = kernels::num_threads();
+  NoAttention none;
+  engine::KvPool& pool = model.kv_pool();
+  // Dense part at a prefill chunk's size.
+  const int chunk = 1024;
+  auto toks = tokens(std::max({chunk, attn_tokens, decode_context}), cfg.vocab_size);
+  engine::StepOutput out;
+  RAGD_ASSIGN_OR_RETURN(double dense_s, best_time(3, [&]() -> Status {
+    engine::BlockTable t;
+    engine::SeqStep s{&t, std::span<const int32_t>(toks.data(), chunk), engine::SeqStep::Logits::kNone};
+    Status st = model.forward_with_hook({&s, 1}, none, &out);
+    t.release(pool);
+    return st;
+  }));
+  r.dense_tokens_per_s = chunk / dense_s;
+  // Prefill attention: the same chunk of attn_tokens with and without attention.
+  {
+    engine::BlockTable t;
+    engine::SeqStep s{&t, std::span<const int32_t>(toks.data(), attn_tokens), engine::SeqStep::Logits::kNone};
+    RAGD_ASSIGN_OR_RETURN(double full_s, best_time(2, [&]() -> Status {
+      t.release(pool);
+      return model.forward({&s, 1}, &out);
+    }));
+    RAGD_ASSIGN_OR_RETURN(double dense_n, best_time(2, [&]() -> Status {
+      t.release(pool);
+      return model.forward_with_hook({&s, 1}, none, &out);
+    }));
+    t.release(pool);
+    const double pairs = 0.5 * attn_tokens * (attn_tokens + 1.0);
+    r.attn_pairs_per_s = pairs / std::max(full_s - dense_n, 1e-6);
+  }
+  // Decode: one token over decode_context tokens of KV, with and without attention.
+  {
+    engine::BlockTable t;
+    engine::SeqStep s{&t, std::span<const int32_t>(toks.data(), decode_context), engine::SeqStep::Logits::kNone};
+    RAGD_RETURN_IF_ERROR(model.forward({&s, 1}, &out));
+    const int32_t pos = decode_context;
+    const int32_t slot = decode_context;
+    engine::SeqStep d{&t, std::span<const int32_t>(toks.data(), 1), engine::SeqStep::Logits::kNone,
+                      std::span<const int32_t>(&pos, 1), std::span<const int32_t>(&slot, 1)};
+    RAGD_ASSIGN_OR_RETURN(double full_s, best_time(5, [&]() -> Status { return model.forward({&d, 1}, &out); }));
+    RAGD_ASSIGN_OR_RETURN(double dense_1, best_time(5, [&]() -> Status { return model.forward_with_hook({&d, 1}, none, &out); }));
+    t.release(pool);
+    r.decode_dense_s = dense_1;
+    const double kv_bytes = 2.0 * sizeof(float) * cfg.kv_dim() * cfg.num_hidden_layers * (decode_context + 1.0);
+    r.kv_read_bytes_per_s = kv_bytes / std::max(full_s - dense_1, 1e-7);
+  }
+  // In-process link: one copy of a 64 MiB block.
+  {
+    std::vector<char> a(64u << 20, 1), b(64u << 20);
+    RAGD_ASSIGN_OR_RETURN(double copy_s, best_time(3, [&]() -> Status {
+      std::memcpy(b.data(), a.data(), a.size());
+      return Status::OK();
+    }));
+    r.link_bytes_per_s = a.size() / copy_s;
+    r.link_latency_s = 5e-6;  // a condition-variable hand-off between threads
+  }
+  return r;
+}
+
+Prediction predict(const engine::ModelConfig& cfg, const KernelRates& r, int64_t tokens, int workers,
+                   double kv_bytes_per_token) {
+  Prediction p;
+  const double n = static_cast<double>(tokens), w = std::max(workers, 1);
+  const double shard = n / w;
+  const double pairs = 0.5 * n * (n + 1.0);
+  const double dense_s = shard / r.dense_tokens_per_s;
+  const double attn_s = pairs / w / r.attn_pairs_per_s;
+  p.prefill_compute_s = dense_s + attn_s;
+  if (w > 1) {
+    // Per layer: W-1 steps; a step moves one shard's K/V and overlaps with one block's attention
+    // (a zigzag shard's queries against one remote zigzag block: shard² pairs out of the shard's
+    // share of N²/2, spread evenly over the W blocks it sees).
+    const double block_bytes = shard * (kv_bytes_per_token + sizeof(int32_t));
+    const double step_comm = block_bytes / r.link_bytes_per_s + r.link_latency_s;
+    const double step_attn = attn_s / cfg.num_hidden_layers / w;
+    p.prefill_exposed_comm_s = cfg.num_hidden_layers * (w - 1) * std::max(0.0, step_comm - step_attn);
+  }
+  p.prefill_s = p.prefill_compute_s + p.prefill_exposed_comm_s;
+  p.kv_bytes_per_worker = shard * kv_bytes_per_token * cfg.num_hidden_layers;
+  const double allgather_s = w > 1 ? cfg.num_hidden_layers * (std::ceil(std::log2(w)) * r.link_latency_s) : 0.0;
+  p.decode_s = r.decode_dense_s + p.kv_bytes_per_worker / r.kv_read_bytes_per_s + allgather_s;
+  // FLOPs: 2 per weight per token for the dense part, 4·head_dim per (pair, head) for attention.
+  const double q_dim = cfg.q_dim(), kv_dim = cfg.kv_dim(), hs = cfg.hidden_size, im = cfg.intermediate_size;
+  const double dense_per_token = 2.0 * cfg.num_hidden_layers * (hs * (q_dim + 2 * kv_dim) + q_dim * hs + 3 * hs * im);
+  p.prefill_flops = n * dense_per_token + pairs * 4.0 * cfg.head_dim * cfg.num_attention_heads * cfg.num_hidden_layers;
+  return p;
+}
+
+}  // namespace ragd::seqparallel
