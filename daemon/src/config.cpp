@@ -70,6 +70,9 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.preemption", Type::kString, "swap | recompute", runtime.preemption),
       RAGD_F("runtime.retrieval_threads", Type::kInt, "retrieval thread pool size", runtime.retrieval_threads),
       RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.num_threads),
+      RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
+      RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),
+      RAGD_F("runtime.sp_partition", Type::kString, "zigzag | contiguous | striped", runtime.sp_partition),
       RAGD_F("runtime.embedder", Type::kString, "hashing | model", runtime.embedder),
       RAGD_F("runtime.index_spec", Type::kString, "FAISS factory string for new indexes", runtime.index_spec),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
@@ -288,6 +291,8 @@ Status validate(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(positive("runtime.chunk_tokens", c.runtime.chunk_tokens));
   RAGD_RETURN_IF_ERROR(positive("runtime.retrieval_threads", c.runtime.retrieval_threads));
   if (c.runtime.num_threads < 0) return Status::InvalidArgument("runtime.num_threads: must be >= 0");
+  RAGD_RETURN_IF_ERROR(positive("runtime.sp_workers", c.runtime.sp_workers));
+  RAGD_RETURN_IF_ERROR(positive("runtime.sp_threshold_tokens", c.runtime.sp_threshold_tokens));
   RAGD_RETURN_IF_ERROR(positive("limits.max_concurrent_per_tenant", c.limits.max_concurrent_per_tenant));
   if (c.limits.retry_after_s < 0) return Status::InvalidArgument("limits.retry_after_s: must be >= 0");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};

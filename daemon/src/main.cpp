@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   ragd::ensure_passive_omp_wait(argv);
   CLI::App app{"ragd - retrieval-augmented generation serving daemon"};
   std::string config_path, model, data, listen, pipelines_dir, device, weights, log_level;
-  int threads = -1;
+  int threads = -1, sp_workers = 0;
   std::vector<std::string> sets, api_keys;
   bool print_config = false, show_secrets = false;
   app.add_option("-c,--config", config_path, "TOML config file (configs/ragd.toml documents every option)");
@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu | cuda:N (runtime.device)");
   app.add_option("--weights", weights, "auto | f32 | bf16 | f16 | q8: weights in memory (runtime.weights)");
   app.add_option("--threads", threads, "io threads (server.threads)");
+  app.add_option("--sp-workers", sp_workers,
+                 "sequence-parallel workers for long prompts, in this process (runtime.sp_workers; 1 = off)");
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
   app.add_option("--api-key", api_keys, "KEY=TENANT; repeatable; enables auth");
   std::vector<std::string> admin_keys;
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
   if (!device.empty()) overrides.emplace_back("runtime.device", device);
   if (!weights.empty()) overrides.emplace_back("runtime.weights", weights);
   if (threads >= 0) overrides.emplace_back("server.threads", std::to_string(threads));
+  if (sp_workers > 0) overrides.emplace_back("runtime.sp_workers", std::to_string(sp_workers));
   if (!log_level.empty()) overrides.emplace_back("log_level", log_level);
   for (const auto& s : sets) {
     auto eq = s.find('=');

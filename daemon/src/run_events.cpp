@@ -32,6 +32,7 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   }
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
   if (u.speculative_prefill) w.key("speculative_prefill").value(true).key("prefill_restarts").value(u.prefill_restarts);
+  if (u.sp_workers > 0) w.key("sp_workers").value(u.sp_workers);
   if (!u.overlap.empty()) {
     w.key("iterative").begin_object();
     w.key("overlap").value(u.overlap).key("searches").value(u.searches).key("context_changes").value(u.context_changes);

@@ -40,6 +40,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
 ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
     : opts_(opts),
       model_(std::move(deps.model)),
+      sp_(std::move(deps.sp)),
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
       specs_(std::move(deps.pipelines)),
@@ -228,7 +229,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
 }
 
 void ExecutorImpl::hand_over(std::unique_ptr<Run> r) {
-  if (r->error.empty()) {
+  if (r->error.empty() && !sp_route(*r)) {
     // Lookup and, for a DRAM / SSD hit, an asynchronous load: this thread does not wait for it.
     const auto tl = Clock::now();
     planner_->lookup(r->prompt, r->path, &r->kv.reuse);
@@ -264,6 +265,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   const auto& cfg = model_->config();
   const int prompt_len = static_cast<int>(q.prompt.size());
   if (prompt_len == 0) return fail(sid, Status::InvalidArgument("prompt is empty after tokenization"));
+  const bool sp = sp_route(q);
   if (cfg.max_position_embeddings > 0 && prompt_len >= cfg.max_position_embeddings)
     return fail(sid, Status::InvalidArgument("prompt of " + std::to_string(prompt_len) +
                                              " tokens does not fit the model context of " +
@@ -272,7 +274,9 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   if (cfg.max_position_embeddings > 0) max_new = std::min(max_new, cfg.max_position_embeddings - prompt_len);
   const auto& pool = model_->kv_pool();
   const int bs = pool.layout().block_size;
-  const size_t need = static_cast<size_t>((prompt_len + max_new + bs - 1) / bs) + 1;
+  // A sequence-parallel run holds about 1/workers of its tokens in each worker's pool.
+  const int held = sp ? (prompt_len + max_new) / sp_->workers() + bs : prompt_len + max_new;
+  const size_t need = static_cast<size_t>((held + bs - 1) / bs) + 1;
   if (need > pool.num_blocks())
     return fail(sid, Status::ResourceExhausted("prompt of " + std::to_string(prompt_len) + " tokens + max_tokens " +
                                                std::to_string(max_new) + " needs " + std::to_string(need) +
@@ -288,6 +292,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   q.usage.prompt_tokens = prompt_len;
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);
+  if (sp) return run_sequence_parallel(q);
   if (q.iter) {
     iter_start(q);
     if (q.iter_failure) return fail(sid, *q.iter_failure);

@@ -36,6 +36,7 @@
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/runtime.h"
+#include "ragd/seqparallel/sp_group.h"
 #include "ragd/pipelines/scheduler.h"
 
 #include "iterative_state.h"
@@ -63,6 +64,9 @@ class ExecutorImpl final : public Executor {
     std::shared_ptr<retrieval::Corpus> corpus;  // null: pipelines with top_k > 0 fail
     std::vector<PipelineSpec> pipelines;
     std::string model_name;
+    // Sequence-parallel workers for long prompts (RuntimeOptions::sp_workers > 1); null = none.
+    // Its rank 0 is `model`.
+    std::unique_ptr<seqparallel::SpGroup> sp;
   };
   // Opens the kvstore over the model's pool (RuntimeOptions::kvstore) and starts the threads.
   static Result<std::unique_ptr<ExecutorImpl>> create(const RuntimeOptions& opts, Deps deps);
@@ -164,6 +168,10 @@ class ExecutorImpl final : public Executor {
                                              int fetch, int nprobe, const std::string& must_include, bool vectors);
   // Iterative runs (executor_iterative.cpp), scheduler thread.
   void iter_start(Run& r);
+  // Sequence parallelism (executor_sp.cpp): whether a run goes to the group, and running it there
+  // from prefill to its end (the group's workers are busy meanwhile; the batch waits).
+  bool sp_route(const Run& r) const;
+  void run_sequence_parallel(Run& r);
   // After a sampled token: retrieval at interval boundaries; may defer the finish (returns "").
   std::string iter_after_token(Run& r, std::string reason);
   void iter_search_done(SearchDone d);
@@ -184,6 +192,7 @@ class ExecutorImpl final : public Executor {
 
   RuntimeOptions opts_;
   std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<seqparallel::SpGroup> sp_;  // after model_: destroyed first (its rank 0 is model_)
   std::shared_ptr<const engine::Tokenizer> tok_;
   std::shared_ptr<retrieval::Corpus> corpus_;
   std::vector<PipelineSpec> specs_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "ragd/common/log.h"
 #include "executor_impl.h"
@@ -152,8 +153,30 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
   RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());
+  if (opts.sp_workers < 1) {
+    return Status::InvalidArgument("runtime.sp_workers must be at least 1, got " + std::to_string(opts.sp_workers));
+  }
+  if (opts.sp_threshold_tokens < 1) {
+    return Status::InvalidArgument("runtime.sp_threshold_tokens must be positive, got " +
+                                   std::to_string(opts.sp_threshold_tokens));
+  }
+  auto sp_kind = seqparallel::parse_partition(opts.sp_partition);
+  if (!sp_kind.ok()) return sp_kind.status().with_context("runtime.sp_partition");
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
+  if (opts.sp_workers > 1) {
+    // Each helper worker loads its own copy of the model, with its share of the cores.
+    const int per_worker = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / opts.sp_workers);
+    engine::ModelOptions wo = mo;
+    wo.num_threads = per_worker;
+    const std::string dir = opts.model_dir;
+    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(
+                                       opts.sp_workers, *deps.model, [dir, wo] { return engine::Model::load(dir, wo); },
+                                       *sp_kind, per_worker));
+    log::pipelines()->info("sequence parallelism: {} in-process workers ({} partition, {} thread(s) each) for prompts of "
+                           ">= {} tokens",
+                           opts.sp_workers, opts.sp_partition, per_worker, opts.sp_threshold_tokens);
+  }
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));

@@ -30,16 +30,17 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
   ShardInput in;
   in.tokens = tokens;
   in.positions = shards[r].positions;
-  in.logits = (logits != nullptr && r == holder) ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
+  in.logits = r == holder ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
   engine::StepOutput out;
   RAGD_RETURN_IF_ERROR(ring_prefill(model_, comm_, rows, in, &shard_, &out, &prefill_));
   length_ = static_cast<int64_t>(prompt.size());
   decoder_ = std::make_unique<ShardedDecoder>(model_, comm_, &shard_);
-  if (logits != nullptr) {
-    logits->resize(model_.config().vocab_size);
-    if (r == holder) std::copy(out.logits.begin(), out.logits.end(), logits->begin());
-    if (p > 1) RAGD_RETURN_IF_ERROR(comm_.broadcast(logits->data(), sizeof(float) * logits->size(), holder));
-  }
+  // Every rank takes part in the broadcast, whether or not its caller wants the logits.
+  std::vector<float> scratch;
+  std::vector<float>& dst = logits != nullptr ? *logits : scratch;
+  dst.resize(model_.config().vocab_size);
+  if (r == holder) std::copy(out.logits.begin(), out.logits.end(), dst.begin());
+  if (p > 1) RAGD_RETURN_IF_ERROR(comm_.broadcast(dst.data(), sizeof(float) * dst.size(), holder));
   return Status::OK();
 }
 

@@ -145,6 +145,9 @@ struct Usage {
   // often the candidates changed under it (each change recomputes from the first changed passage).
   bool speculative_prefill = false;
   int prefill_restarts = 0;
+  // Sequence parallelism: the prompt was long enough to be split across this many workers (ring
+  // prefill, sharded decode); 0 = one worker.
+  int sp_workers = 0;
 };
 
 struct Timings {

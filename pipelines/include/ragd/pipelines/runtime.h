@@ -41,6 +41,12 @@ struct RuntimeOptions {
   bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
   int retrieval_threads = 2;
   int num_threads = 0;               // engine compute threads; 0 = all cores
+  // Sequence parallelism: prompts of at least sp_threshold_tokens are split across sp_workers
+  // in-process workers (ring-attention prefill, sharded decode; each worker loads the model and
+  // has its own kv_pool_bytes). 1 = off. A long request occupies every worker while it runs.
+  int sp_workers = 1;
+  int sp_threshold_tokens = 16384;
+  std::string sp_partition = "zigzag";  // zigzag | contiguous | striped
   std::string embedder = "hashing";  // hashing | model
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   std::string index_spec = "Flat";   // FAISS factory string for new indexes

@@ -1,0 +1,54 @@
+// A standing sequence-parallel group behind a server: rank 0 (the server's engine thread) drives
+// long sequences; every other rank (a helper thread with its own model, or an MPI rank started by
+// `mpirun -np N ragd`) runs serve(), which follows rank 0's commands until shutdown.
+//
+// Commands travel as a broadcast from rank 0 (a fixed-size header, then the prompt's tokens), so
+// the protocol is the same over every transport. One sequence at a time: prefill, decode steps,
+// release; then the next.
+//
+// Thread-safety: SpDriver is used by one thread (rank 0's); serve() runs on its rank's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/engine/model.h"
+#include "ragd/seqparallel/communicator.h"
+#include "ragd/seqparallel/partition.h"
+#include "ragd/seqparallel/sharded_sequence.h"
+
+namespace ragd::seqparallel {
+
+class SpDriver {
+ public:
+  // comm.rank() must be 0.
+  SpDriver(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag);
+  ~SpDriver();  // releases a sequence still held (not the group: call shutdown())
+
+  int workers() const { return comm_.size(); }
+  // Starts a sequence (releasing the previous one): ring prefill of the prompt; logits of its last
+  // token. On an error the group is unusable (aborted) and every later call fails.
+  Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits);
+  Status decode(int32_t token, std::vector<float>* logits);
+  // Frees every rank's shard of the current sequence.
+  Status release();
+  // Ends every serve() loop. Idempotent.
+  Status shutdown();
+  const ShardedSequence* current() const { return seq_.get(); }
+
+ private:
+  engine::Model& model_;
+  Communicator& comm_;
+  PartitionKind kind_;
+  std::unique_ptr<ShardedSequence> seq_;
+  bool down_ = false;
+};
+
+// Follows rank 0's commands on a rank > 0 until shutdown (OK) or a failure (its status; the group
+// is aborted so rank 0 learns of it too).
+Status serve(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag);
+
+}  // namespace ragd::seqparallel

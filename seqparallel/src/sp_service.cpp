@@ -1,0 +1,100 @@
+#include "ragd/seqparallel/sp_service.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace ragd::seqparallel {
+
+namespace {
+
+enum class Op : int32_t { kPrefill = 1, kDecode = 2, kRelease = 3, kShutdown = 4 };
+
+struct Command {
+  Op op = Op::kShutdown;
+  int32_t value = 0;  // prefill: prompt length; decode: the token
+};
+
+Status send(Communicator& comm, Command c) { return comm.broadcast(&c, sizeof c, 0); }
+
+}  // namespace
+
+SpDriver::SpDriver(engine::Model& model, Communicator& comm, PartitionKind kind)
+    : model_(model), comm_(comm), kind_(kind) {}
+
+SpDriver::~SpDriver() {
+  if (!down_ && seq_ != nullptr) (void)release();
+}
+
+Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* logits) {
+  if (comm_.rank() != 0) return Status::FailedPrecondition("SpDriver runs on rank 0");
+  if (down_) return Status::FailedPrecondition("sequence-parallel group is shut down");
+  if (seq_ != nullptr) RAGD_RETURN_IF_ERROR(release());
+  if (prompt.empty() || prompt.size() > static_cast<size_t>(INT32_MAX)) {
+    return Status::InvalidArgument("sequence-parallel prefill: prompt of " + std::to_string(prompt.size()) + " tokens");
+  }
+  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kPrefill, static_cast<int32_t>(prompt.size())}));
+  std::vector<int32_t> copy(prompt.begin(), prompt.end());
+  RAGD_RETURN_IF_ERROR(comm_.broadcast(copy.data(), sizeof(int32_t) * copy.size(), 0));
+  seq_ = std::make_unique<ShardedSequence>(model_, comm_, kind_);
+  return seq_->prefill(copy, logits);
+}
+
+Status SpDriver::decode(int32_t token, std::vector<float>* logits) {
+  if (down_ || seq_ == nullptr) return Status::FailedPrecondition("sequence-parallel decode without a sequence");
+  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kDecode, token}));
+  return seq_->decode(token, logits);
+}
+
+Status SpDriver::release() {
+  if (down_ || seq_ == nullptr) return Status::OK();
+  seq_.reset();
+  return send(comm_, {Op::kRelease, 0});
+}
+
+Status SpDriver::shutdown() {
+  if (down_) return Status::OK();
+  seq_.reset();
+  down_ = true;
+  return send(comm_, {Op::kShutdown, 0});
+}
+
+Status serve(engine::Model& model, Communicator& comm, PartitionKind kind) {
+  if (comm.rank() == 0) return Status::FailedPrecondition("serve() runs on ranks other than 0");
+  std::unique_ptr<ShardedSequence> seq;
+  std::vector<int32_t> prompt;
+  for (;;) {
+    Command c;
+    Status st = comm.broadcast(&c, sizeof c, 0);
+    if (st.ok()) {
+      switch (c.op) {
+        case Op::kPrefill:
+          seq.reset();
+          prompt.assign(static_cast<size_t>(std::max(c.value, 0)), 0);
+          st = comm.broadcast(prompt.data(), sizeof(int32_t) * prompt.size(), 0);
+          if (st.ok()) {
+            seq = std::make_unique<ShardedSequence>(model, comm, kind);
+            st = seq->prefill(prompt, nullptr);
+          }
+          break;
+        case Op::kDecode:
+          st = seq != nullptr ? seq->decode(c.value, nullptr)
+                              : Status::FailedPrecondition("sequence-parallel decode without a sequence");
+          break;
+        case Op::kRelease:
+          seq.reset();
+          break;
+        case Op::kShutdown:
+          return Status::OK();
+        default:
+          st = Status::InvalidArgument("sequence-parallel service: unknown command " + std::to_string(static_cast<int>(c.op)));
+      }
+    }
+    if (!st.ok()) {
+      comm.abort(st.with_context("sequence-parallel rank " + std::to_string(comm.rank())));
+      return st;
+    }
+  }
+}
+
+}  // namespace ragd::seqparallel

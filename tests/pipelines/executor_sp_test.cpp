@@ -1,0 +1,89 @@
+// Sequence parallelism inside the executor (RuntimeOptions::sp_workers): a prompt at or over the
+// threshold runs on the in-process group (ring prefill, sharded decode) and gives the same greedy
+// tokens and log-probabilities as one worker; shorter prompts run in the batch as before; a
+// client that stops reading cancels the long run and the group serves the next one; bad options
+// are refused by name.
+#include "executor_fixture.h"
+
+namespace ragd::pipelines {
+namespace {
+
+class ExecutorSpTest : public ExecutorTest {
+ protected:
+  RunOutput raw(Executor& ex, const std::string& prompt, int max_tokens, int cancel_after = -1) {
+    RunRequest r;
+    r.prompt = prompt;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    RunOutput out;
+    Collector c;
+    Status st = ex.submit(r, c.sink(&out, cancel_after));
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (st.ok()) EXPECT_TRUE(c.wait(&out));
+    return out;
+  }
+};
+
+std::string long_text(int sentences) {
+  std::string s;
+  for (int i = 0; i < sentences; ++i) {
+    s += "The harbor log for day " + std::to_string(i * 7 + 3) + " lists " + kTopics[i % 12] + ". ";
+  }
+  return s;
+}
+
+TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
+  const std::string data1 = tmpdir("sp1"), data2 = tmpdir("sp2");
+  RuntimeOptions o1 = options(data1);
+  o1.data_dir = "";
+  Runtime one = open(o1, false);
+  const std::string lng = long_text(40), shrt = long_text(1);
+  RunOutput ref_long = raw(*one.executor, lng, 24);
+  RunOutput ref_short = raw(*one.executor, shrt, 8);
+  ASSERT_TRUE(ref_long.error.ok()) << ref_long.error.to_string();
+  EXPECT_EQ(ref_long.usage.sp_workers, 0);
+  close(one);
+  for (int workers : {2, 3}) {
+    for (const char* kind : {"zigzag", "contiguous"}) {
+      RuntimeOptions o = options(data2);
+      o.data_dir = "";
+      o.sp_workers = workers;
+      o.sp_threshold_tokens = 256;
+      o.sp_partition = kind;
+      Runtime rt = open(o, false);
+      const std::string what = std::to_string(workers) + " workers, " + kind;
+      RunOutput l = raw(*rt.executor, lng, 24);
+      ASSERT_TRUE(l.error.ok()) << what << ": " << l.error.to_string();
+      EXPECT_EQ(l.usage.sp_workers, workers) << what;
+      EXPECT_GE(l.usage.prompt_tokens, 256) << what;
+      expect_same(l, ref_long, what);
+      RunOutput s = raw(*rt.executor, shrt, 8);
+      EXPECT_EQ(s.usage.sp_workers, 0) << what << ": a short prompt stays in the batch";
+      expect_same(s, ref_short, what + " (short)");
+      // A client that goes away mid-run cancels it; the group then serves the next long prompt.
+      RunOutput c = raw(*rt.executor, lng, 24, /*cancel_after=*/3);
+      EXPECT_EQ(c.finish, "cancelled") << what;
+      EXPECT_EQ(c.tokens.size(), 3u) << what;
+      RunOutput again = raw(*rt.executor, lng, 24);
+      expect_same(again, ref_long, what + " (after a cancelled run)");
+      close(rt);
+    }
+  }
+  RuntimeOptions bad = options(data2);
+  bad.data_dir = "";
+  bad.sp_workers = 2;
+  bad.sp_partition = "spiral";
+  auto r = open_runtime(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sp_partition"), std::string::npos) << r.status().to_string();
+  bad.sp_partition = "zigzag";
+  bad.sp_workers = 0;
+  r = open_runtime(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sp_workers"), std::string::npos) << r.status().to_string();
+  fs::remove_all(data1);
+  fs::remove_all(data2);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
