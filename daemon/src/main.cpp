@@ -28,6 +28,8 @@
 #include "ragd/daemon/config.h"
 #include "ragd/daemon/server.h"
 #include "ragd/pipelines/runtime.h"
+#include "ragd/seqparallel/mpi_communicator.h"
+#include "ragd/seqparallel/sp_group.h"
 
 using namespace ragd;
 
@@ -53,6 +55,37 @@ void raise_open_file_limit() {
   if (rl.rlim_cur == RLIM_INFINITY) log::daemon()->info("open-file limit: unlimited");
   else if (before != rl.rlim_cur) log::daemon()->info("open-file limit raised from {} to {} (the hard limit)", before, rl.rlim_cur);
   else log::daemon()->info("open-file limit: {} (the hard limit)", rl.rlim_cur);
+}
+
+// mpirun / mpiexec (Open MPI, or a PMI launcher) sets these for every rank it starts.
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+// A rank > 0 of `mpirun -np N ragd`: loads the model and serves rank 0's sequence-parallel
+// commands until it shuts the group down.
+int serve_rank(const daemon::DaemonConfig& cfg, seqparallel::Communicator& comm) {
+  auto fail = [&](const Status& st) {
+    std::fprintf(stderr, "ragd rank %d: %s\n", comm.rank(), st.to_string().c_str());
+    comm.abort(st);
+    return 1;
+  };
+  auto kind = seqparallel::parse_partition(cfg.runtime.sp_partition);
+  if (!kind.ok()) return fail(kind.status().with_context("runtime.sp_partition"));
+  auto mo = cfg.runtime.model_options();
+  if (!mo.ok()) return fail(mo.status());
+  auto model = engine::Model::load(cfg.runtime.model_dir, *mo);
+  if (!model.ok()) return fail(model.status());
+  log::daemon()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
+  Status st = seqparallel::serve_after_barrier(**model, comm, *kind);
+  if (!st.ok()) {
+    std::fprintf(stderr, "ragd rank %d: %s\n", comm.rank(), st.to_string().c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -137,6 +170,18 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   log::daemon()->set_level(spdlog::level::from_str(cfg.log_level));
 
+  // Started by mpirun with more than one rank: rank 0 serves HTTP and drives long prompts; every
+  // other rank only holds its share of their KV (seqparallel::serve).
+  std::unique_ptr<seqparallel::Communicator> sp_comm;
+  if (launched_by_mpi()) {
+    auto c = seqparallel::make_mpi_communicator(&argc, &argv);
+    if (!c.ok()) return die(c.status().with_context("mpirun"));
+    if ((*c)->size() > 1) {
+      if ((*c)->rank() > 0) return serve_rank(cfg, **c);
+      sp_comm = std::move(c).value();
+    }
+  }
+
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -160,7 +205,7 @@ int main(int argc, char** argv) {
   std::optional<Result<pipelines::Runtime>> loaded;
   std::thread loader([&] {
     auto t0 = std::chrono::steady_clock::now();
-    auto r = pipelines::open_runtime(cfg.runtime);
+    auto r = pipelines::open_runtime(cfg.runtime, std::move(sp_comm));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> l(mu);
     if (r.ok()) {

@@ -51,6 +51,8 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
     sp_.reset();
     return fail(sid, st);
   }
+  r.kv.reuse.mode = ReuseMode::kNone;  // nothing was looked up: every prompt token was computed
+  r.kv.recomputed = r.state->prompt_len();
   finish(sid, reason);
 }
 

@@ -149,7 +149,7 @@ class NoDocuments final : public DocumentApi {
 
 }  // namespace
 
-Result<Runtime> open_runtime(const RuntimeOptions& opts) {
+Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
   RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());
@@ -164,7 +164,18 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts) {
   if (!sp_kind.ok()) return sp_kind.status().with_context("runtime.sp_partition");
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
-  if (opts.sp_workers > 1) {
+  if (sp_comm != nullptr && sp_comm->size() > 1) {
+    if (opts.sp_workers > 1) {
+      return Status::InvalidArgument("runtime.sp_workers is " + std::to_string(opts.sp_workers) + " but the process is rank 0 of a " +
+                                     std::to_string(sp_comm->size()) + "-rank " + std::string(sp_comm->transport()) +
+                                     " job: use one or the other");
+    }
+    const int ranks = sp_comm->size();
+    const std::string transport(sp_comm->transport());
+    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::join_group(*deps.model, std::move(sp_comm), *sp_kind));
+    log::pipelines()->info("sequence parallelism: {} {} ranks ({} partition) for prompts of >= {} tokens", ranks, transport,
+                           opts.sp_partition, opts.sp_threshold_tokens);
+  } else if (opts.sp_workers > 1) {
     // Each helper worker loads its own copy of the model, with its share of the cores.
     const int per_worker = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / opts.sp_workers);
     engine::ModelOptions wo = mo;

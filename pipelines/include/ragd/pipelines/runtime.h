@@ -12,6 +12,7 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
 #include "ragd/kvstore/kv_store.h"
+#include "ragd/seqparallel/communicator.h"
 #include "ragd/pipelines/blend_fidelity.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/scheduler.h"
@@ -130,6 +131,9 @@ struct Runtime {
 };
 
 // Loads the model, opens the data directory, starts the scheduler and pools.
-Result<Runtime> open_runtime(const RuntimeOptions& opts);
+// sp_comm: rank 0 of a communicator whose other ranks run seqparallel::serve_after_barrier() (an
+// MPI job, `mpirun -np N ragd`): long prompts go to those ranks instead of in-process workers
+// (sp_workers must then be 1).
+Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm = nullptr);
 
 }  // namespace ragd::pipelines
