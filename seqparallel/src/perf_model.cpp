@@ -53,9 +53,9 @@ Result<double> best_time(int reps, F fn) {
 
 std::string KernelRates::describe() const {
   return fmt::format(
-      "dense {:.0f} tokens/s, prefill attention {:.3g} pairs/s, decode dense {:.3f} ms, KV read {:.2f} GB/s, "
-      "link {:.2f} GB/s + {:.1f} us, {} thread(s)",
-      dense_tokens_per_s, attn_pairs_per_s, decode_dense_s * 1e3, kv_read_bytes_per_s / 1e9, link_bytes_per_s / 1e9,
+      "dense {:.0f} tokens/s, prefill attention {:.3g} pairs/s ({:.3g} over explicit positions), decode dense "
+      "{:.3f} ms, KV read {:.2f} GB/s, link {:.2f} GB/s + {:.1f} us, {} thread(s)",
+      dense_tokens_per_s, attn_pairs_per_s, masked_pairs_per_s, decode_dense_s * 1e3, kv_read_bytes_per_s / 1e9, link_bytes_per_s / 1e9,
       link_latency_s * 1e6, threads);
 }
 
@@ -93,6 +93,27 @@ Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_
     const double pairs = 0.5 * attn_tokens * (attn_tokens + 1.0);
     r.attn_pairs_per_s = pairs / std::max(full_s - dense_n, 1e-6);
   }
+  // Prefill attention over explicit positions (what a ring worker's local and remote blocks use):
+  // a zigzag shard of 2 workers over 2·attn_tokens positions.
+  {
+    const int n = attn_tokens, half = n / 2;
+    std::vector<int32_t> pos(n);
+    for (int i = 0; i < n; ++i) pos[i] = i < half ? i : 2 * n - (n - i);
+    double pairs = 0.0;
+    for (int i = 0; i < n; ++i) pairs += i + 1;  // every earlier shard position is visible
+    engine::BlockTable t;
+    engine::SeqStep s{&t, std::span<const int32_t>(toks.data(), n), engine::SeqStep::Logits::kNone, pos};
+    RAGD_ASSIGN_OR_RETURN(double full_s, best_time(2, [&]() -> Status {
+      t.release(pool);
+      return model.forward({&s, 1}, &out);
+    }));
+    RAGD_ASSIGN_OR_RETURN(double dense_n, best_time(2, [&]() -> Status {
+      t.release(pool);
+      return model.forward_with_hook({&s, 1}, none, &out);
+    }));
+    t.release(pool);
+    r.masked_pairs_per_s = pairs / std::max(full_s - dense_n, 1e-6);
+  }
   // Decode: one token over decode_context tokens of KV, with and without attention.
   {
     engine::BlockTable t;
@@ -129,7 +150,8 @@ Prediction predict(const engine::ModelConfig& cfg, const KernelRates& r, int64_t
   const double shard = n / w;
   const double pairs = 0.5 * n * (n + 1.0);
   const double dense_s = shard / r.dense_tokens_per_s;
-  const double attn_s = pairs / w / r.attn_pairs_per_s;
+  // One worker attends with the contiguous causal kernel; ring workers over explicit positions.
+  const double attn_s = pairs / w / (w > 1 ? r.masked_pairs_per_s : r.attn_pairs_per_s);
   p.prefill_compute_s = dense_s + attn_s;
   if (w > 1) {
     // Per layer: W-1 steps; a step moves one shard's K/V and overlaps with one block's attention

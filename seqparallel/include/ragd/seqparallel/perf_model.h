@@ -25,6 +25,7 @@ namespace ragd::seqparallel {
 struct KernelRates {
   double dense_tokens_per_s = 0.0;    // prefill rows/s through everything but attention (one worker)
   double attn_pairs_per_s = 0.0;      // causal (query, key) pairs/s of prefill attention, all layers and heads
+  double masked_pairs_per_s = 0.0;    // the same over a zigzag shard's explicit positions (the ring's kernels)
   double decode_dense_s = 0.0;        // one decode token, everything but attention
   double kv_read_bytes_per_s = 0.0;   // decode attention's K/V streaming rate
   double link_bytes_per_s = 0.0;      // between two workers (measured by the caller's transport)
