@@ -132,7 +132,7 @@ struct StoreCore final : PoolTier {
     so.dir = opt.ssd_dir;
     so.min_blob_bytes = opt.ssd_min_blob_bytes;
     so.sync_writes = opt.ssd_sync_writes;
-    so.faults = opt.ssd_faults;
+    so.file_system = opt.ssd_file_system;
     Result<std::unique_ptr<SsdTier>> r = SsdTier::open(so);
     if (!r.ok()) return r.status();
     ssd = std::move(r).value();

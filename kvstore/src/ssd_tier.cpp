@@ -10,7 +10,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include "ssd_fault_fs.h"
+#include <rocksdb/file_system.h>
 
 namespace ragd::kvstore {
 namespace {
@@ -30,7 +30,7 @@ Status to_status(const rocksdb::Status& s, std::string_view what, const std::str
 
 struct SsdTier::Impl {
   SsdTierOptions opts;
-  std::unique_ptr<rocksdb::Env> env;  // owns the fault-injecting composite env (outlives db)
+  std::unique_ptr<rocksdb::Env> env;  // owns the composite env over an injected file system (outlives db)
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions wopts;
 };
@@ -62,9 +62,8 @@ Result<std::unique_ptr<SsdTier>> SsdTier::open(const SsdTierOptions& o) {
   ro.write_buffer_size = 32ull << 20;
   ro.keep_log_file_num = 2;
   ro.info_log_level = rocksdb::WARN_LEVEL;
-  if (o.faults) {
-    auto fs = make_fault_file_system(rocksdb::FileSystem::Default(), o.faults);
-    t->impl_->env = rocksdb::NewCompositeEnv(fs);
+  if (o.file_system) {
+    t->impl_->env = rocksdb::NewCompositeEnv(o.file_system);
     ro.env = t->impl_->env.get();
   }
   // Flushes and compactions of a cache tier yield to model compute.

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include "fault_fs.h"
 #include "kv_test_util.h"
 #include "ragd/kvstore/kv_store.h"
 
@@ -281,7 +282,7 @@ TEST(SsdTier, DiskFullDisablesTierAndServingGoesOn) {
   o.hbm_bytes = seg * 2;
   o.dram_bytes = seg * 2;
   o.ssd_dir = dir.sub("ssd");
-  o.ssd_faults = faults;
+  o.ssd_file_system = make_fault_file_system(rocksdb::FileSystem::Default(), faults);
   auto store = open_store(o, f);
   for (uint64_t d = 1; d <= 5; ++d) insert_path(*store, f, {d}, 9);  // 1 reaches SSD
   ASSERT_TRUE(store->flush().ok());
@@ -311,7 +312,7 @@ TEST(SsdTier, ReadErrorDisablesTierAndTheLoadIsAMiss) {
   TempDir dir;
   auto faults = std::make_shared<SsdFaults>();
   Options o = ssd_only(dir.sub("ssd"));
-  o.ssd_faults = faults;
+  o.ssd_file_system = make_fault_file_system(rocksdb::FileSystem::Default(), faults);
   o.ssd_min_blob_bytes = 64;
   auto store = open_store(o, f);
   insert_path(*store, f, {1, 2}, 9);

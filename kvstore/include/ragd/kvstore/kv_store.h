@@ -90,7 +90,7 @@ struct Options {
   bool ssd_sync_writes = false;        // fsync per SSD write (power loss); default off
   PrefillCostModel cost;               // PGDSF cost model (profile it on the running engine)
   size_t frequency_history = 65536;    // removed nodes whose access counts are remembered (0 = off)
-  std::shared_ptr<SsdFaults> ssd_faults;  // tests: fault injection into RocksDB's file system
+  std::shared_ptr<rocksdb::FileSystem> ssd_file_system;  // SsdTierOptions::file_system; null = default
   // Pool mode: bytes of pool-to-DRAM copies of new nodes in flight (insert_pool); default 64 MiB.
   uint64_t copy_inflight_bytes = 64ull << 20;
 };

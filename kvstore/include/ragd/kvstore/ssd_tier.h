@@ -9,11 +9,9 @@
 // Failures are returned as IOError / Corruption naming the operation and RocksDB's message;
 // KvStore disables the tier on them.
 //
-// Thread-safety: all methods are thread-safe (RocksDB is). SsdFaults flags may be flipped from any
-// thread at any time.
+// Thread-safety: all methods are thread-safe (RocksDB is).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,22 +22,19 @@
 #include "ragd/common/status.h"
 #include "ragd/kvstore/segment.h"
 
-namespace ragd::kvstore {
+namespace rocksdb {
+class FileSystem;
+}
 
-// Fault injection for tests: when set, RocksDB's file system (a wrapper around the default one)
-// fails the corresponding operations as a real device would.
-struct SsdFaults {
-  std::atomic<bool> no_space{false};     // writes / syncs fail with "No space left on device"
-  std::atomic<bool> write_error{false};  // writes / syncs fail with an I/O error
-  std::atomic<bool> read_error{false};   // reads from SST / blob files fail with an I/O error
-  std::atomic<uint64_t> injected{0};     // number of failures injected so far
-};
+namespace ragd::kvstore {
 
 struct SsdTierOptions {
   std::string dir;                     // RocksDB directory (created when missing)
   uint64_t min_blob_bytes = 4096;      // values at least this large go to blob files; default 4 KiB
   bool sync_writes = false;            // fsync the WAL per put (power-loss safety; kill -9 needs no sync)
-  std::shared_ptr<SsdFaults> faults;   // tests only; null in production
+  // The file system RocksDB runs on; null = the default one. Tests pass a wrapper that fails
+  // operations on demand (tests/kvstore/fault_fs.h), as RocksDB's own tests inject faults.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 class SsdTier {

@@ -1,4 +1,4 @@
-#include "ssd_fault_fs.h"
+#include "fault_fs.h"
 
 namespace ragd::kvstore {
 namespace {
