@@ -139,6 +139,11 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
 
   // operations.cpp
   std::string render_metrics();
+  // /readyz body once the runtime serves: {"status":"ready"}, or "degraded" with the parts that
+  // are off (the SSD KV tier after an I/O error: serving goes on from the pool and DRAM). Names a
+  // category, never the raw error (paths, device messages stay in the log and /v1/cache/stats for
+  // operators).
+  std::string readiness_json();
   std::string cache_stats_json(const ReqCtx& ctx);
   std::string pipelines_json(const std::string& name, bool* found) const;  // name "" = the list
 

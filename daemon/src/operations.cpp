@@ -57,6 +57,19 @@ std::string ApiImpl::render_metrics() {
   return reg_.render();
 }
 
+std::string ApiImpl::readiness_json() {
+  pipelines::Executor* ex = executor();
+  const bool ssd_off = ex != nullptr && !ex->stats().ssd_error.empty();
+  if (!ssd_off) return R"({"status":"ready"})";
+  JsonWriter w;
+  w.begin_object().key("status").value("degraded");
+  w.key("degraded").begin_array().value("ssd_kv_tier").end_array();
+  w.key("reason").value("the SSD KV tier was switched off after a storage error; KV is served from the engine pool and "
+                        "DRAM until restart");
+  w.end_object();
+  return w.take();
+}
+
 std::string ApiImpl::cache_stats_json(const ReqCtx& ctx) {
   JsonWriter w;
   w.begin_object();

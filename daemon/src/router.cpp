@@ -50,7 +50,7 @@ const std::vector<Route>& routes() {
       {"GET", {"readyz"}, "/readyz", false, false,
        [](ApiImpl& api, const ReqCtx&, const HttpRequest&, const Params&, const Responder& respond) {
          if (ApiError e = api.require_ready(); e.failed()) return respond(to_response(e));
-         json_ok(respond, R"({"status":"ready"})");
+         json_ok(respond, api.readiness_json());
        }},
       {"GET", {"metrics"}, "/metrics", false, false,
        [](ApiImpl& api, const ReqCtx&, const HttpRequest&, const Params&, const Responder& respond) {

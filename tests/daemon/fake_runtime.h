@@ -34,6 +34,7 @@ class FakeExecutor : public pipelines::Executor {
   pipelines::RunRequest last_request() const;
   bool wait_idle(int timeout_ms) const;
   std::atomic<bool> reject_queue_full{false};
+  std::atomic<bool> ssd_tier_failed{false};  // stats() reports the SSD tier off with a raw error
 
  private:
   void run(pipelines::RunRequest req, pipelines::EventSink sink);

@@ -31,6 +31,24 @@ TEST_F(HttpTest, HealthReadyAndRequestId) {
   EXPECT_EQ(r.header("x-request-id"), "client-id-7");
 }
 
+// Finding 3 of the reliability review: the SSD tier switched off by a storage error used to leave
+// /readyz at a plain 200. It stays 200 (the daemon serves), says "degraded" and which part, and
+// does not echo the raw error (paths, device messages).
+TEST_F(HttpTest, ReadyzSaysDegradedWhenTheSsdTierIsOff) {
+  auto r = call("GET", "/readyz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json(r.body).str("/status"), "ready");
+  ex_.ssd_tier_failed = true;
+  r = call("GET", "/readyz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json(r.body).str("/status"), "degraded") << r.body;
+  EXPECT_NE(r.body.find("ssd_kv_tier"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("secret-volume"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("No space"), std::string::npos) << r.body;
+  ex_.ssd_tier_failed = false;
+  EXPECT_EQ(Json(call("GET", "/readyz").body).str("/status"), "ready");
+}
+
 TEST_F(HttpTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   daemon::HttpClient c("127.0.0.1", port_);
   ASSERT_TRUE(c.request("GET", "/healthz").ok());
