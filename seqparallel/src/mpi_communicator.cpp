@@ -56,6 +56,25 @@ class MpiPending final : public Pending {
   std::vector<MPI_Request> reqs_;
 };
 
+// One transfer posted in pieces below 2 GiB (MPI counts are int); post(offset, count, &request)
+// posts one piece. On a failure the pieces already posted complete before the error returns.
+template <typename Post>
+Result<Request> in_pieces(size_t bytes, const std::string& what, Post post) {
+  std::vector<MPI_Request> reqs;
+  size_t off = 0;
+  do {
+    const int n = static_cast<int>(std::min(kPiece, bytes - off));
+    MPI_Request r;
+    if (int rc = post(off, n, &r); rc != MPI_SUCCESS) {
+      MpiPending done(std::move(reqs));
+      return mpi_error(rc, what);
+    }
+    reqs.push_back(r);
+    off += n;
+  } while (off < bytes);
+  return Request(new MpiPending(std::move(reqs)));
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(int rank, int size, bool owns_init) : rank_(rank), size_(size), owns_init_(owns_init) {}
@@ -71,34 +90,18 @@ class MpiCommunicator final : public Communicator {
 
   Result<Request> isend(int dst, int tag, const void* data, size_t bytes) override {
     RAGD_RETURN_IF_ERROR(check_peer(dst, tag, "isend"));
-    std::vector<MPI_Request> reqs;
-    const auto* p = static_cast<const char*>(data);
-    size_t off = 0;
-    do {
-      const int n = static_cast<int>(std::min(kPiece, bytes - off));
-      MPI_Request r;
-      int rc = MPI_Isend(p + off, n, MPI_BYTE, dst, tag, MPI_COMM_WORLD, &r);
-      if (rc != MPI_SUCCESS) return mpi_error(rc, "isend to rank " + std::to_string(dst));
-      reqs.push_back(r);
-      off += n;
-    } while (off < bytes);
-    return Request(new MpiPending(std::move(reqs)));
+    auto* p = static_cast<char*>(const_cast<void*>(data));  // MPI_Isend takes const void*; one helper for both
+    return in_pieces(bytes, "isend to rank " + std::to_string(dst), [&](size_t off, int n, MPI_Request* r) {
+      return MPI_Isend(p + off, n, MPI_BYTE, dst, tag, MPI_COMM_WORLD, r);
+    });
   }
 
   Result<Request> irecv(int src, int tag, void* data, size_t bytes) override {
     RAGD_RETURN_IF_ERROR(check_peer(src, tag, "irecv"));
-    std::vector<MPI_Request> reqs;
     auto* p = static_cast<char*>(data);
-    size_t off = 0;
-    do {
-      const int n = static_cast<int>(std::min(kPiece, bytes - off));
-      MPI_Request r;
-      int rc = MPI_Irecv(p + off, n, MPI_BYTE, src, tag, MPI_COMM_WORLD, &r);
-      if (rc != MPI_SUCCESS) return mpi_error(rc, "irecv from rank " + std::to_string(src));
-      reqs.push_back(r);
-      off += n;
-    } while (off < bytes);
-    return Request(new MpiPending(std::move(reqs)));
+    return in_pieces(bytes, "irecv from rank " + std::to_string(src), [&](size_t off, int n, MPI_Request* r) {
+      return MPI_Irecv(p + off, n, MPI_BYTE, src, tag, MPI_COMM_WORLD, r);
+    });
   }
 
   Status allgather(const void* send, size_t bytes, void* recv) override {

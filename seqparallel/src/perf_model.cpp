@@ -49,6 +49,28 @@ Result<double> best_time(int reps, F fn) {
   return best;
 }
 
+// Pairs/s of one prefill step's attention: the step minus the same step with attention replaced
+// by zeros, best of two each.
+Result<double> attention_rate(engine::Model& model, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                              double pairs) {
+  NoAttention none;
+  engine::KvPool& pool = model.kv_pool();
+  engine::BlockTable t;
+  engine::SeqStep s{&t, tokens, engine::SeqStep::Logits::kNone, positions};
+  engine::StepOutput out;
+  auto step = [&](bool attention) {
+    return best_time(2, [&]() -> Status {
+      t.release(pool);
+      return attention ? model.forward({&s, 1}, &out) : model.forward_with_hook({&s, 1}, none, &out);
+    });
+  };
+  Result<double> full_s = step(true);
+  Result<double> dense_s = full_s.ok() ? step(false) : full_s;
+  t.release(pool);
+  if (!dense_s.ok()) return dense_s.status();
+  return pairs / std::max(*full_s - *dense_s, 1e-6);
+}
+
 }  // namespace
 
 std::string KernelRates::describe() const {
@@ -77,43 +99,16 @@ Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_
     return st;
   }));
   r.dense_tokens_per_s = chunk / dense_s;
-  // Prefill attention: the same chunk of attn_tokens with and without attention.
-  {
-    engine::BlockTable t;
-    engine::SeqStep s{&t, std::span<const int32_t>(toks.data(), attn_tokens), engine::SeqStep::Logits::kNone};
-    RAGD_ASSIGN_OR_RETURN(double full_s, best_time(2, [&]() -> Status {
-      t.release(pool);
-      return model.forward({&s, 1}, &out);
-    }));
-    RAGD_ASSIGN_OR_RETURN(double dense_n, best_time(2, [&]() -> Status {
-      t.release(pool);
-      return model.forward_with_hook({&s, 1}, none, &out);
-    }));
-    t.release(pool);
-    const double pairs = 0.5 * attn_tokens * (attn_tokens + 1.0);
-    r.attn_pairs_per_s = pairs / std::max(full_s - dense_n, 1e-6);
-  }
-  // Prefill attention over explicit positions (what a ring worker's local and remote blocks use):
-  // a zigzag shard of 2 workers over 2·attn_tokens positions.
-  {
-    const int n = attn_tokens, half = n / 2;
-    std::vector<int32_t> pos(n);
-    for (int i = 0; i < n; ++i) pos[i] = i < half ? i : 2 * n - (n - i);
-    double pairs = 0.0;
-    for (int i = 0; i < n; ++i) pairs += i + 1;  // every earlier shard position is visible
-    engine::BlockTable t;
-    engine::SeqStep s{&t, std::span<const int32_t>(toks.data(), n), engine::SeqStep::Logits::kNone, pos};
-    RAGD_ASSIGN_OR_RETURN(double full_s, best_time(2, [&]() -> Status {
-      t.release(pool);
-      return model.forward({&s, 1}, &out);
-    }));
-    RAGD_ASSIGN_OR_RETURN(double dense_n, best_time(2, [&]() -> Status {
-      t.release(pool);
-      return model.forward_with_hook({&s, 1}, none, &out);
-    }));
-    t.release(pool);
-    r.masked_pairs_per_s = pairs / std::max(full_s - dense_n, 1e-6);
-  }
+  // Prefill attention: the same chunk of attn_tokens with and without attention (contiguous).
+  const int n = attn_tokens;
+  RAGD_ASSIGN_OR_RETURN(r.attn_pairs_per_s,
+                        attention_rate(model, std::span<const int32_t>(toks.data(), n), {}, 0.5 * n * (n + 1.0)));
+  // The same over explicit positions (what a ring worker's local and remote blocks use): a zigzag
+  // shard of 2 workers over 2·n positions, where every earlier shard position is visible.
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i < n / 2 ? i : n + i;
+  RAGD_ASSIGN_OR_RETURN(r.masked_pairs_per_s,
+                        attention_rate(model, std::span<const int32_t>(toks.data(), n), pos, 0.5 * n * (n + 1.0)));
   // Decode: one token over decode_context tokens of KV, with and without attention.
   {
     engine::BlockTable t;
