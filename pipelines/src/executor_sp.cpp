@@ -4,6 +4,7 @@
 // requests resumes when it ends. No KV reuse on this path (its prompt is not looked up or
 // published): a prompt this long is one document read once.
 #include <algorithm>
+#include <string>
 #include <thread>
 
 #include "executor_impl.h"
@@ -24,9 +25,15 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
   const int threads_before = kernels::num_threads();
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   kernels::set_num_threads(std::max(1, static_cast<int>(hw) / sp.workers()));
-  // Room in this worker's pool: cached KV that nobody pins goes to make space.
+  // Room in this worker's pool (cached KV that nobody pins goes to make space) before the group
+  // starts: a collective that fails for lack of memory would abort the group.
   const int bs = model_->kv_pool().layout().block_size;
-  kv_host_->ensure_free((r.state->prompt_len() / sp.workers() + r.state->max_new_tokens()) / bs + 2);
+  const int blocks = (r.state->prompt_len() / sp.workers() + r.state->max_new_tokens()) / bs + 3;
+  if (!kv_host_->ensure_free(blocks)) {
+    kernels::set_num_threads(threads_before);
+    return fail(sid, Status::ResourceExhausted("sequence-parallel run: rank 0's KV pool cannot free " +
+                                               std::to_string(blocks) + " blocks for its shard (running requests hold them)"));
+  }
   const auto t0 = Clock::now();
   std::vector<float> logits;
   Status st = sp.prefill(r.state->tokens(), &logits);
