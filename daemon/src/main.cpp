@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   log::daemon()->set_level(spdlog::level::from_str(cfg.log_level));
 
   // Started by mpirun with more than one rank: rank 0 serves HTTP and drives long prompts; every
-  // other rank only holds its share of their KV (seqparallel::serve).
+  // other rank only holds its share of their KV (seqparallel::serve); an idle rank sleeps between polls.
   std::unique_ptr<seqparallel::Communicator> sp_comm;
   if (launched_by_mpi()) {
     auto c = seqparallel::make_mpi_communicator(&argc, &argv);

@@ -1,6 +1,9 @@
 #include "ragd/seqparallel/communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 
 namespace ragd::seqparallel {
 
@@ -22,6 +25,20 @@ Status wait_all(std::span<Request> requests) {
     r.reset();
   }
   return first;
+}
+
+Status wait_idle(Pending& request, int max_sleep_us) {
+  int sleep_us = 0;
+  for (int polls = 0;; ++polls) {
+    RAGD_ASSIGN_OR_RETURN(bool done, request.test());
+    if (done) return request.wait();
+    if (polls < 1000) {
+      std::this_thread::yield();
+    } else {
+      sleep_us = std::min(max_sleep_us, std::max(20, sleep_us * 2));
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    }
+  }
 }
 
 }  // namespace ragd::seqparallel

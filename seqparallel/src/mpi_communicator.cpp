@@ -45,6 +45,13 @@ class MpiPending final : public Pending {
       if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);  // never leave MPI writing into freed memory
     }
   }
+  Result<bool> test() override {
+    if (reqs_.empty()) return true;
+    int flag = 0;
+    int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, "test");
+    return flag != 0;  // completed requests become MPI_REQUEST_NULL: a later wait() returns at once
+  }
   Status wait() override {
     if (reqs_.empty()) return Status::OK();
     int rc = MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);

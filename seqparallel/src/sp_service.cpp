@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 namespace ragd::seqparallel {
 
@@ -15,7 +16,18 @@ struct Command {
   int32_t value = 0;  // prefill: prompt length; decode: the token
 };
 
-Status send(Communicator& comm, Command c) { return comm.broadcast(&c, sizeof c, 0); }
+constexpr int kCommandTag = 7;
+
+// Rank 0 to every other rank, point to point: an idle rank waits for it with wait_idle() rather
+// than inside a collective (MPI's would spin a core for as long as the group is idle).
+Status send(Communicator& comm, Command c) {
+  std::vector<Request> reqs;
+  for (int r = 1; r < comm.size(); ++r) {
+    RAGD_ASSIGN_OR_RETURN(Request q, comm.isend(r, kCommandTag, &c, sizeof c));
+    reqs.push_back(std::move(q));
+  }
+  return wait_all(reqs);
+}
 
 }  // namespace
 
@@ -65,7 +77,11 @@ Status serve(engine::Model& model, Communicator& comm, PartitionKind kind) {
   std::vector<int32_t> prompt;
   for (;;) {
     Command c;
-    Status st = comm.broadcast(&c, sizeof c, 0);
+    Status st;
+    {
+      auto q = comm.irecv(0, kCommandTag, &c, sizeof c);
+      st = q.ok() ? wait_idle(**q) : q.status();
+    }
     if (st.ok()) {
       switch (c.op) {
         case Op::kPrefill:

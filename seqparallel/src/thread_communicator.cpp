@@ -48,6 +48,7 @@ class TransferPending final : public Pending {
   Status wait() override {
     std::unique_lock lock(g_->mu);
     Transfer& t = *t_;
+    if (done_) return t.status;
     g_->cv.wait(lock, [&] { return (t.has_send && t.has_recv) || !g_->aborted.ok(); });
     if (!(t.has_send && t.has_recv)) return g_->aborted;
     if (!t.copying) {
@@ -69,11 +70,24 @@ class TransferPending final : public Pending {
     g_->cv.wait(lock, [&] { return t.done || !g_->aborted.ok(); });
     return t.done ? t.status : g_->aborted;
   }
+  Result<bool> test() override {
+    {
+      std::lock_guard lock(g_->mu);
+      if (!(t_->has_send && t_->has_recv)) {
+        if (!g_->aborted.ok()) return g_->aborted;
+        return false;
+      }
+    }
+    RAGD_RETURN_IF_ERROR(wait());  // matched: completes without waiting for the peer
+    done_ = true;
+    return true;
+  }
 
  private:
   std::shared_ptr<Group> g_;
   std::shared_ptr<Transfer> t_;
   Key key_;
+  bool done_ = false;  // completed through test()
 };
 
 class ThreadCommunicator final : public Communicator {

@@ -2,6 +2,7 @@
 // partitions (every position exactly once, ascending, balance of the causal work).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 #include <thread>
 
@@ -109,6 +110,28 @@ TEST(ThreadCommunicator, AbortWakesEveryWaiter) {
     ASSERT_FALSE(st[r].ok());
     EXPECT_NE(st[r].message().find("rank 2 broke"), std::string::npos) << st[r].to_string();
   }
+}
+
+TEST(ThreadCommunicator, TestPollsWithoutBlockingAndWaitIdleCompletes) {
+  auto comms = make_thread_group(2).value();
+  int got = 0;
+  auto recv = comms[1]->irecv(0, 5, &got, sizeof got).value();
+  EXPECT_FALSE(recv->test().value()) << "nothing was sent yet";
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const int v = 42;
+    auto s = comms[0]->isend(1, 5, &v, sizeof v).value();
+    EXPECT_TRUE(s->wait().ok());  // completes once the receiver's poll copies it
+  });
+  EXPECT_TRUE(wait_idle(*recv).ok());
+  sender.join();
+  EXPECT_EQ(got, 42);
+  // A poll on an aborted group reports the abort.
+  auto late = comms[1]->irecv(0, 6, &got, sizeof got).value();
+  comms[0]->abort(Status::Internal("gone"));
+  auto t = late->test();
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("gone"), std::string::npos);
 }
 
 TEST(Partition, EveryPositionOnceAscendingSizesWithinOne) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 ragd` end to end: rank 0 serves HTTP, rank 1 holds half of a long prompt's KV. A
 # greedy completion of a prompt over runtime.sp_threshold_tokens must report sp_workers = 2 and
-# equal the text of a one-process ragd on the same model; a short prompt stays on rank 0; SIGTERM
-# to mpiexec stops both ranks.
+# equal the text of a one-process ragd on the same model; a short prompt stays on rank 0; an idle
+# rank uses almost no CPU (< 10 % of a core); SIGTERM to mpiexec stops both ranks.
 #   mpi_ragd_check.sh RAGD RAGCTL MPIEXEC
 set -euo pipefail
 RAGD=$1 RAGCTL=$2 MPIEXEC=$3
@@ -12,6 +12,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   sleep 1
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  pkill -KILL -f "$dir/" 2>/dev/null || true  # ranks of a killed mpiexec
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -62,6 +63,15 @@ pt=$(echo "$a" | field 'd["usage"]["prompt_tokens"]')
 s=$(complete "$mpi_addr" "a short prompt")
 sps=$(echo "$s" | field 'd["ragd"]["usage"].get("sp_workers", 0)')
 [[ "$sps" == 0 ]] || { echo "FAIL: a short prompt ran sequence-parallel"; exit 1; }
+# An idle group costs no CPU: rank 1 waits for rank 0's next command sleeping, not spinning (and
+# rank 0 waits on its queue).
+argv0() { tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | head -1; }
+ranks=$(for p in $(pgrep -f "$dir/d1"); do if [[ "$(argv0 "$p")" == */ragd ]]; then echo "$p"; fi; done)
+[[ $(echo "$ranks" | wc -w) == 2 ]] || { echo "FAIL: expected 2 ragd ranks, found: $ranks"; exit 1; }
+cpu() { local t=0; for p in $ranks; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+c0=$(cpu); sleep 2; c1=$(cpu)
+ticks=$((c1 - c0)); hz=$(getconf CLK_TCK)
+(( ticks * 10 < hz * 2 )) || { echo "FAIL: the idle ranks used $ticks ticks of CPU in 2 s (hz $hz)"; exit 1; }
 kill -TERM "${pids[0]}"
 for _ in $(seq 1 100); do
   pgrep -f "$dir/d1" > /dev/null || break

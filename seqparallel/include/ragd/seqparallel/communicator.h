@@ -34,6 +34,9 @@ class Pending {
   // Blocks until the transfer completed (send: the buffer may be reused; receive: it holds the
   // message). Called once.
   virtual Status wait() = 0;
+  // Without blocking for the peer: true once the transfer completed (then wait() returns at
+  // once), false while it is still pending; an error as wait() would return it.
+  virtual Result<bool> test() = 0;
 };
 using Request = std::unique_ptr<Pending>;
 
@@ -64,5 +67,10 @@ class Communicator {
 
 // Waits for every request (all of them, even after a failure); the first error.
 Status wait_all(std::span<Request> requests);
+
+// Waits for one request without occupying a core: polls test(), yielding at first and then
+// sleeping up to max_sleep_us between polls (MPI and the threads transport would otherwise spin
+// on a rank that is idle for minutes).
+Status wait_idle(Pending& request, int max_sleep_us = 2000);
 
 }  // namespace ragd::seqparallel

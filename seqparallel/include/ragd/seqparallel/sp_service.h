@@ -2,8 +2,9 @@
 // long sequences; every other rank (a helper thread with its own model, or an MPI rank started by
 // `mpirun -np N ragd`) runs serve(), which follows rank 0's commands until shutdown.
 //
-// Commands travel as a broadcast from rank 0 (a fixed-size header, then the prompt's tokens), so
-// the protocol is the same over every transport. One sequence at a time: prefill, decode steps,
+// Commands travel from rank 0 as a fixed-size message to every rank (then, for a prefill, the
+// prompt's tokens as a broadcast), so the protocol is the same over every transport. A rank
+// waiting for the next command polls and sleeps (wait_idle): an idle group costs no CPU. One sequence at a time: prefill, decode steps,
 // release; then the next.
 //
 // Thread-safety: SpDriver is used by one thread (rank 0's); serve() runs on its rank's thread.
