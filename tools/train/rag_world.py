@@ -184,8 +184,7 @@ def make_passage(rng, pools, split, topic=None, person=None, place=None, noun=No
     last = person.split()[-1]
     sents = [rng.choice(OPENERS).format(year=year, person=person, noun=noun, place=place)]
     fill = [f.format(last=last, noun=noun, noun2=noun2, place=place) for f in rng.sample(FILLERS, 2)]
-    # The fact names its place, so that a "how many" answer sits next to the question's own words.
-    fact = "At {}, {}".format(place, statement[0].lower() + statement[1:]).format(n=n)
+    fact = statement.format(n=n)
     order = rng.choice([[fact, fill[0]], [fill[0], fact], [fact, fill[0], fill[1]], [fill[0], fact, fill[1]]])
     text = " ".join(sents + order)
     return dict(text=text, topic=topic, noun=noun, person=person, place=place, year=year, n=n, fact=fact_i,
