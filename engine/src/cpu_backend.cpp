@@ -66,29 +66,40 @@ void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
 
 Status CpuBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
                           const int32_t* q_pos, float* out, float* lse) {
+  RAGD_ASSIGN_OR_RETURN(HostKvStorage * kvs, host_storage(pool));
+  const int nh = cfg_.num_attention_heads;
+  const kernels::PagedKv kv = paged_view(*kvs, layer, table.blocks().data(), table.num_tokens(),
+                                         table.positions_are_slots() ? nullptr : table.positions().data());
+  const size_t q_dim = cfg_.q_dim();
+  if (n_q <= 8) {  // a few decoding queries: the split-K decode kernel keeps every thread busy
+    std::vector<kernels::DecodeItem> items(n_q);
+    for (int i = 0; i < n_q; ++i) items[i] = {q + i * q_dim, kv, out + i * q_dim, lse + static_cast<size_t>(i) * nh, q_pos[i]};
+    return kernels::attention_decode(items, nh, softmax_scale(), 0);
+  }
+  return kernels::attention_prefill_positions(q, n_q, nh, kv, softmax_scale(), q_pos, out, lse);
+}
+
+Result<HostKvStorage*> CpuBackend::host_storage(KvPool& pool) {
   auto* kvs = dynamic_cast<HostKvStorage*>(&pool.storage());
   if (kvs == nullptr) {
     return Status::FailedPrecondition("cpu backend: the KV pool's storage is on '" +
                                       std::string(pool.storage().device()) + "', not in host memory");
   }
-  const int nh = cfg_.num_attention_heads, hd = cfg_.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  return kvs;
+}
+
+kernels::PagedKv CpuBackend::paged_view(HostKvStorage& kvs, int layer, const int32_t* blocks, int kv_len,
+                                        const int32_t* key_pos) const {
   kernels::PagedKv kv;
-  kv.k = kvs->k_layer(layer);
-  kv.v = kvs->v_layer(layer);
-  kv.block_table = table.blocks().data();
-  kv.block_size = kvs->layout().block_size;
+  kv.k = kvs.k_layer(layer);
+  kv.v = kvs.v_layer(layer);
+  kv.block_table = blocks;
+  kv.block_size = kvs.layout().block_size;
   kv.num_kv_heads = cfg_.num_key_value_heads;
-  kv.head_dim = hd;
-  kv.kv_len = table.num_tokens();
-  kv.key_pos = table.positions_are_slots() ? nullptr : table.positions().data();
-  const size_t q_dim = cfg_.q_dim();
-  if (n_q <= 8) {  // a few decoding queries: the split-K decode kernel keeps every thread busy
-    std::vector<kernels::DecodeItem> items(n_q);
-    for (int i = 0; i < n_q; ++i) items[i] = {q + i * q_dim, kv, out + i * q_dim, lse + static_cast<size_t>(i) * nh, q_pos[i]};
-    return kernels::attention_decode(items, nh, scale, 0);
-  }
-  return kernels::attention_prefill_positions(q, n_q, nh, kv, scale, q_pos, out, lse);
+  kv.head_dim = cfg_.head_dim;
+  kv.kv_len = kv_len;
+  kv.key_pos = key_pos;
+  return kv;
 }
 
 Result<std::unique_ptr<KvStorage>> CpuBackend::make_kv_storage(const KvLayout& layout, size_t num_blocks) {
@@ -118,20 +129,11 @@ void CpuBackend::write_kv(const StepPlan& plan, HostKvStorage& kv, int layer, in
 }
 
 Status CpuBackend::attention(const StepPlan& plan, HostKvStorage& kvs, int layer) {
-  const int nh = cfg_.num_attention_heads, hd = cfg_.head_dim;
+  const int nh = cfg_.num_attention_heads;
   const size_t q_dim = cfg_.q_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = softmax_scale();
   auto view = [&](const SeqPlan& s) {
-    kernels::PagedKv kv;
-    kv.k = kvs.k_layer(layer);
-    kv.v = kvs.v_layer(layer);
-    kv.block_table = s.table->blocks().data();
-    kv.block_size = kvs.layout().block_size;
-    kv.num_kv_heads = cfg_.num_key_value_heads;
-    kv.head_dim = hd;
-    kv.kv_len = s.kv_len;
-    kv.key_pos = s.key_pos.empty() ? nullptr : s.key_pos.data();
-    return kv;
+    return paged_view(kvs, layer, s.table->blocks().data(), s.kv_len, s.key_pos.empty() ? nullptr : s.key_pos.data());
   };
   std::vector<kernels::DecodeItem> decodes;
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
@@ -195,11 +197,7 @@ Status CpuBackend::compact(const StepPlan& plan, const std::vector<int>& keep, i
 Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
   const int total = plan.total_rows;
   if (total <= 0) return Status::OK();
-  auto* kvs = dynamic_cast<HostKvStorage*>(&pool.storage());
-  if (kvs == nullptr) {
-    return Status::FailedPrecondition("cpu backend: the KV pool's storage is on '" +
-                                      std::string(pool.storage().device()) + "', not in host memory");
-  }
+  RAGD_ASSIGN_OR_RETURN(HostKvStorage * kvs, host_storage(pool));
   const int hs = cfg_.hidden_size, im = cfg_.intermediate_size, nh = cfg_.num_attention_heads,
             nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim;
   const int q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
@@ -232,7 +230,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
   }
 
   const LayerShape shape{nh, nkv, hd};
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = softmax_scale();
   int rows = total;
   bool narrowed = false;
   for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {

@@ -10,11 +10,13 @@
 // Thread-safety: one thread at a time (scratch buffers are members); weights are immutable.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 #include "backend.h"
+#include "ragd/kernels/attention.h"
 
 namespace ragd::engine {
 
@@ -38,6 +40,12 @@ class CpuBackend final : public Backend {
     bool contiguous = true;  // plan's contiguous append and no row dropped
   };
 
+  // The pool's storage as host memory; FailedPrecondition naming the device otherwise.
+  static Result<HostKvStorage*> host_storage(KvPool& pool);
+  // One layer of kvs as the kernels' paged view of a sequence (key_pos null: slot j holds position j).
+  kernels::PagedKv paged_view(HostKvStorage& kvs, int layer, const int32_t* blocks, int kv_len,
+                              const int32_t* key_pos) const;
+  float softmax_scale() const { return 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim)); }
   void write_kv(const StepPlan& plan, HostKvStorage& kv, int layer, int rows);
   Status attention(const StepPlan& plan, HostKvStorage& kv, int layer);
   // Keeps only the active rows `keep` (ascending, distinct, < rows); updates rows and runs_.

@@ -193,6 +193,9 @@ class ExecutorImpl final : public Executor {
   RuntimeOptions opts_;
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<seqparallel::SpGroup> sp_;  // after model_: destroyed first (its rank 0 is model_)
+  // Set (scheduler thread) when a collective failed and the group is aborted; read by the
+  // retrieval threads too (sp_route in hand_over), so sp_ itself never changes while serving.
+  std::atomic<bool> sp_broken_{false};
   std::shared_ptr<const engine::Tokenizer> tok_;
   std::shared_ptr<retrieval::Corpus> corpus_;
   std::vector<PipelineSpec> specs_;

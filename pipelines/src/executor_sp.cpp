@@ -14,7 +14,7 @@
 namespace ragd::pipelines {
 
 bool ExecutorImpl::sp_route(const Run& r) const {
-  return sp_ != nullptr && !r.iter && !r.spec_prefill && static_cast<int64_t>(r.prompt.size()) >= opts_.sp_threshold_tokens;
+  return sp_ != nullptr && !sp_broken_.load() && !r.iter && !r.spec_prefill && static_cast<int64_t>(r.prompt.size()) >= opts_.sp_threshold_tokens;
 }
 
 void ExecutorImpl::run_sequence_parallel(Run& r) {
@@ -55,7 +55,7 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
     // A failed collective leaves the group aborted: later long prompts are refused, not hung.
     log::pipelines()->error("[{}] sequence-parallel run failed; long prompts run on one worker from now on: {}", r.rr.id,
                             st.to_string());
-    sp_.reset();
+    sp_broken_.store(true);
     return fail(sid, st);
   }
   r.kv.reuse.mode = ReuseMode::kNone;  // nothing was looked up: every prompt token was computed

@@ -49,26 +49,38 @@ Result<double> best_time(int reps, F fn) {
   return best;
 }
 
-// Pairs/s of one prefill step's attention: the step minus the same step with attention replaced
-// by zeros, best of two each.
-Result<double> attention_rate(engine::Model& model, std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                              double pairs) {
+// Pairs/s of the attention of prefill steps over the same tokens, one per entry of `positions`
+// (empty = contiguous): each step minus the same step with attention replaced by zeros. The
+// variants are timed in alternation, best of three, so that load from elsewhere on the machine
+// hits all of them alike rather than skewing one against the other.
+Result<std::vector<double>> attention_rates(engine::Model& model, std::span<const int32_t> tokens,
+                                            const std::vector<std::span<const int32_t>>& positions, double pairs) {
   NoAttention none;
   engine::KvPool& pool = model.kv_pool();
-  engine::BlockTable t;
-  engine::SeqStep s{&t, tokens, engine::SeqStep::Logits::kNone, positions};
   engine::StepOutput out;
-  auto step = [&](bool attention) {
-    return best_time(2, [&]() -> Status {
+  std::vector<double> full(positions.size(), INFINITY), dense(positions.size(), INFINITY);
+  for (int rep = 0; rep < 3; ++rep) {
+    for (size_t v = 0; v < positions.size(); ++v) {
+      engine::BlockTable t;
+      engine::SeqStep s{&t, tokens, engine::SeqStep::Logits::kNone, positions[v]};
+      for (bool attention : {true, false}) {
+        t.release(pool);
+        const auto t0 = Clock::now();
+        Status st = attention ? model.forward({&s, 1}, &out) : model.forward_with_hook({&s, 1}, none, &out);
+        const double dt = since(t0);
+        if (!st.ok()) {
+          t.release(pool);
+          return st;
+        }
+        double& best = attention ? full[v] : dense[v];
+        best = std::min(best, dt);
+      }
       t.release(pool);
-      return attention ? model.forward({&s, 1}, &out) : model.forward_with_hook({&s, 1}, none, &out);
-    });
-  };
-  Result<double> full_s = step(true);
-  Result<double> dense_s = full_s.ok() ? step(false) : full_s;
-  t.release(pool);
-  if (!dense_s.ok()) return dense_s.status();
-  return pairs / std::max(*full_s - *dense_s, 1e-6);
+    }
+  }
+  std::vector<double> rates;
+  for (size_t v = 0; v < positions.size(); ++v) rates.push_back(pairs / std::max(full[v] - dense[v], 1e-6));
+  return rates;
 }
 
 }  // namespace
@@ -99,16 +111,16 @@ Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_
     return st;
   }));
   r.dense_tokens_per_s = chunk / dense_s;
-  // Prefill attention: the same chunk of attn_tokens with and without attention (contiguous).
+  // Prefill attention over a chunk of attn_tokens: contiguous (one worker's kernel), and over
+  // explicit positions (what a ring worker's local and remote blocks use): a zigzag shard of 2
+  // workers over 2·n positions, where every earlier shard position is visible.
   const int n = attn_tokens;
-  RAGD_ASSIGN_OR_RETURN(r.attn_pairs_per_s,
-                        attention_rate(model, std::span<const int32_t>(toks.data(), n), {}, 0.5 * n * (n + 1.0)));
-  // The same over explicit positions (what a ring worker's local and remote blocks use): a zigzag
-  // shard of 2 workers over 2·n positions, where every earlier shard position is visible.
   std::vector<int32_t> pos(n);
   for (int i = 0; i < n; ++i) pos[i] = i < n / 2 ? i : n + i;
-  RAGD_ASSIGN_OR_RETURN(r.masked_pairs_per_s,
-                        attention_rate(model, std::span<const int32_t>(toks.data(), n), pos, 0.5 * n * (n + 1.0)));
+  RAGD_ASSIGN_OR_RETURN(std::vector<double> attn, attention_rates(model, std::span<const int32_t>(toks.data(), n),
+                                                                  {{}, pos}, 0.5 * n * (n + 1.0)));
+  r.attn_pairs_per_s = attn[0];
+  r.masked_pairs_per_s = attn[1];
   // Decode: one token over decode_context tokens of KV, with and without attention.
   {
     engine::BlockTable t;
