@@ -1,8 +1,11 @@
-// bench_attention: CPU attention over paged f32 KV.
+// bench_attention: CPU attention over paged KV stored as f32, bf16 or int8 (kv_dtype.h).
 //
 //   bench_attention [--ctx 200,2000,8000] [--seqs 1,8] [--prefill 2048,8192] [--heads 8]
 //                   [--kv-heads 4] [--head-dim 64] [--block 16] [--threads 1] [--reps 30]
+//                   [--kv-dtypes f32,bf16,int8]
 //
+// Each row is measured for every KV dtype listed, on the same random values; GB/s counts the bytes
+// the stored type occupies (values and int8 scales).
 // Decode (one query token per sequence, per context and sequence count): time of one call (best of
 // reps), K+V bytes read per second, ns per (key, query head).
 // Prefill (--prefill, causal, one sequence of that many tokens): time of one call (best of 3) and
@@ -22,6 +25,7 @@
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/cpu_features.h"
 #include "ragd/kernels/gemm.h"
+#include "ragd/kernels/kv_dtype.h"
 #include "ragd/kernels/threads.h"
 
 using namespace ragd::kernels;
@@ -39,16 +43,59 @@ std::vector<int> list(const std::string& s) {
   return v;
 }
 
+std::vector<KvDtype> dtypes(const std::string& s) {
+  std::vector<KvDtype> v;
+  for (size_t p = 0; p < s.size();) {
+    size_t e = s.find(',', p);
+    if (e == std::string::npos) e = s.size();
+    auto d = parse_kv_dtype(s.substr(p, e - p));
+    if (!d.ok()) {
+      std::fprintf(stderr, "--kv-dtypes: %s\n", d.status().to_string().c_str());
+      std::exit(2);
+    }
+    v.push_back(*d);
+    p = e + 1;
+  }
+  return v;
+}
+
+// f32 rows [slots, kv_heads, head_dim] converted to a stored type, and the view's pointers.
+struct Stored {
+  std::vector<unsigned char> k, v;
+  std::vector<float> ks, vs;
+  Stored(KvDtype dt, const std::vector<float>& kf, const std::vector<float>& vf, int kv_heads, int d) {
+    const size_t tok = static_cast<size_t>(kv_heads) * d, slots = kf.size() / tok;
+    k.resize(kf.size() * kv_dtype_bytes(dt));
+    v.resize(k.size());
+    ks.resize(slots * kv_heads);
+    vs.resize(ks.size());
+    kv_store_rows(dt, static_cast<int>(slots), kv_heads, d, kf.data(), tok, k.data(), ks.data());
+    kv_store_rows(dt, static_cast<int>(slots), kv_heads, d, vf.data(), tok, v.data(), vs.data());
+  }
+  void fill(KvDtype dt, PagedKv* p) const {
+    p->k = k.data();
+    p->v = v.data();
+    p->dtype = dt;
+    p->k_scale = kv_dtype_scaled(dt) ? ks.data() : nullptr;
+    p->v_scale = kv_dtype_scaled(dt) ? vs.data() : nullptr;
+  }
+  // bytes of one token's K and V of one layer
+  static double token_bytes(KvDtype dt, int kv_heads, int d) {
+    return 2.0 * kv_heads * (d * static_cast<double>(kv_dtype_bytes(dt)) + (kv_dtype_scaled(dt) ? 4.0 : 0.0));
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> kv{{"ctx", "200,2000,8000"}, {"seqs", "1,8"}, {"prefill", ""}, {"heads", "8"}, {"kv-heads", "4"},
-                                        {"head-dim", "64"}, {"block", "16"}, {"threads", "1"}, {"reps", "30"}};
+                                        {"head-dim", "64"}, {"block", "16"}, {"threads", "1"}, {"reps", "30"},
+                                        {"kv-dtypes", "f32"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
       std::fprintf(stderr, "usage: bench_attention [--ctx 200,2000] [--seqs 1,8] [--prefill 2048] [--heads 8] [--kv-heads 4] "
-                           "[--head-dim 64] [--block 16] [--threads 1] [--reps 30]\n");
+                           "[--head-dim 64] [--block 16] [--threads 1] [--reps 30] [--kv-dtypes f32,bf16,int8]\n");
       return 2;
     }
     kv[k.substr(2)] = argv[i + 1];
@@ -63,7 +110,8 @@ int main(int argc, char** argv) {
   set_num_threads(std::atoi(kv["threads"].c_str()));
   std::printf("# bench_attention heads=%d kv_heads=%d head_dim=%d block=%d threads=%d kernels=%s\n", nh, nkv, d, bs,
               num_threads(), cpu_summary().c_str());
-  std::printf("%-8s %-6s %12s %10s %16s\n", "ctx", "seqs", "us/call", "GB/s", "ns/(key,head)");
+  const std::vector<KvDtype> kinds = dtypes(kv["kv-dtypes"]);
+  std::printf("%-8s %-6s %-5s %12s %10s %16s\n", "ctx", "seqs", "kv", "us/call", "GB/s", "ns/(key,head)");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int ctx : list(kv["ctx"])) {
@@ -79,29 +127,31 @@ int main(int argc, char** argv) {
       std::vector<int32_t> table(static_cast<size_t>(per_seq) * seqs);
       for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
       std::shuffle(table.begin(), table.end(), rng);
-      std::vector<DecodeItem> items(seqs);
-      for (int s = 0; s < seqs; ++s) {
-        PagedKv p;
-        p.k = k.data();
-        p.v = v.data();
-        p.block_table = table.data() + static_cast<size_t>(s) * per_seq;
-        p.block_size = bs;
-        p.num_kv_heads = nkv;
-        p.head_dim = d;
-        p.kv_len = ctx;
-        items[s] = DecodeItem{q.data() + static_cast<size_t>(s) * nh * d, p, o.data() + static_cast<size_t>(s) * nh * d,
-                              lse.data() + static_cast<size_t>(s) * nh};
+      for (KvDtype dt : kinds) {
+        const Stored stored(dt, k, v, nkv, d);
+        std::vector<DecodeItem> items(seqs);
+        for (int s = 0; s < seqs; ++s) {
+          PagedKv p;
+          stored.fill(dt, &p);
+          p.block_table = table.data() + static_cast<size_t>(s) * per_seq;
+          p.block_size = bs;
+          p.num_kv_heads = nkv;
+          p.head_dim = d;
+          p.kv_len = ctx;
+          items[s] = DecodeItem{q.data() + static_cast<size_t>(s) * nh * d, p, o.data() + static_cast<size_t>(s) * nh * d,
+                                lse.data() + static_cast<size_t>(s) * nh};
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        double best = 1e30;
+        for (int r = 0; r < reps; ++r) {
+          const auto t0 = std::chrono::steady_clock::now();
+          if (!attention_decode(items, nh, scale, 0).ok()) return 1;
+          best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        const double bytes = Stored::token_bytes(dt, nkv, d) * ctx * seqs;
+        std::printf("%-8d %-6d %-5s %12.1f %10.1f %16.2f\n", ctx, seqs, std::string(kv_dtype_name(dt)).c_str(),
+                    best * 1e6, bytes / best / 1e9, best * 1e9 / (static_cast<double>(ctx) * nh * seqs));
       }
-      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      double best = 1e30;
-      for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        if (!attention_decode(items, nh, scale, 0).ok()) return 1;
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      const double bytes = 2.0 * ctx * tok * sizeof(float) * seqs;
-      std::printf("%-8d %-6d %12.1f %10.1f %16.2f\n", ctx, seqs, best * 1e6, bytes / best / 1e9,
-                  best * 1e9 / (static_cast<double>(ctx) * nh * seqs));
     }
   }
   if (kv["prefill"].empty()) return 0;
@@ -118,7 +168,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("# prefill (causal, one sequence); OpenBLAS sgemm 2048^3: %.1f GFLOP/s\n", peak / 1e9);
-  std::printf("%-8s %12s %10s %14s\n", "tokens", "ms/call", "GFLOP/s", "of sgemm peak");
+  std::printf("%-8s %-5s %12s %10s %14s\n", "tokens", "kv", "ms/call", "GFLOP/s", "of sgemm peak");
   for (int len : list(kv["prefill"])) {
     const int blocks = (len + bs - 1) / bs;
     const size_t tok = static_cast<size_t>(nkv) * d;
@@ -130,23 +180,26 @@ int main(int argc, char** argv) {
     std::vector<int32_t> table(blocks);
     for (int i = 0; i < blocks; ++i) table[i] = i;
     std::shuffle(table.begin(), table.end(), rng);
-    PagedKv p;
-    p.k = k.data();
-    p.v = v.data();
-    p.block_table = table.data();
-    p.block_size = bs;
-    p.num_kv_heads = nkv;
-    p.head_dim = d;
-    p.kv_len = len;
-    double best = 1e30;
-    for (int r = 0; r < 3; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!attention_prefill(q.data(), len, nh, p, 1.0f / std::sqrt(static_cast<float>(d)), true, 0, o.data(), lse.data()).ok())
-        return 1;
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (KvDtype dt : kinds) {
+      const Stored stored(dt, k, v, nkv, d);
+      PagedKv p;
+      stored.fill(dt, &p);
+      p.block_table = table.data();
+      p.block_size = bs;
+      p.num_kv_heads = nkv;
+      p.head_dim = d;
+      p.kv_len = len;
+      double best = 1e30;
+      for (int r = 0; r < 3; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!attention_prefill(q.data(), len, nh, p, 1.0f / std::sqrt(static_cast<float>(d)), true, 0, o.data(), lse.data()).ok())
+          return 1;
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      const double flops = 2.0 * 2.0 * static_cast<double>(len) * len / 2.0 * nh * d;
+      std::printf("%-8d %-5s %12.1f %10.1f %13.0f%%\n", len, std::string(kv_dtype_name(dt)).c_str(), best * 1e3,
+                  flops / best / 1e9, 100.0 * flops / best / peak);
     }
-    const double flops = 2.0 * 2.0 * static_cast<double>(len) * len / 2.0 * nh * d;
-    std::printf("%-8d %12.1f %10.1f %13.0f%%\n", len, best * 1e3, flops / best / 1e9, 100.0 * flops / best / peak);
   }
   return 0;
 }

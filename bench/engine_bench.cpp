@@ -84,6 +84,7 @@ struct Args {
   int decode = 16;
   int threads = 0;
   WeightFormat weights = WeightFormat::kF32;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
 };
 
 ModelConfig preset(const std::string& name) {
@@ -119,7 +120,7 @@ Args parse(int argc, char** argv) {
       kv[k.substr(2)] = argv[++i];
     } else {
       std::fprintf(stderr, "usage: bench_engine --preset small|qwen2-0.5b [--batches 1,8,32] [--prompt N] "
-                           "[--decode N] [--threads N] [--weights f32|bf16|f16|q8] [--hidden --layers --heads --kv-heads --head-dim "
+                           "[--decode N] [--threads N] [--weights f32|bf16|f16|q8] [--kv-dtype f32|bf16|int8] [--hidden --layers --heads --kv-heads --head-dim "
                            "--intermediate --vocab --tied]\n");
       std::exit(2);
     }
@@ -147,6 +148,14 @@ Args parse(int argc, char** argv) {
       std::exit(2);
     }
     a.weights = *f;
+  }
+  if (kv.count("kv-dtype")) {
+    auto d = kernels::parse_kv_dtype(kv["kv-dtype"]);
+    if (!d.ok()) {
+      std::fprintf(stderr, "--kv-dtype: %s\n", d.status().to_string().c_str());
+      std::exit(2);
+    }
+    a.kv_dtype = *d;
   }
   if (kv.count("batches")) {
     a.batches.clear();
@@ -200,8 +209,14 @@ int main(int argc, char** argv) {
   const double proj_flops = 2.0 * c.num_hidden_layers * layer_params;
 
   const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
-  const size_t kv_token_bytes = 2ull * 4 * c.num_hidden_layers * c.kv_dim();
+  KvLayout kv_layout;
+  kv_layout.num_layers = c.num_hidden_layers;
+  kv_layout.num_kv_heads = c.num_key_value_heads;
+  kv_layout.head_dim = c.head_dim;
+  kv_layout.dtype = a.kv_dtype;
+  const size_t kv_token_bytes = kv_layout.token_bytes();
   ModelOptions opts;
+  opts.kv_dtype = a.kv_dtype;
   opts.num_threads = a.threads;
   opts.weights = a.weights;
   opts.kv_block_size = 16;

@@ -21,9 +21,14 @@
 # Environment (defaults in brackets):
 #   ROUNDS [3]                runs per figure
 #   PEERS_FORMATS ["f32 bf16 f16 q8"], PEERS_THREADS ["1 2"], PEERS_PREFILL ["128 512"]
-#   PEERS_DECODE [64]         decode steps (after a PEERS_DECODE_PROMPT [128]-token prompt); 0 = none
+#   PEERS_DECODE [64]         decode steps after a prompt of each length in PEERS_DECODE_PROMPT
+#                             ["128"; a list gives decode rows at several contexts]; 0 = none
 #   PEERS_PRESET [small]      make-model preset; PEERS_MODEL=DIR uses an existing f32/bf16 model dir
-#   PEERS_LLAMA_KV [f16]      llama.cpp KV cache type in the timed runs (its default; ragd keeps f32)
+#   PEERS_LLAMA_KV [f16]      llama.cpp KV cache type in the timed runs (its default)
+#   PEERS_RAGD_KV [f32]       ragd KV pool type in the timed runs: f32 | bf16 | int8 (the greedy
+#                             check always runs f32 KV on both sides)
+#   PEERS_ATTENTION [0]       1: ragd also reports the share of prefill and decode time spent in
+#                             attention (a layer hook times it; columns "attn %")
 #   OMP_WAIT_POLICY [PASSIVE] ragd's OpenMP threads (PASSIVE as ragd's own binaries and make use)
 #   PEERS_RAGD_SPIN [10000]   GOMP_SPINCOUNT for ragd: how long its idle threads spin before they
 #                             sleep (llama.cpp's thread pool spins too); 0 = sleep at once
@@ -39,7 +44,9 @@ FORMATS=${PEERS_FORMATS:-"f32 bf16 f16 q8"}
 THREADS=${PEERS_THREADS:-"1 2"}
 PREFILLS=${PEERS_PREFILL:-"128 512"}
 DECODE=${PEERS_DECODE:-64}
-DECODE_PROMPT=${PEERS_DECODE_PROMPT:-128}
+DECODE_PROMPTS=${PEERS_DECODE_PROMPT:-128}
+RAGD_KV=${PEERS_RAGD_KV:-f32}
+ATTENTION=${PEERS_ATTENTION:-0}
 PRESET=${PEERS_PRESET:-small}
 MODEL=${PEERS_MODEL:-$PEERS/model-$PRESET-f32}
 LLAMA_KV=${PEERS_LLAMA_KV:-f16}
@@ -123,10 +130,15 @@ for fmt in f32 $FORMATS; do
 done
 
 # ---- drivers --------------------------------------------------------------------------------------
-# run_ragd FMT THREADS PREFILL DECODE MODE / run_llama FMT THREADS PREFILL DECODE MODE [KV]
-run_ragd() { GOMP_SPINCOUNT=$RAGD_SPIN "$RAGD_DRIVER" "$MODEL" "$2" "$PROMPT" "$3" "$4" "$5" --weights "$1" 2>"$PEERS/last-ragd.log"; }
+# run_ragd FMT THREADS PREFILL DECODE MODE [KV] / run_llama FMT THREADS PREFILL DECODE MODE [KV]
+run_ragd() {
+  local extra=()
+  [[ "$ATTENTION" != 1 || "$5" != time ]] || extra=(--attention-share)
+  GOMP_SPINCOUNT=$RAGD_SPIN "$RAGD_DRIVER" "$MODEL" "$2" "$PROMPT" "$3" "$4" "$5" --weights "$1" \
+    --kv-dtype "${6:-$RAGD_KV}" "${extra[@]}" 2>"$PEERS/last-ragd.log"
+}
 run_llama() { "$LLAMA_DRIVER" "$(gguf_path "$1")" "$2" "$PROMPT" "$3" "$4" "$5" --kv "${6:-$LLAMA_KV}" 2>"$PEERS/last-llama.log"; }
-greedy_ragd() { run_ragd "$1" 2 32 "$GREEDY_TOKENS" greedy | sed -n 's/^tokens: //p'; }
+greedy_ragd() { run_ragd "$1" 2 32 "$GREEDY_TOKENS" greedy f32 | sed -n 's/^tokens: //p'; }
 greedy_llama() { run_llama "$1" 2 32 "$GREEDY_TOKENS" greedy f32 | sed -n 's/^tokens: //p'; }
 # Number of leading tokens two comma lists share.
 same_prefix() {
@@ -164,16 +176,24 @@ mkdir -p "$RUNS"
 measure() {
   local engine=$1 fmt=$2 t=$3 p=$4 d=$5 out
   out=$("run_$engine" "$fmt" "$t" "$p" "$d" time) || die "$engine driver failed ($fmt, $t threads, prefill $p): $(tail -3 "$PEERS/last-$engine.log")"
-  read -r _ ps _ ds <<<"$out"
+  read -r _ ps _ ds _ aps _ ads <<<"$out"
   echo "$ps" >>"$RUNS/$engine-$fmt-$t-prefill$p"
-  if ((d > 0)); then echo "$ds" >>"$RUNS/$engine-$fmt-$t-decode"; fi
+  if ((d > 0)); then echo "$ds" >>"$RUNS/$engine-$fmt-$t-decode$p"; fi
+  if [[ -n "${aps:-}" ]]; then
+    awk -v a="$aps" -v s="$ps" 'BEGIN { print a / s }' >>"$RUNS/attn-$fmt-$t-prefill$p"
+    if ((d > 0)); then awk -v a="$ads" -v s="$ds" 'BEGIN { print a / s }' >>"$RUNS/attn-$fmt-$t-decode$p"; fi
+  fi
 }
-# Prefill lengths measured; the decode runs use a DECODE_PROMPT-token prompt (its prefill counts too).
+# Prefill lengths measured; a run whose prompt is one of the decode prompts also decodes (the
+# prefill of that prompt counts as a prefill figure too).
 PLAN=()
+if ((DECODE > 0)); then DPS=" $DECODE_PROMPTS "; else DPS=" "; fi
 for p in $PREFILLS; do
-  if [[ "$p" == "$DECODE_PROMPT" ]]; then PLAN+=("$p:$DECODE"); else PLAN+=("$p:0"); fi
+  if [[ "$DPS" == *" $p "* ]]; then PLAN+=("$p:$DECODE"); else PLAN+=("$p:0"); fi
 done
-if ((DECODE > 0)) && [[ " $PREFILLS " != *" $DECODE_PROMPT "* ]]; then PLAN+=("$DECODE_PROMPT:$DECODE"); fi
+for dp in $DPS; do
+  [[ " $PREFILLS " == *" $dp "* ]] || PLAN+=("$dp:$DECODE")
+done
 total=$((ROUNDS * $(wc -w <<<"$THREADS") * $(wc -w <<<"$FORMATS") * ${#PLAN[@]} * 2))
 n=0
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -199,11 +219,14 @@ done
 median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # row LABEL FMT THREADS FILE-SUFFIX TOKENS
 row() {
-  local label=$1 fmt=$2 t=$3 f=$4 tokens=$5
+  local label=$1 fmt=$2 t=$3 f=$4 tokens=$5 attn=""
   [[ -f "$RUNS/ragd-$fmt-$t-$f" && -f "$RUNS/llama-$fmt-$t-$f" ]] || return 0
+  if [[ "$ATTENTION" == 1 && -f "$RUNS/attn-$fmt-$t-$f" ]]; then attn=$(median "$RUNS/attn-$fmt-$t-$f"); fi
   awk -v fmt="$fmt" -v t="$t" -v label="$label" -v n="$tokens" -v rs="$(median "$RUNS/ragd-$fmt-$t-$f")" \
-    -v ls="$(median "$RUNS/llama-$fmt-$t-$f")" \
-    'BEGIN { printf "| %s | %s | %s | %.1f | %.1f | %.2f |\n", fmt, t, label, n / rs, n / ls, ls / rs }'
+    -v ls="$(median "$RUNS/llama-$fmt-$t-$f")" -v attn="$attn" -v show="$ATTENTION" \
+    'BEGIN { printf "| %s | %s | %s | %.1f | %.1f | %.2f |", fmt, t, label, n / rs, n / ls, ls / rs;
+             if (show == 1) printf " %s |", attn == "" ? "" : sprintf("%.0f %%", 100 * attn);
+             printf "\n" }'
 }
 RESULTS="$PEERS/results.md"
 {
@@ -212,16 +235,24 @@ RESULTS="$PEERS/results.md"
   echo "- machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average before timing $LOAD_START, after $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- model: $MODEL ($(sed -n 's/.*"hidden_size": \([0-9]*\).*/hidden \1/p' "$MODEL/config.json"), $(sed -n 's/.*"num_hidden_layers": \([0-9]*\).*/\1 layers/p' "$MODEL/config.json"), $(sed -n 's/.*"vocab_size": \([0-9]*\).*/vocab \1/p' "$MODEL/config.json"))"
   echo "- llama.cpp: prebuilt $LLAMA_RELEASE from node-llama-cpp $NODE_LLAMA_CPP_VERSION, CPU backend ${BACKEND:-?}, KV cache $LLAMA_KV, flash attention auto, n_ubatch 512, persistent thread pool"
-  echo "- ragd: ragd_peer_driver, KV cache f32, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}, GOMP_SPINCOUNT=$RAGD_SPIN"
+  echo "- ragd: ragd_peer_driver, KV cache $RAGD_KV, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}, GOMP_SPINCOUNT=$RAGD_SPIN"
   echo "- greedy, $GREEDY_TOKENS tokens after 32 prompt ids: f32 identical (checked); identical prefix at other formats: ${AGREE:-(none run)}"
-  echo "- tok/s from the median of $ROUNDS run(s); prefill = one step over the prompt; decode = $DECODE single-token steps after a $DECODE_PROMPT-token prompt"
+  echo "- tok/s from the median of $ROUNDS run(s); prefill = one step over the prompt; decode = $DECODE single-token steps after a prompt of the length shown"
+  [[ "$ATTENTION" != 1 ]] || echo "- attn %: share of ragd's prefill / decode wall time spent in attention (all layers), median"
   echo
-  echo "| format | threads | phase | ragd tok/s | llama.cpp tok/s | ragd/llama |"
-  echo "|---|---|---|---|---|---|"
+  if [[ "$ATTENTION" == 1 ]]; then
+    echo "| format | threads | phase | ragd tok/s | llama.cpp tok/s | ragd/llama | ragd attn % |"
+    echo "|---|---|---|---|---|---|---|"
+  else
+    echo "| format | threads | phase | ragd tok/s | llama.cpp tok/s | ragd/llama |"
+    echo "|---|---|---|---|---|---|"
+  fi
   for fmt in $FORMATS; do
     for t in $THREADS; do
       for p in $PREFILLS; do row "prefill $p" "$fmt" "$t" "prefill$p" "$p"; done
-      if ((DECODE > 0)); then row "decode $DECODE @$DECODE_PROMPT" "$fmt" "$t" decode "$DECODE"; fi
+      if ((DECODE > 0)); then
+        for dp in $DECODE_PROMPTS; do row "decode $DECODE @$dp" "$fmt" "$t" "decode$dp" "$DECODE"; done
+      fi
     done
   done
 } >"$RESULTS"

@@ -9,7 +9,7 @@
  *              cyclically up to PREFILL tokens. No BOS is added: the ids are fed as given.
  *     MODE     greedy: prints "tokens: t1,t2,..." (DECODE ids: the argmax after the prompt, then
  *                      one per decode step)
- *              time:   one untimed warm-up (prefill + one decode), then prints
+ *              time:   one untimed warm-up (prefill of at most 1024 tokens + one decode), then prints
  *                      "prefill_s S decode_s S" for one llama_decode over PREFILL tokens and DECODE
  *                      single-token llama_decode calls, each fed the previous argmax
  *     --kv     K/V cache type (default f16, llama.cpp's default)
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     }
     printf("\n");
   } else {
-    llama_token t = step(ctx, tokens, prefill, n_vocab);  /* warm-up */
+    llama_token t = step(ctx, tokens, prefill < 1024 ? prefill : 1024, n_vocab); /* warm-up */
     step(ctx, &t, 1, n_vocab);
     llama_memory_clear(mem, 0);
     double t0 = now_s();

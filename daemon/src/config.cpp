@@ -59,6 +59,7 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.pipelines_dir", Type::kString, "directory of *.toml pipeline specs; \"\" = only the built-in \"default\"", runtime.pipelines_dir),
       RAGD_F("runtime.device", Type::kString, "\"cpu\" or \"cuda:N\"", runtime.device),
       RAGD_F("runtime.weights", Type::kString, "weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8 (8-bit blocks, quantized at load)", runtime.weights),
+      RAGD_F("runtime.kv_dtype", Type::kString, "KV pool storage: f32 | bf16 (half the bytes) | int8 (a quarter, plus a scale per token and head)", runtime.kv_dtype),
       RAGD_F("runtime.scheduler", Type::kString, "fcfs | sjf | mlfq | fair", runtime.scheduler),
       RAGD_F("runtime.max_batch_tokens", Type::kInt, "token budget per scheduler step (chunked prefill)", runtime.max_batch_tokens),
       RAGD_F("runtime.max_running", Type::kInt, "concurrent sequences in the running batch", runtime.max_running),

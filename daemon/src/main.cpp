@@ -93,7 +93,7 @@ int serve_rank(const daemon::DaemonConfig& cfg, seqparallel::Communicator& comm)
 int main(int argc, char** argv) {
   ragd::ensure_passive_omp_wait(argv);
   CLI::App app{"ragd - retrieval-augmented generation serving daemon"};
-  std::string config_path, model, data, listen, pipelines_dir, device, weights, log_level;
+  std::string config_path, model, data, listen, pipelines_dir, device, weights, kv_dtype, log_level;
   int threads = -1, sp_workers = 0;
   std::vector<std::string> sets, api_keys;
   bool print_config = false, show_secrets = false;
@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   app.add_option("--pipelines", pipelines_dir, "directory of pipeline *.toml specs (runtime.pipelines_dir)");
   app.add_option("--device", device, "cpu | cuda:N (runtime.device)");
   app.add_option("--weights", weights, "auto | f32 | bf16 | f16 | q8: weights in memory (runtime.weights)");
+  app.add_option("--kv-dtype", kv_dtype, "f32 | bf16 | int8: KV pool storage (runtime.kv_dtype)");
   app.add_option("--threads", threads, "io threads (server.threads)");
   app.add_option("--sp-workers", sp_workers,
                  "sequence-parallel workers for long prompts, in this process (runtime.sp_workers; 1 = off)");
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
   if (!pipelines_dir.empty()) overrides.emplace_back("runtime.pipelines_dir", pipelines_dir);
   if (!device.empty()) overrides.emplace_back("runtime.device", device);
   if (!weights.empty()) overrides.emplace_back("runtime.weights", weights);
+  if (!kv_dtype.empty()) overrides.emplace_back("runtime.kv_dtype", kv_dtype);
   if (threads >= 0) overrides.emplace_back("server.threads", std::to_string(threads));
   if (sp_workers > 0) overrides.emplace_back("runtime.sp_workers", std::to_string(sp_workers));
   if (!log_level.empty()) overrides.emplace_back("log_level", log_level);

@@ -93,6 +93,9 @@ kernels::PagedKv CpuBackend::paged_view(HostKvStorage& kvs, int layer, const int
   kernels::PagedKv kv;
   kv.k = kvs.k_layer(layer);
   kv.v = kvs.v_layer(layer);
+  kv.dtype = kvs.layout().dtype;
+  kv.k_scale = kvs.k_scale(layer);
+  kv.v_scale = kvs.v_scale(layer);
   kv.block_table = blocks;
   kv.block_size = kvs.layout().block_size;
   kv.num_kv_heads = cfg_.num_key_value_heads;
@@ -110,20 +113,19 @@ Result<std::unique_ptr<KvStorage>> CpuBackend::make_kv_storage(const KvLayout& l
 
 void CpuBackend::write_kv(const StepPlan& plan, HostKvStorage& kv, int layer, int rows) {
   const int q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim();
-  const int stride = q_dim + 2 * kv_dim;
+  const size_t stride = static_cast<size_t>(q_dim) + 2 * kv_dim;
   const int bs = kv.layout().block_size;
-  const size_t bf = kv.layout().block_floats();
-  float* k_base = kv.k_layer(layer);
-  float* v_base = kv.v_layer(layer);
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     const auto& blocks = plan.seqs[si].table->blocks();
     const SeqRun& run = runs_[si];
-    for (int r = run.row0; r < run.row0 + run.n; ++r) {
+    for (int r = run.row0; r < run.row0 + run.n;) {
+      // A run of rows whose slots follow each other inside one block is one store.
       const int t = slot_[r];
-      const size_t off = static_cast<size_t>(blocks[t / bs]) * bf + static_cast<size_t>(t % bs) * kv_dim;
+      int n = 1;
+      while (r + n < run.row0 + run.n && slot_[r + n] == t + n && (t + n) % bs != 0) ++n;
       const float* row = qkv_.data() + static_cast<size_t>(r) * stride;
-      std::memcpy(k_base + off, row + q_dim, sizeof(float) * kv_dim);
-      std::memcpy(v_base + off, row + q_dim + kv_dim, sizeof(float) * kv_dim);
+      kv.store(layer, blocks[t / bs], t % bs, n, row + q_dim, row + q_dim + kv_dim, stride);
+      r += n;
     }
   }
 }

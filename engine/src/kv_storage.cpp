@@ -13,16 +13,26 @@ Status KvLayout::validate() const {
                                    std::to_string(num_layers) + ", " + std::to_string(num_kv_heads) + ", " +
                                    std::to_string(head_dim) + ", " + std::to_string(block_size) + ")");
   }
+  if (kernels::kv_dtype_bytes(dtype) == 0) {
+    return Status::InvalidArgument("KvLayout: unknown dtype code " + std::to_string(static_cast<int>(dtype)));
+  }
   return Status::OK();
 }
 
 HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStorage(layout, num_blocks) {
   // Zeroed here, so every page is mapped before serving: a block's first write on the prefill path
   // takes no page fault (with cached KV holding blocks, new requests keep reaching fresh ones).
-  const size_t floats = layout.block_floats() * num_blocks;
+  const size_t values = layout.block_floats() * num_blocks;
+  const size_t bytes = values * kernels::kv_dtype_bytes(layout.dtype);
+  const bool scaled = kernels::kv_dtype_scaled(layout.dtype);
+  const size_t scales = static_cast<size_t>(layout.block_size) * layout.num_kv_heads * num_blocks;
   for (int l = 0; l < layout.num_layers; ++l) {
-    k_.emplace_back(new float[floats]());
-    v_.emplace_back(new float[floats]());
+    k_.emplace_back(new std::byte[bytes]());
+    v_.emplace_back(new std::byte[bytes]());
+    if (scaled) {
+      ks_.emplace_back(new float[scales]());
+      vs_.emplace_back(new float[scales]());
+    }
   }
 }
 
@@ -35,29 +45,44 @@ Result<std::unique_ptr<HostKvStorage>> HostKvStorage::create(const KvLayout& lay
 }
 
 void HostKvStorage::copy_block(int32_t dst, int32_t src) {
-  const size_t bf = layout().block_floats();
+  const size_t bb = layout().block_floats() * value_bytes();
+  const size_t sb = static_cast<size_t>(layout().block_size) * layout().num_kv_heads;
   for (int l = 0; l < layout().num_layers; ++l) {
-    std::memcpy(k_[l].get() + bf * dst, k_[l].get() + bf * src, bf * sizeof(float));
-    std::memcpy(v_[l].get() + bf * dst, v_[l].get() + bf * src, bf * sizeof(float));
+    std::memcpy(k_[l].get() + bb * dst, k_[l].get() + bb * src, bb);
+    std::memcpy(v_[l].get() + bb * dst, v_[l].get() + bb * src, bb);
+    if (!ks_.empty()) {
+      std::memcpy(ks_[l].get() + sb * dst, ks_[l].get() + sb * src, sb * sizeof(float));
+      std::memcpy(vs_[l].get() + sb * dst, vs_[l].get() + sb * src, sb * sizeof(float));
+    }
   }
 }
 
 void HostKvStorage::read(int layer, int32_t block, int slot, int n, float* k, float* v) const {
   RAGD_CHECK(slot >= 0 && n >= 0 && slot + n <= layout().block_size) << "read of slots [" << slot << ", " << slot + n
                                                                       << ") of a block";
-  const size_t off = layout().block_floats() * block + static_cast<size_t>(slot) * layout().token_floats();
-  const size_t len = static_cast<size_t>(n) * layout().token_floats() * sizeof(float);
-  std::memcpy(k, k_[layer].get() + off, len);
-  std::memcpy(v, v_[layer].get() + off, len);
+  const size_t e = layout().block_floats() * block + static_cast<size_t>(slot) * layout().token_floats();
+  const size_t count = static_cast<size_t>(n) * layout().token_floats();
+  const int hd = layout().head_dim;
+  const float* ks = ks_.empty() ? nullptr : ks_[layer].get() + e / hd;
+  const float* vs = vs_.empty() ? nullptr : vs_[layer].get() + e / hd;
+  kernels::kv_load_values(layout().dtype, count, hd, k_[layer].get() + e * value_bytes(), ks, k);
+  kernels::kv_load_values(layout().dtype, count, hd, v_[layer].get() + e * value_bytes(), vs, v);
+}
+
+void HostKvStorage::store(int layer, int32_t block, int slot, int rows, const float* k, const float* v,
+                          size_t stride) {
+  RAGD_CHECK(slot >= 0 && rows >= 0 && slot + rows <= layout().block_size)
+      << "write of slots [" << slot << ", " << slot + rows << ") of a block";
+  const size_t e = layout().block_floats() * block + static_cast<size_t>(slot) * layout().token_floats();
+  const int kvh = layout().num_kv_heads, hd = layout().head_dim;
+  float* ks = ks_.empty() ? nullptr : ks_[layer].get() + e / hd;
+  float* vs = vs_.empty() ? nullptr : vs_[layer].get() + e / hd;
+  kernels::kv_store_rows(layout().dtype, rows, kvh, hd, k, stride, k_[layer].get() + e * value_bytes(), ks);
+  kernels::kv_store_rows(layout().dtype, rows, kvh, hd, v, stride, v_[layer].get() + e * value_bytes(), vs);
 }
 
 void HostKvStorage::write(int layer, int32_t block, int slot, int n, const float* k, const float* v) {
-  RAGD_CHECK(slot >= 0 && n >= 0 && slot + n <= layout().block_size) << "write of slots [" << slot << ", "
-                                                                      << slot + n << ") of a block";
-  const size_t off = layout().block_floats() * block + static_cast<size_t>(slot) * layout().token_floats();
-  const size_t len = static_cast<size_t>(n) * layout().token_floats() * sizeof(float);
-  std::memcpy(k_[layer].get() + off, k, len);
-  std::memcpy(v_[layer].get() + off, v, len);
+  store(layer, block, slot, n, k, v, layout().token_floats());
 }
 
 }  // namespace ragd::engine

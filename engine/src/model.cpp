@@ -297,6 +297,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   layout.num_kv_heads = cfg.num_key_value_heads;
   layout.head_dim = cfg.head_dim;
   layout.block_size = opts.kv_block_size;
+  layout.dtype = opts.kv_dtype;
   const size_t block_bytes = layout.block_bytes();
   const size_t num_blocks = opts.kv_pool_bytes / block_bytes;
   if (num_blocks == 0) {
@@ -310,6 +311,8 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   // KV computed from weights of other values than the checkpoint's (q8, or rounded to 16 bits) is
   // not interchangeable with the checkpoint's KV: it gets its own fingerprint.
   if (!host.exact()) fp.str("weights").str(kernels::weight_type_name(host.type));
+  // Likewise KV computed over rounded or quantized KV (every later token attended to it).
+  if (layout.dtype != kernels::KvDtype::kF32) fp.str("kv").str(kernels::kv_dtype_name(layout.dtype));
   const size_t weight_bytes = host.bytes();
   const kernels::WeightType weight_type = host.type;
   CpuBackendOptions bo;
@@ -320,14 +323,15 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   ModelLoadInfo info;
   info.weights = std::string(kernels::weight_type_name(weight_type));
   info.kernels = kernels::cpu_summary();
+  info.kv_dtype = std::string(kernels::kv_dtype_name(layout.dtype));
   info.weight_bytes = weight_bytes;
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   info.resident_bytes = resident_bytes();
   log::engine()->info("model {} loaded on {}: {} layers, hidden {}, {:.1f} MiB {} weights (kernels {}), KV pool {} "
-                      "blocks x {} tokens ({:.1f} MiB), {:.2f} s, resident {:.1f} MiB",
+                      "blocks x {} tokens ({:.1f} MiB, {} KV), {:.2f} s, resident {:.1f} MiB",
                       architecture_name(cfg.architecture), backend->device(), cfg.num_hidden_layers, cfg.hidden_size,
                       weight_bytes / 1048576.0, info.weights, info.kernels, num_blocks, layout.block_size,
-                      pool->bytes() / 1048576.0, info.seconds, info.resident_bytes / 1048576.0);
+                      pool->bytes() / 1048576.0, info.kv_dtype, info.seconds, info.resident_bytes / 1048576.0);
   return std::unique_ptr<Model>(new ModelImpl(cfg, fp.digest(), std::move(pool), std::move(backend), std::move(info)));
 }
 

@@ -21,6 +21,9 @@ Result<engine::ModelOptions> RuntimeOptions::model_options() const {
   auto w = engine::parse_weight_format(weights);
   if (!w.ok()) return w.status().with_context("runtime.weights");
   mo.weights = *w;
+  auto kd = kernels::parse_kv_dtype(kv_dtype);
+  if (!kd.ok()) return kd.status().with_context("runtime.kv_dtype");
+  mo.kv_dtype = *kd;
   mo.kv_pool_bytes = kv_pool_bytes;
   mo.kv_block_size = kv_block_size;
   mo.num_threads = num_threads;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ragd/kernels/attention.h"
+#include "ragd/kernels/kv_dtype.h"
 #include "ragd/kernels/lse_merge.h"
 
 namespace ragd::seqparallel {
@@ -26,21 +27,51 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 constexpr int kRingTag = 1;
 
-// A block on the wire: K [n, kv_dim] f32, V [n, kv_dim] f32, positions [n] int32.
-size_t block_bytes(int64_t n, int kv_dim) {
-  return static_cast<size_t>(n) * (2 * sizeof(float) * kv_dim + sizeof(int32_t));
-}
+// A block on the wire, in the KV pool's storage type (so a remote key is exactly what its owner's
+// pool holds, and bf16 / int8 pools send a half / about a quarter of the f32 bytes):
+//   K [n, kv_heads, head_dim], V [n, kv_heads, head_dim] of `dtype`;
+//   int8 only: K scales [n, kv_heads], V scales [n, kv_heads] f32;
+//   positions [n] int32.
+struct BlockFormat {
+  kernels::KvDtype dtype = kernels::KvDtype::kF32;
+  int kv_heads = 0;
+  int head_dim = 0;
+
+  size_t values(int64_t n) const { return static_cast<size_t>(n) * kv_heads * head_dim; }
+  size_t scales(int64_t n) const { return kernels::kv_dtype_scaled(dtype) ? static_cast<size_t>(n) * kv_heads : 0; }
+  size_t value_bytes(int64_t n) const { return values(n) * kernels::kv_dtype_bytes(dtype); }
+  size_t bytes(int64_t n) const {
+    return 2 * value_bytes(n) + 2 * sizeof(float) * scales(n) + sizeof(int32_t) * static_cast<size_t>(n);
+  }
+  // The parts of a block of n rows at b.
+  struct Parts {
+    unsigned char* k;
+    unsigned char* v;
+    float* k_scale;
+    float* v_scale;
+    int32_t* pos;
+  };
+  Parts parts(unsigned char* b, int64_t n) const {
+    Parts p;
+    p.k = b;
+    p.v = b + value_bytes(n);
+    p.k_scale = reinterpret_cast<float*>(p.v + value_bytes(n));
+    p.v_scale = p.k_scale + scales(n);
+    p.pos = reinterpret_cast<int32_t*>(p.v_scale + scales(n));
+    return p;
+  }
+};
 
 // One layer's ring: P-1 steps. At step s (1-based) rank r sends the block that originated at rank
 // r-s+1 (its own at s = 1) to r+1 and receives the one of rank r-s from r-1. The block received at
 // step s-1 is attended while step s is in flight; the last one after the loop.
 class Ring {
  public:
-  Ring(Communicator& comm, std::span<const int64_t> rows, int kv_dim, StepTimes* t)
-      : comm_(comm), rows_(rows.begin(), rows.end()), kv_dim_(kv_dim), t_(t) {
+  Ring(Communicator& comm, std::span<const int64_t> rows, const BlockFormat& fmt, StepTimes* t)
+      : comm_(comm), rows_(rows.begin(), rows.end()), fmt_(fmt), t_(t) {
     int64_t most = 0;
     for (int64_t n : rows_) most = std::max(most, n);
-    for (auto& b : buf_) b.resize(block_bytes(most, kv_dim));
+    for (auto& b : buf_) b.resize(fmt_.bytes(most));
   }
 
   // attend(block, n): attention of this rank's queries over a remote block of n rows. first():
@@ -58,9 +89,9 @@ class Ring {
       const int origin = ((r - s) % p + p) % p;
       const int64_t in_rows = rows_[origin];
       Request reqs[2];
-      RAGD_ASSIGN_OR_RETURN(reqs[0], comm_.irecv(prev, kRingTag, buf_[cur].data(), block_bytes(in_rows, kv_dim_)));
-      RAGD_ASSIGN_OR_RETURN(reqs[1], comm_.isend(next, kRingTag, hand, block_bytes(hand_rows, kv_dim_)));
-      t_->bytes_sent += static_cast<int64_t>(block_bytes(hand_rows, kv_dim_));
+      RAGD_ASSIGN_OR_RETURN(reqs[0], comm_.irecv(prev, kRingTag, buf_[cur].data(), fmt_.bytes(in_rows)));
+      RAGD_ASSIGN_OR_RETURN(reqs[1], comm_.isend(next, kRingTag, hand, fmt_.bytes(hand_rows)));
+      t_->bytes_sent += static_cast<int64_t>(fmt_.bytes(hand_rows));
       if (hand_remote) {
         RAGD_RETURN_IF_ERROR(timed_attend(attend, hand, hand_rows));
       } else {
@@ -90,27 +121,23 @@ class Ring {
 
   Communicator& comm_;
   std::vector<int64_t> rows_;
-  int kv_dim_;
+  BlockFormat fmt_;
   StepTimes* t_;
   std::vector<unsigned char> buf_[2];
 };
 
 class RingHook final : public engine::LayerHook {
  public:
-  RingHook(Communicator& comm, std::span<const int64_t> rows, int kv_dim, StepTimes* t)
-      : ring_(comm, rows, kv_dim, t), kv_dim_(kv_dim) {}
+  RingHook(Communicator& comm, std::span<const int64_t> rows, const BlockFormat& fmt, StepTimes* t)
+      : ring_(comm, rows, fmt, t), fmt_(fmt) {}
 
   Status on_qkv(const engine::LayerQkv& v, engine::RowSelection*) override {
-    const size_t n = static_cast<size_t>(v.rows), row = static_cast<size_t>(kv_dim_);
-    own_.resize(block_bytes(v.rows, kv_dim_));
-    auto* k = reinterpret_cast<float*>(own_.data());
-    float* vv = k + n * row;
-    auto* pos = reinterpret_cast<int32_t*>(vv + n * row);
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(k + i * row, v.k + i * v.row_stride, sizeof(float) * row);
-      std::memcpy(vv + i * row, v.v + i * v.row_stride, sizeof(float) * row);
-      pos[i] = v.row_info[i].position;
-    }
+    own_.resize(fmt_.bytes(v.rows));
+    const BlockFormat::Parts p = fmt_.parts(own_.data(), v.rows);
+    // Stored as the pool stores them (the engine writes the same rows into this rank's pool).
+    kernels::kv_store_rows(fmt_.dtype, v.rows, fmt_.kv_heads, fmt_.head_dim, v.k, v.row_stride, p.k, p.k_scale);
+    kernels::kv_store_rows(fmt_.dtype, v.rows, fmt_.kv_heads, fmt_.head_dim, v.v, v.row_stride, p.v, p.v_scale);
+    for (int i = 0; i < v.rows; ++i) p.pos[i] = v.row_info[i].position;
     return Status::OK();
   }
 
@@ -124,19 +151,22 @@ class RingHook final : public engine::LayerHook {
     lse_.resize(rows * nh);
     const int32_t zero_block = 0;
     auto attend = [&](const unsigned char* b, int64_t n) -> Status {
-      const auto* k = reinterpret_cast<const float*>(b);
-      const float* v = k + static_cast<size_t>(n) * kv_dim_;
-      const auto* pos = reinterpret_cast<const int32_t*>(v + static_cast<size_t>(n) * kv_dim_);
-      if (pos[0] > last_q) return Status::OK();  // every key is in every query's future
+      const BlockFormat::Parts p = fmt_.parts(const_cast<unsigned char*>(b), n);
+      if (p.pos[0] > last_q) return Status::OK();  // every key is in every query's future
       kernels::PagedKv kv;
-      kv.k = k;
-      kv.v = v;
+      kv.k = p.k;
+      kv.v = p.v;
+      kv.dtype = fmt_.dtype;
+      if (kernels::kv_dtype_scaled(fmt_.dtype)) {
+        kv.k_scale = p.k_scale;
+        kv.v_scale = p.v_scale;
+      }
       kv.block_table = &zero_block;
       kv.block_size = static_cast<int>(n);
       kv.num_kv_heads = att.shape.num_kv_heads;
       kv.head_dim = hd;
       kv.kv_len = static_cast<int>(n);
-      kv.key_pos = pos;
+      kv.key_pos = p.pos;
       RAGD_RETURN_IF_ERROR(kernels::attention_prefill_positions(att.q, att.rows, nh, kv, att.scale, q_pos_.data(),
                                                                 o_.data(), lse_.data()));
       kernels::merge_states(att.rows * nh, hd, att.out, att.lse, o_.data(), lse_.data(), att.out, att.lse);
@@ -157,7 +187,7 @@ class RingHook final : public engine::LayerHook {
 
  private:
   Ring ring_;
-  int kv_dim_;
+  BlockFormat fmt_;
   std::vector<unsigned char> own_;
   std::vector<int32_t> q_pos_;
   std::vector<float> o_, lse_;
@@ -200,7 +230,8 @@ Status ring_prefill(engine::Model& model, Communicator& comm, std::span<const in
   Status st = check_inputs(model, comm, rows_per_rank, in, table);
   if (st.ok()) {
     const engine::ModelConfig& cfg = model.config();
-    RingHook hook(comm, rows_per_rank, cfg.kv_dim(), t);
+    const BlockFormat fmt{model.kv_pool().layout().dtype, cfg.num_key_value_heads, cfg.head_dim};
+    RingHook hook(comm, rows_per_rank, fmt, t);
     if (in.tokens.empty()) {
       st = hook.relay(cfg.num_hidden_layers);
       if (out != nullptr) *out = engine::StepOutput{};

@@ -42,13 +42,14 @@ struct Fixture {
   std::unique_ptr<Model> model;
 
   explicit Fixture(Variant v, int block_size = 16, size_t pool_bytes = 8u << 20, uint32_t seed = 1,
-                   WeightFormat weights = WeightFormat::kAuto) {
+                   WeightFormat weights = WeightFormat::kAuto, kernels::KvDtype kv_dtype = kernels::KvDtype::kF32) {
     cfg = tiny_config(v);
     w = tiny_weights(cfg, seed, v == Variant::kBf16);
     ModelOptions o;
     o.weights = weights;
     o.kv_block_size = block_size;
     o.kv_pool_bytes = pool_bytes;
+    o.kv_dtype = kv_dtype;
     auto r = Model::create(cfg, WeightStore::from_tensors(w.tensors), o);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (r.ok()) model = std::move(r).value();

@@ -29,15 +29,18 @@ struct Case {
   PartitionKind kind = PartitionKind::kZigzag;
   int length = 257;
   int block_size = 16;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
 };
 
 std::string name(const Case& c) {
   return std::string(partition_name(c.kind)) + " P=" + std::to_string(c.workers) + " L=" + std::to_string(c.length) +
-         (c.odd ? " odd" : " tiny") + " bs=" + std::to_string(c.block_size);
+         (c.odd ? " odd" : " tiny") + " bs=" + std::to_string(c.block_size) + " kv " +
+         std::string(kernels::kv_dtype_name(c.kv_dtype));
 }
 
 // Ring prefill with every position's logits; returns the worst deviation from the reference.
-double ring_prefill_error(const Case& c, const Reference& ref, const std::vector<int32_t>& prompt) {
+double ring_prefill_error(const Case& c, const Reference& ref, const std::vector<int32_t>& prompt,
+                          int64_t* bytes_sent = nullptr) {
   const engine::ModelConfig cfg = sp_config(c.odd);
   auto comms = make_thread_group(c.workers).value();
   auto shards = partition(c.length, c.workers, c.kind).value();
@@ -46,7 +49,7 @@ double ring_prefill_error(const Case& c, const Reference& ref, const std::vector
   std::mutex mu;
   double worst = 0.0;
   auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
-    auto model = sp_model(cfg, 64u << 20, c.block_size);
+    auto model = sp_model(cfg, 64u << 20, c.block_size, c.kv_dtype);
     if (model == nullptr) return Status::Internal("model");
     const Shard& mine = shards[comm.rank()];
     std::vector<int32_t> toks;
@@ -67,6 +70,7 @@ double ring_prefill_error(const Case& c, const Reference& ref, const std::vector
     table.release(model->kv_pool());
     std::lock_guard lock(mu);
     worst = std::max(worst, w);
+    if (bytes_sent != nullptr) *bytes_sent += t.bytes_sent;
     return Status::OK();
   });
   for (auto& s : st) EXPECT_TRUE(s.ok()) << name(c) << ": " << s.to_string();
@@ -111,7 +115,7 @@ SpRun run_sharded(const Case& c, const std::vector<int32_t>& prompt, const Refer
   run.owners.resize(c.workers);
   std::mutex mu;
   auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
-    auto model = sp_model(cfg, pool_bytes, c.block_size);
+    auto model = sp_model(cfg, pool_bytes, c.block_size, c.kv_dtype);
     if (model == nullptr) return Status::Internal("model");
     ShardedSequence seq(*model, comm, c.kind);
     std::vector<float> logits;
@@ -167,6 +171,42 @@ TEST(ShardedDecode, WorkerWithoutTokens) {
     SpRun run = run_sharded(c, prompt, ref, 12);
     EXPECT_LE(run.worst, kLogitTol) << name(c);
     for (int r = 0; r < 4; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c);
+  }
+}
+
+// With bf16 or int8 KV, ring blocks travel in the pool's type, so a remote key is exactly the
+// value its owner stores and the sharded run equals one worker of the same KV dtype; the ring sends
+// half (bf16) or about a quarter (int8, scales included) of the f32 bytes. Tolerance: bf16 as f32.
+// int8 amplifies the ring's different summation order: a K value of the second layer that differs
+// from one worker's by 1e-7 can round to the neighbouring int8 step (1/127 of its row's largest
+// value), so there the bound is 1e-2 (measured 1.3e-3; int8 itself moves logits by ~0.5 % of
+// their range, kv_dtype_test.cpp) and greedy tokens must still agree.
+TEST(RingPrefill, StoredKvDtypesEqualOneWorkerOfTheSameDtype) {
+  const engine::ModelConfig cfg = sp_config(false);
+  const int length = 1001;
+  auto prompt = random_tokens(length, 17, cfg.vocab_size);
+  int64_t f32_bytes = 0;
+  {
+    auto ref_model = sp_model(cfg);
+    const Reference ref = reference(*ref_model, prompt, 0);
+    EXPECT_LE(ring_prefill_error(Case{false, 3, PartitionKind::kZigzag, length, 7}, ref, prompt, &f32_bytes), kLogitTol);
+  }
+  for (auto dt : {kernels::KvDtype::kBF16, kernels::KvDtype::kInt8}) {
+    auto ref_model = sp_model(cfg, 64u << 20, 16, dt);
+    const Reference ref = reference(*ref_model, prompt, 32);
+    Case c{false, 3, PartitionKind::kZigzag, length, 7, dt};
+    int64_t bytes = 0;
+    const double tol = dt == kernels::KvDtype::kInt8 ? 1e-2 : kLogitTol;
+    EXPECT_LE(ring_prefill_error(c, ref, prompt, &bytes), tol) << name(c);
+    const double ratio = static_cast<double>(bytes) / f32_bytes;
+    // Positions (4 bytes a token) travel in every format.
+    EXPECT_LT(ratio, dt == kernels::KvDtype::kBF16 ? 0.53 : 0.36) << name(c);
+    c.workers = 2;
+    SpRun run = run_sharded(c, prompt, ref, 32);
+    EXPECT_LE(run.worst, tol) << name(c);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c);
+    std::printf("%s KV: ring bytes %.3f of f32's, worst logit deviation from one worker %.2g\n",
+                std::string(kernels::kv_dtype_name(dt)).c_str(), ratio, run.worst);
   }
 }
 

@@ -42,8 +42,10 @@ inline engine::ModelConfig sp_config(bool odd) {
 }
 
 inline std::unique_ptr<engine::Model> sp_model(const engine::ModelConfig& cfg, size_t pool_bytes = 64u << 20,
-                                               int block_size = 16) {
+                                               int block_size = 16,
+                                               kernels::KvDtype kv_dtype = kernels::KvDtype::kF32) {
   engine::ModelOptions o;
+  o.kv_dtype = kv_dtype;
   o.kv_pool_bytes = pool_bytes;
   o.kv_block_size = block_size;
   o.num_threads = 1;

@@ -45,6 +45,7 @@ struct Args {
   std::vector<std::string> stop;  // stop strings: generation ends at the first; it is not printed
   std::string device = "cpu";
   std::string weights = "auto";
+  std::string kv_dtype = "f32";
   bool verbose = false;
   int threads = 0;
   double kv_mb = 0;  // 0: enough for prompt + max_tokens
@@ -122,7 +123,15 @@ Status run(const Args& a) {
   auto wf = parse_weight_format(a.weights);
   if (!wf.ok()) return wf.status().with_context("--weights");
   mo.weights = *wf;
-  const size_t per_token = 2ull * cfg.num_hidden_layers * cfg.kv_dim() * sizeof(float);
+  auto kd = kernels::parse_kv_dtype(a.kv_dtype);
+  if (!kd.ok()) return kd.status().with_context("--kv-dtype");
+  mo.kv_dtype = *kd;
+  KvLayout kl;
+  kl.num_layers = cfg.num_hidden_layers;
+  kl.num_kv_heads = cfg.num_key_value_heads;
+  kl.head_dim = cfg.head_dim;
+  kl.dtype = mo.kv_dtype;
+  const size_t per_token = kl.token_bytes();
   const size_t need = per_token * (prompt.size() + max_new + 2 * mo.kv_block_size);
   mo.kv_pool_bytes = a.kv_mb > 0 ? static_cast<size_t>(a.kv_mb * 1024 * 1024) : need;
   const auto t_load0 = Clock::now();
@@ -223,9 +232,10 @@ Status run(const Args& a) {
                decode_s * 1e3, decode_steps / std::max(decode_s, 1e-9), std::string(model->device()).c_str());
   if (a.verbose) {
     const ModelLoadInfo& li = model->load_info();
-    std::fprintf(stderr, "model: %s weights, %.1f MiB, loaded in %.2f s, resident %.1f MiB after load; kernels %s\n",
-                 li.weights.c_str(), li.weight_bytes / 1048576.0, li.seconds, li.resident_bytes / 1048576.0,
-                 li.kernels.c_str());
+    std::fprintf(stderr,
+                 "model: %s weights, %.1f MiB, %s KV, loaded in %.2f s, resident %.1f MiB after load; kernels %s\n",
+                 li.weights.c_str(), li.weight_bytes / 1048576.0, li.kv_dtype.c_str(), li.seconds,
+                 li.resident_bytes / 1048576.0, li.kernels.c_str());
   }
   return Status::OK();
 }
@@ -252,7 +262,8 @@ Registration reg("generate", "run one prompt through the engine and print the co
                    sub.add_option("--threads", a->threads, "CPU threads (default: all cores)");
                    sub.add_option("--weights", a->weights,
                                   "weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8 (default auto)");
-                   sub.add_flag("--verbose", a->verbose, "also print the weight format, load time and resident memory");
+                   sub.add_option("--kv-dtype", a->kv_dtype, "KV pool storage: f32 | bf16 | int8 (default f32)");
+                   sub.add_flag("--verbose", a->verbose, "also print the weight format, KV dtype, load time and resident memory");
                    sub.add_option("--kv-mb", a->kv_mb, "KV pool size in MiB (default: what the request needs)");
                    return [a]() -> int {
                      Status st = run(*a);

@@ -1,4 +1,4 @@
-// ragctl plan --model DIR --tokens N [--workers 1,2,4,8] [--threads T] [--json]: what a prompt of N
+// ragctl plan --model DIR --tokens N [--workers 1,2,4,8] [--threads T] [--kv-dtype D] [--json]: what a prompt of N
 // tokens costs on W sequence-parallel workers: KV bytes per worker, FLOPs, and the prefill time and
 // per-token decode time the performance model (seqparallel/perf_model.h) predicts from kernel rates
 // it measures first on this machine with this model (a few seconds).
@@ -22,6 +22,7 @@ struct PlanArgs {
   int64_t tokens = 0;
   std::string workers = "1,2,4,8";
   int threads = 1;
+  std::string kv_dtype = "f32";
   bool json = false;
 };
 
@@ -46,8 +47,14 @@ int run_plan(const PlanArgs& a) {
     std::fprintf(stderr, "ragctl plan: --tokens must be in [1, 2^31 - 1], got %lld\n", static_cast<long long>(a.tokens));
     return 2;
   }
+  auto kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
+  if (!kv_dtype.ok()) {
+    std::fprintf(stderr, "ragctl plan: --kv-dtype: %s\n", kv_dtype.status().message().c_str());
+    return 2;
+  }
   kernels::set_num_threads(a.threads);
   engine::ModelOptions o;
+  o.kv_dtype = *kv_dtype;
   o.num_threads = a.threads;
   o.kv_pool_bytes = 256u << 20;  // room for the calibration's 32k-token context of small models
   auto m = engine::Model::load(a.model, o);
@@ -57,7 +64,7 @@ int run_plan(const PlanArgs& a) {
   }
   engine::Model& model = *m.value();
   const engine::ModelConfig& cfg = model.config();
-  const size_t per_token_layer = 2 * sizeof(float) * cfg.kv_dim();
+  const size_t per_token_layer = model.kv_pool().layout().token_bytes() / cfg.num_hidden_layers;
   // The calibration contexts must fit the pool.
   const int64_t pool_tokens = static_cast<int64_t>(model.kv_pool().bytes() / (per_token_layer * cfg.num_hidden_layers));
   const int ctx = static_cast<int>(std::min<int64_t>(32768, pool_tokens - 64));
@@ -74,9 +81,9 @@ int run_plan(const PlanArgs& a) {
                 static_cast<long long>(a.tokens), a.threads, rates.dense_tokens_per_s, rates.attn_pairs_per_s,
                 rates.decode_dense_s, rates.kv_read_bytes_per_s, rates.link_bytes_per_s);
   } else {
-    std::printf("model %s: %d layers, hidden %d, %d/%d heads x %d; KV f32, %zu bytes per token\n", a.model.c_str(),
+    std::printf("model %s: %d layers, hidden %d, %d/%d heads x %d; KV %s, %zu bytes per token\n", a.model.c_str(),
                 cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                per_token_layer * cfg.num_hidden_layers);
+                a.kv_dtype.c_str(), per_token_layer * cfg.num_hidden_layers);
     std::printf("measured here: %s\n\n", rates.describe().c_str());
     std::printf("%lld tokens | KV per worker | prefill PFLOP | prefill (predicted) | of which ring, exposed | "
                 "compute efficiency | decode per token\n",
@@ -108,6 +115,7 @@ Registration reg("plan", "predict KV bytes, prefill and decode time of an N-toke
                    sub.add_option("--tokens", a->tokens, "prompt length in tokens")->required();
                    sub.add_option("--workers", a->workers, "comma-separated worker counts (default 1,2,4,8)");
                    sub.add_option("--threads", a->threads, "threads per worker for the calibration (default 1)");
+                   sub.add_option("--kv-dtype", a->kv_dtype, "KV storage: f32 (default), bf16 or int8");
                    sub.add_flag("--json", a->json, "one JSON object");
                    return [a]() { return run_plan(*a); };
                  });

@@ -2,13 +2,16 @@
 // (cpu_features.h):
 //   decode: one pass for head_dim 16, 32, 64, 96 or 128: chunks of 16 keys stream past the rows of
 //     a GQA group (scores, online softmax update, o = o · α + Σ p · v), each row's query and output
-//     in registers while it works on a chunk;
+//     in registers while it works on a chunk; K and V read as stored (f32, bf16 widened by a shift,
+//     int8 widened and scaled once per key);
 //   prefill: the online-softmax update of a chunk of scores (max, exp, sum on 16 lanes).
 #include <immintrin.h>
 
 // No standard-library containers or out-of-line templates here: a template instantiated in this
 // file would be compiled for AVX-512, and the linker may pick that copy for the whole program.
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "attention_avx512.h"
@@ -26,6 +29,11 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Query heads per KV head the decode kernel takes (larger groups use the portable kernel).
 constexpr int kMaxGroup = 64;
+
+template <KvDtype DT>
+constexpr int sizeof_dtype() {
+  return DT == KvDtype::kF32 ? 4 : DT == KvDtype::kBF16 ? 2 : 1;
+}
 
 // e^x on 16 lanes: exp_approx's function (exp_poly.h); 0 below kLo, including -inf.
 inline __m512 exp16(__m512 x) {
@@ -67,10 +75,32 @@ inline __m512 sum16(__m512 a[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, 0x88), _mm512_shuffle_f32x4(z01, z23, 0xdd));
 }
 
-template <int V>  // head_dim / 16
+// 16 stored values at element index e of a K or V array of type DT, widened to f32 (int8 values
+// come back unscaled: the caller applies the row's scale once per key, not once per value).
+template <KvDtype DT>
+inline __m512 load16(const void* base, size_t e) {
+  if constexpr (DT == KvDtype::kF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + e);
+  } else if constexpr (DT == KvDtype::kBF16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + e));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(base) + e));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+  }
+}
+
+template <KvDtype DT>
+inline void prefetch_row(const void* base, size_t e, int d) {
+  const char* p = static_cast<const char*>(base) + e * sizeof_dtype<DT>();
+  for (int c = 0; c < d * sizeof_dtype<DT>(); c += 64) _mm_prefetch(p + c, _MM_HINT_T0);
+}
+
+template <int V, KvDtype DT>  // V = head_dim / 16
 void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
                float* lse) {
   constexpr int d = V * 16;
+  constexpr bool kScaled = DT == KvDtype::kInt8;
   const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
   // Per row: running max and sum (group <= kMaxGroup, checked by the caller).
   float mrow[kMaxGroup], lrow[kMaxGroup];
@@ -80,22 +110,29 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
   }
   for (size_t i = 0; i < static_cast<size_t>(group) * d; ++i) o[i] = 0.0f;
   for (int j = j0; j < j1;) {
-    // Key pointers of this chunk, walking the pages (one division per chunk, not per key).
-    const float* kr[16];
+    // Element index of each key of this chunk, walking the pages (one division per chunk, not per
+    // key); int8: the keys' and values' scales.
+    size_t ke[16];
+    alignas(64) float ks[16], vs[16];
     const int nt = std::min(16, j1 - j);
     {
       int blk = j / kv.block_size, slot = j % kv.block_size;
       for (int t = 0; t < nt; ++t) {
-        kr[t] = kv.k + (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+        ke[t] = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+        if constexpr (kScaled) {
+          ks[t] = kv.k_scale[ke[t] / d];
+          vs[t] = kv.v_scale[ke[t] / d];
+        }
         if (++slot == kv.block_size) slot = 0, ++blk;
+      }
+      if constexpr (kScaled) {
+        for (int t = nt; t < 16; ++t) ks[t] = vs[t] = 0.0f;
       }
       // Prefetch the next chunk's first key and value while this one computes.
       if (j + nt < j1) {
         const size_t off = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
-        for (int c = 0; c < d; c += 16) {
-          _mm_prefetch(reinterpret_cast<const char*>(kv.k + off + c), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(kv.v + off + c), _MM_HINT_T0);
-        }
+        prefetch_row<DT>(kv.k, off, d);
+        prefetch_row<DT>(kv.v, off, d);
       }
     }
     const __mmask16 valid = static_cast<__mmask16>((1u << nt) - 1);
@@ -114,10 +151,12 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
           acc[t] = _mm512_setzero_ps();
           continue;
         }
-        acc[t] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr[t]));
-        for (int c = 1; c < V; ++c) acc[t] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kr[t] + 16 * c), acc[t]);
+        acc[t] = _mm512_mul_ps(qv[0], load16<DT>(kv.k, ke[t]));
+        for (int c = 1; c < V; ++c) acc[t] = _mm512_fmadd_ps(qv[c], load16<DT>(kv.k, ke[t] + 16 * c), acc[t]);
       }
-      const __m512 sv = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), vis, sum16(acc));
+      __m512 sums = sum16(acc);
+      if constexpr (kScaled) sums = _mm512_mul_ps(sums, _mm512_load_ps(ks));
+      const __m512 sv = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), vis, sums);
       const float m = mrow[r];
       const float mx = std::max(m, _mm512_reduce_max_ps(sv));
       if (mx == kNegInf) continue;  // nothing visible to this row yet
@@ -126,15 +165,19 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
       lrow[r] = lrow[r] * alpha + _mm512_reduce_add_ps(pv);
       mrow[r] = mx;
       alignas(64) float p[16];
-      _mm512_store_ps(p, pv);
+      // int8: each value row's scale folds into its weight.
+      if constexpr (kScaled) {
+        _mm512_store_ps(p, _mm512_mul_ps(pv, _mm512_load_ps(vs)));
+      } else {
+        _mm512_store_ps(p, pv);
+      }
       float* orow = o + static_cast<size_t>(r) * d;
       __m512 ov[V];
       const __m512 av = _mm512_set1_ps(alpha);
       for (int c = 0; c < V; ++c) ov[c] = _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), av);
       for (int t = 0; t < nt; ++t) {
-        const float* vt = kv.v + (kr[t] - kv.k);
         const __m512 pt = _mm512_set1_ps(p[t]);
-        for (int c = 0; c < V; ++c) ov[c] = _mm512_fmadd_ps(pt, _mm512_loadu_ps(vt + 16 * c), ov[c]);
+        for (int c = 0; c < V; ++c) ov[c] = _mm512_fmadd_ps(pt, load16<DT>(kv.v, ke[t] + 16 * c), ov[c]);
       }
       for (int c = 0; c < V; ++c) _mm512_storeu_ps(orow + 16 * c, ov[c]);
     }
@@ -150,6 +193,16 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
     const __m512 inv = _mm512_set1_ps(1.0f / lrow[r]);
     for (int c = 0; c < V; ++c) _mm512_storeu_ps(orow + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), inv));
     lse[r] = mrow[r] + std::log(lrow[r]);
+  }
+}
+
+template <int V>
+void rows_for_dtype(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
+                    float* lse) {
+  switch (kv.dtype) {
+    case KvDtype::kF32: rows_impl<V, KvDtype::kF32>(q, group, kv, q_pos, g, j0, j1, o, lse); break;
+    case KvDtype::kBF16: rows_impl<V, KvDtype::kBF16>(q, group, kv, q_pos, g, j0, j1, o, lse); break;
+    case KvDtype::kInt8: rows_impl<V, KvDtype::kInt8>(q, group, kv, q_pos, g, j0, j1, o, lse); break;
   }
 }
 
@@ -275,11 +328,11 @@ bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q
                          float* lse) {
   if (group > kMaxGroup) return false;
   switch (kv.head_dim) {
-    case 64: rows_impl<4>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 128: rows_impl<8>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 32: rows_impl<2>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 16: rows_impl<1>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 96: rows_impl<6>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 64: rows_for_dtype<4>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 128: rows_for_dtype<8>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 32: rows_for_dtype<2>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 16: rows_for_dtype<1>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 96: rows_for_dtype<6>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
     default: return false;
   }
 }

@@ -5,6 +5,7 @@
 // and for head dims it has no kernel for, the portable two-pass kernel below.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
@@ -24,22 +25,33 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kMinSplitKeys = 256;  // auto split: never partitions shorter than this
 
+// One head's row of K or V at element index e as f32: in place for f32 storage, else widened into
+// tmp [head_dim].
+inline const float* kv_row(const PagedKv& kv, const void* base, const float* scales, size_t e, float* tmp) {
+  if (kv.dtype == KvDtype::kF32) return static_cast<const float*>(base) + e;
+  const auto* b = static_cast<const std::byte*>(base) + e * kv_dtype_bytes(kv.dtype);
+  kv_load_values(kv.dtype, kv.head_dim, kv.head_dim, b, scales != nullptr ? scales + e / kv.head_dim : nullptr, tmp);
+  return tmp;
+}
+
 // Attention of `group` query rows q: [group, d] (pre-scaled) at position q_pos over keys [j0, j1)
-// of kv head g. o: [group, d], lse: [group]; s: scratch of group · (j1 - j0) floats. With
+// of kv head g. o: [group, d], lse: [group]; s: scratch of group · (j1 - j0) floats; tmp: scratch
+// of d floats (stored types other than f32). With
 // kv.key_pos, keys whose position is > q_pos are masked (the caller clips the range otherwise).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void decode_range(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* s,
-                  float* o, float* lse) {
+                  float* tmp, float* o, float* lse) {
   const int d = kv.head_dim;
   const int n = j1 - j0;
   const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
-  // Pass 1: scores, page by page.
+  // Pass 1: scores, page by page (rows of another stored type are widened into tmp first).
   for (int j = j0; j < j1;) {
     const int blk = kv.block_table[j / kv.block_size];
     const int slot = j % kv.block_size;
     const int run = std::min(kv.block_size - slot, j1 - j);
-    const float* kp = kv.k + (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
-    for (int t = 0; t < run; ++t, kp += tok) {
+    size_t e = (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+    for (int t = 0; t < run; ++t, e += tok) {
+      const float* kp = kv_row(kv, kv.k, kv.k_scale, e, tmp);
       for (int r = 0; r < group; ++r) {
         const float* qr = q + static_cast<size_t>(r) * d;
         float acc = 0.0f;
@@ -84,8 +96,9 @@ void decode_range(const float* q, int group, const PagedKv& kv, int32_t q_pos, i
     const int blk = kv.block_table[j / kv.block_size];
     const int slot = j % kv.block_size;
     const int run = std::min(kv.block_size - slot, j1 - j);
-    const float* vp = kv.v + (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
-    for (int t = 0; t < run; ++t, vp += tok) {
+    size_t e = (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
+    for (int t = 0; t < run; ++t, e += tok) {
+      const float* vp = kv_row(kv, kv.v, kv.v_scale, e, tmp);
       for (int r = 0; r < group; ++r) {
         const float p = s[static_cast<size_t>(r) * n + (j - j0 + t)];
         float* orow = o + static_cast<size_t>(r) * d;
@@ -119,6 +132,9 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
     if (kv.num_kv_heads != kvh || kv.head_dim != d || kv.block_size <= 0 || kv.kv_len < 0) {
       return Status::InvalidArgument("attention_decode: item " + std::to_string(i) +
                                      " has a different KV shape or a bad block size / length");
+    }
+    if (kv_dtype_scaled(kv.dtype) && kv.kv_len > 0 && (kv.k_scale == nullptr || kv.v_scale == nullptr)) {
+      return Status::InvalidArgument("attention_decode: item " + std::to_string(i) + " has int8 KV without scales");
     }
     if (items[i].q_pos < 0 || items[i].q_pos > kMaxPosition) {
       return Status::InvalidArgument("attention_decode: item " + std::to_string(i) + " has q_pos " +
@@ -167,8 +183,8 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
       const float* qg = it.q + static_cast<size_t>(g) * group * d;
       for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
       if (!(avx512 && detail::decode_range_avx512(qs.data(), group, it.kv, it.q_pos, g, j0, j1, o, l))) {
-        s.resize(static_cast<size_t>(group) * (j1 - j0));
-        decode_range(qs.data(), group, it.kv, it.q_pos, g, j0, j1, s.data(), o, l);
+        s.resize(static_cast<size_t>(group) * (j1 - j0) + d);
+        decode_range(qs.data(), group, it.kv, it.q_pos, g, j0, j1, s.data() + d, s.data(), o, l);
       }
     }
     if (splits > 1) {

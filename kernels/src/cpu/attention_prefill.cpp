@@ -3,6 +3,7 @@
 // gathered from the pages, S = Q·Kᵀ and O += P·V run through AVX-512 tiles (head dims that are
 // multiples of 16 up to 128, attention_avx512.cpp) or sgemm, with an online softmax.
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -33,10 +34,15 @@ Scratch& scratch() {
   return s;
 }
 
-// Gathers keys [j0, j0 + n) of kv head g into dst_k / dst_v: [n, head_dim].
+// Gathers keys [j0, j0 + n) of kv head g into dst_k / dst_v: [n, head_dim] f32, converting from
+// the stored type (kv_dtype.h) as they are copied.
 void gather_kv(const PagedKv& kv, int g, int j0, int n, float* dst_k, float* dst_v) {
   const int d = kv.head_dim;
   const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
+  const size_t vb = kv_dtype_bytes(kv.dtype);
+  const auto* kb = static_cast<const std::byte*>(kv.k);
+  const auto* vbase = static_cast<const std::byte*>(kv.v);
+  const bool scaled = kv_dtype_scaled(kv.dtype);
   int j = j0;
   while (j < j0 + n) {
     const int blk = kv.block_table[j / kv.block_size];
@@ -44,8 +50,11 @@ void gather_kv(const PagedKv& kv, int g, int j0, int n, float* dst_k, float* dst
     const int run = std::min(kv.block_size - slot, j0 + n - j);
     const size_t base = (static_cast<size_t>(blk) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
     for (int t = 0; t < run; ++t) {
-      std::copy_n(kv.k + base + t * tok, d, dst_k + static_cast<size_t>(j - j0 + t) * d);
-      std::copy_n(kv.v + base + t * tok, d, dst_v + static_cast<size_t>(j - j0 + t) * d);
+      const size_t e = base + t * tok;
+      float* dk = dst_k + static_cast<size_t>(j - j0 + t) * d;
+      float* dv = dst_v + static_cast<size_t>(j - j0 + t) * d;
+      kv_load_values(kv.dtype, d, d, kb + e * vb, scaled ? kv.k_scale + e / d : nullptr, dk);
+      kv_load_values(kv.dtype, d, d, vbase + e * vb, scaled ? kv.v_scale + e / d : nullptr, dv);
     }
     j += run;
   }
@@ -228,6 +237,9 @@ Status run_prefill(const char* name, const float* q, int n_q, int num_heads, con
                                    ", num_heads=" + std::to_string(num_heads) + ", num_kv_heads=" +
                                    std::to_string(kv.num_kv_heads) + ", head_dim=" + std::to_string(kv.head_dim) +
                                    ", block_size=" + std::to_string(kv.block_size) + ")");
+  }
+  if (kv_dtype_scaled(kv.dtype) && kv.kv_len > 0 && (kv.k_scale == nullptr || kv.v_scale == nullptr)) {
+    return Status::InvalidArgument(std::string(name) + ": int8 KV without k_scale / v_scale");
   }
   if (n_q == 0) return Status::OK();
   if (mask.q_pos != nullptr) {

@@ -3,9 +3,13 @@
 // keep bookkeeping (block ids, ref counts, per-slot positions) and reach the bytes through this
 // interface.
 //
-// Layout of a block (every storage, f32), per layer:
+// Layout of a block, per layer, in the layout's dtype (f32, bf16, or int8 with one f32 scale per
+// (slot, kv head); kernels/kv_dtype.h):
 //   k: [block_size, num_kv_heads, head_dim]   K stored AFTER RoPE
 //   v: [block_size, num_kv_heads, head_dim]
+//   int8 only: k_scale, v_scale: [block_size, num_kv_heads]
+// Whatever the dtype, read() and write() move f32 rows (converted on the way), so the tiers,
+// CacheBlend and tests see one type; only the attention kernels read the stored type directly.
 //
 // Thread-safety: NOT thread-safe; owned with the KvPool by the engine's scheduler thread.
 #pragma once
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/kernels/kv_dtype.h"
 
 namespace ragd::engine {
 
@@ -25,12 +30,18 @@ struct KvLayout {
   int num_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;  // tokens per block
-  // floats per (layer, block) for K (same for V)
+  kernels::KvDtype dtype = kernels::KvDtype::kF32;  // how the values are stored
+  // values per (layer, block) for K (same for V)
   size_t block_floats() const { return static_cast<size_t>(block_size) * num_kv_heads * head_dim; }
-  // floats per token per layer for K (same for V)
+  // values per token per layer for K (same for V); host rows of read() / write() are this many f32
   size_t token_floats() const { return static_cast<size_t>(num_kv_heads) * head_dim; }
+  // stored bytes per token, K and V of every layer (values and int8 scales)
+  size_t token_bytes() const {
+    const size_t scales = kernels::kv_dtype_scaled(dtype) ? sizeof(float) * num_kv_heads : 0;
+    return 2 * static_cast<size_t>(num_layers) * (token_floats() * kernels::kv_dtype_bytes(dtype) + scales);
+  }
   // bytes of one block, K and V of every layer
-  size_t block_bytes() const { return 2 * sizeof(float) * block_floats() * static_cast<size_t>(num_layers); }
+  size_t block_bytes() const { return token_bytes() * block_size; }
   // InvalidArgument naming the field when a dimension is not positive.
   Status validate() const;
 };
@@ -60,9 +71,9 @@ class KvStorage {
 };
 
 // KV in host memory (the CPU backend's storage, and the default of KvPool::create(layout, n)).
-// Per layer, one array [num_blocks, block_size, num_kv_heads, head_dim] for K and one for V, left
-// uninitialised (pages are touched on first write, so a large pool costs nothing until used; only
-// written slots are ever read).
+// Per layer, one array [num_blocks, block_size, num_kv_heads, head_dim] of the layout's dtype for K
+// and one for V (plus, for int8, [num_blocks, block_size, num_kv_heads] scales for each), zeroed at
+// creation.
 class HostKvStorage final : public KvStorage {
  public:
   // InvalidArgument on a bad layout or block count.
@@ -73,15 +84,24 @@ class HostKvStorage final : public KvStorage {
   void read(int layer, int32_t block, int slot, int n, float* k, float* v) const override;
   void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) override;
 
-  // Base of one layer's arrays (block 0), for paged kernels: [num_blocks, block_size, kv_heads, head_dim].
-  float* k_layer(int layer) { return k_[layer].get(); }
-  float* v_layer(int layer) { return v_[layer].get(); }
-  const float* k_layer(int layer) const { return k_[layer].get(); }
-  const float* v_layer(int layer) const { return v_[layer].get(); }
+  // Base of one layer's arrays (block 0), for paged kernels: values of layout().dtype.
+  void* k_layer(int layer) { return k_[layer].get(); }
+  void* v_layer(int layer) { return v_[layer].get(); }
+  const void* k_layer(int layer) const { return k_[layer].get(); }
+  const void* v_layer(int layer) const { return v_[layer].get(); }
+  // int8: the layer's scales (block 0); null for other dtypes.
+  float* k_scale(int layer) { return ks_.empty() ? nullptr : ks_[layer].get(); }
+  float* v_scale(int layer) { return vs_.empty() ? nullptr : vs_[layer].get(); }
+
+  // Stores `rows` f32 K and V rows (row r at k + r · stride, v + r · stride; kv_heads · head_dim
+  // values each) into slots [slot, slot + rows) of one block of one layer, converting to the dtype.
+  void store(int layer, int32_t block, int slot, int rows, const float* k, const float* v, size_t stride);
 
  private:
   HostKvStorage(const KvLayout& layout, size_t num_blocks);
-  std::vector<std::unique_ptr<float[]>> k_, v_;
+  size_t value_bytes() const { return kernels::kv_dtype_bytes(layout().dtype); }
+  std::vector<std::unique_ptr<std::byte[]>> k_, v_;
+  std::vector<std::unique_ptr<float[]>> ks_, vs_;  // int8 only
 };
 
 }  // namespace ragd::engine

@@ -38,6 +38,9 @@ struct ModelOptions {
   WeightFormat weights = WeightFormat::kAuto;
   int kv_block_size = 16;      // tokens per KV block
   size_t kv_pool_bytes = 512ull << 20;  // bytes of KV pool (K+V, all layers); default 512 MiB
+  // How the pool stores K and V (kernels/kv_dtype.h): f32 (exact), bf16 (half the bytes), int8
+  // (a quarter plus a scale per token and head). The pool holds kv_pool_bytes / block bytes blocks.
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   int num_threads = 0;         // OpenMP threads for the CPU backend; 0 = all cores
 };
 
@@ -76,6 +79,7 @@ struct StepOutput {
 struct ModelLoadInfo {
   std::string weights;        // weight type in memory: "f32", "bf16", "f16", "q8"
   std::string kernels;        // instruction set of the CPU kernels and the features seen
+  std::string kv_dtype;       // how the KV pool stores K and V: "f32", "bf16", "int8"
   size_t weight_bytes = 0;    // bytes of weights in memory (read once per decode step)
   double seconds = 0.0;       // load + conversion + KV pool allocation
   size_t resident_bytes = 0;  // process resident set right after loading

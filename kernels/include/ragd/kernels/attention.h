@@ -1,7 +1,9 @@
 // Attention over paged KV, returning the output AND the natural-log LSE per (token, head) in fp32.
 //
 // Paged KV (one layer):
-//   k, v: [num_blocks, block_size, num_kv_heads, head_dim] f32 (K after RoPE)
+//   k, v: [num_blocks, block_size, num_kv_heads, head_dim] of kv.dtype (K after RoPE): f32, bf16,
+//   or int8 with k_scale / v_scale [num_blocks, block_size, num_kv_heads] (kv_dtype.h). The kernels
+//   read the stored type directly and compute in f32.
 //   block_table: [ceil(kv_len / block_size)] block ids; kv token j is in block_table[j / block_size],
 //   slot j % block_size.
 // GQA: query head h reads kv head h / (num_heads / num_kv_heads) (HF repeat_kv order).
@@ -20,6 +22,7 @@
 #include <span>
 
 #include "ragd/common/status.h"
+#include "ragd/kernels/kv_dtype.h"
 
 namespace ragd::kernels {
 
@@ -29,8 +32,8 @@ inline constexpr int32_t kNoPosition = std::numeric_limits<int32_t>::max();
 inline constexpr int32_t kMaxPosition = kNoPosition - 1;
 
 struct PagedKv {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;  // values of `dtype`
+  const void* v = nullptr;
   const int32_t* block_table = nullptr;
   int block_size = 16;
   int num_kv_heads = 0;
@@ -39,6 +42,9 @@ struct PagedKv {
   // [kv_len] stored position of each key (indexed by logical key j, not by page), or null when
   // key j has position j. Host memory.
   const int32_t* key_pos = nullptr;
+  KvDtype dtype = KvDtype::kF32;
+  const float* k_scale = nullptr;  // int8 only: one scale per (slot, kv head), paged like k
+  const float* v_scale = nullptr;
 };
 
 // Prefill (or any multi-query chunk) of one sequence.

@@ -28,6 +28,7 @@ struct RuntimeOptions {
   std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
   std::string device = "cpu";        // "cpu" or "cuda:N"
   std::string weights = "auto";      // weights in memory: auto (checkpoint dtype) | f32 | bf16 | f16 | q8
+  std::string kv_dtype = "f32";      // KV pool storage: f32 | bf16 | int8 (kernels/kv_dtype.h)
   std::string scheduler = "fcfs";    // fcfs | sjf | mlfq | fair (SchedulerOptions::policy)
   int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
   int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
