@@ -134,6 +134,7 @@ struct Args {
   std::string reuse = "none", context = "retrieved", pipelines_dir, overlap;
   int max_tokens = 16, limit = 0, threads = 0, top_k = -1, retrieval_interval = 0;
   std::string weights = "auto";  // weights in memory (local mode)
+  std::string kv_dtype = "f32";  // KV pool storage (local mode)
   bool no_blend_check = false;
 };
 
@@ -145,6 +146,7 @@ class LocalRunner final : public EvalRunner {
     o.data_dir = a.data;
     o.num_threads = a.threads;
     o.weights = a.weights;
+    o.kv_dtype = a.kv_dtype;
     o.pipelines_dir = a.pipelines_dir;
     o.blend_check.enabled = !a.no_blend_check;
     RAGD_ASSIGN_OR_RETURN(auto rt, pipelines::open_runtime(o));
@@ -413,6 +415,7 @@ Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on que
                    sub.add_option("--threads", a->threads, "engine threads in local mode (0 = all cores)");
                    sub.add_option("--weights", a->weights,
                                   "weights in memory in local mode: auto | f32 | bf16 | f16 | q8 (default auto)");
+                   sub.add_option("--kv-dtype", a->kv_dtype, "KV pool storage in local mode: f32 | bf16 | int8 (default f32)");
                    sub.add_option("--json", a->json, "write per-question results and summaries to this file");
                    sub.add_option("--pipelines", a->pipelines_dir, "pipeline spec directory (local mode)");
                    sub.add_option("--overlap", a->overlap,
