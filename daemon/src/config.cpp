@@ -70,6 +70,7 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.eviction", Type::kString, "pgdsf | lru | lfu | gdsf", runtime.eviction),
       RAGD_F("runtime.preemption", Type::kString, "swap | recompute", runtime.preemption),
       RAGD_F("runtime.retrieval_threads", Type::kInt, "retrieval thread pool size", runtime.retrieval_threads),
+      RAGD_F("runtime.hbm_cache", Type::kBool, "keep reusable KV in the engine pool (false: reuse only from the DRAM / SSD tiers)", runtime.hbm_cache),
       RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.num_threads),
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
       RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),

@@ -61,6 +61,7 @@ struct StoreCore final : PoolTier {
   bool engine_busy = false;             // guarded by cmu: copies wait while model steps run
   size_t copies_inflight = 0;           // guarded by cmu
   std::vector<PoolCopy> done_copies;    // guarded by mu
+  std::function<void()> on_copy_done;   // set before copies start (set_on_pool_copy_done)
 
   // A copy of `bytes` is over (done, or never queued): it no longer counts as in flight.
   void end_copy(uint64_t bytes) {
@@ -554,6 +555,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
       c.done_copies.push_back(std::move(*job));
     }
     c.end_copy(bytes);
+    if (c.on_copy_done) c.on_copy_done();
   });
   if (!queued) {
     c.release(*job);
@@ -562,6 +564,8 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   }
   return r;
 }
+
+void KvStore::set_on_pool_copy_done(std::function<void()> fn) { core_->on_copy_done = std::move(fn); }
 
 void KvStore::set_engine_busy(bool busy) {
   StoreCore& c = *core_;

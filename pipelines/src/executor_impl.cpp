@@ -30,6 +30,13 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
     raw->cv_.notify_all();
   });
   ex->planner_->set_blend_check(opts.blend_check);
+  // A finished pool-to-DRAM copy holds a fork of its blocks until the scheduler's next pool call:
+  // wake the scheduler so that the blocks come back at once, even with no request to follow.
+  ex->store_->set_on_pool_copy_done([raw] {
+    std::lock_guard<std::mutex> lk(raw->mu_);
+    raw->copies_done_ = true;
+    raw->cv_.notify_all();
+  });
   ex->sched_ = std::make_unique<Scheduler>(so);
   ex->kv_host_ = std::make_unique<PoolKvHost>(ex->model_->kv_pool(), *ex->planner_, opts.swap_bytes);
   ex->publish_stats();
@@ -341,12 +348,13 @@ void ExecutorImpl::loop() {
     std::vector<std::string> cancels;
     std::deque<SearchDone> searches;
     std::deque<PrefillCandidate> candidates;
-    bool loads = false;
+    bool loads = false, copies = false;
     if (!sched_->runnable()) store_->set_engine_busy(false);  // about to wait: copies may run
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] {
-        return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || !searches_done_.empty() || !candidates_.empty() ||
+        return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || copies_done_ ||
+               !searches_done_.empty() || !candidates_.empty() ||
                (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty());
       });
       incoming.swap(inbox_);
@@ -355,6 +363,8 @@ void ExecutorImpl::loop() {
       cancels.swap(cancels_);
       loads = load_done_;
       load_done_ = false;
+      copies = copies_done_;
+      copies_done_ = false;
       if (stopping_ && pending_ == 0 && incoming.empty() && sched_->empty() && loading_.empty()) break;
     }
     for (auto& r : incoming) accept(std::move(r));
@@ -371,6 +381,7 @@ void ExecutorImpl::loop() {
     store_->set_engine_busy(sched_->runnable() || !incoming.empty());
     for (auto& d : searches) iter_search_done(std::move(d));
     for (auto& c : candidates) apply_candidate(std::move(c));
+    if (copies) planner_->reclaim(0);  // frees finished copies' forks, evicts nothing
     if (loads || !loading_.empty()) admit_loaded();
     if (sched_->runnable()) step();
     publish_stats();

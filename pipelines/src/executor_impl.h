@@ -221,6 +221,7 @@ class ExecutorImpl final : public Executor {
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
   int pending_ = 0;                             // guarded by mu_: submitted, not yet in inbox
   bool load_done_ = false;                      // guarded by mu_: a KV load finished
+  bool copies_done_ = false;                    // guarded by mu_: a pool-to-DRAM copy finished
   uint64_t next_sid_ = 1;                       // guarded by mu_
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;                        // guarded by mu_

@@ -225,6 +225,10 @@ class KvStore {
   // they wait they count against copy_inflight_bytes, so under steady load new copies are skipped.
   // Default: idle.
   void set_engine_busy(bool busy);
+  // Called on the copy thread after each pool-to-DRAM copy finished, so that the pool's owner makes
+  // a pool call (e.g. reclaim_pool) soon and the copy's fork goes back to the pool even when no
+  // request follows. Set once, before copies start; the function must outlive the store's copies.
+  void set_on_pool_copy_done(std::function<void()> fn);
   // Scheduler thread: evicts pool copies by policy (demoting what is in no slower tier) until
   // enough() or nothing evictable is left. Returns enough().
   bool reclaim_pool(const std::function<bool()>& enough);
