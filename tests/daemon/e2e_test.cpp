@@ -1,6 +1,7 @@
 // End to end: the real `ragd` binary with a tiny random model (`ragctl make-model --preset tiny`)
 // and a temp data directory, on a free loopback port. Skipped with a message when bin/ragd or
 // bin/ragctl is not built.
+#include <fstream>
 #include "real_daemon.h"
 
 namespace ragd::testing {
@@ -199,6 +200,43 @@ TEST_F(E2eTest, ApiKeysAndRestartKeepsDocuments) {
   EXPECT_EQ(call("GET", "/v1/documents/mine", "", acme).status, 200);
   expect_error(call("GET", "/v1/documents/mine", "", other), 404, "document_not_found", "mine");
   EXPECT_EQ(d_.stop(), 0);
+}
+
+// A document store whose table files are damaged is found out when the daemon opens it (RocksDB
+// checksums), not by the first run: the daemon exits with status 1 and says which store and why,
+// instead of answering /readyz 200 and then failing every run.
+TEST_F(E2eTest, CorruptDocumentStoreIsRefusedAtStartWithTheReason) {
+  start_daemon("data_corrupt");
+  for (int i = 0; i < 40; ++i) {
+    const std::string body = R"({"id":"doc)" + std::to_string(i) + R"(","text":")" + std::string(2000, 'a' + i % 26) + R"("})";
+    ASSERT_EQ(call("POST", "/v1/documents", body).status, 200);
+  }
+  ASSERT_EQ(d_.stop(), 0);
+  start_daemon("data_corrupt");  // reopening replays the log into table files
+  ASSERT_EQ(d_.stop(), 0);
+  std::vector<fs::path> ssts;
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "data_corrupt"))
+    if (e.path().extension() == ".sst" && e.path().string().find("docstore") != std::string::npos) ssts.push_back(e.path());
+  ASSERT_FALSE(ssts.empty()) << "no document-store table file to damage";
+  for (const auto& p : ssts) {  // flip bytes in the middle of every table file
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(fs::file_size(p));
+    for (std::streamoff off = size / 3; off < size / 3 + 256 && off < size; off += 7) {
+      f.seekg(off);
+      const char c = static_cast<char>(f.get());
+      f.seekp(off);
+      f.put(static_cast<char>(c ^ 0x5a));
+    }
+  }
+  const std::string log = (dir_ / "corrupt.log").string();
+  std::string err;
+  ASSERT_TRUE(d_.start(daemon_args("data_corrupt", {}), &err, log)) << err;
+  EXPECT_EQ(d_.wait_exit(60000), 1);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("cannot start runtime"), std::string::npos) << text;
+  EXPECT_NE(text.find("docstore"), std::string::npos) << text;
+  EXPECT_NE(text.find("Corruption"), std::string::npos) << text;
 }
 
 TEST_F(E2eTest, PrintConfigWithoutConfigFile) {
