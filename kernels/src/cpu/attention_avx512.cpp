@@ -27,8 +27,9 @@ namespace ragd::kernels::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// Query heads per KV head the decode kernel takes (larger groups use the portable kernel).
-constexpr int kMaxGroup = 64;
+// Query rows (heads of the KV heads one call walks) the decode kernel takes; more use the portable
+// kernel.
+constexpr int kMaxRows = 256;
 
 template <KvDtype DT>
 constexpr int sizeof_dtype() {
@@ -97,42 +98,35 @@ inline void prefetch_row(const void* base, size_t e, int d) {
 }
 
 template <int V, KvDtype DT>  // V = head_dim / 16
-void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
-               float* lse) {
+void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g0, int ng, int j0, int j1,
+               float* o, float* lse) {
   constexpr int d = V * 16;
   constexpr bool kScaled = DT == KvDtype::kInt8;
   const size_t tok = static_cast<size_t>(kv.num_kv_heads) * d;
-  // Per row: running max and sum (group <= kMaxGroup, checked by the caller).
-  float mrow[kMaxGroup], lrow[kMaxGroup];
-  for (int r = 0; r < group; ++r) {
+  const int rows = ng * group;  // <= kMaxRows, checked by the caller
+  // Per row: running max and sum.
+  float mrow[kMaxRows], lrow[kMaxRows];
+  for (int r = 0; r < rows; ++r) {
     mrow[r] = kNegInf;
     lrow[r] = 0.0f;
   }
-  for (size_t i = 0; i < static_cast<size_t>(group) * d; ++i) o[i] = 0.0f;
+  for (size_t i = 0; i < static_cast<size_t>(rows) * d; ++i) o[i] = 0.0f;
   for (int j = j0; j < j1;) {
-    // Element index of each key of this chunk, walking the pages (one division per chunk, not per
-    // key); int8: the keys' and values' scales.
+    // Element index of each key of this chunk (head g0), walking the pages: one division per
+    // chunk, not per key.
     size_t ke[16];
-    alignas(64) float ks[16], vs[16];
     const int nt = std::min(16, j1 - j);
     {
       int blk = j / kv.block_size, slot = j % kv.block_size;
       for (int t = 0; t < nt; ++t) {
-        ke[t] = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
-        if constexpr (kScaled) {
-          ks[t] = kv.k_scale[ke[t] / d];
-          vs[t] = kv.v_scale[ke[t] / d];
-        }
+        ke[t] = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g0) * d;
         if (++slot == kv.block_size) slot = 0, ++blk;
       }
-      if constexpr (kScaled) {
-        for (int t = nt; t < 16; ++t) ks[t] = vs[t] = 0.0f;
-      }
-      // Prefetch the next chunk's first key and value while this one computes.
+      // Prefetch the next chunk's first token (the heads this call reads) while this one computes.
       if (j + nt < j1) {
-        const size_t off = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g) * d;
-        prefetch_row<DT>(kv.k, off, d);
-        prefetch_row<DT>(kv.v, off, d);
+        const size_t off = (static_cast<size_t>(kv.block_table[blk]) * kv.block_size + slot) * tok + static_cast<size_t>(g0) * d;
+        prefetch_row<DT>(kv.k, off, ng * d);
+        prefetch_row<DT>(kv.v, off, ng * d);
       }
     }
     const __mmask16 valid = static_cast<__mmask16>((1u << nt) - 1);
@@ -141,49 +135,62 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
       const __m512i kp = _mm512_maskz_loadu_epi32(valid, kv.key_pos + j);
       vis = _mm512_mask_cmp_epi32_mask(valid, kp, _mm512_set1_epi32(q_pos), _MM_CMPINT_LE);
     }
-    for (int r = 0; r < group; ++r) {
-      const float* qr = q + static_cast<size_t>(r) * d;
-      __m512 qv[V];
-      for (int c = 0; c < V; ++c) qv[c] = _mm512_loadu_ps(qr + 16 * c);
-      __m512 acc[16];
-      for (int t = 0; t < 16; ++t) {
-        if (t >= nt) {
-          acc[t] = _mm512_setzero_ps();
-          continue;
-        }
-        acc[t] = _mm512_mul_ps(qv[0], load16<DT>(kv.k, ke[t]));
-        for (int c = 1; c < V; ++c) acc[t] = _mm512_fmadd_ps(qv[c], load16<DT>(kv.k, ke[t] + 16 * c), acc[t]);
-      }
-      __m512 sums = sum16(acc);
-      if constexpr (kScaled) sums = _mm512_mul_ps(sums, _mm512_load_ps(ks));
-      const __m512 sv = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), vis, sums);
-      const float m = mrow[r];
-      const float mx = std::max(m, _mm512_reduce_max_ps(sv));
-      if (mx == kNegInf) continue;  // nothing visible to this row yet
-      const float alpha = m == kNegInf ? 0.0f : std::exp(m - mx);
-      const __m512 pv = exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mx)));
-      lrow[r] = lrow[r] * alpha + _mm512_reduce_add_ps(pv);
-      mrow[r] = mx;
-      alignas(64) float p[16];
-      // int8: each value row's scale folds into its weight.
+    // The chunk's tokens hold every KV head side by side: all heads of the range are done while
+    // the chunk's rows are in L1, so memory is read in whole rows, not one head's slice at a time.
+    for (int gi = 0; gi < ng; ++gi) {
+      const size_t hoff = static_cast<size_t>(gi) * d;
+      alignas(64) float ks[16], vs[16];  // int8: the keys' and values' scales
       if constexpr (kScaled) {
-        _mm512_store_ps(p, _mm512_mul_ps(pv, _mm512_load_ps(vs)));
-      } else {
-        _mm512_store_ps(p, pv);
+        for (int t = 0; t < 16; ++t) {
+          ks[t] = t < nt ? kv.k_scale[(ke[t] + hoff) / d] : 0.0f;
+          vs[t] = t < nt ? kv.v_scale[(ke[t] + hoff) / d] : 0.0f;
+        }
       }
-      float* orow = o + static_cast<size_t>(r) * d;
-      __m512 ov[V];
-      const __m512 av = _mm512_set1_ps(alpha);
-      for (int c = 0; c < V; ++c) ov[c] = _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), av);
-      for (int t = 0; t < nt; ++t) {
-        const __m512 pt = _mm512_set1_ps(p[t]);
-        for (int c = 0; c < V; ++c) ov[c] = _mm512_fmadd_ps(pt, load16<DT>(kv.v, ke[t] + 16 * c), ov[c]);
+      for (int rg = 0; rg < group; ++rg) {
+        const int r = gi * group + rg;
+        const float* qr = q + static_cast<size_t>(r) * d;
+        __m512 qv[V];
+        for (int c = 0; c < V; ++c) qv[c] = _mm512_loadu_ps(qr + 16 * c);
+        __m512 acc[16];
+        for (int t = 0; t < 16; ++t) {
+          if (t >= nt) {
+            acc[t] = _mm512_setzero_ps();
+            continue;
+          }
+          acc[t] = _mm512_mul_ps(qv[0], load16<DT>(kv.k, ke[t] + hoff));
+          for (int c = 1; c < V; ++c) acc[t] = _mm512_fmadd_ps(qv[c], load16<DT>(kv.k, ke[t] + hoff + 16 * c), acc[t]);
+        }
+        __m512 sums = sum16(acc);
+        if constexpr (kScaled) sums = _mm512_mul_ps(sums, _mm512_load_ps(ks));
+        const __m512 sv = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), vis, sums);
+        const float m = mrow[r];
+        const float mx = std::max(m, _mm512_reduce_max_ps(sv));
+        if (mx == kNegInf) continue;  // nothing visible to this row yet
+        const float alpha = m == kNegInf ? 0.0f : std::exp(m - mx);
+        const __m512 pv = exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mx)));
+        lrow[r] = lrow[r] * alpha + _mm512_reduce_add_ps(pv);
+        mrow[r] = mx;
+        alignas(64) float p[16];
+        // int8: each value row's scale folds into its weight.
+        if constexpr (kScaled) {
+          _mm512_store_ps(p, _mm512_mul_ps(pv, _mm512_load_ps(vs)));
+        } else {
+          _mm512_store_ps(p, pv);
+        }
+        float* orow = o + static_cast<size_t>(r) * d;
+        __m512 ov[V];
+        const __m512 av = _mm512_set1_ps(alpha);
+        for (int c = 0; c < V; ++c) ov[c] = _mm512_mul_ps(_mm512_loadu_ps(orow + 16 * c), av);
+        for (int t = 0; t < nt; ++t) {
+          const __m512 pt = _mm512_set1_ps(p[t]);
+          for (int c = 0; c < V; ++c) ov[c] = _mm512_fmadd_ps(pt, load16<DT>(kv.v, ke[t] + hoff + 16 * c), ov[c]);
+        }
+        for (int c = 0; c < V; ++c) _mm512_storeu_ps(orow + 16 * c, ov[c]);
       }
-      for (int c = 0; c < V; ++c) _mm512_storeu_ps(orow + 16 * c, ov[c]);
     }
     j += nt;
   }
-  for (int r = 0; r < group; ++r) {
+  for (int r = 0; r < rows; ++r) {
     float* orow = o + static_cast<size_t>(r) * d;
     if (mrow[r] == kNegInf) {  // no visible key in this range: the identity state
       for (int c = 0; c < d; ++c) orow[c] = 0.0f;
@@ -197,12 +204,12 @@ void rows_impl(const float* q, int group, const PagedKv& kv, int32_t q_pos, int 
 }
 
 template <int V>
-void rows_for_dtype(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
-                    float* lse) {
+void rows_for_dtype(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g0, int ng, int j0, int j1,
+                    float* o, float* lse) {
   switch (kv.dtype) {
-    case KvDtype::kF32: rows_impl<V, KvDtype::kF32>(q, group, kv, q_pos, g, j0, j1, o, lse); break;
-    case KvDtype::kBF16: rows_impl<V, KvDtype::kBF16>(q, group, kv, q_pos, g, j0, j1, o, lse); break;
-    case KvDtype::kInt8: rows_impl<V, KvDtype::kInt8>(q, group, kv, q_pos, g, j0, j1, o, lse); break;
+    case KvDtype::kF32: rows_impl<V, KvDtype::kF32>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); break;
+    case KvDtype::kBF16: rows_impl<V, KvDtype::kBF16>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); break;
+    case KvDtype::kInt8: rows_impl<V, KvDtype::kInt8>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); break;
   }
 }
 
@@ -324,17 +331,22 @@ void attention_pv_avx512(int rows, int n, int d, const float* p, const float* v,
   }
 }
 
-bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
-                         float* lse) {
-  if (group > kMaxGroup) return false;
+bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g0, int ng, int j0, int j1,
+                         float* o, float* lse) {
+  if (static_cast<int64_t>(group) * ng > kMaxRows) return false;
   switch (kv.head_dim) {
-    case 64: rows_for_dtype<4>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 128: rows_for_dtype<8>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 32: rows_for_dtype<2>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 16: rows_for_dtype<1>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
-    case 96: rows_for_dtype<6>(q, group, kv, q_pos, g, j0, j1, o, lse); return true;
+    case 64: rows_for_dtype<4>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); return true;
+    case 128: rows_for_dtype<8>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); return true;
+    case 32: rows_for_dtype<2>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); return true;
+    case 16: rows_for_dtype<1>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); return true;
+    case 96: rows_for_dtype<6>(q, group, kv, q_pos, g0, ng, j0, j1, o, lse); return true;
     default: return false;
   }
+}
+
+bool decode_avx512_takes(int head_dim, int rows) {
+  const bool dim = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128;
+  return dim && rows <= kMaxRows;
 }
 
 }  // namespace ragd::kernels::detail

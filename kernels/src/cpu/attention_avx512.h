@@ -8,11 +8,14 @@
 
 namespace ragd::kernels::detail {
 
-// Attention of `group` pre-scaled query rows q [group, head_dim] at q_pos over keys [j0, j1) of kv
-// head g (see attention_decode.cpp's decode_range). False (nothing written) for a head_dim it has
-// no kernel for. AVX-512 F only.
-bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g, int j0, int j1, float* o,
-                         float* lse);
+// Attention of the pre-scaled query rows of KV heads [g0, g0 + ng) (q [ng · group, head_dim], head
+// g0 + i's group at rows i · group ..) at q_pos over keys [j0, j1) (see attention_decode.cpp's
+// decode_range). Each chunk of 16 keys is read once for all ng heads: whole token rows, not one
+// head's slice at a stride. False (nothing written) when decode_avx512_takes() is false. AVX-512 F.
+bool decode_range_avx512(const float* q, int group, const PagedKv& kv, int32_t q_pos, int g0, int ng, int j0, int j1,
+                         float* o, float* lse);
+// Whether decode_range_avx512 has a kernel for this head dim and ng · group rows.
+bool decode_avx512_takes(int head_dim, int rows);
 
 // Online-softmax update of one key chunk for rows [0, rows) (attention_prefill.cpp's
 // softmax_chunk): s [rows, n] scores, -inf where masked, become probabilities; m / l are the

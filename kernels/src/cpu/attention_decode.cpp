@@ -143,7 +143,13 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
     max_len = std::max(max_len, visible_len(items[i]));
   }
   const int group = num_heads / kvh;
-  const int base_tasks = static_cast<int>(items.size()) * kvh;
+  // The AVX-512 kernel walks all KV heads of a sequence per chunk of keys (whole token rows); the
+  // portable kernel one head at a time. A task is (item, heads, split).
+  const bool avx512 = cpu_level() >= CpuLevel::kAvx512 && detail::decode_avx512_takes(d, num_heads);
+  const int hpt = avx512 ? kvh : 1;  // KV heads per task
+  const int rows = hpt * group;      // query rows per task
+  const int head_tasks = kvh / hpt;
+  const int base_tasks = static_cast<int>(items.size()) * head_tasks;
   int splits = num_splits;
   if (splits == 0) {
     const int want = (2 * omp_get_max_threads() + base_tasks - 1) / base_tasks;
@@ -151,57 +157,58 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
   }
   splits = std::max(1, std::min(splits, std::max(1, max_len)));
   const int tasks = base_tasks * splits;
-  // Partial states per (item, kv head, split): o [group, d], lse [group].
+  // Partial states per (item, heads, split): o [rows, d], lse [rows].
   std::vector<float> part_o, part_lse;
   if (splits > 1) {
-    part_o.resize(static_cast<size_t>(tasks) * group * d);
-    part_lse.resize(static_cast<size_t>(tasks) * group);
+    part_o.resize(static_cast<size_t>(tasks) * rows * d);
+    part_lse.resize(static_cast<size_t>(tasks) * rows);
   }
 
-  const bool avx512 = cpu_level() >= CpuLevel::kAvx512;
 #pragma omp parallel if (tasks > 1)
   {
-    std::vector<float> qs(static_cast<size_t>(group) * d);
+    std::vector<float> qs(static_cast<size_t>(rows) * d);
     std::vector<float> s;
 #pragma omp for schedule(dynamic, 1)
     for (int t = 0; t < tasks; ++t) {
-      const int item = t / (kvh * splits);
-      const int g = (t / splits) % kvh;
+      const int item = t / (head_tasks * splits);
+      const int g0 = (t / splits) % head_tasks * hpt;
       const int sp = t % splits;
       const DecodeItem& it = items[item];
       const int len = visible_len(it);
       const int j0 = static_cast<int>(static_cast<int64_t>(len) * sp / splits);
       const int j1 = static_cast<int>(static_cast<int64_t>(len) * (sp + 1) / splits);
-      float* o = splits > 1 ? part_o.data() + static_cast<size_t>(t) * group * d
-                            : it.out + static_cast<size_t>(g) * group * d;
-      float* l = splits > 1 ? part_lse.data() + static_cast<size_t>(t) * group : it.lse + g * group;
+      // Heads g0 .. g0 + hpt - 1 own query rows g0 · group .. (consecutive in q, out and lse).
+      float* o = splits > 1 ? part_o.data() + static_cast<size_t>(t) * rows * d
+                            : it.out + static_cast<size_t>(g0) * group * d;
+      float* l = splits > 1 ? part_lse.data() + static_cast<size_t>(t) * rows : it.lse + g0 * group;
       if (j1 <= j0) {
-        std::fill(o, o + static_cast<size_t>(group) * d, 0.0f);
-        std::fill(l, l + group, kNegInf);
+        std::fill(o, o + static_cast<size_t>(rows) * d, 0.0f);
+        std::fill(l, l + rows, kNegInf);
         continue;
       }
-      const float* qg = it.q + static_cast<size_t>(g) * group * d;
+      const float* qg = it.q + static_cast<size_t>(g0) * group * d;
       for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
-      if (!(avx512 && detail::decode_range_avx512(qs.data(), group, it.kv, it.q_pos, g, j0, j1, o, l))) {
+      if (avx512) {
+        detail::decode_range_avx512(qs.data(), group, it.kv, it.q_pos, g0, hpt, j0, j1, o, l);
+      } else {
         s.resize(static_cast<size_t>(group) * (j1 - j0) + d);
-        decode_range(qs.data(), group, it.kv, it.q_pos, g, j0, j1, s.data() + d, s.data(), o, l);
+        decode_range(qs.data(), group, it.kv, it.q_pos, g0, j0, j1, s.data() + d, s.data(), o, l);
       }
     }
     if (splits > 1) {
 #pragma omp for schedule(static)
       for (int bt = 0; bt < base_tasks; ++bt) {
-        const DecodeItem& it = items[bt / kvh];
-        const int g = bt % kvh;
-        for (int r = 0; r < group; ++r) {
-          const int h = g * group + r;
-          float* o = it.out + static_cast<size_t>(h) * d;
-          float* l = it.lse + h;
+        const DecodeItem& it = items[bt / head_tasks];
+        const int h0 = bt % head_tasks * rows;
+        for (int r = 0; r < rows; ++r) {
+          float* o = it.out + static_cast<size_t>(h0 + r) * d;
+          float* l = it.lse + h0 + r;
           const size_t t0 = static_cast<size_t>(bt) * splits;
-          std::copy_n(part_o.data() + (t0 * group + r) * d, d, o);
-          *l = part_lse[t0 * group + r];
+          std::copy_n(part_o.data() + (t0 * rows + r) * d, d, o);
+          *l = part_lse[t0 * rows + r];
           for (int sp = 1; sp < splits; ++sp) {
             const size_t ts = t0 + sp;
-            merge_state(d, o, *l, part_o.data() + (ts * group + r) * d, part_lse[ts * group + r], o, l);
+            merge_state(d, o, *l, part_o.data() + (ts * rows + r) * d, part_lse[ts * rows + r], o, l);
           }
         }
       }
