@@ -209,14 +209,9 @@ int main(int argc, char** argv) {
   const double proj_flops = 2.0 * c.num_hidden_layers * layer_params;
 
   const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
-  KvLayout kv_layout;
-  kv_layout.num_layers = c.num_hidden_layers;
-  kv_layout.num_kv_heads = c.num_key_value_heads;
-  kv_layout.head_dim = c.head_dim;
-  kv_layout.dtype = a.kv_dtype;
-  const size_t kv_token_bytes = kv_layout.token_bytes();
   ModelOptions opts;
   opts.kv_dtype = a.kv_dtype;
+  const size_t kv_token_bytes = kv_layout(c, opts).token_bytes();
   opts.num_threads = a.threads;
   opts.weights = a.weights;
   opts.kv_block_size = 16;

@@ -131,10 +131,10 @@ int main(int argc, char** argv) {
   if (threads <= 0 || prompt.empty() || prefill <= 0 || decode < 0)
     die("THREADS and PREFILL must be > 0, PROMPT non-empty");
 
-  // KV pool: this run's tokens (f32 K and V, all layers) with room to spare, at least 64 MiB.
+  // KV pool: this run's tokens (K and V of all layers, in the KV dtype) with room to spare, at least 64 MiB.
   auto cfg = ModelConfig::from_json_file(dir + "/config.json");
   if (!cfg.ok()) die(cfg.status().to_string());
-  const size_t kv_token = 2ull * 4 * static_cast<size_t>(cfg->num_hidden_layers) * static_cast<size_t>(cfg->kv_dim());
+  const size_t kv_token = kv_layout(*cfg, opts).token_bytes();
   opts.kv_pool_bytes = std::max<size_t>(64ull << 20, kv_token * static_cast<size_t>(prefill + decode + 64) * 2);
   auto loaded = Model::load(dir, opts);
   if (!loaded.ok()) die("load: " + loaded.status().to_string());

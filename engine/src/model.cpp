@@ -283,6 +283,16 @@ Status check_device(const std::string& device) {
 
 }  // namespace
 
+KvLayout kv_layout(const ModelConfig& cfg, const ModelOptions& opts) {
+  KvLayout layout;
+  layout.num_layers = cfg.num_hidden_layers;
+  layout.num_kv_heads = cfg.num_key_value_heads;
+  layout.head_dim = cfg.head_dim;
+  layout.block_size = opts.kv_block_size;
+  layout.dtype = opts.kv_dtype;
+  return layout;
+}
+
 Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique_ptr<WeightStore> weights,
                                              const ModelOptions& opts) {
   RAGD_RETURN_IF_ERROR(check_device(opts.device));
@@ -292,12 +302,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
     return Status::InvalidArgument("ModelOptions.kv_block_size must be positive, got " + std::to_string(opts.kv_block_size));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  KvLayout layout;
-  layout.num_layers = cfg.num_hidden_layers;
-  layout.num_kv_heads = cfg.num_key_value_heads;
-  layout.head_dim = cfg.head_dim;
-  layout.block_size = opts.kv_block_size;
-  layout.dtype = opts.kv_dtype;
+  const KvLayout layout = kv_layout(cfg, opts);
   const size_t block_bytes = layout.block_bytes();
   const size_t num_blocks = opts.kv_pool_bytes / block_bytes;
   if (num_blocks == 0) {

@@ -126,12 +126,7 @@ Status run(const Args& a) {
   auto kd = kernels::parse_kv_dtype(a.kv_dtype);
   if (!kd.ok()) return kd.status().with_context("--kv-dtype");
   mo.kv_dtype = *kd;
-  KvLayout kl;
-  kl.num_layers = cfg.num_hidden_layers;
-  kl.num_kv_heads = cfg.num_key_value_heads;
-  kl.head_dim = cfg.head_dim;
-  kl.dtype = mo.kv_dtype;
-  const size_t per_token = kl.token_bytes();
+  const size_t per_token = kv_layout(cfg, mo).token_bytes();
   const size_t need = per_token * (prompt.size() + max_new + 2 * mo.kv_block_size);
   mo.kv_pool_bytes = a.kv_mb > 0 ? static_cast<size_t>(a.kv_mb * 1024 * 1024) : need;
   const auto t_load0 = Clock::now();

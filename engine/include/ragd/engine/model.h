@@ -44,6 +44,9 @@ struct ModelOptions {
   int num_threads = 0;         // OpenMP threads for the CPU backend; 0 = all cores
 };
 
+// The KV pool layout a model of `cfg` gets under `opts` (its bytes per token size the pool).
+KvLayout kv_layout(const ModelConfig& cfg, const ModelOptions& opts);
+
 // One sequence's part of a batched step.
 //
 // Placement of token i (n = tokens.size()):
