@@ -4,7 +4,7 @@
 //
 //   bench_seqparallel [--preset tiny|small] [--tokens 16384,131072] [--workers 1,2]
 //                     [--partitions zigzag,contiguous] [--decode 16] [--threads-per-worker 1]
-//                     [--predict 1048576] [--predict-workers 1,2,4,8]
+//                     [--predict 1048576] [--predict-workers 1,2,4,8] [--kv-dtype f32|bf16|int8]
 //
 // Per run: prefill wall time (slowest worker), each worker's compute (prefill minus time blocked
 // on the ring) and the spread between workers (zigzag vs contiguous balance), time blocked on the
@@ -59,10 +59,13 @@ std::vector<int64_t> list(const std::string& s) {
   return v;
 }
 
+kernels::KvDtype g_kv_dtype = kernels::KvDtype::kF32;  // --kv-dtype, set once in main
+
 std::unique_ptr<engine::Model> make_model(const engine::ModelConfig& cfg, size_t tokens) {
   engine::ModelOptions o;
   o.num_threads = 0;
-  const size_t per_token = 2 * sizeof(float) * cfg.kv_dim() * cfg.num_hidden_layers;
+  o.kv_dtype = g_kv_dtype;
+  const size_t per_token = engine::kv_layout(cfg, o).token_bytes();
   o.kv_pool_bytes = std::max<size_t>(64u << 20, (tokens + 4096) * per_token * 5 / 4);
   auto r = engine::Model::create(cfg, engine::make_random_weights(cfg, 7), o);
   if (!r.ok()) {
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> kv = {{"preset", "tiny"}, {"tokens", "16384,131072"}, {"workers", "1,2"},
                                            {"partitions", "zigzag,contiguous"}, {"decode", "16"},
                                            {"threads-per-worker", "1"}, {"predict", "1048576"},
-                                           {"predict-workers", "1,2,4,8"}};
+                                           {"predict-workers", "1,2,4,8"}, {"kv-dtype", "f32"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
@@ -144,6 +147,12 @@ int main(int argc, char** argv) {
     kv[k.substr(2)] = argv[i + 1];
   }
   const engine::ModelConfig cfg = preset(kv["preset"]);
+  if (auto d = kernels::parse_kv_dtype(kv["kv-dtype"]); d.ok()) {
+    g_kv_dtype = *d;
+  } else {
+    std::fprintf(stderr, "--kv-dtype: %s\n", d.status().to_string().c_str());
+    return 2;
+  }
   const int decode = std::atoi(kv["decode"].c_str());
   const int threads = std::atoi(kv["threads-per-worker"].c_str());
   std::vector<PartitionKind> kinds;
@@ -157,7 +166,9 @@ int main(int argc, char** argv) {
     }
     kinds.push_back(k.value());
   }
-  const double kv_token = 2.0 * sizeof(float) * cfg.kv_dim();
+  engine::ModelOptions kv_opts;
+  kv_opts.kv_dtype = g_kv_dtype;
+  const double kv_token = static_cast<double>(engine::kv_layout(cfg, kv_opts).token_bytes()) / cfg.num_hidden_layers;
   kernels::set_num_threads(threads);
   KernelRates rates;
   {
@@ -169,10 +180,10 @@ int main(int argc, char** argv) {
     }
     rates = r.value();
   }
-  std::printf("# bench_seqparallel preset=%s layers=%d hidden=%d heads=%d/%d head_dim=%d, %d thread(s) per worker, "
-              "%u hardware threads\n# rates: %s\n",
+  std::printf("# bench_seqparallel preset=%s layers=%d hidden=%d heads=%d/%d head_dim=%d, %s KV, %d thread(s) per "
+              "worker, %u hardware threads\n# rates: %s\n",
               kv["preset"].c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
-              cfg.num_key_value_heads, cfg.head_dim, threads, std::thread::hardware_concurrency(),
+              cfg.num_key_value_heads, cfg.head_dim, kv["kv-dtype"].c_str(), threads, std::thread::hardware_concurrency(),
               rates.describe().c_str());
   std::printf("| tokens | workers | partition | prefill s | predicted s | per-worker compute s (min-max) | blocked on ring s "
               "(max) | speedup | compute efficiency | decode ms/token | predicted ms |\n");
@@ -208,9 +219,9 @@ int main(int argc, char** argv) {
     }
   }
   const int64_t big = std::atoll(kv["predict"].c_str());
-  std::printf("\nPredicted for %lld tokens (f32 KV):\n\n| workers | prefill s | compute s | exposed ring s | compute "
+  std::printf("\nPredicted for %lld tokens (%s KV):\n\n| workers | prefill s | compute s | exposed ring s | compute "
               "efficiency | decode ms/token | KV GiB per worker |\n|---:|---:|---:|---:|---:|---:|---:|\n",
-              static_cast<long long>(big));
+              static_cast<long long>(big), kv["kv-dtype"].c_str());
   double c1 = 0;
   for (int64_t w : list(kv["predict-workers"])) {
     const Prediction p = predict(cfg, rates, big, static_cast<int>(w), kv_token);
