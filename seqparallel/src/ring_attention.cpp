@@ -39,7 +39,8 @@ struct BlockFormat {
 
   size_t values(int64_t n) const { return static_cast<size_t>(n) * kv_heads * head_dim; }
   size_t scales(int64_t n) const { return kernels::kv_dtype_scaled(dtype) ? static_cast<size_t>(n) * kv_heads : 0; }
-  size_t value_bytes(int64_t n) const { return values(n) * kernels::kv_dtype_bytes(dtype); }
+  // K (or V) bytes, rounded up to 8 so that the f32 scales and int32 positions after them stay aligned.
+  size_t value_bytes(int64_t n) const { return (values(n) * kernels::kv_dtype_bytes(dtype) + 7) / 8 * 8; }
   size_t bytes(int64_t n) const {
     return 2 * value_bytes(n) + 2 * sizeof(float) * scales(n) + sizeof(int32_t) * static_cast<size_t>(n);
   }
