@@ -1,5 +1,7 @@
 #include "ragd/kvstore/engine_io.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace ragd::kvstore {
@@ -22,12 +24,21 @@ Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& t
 Status append_segment(const SegmentBuffer& seg, engine::KvPool& pool, engine::BlockTable& table) {
   const SegmentHeader& h = seg.header();
   const engine::KvLayout& L = pool.layout();
-  if (h.dtype != KvDtype::kF32 || h.num_layers != static_cast<uint32_t>(L.num_layers) ||
+  if ((h.dtype != KvDtype::kF32 && h.dtype != KvDtype::kBF16) || h.num_layers != static_cast<uint32_t>(L.num_layers) ||
       h.num_kv_heads != static_cast<uint32_t>(L.num_kv_heads) || h.head_dim != static_cast<uint32_t>(L.head_dim))
     return Status::FailedPrecondition(fmt::format(
-        "append_segment: segment {} x {} x {} ({}) does not match the pool layout {} x {} x {} (f32)", h.num_layers,
+        "append_segment: segment {} x {} x {} ({}) does not match the pool layout {} x {} x {}", h.num_layers,
         h.num_kv_heads, h.head_dim, kv_dtype_name(h.dtype), L.num_layers, L.num_kv_heads, L.head_dim));
-  if (!table.append(pool, seg.num_tokens(), seg.k_all(), seg.v_all()))
+  bool ok = false;
+  if (h.dtype == KvDtype::kF32) {
+    ok = table.append(pool, seg.num_tokens(), seg.k_all(), seg.v_all());
+  } else {  // widened on the way (exact), stored again in the pool's type
+    const size_t n = static_cast<size_t>(h.num_layers) * seg.num_tokens() * L.token_floats();
+    std::vector<float> k(n), v(n);
+    seg.read_all(k.data(), v.data());
+    ok = table.append(pool, seg.num_tokens(), k.data(), v.data());
+  }
+  if (!ok)
     return Status::ResourceExhausted(fmt::format("append_segment: KV pool has no room for {} more tokens", seg.num_tokens()));
   return Status::OK();
 }

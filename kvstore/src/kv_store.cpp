@@ -333,7 +333,8 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
   core->opt = opt;
   core->fmt = fmt;
   if (opt.pool && (opt.pool->layout().num_layers != fmt.num_layers || opt.pool->layout().num_kv_heads != fmt.num_kv_heads ||
-                   opt.pool->layout().head_dim != fmt.head_dim || fmt.dtype != KvDtype::kF32))
+                   opt.pool->layout().head_dim != fmt.head_dim ||
+                   fmt.dtype != KvFormat::from_layout(opt.pool->layout(), fmt.model_fingerprint).dtype))
     return Status::InvalidArgument("kvstore: the engine pool's layout does not match the KV format");
   TreeOptions to;
   const uint64_t hbm = opt.pool ? std::min<uint64_t>(opt.hbm_bytes, opt.pool->bytes()) : opt.hbm_bytes;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ragd/kernels/kv_dtype.h"
+
 namespace ragd::kvstore {
 namespace {
 
@@ -49,6 +51,9 @@ size_t kv_dtype_size(KvDtype d) {
 KvFormat KvFormat::from_layout(const engine::KvLayout& layout, const Hash128& fingerprint) {
   KvFormat f;
   f.model_fingerprint = fingerprint;
+  // A bf16 pool's values are bf16: its segments store them as they are (exact, half of f32's bytes).
+  // f32 and int8 pools store f32 rows (int8 segments are not a format yet).
+  f.dtype = layout.dtype == kernels::KvDtype::kBF16 ? KvDtype::kBF16 : KvDtype::kF32;
   f.num_layers = layout.num_layers;
   f.num_kv_heads = layout.num_kv_heads;
   f.head_dim = layout.head_dim;
@@ -60,8 +65,8 @@ Status KvFormat::validate() const {
     return Status::InvalidArgument(fmt::format("kv format: num_layers must be in 1..{}, got {}", kMaxLayers, num_layers));
   if (num_kv_heads <= 0) return Status::InvalidArgument(fmt::format("kv format: num_kv_heads must be positive, got {}", num_kv_heads));
   if (head_dim <= 0) return Status::InvalidArgument(fmt::format("kv format: head_dim must be positive, got {}", head_dim));
-  if (dtype != KvDtype::kF32)
-    return Status::Unimplemented(fmt::format("kv format: dtype {} is not supported by this build (f32 only)", kv_dtype_name(dtype)));
+  if (dtype != KvDtype::kF32 && dtype != KvDtype::kBF16)
+    return Status::Unimplemented(fmt::format("kv format: dtype {} is not supported by this build (f32 or bf16)", kv_dtype_name(dtype)));
   return Status::OK();
 }
 
@@ -231,10 +236,17 @@ Result<std::shared_ptr<SegmentBuffer>> SegmentBuffer::build(const KvFormat& f, c
   h.payload_bytes = 2 * lb * h.num_layers;
   h.layers.resize(h.num_layers);
   std::shared_ptr<SegmentBuffer> s(new SegmentBuffer(h, hs + h.payload_bytes));
-  const auto* ksrc = reinterpret_cast<const std::byte*>(kv.k);
-  const auto* vsrc = reinterpret_cast<const std::byte*>(kv.v);
-  std::memcpy(s->data_ + hs, ksrc, lb * h.num_layers);
-  std::memcpy(s->data_ + hs + lb * h.num_layers, vsrc, lb * h.num_layers);
+  if (h.dtype == KvDtype::kF32) {
+    std::memcpy(s->data_ + hs, kv.k, lb * h.num_layers);
+    std::memcpy(s->data_ + hs + lb * h.num_layers, kv.v, lb * h.num_layers);
+  } else {  // bf16: every (layer, token) row rounded, as a bf16 pool stores it
+    const int rows = static_cast<int>(h.num_layers * h.num_tokens);
+    const size_t width = static_cast<size_t>(h.num_kv_heads) * h.head_dim;
+    kernels::kv_store_rows(kernels::KvDtype::kBF16, rows, static_cast<int>(h.num_kv_heads), static_cast<int>(h.head_dim),
+                           kv.k, width, s->data_ + hs, nullptr);
+    kernels::kv_store_rows(kernels::KvDtype::kBF16, rows, static_cast<int>(h.num_kv_heads), static_cast<int>(h.head_dim),
+                           kv.v, width, s->data_ + hs + lb * h.num_layers, nullptr);
+  }
   for (uint32_t l = 0; l < h.num_layers; ++l) {
     LayerEntry& e = s->header_.layers[l];
     e.k_offset = hs + lb * l;
@@ -261,6 +273,15 @@ const float* SegmentBuffer::k_all() const { return reinterpret_cast<const float*
 const float* SegmentBuffer::v_all() const {
   return reinterpret_cast<const float*>(data_ + header_.payload_offset + header_.layer_bytes() * header_.num_layers);
 }
+void SegmentBuffer::read_all(float* k, float* v) const {
+  const size_t values = static_cast<size_t>(header_.num_layers) * header_.num_tokens * header_.num_kv_heads * header_.head_dim;
+  const kernels::KvDtype t = header_.dtype == KvDtype::kBF16 ? kernels::KvDtype::kBF16 : kernels::KvDtype::kF32;
+  const std::byte* base = data_ + header_.payload_offset;
+  kernels::kv_load_values(t, values, static_cast<int>(header_.head_dim), base, nullptr, k);
+  kernels::kv_load_values(t, values, static_cast<int>(header_.head_dim), base + header_.layer_bytes() * header_.num_layers,
+                          nullptr, v);
+}
+
 const float* SegmentBuffer::k(int layer) const { return reinterpret_cast<const float*>(data_ + header_.layers[layer].k_offset); }
 const float* SegmentBuffer::v(int layer) const { return reinterpret_cast<const float*>(data_ + header_.layers[layer].v_offset); }
 std::byte* SegmentBuffer::mutable_layer_k(int layer) { return data_ + header_.layers[layer].k_offset; }

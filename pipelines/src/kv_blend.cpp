@@ -61,8 +61,9 @@ kvstore::HostKv host_kv(const kvstore::SegmentBuffer& seg) {
   kv.first_position = static_cast<int>(seg.header().first_position);
   const size_t n = static_cast<size_t>(seg.header().num_layers) * seg.num_tokens() * seg.header().num_kv_heads *
                    seg.header().head_dim;
-  kv.k.assign(seg.k_all(), seg.k_all() + n);
-  kv.v.assign(seg.v_all(), seg.v_all() + n);
+  kv.k.resize(n);
+  kv.v.resize(n);
+  seg.read_all(kv.k.data(), kv.v.data());
   return kv;
 }
 

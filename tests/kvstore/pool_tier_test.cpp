@@ -269,5 +269,57 @@ TEST(PoolTier, PoolOnlyNodeIsExportedToDramWhenItLeaves) {
   EXPECT_EQ(pool->free_blocks(), pool->num_blocks());
 }
 
+// A bf16 pool's KV goes to the lower tiers as bf16 segments (half of f32's bytes) and comes back
+// bit for bit: bf16 -> segment -> bf16 loses nothing, from DRAM and from SSD.
+TEST(PoolTier, Bf16PoolKvRoundTripsExactlyThroughBf16Segments) {
+  TempDir dir;
+  KvLayout l = layout();
+  l.dtype = kernels::KvDtype::kBF16;
+  auto pool = std::move(KvPool::create(l, 64)).value();
+  const KvFormat f = format_of(l);
+  EXPECT_EQ(f.dtype, KvDtype::kBF16);
+  EXPECT_EQ(f.bytes_per_token() * 2, format_of(layout()).bytes_per_token());
+  Options o;
+  o.pool = pool.get();
+  o.hbm_bytes = pool->bytes();
+  o.dram_bytes = 64ull << 20;
+  o.ssd_dir = dir.str();
+  o.eviction = "lru";
+  auto store = std::move(KvStore::open(o, f)).value();
+  // Values that bf16 cannot hold exactly: the pool rounds them, the tiers must not round again.
+  const int n = 13;
+  std::vector<float> k(static_cast<size_t>(n) * l.token_floats() * l.num_layers), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 1.0f + 1e-3f * static_cast<float>(i), v[i] = -0.37f * k[i];
+  BlockTable seq;
+  ASSERT_TRUE(seq.append(*pool, n, k.data(), v.data()));
+  auto want = gather_kv(*pool, seq, 0, n);
+  ASSERT_TRUE(want.ok());
+  EXPECT_NE(want->k, k) << "the pool stores bf16";
+  const Hash128 d = dk(77);
+  ASSERT_TRUE(store->insert_pool({}, d, seq, 0, n).ok());
+  store->wait_copies();
+  seq.release(*pool);
+  ASSERT_TRUE(store->reclaim_pool([&] { return pool->free_blocks() == pool->num_blocks(); }));
+  store->drain_writes();
+  MatchResult m = store->match(std::span<const Hash128>(&d, 1));
+  ASSERT_EQ(m.nodes.size(), 1u);
+  EXPECT_EQ(m.pool_nodes, 0u);
+  auto h = store->load(m.nodes);
+  h->wait();
+  ASSERT_TRUE(h->status().ok()) << h->status().to_string();
+  auto seg = h->segment(0);
+  EXPECT_EQ(seg->header().dtype, KvDtype::kBF16);
+  EXPECT_EQ(seg->header().payload_bytes, f.bytes_per_token() * n);
+  BlockTable back;
+  ASSERT_TRUE(append_segment(*seg, *pool, back).ok());
+  auto got = gather_kv(*pool, back, 0, n);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->k, want->k);
+  EXPECT_EQ(got->v, want->v);
+  back.release(*pool);
+  m.pin.release();
+  store->detach_pool();
+}
+
 }  // namespace
 }  // namespace ragd::kvstore

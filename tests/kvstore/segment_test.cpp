@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kv_test_util.h"
+#include "ragd/kernels/half.h"
 #include "ragd/kvstore/eviction.h"
 
 namespace ragd::kvstore {
@@ -152,6 +153,40 @@ TEST(Segment, OtherModelDtypeLayoutShapeRopeAreRejected) {
     ASSERT_FALSE(st.ok()) << c.field;
     EXPECT_NE(st.message().find(c.field), std::string::npos) << st.message();
   }
+}
+
+// bf16 segments: every value rounded to nearest even once, half of f32's payload, read back by
+// read_all; parse and the layer checksums work on them as on f32.
+TEST(Segment, Bf16SegmentsRoundOnceAndReadBackWidened) {
+  KvFormat f = test_format();
+  f.dtype = KvDtype::kBF16;
+  auto kv = make_kv(f, 9, 3);
+  auto seg = SegmentBuffer::build(f, ident(5), kv.data());
+  ASSERT_TRUE(seg.ok()) << seg.status().to_string();
+  const SegmentHeader& h = (*seg)->header();
+  EXPECT_EQ(h.dtype, KvDtype::kBF16);
+  EXPECT_EQ(h.payload_bytes, f.bytes_per_token() * 9);
+  KvFormat f32 = f;
+  f32.dtype = KvDtype::kF32;
+  EXPECT_EQ(2 * f.bytes_per_token(), f32.bytes_per_token());
+  std::vector<float> k(kv.k.size()), v(kv.v.size());
+  (*seg)->read_all(k.data(), v.data());
+  int rounded = 0;
+  for (size_t i = 0; i < k.size(); ++i) {
+    ASSERT_EQ(k[i], kernels::bf16_to_f32(kernels::f32_to_bf16(kv.k[i]))) << i;
+    ASSERT_EQ(v[i], kernels::bf16_to_f32(kernels::f32_to_bf16(kv.v[i]))) << i;
+    rounded += k[i] != kv.k[i];
+  }
+  EXPECT_GT(rounded, 0);
+  auto back = SegmentBuffer::parse((*seg)->bytes(), true);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(check_segment_format((*back)->header(), f).ok());
+  EXPECT_FALSE(check_segment_format((*back)->header(), f32).ok());
+  std::vector<std::byte> bytes((*seg)->bytes().begin(), (*seg)->bytes().end());
+  bytes[h.layers[1].v_offset + 3] ^= std::byte{0x10};
+  auto bad = SegmentBuffer::parse(bytes, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layer 1 V"), std::string::npos) << bad.status().message();
 }
 
 TEST(Segment, BuildRejectsBadInput) {

@@ -142,9 +142,12 @@ class SegmentBuffer {
   size_t size() const { return size_; }
   int num_tokens() const { return static_cast<int>(header_.num_tokens); }
 
-  // f32 views (dtype kF32). k_all/v_all: [num_layers][num_tokens, kv_heads, head_dim].
+  // f32 views (dtype kF32 only). k_all/v_all: [num_layers][num_tokens, kv_heads, head_dim].
   const float* k_all() const;
   const float* v_all() const;
+  // K and V of every layer as f32, whatever the dtype (bf16 widens exactly):
+  // [num_layers][num_tokens, kv_heads, head_dim] each.
+  void read_all(float* k, float* v) const;
   const float* k(int layer) const;  // [num_tokens, kv_heads, head_dim]
   const float* v(int layer) const;
 
