@@ -2,10 +2,12 @@
 # Installs the Debian 12 packages ragd builds and runs against. Idempotent: packages already
 # present are skipped, and nothing is done when all are present. Never downloads from anywhere
 # but the configured Debian package registry.
-# Usage: install-deps.sh [--browser]
+# Usage: install-deps.sh [--browser | --fuzz]
 #   --browser  also Debian's chromium, for the console's browser test (make console-test-deps).
 #              Not part of the default set: it is a large package (~100 MB with its libraries)
 #              that only that one test uses; without it the test skips.
+#   --fuzz     also clang 14 with libFuzzer and the sanitizer runtimes, and LLVM's OpenMP (which
+#              find_package(OpenMP) needs under clang), for `make fuzz`.
 set -euo pipefail
 
 PKGS=(
@@ -18,6 +20,7 @@ PKGS=(
 )
 
 if [[ "${1:-}" == "--browser" ]]; then PKGS+=(chromium); fi
+if [[ "${1:-}" == "--fuzz" ]]; then PKGS+=(clang clang-14 libclang-rt-14-dev libomp-14-dev); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -22,6 +22,15 @@ struct Route {
   RouteFn fn;
 };
 
+// The method as a metric label value: the standard methods as themselves, anything else "other".
+// The transport accepts any token as a method; a label per distinct method would let a client
+// grow the metrics registry (and /metrics) without bound.
+const char* method_label(const std::string& method) {
+  for (const char* m : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"})
+    if (method == m) return m;
+  return "other";
+}
+
 void json_ok(const Responder& respond, std::string body) {
   HttpResponse r;
   r.body = std::move(body);
@@ -178,7 +187,7 @@ void ApiImpl::handle(HttpRequest req, Responder respond_raw) {
   // Counting and logging wrapper: every answer passes here once.
   Responder respond = [self = shared_from_this(), ctx, method, path, respond_raw](HttpResponse r) {
     r.headers.emplace_back("X-Request-Id", ctx->id);
-    self->http_requests_->inc({ctx->route, method, std::to_string(r.status)});
+    self->http_requests_->inc({ctx->route, method_label(method), std::to_string(r.status)});
     double ms = ms_since(ctx->t0);
     if (r.status >= 500) log::daemon()->error("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, method, path, r.status, ms, r.body);
     else if (r.status >= 400) log::daemon()->info("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, method, path, r.status, ms, r.body);

@@ -3,6 +3,8 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -270,6 +272,20 @@ Status ModelConfig::validate() const {
     return bad("num_key_value_heads", fmt::format("({}) must divide num_attention_heads ({})", num_key_value_heads,
                                                   num_attention_heads));
   if (head_dim <= 0 || head_dim % 2 != 0) return bad("head_dim", fmt::format("({}) must be a positive even number", head_dim));
+  // Derived sizes (q_dim(), kv_dim(), matrix element counts) are computed in int / int64: each must
+  // fit, or every buffer sized from them would wrap.
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  auto product = [&](std::string_view what, int64_t a, int64_t b, int64_t limit) -> Status {
+    if (a * b > limit) return bad(what, fmt::format("({} x {}) is too large", a, b));
+    return Status::OK();
+  };
+  RAGD_RETURN_IF_ERROR(product("(num_attention_heads + 2 x num_key_value_heads) x head_dim",
+                               int64_t{num_attention_heads} + 2 * int64_t{num_key_value_heads}, head_dim, kIntMax));
+  RAGD_RETURN_IF_ERROR(product("2 x intermediate_size", 2, intermediate_size, kIntMax));
+  RAGD_RETURN_IF_ERROR(product("hidden_size x intermediate_size", hidden_size, intermediate_size, int64_t{1} << 40));
+  RAGD_RETURN_IF_ERROR(product("vocab_size x hidden_size", vocab_size, hidden_size, int64_t{1} << 40));
+  RAGD_RETURN_IF_ERROR(product("num_attention_heads x head_dim x hidden_size",
+                               int64_t{num_attention_heads} * head_dim, hidden_size, int64_t{1} << 40));
   if (!(rms_norm_eps > 0)) return bad("rms_norm_eps", "must be positive");
   if (!(rope_theta > 0)) return bad("rope_theta", "must be positive");
   if (sliding_window < 0) return bad("sliding_window", "must be >= 0");

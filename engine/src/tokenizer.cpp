@@ -3,6 +3,7 @@
 #include "ragd/engine/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -19,6 +20,10 @@
 namespace ragd::engine {
 
 namespace {
+
+// How far past the vocabulary's size an id may lie (ids index dense tables; real vocabularies and
+// their added tokens have at most a few hundred unused ids).
+constexpr size_t kMaxIdGap = 65536;
 
 using simdjson::dom::element;
 using simdjson::dom::object;
@@ -160,6 +165,11 @@ Status TokenizerImpl::parse_model(const object& model) {
     max_id = std::max(max_id, static_cast<int32_t>(id));
   }
   if (entries.empty()) return bad("model.vocab is empty");
+  // Ids index dense tables: a vocabulary whose largest id is far past its size would make a tiny
+  // file ask for gigabytes.
+  if (static_cast<size_t>(max_id) >= entries.size() + kMaxIdGap)
+    return bad(fmt::format("model.vocab: largest id {} is far beyond the {} entries (ids must be dense)", max_id,
+                           entries.size()));
   token_ids_.reserve(entries.size() + 1024);
   bpe_.reserve(entries.size(), 0);
   bytes_.assign(max_id + 1, std::string());
@@ -179,7 +189,8 @@ Status TokenizerImpl::parse_model(const object& model) {
       bytes_[id] = key;
     } else {
       std::string d = tok;
-      if (opts.byte_fallback && tok.size() == 6 && tok.starts_with("<0x") && tok.back() == '>') {
+      if (opts.byte_fallback && tok.size() == 6 && tok.starts_with("<0x") && tok.back() == '>' &&
+          std::isxdigit(static_cast<unsigned char>(tok[3])) && std::isxdigit(static_cast<unsigned char>(tok[4]))) {
         d = std::string(1, static_cast<char>(std::stoi(tok.substr(3, 2), nullptr, 16)));
       } else if (!decode_space_from_.empty()) {
         replace_all(&d, decode_space_from_, " ");
@@ -412,6 +423,9 @@ Status TokenizerImpl::load(std::string_view json, std::string_view src) {
       if (t["special"].get_bool().get(b) == simdjson::SUCCESS) at.special = b;
       if (t["lstrip"].get_bool().get(b) == simdjson::SUCCESS) at.lstrip = b;
       if (t["rstrip"].get_bool().get(b) == simdjson::SUCCESS) at.rstrip = b;
+      if (static_cast<size_t>(at.id) >= bytes_.size() + kMaxIdGap)
+        return bad(fmt::format("added_tokens[{}].id {} is far beyond the vocabulary's {} ids (ids must be dense)", i,
+                               at.id, bytes_.size()));
       if (static_cast<size_t>(at.id) >= bytes_.size()) {
         bytes_.resize(at.id + 1);
         special_.resize(at.id + 1, 0);

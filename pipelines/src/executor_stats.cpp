@@ -33,6 +33,7 @@ void ExecutorImpl::publish_stats() {
   x.pool_free_blocks = pool.free_blocks();
   x.pool_block_size = static_cast<uint64_t>(pool.layout().block_size);
   x.pool_bytes = pool.bytes();
+  x.pool_kv_dtype = std::string(kernels::kv_dtype_name(pool.layout().dtype));
   x.swap_bytes = kv_host_->swap_bytes();
 }
 

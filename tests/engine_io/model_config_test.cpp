@@ -152,6 +152,18 @@ TEST(ModelConfigErrors, NonPositive) {
   EXPECT_THAT(parse_err(with_field("rope_theta", "-1")).message(), HasSubstr("field 'rope_theta' must be a positive number"));
 }
 
+// Fields valid one by one whose products do not fit the sizes computed from them (found by fuzzing:
+// q_dim() overflowed int).
+TEST(ModelConfigErrors, DerivedSizesThatOverflowAreRefused) {
+  std::string j = with_field("num_attention_heads", "65536");
+  j.insert(1, "\"head_dim\":65536,\"num_key_value_heads\":1,");
+  EXPECT_THAT(parse_err(j).message(), HasSubstr("(num_attention_heads + 2 x num_key_value_heads) x head_dim"));
+  EXPECT_THAT(parse_err(with_field("intermediate_size", "1500000000")).message(), HasSubstr("2 x intermediate_size"));
+  std::string v = with_field("vocab_size", "2000000000");
+  v.replace(v.find("\"hidden_size\":64"), 16, "\"hidden_size\":4096");
+  EXPECT_THAT(parse_err(v).message(), HasSubstr("vocab_size x hidden_size"));
+}
+
 TEST(ModelConfigErrors, UnknownArchitecture) {
   auto st = parse_err(with_field("architectures", "[\"GPTNeoXForCausalLM\"]"));
   EXPECT_THAT(st.message(), HasSubstr("unsupported architecture [GPTNeoXForCausalLM]"));

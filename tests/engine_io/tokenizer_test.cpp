@@ -351,6 +351,21 @@ TEST(TokenizerErrors, MissingModelOrVocab) {
   EXPECT_THAT(load_err(R"({"model":{"type":"BPE","merges":[]}})"), HasSubstr("model.vocab is missing"));
 }
 
+// Found by fuzzing: a byte-fallback entry whose hex digits are not hex stays an ordinary token (it
+// threw out of the parser), and a vocabulary whose ids are far from dense is refused (one id of 62
+// million made a 2 KB file allocate gigabytes).
+TEST(TokenizerErrors, BadByteFallbackEntryAndSparseIds) {
+  auto t = Tokenizer::from_json(R"({"model":{"type":"BPE","byte_fallback":true,"vocab":{"<0xZZ>":0,"a":1},"merges":[]}})",
+                                "tokenizer.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  const std::vector<int32_t> zero{0};
+  EXPECT_EQ((*t)->decode(zero), "<0xZZ>");
+  EXPECT_THAT(load_err(R"({"model":{"type":"BPE","vocab":{"a":0,"b":62222222},"merges":[]}})"),
+              HasSubstr("largest id 62222222 is far beyond the 2 entries"));
+  EXPECT_THAT(load_err(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"added_tokens":[{"id":50000000,"content":"<x>"}]})"),
+              HasSubstr("added_tokens[0].id 50000000 is far beyond"));
+}
+
 TEST(TokenizerErrors, MergeNamesUnknownToken) {
   EXPECT_THAT(load_err(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b","a zz"]}})"),
               HasSubstr("model.merges[1]: 'zz' is not in the vocab"));

@@ -39,6 +39,7 @@ struct ExecutorStats {
   long length_samples = 0;
   // engine pool
   uint64_t pool_blocks = 0, pool_free_blocks = 0, pool_block_size = 0, pool_bytes = 0, swap_bytes = 0;
+  std::string pool_kv_dtype = "f32";  // how the pool stores K and V (runtime.kv_dtype)
   // KV cache (one knowledge tree over every tier)
   std::string eviction;
   std::array<TierUsage, 3> tiers{};
@@ -72,6 +73,7 @@ inline std::string ExecutorStats::to_json() const {
   w.end_object();
   w.key("kv_pool").begin_object().key("blocks").value(pool_blocks).key("free_blocks").value(pool_free_blocks);
   w.key("used_blocks").value(pool_blocks - pool_free_blocks).key("block_size").value(pool_block_size).key("bytes").value(pool_bytes).key("swap_bytes").value(swap_bytes);
+  w.key("kv_dtype").value(pool_kv_dtype);
   w.end_object();
   w.key("cache").begin_object().key("eviction").value(eviction).key("nodes").value(cache_nodes);
   w.key("pinned").value(cache_pinned).key("lookups").value(cache_lookups).key("lookup_misses").value(cache_lookup_misses);

@@ -1,0 +1,31 @@
+// Document readers (retrieval/src/reader.cpp, html_text.cpp): the first input byte picks the file
+// type the rest is read as (.html, .md, .jsonl, .txt, .htm, .markdown), and whether small reader
+// limits apply (so the too-long-line and too-large paths are reached). HTML also goes straight
+// through html_to_text.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ragd/retrieval/reader.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  static const char* const kNames[] = {"doc.html", "doc.md", "corpus.jsonl", "notes.txt", "page.htm", "readme.markdown"};
+  const uint8_t sel = data[0];
+  const std::string name = kNames[(sel & 0x7f) % 6];
+  std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+  ragd::retrieval::ReaderOptions opts;
+  if (sel & 0x80) {
+    opts.max_file_bytes = 512;
+    opts.max_line_bytes = 64;
+  }
+  auto r = ragd::retrieval::read_input_bytes(name, bytes, opts);
+  ragd::retrieval::InputFile f;
+  f.path = "/data/in/" + name;
+  f.id = "in/" + name;
+  f.bytes = bytes.size();
+  ragd::retrieval::relabel_documents(f, &r);
+  if (name.find("htm") != std::string::npos) (void)ragd::retrieval::html_to_text(bytes);
+  return 0;
+}
