@@ -105,7 +105,15 @@ void sse_run(const Opts& o, Tally& t, const std::string& q, int how) {
 // 2 = send cancel after the first token and read to `done`.
 void ws_run(const Opts& o, Tally& t, const std::string& q, int how) {
   WsClient ws;
-  if (!ws.connect(o.host, o.port, "/v1/stream").ok() || !ws.send_text(run_body(q, o.max_tokens, false)).ok()) {
+  if (!ws.connect(o.host, o.port, "/v1/stream").ok()) {
+    if (ws.upgrade_status() == 429 || ws.upgrade_status() == 503) {
+      ++t.refused;
+    } else {
+      ++t.failed;
+    }
+    return;
+  }
+  if (!ws.send_text(run_body(q, o.max_tokens, false)).ok()) {
     ++t.failed;
     return;
   }

@@ -15,10 +15,13 @@ cleanup() {
 }
 trap cleanup EXIT
 "$RAGCTL" make-model --preset tiny --out "$dir/model" > /dev/null 2>&1
-# hbm_cache off: no block is held by the cache, so an idle pool must be entirely free.
+# hbm_cache off: no block is held by the cache, so an idle pool must be entirely free. Every client
+# comes from 127.0.0.1, so the per-address connection cap is off; the tenant and queue limits are
+# raised so that the load reaches the engine instead of 429s.
 "$RAGD" --model "$dir/model" --data "$dir/data" --listen 127.0.0.1:0 --threads 2 \
   --set runtime.hbm_cache=false --set runtime.num_threads=1 --set limits.max_concurrent_per_tenant=4096 \
-  --set runtime.max_queue=4096 > "$dir/out.log" 2> "$dir/err.log" &
+  --set runtime.max_queue=4096 --set server.max_connections_per_client=0 \
+  > "$dir/out.log" 2> "$dir/err.log" &
 pid=$!
 addr=""
 for _ in $(seq 1 300); do
