@@ -555,8 +555,10 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
       }
       c.done_copies.push_back(std::move(*job));
     }
-    c.end_copy(bytes);
+    // Before end_copy: once the copy stops counting as in flight, wait_copies() may return and the
+    // callback's owner go away.
     if (c.on_copy_done) c.on_copy_done();
+    c.end_copy(bytes);
   });
   if (!queued) {
     c.release(*job);
