@@ -30,7 +30,7 @@ rm -rf "$DIR/data/kvcache"
 # ... and as served (the self-check may turn a mode into exact reuse: see the approx column).
 rm -rf "$DIR/data/kvcache"
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
-  --reuse cacheblend,epic --context gold --json "$DIR/report_blend_served.json, $DIR/report_iterative.json" "${args[@]}" 2>> "$DIR/eval.log"
+  --reuse cacheblend,epic --context gold --json "$DIR/report_blend_served.json" "${args[@]}" 2>> "$DIR/eval.log"
 # Iterative RAG (retrieval again every 2 generated tokens, the question + the last 8 tokens as the
 # query): sequential vs PipeRAG's one-interval-stale query vs RaLMSpec speculation (identical to
 # sequential by construction).

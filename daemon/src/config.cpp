@@ -75,6 +75,7 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
       RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),
       RAGD_F("runtime.sp_partition", Type::kString, "zigzag | contiguous | striped", runtime.sp_partition),
+      RAGD_F("runtime.sp_transport", Type::kString, "host | nccl", runtime.sp_transport),
       RAGD_F("runtime.embedder", Type::kString, "hashing | model", runtime.embedder),
       RAGD_F("runtime.index_spec", Type::kString, "FAISS factory string for new indexes", runtime.index_spec),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),

@@ -29,6 +29,7 @@
 #include "ragd/daemon/server.h"
 #include "ragd/pipelines/runtime.h"
 #include "ragd/seqparallel/mpi_communicator.h"
+#include "ragd/seqparallel/nccl_communicator.h"
 #include "ragd/seqparallel/sp_group.h"
 
 using namespace ragd;
@@ -178,6 +179,12 @@ int main(int argc, char** argv) {
   if (launched_by_mpi()) {
     auto c = seqparallel::make_mpi_communicator(&argc, &argv);
     if (!c.ok()) return die(c.status().with_context("mpirun"));
+    auto transport = seqparallel::parse_sp_transport(cfg.runtime.sp_transport);
+    if (!transport.ok()) return die(transport.status().with_context("runtime.sp_transport"));
+    if ((*c)->size() > 1 && *transport == seqparallel::SpTransport::kNccl) {
+      c = seqparallel::make_nccl_communicator(std::move(c).value());  // MPI stays the bootstrap
+      if (!c.ok()) return die(c.status().with_context("mpirun with runtime.sp_transport = nccl"));
+    }
     if ((*c)->size() > 1) {
       if ((*c)->rank() > 0) return serve_rank(cfg, **c);
       sp_comm = std::move(c).value();

@@ -165,6 +165,8 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   }
   auto sp_kind = seqparallel::parse_partition(opts.sp_partition);
   if (!sp_kind.ok()) return sp_kind.status().with_context("runtime.sp_partition");
+  auto sp_transport = seqparallel::parse_sp_transport(opts.sp_transport);
+  if (!sp_transport.ok()) return sp_transport.status().with_context("runtime.sp_transport");
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
   if (sp_comm != nullptr && sp_comm->size() > 1) {
@@ -186,10 +188,10 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     const std::string dir = opts.model_dir;
     RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(
                                        opts.sp_workers, *deps.model, [dir, wo] { return engine::Model::load(dir, wo); },
-                                       *sp_kind, per_worker));
-    log::pipelines()->info("sequence parallelism: {} in-process workers ({} partition, {} thread(s) each) for prompts of "
-                           ">= {} tokens",
-                           opts.sp_workers, opts.sp_partition, per_worker, opts.sp_threshold_tokens);
+                                       *sp_kind, per_worker, *sp_transport));
+    log::pipelines()->info("sequence parallelism: {} in-process workers ({} partition, {} transport, {} thread(s) each) for "
+                           "prompts of >= {} tokens",
+                           opts.sp_workers, opts.sp_partition, opts.sp_transport, per_worker, opts.sp_threshold_tokens);
   }
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ragd/kernels/threads.h"
+#include "ragd/seqparallel/nccl_communicator.h"
 #include "ragd/seqparallel/thread_communicator.h"
 
 namespace ragd::seqparallel {
@@ -38,16 +39,35 @@ class CommGroup final : public SpGroup {
   std::unique_ptr<SpDriver> driver_;
 };
 
+// With kNccl, replaces the threads transport rank *comm by an NCCL rank bootstrapped over it
+// (every rank of the group calls this at the same time). On failure *comm is left null and the
+// bootstrap has been aborted, so the other ranks fail too.
+Status join_transport(SpTransport transport, std::unique_ptr<Communicator>* comm) {
+  if (transport == SpTransport::kHost) return Status::OK();
+  auto n = make_nccl_communicator(std::move(*comm));
+  if (!n.ok()) return n.status();
+  *comm = std::move(n).value();
+  return Status::OK();
+}
+
 }  // namespace
 
+Result<SpTransport> parse_sp_transport(std::string_view name) {
+  if (name == "host") return SpTransport::kHost;
+  if (name == "nccl") return SpTransport::kNccl;
+  return Status::InvalidArgument("sequence-parallel transport: unknown '" + std::string(name) + "' (host | nccl)");
+}
+
 Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& rank0, const ModelLoader& load_model,
-                                                   PartitionKind kind, int threads_per_worker) {
+                                                   PartitionKind kind, int threads_per_worker, SpTransport transport) {
   if (workers < 2) return Status::InvalidArgument("sequence-parallel group: needs at least 2 workers, got " + std::to_string(workers));
   auto g = std::make_unique<LocalGroup>();
   RAGD_ASSIGN_OR_RETURN(g->comms, make_thread_group(workers));
   for (int r = 1; r < workers; ++r) {
-    Communicator* comm = g->comms[r].get();
-    g->helpers_.emplace_back([comm, load_model, kind, threads_per_worker] {
+    std::unique_ptr<Communicator>* slot = &g->comms[r];
+    g->helpers_.emplace_back([slot, transport, load_model, kind, threads_per_worker] {
+      if (Status st = join_transport(transport, slot); !st.ok()) return;  // the bootstrap is aborted: rank 0 fails
+      Communicator* comm = slot->get();
       kernels::set_num_threads(std::max(1, threads_per_worker));
       auto m = load_model();
       if (!m.ok()) {
@@ -58,7 +78,8 @@ Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& r
       if (st.ok()) st = serve(*m.value(), *comm, kind);
     });
   }
-  Status st = g->comms[0]->barrier();
+  Status st = join_transport(transport, &g->comms[0]);
+  if (st.ok()) st = g->comms[0]->barrier();
   if (!st.ok()) {
     for (auto& t : g->helpers_) t.join();
     g->helpers_.clear();

@@ -153,6 +153,11 @@ class ThreadCommunicator final : public Communicator {
     g_->cv.notify_all();
   }
 
+  Status abort_status() override {
+    std::lock_guard lock(g_->mu);
+    return g_->aborted;
+  }
+
  private:
   // Posts one side of a transfer (src non-null: the send; dst non-null or dst_bytes == 0 with src
   // null: the receive) and matches it with the other side's oldest unmatched post of that key.

@@ -4,6 +4,7 @@
 // client that stops reading cancels the long run and the group serves the next one; bad options
 // are refused by name.
 #include "executor_fixture.h"
+#include "ragd/seqparallel/nccl_communicator.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -77,6 +78,20 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sp_partition"), std::string::npos) << r.status().to_string();
   bad.sp_partition = "zigzag";
+  bad.sp_transport = "pigeon";
+  r = open_runtime(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sp_transport"), std::string::npos) << r.status().to_string();
+  bad.sp_transport = "host";
+  if (!seqparallel::nccl_available().ok()) {
+    // Asked for NCCL where it cannot run: refused with the reason, no worker left waiting.
+    bad.sp_transport = "nccl";
+    r = open_runtime(bad);
+    ASSERT_FALSE(r.ok());
+    const std::string m = r.status().message();
+    EXPECT_TRUE(m.find("NCCL") != std::string::npos || m.find("CUDA") != std::string::npos) << m;
+    bad.sp_transport = "host";
+  }
   bad.sp_workers = 0;
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());

@@ -126,9 +126,11 @@ TEST(ThreadCommunicator, TestPollsWithoutBlockingAndWaitIdleCompletes) {
   EXPECT_TRUE(wait_idle(*recv).ok());
   sender.join();
   EXPECT_EQ(got, 42);
-  // A poll on an aborted group reports the abort.
+  // A poll on an aborted group reports the abort, and every rank can ask why without blocking.
   auto late = comms[1]->irecv(0, 6, &got, sizeof got).value();
+  EXPECT_TRUE(comms[1]->abort_status().ok());
   comms[0]->abort(Status::Internal("gone"));
+  EXPECT_NE(comms[1]->abort_status().message().find("gone"), std::string::npos);
   auto t = late->test();
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("gone"), std::string::npos);

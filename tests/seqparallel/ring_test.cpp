@@ -6,7 +6,8 @@
 //     exactly one worker;
 //   - a worker that holds no token (a prompt shorter than 2P) still relays and decodes;
 //   - a 32k-token prompt of the `tiny` shape with 2 and 4 workers;
-//   - a failing worker fails every worker instead of hanging them.
+//   - a failing worker fails every worker instead of hanging them;
+//   - over NCCL where two or more GPUs are present.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -30,19 +31,29 @@ struct Case {
   int length = 257;
   int block_size = 16;
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
+  bool nccl = false;  // the ranks talk over NCCL (one CUDA device each) instead of threads
 };
+
+// The ranks of a case.
+std::vector<std::unique_ptr<Communicator>> make_group(const Case& c) {
+  if (!c.nccl) return make_thread_group(c.workers).value();
+  auto g = make_nccl_group(c.workers);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return g.ok() ? std::move(g).value() : std::vector<std::unique_ptr<Communicator>>{};
+}
 
 std::string name(const Case& c) {
   return std::string(partition_name(c.kind)) + " P=" + std::to_string(c.workers) + " L=" + std::to_string(c.length) +
          (c.odd ? " odd" : " tiny") + " bs=" + std::to_string(c.block_size) + " kv " +
-         std::string(kernels::kv_dtype_name(c.kv_dtype));
+         std::string(kernels::kv_dtype_name(c.kv_dtype)) + (c.nccl ? " nccl" : "");
 }
 
 // Ring prefill with every position's logits; returns the worst deviation from the reference.
 double ring_prefill_error(const Case& c, const Reference& ref, const std::vector<int32_t>& prompt,
                           int64_t* bytes_sent = nullptr) {
   const engine::ModelConfig cfg = sp_config(c.odd);
-  auto comms = make_thread_group(c.workers).value();
+  auto comms = make_group(c);
+  if (comms.empty()) return INFINITY;
   auto shards = partition(c.length, c.workers, c.kind).value();
   std::vector<int64_t> rows;
   for (auto& s : shards) rows.push_back(s.size());
@@ -108,8 +119,9 @@ struct SpRun {
 SpRun run_sharded(const Case& c, const std::vector<int32_t>& prompt, const Reference& ref, int decode,
                   size_t pool_bytes = 64u << 20) {
   const engine::ModelConfig cfg = sp_config(c.odd);
-  auto comms = make_thread_group(c.workers).value();
+  auto comms = make_group(c);
   SpRun run;
+  if (comms.empty()) return run;
   run.generated.resize(c.workers);
   run.shard_tokens.resize(c.workers);
   run.owners.resize(c.workers);
@@ -171,6 +183,26 @@ TEST(ShardedDecode, WorkerWithoutTokens) {
     SpRun run = run_sharded(c, prompt, ref, 12);
     EXPECT_LE(run.worst, kLogitTol) << name(c);
     for (int r = 0; r < 4; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c);
+  }
+}
+
+// The same over NCCL, where a lent machine has two or more GPUs (the KV blocks are this CPU
+// engine's, staged through device memory); skipped elsewhere with the reason.
+TEST(RingPrefill, OverNcclEqualsOneWorkerAndDecodesAlike) {
+  int devices = 0;
+  if (Status why = nccl_available(&devices); !why.ok()) GTEST_SKIP() << why.to_string();
+  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices for 2 NCCL ranks, has " << devices;
+  const engine::ModelConfig cfg = sp_config(false);
+  auto prompt = random_tokens(1001, 31, cfg.vocab_size);
+  auto ref_model = sp_model(cfg);
+  const Reference ref = reference(*ref_model, prompt, 16);
+  for (int workers = 2; workers <= std::min(4, devices); workers += 2) {
+    Case c{false, workers, PartitionKind::kZigzag, 1001};
+    c.nccl = true;
+    EXPECT_LE(ring_prefill_error(c, ref, prompt), kLogitTol) << name(c);
+    SpRun run = run_sharded(c, prompt, ref, 16);
+    EXPECT_LE(run.worst, kLogitTol) << name(c);
+    for (int r = 0; r < workers; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c) << " rank " << r;
   }
 }
 

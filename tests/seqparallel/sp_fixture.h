@@ -19,6 +19,8 @@
 #include "ragd/engine/random_weights.h"
 #include "ragd/kernels/threads.h"
 #include "ragd/seqparallel/communicator.h"
+#include "ragd/seqparallel/nccl_communicator.h"
+#include "ragd/seqparallel/thread_communicator.h"
 
 namespace ragd::seqparallel::testing {
 
@@ -117,6 +119,24 @@ inline std::vector<Status> run_ranks(std::vector<std::unique_ptr<Communicator>>&
   }
   for (auto& t : threads) t.join();
   return st;
+}
+
+// n NCCL ranks (rank r on device r) over a threads bootstrap, each joining from its own thread.
+inline Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_group(int n) {
+  RAGD_ASSIGN_OR_RETURN(auto boots, make_thread_group(n));
+  std::vector<Result<std::unique_ptr<Communicator>>> made;
+  for (int r = 0; r < n; ++r) made.emplace_back(Status::Internal("not joined"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { made[r] = make_nccl_communicator(std::move(boots[r]), r); });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (auto& m : made) {
+    if (!m.ok()) return m.status();
+    out.push_back(std::move(m).value());
+  }
+  return out;
 }
 
 }  // namespace ragd::seqparallel::testing

@@ -49,6 +49,7 @@ struct RuntimeOptions {
   int sp_workers = 1;
   int sp_threshold_tokens = 16384;
   std::string sp_partition = "zigzag";  // zigzag | contiguous | striped
+  std::string sp_transport = "host";    // host (threads / MPI) | nccl (one GPU per worker)
   std::string embedder = "hashing";  // hashing | model
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   std::string index_spec = "Flat";   // FAISS factory string for new indexes

@@ -3,7 +3,8 @@
 // against this interface; the transports below it are
 //   - threads (thread_communicator.h): workers in one process, one rendezvous copy per message;
 //   - MPI (mpi_communicator.h, when MPI is found): one rank per worker, CPU;
-//   - NCCL (the CUDA engine's device buffers; not in this build yet).
+//   - NCCL (nccl_communicator.h, when CUDA and NCCL are found): one rank per GPU, device or host
+//     buffers, bootstrapped over one of the other two.
 //
 // Semantics (MPI's, so that every transport can honour them):
 //   - point-to-point messages between a (source, destination, tag) triple arrive in the order they
@@ -59,6 +60,9 @@ class Communicator {
 
   // Fails every pending and later operation of every rank with `why` (a worker failed).
   virtual void abort(const Status& why) = 0;
+  // Why the group was aborted (by any rank), or OK; never blocks. A transport that cannot tell
+  // (MPI: MPI_Abort ends the job) returns OK.
+  virtual Status abort_status() { return Status::OK(); }
 
  protected:
   // InvalidArgument when peer is not a rank other than this one, or tag is reserved.

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
@@ -27,11 +28,19 @@ class SpGroup {
 
 using ModelLoader = std::function<Result<std::unique_ptr<engine::Model>>()>;
 
+// How the workers' KV blocks and partial states travel: through host memory (threads in one
+// process, or MPI between ranks), or through NCCL (one GPU per worker; nccl_communicator.h),
+// bootstrapped over the former.
+enum class SpTransport { kHost, kNccl };
+Result<SpTransport> parse_sp_transport(std::string_view name);  // "host" | "nccl"
+
 // workers - 1 helper threads, each loading its model with load_model() on its own thread and
 // running with threads_per_worker kernel threads; returns once every helper has loaded (or the
-// first load error). rank0 is the caller's model.
+// first load error). rank0 is the caller's model. With kNccl every worker (rank r on device r
+// modulo the visible devices) joins an NCCL communicator over the threads transport.
 Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& rank0, const ModelLoader& load_model,
-                                                   PartitionKind kind, int threads_per_worker);
+                                                   PartitionKind kind, int threads_per_worker,
+                                                   SpTransport transport = SpTransport::kHost);
 
 // Rank 0 of a communicator whose other ranks run serve() (an MPI job). Waits at a barrier for
 // them (their serve() loops enter it first: see serve_after_barrier()).
