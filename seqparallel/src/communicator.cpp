@@ -27,17 +27,21 @@ Status wait_all(std::span<Request> requests) {
   return first;
 }
 
+void PollBackoff::pause() {
+  if (polls_++ < 1000) {
+    std::this_thread::yield();
+  } else {
+    sleep_us_ = std::min(max_sleep_us_, std::max(20, sleep_us_ * 2));
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+  }
+}
+
 Status wait_idle(Pending& request, int max_sleep_us) {
-  int sleep_us = 0;
-  for (int polls = 0;; ++polls) {
+  PollBackoff backoff(max_sleep_us);
+  for (;;) {
     RAGD_ASSIGN_OR_RETURN(bool done, request.test());
     if (done) return request.wait();
-    if (polls < 1000) {
-      std::this_thread::yield();
-    } else {
-      sleep_us = std::min(max_sleep_us, std::max(20, sleep_us * 2));
-      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    }
+    backoff.pause();
   }
 }
 

@@ -8,10 +8,8 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <vector>
 #endif
 
@@ -108,6 +106,7 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 16);
 constexpr uint32_t kWireMagic = 0x4c43434e;  // "NCCL"
+constexpr int kMaxPollSleepUs = 1000;  // a transfer in flight is polled at least every millisecond
 
 class NcclCommunicator;
 
@@ -162,14 +161,10 @@ class NcclCommunicator final : public Communicator {
   }
 
   ~NcclCommunicator() override {
-    if (comm_ != nullptr) {
+    if (comm_ != nullptr) {  // abort() already aborted and dropped an aborted communicator
       (void)cudaSetDevice(device_);
-      if (aborted_) {
-        nccl().comm_abort(comm_);
-      } else {
-        (void)cudaStreamSynchronize(stream_);
-        nccl().comm_destroy(comm_);
-      }
+      (void)cudaStreamSynchronize(stream_);
+      nccl().comm_destroy(comm_);
     }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
@@ -255,17 +250,25 @@ class NcclCommunicator final : public Communicator {
     std::vector<std::shared_ptr<Op>> ops;
     ops.swap(queue_);
     Status st = set_device();
-    // Sends' payloads are staged first (a blocking copy on the copy stream: never behind a pending
-    // receive on the NCCL stream).
-    for (auto& op : ops) {
-      if (!st.ok()) break;
-      st = alloc(reinterpret_cast<void**>(&op->dev_header), sizeof(WireHeader));
-      if (st.ok() && op->staged) st = alloc(&op->dev, std::max<size_t>(op->bytes, 1));
-      if (!st.ok() || !op->send) continue;
-      WireHeader h{kWireMagic, op->tag, op->bytes};
-      st = to_device(op->dev_header, &h, sizeof h);
-      if (st.ok() && op->staged) st = to_device(op->dev, op->host, op->bytes);
+    // Buffers and sends' payloads are staged on the copy stream (never behind a pending receive on
+    // the NCCL stream), all of the group's at once, then settled with one synchronisation.
+    std::vector<WireHeader> headers(ops.size());
+    for (size_t i = 0; i < ops.size() && st.ok(); ++i) {
+      Op& op = *ops[i];
+      st = cuda_status(cudaMallocAsync(reinterpret_cast<void**>(&op.dev_header), sizeof(WireHeader), copy_stream_),
+                       "allocate a message header");
+      if (st.ok() && op.staged) {
+        st = cuda_status(cudaMallocAsync(&op.dev, op.bytes, copy_stream_), "allocate " + std::to_string(op.bytes) + " bytes");
+      }
+      if (!st.ok() || !op.send) continue;
+      headers[i] = WireHeader{kWireMagic, op.tag, op.bytes};
+      st = cuda_status(cudaMemcpyAsync(op.dev_header, &headers[i], sizeof(WireHeader), cudaMemcpyDefault, copy_stream_),
+                       "copy to device");
+      if (st.ok() && op.staged) {
+        st = cuda_status(cudaMemcpyAsync(op.dev, op.host, op.bytes, cudaMemcpyDefault, copy_stream_), "copy to device");
+      }
     }
+    if (st.ok()) st = cuda_status(cudaStreamSynchronize(copy_stream_), "staging");
     if (st.ok()) {
       st = nccl_status(nccl().group_start(), "group start");
       if (st.ok()) {
@@ -414,7 +417,8 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t ev = nullptr;
     RAGD_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "event"));
     Status st = cuda_status(cudaEventRecord(ev, stream_), "event record");
-    for (int spins = 0; st.ok(); ++spins) {
+    PollBackoff backoff(kMaxPollSleepUs);
+    while (st.ok()) {
       cudaError_t q = cudaEventQuery(ev);
       if (q == cudaSuccess) break;
       if (q != cudaErrorNotReady) {
@@ -424,7 +428,7 @@ class NcclCommunicator final : public Communicator {
       ncclResult_t async = ncclSuccess;
       if (nccl().comm_get_async_error(comm_, &async) == ncclSuccess && async != ncclSuccess) st = nccl_status(async, what);
       if (st.ok()) st = current_abort();
-      if (st.ok()) backoff(spins);
+      if (st.ok()) backoff.pause();
     }
     cudaEventDestroy(ev);
     return st;
@@ -435,14 +439,6 @@ class NcclCommunicator final : public Communicator {
     return st;
   }
 
- public:
-  static void backoff(int spins) {
-    if (spins < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * (spins - 63))));
-    }
-  }
 
  private:
   std::unique_ptr<Communicator> boot_;
@@ -463,10 +459,11 @@ NcclPending::~NcclPending() {
 Result<bool> NcclPending::test() { return comm_->progress(*op_); }
 
 Status NcclPending::wait() {
-  for (int spins = 0;; ++spins) {
+  PollBackoff backoff(kMaxPollSleepUs);
+  for (;;) {
     RAGD_ASSIGN_OR_RETURN(bool done, comm_->progress(*op_));
     if (done) return Status::OK();
-    NcclCommunicator::backoff(spins);
+    backoff.pause();
   }
 }
 

@@ -72,9 +72,21 @@ class Communicator {
 // Waits for every request (all of them, even after a failure); the first error.
 Status wait_all(std::span<Request> requests);
 
-// Waits for one request without occupying a core: polls test(), yielding at first and then
-// sleeping up to max_sleep_us between polls (MPI and the threads transport would otherwise spin
-// on a rank that is idle for minutes).
+// The pause between two polls of something a peer completes: yields for the first 1,000 polls,
+// then sleeps, doubling from 20 µs up to max_sleep_us. One per wait loop; not thread-safe.
+class PollBackoff {
+ public:
+  explicit PollBackoff(int max_sleep_us) : max_sleep_us_(max_sleep_us) {}
+  void pause();
+
+ private:
+  int max_sleep_us_;
+  int polls_ = 0;
+  int sleep_us_ = 0;
+};
+
+// Waits for one request without occupying a core: polls test() with a PollBackoff (MPI and the
+// threads transport would otherwise spin on a rank that is idle for minutes).
 Status wait_idle(Pending& request, int max_sleep_us = 2000);
 
 }  // namespace ragd::seqparallel
