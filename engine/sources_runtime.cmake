@@ -4,4 +4,10 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/kv_storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/model_weights.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cpu_backend.cpp)
+if(RAGD_HAVE_CUDA)
+  list(APPEND RAGD_ENGINE_SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/src/cuda_backend.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/src/cuda_kv_storage.cpp)
+endif()

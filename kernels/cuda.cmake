@@ -4,6 +4,7 @@
 # driver (libcuda.so is loaded lazily by the static runtime).
 add_library(ragd_kernels_cuda STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/device.cu
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/memory.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/gemm.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/elementwise.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_prefill.cu

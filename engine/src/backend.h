@@ -120,11 +120,27 @@ class Backend {
   virtual size_t weight_bytes() const = 0;
 };
 
+// RoPE inverse frequencies of the model ([head_dim / 2], rope scaling applied): the same table for
+// every backend (backend.cpp).
+std::vector<float> rope_inv_freq(const ModelConfig& cfg);
+// Re-rotation of host keys k [rows, num_kv_heads, head_dim] by a position delta (Backend::rerotate_keys
+// of every backend: the keys are host rows whatever the device).
+void rerotate_host_keys(const ModelConfig& cfg, const float* inv_freq, float* k, size_t rows, int64_t delta);
+
 struct CpuBackendOptions {
   int num_threads = 0;  // OpenMP / OpenBLAS threads; 0 = all cores
 };
 // cpu_backend.cpp. Takes ownership of the weights.
 Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWeights weights,
                                                   const CpuBackendOptions& opts);
+
+struct CudaBackendOptions {
+  int device = 0;  // CUDA device index ("cuda:N")
+};
+// cuda_backend.cpp, in builds with CUDA (RAGD_HAVE_CUDA). Uploads the weights as bf16 and releases
+// the host copy. FailedPrecondition with the runtime's reason when there is no usable device;
+// InvalidArgument naming the value for shapes the CUDA kernels are not built for.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const ModelConfig& cfg, HostWeights weights,
+                                                   const CudaBackendOptions& opts);
 
 }  // namespace ragd::engine

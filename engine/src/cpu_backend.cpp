@@ -18,22 +18,6 @@ namespace ragd::engine {
 
 namespace {
 
-kernels::RopeConfig rope_config(const ModelConfig& cfg) {
-  kernels::RopeConfig r;
-  r.head_dim = cfg.head_dim;
-  r.theta = cfg.rope_theta;
-  switch (cfg.rope_scaling.type) {
-    case RopeScaling::Type::kNone: r.scaling = kernels::RopeConfig::Scaling::kNone; break;
-    case RopeScaling::Type::kLinear: r.scaling = kernels::RopeConfig::Scaling::kLinear; break;
-    case RopeScaling::Type::kLlama3: r.scaling = kernels::RopeConfig::Scaling::kLlama3; break;
-  }
-  r.factor = cfg.rope_scaling.factor;
-  r.low_freq_factor = cfg.rope_scaling.low_freq_factor;
-  r.high_freq_factor = cfg.rope_scaling.high_freq_factor;
-  r.original_max_position_embeddings = cfg.rope_scaling.original_max_position_embeddings;
-  return r;
-}
-
 template <typename T>
 void grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -45,8 +29,7 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, HostWeights weights, const CpuBac
     : cfg_(cfg), w_(std::move(weights)) {
   kernels::set_num_threads(opts.num_threads);
   weight_bytes_ = w_.bytes();
-  inv_freq_.resize(cfg_.head_dim / 2);
-  kernels::rope_inv_freq(rope_config(cfg_), inv_freq_.data());
+  inv_freq_ = rope_inv_freq(cfg_);
 }
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWeights weights,
@@ -55,13 +38,7 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWe
 }
 
 void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
-  const int hd = cfg_.head_dim, nkv = cfg_.num_key_value_heads;
-  const size_t row_floats = static_cast<size_t>(nkv) * hd;
-  constexpr size_t kChunk = 1 << 20;  // kernel takes an int row count
-  for (size_t r0 = 0; r0 < rows; r0 += kChunk) {
-    const int n = static_cast<int>(std::min(kChunk, rows - r0));
-    kernels::rope_rerotate(k + r0 * row_floats, n, nkv, hd, static_cast<int>(row_floats), delta, inv_freq_.data());
-  }
+  rerotate_host_keys(cfg_, inv_freq_.data(), k, rows, delta);
 }
 
 Status CpuBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,

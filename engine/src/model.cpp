@@ -271,12 +271,22 @@ Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out
   return Status::OK();
 }
 
-// "cpu" → CPU; "cuda" / "cuda:N" → Unimplemented in this build.
-Status check_device(const std::string& device) {
-  if (device == "cpu") return Status::OK();
+// "cpu" → -1; "cuda" / "cuda:N" → N (Unimplemented in a build without CUDA); anything else
+// InvalidArgument.
+Result<int> parse_device(const std::string& device) {
+  if (device == "cpu") return -1;
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+#if RAGD_HAVE_CUDA
+    if (device == "cuda") return 0;
+    const std::string n = device.substr(5);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos) {
+      return Status::InvalidArgument("ModelOptions.device '" + device + "': expected \"cuda:N\" with N a device index");
+    }
+    return std::stoi(n);
+#else
     return Status::Unimplemented("ModelOptions.device '" + device +
-                                 "': this build has no CUDA backend; use \"cpu\"");
+                                 "': this build has no CUDA backend (built without nvcc); use \"cpu\"");
+#endif
   }
   return Status::InvalidArgument("ModelOptions.device: unknown device '" + device + "' (expected \"cpu\" or \"cuda:N\")");
 }
@@ -295,14 +305,21 @@ KvLayout kv_layout(const ModelConfig& cfg, const ModelOptions& opts) {
 
 Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique_ptr<WeightStore> weights,
                                              const ModelOptions& opts) {
-  RAGD_RETURN_IF_ERROR(check_device(opts.device));
+  RAGD_ASSIGN_OR_RETURN(const int cuda_device, parse_device(opts.device));
   RAGD_RETURN_IF_ERROR(cfg.validate());
   if (weights == nullptr) return Status::InvalidArgument("Model::create: no weight store");
   if (opts.kv_block_size <= 0) {
     return Status::InvalidArgument("ModelOptions.kv_block_size must be positive, got " + std::to_string(opts.kv_block_size));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const KvLayout layout = kv_layout(cfg, opts);
+  KvLayout layout = kv_layout(cfg, opts);
+  if (cuda_device >= 0) {
+    // The GPU keeps KV as bf16 (cuda_kv_storage.h); f32 is the default ask and becomes bf16.
+    if (layout.dtype == kernels::KvDtype::kInt8) {
+      return Status::InvalidArgument("ModelOptions.kv_dtype 'int8' is CPU-only; the CUDA backend stores KV as bf16");
+    }
+    layout.dtype = kernels::KvDtype::kBF16;
+  }
   const size_t block_bytes = layout.block_bytes();
   const size_t num_blocks = opts.kv_pool_bytes / block_bytes;
   if (num_blocks == 0) {
@@ -311,37 +328,54 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& cfg, std::unique
   }
   Hasher128 fp;
   fp.str("ragd-model-v1").h128(cfg.shape_hash()).h128(weights->checksum());
-  RAGD_ASSIGN_OR_RETURN(HostWeights host, load_host_weights(cfg, *weights, opts.weights));
+  WeightFormat format = opts.weights;
+  if (cuda_device >= 0) {
+    // The GPU keeps every matrix as bf16 (cuda_backend.h).
+    if (format != WeightFormat::kAuto && format != WeightFormat::kBF16) {
+      return Status::InvalidArgument("ModelOptions.weights '" + std::string(weight_format_name(format)) +
+                                     "' is CPU-only; the CUDA backend keeps weights as bf16 (use auto or bf16)");
+    }
+    format = WeightFormat::kBF16;
+  }
+  RAGD_ASSIGN_OR_RETURN(HostWeights host, load_host_weights(cfg, *weights, format));
   weights.reset();  // weights now live in the backend
   // KV computed from weights of other values than the checkpoint's (q8, or rounded to 16 bits) is
   // not interchangeable with the checkpoint's KV: it gets its own fingerprint.
   if (!host.exact()) fp.str("weights").str(kernels::weight_type_name(host.type));
   // Likewise KV computed over rounded or quantized KV (every later token attended to it).
   if (layout.dtype != kernels::KvDtype::kF32) fp.str("kv").str(kernels::kv_dtype_name(layout.dtype));
-  const size_t weight_bytes = host.bytes();
   const kernels::WeightType weight_type = host.type;
-  CpuBackendOptions bo;
-  bo.num_threads = opts.num_threads;
-  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_cpu_backend(cfg, std::move(host), bo));
+  std::unique_ptr<Backend> backend;
+  if (cuda_device >= 0) {
+#if RAGD_HAVE_CUDA
+    CudaBackendOptions co;
+    co.device = cuda_device;
+    RAGD_ASSIGN_OR_RETURN(backend, make_cuda_backend(cfg, std::move(host), co));
+#endif
+  } else {
+    CpuBackendOptions bo;
+    bo.num_threads = opts.num_threads;
+    RAGD_ASSIGN_OR_RETURN(backend, make_cpu_backend(cfg, std::move(host), bo));
+  }
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage, backend->make_kv_storage(layout, num_blocks));
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::create(std::move(storage)));
   ModelLoadInfo info;
   info.weights = std::string(kernels::weight_type_name(weight_type));
-  info.kernels = kernels::cpu_summary();
+  info.kernels = cuda_device >= 0 ? std::string(backend->device()) + " (CUDA kernels, cuBLAS)" : kernels::cpu_summary();
   info.kv_dtype = std::string(kernels::kv_dtype_name(layout.dtype));
-  info.weight_bytes = weight_bytes;
+  info.weight_bytes = backend->weight_bytes();
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   info.resident_bytes = resident_bytes();
   log::engine()->info("model {} loaded on {}: {} layers, hidden {}, {:.1f} MiB {} weights (kernels {}), KV pool {} "
                       "blocks x {} tokens ({:.1f} MiB, {} KV), {:.2f} s, resident {:.1f} MiB",
                       architecture_name(cfg.architecture), backend->device(), cfg.num_hidden_layers, cfg.hidden_size,
-                      weight_bytes / 1048576.0, info.weights, info.kernels, num_blocks, layout.block_size,
+                      info.weight_bytes / 1048576.0, info.weights, info.kernels, num_blocks, layout.block_size,
                       pool->bytes() / 1048576.0, info.kv_dtype, info.seconds, info.resident_bytes / 1048576.0);
   return std::unique_ptr<Model>(new ModelImpl(cfg, fp.digest(), std::move(pool), std::move(backend), std::move(info)));
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const ModelOptions& opts) {
-  RAGD_RETURN_IF_ERROR(check_device(opts.device));
+  RAGD_RETURN_IF_ERROR(parse_device(opts.device).status());
   RAGD_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_json_file(dir + "/config.json"));
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> weights, WeightStore::open_dir(dir));
   return create(cfg, std::move(weights), opts);

@@ -149,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PrefillCase{128, 4, 4, 33, 129, 0, false},        // not causal
                       PrefillCase{64, 6, 3, 7, 33, 0, false},           // GQA 2
                       PrefillCase{128, 8, 2, 129, 129, 0, true, DType::kBf16},  // bf16 output
-                      PrefillCase{64, 4, 2, 7, 0, 0, false}),           // no keys: o = 0, lse = -inf
+                      PrefillCase{64, 4, 2, 7, 0, 0, false},            // no keys: o = 0, lse = -inf
+                      PrefillCase{32, 6, 2, 45, 80, 35, true}),         // head_dim 32, GQA 3 (the QA model)
     [](const auto& info) {
       const PrefillCase& c = info.param;
       return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_nq" +
@@ -236,7 +237,8 @@ TEST_P(DecodeCuda, MatchesReferenceAndCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeCuda,
                          ::testing::Values(DecodeCase{128, 8, 8, 1}, DecodeCase{128, 32, 8, 3},
                                            DecodeCase{64, 16, 2, 0}, DecodeCase{64, 4, 2, 7},
-                                           DecodeCase{128, 32, 8, 0}, DecodeCase{128, 16, 4, 3, 100}),
+                                           DecodeCase{128, 32, 8, 0}, DecodeCase{128, 16, 4, 3, 100},
+                                           DecodeCase{32, 6, 2, 2}),
                          [](const auto& info) {
                            const DecodeCase& c = info.param;
                            return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" +

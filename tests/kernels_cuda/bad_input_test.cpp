@@ -55,10 +55,10 @@ TEST(CudaBadInput, PrefillRejectsNullPointers) {
 }
 
 TEST(CudaBadInput, DecodeRejectsUnsupportedGqaGroup) {
-  const auto b = batch(128, 12, 4);
+  const auto b = batch(128, 20, 4);
   const DecodePlan plan{1, 64};
   expect_invalid(attention_decode(b, 0.1f, plan, nullptr, 0, fake<float>(), fake<float>(), nullptr),
-                 "unsupported GQA group 3");
+                 "unsupported GQA group 5");
 }
 
 TEST(CudaBadInput, DecodeRejectsUnsupportedHeadDim) {

@@ -208,11 +208,12 @@ Status dispatch_group(int group, const DecodeParams& p, int batch, cudaStream_t 
   switch (group) {
     case 1: return launch<D, 1>(p, batch, s);
     case 2: return launch<D, 2>(p, batch, s);
+    case 3: return launch<D, 3>(p, batch, s);
     case 4: return launch<D, 4>(p, batch, s);
     case 8: return launch<D, 8>(p, batch, s);
     default:
       return Status::InvalidArgument("attention_decode: unsupported GQA group " + std::to_string(group) +
-                                     " (num_heads / num_kv_heads; CUDA kernels are built for 1, 2, 4, 8)");
+                                     " (num_heads / num_kv_heads; CUDA kernels are built for 1, 2, 3, 4, 8)");
   }
 }
 
@@ -242,9 +243,9 @@ size_t attention_decode_workspace_bytes(const DecodeBatchBf16& batch, const Deco
 
 Status attention_decode(const DecodeBatchBf16& batch, float scale, const DecodePlan& plan, void* workspace,
                         size_t workspace_bytes, float* out, float* lse, void* stream) {
-  if (batch.head_dim != 64 && batch.head_dim != 128) {
+  if (batch.head_dim != 32 && batch.head_dim != 64 && batch.head_dim != 128) {
     return Status::InvalidArgument("attention_decode: unsupported head_dim " + std::to_string(batch.head_dim) +
-                                   " (CUDA kernels are built for 64 and 128)");
+                                   " (CUDA kernels are built for 32, 64 and 128)");
   }
   if (batch.num_heads <= 0 || batch.num_kv_heads <= 0 || batch.num_heads % batch.num_kv_heads != 0) {
     return Status::InvalidArgument("attention_decode: num_heads " + std::to_string(batch.num_heads) +
@@ -265,9 +266,9 @@ Status attention_decode(const DecodeBatchBf16& batch, float scale, const DecodeP
                                    " bytes, need " + std::to_string(need));
   }
   const int group = batch.num_heads / batch.num_kv_heads;
-  if (group != 1 && group != 2 && group != 4 && group != 8) {
+  if (group != 1 && group != 2 && group != 3 && group != 4 && group != 8) {
     return Status::InvalidArgument("attention_decode: unsupported GQA group " + std::to_string(group) +
-                                   " (num_heads / num_kv_heads; CUDA kernels are built for 1, 2, 4, 8)");
+                                   " (num_heads / num_kv_heads; CUDA kernels are built for 1, 2, 3, 4, 8)");
   }
   if (batch.batch == 0) return Status::OK();
   if (!batch.q || !batch.k || !batch.v || !batch.block_tables || !batch.kv_lens || !out || !lse) {
@@ -293,6 +294,7 @@ Status attention_decode(const DecodeBatchBf16& batch, float scale, const DecodeP
   p.keys_per_split = plan.keys_per_split;
   p.scale_log2 = scale * detail::kLog2e;
   auto s = detail::as_stream(stream);
+  if (batch.head_dim == 32) return dispatch_group<32>(group, p, batch.batch, s);
   if (batch.head_dim == 64) return dispatch_group<64>(group, p, batch.batch, s);
   return dispatch_group<128>(group, p, batch.batch, s);
 }

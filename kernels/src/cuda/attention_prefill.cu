@@ -274,9 +274,9 @@ Status launch(const PrefillParams& p, cudaStream_t s) {
 
 Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, bool causal,
                          int q_offset, void* out, DType out_dtype, float* lse, void* stream) {
-  if (kv.head_dim != 64 && kv.head_dim != 128) {
+  if (kv.head_dim != 32 && kv.head_dim != 64 && kv.head_dim != 128) {
     return Status::InvalidArgument("attention_prefill: unsupported head_dim " + std::to_string(kv.head_dim) +
-                                   " (CUDA kernels are built for 64 and 128)");
+                                   " (CUDA kernels are built for 32, 64 and 128)");
   }
   if (n_q < 0 || num_heads <= 0 || kv.num_kv_heads <= 0 || num_heads % kv.num_kv_heads != 0) {
     return Status::InvalidArgument("attention_prefill: num_heads " + std::to_string(num_heads) +
@@ -309,6 +309,7 @@ Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedK
   p.causal = causal;
   auto s = detail::as_stream(stream);
   const bool f32 = out_dtype == DType::kF32;
+  if (kv.head_dim == 32) return f32 ? launch<32, float>(p, s) : launch<32, bf16>(p, s);
   if (kv.head_dim == 64) return f32 ? launch<64, float>(p, s) : launch<64, bf16>(p, s);
   return f32 ? launch<128, float>(p, s) : launch<128, bf16>(p, s);
 }

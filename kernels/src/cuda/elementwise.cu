@@ -1,5 +1,5 @@
-// RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, LSE merge, argmax and paged KV writes on
-// the GPU.
+// RMSNorm, RoPE (+ re-rotation), SwiGLU, embedding gather, dtype conversion, bias, LSE merge, argmax
+// and paged KV writes on the GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -187,6 +187,26 @@ __global__ void kv_write_kernel(const uint16_t* __restrict__ k_new, const uint16
   }
 }
 
+// ---- dtype conversion and bias: grid-stride loops ---------------------------------------------
+template <typename Ti, typename To>
+__global__ void convert_kernel(const Ti* __restrict__ x, To* __restrict__ y, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    y[i] = from_f32<To>(to_f32(x[i]));
+  }
+}
+
+template <typename T>
+__global__ void add_bias_kernel(T* x, int rows, int dim, int stride, const float* __restrict__ bias) {
+  const size_t total = static_cast<size_t>(rows) * dim;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t r = i / dim, c = i % dim;
+    T& v = x[r * stride + c];
+    v = from_f32<T>(to_f32(v) + bias[c]);
+  }
+}
+
 int grid_for(int64_t total, int threads) {
   const int64_t b = (total + threads - 1) / threads;
   return static_cast<int>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
@@ -308,6 +328,43 @@ Status embedding_gather(DType dtype, const void* table, int vocab, int hidden, c
                                                               ids, static_cast<__nv_bfloat16*>(out), bad_ids);
   }
   return detail::launch_status("embedding_gather");
+}
+
+Status convert(DType from, const void* x, DType to, void* y, size_t n, void* stream) {
+  RAGD_RETURN_IF_ERROR(check_dtype(from, "convert"));
+  RAGD_RETURN_IF_ERROR(check_dtype(to, "convert"));
+  if (n == 0) return Status::OK();
+  if (!x || !y) return Status::InvalidArgument("convert: null pointer");
+  auto s = detail::as_stream(stream);
+  const int grid = grid_for(static_cast<int64_t>(n), 256);
+  using B = __nv_bfloat16;
+  if (from == DType::kF32 && to == DType::kBf16) {
+    convert_kernel<float, B><<<grid, 256, 0, s>>>(static_cast<const float*>(x), static_cast<B*>(y), n);
+  } else if (from == DType::kBf16 && to == DType::kF32) {
+    convert_kernel<B, float><<<grid, 256, 0, s>>>(static_cast<const B*>(x), static_cast<float*>(y), n);
+  } else {
+    const size_t bytes = n * (from == DType::kF32 ? 4 : 2);
+    return detail::cuda_status(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s), "convert");
+  }
+  return detail::launch_status("convert");
+}
+
+Status add_bias(DType dtype, void* x, int rows, int dim, int stride, const float* bias, void* stream) {
+  RAGD_RETURN_IF_ERROR(check_dtype(dtype, "add_bias"));
+  if (rows < 0 || dim <= 0 || stride < dim) {
+    return Status::InvalidArgument("add_bias: bad shape (rows=" + std::to_string(rows) + " dim=" + std::to_string(dim) +
+                                   " stride=" + std::to_string(stride) + ")");
+  }
+  if (rows == 0) return Status::OK();
+  if (!x || !bias) return Status::InvalidArgument("add_bias: null pointer");
+  auto s = detail::as_stream(stream);
+  const int grid = grid_for(static_cast<int64_t>(rows) * dim, 256);
+  if (dtype == DType::kF32) {
+    add_bias_kernel<float><<<grid, 256, 0, s>>>(static_cast<float*>(x), rows, dim, stride, bias);
+  } else {
+    add_bias_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16*>(x), rows, dim, stride, bias);
+  }
+  return detail::launch_status("add_bias");
 }
 
 Status merge_states(int rows, int head_dim, const float* o_a, const float* lse_a, const float* o_b, const float* lse_b,

@@ -6,7 +6,7 @@
 // GQA: query head h reads kv head h / (num_heads / num_kv_heads). Scores are scale · q·k with fp32
 // accumulation; softmax in fp32 (P rounded to bf16 for the P·V product, as flash-attention does).
 // A (token, head) that sees no key gets o = 0, lse = −inf.
-// Supported: head_dim 64 and 128 (prefill and decode); GQA group 1, 2, 4, 8 (decode). Anything
+// Supported: head_dim 32, 64 and 128 (prefill and decode); GQA group 1, 2, 3, 4, 8 (decode). Anything
 // else is InvalidArgument naming the value.
 // Thread-safety: pure launchers (see device.h for the launcher contract).
 #pragma once

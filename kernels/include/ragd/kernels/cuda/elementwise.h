@@ -29,6 +29,13 @@ Status rope_rerotate(DType dtype, void* x, int rows, int heads, int head_dim, in
 Status swiglu(DType dtype, int rows, int dim, const void* gate, int gate_stride, const void* up,
               int up_stride, void* y, int y_stride, void* stream);
 
+// y = x converted from `from` to `to` (n elements, contiguous; f32 -> bf16 rounds to nearest even,
+// bf16 -> f32 is exact, same dtype copies). y must not alias x unless the dtypes are equal.
+Status convert(DType from, const void* x, DType to, void* y, size_t n, void* stream);
+
+// x[r, :dim] += bias[:dim] for every row: x [rows, dim] of `dtype` (row stride `stride`), bias f32.
+Status add_bias(DType dtype, void* x, int rows, int dim, int stride, const float* bias, void* stream);
+
 // out[i] = table[ids[i]]: table [vocab, hidden], ids [n] int32 (device), out [n, hidden].
 // An id outside [0, vocab) writes a zero row and increments *bad_ids (device int, may be null),
 // since a device-side id cannot be checked on the host without a sync.

@@ -1,0 +1,38 @@
+// Helpers shared by the backends (backend.h).
+#include "backend.h"
+
+#include <algorithm>
+
+#include "ragd/kernels/rope.h"
+
+namespace ragd::engine {
+
+std::vector<float> rope_inv_freq(const ModelConfig& cfg) {
+  kernels::RopeConfig r;
+  r.head_dim = cfg.head_dim;
+  r.theta = cfg.rope_theta;
+  switch (cfg.rope_scaling.type) {
+    case RopeScaling::Type::kNone: r.scaling = kernels::RopeConfig::Scaling::kNone; break;
+    case RopeScaling::Type::kLinear: r.scaling = kernels::RopeConfig::Scaling::kLinear; break;
+    case RopeScaling::Type::kLlama3: r.scaling = kernels::RopeConfig::Scaling::kLlama3; break;
+  }
+  r.factor = cfg.rope_scaling.factor;
+  r.low_freq_factor = cfg.rope_scaling.low_freq_factor;
+  r.high_freq_factor = cfg.rope_scaling.high_freq_factor;
+  r.original_max_position_embeddings = cfg.rope_scaling.original_max_position_embeddings;
+  std::vector<float> inv_freq(cfg.head_dim / 2);
+  kernels::rope_inv_freq(r, inv_freq.data());
+  return inv_freq;
+}
+
+void rerotate_host_keys(const ModelConfig& cfg, const float* inv_freq, float* k, size_t rows, int64_t delta) {
+  const int hd = cfg.head_dim, nkv = cfg.num_key_value_heads;
+  const size_t row_floats = static_cast<size_t>(nkv) * hd;
+  constexpr size_t kChunk = 1 << 20;  // the kernel takes an int row count
+  for (size_t r0 = 0; r0 < rows; r0 += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, rows - r0));
+    kernels::rope_rerotate(k + r0 * row_floats, n, nkv, hd, static_cast<int>(row_floats), delta, inv_freq);
+  }
+}
+
+}  // namespace ragd::engine

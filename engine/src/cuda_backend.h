@@ -1,0 +1,79 @@
+// CudaBackend: runs a step on one GPU with the CUDA launchers in ragd/kernels/cuda and cuBLAS.
+//   embedding gather (bf16) → f32 residual stream; per layer: RMSNorm (f32) → bf16 → fused QKV GEMM
+//   (f32 out, + bias) → RoPE (f32) → bf16 → K/V scattered into their pool slots → paged attention
+//   (flash prefill per multi-token sequence, one split-KV decode launch for all 1-token sequences)
+//   → o_proj GEMM accumulating into the residual → RMSNorm → gate_up GEMM (bf16) → SwiGLU → down
+//   GEMM accumulating into the residual; final RMSNorm and the LM head only for the logit rows.
+// Weights live on the device as bf16 (row-major, HF layout), norms and biases as f32; KV in
+// CudaKvStorage (bf16). Activations between GEMMs are bf16, the residual stream and every
+// reduction f32: the CPU backend with bf16 weights and bf16 KV is its oracle (tolerance in the tests).
+// One stream per backend; a step ends with one synchronisation (the logits' copy to the host).
+//
+// Not on the GPU yet (Unimplemented, naming the feature): layer hooks (CacheBlend / EPIC recompute,
+// sequence-parallel attention) and steps that are not a contiguous append (explicit positions,
+// sparse slots); Model::attend. Those run on the CPU backend.
+// Thread-safety: one thread at a time (scratch buffers and the cuBLAS handle are members).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend.h"
+#include "cuda_kv_storage.h"
+#include "ragd/kernels/cuda/gemm.h"
+#include "ragd/kernels/cuda/memory.h"
+
+namespace ragd::engine {
+
+struct CudaStepMeta;  // cuda_backend.cpp: one step's block tables, slots and row maps
+
+class CudaBackend final : public Backend {
+ public:
+  // Use make_cuda_backend (backend.h).
+  CudaBackend(const ModelConfig& cfg, int device, std::shared_ptr<kernels::cuda::Stream> stream,
+              kernels::cuda::CublasHandle cublas);
+  // Uploads every matrix as bf16 and the norms / biases as f32; frees host matrices as it goes.
+  Status upload(HostWeights weights);
+
+  std::string_view device() const override { return name_; }
+  Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) override;
+  Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) override;
+  Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q, const int32_t* q_pos,
+                float* out, float* lse) override;
+  void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
+  size_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  struct DeviceLayer {
+    kernels::cuda::DeviceBuffer input_norm, qkv, qkv_bias, o, post_norm, gate_up, down;
+  };
+  // Grows device scratch to `rows` step rows and `logit_rows` logit rows.
+  Status reserve(int rows, int logit_rows);
+  // Attention of every row of one layer into attn_ (see attn_rows for where the rows end up).
+  Status attention(const StepPlan& plan, CudaKvStorage& kv, int layer, const CudaStepMeta& m);
+  // The f32 attention output [rows, q_dim] in step order after attention().
+  float* attn_rows(const CudaStepMeta& m);
+  void* stream() const { return stream_->get(); }
+
+  ModelConfig cfg_;
+  int device_ = 0;
+  std::string name_;
+  std::shared_ptr<kernels::cuda::Stream> stream_;
+  kernels::cuda::CublasHandle cublas_;
+  int num_sms_ = 0;
+  size_t weight_bytes_ = 0;
+  std::vector<float> inv_freq_host_;  // [head_dim / 2], for rerotate_keys on host rows
+
+  kernels::cuda::DeviceBuffer embed_, lm_head_, final_norm_, inv_freq_;
+  std::vector<DeviceLayer> layers_;
+
+  // Scratch, sized for rows_cap_ rows (logits for logit_cap_ rows).
+  int rows_cap_ = 0, logit_cap_ = 0;
+  kernels::cuda::DeviceBuffer x_, hf_, hb_, qkv_, qkvb_, qb_, attn_, lse_, gu_, act_, logits_, qdec_;
+  kernels::cuda::DeviceBuffer gemm_ws_, decode_ws_, meta_;
+  kernels::cuda::PinnedBuffer meta_host_;
+};
+
+}  // namespace ragd::engine

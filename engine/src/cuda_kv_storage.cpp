@@ -1,0 +1,99 @@
+#include "cuda_kv_storage.h"
+
+#include <string>
+
+#include "ragd/common/check.h"
+
+namespace ragd::engine {
+
+namespace cu = kernels::cuda;
+
+namespace {
+
+void check_ok(const Status& st, const char* what) { RAGD_CHECK(st.ok()) << what << ": " << st.to_string(); }
+
+}  // namespace
+
+CudaKvStorage::CudaKvStorage(const KvLayout& layout, size_t num_blocks, int device, std::shared_ptr<cu::Stream> stream)
+    : KvStorage(layout, num_blocks), device_(device), name_("cuda:" + std::to_string(device)), stream_(std::move(stream)) {}
+
+Result<std::unique_ptr<CudaKvStorage>> CudaKvStorage::create(const KvLayout& layout, size_t num_blocks, int device,
+                                                             std::shared_ptr<cu::Stream> stream) {
+  RAGD_RETURN_IF_ERROR(layout.validate());
+  if (layout.dtype != kernels::KvDtype::kBF16) {
+    return Status::InvalidArgument("cuda KV storage: KV is stored as bf16 on the GPU, not " +
+                                   std::string(kernels::kv_dtype_name(layout.dtype)) + " (set kv_dtype = \"bf16\")");
+  }
+  if (num_blocks == 0 || num_blocks > static_cast<size_t>(INT32_MAX)) {
+    return Status::InvalidArgument("cuda KV storage: num_blocks must be in [1, 2^31), got " + std::to_string(num_blocks));
+  }
+  if (!stream) return Status::InvalidArgument("cuda KV storage: no stream");
+  RAGD_RETURN_IF_ERROR(cu::set_device(device));
+  std::unique_ptr<CudaKvStorage> s(new CudaKvStorage(layout, num_blocks, device, std::move(stream)));
+  const size_t bytes = layout.block_floats() * num_blocks * sizeof(uint16_t);
+  for (int l = 0; l < layout.num_layers; ++l) {
+    RAGD_ASSIGN_OR_RETURN(cu::DeviceBuffer k, cu::DeviceBuffer::alloc(bytes));
+    RAGD_ASSIGN_OR_RETURN(cu::DeviceBuffer v, cu::DeviceBuffer::alloc(bytes));
+    RAGD_RETURN_IF_ERROR(cu::fill_zero(k.get(), bytes, s->stream_->get()));
+    RAGD_RETURN_IF_ERROR(cu::fill_zero(v.get(), bytes, s->stream_->get()));
+    s->k_.push_back(std::move(k));
+    s->v_.push_back(std::move(v));
+  }
+  RAGD_ASSIGN_OR_RETURN(s->staging_, cu::PinnedBuffer::alloc(2 * layout.block_floats() * sizeof(uint16_t)));
+  RAGD_RETURN_IF_ERROR(s->stream_->sync());
+  return s;
+}
+
+size_t CudaKvStorage::offset(int32_t block, int slot) const {
+  RAGD_CHECK(block >= 0 && static_cast<size_t>(block) < num_blocks()) << "block " << block << " of " << num_blocks();
+  return layout().block_floats() * static_cast<size_t>(block) + static_cast<size_t>(slot) * layout().token_floats();
+}
+
+void CudaKvStorage::copy_block(int32_t dst, int32_t src) {
+  check_ok(cu::set_device(device_), "cuda KV copy_block");
+  const size_t bytes = layout().block_floats() * sizeof(uint16_t);
+  const size_t d = offset(dst, 0), s = offset(src, 0);
+  for (int l = 0; l < layout().num_layers; ++l) {
+    check_ok(cu::copy_on_device(k_layer(l) + d, k_layer(l) + s, bytes, stream_->get()), "cuda KV copy_block");
+    check_ok(cu::copy_on_device(v_layer(l) + d, v_layer(l) + s, bytes, stream_->get()), "cuda KV copy_block");
+  }
+}
+
+void CudaKvStorage::read(int layer, int32_t block, int slot, int n, float* k, float* v) const {
+  RAGD_CHECK(slot >= 0 && n >= 0 && slot + n <= layout().block_size) << "read of slots [" << slot << ", " << slot + n
+                                                                      << ") of a block";
+  if (n == 0) return;
+  check_ok(cu::set_device(device_), "cuda KV read");
+  const size_t count = static_cast<size_t>(n) * layout().token_floats();
+  const size_t e = offset(block, slot);
+  uint16_t* sk = staging_.as<uint16_t>();
+  uint16_t* sv = sk + layout().block_floats();
+  check_ok(cu::copy_to_host(sk, k_layer(layer) + e, count * sizeof(uint16_t), stream_->get()), "cuda KV read");
+  check_ok(cu::copy_to_host(sv, v_layer(layer) + e, count * sizeof(uint16_t), stream_->get()), "cuda KV read");
+  check_ok(stream_->sync(), "cuda KV read");
+  for (size_t i = 0; i < count; ++i) {
+    k[i] = cu::bf16_to_f32(sk[i]);
+    v[i] = cu::bf16_to_f32(sv[i]);
+  }
+}
+
+void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float* k, const float* v) {
+  RAGD_CHECK(slot >= 0 && n >= 0 && slot + n <= layout().block_size) << "write of slots [" << slot << ", " << slot + n
+                                                                      << ") of a block";
+  if (n == 0) return;
+  check_ok(cu::set_device(device_), "cuda KV write");
+  const size_t count = static_cast<size_t>(n) * layout().token_floats();
+  const size_t e = offset(block, slot);
+  uint16_t* sk = staging_.as<uint16_t>();
+  uint16_t* sv = sk + layout().block_floats();
+  check_ok(stream_->sync(), "cuda KV write");  // the staging buffer's previous copy is done
+  for (size_t i = 0; i < count; ++i) {
+    sk[i] = cu::f32_to_bf16(k[i]);
+    sv[i] = cu::f32_to_bf16(v[i]);
+  }
+  check_ok(cu::copy_to_device(k_layer(layer) + e, sk, count * sizeof(uint16_t), stream_->get()), "cuda KV write");
+  check_ok(cu::copy_to_device(v_layer(layer) + e, sv, count * sizeof(uint16_t), stream_->get()), "cuda KV write");
+  check_ok(stream_->sync(), "cuda KV write");
+}
+
+}  // namespace ragd::engine

@@ -1,0 +1,51 @@
+// KV blocks in GPU memory: the CUDA backend's KvStorage, so KvPool's block tables, ref counts and
+// copy-on-write work unchanged while the bytes live in HBM.
+//
+// Layout, per layer, as the CUDA attention kernels read it (ragd/kernels/cuda/attention.h): one bf16
+// array [num_blocks, block_size, num_kv_heads, head_dim] for K (after RoPE) and one for V. Only bf16
+// is stored on the device (the layout's dtype must be kBF16). copy_block is a device-to-device copy
+// enqueued on the backend's stream (ordered with the kernels that read the blocks); read() / write()
+// move f32 rows through a pinned staging buffer and wait for their copy.
+// A CUDA error in these void methods is fatal (RAGD_CHECK): the device context is unusable then.
+//
+// Thread-safety: NOT thread-safe; used with the KvPool and the backend by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ragd/engine/kv_storage.h"
+#include "ragd/kernels/cuda/memory.h"
+
+namespace ragd::engine {
+
+class CudaKvStorage final : public KvStorage {
+ public:
+  // InvalidArgument on a bad layout or a dtype other than bf16; ResourceExhausted when the blocks do
+  // not fit in device memory. `stream` is shared with the backend that runs the kernels.
+  static Result<std::unique_ptr<CudaKvStorage>> create(const KvLayout& layout, size_t num_blocks, int device,
+                                                       std::shared_ptr<kernels::cuda::Stream> stream);
+
+  std::string_view device() const override { return name_; }
+  void copy_block(int32_t dst, int32_t src) override;
+  void read(int layer, int32_t block, int slot, int n, float* k, float* v) const override;
+  void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) override;
+
+  // Base of one layer's bf16 arrays (block 0), device memory.
+  uint16_t* k_layer(int layer) const { return k_[layer].as<uint16_t>(); }
+  uint16_t* v_layer(int layer) const { return v_[layer].as<uint16_t>(); }
+
+ private:
+  CudaKvStorage(const KvLayout& layout, size_t num_blocks, int device, std::shared_ptr<kernels::cuda::Stream> stream);
+  // Element offset of (block, slot) in a layer's array.
+  size_t offset(int32_t block, int slot) const;
+
+  int device_ = 0;
+  std::string name_;
+  std::shared_ptr<kernels::cuda::Stream> stream_;
+  std::vector<kernels::cuda::DeviceBuffer> k_, v_;
+  mutable kernels::cuda::PinnedBuffer staging_;  // one block of K and one of V, bf16
+};
+
+}  // namespace ragd::engine

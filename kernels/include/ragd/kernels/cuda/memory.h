@@ -1,0 +1,109 @@
+// Device memory, pinned host memory, streams and copies for the CUDA backend, behind a CUDA-free
+// header (device pointers are plain pointers, a stream is `void*`). Unlike the launchers, these
+// allocate and (where named) synchronise: they are the engine's only door to the CUDA runtime.
+// Errors are Internal with the CUDA error name and string (ResourceExhausted for an allocation that
+// does not fit, naming the bytes).
+// Thread-safety: the owning types are movable, not copyable, and not thread-safe; the free functions
+// are safe from any thread (a device is current per thread: call set_device on each thread first).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "ragd/kernels/cuda/device.h"
+
+namespace ragd::kernels::cuda {
+
+// Makes `device` current for the calling thread.
+Status set_device(int device);
+// Free and total bytes of the current device.
+Status memory_info(size_t* free_bytes, size_t* total_bytes);
+
+// cudaMalloc'd bytes (256-byte aligned), freed on destruction.
+class DeviceBuffer {
+ public:
+  static Result<DeviceBuffer> alloc(size_t bytes);
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+  void* get() const { return p_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Page-locked host bytes (cudaMallocHost): the staging of every host <-> device copy, so copies are
+// asynchronous DMA.
+class PinnedBuffer {
+ public:
+  static Result<PinnedBuffer> alloc(size_t bytes);
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+  void* get() const { return p_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// A non-blocking stream (does not synchronise with the legacy default stream).
+class Stream {
+ public:
+  static Result<Stream> create();
+  Stream() = default;
+  Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+  void* get() const { return s_; }
+  Status sync() const;  // waits for everything enqueued; reports a fault of earlier kernels
+
+ private:
+  void* s_ = nullptr;
+};
+
+// An event for ordering one stream after another (layer-wise loads on a copy stream).
+class Event {
+ public:
+  static Result<Event> create();
+  Event() = default;
+  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+  Status record(void* stream);
+  Status wait_on(void* stream) const;  // `stream` waits for this event's last record
+  Status sync() const;
+
+ private:
+  void* e_ = nullptr;
+};
+
+// Asynchronous copies on `stream` (host sides should be pinned for overlap; pageable memory works
+// but the copy is then staged by the driver).
+Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream);
+Status copy_to_host(void* dst, const void* src, size_t bytes, void* stream);
+Status copy_on_device(void* dst, const void* src, size_t bytes, void* stream);
+// Device-to-device copy of `rows` rows of `row_bytes` each, rows dst_pitch / src_pitch bytes apart.
+Status copy_rows_on_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                           size_t rows, void* stream);
+Status fill_zero(void* dst, size_t bytes, void* stream);
+
+}  // namespace ragd::kernels::cuda

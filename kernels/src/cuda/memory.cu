@@ -1,0 +1,158 @@
+#include "ragd/kernels/cuda/memory.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda_util.cuh"
+
+namespace ragd::kernels::cuda {
+
+using detail::as_stream;
+using detail::cuda_status;
+
+Status set_device(int device) { return cuda_status(cudaSetDevice(device), "cudaSetDevice"); }
+
+Status memory_info(size_t* free_bytes, size_t* total_bytes) {
+  return cuda_status(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+}
+
+namespace {
+
+Status alloc_status(cudaError_t e, const char* what, size_t bytes) {
+  if (e == cudaSuccess) return Status::OK();
+  cudaGetLastError();  // an out-of-memory error is not sticky; clear it for the next call
+  if (e == cudaErrorMemoryAllocation) {
+    return Status::ResourceExhausted(std::string(what) + ": out of memory allocating " + std::to_string(bytes) +
+                                     " bytes");
+  }
+  return cuda_status(e, what);
+}
+
+}  // namespace
+
+Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {
+  DeviceBuffer b;
+  if (bytes == 0) return Result<DeviceBuffer>(std::move(b));
+  RAGD_RETURN_IF_ERROR(alloc_status(cudaMalloc(&b.p_, bytes), "cudaMalloc", bytes));
+  b.n_ = bytes;
+  return Result<DeviceBuffer>(std::move(b));
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaFree(p_);
+    p_ = std::exchange(o.p_, nullptr);
+    n_ = std::exchange(o.n_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) cudaFree(p_);
+}
+
+Result<PinnedBuffer> PinnedBuffer::alloc(size_t bytes) {
+  PinnedBuffer b;
+  if (bytes == 0) return Result<PinnedBuffer>(std::move(b));
+  RAGD_RETURN_IF_ERROR(alloc_status(cudaMallocHost(&b.p_, bytes), "cudaMallocHost", bytes));
+  b.n_ = bytes;
+  return Result<PinnedBuffer>(std::move(b));
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaFreeHost(p_);
+    p_ = std::exchange(o.p_, nullptr);
+    n_ = std::exchange(o.n_, 0);
+  }
+  return *this;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (p_) cudaFreeHost(p_);
+}
+
+Result<Stream> Stream::create() {
+  Stream s;
+  cudaStream_t h = nullptr;
+  RAGD_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&h, cudaStreamNonBlocking), "cudaStreamCreate"));
+  s.s_ = h;
+  return Result<Stream>(std::move(s));
+}
+
+Stream& Stream::operator=(Stream&& o) noexcept {
+  if (this != &o) {
+    if (s_) cudaStreamDestroy(as_stream(s_));
+    s_ = std::exchange(o.s_, nullptr);
+  }
+  return *this;
+}
+
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(as_stream(s_));
+}
+
+Status Stream::sync() const { return cuda_status(cudaStreamSynchronize(as_stream(s_)), "cudaStreamSynchronize"); }
+
+Result<Event> Event::create() {
+  Event ev;
+  cudaEvent_t h = nullptr;
+  RAGD_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&h, cudaEventDisableTiming), "cudaEventCreate"));
+  ev.e_ = h;
+  return Result<Event>(std::move(ev));
+}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
+    e_ = std::exchange(o.e_, nullptr);
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
+}
+
+Status Event::record(void* stream) {
+  return cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(e_), as_stream(stream)), "cudaEventRecord");
+}
+
+Status Event::wait_on(void* stream) const {
+  return cuda_status(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(e_), 0), "cudaStreamWaitEvent");
+}
+
+Status Event::sync() const {
+  return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e_)), "cudaEventSynchronize");
+}
+
+Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return Status::OK();
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, as_stream(stream)), "copy_to_device");
+}
+
+Status copy_to_host(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return Status::OK();
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, as_stream(stream)), "copy_to_host");
+}
+
+Status copy_on_device(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return Status::OK();
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(stream)), "copy_on_device");
+}
+
+Status copy_rows_on_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                           size_t rows, void* stream) {
+  if (rows == 0 || row_bytes == 0) return Status::OK();
+  return cuda_status(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
+                                       as_stream(stream)),
+                     "copy_rows_on_device");
+}
+
+Status fill_zero(void* dst, size_t bytes, void* stream) {
+  if (bytes == 0) return Status::OK();
+  return cuda_status(cudaMemsetAsync(dst, 0, bytes, as_stream(stream)), "fill_zero");
+}
+
+}  // namespace ragd::kernels::cuda

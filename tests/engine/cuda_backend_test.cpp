@@ -1,0 +1,292 @@
+// The CUDA backend against its oracle, the CPU backend with the same bf16 weights and bf16 KV.
+// The GPU rounds activations to bf16 before every GEMM (the CPU keeps them f32), so logits are
+// compared relative to each row's logit range: max |Δ| <= 2 % of the range, and the argmax agrees
+// wherever the top two logits are more than 5 % of the range apart.
+// Tests that need a device skip with the runtime's reason on machines without one; the option and
+// shape checks run everywhere (they fail before any device is touched).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model_fixture.h"
+#include "ragd/engine/model.h"
+#include "ragd/kernels/cuda/device.h"
+#include "tiny_model.h"
+
+namespace ragd::engine {
+namespace {
+
+using namespace testing;  // ragd::engine::testing: tiny_config, tiny_weights, random_tokens
+
+std::string no_device_reason() {
+  std::string why;
+  return kernels::cuda::device_count(&why) == 0 ? why : std::string();
+}
+
+#define REQUIRE_GPU()                                                  \
+  do {                                                                 \
+    const std::string why_ = no_device_reason();                       \
+    if (!why_.empty()) GTEST_SKIP() << "no CUDA device: " << why_;     \
+  } while (0)
+
+// A model shaped for the CUDA kernels: head_dim 64 (or 32), GQA, odd vocab.
+ModelConfig gpu_config(int head_dim, int heads, int kv_heads, bool qwen_bias) {
+  ModelConfig c = tiny_config(qwen_bias ? Variant::kQwen2Bias : Variant::kLlama);
+  c.head_dim = head_dim;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.hidden_size = heads * head_dim;
+  c.intermediate_size = 3 * c.hidden_size / 2;
+  c.vocab_size = 211;
+  return c;
+}
+
+Result<std::unique_ptr<Model>> make(const ModelConfig& cfg, const TinyWeights& w, const std::string& device,
+                                    kernels::KvDtype kv = kernels::KvDtype::kBF16,
+                                    WeightFormat format = WeightFormat::kAuto) {
+  ModelOptions o;
+  o.device = device;
+  o.kv_dtype = kv;
+  o.weights = format;
+  o.kv_pool_bytes = 16u << 20;
+  return Model::create(cfg, WeightStore::from_tensors(w.tensors), o);
+}
+
+struct Compare {
+  double worst = 0.0;  // max |Δ| / range
+  int decisive = 0;
+};
+
+// Row-wise comparison of GPU logits against CPU logits (see the file comment).
+void compare_rows(const StepOutput& gpu, const StepOutput& cpu, int rows, const char* what, Compare* c) {
+  for (int r = 0; r < rows; ++r) {
+    const auto g = gpu.row(r), h = cpu.row(r);
+    const auto [lo, hi] = std::minmax_element(h.begin(), h.end());
+    const double range = std::max(1e-6, static_cast<double>(*hi - *lo));
+    double d = 0.0;
+    for (size_t i = 0; i < h.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(g[i]) - h[i]));
+    EXPECT_LE(d, 0.02 * range) << what << " row " << r;
+    c->worst = std::max(c->worst, d / range);
+    std::vector<float> s(h.begin(), h.end());
+    std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
+    if (s[0] - s[1] > 0.05 * range) {
+      ++c->decisive;
+      EXPECT_EQ(std::max_element(g.begin(), g.end()) - g.begin(), std::max_element(h.begin(), h.end()) - h.begin())
+          << what << " row " << r;
+    }
+  }
+}
+
+TEST(CudaBackendOptions, QuantizedWeightsAreRejectedBeforeTheDevice) {
+  const ModelConfig cfg = gpu_config(64, 4, 2, false);
+  const TinyWeights w = tiny_weights(cfg, 3, true);
+  auto r = make(cfg, w, "cuda:0", kernels::KvDtype::kBF16, WeightFormat::kQ8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("q8"), std::string::npos) << r.status().message();
+}
+
+TEST(CudaBackendOptions, Int8KvIsRejectedBeforeTheDevice) {
+  const ModelConfig cfg = gpu_config(64, 4, 2, false);
+  const TinyWeights w = tiny_weights(cfg, 3, true);
+  auto r = make(cfg, w, "cuda:0", kernels::KvDtype::kInt8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("int8"), std::string::npos) << r.status().message();
+}
+
+TEST(CudaBackendOptions, HeadDimOutsideTheKernelsIsRejectedBeforeTheDevice) {
+  const ModelConfig cfg = tiny_config(Variant::kLlama);  // head_dim 16
+  const TinyWeights w = tiny_weights(cfg, 3, true);
+  auto r = make(cfg, w, "cuda:0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("head_dim 16"), std::string::npos) << r.status().message();
+}
+
+TEST(CudaBackendOptions, MalformedDeviceIndex) {
+  const ModelConfig cfg = gpu_config(64, 4, 2, false);
+  const TinyWeights w = tiny_weights(cfg, 3, true);
+  auto r = make(cfg, w, "cuda:x1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("cuda:x1"), std::string::npos) << r.status().message();
+}
+
+TEST(CudaBackendOptions, NoDeviceIsAClearError) {
+  const std::string why = no_device_reason();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is present";
+  const ModelConfig cfg = gpu_config(64, 4, 2, false);
+  auto r = make(cfg, tiny_weights(cfg, 3, true), "cuda:0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("no usable CUDA device"), std::string::npos) << r.status().message();
+}
+
+struct Shape {
+  int head_dim, heads, kv_heads;
+  bool qwen_bias;
+};
+
+class CudaVsCpu : public ::testing::TestWithParam<Shape> {};
+
+// Prefill in one step and in two chunks, then 24 greedy-fed decode steps: every logit row within the
+// stated tolerance of the CPU backend's.
+TEST_P(CudaVsCpu, PrefillChunksAndDecode) {
+  REQUIRE_GPU();
+  const Shape sh = GetParam();
+  const ModelConfig cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
+  const TinyWeights w = tiny_weights(cfg, 11, true);
+  auto g = make(cfg, w, "cuda:0");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto c = make(cfg, w, "cpu");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  Model& gpu = *g.value();
+  Model& cpu = *c.value();
+  EXPECT_EQ(gpu.device(), "cuda:0");
+  EXPECT_EQ(gpu.load_info().kv_dtype, "bf16");
+
+  const auto toks = random_tokens(93, 5, cfg.vocab_size);
+  Compare cmp;
+  auto step = [](Model& m, BlockTable& t, std::span<const int32_t> x, SeqStep::Logits mode) {
+    SeqStep s{&t, x, mode};
+    StepOutput out;
+    const Status st = m.forward({&s, 1}, &out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return out;
+  };
+  BlockTable tg, tc;
+  // 69 tokens = 4 whole blocks + 5: a partial block, then a chunk that starts mid-block.
+  StepOutput a = step(gpu, tg, std::span(toks).subspan(0, 69), SeqStep::Logits::kAll);
+  StepOutput b = step(cpu, tc, std::span(toks).subspan(0, 69), SeqStep::Logits::kAll);
+  compare_rows(a, b, 69, "prefill", &cmp);
+  a = step(gpu, tg, std::span(toks).subspan(69, 24), SeqStep::Logits::kAll);
+  b = step(cpu, tc, std::span(toks).subspan(69, 24), SeqStep::Logits::kAll);
+  compare_rows(a, b, 24, "second chunk", &cmp);
+  for (int i = 0; i < 24; ++i) {
+    const int32_t t = static_cast<int32_t>(i * 7 % cfg.vocab_size);
+    a = step(gpu, tg, std::span(&t, 1), SeqStep::Logits::kLast);
+    b = step(cpu, tc, std::span(&t, 1), SeqStep::Logits::kLast);
+    compare_rows(a, b, 1, "decode", &cmp);
+  }
+  std::printf("cuda vs cpu (head_dim %d, %d/%d heads%s): max |dlogit| %.3f %% of the range, %d decisive argmaxes\n",
+              sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias ? ", qkv bias" : "", 100 * cmp.worst, cmp.decisive);
+  EXPECT_GT(cmp.decisive, 20);
+  tg.release(gpu.kv_pool());
+  tc.release(cpu.kv_pool());
+  EXPECT_EQ(gpu.kv_pool().free_blocks(), gpu.kv_pool().num_blocks());
+}
+
+// One step mixing a prefill chunk between two decodes (decode rows not consecutive), a decode of a
+// forked prefix (shared blocks, copy-on-write on the device) and a fresh sequence.
+TEST_P(CudaVsCpu, MixedBatchWithForkedPrefix) {
+  REQUIRE_GPU();
+  const Shape sh = GetParam();
+  const ModelConfig cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
+  const TinyWeights w = tiny_weights(cfg, 12, true);
+  auto g = make(cfg, w, "cuda:0");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto c = make(cfg, w, "cpu");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const auto toks = random_tokens(160, 9, cfg.vocab_size);
+  Compare cmp;
+  std::vector<StepOutput> outs;
+  for (Model* m : {g.value().get(), c.value().get()}) {
+    BlockTable a, b, fresh;
+    SeqStep s0{&a, std::span(toks).subspan(0, 40), SeqStep::Logits::kNone};
+    SeqStep s1{&b, std::span(toks).subspan(40, 21), SeqStep::Logits::kNone};
+    StepOutput o;
+    std::vector<SeqStep> first{s0, s1};
+    ASSERT_TRUE(m->forward(first, &o).ok());
+    BlockTable forked = a.fork_prefix(m->kv_pool(), 27);  // unaligned: the shared last block is copied on write
+    SeqStep d0{&a, std::span(toks).subspan(100, 1), SeqStep::Logits::kLast};
+    SeqStep p1{&b, std::span(toks).subspan(101, 30), SeqStep::Logits::kAll};
+    SeqStep d2{&forked, std::span(toks).subspan(131, 1), SeqStep::Logits::kLast};
+    SeqStep p3{&fresh, std::span(toks).subspan(132, 17), SeqStep::Logits::kLast};
+    std::vector<SeqStep> mixed{d0, p1, d2, p3};
+    StepOutput out;
+    const Status st = m->forward(mixed, &out);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    outs.push_back(std::move(out));
+    for (BlockTable* t : {&a, &b, &forked, &fresh}) t->release(m->kv_pool());
+    EXPECT_EQ(m->kv_pool().free_blocks(), m->kv_pool().num_blocks());
+  }
+  ASSERT_EQ(outs[0].row_begin, outs[1].row_begin);
+  compare_rows(outs[0], outs[1], 1 + 30 + 1 + 1, "mixed", &cmp);
+  std::printf("cuda vs cpu, mixed batch: max |dlogit| %.3f %% of the range\n", 100 * cmp.worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaVsCpu,
+                         ::testing::Values(Shape{64, 4, 2, false}, Shape{128, 4, 1, false}, Shape{64, 8, 8, true},
+                                           Shape{32, 6, 2, false}),  // the QA model's shape (GQA 3)
+                         [](const auto& info) {
+                           const Shape& s = info.param;
+                           return "d" + std::to_string(s.head_dim) + "_h" + std::to_string(s.heads) + "_kv" +
+                                  std::to_string(s.kv_heads) + (s.qwen_bias ? "_bias" : "");
+                         });
+
+// KV moved through the storage's host interface: bf16-rounded on the way in, exact on the way out,
+// and a copied block equal to its source.
+TEST(CudaKvStorage, HostRoundTripAndBlockCopy) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = gpu_config(64, 4, 2, false);
+  auto g = make(cfg, tiny_weights(cfg, 4, true), "cuda:0");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  KvStorage& s = g.value()->kv_pool().storage();
+  EXPECT_EQ(s.device(), "cuda:0");
+  const int tf = static_cast<int>(s.layout().token_floats());
+  std::vector<float> k(7 * tf), v(7 * tf);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-40.0f, 40.0f);
+  for (auto& x : k) x = d(rng);
+  for (auto& x : v) x = d(rng);
+  s.write(1, 5, 3, 7, k.data(), v.data());
+  std::vector<float> k2(7 * tf), v2(7 * tf);
+  s.read(1, 5, 3, 7, k2.data(), v2.data());
+  for (int i = 0; i < 7 * tf; ++i) {
+    EXPECT_NEAR(k2[i], k[i], std::fabs(k[i]) * (1.0 / 256)) << i;
+    EXPECT_NEAR(v2[i], v[i], std::fabs(v[i]) * (1.0 / 256)) << i;
+  }
+  s.copy_block(9, 5);
+  std::vector<float> k3(7 * tf), v3(7 * tf);
+  s.read(1, 9, 3, 7, k3.data(), v3.data());
+  EXPECT_EQ(k3, k2);
+  EXPECT_EQ(v3, v2);
+}
+
+// The committed QA model (head_dim 32, GQA 3, tied embeddings) on the GPU vs the CPU.
+TEST(CudaQaModel, LogitsMatchTheCpu) {
+  REQUIRE_GPU();
+  const std::string dir = std::string(RAGD_SOURCE_DIR) + "/models/ragd-qa";
+  ModelOptions o;
+  o.kv_dtype = kernels::KvDtype::kBF16;
+  o.kv_pool_bytes = 32u << 20;
+  auto c = Model::load(dir, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  o.device = "cuda:0";
+  auto g = Model::load(dir, o);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const auto toks = random_tokens(301, 21, g.value()->config().vocab_size);
+  std::vector<StepOutput> outs;
+  for (Model* m : {g.value().get(), c.value().get()}) {
+    BlockTable t;
+    SeqStep s{&t, toks, SeqStep::Logits::kAll};
+    StepOutput out;
+    ASSERT_TRUE(m->forward({&s, 1}, &out).ok());
+    outs.push_back(std::move(out));
+    t.release(m->kv_pool());
+  }
+  Compare cmp;
+  compare_rows(outs[0], outs[1], 301, "qa model", &cmp);
+  std::printf("QA model cuda vs cpu: max |dlogit| %.3f %% of the range, %d decisive argmaxes\n", 100 * cmp.worst,
+              cmp.decisive);
+}
+
+}  // namespace
+}  // namespace ragd::engine
