@@ -4,7 +4,7 @@
 // corpus ingested through the DocumentApi (RocksDB + FAISS), pipeline specs.
 //
 //   bench_e2e [--out DIR] [--requests N] [--topics T] [--zipf S] [--clients C] [--sched-requests N]
-//             [--threads N] [--json FILE]
+//             [--threads N] [--device cpu|cuda:N] [--json FILE]
 //
 // Reuse: T topics, 4 documents each (a topic word shared by its documents only), queries pick a
 // topic with Zipf(S) popularity and ask about it with random filler words, so popular document
@@ -194,7 +194,7 @@ Summary summarize(const std::vector<Result1>& rs, double wall_s, int cls = -1) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string out_dir = (fs::temp_directory_path() / "ragd_bench_e2e").string();
-  std::string json_path;
+  std::string json_path, device = "cpu";
   int n_req = 40, topics = 12, clients = 1, n_sched = 40, threads = 1;
   double zipf = 0.9;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
     else if (a == "--sched-requests") n_sched = std::stoi(v);
     else if (a == "--json") json_path = v;
     else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--device") device = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -226,6 +227,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   RuntimeOptions base;
   base.model_dir = model;
+  base.device = device;
   base.data_dir = data;
   base.pipelines_dir = pipes;
   base.kv_pool_bytes = 64ull << 20;

@@ -1,6 +1,7 @@
 # config.json, safetensors, tokenizer.json, chat templates, sampler.
 list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/model_config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/presets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/random_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bpe_model.cpp

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a CUDA check for a machine with a GPU (CUDA 13 driver and libraries, PyTorch).
-#   1. builds the CUDA kernel tests and the attention benchmark here (nvcc, no GPU needed);
+#   1. builds the CUDA kernel and engine tests and the attention, engine and end-to-end benchmarks
+#      here (nvcc, no GPU needed);
 #   2. collects the binaries and the non-system shared libraries they need into build-gpu-carry/
 #      (gitignored; glibc, libstdc++, libgcc_s, cuBLAS and the CUDA driver stay behind: the GPU
 #      machine has its own);
@@ -22,11 +23,12 @@ if ! grep -q '^RAGD_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt"; then
   echo "gpu-check: $BUILD is configured with RAGD_CUDA=OFF" >&2
   exit 1
 fi
-cmake --build "$BUILD" --target test_kernels_cuda bench_attention_cuda -j"${JOBS:-1}"
+BINS=(test_kernels_cuda test_engine_cuda bench_attention_cuda bench_engine_cuda bench_e2e)
+cmake --build "$BUILD" --target "${BINS[@]}" -j"${JOBS:-1}"
 
 rm -rf "$CARRY"
 mkdir -p "$CARRY/bin" "$CARRY/lib"
-for b in test_kernels_cuda bench_attention_cuda; do
+for b in "${BINS[@]}"; do
   # Line tables are enough for a backtrace; full debug info would not fit the carry limit.
   objcopy --strip-debug "$BUILD/bin/$b" "$CARRY/bin/$b"
 done
@@ -39,8 +41,14 @@ for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort 
     cp -L "$path" "$CARRY/lib/$name"
   done
 
+# The libraries (OpenBLAS alone is 36 MB) do not fit the carry limit as they are: one xz archive
+# (about a fifth of the size) travels instead, unpacked by scripts/gpu/run.sh.
+raw_kib=$(du -sk "$CARRY" | cut -f1)
+tar -C "$CARRY" -cf - bin lib | xz -T0 -6 > "$CARRY.tar.xz.tmp"
+rm -rf "$CARRY/bin" "$CARRY/lib"
+mv "$CARRY.tar.xz.tmp" "$CARRY/carry.tar.xz"
 size_kib=$(du -sk "$CARRY" | cut -f1)
-echo "gpu-check: $CARRY holds $(ls "$CARRY/bin" | wc -l) binaries and $(ls "$CARRY/lib" | wc -l) libraries, ${size_kib} KiB" >&2
+echo "gpu-check: $CARRY/carry.tar.xz holds ${#BINS[@]} binaries and their libraries: ${raw_kib} KiB, ${size_kib} KiB packed" >&2
 if [ "$size_kib" -gt $((60 * 1024)) ]; then
   echo "gpu-check: $CARRY is over 60 MiB; it will not travel" >&2
   exit 1

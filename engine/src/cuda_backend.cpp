@@ -30,9 +30,10 @@ Result<cu::DeviceBuffer> upload_matrix(const PackedWeight& w, const cu::Stream& 
     const int r1 = std::min(m.rows, r0 + chunk);
     kernels::weight_rows_to_f32(m, r0, r1, f.data());
     RAGD_RETURN_IF_ERROR(stream.sync());  // the staging buffer's previous copy is done
-    const size_t n = static_cast<size_t>(r1 - r0) * cols;
-    for (size_t i = 0; i < n; ++i) s[i] = cu::f32_to_bf16(f[i]);
-    RAGD_RETURN_IF_ERROR(cu::copy_to_device(d.as<uint16_t>() + r0 * cols, s, n * sizeof(uint16_t), stream.get()));
+    const int64_t n = static_cast<int64_t>(r1 - r0) * static_cast<int64_t>(cols);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) s[i] = cu::f32_to_bf16(f[i]);
+    RAGD_RETURN_IF_ERROR(cu::copy_to_device(d.as<uint16_t>() + r0 * cols, s, static_cast<size_t>(n) * sizeof(uint16_t), stream.get()));
   }
   RAGD_RETURN_IF_ERROR(stream.sync());
   return Result<cu::DeviceBuffer>(std::move(d));

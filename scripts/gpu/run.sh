@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repo root, after scripts/gpu-check.sh prepared build-gpu-carry/.
-# Writes under $OUT (default ./gpu-out): nvidia-smi.txt, test_kernels_cuda.log/.xml,
-# attention.log, attention.csv, attention.md, and memcheck.log when compute-sanitizer is there.
+# Writes under $OUT (default ./gpu-out): nvidia-smi.txt, tests.log (kernel and engine tests),
+# engine.md/.csv (bench_engine_cuda, llama3-8b), attention.log/.csv/.md (vs PyTorch SDPA), e2e.log
+# (the RAG pipeline on the GPU) and memcheck.log when compute-sanitizer is there. Each step has a
+# time limit, so the whole run stays inside one device call (about 9 minutes at most).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 CARRY=${CARRY:-build-gpu-carry}
-if [ ! -x "$CARRY/bin/test_kernels_cuda" ]; then
-  echo "run.sh: $CARRY/bin/test_kernels_cuda missing: run scripts/gpu-check.sh on the build machine and carry $CARRY" >&2
+if [ -f "$CARRY/carry.tar.xz" ] && [ ! -x "$CARRY/bin/test_engine_cuda" ]; then
+  tar -C "$CARRY" -xJf "$CARRY/carry.tar.xz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$CARRY/carry.tar.xz" "$CARRY"
+fi
+if [ ! -x "$CARRY/bin/test_engine_cuda" ]; then
+  echo "run.sh: $CARRY/bin/test_engine_cuda missing: run scripts/gpu-check.sh on the build machine and carry $CARRY" >&2
   exit 1
 fi
 
@@ -36,20 +42,29 @@ export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-rc=0
-"$CARRY/bin/test_kernels_cuda" --gtest_output="xml:$OUT/test_kernels_cuda.xml" 2>&1 | tee "$OUT/test_kernels_cuda.log"
-rc=${PIPESTATUS[0]}
-PYTHONUNBUFFERED=1 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" --out "$OUT" \
-  2>&1 | tee "$OUT/attention.log"
+export RAGD_SOURCE_DIR=$PWD
+{
+  timeout 120 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
+  echo "test_kernels_cuda rc=$?"
+  timeout 120 "$CARRY/bin/test_engine_cuda"
+  echo "test_engine_cuda rc=$?"
+} 2>&1 | tee "$OUT/tests.log"
+rc=$(grep -c ' rc=[1-9]' "$OUT/tests.log")
+timeout 200 "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.md"
+erc=${PIPESTATUS[0]}
+PYTHONUNBUFFERED=1 timeout 120 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" \
+  --out "$OUT" 2>&1 | tee "$OUT/attention.log"
 brc=${PIPESTATUS[0]}
+timeout 60 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
+  grep -vE ' info \[' > "$OUT/e2e.log"
 # Out-of-bounds / misaligned accesses the numerical tests might not notice (last: it is slow).
 mrc=0
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$SAN" ]; then
-  timeout 300 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_kernels_cuda" \
-    --gtest_filter='*Cuda*' --gtest_brief=1 > "$OUT/memcheck.log" 2>&1
+  timeout 90 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_engine_cuda" \
+    --gtest_filter='*CudaVsCpu*d64_h4*' --gtest_brief=1 > "$OUT/memcheck.log" 2>&1
   mrc=$?
   tail -5 "$OUT/memcheck.log"
 fi
-echo "run.sh: tests rc=$rc, attention bench rc=$brc, memcheck rc=$mrc"
-exit $(( rc != 0 ? rc : (brc != 0 ? brc : mrc) ))
+echo "run.sh: failed test binaries=$rc, engine bench rc=$erc, attention bench rc=$brc, memcheck rc=$mrc"
+exit $(( rc != 0 ? 1 : (erc != 0 ? erc : (brc != 0 ? brc : mrc)) ))

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <memory>
 #include <string>
@@ -263,7 +264,8 @@ TEST(CudaKvStorage, HostRoundTripAndBlockCopy) {
 // The committed QA model (head_dim 32, GQA 3, tied embeddings) on the GPU vs the CPU.
 TEST(CudaQaModel, LogitsMatchTheCpu) {
   REQUIRE_GPU();
-  const std::string dir = std::string(RAGD_SOURCE_DIR) + "/models/ragd-qa";
+  const char* root = std::getenv("RAGD_SOURCE_DIR");  // the tree's root where the binary was carried elsewhere
+  const std::string dir = std::string(root && *root ? root : RAGD_SOURCE_DIR) + "/models/ragd-qa";
   ModelOptions o;
   o.kv_dtype = kernels::KvDtype::kBF16;
   o.kv_pool_bytes = 32u << 20;

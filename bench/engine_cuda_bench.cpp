@@ -1,0 +1,253 @@
+// CUDA engine benchmark on one GPU: a preset model with random bf16 weights (llama3-8b by default)
+// run by the CUDA backend, each number next to a ceiling or a baseline measured in the same run.
+//   bandwidth   device-to-device copy of 2 GiB (read + write bytes / time): the HBM ceiling
+//   prefill     one sequence of --prefill tokens in one step: tokens/s and TFLOP/s
+//               (2 · matrix parameters · tokens + causal attention 4 · head_dim · heads · N(N+1)/2 · layers)
+//   decode      --batches B sequences of --prompt tokens, then --steps steps of one token each:
+//               tokens/s; for each B the bytes a step must read (weights except the embedding table,
+//               plus every sequence's KV) / step time, as a fraction of the measured bandwidth
+//   ttft        a RAG prompt of --doc-tokens document tokens + --question tokens: time to the first
+//               logits when the documents' KV is already in HBM (a knowledge-tree hit: fork of the
+//               cached prefix + prefill of the question) vs computing everything (reuse none)
+// Prints markdown tables; --csv FILE also writes one line per measurement.
+//
+//   bench_engine_cuda [--preset llama3-8b] [--device cuda:0] [--prefill 4096] [--prompt 512]
+//                     [--steps 32] [--batches 1,32,64] [--doc-tokens 2048] [--question 64]
+//                     [--kv-gib 12] [--csv FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ragd/engine/model.h"
+#include "ragd/engine/presets.h"
+#include "ragd/engine/random_weights.h"
+#include "ragd/kernels/cuda/memory.h"
+
+namespace {
+
+using namespace ragd;
+using namespace ragd::engine;
+namespace cu = ragd::kernels::cuda;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+[[noreturn]] void die(const std::string& what, const Status& st) {
+  std::fprintf(stderr, "bench_engine_cuda: %s: %s\n", what.c_str(), st.to_string().c_str());
+  std::exit(1);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) v.push_back(std::atoi(x.c_str()));
+  return v;
+}
+
+// HBM bandwidth: best of 5 device-to-device copies of `bytes` (each byte read once, written once).
+double measure_bandwidth(int device, size_t bytes) {
+  Status st = cu::set_device(device);
+  if (!st.ok()) die("set_device", st);
+  auto a = cu::DeviceBuffer::alloc(bytes), b = cu::DeviceBuffer::alloc(bytes);
+  auto s = cu::Stream::create();
+  if (!a.ok() || !b.ok() || !s.ok()) die("bandwidth buffers", !a.ok() ? a.status() : !b.ok() ? b.status() : s.status());
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto t0 = Clock::now();
+    st = cu::copy_on_device(b->get(), a->get(), bytes, s->get());
+    if (st.ok()) st = s->sync();
+    if (!st.ok()) die("bandwidth copy", st);
+    if (rep > 0) best = std::min(best, since(t0));
+  }
+  return 2.0 * bytes / best;
+}
+
+struct Row {
+  std::string kind, params;
+  double value = 0.0, ceiling = 0.0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> kv = {{"preset", "llama3-8b"}, {"device", "cuda:0"}, {"prefill", "4096"},
+                                           {"prompt", "512"},       {"steps", "32"},       {"batches", "1,32,64"},
+                                           {"doc-tokens", "2048"},  {"question", "64"},    {"kv-gib", "12"},
+                                           {"csv", ""}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = std::string(argv[i]).substr(2);
+    if (std::string(argv[i]).rfind("--", 0) != 0 || !kv.count(k)) {
+      std::fprintf(stderr, "usage: bench_engine_cuda [--preset P] [--device cuda:N] [--prefill N] [--prompt N] "
+                           "[--steps N] [--batches 1,32,64] [--doc-tokens N] [--question N] [--kv-gib G] [--csv FILE]\n");
+      return 2;
+    }
+    kv[k] = argv[i + 1];
+  }
+  auto cfg_r = preset_config(kv["preset"]);
+  if (!cfg_r.ok()) die("preset", cfg_r.status());
+  const ModelConfig cfg = *cfg_r;
+  const int device = kv["device"].size() > 5 ? std::atoi(kv["device"].c_str() + 5) : 0;
+  const int prefill = std::atoi(kv["prefill"].c_str()), prompt = std::atoi(kv["prompt"].c_str()),
+            steps = std::atoi(kv["steps"].c_str()), doc = std::atoi(kv["doc-tokens"].c_str()),
+            question = std::atoi(kv["question"].c_str());
+  const std::vector<int> batches = int_list(kv["batches"]);
+
+  const double bw = measure_bandwidth(device, size_t{2} << 30);
+  std::printf("# bench_engine_cuda preset=%s device=%s: measured HBM bandwidth %.0f GB/s\n", kv["preset"].c_str(),
+              kv["device"].c_str(), bw / 1e9);
+
+  ModelOptions mo;
+  mo.device = kv["device"];
+  mo.kv_dtype = kernels::KvDtype::kBF16;
+  mo.kv_pool_bytes = static_cast<size_t>(std::atof(kv["kv-gib"].c_str()) * (1ull << 30));
+  const auto t_load = Clock::now();
+  auto mr = Model::create(cfg, make_random_weights(cfg, 1), mo);
+  if (!mr.ok()) die("Model::create", mr.status());
+  Model& m = **mr;
+  KvPool& pool = m.kv_pool();
+  std::printf("# model: %d layers x %d, %d/%d heads, vocab %d; %.2f GB bf16 weights on %s, KV pool %zu blocks "
+              "(%.1f GiB), load %.1f s\n",
+              cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
+              cfg.vocab_size, m.load_info().weight_bytes / 1e9, std::string(m.device()).c_str(), pool.num_blocks(),
+              pool.bytes() / double(1ull << 30), since(t_load));
+  const size_t token_bytes = pool.layout().token_bytes();
+  const size_t embed_bytes = cfg.tie_word_embeddings ? 0 : size_t{2} * cfg.vocab_size * cfg.hidden_size;
+  const size_t step_weight_bytes = m.load_info().weight_bytes - embed_bytes;  // the gather reads one row
+  const double matrix_params = static_cast<double>(m.load_info().weight_bytes - embed_bytes) / 2.0;
+
+  std::mt19937 rng(5);
+  auto tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng() % cfg.vocab_size);
+    return t;
+  };
+  auto run = [&](std::vector<SeqStep>& batch, StepOutput* out) {
+    const Status st = m.forward(batch, out);
+    if (!st.ok()) die("forward", st);
+  };
+  std::vector<Row> rows;
+
+  // ---- prefill ---------------------------------------------------------------------------------
+  {
+    const auto toks = tokens(prefill);
+    std::vector<double> t;
+    for (int rep = 0; rep < 3; ++rep) {
+      BlockTable tb;
+      std::vector<SeqStep> b{SeqStep{&tb, toks, SeqStep::Logits::kLast}};
+      StepOutput out;
+      const auto t0 = Clock::now();
+      run(b, &out);
+      if (rep > 0) t.push_back(since(t0));
+      tb.release(pool);
+    }
+    const double s = median(t), n = prefill;
+    const double flops = 2.0 * matrix_params * n +
+                         4.0 * cfg.head_dim * cfg.num_attention_heads * n * (n + 1) / 2 * cfg.num_hidden_layers;
+    std::printf("\n| prefill tokens | ms | tokens/s | TFLOP/s |\n|---:|---:|---:|---:|\n| %d | %.1f | %.0f | %.1f |\n",
+                prefill, 1e3 * s, n / s, flops / s / 1e12);
+    rows.push_back({"prefill_tflops", "tokens=" + std::to_string(prefill), flops / s / 1e12, 0.0});
+  }
+
+  // ---- decode ----------------------------------------------------------------------------------
+  std::printf("\n| batch | prompt | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int B : batches) {
+    std::vector<BlockTable> tabs(B);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < B; ++i) prompts.push_back(tokens(prompt));
+    for (int i0 = 0; i0 < B; i0 += 8) {  // prompts 8 at a time
+      std::vector<SeqStep> b;
+      for (int i = i0; i < std::min(B, i0 + 8); ++i) b.push_back(SeqStep{&tabs[i], prompts[i], SeqStep::Logits::kLast});
+      StepOutput out;
+      run(b, &out);
+    }
+    std::vector<int32_t> next(B);
+    for (auto& x : next) x = static_cast<int32_t>(rng() % cfg.vocab_size);
+    std::vector<double> t;
+    for (int s = 0; s < steps + 2; ++s) {
+      std::vector<SeqStep> b;
+      for (int i = 0; i < B; ++i) b.push_back(SeqStep{&tabs[i], std::span(&next[i], 1), SeqStep::Logits::kLast});
+      StepOutput out;
+      const auto t0 = Clock::now();
+      run(b, &out);
+      if (s >= 2) t.push_back(since(t0));
+      for (int i = 0; i < B; ++i) {  // greedy
+        const auto r = out.row(i);
+        next[i] = static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+      }
+    }
+    const double step = median(t);
+    const double kv_read = static_cast<double>(B) * (prompt + 2 + steps / 2.0) * token_bytes;
+    const double bytes = step_weight_bytes + kv_read;
+    std::printf("| %d | %d | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt, 1e3 * step, B / step, bytes / 1e9,
+                bytes / step / 1e9, 100.0 * bytes / step / bw);
+    rows.push_back({"decode_tokens_per_s", "batch=" + std::to_string(B), B / step, 0.0});
+    rows.push_back({"decode_bandwidth_fraction", "batch=" + std::to_string(B), bytes / step / bw, 1.0});
+    for (auto& tb : tabs) tb.release(pool);
+  }
+
+  // ---- TTFT: documents' KV in HBM vs recomputed --------------------------------------------------
+  {
+    const auto docs = tokens(doc), q = tokens(question);
+    BlockTable cached;
+    {
+      std::vector<SeqStep> b{SeqStep{&cached, docs, SeqStep::Logits::kNone}};
+      StepOutput out;
+      run(b, &out);
+    }
+    std::vector<double> hit, none;
+    for (int rep = 0; rep < 6; ++rep) {
+      {
+        const auto t0 = Clock::now();
+        BlockTable t = cached.fork_prefix(pool, doc);
+        std::vector<SeqStep> b{SeqStep{&t, q, SeqStep::Logits::kLast}};
+        StepOutput out;
+        run(b, &out);
+        if (rep > 0) hit.push_back(since(t0));
+        t.release(pool);
+      }
+      {
+        std::vector<int32_t> all(docs);
+        all.insert(all.end(), q.begin(), q.end());
+        const auto t0 = Clock::now();
+        BlockTable t;
+        std::vector<SeqStep> b{SeqStep{&t, all, SeqStep::Logits::kLast}};
+        StepOutput out;
+        run(b, &out);
+        if (rep > 0) none.push_back(since(t0));
+        t.release(pool);
+      }
+    }
+    cached.release(pool);
+    const double h = median(hit), n = median(none);
+    std::printf("\n| RAG prompt | TTFT, documents' KV in HBM (ms) | TTFT, reuse none (ms) | speed-up |\n"
+                "|---|---:|---:|---:|\n| %d document + %d question tokens | %.1f | %.1f | %.1fx |\n",
+                doc, question, 1e3 * h, 1e3 * n, n / h);
+    rows.push_back({"ttft_hbm_hit_ms", "doc=" + std::to_string(doc) + ";q=" + std::to_string(question), 1e3 * h, 0.0});
+    rows.push_back({"ttft_none_ms", "doc=" + std::to_string(doc) + ";q=" + std::to_string(question), 1e3 * n, 0.0});
+  }
+  if (pool.free_blocks() != pool.num_blocks()) {
+    std::fprintf(stderr, "bench_engine_cuda: %zu KV blocks not returned\n", pool.num_blocks() - pool.free_blocks());
+    return 1;
+  }
+  if (!kv["csv"].empty()) {
+    std::ofstream f(kv["csv"]);
+    f << "kind,params,value,ceiling\n";
+    for (const Row& r : rows) f << r.kind << "," << r.params << "," << r.value << "," << r.ceiling << "\n";
+  }
+  return 0;
+}
