@@ -208,11 +208,13 @@ TEST(RingPrefill, OverNcclEqualsOneWorkerAndDecodesAlike) {
 
 // With bf16 or int8 KV, ring blocks travel in the pool's type, so a remote key is exactly the
 // value its owner stores and the sharded run equals one worker of the same KV dtype; the ring sends
-// half (bf16) or about a quarter (int8, scales included) of the f32 bytes. Tolerance: bf16 as f32.
-// int8 amplifies the ring's different summation order: a K value of the second layer that differs
-// from one worker's by 1e-7 can round to the neighbouring int8 step (1/127 of its row's largest
-// value), so there the bound is 1e-2 (measured 1.3e-3; int8 itself moves logits by ~0.5 % of
-// their range, kv_dtype_test.cpp) and greedy tokens must still agree.
+// half (bf16) or about a quarter (int8, scales included) of the f32 bytes. Rounding amplifies the
+// ring's different summation order: a K value of the second layer that differs from one worker's by
+// 1e-7 can round to the neighbouring stored step (int8: 1/127 of its row's largest value; bf16: 2^-8
+// of the value itself), so the bounds are 1e-2 for int8 (measured 1.3e-3; int8 itself moves logits
+// by ~0.5 % of their range, kv_dtype_test.cpp) and 2e-3 for bf16 (usually no value flips and the
+// deviation is f32-like; the AddressSanitizer build, whose code differs, measured 1.6e-4), and
+// greedy tokens must still agree.
 TEST(RingPrefill, StoredKvDtypesEqualOneWorkerOfTheSameDtype) {
   const engine::ModelConfig cfg = sp_config(false);
   const int length = 1001;
@@ -228,7 +230,7 @@ TEST(RingPrefill, StoredKvDtypesEqualOneWorkerOfTheSameDtype) {
     const Reference ref = reference(*ref_model, prompt, 32);
     Case c{false, 3, PartitionKind::kZigzag, length, 7, dt};
     int64_t bytes = 0;
-    const double tol = dt == kernels::KvDtype::kInt8 ? 1e-2 : kLogitTol;
+    const double tol = dt == kernels::KvDtype::kInt8 ? 1e-2 : 2e-3;
     EXPECT_LE(ring_prefill_error(c, ref, prompt, &bytes), tol) << name(c);
     const double ratio = static_cast<double>(bytes) / f32_bytes;
     // Positions (4 bytes a token) travel in every format.
