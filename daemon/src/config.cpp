@@ -74,6 +74,7 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.num_threads),
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
       RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),
+      RAGD_F("runtime.sp_chunk_tokens", Type::kInt, "ring prefill steps of about this many tokens per worker; 0 = one step", runtime.sp_chunk_tokens),
       RAGD_F("runtime.sp_partition", Type::kString, "zigzag | contiguous | striped", runtime.sp_partition),
       RAGD_F("runtime.sp_transport", Type::kString, "host | nccl", runtime.sp_transport),
       RAGD_F("runtime.embedder", Type::kString, "hashing | model", runtime.embedder),
@@ -296,6 +297,7 @@ Status validate(const DaemonConfig& c) {
   if (c.runtime.num_threads < 0) return Status::InvalidArgument("runtime.num_threads: must be >= 0");
   RAGD_RETURN_IF_ERROR(positive("runtime.sp_workers", c.runtime.sp_workers));
   RAGD_RETURN_IF_ERROR(positive("runtime.sp_threshold_tokens", c.runtime.sp_threshold_tokens));
+  if (c.runtime.sp_chunk_tokens < 0) return Status::InvalidArgument("runtime.sp_chunk_tokens: must be >= 0");
   RAGD_RETURN_IF_ERROR(positive("limits.max_concurrent_per_tenant", c.limits.max_concurrent_per_tenant));
   if (c.limits.retry_after_s < 0) return Status::InvalidArgument("limits.retry_after_s: must be >= 0");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};

@@ -163,6 +163,10 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     return Status::InvalidArgument("runtime.sp_threshold_tokens must be positive, got " +
                                    std::to_string(opts.sp_threshold_tokens));
   }
+  if (opts.sp_chunk_tokens < 0) {
+    return Status::InvalidArgument("runtime.sp_chunk_tokens must be 0 (off) or positive, got " +
+                                   std::to_string(opts.sp_chunk_tokens));
+  }
   auto sp_kind = seqparallel::parse_partition(opts.sp_partition);
   if (!sp_kind.ok()) return sp_kind.status().with_context("runtime.sp_partition");
   auto sp_transport = seqparallel::parse_sp_transport(opts.sp_transport);
@@ -193,6 +197,7 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
                            "prompts of >= {} tokens",
                            opts.sp_workers, opts.sp_partition, opts.sp_transport, per_worker, opts.sp_threshold_tokens);
   }
+  if (deps.sp != nullptr) deps.sp->driver().set_max_chunk_tokens(opts.sp_chunk_tokens);
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));

@@ -127,18 +127,16 @@ class Ring {
   std::vector<unsigned char> buf_[2];
 };
 
+// The block a rank sends for one layer: the KV its table already holds (earlier chunks of its
+// shard, read back from the pool) followed by this step's fresh rows.
 class RingHook final : public engine::LayerHook {
  public:
-  RingHook(Communicator& comm, std::span<const int64_t> rows, const BlockFormat& fmt, StepTimes* t)
-      : ring_(comm, rows, fmt, t), fmt_(fmt) {}
+  RingHook(Communicator& comm, std::span<const int64_t> rows, const BlockFormat& fmt, StepTimes* t,
+           engine::KvPool& pool, const engine::BlockTable& prior)
+      : ring_(comm, rows, fmt, t), fmt_(fmt), pool_(pool), prior_(prior) {}
 
   Status on_qkv(const engine::LayerQkv& v, engine::RowSelection*) override {
-    own_.resize(fmt_.bytes(v.rows));
-    const BlockFormat::Parts p = fmt_.parts(own_.data(), v.rows);
-    // Stored as the pool stores them (the engine writes the same rows into this rank's pool).
-    kernels::kv_store_rows(fmt_.dtype, v.rows, fmt_.kv_heads, fmt_.head_dim, v.k, v.row_stride, p.k, p.k_scale);
-    kernels::kv_store_rows(fmt_.dtype, v.rows, fmt_.kv_heads, fmt_.head_dim, v.v, v.row_stride, p.v, p.v_scale);
-    for (int i = 0; i < v.rows; ++i) p.pos[i] = v.row_info[i].position;
+    pack(v.layer, v.rows, v.k, v.v, v.row_stride, v.row_info);
     return Status::OK();
   }
 
@@ -177,18 +175,49 @@ class RingHook final : public engine::LayerHook {
     return true;
   }
 
-  // A rank without tokens still relays every layer's blocks.
+  // A rank without new tokens still sends its earlier KV (if any) and relays every layer's blocks.
   Status relay(int layers) {
     for (int l = 0; l < layers; ++l) {
+      pack(l, 0, nullptr, nullptr, 0, {});
       RAGD_RETURN_IF_ERROR(ring_.pass(
-          nullptr, [](const unsigned char*, int64_t) { return Status::OK(); }, [] { return Status::OK(); }));
+          own_.data(), [](const unsigned char*, int64_t) { return Status::OK(); }, [] { return Status::OK(); }));
     }
     return Status::OK();
   }
 
  private:
+  // own_ = [prior rows of `layer` | n fresh rows], stored as the pool stores them (the engine writes
+  // the same fresh rows into this rank's pool; prior rows are read back from it, and a re-store of
+  // a read-back bf16 / int8 row gives the stored values again).
+  void pack(int layer, int n, const float* k, const float* v, size_t stride, std::span<const engine::StepRow> info) {
+    const int m = prior_.num_tokens();
+    own_.resize(fmt_.bytes(m + n));
+    const BlockFormat::Parts p = fmt_.parts(own_.data(), m + n);
+    const size_t vb = kernels::kv_dtype_bytes(fmt_.dtype), row = static_cast<size_t>(fmt_.kv_heads) * fmt_.head_dim;
+    const bool scaled = kernels::kv_dtype_scaled(fmt_.dtype);
+    if (m > 0) {
+      prior_k_.resize(static_cast<size_t>(m) * row);
+      prior_v_.resize(static_cast<size_t>(m) * row);
+      prior_.read(pool_, layer, 0, m, prior_k_.data(), prior_v_.data());
+      kernels::kv_store_rows(fmt_.dtype, m, fmt_.kv_heads, fmt_.head_dim, prior_k_.data(), row, p.k, p.k_scale);
+      kernels::kv_store_rows(fmt_.dtype, m, fmt_.kv_heads, fmt_.head_dim, prior_v_.data(), row, p.v, p.v_scale);
+      for (int i = 0; i < m; ++i) p.pos[i] = prior_.position(i);
+    }
+    if (n > 0) {
+      const size_t off_s = scaled ? static_cast<size_t>(m) * fmt_.kv_heads : 0;
+      kernels::kv_store_rows(fmt_.dtype, n, fmt_.kv_heads, fmt_.head_dim, k, stride, p.k + m * row * vb,
+                             scaled ? p.k_scale + off_s : nullptr);
+      kernels::kv_store_rows(fmt_.dtype, n, fmt_.kv_heads, fmt_.head_dim, v, stride, p.v + m * row * vb,
+                             scaled ? p.v_scale + off_s : nullptr);
+      for (int i = 0; i < n; ++i) p.pos[m + i] = info[i].position;
+    }
+  }
+
   Ring ring_;
   BlockFormat fmt_;
+  engine::KvPool& pool_;
+  const engine::BlockTable& prior_;  // this rank's shard before the step (read in pack())
+  std::vector<float> prior_k_, prior_v_;
   std::vector<unsigned char> own_;
   std::vector<int32_t> q_pos_;
   std::vector<float> o_, lse_;
@@ -197,19 +226,21 @@ class RingHook final : public engine::LayerHook {
 Status check_inputs(const engine::Model& model, const Communicator& comm, std::span<const int64_t> rows,
                     const ShardInput& in, const engine::BlockTable* table) {
   if (table == nullptr) return Status::InvalidArgument("ring_prefill: table is null");
-  if (table->num_tokens() != 0) {
-    return Status::InvalidArgument("ring_prefill: the shard's table must be empty, it holds " +
-                                   std::to_string(table->num_tokens()) + " tokens");
-  }
   if (static_cast<int>(rows.size()) != comm.size()) {
     return Status::InvalidArgument("ring_prefill: " + std::to_string(rows.size()) + " shard sizes for a group of " +
                                    std::to_string(comm.size()));
   }
-  if (static_cast<int64_t>(in.tokens.size()) != rows[comm.rank()] || in.positions.size() != in.tokens.size()) {
-    return Status::InvalidArgument("ring_prefill: rank " + std::to_string(comm.rank()) + " has " +
-                                   std::to_string(in.tokens.size()) + " tokens and " +
-                                   std::to_string(in.positions.size()) + " positions, its shard size is " +
-                                   std::to_string(rows[comm.rank()]));
+  const int64_t prior = table->num_tokens();
+  if (static_cast<int64_t>(in.tokens.size()) + prior != rows[comm.rank()] || in.positions.size() != in.tokens.size()) {
+    return Status::InvalidArgument("ring_prefill: rank " + std::to_string(comm.rank()) + " holds " +
+                                   std::to_string(prior) + " tokens and gets " + std::to_string(in.tokens.size()) +
+                                   " tokens and " + std::to_string(in.positions.size()) +
+                                   " positions, its shard size after the step is " + std::to_string(rows[comm.rank()]));
+  }
+  if (prior > 0 && !in.positions.empty() && in.positions.front() <= table->position(static_cast<int>(prior) - 1)) {
+    return Status::InvalidArgument("ring_prefill: positions must ascend past the shard's earlier tokens; the first is " +
+                                   std::to_string(in.positions.front()) + ", the shard ends at " +
+                                   std::to_string(table->position(static_cast<int>(prior) - 1)));
   }
   for (size_t i = 1; i < in.positions.size(); ++i) {
     if (in.positions[i] <= in.positions[i - 1]) {
@@ -232,7 +263,7 @@ Status ring_prefill(engine::Model& model, Communicator& comm, std::span<const in
   if (st.ok()) {
     const engine::ModelConfig& cfg = model.config();
     const BlockFormat fmt{model.kv_pool().layout().dtype, cfg.num_key_value_heads, cfg.head_dim};
-    RingHook hook(comm, rows_per_rank, fmt, t);
+    RingHook hook(comm, rows_per_rank, fmt, t, model.kv_pool(), *table);
     if (in.tokens.empty()) {
       st = hook.relay(cfg.num_hidden_layers);
       if (out != nullptr) *out = engine::StepOutput{};

@@ -14,6 +14,7 @@ enum class Op : int32_t { kPrefill = 1, kDecode = 2, kRelease = 3, kShutdown = 4
 struct Command {
   Op op = Op::kShutdown;
   int32_t value = 0;  // prefill: prompt length; decode: the token
+  int32_t chunk = 0;  // prefill: max_chunk_tokens of the sequence (rank 0's setting, so all ranks cut alike)
 };
 
 constexpr int kCommandTag = 7;
@@ -45,10 +46,10 @@ Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* lo
   if (prompt.empty() || prompt.size() > static_cast<size_t>(INT32_MAX)) {
     return Status::InvalidArgument("sequence-parallel prefill: prompt of " + std::to_string(prompt.size()) + " tokens");
   }
-  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kPrefill, static_cast<int32_t>(prompt.size())}));
+  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kPrefill, static_cast<int32_t>(prompt.size()), max_chunk_}));
   std::vector<int32_t> copy(prompt.begin(), prompt.end());
   RAGD_RETURN_IF_ERROR(comm_.broadcast(copy.data(), sizeof(int32_t) * copy.size(), 0));
-  seq_ = std::make_unique<ShardedSequence>(model_, comm_, kind_);
+  seq_ = std::make_unique<ShardedSequence>(model_, comm_, kind_, max_chunk_);
   return seq_->prefill(copy, logits);
 }
 
@@ -89,7 +90,7 @@ Status serve(engine::Model& model, Communicator& comm, PartitionKind kind) {
           prompt.assign(static_cast<size_t>(std::max(c.value, 0)), 0);
           st = comm.broadcast(prompt.data(), sizeof(int32_t) * prompt.size(), 0);
           if (st.ok()) {
-            seq = std::make_unique<ShardedSequence>(model, comm, kind);
+            seq = std::make_unique<ShardedSequence>(model, comm, kind, std::max(c.chunk, 0));
             st = seq->prefill(prompt, nullptr);
           }
           break;

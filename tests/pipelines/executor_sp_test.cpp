@@ -51,8 +51,9 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
       o.sp_workers = workers;
       o.sp_threshold_tokens = 256;
       o.sp_partition = kind;
+      o.sp_chunk_tokens = workers == 3 ? 50 : 0;  // chunked ring prefill (the rank 0 setting reaches every worker)
       Runtime rt = open(o, false);
-      const std::string what = std::to_string(workers) + " workers, " + kind;
+      const std::string what = std::to_string(workers) + " workers, " + kind + (o.sp_chunk_tokens ? ", chunks of 50" : "");
       RunOutput l = raw(*rt.executor, lng, 24);
       ASSERT_TRUE(l.error.ok()) << what << ": " << l.error.to_string();
       EXPECT_EQ(l.usage.sp_workers, workers) << what;
@@ -78,6 +79,11 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sp_partition"), std::string::npos) << r.status().to_string();
   bad.sp_partition = "zigzag";
+  bad.sp_chunk_tokens = -1;
+  r = open_runtime(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sp_chunk_tokens"), std::string::npos) << r.status().to_string();
+  bad.sp_chunk_tokens = 0;
   bad.sp_transport = "pigeon";
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());

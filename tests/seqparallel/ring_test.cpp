@@ -32,6 +32,7 @@ struct Case {
   int block_size = 16;
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   bool nccl = false;  // the ranks talk over NCCL (one CUDA device each) instead of threads
+  int chunk = 0;      // ShardedSequence's max_chunk_tokens (0: the whole shard in one step)
 };
 
 // The ranks of a case.
@@ -45,7 +46,8 @@ std::vector<std::unique_ptr<Communicator>> make_group(const Case& c) {
 std::string name(const Case& c) {
   return std::string(partition_name(c.kind)) + " P=" + std::to_string(c.workers) + " L=" + std::to_string(c.length) +
          (c.odd ? " odd" : " tiny") + " bs=" + std::to_string(c.block_size) + " kv " +
-         std::string(kernels::kv_dtype_name(c.kv_dtype)) + (c.nccl ? " nccl" : "");
+         std::string(kernels::kv_dtype_name(c.kv_dtype)) + (c.nccl ? " nccl" : "") +
+         (c.chunk > 0 ? " chunk=" + std::to_string(c.chunk) : "");
 }
 
 // Ring prefill with every position's logits; returns the worst deviation from the reference.
@@ -114,6 +116,7 @@ struct SpRun {
   double worst = 0.0;
   std::vector<int64_t> shard_tokens;
   std::vector<std::vector<int>> owners;  // per rank: owner of each decode step
+  int64_t prefill_bytes = 0;             // sent by all ranks during the prefill
 };
 
 SpRun run_sharded(const Case& c, const std::vector<int32_t>& prompt, const Reference& ref, int decode,
@@ -129,7 +132,7 @@ SpRun run_sharded(const Case& c, const std::vector<int32_t>& prompt, const Refer
   auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
     auto model = sp_model(cfg, pool_bytes, c.block_size, c.kv_dtype);
     if (model == nullptr) return Status::Internal("model");
-    ShardedSequence seq(*model, comm, c.kind);
+    ShardedSequence seq(*model, comm, c.kind, c.chunk);
     std::vector<float> logits;
     RAGD_RETURN_IF_ERROR(seq.prefill(prompt, &logits));
     double w = max_abs_diff(logits, ref.prompt_logits.back());
@@ -143,11 +146,101 @@ SpRun run_sharded(const Case& c, const std::vector<int32_t>& prompt, const Refer
     std::lock_guard lock(mu);
     run.generated[comm.rank()] = gen;
     run.shard_tokens[comm.rank()] = seq.shard_tokens();
+    run.prefill_bytes += seq.prefill_times().bytes_sent;
     run.worst = std::max(run.worst, w);
     return Status::OK();
   });
   for (auto& s : st) EXPECT_TRUE(s.ok()) << name(c) << ": " << s.to_string();
   return run;
+}
+
+// Chunked prefill (activations bounded by the chunk): the same logits and greedy continuation as
+// one worker, with every rank's earlier chunks travelling again in later ring steps. Chunk 1 is the
+// extreme (one token per rank per step); 37 leaves a short last range in which some ranks have
+// nothing new and only send their earlier KV.
+TEST(ShardedDecode, ChunkedPrefillEqualsOneWorker) {
+  const engine::ModelConfig cfg = sp_config(true);
+  auto prompt = random_tokens(257, 9, cfg.vocab_size);
+  auto ref_model = sp_model(cfg);
+  const Reference ref = reference(*ref_model, prompt, 16);
+  for (int workers : {2, 3}) {
+    for (auto kind : {PartitionKind::kZigzag, PartitionKind::kContiguous}) {
+      if (kind != PartitionKind::kZigzag && workers == 3) continue;
+      Case whole{true, workers, kind, 257};
+      const SpRun base = run_sharded(whole, prompt, ref, 16);
+      for (int chunk : {37, 1}) {
+        Case c = whole;
+        c.chunk = chunk;
+        SpRun run = run_sharded(c, prompt, ref, 16);
+        EXPECT_LE(run.worst, kLogitTol) << name(c);
+        for (int r = 0; r < workers; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c) << " rank " << r;
+        EXPECT_GT(run.prefill_bytes, base.prefill_bytes) << name(c) << ": earlier chunks travel again";
+      }
+    }
+  }
+}
+
+// A rank whose shard is complete while another still has rows: its second step sends only its
+// earlier KV (the relay path), and the other rank's late queries still see it.
+TEST(RingPrefill, RankWithOnlyEarlierKvStillSendsIt) {
+  const engine::ModelConfig cfg = sp_config(false);
+  const int length = 41;
+  auto prompt = random_tokens(length, 23, cfg.vocab_size);
+  auto ref_model = sp_model(cfg);
+  const Reference ref = reference(*ref_model, prompt, 0);
+  auto shards = partition(length, 2, PartitionKind::kZigzag).value();
+  // Zigzag over 2: rank 0 holds [0, a) and [b, 41), rank 1 [a, b). Steps in position order:
+  // step 1: rank 0 [0, a), rank 1 [a, b); step 2: rank 0 [b, 41), rank 1 nothing.
+  int64_t half0 = 0;
+  while (shards[0].positions[half0] < shards[1].positions.front()) ++half0;
+  const std::vector<std::vector<int64_t>> upto = {{half0, shards[1].size()}, {shards[0].size(), shards[1].size()}};
+  auto comms = make_thread_group(2).value();
+  std::mutex mu;
+  double worst = 0.0;
+  auto st = run_ranks(comms, [&](Communicator& comm) -> Status {
+    auto model = sp_model(cfg);
+    const int r = comm.rank();
+    const Shard& mine = shards[r];
+    std::vector<int32_t> toks;
+    for (int32_t p : mine.positions) toks.push_back(prompt[p]);
+    engine::BlockTable table;
+    int64_t done = 0;
+    double w = 0.0;
+    for (const auto& u : upto) {
+      ShardInput in{std::span<const int32_t>(toks).subspan(done, u[r] - done),
+                    std::span<const int32_t>(mine.positions).subspan(done, u[r] - done), engine::SeqStep::Logits::kAll};
+      engine::StepOutput out;
+      RAGD_RETURN_IF_ERROR(ring_prefill(*model, comm, u, in, &table, &out, nullptr));
+      for (int64_t i = 0; i < u[r] - done; ++i) {
+        w = std::max(w, max_abs_diff(out.row(static_cast<int>(i)), ref.prompt_logits[mine.positions[done + i]]));
+      }
+      done = u[r];
+    }
+    if (table.num_tokens() != mine.size()) return Status::Internal("shard table size");
+    table.release(model->kv_pool());
+    std::lock_guard lock(mu);
+    worst = std::max(worst, w);
+    return Status::OK();
+  });
+  for (auto& s : st) EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_LE(worst, kLogitTol);
+}
+
+// Positions of a later chunk must continue the shard: a step that goes back is refused on the
+// rank that sees it, and the group fails together.
+TEST(RingPrefill, ChunkThatGoesBackIsRefused) {
+  const engine::ModelConfig cfg = sp_config(false);
+  auto comms = make_thread_group(1).value();
+  auto model = sp_model(cfg);
+  engine::BlockTable table;
+  const std::vector<int32_t> toks = {1, 2, 3}, pos1 = {0, 5, 9}, pos2 = {7};
+  const std::vector<int64_t> rows1 = {3}, rows2 = {4};
+  ASSERT_TRUE(ring_prefill(*model, *comms[0], rows1, ShardInput{toks, pos1}, &table, nullptr, nullptr).ok());
+  const Status st = ring_prefill(*model, *comms[0], rows2, ShardInput{std::span(toks).subspan(0, 1), pos2}, &table,
+                                 nullptr, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("ascend past"), std::string::npos) << st.message();
+  table.release(model->kv_pool());
 }
 
 TEST(ShardedDecode, ContinuesLikeOneWorkerFor64Tokens) {
@@ -300,7 +393,7 @@ TEST(RingPrefill, RejectsInconsistentInputs) {
   rows = {4};
   pos = {0, 1, 2};
   s = ring_prefill(*model, *comms2[0], rows, ShardInput{toks, pos}, &t, nullptr, nullptr);
-  EXPECT_NE(s.message().find("shard size is 4"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("shard size after the step is 4"), std::string::npos) << s.to_string();
 }
 
 }  // namespace

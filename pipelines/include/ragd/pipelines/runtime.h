@@ -48,6 +48,9 @@ struct RuntimeOptions {
   // has its own kv_pool_bytes). 1 = off. A long request occupies every worker while it runs.
   int sp_workers = 1;
   int sp_threshold_tokens = 16384;
+  // Ring prefill in steps of about this many tokens per worker (bounds activations; earlier steps'
+  // KV travels again); 0 = the whole shard in one step.
+  int sp_chunk_tokens = 0;
   std::string sp_partition = "zigzag";  // zigzag | contiguous | striped
   std::string sp_transport = "host";    // host (threads / MPI) | nccl (one GPU per worker)
   std::string embedder = "hashing";  // hashing | model

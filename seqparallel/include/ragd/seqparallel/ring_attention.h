@@ -12,6 +12,12 @@
 //   4. the layer goes on with the merged attention: exactly the full-sequence attention, up to
 //      floating-point summation order.
 // Each shard's KV stays in its rank's pool at the shard's positions, ready for sharded decode.
+// Chunked: a rank's table may already hold earlier chunks of its shard (positions below the new
+// ones); its block then carries that KV too (read back from its pool), so every query sees every
+// earlier key of every rank. Steps must go in position order over the whole group: no position
+// left for a later step may lie below a position of this step (ShardedSequence cuts the prompt into
+// consecutive ranges and partitions each). Activations are bounded by the chunk, at the cost of
+// re-sending earlier chunks' KV: c chunks send about (c + 1) / 2 times the bytes of one step.
 //
 // Thread-safety: collective: every rank calls it once, with the same rows_per_rank, on its own
 // thread (threads transport) or process (MPI), with its own model and table.
@@ -44,9 +50,10 @@ struct ShardInput {
   engine::SeqStep::Logits logits = engine::SeqStep::Logits::kNone;
 };
 
-// Runs the prefill; appends the shard to `table` (which must be empty: earlier KV of this sequence
-// on other ranks would not be seen). rows_per_rank[r] = shard size of rank r (0 is allowed: that
-// rank only relays blocks). out: logits as asked by in.logits (may be null with kNone).
+// Runs the prefill; appends the new rows to `table`. rows_per_rank[r] = tokens rank r's table holds
+// after the step (its earlier chunks + this step's rows; 0 is allowed: that rank only relays
+// blocks); every rank's earlier chunks must have gone through ring_prefill in the same steps.
+// out: logits as asked by in.logits (may be null with kNone).
 // InvalidArgument on inconsistent inputs; a failing rank aborts the group (the others return the
 // same error instead of waiting).
 Status ring_prefill(engine::Model& model, Communicator& comm, std::span<const int64_t> rows_per_rank,

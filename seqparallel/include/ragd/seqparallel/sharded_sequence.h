@@ -22,7 +22,11 @@ namespace ragd::seqparallel {
 
 class ShardedSequence {
  public:
-  ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag);
+  // max_chunk_tokens > 0: the prefill runs in ring steps over consecutive ranges of
+  // max_chunk_tokens · ranks positions, each partitioned like a whole prompt (about max_chunk_tokens
+  // per rank per step: activations bounded by the chunk; ring_attention.h for the traffic); 0: one step.
+  ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag,
+                  int max_chunk_tokens = 0);
   ~ShardedSequence();  // releases this rank's shard
   ShardedSequence(const ShardedSequence&) = delete;
   ShardedSequence& operator=(const ShardedSequence&) = delete;
@@ -36,13 +40,14 @@ class ShardedSequence {
   int64_t length() const { return length_; }
   const engine::BlockTable& shard() const { return shard_; }
   int64_t shard_tokens() const { return shard_.num_tokens(); }
-  const StepTimes& prefill_times() const { return prefill_; }
+  const StepTimes& prefill_times() const { return prefill_; }  // summed over chunks
   const StepTimes& decode_times() const { return decode_; }  // summed over decode steps
 
  private:
   engine::Model& model_;
   Communicator& comm_;
   PartitionKind kind_;
+  int max_chunk_ = 0;
   engine::BlockTable shard_;
   std::unique_ptr<ShardedDecoder> decoder_;
   int64_t length_ = 0;

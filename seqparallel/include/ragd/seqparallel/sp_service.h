@@ -30,6 +30,9 @@ class SpDriver {
   ~SpDriver();  // releases a sequence still held (not the group: call shutdown())
 
   int workers() const { return comm_.size(); }
+  // Prefill in ring steps of about this many tokens per rank (ShardedSequence); 0 = one step. Sent
+  // to the other ranks with each prefill.
+  void set_max_chunk_tokens(int n) { max_chunk_ = n > 0 ? n : 0; }
   // Starts a sequence (releasing the previous one): ring prefill of the prompt; logits of its last
   // token. On an error the group is unusable (aborted) and every later call fails.
   Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits);
@@ -44,6 +47,7 @@ class SpDriver {
   engine::Model& model_;
   Communicator& comm_;
   PartitionKind kind_;
+  int max_chunk_ = 0;
   std::unique_ptr<ShardedSequence> seq_;
   bool down_ = false;
 };
