@@ -5,12 +5,14 @@
 //   bench_seqparallel [--preset tiny|small] [--tokens 16384,131072] [--workers 1,2]
 //                     [--partitions zigzag,contiguous] [--decode 16] [--threads-per-worker 1]
 //                     [--predict 1048576] [--predict-workers 1,2,4,8] [--kv-dtype f32|bf16|int8]
+//                     [--chunks 0,2048]
 //
 // Per run: prefill wall time (slowest worker), each worker's compute (prefill minus time blocked
 // on the ring) and the spread between workers (zigzag vs contiguous balance), time blocked on the
 // ring (communication not hidden behind compute, plus waiting for slower workers), speedup and
 // compute-part efficiency vs one worker, the model's prediction, and decode ms per token. Then
-// the model's predictions for --predict tokens on --predict-workers workers.
+// the model's predictions for --predict tokens on --predict-workers workers. --chunks: ring prefill
+// in steps of about that many tokens per worker (0 = one step); the ring's bytes are reported.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -93,7 +95,7 @@ struct RankResult {
 };
 
 std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<int32_t>& prompt, int workers,
-                            PartitionKind kind, int decode, int threads) {
+                            PartitionKind kind, int decode, int threads, int chunk) {
   auto comms = make_thread_group(workers).value();
   std::vector<RankResult> res(workers);
   std::vector<Status> st(workers);
@@ -102,7 +104,7 @@ std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<in
     ts.emplace_back([&, r] {
       kernels::set_num_threads(threads);
       auto model = make_model(cfg, prompt.size() / workers + 2 * prompt.size() / (2 * workers) + decode);
-      ShardedSequence seq(*model, *comms[r], kind);
+      ShardedSequence seq(*model, *comms[r], kind, chunk);
       std::vector<float> logits;
       st[r] = seq.prefill(prompt, &logits);
       if (!st[r].ok()) {
@@ -137,7 +139,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> kv = {{"preset", "tiny"}, {"tokens", "16384,131072"}, {"workers", "1,2"},
                                            {"partitions", "zigzag,contiguous"}, {"decode", "16"},
                                            {"threads-per-worker", "1"}, {"predict", "1048576"},
-                                           {"predict-workers", "1,2,4,8"}, {"kv-dtype", "f32"}};
+                                           {"predict-workers", "1,2,4,8"}, {"kv-dtype", "f32"}, {"chunks", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
@@ -186,8 +188,8 @@ int main(int argc, char** argv) {
               cfg.num_key_value_heads, cfg.head_dim, kv["kv-dtype"].c_str(), threads, std::thread::hardware_concurrency(),
               rates.describe().c_str());
   std::printf("| tokens | workers | partition | prefill s | predicted s | per-worker compute s (min-max) | blocked on ring s "
-              "(max) | speedup | compute efficiency | decode ms/token | predicted ms |\n");
-  std::printf("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+              "(max) | speedup | compute efficiency | decode ms/token | predicted ms | chunk | ring MB |\n");
+  std::printf("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int64_t n : list(kv["tokens"])) {
     std::mt19937 g(1);
     std::vector<int32_t> prompt(n);
@@ -196,10 +198,12 @@ int main(int argc, char** argv) {
     int32_t base_token = -1;
     for (int64_t w : list(kv["workers"])) {
       for (PartitionKind kind : kinds) {
-        if (w == 1 && kind != kinds.front()) continue;
-        auto res = run(cfg, prompt, static_cast<int>(w), kind, decode, threads);
-        double wall = 0, cmin = 1e300, cmax = 0, blocked = 0;
+       for (int64_t chunk : list(kv["chunks"])) {
+        if (w == 1 && (kind != kinds.front() || chunk != list(kv["chunks"]).front())) continue;
+        auto res = run(cfg, prompt, static_cast<int>(w), kind, decode, threads, static_cast<int>(chunk));
+        double wall = 0, cmin = 1e300, cmax = 0, blocked = 0, bytes = 0;
         for (auto& r : res) {
+          bytes += static_cast<double>(r.prefill.bytes_sent);
           wall = std::max(wall, r.prefill.seconds);
           cmin = std::min(cmin, r.prefill.compute_s());
           cmax = std::max(cmax, r.prefill.compute_s());
@@ -209,12 +213,14 @@ int main(int argc, char** argv) {
           base_s = wall, base_compute = cmax, base_token = res[0].first_token;
         }
         const Prediction p = predict(cfg, rates, n, static_cast<int>(w), kv_token);
-        std::printf("| %lld | %lld | %s | %.2f | %.2f | %.2f-%.2f | %.2f | %s | %s | %.2f | %.2f |%s\n",
+        std::printf("| %lld | %lld | %s | %.2f | %.2f | %.2f-%.2f | %.2f | %s | %s | %.2f | %.2f | %lld | %.1f |%s\n",
                     static_cast<long long>(n), static_cast<long long>(w), std::string(partition_name(kind)).c_str(), wall,
                     p.prefill_s, cmin, cmax, blocked, base_s > 0 ? fmt_ratio(base_s / wall).c_str() : "-",
                     base_compute > 0 ? fmt_pct(base_compute / (w * cmax)).c_str() : "-", res[0].decode_s * 1e3,
-                    p.decode_s * 1e3, base_token >= 0 && res[0].first_token != base_token ? "  (first token differs!)" : "");
+                    p.decode_s * 1e3, static_cast<long long>(chunk), bytes / 1e6,
+                    base_token >= 0 && res[0].first_token != base_token ? "  (first token differs!)" : "");
         std::fflush(stdout);
+       }
       }
     }
   }
