@@ -14,7 +14,11 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-"$RAGCTL" make-model --preset tiny --out "$dir/model" > /dev/null 2>&1
+if ! "$RAGCTL" make-model --preset tiny --out "$dir/model" > "$dir/make-model.log" 2>&1; then
+  echo "ragctl make-model failed:"
+  cat "$dir/make-model.log"
+  exit 1
+fi
 # hbm_cache off: no block is held by the cache, so an idle pool must be entirely free. Every client
 # comes from 127.0.0.1, so the per-address connection cap is off; the tenant and queue limits are
 # raised so that the load reaches the engine instead of 429s.
