@@ -135,21 +135,32 @@ struct Shape {
   bool qwen_bias;
 };
 
-class CudaVsCpu : public ::testing::TestWithParam<Shape> {};
+// The same random bf16 weights on the GPU and on the CPU (the oracle).
+class CudaVsCpu : public ::testing::TestWithParam<Shape> {
+ protected:
+  void load(uint32_t seed) {
+    const Shape sh = GetParam();
+    cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
+    const TinyWeights w = tiny_weights(cfg, seed, true);
+    auto g = make(cfg, w, "cuda:0");
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    auto c = make(cfg, w, "cpu");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    gpu = std::move(g).value();
+    cpu = std::move(c).value();
+  }
+  ModelConfig cfg;
+  std::unique_ptr<Model> gpu, cpu;
+};
 
 // Prefill in one step and in two chunks, then 24 greedy-fed decode steps: every logit row within the
 // stated tolerance of the CPU backend's.
 TEST_P(CudaVsCpu, PrefillChunksAndDecode) {
   REQUIRE_GPU();
   const Shape sh = GetParam();
-  const ModelConfig cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
-  const TinyWeights w = tiny_weights(cfg, 11, true);
-  auto g = make(cfg, w, "cuda:0");
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto c = make(cfg, w, "cpu");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  Model& gpu = *g.value();
-  Model& cpu = *c.value();
+  ASSERT_NO_FATAL_FAILURE(load(11));
+  Model& gpu = *this->gpu;
+  Model& cpu = *this->cpu;
   EXPECT_EQ(gpu.device(), "cuda:0");
   EXPECT_EQ(gpu.load_info().kv_dtype, "bf16");
 
@@ -188,17 +199,11 @@ TEST_P(CudaVsCpu, PrefillChunksAndDecode) {
 // forked prefix (shared blocks, copy-on-write on the device) and a fresh sequence.
 TEST_P(CudaVsCpu, MixedBatchWithForkedPrefix) {
   REQUIRE_GPU();
-  const Shape sh = GetParam();
-  const ModelConfig cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
-  const TinyWeights w = tiny_weights(cfg, 12, true);
-  auto g = make(cfg, w, "cuda:0");
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto c = make(cfg, w, "cpu");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(load(12));
   const auto toks = random_tokens(160, 9, cfg.vocab_size);
   Compare cmp;
   std::vector<StepOutput> outs;
-  for (Model* m : {g.value().get(), c.value().get()}) {
+  for (Model* m : {gpu.get(), cpu.get()}) {
     BlockTable a, b, fresh;
     SeqStep s0{&a, std::span(toks).subspan(0, 40), SeqStep::Logits::kNone};
     SeqStep s1{&b, std::span(toks).subspan(40, 21), SeqStep::Logits::kNone};

@@ -31,47 +31,30 @@ Status alloc_status(cudaError_t e, const char* what, size_t bytes) {
 
 }  // namespace
 
-Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {
-  DeviceBuffer b;
-  if (bytes == 0) return Result<DeviceBuffer>(std::move(b));
-  RAGD_RETURN_IF_ERROR(alloc_status(cudaMalloc(&b.p_, bytes), "cudaMalloc", bytes));
+template <Memory kWhere>
+Result<Buffer<kWhere>> Buffer<kWhere>::alloc(size_t bytes) {
+  Buffer b;
+  if (bytes == 0) return Result<Buffer>(std::move(b));
+  const cudaError_t e = kWhere == Memory::kDevice ? cudaMalloc(&b.p_, bytes) : cudaMallocHost(&b.p_, bytes);
+  RAGD_RETURN_IF_ERROR(alloc_status(e, kWhere == Memory::kDevice ? "cudaMalloc" : "cudaMallocHost", bytes));
   b.n_ = bytes;
-  return Result<DeviceBuffer>(std::move(b));
+  return Result<Buffer>(std::move(b));
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (p_) cudaFree(p_);
-    p_ = std::exchange(o.p_, nullptr);
-    n_ = std::exchange(o.n_, 0);
+template <Memory kWhere>
+void Buffer<kWhere>::release() {
+  if (p_ == nullptr) return;
+  if (kWhere == Memory::kDevice) {
+    cudaFree(p_);
+  } else {
+    cudaFreeHost(p_);
   }
-  return *this;
+  p_ = nullptr;
+  n_ = 0;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (p_) cudaFree(p_);
-}
-
-Result<PinnedBuffer> PinnedBuffer::alloc(size_t bytes) {
-  PinnedBuffer b;
-  if (bytes == 0) return Result<PinnedBuffer>(std::move(b));
-  RAGD_RETURN_IF_ERROR(alloc_status(cudaMallocHost(&b.p_, bytes), "cudaMallocHost", bytes));
-  b.n_ = bytes;
-  return Result<PinnedBuffer>(std::move(b));
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    if (p_) cudaFreeHost(p_);
-    p_ = std::exchange(o.p_, nullptr);
-    n_ = std::exchange(o.n_, 0);
-  }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (p_) cudaFreeHost(p_);
-}
+template class Buffer<Memory::kDevice>;
+template class Buffer<Memory::kPinnedHost>;
 
 Result<Stream> Stream::create() {
   Stream s;

@@ -20,46 +20,39 @@ Status set_device(int device);
 // Free and total bytes of the current device.
 Status memory_info(size_t* free_bytes, size_t* total_bytes);
 
-// cudaMalloc'd bytes (256-byte aligned), freed on destruction.
-class DeviceBuffer {
+// Bytes owned until destruction: device memory (cudaMalloc, 256-byte aligned) or page-locked host
+// memory (cudaMallocHost: the staging of every host <-> device copy, so copies are asynchronous DMA).
+enum class Memory : uint8_t { kDevice, kPinnedHost };
+
+template <Memory kWhere>
+class Buffer {
  public:
-  static Result<DeviceBuffer> alloc(size_t bytes);
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
+  static Result<Buffer> alloc(size_t bytes);
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { release(); }
   void* get() const { return p_; }
   template <typename T>
   T* as() const { return static_cast<T*>(p_); }
   size_t bytes() const { return n_; }
 
  private:
+  void release();  // memory.cu (explicitly instantiated for both kinds)
   void* p_ = nullptr;
   size_t n_ = 0;
 };
-
-// Page-locked host bytes (cudaMallocHost): the staging of every host <-> device copy, so copies are
-// asynchronous DMA.
-class PinnedBuffer {
- public:
-  static Result<PinnedBuffer> alloc(size_t bytes);
-  PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer();
-  void* get() const { return p_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-  size_t bytes() const { return n_; }
-
- private:
-  void* p_ = nullptr;
-  size_t n_ = 0;
-};
+using DeviceBuffer = Buffer<Memory::kDevice>;
+using PinnedBuffer = Buffer<Memory::kPinnedHost>;
 
 // A non-blocking stream (does not synchronise with the legacy default stream).
 class Stream {
