@@ -163,6 +163,11 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     return Status::InvalidArgument("runtime.sp_threshold_tokens must be positive, got " +
                                    std::to_string(opts.sp_threshold_tokens));
   }
+  if ((opts.sp_workers > 1 || (sp_comm != nullptr && sp_comm->size() > 1)) && opts.device != "cpu") {
+    return Status::InvalidArgument("runtime.device '" + opts.device +
+                                   "': sequence parallelism runs on the CPU backend only in this build (its ring "
+                                   "attention needs the layer hook); set runtime.sp_workers = 1");
+  }
   if (opts.sp_chunk_tokens < 0) {
     return Status::InvalidArgument("runtime.sp_chunk_tokens must be 0 (off) or positive, got " +
                                    std::to_string(opts.sp_chunk_tokens));

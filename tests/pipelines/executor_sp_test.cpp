@@ -84,6 +84,12 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sp_chunk_tokens"), std::string::npos) << r.status().to_string();
   bad.sp_chunk_tokens = 0;
+  bad.device = "cuda:0";  // refused before the model loads, GPU or not
+  r = open_runtime(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sequence parallelism runs on the CPU backend"), std::string::npos)
+      << r.status().to_string();
+  bad.device = "cpu";
   bad.sp_transport = "pigeon";
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());
