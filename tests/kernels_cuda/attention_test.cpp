@@ -158,6 +158,69 @@ INSTANTIATE_TEST_SUITE_P(
              (c.causal ? "_causal" : "_full") + (c.out_dtype == DType::kBf16 ? "_bf16out" : "");
     });
 
+// Explicit positions (the engine's non-contiguous steps) against the CPU kernel of the same
+// contract: sparse queries at shuffled positions over slot == position keys, and zigzag-like key
+// positions with holes. Same tolerances as the prefill above.
+struct PositionsCase {
+  int d, heads, kv_heads, n_q, kv_len;
+  bool key_positions;  // false: slot j holds position j
+};
+
+class PrefillPositionsCuda : public ::testing::TestWithParam<PositionsCase> {
+ protected:
+  void SetUp() override { RAGD_REQUIRE_CUDA(); }
+};
+
+TEST_P(PrefillPositionsCuda, MatchesCpu) {
+  const PositionsCase c = GetParam();
+  const int bs = 16;
+  const uint32_t seed = 7 * c.d + c.n_q + c.kv_len;
+  std::mt19937 rng(seed);
+  const auto q = round_bf16(random_vec(static_cast<size_t>(c.n_q) * c.heads * c.d, seed));
+  const auto kc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 1));
+  const auto vc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 2));
+  const Pages pages = make_pages(kc, vc, c.kv_len, c.kv_heads, c.d, bs, 2, seed + 3);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  std::vector<int32_t> key_pos;
+  int32_t max_pos = c.kv_len - 1;
+  if (c.key_positions) {  // two interleaved ranges (a zigzag shard) and a few holes
+    key_pos.resize(c.kv_len);
+    for (int j = 0; j < c.kv_len; ++j) key_pos[j] = j < c.kv_len / 2 ? j : 3 * c.kv_len + j;
+    for (int j = 5; j < c.kv_len; j += 37) key_pos[j] = std::numeric_limits<int32_t>::max();
+    max_pos = 4 * c.kv_len;
+  }
+  std::vector<int32_t> q_pos(c.n_q);
+  for (auto& p : q_pos) p = static_cast<int32_t>(rng() % (max_pos + 1));
+  q_pos[0] = max_pos;  // one query sees everything
+  for (auto& p : q_pos) p = std::max<int32_t>(p, 1);  // every query sees key 0 (position 0)
+
+  PagedKv cpu_kv{pages.kf.data(), pages.vf.data(), pages.table.data(), bs, c.kv_heads, c.d, c.kv_len};
+  cpu_kv.key_pos = key_pos.empty() ? nullptr : key_pos.data();
+  std::vector<float> cpu_o(static_cast<size_t>(c.n_q) * c.heads * c.d), cpu_l(static_cast<size_t>(c.n_q) * c.heads);
+  RAGD_STATUS_OK(kernels::attention_prefill_positions(q.data(), c.n_q, c.heads, cpu_kv, scale, q_pos.data(),
+                                                      cpu_o.data(), cpu_l.data()));
+
+  DeviceBuffer<uint16_t> dq(to_bf16(q)), dk(pages.k), dv(pages.v);
+  DeviceBuffer<int32_t> dt(pages.table), dqp(q_pos), dkp(key_pos.empty() ? std::vector<int32_t>{0} : key_pos);
+  DeviceBuffer<float> dout(cpu_o.size()), dl(cpu_l.size());
+  PagedKvBf16 kv{dk.get(), dv.get(), dt.get(), bs, c.kv_heads, c.d, c.kv_len};
+  kv.key_pos = key_pos.empty() ? nullptr : dkp.get();
+  RAGD_STATUS_OK(attention_prefill_positions(dq.get(), c.n_q, c.heads, kv, scale, dqp.get(), dout.get(), DType::kF32,
+                                             dl.get(), nullptr));
+  EXPECT_LE(max_err(dout.download(), cpu_o), 1e-2);
+  EXPECT_LE(max_err(dl.download(), cpu_l), 4e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PrefillPositionsCuda,
+                         ::testing::Values(PositionsCase{64, 4, 2, 37, 150, false}, PositionsCase{128, 8, 2, 70, 129, true},
+                                           PositionsCase{32, 6, 2, 9, 200, true}, PositionsCase{64, 4, 4, 130, 77, false}),
+                         [](const auto& info) {
+                           const PositionsCase& c = info.param;
+                           return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" +
+                                  std::to_string(c.kv_heads) + "_nq" + std::to_string(c.n_q) + "_len" +
+                                  std::to_string(c.kv_len) + (c.key_positions ? "_keypos" : "_slots");
+                         });
+
 struct DecodeCase {
   int d, heads, kv_heads, splits;  // splits 0 = planner's choice
   int plan_len = 300;              // max_kv_len the plan is made for (< 300: the last split takes the rest)

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -61,6 +62,8 @@ struct PrefillParams {
   int n_q, num_heads, num_kv_heads, group, block_size, kv_len, q_offset;
   float scale_log2;  // scale · log2(e)
   bool causal;
+  const int32_t* q_pos;    // kPos: [n_q] query positions
+  const int32_t* key_pos;  // kPos: [kv_len] key positions (INT_MAX = hole), or null: slot j holds position j
 };
 
 template <typename OutT>
@@ -71,7 +74,9 @@ __device__ __forceinline__ void store_out(void* out, size_t i, float v) {
 using AccFrag = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 using AFrag = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 
-template <int D, typename OutT>
+// kPos: explicit positions (attention_prefill_positions): query i sees key j iff key_pos[j] <= q_pos[i]
+// (j <= q_pos[i] without key_pos); otherwise causal with q_offset, or no mask.
+template <int D, typename OutT, bool kPos>
 __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
   using L = Smem<D>;
   constexpr int kDP = L::kDP;
@@ -89,9 +94,13 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
   float* sL = reinterpret_cast<float*>(smem + L::l_off);
   float* sA = reinterpret_cast<float*>(smem + L::a_off);
 
+  __shared__ int32_t sKp[kBN];  // kPos with key_pos: this tile's key positions
+  __shared__ int s_maxpos;      // kPos without key_pos: the largest query position of the tile
   const int tid = threadIdx.x;
   const int warp = tid >> 5;
   const int lane = tid & 31;
+  if (kPos && tid == 0) s_maxpos = -1;
+  if (kPos) __syncthreads();
   // Causal: the last query tiles see the most keys; launch them first so they do not form the tail.
   const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   const int h = blockIdx.y;
@@ -112,6 +121,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
   if (tid < kBM) {
     sM[tid] = -INFINITY;
     sL[tid] = 0.0f;
+    if (kPos && m0 + tid < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + tid]);
   }
   // Row (0..15) of each accumulator element: a 16×16 matrix of row ids, loaded as a fragment.
   float* sRows = sS + wr0 * kSP;  // this warp's S rows, free until the first tile
@@ -134,13 +144,20 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
 
   const int last_row = min(m0 + kBM, p.n_q) - 1;
   int kv_end = p.kv_len;
-  if (p.causal) kv_end = min(kv_end, last_row + p.q_offset + 1);
+  if (kPos) {
+    if (p.key_pos == nullptr) kv_end = min(kv_end, s_maxpos + 1);  // slots past the last query's position are unseen
+  } else if (p.causal) {
+    kv_end = min(kv_end, last_row + p.q_offset + 1);
+  }
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
 
   const int srow = wr0 + (lane >> 1);  // softmax: 2 lanes per row
   const int shalf = (lane & 1) * (kBN / 2);
   const int qi = m0 + srow;
-  const int limit = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;  // last visible key
+  // Last visible key (slot) of this thread's softmax row; with key positions, its position bound.
+  const int qp = kPos ? (qi < p.n_q ? p.q_pos[qi] : -1) : 0;
+  const int limit = kPos ? min(qp, p.kv_len - 1) : (p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1);
+  const bool by_key_pos = kPos && p.key_pos != nullptr;
 
   for (int t = 0; t < n_tiles; ++t) {
     const int n0 = t * kBN;
@@ -161,6 +178,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
       *reinterpret_cast<uint4*>(sK + r * kDP + c) = kv4;
       *reinterpret_cast<uint4*>(sV + r * kDP + c) = vv4;
     }
+    if (by_key_pos && tid < kBN) sKp[tid] = n0 + tid < p.kv_len ? p.key_pos[n0 + tid] : INT_MAX;
     __syncthreads();
 
     // S[wr0 .. wr0+15, 0 .. kBN) = Q · Kᵀ
@@ -184,7 +202,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
       float mx = -INFINITY;
 #pragma unroll 8
       for (int c = shalf; c < shalf + kBN / 2; ++c) {
-        const float s = (n0 + c <= limit) ? srow_p[c] * p.scale_log2 : -INFINITY;
+        const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[c] <= qp) : (n0 + c <= limit);
+        const float s = seen ? srow_p[c] * p.scale_log2 : -INFINITY;
         mx = fmaxf(mx, s);
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -196,7 +215,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
 #pragma unroll 8
       for (int c = shalf; c < shalf + kBN / 2; ++c) {
         float pv = 0.0f;
-        if (n0 + c <= limit && m_new != -INFINITY) pv = exp2f(srow_p[c] * p.scale_log2 - m_new);
+        const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[c] <= qp) : (n0 + c <= limit);
+        if (seen && m_new != -INFINITY) pv = exp2f(srow_p[c] * p.scale_log2 - m_new);
         const bf16 pb = __float2bfloat16_rn(pv);
         prow[c] = pb;
         sum += __bfloat162float(pb);  // normalise by what P·V actually sums
@@ -258,10 +278,10 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
   }
 }
 
-template <int D, typename OutT>
+template <int D, typename OutT, bool kPos>
 Status launch(const PrefillParams& p, cudaStream_t s) {
   constexpr size_t bytes = Smem<D>::bytes;
-  auto* fn = prefill_kernel<D, OutT>;
+  auto* fn = prefill_kernel<D, OutT, kPos>;
   RAGD_RETURN_IF_ERROR(detail::cuda_status(
       cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
       "attention_prefill: cudaFuncSetAttribute"));
@@ -270,27 +290,29 @@ Status launch(const PrefillParams& p, cudaStream_t s) {
   return detail::launch_status("attention_prefill");
 }
 
-}  // namespace
-
-Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, bool causal,
-                         int q_offset, void* out, DType out_dtype, float* lse, void* stream) {
+Status check(const char* op, const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, void* out, float* lse) {
+  const std::string o(op);
   if (kv.head_dim != 32 && kv.head_dim != 64 && kv.head_dim != 128) {
-    return Status::InvalidArgument("attention_prefill: unsupported head_dim " + std::to_string(kv.head_dim) +
+    return Status::InvalidArgument(o + ": unsupported head_dim " + std::to_string(kv.head_dim) +
                                    " (CUDA kernels are built for 32, 64 and 128)");
   }
   if (n_q < 0 || num_heads <= 0 || kv.num_kv_heads <= 0 || num_heads % kv.num_kv_heads != 0) {
-    return Status::InvalidArgument("attention_prefill: num_heads " + std::to_string(num_heads) +
+    return Status::InvalidArgument(o + ": num_heads " + std::to_string(num_heads) +
                                    " is not a positive multiple of num_kv_heads " + std::to_string(kv.num_kv_heads));
   }
   if (kv.block_size <= 0 || kv.kv_len < 0) {
-    return Status::InvalidArgument("attention_prefill: bad block_size " + std::to_string(kv.block_size) +
-                                   " or kv_len " + std::to_string(kv.kv_len));
+    return Status::InvalidArgument(o + ": bad block_size " + std::to_string(kv.block_size) + " or kv_len " +
+                                   std::to_string(kv.kv_len));
   }
-  if (num_heads > 65535) return Status::InvalidArgument("attention_prefill: num_heads " + std::to_string(num_heads) + " > 65535");
-  if (n_q == 0) return Status::OK();
-  if (!q || !out || !lse || (kv.kv_len > 0 && (!kv.k || !kv.v || !kv.block_table))) {
-    return Status::InvalidArgument("attention_prefill: null q, out, lse, k, v or block_table");
+  if (num_heads > 65535) return Status::InvalidArgument(o + ": num_heads " + std::to_string(num_heads) + " > 65535");
+  if (n_q > 0 && (!q || !out || !lse || (kv.kv_len > 0 && (!kv.k || !kv.v || !kv.block_table)))) {
+    return Status::InvalidArgument(o + ": null q, out, lse, k, v or block_table");
   }
+  return Status::OK();
+}
+
+PrefillParams params(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, void* out,
+                     float* lse) {
   PrefillParams p{};
   p.q = reinterpret_cast<const bf16*>(q);
   p.k = reinterpret_cast<const bf16*>(kv.k);
@@ -304,14 +326,39 @@ Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedK
   p.group = num_heads / kv.num_kv_heads;
   p.block_size = kv.block_size;
   p.kv_len = kv.kv_len;
-  p.q_offset = q_offset;
   p.scale_log2 = scale * detail::kLog2e;
-  p.causal = causal;
-  auto s = detail::as_stream(stream);
+  return p;
+}
+
+template <bool kPos>
+Status dispatch(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s) {
   const bool f32 = out_dtype == DType::kF32;
-  if (kv.head_dim == 32) return f32 ? launch<32, float>(p, s) : launch<32, bf16>(p, s);
-  if (kv.head_dim == 64) return f32 ? launch<64, float>(p, s) : launch<64, bf16>(p, s);
-  return f32 ? launch<128, float>(p, s) : launch<128, bf16>(p, s);
+  if (head_dim == 32) return f32 ? launch<32, float, kPos>(p, s) : launch<32, bf16, kPos>(p, s);
+  if (head_dim == 64) return f32 ? launch<64, float, kPos>(p, s) : launch<64, bf16, kPos>(p, s);
+  return f32 ? launch<128, float, kPos>(p, s) : launch<128, bf16, kPos>(p, s);
+}
+
+}  // namespace
+
+Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, bool causal,
+                         int q_offset, void* out, DType out_dtype, float* lse, void* stream) {
+  RAGD_RETURN_IF_ERROR(check("attention_prefill", q, n_q, num_heads, kv, out, lse));
+  if (n_q == 0) return Status::OK();
+  PrefillParams p = params(q, n_q, num_heads, kv, scale, out, lse);
+  p.q_offset = q_offset;
+  p.causal = causal;
+  return dispatch<false>(p, kv.head_dim, out_dtype, detail::as_stream(stream));
+}
+
+Status attention_prefill_positions(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale,
+                                   const int32_t* q_pos, void* out, DType out_dtype, float* lse, void* stream) {
+  RAGD_RETURN_IF_ERROR(check("attention_prefill_positions", q, n_q, num_heads, kv, out, lse));
+  if (n_q == 0) return Status::OK();
+  if (!q_pos) return Status::InvalidArgument("attention_prefill_positions: null q_pos");
+  PrefillParams p = params(q, n_q, num_heads, kv, scale, out, lse);
+  p.q_pos = q_pos;
+  p.key_pos = kv.key_pos;
+  return dispatch<true>(p, kv.head_dim, out_dtype, detail::as_stream(stream));
 }
 
 }  // namespace ragd::kernels::cuda

@@ -26,6 +26,9 @@ struct PagedKvBf16 {
   int num_kv_heads = 0;
   int head_dim = 0;
   int kv_len = 0;                       // keys 0 .. kv_len-1 are valid
+  // attention_prefill_positions only: [kv_len] position of each slot (INT32_MAX = a hole, never
+  // seen), device; null = slot j holds position j.
+  const int32_t* key_pos = nullptr;
 };
 
 // Prefill (or any multi-query chunk) of one sequence; flash-attention style: a 64-query tile of one
@@ -36,6 +39,13 @@ struct PagedKvBf16 {
 // causal: query i sees keys j <= i + q_offset; otherwise every key is visible.
 Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale,
                          bool causal, int q_offset, void* out, DType out_dtype, float* lse, void* stream);
+
+// The same flash prefill with explicit positions (the engine's non-contiguous steps: sparse
+// recompute, zigzag shards): query i sees key j iff key_pos[j] <= q_pos[i] (j <= q_pos[i] when
+// kv.key_pos is null). q_pos: [n_q] int32, device, any order. Queries that see no key get o = 0,
+// lse = −inf.
+Status attention_prefill_positions(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale,
+                                   const int32_t* q_pos, void* out, DType out_dtype, float* lse, void* stream);
 
 // Batched paged decode (one query token per sequence), split-KV ("flash-decoding"): each sequence's
 // keys are cut into num_splits ranges of keys_per_split keys; each (sequence, kv head, split) block
