@@ -58,17 +58,19 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-// What one step needs on the device besides activations: built on the host, uploaded in one copy.
+// What one step needs on the device besides activations: built on the host from the active rows,
+// uploaded in one copy (again after a hook narrows the rows). Offsets are int32 indices into it.
 struct CudaStepMeta {
-  // int32 offsets into the metadata array
-  size_t tokens = 0, positions = 0, slots = 0, logit_rows = 0, row_src = 0, decode_rows = 0, kv_lens = 0,
-         decode_tables = 0;
-  std::vector<size_t> seq_table;  // per plan sequence: offset of its block table (multi-token sequences)
-  std::vector<int> decode_seqs;   // plan sequences with one new token
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  size_t tokens = 0, positions = 0, slots = 0, row_src = 0, decode_rows = 0, kv_lens = 0, decode_tables = 0;
+  std::vector<size_t> seq_table;   // per plan sequence: its block table (sequences that are not decodes)
+  std::vector<size_t> seq_keypos;  // per plan sequence: its key positions, kNone when slot j holds position j
+  std::vector<int> decode_seqs;    // contiguous one-token runs, attended by the split-KV decode kernel
   bool decode_rows_consecutive = true;  // their rows are r0, r0 + 1, ...
   int max_decode_blocks = 0;
   cu::DecodePlan decode_plan;
-  std::vector<int32_t> host;  // the array itself
+  bool attn_replaced = false;  // a hook's attention output is in attn_, in row order
+  std::vector<int32_t> host;
 };
 
 CudaBackend::CudaBackend(const ModelConfig& cfg, int device, std::shared_ptr<cu::Stream> stream,
@@ -153,9 +155,55 @@ void CudaBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
   rerotate_host_keys(cfg_, inv_freq_host_.data(), k, rows, delta);
 }
 
-Status CudaBackend::attend(KvPool&, const BlockTable&, int, const float*, int, const int32_t*, float*, float*) {
-  return Status::Unimplemented("cuda backend: Model::attend (sequence-parallel attention over a shard) runs on the "
-                               "CPU backend in this build");
+Status CudaBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
+                           const int32_t* q_pos, float* out, float* lse) {
+  auto* kvs = dynamic_cast<CudaKvStorage*>(&pool.storage());
+  if (kvs == nullptr) {
+    return Status::FailedPrecondition("cuda backend: the KV pool's storage is on '" +
+                                      std::string(pool.storage().device()) + "', not on " + name_);
+  }
+  if (n_q <= 0) return Status::OK();
+  RAGD_RETURN_IF_ERROR(cu::set_device(device_));
+  RAGD_RETURN_IF_ERROR(reserve(n_q, 0));
+  const int nh = cfg_.num_attention_heads, q_dim = cfg_.q_dim(), bs = kvs->layout().block_size;
+  const int kv_len = table.num_tokens();
+  // q_pos, the table's blocks and, when they are not the slots, its positions.
+  std::vector<int32_t> h(q_pos, q_pos + n_q);
+  const size_t blocks_at = h.size();
+  const int nb = ceil_div(kv_len, bs);
+  h.insert(h.end(), table.blocks().begin(), table.blocks().begin() + nb);
+  const size_t keypos_at = h.size();
+  if (!table.positions_are_slots()) h.insert(h.end(), table.positions().begin(), table.positions().begin() + kv_len);
+  RAGD_RETURN_IF_ERROR(stream_->sync());  // the pinned staging is free
+  RAGD_RETURN_IF_ERROR(ensure_pinned(meta_host_, h.size() * sizeof(int32_t)));
+  RAGD_RETURN_IF_ERROR(ensure(meta_, h.size() * sizeof(int32_t)));
+  std::copy(h.begin(), h.end(), meta_host_.as<int32_t>());
+  RAGD_RETURN_IF_ERROR(cu::copy_to_device(meta_.get(), meta_host_.get(), h.size() * sizeof(int32_t), stream()));
+  const int32_t* md = meta_.as<int32_t>();
+  RAGD_RETURN_IF_ERROR(cu::copy_to_device(hf_.get(), q, sizeof(float) * n_q * q_dim, stream()));
+  RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf_.get(), GpuType::kBf16, qb_.get(), static_cast<size_t>(n_q) * q_dim, stream()));
+  cu::PagedKvBf16 view;
+  view.k = kvs->k_layer(layer);
+  view.v = kvs->v_layer(layer);
+  view.block_table = md + blocks_at;
+  view.block_size = bs;
+  view.num_kv_heads = cfg_.num_key_value_heads;
+  view.head_dim = cfg_.head_dim;
+  view.kv_len = kv_len;
+  view.key_pos = table.positions_are_slots() ? nullptr : md + keypos_at;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
+  RAGD_RETURN_IF_ERROR(cu::attention_prefill_positions(qb_.as<uint16_t>(), n_q, nh, view, scale, md, attn_.get(),
+                                                       GpuType::kF32, lse_.as<float>(), stream()));
+  RAGD_RETURN_IF_ERROR(cu::copy_to_host(out, attn_.get(), sizeof(float) * n_q * q_dim, stream()));
+  RAGD_RETURN_IF_ERROR(cu::copy_to_host(lse, lse_.get(), sizeof(float) * n_q * nh, stream()));
+  return stream_->sync();
+}
+
+Status CudaBackend::ensure_pinned(cu::PinnedBuffer& b, size_t bytes) {
+  if (b.bytes() >= bytes) return Status::OK();
+  b = cu::PinnedBuffer();
+  RAGD_ASSIGN_OR_RETURN(b, cu::PinnedBuffer::alloc(std::max(bytes, size_t{1} << 16)));
+  return Status::OK();
 }
 
 Status CudaBackend::reserve(int rows, int logit_rows) {
@@ -171,12 +219,14 @@ Status CudaBackend::reserve(int rows, int logit_rows) {
     RAGD_RETURN_IF_ERROR(ensure(qkvb_, r * qkv * sizeof(uint16_t)));
     RAGD_RETURN_IF_ERROR(ensure(qb_, r * qd * sizeof(uint16_t)));
     RAGD_RETURN_IF_ERROR(ensure(qdec_, r * qd * sizeof(uint16_t)));
-    // Rows [0, r) hold the multi-token sequences' outputs in step order, rows [r, 2r) the decode
-    // outputs when their rows are not consecutive (gathered back into step order afterwards).
+    // Rows [0, r) hold the multi-token sequences' outputs in row order, rows [r, 2r) the decode
+    // outputs when their rows are not consecutive (gathered back into row order afterwards).
     RAGD_RETURN_IF_ERROR(ensure(attn_, 2 * r * qd * sizeof(float)));
     RAGD_RETURN_IF_ERROR(ensure(lse_, 2 * r * nh * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(ensure(lse_rows_, r * nh * sizeof(float)));
     RAGD_RETURN_IF_ERROR(ensure(gu_, r * 2 * im * sizeof(uint16_t)));
     RAGD_RETURN_IF_ERROR(ensure(act_, r * im * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(ensure(keep_, r * sizeof(int32_t)));
     rows_cap_ = static_cast<int>(r);
   }
   if (logit_rows > logit_cap_) {
@@ -186,11 +236,135 @@ Status CudaBackend::reserve(int rows, int logit_rows) {
   return Status::OK();
 }
 
-Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
-  if (hook != nullptr) {
-    return Status::Unimplemented("cuda backend: layer hooks (CacheBlend / EPIC recompute, sequence-parallel "
-                                 "attention) run on the CPU backend in this build");
+Status CudaBackend::upload_meta(const StepPlan& plan, int rows, int bs, CudaStepMeta* mp) {
+  CudaStepMeta& m = *mp;
+  const size_t ns = plan.seqs.size();
+  m.seq_table.assign(ns, CudaStepMeta::kNone);
+  m.seq_keypos.assign(ns, CudaStepMeta::kNone);
+  m.decode_seqs.clear();
+  m.decode_rows_consecutive = true;
+  m.max_decode_blocks = 0;
+  int max_decode_len = 0;
+  for (size_t si = 0; si < ns; ++si) {
+    const SeqRun& run = runs_[si];
+    if (!(run.contiguous && run.n == 1)) continue;
+    if (!m.decode_seqs.empty() && run.row0 != runs_[m.decode_seqs.back()].row0 + 1) m.decode_rows_consecutive = false;
+    m.decode_seqs.push_back(static_cast<int>(si));
+    m.max_decode_blocks = std::max(m.max_decode_blocks, ceil_div(plan.seqs[si].kv_len, bs));
+    max_decode_len = std::max(max_decode_len, plan.seqs[si].kv_len);
   }
+  const int nd = static_cast<int>(m.decode_seqs.size());
+  auto& h = m.host;
+  h.clear();
+  auto take = [&h](size_t n) {
+    const size_t off = h.size();
+    h.resize(off + n, 0);
+    return off;
+  };
+  m.tokens = take(rows);
+  m.positions = take(rows);
+  m.slots = take(rows);
+  m.row_src = take(rows);
+  m.decode_rows = take(nd);
+  m.kv_lens = take(nd);
+  m.decode_tables = take(static_cast<size_t>(nd) * m.max_decode_blocks);
+  for (int r = 0; r < rows; ++r) {
+    h[m.tokens + r] = tok_[r];
+    h[m.positions + r] = pos_[r];
+    h[m.slots + r] = slot_[r];
+    h[m.row_src + r] = r;
+  }
+  for (size_t si = 0; si < ns; ++si) {
+    const SeqRun& run = runs_[si];
+    const SeqPlan& s = plan.seqs[si];
+    if (run.n == 0 || (run.contiguous && run.n == 1)) continue;
+    const int nb = ceil_div(s.kv_len, bs);
+    m.seq_table[si] = take(nb);
+    std::copy(s.table->blocks().begin(), s.table->blocks().begin() + nb, h.begin() + m.seq_table[si]);
+    if (!run.contiguous && !s.key_pos.empty()) {
+      m.seq_keypos[si] = take(s.key_pos.size());
+      std::copy(s.key_pos.begin(), s.key_pos.end(), h.begin() + m.seq_keypos[si]);
+    }
+  }
+  for (int d = 0; d < nd; ++d) {
+    const SeqPlan& s = plan.seqs[m.decode_seqs[d]];
+    const int row = runs_[m.decode_seqs[d]].row0;
+    h[m.decode_rows + d] = row;
+    h[m.kv_lens + d] = s.kv_len;
+    const int nb = ceil_div(s.kv_len, bs);
+    std::copy(s.table->blocks().begin(), s.table->blocks().begin() + nb,
+              h.begin() + m.decode_tables + static_cast<size_t>(d) * m.max_decode_blocks);
+    if (!m.decode_rows_consecutive) h[m.row_src + row] = rows_cap_ + d;
+  }
+  const size_t bytes = h.size() * sizeof(int32_t);
+  RAGD_RETURN_IF_ERROR(stream_->sync());  // the pinned staging's last copy is done
+  RAGD_RETURN_IF_ERROR(ensure_pinned(meta_host_, bytes));
+  RAGD_RETURN_IF_ERROR(ensure(meta_, std::max(bytes, size_t{1} << 16)));
+  std::copy(h.begin(), h.end(), meta_host_.as<int32_t>());
+  RAGD_RETURN_IF_ERROR(cu::copy_to_device(meta_.get(), meta_host_.get(), bytes, stream()));
+  if (nd > 0) {
+    cu::DecodeBatchBf16 probe;
+    probe.batch = nd;
+    probe.num_heads = cfg_.num_attention_heads;
+    probe.head_dim = cfg_.head_dim;
+    m.decode_plan = cu::plan_attention_decode(nd, cfg_.num_key_value_heads, max_decode_len, num_sms_);
+    RAGD_RETURN_IF_ERROR(ensure(decode_ws_, cu::attention_decode_workspace_bytes(probe, m.decode_plan)));
+  }
+  return Status::OK();
+}
+
+Status CudaBackend::compact(const StepPlan& plan, const std::vector<int>& keep, int* rows) {
+  const int n_old = *rows;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] < 0 || keep[i] >= n_old || (i > 0 && keep[i] <= keep[i - 1])) {
+      return Status::InvalidArgument("layer hook: kept rows must be ascending, distinct and in [0, " +
+                                     std::to_string(n_old) + "); entry " + std::to_string(i) + " is " +
+                                     std::to_string(keep[i]));
+    }
+  }
+  const int k = static_cast<int>(keep.size());
+  const int hs = cfg_.hidden_size, qkv_dim = cfg_.q_dim() + 2 * cfg_.kv_dim();
+  // Device: gather the kept rows of the residual and of this layer's bf16 Q/K/V.
+  if (k > 0) {
+    std::vector<int32_t> ids(keep.begin(), keep.end());
+    RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * k, stream()));
+    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x_.get(), n_old, hs, keep_.as<int32_t>(), k, hf_.get(),
+                                              nullptr, stream()));
+    RAGD_RETURN_IF_ERROR(cu::copy_on_device(x_.get(), hf_.get(), sizeof(float) * k * hs, stream()));
+    // qkv_ (f32, free until the next layer's projection) holds the gathered bf16 rows meanwhile.
+    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, qkvb_.get(), n_old, qkv_dim, keep_.as<int32_t>(), k,
+                                              qkv_.get(), nullptr, stream()));
+    RAGD_RETURN_IF_ERROR(cu::copy_on_device(qkvb_.get(), qkv_.get(), sizeof(uint16_t) * k * qkv_dim, stream()));
+    RAGD_RETURN_IF_ERROR(stream_->sync());  // ids lives on this frame
+  }
+  // Host: the per-row arrays and the hook's f32 Q/K/V view.
+  float* hq = qkv_host_.as<float>();
+  for (int i = 0; i < k; ++i) {
+    const int src = keep[i];
+    if (i == src) continue;  // i < src: moving forward never overwrites a row still to be read
+    pos_[i] = pos_[src];
+    slot_[i] = slot_[src];
+    tok_[i] = tok_[src];
+    step_row_[i] = step_row_[src];
+    row_info_[i] = row_info_[src];
+    std::copy(hq + static_cast<size_t>(src) * qkv_dim, hq + static_cast<size_t>(src + 1) * qkv_dim,
+              hq + static_cast<size_t>(i) * qkv_dim);
+  }
+  *rows = k;
+  std::vector<int> count(plan.seqs.size(), 0);
+  for (int r = 0; r < k; ++r) ++count[row_info_[r].seq];
+  int row0 = 0;
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    SeqRun& run = runs_[si];
+    run.contiguous = run.contiguous && count[si] == run.n;
+    run.row0 = row0;
+    run.n = count[si];
+    row0 += count[si];
+  }
+  return Status::OK();
+}
+
+Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
   const int total = plan.total_rows;
   if (total <= 0) return Status::OK();
   auto* kvs = dynamic_cast<CudaKvStorage*>(&pool.storage());
@@ -198,92 +372,39 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     return Status::FailedPrecondition("cuda backend: the KV pool's storage is on '" +
                                       std::string(pool.storage().device()) + "', not on " + name_);
   }
-  for (size_t si = 0; si < plan.seqs.size(); ++si) {
-    if (!plan.seqs[si].contiguous) {
-      return Status::Unimplemented("cuda backend: batch[" + std::to_string(si) +
-                                   "] has explicit positions or slots; such steps (partial reuse, sharded "
-                                   "sequences) run on the CPU backend in this build");
-    }
-  }
   RAGD_RETURN_IF_ERROR(cu::set_device(device_));
   const int hs = cfg_.hidden_size, im = cfg_.intermediate_size, nh = cfg_.num_attention_heads,
             nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim, vocab = cfg_.vocab_size;
   const int q_dim = cfg_.q_dim(), kv_dim = cfg_.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
   const int bs = kvs->layout().block_size;
   const float eps = cfg_.rms_norm_eps;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int nl = logits != nullptr ? static_cast<int>(plan.logit_rows.size()) : 0;
   RAGD_RETURN_IF_ERROR(reserve(total, nl));
 
-  // ---- step metadata ---------------------------------------------------------------------------
-  CudaStepMeta m;
-  m.seq_table.assign(plan.seqs.size(), 0);
-  int max_decode_len = 0;
+  // ---- the active rows (all of them until a hook narrows them) ------------------------------------
+  for (auto* v : {&pos_, &slot_, &tok_}) v->resize(std::max(v->size(), static_cast<size_t>(total)));
+  if (step_row_.size() < static_cast<size_t>(total)) step_row_.resize(total);
+  if (row_info_.size() < static_cast<size_t>(total)) row_info_.resize(total);
+  runs_.assign(plan.seqs.size(), SeqRun{});
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     const SeqPlan& s = plan.seqs[si];
-    if (s.n == 1) {
-      if (!m.decode_seqs.empty() && s.row0 != plan.seqs[m.decode_seqs.back()].row0 + 1) m.decode_rows_consecutive = false;
-      m.decode_seqs.push_back(static_cast<int>(si));
-      m.max_decode_blocks = std::max(m.max_decode_blocks, ceil_div(s.kv_len, bs));
-      max_decode_len = std::max(max_decode_len, s.kv_len);
-    }
-  }
-  const int nd = static_cast<int>(m.decode_seqs.size());
-  auto& h = m.host;
-  auto take = [&h](size_t n) {
-    const size_t off = h.size();
-    h.resize(off + n, 0);
-    return off;
-  };
-  m.tokens = take(total);
-  m.positions = take(total);
-  m.slots = take(total);
-  m.logit_rows = take(nl);
-  m.row_src = take(total);
-  m.decode_rows = take(nd);
-  m.kv_lens = take(nd);
-  m.decode_tables = take(static_cast<size_t>(nd) * m.max_decode_blocks);
-  for (size_t si = 0; si < plan.seqs.size(); ++si) {
-    const SeqPlan& s = plan.seqs[si];
+    runs_[si] = {s.row0, s.n, s.contiguous};
     const auto& blocks = s.table->blocks();
     for (int i = 0; i < s.n; ++i) {
       const int r = s.row0 + i, t = s.slot(i);
-      h[m.tokens + r] = s.tokens[i];
-      h[m.positions + r] = s.position(i);
-      h[m.slots + r] = blocks[t / bs] * bs + t % bs;
-      h[m.row_src + r] = r;
-    }
-    if (s.n > 1) {
-      const int nb = ceil_div(s.kv_len, bs);
-      m.seq_table[si] = take(nb);
-      std::copy(blocks.begin(), blocks.begin() + nb, h.begin() + m.seq_table[si]);
+      tok_[r] = s.tokens[i];
+      pos_[r] = s.position(i);
+      slot_[r] = blocks[t / bs] * bs + t % bs;
+      step_row_[r] = r;
+      row_info_[r] = {static_cast<int>(si), i, pos_[r], t};
     }
   }
-  for (int i = 0; i < nl; ++i) h[m.logit_rows + i] = plan.logit_rows[i];
-  for (int d = 0; d < nd; ++d) {
-    const SeqPlan& s = plan.seqs[m.decode_seqs[d]];
-    h[m.decode_rows + d] = s.row0;
-    h[m.kv_lens + d] = s.kv_len;
-    const int nb = ceil_div(s.kv_len, bs);
-    std::copy(s.table->blocks().begin(), s.table->blocks().begin() + nb,
-              h.begin() + m.decode_tables + static_cast<size_t>(d) * m.max_decode_blocks);
-    if (!m.decode_rows_consecutive) h[m.row_src + s.row0] = rows_cap_ + d;
-  }
-  const size_t meta_bytes = h.size() * sizeof(int32_t);
-  if (meta_host_.bytes() < meta_bytes) {
-    meta_host_ = cu::PinnedBuffer();
-    RAGD_ASSIGN_OR_RETURN(meta_host_, cu::PinnedBuffer::alloc(std::max(meta_bytes, size_t{1} << 16)));
-  }
-  RAGD_RETURN_IF_ERROR(ensure(meta_, std::max(meta_bytes, size_t{1} << 16)));
-  std::copy(h.begin(), h.end(), meta_host_.as<int32_t>());
-  RAGD_RETURN_IF_ERROR(cu::copy_to_device(meta_.get(), meta_host_.get(), meta_bytes, stream()));
-  const int32_t* md = meta_.as<int32_t>();
-  if (nd > 0) {
-    cu::DecodeBatchBf16 probe;
-    probe.batch = nd;
-    probe.num_heads = nh;
-    probe.head_dim = hd;
-    m.decode_plan = cu::plan_attention_decode(nd, nkv, max_decode_len, num_sms_);
-    RAGD_RETURN_IF_ERROR(ensure(decode_ws_, cu::attention_decode_workspace_bytes(probe, m.decode_plan)));
+  CudaStepMeta m;
+  RAGD_RETURN_IF_ERROR(upload_meta(plan, total, bs, &m));
+  if (hook != nullptr) {
+    RAGD_RETURN_IF_ERROR(ensure_pinned(qkv_host_, sizeof(float) * total * qkv_dim));
+    RAGD_RETURN_IF_ERROR(ensure_pinned(attn_host_, sizeof(float) * total * (q_dim + nh)));
   }
 
   // ---- the layers --------------------------------------------------------------------------------
@@ -298,43 +419,116 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
   const size_t ws_bytes = gemm_ws_.bytes();
   auto linear = [&](const uint16_t* in, int rows, int k, const cu::DeviceBuffer& w, int n, void* out, GpuType dt,
                     bool acc) { return cu::linear_bf16(cublas_, stream(), in, rows, k, w.as<uint16_t>(), n, out, dt, acc, ws, ws_bytes); };
+  const LayerShape shape{nh, nkv, hd};
 
-  RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, embed_.get(), vocab, hs, md + m.tokens, total, hb, nullptr, stream()));
-  RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kBf16, hb, GpuType::kF32, x, static_cast<size_t>(total) * hs, stream()));
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+  {
+    const int32_t* md = meta_.as<int32_t>();
+    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, embed_.get(), vocab, hs, md + m.tokens, total, hb, nullptr, stream()));
+    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kBf16, hb, GpuType::kF32, x, static_cast<size_t>(total) * hs, stream()));
+  }
+  int rows = total;
+  bool narrowed = false;
+  for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
     const DeviceLayer& w = layers_[l];
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, total, hs, hs, w.input_norm.get(), eps, hf, hs, stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(total) * hs, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, total, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
+    const int32_t* md = meta_.as<int32_t>();
+    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, hf, hs, stream()));
+    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
+    RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
     if (w.qkv_bias.get() != nullptr) {
-      RAGD_RETURN_IF_ERROR(cu::add_bias(GpuType::kF32, qkv, total, qkv_dim, qkv_dim, w.qkv_bias.as<float>(), stream()));
+      RAGD_RETURN_IF_ERROR(cu::add_bias(GpuType::kF32, qkv, rows, qkv_dim, qkv_dim, w.qkv_bias.as<float>(), stream()));
     }
-    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, total, nh, hd, qkv_dim, md + m.positions, inv_freq_.as<float>(), stream()));
-    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv + q_dim, total, nkv, hd, qkv_dim, md + m.positions,
+    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh, hd, qkv_dim, md + m.positions, inv_freq_.as<float>(), stream()));
+    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv + q_dim, rows, nkv, hd, qkv_dim, md + m.positions,
                                         inv_freq_.as<float>(), stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, qkv, GpuType::kBf16, qkvb, static_cast<size_t>(total) * qkv_dim, stream()));
-    RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, total, qkv_dim, nkv, hd, md + m.slots,
+    RowSelection keep;
+    float* hq = qkv_host_.as<float>();
+    if (hook != nullptr) {
+      // The hook's view is host memory: Q/K/V go there and come back (it may change them).
+      const size_t bytes = sizeof(float) * rows * qkv_dim;
+      RAGD_RETURN_IF_ERROR(cu::copy_to_host(hq, qkv, bytes, stream()));
+      RAGD_RETURN_IF_ERROR(stream_->sync());
+      LayerQkv view;
+      view.layer = l;
+      view.rows = rows;
+      view.row_info = std::span<const StepRow>(row_info_.data(), rows);
+      view.shape = shape;
+      view.q = hq;
+      view.k = hq + q_dim;
+      view.v = hq + q_dim + kv_dim;
+      view.row_stride = qkv_dim;
+      RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
+      RAGD_RETURN_IF_ERROR(cu::copy_to_device(qkv, hq, bytes, stream()));
+    }
+    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, qkv, GpuType::kBf16, qkvb, static_cast<size_t>(rows) * qkv_dim, stream()));
+    RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, rows, qkv_dim, nkv, hd, md + m.slots,
                                       kvs->k_layer(l), kvs->v_layer(l), stream()));
+    if (keep.narrowed) {
+      RAGD_RETURN_IF_ERROR(compact(plan, keep.rows, &rows));
+      narrowed = true;
+      if (rows == 0) break;
+      RAGD_RETURN_IF_ERROR(upload_meta(plan, rows, bs, &m));
+    }
     RAGD_RETURN_IF_ERROR(cu::copy_rows_on_device(qb_.get(), sizeof(uint16_t) * q_dim, qkvb, sizeof(uint16_t) * qkv_dim,
-                                                 sizeof(uint16_t) * q_dim, total, stream()));
-    RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, m));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(total) * q_dim, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, total, q_dim, w.o, hs, x, GpuType::kF32, true));
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, total, hs, hs, w.post_norm.get(), eps, hf, hs, stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(total) * hs, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, total, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
-    RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, total, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
-    RAGD_RETURN_IF_ERROR(linear(act, total, im, w.down, hs, x, GpuType::kF32, true));
+                                                 sizeof(uint16_t) * q_dim, rows, stream()));
+    m.attn_replaced = false;
+    if (hook != nullptr) {
+      float* ho = attn_host_.as<float>();
+      float* hl = ho + static_cast<size_t>(rows) * q_dim;
+      LayerAttention att;
+      att.layer = l;
+      att.rows = rows;
+      att.row_info = std::span<const StepRow>(row_info_.data(), rows);
+      att.shape = shape;
+      att.scale = scale;
+      att.q = hq;
+      att.q_stride = qkv_dim;
+      att.out = ho;
+      att.lse = hl;
+      att.local = [&]() -> Status {
+        RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
+        RAGD_RETURN_IF_ERROR(cu::copy_to_host(ho, attn_rows(m), sizeof(float) * rows * q_dim, stream()));
+        RAGD_RETURN_IF_ERROR(cu::copy_to_host(hl, lse_rows(m), sizeof(float) * rows * nh, stream()));
+        return stream_->sync();
+      };
+      RAGD_ASSIGN_OR_RETURN(m.attn_replaced, hook->on_attention(att));
+      if (m.attn_replaced) RAGD_RETURN_IF_ERROR(cu::copy_to_device(attn_.get(), ho, sizeof(float) * rows * q_dim, stream()));
+    }
+    if (!m.attn_replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
+    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(rows) * q_dim, stream()));
+    RAGD_RETURN_IF_ERROR(linear(hb, rows, q_dim, w.o, hs, x, GpuType::kF32, true));
+    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, hf, hs, stream()));
+    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
+    RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
+    RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, rows, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
+    RAGD_RETURN_IF_ERROR(linear(act, rows, im, w.down, hs, x, GpuType::kF32, true));
   }
 
   // ---- outputs -----------------------------------------------------------------------------------
   if (hidden != nullptr) {
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, total, hs, hs, final_norm_.get(), eps, hf, hs, stream()));
-    RAGD_RETURN_IF_ERROR(cu::copy_to_host(hidden, hf, sizeof(float) * total * hs, stream()));
+    if (narrowed) return Status::InvalidArgument("cuda backend: hidden states of every row were asked for, but a layer hook dropped rows");
+    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, final_norm_.get(), eps, hf, hs, stream()));
+    RAGD_RETURN_IF_ERROR(cu::copy_to_host(hidden, hf, sizeof(float) * rows * hs, stream()));
   }
   if (nl > 0) {
+    // Active row of each requested step row (the identity unless a hook narrowed the rows).
+    std::vector<int32_t> ids(nl);
+    std::vector<int> active;
+    if (narrowed) {
+      active.assign(total, -1);
+      for (int r = 0; r < rows; ++r) active[step_row_[r]] = r;
+    }
+    for (int i = 0; i < nl; ++i) {
+      const int step_row = plan.logit_rows[i];
+      ids[i] = narrowed ? active[step_row] : step_row;
+      if (ids[i] < 0) {
+        return Status::InvalidArgument("layer hook dropped step row " + std::to_string(step_row) +
+                                       ", whose logits were requested");
+      }
+    }
+    RAGD_RETURN_IF_ERROR(ensure(keep_, sizeof(int32_t) * std::max(nl, rows_cap_)));
+    RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * nl, stream()));
     const cu::DeviceBuffer& head = lm_head_.get() != nullptr ? lm_head_ : embed_;
-    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x, total, hs, md + m.logit_rows, nl, hf, nullptr, stream()));
+    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x, rows, hs, keep_.as<int32_t>(), nl, hf, nullptr, stream()));
     RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, hf, nl, hs, hs, final_norm_.get(), eps, hf, hs, stream()));
     RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(nl) * hs, stream()));
     RAGD_RETURN_IF_ERROR(linear(hb, nl, hs, head, vocab, logits_.get(), GpuType::kF32, false));
@@ -344,13 +538,18 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
 }
 
 float* CudaBackend::attn_rows(const CudaStepMeta& m) {
-  // Consecutive decode rows wrote their outputs in place; otherwise gather every row back into step
-  // order (hf_ is free here: the next use rewrites it).
-  if (m.decode_seqs.empty() || m.decode_rows_consecutive) return attn_.as<float>();
+  // In place unless decode rows were scattered (then gathered into hf_, free until the next use
+  // rewrites it) ; a hook's replacement is in attn_.
+  if (m.attn_replaced || m.decode_seqs.empty() || m.decode_rows_consecutive) return attn_.as<float>();
   return hf_.as<float>();
 }
 
-Status CudaBackend::attention(const StepPlan& plan, CudaKvStorage& kv, int layer, const CudaStepMeta& m) {
+float* CudaBackend::lse_rows(const CudaStepMeta& m) {
+  if (m.decode_seqs.empty() || m.decode_rows_consecutive) return lse_.as<float>();
+  return lse_rows_.as<float>();
+}
+
+Status CudaBackend::attention(const StepPlan& plan, CudaKvStorage& kv, int layer, int rows, const CudaStepMeta& m) {
   const int nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim;
   const int q_dim = cfg_.q_dim();
   const int bs = kv.layout().block_size;
@@ -361,7 +560,8 @@ Status CudaBackend::attention(const StepPlan& plan, CudaKvStorage& kv, int layer
   float* lse = lse_.as<float>();
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     const SeqPlan& s = plan.seqs[si];
-    if (s.n <= 1) continue;
+    const SeqRun& run = runs_[si];
+    if (run.n == 0 || (run.contiguous && run.n == 1)) continue;
     cu::PagedKvBf16 view;
     view.k = kv.k_layer(layer);
     view.v = kv.v_layer(layer);
@@ -370,9 +570,16 @@ Status CudaBackend::attention(const StepPlan& plan, CudaKvStorage& kv, int layer
     view.num_kv_heads = nkv;
     view.head_dim = hd;
     view.kv_len = s.kv_len;
-    RAGD_RETURN_IF_ERROR(cu::attention_prefill(qb + static_cast<size_t>(s.row0) * q_dim, s.n, nh, view, scale,
-                                               /*causal=*/true, s.start, out + static_cast<size_t>(s.row0) * q_dim,
-                                               GpuType::kF32, lse + static_cast<size_t>(s.row0) * nh, stream()));
+    const size_t r0 = run.row0;
+    if (run.contiguous) {  // the fast path: causal with one offset
+      RAGD_RETURN_IF_ERROR(cu::attention_prefill(qb + r0 * q_dim, run.n, nh, view, scale, /*causal=*/true, s.start,
+                                                 out + r0 * q_dim, GpuType::kF32, lse + r0 * nh, stream()));
+    } else {
+      view.key_pos = m.seq_keypos[si] == CudaStepMeta::kNone ? nullptr : md + m.seq_keypos[si];
+      RAGD_RETURN_IF_ERROR(cu::attention_prefill_positions(qb + r0 * q_dim, run.n, nh, view, scale,
+                                                           md + m.positions + r0, out + r0 * q_dim, GpuType::kF32,
+                                                           lse + r0 * nh, stream()));
+    }
   }
   const int nd = static_cast<int>(m.decode_seqs.size());
   if (nd == 0) return Status::OK();
@@ -387,23 +594,24 @@ Status CudaBackend::attention(const StepPlan& plan, CudaKvStorage& kv, int layer
   b.num_heads = nh;
   b.num_kv_heads = nkv;
   b.head_dim = hd;
-  const int total = plan.total_rows;
   if (m.decode_rows_consecutive) {
-    const size_t r0 = plan.seqs[m.decode_seqs[0]].row0;
+    const size_t r0 = runs_[m.decode_seqs[0]].row0;
     b.q = qb + r0 * q_dim;
     return cu::attention_decode(b, scale, m.decode_plan, decode_ws_.get(), decode_ws_.bytes(), out + r0 * q_dim,
                                 lse + r0 * nh, stream());
   }
-  // Scattered decode rows: gather their queries, decode into rows [cap, cap + nd) of the output, then
-  // gather all rows back into step order (row_src) for the o_proj GEMM.
-  RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, qb, total, q_dim, md + m.decode_rows, nd, qdec_.get(),
+  // Scattered decode rows: gather their queries, decode into rows [cap, cap + nd) of the outputs,
+  // then gather every row back into row order (row_src) for the o_proj GEMM (and a hook's LSE).
+  RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, qb, rows, q_dim, md + m.decode_rows, nd, qdec_.get(),
                                             nullptr, stream()));
   b.q = qdec_.as<uint16_t>();
   const size_t cap = static_cast<size_t>(rows_cap_);
   RAGD_RETURN_IF_ERROR(cu::attention_decode(b, scale, m.decode_plan, decode_ws_.get(), decode_ws_.bytes(),
                                             out + cap * q_dim, lse + cap * nh, stream()));
-  return cu::embedding_gather(GpuType::kF32, out, static_cast<int>(cap) + nd, q_dim, md + m.row_src, total,
-                              hf_.as<float>(), nullptr, stream());
+  RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, out, static_cast<int>(cap) + nd, q_dim, md + m.row_src,
+                                            rows, hf_.as<float>(), nullptr, stream()));
+  return cu::embedding_gather(GpuType::kF32, lse, static_cast<int>(cap) + nd, nh, md + m.row_src, rows,
+                              lse_rows_.as<float>(), nullptr, stream());
 }
 
 }  // namespace ragd::engine

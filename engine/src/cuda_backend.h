@@ -9,9 +9,12 @@
 // reduction f32: the CPU backend with bf16 weights and bf16 KV is its oracle (tolerance in the tests).
 // One stream per backend; a step ends with one synchronisation (the logits' copy to the host).
 //
-// Not on the GPU yet (Unimplemented, naming the feature): layer hooks (CacheBlend / EPIC recompute,
-// sequence-parallel attention) and steps that are not a contiguous append (explicit positions,
-// sparse slots); Model::attend. Those run on the CPU backend.
+// Steps that are not a contiguous append (explicit positions, sparse slots) use the position-masked
+// flash prefill. Layer hooks see host views: each hooked layer copies its Q/K/V rows to pinned host
+// memory and back (the hook may change them), narrows rows on the device by gathers, and a hook
+// that replaces attention gets `local()` as device attention copied to the host. Model::attend
+// runs the position-masked prefill over a table's KV. These paths cost host round trips; the
+// contiguous, hook-free step stays on the device from the embedding to the logits.
 // Thread-safety: one thread at a time (scratch buffers and the cuBLAS handle are members).
 #pragma once
 
@@ -49,12 +52,25 @@ class CudaBackend final : public Backend {
   struct DeviceLayer {
     kernels::cuda::DeviceBuffer input_norm, qkv, qkv_bias, o, post_norm, gate_up, down;
   };
+  // The rows of one sequence that are active in the current layer: [row0, row0 + n).
+  struct SeqRun {
+    int row0 = 0;
+    int n = 0;
+    bool contiguous = true;  // the plan's contiguous append and no row dropped
+  };
+
   // Grows device scratch to `rows` step rows and `logit_rows` logit rows.
   Status reserve(int rows, int logit_rows);
-  // Attention of every row of one layer into attn_ (see attn_rows for where the rows end up).
-  Status attention(const StepPlan& plan, CudaKvStorage& kv, int layer, const CudaStepMeta& m);
-  // The f32 attention output [rows, q_dim] in step order after attention().
+  static Status ensure_pinned(kernels::cuda::PinnedBuffer& b, size_t bytes);
+  // Builds and uploads the metadata of the active rows (after the start and after a narrowing).
+  Status upload_meta(const StepPlan& plan, int rows, int bs, CudaStepMeta* m);
+  // Attention of every active row of one layer; the f32 output [rows, q_dim] in row order is at
+  // attn_rows(m) afterwards.
+  Status attention(const StepPlan& plan, CudaKvStorage& kv, int layer, int rows, const CudaStepMeta& m);
   float* attn_rows(const CudaStepMeta& m);
+  float* lse_rows(const CudaStepMeta& m);  // the LSE [rows, num_heads] in row order likewise
+  // Keeps only the active rows `keep` (ascending, distinct, < rows) on the device and the host.
+  Status compact(const StepPlan& plan, const std::vector<int>& keep, int* rows);
   void* stream() const { return stream_->get(); }
 
   ModelConfig cfg_;
@@ -71,9 +87,14 @@ class CudaBackend final : public Backend {
 
   // Scratch, sized for rows_cap_ rows (logits for logit_cap_ rows).
   int rows_cap_ = 0, logit_cap_ = 0;
-  kernels::cuda::DeviceBuffer x_, hf_, hb_, qkv_, qkvb_, qb_, attn_, lse_, gu_, act_, logits_, qdec_;
-  kernels::cuda::DeviceBuffer gemm_ws_, decode_ws_, meta_;
-  kernels::cuda::PinnedBuffer meta_host_;
+  kernels::cuda::DeviceBuffer x_, hf_, hb_, qkv_, qkvb_, qb_, attn_, lse_, lse_rows_, gu_, act_, logits_, qdec_;
+  kernels::cuda::DeviceBuffer gemm_ws_, decode_ws_, meta_, keep_;
+  kernels::cuda::PinnedBuffer meta_host_, qkv_host_, attn_host_;  // hooks: host views of one layer
+  // Per active row (host): token, position, global pool slot, step row, hook's row info.
+  std::vector<int32_t> pos_, slot_, tok_;
+  std::vector<int> step_row_;
+  std::vector<StepRow> row_info_;
+  std::vector<SeqRun> runs_;  // per plan sequence
 };
 
 }  // namespace ragd::engine

@@ -25,7 +25,15 @@ namespace {
 
 using namespace testing;  // ragd::engine::testing: tiny_config, tiny_weights, random_tokens
 
+// RAGD_CUDA_TEST_DEVICE=cpu runs the comparisons CPU against CPU: a check of the tests themselves
+// on machines without a GPU (they must pass, with zero deviation).
+std::string gpu_device() {
+  const char* d = std::getenv("RAGD_CUDA_TEST_DEVICE");
+  return d && *d ? d : "cuda:0";
+}
+
 std::string no_device_reason() {
+  if (gpu_device() == "cpu") return std::string();
   std::string why;
   return kernels::cuda::device_count(&why) == 0 ? why : std::string();
 }
@@ -142,7 +150,7 @@ class CudaVsCpu : public ::testing::TestWithParam<Shape> {
     const Shape sh = GetParam();
     cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
     const TinyWeights w = tiny_weights(cfg, seed, true);
-    auto g = make(cfg, w, "cuda:0");
+    auto g = make(cfg, w, gpu_device());
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     auto c = make(cfg, w, "cpu");
     ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -161,7 +169,7 @@ TEST_P(CudaVsCpu, PrefillChunksAndDecode) {
   ASSERT_NO_FATAL_FAILURE(load(11));
   Model& gpu = *this->gpu;
   Model& cpu = *this->cpu;
-  EXPECT_EQ(gpu.device(), "cuda:0");
+  EXPECT_EQ(gpu.device(), gpu_device());
   EXPECT_EQ(gpu.load_info().kv_dtype, "bf16");
 
   const auto toks = random_tokens(93, 5, cfg.vocab_size);
@@ -226,6 +234,133 @@ TEST_P(CudaVsCpu, MixedBatchWithForkedPrefix) {
   ASSERT_EQ(outs[0].row_begin, outs[1].row_begin);
   compare_rows(outs[0], outs[1], 1 + 30 + 1 + 1, "mixed", &cmp);
   std::printf("cuda vs cpu, mixed batch: max |dlogit| %.3f %% of the range\n", 100 * cmp.worst);
+}
+
+// Explicit positions: a zigzag-like shard (two position ranges) appended to a table, then a
+// sparse rewrite of a few slots (positions = slots) — the position-masked prefill on the GPU.
+TEST_P(CudaVsCpu, ExplicitPositionsAndSparseSlots) {
+  REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(load(13));
+  const auto toks = random_tokens(90, 4, cfg.vocab_size);
+  std::vector<int32_t> pos(60);
+  for (int i = 0; i < 60; ++i) pos[i] = i < 30 ? i : 70 + i;  // [0, 30) and [100, 130)
+  const std::vector<int32_t> slots = {3, 17, 31, 44, 59};
+  std::vector<StepOutput> outs;
+  for (Model* m : {gpu.get(), cpu.get()}) {
+    BlockTable t;
+    SeqStep a{&t, std::span(toks).subspan(0, 60), SeqStep::Logits::kAll, pos};
+    StepOutput out;
+    ASSERT_TRUE(m->forward({&a, 1}, &out).ok());
+    SeqStep b{&t, std::span(toks).subspan(60, 5), SeqStep::Logits::kAll, {}, slots};
+    StepOutput out2;
+    const Status st = m->forward({&b, 1}, &out2);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    out.logits.insert(out.logits.end(), out2.logits.begin(), out2.logits.end());
+    outs.push_back(std::move(out));
+    t.release(m->kv_pool());
+  }
+  Compare cmp;
+  compare_rows(outs[0], outs[1], 65, "positions", &cmp);
+  std::printf("cuda vs cpu, explicit positions and sparse slots: max |dlogit| %.3f %% of the range\n", 100 * cmp.worst);
+}
+
+// A hook as CacheBlend uses one (keep some rows after layer 0, rewrite a row's V first) and one as
+// ring attention does (replace attention by local() and a change of its output), on both backends.
+class TestHook final : public LayerHook {
+ public:
+  explicit TestHook(bool replace) : replace_(replace) {}
+  Status on_qkv(const LayerQkv& v, RowSelection* keep) override {
+    for (int i = 0; i < v.shape.num_kv_heads * v.shape.head_dim; ++i) v.v[i] *= 0.5f;  // row 0's V
+    if (v.layer == 0) {
+      std::vector<int> rows;
+      for (int r = 0; r < v.rows; ++r)  // rows 19 and 39 are the two sequences' last: their logits are asked for
+        if (r % 3 == 0 || r == 19 || r == 39) rows.push_back(r);
+      keep->keep(std::move(rows));
+    }
+    return Status::OK();
+  }
+  Result<bool> on_attention(const LayerAttention& att) override {
+    if (!replace_) return false;
+    RAGD_RETURN_IF_ERROR(att.local());
+    const size_t n = static_cast<size_t>(att.rows) * att.shape.num_heads * att.shape.head_dim;
+    for (size_t i = 0; i < n; ++i) att.out[i] *= 0.9f;
+    return true;
+  }
+
+ private:
+  bool replace_;
+};
+
+TEST_P(CudaVsCpu, LayerHooksNarrowRowsAndReplaceAttention) {
+  REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(load(14));
+  const auto toks = random_tokens(70, 6, cfg.vocab_size);
+  for (bool replace : {false, true}) {
+    std::vector<StepOutput> outs;
+    for (Model* m : {gpu.get(), cpu.get()}) {
+      BlockTable a, b;
+      SeqStep first{&a, std::span(toks).subspan(0, 30), SeqStep::Logits::kNone};
+      StepOutput o;
+      ASSERT_TRUE(m->forward({&first, 1}, &o).ok());
+      // Two sequences in one hooked step: a continuation and a fresh prompt; logits of their last rows.
+      std::vector<SeqStep> batch{SeqStep{&a, std::span(toks).subspan(30, 20), SeqStep::Logits::kLast},
+                                 SeqStep{&b, std::span(toks).subspan(50, 20), SeqStep::Logits::kLast}};
+      TestHook hook(replace);
+      StepOutput out;
+      const Status st = m->forward_with_hook(batch, hook, &out);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      // The KV the hooked step left behind is used by a plain decode step.
+      const int32_t next = 5;
+      SeqStep d{&a, std::span(&next, 1), SeqStep::Logits::kLast};
+      StepOutput od;
+      ASSERT_TRUE(m->forward({&d, 1}, &od).ok());
+      out.logits.insert(out.logits.end(), od.logits.begin(), od.logits.end());
+      outs.push_back(std::move(out));
+      a.release(m->kv_pool());
+      b.release(m->kv_pool());
+    }
+    Compare cmp;
+    compare_rows(outs[0], outs[1], 3, replace ? "hook replacing attention" : "hook narrowing rows", &cmp);
+    std::printf("cuda vs cpu, %s: max |dlogit| %.3f %% of the range\n", replace ? "attention replaced" : "rows narrowed",
+                100 * cmp.worst);
+  }
+}
+
+// Model::attend (sequence-parallel decode's per-shard attention) over a table with explicit positions.
+TEST_P(CudaVsCpu, AttendOverAShard) {
+  REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(load(15));
+  const auto toks = random_tokens(50, 8, cfg.vocab_size);
+  std::vector<int32_t> pos(50);
+  for (int i = 0; i < 50; ++i) pos[i] = 2 * i + 1;  // a striped shard: odd positions
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int nq = 3, q_dim = cfg.q_dim(), nh = cfg.num_attention_heads;
+  std::vector<float> q(static_cast<size_t>(nq) * q_dim);
+  for (auto& v : q) v = dist(rng);
+  const std::vector<int32_t> q_pos = {99, 40, 0};  // everything; part; nothing (o = 0, lse = -inf)
+  std::vector<std::vector<float>> o(2), l(2);
+  int k = 0;
+  for (Model* m : {gpu.get(), cpu.get()}) {
+    BlockTable t;
+    SeqStep s{&t, toks, SeqStep::Logits::kNone, pos};
+    StepOutput out;
+    ASSERT_TRUE(m->forward({&s, 1}, &out).ok());
+    o[k].resize(q.size());
+    l[k].resize(static_cast<size_t>(nq) * nh);
+    const Status st = m->attend(t, 1, q, q_pos, o[k].data(), l[k].data());
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    t.release(m->kv_pool());
+    ++k;
+  }
+  for (size_t i = 0; i < o[0].size(); ++i) EXPECT_NEAR(o[0][i], o[1][i], 2e-2 * (1 + std::fabs(o[1][i]))) << i;
+  for (size_t i = 0; i < l[0].size(); ++i) {
+    if (std::isinf(l[1][i])) {
+      EXPECT_TRUE(std::isinf(l[0][i]) && l[0][i] < 0) << i;
+    } else {
+      EXPECT_NEAR(l[0][i], l[1][i], 1e-2) << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaVsCpu,
