@@ -3,6 +3,8 @@
 #include <string>
 
 #include "ragd/common/check.h"
+#include "ragd/kernels/cuda/elementwise.h"
+#include "ragd/kernels/cuda/paged_kv.h"
 
 namespace ragd::engine {
 
@@ -93,6 +95,80 @@ void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float
   }
   check_ok(cu::copy_to_device(k_layer(layer) + e, sk, count * sizeof(uint16_t), stream_->get()), "cuda KV write");
   check_ok(cu::copy_to_device(v_layer(layer) + e, sv, count * sizeof(uint16_t), stream_->get()), "cuda KV write");
+  check_ok(stream_->sync(), "cuda KV write");
+}
+
+void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n) const {
+  const int bs = layout().block_size;
+  const size_t row = layout().token_floats();
+  const size_t value_bytes = 2 * static_cast<size_t>(n) * row * sizeof(uint16_t);
+  const size_t slot_bytes = static_cast<size_t>(n) * sizeof(int32_t);
+  check_ok(stream_->sync(), "cuda KV staging");  // the previous copies out of the staging are done
+  if (staging_.bytes() < value_bytes + slot_bytes) {
+    staging_ = kernels::cuda::PinnedBuffer();
+    auto b = cu::PinnedBuffer::alloc(value_bytes + slot_bytes);
+    check_ok(b.status(), "cuda KV staging");
+    staging_ = std::move(b).value();
+  }
+  if (rows_dev_.bytes() < value_bytes) {
+    rows_dev_ = kernels::cuda::DeviceBuffer();
+    auto b = cu::DeviceBuffer::alloc(value_bytes);
+    check_ok(b.status(), "cuda KV staging");
+    rows_dev_ = std::move(b).value();
+  }
+  if (slots_dev_.bytes() < slot_bytes) {
+    slots_dev_ = kernels::cuda::DeviceBuffer();
+    auto b = cu::DeviceBuffer::alloc(slot_bytes);
+    check_ok(b.status(), "cuda KV staging");
+    slots_dev_ = std::move(b).value();
+  }
+  int32_t* slots = reinterpret_cast<int32_t*>(staging_.as<unsigned char>() + value_bytes);
+  for (int i = 0; i < n; ++i) {
+    const int t = t0 + i;
+    slots[i] = blocks[t / bs] * bs + t % bs;
+  }
+  check_ok(cu::copy_to_device(slots_dev_.get(), slots, slot_bytes, stream_->get()), "cuda KV slots");
+}
+
+void CudaKvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
+  if (n <= 0) return;
+  check_ok(cu::set_device(device_), "cuda KV read");
+  stage(blocks, t0, n);
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  const int pool_rows = static_cast<int>(num_blocks() * layout().block_size);
+  uint16_t* dk = rows_dev_.as<uint16_t>();
+  uint16_t* dv = dk + count;
+  check_ok(cu::embedding_gather(cu::DType::kBf16, k_layer(layer), pool_rows, static_cast<int>(row), slots_dev_.as<int32_t>(),
+                                n, dk, nullptr, stream_->get()),
+           "cuda KV gather");
+  check_ok(cu::embedding_gather(cu::DType::kBf16, v_layer(layer), pool_rows, static_cast<int>(row), slots_dev_.as<int32_t>(),
+                                n, dv, nullptr, stream_->get()),
+           "cuda KV gather");
+  uint16_t* hk = staging_.as<uint16_t>();
+  check_ok(cu::copy_to_host(hk, dk, 2 * count * sizeof(uint16_t), stream_->get()), "cuda KV read");
+  check_ok(stream_->sync(), "cuda KV read");
+  for (size_t i = 0; i < count; ++i) {
+    k[i] = cu::bf16_to_f32(hk[i]);
+    v[i] = cu::bf16_to_f32(hk[count + i]);
+  }
+}
+
+void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k,
+                                 const float* v) {
+  if (n <= 0) return;
+  check_ok(cu::set_device(device_), "cuda KV write");
+  stage(blocks, t0, n);
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  uint16_t* hk = staging_.as<uint16_t>();
+  for (size_t i = 0; i < count; ++i) {
+    hk[i] = cu::f32_to_bf16(k[i]);
+    hk[count + i] = cu::f32_to_bf16(v[i]);
+  }
+  uint16_t* dk = rows_dev_.as<uint16_t>();
+  check_ok(cu::copy_to_device(dk, hk, 2 * count * sizeof(uint16_t), stream_->get()), "cuda KV write");
+  check_ok(cu::kv_write(dk, dk + count, n, static_cast<int>(row), layout().num_kv_heads, layout().head_dim,
+                        slots_dev_.as<int32_t>(), k_layer(layer), v_layer(layer), stream_->get()),
+           "cuda KV scatter");
   check_ok(stream_->sync(), "cuda KV write");
 }
 

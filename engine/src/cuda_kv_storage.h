@@ -31,6 +31,10 @@ class CudaKvStorage final : public KvStorage {
   void copy_block(int32_t dst, int32_t src) override;
   void read(int layer, int32_t block, int slot, int n, float* k, float* v) const override;
   void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) override;
+  // A whole run of a sequence's tokens with one gather (read) or scatter (write) kernel and one copy
+  // each way, instead of two synchronised copies per block.
+  void read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const override;
+  void write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) override;
 
   // Base of one layer's bf16 arrays (block 0), device memory.
   uint16_t* k_layer(int layer) const { return k_[layer].as<uint16_t>(); }
@@ -40,12 +44,17 @@ class CudaKvStorage final : public KvStorage {
   CudaKvStorage(const KvLayout& layout, size_t num_blocks, int device, std::shared_ptr<kernels::cuda::Stream> stream);
   // Element offset of (block, slot) in a layer's array.
   size_t offset(int32_t block, int slot) const;
+  // Room for n tokens of K and V in the staging buffers and n slots on the device; the global pool
+  // slots of tokens [t0, t0 + n) uploaded.
+  void stage(std::span<const int32_t> blocks, int t0, int n) const;
 
   int device_ = 0;
   std::string name_;
   std::shared_ptr<kernels::cuda::Stream> stream_;
   std::vector<kernels::cuda::DeviceBuffer> k_, v_;
-  mutable kernels::cuda::PinnedBuffer staging_;  // one block of K and one of V, bf16
+  mutable kernels::cuda::PinnedBuffer staging_;  // K then V rows, bf16, and the slots of a run
+  mutable kernels::cuda::DeviceBuffer rows_dev_;  // K then V rows gathered / to scatter, bf16
+  mutable kernels::cuda::DeviceBuffer slots_dev_;
 };
 
 }  // namespace ragd::engine

@@ -233,31 +233,18 @@ void BlockTable::release(KvPool& pool) {
 
 void BlockTable::read(const KvPool& pool, int layer, int t0, int n, float* k_dst, float* v_dst) const {
   RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= num_tokens_) << "read [" << t0 << ", " << t0 + n << ") of " << num_tokens_;
-  const KvLayout& lay = pool.layout();
-  const size_t tf = lay.token_floats();
-  for (int i = 0; i < n;) {
-    const int t = t0 + i;
-    const int slot = t % lay.block_size;
-    const int run = std::min(lay.block_size - slot, n - i);
-    pool.storage().read(layer, blocks_[t / lay.block_size], slot, run, k_dst + i * tf, v_dst + i * tf);
-    i += run;
-  }
+  pool.storage().read_tokens(layer, blocks_, t0, n, k_dst, v_dst);
 }
 
 void BlockTable::write(KvPool& pool, int layer, int t0, int n, const float* k_src, const float* v_src) {
   const KvLayout& lay = pool.layout();
   RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= static_cast<int>(blocks_.size()) * lay.block_size)
       << "write [" << t0 << ", " << t0 + n << ") beyond reserved blocks";
-  const size_t tf = lay.token_floats();
-  for (int i = 0; i < n;) {
-    const int t = t0 + i;
-    const int32_t b = blocks_[t / lay.block_size];
-    RAGD_CHECK(pool.refcount(b) == 1) << "write into shared block " << b << " (reserve() copies it first)";
-    const int slot = t % lay.block_size;
-    const int run = std::min(lay.block_size - slot, n - i);
-    pool.storage().write(layer, b, slot, run, k_src + i * tf, v_src + i * tf);
-    i += run;
+  for (int b = t0 / lay.block_size; n > 0 && b <= (t0 + n - 1) / lay.block_size; ++b) {
+    RAGD_CHECK(pool.refcount(blocks_[b]) == 1) << "write into shared block " << blocks_[b]
+                                               << " (reserve() copies it first)";
   }
+  pool.storage().write_tokens(layer, blocks_, t0, n, k_src, v_src);
 }
 
 bool BlockTable::append(KvPool& pool, int n, const float* k_src, const float* v_src) {

@@ -1,5 +1,6 @@
 #include "ragd/engine/kv_storage.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -17,6 +18,26 @@ Status KvLayout::validate() const {
     return Status::InvalidArgument("KvLayout: unknown dtype code " + std::to_string(static_cast<int>(dtype)));
   }
   return Status::OK();
+}
+
+void KvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
+  const int bs = layout_.block_size;
+  const size_t tf = layout_.token_floats();
+  for (int i = 0; i < n;) {
+    const int t = t0 + i, slot = t % bs, run = std::min(bs - slot, n - i);
+    read(layer, blocks[t / bs], slot, run, k + i * tf, v + i * tf);
+    i += run;
+  }
+}
+
+void KvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) {
+  const int bs = layout_.block_size;
+  const size_t tf = layout_.token_floats();
+  for (int i = 0; i < n;) {
+    const int t = t0 + i, slot = t % bs, run = std::min(bs - slot, n - i);
+    write(layer, blocks[t / bs], slot, run, k + i * tf, v + i * tf);
+    i += run;
+  }
 }
 
 HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStorage(layout, num_blocks) {

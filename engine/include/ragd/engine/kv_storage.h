@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -61,6 +62,11 @@ class KvStorage {
   // export: kvstore segments, tests). k, v: [n, num_kv_heads, head_dim] f32, host memory.
   virtual void read(int layer, int32_t block, int slot, int n, float* k, float* v) const = 0;
   virtual void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) = 0;
+  // The same for tokens [t0, t0 + n) of a sequence whose blocks are `blocks` (block_size slots each),
+  // one layer: BlockTable::read / write. The default is one read() / write() per block; a device
+  // storage moves the whole run with one gather / scatter and one copy each way.
+  virtual void read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const;
+  virtual void write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v);
 
  protected:
   KvStorage(const KvLayout& layout, size_t num_blocks) : layout_(layout), num_blocks_(num_blocks) {}
