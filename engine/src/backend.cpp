@@ -2,6 +2,7 @@
 #include "backend.h"
 
 #include <algorithm>
+#include <string>
 
 #include "ragd/kernels/rope.h"
 
@@ -33,6 +34,47 @@ void rerotate_host_keys(const ModelConfig& cfg, const float* inv_freq, float* k,
     const int n = static_cast<int>(std::min(kChunk, rows - r0));
     kernels::rope_rerotate(k + r0 * row_floats, n, nkv, hd, static_cast<int>(row_floats), delta, inv_freq);
   }
+}
+
+Status check_kept_rows(const std::vector<int>& keep, int rows) {
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] < 0 || keep[i] >= rows || (i > 0 && keep[i] <= keep[i - 1])) {
+      return Status::InvalidArgument("layer hook: kept rows must be ascending, distinct and in [0, " +
+                                     std::to_string(rows) + "); entry " + std::to_string(i) + " is " +
+                                     std::to_string(keep[i]));
+    }
+  }
+  return Status::OK();
+}
+
+void narrow_runs(std::span<const StepRow> kept, std::vector<SeqRun>* runs) {
+  std::vector<int> count(runs->size(), 0);
+  for (const StepRow& r : kept) ++count[r.seq];
+  int row0 = 0;
+  for (size_t si = 0; si < runs->size(); ++si) {
+    SeqRun& run = (*runs)[si];
+    run.contiguous = run.contiguous && count[si] == run.n;
+    run.row0 = row0;
+    run.n = count[si];
+    row0 += count[si];
+  }
+}
+
+Result<std::vector<int>> logit_active_rows(const StepPlan& plan, bool narrowed, std::span<const int> step_row, int total) {
+  std::vector<int> active;
+  if (narrowed) {
+    active.assign(total, -1);
+    for (size_t r = 0; r < step_row.size(); ++r) active[step_row[r]] = static_cast<int>(r);
+  }
+  std::vector<int> out(plan.logit_rows.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int s = plan.logit_rows[i];
+    out[i] = narrowed ? active[s] : s;
+    if (out[i] < 0) {
+      return Status::InvalidArgument("layer hook dropped step row " + std::to_string(s) + ", whose logits were requested");
+    }
+  }
+  return out;
 }
 
 }  // namespace ragd::engine

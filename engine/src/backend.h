@@ -120,6 +120,21 @@ class Backend {
   virtual size_t weight_bytes() const = 0;
 };
 
+// The rows of one plan sequence that are active in a layer: [row0, row0 + n) (every backend keeps
+// these while a layer hook narrows the rows).
+struct SeqRun {
+  int row0 = 0;
+  int n = 0;
+  bool contiguous = true;  // the plan's contiguous append and no row dropped
+};
+// InvalidArgument unless `keep` is ascending, distinct and within [0, rows) (a hook's RowSelection).
+Status check_kept_rows(const std::vector<int>& keep, int rows);
+// Recomputes runs after a narrowing: kept[r] = the step row info of the r-th kept row.
+void narrow_runs(std::span<const StepRow> kept, std::vector<SeqRun>* runs);
+// The active row of each of plan.logit_rows (identity unless narrowed; step_row[r] = the step row
+// of active row r); InvalidArgument naming a requested row that a hook dropped.
+Result<std::vector<int>> logit_active_rows(const StepPlan& plan, bool narrowed, std::span<const int> step_row, int total);
+
 // RoPE inverse frequencies of the model ([head_dim / 2], rope scaling applied): the same table for
 // every backend (backend.cpp).
 std::vector<float> rope_inv_freq(const ModelConfig& cfg);

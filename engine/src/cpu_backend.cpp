@@ -138,14 +138,7 @@ Status CpuBackend::attention(const StepPlan& plan, HostKvStorage& kvs, int layer
 }
 
 Status CpuBackend::compact(const StepPlan& plan, const std::vector<int>& keep, int* rows) {
-  const int n_old = *rows;
-  for (size_t i = 0; i < keep.size(); ++i) {
-    if (keep[i] < 0 || keep[i] >= n_old || (i > 0 && keep[i] <= keep[i - 1])) {
-      return Status::InvalidArgument("layer hook: kept rows must be ascending, distinct and in [0, " +
-                                     std::to_string(n_old) + "); entry " + std::to_string(i) + " is " +
-                                     std::to_string(keep[i]));
-    }
-  }
+  RAGD_RETURN_IF_ERROR(check_kept_rows(keep, *rows));
   const int hs = cfg_.hidden_size, qkv_dim = cfg_.q_dim() + 2 * cfg_.kv_dim();
   for (size_t i = 0; i < keep.size(); ++i) {
     const int dst = static_cast<int>(i), src = keep[i];
@@ -160,16 +153,7 @@ Status CpuBackend::compact(const StepPlan& plan, const std::vector<int>& keep, i
     row_info_[dst] = row_info_[src];
   }
   *rows = static_cast<int>(keep.size());
-  std::vector<int> count(plan.seqs.size(), 0);
-  for (int r = 0; r < *rows; ++r) ++count[row_info_[r].seq];
-  int row0 = 0;
-  for (size_t si = 0; si < plan.seqs.size(); ++si) {
-    SeqRun& run = runs_[si];
-    run.contiguous = run.contiguous && count[si] == run.n;
-    run.row0 = row0;
-    run.n = count[si];
-    row0 += count[si];
-  }
+  narrow_runs(std::span<const StepRow>(row_info_.data(), *rows), &runs_);
   return Status::OK();
 }
 
@@ -272,19 +256,10 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
   }
   const int nl = static_cast<int>(plan.logit_rows.size());
   if (nl > 0 && logits != nullptr) {
-    // Active index of each step row (identity unless a hook narrowed the rows).
-    std::vector<int> active;
-    if (narrowed) {
-      active.assign(total, -1);
-      for (int r = 0; r < rows; ++r) active[step_row_[r]] = r;
-    }
+    RAGD_ASSIGN_OR_RETURN(const std::vector<int> active,
+                          logit_active_rows(plan, narrowed, std::span<const int>(step_row_.data(), rows), total));
     for (int i = 0; i < nl; ++i) {
-      const int step_row = plan.logit_rows[i];
-      const int r = narrowed ? active[step_row] : step_row;
-      if (r < 0) {
-        return Status::InvalidArgument("layer hook dropped step row " + std::to_string(step_row) +
-                                       ", whose logits were requested");
-      }
+      const int r = active[i];
       const float* src = x_.data() + static_cast<size_t>(r) * hs;
       kernels::rmsnorm(src, 1, hs, hs, w_.final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
     }

@@ -33,13 +33,6 @@ class CpuBackend final : public Backend {
   size_t weight_bytes() const override { return weight_bytes_; }
 
  private:
-  // The rows of one sequence that are active in the current layer: [row0, row0 + n).
-  struct SeqRun {
-    int row0 = 0;
-    int n = 0;
-    bool contiguous = true;  // plan's contiguous append and no row dropped
-  };
-
   // The pool's storage as host memory; FailedPrecondition naming the device otherwise.
   static Result<HostKvStorage*> host_storage(KvPool& pool);
   // One layer of kvs as the kernels' paged view of a sequence (key_pos null: slot j holds position j).

@@ -315,13 +315,7 @@ Status CudaBackend::upload_meta(const StepPlan& plan, int rows, int bs, CudaStep
 
 Status CudaBackend::compact(const StepPlan& plan, const std::vector<int>& keep, int* rows) {
   const int n_old = *rows;
-  for (size_t i = 0; i < keep.size(); ++i) {
-    if (keep[i] < 0 || keep[i] >= n_old || (i > 0 && keep[i] <= keep[i - 1])) {
-      return Status::InvalidArgument("layer hook: kept rows must be ascending, distinct and in [0, " +
-                                     std::to_string(n_old) + "); entry " + std::to_string(i) + " is " +
-                                     std::to_string(keep[i]));
-    }
-  }
+  RAGD_RETURN_IF_ERROR(check_kept_rows(keep, n_old));
   const int k = static_cast<int>(keep.size());
   const int hs = cfg_.hidden_size, qkv_dim = cfg_.q_dim() + 2 * cfg_.kv_dim();
   // Device: gather the kept rows of the residual and of this layer's bf16 Q/K/V.
@@ -351,16 +345,7 @@ Status CudaBackend::compact(const StepPlan& plan, const std::vector<int>& keep, 
               hq + static_cast<size_t>(i) * qkv_dim);
   }
   *rows = k;
-  std::vector<int> count(plan.seqs.size(), 0);
-  for (int r = 0; r < k; ++r) ++count[row_info_[r].seq];
-  int row0 = 0;
-  for (size_t si = 0; si < plan.seqs.size(); ++si) {
-    SeqRun& run = runs_[si];
-    run.contiguous = run.contiguous && count[si] == run.n;
-    run.row0 = row0;
-    run.n = count[si];
-    row0 += count[si];
-  }
+  narrow_runs(std::span<const StepRow>(row_info_.data(), k), &runs_);
   return Status::OK();
 }
 
@@ -510,21 +495,9 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     RAGD_RETURN_IF_ERROR(cu::copy_to_host(hidden, hf, sizeof(float) * rows * hs, stream()));
   }
   if (nl > 0) {
-    // Active row of each requested step row (the identity unless a hook narrowed the rows).
-    std::vector<int32_t> ids(nl);
-    std::vector<int> active;
-    if (narrowed) {
-      active.assign(total, -1);
-      for (int r = 0; r < rows; ++r) active[step_row_[r]] = r;
-    }
-    for (int i = 0; i < nl; ++i) {
-      const int step_row = plan.logit_rows[i];
-      ids[i] = narrowed ? active[step_row] : step_row;
-      if (ids[i] < 0) {
-        return Status::InvalidArgument("layer hook dropped step row " + std::to_string(step_row) +
-                                       ", whose logits were requested");
-      }
-    }
+    RAGD_ASSIGN_OR_RETURN(const std::vector<int> active,
+                          logit_active_rows(plan, narrowed, std::span<const int>(step_row_.data(), rows), total));
+    const std::vector<int32_t> ids(active.begin(), active.end());
     RAGD_RETURN_IF_ERROR(ensure(keep_, sizeof(int32_t) * std::max(nl, rows_cap_)));
     RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * nl, stream()));
     const cu::DeviceBuffer& head = lm_head_.get() != nullptr ? lm_head_ : embed_;

@@ -52,13 +52,6 @@ class CudaBackend final : public Backend {
   struct DeviceLayer {
     kernels::cuda::DeviceBuffer input_norm, qkv, qkv_bias, o, post_norm, gate_up, down;
   };
-  // The rows of one sequence that are active in the current layer: [row0, row0 + n).
-  struct SeqRun {
-    int row0 = 0;
-    int n = 0;
-    bool contiguous = true;  // the plan's contiguous append and no row dropped
-  };
-
   // Grows device scratch to `rows` step rows and `logit_rows` logit rows.
   Status reserve(int rows, int logit_rows);
   static Status ensure_pinned(kernels::cuda::PinnedBuffer& b, size_t bytes);
