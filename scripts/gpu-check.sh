@@ -7,10 +7,10 @@
 #      machine has its own);
 #   3. prints the one command to run on the GPU machine, from the root of a copy of this tree that
 #      includes build-gpu-carry/. It runs scripts/gpu/run.sh, which writes everything under $OUT.
-# Env: RAGD_GPU_BUILD_DIR (default build-cuda), JOBS (default 1).
+# Env: RAGD_GPU_BUILD_DIR (default build, the tree `make build` uses: no second build), JOBS (default 1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${RAGD_GPU_BUILD_DIR:-$ROOT/build-cuda}
+BUILD=${RAGD_GPU_BUILD_DIR:-$ROOT/build}
 CARRY=$ROOT/build-gpu-carry
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 

@@ -6,7 +6,9 @@
 # Two phases, as the committed model was trained:
 #   1. from scratch: one question per episode, curriculum by answer loss (TRAIN_MINUTES, default 90);
 #   2. continued from phase 1 on fresh episodes with 4 questions each (the first in the pipeline's
-#      prompt, 3 follow-up turns), starting at stage 0 again (TRAIN2_MINUTES, default 115; 0 skips).
+#      prompt, 3 follow-up turns), starting at stage 0 again (TRAIN2_MINUTES, default 115; 0 skips);
+#   3. continued from phase 2 on another fresh set of such episodes, at the last curriculum stage,
+#      with a new warm-up and cosine decay (TRAIN3_MINUTES, default 120; 0 skips).
 #   TRAIN_DIR (default data/train), MODEL_OUT (default models/ragd-qa), TRAIN_THREADS (default 2)
 set -euo pipefail
 BUILD=${1:-build}
@@ -62,9 +64,31 @@ if [[ "$MINUTES2" != 0 ]]; then
   FINAL="$P2/final"
 fi
 
+# Phase 3: the same again on new episodes (another seed), from the last stage.
+MINUTES3=${TRAIN3_MINUTES:-120}
+if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then
+  P3="$TRAIN_DIR/phase3"
+  mkdir -p "$P3"
+  [[ -f "$P3/stage2.jsonl" ]] || python3 tools/train/make_data.py --out "$P3" --seed 4 --turns 4
+  cp "$TRAIN_DIR/tokenizer.json" "$P3/"
+  for s in stage0 stage1 stage2 val; do
+    [[ -f "$P3/$s.bin" ]] || "$BIN/ragctl" encode-episodes --tokenizer "$P3/tokenizer.json" --in "$P3/$s.jsonl" --out "$P3/$s.bin"
+  done
+  "$PY" tools/train/train.py --data "$P3" --out "$P3/run" --minutes "$MINUTES3" "${SHAPE[@]}" --lr 1e-3 \
+    --init-from "$FINAL" --start-stage 2
+  "$PY" tools/train/export_ckpt.py --run "$P3/run" --out "$P3/final"
+  cp "$TRAIN_DIR/tokenizer.json" "$P3/final/"
+  FINAL="$P3/final"
+fi
+
 mkdir -p "$MODEL_OUT"
 cp "$FINAL/config.json" "$FINAL/model.safetensors" "$FINAL/tokenizer.json" "$MODEL_OUT/"
 cp "$LOG1" "$MODEL_OUT/training_log_run1.jsonl"
-[[ "$MINUTES2" != 0 ]] && cp "$TRAIN_DIR/phase2/run/log.jsonl" "$MODEL_OUT/training_log.jsonl"
+if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then
+  cp "$TRAIN_DIR/phase2/run/log.jsonl" "$MODEL_OUT/training_log_run2.jsonl"
+  cp "$TRAIN_DIR/phase3/run/log.jsonl" "$MODEL_OUT/training_log.jsonl"
+elif [[ "$MINUTES2" != 0 ]]; then
+  cp "$TRAIN_DIR/phase2/run/log.jsonl" "$MODEL_OUT/training_log.jsonl"
+fi
 "$PY" tools/train/parity_fixture.py --model "$MODEL_OUT" --out tests/engine_io/data/qa_model_logits.bin
 echo "train-model: model in $MODEL_OUT; evaluate with: make eval"
