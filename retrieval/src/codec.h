@@ -74,7 +74,7 @@ class Decoder {
  private:
   void take(void* dst, size_t n) {
     if (!ok_ || b_.size() - pos_ < n) { ok_ = false; return; }
-    std::memcpy(dst, b_.data() + pos_, n);
+    if (n > 0) std::memcpy(dst, b_.data() + pos_, n);  // an empty array has no buffer (dst may be null)
     pos_ += n;
   }
   std::string_view b_;
