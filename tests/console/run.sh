@@ -45,7 +45,7 @@ head -n 40 "$root/examples/qa_eval/corpus.jsonl" >"$tmp/corpus.jsonl"
 pid=$!
 addr=""
 for _ in $(seq 1 600); do
-  addr="$(sed -n 's/^ragd listening on \(http:\/\/.*\)$/\1/p' "$tmp/out.log" | head -1)"
+  addr="$(sed -n 's/^ragd listening on \(http:\/\/.*\)$/\1/p' "$tmp/out.log" 2>/dev/null | head -1 || true)"
   [ -n "$addr" ] && break
   if ! kill -0 "$pid" 2>/dev/null; then echo "ragd exited:"; cat "$tmp/err.log"; exit 1; fi
   sleep 0.1

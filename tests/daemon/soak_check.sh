@@ -22,6 +22,10 @@ fi
 # hbm_cache off: no block is held by the cache, so an idle pool must be entirely free. Every client
 # comes from 127.0.0.1, so the per-address connection cap is off; the tenant and queue limits are
 # raised so that the load reaches the engine instead of 429s.
+# The logs exist before the daemon starts: the loop below reads out.log at once, and the background
+# job may not have opened its redirections yet (set -e would end the script on sed's error).
+: > "$dir/out.log"
+: > "$dir/err.log"
 "$RAGD" --model "$dir/model" --data "$dir/data" --listen 127.0.0.1:0 --threads 2 \
   --set runtime.hbm_cache=false --set runtime.num_threads=1 --set limits.max_concurrent_per_tenant=4096 \
   --set runtime.max_queue=4096 --set server.max_connections_per_client=0 \
@@ -29,7 +33,7 @@ fi
 pid=$!
 addr=""
 for _ in $(seq 1 300); do
-  addr=$(sed -n 's/.*ragd listening on http:\/\/\([^ ]*\).*/\1/p' "$dir/out.log" | head -1)
+  addr=$(sed -n 's/.*ragd listening on http:\/\/\([^ ]*\).*/\1/p' "$dir/out.log" 2>/dev/null | head -1 || true)
   [[ -n "$addr" ]] && break
   sleep 0.1
 done

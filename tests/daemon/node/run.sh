@@ -30,7 +30,7 @@ else
   echo "SKIP: neither $bin/ragd nor $bin/ragd_fake_server is built"; exit 77
 fi
 for _ in $(seq 1 300); do
-  addr="$(sed -n 's/^ragd listening on \(http:\/\/.*\)$/\1/p' "$tmp/out.log" | head -1)"
+  addr="$(sed -n 's/^ragd listening on \(http:\/\/.*\)$/\1/p' "$tmp/out.log" 2>/dev/null | head -1 || true)"
   [ -n "$addr" ] && break
   if ! kill -0 "$pid" 2>/dev/null; then echo "server exited:"; cat "$tmp/err.log"; exit 1; fi
   sleep 0.1
