@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "ragd/kernels/rope.h"
 
@@ -34,6 +35,37 @@ void rerotate_host_keys(const ModelConfig& cfg, const float* inv_freq, float* k,
     const int n = static_cast<int>(std::min(kChunk, rows - r0));
     kernels::rope_rerotate(k + r0 * row_floats, n, nkv, hd, static_cast<int>(row_floats), delta, inv_freq);
   }
+}
+
+LayerQkv qkv_view(int layer, std::span<const StepRow> rows, const LayerShape& shape, float* qkv, size_t stride) {
+  const size_t q_dim = static_cast<size_t>(shape.num_heads) * shape.head_dim;
+  const size_t kv_dim = static_cast<size_t>(shape.num_kv_heads) * shape.head_dim;
+  LayerQkv v;
+  v.layer = layer;
+  v.rows = static_cast<int>(rows.size());
+  v.row_info = rows;
+  v.shape = shape;
+  v.q = qkv;
+  v.k = qkv + q_dim;
+  v.v = qkv + q_dim + kv_dim;
+  v.row_stride = stride;
+  return v;
+}
+
+LayerAttention attention_view(int layer, std::span<const StepRow> rows, const LayerShape& shape, float scale,
+                              const float* q, size_t q_stride, float* out, float* lse, std::function<Status()> local) {
+  LayerAttention a;
+  a.layer = layer;
+  a.rows = static_cast<int>(rows.size());
+  a.row_info = rows;
+  a.shape = shape;
+  a.scale = scale;
+  a.q = q;
+  a.q_stride = q_stride;
+  a.out = out;
+  a.lse = lse;
+  a.local = std::move(local);
+  return a;
 }
 
 Status check_kept_rows(const std::vector<int>& keep, int rows) {

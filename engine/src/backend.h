@@ -135,6 +135,12 @@ void narrow_runs(std::span<const StepRow> kept, std::vector<SeqRun>* runs);
 // of active row r); InvalidArgument naming a requested row that a hook dropped.
 Result<std::vector<int>> logit_active_rows(const StepPlan& plan, bool narrowed, std::span<const int> step_row, int total);
 
+// A layer hook's views of the active rows (host memory, backend.cpp). qkv: [rows, stride] floats,
+// each row Q [num_heads · head_dim], K and V [num_kv_heads · head_dim] side by side.
+LayerQkv qkv_view(int layer, std::span<const StepRow> rows, const LayerShape& shape, float* qkv, size_t stride);
+LayerAttention attention_view(int layer, std::span<const StepRow> rows, const LayerShape& shape, float scale,
+                              const float* q, size_t q_stride, float* out, float* lse, std::function<Status()> local);
+
 // RoPE inverse frequencies of the model ([head_dim / 2], rope scaling applied): the same table for
 // every backend (backend.cpp).
 std::vector<float> rope_inv_freq(const ModelConfig& cfg);

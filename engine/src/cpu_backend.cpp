@@ -205,15 +205,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
     kernels::rope_apply(qkv_.data() + q_dim, rows, nkv, hd, qkv_dim, pos_.data(), inv_freq_.data());
     RowSelection keep;
     if (hook != nullptr) {
-      LayerQkv view;
-      view.layer = l;
-      view.rows = rows;
-      view.row_info = std::span<const StepRow>(row_info_.data(), rows);
-      view.shape = shape;
-      view.q = qkv_.data();
-      view.k = qkv_.data() + q_dim;
-      view.v = qkv_.data() + q_dim + kv_dim;
-      view.row_stride = qkv_dim;
+      const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, qkv_.data(), qkv_dim);
       RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
     }
     write_kv(plan, *kvs, l, rows);
@@ -228,17 +220,9 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
     }
     bool replaced = false;
     if (hook != nullptr) {
-      LayerAttention att;
-      att.layer = l;
-      att.rows = rows;
-      att.row_info = std::span<const StepRow>(row_info_.data(), rows);
-      att.shape = shape;
-      att.scale = scale;
-      att.q = q_.data();
-      att.q_stride = q_dim;
-      att.out = attn_.data();
-      att.lse = lse_.data();
-      att.local = [&] { return attention(plan, *kvs, l); };
+      const LayerAttention att = attention_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, scale,
+                                                q_.data(), q_dim, attn_.data(), lse_.data(),
+                                                [&] { return attention(plan, *kvs, l); });
       RAGD_ASSIGN_OR_RETURN(replaced, hook->on_attention(att));
     }
     if (!replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l));

@@ -432,15 +432,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
       const size_t bytes = sizeof(float) * rows * qkv_dim;
       RAGD_RETURN_IF_ERROR(cu::copy_to_host(hq, qkv, bytes, stream()));
       RAGD_RETURN_IF_ERROR(stream_->sync());
-      LayerQkv view;
-      view.layer = l;
-      view.rows = rows;
-      view.row_info = std::span<const StepRow>(row_info_.data(), rows);
-      view.shape = shape;
-      view.q = hq;
-      view.k = hq + q_dim;
-      view.v = hq + q_dim + kv_dim;
-      view.row_stride = qkv_dim;
+      const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, hq, qkv_dim);
       RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
       RAGD_RETURN_IF_ERROR(cu::copy_to_device(qkv, hq, bytes, stream()));
     }
@@ -459,22 +451,14 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     if (hook != nullptr) {
       float* ho = attn_host_.as<float>();
       float* hl = ho + static_cast<size_t>(rows) * q_dim;
-      LayerAttention att;
-      att.layer = l;
-      att.rows = rows;
-      att.row_info = std::span<const StepRow>(row_info_.data(), rows);
-      att.shape = shape;
-      att.scale = scale;
-      att.q = hq;
-      att.q_stride = qkv_dim;
-      att.out = ho;
-      att.lse = hl;
-      att.local = [&]() -> Status {
+      auto local = [&]() -> Status {
         RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
         RAGD_RETURN_IF_ERROR(cu::copy_to_host(ho, attn_rows(m), sizeof(float) * rows * q_dim, stream()));
         RAGD_RETURN_IF_ERROR(cu::copy_to_host(hl, lse_rows(m), sizeof(float) * rows * nh, stream()));
         return stream_->sync();
       };
+      const LayerAttention att = attention_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, scale, hq,
+                                                qkv_dim, ho, hl, local);
       RAGD_ASSIGN_OR_RETURN(m.attn_replaced, hook->on_attention(att));
       if (m.attn_replaced) RAGD_RETURN_IF_ERROR(cu::copy_to_device(attn_.get(), ho, sizeof(float) * rows * q_dim, stream()));
     }
