@@ -47,39 +47,29 @@ cp "$TRAIN_DIR/tokenizer.json" "$TRAIN_DIR/phase1/"
 LOG1="$TRAIN_DIR/run/log.jsonl"
 FINAL="$TRAIN_DIR/phase1"
 
-# Phase 2: the same tokenizer, new episodes (another seed), 4 questions each.
-MINUTES2=${TRAIN2_MINUTES:-115}
-if [[ "$MINUTES2" != 0 ]]; then
-  P2="$TRAIN_DIR/phase2"
-  mkdir -p "$P2"
-  [[ -f "$P2/stage2.jsonl" ]] || python3 tools/train/make_data.py --out "$P2" --seed 3 --turns 4
-  cp "$TRAIN_DIR/tokenizer.json" "$P2/"
+# A continued phase: fresh 4-question episodes of seed $2 in $TRAIN_DIR/$1, $3 minutes from the
+# model in $FINAL (the tokenizer stays), extra train.py arguments after; $FINAL becomes its export.
+continue_phase() {
+  local dir="$TRAIN_DIR/$1" seed=$2 minutes=$3
+  shift 3
+  mkdir -p "$dir"
+  [[ -f "$dir/stage2.jsonl" ]] || python3 tools/train/make_data.py --out "$dir" --seed "$seed" --turns 4
+  cp "$TRAIN_DIR/tokenizer.json" "$dir/"
   for s in stage0 stage1 stage2 val; do
-    [[ -f "$P2/$s.bin" ]] || "$BIN/ragctl" encode-episodes --tokenizer "$P2/tokenizer.json" --in "$P2/$s.jsonl" --out "$P2/$s.bin"
+    [[ -f "$dir/$s.bin" ]] || "$BIN/ragctl" encode-episodes --tokenizer "$dir/tokenizer.json" --in "$dir/$s.jsonl" --out "$dir/$s.bin"
   done
-  "$PY" tools/train/train.py --data "$P2" --out "$P2/run" --minutes "$MINUTES2" "${SHAPE[@]}" --lr 1.5e-3 \
-    --init-from "$TRAIN_DIR/phase1"
-  "$PY" tools/train/export_ckpt.py --run "$P2/run" --out "$P2/final"
-  cp "$TRAIN_DIR/tokenizer.json" "$P2/final/"
-  FINAL="$P2/final"
-fi
+  "$PY" tools/train/train.py --data "$dir" --out "$dir/run" --minutes "$minutes" "${SHAPE[@]}" --init-from "$FINAL" "$@"
+  "$PY" tools/train/export_ckpt.py --run "$dir/run" --out "$dir/final"
+  cp "$TRAIN_DIR/tokenizer.json" "$dir/final/"
+  FINAL="$dir/final"
+}
 
-# Phase 3: the same again on new episodes (another seed), from the last stage.
+# Phase 2: new episodes (seed 3), 4 questions each, from curriculum stage 0.
+MINUTES2=${TRAIN2_MINUTES:-115}
+if [[ "$MINUTES2" != 0 ]]; then continue_phase phase2 3 "$MINUTES2" --lr 1.5e-3; fi
+# Phase 3: the same again on other episodes (seed 4), from the last stage.
 MINUTES3=${TRAIN3_MINUTES:-120}
-if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then
-  P3="$TRAIN_DIR/phase3"
-  mkdir -p "$P3"
-  [[ -f "$P3/stage2.jsonl" ]] || python3 tools/train/make_data.py --out "$P3" --seed 4 --turns 4
-  cp "$TRAIN_DIR/tokenizer.json" "$P3/"
-  for s in stage0 stage1 stage2 val; do
-    [[ -f "$P3/$s.bin" ]] || "$BIN/ragctl" encode-episodes --tokenizer "$P3/tokenizer.json" --in "$P3/$s.jsonl" --out "$P3/$s.bin"
-  done
-  "$PY" tools/train/train.py --data "$P3" --out "$P3/run" --minutes "$MINUTES3" "${SHAPE[@]}" --lr 1e-3 \
-    --init-from "$FINAL" --start-stage 2
-  "$PY" tools/train/export_ckpt.py --run "$P3/run" --out "$P3/final"
-  cp "$TRAIN_DIR/tokenizer.json" "$P3/final/"
-  FINAL="$P3/final"
-fi
+if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then continue_phase phase3 4 "$MINUTES3" --lr 1e-3 --start-stage 2; fi
 
 mkdir -p "$MODEL_OUT"
 cp "$FINAL/config.json" "$FINAL/model.safetensors" "$FINAL/tokenizer.json" "$MODEL_OUT/"
