@@ -190,6 +190,7 @@ int main(int argc, char** argv) {
   std::printf("| tokens | workers | partition | prefill s | predicted s | per-worker compute s (min-max) | blocked on ring s "
               "(max) | speedup | compute efficiency | decode ms/token | predicted ms | chunk | ring MB |\n");
   std::printf("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  const std::vector<int64_t> chunks = list(kv["chunks"]);
   for (int64_t n : list(kv["tokens"])) {
     std::mt19937 g(1);
     std::vector<int32_t> prompt(n);
@@ -198,29 +199,29 @@ int main(int argc, char** argv) {
     int32_t base_token = -1;
     for (int64_t w : list(kv["workers"])) {
       for (PartitionKind kind : kinds) {
-       for (int64_t chunk : list(kv["chunks"])) {
-        if (w == 1 && (kind != kinds.front() || chunk != list(kv["chunks"]).front())) continue;
-        auto res = run(cfg, prompt, static_cast<int>(w), kind, decode, threads, static_cast<int>(chunk));
-        double wall = 0, cmin = 1e300, cmax = 0, blocked = 0, bytes = 0;
-        for (auto& r : res) {
-          bytes += static_cast<double>(r.prefill.bytes_sent);
-          wall = std::max(wall, r.prefill.seconds);
-          cmin = std::min(cmin, r.prefill.compute_s());
-          cmax = std::max(cmax, r.prefill.compute_s());
-          blocked = std::max(blocked, r.prefill.comm_wait_s);
+        for (int64_t chunk : chunks) {
+          if (w == 1 && (kind != kinds.front() || chunk != chunks.front())) continue;
+          auto res = run(cfg, prompt, static_cast<int>(w), kind, decode, threads, static_cast<int>(chunk));
+          double wall = 0, cmin = 1e300, cmax = 0, blocked = 0, bytes = 0;
+          for (auto& r : res) {
+            bytes += static_cast<double>(r.prefill.bytes_sent);
+            wall = std::max(wall, r.prefill.seconds);
+            cmin = std::min(cmin, r.prefill.compute_s());
+            cmax = std::max(cmax, r.prefill.compute_s());
+            blocked = std::max(blocked, r.prefill.comm_wait_s);
+          }
+          if (w == 1) {
+            base_s = wall, base_compute = cmax, base_token = res[0].first_token;
+          }
+          const Prediction p = predict(cfg, rates, n, static_cast<int>(w), kv_token);
+          std::printf("| %lld | %lld | %s | %.2f | %.2f | %.2f-%.2f | %.2f | %s | %s | %.2f | %.2f | %lld | %.1f |%s\n",
+                      static_cast<long long>(n), static_cast<long long>(w), std::string(partition_name(kind)).c_str(), wall,
+                      p.prefill_s, cmin, cmax, blocked, base_s > 0 ? fmt_ratio(base_s / wall).c_str() : "-",
+                      base_compute > 0 ? fmt_pct(base_compute / (w * cmax)).c_str() : "-", res[0].decode_s * 1e3,
+                      p.decode_s * 1e3, static_cast<long long>(chunk), bytes / 1e6,
+                      base_token >= 0 && res[0].first_token != base_token ? "  (first token differs!)" : "");
+          std::fflush(stdout);
         }
-        if (w == 1) {
-          base_s = wall, base_compute = cmax, base_token = res[0].first_token;
-        }
-        const Prediction p = predict(cfg, rates, n, static_cast<int>(w), kv_token);
-        std::printf("| %lld | %lld | %s | %.2f | %.2f | %.2f-%.2f | %.2f | %s | %s | %.2f | %.2f | %lld | %.1f |%s\n",
-                    static_cast<long long>(n), static_cast<long long>(w), std::string(partition_name(kind)).c_str(), wall,
-                    p.prefill_s, cmin, cmax, blocked, base_s > 0 ? fmt_ratio(base_s / wall).c_str() : "-",
-                    base_compute > 0 ? fmt_pct(base_compute / (w * cmax)).c_str() : "-", res[0].decode_s * 1e3,
-                    p.decode_s * 1e3, static_cast<long long>(chunk), bytes / 1e6,
-                    base_token >= 0 && res[0].first_token != base_token ? "  (first token differs!)" : "");
-        std::fflush(stdout);
-       }
       }
     }
   }

@@ -137,7 +137,7 @@ Status CpuBackend::attention(const StepPlan& plan, HostKvStorage& kvs, int layer
   return Status::OK();
 }
 
-Status CpuBackend::compact(const StepPlan& plan, const std::vector<int>& keep, int* rows) {
+Status CpuBackend::compact(const std::vector<int>& keep, int* rows) {
   RAGD_RETURN_IF_ERROR(check_kept_rows(keep, *rows));
   const int hs = cfg_.hidden_size, qkv_dim = cfg_.q_dim() + 2 * cfg_.kv_dim();
   for (size_t i = 0; i < keep.size(); ++i) {
@@ -210,7 +210,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
     }
     write_kv(plan, *kvs, l, rows);
     if (keep.narrowed) {
-      RAGD_RETURN_IF_ERROR(compact(plan, keep.rows, &rows));
+      RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
       narrowed = true;
       if (rows == 0) break;
     }

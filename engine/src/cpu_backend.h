@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
   void write_kv(const StepPlan& plan, HostKvStorage& kv, int layer, int rows);
   Status attention(const StepPlan& plan, HostKvStorage& kv, int layer);
   // Keeps only the active rows `keep` (ascending, distinct, < rows); updates rows and runs_.
-  Status compact(const StepPlan& plan, const std::vector<int>& keep, int* rows);
+  Status compact(const std::vector<int>& keep, int* rows);
 
   ModelConfig cfg_;
   HostWeights w_;

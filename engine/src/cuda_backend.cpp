@@ -46,13 +46,8 @@ Result<cu::DeviceBuffer> upload_f32(const std::vector<float>& v, const cu::Strea
   return Result<cu::DeviceBuffer>(std::move(d));
 }
 
-// Grows `b` to at least `bytes` (contents are not kept).
-Status ensure(cu::DeviceBuffer& b, size_t bytes) {
-  if (b.bytes() >= bytes) return Status::OK();
-  b = cu::DeviceBuffer();  // free first: the peak is the new size, not old + new
-  RAGD_ASSIGN_OR_RETURN(b, cu::DeviceBuffer::alloc(bytes));
-  return Status::OK();
-}
+// Smallest metadata buffers: a step's few hundred ints never reallocate them.
+constexpr size_t kMinMetaBytes = size_t{1} << 16;
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -157,11 +152,7 @@ void CudaBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
 
 Status CudaBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
                            const int32_t* q_pos, float* out, float* lse) {
-  auto* kvs = dynamic_cast<CudaKvStorage*>(&pool.storage());
-  if (kvs == nullptr) {
-    return Status::FailedPrecondition("cuda backend: the KV pool's storage is on '" +
-                                      std::string(pool.storage().device()) + "', not on " + name_);
-  }
+  RAGD_ASSIGN_OR_RETURN(CudaKvStorage * kvs, device_storage(pool));
   if (n_q <= 0) return Status::OK();
   RAGD_RETURN_IF_ERROR(cu::set_device(device_));
   RAGD_RETURN_IF_ERROR(reserve(n_q, 0));
@@ -175,8 +166,8 @@ Status CudaBackend::attend(KvPool& pool, const BlockTable& table, int layer, con
   const size_t keypos_at = h.size();
   if (!table.positions_are_slots()) h.insert(h.end(), table.positions().begin(), table.positions().begin() + kv_len);
   RAGD_RETURN_IF_ERROR(stream_->sync());  // the pinned staging is free
-  RAGD_RETURN_IF_ERROR(ensure_pinned(meta_host_, h.size() * sizeof(int32_t)));
-  RAGD_RETURN_IF_ERROR(ensure(meta_, h.size() * sizeof(int32_t)));
+  RAGD_RETURN_IF_ERROR(meta_host_.reserve(std::max(h.size() * sizeof(int32_t), kMinMetaBytes)));
+  RAGD_RETURN_IF_ERROR(meta_.reserve(std::max(h.size() * sizeof(int32_t), kMinMetaBytes)));
   std::copy(h.begin(), h.end(), meta_host_.as<int32_t>());
   RAGD_RETURN_IF_ERROR(cu::copy_to_device(meta_.get(), meta_host_.get(), h.size() * sizeof(int32_t), stream()));
   const int32_t* md = meta_.as<int32_t>();
@@ -199,11 +190,13 @@ Status CudaBackend::attend(KvPool& pool, const BlockTable& table, int layer, con
   return stream_->sync();
 }
 
-Status CudaBackend::ensure_pinned(cu::PinnedBuffer& b, size_t bytes) {
-  if (b.bytes() >= bytes) return Status::OK();
-  b = cu::PinnedBuffer();
-  RAGD_ASSIGN_OR_RETURN(b, cu::PinnedBuffer::alloc(std::max(bytes, size_t{1} << 16)));
-  return Status::OK();
+Result<CudaKvStorage*> CudaBackend::device_storage(KvPool& pool) const {
+  auto* kvs = dynamic_cast<CudaKvStorage*>(&pool.storage());
+  if (kvs == nullptr) {
+    return Status::FailedPrecondition("cuda backend: the KV pool's storage is on '" +
+                                      std::string(pool.storage().device()) + "', not on " + name_);
+  }
+  return kvs;
 }
 
 Status CudaBackend::reserve(int rows, int logit_rows) {
@@ -212,25 +205,25 @@ Status CudaBackend::reserve(int rows, int logit_rows) {
     const size_t hs = cfg_.hidden_size, im = cfg_.intermediate_size, qd = cfg_.q_dim(),
                  qkv = qd + 2 * static_cast<size_t>(cfg_.kv_dim()), nh = cfg_.num_attention_heads;
     const size_t wide = std::max(hs, qd);
-    RAGD_RETURN_IF_ERROR(ensure(x_, r * hs * sizeof(float)));
-    RAGD_RETURN_IF_ERROR(ensure(hf_, r * wide * sizeof(float)));
-    RAGD_RETURN_IF_ERROR(ensure(hb_, r * wide * sizeof(uint16_t)));
-    RAGD_RETURN_IF_ERROR(ensure(qkv_, r * qkv * sizeof(float)));
-    RAGD_RETURN_IF_ERROR(ensure(qkvb_, r * qkv * sizeof(uint16_t)));
-    RAGD_RETURN_IF_ERROR(ensure(qb_, r * qd * sizeof(uint16_t)));
-    RAGD_RETURN_IF_ERROR(ensure(qdec_, r * qd * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(x_.reserve(r * hs * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(hf_.reserve(r * wide * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(hb_.reserve(r * wide * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(qkv_.reserve(r * qkv * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(qkvb_.reserve(r * qkv * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(qb_.reserve(r * qd * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(qdec_.reserve(r * qd * sizeof(uint16_t)));
     // Rows [0, r) hold the multi-token sequences' outputs in row order, rows [r, 2r) the decode
     // outputs when their rows are not consecutive (gathered back into row order afterwards).
-    RAGD_RETURN_IF_ERROR(ensure(attn_, 2 * r * qd * sizeof(float)));
-    RAGD_RETURN_IF_ERROR(ensure(lse_, 2 * r * nh * sizeof(float)));
-    RAGD_RETURN_IF_ERROR(ensure(lse_rows_, r * nh * sizeof(float)));
-    RAGD_RETURN_IF_ERROR(ensure(gu_, r * 2 * im * sizeof(uint16_t)));
-    RAGD_RETURN_IF_ERROR(ensure(act_, r * im * sizeof(uint16_t)));
-    RAGD_RETURN_IF_ERROR(ensure(keep_, r * sizeof(int32_t)));
+    RAGD_RETURN_IF_ERROR(attn_.reserve(2 * r * qd * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(lse_.reserve(2 * r * nh * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(lse_rows_.reserve(r * nh * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(gu_.reserve(r * 2 * im * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(act_.reserve(r * im * sizeof(uint16_t)));
+    RAGD_RETURN_IF_ERROR(keep_.reserve(r * sizeof(int32_t)));
     rows_cap_ = static_cast<int>(r);
   }
   if (logit_rows > logit_cap_) {
-    RAGD_RETURN_IF_ERROR(ensure(logits_, static_cast<size_t>(logit_rows) * cfg_.vocab_size * sizeof(float)));
+    RAGD_RETURN_IF_ERROR(logits_.reserve(static_cast<size_t>(logit_rows) * cfg_.vocab_size * sizeof(float)));
     logit_cap_ = logit_rows;
   }
   return Status::OK();
@@ -298,8 +291,8 @@ Status CudaBackend::upload_meta(const StepPlan& plan, int rows, int bs, CudaStep
   }
   const size_t bytes = h.size() * sizeof(int32_t);
   RAGD_RETURN_IF_ERROR(stream_->sync());  // the pinned staging's last copy is done
-  RAGD_RETURN_IF_ERROR(ensure_pinned(meta_host_, bytes));
-  RAGD_RETURN_IF_ERROR(ensure(meta_, std::max(bytes, size_t{1} << 16)));
+  RAGD_RETURN_IF_ERROR(meta_host_.reserve(std::max(bytes, kMinMetaBytes)));
+  RAGD_RETURN_IF_ERROR(meta_.reserve(std::max(bytes, kMinMetaBytes)));
   std::copy(h.begin(), h.end(), meta_host_.as<int32_t>());
   RAGD_RETURN_IF_ERROR(cu::copy_to_device(meta_.get(), meta_host_.get(), bytes, stream()));
   if (nd > 0) {
@@ -308,12 +301,12 @@ Status CudaBackend::upload_meta(const StepPlan& plan, int rows, int bs, CudaStep
     probe.num_heads = cfg_.num_attention_heads;
     probe.head_dim = cfg_.head_dim;
     m.decode_plan = cu::plan_attention_decode(nd, cfg_.num_key_value_heads, max_decode_len, num_sms_);
-    RAGD_RETURN_IF_ERROR(ensure(decode_ws_, cu::attention_decode_workspace_bytes(probe, m.decode_plan)));
+    RAGD_RETURN_IF_ERROR(decode_ws_.reserve(cu::attention_decode_workspace_bytes(probe, m.decode_plan)));
   }
   return Status::OK();
 }
 
-Status CudaBackend::compact(const StepPlan& plan, const std::vector<int>& keep, int* rows) {
+Status CudaBackend::compact(const std::vector<int>& keep, int* rows) {
   const int n_old = *rows;
   RAGD_RETURN_IF_ERROR(check_kept_rows(keep, n_old));
   const int k = static_cast<int>(keep.size());
@@ -352,11 +345,7 @@ Status CudaBackend::compact(const StepPlan& plan, const std::vector<int>& keep, 
 Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
   const int total = plan.total_rows;
   if (total <= 0) return Status::OK();
-  auto* kvs = dynamic_cast<CudaKvStorage*>(&pool.storage());
-  if (kvs == nullptr) {
-    return Status::FailedPrecondition("cuda backend: the KV pool's storage is on '" +
-                                      std::string(pool.storage().device()) + "', not on " + name_);
-  }
+  RAGD_ASSIGN_OR_RETURN(CudaKvStorage * kvs, device_storage(pool));
   RAGD_RETURN_IF_ERROR(cu::set_device(device_));
   const int hs = cfg_.hidden_size, im = cfg_.intermediate_size, nh = cfg_.num_attention_heads,
             nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim, vocab = cfg_.vocab_size;
@@ -388,8 +377,8 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
   CudaStepMeta m;
   RAGD_RETURN_IF_ERROR(upload_meta(plan, total, bs, &m));
   if (hook != nullptr) {
-    RAGD_RETURN_IF_ERROR(ensure_pinned(qkv_host_, sizeof(float) * total * qkv_dim));
-    RAGD_RETURN_IF_ERROR(ensure_pinned(attn_host_, sizeof(float) * total * (q_dim + nh)));
+    RAGD_RETURN_IF_ERROR(qkv_host_.reserve(sizeof(float) * total * qkv_dim));
+    RAGD_RETURN_IF_ERROR(attn_host_.reserve(sizeof(float) * total * (q_dim + nh)));
   }
 
   // ---- the layers --------------------------------------------------------------------------------
@@ -440,7 +429,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, rows, qkv_dim, nkv, hd, md + m.slots,
                                       kvs->k_layer(l), kvs->v_layer(l), stream()));
     if (keep.narrowed) {
-      RAGD_RETURN_IF_ERROR(compact(plan, keep.rows, &rows));
+      RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
       narrowed = true;
       if (rows == 0) break;
       RAGD_RETURN_IF_ERROR(upload_meta(plan, rows, bs, &m));
@@ -482,7 +471,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     RAGD_ASSIGN_OR_RETURN(const std::vector<int> active,
                           logit_active_rows(plan, narrowed, std::span<const int>(step_row_.data(), rows), total));
     const std::vector<int32_t> ids(active.begin(), active.end());
-    RAGD_RETURN_IF_ERROR(ensure(keep_, sizeof(int32_t) * std::max(nl, rows_cap_)));
+    RAGD_RETURN_IF_ERROR(keep_.reserve(sizeof(int32_t) * std::max(nl, rows_cap_)));
     RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * nl, stream()));
     const cu::DeviceBuffer& head = lm_head_.get() != nullptr ? lm_head_ : embed_;
     RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x, rows, hs, keep_.as<int32_t>(), nl, hf, nullptr, stream()));

@@ -54,7 +54,8 @@ class CudaBackend final : public Backend {
   };
   // Grows device scratch to `rows` step rows and `logit_rows` logit rows.
   Status reserve(int rows, int logit_rows);
-  static Status ensure_pinned(kernels::cuda::PinnedBuffer& b, size_t bytes);
+  // The pool's storage as device memory of this backend; FailedPrecondition naming its device otherwise.
+  Result<CudaKvStorage*> device_storage(KvPool& pool) const;
   // Builds and uploads the metadata of the active rows (after the start and after a narrowing).
   Status upload_meta(const StepPlan& plan, int rows, int bs, CudaStepMeta* m);
   // Attention of every active row of one layer; the f32 output [rows, q_dim] in row order is at
@@ -63,7 +64,7 @@ class CudaBackend final : public Backend {
   float* attn_rows(const CudaStepMeta& m);
   float* lse_rows(const CudaStepMeta& m);  // the LSE [rows, num_heads] in row order likewise
   // Keeps only the active rows `keep` (ascending, distinct, < rows) on the device and the host.
-  Status compact(const StepPlan& plan, const std::vector<int>& keep, int* rows);
+  Status compact(const std::vector<int>& keep, int* rows);
   void* stream() const { return stream_->get(); }
 
   ModelConfig cfg_;

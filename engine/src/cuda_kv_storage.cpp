@@ -104,24 +104,9 @@ void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n) const 
   const size_t value_bytes = 2 * static_cast<size_t>(n) * row * sizeof(uint16_t);
   const size_t slot_bytes = static_cast<size_t>(n) * sizeof(int32_t);
   check_ok(stream_->sync(), "cuda KV staging");  // the previous copies out of the staging are done
-  if (staging_.bytes() < value_bytes + slot_bytes) {
-    staging_ = kernels::cuda::PinnedBuffer();
-    auto b = cu::PinnedBuffer::alloc(value_bytes + slot_bytes);
-    check_ok(b.status(), "cuda KV staging");
-    staging_ = std::move(b).value();
-  }
-  if (rows_dev_.bytes() < value_bytes) {
-    rows_dev_ = kernels::cuda::DeviceBuffer();
-    auto b = cu::DeviceBuffer::alloc(value_bytes);
-    check_ok(b.status(), "cuda KV staging");
-    rows_dev_ = std::move(b).value();
-  }
-  if (slots_dev_.bytes() < slot_bytes) {
-    slots_dev_ = kernels::cuda::DeviceBuffer();
-    auto b = cu::DeviceBuffer::alloc(slot_bytes);
-    check_ok(b.status(), "cuda KV staging");
-    slots_dev_ = std::move(b).value();
-  }
+  check_ok(staging_.reserve(value_bytes + slot_bytes), "cuda KV staging");
+  check_ok(rows_dev_.reserve(value_bytes), "cuda KV staging");
+  check_ok(slots_dev_.reserve(slot_bytes), "cuda KV staging");
   int32_t* slots = reinterpret_cast<int32_t*>(staging_.as<unsigned char>() + value_bytes);
   for (int i = 0; i < n; ++i) {
     const int t = t0 + i;

@@ -20,24 +20,33 @@ Status KvLayout::validate() const {
   return Status::OK();
 }
 
-void KvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
-  const int bs = layout_.block_size;
-  const size_t tf = layout_.token_floats();
+namespace {
+
+// Calls f(block, slot, run, i) for each block-sized run of tokens [t0, t0 + n): tokens
+// [t0 + i, t0 + i + run) sit in slots [slot, slot + run) of `block`.
+template <typename F>
+void for_each_block_run(std::span<const int32_t> blocks, int block_size, int t0, int n, F f) {
   for (int i = 0; i < n;) {
-    const int t = t0 + i, slot = t % bs, run = std::min(bs - slot, n - i);
-    read(layer, blocks[t / bs], slot, run, k + i * tf, v + i * tf);
+    const int t = t0 + i, slot = t % block_size, run = std::min(block_size - slot, n - i);
+    f(blocks[t / block_size], slot, run, i);
     i += run;
   }
 }
 
-void KvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) {
-  const int bs = layout_.block_size;
+}  // namespace
+
+void KvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
   const size_t tf = layout_.token_floats();
-  for (int i = 0; i < n;) {
-    const int t = t0 + i, slot = t % bs, run = std::min(bs - slot, n - i);
-    write(layer, blocks[t / bs], slot, run, k + i * tf, v + i * tf);
-    i += run;
-  }
+  for_each_block_run(blocks, layout_.block_size, t0, n, [&](int32_t b, int slot, int run, int i) {
+    read(layer, b, slot, run, k + i * tf, v + i * tf);
+  });
+}
+
+void KvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) {
+  const size_t tf = layout_.token_floats();
+  for_each_block_run(blocks, layout_.block_size, t0, n, [&](int32_t b, int slot, int run, int i) {
+    write(layer, b, slot, run, k + i * tf, v + i * tf);
+  });
 }
 
 HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStorage(layout, num_blocks) {

@@ -13,10 +13,6 @@ using detail::cuda_status;
 
 Status set_device(int device) { return cuda_status(cudaSetDevice(device), "cudaSetDevice"); }
 
-Status memory_info(size_t* free_bytes, size_t* total_bytes) {
-  return cuda_status(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
-}
-
 namespace {
 
 Status alloc_status(cudaError_t e, const char* what, size_t bytes) {
@@ -77,38 +73,6 @@ Stream::~Stream() {
 }
 
 Status Stream::sync() const { return cuda_status(cudaStreamSynchronize(as_stream(s_)), "cudaStreamSynchronize"); }
-
-Result<Event> Event::create() {
-  Event ev;
-  cudaEvent_t h = nullptr;
-  RAGD_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&h, cudaEventDisableTiming), "cudaEventCreate"));
-  ev.e_ = h;
-  return Result<Event>(std::move(ev));
-}
-
-Event& Event::operator=(Event&& o) noexcept {
-  if (this != &o) {
-    if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
-    e_ = std::exchange(o.e_, nullptr);
-  }
-  return *this;
-}
-
-Event::~Event() {
-  if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
-}
-
-Status Event::record(void* stream) {
-  return cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(e_), as_stream(stream)), "cudaEventRecord");
-}
-
-Status Event::wait_on(void* stream) const {
-  return cuda_status(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(e_), 0), "cudaStreamWaitEvent");
-}
-
-Status Event::sync() const {
-  return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e_)), "cudaEventSynchronize");
-}
 
 Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return Status::OK();

@@ -17,8 +17,6 @@ namespace ragd::kernels::cuda {
 
 // Makes `device` current for the calling thread.
 Status set_device(int device);
-// Free and total bytes of the current device.
-Status memory_info(size_t* free_bytes, size_t* total_bytes);
 
 // Bytes owned until destruction: device memory (cudaMalloc, 256-byte aligned) or page-locked host
 // memory (cudaMallocHost: the staging of every host <-> device copy, so copies are asynchronous DMA).
@@ -45,6 +43,14 @@ class Buffer {
   template <typename T>
   T* as() const { return static_cast<T*>(p_); }
   size_t bytes() const { return n_; }
+  // Grows to at least `bytes` (the old memory is freed first, so the peak is the new size; the
+  // contents are not kept); nothing to do when it is already that large.
+  Status reserve(size_t bytes) {
+    if (n_ >= bytes) return Status::OK();
+    release();
+    RAGD_ASSIGN_OR_RETURN(*this, alloc(bytes));
+    return Status::OK();
+  }
 
  private:
   void release();  // memory.cu (explicitly instantiated for both kinds)
@@ -69,24 +75,6 @@ class Stream {
 
  private:
   void* s_ = nullptr;
-};
-
-// An event for ordering one stream after another (layer-wise loads on a copy stream).
-class Event {
- public:
-  static Result<Event> create();
-  Event() = default;
-  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  Event& operator=(Event&& o) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event();
-  Status record(void* stream);
-  Status wait_on(void* stream) const;  // `stream` waits for this event's last record
-  Status sync() const;
-
- private:
-  void* e_ = nullptr;
 };
 
 // Asynchronous copies on `stream` (host sides should be pinned for overlap; pageable memory works
