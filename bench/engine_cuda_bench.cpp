@@ -163,8 +163,10 @@ int main(int argc, char** argv) {
   }
 
   // ---- decode ----------------------------------------------------------------------------------
-  std::printf("\n| batch | prompt | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
-              "|---:|---:|---:|---:|---:|---:|---:|\n");
+  // Each batch decodes twice from the same tables: CUDA graphs off (one launch per kernel), then on
+  // (the step's layers replayed as one graph; RAGD_CUDA_GRAPHS is read at every step).
+  std::printf("\n| batch | prompt | CUDA graphs | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
+              "|---:|---:|---|---:|---:|---:|---:|---:|\n");
   for (int B : batches) {
     std::vector<BlockTable> tabs(B);
     std::vector<std::vector<int32_t>> prompts;
@@ -177,26 +179,34 @@ int main(int argc, char** argv) {
     }
     std::vector<int32_t> next(B);
     for (auto& x : next) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-    std::vector<double> t;
-    for (int s = 0; s < steps + 2; ++s) {
-      std::vector<SeqStep> b;
-      for (int i = 0; i < B; ++i) b.push_back(SeqStep{&tabs[i], std::span(&next[i], 1), SeqStep::Logits::kLast});
-      StepOutput out;
-      const auto t0 = Clock::now();
-      run(b, &out);
-      if (s >= 2) t.push_back(since(t0));
-      for (int i = 0; i < B; ++i) {  // greedy
-        const auto r = out.row(i);
-        next[i] = static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+    int len = prompt;  // KV length of every sequence before the next step
+    for (const bool graphs : {false, true}) {
+      setenv("RAGD_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+      std::vector<double> t;
+      const int len0 = len;
+      for (int s = 0; s < steps + 2; ++s) {
+        std::vector<SeqStep> b;
+        for (int i = 0; i < B; ++i) b.push_back(SeqStep{&tabs[i], std::span(&next[i], 1), SeqStep::Logits::kLast});
+        StepOutput out;
+        const auto t0 = Clock::now();
+        run(b, &out);
+        if (s >= 2) t.push_back(since(t0));
+        ++len;
+        for (int i = 0; i < B; ++i) {  // greedy
+          const auto r = out.row(i);
+          next[i] = static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+        }
       }
+      const double step = median(t);
+      const double kv_read = static_cast<double>(B) * (len0 + 2 + steps / 2.0 + 1) * token_bytes;
+      const double bytes = step_weight_bytes + kv_read;
+      std::printf("| %d | %d | %s | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt, graphs ? "on" : "off",
+                  1e3 * step, B / step, bytes / 1e9, bytes / step / 1e9, 100.0 * bytes / step / bw);
+      const std::string params = "batch=" + std::to_string(B) + (graphs ? ";graphs=on" : ";graphs=off");
+      rows.push_back({"decode_tokens_per_s", params, B / step, 0.0});
+      rows.push_back({"decode_bandwidth_fraction", params, bytes / step / bw, 1.0});
     }
-    const double step = median(t);
-    const double kv_read = static_cast<double>(B) * (prompt + 2 + steps / 2.0) * token_bytes;
-    const double bytes = step_weight_bytes + kv_read;
-    std::printf("| %d | %d | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt, 1e3 * step, B / step, bytes / 1e9,
-                bytes / step / 1e9, 100.0 * bytes / step / bw);
-    rows.push_back({"decode_tokens_per_s", "batch=" + std::to_string(B), B / step, 0.0});
-    rows.push_back({"decode_bandwidth_fraction", "batch=" + std::to_string(B), bytes / step / bw, 1.0});
+    unsetenv("RAGD_CUDA_GRAPHS");
     for (auto& tb : tabs) tb.release(pool);
   }
 

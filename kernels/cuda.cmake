@@ -5,6 +5,7 @@
 add_library(ragd_kernels_cuda STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/device.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/memory.cu
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/graph.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/gemm.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/elementwise.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_prefill.cu

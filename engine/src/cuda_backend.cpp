@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "ragd/kernels/cuda/attention.h"
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/paged_kv.h"
+#include "ragd/common/log.h"
 #include "ragd/kernels/weight_matrix.h"
 
 namespace ragd::engine {
@@ -48,6 +51,10 @@ Result<cu::DeviceBuffer> upload_f32(const std::vector<float>& v, const cu::Strea
 
 // Smallest metadata buffers: a step's few hundred ints never reallocate them.
 constexpr size_t kMinMetaBytes = size_t{1} << 16;
+// Decode steps pad their block tables to a multiple of this many blocks (a graph per 512 tokens of
+// KV length at block size 16); at most kMaxDecodeGraphs captured shapes are kept.
+constexpr int kDecodeBlockQuantum = 32;
+constexpr size_t kMaxDecodeGraphs = 32;
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -247,6 +254,12 @@ Status CudaBackend::upload_meta(const StepPlan& plan, int rows, int bs, CudaStep
     max_decode_len = std::max(max_decode_len, plan.seqs[si].kv_len);
   }
   const int nd = static_cast<int>(m.decode_seqs.size());
+  if (nd > 0 && nd == rows) {
+    // A pure decode step: tables padded to a bucket, so the kernel arguments (and the split plan)
+    // stay the same while the sequences grow — the step can replay a captured graph.
+    m.max_decode_blocks = ceil_div(m.max_decode_blocks, kDecodeBlockQuantum) * kDecodeBlockQuantum;
+    max_decode_len = m.max_decode_blocks * bs;
+  }
   auto& h = m.host;
   h.clear();
   auto take = [&h](size_t n) {
@@ -395,70 +408,81 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
                     bool acc) { return cu::linear_bf16(cublas_, stream(), in, rows, k, w.as<uint16_t>(), n, out, dt, acc, ws, ws_bytes); };
   const LayerShape shape{nh, nkv, hd};
 
-  {
-    const int32_t* md = meta_.as<int32_t>();
-    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, embed_.get(), vocab, hs, md + m.tokens, total, hb, nullptr, stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kBf16, hb, GpuType::kF32, x, static_cast<size_t>(total) * hs, stream()));
-  }
   int rows = total;
   bool narrowed = false;
-  for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
-    const DeviceLayer& w = layers_[l];
-    const int32_t* md = meta_.as<int32_t>();
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, hf, hs, stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
-    if (w.qkv_bias.get() != nullptr) {
-      RAGD_RETURN_IF_ERROR(cu::add_bias(GpuType::kF32, qkv, rows, qkv_dim, qkv_dim, w.qkv_bias.as<float>(), stream()));
+  auto layers = [&]() -> Status {
+    {
+      const int32_t* md = meta_.as<int32_t>();
+      RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kBf16, embed_.get(), vocab, hs, md + m.tokens, total, hb, nullptr, stream()));
+      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kBf16, hb, GpuType::kF32, x, static_cast<size_t>(total) * hs, stream()));
     }
-    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh, hd, qkv_dim, md + m.positions, inv_freq_.as<float>(), stream()));
-    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv + q_dim, rows, nkv, hd, qkv_dim, md + m.positions,
-                                        inv_freq_.as<float>(), stream()));
-    RowSelection keep;
-    float* hq = qkv_host_.as<float>();
-    if (hook != nullptr) {
-      // The hook's view is host memory: Q/K/V go there and come back (it may change them).
-      const size_t bytes = sizeof(float) * rows * qkv_dim;
-      RAGD_RETURN_IF_ERROR(cu::copy_to_host(hq, qkv, bytes, stream()));
-      RAGD_RETURN_IF_ERROR(stream_->sync());
-      const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, hq, qkv_dim);
-      RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
-      RAGD_RETURN_IF_ERROR(cu::copy_to_device(qkv, hq, bytes, stream()));
+    for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
+      const DeviceLayer& w = layers_[l];
+      const int32_t* md = meta_.as<int32_t>();
+      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, hf, hs, stream()));
+      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
+      RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
+      if (w.qkv_bias.get() != nullptr) {
+        RAGD_RETURN_IF_ERROR(cu::add_bias(GpuType::kF32, qkv, rows, qkv_dim, qkv_dim, w.qkv_bias.as<float>(), stream()));
+      }
+      RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh, hd, qkv_dim, md + m.positions, inv_freq_.as<float>(), stream()));
+      RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv + q_dim, rows, nkv, hd, qkv_dim, md + m.positions,
+                                          inv_freq_.as<float>(), stream()));
+      RowSelection keep;
+      float* hq = qkv_host_.as<float>();
+      if (hook != nullptr) {
+        // The hook's view is host memory: Q/K/V go there and come back (it may change them).
+        const size_t bytes = sizeof(float) * rows * qkv_dim;
+        RAGD_RETURN_IF_ERROR(cu::copy_to_host(hq, qkv, bytes, stream()));
+        RAGD_RETURN_IF_ERROR(stream_->sync());
+        const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, hq, qkv_dim);
+        RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
+        RAGD_RETURN_IF_ERROR(cu::copy_to_device(qkv, hq, bytes, stream()));
+      }
+      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, qkv, GpuType::kBf16, qkvb, static_cast<size_t>(rows) * qkv_dim, stream()));
+      RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, rows, qkv_dim, nkv, hd, md + m.slots,
+                                        kvs->k_layer(l), kvs->v_layer(l), stream()));
+      if (keep.narrowed) {
+        RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
+        narrowed = true;
+        if (rows == 0) break;
+        RAGD_RETURN_IF_ERROR(upload_meta(plan, rows, bs, &m));
+      }
+      RAGD_RETURN_IF_ERROR(cu::copy_rows_on_device(qb_.get(), sizeof(uint16_t) * q_dim, qkvb, sizeof(uint16_t) * qkv_dim,
+                                                   sizeof(uint16_t) * q_dim, rows, stream()));
+      m.attn_replaced = false;
+      if (hook != nullptr) {
+        float* ho = attn_host_.as<float>();
+        float* hl = ho + static_cast<size_t>(rows) * q_dim;
+        auto local = [&]() -> Status {
+          RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
+          RAGD_RETURN_IF_ERROR(cu::copy_to_host(ho, attn_rows(m), sizeof(float) * rows * q_dim, stream()));
+          RAGD_RETURN_IF_ERROR(cu::copy_to_host(hl, lse_rows(m), sizeof(float) * rows * nh, stream()));
+          return stream_->sync();
+        };
+        const LayerAttention att = attention_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, scale, hq,
+                                                  qkv_dim, ho, hl, local);
+        RAGD_ASSIGN_OR_RETURN(m.attn_replaced, hook->on_attention(att));
+        if (m.attn_replaced) RAGD_RETURN_IF_ERROR(cu::copy_to_device(attn_.get(), ho, sizeof(float) * rows * q_dim, stream()));
+      }
+      if (!m.attn_replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
+      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(rows) * q_dim, stream()));
+      RAGD_RETURN_IF_ERROR(linear(hb, rows, q_dim, w.o, hs, x, GpuType::kF32, true));
+      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, hf, hs, stream()));
+      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
+      RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
+      RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, rows, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
+      RAGD_RETURN_IF_ERROR(linear(act, rows, im, w.down, hs, x, GpuType::kF32, true));
     }
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, qkv, GpuType::kBf16, qkvb, static_cast<size_t>(rows) * qkv_dim, stream()));
-    RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, rows, qkv_dim, nkv, hd, md + m.slots,
-                                      kvs->k_layer(l), kvs->v_layer(l), stream()));
-    if (keep.narrowed) {
-      RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
-      narrowed = true;
-      if (rows == 0) break;
-      RAGD_RETURN_IF_ERROR(upload_meta(plan, rows, bs, &m));
-    }
-    RAGD_RETURN_IF_ERROR(cu::copy_rows_on_device(qb_.get(), sizeof(uint16_t) * q_dim, qkvb, sizeof(uint16_t) * qkv_dim,
-                                                 sizeof(uint16_t) * q_dim, rows, stream()));
-    m.attn_replaced = false;
-    if (hook != nullptr) {
-      float* ho = attn_host_.as<float>();
-      float* hl = ho + static_cast<size_t>(rows) * q_dim;
-      auto local = [&]() -> Status {
-        RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
-        RAGD_RETURN_IF_ERROR(cu::copy_to_host(ho, attn_rows(m), sizeof(float) * rows * q_dim, stream()));
-        RAGD_RETURN_IF_ERROR(cu::copy_to_host(hl, lse_rows(m), sizeof(float) * rows * nh, stream()));
-        return stream_->sync();
-      };
-      const LayerAttention att = attention_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, scale, hq,
-                                                qkv_dim, ho, hl, local);
-      RAGD_ASSIGN_OR_RETURN(m.attn_replaced, hook->on_attention(att));
-      if (m.attn_replaced) RAGD_RETURN_IF_ERROR(cu::copy_to_device(attn_.get(), ho, sizeof(float) * rows * q_dim, stream()));
-    }
-    if (!m.attn_replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(rows) * q_dim, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, rows, q_dim, w.o, hs, x, GpuType::kF32, true));
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, hf, hs, stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
-    RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, rows, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
-    RAGD_RETURN_IF_ERROR(linear(act, rows, im, w.down, hs, x, GpuType::kF32, true));
+    return Status::OK();
+  };
+  const bool decode_step = hook == nullptr && !m.decode_seqs.empty() &&
+                           static_cast<int>(m.decode_seqs.size()) == total && m.decode_rows_consecutive;
+  const char* graphs_env = std::getenv("RAGD_CUDA_GRAPHS");
+  if (decode_step && !(graphs_env && std::string_view(graphs_env) == "0")) {
+    RAGD_RETURN_IF_ERROR(run_decode_graph(m, total, *kvs, layers));
+  } else {
+    RAGD_RETURN_IF_ERROR(layers());
   }
 
   // ---- outputs -----------------------------------------------------------------------------------
@@ -481,6 +505,39 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     RAGD_RETURN_IF_ERROR(cu::copy_to_host(logits, logits_.get(), sizeof(float) * nl * vocab, stream()));
   }
   return stream_->sync();
+}
+
+Status CudaBackend::run_decode_graph(const CudaStepMeta& m, int rows, const CudaKvStorage& kv,
+                                     const std::function<Status()>& layers) {
+  DecodeGraphKey key;
+  key.rows = rows;
+  key.max_blocks = m.max_decode_blocks;
+  key.splits = m.decode_plan.num_splits;
+  key.keys_per_split = m.decode_plan.keys_per_split;
+  key.buffers = {x_.get(),   hf_.get(),  hb_.get(),   qkv_.get(),        qkvb_.get(),    qb_.get(),      attn_.get(),
+                 lse_.get(), gu_.get(),  act_.get(),  meta_.get(),       decode_ws_.get(), gemm_ws_.get(), &kv};
+  auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const DecodeGraph& g) { return g.key == key; });
+  if (it == graphs_.end()) {  // first sighting: remember the shape, run without a graph
+    if (graphs_.size() >= kMaxDecodeGraphs) {
+      graphs_.erase(std::min_element(graphs_.begin(), graphs_.end(),
+                                     [](const DecodeGraph& a, const DecodeGraph& b) { return a.last_use < b.last_use; }));
+    }
+    graphs_.push_back(DecodeGraph{key, cu::Graph(), ++graph_clock_, false});
+    return layers();
+  }
+  it->last_use = ++graph_clock_;
+  if (it->failed) return layers();
+  if (it->graph.nodes() == 0) {
+    auto g = cu::Graph::capture(stream(), layers);
+    if (!g.ok()) {
+      log::engine()->warn("cuda backend: decode step of {} rows not captured as a graph ({}); it runs without one",
+                          rows, g.status().to_string());
+      it->failed = true;
+      return layers();
+    }
+    it->graph = std::move(*g);
+  }
+  return it->graph.launch(stream());
 }
 
 float* CudaBackend::attn_rows(const CudaStepMeta& m) {

@@ -15,9 +15,19 @@
 // that replaces attention gets `local()` as device attention copied to the host. Model::attend
 // runs the position-masked prefill over a table's KV. These paths cost host round trips; the
 // contiguous, hook-free step stays on the device from the embedding to the logits.
+//
+// Decode steps (every row a one-token append, no hook) replay their layers as a CUDA graph: the
+// kernel arguments of such a step depend only on the batch size, the KV-length bucket (block tables
+// padded to a multiple of kDecodeBlockQuantum blocks, so the split-KV plan is fixed) and the scratch
+// buffers' addresses; tokens, positions, slots, tables and lengths are read from the step metadata
+// uploaded before the replay. A shape is captured the second time it is seen (one-off shapes are not
+// worth a capture) and kept in a small LRU cache. RAGD_CUDA_GRAPHS=0 turns graphs off (measurement).
 // Thread-safety: one thread at a time (scratch buffers and the cuBLAS handle are members).
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +36,7 @@
 #include "backend.h"
 #include "cuda_kv_storage.h"
 #include "ragd/kernels/cuda/gemm.h"
+#include "ragd/kernels/cuda/graph.h"
 #include "ragd/kernels/cuda/memory.h"
 
 namespace ragd::engine {
@@ -67,6 +78,21 @@ class CudaBackend final : public Backend {
   Status compact(const std::vector<int>& keep, int* rows);
   void* stream() const { return stream_->get(); }
 
+  // What a decode step's captured graph depends on.
+  struct DecodeGraphKey {
+    int rows = 0, max_blocks = 0, splits = 0, keys_per_split = 0;
+    std::array<const void*, 14> buffers{};
+    bool operator==(const DecodeGraphKey&) const = default;
+  };
+  struct DecodeGraph {
+    DecodeGraphKey key;
+    kernels::cuda::Graph graph;  // empty until the second sighting
+    uint64_t last_use = 0;
+    bool failed = false;  // the capture failed once: this shape runs without a graph
+  };
+  // Runs `layers` (the step's embedding and layers) through the graph cache.
+  Status run_decode_graph(const CudaStepMeta& m, int rows, const CudaKvStorage& kv, const std::function<Status()>& layers);
+
   ModelConfig cfg_;
   int device_ = 0;
   std::string name_;
@@ -89,6 +115,8 @@ class CudaBackend final : public Backend {
   std::vector<int> step_row_;
   std::vector<StepRow> row_info_;
   std::vector<SeqRun> runs_;  // per plan sequence
+  std::vector<DecodeGraph> graphs_;
+  uint64_t graph_clock_ = 0;
 };
 
 }  // namespace ragd::engine

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repo root, after scripts/gpu-check.sh prepared build-gpu-carry/.
-# Writes under $OUT (default ./gpu-out): nvidia-smi.txt, tests.log (kernel and engine tests),
+# Writes under $OUT (default ./gpu-out): tests.log (nvidia-smi, kernel and engine tests),
 # engine.md/.csv (bench_engine_cuda, llama3-8b), attention.log/.csv/.md (vs PyTorch SDPA), e2e.log
 # (the RAG pipeline on the GPU) and memcheck.log when compute-sanitizer is there. Each step has a
 # time limit, so the whole run stays inside one device call (about 9 minutes at most).
+# STEPS (default "tests engine attention e2e memcheck") picks the steps to run.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -41,29 +42,42 @@ for d in $pylibs; do libdirs="$libdirs:$d"; done
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+STEPS=" ${STEPS:-tests engine attention e2e memcheck} "
+want() { [[ "$STEPS" == *" $1 "* ]]; }
+nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: the device tool brings back at most 8 files
 export RAGD_SOURCE_DIR=$PWD
-{
-  timeout 120 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
-  echo "test_kernels_cuda rc=$?"
-  timeout 120 "$CARRY/bin/test_engine_cuda"
-  echo "test_engine_cuda rc=$?"
-} 2>&1 | tee "$OUT/tests.log"
-rc=$(grep -c ' rc=[1-9]' "$OUT/tests.log")
-timeout 200 "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.md"
-erc=${PIPESTATUS[0]}
-PYTHONUNBUFFERED=1 timeout 120 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" \
-  --out "$OUT" 2>&1 | tee "$OUT/attention.log"
-brc=${PIPESTATUS[0]}
-timeout 60 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
-  grep -vE ' info \[' > "$OUT/e2e.log"
+rc=0 erc=0 brc=0 mrc=0
+if want tests; then
+  {
+    timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
+    echo "test_kernels_cuda rc=$?"
+    timeout 110 "$CARRY/bin/test_engine_cuda" --gtest_brief=1
+    echo "test_engine_cuda rc=$?"
+  } 2>&1 | grep -vE ' info \[' | tee -a "$OUT/tests.log"
+  rc=$(grep -c ' rc=[1-9]' "$OUT/tests.log")
+fi
+if want engine; then
+  timeout 170 "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.md"
+  erc=${PIPESTATUS[0]}
+fi
+if want attention; then
+  PYTHONUNBUFFERED=1 timeout 90 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" \
+    --out "$OUT" 2>&1 | tee "$OUT/attention.log"
+  brc=${PIPESTATUS[0]}
+fi
+if want e2e; then
+  timeout 45 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
+    grep -vE ' info \[' > "$OUT/e2e.log"
+fi
 # Out-of-bounds / misaligned accesses the numerical tests might not notice (last: it is slow).
-mrc=0
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -n "$SAN" ]; then
-  timeout 90 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_engine_cuda" \
+if want memcheck && [ -n "$SAN" ]; then
+  timeout 40 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_engine_cuda" \
     --gtest_filter='*CudaVsCpu*d64_h4*' --gtest_brief=1 > "$OUT/memcheck.log" 2>&1
   mrc=$?
+  timeout 40 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_kernels_cuda" \
+    --gtest_filter='Prefill*' --gtest_brief=1 >> "$OUT/memcheck.log" 2>&1
+  mrc=$(( mrc != 0 ? mrc : $? ))
   tail -5 "$OUT/memcheck.log"
 fi
 echo "run.sh: failed test binaries=$rc, engine bench rc=$erc, attention bench rc=$brc, memcheck rc=$mrc"

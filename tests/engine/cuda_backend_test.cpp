@@ -1,7 +1,10 @@
 // The CUDA backend against its oracle, the CPU backend with the same bf16 weights and bf16 KV.
-// The GPU rounds activations to bf16 before every GEMM (the CPU keeps them f32), so logits are
-// compared relative to each row's logit range: max |Δ| <= 2 % of the range, and the argmax agrees
-// wherever the top two logits are more than 5 % of the range apart.
+// The GPU rounds activations to bf16 before every GEMM, and Q and the softmax weights P to bf16 in
+// attention (the CPU keeps all three f32: 2^-9 relative per rounding, several per layer), so logits
+// are compared relative to each row's logit range: max |Δ| <= 4 % of the range, and the argmax
+// agrees wherever the top two logits are more than 5 % of the range apart. Measured on an H200:
+// worst 2.8 % of the range (these random two-layer models have narrow logit ranges, which makes the
+// relative bound strict); the first bound, 2 %, was set before any GPU had run them.
 // Tests that need a device skip with the runtime's reason on machines without one; the option and
 // shape checks run everywhere (they fail before any device is touched).
 #include <gtest/gtest.h>
@@ -80,7 +83,7 @@ void compare_rows(const StepOutput& gpu, const StepOutput& cpu, int rows, const 
     const double range = std::max(1e-6, static_cast<double>(*hi - *lo));
     double d = 0.0;
     for (size_t i = 0; i < h.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(g[i]) - h[i]));
-    EXPECT_LE(d, 0.02 * range) << what << " row " << r;
+    EXPECT_LE(d, 0.04 * range) << what << " row " << r;
     c->worst = std::max(c->worst, d / range);
     std::vector<float> s(h.begin(), h.end());
     std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
@@ -353,14 +356,69 @@ TEST_P(CudaVsCpu, AttendOverAShard) {
     t.release(m->kv_pool());
     ++k;
   }
-  for (size_t i = 0; i < o[0].size(); ++i) EXPECT_NEAR(o[0][i], o[1][i], 2e-2 * (1 + std::fabs(o[1][i]))) << i;
+  // The shard's K/V come from each backend's own forward (see the file comment: bf16 activations on
+  // the GPU), and the GPU rounds q to bf16: scores differ by up to ~0.03 (measured on an H200: worst
+  // |Δo| 0.048, |Δlse| 0.023).
+  for (size_t i = 0; i < o[0].size(); ++i) EXPECT_NEAR(o[0][i], o[1][i], 4e-2 * (1 + std::fabs(o[1][i]))) << i;
   for (size_t i = 0; i < l[0].size(); ++i) {
     if (std::isinf(l[1][i])) {
       EXPECT_TRUE(std::isinf(l[0][i]) && l[0][i] < 0) << i;
     } else {
-      EXPECT_NEAR(l[0][i], l[1][i], 1e-2) << i;
+      EXPECT_NEAR(l[0][i], l[1][i], 4e-2) << i;
     }
   }
+}
+
+// Decode steps replayed as CUDA graphs (cuda_backend.h): a batch of three sequences of different
+// lengths decodes 40 steps, crossing a table-bucket boundary (512 tokens) on the way, once with
+// graphs off and once with them on. The graph run must match the launch-by-launch run (the same
+// kernels on the same data: 1e-5 of the range) and the CPU within the stated tolerance at every step.
+TEST_P(CudaVsCpu, DecodeGraphsMatchLaunches) {
+  REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(load(21));
+  const std::vector<int> lens = {500, 37, 260};
+  const int steps = 40;
+  auto run = [&](Model& m, const char* graphs) {
+    setenv("RAGD_CUDA_GRAPHS", graphs, 1);
+    std::vector<BlockTable> t(lens.size());
+    for (size_t i = 0; i < lens.size(); ++i) {
+      const auto p = random_tokens(lens[i], 30 + static_cast<uint32_t>(i), cfg.vocab_size);
+      SeqStep s{&t[i], p, SeqStep::Logits::kNone};
+      StepOutput o;
+      const Status st = m.forward({&s, 1}, &o);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+    std::vector<StepOutput> outs;
+    for (int k = 0; k < steps; ++k) {
+      std::vector<int32_t> next(lens.size());
+      for (size_t i = 0; i < lens.size(); ++i) next[i] = static_cast<int32_t>((k * 13 + 5 * i) % cfg.vocab_size);
+      std::vector<SeqStep> b;
+      for (size_t i = 0; i < lens.size(); ++i) b.push_back(SeqStep{&t[i], std::span(&next[i], 1), SeqStep::Logits::kLast});
+      StepOutput o;
+      const Status st = m.forward(b, &o);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      outs.push_back(std::move(o));
+    }
+    for (auto& tb : t) tb.release(m.kv_pool());
+    unsetenv("RAGD_CUDA_GRAPHS");
+    return outs;
+  };
+  const auto off = run(*gpu, "0");
+  const auto on = run(*gpu, "1");
+  const auto ref = run(*cpu, "1");
+  ASSERT_EQ(off.size(), on.size());
+  Compare cmp;
+  for (int k = 0; k < steps; ++k) {
+    for (int r = 0; r < static_cast<int>(lens.size()); ++r) {
+      const auto a = off[k].row(r), b = on[k].row(r);
+      const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
+      double d = 0.0;
+      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+      EXPECT_LE(d, 1e-5 * std::max(1e-6, static_cast<double>(*hi - *lo))) << "step " << k << " row " << r;
+    }
+    compare_rows(on[k], ref[k], static_cast<int>(lens.size()), "graph decode", &cmp);
+  }
+  std::printf("cuda (graphs) vs cpu, decode: max |dlogit| %.3f %% of the range\n", 100 * cmp.worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaVsCpu,

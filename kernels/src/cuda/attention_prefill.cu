@@ -1,19 +1,22 @@
-// Flash-attention style prefill over paged bf16 KV (see ragd/kernels/cuda/attention.h).
+// Flash-attention style prefill over paged bf16 KV (see ragd/kernels/cuda/attention.h), in the
+// FlashAttention-2 arrangement: S and P never leave registers.
 //
 // One CTA = one head × a tile of kBM = 64 queries, 4 warps of 16 query rows each. Each warp keeps its
-// Q rows (bf16 WMMA A fragments) and its O accumulator (fp32 WMMA fragments) in registers. Per
-// 64-key tile:
-//   K, V rows gathered from their pages into shared memory (16-byte loads);
-//   S = Q·Kᵀ with bf16 WMMA (fp32 accumulate) → shared memory;
-//   online softmax per row in fp32 (log2 domain), P rounded to bf16 → shared memory;
-//   O *= e^(m_old − m_new) per row, then O += P·V with WMMA.
-// The accumulator fragment layout is opaque, so the row of each fragment element is learnt once by
-// loading a matrix of row indices into a fragment; the per-row rescale then works in registers.
-// Causal CTAs stop at the last key their last query can see. Keys past kv_len are zero-filled (never
-// read from the pool) and masked; rows past n_q are computed on zeros and not stored.
+// Q rows (mma A fragments, loaded once with ldmatrix) and its O accumulator (fp32 mma C fragments)
+// in registers. Key tiles of kBN = 64 are copied from their pages into shared memory with cp.async,
+// double-buffered: tile t+1 is in flight while tile t is computed. Per tile, per warp:
+//   S = Q·Kᵀ   mma.sync m16n8k16 (bf16 in, fp32 accumulate), K fragments by ldmatrix;
+//   online softmax on the S fragments (log2 domain; a row's 64 values sit in the 4 lanes of a quad,
+//   reduced with two shuffles);
+//   the accumulator layout of S is the A-operand layout of P, so P is packed to bf16 in registers
+//   and O = O·e^(m_old − m_new) + P·V runs straight away, V fragments by ldmatrix.trans.
+// Shared-memory rows are padded by 16 bytes, so the 8 rows an ldmatrix reads fall in distinct banks.
+// Only tiles that cross a mask boundary (the causal diagonal, kv_len, explicit positions) test each
+// element. Causal CTAs stop at the last key their last query can see; the last query tiles (the most
+// keys) are launched first so they do not form the tail. Keys past kv_len are zero-filled (never read
+// from the pool) and masked; rows past n_q are computed on zeros and not stored.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <climits>
 #include <cmath>
@@ -25,31 +28,22 @@
 namespace ragd::kernels::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 
 constexpr int kBM = 64;       // queries per CTA
 constexpr int kBN = 64;       // keys per tile
 constexpr int kWarps = 4;     // 16 query rows each
 constexpr int kThreads = kWarps * 32;
-constexpr int kSP = kBN + 4;  // fp32 S row pitch (floats)
-constexpr int kPP = kBN + 8;  // bf16 P row pitch (elements)
+constexpr int kNB = kBN / 8;  // 8-key n-blocks of S per tile
 
 template <int D>
 struct Smem {
-  static constexpr int kDP = D + 8;  // bf16 Q/K/V row pitch (elements): 16-byte rows, fewer bank conflicts
-  static constexpr int kOP = D + 4;  // fp32 O staging row pitch (floats), in the K/V space after the loop
-  static constexpr size_t align(size_t b) { return (b + 127) / 128 * 128; }
+  static constexpr int kDP = D + 8;  // bf16 row pitch (elements): 16-byte padding against bank conflicts
+  static constexpr size_t kTile = sizeof(bf16) * kBN * kDP;
   static constexpr size_t q_off = 0;
-  static constexpr size_t k_off = q_off + align(sizeof(bf16) * kBM * kDP);
-  static constexpr size_t v_off = k_off + align(sizeof(bf16) * kBN * kDP);
-  static constexpr size_t s_off = v_off + align(sizeof(bf16) * kBN * kDP);
-  static constexpr size_t p_off = s_off + align(sizeof(float) * kBM * kSP);
-  static constexpr size_t m_off = p_off + align(sizeof(bf16) * kBM * kPP);
-  static constexpr size_t l_off = m_off + align(sizeof(float) * kBM);
-  static constexpr size_t a_off = l_off + align(sizeof(float) * kBM);
-  static constexpr size_t bytes = a_off + align(sizeof(float) * kBM);
-  static_assert(s_off - k_off >= sizeof(float) * kBM * kOP, "O staging must fit in the K/V space");
+  static constexpr size_t k_off = q_off + sizeof(bf16) * kBM * kDP;  // K buffers 0, 1
+  static constexpr size_t v_off = k_off + 2 * kTile;                  // V buffers 0, 1
+  static constexpr size_t bytes = v_off + 2 * kTile;
 };
 
 struct PrefillParams {
@@ -66,214 +60,268 @@ struct PrefillParams {
   const int32_t* key_pos;  // kPos: [kv_len] key positions (INT_MAX = hole), or null: slot j holds position j
 };
 
-template <typename OutT>
-__device__ __forceinline__ void store_out(void* out, size_t i, float v) {
-  static_cast<OutT*>(out)[i] = detail::from_f32<OutT>(v);
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-using AccFrag = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-using AFrag = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+// 16 bytes global → shared, asynchronously; src_bytes = 0 writes zeros (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// D = A·B + D, m16n8k16, bf16 inputs, fp32 accumulators (PTX ISA "Matrix Fragments for mma.m16n8k16").
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats → packed bf16x2 (low half = a), and the sum of what was packed.
+__device__ __forceinline__ uint32_t pack_bf16(float a, float b, float* sum) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  *sum += __low2float(h) + __high2float(h);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+template <typename OutT>
+__device__ __forceinline__ void store_pair(void* out, size_t i, float a, float b);
+template <>
+__device__ __forceinline__ void store_pair<float>(void* out, size_t i, float a, float b) {
+  *reinterpret_cast<float2*>(static_cast<float*>(out) + i) = make_float2(a, b);
+}
+template <>
+__device__ __forceinline__ void store_pair<bf16>(void* out, size_t i, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(out) + i) = __floats2bfloat162_rn(a, b);
+}
 
 // kPos: explicit positions (attention_prefill_positions): query i sees key j iff key_pos[j] <= q_pos[i]
 // (j <= q_pos[i] without key_pos); otherwise causal with q_offset, or no mask.
 template <int D, typename OutT, bool kPos>
-__global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
+__global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
   using L = Smem<D>;
   constexpr int kDP = L::kDP;
-  constexpr int kOP = L::kOP;
-  constexpr int kVec = D / 8;  // 16-byte vectors per row
-  constexpr int kDF = D / 16;  // fragments across the head dim
-  constexpr int kNF = kBN / 16; // fragments across a key tile
+  constexpr int kVec = D / 8;   // 16-byte chunks per row
+  constexpr int kDK = D / 16;   // k-steps of Q·Kᵀ
+  constexpr int kDN = D / 8;    // 8-wide n-blocks of O
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem + L::q_off);
   bf16* sK = reinterpret_cast<bf16*>(smem + L::k_off);
   bf16* sV = reinterpret_cast<bf16*>(smem + L::v_off);
-  float* sS = reinterpret_cast<float*>(smem + L::s_off);
-  bf16* sP = reinterpret_cast<bf16*>(smem + L::p_off);
-  float* sM = reinterpret_cast<float*>(smem + L::m_off);
-  float* sL = reinterpret_cast<float*>(smem + L::l_off);
-  float* sA = reinterpret_cast<float*>(smem + L::a_off);
+  __shared__ int32_t sKp[2][kBN];  // kPos with key_pos: each buffered tile's key positions
+  __shared__ int s_maxpos;         // kPos without key_pos: the largest query position of the tile
 
-  __shared__ int32_t sKp[kBN];  // kPos with key_pos: this tile's key positions
-  __shared__ int s_maxpos;      // kPos without key_pos: the largest query position of the tile
   const int tid = threadIdx.x;
   const int warp = tid >> 5;
   const int lane = tid & 31;
-  if (kPos && tid == 0) s_maxpos = -1;
-  if (kPos) __syncthreads();
-  // Causal: the last query tiles see the most keys; launch them first so they do not form the tail.
+  const int g = lane >> 2;  // quad (row within the 8-row half of a fragment)
+  const int tq = lane & 3;  // thread in quad (column pair)
   const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   const int h = blockIdx.y;
   const int kvh = h / p.group;
   const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
-  const int wr0 = warp * 16;  // this warp's first row in the tile
+  const bool by_key_pos = kPos && p.key_pos != nullptr;
 
-  // Q tile (zero rows past n_q), m = −inf, l = 0.
+  if (kPos && tid == 0) s_maxpos = -1;
+  // Q tile (zero rows past n_q).
   for (int i = tid; i < kBM * kVec; i += kThreads) {
-    const int r = i / kVec;
-    const int c = (i % kVec) * 8;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (m0 + r < p.n_q) {
-      val = *reinterpret_cast<const uint4*>(p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c);
-    }
-    *reinterpret_cast<uint4*>(sQ + r * kDP + c) = val;
+    const int r = i / kVec, c = (i % kVec) * 8;
+    const bool in = m0 + r < p.n_q;
+    const bf16* src = in ? p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c : p.q;
+    cp_async16(sQ + r * kDP + c, src, in ? 16 : 0);
   }
-  if (tid < kBM) {
-    sM[tid] = -INFINITY;
-    sL[tid] = 0.0f;
-    if (kPos && m0 + tid < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + tid]);
+  if (kPos) {
+    __syncthreads();  // s_maxpos initialised
+    if (tid < kBM && m0 + tid < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + tid]);
+    __syncthreads();
   }
-  // Row (0..15) of each accumulator element: a 16×16 matrix of row ids, loaded as a fragment.
-  float* sRows = sS + wr0 * kSP;  // this warp's S rows, free until the first tile
-  for (int i = lane; i < 256; i += 32) sRows[(i / 16) * kSP + (i % 16)] = static_cast<float>(i / 16);
-  __syncthreads();  // Q tile, m, l and the row ids are visible
-
-  int acc_row[AccFrag::num_elements];
-  {
-    AccFrag rows;
-    wmma::load_matrix_sync(rows, sRows, kSP, wmma::mem_row_major);
-#pragma unroll
-    for (int i = 0; i < AccFrag::num_elements; ++i) acc_row[i] = wr0 + static_cast<int>(rows.x[i]);
-  }
-  AFrag qf[kDF];
-#pragma unroll
-  for (int kk = 0; kk < kDF; ++kk) wmma::load_matrix_sync(qf[kk], sQ + wr0 * kDP + kk * 16, kDP);
-  AccFrag of[kDF];
-#pragma unroll
-  for (int dn = 0; dn < kDF; ++dn) wmma::fill_fragment(of[dn], 0.0f);
 
   const int last_row = min(m0 + kBM, p.n_q) - 1;
   int kv_end = p.kv_len;
   if (kPos) {
-    if (p.key_pos == nullptr) kv_end = min(kv_end, s_maxpos + 1);  // slots past the last query's position are unseen
+    if (!by_key_pos) kv_end = min(kv_end, s_maxpos + 1);  // slots past the last query's position are unseen
   } else if (p.causal) {
     kv_end = min(kv_end, last_row + p.q_offset + 1);
   }
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
+  // Tiles before this one need no mask: every key is visible to every row of the CTA.
+  int unmasked_tiles = kPos ? 0 : p.kv_len / kBN;
+  if (!kPos && p.causal) unmasked_tiles = min(unmasked_tiles, max(0, (m0 + p.q_offset + 1) / kBN));
 
-  const int srow = wr0 + (lane >> 1);  // softmax: 2 lanes per row
-  const int shalf = (lane & 1) * (kBN / 2);
-  const int qi = m0 + srow;
-  // Last visible key (slot) of this thread's softmax row; with key positions, its position bound.
-  const int qp = kPos ? (qi < p.n_q ? p.q_pos[qi] : -1) : 0;
-  const int limit = kPos ? min(qp, p.kv_len - 1) : (p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1);
-  const bool by_key_pos = kPos && p.key_pos != nullptr;
+  auto load_tile = [&](int t, int buf) {
+    const int n0 = t * kBN;
+    bf16* dk = sK + buf * (kBN * kDP);
+    bf16* dv = sV + buf * (kBN * kDP);
+    for (int i = tid; i < kBN * kVec; i += kThreads) {
+      const int r = i / kVec, c = (i % kVec) * 8;
+      const int j = n0 + r;
+      size_t off = 0;
+      const bool in = j < p.kv_len;
+      if (in) {
+        const int blk = p.block_table[j / p.block_size];
+        off = (static_cast<size_t>(blk) * p.block_size + j % p.block_size) * kv_row + static_cast<size_t>(kvh) * D + c;
+      }
+      cp_async16(dk + r * kDP + c, p.k + off, in ? 16 : 0);
+      cp_async16(dv + r * kDP + c, p.v + off, in ? 16 : 0);
+    }
+    if (by_key_pos && tid < kBN) sKp[buf][tid] = n0 + tid < p.kv_len ? p.key_pos[n0 + tid] : INT_MAX;
+  };
+
+  if (n_tiles > 0) load_tile(0, 0);
+  cp_async_commit();  // group: Q (+ tile 0)
+
+  // This thread's two rows (g and g + 8 of the warp's 16) and their visibility limits.
+  const int wr0 = warp * 16;
+  int row_q[2], limit[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int qi = m0 + wr0 + g + 8 * hr;
+    row_q[hr] = qi;
+    if (kPos) {
+      limit[hr] = qi < p.n_q ? p.q_pos[qi] : -1;  // a position bound (key_pos) or a slot bound
+      if (!by_key_pos) limit[hr] = min(limit[hr], p.kv_len - 1);
+    } else {
+      limit[hr] = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
+    }
+  }
+
+  float o[kDN][4];
+#pragma unroll
+  for (int i = 0; i < kDN; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.0f, 0.0f};
+  uint32_t qf[kDK][4];
 
   for (int t = 0; t < n_tiles; ++t) {
-    const int n0 = t * kBN;
-    __syncthreads();  // every warp is done with the previous tile's K/V (and with the row-id matrix)
-    for (int i = tid; i < kBN * kVec; i += kThreads) {
-      const int r = i / kVec;
-      const int c = (i % kVec) * 8;
-      const int j = n0 + r;
-      uint4 kv4 = make_uint4(0, 0, 0, 0);
-      uint4 vv4 = make_uint4(0, 0, 0, 0);
-      if (j < p.kv_len) {
-        const int blk = p.block_table[j / p.block_size];
-        const size_t off = (static_cast<size_t>(blk) * p.block_size + j % p.block_size) * kv_row +
-                           static_cast<size_t>(kvh) * D + c;
-        kv4 = *reinterpret_cast<const uint4*>(p.k + off);
-        vv4 = *reinterpret_cast<const uint4*>(p.v + off);
-      }
-      *reinterpret_cast<uint4*>(sK + r * kDP + c) = kv4;
-      *reinterpret_cast<uint4*>(sV + r * kDP + c) = vv4;
-    }
-    if (by_key_pos && tid < kBN) sKp[tid] = n0 + tid < p.kv_len ? p.key_pos[n0 + tid] : INT_MAX;
+    const int buf = t & 1;
+    if (t + 1 < n_tiles) load_tile(t + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // everything but the group just committed has landed
     __syncthreads();
-
-    // S[wr0 .. wr0+15, 0 .. kBN) = Q · Kᵀ
+    if (t == 0) {
 #pragma unroll
-    for (int cn = 0; cn < kNF; ++cn) {
-      AccFrag acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < kDF; ++kk) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-        wmma::load_matrix_sync(b, sK + (cn * 16) * kDP + kk * 16, kDP);
-        wmma::mma_sync(acc, qf[kk], b, acc);
+      for (int kk = 0; kk < kDK; ++kk) {
+        ldmatrix_x4(qf[kk], sQ + (wr0 + (lane & 15)) * kDP + kk * 16 + (lane >> 4) * 8);
       }
-      wmma::store_matrix_sync(sS + wr0 * kSP + cn * 16, acc, kSP, wmma::mem_row_major);
     }
-    __syncwarp();
+    const bf16* tk = sK + buf * (kBN * kDP);
+    const bf16* tv = sV + buf * (kBN * kDP);
+    const int n0 = t * kBN;
 
-    // Online softmax of this warp's rows (log2 domain).
-    {
-      const float* srow_p = sS + srow * kSP;
+    // S = Q·Kᵀ: s[nb] is the 16×8 block of keys n0 + 8·nb ..
+    float s[kNB][4];
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kDK; ++kk) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; nb += 2) {
+        uint32_t b[4];  // b[0], b[1]: keys 8·nb ..; b[2], b[3]: keys 8·nb + 8 ..
+        ldmatrix_x4(b, tk + (nb * 8 + (lane & 7) + (lane >> 4) * 8) * kDP + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[nb], qf[kk], b[0], b[1]);
+        mma_bf16(s[nb + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    if (t >= unmasked_tiles) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = nb * 8 + tq * 2 + (e & 1);
+          const int hr = e >> 1;
+          const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[buf][c] <= limit[hr]) : (n0 + c <= limit[hr]);
+          if (!seen) s[nb][e] = -INFINITY;
+        }
+      }
+    }
+
+    // Online softmax, per row half: the quad's 4 lanes hold the row's 64 scores.
+    uint32_t pf[kNB][2];  // P packed: pf[nb][hr] = keys 8·nb + 2·tq, +1 of row half hr
+    float alpha[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
       float mx = -INFINITY;
-#pragma unroll 8
-      for (int c = shalf; c < shalf + kBN / 2; ++c) {
-        const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[c] <= qp) : (n0 + c <= limit);
-        const float s = seen ? srow_p[c] * p.scale_log2 : -INFINITY;
-        mx = fmaxf(mx, s);
-      }
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * hr], s[nb][2 * hr + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float m_old = sM[srow];
-      const float m_new = fmaxf(m_old, mx);
-      const float alpha = (m_new == -INFINITY) ? 1.0f : exp2f(m_old - m_new);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[hr], mx * p.scale_log2);
+      // A row that has seen nothing yet keeps m = −inf; exponents then use 0 (every p is 0).
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[hr] = fast_exp2(m_run[hr] - m_use);
+      m_run[hr] = m_new;
       float sum = 0.0f;
-      bf16* prow = sP + srow * kPP;
-#pragma unroll 8
-      for (int c = shalf; c < shalf + kBN / 2; ++c) {
-        float pv = 0.0f;
-        const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[c] <= qp) : (n0 + c <= limit);
-        if (seen && m_new != -INFINITY) pv = exp2f(srow_p[c] * p.scale_log2 - m_new);
-        const bf16 pb = __float2bfloat16_rn(pv);
-        prow[c] = pb;
-        sum += __bfloat162float(pb);  // normalise by what P·V actually sums
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        const float p0 = fast_exp2(fmaf(s[nb][2 * hr], p.scale_log2, -m_use));
+        const float p1 = fast_exp2(fmaf(s[nb][2 * hr + 1], p.scale_log2, -m_use));
+        pf[nb][hr] = pack_bf16(p0, p1, &sum);  // normalise by what P·V actually sums
       }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      __syncwarp();
-      if ((lane & 1) == 0) {
-        sL[srow] = sL[srow] * alpha + sum;
-        sM[srow] = m_new;
-        sA[srow] = alpha;
-      }
+      l_run[hr] = l_run[hr] * alpha[hr] + sum;  // this lane's partial row sum (quad-reduced at the end)
     }
-    __syncwarp();
+#pragma unroll
+    for (int dn = 0; dn < kDN; ++dn) {
+      o[dn][0] *= alpha[0];
+      o[dn][1] *= alpha[0];
+      o[dn][2] *= alpha[1];
+      o[dn][3] *= alpha[1];
+    }
 
-    // O *= alpha (per row), then O += P · V
-    float alpha_e[AccFrag::num_elements];
+    // O += P·V: k-steps of 16 keys; P's A fragment is two adjacent S blocks.
 #pragma unroll
-    for (int i = 0; i < AccFrag::num_elements; ++i) alpha_e[i] = sA[acc_row[i]];
-    AFrag pf[kNF];
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint32_t a[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1]};
 #pragma unroll
-    for (int kk = 0; kk < kNF; ++kk) wmma::load_matrix_sync(pf[kk], sP + wr0 * kPP + kk * 16, kPP);
-#pragma unroll
-    for (int dn = 0; dn < kDF; ++dn) {
-#pragma unroll
-      for (int i = 0; i < AccFrag::num_elements; ++i) of[dn].x[i] *= alpha_e[i];
-#pragma unroll
-      for (int kk = 0; kk < kNF; ++kk) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-        wmma::load_matrix_sync(b, sV + (kk * 16) * kDP + dn * 16, kDP);
-        wmma::mma_sync(of[dn], pf[kk], b, of[dn]);
+      for (int dn = 0; dn < kDN; dn += 2) {
+        uint32_t b[4];  // b[0], b[1]: dims 8·dn ..; b[2], b[3]: dims 8·dn + 8 ..
+        ldmatrix_x4_trans(b, tv + (kk * 16 + (lane & 15)) * kDP + dn * 8 + (lane >> 4) * 8);
+        mma_bf16(o[dn], a, b[0], b[1]);
+        mma_bf16(o[dn + 1], a, b[2], b[3]);
       }
     }
+    __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
-  __syncthreads();  // K/V space is free: stage O there for coalesced stores
+  cp_async_wait<0>();
 
-  float* sO = reinterpret_cast<float*>(smem + L::k_off);
+  // Row sums across the quad, then normalise and store.
 #pragma unroll
-  for (int dn = 0; dn < kDF; ++dn) wmma::store_matrix_sync(sO + wr0 * kOP + dn * 16, of[dn], kOP, wmma::mem_row_major);
-  __syncwarp();
-
-  // Normalise and store this warp's rows.
-  for (int i = lane; i < 16 * D; i += 32) {
-    const int r = wr0 + i / D;
-    const int c = i % D;
-    const int row = m0 + r;
-    if (row < p.n_q) {
-      const float l = sL[r];
-      const float v = l > 0.0f ? sO[r * kOP + c] / l : 0.0f;
-      store_out<OutT>(p.out, (static_cast<size_t>(row) * p.num_heads + h) * D + c, v);
-    }
+  for (int hr = 0; hr < 2; ++hr) {
+    l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 1);
+    l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 2);
   }
-  if (lane < 16) {
-    const int r = wr0 + lane;
-    const int row = m0 + r;
-    if (row < p.n_q) {
-      const float l = sL[r];
-      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (sM[r] + log2f(l)) * detail::kLn2 : -INFINITY;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int row = row_q[hr];
+    if (row >= p.n_q) continue;
+    const float l = l_run[hr];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const size_t base = (static_cast<size_t>(row) * p.num_heads + h) * D + tq * 2;
+#pragma unroll
+    for (int dn = 0; dn < kDN; ++dn) store_pair<OutT>(p.out, base + dn * 8, o[dn][2 * hr] * inv, o[dn][2 * hr + 1] * inv);
+    if (tq == 0) {
+      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (m_run[hr] + log2f(l)) * detail::kLn2 : -INFINITY;
     }
   }
 }
@@ -281,6 +329,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(PrefillParams p) {
 template <int D, typename OutT, bool kPos>
 Status launch(const PrefillParams& p, cudaStream_t s) {
   constexpr size_t bytes = Smem<D>::bytes;
+  static_assert(bytes <= 227 * 1024, "shared memory over the sm_90 limit");
   auto* fn = prefill_kernel<D, OutT, kPos>;
   RAGD_RETURN_IF_ERROR(detail::cuda_status(
       cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
