@@ -51,6 +51,8 @@ if want tests; then
   {
     timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
     echo "test_kernels_cuda rc=$?"
+    RAGD_PREFILL_ROWS_PER_WARP=16 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='*Prefill*'
+    echo "test_kernels_cuda (16 rows per warp) rc=$?"
     timeout 110 "$CARRY/bin/test_engine_cuda" --gtest_brief=1
     echo "test_engine_cuda rc=$?"
   } 2>&1 | grep -vE ' info \[' | tee -a "$OUT/tests.log"
@@ -64,6 +66,9 @@ if want attention; then
   PYTHONUNBUFFERED=1 timeout 90 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" \
     --out "$OUT" 2>&1 | tee "$OUT/attention.log"
   brc=${PIPESTATUS[0]}
+  echo "# the same prefill with 16 query rows per warp (RAGD_PREFILL_ROWS_PER_WARP=16)" | tee -a "$OUT/attention.log"
+  RAGD_PREFILL_ROWS_PER_WARP=16 timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096,16384,65536 --heads 32 \
+    --kv-heads 8 --head-dim 128 --iters 5 --decode-batches 1 --decode-len 4096 2>&1 | tee -a "$OUT/attention.log"
 fi
 if want e2e; then
   timeout 45 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
@@ -76,7 +81,7 @@ if want memcheck && [ -n "$SAN" ]; then
     --gtest_filter='*CudaVsCpu*d64_h4*' --gtest_brief=1 > "$OUT/memcheck.log" 2>&1
   mrc=$?
   timeout 40 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_kernels_cuda" \
-    --gtest_filter='Prefill*' --gtest_brief=1 >> "$OUT/memcheck.log" 2>&1
+    --gtest_filter='*Prefill*:*Linear*' --gtest_brief=1 >> "$OUT/memcheck.log" 2>&1
   mrc=$(( mrc != 0 ? mrc : $? ))
   tail -5 "$OUT/memcheck.log"
 fi

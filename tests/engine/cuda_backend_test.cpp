@@ -1,10 +1,10 @@
 // The CUDA backend against its oracle, the CPU backend with the same bf16 weights and bf16 KV.
 // The GPU rounds activations to bf16 before every GEMM, and Q and the softmax weights P to bf16 in
 // attention (the CPU keeps all three f32: 2^-9 relative per rounding, several per layer), so logits
-// are compared relative to each row's logit range: max |Δ| <= 4 % of the range, and the argmax
-// agrees wherever the top two logits are more than 5 % of the range apart. Measured on an H200:
-// worst 2.8 % of the range (these random two-layer models have narrow logit ranges, which makes the
-// relative bound strict); the first bound, 2 %, was set before any GPU had run them.
+// are compared relative to each row's logit range: max |Δ| <= 3 % of the range, and the argmax
+// agrees wherever the top two logits are more than 5 % of the range apart. Measured on an H200
+// (scripts/gpu/run.sh): worst 2.0 % over every test here, 1.1 % on the trained QA model. The random
+// models get trained-like attention sharpness (scale_qk_to_trained_sharpness below).
 // Tests that need a device skip with the runtime's reason on machines without one; the option and
 // shape checks run everywhere (they fail before any device is touched).
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <memory>
 #include <string>
@@ -83,7 +84,7 @@ void compare_rows(const StepOutput& gpu, const StepOutput& cpu, int rows, const 
     const double range = std::max(1e-6, static_cast<double>(*hi - *lo));
     double d = 0.0;
     for (size_t i = 0; i < h.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(g[i]) - h[i]));
-    EXPECT_LE(d, 0.04 * range) << what << " row " << r;
+    EXPECT_LE(d, 0.03 * range) << what << " row " << r;
     c->worst = std::max(c->worst, d / range);
     std::vector<float> s(h.begin(), h.end());
     std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
@@ -146,13 +147,39 @@ struct Shape {
   bool qwen_bias;
 };
 
+// tiny_weights draws q_proj / k_proj from U(±0.25) whatever the width: at hidden 512 a score
+// q·k/√d then has a standard deviation of about 11 (σ_q · σ_k, σ = 0.144·√hidden), a nearly one-hot
+// softmax that no trained model has and that turns the GPU's bf16 rounding of q and k (2^-9) into
+// several % of the logit range (measured on an H200: up to 7.7 % at 500 tokens). Scaled so that the
+// score deviation is 3 at every width, as in trained models, the comparison measures the engine.
+void scale_qk_to_trained_sharpness(const ModelConfig& cfg, TinyWeights* w) {
+  const double sigma = 0.25 / std::sqrt(3.0) * std::sqrt(static_cast<double>(cfg.hidden_size));
+  const float f = static_cast<float>(std::sqrt(3.0) / sigma);
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    for (const char* m : {"q_proj", "k_proj"}) {
+      const std::string name = "model.layers." + std::to_string(l) + ".self_attn." + m + ".weight";
+      OwnedTensor& t = w->tensors.at(name);
+      std::vector<double>& vals = w->values.at(name);
+      for (size_t i = 0; i < vals.size(); ++i) {
+        const uint16_t b = to_bf16_bits(static_cast<float>(vals[i]) * f);
+        std::memcpy(t.bytes.data() + 2 * i, &b, 2);
+        const uint32_t u = static_cast<uint32_t>(b) << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        vals[i] = x;
+      }
+    }
+  }
+}
+
 // The same random bf16 weights on the GPU and on the CPU (the oracle).
 class CudaVsCpu : public ::testing::TestWithParam<Shape> {
  protected:
   void load(uint32_t seed) {
     const Shape sh = GetParam();
     cfg = gpu_config(sh.head_dim, sh.heads, sh.kv_heads, sh.qwen_bias);
-    const TinyWeights w = tiny_weights(cfg, seed, true);
+    TinyWeights w = tiny_weights(cfg, seed, true);
+    scale_qk_to_trained_sharpness(cfg, &w);
     auto g = make(cfg, w, gpu_device());
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     auto c = make(cfg, w, "cpu");
@@ -357,9 +384,16 @@ TEST_P(CudaVsCpu, AttendOverAShard) {
     ++k;
   }
   // The shard's K/V come from each backend's own forward (see the file comment: bf16 activations on
-  // the GPU), and the GPU rounds q to bf16: scores differ by up to ~0.03 (measured on an H200: worst
-  // |Δo| 0.048, |Δlse| 0.023).
-  for (size_t i = 0; i < o[0].size(); ++i) EXPECT_NEAR(o[0][i], o[1][i], 4e-2 * (1 + std::fabs(o[1][i]))) << i;
+  // the GPU), and the GPU rounds q to bf16.
+  double worst_o = 0.0, worst_l = 0.0;
+  for (size_t i = 0; i < o[0].size(); ++i) {
+    EXPECT_NEAR(o[0][i], o[1][i], 4e-2 * (1 + std::fabs(o[1][i]))) << i;
+    worst_o = std::max(worst_o, std::fabs(static_cast<double>(o[0][i]) - o[1][i]) / (1 + std::fabs(o[1][i])));
+  }
+  for (size_t i = 0; i < l[0].size(); ++i) {
+    if (!std::isinf(l[1][i])) worst_l = std::max(worst_l, std::fabs(static_cast<double>(l[0][i]) - l[1][i]));
+  }
+  std::printf("cuda vs cpu, attend: max |do| / (1 + |o|) %.4f, max |dlse| %.4f\n", worst_o, worst_l);
   for (size_t i = 0; i < l[0].size(); ++i) {
     if (std::isinf(l[1][i])) {
       EXPECT_TRUE(std::isinf(l[0][i]) && l[0][i] < 0) << i;

@@ -1,12 +1,13 @@
 // Flash-attention style prefill over paged bf16 KV (see ragd/kernels/cuda/attention.h), in the
 // FlashAttention-2 arrangement: S and P never leave registers.
 //
-// One CTA = one head × a tile of kBM = 64 queries, 4 warps of 16 query rows each. Each warp keeps its
-// Q rows (mma A fragments, loaded once with ldmatrix) and its O accumulator (fp32 mma C fragments)
-// in registers. Key tiles of kBN = 64 are copied from their pages into shared memory with cp.async,
+// One CTA = one head × a tile of kBM queries, 4 warps; each warp owns 16 · kMT query rows (kMT = 2:
+// 32 rows, 128 per CTA, see Tile) and keeps its O accumulators (fp32 mma C fragments) in registers.
+// Key tiles of kBN keys are copied from their pages into shared memory with cp.async,
 // double-buffered: tile t+1 is in flight while tile t is computed. Per tile, per warp:
-//   S = Q·Kᵀ   mma.sync m16n8k16 (bf16 in, fp32 accumulate), K fragments by ldmatrix;
-//   online softmax on the S fragments (log2 domain; a row's 64 values sit in the 4 lanes of a quad,
+//   S = Q·Kᵀ   mma.sync m16n8k16 (bf16 in, fp32 accumulate); Q and K fragments by ldmatrix, each K
+//   fragment used by every m-tile of the warp;
+//   online softmax on the S fragments (log2 domain; a row's scores sit in the 4 lanes of a quad,
 //   reduced with two shuffles);
 //   the accumulator layout of S is the A-operand layout of P, so P is packed to bf16 in registers
 //   and O = O·e^(m_old − m_new) + P·V runs straight away, V fragments by ldmatrix.trans.
@@ -20,6 +21,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "cuda_util.cuh"
@@ -30,20 +32,24 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kBM = 64;       // queries per CTA
-constexpr int kBN = 64;       // keys per tile
-constexpr int kWarps = 4;     // 16 query rows each
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kNB = kBN / 8;  // 8-key n-blocks of S per tile
 
-template <int D>
-struct Smem {
-  static constexpr int kDP = D + 8;  // bf16 row pitch (elements): 16-byte padding against bank conflicts
-  static constexpr size_t kTile = sizeof(bf16) * kBN * kDP;
+// Tile shape of one instantiation: each warp owns kMT 16-row m-tiles (kBM = 64 · kMT queries per
+// CTA) and streams kBN-key tiles. Two m-tiles per warp halve the shared-memory fragment traffic per
+// FLOP (every K / V fragment loaded feeds two MMAs); head_dim 128 then takes 32-key tiles so that the
+// accumulators (O: 128 floats per thread) and scores stay in registers.
+template <int D, int kMT>
+struct Tile {
+  static constexpr int kBM = kWarps * 16 * kMT;
+  static constexpr int kBN = (D == 128 && kMT == 2) ? 32 : 64;
+  static constexpr int kNB = kBN / 8;  // 8-key n-blocks of S per tile
+  static constexpr int kDP = D + 8;    // bf16 row pitch (elements): 16-byte padding against bank conflicts
+  static constexpr size_t kKV = sizeof(uint16_t) * kBN * kDP;
   static constexpr size_t q_off = 0;
-  static constexpr size_t k_off = q_off + sizeof(bf16) * kBM * kDP;  // K buffers 0, 1
-  static constexpr size_t v_off = k_off + 2 * kTile;                  // V buffers 0, 1
-  static constexpr size_t bytes = v_off + 2 * kTile;
+  static constexpr size_t k_off = q_off + sizeof(uint16_t) * kBM * kDP;  // K buffers 0, 1
+  static constexpr size_t v_off = k_off + 2 * kKV;                       // V buffers 0, 1
+  static constexpr size_t bytes = v_off + 2 * kKV;
 };
 
 struct PrefillParams {
@@ -118,17 +124,17 @@ __device__ __forceinline__ void store_pair<bf16>(void* out, size_t i, float a, f
 
 // kPos: explicit positions (attention_prefill_positions): query i sees key j iff key_pos[j] <= q_pos[i]
 // (j <= q_pos[i] without key_pos); otherwise causal with q_offset, or no mask.
-template <int D, typename OutT, bool kPos>
+template <int D, typename OutT, bool kPos, int kMT>
 __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
-  using L = Smem<D>;
-  constexpr int kDP = L::kDP;
+  using T = Tile<D, kMT>;
+  constexpr int kBM = T::kBM, kBN = T::kBN, kNB = T::kNB, kDP = T::kDP;
   constexpr int kVec = D / 8;   // 16-byte chunks per row
   constexpr int kDK = D / 16;   // k-steps of Q·Kᵀ
   constexpr int kDN = D / 8;    // 8-wide n-blocks of O
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem + L::q_off);
-  bf16* sK = reinterpret_cast<bf16*>(smem + L::k_off);
-  bf16* sV = reinterpret_cast<bf16*>(smem + L::v_off);
+  bf16* sQ = reinterpret_cast<bf16*>(smem + T::q_off);
+  bf16* sK = reinterpret_cast<bf16*>(smem + T::k_off);
+  bf16* sV = reinterpret_cast<bf16*>(smem + T::v_off);
   __shared__ int32_t sKp[2][kBN];  // kPos with key_pos: each buffered tile's key positions
   __shared__ int s_maxpos;         // kPos without key_pos: the largest query position of the tile
 
@@ -153,7 +159,9 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
   }
   if (kPos) {
     __syncthreads();  // s_maxpos initialised
-    if (tid < kBM && m0 + tid < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + tid]);
+    for (int r = tid; r < kBM; r += kThreads) {
+      if (m0 + r < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + r]);
+    }
     __syncthreads();
   }
 
@@ -191,27 +199,33 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
   if (n_tiles > 0) load_tile(0, 0);
   cp_async_commit();  // group: Q (+ tile 0)
 
-  // This thread's two rows (g and g + 8 of the warp's 16) and their visibility limits.
-  const int wr0 = warp * 16;
-  int row_q[2], limit[2];
+  // This thread's rows: g and g + 8 of each of the warp's m-tiles, and their visibility limits.
+  const int wr0 = warp * 16 * kMT;
+  int row_q[kMT][2], limit[kMT][2];
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int qi = m0 + wr0 + g + 8 * hr;
-    row_q[hr] = qi;
-    if (kPos) {
-      limit[hr] = qi < p.n_q ? p.q_pos[qi] : -1;  // a position bound (key_pos) or a slot bound
-      if (!by_key_pos) limit[hr] = min(limit[hr], p.kv_len - 1);
-    } else {
-      limit[hr] = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int qi = m0 + wr0 + mt * 16 + g + 8 * hr;
+      row_q[mt][hr] = qi;
+      if (kPos) {
+        limit[mt][hr] = qi < p.n_q ? p.q_pos[qi] : -1;  // a position bound (key_pos) or a slot bound
+        if (!by_key_pos) limit[mt][hr] = min(limit[mt][hr], p.kv_len - 1);
+      } else {
+        limit[mt][hr] = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
+      }
     }
   }
 
-  float o[kDN][4];
+  float o[kMT][kDN][4];
 #pragma unroll
-  for (int i = 0; i < kDN; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY};
-  float l_run[2] = {0.0f, 0.0f};
-  uint32_t qf[kDK][4];
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < kDN; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+  }
+  float m_run[kMT][2], l_run[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;
 
   for (int t = 0; t < n_tiles; ++t) {
     const int buf = t & 1;
@@ -219,86 +233,103 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
     cp_async_commit();
     cp_async_wait<1>();  // everything but the group just committed has landed
     __syncthreads();
-    if (t == 0) {
-#pragma unroll
-      for (int kk = 0; kk < kDK; ++kk) {
-        ldmatrix_x4(qf[kk], sQ + (wr0 + (lane & 15)) * kDP + kk * 16 + (lane >> 4) * 8);
-      }
-    }
     const bf16* tk = sK + buf * (kBN * kDP);
     const bf16* tv = sV + buf * (kBN * kDP);
     const int n0 = t * kBN;
 
-    // S = Q·Kᵀ: s[nb] is the 16×8 block of keys n0 + 8·nb ..
-    float s[kNB][4];
+    // S = Q·Kᵀ: s[mt][nb] is the 16×8 block of m-tile mt and keys n0 + 8·nb ..; Q fragments come
+    // from shared memory per k-step (one per m-tile), each K fragment feeds every m-tile.
+    float s[kMT][kNB][4];
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) s[mt][nb][0] = s[mt][nb][1] = s[mt][nb][2] = s[mt][nb][3] = 0.0f;
+    }
 #pragma unroll
     for (int kk = 0; kk < kDK; ++kk) {
+      uint32_t qa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        ldmatrix_x4(qa[mt], sQ + (wr0 + mt * 16 + (lane & 15)) * kDP + kk * 16 + (lane >> 4) * 8);
+      }
 #pragma unroll
       for (int nb = 0; nb < kNB; nb += 2) {
         uint32_t b[4];  // b[0], b[1]: keys 8·nb ..; b[2], b[3]: keys 8·nb + 8 ..
         ldmatrix_x4(b, tk + (nb * 8 + (lane & 7) + (lane >> 4) * 8) * kDP + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_bf16(s[nb], qf[kk], b[0], b[1]);
-        mma_bf16(s[nb + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_bf16(s[mt][nb], qa[mt], b[0], b[1]);
+          mma_bf16(s[mt][nb + 1], qa[mt], b[2], b[3]);
+        }
       }
     }
 
     if (t >= unmasked_tiles) {
 #pragma unroll
-      for (int nb = 0; nb < kNB; ++nb) {
+      for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = nb * 8 + tq * 2 + (e & 1);
-          const int hr = e >> 1;
-          const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[buf][c] <= limit[hr]) : (n0 + c <= limit[hr]);
-          if (!seen) s[nb][e] = -INFINITY;
+        for (int nb = 0; nb < kNB; ++nb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = nb * 8 + tq * 2 + (e & 1);
+            const int lim = limit[mt][e >> 1];
+            const bool seen = by_key_pos ? (n0 + c < p.kv_len && sKp[buf][c] <= lim) : (n0 + c <= lim);
+            if (!seen) s[mt][nb][e] = -INFINITY;
+          }
         }
       }
     }
 
-    // Online softmax, per row half: the quad's 4 lanes hold the row's 64 scores.
-    uint32_t pf[kNB][2];  // P packed: pf[nb][hr] = keys 8·nb + 2·tq, +1 of row half hr
-    float alpha[2];
+    // Online softmax per row (the quad's 4 lanes hold the row's kBN scores), P packed to bf16 in
+    // the A-operand layout: pf[mt][nb][hr] = keys 8·nb + 2·tq, +1 of row half hr.
+    uint32_t pf[kMT][kNB][2];
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      float mx = -INFINITY;
+    for (int mt = 0; mt < kMT; ++mt) {
+      float alpha[2];
 #pragma unroll
-      for (int nb = 0; nb < kNB; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * hr], s[nb][2 * hr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[hr], mx * p.scale_log2);
-      // A row that has seen nothing yet keeps m = −inf; exponents then use 0 (every p is 0).
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[hr] = fast_exp2(m_run[hr] - m_use);
-      m_run[hr] = m_new;
-      float sum = 0.0f;
+      for (int hr = 0; hr < 2; ++hr) {
+        float mx = -INFINITY;
 #pragma unroll
-      for (int nb = 0; nb < kNB; ++nb) {
-        const float p0 = fast_exp2(fmaf(s[nb][2 * hr], p.scale_log2, -m_use));
-        const float p1 = fast_exp2(fmaf(s[nb][2 * hr + 1], p.scale_log2, -m_use));
-        pf[nb][hr] = pack_bf16(p0, p1, &sum);  // normalise by what P·V actually sums
+        for (int nb = 0; nb < kNB; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * hr], s[mt][nb][2 * hr + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[mt][hr], mx * p.scale_log2);
+        // A row that has seen nothing yet keeps m = −inf; exponents then use 0 (every p is 0).
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[hr] = fast_exp2(m_run[mt][hr] - m_use);
+        m_run[mt][hr] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) {
+          const float p0 = fast_exp2(fmaf(s[mt][nb][2 * hr], p.scale_log2, -m_use));
+          const float p1 = fast_exp2(fmaf(s[mt][nb][2 * hr + 1], p.scale_log2, -m_use));
+          pf[mt][nb][hr] = pack_bf16(p0, p1, &sum);  // normalise by what P·V actually sums
+        }
+        l_run[mt][hr] = l_run[mt][hr] * alpha[hr] + sum;  // this lane's partial row sum (quad-reduced at the end)
       }
-      l_run[hr] = l_run[hr] * alpha[hr] + sum;  // this lane's partial row sum (quad-reduced at the end)
-    }
 #pragma unroll
-    for (int dn = 0; dn < kDN; ++dn) {
-      o[dn][0] *= alpha[0];
-      o[dn][1] *= alpha[0];
-      o[dn][2] *= alpha[1];
-      o[dn][3] *= alpha[1];
+      for (int dn = 0; dn < kDN; ++dn) {
+        o[mt][dn][0] *= alpha[0];
+        o[mt][dn][1] *= alpha[0];
+        o[mt][dn][2] *= alpha[1];
+        o[mt][dn][3] *= alpha[1];
+      }
     }
 
-    // O += P·V: k-steps of 16 keys; P's A fragment is two adjacent S blocks.
+    // O += P·V: k-steps of 16 keys; P's A fragment is two adjacent S blocks; each V fragment feeds
+    // every m-tile.
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
-      const uint32_t a[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1]};
 #pragma unroll
       for (int dn = 0; dn < kDN; dn += 2) {
         uint32_t b[4];  // b[0], b[1]: dims 8·dn ..; b[2], b[3]: dims 8·dn + 8 ..
         ldmatrix_x4_trans(b, tv + (kk * 16 + (lane & 15)) * kDP + dn * 8 + (lane >> 4) * 8);
-        mma_bf16(o[dn], a, b[0], b[1]);
-        mma_bf16(o[dn + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          const uint32_t a[4] = {pf[mt][2 * kk][0], pf[mt][2 * kk][1], pf[mt][2 * kk + 1][0], pf[mt][2 * kk + 1][1]};
+          mma_bf16(o[mt][dn], a, b[0], b[1]);
+          mma_bf16(o[mt][dn + 1], a, b[2], b[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with this buffer before the next iteration refills it
@@ -307,36 +338,51 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
 
   // Row sums across the quad, then normalise and store.
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 1);
-    l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 2);
-  }
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int row = row_q[hr];
-    if (row >= p.n_q) continue;
-    const float l = l_run[hr];
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const size_t base = (static_cast<size_t>(row) * p.num_heads + h) * D + tq * 2;
+    for (int hr = 0; hr < 2; ++hr) {
+      float l = l_run[mt][hr];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = row_q[mt][hr];
+      if (row >= p.n_q) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const size_t base = (static_cast<size_t>(row) * p.num_heads + h) * D + tq * 2;
 #pragma unroll
-    for (int dn = 0; dn < kDN; ++dn) store_pair<OutT>(p.out, base + dn * 8, o[dn][2 * hr] * inv, o[dn][2 * hr + 1] * inv);
-    if (tq == 0) {
-      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (m_run[hr] + log2f(l)) * detail::kLn2 : -INFINITY;
+      for (int dn = 0; dn < kDN; ++dn) {
+        store_pair<OutT>(p.out, base + dn * 8, o[mt][dn][2 * hr] * inv, o[mt][dn][2 * hr + 1] * inv);
+      }
+      if (tq == 0) {
+        p.lse[static_cast<size_t>(row) * p.num_heads + h] =
+            l > 0.0f ? (m_run[mt][hr] + log2f(l)) * detail::kLn2 : -INFINITY;
+      }
     }
   }
 }
 
-template <int D, typename OutT, bool kPos>
+template <int D, typename OutT, bool kPos, int kMT>
 Status launch(const PrefillParams& p, cudaStream_t s) {
-  constexpr size_t bytes = Smem<D>::bytes;
+  constexpr size_t bytes = Tile<D, kMT>::bytes;
   static_assert(bytes <= 227 * 1024, "shared memory over the sm_90 limit");
-  auto* fn = prefill_kernel<D, OutT, kPos>;
+  auto* fn = prefill_kernel<D, OutT, kPos, kMT>;
   RAGD_RETURN_IF_ERROR(detail::cuda_status(
       cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
       "attention_prefill: cudaFuncSetAttribute"));
+  constexpr int kBM = Tile<D, kMT>::kBM;
   const dim3 grid((p.n_q + kBM - 1) / kBM, p.num_heads);
   fn<<<grid, kThreads, bytes, s>>>(p);
   return detail::launch_status("attention_prefill");
+}
+
+// Rows per warp: 32 (two m-tiles, the default) or 16 when RAGD_PREFILL_ROWS_PER_WARP=16 (a tuning
+// switch for comparing the two in benchmarks; both are tested).
+template <int D, typename OutT, bool kPos>
+Status launch_rows(const PrefillParams& p, cudaStream_t s) {
+  static const bool sixteen = [] {
+    const char* e = std::getenv("RAGD_PREFILL_ROWS_PER_WARP");
+    return e != nullptr && std::string(e) == "16";
+  }();
+  return sixteen ? launch<D, OutT, kPos, 1>(p, s) : launch<D, OutT, kPos, 2>(p, s);
 }
 
 Status check(const char* op, const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, void* out, float* lse) {
@@ -382,9 +428,9 @@ PrefillParams params(const uint16_t* q, int n_q, int num_heads, const PagedKvBf1
 template <bool kPos>
 Status dispatch(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s) {
   const bool f32 = out_dtype == DType::kF32;
-  if (head_dim == 32) return f32 ? launch<32, float, kPos>(p, s) : launch<32, bf16, kPos>(p, s);
-  if (head_dim == 64) return f32 ? launch<64, float, kPos>(p, s) : launch<64, bf16, kPos>(p, s);
-  return f32 ? launch<128, float, kPos>(p, s) : launch<128, bf16, kPos>(p, s);
+  if (head_dim == 32) return f32 ? launch_rows<32, float, kPos>(p, s) : launch_rows<32, bf16, kPos>(p, s);
+  if (head_dim == 64) return f32 ? launch_rows<64, float, kPos>(p, s) : launch_rows<64, bf16, kPos>(p, s);
+  return f32 ? launch_rows<128, float, kPos>(p, s) : launch_rows<128, bf16, kPos>(p, s);
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #include "ragd/kernels/cuda/gemm.h"
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cuda_util.cuh"
@@ -14,6 +18,109 @@ namespace {
 Status cublas_status(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::OK();
   return Status::Internal(std::string(what) + ": " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
+}
+
+// ---- small-m GEMV ------------------------------------------------------------------------------
+// Decode steps multiply a few rows by every weight matrix: the time is reading w once, and cuBLAS's
+// GEMM kernels for m <= 8 leave much of the HBM bandwidth unused. One warp per output feature streams
+// that feature's weight row in 16-byte loads (kUnroll loads in flight per lane), multiplies it into
+// the m activation rows (read through the read-only cache: every warp of the GPU reads the same x),
+// fp32 accumulation, a warp reduction per row.
+constexpr int kGemvMaxRows = 8;
+constexpr int kGemvWarps = 8;
+constexpr int kGemvUnroll = 4;
+
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+template <int M, typename OutT>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const uint4* __restrict__ x, int k, const uint4* __restrict__ w,
+                                                              int n, OutT* __restrict__ y, bool accumulate) {
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  if (row >= n) return;
+  const int kv = k / 8;  // 16-byte vectors per row
+  const uint4* wr = w + static_cast<size_t>(row) * kv;
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+  for (int base = 0; base < kv; base += 32 * kGemvUnroll) {
+    uint4 wv[kGemvUnroll];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      wv[u] = i < kv ? __ldcs(wr + i) : make_uint4(0, 0, 0, 0);  // streamed: read once
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i >= kv) break;
+      float wf[8];
+      bf16x8_to_f32(wv[u], wf);
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        float xf[8];
+        bf16x8_to_f32(__ldg(x + static_cast<size_t>(r) * kv + i), xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    const float v = detail::warp_sum(acc[r]);
+    if (lane == 0) {
+      OutT* out = y + static_cast<size_t>(r) * n + row;
+      if constexpr (std::is_same_v<OutT, float>) {
+        *out = accumulate ? *out + v : v;
+      } else {
+        *out = __float2bfloat16_rn(accumulate ? __bfloat162float(*out) + v : v);
+      }
+    }
+  }
+}
+
+template <int M>
+Status launch_gemv_rows(const uint16_t* x, int k, const uint16_t* w, int n, void* y, DType out_dtype, bool acc,
+                        cudaStream_t s) {
+  const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
+  const auto* xv = reinterpret_cast<const uint4*>(x);
+  const auto* wv = reinterpret_cast<const uint4*>(w);
+  if (out_dtype == DType::kF32) {
+    gemv_kernel<M, float><<<grid, kGemvWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<float*>(y), acc);
+  } else {
+    gemv_kernel<M, __nv_bfloat16><<<grid, kGemvWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<__nv_bfloat16*>(y), acc);
+  }
+  return detail::launch_status("linear_bf16 (gemv)");
+}
+
+Status launch_gemv(const uint16_t* x, int m, int k, const uint16_t* w, int n, void* y, DType out_dtype, bool acc,
+                   cudaStream_t s) {
+  switch (m) {
+    case 1: return launch_gemv_rows<1>(x, k, w, n, y, out_dtype, acc, s);
+    case 2: return launch_gemv_rows<2>(x, k, w, n, y, out_dtype, acc, s);
+    case 3: return launch_gemv_rows<3>(x, k, w, n, y, out_dtype, acc, s);
+    case 4: return launch_gemv_rows<4>(x, k, w, n, y, out_dtype, acc, s);
+    case 5: return launch_gemv_rows<5>(x, k, w, n, y, out_dtype, acc, s);
+    case 6: return launch_gemv_rows<6>(x, k, w, n, y, out_dtype, acc, s);
+    case 7: return launch_gemv_rows<7>(x, k, w, n, y, out_dtype, acc, s);
+    default: return launch_gemv_rows<8>(x, k, w, n, y, out_dtype, acc, s);
+  }
+}
+
+// The GEMV path: few rows, 16-byte aligned rows and pointers; RAGD_CUDA_GEMV=0 keeps cuBLAS (a
+// measurement switch, read at every call so that a benchmark can compare both in one process).
+bool use_gemv(const uint16_t* x, int m, int k, const uint16_t* w) {
+  const char* e = std::getenv("RAGD_CUDA_GEMV");
+  const bool enabled = !(e != nullptr && e[0] == '0' && e[1] == '\0');
+  return enabled && m <= kGemvMaxRows && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
 }  // namespace
@@ -48,6 +155,7 @@ Status linear_bf16(const CublasHandle& handle, void* stream, const uint16_t* x, 
                                    " n=" + std::to_string(n) + " k=" + std::to_string(k) + ")");
   }
   if (!x || !w || !y) return Status::InvalidArgument("linear_bf16: null x, w or y");
+  if (use_gemv(x, m, k, w)) return launch_gemv(x, m, k, w, n, y, out_dtype, accumulate, detail::as_stream(stream));
   if (!handle.get()) return Status::InvalidArgument("linear_bf16: empty cuBLAS handle");
   auto h = static_cast<cublasHandle_t>(handle.get());
   RAGD_RETURN_IF_ERROR(cublas_status(cublasSetStream(h, detail::as_stream(stream)), "cublasSetStream"));

@@ -31,7 +31,7 @@ struct PagedKvBf16 {
   const int32_t* key_pos = nullptr;
 };
 
-// Prefill (or any multi-query chunk) of one sequence; FlashAttention-2 style: a 64-query tile of one
+// Prefill (or any multi-query chunk) of one sequence; FlashAttention-2 style: a 128-query tile of one
 // head in registers, 64-key tiles streamed through shared memory (cp.async, double-buffered), online
 // softmax on the score fragments, tensor cores (mma.sync bf16, fp32 accumulate).
 //   q: [n_q, num_heads, head_dim] bf16   out: [n_q, num_heads, head_dim] (out_dtype kF32 or kBf16)
