@@ -419,14 +419,13 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
       const DeviceLayer& w = layers_[l];
       const int32_t* md = meta_.as<int32_t>();
-      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, hf, hs, stream()));
-      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
+      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, GpuType::kBf16, hb, hs, stream()));
       RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
       if (w.qkv_bias.get() != nullptr) {
         RAGD_RETURN_IF_ERROR(cu::add_bias(GpuType::kF32, qkv, rows, qkv_dim, qkv_dim, w.qkv_bias.as<float>(), stream()));
       }
-      RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh, hd, qkv_dim, md + m.positions, inv_freq_.as<float>(), stream()));
-      RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv + q_dim, rows, nkv, hd, qkv_dim, md + m.positions,
+      // Q's and K's heads are adjacent in a QKV row: one launch rotates both.
+      RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh + nkv, hd, qkv_dim, md + m.positions,
                                           inv_freq_.as<float>(), stream()));
       RowSelection keep;
       float* hq = qkv_host_.as<float>();
@@ -468,8 +467,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
       if (!m.attn_replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
       RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(rows) * q_dim, stream()));
       RAGD_RETURN_IF_ERROR(linear(hb, rows, q_dim, w.o, hs, x, GpuType::kF32, true));
-      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, hf, hs, stream()));
-      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(rows) * hs, stream()));
+      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, GpuType::kBf16, hb, hs, stream()));
       RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
       RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, rows, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
       RAGD_RETURN_IF_ERROR(linear(act, rows, im, w.down, hs, x, GpuType::kF32, true));
@@ -499,8 +497,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * nl, stream()));
     const cu::DeviceBuffer& head = lm_head_.get() != nullptr ? lm_head_ : embed_;
     RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x, rows, hs, keep_.as<int32_t>(), nl, hf, nullptr, stream()));
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, hf, nl, hs, hs, final_norm_.get(), eps, hf, hs, stream()));
-    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, hf, GpuType::kBf16, hb, static_cast<size_t>(nl) * hs, stream()));
+    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, hf, nl, hs, hs, final_norm_.get(), eps, GpuType::kBf16, hb, hs, stream()));
     RAGD_RETURN_IF_ERROR(linear(hb, nl, hs, head, vocab, logits_.get(), GpuType::kF32, false));
     RAGD_RETURN_IF_ERROR(cu::copy_to_host(logits, logits_.get(), sizeof(float) * nl * vocab, stream()));
   }

@@ -79,7 +79,17 @@ TEST_P(ElementwiseCuda, RmsNormMatchesReferenceAndCpu) {
     }
     EXPECT_LE(max_err(y, ref), tol()) << "rows=" << rows;
     EXPECT_LE(max_err(y, cpu), tol()) << "rows=" << rows;
+    // Output in the other dtype (f32 residual → bf16 GEMM input, and back); rows past dim untouched.
+    const DType other = dtype() == DType::kF32 ? DType::kBf16 : DType::kF32;
+    DeviceTensor dz(other, std::vector<float>(static_cast<size_t>(rows) * ys, 7.0f));
+    RAGD_STATUS_OK(rmsnorm(dtype(), dx.get(), rows, dim, xs, dw.get(), eps, other, dz.get(), ys, nullptr));
+    EXPECT_LE(max_err(dz.download(), ref), kTolBf16) << "rows=" << rows << " (other output dtype)";
   }
+  // An output that aliases the input cannot change dtype.
+  DeviceTensor dx(dtype(), std::vector<float>(129, 1.0f)), dw(dtype(), std::vector<float>(129, 1.0f));
+  const DType other = dtype() == DType::kF32 ? DType::kBf16 : DType::kF32;
+  EXPECT_EQ(rmsnorm(dtype(), dx.get(), 1, 64, 64, dw.get(), 1e-5f, other, dx.get(), 64, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_P(ElementwiseCuda, RopeApplyAndRerotateMatchCpu) {
@@ -262,9 +272,9 @@ TEST_F(MiscCuda, KvWriteScattersRowsIntoSlotsAndSkipsNegativeSlots) {
   EXPECT_EQ(dv.download(), want_v);
 }
 
-// Both paths of linear_bf16: cuBLAS (k = 129: not a multiple of 8; m = 33: more than 8 rows) and
-// the small-m GEMV (m <= 8, k % 8 == 0; k = 264 and 1032 leave a partial last pass of 256 per warp,
-// n = 77 a partial last block of 8 warps).
+// Both paths of linear_bf16: cuBLAS (k = 129: not a multiple of 8; m > 2) and the small-m GEMV
+// (m <= 2, k % 8 == 0; k = 264 and 1032 leave a partial last pass of 256 per warp, n = 77 a partial
+// last block of 8 warps).
 TEST_F(MiscCuda, LinearBf16MatchesDoubleReference) {
   auto handle = CublasHandle::create();
   ASSERT_TRUE(handle.ok()) << handle.status().to_string();
@@ -272,8 +282,8 @@ TEST_F(MiscCuda, LinearBf16MatchesDoubleReference) {
   struct Case {
     int m, k, n;
   };
-  for (const Case c : {Case{7, 129, 129}, Case{33, 129, 129}, Case{1, 264, 77}, Case{3, 1032, 77}, Case{8, 264, 77},
-                       Case{5, 1032, 200}, Case{33, 264, 77}}) {
+  for (const Case c : {Case{7, 129, 129}, Case{33, 129, 129}, Case{1, 264, 77}, Case{2, 1032, 77}, Case{1, 1032, 200},
+                       Case{2, 264, 200}, Case{3, 1032, 77}, Case{33, 264, 77}}) {
     const int m = c.m, k = c.k, n = c.n;
     const auto x = round_bf16(random_vec(static_cast<size_t>(m) * k, 71 + m));
     const auto w = round_bf16(random_vec(static_cast<size_t>(n) * k, 72 + k));

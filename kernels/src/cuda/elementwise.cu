@@ -21,9 +21,9 @@ using detail::to_f32;
 constexpr int kRowThreads = 256;
 
 // ---- RMSNorm: one block per row ----------------------------------------------------------------
-template <typename T>
+template <typename T, typename OutT>
 __global__ void rmsnorm_kernel(const T* __restrict__ x, int dim, int x_stride, const T* __restrict__ w,
-                               float eps, T* y, int y_stride) {
+                               float eps, OutT* y, int y_stride) {
   const int row = blockIdx.x;
   const T* xr = x + static_cast<size_t>(row) * x_stride;
   float ss = 0.0f;
@@ -42,8 +42,8 @@ __global__ void rmsnorm_kernel(const T* __restrict__ x, int dim, int x_stride, c
   }
   __syncthreads();
   const float inv = rsqrtf(part[0] / static_cast<float>(dim) + eps);
-  T* yr = y + static_cast<size_t>(row) * y_stride;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = from_f32<T>(to_f32(xr[i]) * inv * to_f32(w[i]));
+  OutT* yr = y + static_cast<size_t>(row) * y_stride;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = from_f32<OutT>(to_f32(xr[i]) * inv * to_f32(w[i]));
 }
 
 // ---- RoPE: one thread per rotated pair; angle in double like the CPU kernel ----------------------
@@ -258,21 +258,35 @@ Status rope_common(const char* op, DType dtype, void* x, int rows, int heads, in
 
 Status rmsnorm(DType dtype, const void* x, int rows, int dim, int x_stride, const void* w, float eps, void* y,
                int y_stride, void* stream) {
+  return rmsnorm(dtype, x, rows, dim, x_stride, w, eps, dtype, y, y_stride, stream);
+}
+
+Status rmsnorm(DType dtype, const void* x, int rows, int dim, int x_stride, const void* w, float eps, DType out_dtype,
+               void* y, int y_stride, void* stream) {
   RAGD_RETURN_IF_ERROR(check_dtype(dtype, "rmsnorm"));
+  RAGD_RETURN_IF_ERROR(check_dtype(out_dtype, "rmsnorm"));
   if (rows < 0 || dim <= 0 || x_stride < dim || y_stride < dim) {
     return Status::InvalidArgument("rmsnorm: bad shape (rows=" + std::to_string(rows) + " dim=" + std::to_string(dim) +
                                    " x_stride=" + std::to_string(x_stride) + " y_stride=" + std::to_string(y_stride) + ")");
   }
   if (rows == 0) return Status::OK();
   if (!x || !w || !y) return Status::InvalidArgument("rmsnorm: null pointer");
+  if (dtype != out_dtype && x == y) return Status::InvalidArgument("rmsnorm: y aliases x with another dtype");
   auto s = detail::as_stream(stream);
-  if (dtype == DType::kF32) {
-    rmsnorm_kernel<float><<<rows, kRowThreads, 0, s>>>(static_cast<const float*>(x), dim, x_stride,
-                                                       static_cast<const float*>(w), eps, static_cast<float*>(y), y_stride);
+  using bf16 = __nv_bfloat16;
+  const bool in32 = dtype == DType::kF32, out32 = out_dtype == DType::kF32;
+  if (in32 && out32) {
+    rmsnorm_kernel<float, float><<<rows, kRowThreads, 0, s>>>(static_cast<const float*>(x), dim, x_stride,
+                                                              static_cast<const float*>(w), eps, static_cast<float*>(y), y_stride);
+  } else if (in32) {
+    rmsnorm_kernel<float, bf16><<<rows, kRowThreads, 0, s>>>(static_cast<const float*>(x), dim, x_stride,
+                                                             static_cast<const float*>(w), eps, static_cast<bf16*>(y), y_stride);
+  } else if (out32) {
+    rmsnorm_kernel<bf16, float><<<rows, kRowThreads, 0, s>>>(static_cast<const bf16*>(x), dim, x_stride,
+                                                             static_cast<const bf16*>(w), eps, static_cast<float*>(y), y_stride);
   } else {
-    rmsnorm_kernel<__nv_bfloat16><<<rows, kRowThreads, 0, s>>>(
-        static_cast<const __nv_bfloat16*>(x), dim, x_stride, static_cast<const __nv_bfloat16*>(w), eps,
-        static_cast<__nv_bfloat16*>(y), y_stride);
+    rmsnorm_kernel<bf16, bf16><<<rows, kRowThreads, 0, s>>>(static_cast<const bf16*>(x), dim, x_stride,
+                                                            static_cast<const bf16*>(w), eps, static_cast<bf16*>(y), y_stride);
   }
   return detail::launch_status("rmsnorm");
 }

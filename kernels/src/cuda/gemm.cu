@@ -26,7 +26,9 @@ Status cublas_status(cublasStatus_t s, const char* what) {
 // that feature's weight row in 16-byte loads (kUnroll loads in flight per lane), multiplies it into
 // the m activation rows (read through the read-only cache: every warp of the GPU reads the same x),
 // fp32 accumulation, a warp reduction per row.
-constexpr int kGemvMaxRows = 8;
+// Measured on an H200 (llama3-8b decode): one row 5 % faster than cuBLAS, eight rows 58 % slower
+// (each weight vector then costs eight activation loads): the GEMV takes one or two rows.
+constexpr int kGemvMaxRows = 2;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 4;
 
@@ -104,13 +106,7 @@ Status launch_gemv(const uint16_t* x, int m, int k, const uint16_t* w, int n, vo
                    cudaStream_t s) {
   switch (m) {
     case 1: return launch_gemv_rows<1>(x, k, w, n, y, out_dtype, acc, s);
-    case 2: return launch_gemv_rows<2>(x, k, w, n, y, out_dtype, acc, s);
-    case 3: return launch_gemv_rows<3>(x, k, w, n, y, out_dtype, acc, s);
-    case 4: return launch_gemv_rows<4>(x, k, w, n, y, out_dtype, acc, s);
-    case 5: return launch_gemv_rows<5>(x, k, w, n, y, out_dtype, acc, s);
-    case 6: return launch_gemv_rows<6>(x, k, w, n, y, out_dtype, acc, s);
-    case 7: return launch_gemv_rows<7>(x, k, w, n, y, out_dtype, acc, s);
-    default: return launch_gemv_rows<8>(x, k, w, n, y, out_dtype, acc, s);
+    default: return launch_gemv_rows<2>(x, k, w, n, y, out_dtype, acc, s);
   }
 }
 

@@ -14,6 +14,10 @@ namespace ragd::kernels::cuda {
 // all of `dtype`; y = x / sqrt(mean(x²) + eps) · w. y may alias x (same stride).
 Status rmsnorm(DType dtype, const void* x, int rows, int dim, int x_stride, const void* w, float eps,
                void* y, int y_stride, void* stream);
+// The same with y of out_dtype (x and w of dtype): the engine normalises its f32 residual straight
+// into the bf16 input of the next GEMM. y must not alias x when the dtypes differ.
+Status rmsnorm(DType dtype, const void* x, int rows, int dim, int x_stride, const void* w, float eps, DType out_dtype,
+               void* y, int y_stride, void* stream);
 
 // In place on x: [rows, heads, head_dim] (rows row_stride elements apart), HF rotate_half layout.
 // positions: [rows] int32 (device)   inv_freq: [head_dim / 2] f32 (device; ragd::kernels::rope_inv_freq).
