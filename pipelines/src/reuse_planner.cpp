@@ -165,12 +165,6 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     p.note = "internal: the exact part does not match the path; exact prefill";
     return;
   }
-  if (model_.device() != "cpu") {
-    // Selective recompute needs the layer hook, which only the CPU backend runs in this build.
-    p.note = "approximate reuse runs on the CPU backend only (the model is on " + std::string(model_.device()) +
-             "): exact prefill";
-    return;
-  }
   if (std::string why = self_check(p, prompt); !why.empty()) {
     p.note = why;
     return;

@@ -55,6 +55,8 @@ if want tests; then
     echo "test_kernels_cuda (16 rows per warp) rc=$?"
     timeout 110 "$CARRY/bin/test_engine_cuda" --gtest_brief=1
     echo "test_engine_cuda rc=$?"
+    timeout 60 "$CARRY/bin/test_pipelines_cuda" --gtest_brief=1
+    echo "test_pipelines_cuda rc=$?"
   } 2>&1 | grep -vE ' info \[' | tee -a "$OUT/tests.log"
   rc=$(grep -c ' rc=[1-9]' "$OUT/tests.log")
 fi
