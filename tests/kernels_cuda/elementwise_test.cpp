@@ -272,8 +272,8 @@ TEST_F(MiscCuda, KvWriteScattersRowsIntoSlotsAndSkipsNegativeSlots) {
   EXPECT_EQ(dv.download(), want_v);
 }
 
-// Both paths of linear_bf16: cuBLAS (k = 129: not a multiple of 8; m > 2) and the small-m GEMV
-// (m <= 2, k % 8 == 0; k = 264 and 1032 leave a partial last pass of 256 per warp, n = 77 a partial
+// Both paths of linear_bf16: cuBLAS (k = 129: not a multiple of 8; m > 1) and the one-row GEMV
+// (m == 1, k % 8 == 0; k = 264 and 1032 leave a partial last pass of 256 per warp, n = 77 a partial
 // last block of 8 warps).
 TEST_F(MiscCuda, LinearBf16MatchesDoubleReference) {
   auto handle = CublasHandle::create();

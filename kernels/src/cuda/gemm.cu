@@ -26,9 +26,10 @@ Status cublas_status(cublasStatus_t s, const char* what) {
 // that feature's weight row in 16-byte loads (kUnroll loads in flight per lane), multiplies it into
 // the m activation rows (read through the read-only cache: every warp of the GPU reads the same x),
 // fp32 accumulation, a warp reduction per row.
-// Measured on an H200 (llama3-8b decode): one row 5 % faster than cuBLAS, eight rows 58 % slower
-// (each weight vector then costs eight activation loads): the GEMV takes one or two rows.
-constexpr int kGemvMaxRows = 2;
+// Measured on an H200 (llama3-8b decode steps, bench_engine_cuda): one row 4-5 % faster than
+// cuBLAS, two rows 2 % slower, eight rows 58 % slower (each weight vector then costs that many
+// activation loads): the GEMV takes single rows only.
+constexpr int kGemvMaxRows = 1;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 4;
 
@@ -104,10 +105,9 @@ Status launch_gemv_rows(const uint16_t* x, int k, const uint16_t* w, int n, void
 
 Status launch_gemv(const uint16_t* x, int m, int k, const uint16_t* w, int n, void* y, DType out_dtype, bool acc,
                    cudaStream_t s) {
-  switch (m) {
-    case 1: return launch_gemv_rows<1>(x, k, w, n, y, out_dtype, acc, s);
-    default: return launch_gemv_rows<2>(x, k, w, n, y, out_dtype, acc, s);
-  }
+  static_assert(kGemvMaxRows == 1, "instantiate launch_gemv_rows for every m the GEMV takes");
+  (void)m;
+  return launch_gemv_rows<1>(x, k, w, n, y, out_dtype, acc, s);
 }
 
 // The GEMV path: few rows, 16-byte aligned rows and pointers; RAGD_CUDA_GEMV=0 keeps cuBLAS (a

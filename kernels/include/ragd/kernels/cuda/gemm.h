@@ -34,7 +34,7 @@ constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 //   y: [m, n] = x · wᵀ (+ y when accumulate, e.g. a residual add), out_dtype kF32 or kBf16.
 // workspace: device scratch of workspace_bytes, 256-byte aligned (cudaMalloc is); may be 0 / nullptr,
 // cuBLAS then runs the algorithms that need none.
-// m <= 2 with k a multiple of 8 and 16-byte aligned x, w runs ragd's GEMV kernel instead of cuBLAS
+// m == 1 with k a multiple of 8 and 16-byte aligned x, w runs ragd's GEMV kernel instead of cuBLAS
 // (decode steps: one pass over w at close to the HBM bandwidth); RAGD_CUDA_GEMV=0 turns it off.
 // InvalidArgument on m, n, k <= 0 or null pointers; Internal on a cuBLAS error.
 Status linear_bf16(const CublasHandle& handle, void* stream, const uint16_t* x, int m, int k,
