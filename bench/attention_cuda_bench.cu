@@ -1,6 +1,7 @@
 // CUDA attention benchmark: paged causal prefill (flash-attention style) and split-KV decode over
 // bf16 KV. Prints one CSV line per configuration on stdout:
 //   prefill,<tokens>,<heads>,<kv_heads>,<head_dim>,<ms>,<tflops>
+//   prefill_positions,... the same tokens as a 2-worker zigzag shard (explicit positions, the ring's kernel)
 //   decode,<batch>,<kv_len>,<heads>,<kv_heads>,<head_dim>,<us>,<gb_per_s>
 // FLOPs of causal prefill: 4 · head_dim · heads · N(N+1)/2 (the visible (query, key) pairs); the
 // SDPA comparison (scripts/gpu/attention_vs_sdpa.py) uses the same formula.
@@ -186,6 +187,33 @@ int main(int argc, char** argv) {
     const double flops = 4.0 * d * heads * (static_cast<double>(n) * (n + 1) / 2.0);
     std::printf("prefill,%d,%d,%d,%d,%d,%.3f,%.1f\n", n, n, heads, kv_heads, d, ms, flops / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
+    // The same tokens as a zigzag shard of 2 workers (what a ring worker's local block runs): chunks
+    // at positions [0, n/2) and [3n/2, 2n), queries and keys by explicit position; every key at or
+    // before a query's position is visible, so the pairs (and FLOPs) are those of the causal case.
+    {
+      std::vector<int32_t> hpos(n);
+      for (int i = 0; i < n; ++i) hpos[i] = i < n / 2 ? i : n + i;
+      int32_t* pos = nullptr;
+      CHECK_CUDA(cudaMalloc(&pos, n * sizeof(int32_t)));
+      CHECK_CUDA(cudaMemcpy(pos, hpos.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
+      rc::PagedKvBf16 kvp = kv;
+      kvp.key_pos = pos;
+      CHECK_OK(rc::attention_prefill_positions(q, n, heads, kvp, scale, pos, out, rc::DType::kBf16, lse, nullptr));
+      CHECK_CUDA(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaEventRecord(t0));
+      for (int it = 0; it < iters; ++it) {
+        CHECK_OK(rc::attention_prefill_positions(q, n, heads, kvp, scale, pos, out, rc::DType::kBf16, lse, nullptr));
+      }
+      CHECK_CUDA(cudaEventRecord(t1));
+      CHECK_CUDA(cudaEventSynchronize(t1));
+      float pms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&pms, t0, t1));
+      pms /= iters;
+      std::printf("prefill_positions,%d,%d,%d,%d,%d,%.3f,%.1f\n", n, n, heads, kv_heads, d, pms,
+                  flops / (pms * 1e-3) / 1e12);
+      std::fflush(stdout);
+      cudaFree(pos);
+    }
     cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(table); cudaFree(out); cudaFree(lse);
   }
 

@@ -90,10 +90,13 @@ def main():
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
     ragd = {}
+    positions_rows = []
     decode_rows = []
     for row in csv.reader(proc.stdout.splitlines()):
         if row and row[0] == "prefill":
             ragd[int(row[1])] = float(row[6])
+        elif row and row[0] == "prefill_positions":
+            positions_rows.append(row)
         elif row and row[0] == "decode":
             decode_rows.append(row)
     if proc.returncode != 0:
@@ -140,6 +143,11 @@ def main():
         if check is not None:
             fh.write(f"\nCheck: {args.check_tokens}-token causal prefill, max |ragd - SDPA (fp32)| = {check:.3e} "
                      f"(bound 2e-2)\n")
+        if positions_rows:
+            fh.write("\nThe same prefill as a 2-worker zigzag shard (explicit positions: the ring's kernel)\n\n"
+                     "| tokens | ms | TFLOP/s |\n|---|---|---|\n")
+            for d in positions_rows:
+                fh.write(f"| {d[1]} | {d[6]} | {d[7]} |\n")
         if decode_rows:
             fh.write("\nPaged decode (split-KV), bf16 KV\n\n| batch | kv_len | us | GB/s of K+V |\n|---|---|---|---|\n")
             for d in decode_rows:

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
+#include "ragd/common/json_writer.h"
 #include "ragd/engine/layer_hook.h"
 #include "ragd/kernels/threads.h"
 
@@ -90,7 +92,79 @@ std::string KernelRates::describe() const {
       "dense {:.0f} tokens/s, prefill attention {:.3g} pairs/s ({:.3g} over explicit positions), decode dense "
       "{:.3f} ms, KV read {:.2f} GB/s, link {:.2f} GB/s + {:.1f} us, {} thread(s)",
       dense_tokens_per_s, attn_pairs_per_s, masked_pairs_per_s, decode_dense_s * 1e3, kv_read_bytes_per_s / 1e9, link_bytes_per_s / 1e9,
-      link_latency_s * 1e6, threads);
+      link_latency_s * 1e6, threads) + (source.empty() ? "" : " (" + source + ")");
+}
+
+Result<KernelRates> parse_kernel_rates(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto e = parser.parse(json.data(), json.size()).get(doc); e != simdjson::SUCCESS) {
+    return Status::InvalidArgument(std::string("kernel rates: not JSON: ") + simdjson::error_message(e));
+  }
+  simdjson::dom::object obj;
+  if (doc.get(obj) != simdjson::SUCCESS) return Status::InvalidArgument("kernel rates: expected a JSON object");
+  KernelRates r;
+  struct Field {
+    const char* name;
+    double* value;
+    bool may_be_zero;
+    bool seen = false;
+  };
+  Field fields[] = {{"dense_tokens_per_s", &r.dense_tokens_per_s, false},
+                    {"attn_pairs_per_s", &r.attn_pairs_per_s, false},
+                    {"masked_pairs_per_s", &r.masked_pairs_per_s, false},
+                    {"decode_dense_s", &r.decode_dense_s, false},
+                    {"kv_read_bytes_per_s", &r.kv_read_bytes_per_s, false},
+                    {"link_bytes_per_s", &r.link_bytes_per_s, false},
+                    {"link_latency_s", &r.link_latency_s, true}};
+  for (auto [key, value] : obj) {
+    if (key == "source") {
+      std::string_view sv;
+      if (value.get(sv) != simdjson::SUCCESS) return Status::InvalidArgument("kernel rates: 'source' must be a string");
+      r.source = std::string(sv);
+      continue;
+    }
+    if (key == "threads") {
+      int64_t t = 0;
+      if (value.get(t) != simdjson::SUCCESS || t < 1 || t > 4096) {
+        return Status::InvalidArgument("kernel rates: 'threads' must be an integer in [1, 4096]");
+      }
+      r.threads = static_cast<int>(t);
+      continue;
+    }
+    Field* f = nullptr;
+    for (Field& c : fields) {
+      if (key == c.name) f = &c;
+    }
+    if (f == nullptr) return Status::InvalidArgument("kernel rates: unknown field '" + std::string(key) + "'");
+    double v = 0.0;
+    if (value.get(v) != simdjson::SUCCESS || !std::isfinite(v) || v < 0.0 || (v == 0.0 && !f->may_be_zero)) {
+      return Status::InvalidArgument(std::string("kernel rates: '") + f->name + "' must be a " +
+                                     (f->may_be_zero ? "non-negative" : "positive") + " number");
+    }
+    *f->value = v;
+    f->seen = true;
+  }
+  for (const Field& f : fields) {
+    if (!f.seen) return Status::InvalidArgument(std::string("kernel rates: missing '") + f.name + "'");
+  }
+  return r;
+}
+
+std::string kernel_rates_json(const KernelRates& r) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("dense_tokens_per_s").value(r.dense_tokens_per_s);
+  w.key("attn_pairs_per_s").value(r.attn_pairs_per_s);
+  w.key("masked_pairs_per_s").value(r.masked_pairs_per_s);
+  w.key("decode_dense_s").value(r.decode_dense_s);
+  w.key("kv_read_bytes_per_s").value(r.kv_read_bytes_per_s);
+  w.key("link_bytes_per_s").value(r.link_bytes_per_s);
+  w.key("link_latency_s").value(r.link_latency_s);
+  w.key("threads").value(static_cast<int64_t>(r.threads));
+  if (!r.source.empty()) w.key("source").value(r.source);
+  w.end_object();
+  return w.take();
 }
 
 Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_context) {
@@ -134,7 +208,9 @@ Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_
     RAGD_ASSIGN_OR_RETURN(double dense_1, best_time(5, [&]() -> Status { return model.forward_with_hook({&d, 1}, none, &out); }));
     t.release(pool);
     r.decode_dense_s = dense_1;
-    const double kv_bytes = 2.0 * sizeof(float) * cfg.kv_dim() * cfg.num_hidden_layers * (decode_context + 1.0);
+    // The bytes the pool actually stores (bf16 / int8 KV read half / a quarter of f32's), as predict()
+    // divides the stored bytes by this rate.
+    const double kv_bytes = static_cast<double>(pool.layout().token_bytes()) * (decode_context + 1.0);
     r.kv_read_bytes_per_s = kv_bytes / std::max(full_s - dense_1, 1e-7);
   }
   // In-process link: one copy of a 64 MiB block.

@@ -1,8 +1,12 @@
-// ragctl plan --model DIR --tokens N [--workers 1,2,4,8] [--threads T] [--kv-dtype D] [--json]: what a prompt of N
-// tokens costs on W sequence-parallel workers: KV bytes per worker, FLOPs, and the prefill time and
-// per-token decode time the performance model (seqparallel/perf_model.h) predicts from kernel rates
-// it measures first on this machine with this model (a few seconds).
+// ragctl plan (--model DIR | --preset P) --tokens N [--workers 1,2,4,8] [--threads T] [--kv-dtype D]
+//            [--rates FILE] [--json]:
+// what a prompt of N tokens costs on W sequence-parallel workers: KV bytes per worker, FLOPs, and the
+// prefill time and per-token decode time the performance model (seqparallel/perf_model.h) predicts
+// from kernel rates it measures first on this machine with this model (a few seconds), or from rates
+// measured elsewhere (--rates: a JSON file, e.g. bench/rates/h200-llama3-8b.json; only the model's
+// config.json is read then, or a preset's shape is used: --preset needs --rates).
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,7 +14,10 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "ragd/engine/kv_storage.h"
 #include "ragd/engine/model.h"
+#include "ragd/engine/model_config.h"
+#include "ragd/engine/presets.h"
 #include "ragd/kernels/threads.h"
 #include "ragd/seqparallel/perf_model.h"
 
@@ -19,10 +26,12 @@ namespace {
 
 struct PlanArgs {
   std::string model;
+  std::string preset;
   int64_t tokens = 0;
   std::string workers = "1,2,4,8";
   int threads = 1;
   std::string kv_dtype = "f32";
+  std::string rates_file;
   bool json = false;
 };
 
@@ -52,39 +61,76 @@ int run_plan(const PlanArgs& a) {
     std::fprintf(stderr, "ragctl plan: --kv-dtype: %s\n", kv_dtype.status().message().c_str());
     return 2;
   }
-  kernels::set_num_threads(a.threads);
-  engine::ModelOptions o;
-  o.kv_dtype = *kv_dtype;
-  o.num_threads = a.threads;
-  o.kv_pool_bytes = 256u << 20;  // room for the calibration's 32k-token context of small models
-  auto m = engine::Model::load(a.model, o);
-  if (!m.ok()) {
-    std::fprintf(stderr, "ragctl plan: %s\n", m.status().to_string().c_str());
-    return 1;
+  if (a.model.empty() == a.preset.empty()) {
+    std::fprintf(stderr, "ragctl plan: give one of --model DIR and --preset NAME\n");
+    return 2;
   }
-  engine::Model& model = *m.value();
-  const engine::ModelConfig& cfg = model.config();
-  const size_t per_token_layer = model.kv_pool().layout().token_bytes() / cfg.num_hidden_layers;
-  // The calibration contexts must fit the pool.
-  const int64_t pool_tokens = static_cast<int64_t>(model.kv_pool().bytes() / (per_token_layer * cfg.num_hidden_layers));
-  const int ctx = static_cast<int>(std::min<int64_t>(32768, pool_tokens - 64));
-  auto r = seqparallel::calibrate(model, std::min(4096, ctx), ctx);
-  if (!r.ok()) {
-    std::fprintf(stderr, "ragctl plan: calibration: %s\n", r.status().to_string().c_str());
-    return 1;
+  if (!a.preset.empty() && a.rates_file.empty()) {
+    std::fprintf(stderr, "ragctl plan: --preset needs --rates (calibration runs a loaded model)\n");
+    return 2;
   }
-  const seqparallel::KernelRates& rates = r.value();
-  if (a.json) {
-    std::printf("{\"tokens\":%lld,\"threads_per_worker\":%d,\"rates\":{\"dense_tokens_per_s\":%.6g,"
-                "\"attn_pairs_per_s\":%.6g,\"decode_dense_s\":%.6g,\"kv_read_bytes_per_s\":%.6g,"
-                "\"link_bytes_per_s\":%.6g},\"plans\":[",
-                static_cast<long long>(a.tokens), a.threads, rates.dense_tokens_per_s, rates.attn_pairs_per_s,
-                rates.decode_dense_s, rates.kv_read_bytes_per_s, rates.link_bytes_per_s);
+  engine::ModelConfig cfg;
+  size_t per_token_layer = 0;
+  seqparallel::KernelRates rates;
+  if (!a.rates_file.empty()) {
+    std::ifstream in(a.rates_file);
+    if (!in) {
+      std::fprintf(stderr, "ragctl plan: --rates: cannot read %s\n", a.rates_file.c_str());
+      return 1;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto r = seqparallel::parse_kernel_rates(text.str());
+    if (!r.ok()) {
+      std::fprintf(stderr, "ragctl plan: %s: %s\n", a.rates_file.c_str(), r.status().message().c_str());
+      return 1;
+    }
+    rates = *r;
+    auto c = a.preset.empty() ? engine::ModelConfig::from_json_file(a.model + "/config.json")
+                              : engine::preset_config(a.preset);
+    if (!c.ok()) {
+      std::fprintf(stderr, "ragctl plan: %s\n", c.status().to_string().c_str());
+      return 1;
+    }
+    cfg = *c;
+    engine::KvLayout layout;
+    layout.num_layers = cfg.num_hidden_layers;
+    layout.num_kv_heads = cfg.num_key_value_heads;
+    layout.head_dim = cfg.head_dim;
+    layout.dtype = *kv_dtype;
+    per_token_layer = layout.token_bytes() / cfg.num_hidden_layers;
   } else {
-    std::printf("model %s: %d layers, hidden %d, %d/%d heads x %d; KV %s, %zu bytes per token\n", a.model.c_str(),
+    kernels::set_num_threads(a.threads);
+    engine::ModelOptions o;
+    o.kv_dtype = *kv_dtype;
+    o.num_threads = a.threads;
+    o.kv_pool_bytes = 256u << 20;  // room for the calibration's 32k-token context of small models
+    auto m = engine::Model::load(a.model, o);
+    if (!m.ok()) {
+      std::fprintf(stderr, "ragctl plan: %s\n", m.status().to_string().c_str());
+      return 1;
+    }
+    engine::Model& model = *m.value();
+    cfg = model.config();
+    per_token_layer = model.kv_pool().layout().token_bytes() / cfg.num_hidden_layers;
+    // The calibration contexts must fit the pool.
+    const int64_t pool_tokens = static_cast<int64_t>(model.kv_pool().bytes() / (per_token_layer * cfg.num_hidden_layers));
+    const int ctx = static_cast<int>(std::min<int64_t>(32768, pool_tokens - 64));
+    auto r = seqparallel::calibrate(model, std::min(4096, ctx), ctx);
+    if (!r.ok()) {
+      std::fprintf(stderr, "ragctl plan: calibration: %s\n", r.status().to_string().c_str());
+      return 1;
+    }
+    rates = *r;
+  }
+  if (a.json) {
+    std::printf("{\"tokens\":%lld,\"threads_per_worker\":%d,\"rates\":%s,\"plans\":[",
+                static_cast<long long>(a.tokens), rates.threads, seqparallel::kernel_rates_json(rates).c_str());
+  } else {
+    std::printf("model %s: %d layers, hidden %d, %d/%d heads x %d; KV %s, %zu bytes per token\n", (a.model.empty() ? a.preset : a.model).c_str(),
                 cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
                 a.kv_dtype.c_str(), per_token_layer * cfg.num_hidden_layers);
-    std::printf("measured here: %s\n\n", rates.describe().c_str());
+    std::printf("%s: %s\n\n", a.rates_file.empty() ? "measured here" : "rates", rates.describe().c_str());
     std::printf("%lld tokens | KV per worker | prefill PFLOP | prefill (predicted) | of which ring, exposed | "
                 "compute efficiency | decode per token\n",
                 static_cast<long long>(a.tokens));
@@ -111,11 +157,15 @@ int run_plan(const PlanArgs& a) {
 Registration reg("plan", "predict KV bytes, prefill and decode time of an N-token prompt on W sequence-parallel workers",
                  [](CLI::App& sub) -> Action {
                    auto a = std::make_shared<PlanArgs>();
-                   sub.add_option("--model", a->model, "HF model directory")->required();
+                   sub.add_option("--model", a->model, "HF model directory");
+                   sub.add_option("--preset", a->preset, "a preset's shape instead of a model (with --rates)");
                    sub.add_option("--tokens", a->tokens, "prompt length in tokens")->required();
                    sub.add_option("--workers", a->workers, "comma-separated worker counts (default 1,2,4,8)");
                    sub.add_option("--threads", a->threads, "threads per worker for the calibration (default 1)");
                    sub.add_option("--kv-dtype", a->kv_dtype, "KV storage: f32 (default), bf16 or int8");
+                   sub.add_option("--rates", a->rates_file,
+                                  "kernel rates measured elsewhere (JSON, see seqparallel/perf_model.h) instead of "
+                                  "calibrating here");
                    sub.add_flag("--json", a->json, "one JSON object");
                    return [a]() { return run_plan(*a); };
                  });

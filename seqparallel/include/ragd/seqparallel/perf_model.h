@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
@@ -31,8 +32,17 @@ struct KernelRates {
   double link_bytes_per_s = 0.0;      // between two workers (measured by the caller's transport)
   double link_latency_s = 0.0;        // per message
   int threads = 1;                    // threads per worker during calibration
+  std::string source;                 // where the rates come from, when not measured here
   std::string describe() const;
 };
+
+// Rates measured elsewhere (a GPU run, another machine), as one JSON object with every field of
+// KernelRates by name: dense_tokens_per_s, attn_pairs_per_s, masked_pairs_per_s, decode_dense_s,
+// kv_read_bytes_per_s, link_bytes_per_s (all > 0), link_latency_s (>= 0), optional threads and
+// "source" (a string, kept in describe()). Unknown fields are refused, so a misspelt rate is not
+// silently ignored. InvalidArgument naming the field.
+Result<KernelRates> parse_kernel_rates(std::string_view json);
+std::string kernel_rates_json(const KernelRates& r);
 
 // Measures the rates of `model` on this machine with kernels::num_threads() threads: a zero-
 // attention forward for the dense part (a layer hook replaces attention), causal prefill attention
