@@ -4,7 +4,9 @@
 # engine.md/.csv (bench_engine_cuda, llama3-8b), attention.log/.csv/.md (vs PyTorch SDPA), e2e.log
 # (the RAG pipeline on the GPU) and memcheck.log when compute-sanitizer is there. Each step has a
 # time limit, so the whole run stays inside one device call (about 9 minutes at most).
-# STEPS (default "tests engine attention e2e memcheck") picks the steps to run.
+# STEPS (default "tests engine attention e2e memcheck") picks the steps to run; "profile" (not in the
+# default) writes profile.log: Nsight Systems' kernel-time summary of batch-1 decode steps, when nsys
+# is installed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -75,6 +77,16 @@ fi
 if want e2e; then
   timeout 45 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
     grep -vE ' info \[' > "$OUT/e2e.log"
+fi
+if want profile; then
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1 || true)
+  if [ -n "$NSYS" ]; then
+    timeout 200 "$NSYS" profile --stats=true --force-overwrite=true -o /tmp/ragd_decode \
+      "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --batches 1 --steps 32 --prefill 512 > "$OUT/profile.log" 2>&1
+    grep -A40 "cuda_gpu_kern_sum" "$OUT/profile.log" | head -60
+  else
+    echo "profile: nsys not found" | tee "$OUT/profile.log"
+  fi
 fi
 # Out-of-bounds / misaligned accesses the numerical tests might not notice (last: it is slow).
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
