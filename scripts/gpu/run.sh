@@ -20,7 +20,7 @@ if [ ! -x "$CARRY/bin/test_engine_cuda" ]; then
   exit 1
 fi
 
-# cuBLAS 13 from the machine: the toolkit's lib64 and/or the pip wheels that PyTorch uses.
+# cuBLAS 13 and NCCL from the machine: the toolkit's lib64 and/or the pip wheels that PyTorch uses.
 libdirs="$PWD/$CARRY/lib"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && libdirs="$libdirs:$d"
@@ -31,7 +31,8 @@ try:
     import nvidia
     seen = set()
     for base in nvidia.__path__:
-        for f in glob.glob(os.path.join(base, "**", "libcublas*.so*"), recursive=True):
+        for f in (glob.glob(os.path.join(base, "**", "libcublas*.so*"), recursive=True) +
+                  glob.glob(os.path.join(base, "**", "libnccl*.so*"), recursive=True)):
             d = os.path.dirname(f)
             if d not in seen:
                 seen.add(d)
@@ -59,6 +60,9 @@ if want tests; then
     echo "test_engine_cuda rc=$?"
     timeout 60 "$CARRY/bin/test_pipelines_cuda" --gtest_brief=1
     echo "test_pipelines_cuda rc=$?"
+    # NCCL: one rank per GPU (two ranks cannot share one), so one GPU runs the one-rank collectives.
+    timeout 60 "$CARRY/bin/test_seqparallel" --gtest_brief=1 --gtest_filter='Nccl*'
+    echo "test_seqparallel (NCCL) rc=$?"
   } 2>&1 | grep -vE ' info \[' | tee -a "$OUT/tests.log"
   rc=$(grep -c ' rc=[1-9]' "$OUT/tests.log")
 fi
