@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "blend_layout.h"
 #include "model_fixture.h"
 #include "ragd/kernels/cuda/device.h"
 #include "ragd/pipelines/kv_blend.h"
@@ -36,15 +37,7 @@ double range_err(const std::vector<float>& a, const std::vector<float>& b) {
   return d / std::max(1e-6, static_cast<double>(*hi - *lo));
 }
 
-// [head 11][doc 29][doc 22][doc 21][tail 6] = 89 tokens, as in kv_blend_test.cpp.
-struct Layout {
-  int head = 11;
-  std::vector<int> starts = {11, 40, 62};
-  std::vector<int> lens = {29, 22, 21};
-  int tail = 6;
-  int total() const { return starts.back() + lens.back() + tail; }
-  int region_end() const { return starts.back() + lens.back(); }
-};
+using Layout = testing::BlendLayout;
 
 class KvBlendCuda : public ::testing::Test {
  protected:

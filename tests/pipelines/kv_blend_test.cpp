@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ragd/pipelines/kv_blend.h"
+#include "blend_layout.h"
 #include "model_fixture.h"
 #include "ragd/kvstore/engine_io.h"
 
@@ -31,15 +32,7 @@ using engine::testing::random_tokens;
 
 constexpr double kKvTol = 1e-4;
 
-// Prompt layout: [head 11][doc 29][doc 22][doc 21][tail 6] = 89 tokens (odd sizes, block size 8).
-struct Layout {
-  int head = 11;
-  std::vector<int> starts = {11, 40, 62};
-  std::vector<int> lens = {29, 22, 21};
-  int tail = 6;
-  int total() const { return starts.back() + lens.back() + tail; }
-  int region_end() const { return starts.back() + lens.back(); }
-};
+using Layout = testing::BlendLayout;
 
 class KvBlendTest : public ::testing::Test {
  protected:
