@@ -2,7 +2,8 @@
 //
 //   bench_blend --model DIR [--corpus examples/qa_eval/corpus.jsonl] [--questions examples/qa_eval/questions.jsonl]
 //               [--section fidelity|ttft|both] [--cases 24] [--greedy 32] [--requests 60] [--docs 4]
-//               [--warmup 0] [--zipf 0.9] [--threads N] [--no-blend-check] [--out DIR] [--json FILE]
+//               [--warmup 0] [--zipf 0.9] [--threads N] [--device cpu|cuda:N] [--no-blend-check] [--out DIR]
+//               [--json FILE]
 //
 // Fidelity: prompts of the default pipeline built from the QA corpus (a question, its gold passage
 // and docs-1 other passages, in a random order). Each prompt runs with full prefill and with the
@@ -77,9 +78,10 @@ struct Mode {
   BlendParams params;
 };
 
-int fidelity(const std::string& model_dir, const std::vector<Passage>& corpus, const std::vector<Question>& qs, int cases,
-             int greedy, int ndocs, int threads, std::string* json) {
+int fidelity(const std::string& model_dir, const std::string& device, const std::vector<Passage>& corpus,
+             const std::vector<Question>& qs, int cases, int greedy, int ndocs, int threads, std::string* json) {
   engine::ModelOptions mo;
+  mo.device = device;
   mo.num_threads = threads;
   mo.kv_pool_bytes = 256ull << 20;
   auto model = engine::Model::load(model_dir, mo);
@@ -154,8 +156,8 @@ int fidelity(const std::string& model_dir, const std::vector<Passage>& corpus, c
   return 0;
 }
 
-int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int requests, int warmup, int ndocs, double zipf,
-         int threads, bool blend_check, const std::string& out_dir, std::string* json) {
+int ttft(const std::string& model_dir, const std::string& device, const std::vector<Passage>& corpus, int requests,
+         int warmup, int ndocs, double zipf, int threads, bool blend_check, const std::string& out_dir, std::string* json) {
   const std::string data = out_dir + "/data", pipes = out_dir + "/pipelines";
   fs::remove_all(out_dir);
   fs::create_directories(pipes);
@@ -166,6 +168,7 @@ int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int r
         << "\"\nrecompute_ratio = 0.15\nepic_k = 16\n";
   RuntimeOptions base;
   base.model_dir = model_dir;
+  base.device = device;
   base.data_dir = data;
   base.pipelines_dir = pipes;
   base.num_threads = threads;
@@ -272,7 +275,7 @@ int ttft(const std::string& model_dir, const std::vector<Passage>& corpus, int r
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, corpus_path = "examples/qa_eval/corpus.jsonl", qpath = "examples/qa_eval/questions.jsonl";
-  std::string section = "both", json_path, out_dir = (fs::temp_directory_path() / "ragd_bench_blend").string();
+  std::string section = "both", device = "cpu", json_path, out_dir = (fs::temp_directory_path() / "ragd_bench_blend").string();
   int cases = 24, greedy = 32, requests = 60, warmup = 0, ndocs = 4, threads = 0;
   bool blend_check = true;
   double zipf = 0.9;
@@ -298,6 +301,7 @@ int main(int argc, char** argv) {
     else if (a == "--docs") ndocs = std::stoi(v);
     else if (a == "--zipf") zipf = std::stod(v);
     else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--device") device = v;
     else if (a == "--out") out_dir = v;
     else if (a == "--json") json_path = v;
     else {
@@ -332,9 +336,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string json = "{";
-  if (section != "ttft" && fidelity(model, corpus, qs, cases, greedy, ndocs, threads, &json) != 0) return 1;
+  if (section != "ttft" && fidelity(model, device, corpus, qs, cases, greedy, ndocs, threads, &json) != 0) return 1;
   if (section == "both") json += ",";
-  if (section != "fidelity" && ttft(model, corpus, requests, warmup, ndocs, zipf, threads, blend_check, out_dir, &json) != 0) return 1;
+  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, out_dir, &json) != 0) return 1;
   json += "}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;

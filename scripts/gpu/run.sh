@@ -4,9 +4,10 @@
 # engine.md/.csv (bench_engine_cuda, llama3-8b), attention.log/.csv/.md (vs PyTorch SDPA), e2e.log
 # (the RAG pipeline on the GPU) and memcheck.log when compute-sanitizer is there. Each step has a
 # time limit, so the whole run stays inside one device call (about 9 minutes at most).
-# STEPS (default "tests engine attention e2e memcheck") picks the steps to run; "profile" (not in the
-# default) writes profile.log: Nsight Systems' kernel-time summary of batch-1 decode steps, when nsys
-# is installed.
+# STEPS (default "tests engine attention e2e blend memcheck") picks the steps to run; "profile" (not
+# in the default) writes profile.log: Nsight Systems' kernel-time summary of batch-1 decode steps,
+# when nsys is installed. "blend" appends CacheBlend / EPIC fidelity and TTFT on the GPU with the
+# trained QA model (bench_blend) to e2e.log.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -45,7 +46,7 @@ for d in $pylibs; do libdirs="$libdirs:$d"; done
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-STEPS=" ${STEPS:-tests engine attention e2e memcheck} "
+STEPS=" ${STEPS:-tests engine attention e2e blend memcheck} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: the device tool brings back at most 8 files
 export RAGD_SOURCE_DIR=$PWD
@@ -81,6 +82,11 @@ fi
 if want e2e; then
   timeout 45 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
     grep -vE ' info \[' > "$OUT/e2e.log"
+fi
+if want blend; then
+  timeout 120 "$CARRY/bin/bench_blend" --model models/ragd-qa --device cuda:0 --cases 24 --requests 60 \
+    --out /tmp/ragd_blend 2>&1 | grep -vE ' info \[' >> "$OUT/e2e.log"
+  tail -30 "$OUT/e2e.log"
 fi
 if want profile; then
   NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1 || true)
