@@ -5,6 +5,7 @@
 #include "ragd/common/check.h"
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/paged_kv.h"
+#include "ragd/kernels/kv_dtype.h"
 
 namespace ragd::engine {
 
@@ -73,10 +74,8 @@ void CudaKvStorage::read(int layer, int32_t block, int slot, int n, float* k, fl
   check_ok(cu::copy_to_host(sk, k_layer(layer) + e, count * sizeof(uint16_t), stream_->get()), "cuda KV read");
   check_ok(cu::copy_to_host(sv, v_layer(layer) + e, count * sizeof(uint16_t), stream_->get()), "cuda KV read");
   check_ok(stream_->sync(), "cuda KV read");
-  for (size_t i = 0; i < count; ++i) {
-    k[i] = cu::bf16_to_f32(sk[i]);
-    v[i] = cu::bf16_to_f32(sv[i]);
-  }
+  kernels::kv_load_values(kernels::KvDtype::kBF16, count, layout().head_dim, sk, nullptr, k);
+  kernels::kv_load_values(kernels::KvDtype::kBF16, count, layout().head_dim, sv, nullptr, v);
 }
 
 void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float* k, const float* v) {
@@ -89,10 +88,10 @@ void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float
   uint16_t* sk = staging_.as<uint16_t>();
   uint16_t* sv = sk + layout().block_floats();
   check_ok(stream_->sync(), "cuda KV write");  // the staging buffer's previous copy is done
-  for (size_t i = 0; i < count; ++i) {
-    sk[i] = cu::f32_to_bf16(k[i]);
-    sv[i] = cu::f32_to_bf16(v[i]);
-  }
+  const int nkv = layout().num_kv_heads, hd = layout().head_dim;
+  const size_t row = layout().token_floats();
+  kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k, row, sk, nullptr);
+  kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v, row, sv, nullptr);
   check_ok(cu::copy_to_device(k_layer(layer) + e, sk, count * sizeof(uint16_t), stream_->get()), "cuda KV write");
   check_ok(cu::copy_to_device(v_layer(layer) + e, sv, count * sizeof(uint16_t), stream_->get()), "cuda KV write");
   check_ok(stream_->sync(), "cuda KV write");
@@ -132,10 +131,9 @@ void CudaKvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int 
   uint16_t* hk = staging_.as<uint16_t>();
   check_ok(cu::copy_to_host(hk, dk, 2 * count * sizeof(uint16_t), stream_->get()), "cuda KV read");
   check_ok(stream_->sync(), "cuda KV read");
-  for (size_t i = 0; i < count; ++i) {
-    k[i] = cu::bf16_to_f32(hk[i]);
-    v[i] = cu::bf16_to_f32(hk[count + i]);
-  }
+  const int hd = layout().head_dim;
+  kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk, nullptr, k);
+  kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + count, nullptr, v);
 }
 
 void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k,
@@ -144,11 +142,11 @@ void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int
   check_ok(cu::set_device(device_), "cuda KV write");
   stage(blocks, t0, n);
   const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  // The pool's one f32 <-> stored-row conversion (vectorised), into the pinned staging.
   uint16_t* hk = staging_.as<uint16_t>();
-  for (size_t i = 0; i < count; ++i) {
-    hk[i] = cu::f32_to_bf16(k[i]);
-    hk[count + i] = cu::f32_to_bf16(v[i]);
-  }
+  const int nkv = layout().num_kv_heads, hd = layout().head_dim;
+  kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k, row, hk, nullptr);
+  kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v, row, hk + count, nullptr);
   uint16_t* dk = rows_dev_.as<uint16_t>();
   check_ok(cu::copy_to_device(dk, hk, 2 * count * sizeof(uint16_t), stream_->get()), "cuda KV write");
   check_ok(cu::kv_write(dk, dk + count, n, static_cast<int>(row), layout().num_kv_heads, layout().head_dim,
