@@ -1,5 +1,6 @@
 #include "cuda_kv_storage.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ragd/common/check.h"
@@ -10,6 +11,9 @@
 namespace ragd::engine {
 
 namespace cu = kernels::cuda;
+
+// Pinned staging (and device rows) a segment write uses at most per group of layers.
+constexpr size_t kSegmentStagingBytes = size_t{64} << 20;
 
 namespace {
 
@@ -97,10 +101,8 @@ void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float
   check_ok(stream_->sync(), "cuda KV write");
 }
 
-void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n) const {
+void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n, size_t value_bytes) const {
   const int bs = layout().block_size;
-  const size_t row = layout().token_floats();
-  const size_t value_bytes = 2 * static_cast<size_t>(n) * row * sizeof(uint16_t);
   const size_t slot_bytes = static_cast<size_t>(n) * sizeof(int32_t);
   check_ok(stream_->sync(), "cuda KV staging");  // the previous copies out of the staging are done
   check_ok(staging_.reserve(value_bytes + slot_bytes), "cuda KV staging");
@@ -117,7 +119,7 @@ void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n) const 
 void CudaKvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV read");
-  stage(blocks, t0, n);
+  stage(blocks, t0, n, 2 * static_cast<size_t>(n) * layout().token_floats() * sizeof(uint16_t));
   const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
   const int pool_rows = static_cast<int>(num_blocks() * layout().block_size);
   uint16_t* dk = rows_dev_.as<uint16_t>();
@@ -140,7 +142,7 @@ void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int
                                  const float* v) {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
-  stage(blocks, t0, n);
+  stage(blocks, t0, n, 2 * static_cast<size_t>(n) * layout().token_floats() * sizeof(uint16_t));
   const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
   // The pool's one f32 <-> stored-row conversion (vectorised), into the pinned staging.
   uint16_t* hk = staging_.as<uint16_t>();
@@ -152,6 +154,35 @@ void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int
   check_ok(cu::kv_write(dk, dk + count, n, static_cast<int>(row), layout().num_kv_heads, layout().head_dim,
                         slots_dev_.as<int32_t>(), k_layer(layer), v_layer(layer), stream_->get()),
            "cuda KV scatter");
+  check_ok(stream_->sync(), "cuda KV write");
+}
+
+void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k,
+                                            const float* v) {
+  if (n <= 0) return;
+  check_ok(cu::set_device(device_), "cuda KV write");
+  const int layers = layout().num_layers, nkv = layout().num_kv_heads, hd = layout().head_dim;
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  const size_t layer_bytes = 2 * count * sizeof(uint16_t);  // K and V of one layer, bf16
+  const int group = static_cast<int>(std::clamp<size_t>(kSegmentStagingBytes / layer_bytes, 1, layers));
+  for (int l0 = 0; l0 < layers; l0 += group) {
+    const int g = std::min(group, layers - l0);
+    stage(blocks, t0, n, g * layer_bytes);  // waits for the previous group's copy out of the staging
+    uint16_t* hk = staging_.as<uint16_t>();
+#pragma omp parallel for schedule(static) if (g > 1)
+    for (int i = 0; i < g; ++i) {
+      const size_t src = static_cast<size_t>(l0 + i) * count;
+      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k + src, row, hk + 2 * i * count, nullptr);
+      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v + src, row, hk + (2 * i + 1) * count, nullptr);
+    }
+    uint16_t* dk = rows_dev_.as<uint16_t>();
+    check_ok(cu::copy_to_device(dk, hk, g * layer_bytes, stream_->get()), "cuda KV write");
+    for (int i = 0; i < g; ++i) {
+      check_ok(cu::kv_write(dk + 2 * i * count, dk + (2 * i + 1) * count, n, static_cast<int>(row), nkv, hd,
+                            slots_dev_.as<int32_t>(), k_layer(l0 + i), v_layer(l0 + i), stream_->get()),
+               "cuda KV scatter");
+    }
+  }
   check_ok(stream_->sync(), "cuda KV write");
 }
 

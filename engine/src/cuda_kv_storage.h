@@ -35,6 +35,10 @@ class CudaKvStorage final : public KvStorage {
   // each way, instead of two synchronised copies per block.
   void read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const override;
   void write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) override;
+  // A whole segment: layers converted to bf16 in parallel into the pinned staging, groups of layers
+  // (at most kSegmentStagingBytes of values) copied up with one copy and scattered with one kernel
+  // per layer, one synchronisation per group.
+  void write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) override;
 
   // Base of one layer's bf16 arrays (block 0), device memory.
   uint16_t* k_layer(int layer) const { return k_[layer].as<uint16_t>(); }
@@ -44,9 +48,9 @@ class CudaKvStorage final : public KvStorage {
   CudaKvStorage(const KvLayout& layout, size_t num_blocks, int device, std::shared_ptr<kernels::cuda::Stream> stream);
   // Element offset of (block, slot) in a layer's array.
   size_t offset(int32_t block, int slot) const;
-  // Room for n tokens of K and V in the staging buffers and n slots on the device; the global pool
-  // slots of tokens [t0, t0 + n) uploaded.
-  void stage(std::span<const int32_t> blocks, int t0, int n) const;
+  // Room for value_bytes of K/V rows in the staging buffers and n slots on the device; the global
+  // pool slots of tokens [t0, t0 + n) uploaded.
+  void stage(std::span<const int32_t> blocks, int t0, int n, size_t value_bytes) const;
 
   int device_ = 0;
   std::string name_;

@@ -236,7 +236,7 @@ void BlockTable::read(const KvPool& pool, int layer, int t0, int n, float* k_dst
   pool.storage().read_tokens(layer, blocks_, t0, n, k_dst, v_dst);
 }
 
-void BlockTable::write(KvPool& pool, int layer, int t0, int n, const float* k_src, const float* v_src) {
+void BlockTable::check_writable(const KvPool& pool, int t0, int n) const {
   const KvLayout& lay = pool.layout();
   RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= static_cast<int>(blocks_.size()) * lay.block_size)
       << "write [" << t0 << ", " << t0 + n << ") beyond reserved blocks";
@@ -244,15 +244,17 @@ void BlockTable::write(KvPool& pool, int layer, int t0, int n, const float* k_sr
     RAGD_CHECK(pool.refcount(blocks_[b]) == 1) << "write into shared block " << blocks_[b]
                                                << " (reserve() copies it first)";
   }
+}
+
+void BlockTable::write(KvPool& pool, int layer, int t0, int n, const float* k_src, const float* v_src) {
+  check_writable(pool, t0, n);
   pool.storage().write_tokens(layer, blocks_, t0, n, k_src, v_src);
 }
 
 bool BlockTable::append(KvPool& pool, int n, const float* k_src, const float* v_src) {
   if (!reserve(pool, n)) return false;
-  const size_t per_layer = static_cast<size_t>(n) * pool.layout().token_floats();
-  for (int l = 0; l < pool.layout().num_layers; ++l) {
-    write(pool, l, num_tokens_, n, k_src + l * per_layer, v_src + l * per_layer);
-  }
+  check_writable(pool, num_tokens_, n);
+  pool.storage().write_tokens_all_layers(blocks_, num_tokens_, n, k_src, v_src);
   commit(n);
   return true;
 }

@@ -125,8 +125,9 @@ class BlockTable {
   // Writes K/V for slots [t0, t0 + n) of one layer (their blocks must be reserved and not shared).
   // K is post-RoPE.
   void write(KvPool& pool, int layer, int t0, int n, const float* k_src, const float* v_src);
-  // Appends n tokens of imported KV (e.g. from the kvstore) for all layers: reserve + write + commit.
-  // k_src/v_src: [num_layers][n, kv_heads, head_dim]. False when the pool is full.
+  // Appends n tokens of imported KV (e.g. from the kvstore) for all layers: reserve, one
+  // KvStorage::write_tokens_all_layers, commit. k_src/v_src: [num_layers][n, kv_heads, head_dim].
+  // False when the pool is full.
   bool append(KvPool& pool, int n, const float* k_src, const float* v_src);
 
  private:
@@ -136,6 +137,8 @@ class BlockTable {
   void copy_on_write(KvPool& pool, int idx);
   // Drops positions_ when it has become the identity (e.g. after out-of-order writes filled every hole).
   void normalize_positions();
+  // Checks (fatal) that slots [t0, t0 + n) are reserved and their blocks not shared.
+  void check_writable(const KvPool& pool, int t0, int n) const;
 
   std::vector<int32_t> blocks_;
   int num_tokens_ = 0;

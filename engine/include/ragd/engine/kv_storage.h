@@ -67,6 +67,11 @@ class KvStorage {
   // storage moves the whole run with one gather / scatter and one copy each way.
   virtual void read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const;
   virtual void write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v);
+  // Tokens [t0, t0 + n) of every layer at once: k, v are [num_layers][n, num_kv_heads, head_dim]
+  // (BlockTable::append: a segment loaded from a slower tier). The default writes layer by layer; a
+  // device storage converts the segment on the host in parallel, copies it in few large copies and
+  // synchronises once per copy instead of twice per layer.
+  virtual void write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v);
 
  protected:
   KvStorage(const KvLayout& layout, size_t num_blocks) : layout_(layout), num_blocks_(num_blocks) {}
