@@ -160,6 +160,7 @@ int main(int argc, char** argv) {
     std::printf("\n| prefill tokens | ms | tokens/s | TFLOP/s |\n|---:|---:|---:|---:|\n| %d | %.1f | %.0f | %.1f |\n",
                 prefill, 1e3 * s, n / s, flops / s / 1e12);
     rows.push_back({"prefill_tflops", "tokens=" + std::to_string(prefill), flops / s / 1e12, 0.0});
+    rows.push_back({"prefill_ms", "tokens=" + std::to_string(prefill), 1e3 * s, 0.0});
   }
 
   // ---- decode ----------------------------------------------------------------------------------
@@ -211,6 +212,8 @@ int main(int argc, char** argv) {
       const std::string params = "batch=" + std::to_string(B) + (ph.gemv ? ";gemv=on" : ";gemv=off") +
                                  (graphs ? ";graphs=on" : ";graphs=off");
       rows.push_back({"decode_tokens_per_s", params, B / step, 0.0});
+      rows.push_back({"decode_step_ms", params, 1e3 * step, 0.0});
+      rows.push_back({"decode_kv_tokens", params, len0 + 2 + steps / 2.0 + 1, 0.0});  // mean KV length read per step
       rows.push_back({"decode_bandwidth_fraction", params, bytes / step / bw, 1.0});
     }
     unsetenv("RAGD_CUDA_GEMV");

@@ -132,7 +132,7 @@ def main():
         w.writerow(["tokens", "ragd_ms", "ragd_tflops", "sdpa_ms", "sdpa_tflops", "ragd_over_sdpa"])
         for r in rows:
             w.writerow([r[0]] + [f"{x:.4f}" for x in r[1:]])
-        for d in decode_rows:
+        for d in positions_rows + decode_rows:
             w.writerow(d)
     with open(os.path.join(args.out, "attention.md"), "w") as fh:
         fh.write(f"Causal prefill, bf16, heads {args.heads}/{args.kv_heads}, head dim {args.head_dim}; "

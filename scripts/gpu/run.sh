@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repo root, after scripts/gpu-check.sh prepared build-gpu-carry/.
-# Writes under $OUT (default ./gpu-out): tests.log (nvidia-smi, kernel and engine tests),
-# engine.md/.csv (bench_engine_cuda, llama3-8b), attention.log/.csv/.md (vs PyTorch SDPA), e2e.log
-# (the RAG pipeline on the GPU) and memcheck.log when compute-sanitizer is there. Each step has a
-# time limit, so the whole run stays inside one device call (about 9 minutes at most).
-# STEPS (default "tests engine attention e2e blend memcheck") picks the steps to run; "profile" (not
-# in the default) writes profile.log: Nsight Systems' kernel-time summary of batch-1 decode steps,
-# when nsys is installed. "blend" appends CacheBlend / EPIC fidelity and TTFT on the GPU with the
-# trained QA model (bench_blend) to e2e.log.
+# Writes under $OUT (default ./gpu-out; the device tool brings back at most 8 files): tests.log
+# (nvidia-smi, the CUDA tests), engine.md / engine.csv (bench_engine_cuda, llama3-8b), attention.log /
+# attention.csv (vs PyTorch SDPA), rates.json (kernel rates for `ragctl plan --rates`, from the two
+# benches: scripts/gpu/rates.py), e2e.log (the RAG pipeline and CacheBlend / EPIC on the GPU) and
+# memcheck.log when compute-sanitizer is there. Each step has a time limit, so the whole run stays
+# inside one device call (about 9 minutes at most).
+# STEPS (default "tests engine attention e2e blend memcheck") picks the steps; "profile" (not in the
+# default) appends Nsight Systems' kernel-time summary of batch-1 decode steps to engine.md, when nsys
+# is installed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -79,6 +80,14 @@ if want attention; then
   RAGD_PREFILL_ROWS_PER_WARP=16 timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096,16384,65536 --heads 32 \
     --kv-heads 8 --head-dim 128 --iters 5 --decode-batches 1 --decode-len 4096 2>&1 | tee -a "$OUT/attention.log"
 fi
+# Kernel rates for `ragctl plan --rates` (seqparallel/perf_model.h), from the two benches above.
+if [ -f "$OUT/engine.csv" ] && [ -f "$OUT/attention.csv" ]; then
+  python3 scripts/gpu/rates.py --engine "$OUT/engine.csv" --attention "$OUT/attention.csv" --layers 32 --kv-heads 8 \
+    --head-dim 128 --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), llama3-8b shape" \
+    > "$OUT/rates.json" && cat "$OUT/rates.json"
+fi
+# The device tool brings back at most 8 files: the attention summary goes into attention.log.
+if [ -f "$OUT/attention.md" ]; then cat "$OUT/attention.md" >> "$OUT/attention.log" && rm "$OUT/attention.md"; fi
 if want e2e; then
   timeout 45 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |
     grep -vE ' info \[' > "$OUT/e2e.log"
@@ -92,10 +101,10 @@ if want profile; then
   NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1 || true)
   if [ -n "$NSYS" ]; then
     timeout 200 "$NSYS" profile --stats=true --force-overwrite=true -o /tmp/ragd_decode \
-      "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --batches 1 --steps 32 --prefill 512 > "$OUT/profile.log" 2>&1
-    grep -A40 "cuda_gpu_kern_sum" "$OUT/profile.log" | head -60
+      "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --batches 1 --steps 32 --prefill 512 > /tmp/ragd_profile.log 2>&1
+    grep -A40 "cuda_gpu_kern_sum" /tmp/ragd_profile.log | head -60 | tee -a "$OUT/engine.md"
   else
-    echo "profile: nsys not found" | tee "$OUT/profile.log"
+    echo "profile: nsys not found" | tee -a "$OUT/engine.md"
   fi
 fi
 # Out-of-bounds / misaligned accesses the numerical tests might not notice (last: it is slow).
