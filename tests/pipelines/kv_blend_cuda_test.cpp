@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "blend_layout.h"
@@ -110,25 +111,20 @@ class KvBlendCuda : public ::testing::Test {
   std::vector<int32_t> tokens_;
 };
 
-TEST_F(KvBlendCuda, CacheBlendWithEveryRowIsDensePrefill) {
-  BlendParams p;
-  p.recompute_ratio = 1.0;
-  BlendStats st;
-  const double e = range_err(blended(*gpu_, ReuseMode::kCacheBlend, p, &st), dense(*gpu_));
-  std::printf("gpu cacheblend r=1 vs gpu dense: %.3f %% of the range\n", 100 * e);
-  EXPECT_LT(e, 0.01);
-  EXPECT_EQ(st.placed, L_.lens[1] + L_.lens[2]);
-  EXPECT_EQ(st.repaired, st.placed);
-}
-
-TEST_F(KvBlendCuda, EpicWithWholeDocumentsIsDensePrefill) {
-  BlendParams p;
-  p.epic_k = 4096;
-  BlendStats st;
-  const double e = range_err(blended(*gpu_, ReuseMode::kEpic, p, &st), dense(*gpu_));
-  std::printf("gpu epic whole documents vs gpu dense: %.3f %% of the range\n", 100 * e);
-  EXPECT_LT(e, 0.01);
-  EXPECT_EQ(st.repaired, L_.lens[1] + L_.lens[2]);
+// Repairing every placed row (CacheBlend r = 1, EPIC k >= the document length) is dense prefill.
+TEST_F(KvBlendCuda, RepairingEveryRowIsDensePrefill) {
+  BlendParams cacheblend, epic;
+  cacheblend.recompute_ratio = 1.0;
+  epic.epic_k = 4096;
+  for (const auto& [mode, p, name] : {std::tuple{ReuseMode::kCacheBlend, cacheblend, "cacheblend r=1"},
+                                      std::tuple{ReuseMode::kEpic, epic, "epic whole documents"}}) {
+    BlendStats st;
+    const double e = range_err(blended(*gpu_, mode, p, &st), dense(*gpu_));
+    std::printf("gpu %s vs gpu dense: %.3f %% of the range\n", name, 100 * e);
+    EXPECT_LT(e, 0.01) << name;
+    EXPECT_EQ(st.placed, L_.lens[1] + L_.lens[2]) << name;
+    EXPECT_EQ(st.repaired, st.placed) << name;
+  }
 }
 
 TEST_F(KvBlendCuda, NaiveConcatenationDiffersAndMoreRecomputeGetsCloser) {
