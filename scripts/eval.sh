@@ -49,3 +49,5 @@ TOML
   --pipelines "$DIR/pipelines" --pipeline iter --reuse knowledge_tree --overlap none,piperag,speculative \
   --context retrieved --json "$DIR/report_iterative.json" "${args[@]}" 2>> "$DIR/eval.log"
 echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json"
+# Where the wrong answers come from (a passage of the prompt: selection; none: garbled copying).
+python3 tools/train/error_analysis.py --report "$DIR/report.json" --context gold
