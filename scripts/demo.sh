@@ -3,13 +3,15 @@
 # (models/ragd-qa), starts ragd, asks a question with a known answer through the pipeline API and
 # through the streaming client, prints the answer next to its source passage, runs it again to show
 # knowledge-tree KV reuse, and stops the daemon. Everything lives under data/demo (delete it to
-# start over). RAGD_DEMO_MODEL=DIR uses another model; RAGD_DEMO_PRESET=small a random-weight one.
+# start over). RAGD_DEMO_MODEL=DIR uses another model; RAGD_DEMO_PRESET=small a random-weight one;
+# RAGD_DEMO_DEVICE=cuda:0 runs the model on a GPU.
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/bin"
 DEMO=${RAGD_DEMO_DIR:-data/demo}
 PRESET=${RAGD_DEMO_PRESET:-}
 MODEL=${RAGD_DEMO_MODEL:-models/ragd-qa}
+DEVICE=${RAGD_DEMO_DEVICE:-cpu}
 PORT=${RAGD_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 QID=${RAGD_DEMO_QID:-q0003}  # a question of examples/qa_eval/questions.jsonl
 # Passages per prompt. The trained model reads one passage well and four not yet (its card has
@@ -39,11 +41,11 @@ fi
 step "2. QA corpus ingestion (examples/qa_eval: 320 passages with entities never seen in training)"
 "$BIN/ragctl" ingest examples/qa_eval/corpus.jsonl --data "$DEMO/data" --model "$MODEL"
 
-step "3. start ragd on 127.0.0.1:$PORT"
+step "3. start ragd on 127.0.0.1:$PORT (model on $DEVICE)"
 # The demo shows reuse from a cold KV cache: drop what an earlier demo left in the SSD tier (the
 # documents stay ingested).
 rm -rf "$DEMO/data/kvcache"
-"$BIN/ragd" --model "$MODEL" --data "$DEMO/data" --listen "127.0.0.1:$PORT" > "$DEMO/ragd.log" 2>&1 &
+"$BIN/ragd" --model "$MODEL" --device "$DEVICE" --data "$DEMO/data" --listen "127.0.0.1:$PORT" > "$DEMO/ragd.log" 2>&1 &
 RAGD_PID=$!
 cleanup() { kill -TERM "$RAGD_PID" 2>/dev/null && wait "$RAGD_PID" 2>/dev/null || true; }
 trap cleanup EXIT

@@ -23,7 +23,7 @@ if ! grep -q '^RAGD_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt"; then
   echo "gpu-check: $BUILD is configured with RAGD_CUDA=OFF" >&2
   exit 1
 fi
-BINS=(test_kernels_cuda test_engine_cuda test_pipelines_cuda test_seqparallel bench_attention_cuda bench_engine_cuda bench_e2e bench_blend)
+BINS=(test_kernels_cuda test_engine_cuda test_pipelines_cuda test_seqparallel bench_attention_cuda bench_engine_cuda bench_e2e bench_blend ragd ragctl)
 cmake --build "$BUILD" --target "${BINS[@]}" -j"${JOBS:-1}"
 
 rm -rf "$CARRY"

@@ -6,7 +6,8 @@
 # benches: scripts/gpu/rates.py), e2e.log (the RAG pipeline and CacheBlend / EPIC on the GPU) and
 # memcheck.log when compute-sanitizer is there. Each step has a time limit, so the whole run stays
 # inside one device call (about 9 minutes at most).
-# STEPS (default "tests engine attention e2e blend memcheck") picks the steps; "profile" (not in the
+# STEPS (default "tests engine attention e2e blend demo memcheck") picks the steps ("demo": make demo's
+# script with the model on the GPU, ragd over HTTP and WebSocket, into e2e.log); "profile" (not in the
 # default) appends Nsight Systems' kernel-time summary of batch-1 decode steps to engine.md, when nsys
 # is installed.
 set -uo pipefail
@@ -47,7 +48,7 @@ for d in $pylibs; do libdirs="$libdirs:$d"; done
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-STEPS=" ${STEPS:-tests engine attention e2e blend memcheck} "
+STEPS=" ${STEPS:-tests engine attention e2e blend demo memcheck} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: the device tool brings back at most 8 files
 export RAGD_SOURCE_DIR=$PWD
@@ -96,6 +97,10 @@ if want blend; then
   timeout 120 "$CARRY/bin/bench_blend" --model models/ragd-qa --device cuda:0 --cases 24 --requests 60 \
     --out /tmp/ragd_blend 2>&1 | grep -vE ' info \[' >> "$OUT/e2e.log"
   tail -30 "$OUT/e2e.log"
+fi
+if want demo; then
+  RAGD_DEMO_DEVICE=cuda:0 RAGD_DEMO_DIR=/tmp/ragd_demo timeout 90 bash scripts/demo.sh "$CARRY" >> "$OUT/e2e.log" 2>&1
+  echo "demo on cuda:0 rc=$?" | tee -a "$OUT/e2e.log"
 fi
 if want profile; then
   NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1 || true)
