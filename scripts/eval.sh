@@ -48,6 +48,20 @@ TOML
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --pipelines "$DIR/pipelines" --pipeline iter --reuse knowledge_tree --overlap none,piperag,speculative \
   --context retrieved --json "$DIR/report_iterative.json" "${args[@]}" 2>> "$DIR/eval.log"
-echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json"
+# Extractive answers (pipelines/src/extractive.h): the same four-passage pipeline, generation
+# restricted to spans of the prompt.
+cat > "$DIR/pipelines/extractive.toml" <<'TOML'
+[pipeline]
+name = "extractive"
+description = "the default pipeline with answers copied verbatim from the prompt"
+[retriever]
+top_k = 4
+[generation]
+extractive = true
+TOML
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --pipelines "$DIR/pipelines" --pipeline extractive --reuse none --context both \
+  --json "$DIR/report_extractive.json" "${args[@]}" 2>> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json, $DIR/report_extractive.json"
 # Where the wrong answers come from (a passage of the prompt: selection; none: garbled copying).
 python3 tools/train/error_analysis.py --report "$DIR/report.json" --context gold

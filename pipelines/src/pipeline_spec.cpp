@@ -63,7 +63,7 @@ class Reader {
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
                        "max_nprobe", "query_lag"}},
-        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop"}},
+        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive"}},
     };
     for (const auto& [k, v] : root_) {
       const std::string key(k.str());
@@ -228,6 +228,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.integer("generation", "seed", 0, INT64_MAX, &v));
   s.seed = static_cast<uint64_t>(v);
   RAGD_RETURN_IF_ERROR(r.strings("generation", "stop", &s.stop));
+  RAGD_RETURN_IF_ERROR(r.boolean("generation", "extractive", &s.extractive));
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "extractive.h"
 #include "ragd/common/check.h"
 
 namespace ragd::pipelines {
@@ -18,6 +19,12 @@ RunState::RunState(std::vector<int32_t> prompt, const engine::SamplingParams& sa
 
 int32_t RunState::advance(std::span<const float> logits) {
   RAGD_CHECK(finish_reason_.empty()) << "advance() after the run finished (" << finish_reason_ << ")";
+  if (extractive_) {
+    masked_.assign(logits.begin(), logits.end());
+    mask_to_prompt_spans(std::span<const int32_t>(tokens_).first(static_cast<size_t>(prompt_len_)), generated_tokens(),
+                         stop_ids_, masked_);
+    logits = masked_;
+  }
   const engine::SampleResult s = sampler_.sample(logits, tokens_);
   tokens_.push_back(s.token);
   const bool is_stop_id = std::find(stop_ids_.begin(), stop_ids_.end(), s.token) != stop_ids_.end();

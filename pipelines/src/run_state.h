@@ -66,6 +66,9 @@ class RunState {
   void push_event(RunEvent ev);
   size_t num_events() const { return events_.size(); }
 
+  // Extractive answers (extractive.h): every later token is sampled under the prompt-span mask.
+  void set_extractive(bool on) { extractive_ = on; }
+
   void set_auto_commit(bool on);
   // Every event produced so far becomes final (releasable).
   void commit();
@@ -96,6 +99,8 @@ class RunState {
   size_t committed_ = 0;          // events_[0, committed_) are final
   size_t sent_ = 0;               // events_[0, sent_) went to the sink
   bool auto_commit_ = true;
+  bool extractive_ = false;
+  std::vector<float> masked_;  // extractive: the masked copy of a logits row
 };
 
 }  // namespace ragd::pipelines

@@ -43,6 +43,7 @@ top_p = 0.9
 top_k = 5
 seed = 42
 stop = ["END", "###"]
+extractive = true
 )", "qa.toml");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s->name, "qa");
@@ -61,6 +62,7 @@ stop = ["END", "###"]
   EXPECT_EQ(s->sampling_top_k, 5);
   EXPECT_EQ(s->seed, 42u);
   EXPECT_EQ(s->stop, (std::vector<std::string>{"END", "###"}));
+  EXPECT_TRUE(s->extractive);
   EXPECT_EQ(s->info().reuse, "prefix");
 }
 
@@ -119,6 +121,7 @@ TEST(PipelineSpec, BadIterativeFields) {
 }
 TEST(PipelineSpec, BadName) { expect_error("[pipeline]\nname = \"a b\"", "name: must be 1-64"); }
 TEST(PipelineSpec, BadTopP) { expect_error("[generation]\ntop_p = 1.5", "top_p: must be in"); }
+TEST(PipelineSpec, BadExtractive) { expect_error("[generation]\nextractive = \"yes\"", "extractive: must be true or false"); }
 TEST(PipelineSpec, BadStop) { expect_error("[generation]\nstop = [1]", "stop: must be an array of strings"); }
 TEST(PipelineSpec, NonTableSection) { expect_error("reuse = \"none\"", "'reuse' must be a table"); }
 

@@ -2,8 +2,11 @@
 // emitter that only releases committed tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
+#include "extractive.h"
 #include "ragd/engine/tokenizer.h"
 #include "run_state.h"
 
@@ -140,6 +143,65 @@ TEST(RunState, AutoCommitReleasesEveryTokenAndStopStringsEndTheRun) {
   ASSERT_TRUE(s.release(client.sink()));
   ASSERT_EQ(client.seen.size(), 2u);
   EXPECT_EQ(client.seen[1].text, "");  // the stop string is not sent
+}
+
+// Extractive answers: the naive reference is "is the answer so far a run of the prompt, and is the
+// next token one that follows such a run".
+bool occurs(const std::vector<int32_t>& hay, const std::vector<int32_t>& needle) {
+  return std::search(hay.begin(), hay.end(), needle.begin(), needle.end()) != hay.end();
+}
+
+TEST(Extractive, MaskAllowsExactlyTheContinuationsOfPromptRuns) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int vocab = 13;
+    std::vector<int32_t> prompt(1 + rng() % 40);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % 9);  // ids 9..12 never in the prompt
+    // The answer so far: a run of the prompt (or, every 7th trial, something that is not).
+    std::vector<int32_t> gen;
+    if (trial % 7 == 6) {
+      gen = {12};
+    } else {
+      const size_t a = rng() % prompt.size(), len = rng() % std::min<size_t>(4, prompt.size() - a + 1);
+      gen.assign(prompt.begin() + a, prompt.begin() + a + len);
+    }
+    const std::vector<int32_t> stop = {11};
+    std::vector<float> logits(vocab, 1.0f);
+    mask_to_prompt_spans(prompt, gen, stop, logits);
+    for (int v = 0; v < vocab; ++v) {
+      std::vector<int32_t> next = gen;
+      next.push_back(v);
+      const bool continues = occurs(prompt, next);
+      const bool stop_ok = v == 11 && (!gen.empty() || !occurs(prompt, {}));
+      const bool nothing_else = !occurs(prompt, gen) && v == 11;  // stuck: only a stop is left
+      const bool want = continues || stop_ok || nothing_else;
+      EXPECT_EQ(std::isfinite(logits[v]), want) << "trial " << trial << " token " << v << " answer size " << gen.size();
+    }
+  }
+}
+
+TEST(Extractive, GreedyRunCopiesAPromptSpanAndStops) {
+  auto tok = tokenizer();
+  engine::SamplingParams p;  // greedy
+  p.max_tokens = 12;
+  const std::vector<int32_t> prompt = {'t', 'h', 'e', ' ', 'c', 'a', 't', ' ', 's', 'a', 't'};
+  for (const bool extractive : {false, true}) {
+    RunState s(prompt, p, *tok, {0}, 12);
+    s.set_extractive(extractive);
+    for (int i = 0; i < 12 && s.finish_reason().empty(); ++i) {
+      std::vector<float> l = logits_for(s.tokens(), 3);
+      l[0] = -5.0f;  // the stop id: allowed, never preferred
+      s.advance(l);
+    }
+    std::vector<int32_t> answer(s.generated_tokens().begin(), s.generated_tokens().end());
+    if (!answer.empty() && answer.back() == 0) answer.pop_back();
+    if (extractive) {
+      EXPECT_TRUE(occurs(prompt, answer)) << "the extractive answer is a run of the prompt";
+      EXPECT_EQ(s.finish_reason(), "stop");  // the prompt runs out of continuations before max_tokens
+    } else {
+      EXPECT_FALSE(occurs(prompt, answer)) << "the unmasked logits pick tokens the prompt lacks (the test can fail)";
+    }
+  }
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 //   [iterative]  retrieval_interval = 16, query_window = 16, overlap = "none" (none | piperag |
 //                speculative | both), speculation_cache = 20, max_stride = 8, max_nprobe = 0,
 //                query_lag = 0 (iterative.h); the table makes the pipeline iterative
-//   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."]
+//   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."],
+//                extractive = false (answers copied verbatim from the prompt: pipelines/src/extractive.h)
 //
 // Unknown tables or keys and wrong types are errors naming the file and the key. A built-in
 // "default" pipeline (top-4 retrieval, knowledge-tree reuse) exists unless a file redefines it.
@@ -53,6 +54,7 @@ struct PipelineSpec {
   int sampling_top_k = 0;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  bool extractive = false;
 
   PipelineInfo info() const;
 };
