@@ -22,7 +22,8 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (allow_pipeline_field) {
     if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
                          "stream", "reuse", "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos",
-                         "context_must_include", "overlap", "retrieval_interval", "speculative_prefill"});
+                         "context_must_include", "overlap", "retrieval_interval", "speculative_prefill",
+                         "extractive"});
         e.failed())
       return e;
     std::string p = "default";
@@ -31,7 +32,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   } else {
     if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
                          "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos", "context_must_include",
-                         "overlap", "retrieval_interval", "speculative_prefill"});
+                         "overlap", "retrieval_interval", "speculative_prefill", "extractive"});
         e.failed())
       return e;
   }
@@ -60,6 +61,9 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     if (auto e = f.string_list("stop", &stop); e.failed()) return e;
     out->overrides.stop = std::move(stop);
   }
+  bool extractive = false;
+  if (auto e = f.boolean("extractive", &extractive, &present); e.failed()) return e;
+  if (present) out->overrides.extractive = extractive;  // answers copied verbatim from the prompt
   if (auto e = f.boolean("stream", stream); e.failed()) return e;
   if (auto e = f.boolean("logprobs", &out->want_logprobs); e.failed()) return e;
   // Extension (as in vLLM): keep generating past the model's end-of-sequence token.

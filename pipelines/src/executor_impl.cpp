@@ -296,7 +296,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   }
   for (int32_t t : q.sampling.stop_token_ids) stop_ids.push_back(t);
   q.state.emplace(q.prompt, q.sampling, *tok_, std::move(stop_ids), max_new);
-  q.state->set_extractive(q.spec != nullptr && q.spec->extractive);
+  q.state->set_extractive(q.rr.overrides.extractive.value_or(q.spec != nullptr && q.spec->extractive));
   q.usage.prompt_tokens = prompt_len;
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);

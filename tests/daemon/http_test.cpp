@@ -196,6 +196,9 @@ TEST_F(HttpTest, IterativeFieldsAreValidated) {
   r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","speculative_prefill":"yes"})");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("speculative_prefill"), std::string::npos) << r.body;
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","extractive":1})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("extractive"), std::string::npos) << r.body;
 }
 TEST_F(HttpTest, UnknownField) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","topk":3})"), 400, "invalid_request",

@@ -210,6 +210,39 @@ TEST_F(ExecutorTest, ExplicitOverridesWinOverPipelineDefaults) {
   fs::remove_all(data);
 }
 
+// Extractive answers through the executor (a request override on a plain completion, whose prompt
+// is known here): the generated tokens are a run of the prompt's tokens; without the override the
+// random model's output is not (so the check can fail).
+TEST_F(ExecutorTest, ExtractiveRunsCopyARunOfThePrompt) {
+  const std::string data = tmpdir("extractive");
+  Runtime rt = open(options(data), false);
+  auto tok = engine::Tokenizer::from_file(*root_ + "/model/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  const std::string prompt = "the harbor ship sailor waits for the tide at the port of the bakery bread";
+  std::vector<int32_t> ids = (*tok)->encode(prompt, true);
+  auto contains = [&](std::vector<int32_t> run) {
+    return std::search(ids.begin(), ids.end(), run.begin(), run.end()) != ids.end();
+  };
+  Collector c;
+  for (const bool extractive : {false, true}) {
+    RunRequest r;
+    r.prompt = prompt;
+    r.overrides.max_tokens = 24;
+    r.overrides.extractive = extractive;
+    RunOutput out;
+    ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
+    ASSERT_TRUE(c.wait(&out));
+    ASSERT_TRUE(out.error.ok()) << out.error.to_string();
+    std::vector<int32_t> answer = out.tokens;
+    if (out.finish == "stop" && !answer.empty()) answer.pop_back();  // the stop id
+    ASSERT_FALSE(answer.empty());
+    EXPECT_EQ(contains(answer), extractive) << (extractive ? "extractive output is not a run of the prompt"
+                                                           : "the unconstrained output happens to be a run");
+  }
+  close(rt);
+  fs::remove_all(data);
+}
+
 // RunState over the real model: decode, checkpoint, decode more, restore and cut the KV back (what
 // Scheduler::truncate asks of the KV host), decode again: the same tokens (sampled, so the RNG is
 // restored too), and the client only ever saw committed tokens.

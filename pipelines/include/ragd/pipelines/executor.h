@@ -82,6 +82,7 @@ struct RunOverrides {
   std::optional<int> top_k;          // sampling top-k (0 = off)
   std::optional<uint64_t> seed;
   std::optional<std::vector<std::string>> stop;
+  std::optional<bool> extractive;   // [generation] extractive of the pipeline
 };
 
 struct RunRequest {
