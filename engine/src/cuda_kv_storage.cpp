@@ -186,4 +186,36 @@ void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
   check_ok(stream_->sync(), "cuda KV write");
 }
 
+void CudaKvStorage::read_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
+  if (n <= 0) return;
+  check_ok(cu::set_device(device_), "cuda KV read");
+  const int layers = layout().num_layers, hd = layout().head_dim;
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  const size_t layer_bytes = 2 * count * sizeof(uint16_t);
+  const int group = static_cast<int>(std::clamp<size_t>(kSegmentStagingBytes / layer_bytes, 1, layers));
+  const int pool_rows = static_cast<int>(num_blocks() * layout().block_size);
+  for (int l0 = 0; l0 < layers; l0 += group) {
+    const int g = std::min(group, layers - l0);
+    stage(blocks, t0, n, g * layer_bytes);
+    uint16_t* dk = rows_dev_.as<uint16_t>();
+    for (int i = 0; i < g; ++i) {
+      for (int kv = 0; kv < 2; ++kv) {
+        check_ok(cu::embedding_gather(cu::DType::kBf16, kv == 0 ? k_layer(l0 + i) : v_layer(l0 + i), pool_rows,
+                                      static_cast<int>(row), slots_dev_.as<int32_t>(), n, dk + (2 * i + kv) * count,
+                                      nullptr, stream_->get()),
+                 "cuda KV gather");
+      }
+    }
+    uint16_t* hk = staging_.as<uint16_t>();
+    check_ok(cu::copy_to_host(hk, dk, g * layer_bytes, stream_->get()), "cuda KV read");
+    check_ok(stream_->sync(), "cuda KV read");
+#pragma omp parallel for schedule(static) if (g > 1)
+    for (int i = 0; i < g; ++i) {
+      const size_t dst = static_cast<size_t>(l0 + i) * count;
+      kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + 2 * i * count, nullptr, k + dst);
+      kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + (2 * i + 1) * count, nullptr, v + dst);
+    }
+  }
+}
+
 }  // namespace ragd::engine

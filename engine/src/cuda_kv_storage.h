@@ -39,6 +39,9 @@ class CudaKvStorage final : public KvStorage {
   // (at most kSegmentStagingBytes of values) copied up with one copy and scattered with one kernel
   // per layer, one synchronisation per group.
   void write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v) override;
+  // The inverse: groups of layers gathered on the device, one copy down and one synchronisation per
+  // group, converted to f32 on the host in parallel.
+  void read_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const override;
 
   // Base of one layer's bf16 arrays (block 0), device memory.
   uint16_t* k_layer(int layer) const { return k_[layer].as<uint16_t>(); }

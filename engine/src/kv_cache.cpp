@@ -236,6 +236,11 @@ void BlockTable::read(const KvPool& pool, int layer, int t0, int n, float* k_dst
   pool.storage().read_tokens(layer, blocks_, t0, n, k_dst, v_dst);
 }
 
+void BlockTable::read_all_layers(const KvPool& pool, int t0, int n, float* k_dst, float* v_dst) const {
+  RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= num_tokens_) << "read [" << t0 << ", " << t0 + n << ") of " << num_tokens_;
+  pool.storage().read_tokens_all_layers(blocks_, t0, n, k_dst, v_dst);
+}
+
 void BlockTable::check_writable(const KvPool& pool, int t0, int n) const {
   const KvLayout& lay = pool.layout();
   RAGD_CHECK(t0 >= 0 && n >= 0 && t0 + n <= static_cast<int>(blocks_.size()) * lay.block_size)

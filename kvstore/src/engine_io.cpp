@@ -17,7 +17,7 @@ Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& t
   const size_t per_layer = static_cast<size_t>(n) * L.token_floats();
   out.k.resize(per_layer * L.num_layers);
   out.v.resize(per_layer * L.num_layers);
-  for (int l = 0; l < L.num_layers; ++l) table.read(pool, l, t0, n, out.k.data() + l * per_layer, out.v.data() + l * per_layer);
+  table.read_all_layers(pool, t0, n, out.k.data(), out.v.data());
   return out;
 }
 

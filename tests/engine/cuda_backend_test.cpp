@@ -493,8 +493,9 @@ TEST(CudaKvStorage, HostRoundTripAndBlockCopy) {
   EXPECT_EQ(v3, v2);
 }
 
-// A run of tokens across blocks through BlockTable (one gather / scatter per layer on the device):
-// what the tiers below HBM move. Equal to the bf16 rounding of what went in, in a forked table too.
+// A run of tokens across blocks through BlockTable (append: every layer in one call; read: one gather
+// per layer, and every layer in one call): what the tiers below HBM move. Equal to the bf16
+// rounding of what went in, in a forked table too.
 TEST(CudaKvStorage, TokenRunsAcrossBlocks) {
   REQUIRE_GPU();
   const ModelConfig cfg = gpu_config(64, 4, 2, false);
@@ -511,9 +512,12 @@ TEST(CudaKvStorage, TokenRunsAcrossBlocks) {
   BlockTable t;
   ASSERT_TRUE(t.append(pool, n, k.data(), v.data()));
   BlockTable f = t.fork_prefix(pool, 40);
+  std::vector<float> k_layers, v_layers;  // the per-layer reads, concatenated
   for (int l = 0; l < layers; ++l) {
     std::vector<float> k2(n * tf), v2(n * tf);
     t.read(pool, l, 0, n, k2.data(), v2.data());
+    k_layers.insert(k_layers.end(), k2.begin(), k2.end());
+    v_layers.insert(v_layers.end(), v2.begin(), v2.end());
     for (size_t i = 0; i < k2.size(); ++i) {
       const size_t src = static_cast<size_t>(l) * n * tf + i;
       EXPECT_NEAR(k2[i], k[src], std::fabs(k[src]) / 256) << "layer " << l << " value " << i;
@@ -523,6 +527,11 @@ TEST(CudaKvStorage, TokenRunsAcrossBlocks) {
     f.read(pool, l, 19, 21, k3.data(), v3.data());
     EXPECT_TRUE(std::equal(k3.begin(), k3.end(), k2.begin() + 19 * tf)) << "layer " << l;
   }
+  // Every layer in one call (what gather_kv exports to the slower tiers): the same values.
+  std::vector<float> ka(k.size()), va(v.size());
+  t.read_all_layers(pool, 0, n, ka.data(), va.data());
+  EXPECT_EQ(ka, k_layers);
+  EXPECT_EQ(va, v_layers);
   f.release(pool);
   t.release(pool);
   EXPECT_EQ(pool.free_blocks(), pool.num_blocks());

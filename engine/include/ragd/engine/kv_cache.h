@@ -122,6 +122,9 @@ class BlockTable {
   // Host copies through the pool's storage.
   // Copies K/V of slots [t0, t0 + n) of one layer into dst, [n, kv_heads, head_dim] f32 each.
   void read(const KvPool& pool, int layer, int t0, int n, float* k_dst, float* v_dst) const;
+  // The same for every layer at once: k_dst / v_dst are [num_layers][n, kv_heads, head_dim]
+  // (KvStorage::read_tokens_all_layers: one transfer per group of layers on a device).
+  void read_all_layers(const KvPool& pool, int t0, int n, float* k_dst, float* v_dst) const;
   // Writes K/V for slots [t0, t0 + n) of one layer (their blocks must be reserved and not shared).
   // K is post-RoPE.
   void write(KvPool& pool, int layer, int t0, int n, const float* k_src, const float* v_src);

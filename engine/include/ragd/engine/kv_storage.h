@@ -72,6 +72,8 @@ class KvStorage {
   // device storage converts the segment on the host in parallel, copies it in few large copies and
   // synchronises once per copy instead of twice per layer.
   virtual void write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v);
+  // The inverse (gather_kv: a sequence's KV exported to a slower tier), same shapes.
+  virtual void read_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const;
 
  protected:
   KvStorage(const KvLayout& layout, size_t num_blocks) : layout_(layout), num_blocks_(num_blocks) {}
