@@ -3,12 +3,14 @@
 # repository: data generation (tools/train/make_data.py), ragd's own BPE tokenizer, episode
 # encoding through the default pipeline's prompt builder, CPU training with PyTorch (Debian's
 # python3-torch; resumable, wall-clock budget), export, the parity fixture and the evaluation.
-# Two phases, as the committed model was trained:
+# Four phases, as the committed model was trained:
 #   1. from scratch: one question per episode, curriculum by answer loss (TRAIN_MINUTES, default 90);
 #   2. continued from phase 1 on fresh episodes with 4 questions each (the first in the pipeline's
 #      prompt, 3 follow-up turns), starting at stage 0 again (TRAIN2_MINUTES, default 115; 0 skips);
 #   3. continued from phase 2 on another fresh set of such episodes, at the last curriculum stage,
-#      with a new warm-up and cosine decay (TRAIN3_MINUTES, default 120; 0 skips).
+#      with a new warm-up and cosine decay (TRAIN3_MINUTES, default 120; 0 skips);
+#   4. the same again on a fifth set (seed 6), the answer loss weighted up (context LM weight 0.05
+#      instead of 0.2) (TRAIN4_MINUTES, default 92; 0 skips).
 #   TRAIN_DIR (default data/train), MODEL_OUT (default models/ragd-qa), TRAIN_THREADS (default 2)
 set -euo pipefail
 BUILD=${1:-build}
@@ -70,11 +72,20 @@ if [[ "$MINUTES2" != 0 ]]; then continue_phase phase2 3 "$MINUTES2" --lr 1.5e-3;
 # Phase 3: the same again on other episodes (seed 4), from the last stage.
 MINUTES3=${TRAIN3_MINUTES:-120}
 if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then continue_phase phase3 4 "$MINUTES3" --lr 1e-3 --start-stage 2; fi
+# Phase 4: other episodes (seed 6), the answer loss weighted up.
+MINUTES4=${TRAIN4_MINUTES:-92}
+if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 && "$MINUTES4" != 0 ]]; then
+  continue_phase phase4 6 "$MINUTES4" --lr 1e-3 --start-stage 2 --ctx-weight 0.05 --seed 6
+fi
 
 mkdir -p "$MODEL_OUT"
 cp "$FINAL/config.json" "$FINAL/model.safetensors" "$FINAL/tokenizer.json" "$MODEL_OUT/"
 cp "$LOG1" "$MODEL_OUT/training_log_run1.jsonl"
-if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then
+if [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 && "$MINUTES4" != 0 ]]; then
+  cp "$TRAIN_DIR/phase2/run/log.jsonl" "$MODEL_OUT/training_log_run2.jsonl"
+  cp "$TRAIN_DIR/phase3/run/log.jsonl" "$MODEL_OUT/training_log_run3.jsonl"
+  cp "$TRAIN_DIR/phase4/run/log.jsonl" "$MODEL_OUT/training_log.jsonl"
+elif [[ "$MINUTES2" != 0 && "$MINUTES3" != 0 ]]; then
   cp "$TRAIN_DIR/phase2/run/log.jsonl" "$MODEL_OUT/training_log_run2.jsonl"
   cp "$TRAIN_DIR/phase3/run/log.jsonl" "$MODEL_OUT/training_log.jsonl"
 elif [[ "$MINUTES2" != 0 ]]; then
