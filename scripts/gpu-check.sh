@@ -29,7 +29,7 @@ cmake --build "$BUILD" --target "${BINS[@]}" -j"${JOBS:-1}"
 rm -rf "$CARRY"
 mkdir -p "$CARRY/bin" "$CARRY/lib"
 for b in "${BINS[@]}"; do
-  # Line tables are enough for a backtrace; full debug info would not fit the carry limit.
+  # Line tables are enough for a backtrace; full debug info would not fit a 64 MiB transfer.
   objcopy --strip-debug "$BUILD/bin/$b" "$CARRY/bin/$b"
 done
 for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort -u |
@@ -41,7 +41,7 @@ for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort 
     cp -L "$path" "$CARRY/lib/$name"
   done
 
-# The libraries (OpenBLAS alone is 36 MB) do not fit the carry limit as they are: one xz archive
+# The libraries (OpenBLAS alone is 36 MB) do not fit a 64 MiB transfer as they are: one xz archive
 # (about a fifth of the size) travels instead, unpacked by scripts/gpu/run.sh.
 raw_kib=$(du -sk "$CARRY" | cut -f1)
 tar -C "$CARRY" -cf - bin lib | xz -T0 -6 > "$CARRY.tar.xz.tmp"
@@ -58,5 +58,5 @@ Run on the GPU machine (repo root = a copy of this tree plus build-gpu-carry/; r
 
   bash scripts/gpu/run.sh
 
-With the device tool of this workplace: command "bash scripts/gpu/run.sh", carry ["build-gpu-carry"].
+With a remote runner: command "bash scripts/gpu/run.sh", with build-gpu-carry/ copied along.
 CMD

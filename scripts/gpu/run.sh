@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repo root, after scripts/gpu-check.sh prepared build-gpu-carry/.
-# Writes under $OUT (default ./gpu-out; the device tool brings back at most 8 files): tests.log
+# Writes under $OUT (default ./gpu-out; at most 8 files, so that a remote runner with a file limit returns them all): tests.log
 # (nvidia-smi, the CUDA tests), engine.md / engine.csv (bench_engine_cuda, llama3-8b), attention.log /
 # attention.csv (vs PyTorch SDPA), rates.json (kernel rates for `ragctl plan --rates`, from the two
 # benches: scripts/gpu/rates.py), e2e.log (the RAG pipeline and CacheBlend / EPIC on the GPU) and
@@ -50,7 +50,7 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 STEPS=" ${STEPS:-tests engine attention e2e blend demo memcheck} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
-nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: the device tool brings back at most 8 files
+nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: at most 8 files under $OUT
 export RAGD_SOURCE_DIR=$PWD
 rc=0 erc=0 brc=0 mrc=0
 if want tests; then
@@ -87,7 +87,7 @@ if [ -f "$OUT/engine.csv" ] && [ -f "$OUT/attention.csv" ]; then
     --head-dim 128 --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), llama3-8b shape" \
     > "$OUT/rates.json" && cat "$OUT/rates.json"
 fi
-# The device tool brings back at most 8 files: the attention summary goes into attention.log.
+# At most 8 files under $OUT: the attention summary goes into attention.log.
 if [ -f "$OUT/attention.md" ]; then cat "$OUT/attention.md" >> "$OUT/attention.log" && rm "$OUT/attention.md"; fi
 if want e2e; then
   timeout 45 "$CARRY/bin/bench_e2e" --device cuda:0 --requests 40 --sched-requests 0 --out /tmp/ragd_e2e 2>&1 |

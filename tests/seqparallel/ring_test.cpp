@@ -279,7 +279,7 @@ TEST(ShardedDecode, WorkerWithoutTokens) {
   }
 }
 
-// The same over NCCL, where a lent machine has two or more GPUs (the KV blocks are this CPU
+// The same over NCCL, where a machine has two or more GPUs (the KV blocks are this CPU
 // engine's, staged through device memory); skipped elsewhere with the reason.
 TEST(RingPrefill, OverNcclEqualsOneWorkerAndDecodesAlike) {
   int devices = 0;
