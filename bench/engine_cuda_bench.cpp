@@ -205,7 +205,8 @@ int main(int argc, char** argv) {
         }
       }
       const double step = median(t);
-      const double kv_read = static_cast<double>(B) * (len0 + 2 + steps / 2.0 + 1) * token_bytes;
+      const double kv_tokens = len0 + 2 + steps / 2.0 + 1;  // mean KV length read per measured step
+      const double kv_read = static_cast<double>(B) * kv_tokens * token_bytes;
       const double bytes = step_weight_bytes + kv_read;
       std::printf("| %d | %d | %s | %s | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt,
                   ph.gemv && B == 1 ? "on" : "off", graphs ? "on" : "off", 1e3 * step, B / step, bytes / 1e9, bytes / step / 1e9, 100.0 * bytes / step / bw);
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
                                  (graphs ? ";graphs=on" : ";graphs=off");
       rows.push_back({"decode_tokens_per_s", params, B / step, 0.0});
       rows.push_back({"decode_step_ms", params, 1e3 * step, 0.0});
-      rows.push_back({"decode_kv_tokens", params, len0 + 2 + steps / 2.0 + 1, 0.0});  // mean KV length read per step
+      rows.push_back({"decode_kv_tokens", params, kv_tokens, 0.0});
       rows.push_back({"decode_bandwidth_fraction", params, bytes / step / bw, 1.0});
     }
     unsetenv("RAGD_CUDA_GEMV");

@@ -116,44 +116,68 @@ void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n, size_t
   check_ok(cu::copy_to_device(slots_dev_.get(), slots, slot_bytes, stream_->get()), "cuda KV slots");
 }
 
+int CudaKvStorage::layers_per_copy(int n) const {
+  const size_t layer_bytes = 2 * static_cast<size_t>(n) * layout().token_floats() * sizeof(uint16_t);
+  return static_cast<int>(std::clamp<size_t>(kSegmentStagingBytes / layer_bytes, 1, layout().num_layers));
+}
+
+void CudaKvStorage::upload_layers(std::span<const int32_t> blocks, int t0, int n, int l0, int g, const float* k,
+                                  const float* v) {
+  const int nkv = layout().num_kv_heads, hd = layout().head_dim;
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  stage(blocks, t0, n, 2 * g * count * sizeof(uint16_t));  // waits for the previous copy out of the staging
+  // The pool's one f32 -> stored-row conversion (vectorised), layers in parallel, into the staging.
+  uint16_t* hk = staging_.as<uint16_t>();
+#pragma omp parallel for schedule(static) if (g > 1)
+  for (int i = 0; i < g; ++i) {
+    kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k + i * count, row, hk + 2 * i * count, nullptr);
+    kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v + i * count, row, hk + (2 * i + 1) * count, nullptr);
+  }
+  uint16_t* dk = rows_dev_.as<uint16_t>();
+  check_ok(cu::copy_to_device(dk, hk, 2 * g * count * sizeof(uint16_t), stream_->get()), "cuda KV write");
+  for (int i = 0; i < g; ++i) {
+    check_ok(cu::kv_write(dk + 2 * i * count, dk + (2 * i + 1) * count, n, static_cast<int>(row), nkv, hd,
+                          slots_dev_.as<int32_t>(), k_layer(l0 + i), v_layer(l0 + i), stream_->get()),
+             "cuda KV scatter");
+  }
+}
+
+void CudaKvStorage::download_layers(std::span<const int32_t> blocks, int t0, int n, int l0, int g, float* k,
+                                    float* v) const {
+  const int hd = layout().head_dim;
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  const int pool_rows = static_cast<int>(num_blocks() * layout().block_size);
+  stage(blocks, t0, n, 2 * g * count * sizeof(uint16_t));
+  uint16_t* dk = rows_dev_.as<uint16_t>();
+  for (int i = 0; i < g; ++i) {
+    for (int kv = 0; kv < 2; ++kv) {
+      check_ok(cu::embedding_gather(cu::DType::kBf16, kv == 0 ? k_layer(l0 + i) : v_layer(l0 + i), pool_rows,
+                                    static_cast<int>(row), slots_dev_.as<int32_t>(), n, dk + (2 * i + kv) * count,
+                                    nullptr, stream_->get()),
+               "cuda KV gather");
+    }
+  }
+  uint16_t* hk = staging_.as<uint16_t>();
+  check_ok(cu::copy_to_host(hk, dk, 2 * g * count * sizeof(uint16_t), stream_->get()), "cuda KV read");
+  check_ok(stream_->sync(), "cuda KV read");
+#pragma omp parallel for schedule(static) if (g > 1)
+  for (int i = 0; i < g; ++i) {
+    kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + 2 * i * count, nullptr, k + i * count);
+    kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + (2 * i + 1) * count, nullptr, v + i * count);
+  }
+}
+
 void CudaKvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV read");
-  stage(blocks, t0, n, 2 * static_cast<size_t>(n) * layout().token_floats() * sizeof(uint16_t));
-  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
-  const int pool_rows = static_cast<int>(num_blocks() * layout().block_size);
-  uint16_t* dk = rows_dev_.as<uint16_t>();
-  uint16_t* dv = dk + count;
-  check_ok(cu::embedding_gather(cu::DType::kBf16, k_layer(layer), pool_rows, static_cast<int>(row), slots_dev_.as<int32_t>(),
-                                n, dk, nullptr, stream_->get()),
-           "cuda KV gather");
-  check_ok(cu::embedding_gather(cu::DType::kBf16, v_layer(layer), pool_rows, static_cast<int>(row), slots_dev_.as<int32_t>(),
-                                n, dv, nullptr, stream_->get()),
-           "cuda KV gather");
-  uint16_t* hk = staging_.as<uint16_t>();
-  check_ok(cu::copy_to_host(hk, dk, 2 * count * sizeof(uint16_t), stream_->get()), "cuda KV read");
-  check_ok(stream_->sync(), "cuda KV read");
-  const int hd = layout().head_dim;
-  kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk, nullptr, k);
-  kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + count, nullptr, v);
+  download_layers(blocks, t0, n, layer, 1, k, v);
 }
 
 void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, const float* k,
                                  const float* v) {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
-  stage(blocks, t0, n, 2 * static_cast<size_t>(n) * layout().token_floats() * sizeof(uint16_t));
-  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
-  // The pool's one f32 <-> stored-row conversion (vectorised), into the pinned staging.
-  uint16_t* hk = staging_.as<uint16_t>();
-  const int nkv = layout().num_kv_heads, hd = layout().head_dim;
-  kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k, row, hk, nullptr);
-  kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v, row, hk + count, nullptr);
-  uint16_t* dk = rows_dev_.as<uint16_t>();
-  check_ok(cu::copy_to_device(dk, hk, 2 * count * sizeof(uint16_t), stream_->get()), "cuda KV write");
-  check_ok(cu::kv_write(dk, dk + count, n, static_cast<int>(row), layout().num_kv_heads, layout().head_dim,
-                        slots_dev_.as<int32_t>(), k_layer(layer), v_layer(layer), stream_->get()),
-           "cuda KV scatter");
+  upload_layers(blocks, t0, n, layer, 1, k, v);
   check_ok(stream_->sync(), "cuda KV write");
 }
 
@@ -161,27 +185,10 @@ void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
                                             const float* v) {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
-  const int layers = layout().num_layers, nkv = layout().num_kv_heads, hd = layout().head_dim;
-  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
-  const size_t layer_bytes = 2 * count * sizeof(uint16_t);  // K and V of one layer, bf16
-  const int group = static_cast<int>(std::clamp<size_t>(kSegmentStagingBytes / layer_bytes, 1, layers));
+  const int layers = layout().num_layers, group = layers_per_copy(n);
+  const size_t count = static_cast<size_t>(n) * layout().token_floats();
   for (int l0 = 0; l0 < layers; l0 += group) {
-    const int g = std::min(group, layers - l0);
-    stage(blocks, t0, n, g * layer_bytes);  // waits for the previous group's copy out of the staging
-    uint16_t* hk = staging_.as<uint16_t>();
-#pragma omp parallel for schedule(static) if (g > 1)
-    for (int i = 0; i < g; ++i) {
-      const size_t src = static_cast<size_t>(l0 + i) * count;
-      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k + src, row, hk + 2 * i * count, nullptr);
-      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v + src, row, hk + (2 * i + 1) * count, nullptr);
-    }
-    uint16_t* dk = rows_dev_.as<uint16_t>();
-    check_ok(cu::copy_to_device(dk, hk, g * layer_bytes, stream_->get()), "cuda KV write");
-    for (int i = 0; i < g; ++i) {
-      check_ok(cu::kv_write(dk + 2 * i * count, dk + (2 * i + 1) * count, n, static_cast<int>(row), nkv, hd,
-                            slots_dev_.as<int32_t>(), k_layer(l0 + i), v_layer(l0 + i), stream_->get()),
-               "cuda KV scatter");
-    }
+    upload_layers(blocks, t0, n, l0, std::min(group, layers - l0), k + l0 * count, v + l0 * count);
   }
   check_ok(stream_->sync(), "cuda KV write");
 }
@@ -189,32 +196,10 @@ void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
 void CudaKvStorage::read_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV read");
-  const int layers = layout().num_layers, hd = layout().head_dim;
-  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
-  const size_t layer_bytes = 2 * count * sizeof(uint16_t);
-  const int group = static_cast<int>(std::clamp<size_t>(kSegmentStagingBytes / layer_bytes, 1, layers));
-  const int pool_rows = static_cast<int>(num_blocks() * layout().block_size);
+  const int layers = layout().num_layers, group = layers_per_copy(n);
+  const size_t count = static_cast<size_t>(n) * layout().token_floats();
   for (int l0 = 0; l0 < layers; l0 += group) {
-    const int g = std::min(group, layers - l0);
-    stage(blocks, t0, n, g * layer_bytes);
-    uint16_t* dk = rows_dev_.as<uint16_t>();
-    for (int i = 0; i < g; ++i) {
-      for (int kv = 0; kv < 2; ++kv) {
-        check_ok(cu::embedding_gather(cu::DType::kBf16, kv == 0 ? k_layer(l0 + i) : v_layer(l0 + i), pool_rows,
-                                      static_cast<int>(row), slots_dev_.as<int32_t>(), n, dk + (2 * i + kv) * count,
-                                      nullptr, stream_->get()),
-                 "cuda KV gather");
-      }
-    }
-    uint16_t* hk = staging_.as<uint16_t>();
-    check_ok(cu::copy_to_host(hk, dk, g * layer_bytes, stream_->get()), "cuda KV read");
-    check_ok(stream_->sync(), "cuda KV read");
-#pragma omp parallel for schedule(static) if (g > 1)
-    for (int i = 0; i < g; ++i) {
-      const size_t dst = static_cast<size_t>(l0 + i) * count;
-      kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + 2 * i * count, nullptr, k + dst);
-      kernels::kv_load_values(kernels::KvDtype::kBF16, count, hd, hk + (2 * i + 1) * count, nullptr, v + dst);
-    }
+    download_layers(blocks, t0, n, l0, std::min(group, layers - l0), k + l0 * count, v + l0 * count);
   }
 }
 

@@ -54,6 +54,14 @@ class CudaKvStorage final : public KvStorage {
   // Room for value_bytes of K/V rows in the staging buffers and n slots on the device; the global
   // pool slots of tokens [t0, t0 + n) uploaded.
   void stage(std::span<const int32_t> blocks, int t0, int n, size_t value_bytes) const;
+  // Layers [l0, l0 + g) of tokens [t0, t0 + n) (k, v: [g][n, kv_heads, head_dim] f32, host): converted
+  // to bf16 in the staging (layers in parallel), one copy up and one scatter per layer; returns
+  // without waiting for them.
+  void upload_layers(std::span<const int32_t> blocks, int t0, int n, int l0, int g, const float* k, const float* v);
+  // The inverse: one gather per layer and one copy down, waited for, converted to f32.
+  void download_layers(std::span<const int32_t> blocks, int t0, int n, int l0, int g, float* k, float* v) const;
+  // Layers moved per copy: as many as fit kSegmentStagingBytes (cuda_kv_storage.cpp), at least one.
+  int layers_per_copy(int n) const;
 
   int device_ = 0;
   std::string name_;

@@ -48,11 +48,9 @@ def main():
     kv_tokens = {p: v for (k, p), v in engine.items() if k == "decode_kv_tokens"}
     causal, masked, decode = {}, {}, {}
     for r in read_rows(a.attention):
-        if r[0] == "prefill" and len(r) >= 8:
-            causal[int(r[1])] = float(r[6])  # raw bench row: kind,tokens,kv_len,heads,kv_heads,head_dim,ms,tflops
-        elif r[0].isdigit():
+        if r[0].isdigit():
             causal[int(r[0])] = float(r[1])  # the script's summary row: tokens,ragd_ms,...
-        elif r[0] == "prefill_positions":
+        elif r[0] == "prefill_positions":  # raw bench rows: kind,tokens,kv_len,heads,kv_heads,head_dim,time,rate
             masked[int(r[1])] = float(r[6])
         elif r[0] == "decode" and int(r[1]) == 1:
             decode[int(r[2])] = (float(r[6]), float(r[7]))  # kv_len -> (us, GB/s)

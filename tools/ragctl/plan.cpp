@@ -14,7 +14,6 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
-#include "ragd/engine/kv_storage.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
@@ -69,6 +68,10 @@ int run_plan(const PlanArgs& a) {
     std::fprintf(stderr, "ragctl plan: --preset needs --rates (calibration runs a loaded model)\n");
     return 2;
   }
+  engine::ModelOptions o;
+  o.kv_dtype = *kv_dtype;
+  o.num_threads = a.threads;
+  o.kv_pool_bytes = 256u << 20;  // room for the calibration's 32k-token context of small models
   engine::ModelConfig cfg;
   size_t per_token_layer = 0;
   seqparallel::KernelRates rates;
@@ -93,18 +96,9 @@ int run_plan(const PlanArgs& a) {
       return 1;
     }
     cfg = *c;
-    engine::KvLayout layout;
-    layout.num_layers = cfg.num_hidden_layers;
-    layout.num_kv_heads = cfg.num_key_value_heads;
-    layout.head_dim = cfg.head_dim;
-    layout.dtype = *kv_dtype;
-    per_token_layer = layout.token_bytes() / cfg.num_hidden_layers;
+    per_token_layer = engine::kv_layout(cfg, o).token_bytes() / cfg.num_hidden_layers;
   } else {
     kernels::set_num_threads(a.threads);
-    engine::ModelOptions o;
-    o.kv_dtype = *kv_dtype;
-    o.num_threads = a.threads;
-    o.kv_pool_bytes = 256u << 20;  // room for the calibration's 32k-token context of small models
     auto m = engine::Model::load(a.model, o);
     if (!m.ok()) {
       std::fprintf(stderr, "ragctl plan: %s\n", m.status().to_string().c_str());

@@ -22,14 +22,12 @@ Status cublas_status(cublasStatus_t s, const char* what) {
 
 // ---- one-row GEMV ------------------------------------------------------------------------------
 // A batch-1 decode step multiplies one row by every weight matrix: the time is reading w once. One
-// warp per output feature streams that feature's weight row in 16-byte loads (kUnroll loads in
-// flight per lane, evict-first), multiplies it into the activation rows (read through the read-only
-// cache: every warp of the GPU reads the same x), fp32 accumulation, a warp reduction per row. The
-// kernel takes M rows (a template parameter) for measurements; the dispatch below uses M = 1.
+// warp per output feature streams that feature's weight row in 16-byte loads (kGemvUnroll loads in
+// flight per lane, evict-first), multiplies it into the activation row (read through the read-only
+// cache: every warp of the GPU reads the same x), fp32 accumulation, one warp reduction.
 // Measured on an H200 (llama3-8b decode steps, bench_engine_cuda): one row 4-5 % faster than
-// cuBLAS, two rows 2 % slower, eight rows 58 % slower (each weight vector then costs that many
-// activation loads): the GEMV takes single rows only.
-constexpr int kGemvMaxRows = 1;
+// cuBLAS; a multi-row variant was 2 % slower at two rows and 58 % slower at eight (each weight
+// vector then costs that many activation loads), so only single rows take this path.
 constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 4;
 
@@ -42,7 +40,7 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
   }
 }
 
-template <int M, typename OutT>
+template <typename OutT>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const uint4* __restrict__ x, int k, const uint4* __restrict__ w,
                                                               int n, OutT* __restrict__ y, bool accumulate) {
   const int lane = threadIdx.x & 31;
@@ -50,9 +48,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const uint4* __re
   if (row >= n) return;
   const int kv = k / 8;  // 16-byte vectors per row
   const uint4* wr = w + static_cast<size_t>(row) * kv;
-  float acc[M];
-#pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+  float acc = 0.0f;
   for (int base = 0; base < kv; base += 32 * kGemvUnroll) {
     uint4 wv[kGemvUnroll];
 #pragma unroll
@@ -64,58 +60,42 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const uint4* __re
     for (int u = 0; u < kGemvUnroll; ++u) {
       const int i = base + u * 32 + lane;
       if (i >= kv) break;
-      float wf[8];
+      float wf[8], xf[8];
       bf16x8_to_f32(wv[u], wf);
+      bf16x8_to_f32(__ldg(x + i), xf);
 #pragma unroll
-      for (int r = 0; r < M; ++r) {
-        float xf[8];
-        bf16x8_to_f32(__ldg(x + static_cast<size_t>(r) * kv + i), xf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[e], xf[e], acc[r]);
-      }
+      for (int e = 0; e < 8; ++e) acc = fmaf(wf[e], xf[e], acc);
     }
   }
-#pragma unroll
-  for (int r = 0; r < M; ++r) {
-    const float v = detail::warp_sum(acc[r]);
-    if (lane == 0) {
-      OutT* out = y + static_cast<size_t>(r) * n + row;
-      if constexpr (std::is_same_v<OutT, float>) {
-        *out = accumulate ? *out + v : v;
-      } else {
-        *out = __float2bfloat16_rn(accumulate ? __bfloat162float(*out) + v : v);
-      }
+  const float v = detail::warp_sum(acc);
+  if (lane == 0) {
+    if constexpr (std::is_same_v<OutT, float>) {
+      y[row] = accumulate ? y[row] + v : v;
+    } else {
+      y[row] = __float2bfloat16_rn(accumulate ? __bfloat162float(y[row]) + v : v);
     }
   }
 }
 
-template <int M>
-Status launch_gemv_rows(const uint16_t* x, int k, const uint16_t* w, int n, void* y, DType out_dtype, bool acc,
-                        cudaStream_t s) {
+Status launch_gemv(const uint16_t* x, int k, const uint16_t* w, int n, void* y, DType out_dtype, bool acc,
+                   cudaStream_t s) {
   const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
   const auto* xv = reinterpret_cast<const uint4*>(x);
   const auto* wv = reinterpret_cast<const uint4*>(w);
   if (out_dtype == DType::kF32) {
-    gemv_kernel<M, float><<<grid, kGemvWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<float*>(y), acc);
+    gemv_kernel<float><<<grid, kGemvWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<float*>(y), acc);
   } else {
-    gemv_kernel<M, __nv_bfloat16><<<grid, kGemvWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<__nv_bfloat16*>(y), acc);
+    gemv_kernel<__nv_bfloat16><<<grid, kGemvWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<__nv_bfloat16*>(y), acc);
   }
   return detail::launch_status("linear_bf16 (gemv)");
 }
 
-Status launch_gemv(const uint16_t* x, int m, int k, const uint16_t* w, int n, void* y, DType out_dtype, bool acc,
-                   cudaStream_t s) {
-  static_assert(kGemvMaxRows == 1, "instantiate launch_gemv_rows for every m the GEMV takes");
-  (void)m;
-  return launch_gemv_rows<1>(x, k, w, n, y, out_dtype, acc, s);
-}
-
-// The GEMV path: few rows, 16-byte aligned rows and pointers; RAGD_CUDA_GEMV=0 keeps cuBLAS (a
+// The GEMV path: one row, 16-byte aligned rows and pointers; RAGD_CUDA_GEMV=0 keeps cuBLAS (a
 // measurement switch, read at every call so that a benchmark can compare both in one process).
 bool use_gemv(const uint16_t* x, int m, int k, const uint16_t* w) {
   const char* e = std::getenv("RAGD_CUDA_GEMV");
   const bool enabled = !(e != nullptr && e[0] == '0' && e[1] == '\0');
-  return enabled && m <= kGemvMaxRows && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+  return enabled && m == 1 && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
@@ -151,7 +131,7 @@ Status linear_bf16(const CublasHandle& handle, void* stream, const uint16_t* x, 
                                    " n=" + std::to_string(n) + " k=" + std::to_string(k) + ")");
   }
   if (!x || !w || !y) return Status::InvalidArgument("linear_bf16: null x, w or y");
-  if (use_gemv(x, m, k, w)) return launch_gemv(x, m, k, w, n, y, out_dtype, accumulate, detail::as_stream(stream));
+  if (use_gemv(x, m, k, w)) return launch_gemv(x, k, w, n, y, out_dtype, accumulate, detail::as_stream(stream));
   if (!handle.get()) return Status::InvalidArgument("linear_bf16: empty cuBLAS handle");
   auto h = static_cast<cublasHandle_t>(handle.get());
   RAGD_RETURN_IF_ERROR(cublas_status(cublasSetStream(h, detail::as_stream(stream)), "cublasSetStream"));
