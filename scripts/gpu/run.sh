@@ -13,40 +13,8 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-CARRY=${CARRY:-build-gpu-carry}
-if [ -f "$CARRY/carry.tar.xz" ] && [ ! -x "$CARRY/bin/test_engine_cuda" ]; then
-  tar -C "$CARRY" -xJf "$CARRY/carry.tar.xz" 2>/dev/null ||
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$CARRY/carry.tar.xz" "$CARRY"
-fi
-if [ ! -x "$CARRY/bin/test_engine_cuda" ]; then
-  echo "run.sh: $CARRY/bin/test_engine_cuda missing: run scripts/gpu-check.sh on the build machine and carry $CARRY" >&2
-  exit 1
-fi
-
-# cuBLAS 13 and NCCL from the machine: the toolkit's lib64 and/or the pip wheels that PyTorch uses.
-libdirs="$PWD/$CARRY/lib"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -d "$d" ] && libdirs="$libdirs:$d"
-done
-pylibs=$(python3 - <<'PY' 2>/dev/null
-import glob, os
-try:
-    import nvidia
-    seen = set()
-    for base in nvidia.__path__:
-        for f in (glob.glob(os.path.join(base, "**", "libcublas*.so*"), recursive=True) +
-                  glob.glob(os.path.join(base, "**", "libnccl*.so*"), recursive=True)):
-            d = os.path.dirname(f)
-            if d not in seen:
-                seen.add(d)
-                print(d)
-except Exception:
-    pass
-PY
-)
-for d in $pylibs; do libdirs="$libdirs:$d"; done
-export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+# shellcheck source=scripts/gpu/env.sh
+source "$(dirname "$0")/env.sh"
 
 STEPS=" ${STEPS:-tests engine attention e2e blend demo memcheck} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
@@ -107,6 +75,7 @@ if want profile; then
   if [ -n "$NSYS" ]; then
     timeout 200 "$NSYS" profile --stats=true --force-overwrite=true -o /tmp/ragd_decode \
       "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --batches 1 --steps 32 --prefill 512 > /tmp/ragd_profile.log 2>&1
+    grep -E '^\|' /tmp/ragd_profile.log | tee -a "$OUT/engine.md"
     grep -A40 "cuda_gpu_kern_sum" /tmp/ragd_profile.log | head -60 | tee -a "$OUT/engine.md"
   else
     echo "profile: nsys not found" | tee -a "$OUT/engine.md"

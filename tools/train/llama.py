@@ -98,8 +98,11 @@ class Attention(nn.Module):
         g = c.num_attention_heads // c.num_key_value_heads
         k = k.repeat_interleave(g, dim=1)
         v = v.repeat_interleave(g, dim=1)
-        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + mask
-        o = torch.matmul(torch.softmax(s, dim=-1), v)
+        if mask is None:  # causal, through PyTorch's fused attention (2.x; flash kernels on a GPU)
+            o = F.scaled_dot_product_attention(q.to(v.dtype), k.to(v.dtype), v, is_causal=True)
+        else:
+            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + mask
+            o = torch.matmul(torch.softmax(s, dim=-1), v)
         return self.o_proj(o.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -155,7 +158,10 @@ class Llama(nn.Module):
         b, t = ids.shape
         x = self.model.embed_tokens(ids)
         cos, sin = rope_tables(self.c.head_dim, torch.arange(t), self.c.rope_theta)
-        mask = torch.full((t, t), float("-inf")).triu(1)[None, None]
+        cos, sin = cos.to(ids.device), sin.to(ids.device)
+        # The explicit mask keeps PyTorch 1.13 (no fused attention) and the parity references exact.
+        fused = hasattr(F, "scaled_dot_product_attention") and ids.is_cuda
+        mask = None if fused else torch.full((t, t), float("-inf"), device=ids.device).triu(1)[None, None]
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)
         x = self.model.norm(x)
@@ -172,7 +178,7 @@ _TD = {v: k for k, v in _DT.items()}
 def save_safetensors(path, tensors, dtype=torch.bfloat16):
     header, blobs, off = {}, [], 0
     for name in sorted(tensors):
-        t = tensors[name].detach().to(dtype).contiguous()
+        t = tensors[name].detach().cpu().to(dtype).contiguous()
         raw = t.view(torch.int16 if t.element_size() == 2 else torch.int32).numpy().tobytes()
         header[name] = {"dtype": _DT[dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)

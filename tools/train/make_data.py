@@ -96,15 +96,23 @@ def main():
     ap.add_argument("--turns", type=int, default=1,
                     help="questions per training episode: the first in the pipeline's prompt, the rest as follow-up "
                          "chat turns (default 1)")
+    ap.add_argument("--hard", action="store_true",
+                    help="every stage as the hardest one: 4-5 passages, all distractors hard, including the ones a "
+                         "retriever ranks next to the gold passage (same topic and quantity sentence)")
+    ap.add_argument("--fresh-names", action="store_true",
+                    help="make up new training names and places for every episode instead of drawing them from the "
+                         "fixed training pools (the test pools and the evaluation set are unchanged)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    pools = Pools()
+    pools = Pools(fresh_train=args.fresh_names)
     rng = random.Random(args.seed)
     tok_lines = [SYSTEM_TEXT] * 50
-    for s, ((lo, hi), hard, count) in enumerate(STAGES):
+    stages = [((4, 5), 1.0, count) for _, _, count in STAGES] if args.hard else STAGES
+    for s, ((lo, hi), hard, count) in enumerate(stages):
         rows = []
         for _ in range(int(count * args.scale)):
-            ep = spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard, keep_passages=args.turns > 1))
+            ep = spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard, keep_passages=args.turns > 1,
+                                     retrieval_like=args.hard))
             if args.turns > 1:
                 add_turns(rng, ep, ep.pop("passage_facts"), args.turns)
             rows.append(ep)

@@ -146,9 +146,14 @@ def _unique(rng, make, count):
 
 
 class Pools:
-    """Disjoint train/test entity pools. Deterministic for a seed."""
+    """Disjoint train/test entity pools. Deterministic for a seed.
 
-    def __init__(self, seed=1234):
+    With fresh_train, training names and places are not drawn from the fixed training pools but made
+    up anew for each draw (same syllable distribution, never a word of the test pools): a model then
+    cannot learn the training entities themselves and has to copy, which is what the test split
+    asks of it. Test draws (and hence the evaluation set) are the same either way."""
+
+    def __init__(self, seed=1234, fresh_train=False):
         rng = random.Random(seed)
         firsts = _unique(rng, lambda r: _word(r, r.choice([1, 2])), 900)
         lasts = _unique(rng, lambda r: _word(r, r.choice([2, 2, 3])), 900)
@@ -161,25 +166,42 @@ class Pools:
         self.year = {s: [y for y in range(1700, 2030) if (_held_out(y) == (s == "test"))] for s in ("train", "test")}
         self.n = {s: [n for n in range(2, 1000) if (_held_out(n) == (s == "test"))] for s in ("train", "test")}
 
+        self.fresh_train = fresh_train
+        self._test_words = set(self.first["test"]) | set(self.last["test"]) | set(self.place["test"])
+
+    def _fresh(self, rng, make):
+        while True:
+            w = make(rng)
+            if 3 <= len(w) <= 12 and w not in self._test_words:
+                return w
+
     def person(self, rng, split):
+        if split == "train" and self.fresh_train:
+            return (self._fresh(rng, lambda r: _word(r, r.choice([1, 2]))) + " " +
+                    self._fresh(rng, lambda r: _word(r, r.choice([2, 2, 3]))))
         return rng.choice(self.first[split]) + " " + rng.choice(self.last[split])
+
+    def place_of(self, rng, split):
+        if split == "train" and self.fresh_train:
+            return self._fresh(rng, lambda r: _word(r, r.choice([1, 2])) + r.choice(_PLACE_SUFFIX))
+        return rng.choice(self.place[split])
 
 
 def _held_out(v):
     return (v * 2654435761 >> 7) % 8 == 3
 
 
-def make_passage(rng, pools, split, topic=None, person=None, place=None, noun=None):
+def make_passage(rng, pools, split, topic=None, person=None, place=None, noun=None, fact=None):
     """One passage: a dict with its text and the facts a question can ask for."""
     topic = topic or rng.choice(list(TOPICS))
     nouns = TOPICS[topic]["nouns"]
     noun = noun or rng.choice(nouns)
     noun2 = rng.choice([x for x in nouns if x != noun])
     person = person or pools.person(rng, split)
-    place = place or rng.choice(pools.place[split])
+    place = place or pools.place_of(rng, split)
     year = rng.choice(pools.year[split])
     n = rng.choice(pools.n[split])
-    fact_i = rng.randrange(len(FACTS[topic]))
+    fact_i = rng.randrange(len(FACTS[topic])) if fact is None else fact
     statement, _, unit = FACTS[topic][fact_i]
     last = person.split()[-1]
     sents = [rng.choice(OPENERS).format(year=year, person=person, noun=noun, place=place)]
@@ -202,11 +224,15 @@ def make_question(rng, p, kind=None):
     return kind, q, answer
 
 
-def _distractor(rng, pools, split, gold, hard):
-    """A passage that does not answer the gold question. Hard ones share the topic and one key."""
+def _distractor(rng, pools, split, gold, hard, retrieval_like=False):
+    """A passage that does not answer the gold question. Hard ones share the topic and one key; with
+    retrieval_like they may also be what a retriever ranks next to the gold passage: the same topic
+    and the same quantity sentence (other place, researcher and number)."""
     if not hard:
         return make_passage(rng, pools, split)
-    choice = rng.randrange(3)
+    choice = rng.randrange(4 if retrieval_like else 3)
+    if choice == 3:
+        return make_passage(rng, pools, split, topic=gold["topic"], fact=gold["fact"])
     if choice == 0:  # same researcher, other noun and place
         nouns = [x for x in TOPICS[gold["topic"]]["nouns"] if x != gold["noun"]]
         return make_passage(rng, pools, split, topic=gold["topic"], person=gold["person"], noun=rng.choice(nouns))
@@ -228,14 +254,15 @@ def _answers_question(p, gold, kind):
     return p["place"] == gold["place"] and p["topic"] == gold["topic"]
 
 
-def make_episode(rng, pools, split, n_passages, hard_fraction, keep_passages=False):
+def make_episode(rng, pools, split, n_passages, hard_fraction, keep_passages=False, retrieval_like=False):
     """A RAG episode: passages (one gold, the rest distractors), a question and its answer. With
-    keep_passages the passages' facts are kept under "passage_facts" (for follow-up questions)."""
+    keep_passages the passages' facts are kept under "passage_facts" (for follow-up questions);
+    retrieval_like adds the distractors a retriever puts next to the gold passage (_distractor)."""
     gold = make_passage(rng, pools, split)
     kind, question, answer = make_question(rng, gold)
     passages = [gold]
     while len(passages) < n_passages:
-        d = _distractor(rng, pools, split, gold, rng.random() < hard_fraction)
+        d = _distractor(rng, pools, split, gold, rng.random() < hard_fraction, retrieval_like)
         if not _answers_question(d, gold, kind):
             passages.append(d)
     rng.shuffle(passages)

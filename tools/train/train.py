@@ -13,6 +13,7 @@ Held-out exact match is teacher-forced: an episode counts when every answer toke
 given the gold prefix, which is exactly when greedy decoding reproduces the gold answer.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -53,9 +54,11 @@ def load_episodes(path):
     return eps
 
 
-def make_batch(eps):
-    """ids [B, T], targets [B, T] (-1 = none), answer mask [B, T] (target is an answer token)."""
+def make_batch(eps, pad_to=1):
+    """ids [B, T], targets [B, T] (-1 = none), answer mask [B, T] (target is an answer token). T is
+    rounded up to a multiple of pad_to (fewer distinct shapes for a GPU's kernels)."""
     t = max(len(e[0]) for e in eps)
+    t = (t + pad_to - 1) // pad_to * pad_to
     ids = torch.zeros(len(eps), t, dtype=torch.long)
     tgt = torch.full((len(eps), t), -1, dtype=torch.long)
     ans = torch.zeros(len(eps), t, dtype=torch.bool)
@@ -69,8 +72,28 @@ def make_batch(eps):
     return ids, tgt, ans
 
 
-def losses(model, ids, tgt, ans):
-    logits = model(ids)
+class Device:
+    """Where the model trains: the CPU in fp32 (the default; PyTorch 1.13 is enough), or a CUDA
+    device with bf16 autocast (weights and optimiser state stay fp32)."""
+
+    def __init__(self, name):
+        self.dev = torch.device(name)
+        self.cuda = self.dev.type == "cuda"
+        self.pad_to = 64 if self.cuda else 1
+
+    def batch(self, eps):
+        return tuple(t.to(self.dev, non_blocking=True) for t in make_batch(eps, self.pad_to))
+
+    def autocast(self):
+        if self.cuda:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+
+def losses(model, ids, tgt, ans, dev):
+    with dev.autocast():
+        logits = model(ids)
+    logits = logits.float()
     ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1).clamp(min=0), reduction="none").view(tgt.shape)
     real = tgt >= 0
     ctx = real & ~ans
@@ -78,13 +101,14 @@ def losses(model, ids, tgt, ans):
 
 
 @torch.no_grad()
-def held_out_em(model, eps, batch=16):
+def held_out_em(model, eps, dev, batch=16):
     model.eval()
     ok = 0
     for i in range(0, len(eps), batch):
         chunk = eps[i:i + batch]
-        ids, tgt, ans = make_batch(chunk)
-        pred = model(ids).argmax(-1)
+        ids, tgt, ans = dev.batch(chunk)
+        with dev.autocast():
+            pred = model(ids).argmax(-1)
         good = ((pred == tgt) | ~ans).all(dim=1)
         ok += int(good.sum())
     model.train()
@@ -113,7 +137,9 @@ def stage_mix(stage):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="folder with stage{0,1,2}.bin, val.bin, tokenizer.json")
+    ap.add_argument("--data", required=True, help="folder with stage{0,1,2}.bin, val.bin, tokenizer.json; "
+                    "several folders separated by commas pool their episodes (validation and tokenizer: the first)")
+    ap.add_argument("--device", default="cpu", help="cpu (fp32) or cuda[:N] (bf16 autocast)")
     ap.add_argument("--out", required=True, help="run folder: checkpoints, log.jsonl, exported model")
     ap.add_argument("--minutes", type=float, default=90.0, help="wall-clock training budget")
     ap.add_argument("--threads", type=int, default=2)
@@ -138,9 +164,11 @@ def main():
     stage_by = [float(x) for x in args.stage_by.split(",")] if args.stage_by else [2.0, 2.0]
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
-    stages = [load_episodes(os.path.join(args.data, f"stage{s}.bin")) for s in range(3)]
-    val = load_episodes(os.path.join(args.data, "val.bin"))[:200]
-    with open(os.path.join(args.data, "tokenizer.json")) as f:
+    dirs = args.data.split(",")
+    dev = Device(args.device)
+    stages = [[e for d in dirs for e in load_episodes(os.path.join(d, f"stage{s}.bin"))] for s in range(3)]
+    val = load_episodes(os.path.join(dirs[0], "val.bin"))[:200]
+    with open(os.path.join(dirs[0], "tokenizer.json")) as f:
         tok = json.load(f)
     vocab = max([v for v in tok["model"]["vocab"].values()] + [t["id"] for t in tok["added_tokens"]]) + 1
     specials = {t["content"]: t["id"] for t in tok["added_tokens"]}
@@ -150,7 +178,7 @@ def main():
                        intermediate_size=args.ffn, bos_token_id=specials.get("<|begin_of_text|>", 0), eos_token_id=eos)
 
     torch.manual_seed(args.seed)
-    model = llama.Llama(cfg)
+    model = llama.Llama(cfg).to(dev.dev)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -159,11 +187,11 @@ def main():
     step, elapsed, best_em, stage, stage_steps = 0, 0.0, -1.0, 0, 0
     ckpt = os.path.join(args.out, "ckpt.pt")
     if os.path.exists(ckpt):
-        st = torch.load(ckpt)
+        st = torch.load(ckpt, map_location=dev.dev, weights_only=False) if dev.cuda else torch.load(ckpt)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         rng.setstate(st["rng"])
-        torch.set_rng_state(st["torch_rng"])
+        torch.set_rng_state(st["torch_rng"].cpu())
         step, elapsed, best_em = st["step"], st["elapsed"], st.get("best_em", -1.0)
         stage, stage_steps = st.get("stage", 0), st.get("stage_steps", 0)
         print(f"resumed at step {step}, {elapsed / 60:.1f} min trained", flush=True)
@@ -173,7 +201,8 @@ def main():
         print(f"initialised from {args.init_from}, curriculum stage {stage}", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters, vocab {vocab}, {args.layers} layers x {args.hidden}, "
-          f"{args.heads}/{args.kv_heads} heads; budget {args.minutes} min on {args.threads} threads", flush=True)
+          f"{args.heads}/{args.kv_heads} heads; budget {args.minutes} min on {args.threads} threads, device {dev.dev}, "
+          f"PyTorch {torch.__version__}, {sum(len(x) for x in stages)} episodes", flush=True)
 
     log = open(os.path.join(args.out, "log.jsonl"), "a")
     budget = args.minutes * 60
@@ -191,7 +220,7 @@ def main():
 
     def evaluate():
         nonlocal best_em
-        em = held_out_em(model, val)
+        em = held_out_em(model, val, dev)
         el = time.time() - t_start
         rec = {"step": step, "minutes": round(el / 60, 2), "stage": stage, "answer_loss": ans_avg, "context_loss": ctx_avg,
                "lr": opt.param_groups[0]["lr"], "held_out_em": em}
@@ -222,8 +251,8 @@ def main():
             e = stages[s][rng.randrange(len(stages[s]))]
             batch.append(e)
             toks += len(e[0])
-        ids, tgt, ans = make_batch(batch)
-        a_loss, c_loss, _ = losses(model, ids, tgt, ans)
+        ids, tgt, ans = dev.batch(batch)
+        a_loss, c_loss, _ = losses(model, ids, tgt, ans, dev)
         loss = a_loss + args.ctx_weight * c_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
