@@ -29,6 +29,7 @@
 #include "ragd/engine/model.h"
 #include "ragd/engine/presets.h"
 #include "ragd/engine/random_weights.h"
+#include "ragd/kernels/cuda/device.h"
 #include "ragd/kernels/cuda/memory.h"
 
 namespace {
@@ -191,7 +192,11 @@ int main(int argc, char** argv) {
       setenv("RAGD_CUDA_GRAPHS", graphs ? "1" : "0", 1);
       std::vector<double> t;
       const int len0 = len;
+      // RAGD_PROFILE_DECODE=1: the profiler collects two batch-1 steps launched kernel by kernel.
+      const bool profile = B == 1 && ph.gemv && !graphs && std::getenv("RAGD_PROFILE_DECODE") != nullptr;
       for (int s = 0; s < steps + 2; ++s) {
+        if (profile && s == 2) kernels::cuda::profiler_start();
+        if (profile && s == 4) kernels::cuda::profiler_stop();
         std::vector<SeqStep> b;
         for (int i = 0; i < B; ++i) b.push_back(SeqStep{&tabs[i], std::span(&next[i], 1), SeqStep::Logits::kLast});
         StepOutput out;

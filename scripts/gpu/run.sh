@@ -8,8 +8,7 @@
 # inside one device call (about 9 minutes at most).
 # STEPS (default "tests engine attention e2e blend demo memcheck") picks the steps ("demo": make demo's
 # script with the model on the GPU, ragd over HTTP and WebSocket, into e2e.log); "profile" (not in the
-# default) appends Nsight Systems' kernel-time summary of batch-1 decode steps to engine.md, when nsys
-# is installed.
+# default) appends Nsight Compute's per-kernel times of two batch-1 decode steps to engine.md.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -71,14 +70,18 @@ if want demo; then
   echo "demo on cuda:0 rc=$?" | tee -a "$OUT/e2e.log"
 fi
 if want profile; then
-  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1 || true)
-  if [ -n "$NSYS" ]; then
-    timeout 200 "$NSYS" profile --stats=true --force-overwrite=true -o /tmp/ragd_decode \
-      "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --batches 1 --steps 32 --prefill 512 > /tmp/ragd_profile.log 2>&1
-    grep -E '^\|' /tmp/ragd_profile.log | tee -a "$OUT/engine.md"
-    grep -A40 "cuda_gpu_kern_sum" /tmp/ragd_profile.log | head -60 | tee -a "$OUT/engine.md"
+  # Per-kernel time of two batch-1 decode steps of llama3-8b launched kernel by kernel (GEMV on,
+  # graphs off; RAGD_PROFILE_DECODE brackets them), from Nsight Compute, summed by kernel.
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+  if [ -n "$NCU" ]; then
+    RAGD_PROFILE_DECODE=1 timeout 240 "$NCU" --profile-from-start off --metrics gpu__time_duration.sum --csv \
+      --print-units base "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --batches 1 --steps 4 --prefill 512 \
+      --prompt 512 > /tmp/ragd_ncu.csv 2> /tmp/ragd_ncu.err
+    echo "ncu rc=$?" | tee -a "$OUT/engine.md"
+    python3 scripts/gpu/kernel_times.py /tmp/ragd_ncu.csv --steps 2 2>&1 | tee -a "$OUT/engine.md"
+    tail -5 /tmp/ragd_ncu.err >> "$OUT/engine.md"
   else
-    echo "profile: nsys not found" | tee -a "$OUT/engine.md"
+    echo "profile: ncu not found" | tee -a "$OUT/engine.md"
   fi
 fi
 # Out-of-bounds / misaligned accesses the numerical tests might not notice (last: it is slow).

@@ -1,5 +1,6 @@
 #include "ragd/kernels/cuda/device.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -26,5 +27,8 @@ int multiprocessor_count(int device) {
   }
   return v;
 }
+
+void profiler_start() { cudaProfilerStart(); }
+void profiler_stop() { cudaProfilerStop(); }
 
 }  // namespace ragd::kernels::cuda

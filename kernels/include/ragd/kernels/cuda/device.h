@@ -29,6 +29,11 @@ int device_count(std::string* why);
 // Streaming multiprocessors of `device` (0 when unknown); used by planners.
 int multiprocessor_count(int device);
 
+// Brackets the work to profile when a profiler runs with collection off at start (Nsight Compute
+// `--profile-from-start off`, Nsight Systems `--capture-range=cudaProfilerApi`); no-ops otherwise.
+void profiler_start();
+void profiler_stop();
+
 // Host-side bf16 <-> f32 (round to nearest even; NaN stays NaN).
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
