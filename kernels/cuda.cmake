@@ -7,6 +7,7 @@ add_library(ragd_kernels_cuda STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/memory.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/graph.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/gemm.cu
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/gemv.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/elementwise.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_prefill.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_decode.cu)

@@ -9,6 +9,7 @@
 
 #include "ragd/kernels/cuda/attention.h"
 #include "ragd/kernels/cuda/elementwise.h"
+#include "ragd/kernels/cuda/gemv.h"
 #include "ragd/kernels/cuda/paged_kv.h"
 #include "ragd/common/log.h"
 #include "ragd/kernels/weight_matrix.h"
@@ -19,6 +20,16 @@ namespace cu = kernels::cuda;
 using GpuType = cu::DType;
 
 namespace {
+
+bool env_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::string_view(e) == "0";
+}
+
+bool fused_kernels_enabled() { return !env_off("RAGD_CUDA_FUSED"); }
+
+// The kernel choices the measurement switches make (a captured graph holds one of them).
+int kernel_variant() { return (env_off("RAGD_CUDA_GEMV") ? 1 : 0) | (env_off("RAGD_CUDA_FUSED") ? 2 : 0); }
 
 // One matrix (any host format) as row-major bf16 [rows, cols] on the device.
 Result<cu::DeviceBuffer> upload_matrix(const PackedWeight& w, const cu::Stream& stream) {
@@ -410,6 +421,41 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
 
   int rows = total;
   bool narrowed = false;
+  // Fused decode kernels (cu::gemv_bf16's prologue / epilogue forms for one-row steps, one launch
+  // for RoPE + bf16 + KV write): with no hook, which reads Q/K/V between those steps.
+  // RAGD_CUDA_FUSED=0 keeps the unfused chain (a measurement switch, read at every step).
+  const bool fuse = hook == nullptr && fused_kernels_enabled();
+  // The tail of a layer's QKV projection, launch by launch: RoPE on the f32 rows, a hook's look at
+  // Q/K/V (it may change them, or drop rows: `rows` shrinks, to 0 when none is left), bf16, the KV
+  // write and the bf16 queries.
+  auto qkv_tail = [&](int l, float* hq) -> Status {
+    const int32_t* md = meta_.as<int32_t>();
+    // Q's and K's heads are adjacent in a QKV row: one launch rotates both.
+    RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh + nkv, hd, qkv_dim, md + m.positions,
+                                        inv_freq_.as<float>(), stream()));
+    RowSelection keep;
+    if (hook != nullptr) {
+      // The hook's view is host memory: Q/K/V go there and come back (it may change them).
+      const size_t bytes = sizeof(float) * rows * qkv_dim;
+      RAGD_RETURN_IF_ERROR(cu::copy_to_host(hq, qkv, bytes, stream()));
+      RAGD_RETURN_IF_ERROR(stream_->sync());
+      const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, hq, qkv_dim);
+      RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
+      RAGD_RETURN_IF_ERROR(cu::copy_to_device(qkv, hq, bytes, stream()));
+    }
+    RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, qkv, GpuType::kBf16, qkvb, static_cast<size_t>(rows) * qkv_dim, stream()));
+    RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, rows, qkv_dim, nkv, hd, md + m.slots,
+                                      kvs->k_layer(l), kvs->v_layer(l), stream()));
+    if (keep.narrowed) {
+      RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
+      narrowed = true;
+      if (rows == 0) return Status::OK();
+      RAGD_RETURN_IF_ERROR(upload_meta(plan, rows, bs, &m));
+    }
+    RAGD_RETURN_IF_ERROR(cu::copy_rows_on_device(qb_.get(), sizeof(uint16_t) * q_dim, qkvb, sizeof(uint16_t) * qkv_dim,
+                                                 sizeof(uint16_t) * q_dim, rows, stream()));
+    return Status::OK();
+  };
   auto layers = [&]() -> Status {
     {
       const int32_t* md = meta_.as<int32_t>();
@@ -419,36 +465,26 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
       const DeviceLayer& w = layers_[l];
       const int32_t* md = meta_.as<int32_t>();
-      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, GpuType::kBf16, hb, hs, stream()));
-      RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
+      const cu::GemvArgs qkv_args{.input = cu::GemvInput::kRmsNormF32, .x = x, .norm_w = w.input_norm.as<float>(),
+                                  .eps = eps, .k = hs, .w = w.qkv.as<uint16_t>(), .n = qkv_dim, .y = qkv};
+      if (fuse && rows == 1 && cu::gemv_fusable(qkv_args)) {
+        RAGD_RETURN_IF_ERROR(cu::gemv_bf16(qkv_args, stream()));
+      } else {
+        RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.input_norm.get(), eps, GpuType::kBf16, hb, hs, stream()));
+        RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.qkv, qkv_dim, qkv, GpuType::kF32, false));
+      }
       if (w.qkv_bias.get() != nullptr) {
         RAGD_RETURN_IF_ERROR(cu::add_bias(GpuType::kF32, qkv, rows, qkv_dim, qkv_dim, w.qkv_bias.as<float>(), stream()));
       }
-      // Q's and K's heads are adjacent in a QKV row: one launch rotates both.
-      RAGD_RETURN_IF_ERROR(cu::rope_apply(GpuType::kF32, qkv, rows, nh + nkv, hd, qkv_dim, md + m.positions,
-                                          inv_freq_.as<float>(), stream()));
-      RowSelection keep;
       float* hq = qkv_host_.as<float>();
-      if (hook != nullptr) {
-        // The hook's view is host memory: Q/K/V go there and come back (it may change them).
-        const size_t bytes = sizeof(float) * rows * qkv_dim;
-        RAGD_RETURN_IF_ERROR(cu::copy_to_host(hq, qkv, bytes, stream()));
-        RAGD_RETURN_IF_ERROR(stream_->sync());
-        const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, hq, qkv_dim);
-        RAGD_RETURN_IF_ERROR(hook->on_qkv(view, &keep));
-        RAGD_RETURN_IF_ERROR(cu::copy_to_device(qkv, hq, bytes, stream()));
-      }
-      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, qkv, GpuType::kBf16, qkvb, static_cast<size_t>(rows) * qkv_dim, stream()));
-      RAGD_RETURN_IF_ERROR(cu::kv_write(qkvb + q_dim, qkvb + q_dim + kv_dim, rows, qkv_dim, nkv, hd, md + m.slots,
-                                        kvs->k_layer(l), kvs->v_layer(l), stream()));
-      if (keep.narrowed) {
-        RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
-        narrowed = true;
+      if (fuse) {  // RoPE, bf16 queries and the KV write in one launch
+        RAGD_RETURN_IF_ERROR(cu::rope_store_qkv(qkv, rows, qkv_dim, nh, nkv, hd, md + m.positions, inv_freq_.as<float>(),
+                                                qb_.as<uint16_t>(), md + m.slots, kvs->k_layer(l), kvs->v_layer(l),
+                                                stream()));
+      } else {
+        RAGD_RETURN_IF_ERROR(qkv_tail(l, hq));
         if (rows == 0) break;
-        RAGD_RETURN_IF_ERROR(upload_meta(plan, rows, bs, &m));
       }
-      RAGD_RETURN_IF_ERROR(cu::copy_rows_on_device(qb_.get(), sizeof(uint16_t) * q_dim, qkvb, sizeof(uint16_t) * qkv_dim,
-                                                   sizeof(uint16_t) * q_dim, rows, stream()));
       m.attn_replaced = false;
       if (hook != nullptr) {
         float* ho = attn_host_.as<float>();
@@ -465,19 +501,31 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
         if (m.attn_replaced) RAGD_RETURN_IF_ERROR(cu::copy_to_device(attn_.get(), ho, sizeof(float) * rows * q_dim, stream()));
       }
       if (!m.attn_replaced) RAGD_RETURN_IF_ERROR(attention(plan, *kvs, l, rows, m));
-      RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(rows) * q_dim, stream()));
-      RAGD_RETURN_IF_ERROR(linear(hb, rows, q_dim, w.o, hs, x, GpuType::kF32, true));
-      RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, GpuType::kBf16, hb, hs, stream()));
-      RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
-      RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, rows, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
+      const cu::GemvArgs o_args{.input = cu::GemvInput::kF32, .x = attn_rows(m), .k = q_dim, .w = w.o.as<uint16_t>(),
+                                .n = hs, .y = x, .accumulate = true};
+      if (fuse && rows == 1 && cu::gemv_fusable(o_args)) {
+        RAGD_RETURN_IF_ERROR(cu::gemv_bf16(o_args, stream()));
+      } else {
+        RAGD_RETURN_IF_ERROR(cu::convert(GpuType::kF32, attn_rows(m), GpuType::kBf16, hb, static_cast<size_t>(rows) * q_dim, stream()));
+        RAGD_RETURN_IF_ERROR(linear(hb, rows, q_dim, w.o, hs, x, GpuType::kF32, true));
+      }
+      const cu::GemvArgs mlp_args{.input = cu::GemvInput::kRmsNormF32, .x = x, .norm_w = w.post_norm.as<float>(),
+                                  .eps = eps, .k = hs, .w = w.gate_up.as<uint16_t>(), .n = 2 * im,
+                                  .output = cu::GemvOutput::kSwiGlu, .y = act};
+      if (fuse && rows == 1 && cu::gemv_fusable(mlp_args)) {
+        RAGD_RETURN_IF_ERROR(cu::gemv_bf16(mlp_args, stream()));
+      } else {
+        RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, w.post_norm.get(), eps, GpuType::kBf16, hb, hs, stream()));
+        RAGD_RETURN_IF_ERROR(linear(hb, rows, hs, w.gate_up, 2 * im, gu, GpuType::kBf16, false));
+        RAGD_RETURN_IF_ERROR(cu::swiglu(GpuType::kBf16, rows, im, gu, 2 * im, gu + im, 2 * im, act, im, stream()));
+      }
       RAGD_RETURN_IF_ERROR(linear(act, rows, im, w.down, hs, x, GpuType::kF32, true));
     }
     return Status::OK();
   };
   const bool decode_step = hook == nullptr && !m.decode_seqs.empty() &&
                            static_cast<int>(m.decode_seqs.size()) == total && m.decode_rows_consecutive;
-  const char* graphs_env = std::getenv("RAGD_CUDA_GRAPHS");
-  if (decode_step && !(graphs_env && std::string_view(graphs_env) == "0")) {
+  if (decode_step && !env_off("RAGD_CUDA_GRAPHS")) {
     RAGD_RETURN_IF_ERROR(run_decode_graph(m, total, *kvs, layers));
   } else {
     RAGD_RETURN_IF_ERROR(layers());
@@ -508,6 +556,7 @@ Status CudaBackend::run_decode_graph(const CudaStepMeta& m, int rows, const Cuda
                                      const std::function<Status()>& layers) {
   DecodeGraphKey key;
   key.rows = rows;
+  key.variant = kernel_variant();
   key.max_blocks = m.max_decode_blocks;
   key.splits = m.decode_plan.num_splits;
   key.keys_per_split = m.decode_plan.keys_per_split;

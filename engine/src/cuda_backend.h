@@ -81,6 +81,7 @@ class CudaBackend final : public Backend {
   // What a decode step's captured graph depends on.
   struct DecodeGraphKey {
     int rows = 0, max_blocks = 0, splits = 0, keys_per_split = 0;
+    int variant = 0;  // RAGD_CUDA_GEMV / RAGD_CUDA_FUSED off bits: graphs of other kernels
     std::array<const void*, 14> buffers{};
     bool operator==(const DecodeGraphKey&) const = default;
   };

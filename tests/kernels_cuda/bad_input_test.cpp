@@ -9,6 +9,7 @@
 #include "ragd/kernels/cuda/attention.h"
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/gemm.h"
+#include "ragd/kernels/cuda/gemv.h"
 #include "ragd/kernels/cuda/lse_merge.h"
 #include "ragd/kernels/cuda/paged_kv.h"
 #include "ragd/kernels/cuda/sampling.h"
@@ -131,6 +132,46 @@ TEST(CudaBadInput, KvWriteRejectsShortSourceStride) {
   expect_invalid(kv_write(fake<uint16_t>(), fake<uint16_t>(), 7, 100, 2, 64, fake<int32_t>(), fake<uint16_t>(),
                           fake<uint16_t>(), nullptr),
                  "src_stride=100");
+}
+
+// The fused one-row GEMV forms take k a multiple of 8 whose bf16 row fits a block's shared memory
+// (48 KB), 16-byte aligned operands and an even n for the SwiGLU epilogue; the engine checks
+// gemv_fusable first and falls back to the unfused chain.
+TEST(CudaBadInput, FusedGemvRefusesOperandsItCannotTake) {
+  GemvArgs a;
+  a.input = GemvInput::kRmsNormF32;
+  a.x = fake<float>();
+  a.norm_w = fake<float>();
+  a.w = fake<uint16_t>();
+  a.y = fake<float>();
+  a.n = 77;
+  a.k = 4096;
+  EXPECT_TRUE(gemv_fusable(a));
+  a.k = 129;
+  EXPECT_FALSE(gemv_fusable(a));
+  expect_invalid(gemv_bf16(a, nullptr), "k=129");
+  a.k = 24 * 1024 + 8;  // 48 KB + 16 bytes of x̂
+  EXPECT_FALSE(gemv_fusable(a));
+  a.k = 4096;
+  a.norm_w = reinterpret_cast<const float*>(uintptr_t{4100});  // 4-byte aligned only
+  EXPECT_FALSE(gemv_fusable(a));
+  a.norm_w = nullptr;
+  expect_invalid(gemv_bf16(a, nullptr), "null x, w, y or norm weights");
+  a.norm_w = fake<float>();
+  a.output = GemvOutput::kSwiGlu;
+  expect_invalid(gemv_bf16(a, nullptr), "even for the SwiGLU epilogue), got 77");
+}
+
+TEST(CudaBadInput, RopeStoreQkvRejectsBadShapes) {
+  expect_invalid(rope_store_qkv(fake<float>(), 3, 100, 4, 2, 63, fake<int32_t>(), fake<float>(), fake<uint16_t>(),
+                                fake<int32_t>(), fake<uint16_t>(), fake<uint16_t>(), nullptr),
+                 "head_dim must be even");
+  expect_invalid(rope_store_qkv(fake<float>(), 3, 500, 4, 2, 64, fake<int32_t>(), fake<float>(), fake<uint16_t>(),
+                                fake<int32_t>(), fake<uint16_t>(), fake<uint16_t>(), nullptr),
+                 "qkv_stride=500");
+  expect_invalid(rope_store_qkv(fake<float>(), 3, 512, 4, 2, 64, fake<int32_t>(), fake<float>(), nullptr,
+                                fake<int32_t>(), fake<uint16_t>(), fake<uint16_t>(), nullptr),
+                 "null pointer");
 }
 
 }  // namespace

@@ -187,6 +187,45 @@ __global__ void kv_write_kernel(const uint16_t* __restrict__ k_new, const uint16
   }
 }
 
+// ---- RoPE + bf16 + KV write of one layer's QKV rows: one thread per rotated pair or V element ---
+__global__ void rope_store_qkv_kernel(const float* __restrict__ qkv, int n, int qkv_stride, int nh, int nkv, int hd,
+                                      const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
+                                      __nv_bfloat16* __restrict__ q_out, const int32_t* __restrict__ slots,
+                                      __nv_bfloat16* k_pool, __nv_bfloat16* v_pool) {
+  const int half = hd / 2;
+  const int pairs = (nh + nkv) * half;  // rotated (i, i + half) pairs of Q and K heads
+  const int per_row = pairs + nkv * hd;
+  const int64_t total = static_cast<int64_t>(n) * per_row;
+  const int kv_elems = nkv * hd;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(t / per_row);
+    const int j = static_cast<int>(t % per_row);
+    const float* row = qkv + static_cast<size_t>(r) * qkv_stride;
+    const int slot = slots[r];
+    if (j >= pairs) {  // a V element: converted and stored
+      const int e = j - pairs;
+      if (slot >= 0) v_pool[static_cast<size_t>(slot) * kv_elems + e] = __float2bfloat16_rn(row[(nh + nkv) * hd + e]);
+      continue;
+    }
+    const int h = j / half, i = j % half;  // head h of Q (h < nh) or K (h - nh)
+    double sn, cs;
+    sincos(static_cast<double>(positions[r]) * static_cast<double>(inv_freq[i]), &sn, &cs);
+    const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+    const float x1 = row[h * hd + i], x2 = row[h * hd + i + half];
+    const __nv_bfloat16 y1 = __float2bfloat16_rn(x1 * c - x2 * s), y2 = __float2bfloat16_rn(x2 * c + x1 * s);
+    if (h < nh) {
+      __nv_bfloat16* q = q_out + static_cast<size_t>(r) * nh * hd + static_cast<size_t>(h) * hd;
+      q[i] = y1;
+      q[i + half] = y2;
+    } else if (slot >= 0) {
+      __nv_bfloat16* k = k_pool + static_cast<size_t>(slot) * kv_elems + static_cast<size_t>(h - nh) * hd;
+      k[i] = y1;
+      k[i + half] = y2;
+    }
+  }
+}
+
 // ---- dtype conversion and bias: grid-stride loops ---------------------------------------------
 template <typename Ti, typename To>
 __global__ void convert_kernel(const Ti* __restrict__ x, To* __restrict__ y, size_t n) {
@@ -417,6 +456,28 @@ Status kv_write(const uint16_t* k_new, const uint16_t* v_new, int n, int src_str
   kv_write_kernel<<<n, 256, 0, detail::as_stream(stream)>>>(k_new, v_new, src_stride, num_kv_heads * head_dim, slots,
                                                              k_pool, v_pool);
   return detail::launch_status("kv_write");
+}
+
+Status rope_store_qkv(const float* qkv, int n, int qkv_stride, int num_heads, int num_kv_heads, int head_dim,
+                      const int32_t* positions, const float* inv_freq, uint16_t* q_out, const int32_t* slots,
+                      uint16_t* k_pool, uint16_t* v_pool, void* stream) {
+  if (n < 0 || num_heads <= 0 || num_kv_heads <= 0 || head_dim <= 0 || head_dim % 2 != 0 ||
+      qkv_stride < (num_heads + 2 * num_kv_heads) * head_dim) {
+    return Status::InvalidArgument("rope_store_qkv: bad shape (n=" + std::to_string(n) + " heads=" +
+                                   std::to_string(num_heads) + "/" + std::to_string(num_kv_heads) + " head_dim=" +
+                                   std::to_string(head_dim) + " qkv_stride=" + std::to_string(qkv_stride) +
+                                   "; head_dim must be even, qkv_stride >= (heads + 2 kv heads) · head_dim)");
+  }
+  if (n == 0) return Status::OK();
+  if (!qkv || !positions || !inv_freq || !q_out || !slots || !k_pool || !v_pool) {
+    return Status::InvalidArgument("rope_store_qkv: null pointer");
+  }
+  const int64_t total = static_cast<int64_t>(n) * ((num_heads + num_kv_heads) * (head_dim / 2) + num_kv_heads * head_dim);
+  using bf16 = __nv_bfloat16;
+  rope_store_qkv_kernel<<<grid_for(total, 256), 256, 0, detail::as_stream(stream)>>>(
+      qkv, n, qkv_stride, num_heads, num_kv_heads, head_dim, positions, inv_freq, reinterpret_cast<bf16*>(q_out),
+      slots, reinterpret_cast<bf16*>(k_pool), reinterpret_cast<bf16*>(v_pool));
+  return detail::launch_status("rope_store_qkv");
 }
 
 }  // namespace ragd::kernels::cuda
