@@ -5,13 +5,10 @@
 # wall-clock budget), export, the parity fixture and the evaluation.
 #
 # Two recipes (TRAIN_RECIPE=gpu|cpu; default gpu when PyTorch sees a CUDA device, else cpu):
-#   gpu — the committed model (12.2 M parameters, 8 layers x 384):
-#     1. from scratch on a GPU: eight episode sets (seeds 11-18, 4 questions per episode, training
-#        names and places made up anew for every episode: --fresh-names), bf16 autocast, batches of
-#        64 k tokens, TRAIN_GPU_MINUTES (default 4.5; an H200 trains ~0.7 M tokens/s);
-#     2. continued on the CPU on "hard" episodes (4-5 passages, every distractor hard, including the
-#        ones a retriever ranks next to the gold passage), one thread, TRAIN_HARD_MINUTES (default 75;
-#        0 skips).
+#   gpu — the committed model (12.2 M parameters, 8 layers x 384), from scratch on a GPU: eight
+#     episode sets (seeds 11-18, 4 questions per episode, training names and places made up anew for
+#     every episode: --fresh-names), bf16 autocast, batches of 64 k tokens, TRAIN_GPU_MINUTES
+#     (default 4.5; an H200 trains ~0.7 M tokens/s).
 #   cpu — the earlier 1.97 M-parameter model (4 layers x 192), four CPU phases:
 #     1. from scratch: one question per episode, curriculum by answer loss (TRAIN_MINUTES, default 90);
 #     2. continued from phase 1 on fresh episodes with 4 questions each (the first in the pipeline's
@@ -80,7 +77,7 @@ continue_phase() {
 
 if [[ "$RECIPE" == gpu ]]; then
   SHAPE=(--hidden 384 --layers 8 --heads 6 --kv-heads 2 --ffn 896)
-  # Phase 1 on the GPU: eight episode sets, generated in parallel.
+  # Eight episode sets, generated in parallel.
   dirs=""
   for seed in ${TRAIN_SEEDS:-11 12 13 14 15 16 17 18}; do
     d="$TRAIN_DIR/gpu$seed"
@@ -104,18 +101,10 @@ if [[ "$RECIPE" == gpu ]]; then
   cp "$TRAIN_DIR/tokenizer.json" "$TRAIN_DIR/gpu_final/"
   LOG1="$TRAIN_DIR/gpu_run/log.jsonl"
   FINAL="$TRAIN_DIR/gpu_final"
-  # Phase 2 on the CPU: hard episodes.
-  MINUTES_HARD=${TRAIN_HARD_MINUTES:-75}
-  if [[ "$MINUTES_HARD" != 0 ]]; then
-    SHAPE+=(--threads 1 --batch-tokens 4000)
-    DATA_ARGS="--scale 0.25 --hard --fresh-names" continue_phase hard 41 "$MINUTES_HARD" --start-stage 2 --lr 3e-4 \
-      --ctx-weight 0.1 --seed 42 --eval-minutes 8 --ckpt-minutes 5
-  fi
   mkdir -p "$MODEL_OUT"
   cp "$FINAL/config.json" "$FINAL/model.safetensors" "$FINAL/tokenizer.json" "$MODEL_OUT/"
   rm -f "$MODEL_OUT"/training_log*.jsonl
-  cp "$LOG1" "$MODEL_OUT/training_log_gpu.jsonl"
-  if [[ "$MINUTES_HARD" != 0 ]]; then cp "$TRAIN_DIR/hard/run/log.jsonl" "$MODEL_OUT/training_log.jsonl"; fi
+  cp "$LOG1" "$MODEL_OUT/training_log.jsonl"
 else
   SHAPE=(--hidden 192 --layers 4 --heads 6 --kv-heads 2 --ffn 512 --batch-tokens 2500 --threads "${TRAIN_THREADS:-2}")
 

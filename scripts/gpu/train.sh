@@ -12,8 +12,8 @@ source "$(dirname "$0")/env.sh"
 WORK=${WORK:-/tmp/ragd_train}
 mkdir -p "$WORK"
 cp models/ragd-qa/tokenizer.json "$WORK/"  # the committed tokenizer: no need to train it again
-PYTHONUNBUFFERED=1 TRAIN_RECIPE=gpu TRAIN_HARD_MINUTES=0 TRAIN_FIXTURE=0 RAGCTL="$CARRY/bin/ragctl" TRAIN_DIR="$WORK" \
+PYTHONUNBUFFERED=1 TRAIN_RECIPE=gpu TRAIN_FIXTURE=0 RAGCTL="$CARRY/bin/ragctl" TRAIN_DIR="$WORK" \
   MODEL_OUT="$WORK/model" TRAIN_GPU_MINUTES="${MINUTES:-4.5}" bash scripts/train-model.sh 2>&1 | tee "$OUT/train.log" || true
 cp "$WORK/model/config.json" "$OUT/" 2>/dev/null || true
-cp "$WORK/gpu_run/log.jsonl" "$OUT/" 2>/dev/null || true
+cp "$WORK/model/training_log.jsonl" "$OUT/log.jsonl" 2>/dev/null || true
 split -b 15M -d "$WORK/model/model.safetensors" "$OUT/model.safetensors.part" 2>/dev/null || true
