@@ -18,7 +18,9 @@
 #     4. the same again on a fifth set (seed 6), the answer loss weighted up (context LM weight 0.05
 #        instead of 0.2) (TRAIN4_MINUTES, default 92; 0 skips).
 #   TRAIN_DIR (default data/train), MODEL_OUT (default models/ragd-qa), TRAIN_THREADS (default 2),
-#   RAGCTL (default BUILD/bin/ragctl), TRAIN_FIXTURE=0 (skip the parity fixture).
+#   RAGCTL (default BUILD/bin/ragctl), TRAIN_FIXTURE=0 (skip the parity fixture), TRAIN_DATA_ARGS
+#   (more make_data.py flags for the gpu recipe's episode sets, e.g. --retrieval-like; empty for the
+#   committed model).
 set -euo pipefail
 BUILD=${1:-build}
 RAGCTL=${RAGCTL:-$BUILD/bin/ragctl}
@@ -86,7 +88,7 @@ if [[ "$RECIPE" == gpu ]]; then
       mkdir -p "$d"
       cp "$TRAIN_DIR/tokenizer.json" "$d/"
       if [[ ! -f "$d/val.bin" ]]; then
-        python3 tools/train/make_data.py --out "$d" --seed "$seed" --turns 4 --fresh-names > /dev/null
+        python3 tools/train/make_data.py --out "$d" --seed "$seed" --turns 4 --fresh-names ${TRAIN_DATA_ARGS:-} > /dev/null
         for s in stage0 stage1 stage2 val; do
           "$RAGCTL" encode-episodes --tokenizer "$d/tokenizer.json" --in "$d/$s.jsonl" --out "$d/$s.bin" > /dev/null
           rm "$d/$s.jsonl"

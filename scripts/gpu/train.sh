@@ -3,7 +3,8 @@
 # a GPU and PyTorch, from the repo root, with the ragctl that scripts/gpu-check.sh packed into
 # build-gpu-carry/. Writes under $OUT: config.json, log.jsonl (the training curve), train.log and
 # the weights in pieces of at most 15 MiB (cat model.safetensors.part* > model.safetensors).
-# Env: MINUTES (training budget, default 4.5), WORK (default /tmp/ragd_train).
+# Env: MINUTES (training budget, default 4.5), WORK (default /tmp/ragd_train), TRAIN_DATA_ARGS (see
+# scripts/train-model.sh).
 set -euo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"

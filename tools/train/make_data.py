@@ -99,6 +99,9 @@ def main():
     ap.add_argument("--hard", action="store_true",
                     help="every stage as the hardest one: 4-5 passages, all distractors hard, including the ones a "
                          "retriever ranks next to the gold passage (same topic and quantity sentence)")
+    ap.add_argument("--retrieval-like", action="store_true",
+                    help="hard distractors may also be what a retriever ranks next to the gold passage (same topic "
+                         "and quantity sentence); implied by --hard")
     ap.add_argument("--fresh-names", action="store_true",
                     help="make up new training names and places for every episode instead of drawing them from the "
                          "fixed training pools (the test pools and the evaluation set are unchanged)")
@@ -112,7 +115,7 @@ def main():
         rows = []
         for _ in range(int(count * args.scale)):
             ep = spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard, keep_passages=args.turns > 1,
-                                     retrieval_like=args.hard))
+                                     retrieval_like=args.hard or args.retrieval_like))
             if args.turns > 1:
                 add_turns(rng, ep, ep.pop("passage_facts"), args.turns)
             rows.append(ep)
