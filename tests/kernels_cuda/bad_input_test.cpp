@@ -150,8 +150,10 @@ TEST(CudaBadInput, FusedGemvRefusesOperandsItCannotTake) {
   a.k = 129;
   EXPECT_FALSE(gemv_fusable(a));
   expect_invalid(gemv_bf16(a, nullptr), "k=129");
-  a.k = 24 * 1024 + 8;  // 48 KB + 16 bytes of x̂
+  a.k = 24 * 1024;  // 48 KB of x̂: with the kernel's static shared memory over the limit
   EXPECT_FALSE(gemv_fusable(a));
+  a.k = 24 * 1024 - 128;
+  EXPECT_TRUE(gemv_fusable(a));
   a.k = 4096;
   a.norm_w = reinterpret_cast<const float*>(uintptr_t{4100});  // 4-byte aligned only
   EXPECT_FALSE(gemv_fusable(a));

@@ -42,7 +42,7 @@ struct GemvArgs {
 };
 
 // True when the fused forms take these operands: k a multiple of 8, x̂ (2·k bytes) fits a block's
-// shared memory, 16-byte aligned x / w / norm_w, and neither RAGD_CUDA_GEMV=0 nor RAGD_CUDA_FUSED=0
+// shared memory without the opt-in (k <= 24,448), 16-byte aligned x / w / norm_w, and neither RAGD_CUDA_GEMV=0 nor RAGD_CUDA_FUSED=0
 // is set (measurement switches, read at every call). Callers fall back to the unfused chain.
 bool gemv_fusable(const GemvArgs& a);
 
