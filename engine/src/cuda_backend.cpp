@@ -174,6 +174,7 @@ Status CudaBackend::attend(KvPool& pool, const BlockTable& table, int layer, con
   if (n_q <= 0) return Status::OK();
   RAGD_RETURN_IF_ERROR(cu::set_device(device_));
   RAGD_RETURN_IF_ERROR(reserve(n_q, 0));
+  kvs->wait_layer(layer);
   const int nh = cfg_.num_attention_heads, q_dim = cfg_.q_dim(), bs = kvs->layout().block_size;
   const int kv_len = table.num_tokens();
   // q_pos, the table's blocks and, when they are not the slots, its positions.
@@ -464,6 +465,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     }
     for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
       const DeviceLayer& w = layers_[l];
+      kvs->wait_layer(l);  // KV of this layer still coming up from the host (a segment upload)
       const int32_t* md = meta_.as<int32_t>();
       const cu::GemvArgs qkv_args{.input = cu::GemvInput::kRmsNormF32, .x = x, .norm_w = w.input_norm.as<float>(),
                                   .eps = eps, .k = hs, .w = w.qkv.as<uint16_t>(), .n = qkv_dim, .y = qkv};
@@ -554,6 +556,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
 
 Status CudaBackend::run_decode_graph(const CudaStepMeta& m, int rows, const CudaKvStorage& kv,
                                      const std::function<Status()>& layers) {
+  kv.wait_uploads();  // outside any capture: a graph cannot wait for the copy stream's events
   DecodeGraphKey key;
   key.rows = rows;
   key.variant = kernel_variant();

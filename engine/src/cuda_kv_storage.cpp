@@ -1,7 +1,9 @@
 #include "cuda_kv_storage.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "ragd/common/check.h"
 #include "ragd/kernels/cuda/elementwise.h"
@@ -18,6 +20,11 @@ constexpr size_t kSegmentStagingBytes = size_t{64} << 20;
 namespace {
 
 void check_ok(const Status& st, const char* what) { RAGD_CHECK(st.ok()) << what << ": " << st.to_string(); }
+
+bool overlap_enabled() {
+  const char* e = std::getenv("RAGD_CUDA_KV_OVERLAP");
+  return !(e != nullptr && std::string_view(e) == "0");
+}
 
 }  // namespace
 
@@ -47,8 +54,35 @@ Result<std::unique_ptr<CudaKvStorage>> CudaKvStorage::create(const KvLayout& lay
     s->v_.push_back(std::move(v));
   }
   RAGD_ASSIGN_OR_RETURN(s->staging_, cu::PinnedBuffer::alloc(2 * layout.block_floats() * sizeof(uint16_t)));
+  RAGD_ASSIGN_OR_RETURN(s->copy_stream_, cu::Stream::create());
+  for (UploadHalf& h : s->up_) {
+    RAGD_ASSIGN_OR_RETURN(h.done, cu::Event::create());
+  }
+  RAGD_ASSIGN_OR_RETURN(s->compute_mark_, cu::Event::create());
+  for (int l = 0; l < layout.num_layers; ++l) {
+    RAGD_ASSIGN_OR_RETURN(cu::Event e, cu::Event::create());
+    s->layer_ready_.push_back(std::move(e));
+  }
+  s->pending_.assign(layout.num_layers, 0);
   RAGD_RETURN_IF_ERROR(s->stream_->sync());
   return s;
+}
+
+CudaKvStorage::~CudaKvStorage() {
+  // The copy stream may still read the staging halves and write the layers being freed.
+  if (copy_stream_.get() != nullptr && cu::set_device(device_).ok()) (void)copy_stream_.sync();
+}
+
+void CudaKvStorage::wait_layer(int layer) const {
+  if (!pending_[layer]) return;
+  check_ok(layer_ready_[layer].wait(stream_->get()), "cuda KV upload wait");
+  pending_[layer] = 0;
+}
+
+void CudaKvStorage::wait_uploads() const {
+  if (!any_pending_) return;
+  for (int l = 0; l < layout().num_layers; ++l) wait_layer(l);
+  any_pending_ = false;
 }
 
 size_t CudaKvStorage::offset(int32_t block, int slot) const {
@@ -58,6 +92,7 @@ size_t CudaKvStorage::offset(int32_t block, int slot) const {
 
 void CudaKvStorage::copy_block(int32_t dst, int32_t src) {
   check_ok(cu::set_device(device_), "cuda KV copy_block");
+  wait_uploads();
   const size_t bytes = layout().block_floats() * sizeof(uint16_t);
   const size_t d = offset(dst, 0), s = offset(src, 0);
   for (int l = 0; l < layout().num_layers; ++l) {
@@ -71,6 +106,7 @@ void CudaKvStorage::read(int layer, int32_t block, int slot, int n, float* k, fl
                                                                       << ") of a block";
   if (n == 0) return;
   check_ok(cu::set_device(device_), "cuda KV read");
+  wait_uploads();
   const size_t count = static_cast<size_t>(n) * layout().token_floats();
   const size_t e = offset(block, slot);
   uint16_t* sk = staging_.as<uint16_t>();
@@ -87,6 +123,7 @@ void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float
                                                                       << ") of a block";
   if (n == 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
+  wait_uploads();
   const size_t count = static_cast<size_t>(n) * layout().token_floats();
   const size_t e = offset(block, slot);
   uint16_t* sk = staging_.as<uint16_t>();
@@ -170,6 +207,7 @@ void CudaKvStorage::download_layers(std::span<const int32_t> blocks, int t0, int
 void CudaKvStorage::read_tokens(int layer, std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV read");
+  wait_uploads();
   download_layers(blocks, t0, n, layer, 1, k, v);
 }
 
@@ -177,6 +215,7 @@ void CudaKvStorage::write_tokens(int layer, std::span<const int32_t> blocks, int
                                  const float* v) {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
+  wait_uploads();
   upload_layers(blocks, t0, n, layer, 1, k, v);
   check_ok(stream_->sync(), "cuda KV write");
 }
@@ -185,6 +224,8 @@ void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
                                             const float* v) {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
+  if (overlap_enabled()) return upload_segment_async(blocks, t0, n, k, v);
+  wait_uploads();
   const int layers = layout().num_layers, group = layers_per_copy(n);
   const size_t count = static_cast<size_t>(n) * layout().token_floats();
   for (int l0 = 0; l0 < layers; l0 += group) {
@@ -196,11 +237,62 @@ void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
 void CudaKvStorage::read_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, float* k, float* v) const {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV read");
+  wait_uploads();
   const int layers = layout().num_layers, group = layers_per_copy(n);
   const size_t count = static_cast<size_t>(n) * layout().token_floats();
   for (int l0 = 0; l0 < layers; l0 += group) {
     download_layers(blocks, t0, n, l0, std::min(group, layers - l0), k + l0 * count, v + l0 * count);
   }
+}
+
+void CudaKvStorage::upload_segment_async(std::span<const int32_t> blocks, int t0, int n, const float* k,
+                                         const float* v) {
+  const int layers = layout().num_layers, group = layers_per_copy(n);
+  const int nkv = layout().num_kv_heads, hd = layout().head_dim, bs = layout().block_size;
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  void* cs = copy_stream_.get();
+  // The previous segment's copies are done (its staging halves and slots are free) ...
+  check_ok(copy_stream_.sync(), "cuda KV upload");
+  // ... and this one's start after what the compute stream has enqueued so far: a block of this
+  // segment may have been freed by a table whose last step is still reading it.
+  check_ok(compute_mark_.record(stream_->get()), "cuda KV upload");
+  check_ok(compute_mark_.wait(cs), "cuda KV upload");
+  const size_t slot_bytes = static_cast<size_t>(n) * sizeof(int32_t);
+  check_ok(up_slots_host_.reserve(slot_bytes), "cuda KV upload");
+  check_ok(up_slots_dev_.reserve(slot_bytes), "cuda KV upload");
+  int32_t* slots = up_slots_host_.as<int32_t>();
+  for (int i = 0; i < n; ++i) {
+    const int t = t0 + i;
+    slots[i] = blocks[t / bs] * bs + t % bs;
+  }
+  check_ok(cu::copy_to_device(up_slots_dev_.get(), slots, slot_bytes, cs), "cuda KV upload");
+  for (int gi = 0, l0 = 0; l0 < layers; ++gi, l0 += group) {
+    const int g = std::min(group, layers - l0);
+    UploadHalf& h = up_[gi % 2];
+    if (gi >= 2) check_ok(h.done.sync(), "cuda KV upload");  // its previous group is on the device
+    const size_t bytes = 2 * static_cast<size_t>(g) * count * sizeof(uint16_t);
+    check_ok(h.host.reserve(bytes), "cuda KV upload");
+    check_ok(h.dev.reserve(bytes), "cuda KV upload");
+    uint16_t* hk = h.host.as<uint16_t>();
+    const float* kg = k + static_cast<size_t>(l0) * count;
+    const float* vg = v + static_cast<size_t>(l0) * count;
+#pragma omp parallel for schedule(static) if (g > 1)
+    for (int i = 0; i < g; ++i) {
+      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, kg + i * count, row, hk + 2 * i * count, nullptr);
+      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, vg + i * count, row, hk + (2 * i + 1) * count, nullptr);
+    }
+    uint16_t* dk = h.dev.as<uint16_t>();
+    check_ok(cu::copy_to_device(dk, hk, bytes, cs), "cuda KV upload");
+    for (int i = 0; i < g; ++i) {
+      check_ok(cu::kv_write(dk + 2 * i * count, dk + (2 * i + 1) * count, n, static_cast<int>(row), nkv, hd,
+                            up_slots_dev_.as<int32_t>(), k_layer(l0 + i), v_layer(l0 + i), cs),
+               "cuda KV upload scatter");
+      check_ok(layer_ready_[l0 + i].record(cs), "cuda KV upload");
+      pending_[l0 + i] = 1;
+    }
+    check_ok(h.done.record(cs), "cuda KV upload");
+  }
+  any_pending_ = true;
 }
 
 }  // namespace ragd::engine

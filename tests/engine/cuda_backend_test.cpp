@@ -501,6 +501,70 @@ TEST_P(CudaVsCpu, FusedDecodeMatchesTheUnfusedChain) {
   EXPECT_EQ(gpu->kv_pool().free_blocks(), gpu->kv_pool().num_blocks());
 }
 
+// A documents' KV segment coming up from host memory (what a DRAM / SSD hit installs: BlockTable::
+// append -> write_tokens_all_layers), then a question prefilled right away: with the overlapped
+// upload (the copy stream, the compute stream waiting per layer) and with the synchronous one, the
+// logits are the same (same values, same kernels: 1e-6 of the range), and both match the CPU's
+// prefill of documents + question within the stated tolerance.
+TEST_P(CudaVsCpu, SegmentUploadOverlapsWithThePrefill) {
+  REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(load(24));
+  const int n = 700;  // on a tiny model one group of layers: the per-layer waits are what this exercises
+  const auto docs = random_tokens(n, 50, cfg.vocab_size), q = random_tokens(19, 51, cfg.vocab_size);
+  KvPool& pool = gpu->kv_pool();
+  const size_t tf = pool.layout().token_floats();
+  const int layers = pool.layout().num_layers;
+  std::vector<float> k(static_cast<size_t>(layers) * n * tf), v(k.size());
+  {
+    BlockTable a;
+    SeqStep s{&a, docs, SeqStep::Logits::kNone};
+    StepOutput o;
+    const Status st = gpu->forward({&s, 1}, &o);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    a.read_all_layers(pool, 0, n, k.data(), v.data());
+    a.release(pool);
+  }
+  auto ask = [&](const char* overlap) {
+    setenv("RAGD_CUDA_KV_OVERLAP", overlap, 1);
+    BlockTable b;
+    EXPECT_TRUE(b.append(pool, n, k.data(), v.data()));
+    SeqStep s{&b, q, SeqStep::Logits::kAll};
+    StepOutput o;
+    const Status st = gpu->forward({&s, 1}, &o);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    b.release(pool);
+    unsetenv("RAGD_CUDA_KV_OVERLAP");
+    return o;
+  };
+  const StepOutput sync = ask("0"), overlapped = ask("1");
+  BlockTable c;
+  std::vector<int32_t> all(docs);
+  all.insert(all.end(), q.begin(), q.end());
+  SeqStep s{&c, all, SeqStep::Logits::kAll};
+  StepOutput ref_all;
+  ASSERT_TRUE(cpu->forward({&s, 1}, &ref_all).ok());
+  c.release(cpu->kv_pool());
+  const int nq = static_cast<int>(q.size());
+  Compare cmp;
+  for (int r = 0; r < nq; ++r) {
+    const auto a = sync.row(r), b = overlapped.row(r);
+    const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
+    double d = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    EXPECT_LE(d, 1e-6 * std::max(1e-6, static_cast<double>(*hi - *lo))) << "question row " << r;
+    const auto h = ref_all.row(n + r);
+    const auto [hl, hh] = std::minmax_element(h.begin(), h.end());
+    const double range = std::max(1e-6, static_cast<double>(*hh - *hl));
+    double e = 0.0;
+    for (size_t i = 0; i < h.size(); ++i) e = std::max(e, std::fabs(static_cast<double>(b[i]) - h[i]));
+    EXPECT_LE(e, 0.03 * range) << "question row " << r << " vs the CPU";
+    cmp.worst = std::max(cmp.worst, e / range);
+  }
+  std::printf("cuda (segment from host, overlapped) vs cpu prefill: max |dlogit| %.3f %% of the range\n",
+              100 * cmp.worst);
+  EXPECT_EQ(pool.free_blocks(), pool.num_blocks());
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaVsCpu,
                          ::testing::Values(Shape{64, 4, 2, false}, Shape{128, 4, 1, false}, Shape{64, 8, 8, true},
                                            Shape{32, 6, 2, false}),  // the QA model's shape (GQA 3)

@@ -74,6 +74,36 @@ Stream::~Stream() {
 
 Status Stream::sync() const { return cuda_status(cudaStreamSynchronize(as_stream(s_)), "cudaStreamSynchronize"); }
 
+Result<Event> Event::create() {
+  cudaEvent_t e = nullptr;
+  RAGD_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  Event out;
+  out.e_ = e;
+  return Result<Event>(std::move(out));
+}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
+    e_ = std::exchange(o.e_, nullptr);
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (e_) cudaEventDestroy(static_cast<cudaEvent_t>(e_));
+}
+
+Status Event::record(void* stream) {
+  return cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(e_), as_stream(stream)), "cudaEventRecord");
+}
+
+Status Event::wait(void* stream) const {
+  return cuda_status(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(e_), 0), "cudaStreamWaitEvent");
+}
+
+Status Event::sync() const { return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e_)), "cudaEventSynchronize"); }
+
 Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return Status::OK();
   return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, as_stream(stream)), "copy_to_device");

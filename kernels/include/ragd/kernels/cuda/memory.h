@@ -77,6 +77,26 @@ class Stream {
   void* s_ = nullptr;
 };
 
+// An event for ordering two streams (no timing): record() marks the point reached by a stream's
+// enqueued work, wait() makes another stream's later work wait for that point without blocking the
+// host, sync() blocks the host until it is reached.
+class Event {
+ public:
+  static Result<Event> create();
+  Event() = default;
+  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+  Status record(void* stream);
+  Status wait(void* stream) const;  // `stream`'s later work waits for the recorded point
+  Status sync() const;
+
+ private:
+  void* e_ = nullptr;
+};
+
 // Asynchronous copies on `stream` (host sides should be pinned for overlap; pageable memory works
 // but the copy is then staged by the driver).
 Status copy_to_device(void* dst, const void* src, size_t bytes, void* stream);
