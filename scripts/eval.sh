@@ -62,6 +62,11 @@ TOML
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --pipelines "$DIR/pipelines" --pipeline extractive --reuse none --context both \
   --json "$DIR/report_extractive.json" "${args[@]}" 2>> "$DIR/eval.log"
-echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json, $DIR/report_extractive.json"
+# Reranking (pipelines/src/reranker.h, configs/pipelines/qa-rerank.toml): four passages retrieved,
+# the model scores each by log P(question | passage), the best one makes the prompt.
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --pipelines configs/pipelines --pipeline qa-rerank --reuse none --context both \
+  --json "$DIR/report_rerank.json" "${args[@]}" 2>> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json, $DIR/report_extractive.json, $DIR/report_rerank.json"
 # Where the wrong answers come from (a passage of the prompt: selection; none: garbled copying).
 python3 tools/train/error_analysis.py --report "$DIR/report.json" --context gold

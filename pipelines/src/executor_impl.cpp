@@ -1,6 +1,7 @@
 #include "executor_impl.h"
 
 #include <algorithm>
+#include <numeric>
 #include <filesystem>
 
 #include "ragd/common/check.h"
@@ -51,7 +52,8 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
       specs_(std::move(deps.pipelines)),
-      model_name_(std::move(deps.model_name)) {
+      model_name_(std::move(deps.model_name)),
+      reranker_(std::move(deps.reranker)) {
   prompts_ = std::make_unique<PromptBuilder>(*tok_, model_->config());
   retrieval_pool_ = std::make_unique<ThreadPool>(std::max(1, opts.retrieval_threads), opts.max_queue, "retrieval");
 }
@@ -211,6 +213,10 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         }
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
         ctx = std::move(o.hits);
+        if (r->spec->rerank > 0 && !it) {
+          Status rs = rerank(*r, &ctx);
+          if (!rs.ok()) r->error = "rerank failed: " + rs.to_string();
+        }
       }
     }
     if (r->error.empty()) {
@@ -233,6 +239,22 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     r->prompt = prompts_->build_raw(q.prompt);
   }
   hand_over(std::move(r));
+}
+
+Status ExecutorImpl::rerank(const Run& r, std::vector<ContextDoc>* ctx) {
+  if (!reranker_) return Status::FailedPrecondition("pipeline '" + r.spec->name + "' reranks, but the runtime has no reranker");
+  std::vector<std::vector<int32_t>> toks;
+  for (const auto& d : *ctx) toks.push_back(d.tokens);
+  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, reranker_->score(*r.spec, toks, r.rr.query));
+  std::vector<size_t> order(ctx->size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // Best first; ties keep the retriever's order.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+  std::vector<ContextDoc> kept;
+  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < r.spec->rerank; ++i)
+    kept.push_back(std::move((*ctx)[order[i]]));
+  *ctx = std::move(kept);
+  return Status::OK();
 }
 
 void ExecutorImpl::hand_over(std::unique_ptr<Run> r) {

@@ -43,6 +43,7 @@
 #include "kv_host.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "reuse_planner.h"
+#include "reranker.h"
 #include "run_state.h"
 
 namespace ragd::retrieval {
@@ -67,6 +68,8 @@ class ExecutorImpl final : public Executor {
     // Sequence-parallel workers for long prompts (RuntimeOptions::sp_workers > 1); null = none.
     // Its rank 0 is `model`.
     std::unique_ptr<seqparallel::SpGroup> sp;
+    // Pipelines with [retriever] rerank > 0: the reranker (its own copy of the model); null = none.
+    std::unique_ptr<Reranker> reranker;
   };
   // Opens the kvstore over the model's pool (RuntimeOptions::kvstore) and starts the threads.
   static Result<std::unique_ptr<ExecutorImpl>> create(const RuntimeOptions& opts, Deps deps);
@@ -130,6 +133,9 @@ class ExecutorImpl final : public Executor {
   // Retrieval pool: a progressive search whose first candidates already go to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);
   void hand_over(std::unique_ptr<Run> r);  // prompt built: reuse lookup, then the inbox
+  // Retrieval pool: reorders `ctx` (retrieval order) by the reranker's scores and keeps the best
+  // spec->rerank passages.
+  Status rerank(const Run& r, std::vector<ContextDoc>* ctx);
   void apply_candidate(PrefillCandidate c);  // scheduler thread
   void spec_hold(Run& r, bool on);
   // After a step fed the run: the sampled token (logits non-null) goes out, the prompt KV is
@@ -201,6 +207,7 @@ class ExecutorImpl final : public Executor {
   std::vector<PipelineSpec> specs_;
   std::string model_name_;
   std::unique_ptr<PromptBuilder> prompts_;
+  std::unique_ptr<Reranker> reranker_;  // used by the retrieval threads (it is thread-safe)
   std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<ReusePlanner> planner_;
 

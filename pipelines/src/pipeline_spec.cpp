@@ -58,7 +58,7 @@ class Reader {
   Status check_keys() const {
     static const std::map<std::string, std::set<std::string>> kAllowed = {
         {"pipeline", {"name", "description"}},
-        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill"}},
+        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank"}},
         {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
@@ -172,6 +172,15 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "nprobe", 1, 65536, &v));
   s.nprobe = static_cast<int>(v);
   RAGD_RETURN_IF_ERROR(r.boolean("retriever", "speculative_prefill", &s.speculative_prefill));
+  v = s.rerank;
+  RAGD_RETURN_IF_ERROR(r.integer("retriever", "rerank", 0, 64, &v));
+  s.rerank = static_cast<int>(v);
+  if (s.rerank > s.top_k)
+    return r.field_err("retriever", "rerank", "keeps " + std::to_string(s.rerank) + " of top_k " + std::to_string(s.top_k) +
+                                                  " passages: it must not exceed top_k");
+  if (s.rerank > 0 && s.speculative_prefill)
+    return r.field_err("retriever", "rerank", "reranking needs the final search result: it cannot be combined with "
+                                              "speculative_prefill");
   RAGD_RETURN_IF_ERROR(r.str("prompt", "system", &s.system_prompt));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "context_header", &s.context_header));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));
@@ -210,6 +219,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
     if (!o.ok()) return r.field_err("iterative", "overlap", o.status().message());
     it.overlap = *o;
     if (s.top_k == 0) return r.field_err("iterative", "retrieval_interval", "an iterative pipeline needs [retriever] top_k > 0");
+    if (s.rerank > 0) return r.field_err("retriever", "rerank", "reranking is for one-shot pipelines, not iterative ones");
     s.iterative = it;
   }
   v = s.max_tokens;

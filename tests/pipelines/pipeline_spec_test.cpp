@@ -89,6 +89,17 @@ TEST(PipelineSpec, WrongType) { expect_error("[retriever]\ntop_k = \"four\"", "t
 TEST(PipelineSpec, OutOfRange) { expect_error("[retriever]\ntop_k = 1000", "top_k: must be in [0, 64], got 1000"); }
 TEST(PipelineSpec, BadReuseMode) { expect_error("[reuse]\nmode = \"cacheblend2\"", "unknown reuse mode 'cacheblend2'"); }
 TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "unknown template 'jinja'"); }
+TEST(PipelineSpec, RerankKeepsAtMostTopKOfOneShotRuns) {
+  auto s = parse_pipeline_spec("[retriever]\ntop_k = 5\nrerank = 2\n", "r.toml");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->rerank, 2);
+  EXPECT_EQ(parse_pipeline_spec("", "d.toml")->rerank, 0);  // off by default
+  expect_error("[retriever]\ntop_k = 3\nrerank = 4\n", "rerank: keeps 4 of top_k 3 passages");
+  expect_error("[retriever]\nrerank = -1\n", "rerank: must be in [0, 64], got -1");
+  expect_error("[retriever]\nrerank = 1\nspeculative_prefill = true\n", "cannot be combined with speculative_prefill");
+  expect_error("[retriever]\nrerank = 1\n[iterative]\nretrieval_interval = 8\n", "not iterative ones");
+}
+
 TEST(PipelineSpec, IterativeTableMakesAnIterativePipeline) {
   auto s = parse_pipeline_spec("[retriever]\ntop_k = 2\nspeculative_prefill = true\n[iterative]\nretrieval_interval = 8\n"
                                "query_window = 24\noverlap = \"both\"\nspeculation_cache = 7\nmax_stride = 3\n"

@@ -1,7 +1,8 @@
 // Pipeline specs: one TOML file per pipeline in the pipelines directory.
 //
 //   [pipeline]   name = "docs-qa"          (default: file stem), description = "..."
-//   [retriever]  top_k = 4, index = "Flat", nprobe = 8, speculative_prefill = false
+//   [retriever]  top_k = 4, index = "Flat", nprobe = 8, speculative_prefill = false,
+//                rerank = 0 (keep this many of the top_k after reranking them with the model: reranker.h)
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
 //                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic),
@@ -37,6 +38,9 @@ struct PipelineSpec {
   // One-shot runs over an IVF index: search in stages (nprobe / 4, / 2, all) and start the prefill
   // on each stage's candidates, restarting when they change (RAGCache's speculative pipelining).
   bool speculative_prefill = false;
+  // > 0: the top_k passages are reranked by the model (log P(question | passage), reranker.h) and
+  // the best `rerank` of them make the prompt. One-shot pipelines only.
+  int rerank = 0;
   // prompt: [system prefix][context_header][doc1 + separator]...[question_prefix + question][suffix]
   std::string system_prompt = "You are a helpful assistant. Answer the question using the context.";
   std::string context_header = "Context:\n";

@@ -1,0 +1,42 @@
+// Reranking retrieved passages with a language model: a passage's score is log P(question |
+// passage), the log-probability of the question's tokens after a one-passage RAG prompt of the
+// pipeline (system prefix, context header, the passage, the question prefix), as in UPR (Sachan et
+// al., 2022, "Improving Passage Retrieval with Zero-Shot Question Generation"). A model that reads
+// passages well knows which one a question is about: on the QA set the committed model puts the
+// gold passage first for every question whose passage was retrieved (docs/benchmarks.md).
+//
+// The reranker holds its own copy of the model (the serving model belongs to the scheduler thread;
+// this one serves the retrieval threads), so it is meant for models small enough to keep twice.
+// Thread-safety: thread-safe (one mutex around the model).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/engine/model.h"
+#include "ragd/pipelines/pipeline_spec.h"
+#include "ragd/pipelines/prompt_builder.h"
+
+namespace ragd::pipelines {
+
+class Reranker {
+ public:
+  // `model`: the copy it scores with; its tokenizer is the one the passages' tokens come from.
+  Reranker(std::unique_ptr<engine::Model> model, const engine::Tokenizer& tok);
+
+  // One score per passage (token ids as laid out in the prompt), higher = more likely the one the
+  // question is about. InvalidArgument for an empty question; errors of the model pass through.
+  Result<std::vector<double>> score(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
+                                    const std::string& question);
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<engine::Model> model_;
+  PromptBuilder prompts_;
+};
+
+}  // namespace ragd::pipelines

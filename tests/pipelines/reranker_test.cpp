@@ -1,0 +1,111 @@
+// The reranker (pipelines/src/reranker.h) on the committed QA model: each passage's score equals
+// log P(question | passage) computed independently, token by token through decode steps (f32 KV;
+// prefill and decode sum in different orders: 1e-3 absolute on sums of ~10-25 log-probabilities),
+// and the gold passage of held-out questions scores above three other passages of the QA corpus.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ragd/engine/model.h"
+#include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/pipeline_spec.h"
+#include "ragd/pipelines/prompt_builder.h"
+#include "reranker.h"
+#include "simdjson.h"
+
+namespace ragd::pipelines {
+namespace {
+
+const std::string kModel = std::string(RAGD_SOURCE_DIR) + "/models/ragd-qa";
+
+std::vector<std::pair<std::string, std::string>> read_jsonl(const std::string& path, const char* a, const char* b) {
+  std::ifstream f(path);
+  std::vector<std::pair<std::string, std::string>> out;
+  simdjson::dom::parser p;
+  for (std::string line; std::getline(f, line);) {
+    simdjson::dom::element e = p.parse(line);
+    out.emplace_back(std::string(std::string_view(e[a])), std::string(std::string_view(e[b])));
+  }
+  return out;
+}
+
+// log P(question tokens | prompt before them), one decode step per token.
+double decode_log_prob(engine::Model& m, const std::vector<int32_t>& prefix, const std::vector<int32_t>& question) {
+  engine::BlockTable t;
+  engine::StepOutput o;
+  engine::SeqStep s{&t, prefix, engine::SeqStep::Logits::kLast};
+  EXPECT_TRUE(m.forward({&s, 1}, &o).ok());
+  double total = 0.0;
+  for (size_t i = 0; i < question.size(); ++i) {
+    const auto row = o.row(0);
+    const float mx = *std::max_element(row.begin(), row.end());
+    double z = 0.0;
+    for (float v : row) z += std::exp(static_cast<double>(v) - mx);
+    total += row[question[i]] - mx - std::log(z);
+    engine::SeqStep d{&t, std::span(&question[i], 1), engine::SeqStep::Logits::kLast};
+    EXPECT_TRUE(m.forward({&d, 1}, &o).ok());
+  }
+  t.release(m.kv_pool());
+  return total;
+}
+
+TEST(Reranker, ScoresAreLogProbabilitiesOfTheQuestionAndFindTheGoldPassage) {
+  engine::ModelOptions mo;
+  mo.num_threads = 2;
+  mo.kv_pool_bytes = size_t{64} << 20;
+  auto scorer = engine::Model::load(kModel, mo);
+  ASSERT_TRUE(scorer.ok()) << scorer.status().to_string();
+  auto ref = engine::Model::load(kModel, mo);
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  auto tok = engine::Tokenizer::from_file(kModel + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  Reranker rr(std::move(*scorer), **tok);
+  PromptBuilder prompts(**tok, (*ref)->config());
+  const PipelineSpec spec = default_pipeline_spec();
+
+  const auto corpus = read_jsonl(std::string(RAGD_SOURCE_DIR) + "/examples/qa_eval/corpus.jsonl", "id", "text");
+  const auto questions = read_jsonl(std::string(RAGD_SOURCE_DIR) + "/examples/qa_eval/questions.jsonl", "question", "gold");
+  auto text_of = [&](const std::string& id) {
+    for (const auto& [i, t] : corpus)
+      if (i == id) return t;
+    ADD_FAILURE() << "no document " << id;
+    return std::string();
+  };
+  for (int qi = 0; qi < 5; ++qi) {
+    const auto& [question, gold] = questions[qi * 37];
+    // The gold passage among three others (fixed, spread over the corpus), gold not first.
+    std::vector<std::vector<int32_t>> docs;
+    const std::string others[3] = {corpus[(qi * 53 + 7) % corpus.size()].first, corpus[(qi * 91 + 130) % corpus.size()].first,
+                                   corpus[(qi * 29 + 250) % corpus.size()].first};
+    int gold_at = 1 + qi % 3;
+    for (int i = 0, o = 0; i < 4; ++i) docs.push_back((*tok)->encode(i == gold_at ? text_of(gold) : text_of(others[o++])));
+    auto scores = rr.score(spec, docs, question);
+    ASSERT_TRUE(scores.ok()) << scores.status().to_string();
+    ASSERT_EQ(scores->size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      // Independent: the question's tokens found by encoding the prompt with and without it.
+      const std::span<const std::vector<int32_t>> one(&docs[i], 1);
+      const std::vector<int32_t> with = prompts.build_rag(spec, one, question).flat();
+      const std::vector<int32_t> without = prompts.build_rag(spec, one, "").flat();
+      size_t p = 0;
+      while (p < without.size() && with[p] == without[p]) ++p;
+      size_t s = 0;
+      while (s < without.size() - p && with[with.size() - 1 - s] == without[without.size() - 1 - s]) ++s;
+      const std::vector<int32_t> prefix(with.begin(), with.begin() + p);
+      const std::vector<int32_t> q(with.begin() + p, with.end() - s);
+      ASSERT_GE(q.size(), 5u);
+      EXPECT_NEAR((*scores)[i], decode_log_prob(**ref, prefix, q), 1e-3) << "question " << qi * 37 << " passage " << i;
+    }
+    const int best = static_cast<int>(std::max_element(scores->begin(), scores->end()) - scores->begin());
+    EXPECT_EQ(best, gold_at) << "question " << qi * 37 << ": " << question;
+  }
+  EXPECT_EQ(rr.score(spec, std::vector<std::vector<int32_t>>(1, std::vector<int32_t>{5, 6}), "").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
