@@ -70,32 +70,27 @@ foreach(r 1 2 4 5)
     message(FATAL_ERROR "reuse ${mode} gave ${same}/40 answers identical to none")
   endif()
 endforeach()
+# One eval run of the first 40 questions whose first run's exact match must reach `min`.
+function(expect_em what min json)
+  run(out rc ${RAGCTL} eval --questions ${SRC}/examples/qa_eval/questions.jsonl --model ${MODEL} --data ${WORK}/data
+      --limit 40 --threads 2 --json ${json} ${ARGN})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "eval (${what}) failed (${rc}): ${out}")
+  endif()
+  message(STATUS "${out}")
+  file(READ ${json} report)
+  string(JSON em GET "${report}" runs 0 exact_match)
+  if(em LESS ${min})
+    message(FATAL_ERROR "exact match of ${what} is ${em}, below ${min}")
+  endif()
+endfunction()
+
 # The gold passage alone in the context (top_k 1): the trained model must copy most of the held-out
 # answers (MIN_GOLD_EM; the model card has 100 % on the full set; random output scores 0).
-run(out rc ${RAGCTL} eval --questions ${SRC}/examples/qa_eval/questions.jsonl --model ${MODEL} --data ${WORK}/data
-    --limit 40 --top-k 1 --context gold --threads 2 --json ${WORK}/report_top1.json)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "eval --top-k 1 failed (${rc}): ${out}")
-endif()
-message(STATUS "${out}")
-file(READ ${WORK}/report_top1.json report)
-string(JSON em GET "${report}" runs 0 exact_match)
-if(em LESS ${MIN_GOLD_EM})
-  message(FATAL_ERROR "exact match with the gold passage alone in context is ${em}, below ${MIN_GOLD_EM}")
-endif()
+expect_em("the gold passage alone in context" ${MIN_GOLD_EM} ${WORK}/report_top1.json --top-k 1 --context gold)
 
 # 4. The shipped reranking pipeline (configs/pipelines/qa-rerank.toml: top-4 retrieval, the model
 #    reranks, the best passage in the prompt), end to end with retrieved context: the model card has
 #    97.5 % on the full set; the first 40 questions must reach MIN_RERANK_EM.
-run(out rc ${RAGCTL} eval --questions ${SRC}/examples/qa_eval/questions.jsonl --model ${MODEL} --data ${WORK}/data
-    --pipelines ${SRC}/configs/pipelines --pipeline qa-rerank --limit 40 --reuse none --context retrieved --threads 2
-    --json ${WORK}/report_rerank.json)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "eval --pipeline qa-rerank failed (${rc}): ${out}")
-endif()
-message(STATUS "${out}")
-file(READ ${WORK}/report_rerank.json report)
-string(JSON em GET "${report}" runs 0 exact_match)
-if(em LESS ${MIN_RERANK_EM})
-  message(FATAL_ERROR "exact match of the reranking pipeline (retrieved context) is ${em}, below ${MIN_RERANK_EM}")
-endif()
+expect_em("the reranking pipeline (retrieved context)" ${MIN_RERANK_EM} ${WORK}/report_rerank.json
+          --pipelines ${SRC}/configs/pipelines --pipeline qa-rerank --reuse none --context retrieved)
