@@ -5,8 +5,15 @@
 
 namespace ragd::pipelines {
 
+// Cached prompt heads at most (the pool usually fills first; this bounds the lookup).
+constexpr size_t kMaxHeads = 512;
+
 Reranker::Reranker(std::unique_ptr<engine::Model> model, const engine::Tokenizer& tok)
     : model_(std::move(model)), prompts_(tok, model_->config()) {}
+
+Reranker::~Reranker() {
+  for (auto& h : heads_) h->table.release(model_->kv_pool());
+}
 
 Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
                                             const std::string& question) {
@@ -15,8 +22,8 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
   if (docs.empty()) return out;
   // The question's tokens inside the prompt's last segment: what a prompt without the question
   // lacks (the segment is question prefix + question + template suffix, tokenized at once).
-  std::vector<std::vector<int32_t>> seqs(docs.size());
-  std::vector<int> q0(docs.size()), q1(docs.size());
+  std::vector<std::vector<int32_t>> heads(docs.size()), tails(docs.size());
+  std::vector<int> q0(docs.size());
   for (size_t i = 0; i < docs.size(); ++i) {
     const std::span<const std::vector<int32_t>> one(&docs[i], 1);
     const PromptSegments with = prompts_.build_rag(spec, one, question);
@@ -28,34 +35,71 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
     size_t s = 0;
     while (s < a.size() - p && s < b.size() - p && a[a.size() - 1 - s] == b[b.size() - 1 - s]) ++s;
     if (p + s >= a.size()) return Status::Internal("rerank: the question left no tokens in the prompt");
-    std::vector<int32_t>& seq = seqs[i];
-    for (size_t j = 0; j + 1 < with.segs.size(); ++j) seq.insert(seq.end(), with.segs[j].begin(), with.segs[j].end());
-    q0[i] = static_cast<int>(seq.size() + p);
-    seq.insert(seq.end(), a.begin(), a.end() - static_cast<std::ptrdiff_t>(s));
-    q1[i] = static_cast<int>(seq.size());
-    if (q0[i] == 0) return Status::Internal("rerank: the question starts the prompt");
+    if (p == 0) return Status::Internal("rerank: the question starts its prompt segment");
+    for (size_t j = 0; j + 1 < with.segs.size(); ++j) heads[i].insert(heads[i].end(), with.segs[j].begin(), with.segs[j].end());
+    tails[i].assign(a.begin(), a.end() - static_cast<std::ptrdiff_t>(s));  // question prefix + question
+    q0[i] = static_cast<int>(p);
   }
   std::lock_guard<std::mutex> lk(mu_);
-  std::vector<engine::BlockTable> tables(docs.size());
-  std::vector<engine::SeqStep> steps;
-  for (size_t i = 0; i < docs.size(); ++i)
-    steps.push_back(engine::SeqStep{&tables[i], seqs[i], engine::SeqStep::Logits::kAll});
-  engine::StepOutput o;
-  const Status st = model_->forward(steps, &o);
-  for (auto& t : tables) t.release(model_->kv_pool());
-  RAGD_RETURN_IF_ERROR(st);
+  engine::KvPool& pool = model_->kv_pool();
   for (size_t i = 0; i < docs.size(); ++i) {
+    RAGD_ASSIGN_OR_RETURN(Head * h, head(heads[i]));
+    // The head's KV shared, the tail prefilled: row t of the tail predicts tail token t + 1.
+    engine::BlockTable t = h->table.fork_prefix(pool, static_cast<int>(h->tokens.size()));
+    engine::SeqStep step{&t, tails[i], engine::SeqStep::Logits::kAll};
+    engine::StepOutput o;
+    Status st = model_->forward({&step, 1}, &o);
+    if (!st.ok() && st.code() == StatusCode::kResourceExhausted && heads_.size() > 1) {
+      t.release(pool);  // the pool is full: keep only this head and try once more
+      while (heads_.size() > 1) evict_oldest();
+      t = h->table.fork_prefix(pool, static_cast<int>(h->tokens.size()));
+      st = model_->forward({&step, 1}, &o);
+    }
+    t.release(pool);
+    RAGD_RETURN_IF_ERROR(st);
     double total = 0.0;
-    for (int t = q0[i]; t < q1[i]; ++t) {  // row t - 1 predicts token t
-      const auto row = o.row(o.row_begin[i] + t - 1);
+    for (int k = q0[i]; k < static_cast<int>(tails[i].size()); ++k) {
+      const auto row = o.row(k - 1);
       const float mx = *std::max_element(row.begin(), row.end());
       double z = 0.0;
       for (float v : row) z += std::exp(static_cast<double>(v) - mx);
-      total += static_cast<double>(row[seqs[i][t]]) - mx - std::log(z);
+      total += static_cast<double>(row[tails[i][k]]) - mx - std::log(z);
     }
     out[i] = total;
   }
   return out;
+}
+
+Result<Reranker::Head*> Reranker::head(const std::vector<int32_t>& tokens) {
+  for (auto& h : heads_) {
+    if (h->tokens == tokens) {
+      h->last_use = ++clock_;
+      return h.get();
+    }
+  }
+  auto h = std::make_unique<Head>();
+  h->tokens = tokens;
+  h->last_use = ++clock_;
+  engine::KvPool& pool = model_->kv_pool();
+  for (;;) {
+    engine::SeqStep step{&h->table, h->tokens, engine::SeqStep::Logits::kNone};
+    engine::StepOutput o;
+    const Status st = model_->forward({&step, 1}, &o);
+    if (st.ok()) break;
+    h->table.release(pool);
+    if (st.code() != StatusCode::kResourceExhausted || heads_.empty()) return st;
+    evict_oldest();  // the pool is full: make room and prefill again
+  }
+  if (heads_.size() >= kMaxHeads) evict_oldest();
+  heads_.push_back(std::move(h));
+  return heads_.back().get();
+}
+
+void Reranker::evict_oldest() {
+  auto it = std::min_element(heads_.begin(), heads_.end(),
+                             [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
+  (*it)->table.release(model_->kv_pool());
+  heads_.erase(it);
 }
 
 }  // namespace ragd::pipelines

@@ -7,6 +7,8 @@
 //
 // The reranker holds its own copy of the model (the serving model belongs to the scheduler thread;
 // this one serves the retrieval threads), so it is meant for models small enough to keep twice.
+// The KV of a one-passage prompt's head (system prefix, context header, passage) is kept in that
+// copy's pool, least recently used first out: a passage scored again only prefills the question.
 // Thread-safety: thread-safe (one mutex around the model).
 #pragma once
 
@@ -27,6 +29,7 @@ class Reranker {
  public:
   // `model`: the copy it scores with; its tokenizer is the one the passages' tokens come from.
   Reranker(std::unique_ptr<engine::Model> model, const engine::Tokenizer& tok);
+  ~Reranker();
 
   // One score per passage (token ids as laid out in the prompt), higher = more likely the one the
   // question is about. InvalidArgument for an empty question; errors of the model pass through.
@@ -34,9 +37,21 @@ class Reranker {
                                     const std::string& question);
 
  private:
+  struct Head {  // a cached prompt head: its tokens (the key) and KV
+    std::vector<int32_t> tokens;
+    engine::BlockTable table;
+    uint64_t last_use = 0;
+  };
+  // The cached head for `tokens`, prefilled when missing (evicting least recently used heads when
+  // the pool is full). Under mu_.
+  Result<Head*> head(const std::vector<int32_t>& tokens);
+  void evict_oldest();
+
   std::mutex mu_;
   std::unique_ptr<engine::Model> model_;
   PromptBuilder prompts_;
+  std::vector<std::unique_ptr<Head>> heads_;
+  uint64_t clock_ = 0;
 };
 
 }  // namespace ragd::pipelines

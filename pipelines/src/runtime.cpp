@@ -208,8 +208,8 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));
   // A reranker (a second copy of the model, for the retrieval threads) when a pipeline asks for one.
   if (std::any_of(specs.begin(), specs.end(), [](const PipelineSpec& s) { return s.rerank > 0; })) {
-    engine::ModelOptions ro = mo;
-    ro.kv_pool_bytes = size_t{64} << 20;  // a few one-passage prompts at a time
+    // Its pool (as large as the serving model's) caches the KV of the one-passage prompt heads.
+    const engine::ModelOptions ro = mo;
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> rm, engine::Model::load(opts.model_dir, ro));
     deps.reranker = std::make_unique<Reranker>(std::move(rm), *deps.tokenizer);
     log::pipelines()->info("reranker: a second copy of {} for the pipelines with [retriever] rerank", opts.model_dir);

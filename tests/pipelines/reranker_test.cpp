@@ -1,7 +1,8 @@
 // The reranker (pipelines/src/reranker.h) on the committed QA model: each passage's score equals
 // log P(question | passage) computed independently, token by token through decode steps (f32 KV;
 // prefill and decode sum in different orders: 1e-3 absolute on sums of ~10-25 log-probabilities),
-// and the gold passage of held-out questions scores above three other passages of the QA corpus.
+// and the gold passage of held-out questions scores above three other passages of the QA corpus;
+// cached prompt heads (and their eviction from a small pool) change no score.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -64,6 +65,11 @@ TEST(Reranker, ScoresAreLogProbabilitiesOfTheQuestionAndFindTheGoldPassage) {
   auto tok = engine::Tokenizer::from_file(kModel + "/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   Reranker rr(std::move(*scorer), **tok);
+  engine::ModelOptions tiny = mo;
+  tiny.kv_pool_bytes = size_t{2} << 20;  // 256 tokens of this model's f32 KV
+  auto small_model = engine::Model::load(kModel, tiny);
+  ASSERT_TRUE(small_model.ok()) << small_model.status().to_string();
+  Reranker small(std::move(*small_model), **tok);
   PromptBuilder prompts(**tok, (*ref)->config());
   const PipelineSpec spec = default_pipeline_spec();
 
@@ -102,6 +108,14 @@ TEST(Reranker, ScoresAreLogProbabilitiesOfTheQuestionAndFindTheGoldPassage) {
     }
     const int best = static_cast<int>(std::max_element(scores->begin(), scores->end()) - scores->begin());
     EXPECT_EQ(best, gold_at) << "question " << qi * 37 << ": " << question;
+    // Again: the passages' prompt heads now come from the cache, the scores do not change; and a
+    // reranker whose pool holds about two heads evicts on the way and gives the same scores.
+    auto again = rr.score(spec, docs, question);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ(*again, *scores);
+    auto tight = small.score(spec, docs, question);
+    ASSERT_TRUE(tight.ok()) << tight.status().to_string();
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR((*tight)[i], (*scores)[i], 1e-9) << "passage " << i;
   }
   EXPECT_EQ(rr.score(spec, std::vector<std::vector<int32_t>>(1, std::vector<int32_t>{5, 6}), "").status().code(),
             StatusCode::kInvalidArgument);
