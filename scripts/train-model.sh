@@ -45,8 +45,8 @@ echo "train-model: recipe $RECIPE"
 # The tokenizer (both recipes) is trained on the text of the first episode set (seed 1), which is
 # also the cpu recipe's phase-1 data; the evaluation set is written beside it.
 mkdir -p "$TRAIN_DIR"
-if [[ ! -f "$TRAIN_DIR/tokenizer.json" || ( "$RECIPE" == cpu && ! -f "$TRAIN_DIR/stage2.jsonl" ) ]]; then
-  [[ -f "$TRAIN_DIR/stage2.jsonl" ]] || python3 tools/train/make_data.py --out "$TRAIN_DIR" --seed 1 --turns 1 --eval-dir examples/qa_eval
+if [[ ! -f "$TRAIN_DIR/stage2.jsonl" && ( ! -f "$TRAIN_DIR/tokenizer.json" || "$RECIPE" == cpu ) ]]; then
+  python3 tools/train/make_data.py --out "$TRAIN_DIR" --seed 1 --turns 1 --eval-dir examples/qa_eval
 fi
 if [[ ! -f "$TRAIN_DIR/tokenizer.json" ]]; then
   "$RAGCTL" train-tokenizer --text "$TRAIN_DIR/tokenizer_text.txt" --vocab 2000 --pad-to 2048 \

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "ragd/kernels/cuda/attention.h"
@@ -21,15 +19,8 @@ using GpuType = cu::DType;
 
 namespace {
 
-bool env_off(const char* name) {
-  const char* e = std::getenv(name);
-  return e != nullptr && std::string_view(e) == "0";
-}
-
-bool fused_kernels_enabled() { return !env_off("RAGD_CUDA_FUSED"); }
-
 // The kernel choices the measurement switches make (a captured graph holds one of them).
-int kernel_variant() { return (env_off("RAGD_CUDA_GEMV") ? 1 : 0) | (env_off("RAGD_CUDA_FUSED") ? 2 : 0); }
+int kernel_variant() { return (cu::switch_off("RAGD_CUDA_GEMV") ? 1 : 0) | (cu::switch_off("RAGD_CUDA_FUSED") ? 2 : 0); }
 
 // One matrix (any host format) as row-major bf16 [rows, cols] on the device.
 Result<cu::DeviceBuffer> upload_matrix(const PackedWeight& w, const cu::Stream& stream) {
@@ -425,7 +416,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
   // Fused decode kernels (cu::gemv_bf16's prologue / epilogue forms for one-row steps, one launch
   // for RoPE + bf16 + KV write): with no hook, which reads Q/K/V between those steps.
   // RAGD_CUDA_FUSED=0 keeps the unfused chain (a measurement switch, read at every step).
-  const bool fuse = hook == nullptr && fused_kernels_enabled();
+  const bool fuse = hook == nullptr && !cu::switch_off("RAGD_CUDA_FUSED");
   // The tail of a layer's QKV projection, launch by launch: RoPE on the f32 rows, a hook's look at
   // Q/K/V (it may change them, or drop rows: `rows` shrinks, to 0 when none is left), bf16, the KV
   // write and the bf16 queries.
@@ -527,7 +518,7 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
   };
   const bool decode_step = hook == nullptr && !m.decode_seqs.empty() &&
                            static_cast<int>(m.decode_seqs.size()) == total && m.decode_rows_consecutive;
-  if (decode_step && !env_off("RAGD_CUDA_GRAPHS")) {
+  if (decode_step && !cu::switch_off("RAGD_CUDA_GRAPHS")) {
     RAGD_RETURN_IF_ERROR(run_decode_graph(m, total, *kvs, layers));
   } else {
     RAGD_RETURN_IF_ERROR(layers());

@@ -1,9 +1,7 @@
 #include "cuda_kv_storage.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 
 #include "ragd/common/check.h"
 #include "ragd/kernels/cuda/elementwise.h"
@@ -21,10 +19,6 @@ namespace {
 
 void check_ok(const Status& st, const char* what) { RAGD_CHECK(st.ok()) << what << ": " << st.to_string(); }
 
-bool overlap_enabled() {
-  const char* e = std::getenv("RAGD_CUDA_KV_OVERLAP");
-  return !(e != nullptr && std::string_view(e) == "0");
-}
 
 }  // namespace
 
@@ -139,18 +133,33 @@ void CudaKvStorage::write(int layer, int32_t block, int slot, int n, const float
 }
 
 void CudaKvStorage::stage(std::span<const int32_t> blocks, int t0, int n, size_t value_bytes) const {
-  const int bs = layout().block_size;
   const size_t slot_bytes = static_cast<size_t>(n) * sizeof(int32_t);
   check_ok(stream_->sync(), "cuda KV staging");  // the previous copies out of the staging are done
   check_ok(staging_.reserve(value_bytes + slot_bytes), "cuda KV staging");
   check_ok(rows_dev_.reserve(value_bytes), "cuda KV staging");
   check_ok(slots_dev_.reserve(slot_bytes), "cuda KV staging");
   int32_t* slots = reinterpret_cast<int32_t*>(staging_.as<unsigned char>() + value_bytes);
+  fill_slots(blocks, t0, n, slots);
+  check_ok(cu::copy_to_device(slots_dev_.get(), slots, slot_bytes, stream_->get()), "cuda KV slots");
+}
+
+void CudaKvStorage::fill_slots(std::span<const int32_t> blocks, int t0, int n, int32_t* slots) const {
+  const int bs = layout().block_size;
   for (int i = 0; i < n; ++i) {
     const int t = t0 + i;
     slots[i] = blocks[t / bs] * bs + t % bs;
   }
-  check_ok(cu::copy_to_device(slots_dev_.get(), slots, slot_bytes, stream_->get()), "cuda KV slots");
+}
+
+void CudaKvStorage::to_bf16_rows(int n, int g, const float* k, const float* v, uint16_t* dst) const {
+  const int nkv = layout().num_kv_heads, hd = layout().head_dim;
+  const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
+  // The pool's one f32 -> stored-row conversion (vectorised), layers in parallel.
+#pragma omp parallel for schedule(static) if (g > 1)
+  for (int i = 0; i < g; ++i) {
+    kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k + i * count, row, dst + 2 * i * count, nullptr);
+    kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v + i * count, row, dst + (2 * i + 1) * count, nullptr);
+  }
 }
 
 int CudaKvStorage::layers_per_copy(int n) const {
@@ -163,13 +172,8 @@ void CudaKvStorage::upload_layers(std::span<const int32_t> blocks, int t0, int n
   const int nkv = layout().num_kv_heads, hd = layout().head_dim;
   const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
   stage(blocks, t0, n, 2 * g * count * sizeof(uint16_t));  // waits for the previous copy out of the staging
-  // The pool's one f32 -> stored-row conversion (vectorised), layers in parallel, into the staging.
   uint16_t* hk = staging_.as<uint16_t>();
-#pragma omp parallel for schedule(static) if (g > 1)
-  for (int i = 0; i < g; ++i) {
-    kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, k + i * count, row, hk + 2 * i * count, nullptr);
-    kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, v + i * count, row, hk + (2 * i + 1) * count, nullptr);
-  }
+  to_bf16_rows(n, g, k, v, hk);
   uint16_t* dk = rows_dev_.as<uint16_t>();
   check_ok(cu::copy_to_device(dk, hk, 2 * g * count * sizeof(uint16_t), stream_->get()), "cuda KV write");
   for (int i = 0; i < g; ++i) {
@@ -224,7 +228,7 @@ void CudaKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
                                             const float* v) {
   if (n <= 0) return;
   check_ok(cu::set_device(device_), "cuda KV write");
-  if (overlap_enabled()) return upload_segment_async(blocks, t0, n, k, v);
+  if (!cu::switch_off("RAGD_CUDA_KV_OVERLAP")) return upload_segment_async(blocks, t0, n, k, v);
   wait_uploads();
   const int layers = layout().num_layers, group = layers_per_copy(n);
   const size_t count = static_cast<size_t>(n) * layout().token_floats();
@@ -248,7 +252,7 @@ void CudaKvStorage::read_tokens_all_layers(std::span<const int32_t> blocks, int 
 void CudaKvStorage::upload_segment_async(std::span<const int32_t> blocks, int t0, int n, const float* k,
                                          const float* v) {
   const int layers = layout().num_layers, group = layers_per_copy(n);
-  const int nkv = layout().num_kv_heads, hd = layout().head_dim, bs = layout().block_size;
+  const int nkv = layout().num_kv_heads, hd = layout().head_dim;
   const size_t row = layout().token_floats(), count = static_cast<size_t>(n) * row;
   void* cs = copy_stream_.get();
   // The previous segment's copies are done (its staging halves and slots are free) ...
@@ -261,10 +265,7 @@ void CudaKvStorage::upload_segment_async(std::span<const int32_t> blocks, int t0
   check_ok(up_slots_host_.reserve(slot_bytes), "cuda KV upload");
   check_ok(up_slots_dev_.reserve(slot_bytes), "cuda KV upload");
   int32_t* slots = up_slots_host_.as<int32_t>();
-  for (int i = 0; i < n; ++i) {
-    const int t = t0 + i;
-    slots[i] = blocks[t / bs] * bs + t % bs;
-  }
+  fill_slots(blocks, t0, n, slots);
   check_ok(cu::copy_to_device(up_slots_dev_.get(), slots, slot_bytes, cs), "cuda KV upload");
   for (int gi = 0, l0 = 0; l0 < layers; ++gi, l0 += group) {
     const int g = std::min(group, layers - l0);
@@ -274,13 +275,7 @@ void CudaKvStorage::upload_segment_async(std::span<const int32_t> blocks, int t0
     check_ok(h.host.reserve(bytes), "cuda KV upload");
     check_ok(h.dev.reserve(bytes), "cuda KV upload");
     uint16_t* hk = h.host.as<uint16_t>();
-    const float* kg = k + static_cast<size_t>(l0) * count;
-    const float* vg = v + static_cast<size_t>(l0) * count;
-#pragma omp parallel for schedule(static) if (g > 1)
-    for (int i = 0; i < g; ++i) {
-      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, kg + i * count, row, hk + 2 * i * count, nullptr);
-      kernels::kv_store_rows(kernels::KvDtype::kBF16, n, nkv, hd, vg + i * count, row, hk + (2 * i + 1) * count, nullptr);
-    }
+    to_bf16_rows(n, g, k + static_cast<size_t>(l0) * count, v + static_cast<size_t>(l0) * count, hk);
     uint16_t* dk = h.dev.as<uint16_t>();
     check_ok(cu::copy_to_device(dk, hk, bytes, cs), "cuda KV upload");
     for (int i = 0; i < g; ++i) {

@@ -75,6 +75,11 @@ class CudaKvStorage final : public KvStorage {
   void upload_layers(std::span<const int32_t> blocks, int t0, int n, int l0, int g, const float* k, const float* v);
   // The inverse: one gather per layer and one copy down, waited for, converted to f32.
   void download_layers(std::span<const int32_t> blocks, int t0, int n, int l0, int g, float* k, float* v) const;
+  // The global pool slots of tokens [t0, t0 + n).
+  void fill_slots(std::span<const int32_t> blocks, int t0, int n, int32_t* slots) const;
+  // Layers [0, g) of n tokens (k, v: [g][n, kv_heads, head_dim] f32) as bf16 rows, K then V per
+  // layer, into dst (layers in parallel).
+  void to_bf16_rows(int n, int g, const float* k, const float* v, uint16_t* dst) const;
   // Layers moved per copy: as many as fit kSegmentStagingBytes (cuda_kv_storage.cpp), at least one.
   int layers_per_copy(int n) const;
   // write_tokens_all_layers on the copy stream (see the class comment).

@@ -1,7 +1,8 @@
 #include "reranker.h"
 
 #include <algorithm>
-#include <cmath>
+
+#include "ragd/engine/sampler.h"
 
 namespace ragd::pipelines {
 
@@ -20,25 +21,25 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
   if (question.empty()) return Status::InvalidArgument("rerank: empty question");
   std::vector<double> out(docs.size(), 0.0);
   if (docs.empty()) return out;
-  // The question's tokens inside the prompt's last segment: what a prompt without the question
-  // lacks (the segment is question prefix + question + template suffix, tokenized at once).
-  std::vector<std::vector<int32_t>> heads(docs.size()), tails(docs.size());
-  std::vector<int> q0(docs.size());
+  // The question's tokens inside the prompt's last segment, the same for every passage (segments
+  // are tokenized on their own): what a prompt without the question lacks (the segment is question
+  // prefix + question + template suffix, tokenized at once).
+  const std::span<const std::vector<int32_t>> first(docs.data(), 1);
+  const std::vector<int32_t> a = prompts_.build_rag(spec, first, question).segs.back();
+  const std::vector<int32_t> b = prompts_.build_rag(spec, first, "").segs.back();
+  size_t p = 0;
+  while (p < a.size() && p < b.size() && a[p] == b[p]) ++p;
+  size_t s = 0;
+  while (s < a.size() - p && s < b.size() - p && a[a.size() - 1 - s] == b[b.size() - 1 - s]) ++s;
+  if (p + s >= a.size()) return Status::Internal("rerank: the question left no tokens in the prompt");
+  if (p == 0) return Status::Internal("rerank: the question starts its prompt segment");
+  const std::vector<int32_t> tail(a.begin(), a.end() - static_cast<std::ptrdiff_t>(s));  // question prefix + question
+  const int q0 = static_cast<int>(p);
+  // Each passage's prompt head: every segment before the question's.
+  std::vector<std::vector<int32_t>> heads(docs.size());
   for (size_t i = 0; i < docs.size(); ++i) {
-    const std::span<const std::vector<int32_t>> one(&docs[i], 1);
-    const PromptSegments with = prompts_.build_rag(spec, one, question);
-    const PromptSegments without = prompts_.build_rag(spec, one, "");
-    const std::vector<int32_t>& a = with.segs.back();
-    const std::vector<int32_t>& b = without.segs.back();
-    size_t p = 0;
-    while (p < a.size() && p < b.size() && a[p] == b[p]) ++p;
-    size_t s = 0;
-    while (s < a.size() - p && s < b.size() - p && a[a.size() - 1 - s] == b[b.size() - 1 - s]) ++s;
-    if (p + s >= a.size()) return Status::Internal("rerank: the question left no tokens in the prompt");
-    if (p == 0) return Status::Internal("rerank: the question starts its prompt segment");
-    for (size_t j = 0; j + 1 < with.segs.size(); ++j) heads[i].insert(heads[i].end(), with.segs[j].begin(), with.segs[j].end());
-    tails[i].assign(a.begin(), a.end() - static_cast<std::ptrdiff_t>(s));  // question prefix + question
-    q0[i] = static_cast<int>(p);
+    const PromptSegments segs = prompts_.build_rag(spec, std::span<const std::vector<int32_t>>(&docs[i], 1), question);
+    for (size_t j = 0; j + 1 < segs.segs.size(); ++j) heads[i].insert(heads[i].end(), segs.segs[j].begin(), segs.segs[j].end());
   }
   std::lock_guard<std::mutex> lk(mu_);
   engine::KvPool& pool = model_->kv_pool();
@@ -46,7 +47,7 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
     RAGD_ASSIGN_OR_RETURN(Head * h, head(heads[i]));
     // The head's KV shared, the tail prefilled: row t of the tail predicts tail token t + 1.
     engine::BlockTable t = h->table.fork_prefix(pool, static_cast<int>(h->tokens.size()));
-    engine::SeqStep step{&t, tails[i], engine::SeqStep::Logits::kAll};
+    engine::SeqStep step{&t, tail, engine::SeqStep::Logits::kAll};
     engine::StepOutput o;
     Status st = model_->forward({&step, 1}, &o);
     if (!st.ok() && st.code() == StatusCode::kResourceExhausted && heads_.size() > 1) {
@@ -58,13 +59,7 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
     t.release(pool);
     RAGD_RETURN_IF_ERROR(st);
     double total = 0.0;
-    for (int k = q0[i]; k < static_cast<int>(tails[i].size()); ++k) {
-      const auto row = o.row(k - 1);
-      const float mx = *std::max_element(row.begin(), row.end());
-      double z = 0.0;
-      for (float v : row) z += std::exp(static_cast<double>(v) - mx);
-      total += static_cast<double>(row[tails[i][k]]) - mx - std::log(z);
-    }
+    for (int k = q0; k < static_cast<int>(tail.size()); ++k) total += engine::log_softmax_at(o.row(k - 1), tail[k]);
     out[i] = total;
   }
   return out;

@@ -14,23 +14,17 @@ u32 rows, per row: u32 position, f32 logits[vocab].
 import argparse
 import os
 import struct
-import subprocess
 import sys
-import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama  # noqa: E402
-from train import load_episodes  # noqa: E402
+from train import encode_file  # noqa: E402
 
 
 def prompts_from(model_dir, ragctl, episodes_jsonl):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "p.bin")
-        subprocess.run([ragctl, "encode-episodes", "--tokenizer", os.path.join(model_dir, "tokenizer.json"),
-                        "--in", episodes_jsonl, "--out", out], check=True, stdout=subprocess.DEVNULL)
-        eps = load_episodes(out)
+    eps = encode_file(ragctl, os.path.join(model_dir, "tokenizer.json"), episodes_jsonl)
     short = [list(map(int, ids[:spans[0][0]])) for ids, spans in eps[:3]]
     long = []
     for ids, spans in eps[3:]:

@@ -10,12 +10,9 @@ passage). An episode counts when greedy decoding would reproduce its answer.
 """
 import argparse
 import collections
-import json
 import os
 import random
-import subprocess
 import sys
-import tempfile
 
 import torch
 
@@ -41,27 +38,17 @@ def main():
     model = llama.load(a.model)
     dev = train.Device("cpu")
     pools = Pools()
-    print(f"| distractors | exact match | how many | when | where | who |\n|---|---:|---:|---:|---:|---:|")
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, kw in SETS:
-            eps = [spaced(make_episode(random.Random(777000 + i), pools, "test", a.passages, **kw))
-                   for i in range(a.episodes)]
-            src, enc = os.path.join(tmp, "e.jsonl"), os.path.join(tmp, "e.bin")
-            with open(src, "w") as f:
-                f.writelines(json.dumps(e) + "\n" for e in eps)
-            subprocess.run([a.ragctl, "encode-episodes", "--tokenizer", os.path.join(a.model, "tokenizer.json"),
-                            "--in", src, "--out", enc], check=True, stdout=subprocess.DEVNULL)
-            data = train.load_episodes(enc)
-            right = collections.defaultdict(list)
-            with torch.no_grad():
-                for i in range(0, len(data), 16):
-                    ids, tgt, ans = dev.batch(data[i:i + 16])
-                    good = ((model(ids).argmax(-1) == tgt) | ~ans).all(dim=1).tolist()
-                    for j, g in enumerate(good):
-                        right[eps[i + j]["kind"]].append(g)
-            total = sum(sum(v) for v in right.values()) / len(data)
-            cols = " | ".join(f"{100 * sum(right[k]) / max(1, len(right[k])):.1f} %" for k in ("how_many", "when", "where", "who"))
-            print(f"| {name} | {100 * total:.1f} % | {cols} |", flush=True)
+    print("| distractors | exact match | how many | when | where | who |\n|---|---:|---:|---:|---:|---:|")
+    for name, kw in SETS:
+        eps = [spaced(make_episode(random.Random(777000 + i), pools, "test", a.passages, **kw))
+               for i in range(a.episodes)]
+        data = train.encode_rows(a.ragctl, os.path.join(a.model, "tokenizer.json"), eps)
+        right = collections.defaultdict(list)
+        for e, hit in zip(eps, train.teacher_forced_hits(model, data, dev)):
+            right[e["kind"]].append(hit)
+        total = sum(sum(v) for v in right.values()) / len(data)
+        cols = " | ".join(f"{100 * sum(right[k]) / max(1, len(right[k])):.1f} %" for k in ("how_many", "when", "where", "who"))
+        print(f"| {name} | {100 * total:.1f} % | {cols} |", flush=True)
 
 
 if __name__ == "__main__":

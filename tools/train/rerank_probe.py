@@ -11,9 +11,7 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -23,13 +21,8 @@ import llama  # noqa: E402
 import train  # noqa: E402
 
 
-def encode(ragctl, tokenizer, rows, tmp, name):
-    src, out = os.path.join(tmp, name + ".jsonl"), os.path.join(tmp, name + ".bin")
-    with open(src, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    subprocess.run([ragctl, "encode-episodes", "--tokenizer", tokenizer, "--in", src, "--out", out], check=True,
-                   stdout=subprocess.DEVNULL)
-    return [[int(t) for t in ids] for ids, _ in train.load_episodes(out)]
+def encode(ragctl, tokenizer, rows):
+    return [[int(t) for t in ids] for ids, _ in train.encode_rows(ragctl, tokenizer, rows)]
 
 
 def main():
@@ -49,11 +42,8 @@ def main():
     question = {q["id"]: q["question"] for q in map(json.loads, open(a.questions))}
     pairs = [(x["id"], s) for x in run["results"] for s in x["sources"]]
     tok = os.path.join(a.model, "tokenizer.json")
-    with tempfile.TemporaryDirectory() as tmp:
-        with_q = encode(a.ragctl, tok, [dict(passages=[corpus[s]], question=question[i], answer=" x") for i, s in pairs],
-                        tmp, "q")
-        without = encode(a.ragctl, tok, [dict(passages=[corpus[s]], question="", answer=" x") for i, s in pairs],
-                         tmp, "n")
+    with_q = encode(a.ragctl, tok, [dict(passages=[corpus[s]], question=question[i], answer=" x") for i, s in pairs])
+    without = encode(a.ragctl, tok, [dict(passages=[corpus[s]], question="", answer=" x") for i, s in pairs])
     model = llama.load(a.model)
     scores = collections.defaultdict(list)
     with torch.no_grad():

@@ -19,6 +19,8 @@ import math
 import os
 import random
 import struct
+import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -52,6 +54,24 @@ def load_episodes(path):
         off += 4 * n
         eps.append((ids, spans))
     return eps
+
+
+def encode_file(ragctl, tokenizer, src):
+    """The episodes of a JSONL file as ragd lays them out (`ragctl encode-episodes`), loaded."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "e.bin")
+        subprocess.run([ragctl, "encode-episodes", "--tokenizer", tokenizer, "--in", src, "--out", out], check=True,
+                       stdout=subprocess.DEVNULL)
+        return load_episodes(out)
+
+
+def encode_rows(ragctl, tokenizer, rows):
+    """The same for episodes given as dicts (make_data.py's JSONL fields)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "e.jsonl")
+        with open(src, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        return encode_file(ragctl, tokenizer, src)
 
 
 def make_batch(eps, pad_to=1):
@@ -101,18 +121,23 @@ def losses(model, ids, tgt, ans, dev):
 
 
 @torch.no_grad()
-def held_out_em(model, eps, dev, batch=16):
+def teacher_forced_hits(model, eps, dev, batch=16):
+    """Per episode: True when every answer token is the argmax given the gold prefix (greedy
+    decoding would reproduce the answer). The model's train / eval mode is restored."""
+    was_training = model.training
     model.eval()
-    ok = 0
+    hits = []
     for i in range(0, len(eps), batch):
-        chunk = eps[i:i + batch]
-        ids, tgt, ans = dev.batch(chunk)
+        ids, tgt, ans = dev.batch(eps[i:i + batch])
         with dev.autocast():
             pred = model(ids).argmax(-1)
-        good = ((pred == tgt) | ~ans).all(dim=1)
-        ok += int(good.sum())
-    model.train()
-    return ok / len(eps)
+        hits += ((pred == tgt) | ~ans).all(dim=1).tolist()
+    model.train(was_training)
+    return hits
+
+
+def held_out_em(model, eps, dev, batch=16):
+    return sum(teacher_forced_hits(model, eps, dev, batch)) / len(eps)
 
 
 def lr_at(frac, step, peak, warmup=150):

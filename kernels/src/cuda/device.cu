@@ -3,7 +3,9 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace ragd::kernels::cuda {
 
@@ -26,6 +28,11 @@ int multiprocessor_count(int device) {
     return 0;
   }
   return v;
+}
+
+bool switch_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::string_view(e) == "0";
 }
 
 void profiler_start() { cudaProfilerStart(); }

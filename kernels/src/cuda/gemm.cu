@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -24,9 +23,7 @@ Status cublas_status(cublasStatus_t s, const char* what) {
 // The GEMV path: one row, 16-byte aligned rows and pointers; RAGD_CUDA_GEMV=0 keeps cuBLAS (a
 // measurement switch, read at every call so that a benchmark can compare both in one process).
 bool use_gemv(const uint16_t* x, int m, int k, const uint16_t* w) {
-  const char* e = std::getenv("RAGD_CUDA_GEMV");
-  const bool enabled = !(e != nullptr && e[0] == '0' && e[1] == '\0');
-  return enabled && m == 1 && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+  return !switch_off("RAGD_CUDA_GEMV") && m == 1 && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 

@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -178,11 +177,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
   }
 }
 
-bool env_off(const char* name) {
-  const char* e = std::getenv(name);
-  return e != nullptr && e[0] == '0' && e[1] == '\0';
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <GemvInput kIn>
@@ -208,7 +202,7 @@ Status launch_fused(const GemvArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool gemv_fusable(const GemvArgs& a) {
-  if (env_off("RAGD_CUDA_GEMV") || env_off("RAGD_CUDA_FUSED")) return false;
+  if (switch_off("RAGD_CUDA_GEMV") || switch_off("RAGD_CUDA_FUSED")) return false;
   if (a.k <= 0 || a.k % 8 != 0 || sizeof(uint16_t) * static_cast<size_t>(a.k) > kMaxStagedBytes) return false;
   if (!aligned16(a.x) || !aligned16(a.w)) return false;
   return a.input != GemvInput::kRmsNormF32 || aligned16(a.norm_w);
