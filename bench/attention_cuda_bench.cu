@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::fprintf(stderr, "device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  std::fprintf(stderr, "prefill kernel: %s\n", rc::attention_prefill_kernel(d));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   cudaEvent_t t0, t1;
   CHECK_CUDA(cudaEventCreate(&t0));

@@ -101,6 +101,8 @@ def main():
             decode_rows.append(row)
     if proc.returncode != 0:
         print(f"bench_attention_cuda exited with {proc.returncode}", flush=True)
+    kernel = next((line.split(":", 1)[1].strip() for line in proc.stderr.splitlines()
+                   if line.startswith("prefill kernel:")), "unknown")
 
     check = None
     try:
@@ -136,7 +138,7 @@ def main():
             w.writerow(d)
     with open(os.path.join(args.out, "attention.md"), "w") as fh:
         fh.write(f"Causal prefill, bf16, heads {args.heads}/{args.kv_heads}, head dim {args.head_dim}; "
-                 f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}\n\n")
+                 f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; ragd kernel {kernel}\n\n")
         fh.write("| tokens | ragd ms | ragd TFLOP/s | SDPA ms | SDPA TFLOP/s | ragd / SDPA |\n|---|---|---|---|---|---|\n")
         for r in rows:
             fh.write(f"| {r[0]} | {r[1]:.3f} | {r[2]:.1f} | {r[3]:.3f} | {r[4]:.1f} | {r[5]:.2f} |\n")

@@ -24,8 +24,16 @@ if want tests; then
   {
     timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
     echo "test_kernels_cuda rc=$?"
-    RAGD_PREFILL_ROWS_PER_WARP=16 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='*Prefill*'
-    echo "test_kernels_cuda (16 rows per warp) rc=$?"
+    # The prefill tests on the other kernels the dispatcher can pick (the default above is the
+    # Hopper wgmma kernel on an H100 / H200): its serial schedule, the mma.sync kernel (both tile
+    # shapes).
+    RAGD_PREFILL_SM90_OVERLAP=0 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='Shapes/Prefill*'
+    echo "test_kernels_cuda (wgmma, serial schedule) rc=$?"
+    RAGD_CUDA_WGMMA=0 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='Shapes/Prefill*'
+    echo "test_kernels_cuda (mma.sync) rc=$?"
+    RAGD_CUDA_WGMMA=0 RAGD_PREFILL_ROWS_PER_WARP=16 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
+      --gtest_filter='Shapes/Prefill*'
+    echo "test_kernels_cuda (mma.sync, 16 rows per warp) rc=$?"
     timeout 110 "$CARRY/bin/test_engine_cuda" --gtest_brief=1
     echo "test_engine_cuda rc=$?"
     timeout 60 "$CARRY/bin/test_pipelines_cuda" --gtest_brief=1
@@ -44,9 +52,13 @@ if want attention; then
   PYTHONUNBUFFERED=1 timeout 90 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" \
     --out "$OUT" 2>&1 | tee "$OUT/attention.log"
   brc=${PIPESTATUS[0]}
-  echo "# the same prefill with 16 query rows per warp (RAGD_PREFILL_ROWS_PER_WARP=16)" | tee -a "$OUT/attention.log"
-  RAGD_PREFILL_ROWS_PER_WARP=16 timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096,16384,65536 --heads 32 \
-    --kv-heads 8 --head-dim 128 --iters 5 --decode-batches 1 --decode-len 4096 2>&1 | tee -a "$OUT/attention.log"
+  # The same prefill on the other kernels, same run: the wgmma kernel's serial schedule and the
+  # mma.sync kernel (what every other GPU runs).
+  for sw in "RAGD_PREFILL_SM90_OVERLAP=0" "RAGD_CUDA_WGMMA=0"; do
+    echo "# the same prefill with $sw" | tee -a "$OUT/attention.log"
+    env "$sw" timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096,16384,65536 --heads 32 \
+      --kv-heads 8 --head-dim 128 --iters 5 --decode-batches 1 --decode-len 4096 2>&1 | tee -a "$OUT/attention.log"
+  done
 fi
 # Kernel rates for `ragctl plan --rates` (seqparallel/perf_model.h), from the two benches above.
 if [ -f "$OUT/engine.csv" ] && [ -f "$OUT/attention.csv" ]; then
@@ -91,7 +103,7 @@ if want memcheck && [ -n "$SAN" ]; then
     --gtest_filter='*CudaVsCpu*d64_h4*' --gtest_brief=1 > "$OUT/memcheck.log" 2>&1
   mrc=$?
   timeout 40 "$SAN" --tool memcheck --error-exitcode 3 "$CARRY/bin/test_kernels_cuda" \
-    --gtest_filter='*Prefill*:*Linear*' --gtest_brief=1 >> "$OUT/memcheck.log" 2>&1
+    --gtest_filter='Shapes/Prefill*:*Linear*' --gtest_brief=1 >> "$OUT/memcheck.log" 2>&1
   mrc=$(( mrc != 0 ? mrc : $? ))
   tail -5 "$OUT/memcheck.log"
 fi

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -91,6 +92,10 @@ struct PrefillCase {
   int d, heads, kv_heads, n_q, kv_len, q_offset;
   bool causal;
   DType out_dtype = DType::kF32;
+  // Queries scaled by this before rounding: > 1 makes the softmax peaked, so that keys or values
+  // read from the wrong rows of a tile change the output (a near-uniform softmax averages them out).
+  float q_gain = 1.0f;
+  int block_size = 16;  // not a power of two: the pool row is found by division instead of shifts
 };
 
 class PrefillCuda : public ::testing::TestWithParam<PrefillCase> {
@@ -100,9 +105,9 @@ class PrefillCuda : public ::testing::TestWithParam<PrefillCase> {
 
 TEST_P(PrefillCuda, MatchesReferenceAndCpu) {
   const PrefillCase c = GetParam();
-  const int bs = 16;
+  const int bs = c.block_size;
   const uint32_t seed = c.d * 1000 + c.n_q * 10 + c.kv_len;
-  const auto q = round_bf16(random_vec(static_cast<size_t>(c.n_q) * c.heads * c.d, seed));
+  const auto q = round_bf16(random_vec(static_cast<size_t>(c.n_q) * c.heads * c.d, seed, -c.q_gain, c.q_gain));
   const auto kc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 1));
   const auto vc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 2));
   const Pages pages = make_pages(kc, vc, c.kv_len, c.kv_heads, c.d, bs, 3, seed + 3);
@@ -150,13 +155,106 @@ INSTANTIATE_TEST_SUITE_P(
                       PrefillCase{64, 6, 3, 7, 33, 0, false},           // GQA 2
                       PrefillCase{128, 8, 2, 129, 129, 0, true, DType::kBf16},  // bf16 output
                       PrefillCase{64, 4, 2, 7, 0, 0, false},            // no keys: o = 0, lse = -inf
-                      PrefillCase{32, 6, 2, 45, 80, 35, true}),         // head_dim 32, GQA 3 (the QA model)
+                      PrefillCase{32, 6, 2, 45, 80, 35, true},          // head_dim 32, GQA 3 (the QA model)
+                      // Peaked softmax, several 128-query / 128-key tiles (the Hopper kernel's tile
+                      // shape) with partial ones, unaligned chunk offsets:
+                      PrefillCase{128, 4, 2, 300, 300, 0, true, DType::kF32, 6.0f},
+                      PrefillCase{128, 2, 1, 257, 700, 443, true, DType::kBf16, 6.0f},
+                      PrefillCase{64, 4, 4, 200, 390, 0, false, DType::kF32, 6.0f},
+                      PrefillCase{128, 4, 4, 64, 1000, 936, true, DType::kF32, 4.0f},
+                      PrefillCase{64, 8, 2, 129, 129, 0, true, DType::kBf16, 6.0f},
+                      PrefillCase{128, 4, 2, 150, 290, 140, true, DType::kF32, 6.0f, 12}),
     [](const auto& info) {
       const PrefillCase& c = info.param;
       return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_nq" +
              std::to_string(c.n_q) + "_len" + std::to_string(c.kv_len) + "_off" + std::to_string(c.q_offset) +
-             (c.causal ? "_causal" : "_full") + (c.out_dtype == DType::kBf16 ? "_bf16out" : "");
+             (c.causal ? "_causal" : "_full") + (c.out_dtype == DType::kBf16 ? "_bf16out" : "") +
+             (c.q_gain != 1.0f ? "_peaked" : "") + (c.block_size != 16 ? "_bs" + std::to_string(c.block_size) : "");
     });
+
+// Sets an environment variable for the scope of one check, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_, old_.c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+bool device_is_hopper() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return major == 9 && minor == 0;
+}
+
+// The dispatcher's choice follows the device and the switches: on a Hopper GPU head_dim 64 / 128
+// take the wgmma kernel (both schedules), head_dim 32 the mma.sync kernel; elsewhere always
+// mma.sync.
+TEST(PrefillKernelChoice, FollowsTheDeviceAndTheSwitches) {
+  RAGD_REQUIRE_CUDA();
+  const bool hopper = device_is_hopper();
+  EXPECT_STREQ(attention_prefill_kernel(128), hopper ? "sm90-wgmma" : "mma.sync");
+  EXPECT_STREQ(attention_prefill_kernel(64), hopper ? "sm90-wgmma" : "mma.sync");
+  EXPECT_STREQ(attention_prefill_kernel(32), "mma.sync");
+  {
+    ScopedEnv serial("RAGD_PREFILL_SM90_OVERLAP", "0");
+    EXPECT_STREQ(attention_prefill_kernel(128), hopper ? "sm90-wgmma-serial" : "mma.sync");
+  }
+  ScopedEnv off("RAGD_CUDA_WGMMA", "0");
+  EXPECT_STREQ(attention_prefill_kernel(128), "mma.sync");
+}
+
+// Every prefill kernel the dispatcher can pick on this device, on one long causal chunk (1,531
+// queries after 211 cached keys, GQA 4, peaked softmax, bf16 out): each against the double
+// reference (same tolerances as above), so the schedules are checked on many full tiles.
+TEST(PrefillKernelChoice, EveryKernelMatchesTheReferenceOnALongChunk) {
+  RAGD_REQUIRE_CUDA();
+  const int d = 128, heads = 4, kv_heads = 1, n_q = 1531, q_offset = 211, kv_len = q_offset + n_q, bs = 16;
+  const auto q = round_bf16(random_vec(static_cast<size_t>(n_q) * heads * d, 91, -6.0f, 6.0f));
+  const auto kc = round_bf16(random_vec(static_cast<size_t>(kv_len) * kv_heads * d, 92));
+  const auto vc = round_bf16(random_vec(static_cast<size_t>(kv_len) * kv_heads * d, 93));
+  const Pages pages = make_pages(kc, vc, kv_len, kv_heads, d, bs, 5, 94);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<double> ref_o, ref_l;
+  reference(q, n_q, heads, kc, vc, kv_len, kv_heads, d, scale, true, q_offset, ref_o, ref_l);
+
+  DeviceBuffer<uint16_t> dq(to_bf16(q)), dk(pages.k), dv(pages.v), dout(ref_o.size());
+  DeviceBuffer<int32_t> dt(pages.table);
+  DeviceBuffer<float> dl(ref_l.size());
+  PagedKvBf16 kv{dk.get(), dv.get(), dt.get(), bs, kv_heads, d, kv_len};
+  struct Setting {
+    const char* wgmma;
+    const char* overlap;
+  };
+  std::vector<std::string> seen;
+  for (const Setting& st : {Setting{"1", "1"}, Setting{"1", "0"}, Setting{"0", "1"}}) {
+    ScopedEnv e1("RAGD_CUDA_WGMMA", st.wgmma);
+    ScopedEnv e2("RAGD_PREFILL_SM90_OVERLAP", st.overlap);
+    const std::string name = attention_prefill_kernel(d);
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;  // not a Hopper GPU: once
+    seen.push_back(name);
+    RAGD_STATUS_OK(attention_prefill(dq.get(), n_q, heads, kv, scale, true, q_offset, dout.get(), DType::kBf16,
+                                     dl.get(), nullptr));
+    EXPECT_LE(max_err(from_bf16(dout.download()), ref_o), 1e-2) << name;
+    EXPECT_LE(max_err(dl.download(), ref_l), 4e-3) << name;
+  }
+  EXPECT_EQ(seen.size(), device_is_hopper() ? 3u : 1u);
+}
 
 // Explicit positions (the engine's non-contiguous steps) against the CPU kernel of the same
 // contract: sparse queries at shuffled positions over slot == position keys, and zigzag-like key
@@ -164,6 +262,11 @@ INSTANTIATE_TEST_SUITE_P(
 struct PositionsCase {
   int d, heads, kv_heads, n_q, kv_len;
   bool key_positions;  // false: slot j holds position j
+  // A 2-worker zigzag shard (needs key_positions, n_q == kv_len): slots hold positions [0, L/2) and
+  // [3L/2, 2L), the queries are the same positions in order, so the first query tiles see none of
+  // the far chunk's key tiles (the Hopper kernel skips those tiles).
+  bool zigzag = false;
+  float q_gain = 1.0f;  // as in PrefillCase
 };
 
 class PrefillPositionsCuda : public ::testing::TestWithParam<PositionsCase> {
@@ -176,23 +279,30 @@ TEST_P(PrefillPositionsCuda, MatchesCpu) {
   const int bs = 16;
   const uint32_t seed = 7 * c.d + c.n_q + c.kv_len;
   std::mt19937 rng(seed);
-  const auto q = round_bf16(random_vec(static_cast<size_t>(c.n_q) * c.heads * c.d, seed));
+  const auto q = round_bf16(random_vec(static_cast<size_t>(c.n_q) * c.heads * c.d, seed, -c.q_gain, c.q_gain));
   const auto kc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 1));
   const auto vc = round_bf16(random_vec(static_cast<size_t>(c.kv_len) * c.kv_heads * c.d, seed + 2));
   const Pages pages = make_pages(kc, vc, c.kv_len, c.kv_heads, c.d, bs, 2, seed + 3);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   std::vector<int32_t> key_pos;
-  int32_t max_pos = c.kv_len - 1;
-  if (c.key_positions) {  // two interleaved ranges (a zigzag shard) and a few holes
-    key_pos.resize(c.kv_len);
-    for (int j = 0; j < c.kv_len; ++j) key_pos[j] = j < c.kv_len / 2 ? j : 3 * c.kv_len + j;
-    for (int j = 5; j < c.kv_len; j += 37) key_pos[j] = std::numeric_limits<int32_t>::max();
-    max_pos = 4 * c.kv_len;
-  }
   std::vector<int32_t> q_pos(c.n_q);
-  for (auto& p : q_pos) p = static_cast<int32_t>(rng() % (max_pos + 1));
-  q_pos[0] = max_pos;  // one query sees everything
-  for (auto& p : q_pos) p = std::max<int32_t>(p, 1);  // every query sees key 0 (position 0)
+  if (c.zigzag) {
+    ASSERT_TRUE(c.key_positions && c.n_q == c.kv_len);
+    key_pos.resize(c.kv_len);
+    for (int j = 0; j < c.kv_len; ++j) key_pos[j] = j < c.kv_len / 2 ? j : c.kv_len + j;
+    q_pos = key_pos;
+  } else {
+    int32_t max_pos = c.kv_len - 1;
+    if (c.key_positions) {  // two interleaved ranges (a zigzag shard) and a few holes
+      key_pos.resize(c.kv_len);
+      for (int j = 0; j < c.kv_len; ++j) key_pos[j] = j < c.kv_len / 2 ? j : 3 * c.kv_len + j;
+      for (int j = 5; j < c.kv_len; j += 37) key_pos[j] = std::numeric_limits<int32_t>::max();
+      max_pos = 4 * c.kv_len;
+    }
+    for (auto& p : q_pos) p = static_cast<int32_t>(rng() % (max_pos + 1));
+    q_pos[0] = max_pos;  // one query sees everything
+    for (auto& p : q_pos) p = std::max<int32_t>(p, 1);  // every query sees key 0 (position 0)
+  }
 
   PagedKv cpu_kv{pages.kf.data(), pages.vf.data(), pages.table.data(), bs, c.kv_heads, c.d, c.kv_len};
   cpu_kv.key_pos = key_pos.empty() ? nullptr : key_pos.data();
@@ -213,12 +323,19 @@ TEST_P(PrefillPositionsCuda, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PrefillPositionsCuda,
                          ::testing::Values(PositionsCase{64, 4, 2, 37, 150, false}, PositionsCase{128, 8, 2, 70, 129, true},
-                                           PositionsCase{32, 6, 2, 9, 200, true}, PositionsCase{64, 4, 4, 130, 77, false}),
+                                           PositionsCase{32, 6, 2, 9, 200, true}, PositionsCase{64, 4, 4, 130, 77, false},
+                                           // peaked, several 128-key tiles:
+                                           PositionsCase{128, 4, 2, 300, 700, true, false, 6.0f},
+                                           PositionsCase{64, 4, 4, 257, 400, false, false, 6.0f},
+                                           // zigzag shards (tiles skipped), one with a partial tile:
+                                           PositionsCase{128, 4, 1, 1024, 1024, true, true, 6.0f},
+                                           PositionsCase{64, 2, 2, 700, 700, true, true, 6.0f}),
                          [](const auto& info) {
                            const PositionsCase& c = info.param;
                            return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) + "_kv" +
                                   std::to_string(c.kv_heads) + "_nq" + std::to_string(c.n_q) + "_len" +
-                                  std::to_string(c.kv_len) + (c.key_positions ? "_keypos" : "_slots");
+                                  std::to_string(c.kv_len) + (c.key_positions ? "_keypos" : "_slots") +
+                                  (c.zigzag ? "_zigzag" : "") + (c.q_gain != 1.0f ? "_peaked" : "");
                          });
 
 struct DecodeCase {

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "attention_prefill.cuh"
 #include "cuda_util.cuh"
 #include "ragd/kernels/cuda/attention.h"
 
@@ -31,6 +32,14 @@ namespace ragd::kernels::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using detail::PrefillParams;
+using detail::cp_async16;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::fast_exp2;
+using detail::pack_bf16;
+using detail::smem_addr;
+using detail::store_pair;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
@@ -52,32 +61,6 @@ struct Tile {
   static constexpr size_t bytes = v_off + 2 * kKV;
 };
 
-struct PrefillParams {
-  const bf16* q;
-  const bf16* k;
-  const bf16* v;
-  const int32_t* block_table;
-  void* out;
-  float* lse;
-  int n_q, num_heads, num_kv_heads, group, block_size, kv_len, q_offset;
-  float scale_log2;  // scale · log2(e)
-  bool causal;
-  const int32_t* q_pos;    // kPos: [n_q] query positions
-  const int32_t* key_pos;  // kPos: [kv_len] key positions (INT_MAX = hole), or null: slot j holds position j
-};
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global → shared, asynchronously; src_bytes = 0 writes zeros (src is then not read).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -96,30 +79,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Two floats → packed bf16x2 (low half = a), and the sum of what was packed.
-__device__ __forceinline__ uint32_t pack_bf16(float a, float b, float* sum) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  *sum += __low2float(h) + __high2float(h);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-template <typename OutT>
-__device__ __forceinline__ void store_pair(void* out, size_t i, float a, float b);
-template <>
-__device__ __forceinline__ void store_pair<float>(void* out, size_t i, float a, float b) {
-  *reinterpret_cast<float2*>(static_cast<float*>(out) + i) = make_float2(a, b);
-}
-template <>
-__device__ __forceinline__ void store_pair<bf16>(void* out, size_t i, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(out) + i) = __floats2bfloat162_rn(a, b);
 }
 
 // kPos: explicit positions (attention_prefill_positions): query i sees key j iff key_pos[j] <= q_pos[i]
@@ -186,10 +145,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
       const int j = n0 + r;
       size_t off = 0;
       const bool in = j < p.kv_len;
-      if (in) {
-        const int blk = p.block_table[j / p.block_size];
-        off = (static_cast<size_t>(blk) * p.block_size + j % p.block_size) * kv_row + static_cast<size_t>(kvh) * D + c;
-      }
+      if (in) off = detail::pool_row(p, j) * kv_row + static_cast<size_t>(kvh) * D + c;
       cp_async16(dk + r * kDP + c, p.k + off, in ? 16 : 0);
       cp_async16(dv + r * kDP + c, p.v + off, in ? 16 : 0);
     }
@@ -420,13 +376,24 @@ PrefillParams params(const uint16_t* q, int n_q, int num_heads, const PagedKvBf1
   p.num_kv_heads = kv.num_kv_heads;
   p.group = num_heads / kv.num_kv_heads;
   p.block_size = kv.block_size;
+  p.block_shift = (kv.block_size & (kv.block_size - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(kv.block_size)) : -1;
   p.kv_len = kv.kv_len;
   p.scale_log2 = scale * detail::kLog2e;
   return p;
 }
 
+// The one dispatch point of the prefill family: the Hopper kernel where it applies (compute
+// capability 9.0, head_dim 64 / 128; RAGD_CUDA_WGMMA=0 turns it off for comparisons), else the
+// mma.sync kernel.
+bool use_sm90(int head_dim) {
+  return detail::prefill_sm90_supported(head_dim) && !switch_off("RAGD_CUDA_WGMMA");
+}
+
 template <bool kPos>
 Status dispatch(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s) {
+  if (use_sm90(head_dim)) {
+    return detail::attention_prefill_sm90(p, head_dim, out_dtype, s);
+  }
   const bool f32 = out_dtype == DType::kF32;
   if (head_dim == 32) return f32 ? launch_rows<32, float, kPos>(p, s) : launch_rows<32, bf16, kPos>(p, s);
   if (head_dim == 64) return f32 ? launch_rows<64, float, kPos>(p, s) : launch_rows<64, bf16, kPos>(p, s);
@@ -434,6 +401,13 @@ Status dispatch(const PrefillParams& p, int head_dim, DType out_dtype, cudaStrea
 }
 
 }  // namespace
+
+const char* attention_prefill_kernel(int head_dim) {
+  if (use_sm90(head_dim)) {
+    return switch_off("RAGD_PREFILL_SM90_OVERLAP") ? "sm90-wgmma-serial" : "sm90-wgmma";
+  }
+  return "mma.sync";
+}
 
 Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, bool causal,
                          int q_offset, void* out, DType out_dtype, float* lse, void* stream) {

@@ -31,14 +31,22 @@ struct PagedKvBf16 {
   const int32_t* key_pos = nullptr;
 };
 
-// Prefill (or any multi-query chunk) of one sequence; FlashAttention-2 style: a 128-query tile of one
-// head in registers, 64-key tiles streamed through shared memory (cp.async, double-buffered), online
-// softmax on the score fragments, tensor cores (mma.sync bf16, fp32 accumulate).
+// Prefill (or any multi-query chunk) of one sequence, flash-attention style: a 128-query tile of one
+// head in registers, key tiles streamed through shared memory (cp.async), online softmax on the
+// score fragments, bf16 tensor cores with fp32 accumulation. On a Hopper GPU (compute capability
+// 9.0) head_dim 64 / 128 run a warpgroup-MMA (wgmma) kernel, everything else an mma.sync kernel
+// (see attention_prefill_kernel); both serve both entry points.
 //   q: [n_q, num_heads, head_dim] bf16   out: [n_q, num_heads, head_dim] (out_dtype kF32 or kBf16)
 //   lse: [n_q, num_heads] f32
 // causal: query i sees keys j <= i + q_offset; otherwise every key is visible.
 Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale,
                          bool causal, int q_offset, void* out, DType out_dtype, float* lse, void* stream);
+
+// The kernel attention_prefill and attention_prefill_positions run for this head_dim on the current
+// device: "sm90-wgmma" (Hopper; the default, tile loop software-pipelined inside each warpgroup),
+// "sm90-wgmma-serial" (RAGD_PREFILL_SM90_OVERLAP=0) or "mma.sync" (other GPUs, head_dim 32, or
+// RAGD_CUDA_WGMMA=0). For benchmarks and tests; the environment switches are read at every call.
+const char* attention_prefill_kernel(int head_dim);
 
 // The same flash prefill with explicit positions (the engine's non-contiguous steps: sparse
 // recompute, zigzag shards): query i sees key j iff key_pos[j] <= q_pos[i] (j <= q_pos[i] when
