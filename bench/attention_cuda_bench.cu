@@ -7,7 +7,8 @@
 // SDPA comparison (scripts/gpu/attention_vs_sdpa.py) uses the same formula.
 // Usage: bench_attention_cuda [--tokens 4096,8192,...] [--heads 32] [--kv-heads 8] [--head-dim 128]
 //                             [--iters 5] [--decode-batches 1,8,32] [--decode-len 4096,32768]
-//                             [--dump-dir DIR --dump-tokens 4001]
+//                             [--dump-dir DIR --dump-tokens 4001] [--print-kernel]
+// --print-kernel prints the prefill kernel the dispatcher picks for --head-dim and exits.
 // --dump-dir writes one causal prefill's inputs and output as raw bf16 (q.bin [N, heads, head_dim],
 // k.bin / v.bin [N, kv_heads, head_dim], out.bin [N, heads, head_dim]) so that a script can check
 // the kernel against another implementation at sizes far beyond the unit tests.
@@ -93,17 +94,27 @@ int main(int argc, char** argv) {
   int heads = 32, kv_heads = 8, d = 128, iters = 5, dump_tokens = 4001;
   std::string dump_dir;
   const int bs = 16;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool print_kernel = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--tokens") tokens = parse_list(argv[i + 1]);
-    else if (a == "--heads") heads = std::atoi(argv[i + 1]);
-    else if (a == "--kv-heads") kv_heads = std::atoi(argv[i + 1]);
-    else if (a == "--head-dim") d = std::atoi(argv[i + 1]);
-    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
-    else if (a == "--decode-batches") dec_batches = parse_list(argv[i + 1]);
-    else if (a == "--decode-len") dec_lens = parse_list(argv[i + 1]);
-    else if (a == "--dump-dir") dump_dir = argv[i + 1];
-    else if (a == "--dump-tokens") dump_tokens = std::atoi(argv[i + 1]);
+    if (a == "--print-kernel") {
+      print_kernel = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "flag %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (a == "--tokens") tokens = parse_list(v);
+    else if (a == "--heads") heads = std::atoi(v);
+    else if (a == "--kv-heads") kv_heads = std::atoi(v);
+    else if (a == "--head-dim") d = std::atoi(v);
+    else if (a == "--iters") iters = std::atoi(v);
+    else if (a == "--decode-batches") dec_batches = parse_list(v);
+    else if (a == "--decode-len") dec_lens = parse_list(v);
+    else if (a == "--dump-dir") dump_dir = v;
+    else if (a == "--dump-tokens") dump_tokens = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -117,6 +128,10 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::fprintf(stderr, "device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (print_kernel) {
+    std::printf("%s\n", rc::attention_prefill_kernel(d));
+    return 0;
+  }
   std::fprintf(stderr, "prefill kernel: %s\n", rc::attention_prefill_kernel(d));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   cudaEvent_t t0, t1;

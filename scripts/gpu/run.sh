@@ -20,9 +20,27 @@ want() { [[ "$STEPS" == *" $1 "* ]]; }
 nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: at most 8 files under $OUT
 export RAGD_SOURCE_DIR=$PWD
 rc=0 erc=0 brc=0 mrc=0
+# Canary for the prefill kernels (any step): the first of wgmma (pipelined), wgmma (serial), mma.sync
+# whose prefill tests pass serves the rest of the run, so that a faulty kernel does not spoil the
+# other measurements; the tests step below still runs (and reports) every kernel.
+prefill_ok() {
+  env "$@" timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
+    --gtest_filter='Shapes/Prefill*:PrefillKernelChoice.*' > /tmp/ragd_canary.log 2>&1
+}
+if prefill_ok RAGD_CUDA_WGMMA=1; then
+  echo "canary: prefill kernel $("$CARRY/bin/bench_attention_cuda" --print-kernel) passes its tests" | tee -a "$OUT/tests.log"
+elif prefill_ok RAGD_PREFILL_SM90_OVERLAP=0; then
+  export RAGD_PREFILL_SM90_OVERLAP=0
+  { echo "canary: the pipelined wgmma prefill FAILED; the rest of the run uses the serial schedule"
+    tail -25 /tmp/ragd_canary.log; } | tee -a "$OUT/tests.log"
+else
+  export RAGD_CUDA_WGMMA=0
+  { echo "canary: the wgmma prefill FAILED (both schedules); the rest of the run uses mma.sync"
+    tail -25 /tmp/ragd_canary.log; } | tee -a "$OUT/tests.log"
+fi
 if want tests; then
   {
-    timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
+    env -u RAGD_CUDA_WGMMA -u RAGD_PREFILL_SM90_OVERLAP timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
     echo "test_kernels_cuda rc=$?"
     # The prefill tests on the other kernels the dispatcher can pick (the default above is the
     # Hopper wgmma kernel on an H100 / H200): its serial schedule, the mma.sync kernel (both tile
