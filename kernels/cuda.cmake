@@ -11,6 +11,7 @@ add_library(ragd_kernels_cuda STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/elementwise.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_prefill.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_prefill_sm90.cu
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_prefill_sm90_ws.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/attention_decode.cu)
 target_include_directories(ragd_kernels_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_compile_definitions(ragd_kernels_cuda PUBLIC RAGD_HAVE_CUDA=1)

@@ -20,17 +20,17 @@ want() { [[ "$STEPS" == *" $1 "* ]]; }
 nvidia-smi > "$OUT/tests.log" 2>&1  # in tests.log: at most 8 files under $OUT
 export RAGD_SOURCE_DIR=$PWD
 rc=0 erc=0 brc=0 mrc=0
-# Canary for the prefill kernels (any step): the first of wgmma (pipelined), wgmma (serial), mma.sync
-# whose prefill tests pass serves the rest of the run, so that a faulty kernel does not spoil the
-# other measurements; the tests step below still runs (and reports) every kernel.
+# Canary for the prefill kernels (any step): the first of wgmma (pipelined, serial), mma.sync whose
+# prefill tests pass serves the rest of the run, so that a faulty kernel does not spoil the other
+# measurements; the tests step below still runs (and reports) every kernel.
 prefill_ok() {
   env "$@" timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
     --gtest_filter='Shapes/Prefill*:PrefillKernelChoice.*' > /tmp/ragd_canary.log 2>&1
 }
 if prefill_ok RAGD_CUDA_WGMMA=1; then
   echo "canary: prefill kernel $("$CARRY/bin/bench_attention_cuda" --print-kernel) passes its tests" | tee -a "$OUT/tests.log"
-elif prefill_ok RAGD_PREFILL_SM90_OVERLAP=0; then
-  export RAGD_PREFILL_SM90_OVERLAP=0
+elif prefill_ok RAGD_PREFILL_SM90_SCHEDULE=serial; then
+  export RAGD_PREFILL_SM90_SCHEDULE=serial
   { echo "canary: the pipelined wgmma prefill FAILED; the rest of the run uses the serial schedule"
     tail -25 /tmp/ragd_canary.log; } | tee -a "$OUT/tests.log"
 else
@@ -40,13 +40,16 @@ else
 fi
 if want tests; then
   {
-    env -u RAGD_CUDA_WGMMA -u RAGD_PREFILL_SM90_OVERLAP timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
+    env -u RAGD_CUDA_WGMMA -u RAGD_PREFILL_SM90_SCHEDULE timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
     echo "test_kernels_cuda rc=$?"
     # The prefill tests on the other kernels the dispatcher can pick (the default above is the
-    # Hopper wgmma kernel on an H100 / H200): its serial schedule, the mma.sync kernel (both tile
-    # shapes).
-    RAGD_PREFILL_SM90_OVERLAP=0 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='Shapes/Prefill*'
-    echo "test_kernels_cuda (wgmma, serial schedule) rc=$?"
+    # pipelined Hopper wgmma kernel on an H100 / H200): its serial and warp-specialised schedules,
+    # the mma.sync kernel (both tile shapes).
+    for sched in serial ws; do
+      RAGD_PREFILL_SM90_SCHEDULE=$sched timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
+        --gtest_filter='Shapes/Prefill*'
+      echo "test_kernels_cuda (wgmma, $sched schedule) rc=$?"
+    done
     RAGD_CUDA_WGMMA=0 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='Shapes/Prefill*'
     echo "test_kernels_cuda (mma.sync) rc=$?"
     RAGD_CUDA_WGMMA=0 RAGD_PREFILL_ROWS_PER_WARP=16 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
@@ -70,9 +73,9 @@ if want attention; then
   PYTHONUNBUFFERED=1 timeout 90 python3 scripts/gpu/attention_vs_sdpa.py --bench "$CARRY/bin/bench_attention_cuda" \
     --out "$OUT" 2>&1 | tee "$OUT/attention.log"
   brc=${PIPESTATUS[0]}
-  # The same prefill on the other kernels, same run: the wgmma kernel's serial schedule and the
-  # mma.sync kernel (what every other GPU runs).
-  for sw in "RAGD_PREFILL_SM90_OVERLAP=0" "RAGD_CUDA_WGMMA=0"; do
+  # The same prefill on the other kernels, same run: the wgmma kernel's warp-specialised and serial
+  # schedules and the mma.sync kernel (what every other GPU runs).
+  for sw in RAGD_PREFILL_SM90_SCHEDULE=ws RAGD_PREFILL_SM90_SCHEDULE=serial RAGD_CUDA_WGMMA=0; do
     echo "# the same prefill with $sw" | tee -a "$OUT/attention.log"
     env "$sw" timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096,16384,65536 --heads 32 \
       --kv-heads 8 --head-dim 128 --iters 5 --decode-batches 1 --decode-len 4096 2>&1 | tee -a "$OUT/attention.log"

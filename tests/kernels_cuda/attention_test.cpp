@@ -203,8 +203,8 @@ bool device_is_hopper() {
 }
 
 // The dispatcher's choice follows the device and the switches: on a Hopper GPU head_dim 64 / 128
-// take the wgmma kernel (both schedules), head_dim 32 the mma.sync kernel; elsewhere always
-// mma.sync.
+// take a wgmma kernel (the schedule from RAGD_PREFILL_SM90_SCHEDULE; an unknown value is refused by
+// name), head_dim 32 the mma.sync kernel; elsewhere always mma.sync.
 TEST(PrefillKernelChoice, FollowsTheDeviceAndTheSwitches) {
   RAGD_REQUIRE_CUDA();
   const bool hopper = device_is_hopper();
@@ -212,8 +212,22 @@ TEST(PrefillKernelChoice, FollowsTheDeviceAndTheSwitches) {
   EXPECT_STREQ(attention_prefill_kernel(64), hopper ? "sm90-wgmma" : "mma.sync");
   EXPECT_STREQ(attention_prefill_kernel(32), "mma.sync");
   {
-    ScopedEnv serial("RAGD_PREFILL_SM90_OVERLAP", "0");
+    ScopedEnv serial("RAGD_PREFILL_SM90_SCHEDULE", "serial");
     EXPECT_STREQ(attention_prefill_kernel(128), hopper ? "sm90-wgmma-serial" : "mma.sync");
+  }
+  {
+    ScopedEnv ws("RAGD_PREFILL_SM90_SCHEDULE", "ws");
+    EXPECT_STREQ(attention_prefill_kernel(64), hopper ? "sm90-wgmma-ws" : "mma.sync");
+  }
+  if (hopper) {
+    ScopedEnv bad("RAGD_PREFILL_SM90_SCHEDULE", "fast");
+    DeviceBuffer<uint16_t> q(4 * 64), k(16 * 64), v(16 * 64), out(4 * 64);
+    DeviceBuffer<int32_t> table(std::vector<int32_t>{0});
+    DeviceBuffer<float> lse(4);
+    const PagedKvBf16 kv{k.get(), v.get(), table.get(), 16, 1, 64, 4};
+    const Status st = attention_prefill(q.get(), 4, 1, kv, 0.125f, true, 0, out.get(), DType::kBf16, lse.get(), nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("RAGD_PREFILL_SM90_SCHEDULE=fast"), std::string::npos) << st.to_string();
   }
   ScopedEnv off("RAGD_CUDA_WGMMA", "0");
   EXPECT_STREQ(attention_prefill_kernel(128), "mma.sync");
@@ -239,12 +253,13 @@ TEST(PrefillKernelChoice, EveryKernelMatchesTheReferenceOnALongChunk) {
   PagedKvBf16 kv{dk.get(), dv.get(), dt.get(), bs, kv_heads, d, kv_len};
   struct Setting {
     const char* wgmma;
-    const char* overlap;
+    const char* schedule;
   };
   std::vector<std::string> seen;
-  for (const Setting& st : {Setting{"1", "1"}, Setting{"1", "0"}, Setting{"0", "1"}}) {
+  for (const Setting& st : {Setting{"1", "pipelined"}, Setting{"1", "serial"}, Setting{"1", "ws"},
+                            Setting{"0", "pipelined"}}) {
     ScopedEnv e1("RAGD_CUDA_WGMMA", st.wgmma);
-    ScopedEnv e2("RAGD_PREFILL_SM90_OVERLAP", st.overlap);
+    ScopedEnv e2("RAGD_PREFILL_SM90_SCHEDULE", st.schedule);
     const std::string name = attention_prefill_kernel(d);
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;  // not a Hopper GPU: once
     seen.push_back(name);
@@ -253,7 +268,7 @@ TEST(PrefillKernelChoice, EveryKernelMatchesTheReferenceOnALongChunk) {
     EXPECT_LE(max_err(from_bf16(dout.download()), ref_o), 1e-2) << name;
     EXPECT_LE(max_err(dl.download(), ref_l), 4e-3) << name;
   }
-  EXPECT_EQ(seen.size(), device_is_hopper() ? 3u : 1u);
+  EXPECT_EQ(seen.size(), device_is_hopper() ? 4u : 1u);
 }
 
 // Explicit positions (the engine's non-contiguous steps) against the CPU kernel of the same

@@ -392,7 +392,8 @@ bool use_sm90(int head_dim) {
 template <bool kPos>
 Status dispatch(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s) {
   if (use_sm90(head_dim)) {
-    return detail::attention_prefill_sm90(p, head_dim, out_dtype, s);
+    RAGD_ASSIGN_OR_RETURN(const detail::Sm90Schedule schedule, detail::prefill_sm90_schedule());
+    return detail::attention_prefill_sm90(p, head_dim, out_dtype, schedule, s);
   }
   const bool f32 = out_dtype == DType::kF32;
   if (head_dim == 32) return f32 ? launch_rows<32, float, kPos>(p, s) : launch_rows<32, bf16, kPos>(p, s);
@@ -403,10 +404,9 @@ Status dispatch(const PrefillParams& p, int head_dim, DType out_dtype, cudaStrea
 }  // namespace
 
 const char* attention_prefill_kernel(int head_dim) {
-  if (use_sm90(head_dim)) {
-    return switch_off("RAGD_PREFILL_SM90_OVERLAP") ? "sm90-wgmma-serial" : "sm90-wgmma";
-  }
-  return "mma.sync";
+  if (!use_sm90(head_dim)) return "mma.sync";
+  const Result<detail::Sm90Schedule> schedule = detail::prefill_sm90_schedule();
+  return schedule.ok() ? detail::prefill_sm90_schedule_name(*schedule) : "invalid RAGD_PREFILL_SM90_SCHEDULE";
 }
 
 Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale, bool causal,

@@ -81,10 +81,21 @@ __device__ __forceinline__ void store_pair<__nv_bfloat16>(void* out, size_t i, f
   *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + i) = __floats2bfloat162_rn(a, b);
 }
 
-// The Hopper kernel (attention_prefill_sm90.cu): head_dim 64 or 128 on a compute-capability 9.0
-// device, every mask (causal, none, explicit positions when p.q_pos is set). The caller checks
+// The Hopper kernels: head_dim 64 or 128 on a compute-capability 9.0 device. The caller checks
 // prefill_sm90_supported.
+//   kPipelined (attention_prefill_sm90.cu, the default): every mask (causal, none, explicit
+//     positions when p.q_pos is set), the tile loop software-pipelined inside each warpgroup;
+//   kSerial (same file): the same without the pipelining;
+//   kWarpSpecialized (attention_prefill_sm90_ws.cu): producer warpgroup + ping-pong consumers,
+//     causal or unmasked only (explicit positions take kPipelined).
+// RAGD_PREFILL_SM90_SCHEDULE picks one: unset or "pipelined", "serial", "ws"; anything else is
+// InvalidArgument naming the value.
+enum class Sm90Schedule { kPipelined, kSerial, kWarpSpecialized };
+Result<Sm90Schedule> prefill_sm90_schedule();
+const char* prefill_sm90_schedule_name(Sm90Schedule s);
 bool prefill_sm90_supported(int head_dim);
-Status attention_prefill_sm90(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s);
+Status attention_prefill_sm90(const PrefillParams& p, int head_dim, DType out_dtype, Sm90Schedule schedule,
+                              cudaStream_t s);
+Status attention_prefill_sm90_ws(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s);
 
 }  // namespace ragd::kernels::cuda::detail

@@ -5,9 +5,8 @@
 //
 // One CTA = one head × 128 queries, two warpgroups (256 threads); warpgroup w owns query rows
 // 64w .. 64w + 63 and keeps its O accumulators (the wgmma m64nD fp32 fragments) in registers.
-// Key tiles of 128 keys are gathered from their pages with cp.async by all 256 threads into a
-// second shared-memory stage while the current tile is computed (double buffering). Per tile, per
-// warpgroup:
+// Key tiles of 128 keys are gathered from their pages with cp.async by all 256 threads into the
+// next shared-memory stage while the current tile is computed. Per tile, per warpgroup:
 //   S = Q·Kᵀ   wgmma m64n128k16, Q (A) and K (B) read from shared memory by descriptor, both
 //              K-major; head_dim / 16 instructions accumulate into one 64-register fragment;
 //   online softmax on the S fragment (log2 domain; a row's scores sit in the 4 lanes of a quad);
@@ -25,7 +24,8 @@
 // are computed on zeros and not stored.
 // Explicit positions (attention_prefill_positions: sparse recompute, zigzag shards) run the same
 // kernel with every tile masked by position; a tile no query of the CTA can see is skipped. Not here
-// (the mma.sync kernel serves them): head_dim 32, other chips.
+// (the mma.sync kernel serves them): head_dim 32, other chips. The warp-specialised variant is in
+// attention_prefill_sm90_ws.cu; the pieces both use in attention_sm90_tile.cuh and sm90.cuh.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -33,219 +33,28 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "attention_prefill.cuh"
+#include "attention_sm90_tile.cuh"
 #include "cuda_util.cuh"
+#include "sm90.cuh"
 
 namespace ragd::kernels::cuda::detail {
 namespace {
 
+using namespace sm90;  // NOLINT
 using bf16 = __nv_bfloat16;
 
-constexpr int kWarpgroups = 2;
-constexpr int kThreads = kWarpgroups * 128;
-constexpr int kBM = kWarpgroups * 64;  // queries per CTA
-constexpr int kBN = 128;               // keys per tile
-
-// The device code below exists only in the sm_90a pass (wgmma needs it); the compute_90 PTX pass
-// gets a kernel that traps, which the dispatcher never launches.
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-
-// Byte offset of 16-byte chunk c (columns 8c .. 8c + 7) of row r in a swizzled [rows][D] tile.
-__device__ __forceinline__ uint32_t swizzled(int rows, int r, int c) {
-  return static_cast<uint32_t>((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-// wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading-dimension byte
-// offset (K-major operands: unused; N-major V: the distance between the 64-column halves), stride
-// byte offset 1024 (the next 8-row atom), all in 16-byte units.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo_bytes) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Pins the accumulators at this point of the program: code after it reads what the wgmma wrote.
-template <int N>
-__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// S = Q·Kᵀ (+ S when accumulate != 0): m64n128k16, A (64 × 16) and B (128 keys × 16) both K-major
-// in shared memory.
-__device__ __forceinline__ void wgmma_ss_m64n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-// O += P·V: m64n128k16, A (P: 64 rows × 16 keys, bf16 pairs) in registers, B (V: 16 keys × 128) N-major
-// in shared memory.
-__device__ __forceinline__ void wgmma_rs_m64n128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(1));
-}
-
-// O += P·V: m64n64k16, A (P: 64 rows × 16 keys, bf16 pairs) in registers, B (V: 16 keys × 64) N-major
-// in shared memory.
-__device__ __forceinline__ void wgmma_rs_m64n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(1));
-}
-
-// S = Q·Kᵀ for one key tile: head_dim / 16 k-steps (column half kk / 4, 32 bytes per step within
-// it), accumulated into one m64n128 fragment. Issues only (no fence, commit or wait).
-template <int D>
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows, uint32_t tk) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t step = (kk & 3) * 32;
-    const uint64_t da = sw128_desc(q_rows + (kk >> 2) * (kBM * 128) + step, 16);
-    const uint64_t db = sw128_desc(tk + (kk >> 2) * (kBN * 128) + step, 16);
-    wgmma_ss_m64n128(s, da, db, kk > 0 ? 1 : 0);
-  }
-}
-
-// O += P·V for one key tile in k-steps of 16 keys: two S n-blocks make one A fragment; V's 16 keys
-// are two 8-row atoms, 2048 bytes on from the previous step. Issues only.
-template <int D>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pf)[kBN / 8][2], uint32_t tv) {
-#pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) {
-    const uint32_t a[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1]};
-    const uint64_t db = sw128_desc(tv + kk * 16 * 128, kBN * 128);
-    if constexpr (D == 128) {
-      wgmma_rs_m64n128(o, a, db);
-    } else {
-      wgmma_rs_m64n64(o, a, db);
-    }
-  }
-}
-
-// Masks of one tile of scores. Row half hr of this thread is row g + 8·hr; its 32 scores of the tile
-// are s[nb·4 + 2·hr + {0,1}] (keys 8·nb + 2·tq, +1 of the tile), the other 96 in the quad's other
-// lanes. By slot: key key0 + 8·nb + (e & 1) (key0 = the tile's first key + 2·tq) is seen by a row iff
-// it is <= the row's limit. By position (explicit key positions, kpos = the tile's positions in
-// shared memory, INT_MAX past kv_len and for holes): iff its position is <= the row's limit.
-__device__ __forceinline__ void mask_by_slot(float (&s)[64], int key0, const int (&limit)[2]) {
-#pragma unroll
-  for (int nb = 0; nb < kBN / 8; ++nb) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (key0 + nb * 8 + (e & 1) > limit[e >> 1]) s[nb * 4 + e] = -INFINITY;
-    }
-  }
-}
-__device__ __forceinline__ void mask_by_position(float (&s)[64], const int32_t* kpos, int tq, const int (&limit)[2]) {
-#pragma unroll
-  for (int nb = 0; nb < kBN / 8; ++nb) {
-    const int2 kp = *reinterpret_cast<const int2*>(kpos + nb * 8 + tq * 2);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if ((e & 1 ? kp.y : kp.x) > limit[e >> 1]) s[nb * 4 + e] = -INFINITY;
-    }
-  }
-}
-
-// Online softmax of one (masked) tile of scores, laid out as above. Writes P as bf16 pairs in the
-// A-operand layout (pf[nb][hr] = keys 8·nb + 2·tq, +1) and the factor alpha[hr] that rescales the
-// running O.
-__device__ __forceinline__ void softmax_tile(float (&s)[64], float scale_log2, float (&m_run)[2], float (&l_run)[2],
-                                             uint32_t (&pf)[kBN / 8][2], float (&alpha)[2]) {
-  constexpr int kNB = kBN / 8;
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) mx = fmaxf(mx, fmaxf(s[nb * 4 + 2 * hr], s[nb * 4 + 2 * hr + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m_run[hr], mx * scale_log2);
-    // A row that has seen nothing yet keeps m = −inf; exponents then use 0 (every p is 0).
-    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    alpha[hr] = fast_exp2(m_run[hr] - m_use);
-    m_run[hr] = m_new;
-    float sum = 0.0f;
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) {
-      const float p0 = fast_exp2(fmaf(s[nb * 4 + 2 * hr], scale_log2, -m_use));
-      const float p1 = fast_exp2(fmaf(s[nb * 4 + 2 * hr + 1], scale_log2, -m_use));
-      pf[nb][hr] = pack_bf16(p0, p1, &sum);  // normalise by what P·V actually sums
-    }
-    l_run[hr] = l_run[hr] * alpha[hr] + sum;  // this lane's partial row sum (quad-reduced at the end)
-  }
-}
-
-template <int N>
-__device__ __forceinline__ void rescale(float (&o)[N], const float (&alpha)[2]) {
-#pragma unroll
-  for (int i = 0; i < N; i += 4) {
-    o[i] *= alpha[0];
-    o[i + 1] *= alpha[0];
-    o[i + 2] *= alpha[1];
-    o[i + 3] *= alpha[1];
-  }
-}
-
-// Keeps P's registers live (and unmodified) up to this point: a wgmma reading them may still run.
-__device__ __forceinline__ void hold_fragments(uint32_t (&pf)[kBN / 8][2]) {
-#pragma unroll
-  for (int nb = 0; nb < kBN / 8; ++nb) asm volatile("" : "+r"(pf[nb][0]), "+r"(pf[nb][1])::"memory");
-}
-
-#endif  // !__CUDA_ARCH__ || __CUDA_ARCH_FEAT_SM90_ALL
+constexpr int kThreads = 256;  // two warpgroups
 
 // kOverlap (the default): the tile loop is software-pipelined inside each warpgroup as in
 // FlashAttention-3 — tile t's S = Q·Kᵀ and tile t − 1's O += P·V are issued together, the softmax
 // of tile t runs while P·V of tile t − 1 is on the tensor cores; P of two tiles is live (two register
 // sets) and V of tile t − 1 stays in shared memory, hence three stages. !kOverlap: S, softmax, P·V
-// one after the other (two stages); RAGD_PREFILL_SM90_OVERLAP=0 selects it for comparison.
+// one after the other (two stages); RAGD_PREFILL_SM90_SCHEDULE=serial selects it for comparison.
 template <bool kOverlap>
 constexpr int stages() {
   return kOverlap ? 3 : 2;
@@ -266,7 +75,7 @@ struct Sm90Smem {
 // smallest position is past the CTA's largest query position is skipped (a zigzag shard's far chunk).
 template <int D, typename OutT, bool kPos, bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the sm_90a pass; the compute_90 PTX pass traps (never launched)
   using L = Sm90Smem<D, kOverlap>;
   constexpr int kStages = stages<kOverlap>();
   constexpr int kVec = D / 8;   // 16-byte chunks per row
@@ -480,15 +289,19 @@ Status launch(const PrefillParams& p, cudaStream_t s) {
 }
 
 template <int D, typename OutT, bool kPos>
-Status launch_schedule(const PrefillParams& p, cudaStream_t s) {
-  return switch_off("RAGD_PREFILL_SM90_OVERLAP") ? launch<D, OutT, kPos, false>(p, s) : launch<D, OutT, kPos, true>(p, s);
+Status launch_schedule(const PrefillParams& p, bool overlap, cudaStream_t s) {
+  return overlap ? launch<D, OutT, kPos, true>(p, s) : launch<D, OutT, kPos, false>(p, s);
 }
 
 template <bool kPos>
-Status launch_head_dim(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s) {
+Status launch_head_dim(const PrefillParams& p, int head_dim, DType out_dtype, bool overlap, cudaStream_t s) {
   const bool f32 = out_dtype == DType::kF32;
-  if (head_dim == 64) return f32 ? launch_schedule<64, float, kPos>(p, s) : launch_schedule<64, bf16, kPos>(p, s);
-  if (head_dim == 128) return f32 ? launch_schedule<128, float, kPos>(p, s) : launch_schedule<128, bf16, kPos>(p, s);
+  if (head_dim == 64) {
+    return f32 ? launch_schedule<64, float, kPos>(p, overlap, s) : launch_schedule<64, bf16, kPos>(p, overlap, s);
+  }
+  if (head_dim == 128) {
+    return f32 ? launch_schedule<128, float, kPos>(p, overlap, s) : launch_schedule<128, bf16, kPos>(p, overlap, s);
+  }
   return Status::InvalidArgument("attention_prefill (sm90): head_dim " + std::to_string(head_dim) +
                                  " (built for 64 and 128)");
 }
@@ -520,9 +333,34 @@ bool prefill_sm90_supported(int head_dim) {
   return (head_dim == 64 || head_dim == 128) && current_device_is_sm90();
 }
 
-Status attention_prefill_sm90(const PrefillParams& p, int head_dim, DType out_dtype, cudaStream_t s) {
-  return p.q_pos != nullptr ? launch_head_dim<true>(p, head_dim, out_dtype, s)
-                            : launch_head_dim<false>(p, head_dim, out_dtype, s);
+Result<Sm90Schedule> prefill_sm90_schedule() {
+  const char* e = std::getenv("RAGD_PREFILL_SM90_SCHEDULE");
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "pipelined") == 0) return Sm90Schedule::kPipelined;
+  if (std::strcmp(e, "serial") == 0) return Sm90Schedule::kSerial;
+  if (std::strcmp(e, "ws") == 0) return Sm90Schedule::kWarpSpecialized;
+  return Status::InvalidArgument(std::string("RAGD_PREFILL_SM90_SCHEDULE=") + e +
+                                 ": expected pipelined, serial or ws");
+}
+
+const char* prefill_sm90_schedule_name(Sm90Schedule s) {
+  switch (s) {
+    case Sm90Schedule::kSerial:
+      return "sm90-wgmma-serial";
+    case Sm90Schedule::kWarpSpecialized:
+      return "sm90-wgmma-ws";
+    case Sm90Schedule::kPipelined:
+      break;
+  }
+  return "sm90-wgmma";
+}
+
+Status attention_prefill_sm90(const PrefillParams& p, int head_dim, DType out_dtype, Sm90Schedule schedule,
+                              cudaStream_t s) {
+  if (p.q_pos != nullptr) {  // explicit positions: the warp-specialised kernel has no position masks
+    return launch_head_dim<true>(p, head_dim, out_dtype, schedule != Sm90Schedule::kSerial, s);
+  }
+  if (schedule == Sm90Schedule::kWarpSpecialized) return attention_prefill_sm90_ws(p, head_dim, out_dtype, s);
+  return launch_head_dim<false>(p, head_dim, out_dtype, schedule == Sm90Schedule::kPipelined, s);
 }
 
 }  // namespace ragd::kernels::cuda::detail

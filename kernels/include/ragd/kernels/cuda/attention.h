@@ -42,10 +42,13 @@ struct PagedKvBf16 {
 Status attention_prefill(const uint16_t* q, int n_q, int num_heads, const PagedKvBf16& kv, float scale,
                          bool causal, int q_offset, void* out, DType out_dtype, float* lse, void* stream);
 
-// The kernel attention_prefill and attention_prefill_positions run for this head_dim on the current
-// device: "sm90-wgmma" (Hopper; the default, tile loop software-pipelined inside each warpgroup),
-// "sm90-wgmma-serial" (RAGD_PREFILL_SM90_OVERLAP=0) or "mma.sync" (other GPUs, head_dim 32, or
-// RAGD_CUDA_WGMMA=0). For benchmarks and tests; the environment switches are read at every call.
+// The kernel attention_prefill runs for this head_dim on the current device: on Hopper
+// "sm90-wgmma" (the default: the tile loop software-pipelined inside each warpgroup),
+// "sm90-wgmma-serial" or "sm90-wgmma-ws" (producer warpgroup + ping-pong consumers; explicit
+// positions then run "sm90-wgmma"), picked by RAGD_PREFILL_SM90_SCHEDULE = pipelined | serial | ws
+// (another value: the launchers return InvalidArgument naming it); "mma.sync" on other GPUs, for
+// head_dim 32, or with RAGD_CUDA_WGMMA=0. For benchmarks and tests; the environment is read at every
+// call.
 const char* attention_prefill_kernel(int head_dim);
 
 // The same flash prefill with explicit positions (the engine's non-contiguous steps: sparse

@@ -31,8 +31,7 @@ int multiprocessor_count(int device);
 
 // True when the environment variable `name` is exactly "0": the measurement switches that turn a
 // CUDA path off (RAGD_CUDA_GEMV, RAGD_CUDA_FUSED, RAGD_CUDA_GRAPHS, RAGD_CUDA_KV_OVERLAP,
-// RAGD_CUDA_WGMMA, RAGD_PREFILL_SM90_OVERLAP), read at every call so that one process can compare
-// both settings.
+// RAGD_CUDA_WGMMA), read at every call so that one process can compare both settings.
 bool switch_off(const char* name);
 
 // Brackets the work to profile when a profiler runs with collection off at start (Nsight Compute
