@@ -23,13 +23,15 @@ rc=0 erc=0 brc=0 mrc=0
 # Canary for the prefill kernels (any step): the first of wgmma (pipelined, serial), mma.sync whose
 # prefill tests pass serves the rest of the run, so that a faulty kernel does not spoil the other
 # measurements; the tests step below still runs (and reports) every kernel.
-prefill_ok() {
+prefill_ok() {  # $1: the long-chunk instance of the kernel; then VAR=value settings
+  local chunk=$1
+  shift
   env "$@" timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
-    --gtest_filter='Shapes/Prefill*:PrefillKernelChoice.*' > /tmp/ragd_canary.log 2>&1
+    --gtest_filter="Shapes/Prefill*:PrefillKernelChoice.*:LongChunk/*/$chunk" > /tmp/ragd_canary.log 2>&1
 }
-if prefill_ok RAGD_CUDA_WGMMA=1; then
+if prefill_ok wgmma RAGD_CUDA_WGMMA=1; then
   echo "canary: prefill kernel $("$CARRY/bin/bench_attention_cuda" --print-kernel) passes its tests" | tee -a "$OUT/tests.log"
-elif prefill_ok RAGD_PREFILL_SM90_SCHEDULE=serial; then
+elif prefill_ok wgmma_serial RAGD_PREFILL_SM90_SCHEDULE=serial; then
   export RAGD_PREFILL_SM90_SCHEDULE=serial
   { echo "canary: the pipelined wgmma prefill FAILED; the rest of the run uses the serial schedule"
     tail -25 /tmp/ragd_canary.log; } | tee -a "$OUT/tests.log"
@@ -40,14 +42,16 @@ else
 fi
 if want tests; then
   {
-    env -u RAGD_CUDA_WGMMA -u RAGD_PREFILL_SM90_SCHEDULE timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1
+    # (the warp-specialised instance runs below, on its own: a hang there costs only that run)
+    env -u RAGD_CUDA_WGMMA -u RAGD_PREFILL_SM90_SCHEDULE timeout 100 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
+      --gtest_filter='-*/wgmma_ws'
     echo "test_kernels_cuda rc=$?"
     # The prefill tests on the other kernels the dispatcher can pick (the default above is the
     # pipelined Hopper wgmma kernel on an H100 / H200): its serial and warp-specialised schedules,
     # the mma.sync kernel (both tile shapes).
     for sched in serial ws; do
       RAGD_PREFILL_SM90_SCHEDULE=$sched timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
-        --gtest_filter='Shapes/Prefill*'
+        --gtest_filter="Shapes/Prefill*:LongChunk/*/wgmma_$sched"
       echo "test_kernels_cuda (wgmma, $sched schedule) rc=$?"
     done
     RAGD_CUDA_WGMMA=0 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 --gtest_filter='Shapes/Prefill*'
