@@ -170,10 +170,11 @@ int main(int argc, char** argv) {
   // Each batch decodes five times from the same tables: cuBLAS for every matrix and one launch per
   // kernel (the baseline); ragd's one-row GEMV (batch 1); GEMV and the step's layers replayed as
   // one CUDA graph; then both again with the fused decode kernels (RMSNorm / f32 → bf16 / SwiGLU in
-  // the one-row GEMVs, RoPE + KV write in one launch). RAGD_CUDA_GEMV, RAGD_CUDA_FUSED and
-  // RAGD_CUDA_GRAPHS are read at every call / step.
-  std::printf("\n| batch | prompt | GEMV | fused | CUDA graphs | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
-              "|---:|---:|---|---|---|---:|---:|---:|---:|---:|\n");
+  // the one-row GEMVs, RoPE + KV write in one launch); then both again with programmatic dependent
+  // launches (the decode chain's kernels start while their predecessor drains). RAGD_CUDA_GEMV,
+  // RAGD_CUDA_FUSED, RAGD_CUDA_GRAPHS and RAGD_CUDA_PDL are read at every call / step.
+  std::printf("\n| batch | prompt | GEMV | fused | CUDA graphs | PDL | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
+              "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|\n");
   for (int B : batches) {
     std::vector<BlockTable> tabs(B);
     std::vector<std::vector<int32_t>> prompts;
@@ -188,19 +189,22 @@ int main(int argc, char** argv) {
     for (auto& x : next) x = static_cast<int32_t>(rng() % cfg.vocab_size);
     int len = prompt;  // KV length of every sequence before the next step
     struct Phase {
-      bool gemv, fused, graphs;
+      bool gemv, fused, graphs, pdl;
     };
-    for (const Phase ph : {Phase{false, false, false}, Phase{true, false, false}, Phase{true, false, true},
-                           Phase{true, true, false}, Phase{true, true, true}}) {
+    for (const Phase ph : {Phase{false, false, false, false}, Phase{true, false, false, false},
+                           Phase{true, false, true, false}, Phase{true, true, false, false},
+                           Phase{true, true, true, false}, Phase{true, true, false, true},
+                           Phase{true, true, true, true}}) {
       const bool graphs = ph.graphs;
       setenv("RAGD_CUDA_GEMV", ph.gemv ? "1" : "0", 1);
       setenv("RAGD_CUDA_FUSED", ph.fused ? "1" : "0", 1);
       setenv("RAGD_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+      setenv("RAGD_CUDA_PDL", ph.pdl ? "1" : "0", 1);
       std::vector<double> t;
       const int len0 = len;
       // RAGD_PROFILE_DECODE=1: the profiler collects two batch-1 steps of the fused kernels, launched
       // kernel by kernel.
-      const bool profile = B == 1 && ph.fused && !graphs && std::getenv("RAGD_PROFILE_DECODE") != nullptr;
+      const bool profile = B == 1 && ph.fused && !graphs && !ph.pdl && std::getenv("RAGD_PROFILE_DECODE") != nullptr;
       for (int s = 0; s < steps + 2; ++s) {
         if (profile && s == 2) kernels::cuda::profiler_start();
         if (profile && s == 4) kernels::cuda::profiler_stop();
@@ -220,10 +224,13 @@ int main(int argc, char** argv) {
       const double kv_tokens = len0 + 2 + steps / 2.0 + 1;  // mean KV length read per measured step
       const double kv_read = static_cast<double>(B) * kv_tokens * token_bytes;
       const double bytes = step_weight_bytes + kv_read;
-      std::printf("| %d | %d | %s | %s | %s | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt,
-                  ph.gemv && B == 1 ? "on" : "off", ph.fused ? "on" : "off", graphs ? "on" : "off", 1e3 * step, B / step, bytes / 1e9, bytes / step / 1e9, 100.0 * bytes / step / bw);
+      std::printf("| %d | %d | %s | %s | %s | %s | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt,
+                  ph.gemv && B == 1 ? "on" : "off", ph.fused ? "on" : "off", graphs ? "on" : "off",
+                  ph.pdl ? "on" : "off", 1e3 * step, B / step, bytes / 1e9, bytes / step / 1e9,
+                  100.0 * bytes / step / bw);
       const std::string params = "batch=" + std::to_string(B) + (ph.gemv ? ";gemv=on" : ";gemv=off") +
-                                 (ph.fused ? ";fused=on" : ";fused=off") + (graphs ? ";graphs=on" : ";graphs=off");
+                                 (ph.fused ? ";fused=on" : ";fused=off") + (graphs ? ";graphs=on" : ";graphs=off") +
+                                 (ph.pdl ? ";pdl=on" : ";pdl=off");
       rows.push_back({"decode_tokens_per_s", params, B / step, 0.0});
       rows.push_back({"decode_step_ms", params, 1e3 * step, 0.0});
       rows.push_back({"decode_kv_tokens", params, kv_tokens, 0.0});
@@ -232,6 +239,7 @@ int main(int argc, char** argv) {
     unsetenv("RAGD_CUDA_GEMV");
     unsetenv("RAGD_CUDA_FUSED");
     unsetenv("RAGD_CUDA_GRAPHS");
+    unsetenv("RAGD_CUDA_PDL");
     for (auto& tb : tabs) tb.release(pool);
   }
 

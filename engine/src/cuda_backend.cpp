@@ -20,7 +20,10 @@ using GpuType = cu::DType;
 namespace {
 
 // The kernel choices the measurement switches make (a captured graph holds one of them).
-int kernel_variant() { return (cu::switch_off("RAGD_CUDA_GEMV") ? 1 : 0) | (cu::switch_off("RAGD_CUDA_FUSED") ? 2 : 0); }
+int kernel_variant() {
+  return (cu::switch_off("RAGD_CUDA_GEMV") ? 1 : 0) | (cu::switch_off("RAGD_CUDA_FUSED") ? 2 : 0) |
+         (cu::switch_on("RAGD_CUDA_PDL") ? 4 : 0);
+}
 
 // One matrix (any host format) as row-major bf16 [rows, cols] on the device.
 Result<cu::DeviceBuffer> upload_matrix(const PackedWeight& w, const cu::Stream& stream) {

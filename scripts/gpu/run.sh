@@ -61,6 +61,10 @@ if want tests; then
     echo "test_kernels_cuda (mma.sync, 16 rows per warp) rc=$?"
     timeout 110 "$CARRY/bin/test_engine_cuda" --gtest_brief=1
     echo "test_engine_cuda rc=$?"
+    # Dependent launches (opt-in RAGD_CUDA_PDL=1): the kernels they touch, launched that way.
+    RAGD_CUDA_PDL=1 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
+      --gtest_filter='DecodeFusedCuda.*:Shapes/DecodeCuda.*:Dtypes/ElementwiseCuda.*:MiscCuda.*'
+    echo "test_kernels_cuda (dependent launches) rc=$?"
     timeout 60 "$CARRY/bin/test_pipelines_cuda" --gtest_brief=1
     echo "test_pipelines_cuda rc=$?"
     # NCCL: one rank per GPU (two ranks cannot share one), so one GPU runs the one-rank collectives.
@@ -70,7 +74,7 @@ if want tests; then
   rc=$(grep -c ' rc=[1-9]' "$OUT/tests.log")
 fi
 if want engine; then
-  timeout 170 "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.md"
+  timeout 220 "$CARRY/bin/bench_engine_cuda" --preset llama3-8b --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.md"
   erc=${PIPESTATUS[0]}
 fi
 if want attention; then

@@ -63,6 +63,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
   const int kg = lane / kTPK;           // key slot within the warp step
   const int d0 = (lane % kTPK) * 8;     // this lane's 8 dims
 
+  detail::allow_dependents();
+  detail::wait_for_prerequisites();  // q (and K / V of this step) are the previous kernel's output
   const int kv_len = p.kv_lens[b];
   const int j0 = split * p.keys_per_split;
   const int j1 = split == p.num_splits - 1 ? kv_len : min(kv_len, j0 + p.keys_per_split);
@@ -173,6 +175,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
 // One CTA of D threads per (sequence, head): merge the num_splits partial states.
 template <int D>
 __global__ void merge_splits_kernel(DecodeParams p) {
+  detail::allow_dependents();
+  detail::wait_for_prerequisites();  // the partial states are the previous kernel's output
   const size_t bh = blockIdx.x;
   const int d = threadIdx.x;
   const float* pl = p.part_lse + bh * p.num_splits;
@@ -194,11 +198,13 @@ __global__ void merge_splits_kernel(DecodeParams p) {
 template <int D, int G>
 Status launch(const DecodeParams& p, int batch, cudaStream_t s) {
   const dim3 grid(p.num_splits, p.num_kv_heads, batch);
-  decode_kernel<D, G><<<grid, kThreads, 0, s>>>(p);
-  RAGD_RETURN_IF_ERROR(detail::launch_status("attention_decode"));
+  const bool dep = detail::pdl_enabled();
+  RAGD_RETURN_IF_ERROR(detail::cuda_status(
+      detail::launch_kernel(dep, decode_kernel<D, G>, grid, dim3(kThreads), 0, s, p), "attention_decode"));
   if (p.num_splits > 1) {
-    merge_splits_kernel<D><<<batch * p.num_heads, D, 0, s>>>(p);
-    RAGD_RETURN_IF_ERROR(detail::launch_status("attention_decode: merge"));
+    RAGD_RETURN_IF_ERROR(detail::cuda_status(
+        detail::launch_kernel(dep, merge_splits_kernel<D>, dim3(batch * p.num_heads), dim3(D), 0, s, p),
+        "attention_decode: merge"));
   }
   return Status::OK();
 }

@@ -29,7 +29,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -306,31 +305,10 @@ Status launch_head_dim(const PrefillParams& p, int head_dim, DType out_dtype, bo
                                  " (built for 64 and 128)");
 }
 
-// Compute capability 9.0 of the current device, cached per device (0 unknown, -1 no, 1 yes).
-bool current_device_is_sm90() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    cudaGetLastError();
-    return false;
-  }
-  int v = cache[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    int major = 0, minor = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-    if (!ok) cudaGetLastError();
-    v = ok && major == 9 && minor == 0 ? 1 : -1;
-    cache[dev].store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
-
 }  // namespace
 
 bool prefill_sm90_supported(int head_dim) {
-  return (head_dim == 64 || head_dim == 128) && current_device_is_sm90();
+  return (head_dim == 64 || head_dim == 128) && compute_capability() == 90;
 }
 
 Result<Sm90Schedule> prefill_sm90_schedule() {

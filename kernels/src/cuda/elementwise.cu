@@ -192,6 +192,8 @@ __global__ void rope_store_qkv_kernel(const float* __restrict__ qkv, int n, int 
                                       const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                                       __nv_bfloat16* __restrict__ q_out, const int32_t* __restrict__ slots,
                                       __nv_bfloat16* k_pool, __nv_bfloat16* v_pool) {
+  detail::allow_dependents();
+  detail::wait_for_prerequisites();  // qkv is the previous kernel's output
   const int half = hd / 2;
   const int pairs = (nh + nkv) * half;  // rotated (i, i + half) pairs of Q and K heads
   const int per_row = pairs + nkv * hd;
@@ -474,10 +476,11 @@ Status rope_store_qkv(const float* qkv, int n, int qkv_stride, int num_heads, in
   }
   const int64_t total = static_cast<int64_t>(n) * ((num_heads + num_kv_heads) * (head_dim / 2) + num_kv_heads * head_dim);
   using bf16 = __nv_bfloat16;
-  rope_store_qkv_kernel<<<grid_for(total, 256), 256, 0, detail::as_stream(stream)>>>(
-      qkv, n, qkv_stride, num_heads, num_kv_heads, head_dim, positions, inv_freq, reinterpret_cast<bf16*>(q_out),
-      slots, reinterpret_cast<bf16*>(k_pool), reinterpret_cast<bf16*>(v_pool));
-  return detail::launch_status("rope_store_qkv");
+  const cudaError_t e = detail::launch_kernel(
+      detail::pdl_enabled(), rope_store_qkv_kernel, dim3(grid_for(total, 256)), dim3(256), 0,
+      detail::as_stream(stream), qkv, n, qkv_stride, num_heads, num_kv_heads, head_dim, positions, inv_freq,
+      reinterpret_cast<bf16*>(q_out), slots, reinterpret_cast<bf16*>(k_pool), reinterpret_cast<bf16*>(v_pool));
+  return detail::cuda_status(e, "rope_store_qkv");
 }
 
 }  // namespace ragd::kernels::cuda

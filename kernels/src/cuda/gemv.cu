@@ -89,6 +89,20 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&wr)[kRows], const 
   }
 }
 
+// Dependent launches (detail::launch_kernel): before waiting for the previous kernel, a warp asks
+// L2 for the first kUnroll loads of each of its weight rows, so that the weight stream is already
+// running when the previous kernel's tail ends.
+template <int kRows>
+__device__ __forceinline__ void prefetch_first_loads(const uint4* const (&wr)[kRows], int kv, int lane) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = u * 32 + lane;
+      if (i < kv) detail::prefetch_l2(wr[r] + i);
+    }
+}
+
 template <typename OutT>
 __device__ __forceinline__ void store(OutT* y, int row, float v, bool accumulate) {
   if constexpr (std::is_same_v<OutT, float>) {
@@ -103,9 +117,12 @@ __global__ void __launch_bounds__(kPlainWarps * 32) gemv_kernel(const uint4* __r
                                                                int n, OutT* __restrict__ y, bool accumulate) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kPlainWarps + (threadIdx.x >> 5);
-  if (row >= n) return;
   const int kv = k / 8;  // 16-byte vectors per row
   const uint4* const wr[1] = {w + static_cast<size_t>(row) * kv};
+  detail::allow_dependents();
+  if (row < n) prefetch_first_loads<1>(wr, kv, lane);  // weights: written by no kernel
+  detail::wait_for_prerequisites();
+  if (row >= n) return;
   float acc[1] = {0.0f};
   dot_rows<1, false>(wr, x, kv, lane, acc);
   const float v = detail::warp_sum(acc[0]);
@@ -124,6 +141,19 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
   __shared__ float part[kFusedWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kv = k / 8;
+  const int out = blockIdx.x * kFusedWarps + warp;
+  detail::allow_dependents();
+  if constexpr (kOut == GemvOutput::kSwiGlu) {
+    const int half = n / 2;
+    if (out < half) {
+      const uint4* const pr[2] = {w + static_cast<size_t>(out) * kv, w + static_cast<size_t>(out + half) * kv};
+      prefetch_first_loads<2>(pr, kv, lane);
+    }
+  } else if (out < n) {
+    const uint4* const pr[1] = {w + static_cast<size_t>(out) * kv};
+    prefetch_first_loads<1>(pr, kv, lane);
+  }
+  detail::wait_for_prerequisites();  // x is the previous kernel's output
   if constexpr (kIn == GemvInput::kBf16) {
     for (int i = threadIdx.x; i < kv; i += blockDim.x) xs[i] = static_cast<const uint4*>(xin)[i];
   } else {
@@ -157,7 +187,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
     }
   }
   __syncthreads();
-  const int out = blockIdx.x * kFusedWarps + warp;
   if constexpr (kOut == GemvOutput::kSwiGlu) {
     const int half = n / 2;
     if (out >= half) return;
@@ -186,17 +215,19 @@ Status launch_fused(const GemvArgs& a, cudaStream_t s) {
   const dim3 grid((outs + kFusedWarps - 1) / kFusedWarps), block(kFusedWarps * 32);
   const auto* wv = reinterpret_cast<const uint4*>(a.w);
   using bf16 = __nv_bfloat16;
+  const bool dep = detail::pdl_enabled();
+  cudaError_t e;
   if (a.output == GemvOutput::kSwiGlu) {
-    gemv_fused_kernel<kIn, GemvOutput::kSwiGlu, bf16>
-        <<<grid, block, smem, s>>>(a.x, a.norm_w, a.eps, a.k, wv, a.n, static_cast<bf16*>(a.y), false);
+    e = detail::launch_kernel(dep, gemv_fused_kernel<kIn, GemvOutput::kSwiGlu, bf16>, grid, block, smem, s, a.x,
+                              a.norm_w, a.eps, a.k, wv, a.n, static_cast<bf16*>(a.y), false);
   } else if (a.out_dtype == DType::kF32) {
-    gemv_fused_kernel<kIn, GemvOutput::kStore, float>
-        <<<grid, block, smem, s>>>(a.x, a.norm_w, a.eps, a.k, wv, a.n, static_cast<float*>(a.y), a.accumulate);
+    e = detail::launch_kernel(dep, gemv_fused_kernel<kIn, GemvOutput::kStore, float>, grid, block, smem, s, a.x,
+                              a.norm_w, a.eps, a.k, wv, a.n, static_cast<float*>(a.y), a.accumulate);
   } else {
-    gemv_fused_kernel<kIn, GemvOutput::kStore, bf16>
-        <<<grid, block, smem, s>>>(a.x, a.norm_w, a.eps, a.k, wv, a.n, static_cast<bf16*>(a.y), a.accumulate);
+    e = detail::launch_kernel(dep, gemv_fused_kernel<kIn, GemvOutput::kStore, bf16>, grid, block, smem, s, a.x,
+                              a.norm_w, a.eps, a.k, wv, a.n, static_cast<bf16*>(a.y), a.accumulate);
   }
-  return detail::launch_status("gemv_bf16 (fused)");
+  return detail::cuda_status(e, "gemv_bf16 (fused)");
 }
 
 }  // namespace
@@ -241,13 +272,14 @@ Status launch_gemv(const uint16_t* x, int k, const uint16_t* w, int n, void* y, 
   const auto* xv = reinterpret_cast<const uint4*>(x);
   const auto* wv = reinterpret_cast<const uint4*>(w);
   const cudaStream_t s = as_stream(stream);
-  if (out_dtype == DType::kF32) {
-    gemv_kernel<float><<<grid, kPlainWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<float*>(y), accumulate);
-  } else {
-    gemv_kernel<__nv_bfloat16><<<grid, kPlainWarps * 32, 0, s>>>(xv, k, wv, n, static_cast<__nv_bfloat16*>(y),
-                                                                 accumulate);
-  }
-  return launch_status("linear_bf16 (gemv)");
+  const bool dep = pdl_enabled();
+  const cudaError_t e =
+      out_dtype == DType::kF32
+          ? launch_kernel(dep, gemv_kernel<float>, grid, dim3(kPlainWarps * 32), 0, s, xv, k, wv, n,
+                          static_cast<float*>(y), accumulate)
+          : launch_kernel(dep, gemv_kernel<__nv_bfloat16>, grid, dim3(kPlainWarps * 32), 0, s, xv, k, wv, n,
+                          static_cast<__nv_bfloat16*>(y), accumulate);
+  return cuda_status(e, "linear_bf16 (gemv)");
 }
 
 }  // namespace detail

@@ -33,6 +33,9 @@ int multiprocessor_count(int device);
 // CUDA path off (RAGD_CUDA_GEMV, RAGD_CUDA_FUSED, RAGD_CUDA_GRAPHS, RAGD_CUDA_KV_OVERLAP,
 // RAGD_CUDA_WGMMA), read at every call so that one process can compare both settings.
 bool switch_off(const char* name);
+// True when `name` is exactly "1": the opt-in switches of paths not yet measured on a GPU
+// (RAGD_CUDA_PDL), read at every call.
+bool switch_on(const char* name);
 
 // Brackets the work to profile when a profiler runs with collection off at start (Nsight Compute
 // `--profile-from-start off`, Nsight Systems `--capture-range=cudaProfilerApi`); no-ops otherwise.
