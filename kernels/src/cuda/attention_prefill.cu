@@ -108,7 +108,6 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
   const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
   const bool by_key_pos = kPos && p.key_pos != nullptr;
 
-  if (kPos && tid == 0) s_maxpos = -1;
   // Q tile (zero rows past n_q).
   for (int i = tid; i < kBM * kVec; i += kThreads) {
     const int r = i / kVec, c = (i % kVec) * 8;
@@ -116,25 +115,10 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
     const bf16* src = in ? p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c : p.q;
     cp_async16(sQ + r * kDP + c, src, in ? 16 : 0);
   }
-  if (kPos) {
-    __syncthreads();  // s_maxpos initialised
-    for (int r = tid; r < kBM; r += kThreads) {
-      if (m0 + r < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + r]);
-    }
-    __syncthreads();
-  }
-
-  const int last_row = min(m0 + kBM, p.n_q) - 1;
-  int kv_end = p.kv_len;
-  if (kPos) {
-    if (!by_key_pos) kv_end = min(kv_end, s_maxpos + 1);  // slots past the last query's position are unseen
-  } else if (p.causal) {
-    kv_end = min(kv_end, last_row + p.q_offset + 1);
-  }
+  const int max_qpos = kPos ? detail::cta_max_query_position(p, m0, kBM, &s_maxpos) : 0;
+  const int kv_end = detail::cta_key_end(p, kPos, by_key_pos, m0, kBM, max_qpos);
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
-  // Tiles before this one need no mask: every key is visible to every row of the CTA.
-  int unmasked_tiles = kPos ? 0 : p.kv_len / kBN;
-  if (!kPos && p.causal) unmasked_tiles = min(unmasked_tiles, max(0, (m0 + p.q_offset + 1) / kBN));
+  const int unmasked_tiles = detail::unmasked_key_tiles(p, kPos, m0, kBN);
 
   auto load_tile = [&](int t, int buf) {
     const int n0 = t * kBN;
@@ -162,14 +146,8 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_kernel(PrefillParams p) {
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      const int qi = m0 + wr0 + mt * 16 + g + 8 * hr;
-      row_q[mt][hr] = qi;
-      if (kPos) {
-        limit[mt][hr] = qi < p.n_q ? p.q_pos[qi] : -1;  // a position bound (key_pos) or a slot bound
-        if (!by_key_pos) limit[mt][hr] = min(limit[mt][hr], p.kv_len - 1);
-      } else {
-        limit[mt][hr] = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
-      }
+      row_q[mt][hr] = m0 + wr0 + mt * 16 + g + 8 * hr;
+      limit[mt][hr] = detail::row_key_limit(p, kPos, by_key_pos, row_q[mt][hr]);
     }
   }
 

@@ -41,6 +41,40 @@ __device__ __forceinline__ size_t pool_row(const PrefillParams& p, int j) {
   return static_cast<size_t>(p.block_table[blk]) * p.block_size + slot;
 }
 
+// The masks' extent, shared by every prefill kernel. `positions`: explicit positions (p.q_pos set);
+// by_key_pos: with per-key positions (p.key_pos set).
+// With explicit positions, the largest query position of the CTA's rows [m0, m0 + rows), through
+// the shared int *s_max; every thread of the block calls it (two barriers).
+__device__ __forceinline__ int cta_max_query_position(const PrefillParams& p, int m0, int rows, int* s_max) {
+  if (threadIdx.x == 0) *s_max = -1;
+  __syncthreads();
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    if (m0 + r < p.n_q) atomicMax(s_max, p.q_pos[m0 + r]);
+  }
+  __syncthreads();
+  return *s_max;
+}
+// One past the last key slot any of the CTA's rows [m0, m0 + rows) can see.
+__device__ __forceinline__ int cta_key_end(const PrefillParams& p, bool positions, bool by_key_pos, int m0, int rows,
+                                           int max_qpos) {
+  if (positions) return by_key_pos ? p.kv_len : min(p.kv_len, max_qpos + 1);
+  return p.causal ? min(p.kv_len, min(m0 + rows, p.n_q) - 1 + p.q_offset + 1) : p.kv_len;
+}
+// Key tiles of tile_keys keys before this one are visible to every row from first_row on (no mask).
+__device__ __forceinline__ int unmasked_key_tiles(const PrefillParams& p, bool positions, int first_row, int tile_keys) {
+  if (positions) return 0;
+  const int full = p.kv_len / tile_keys;
+  return p.causal ? min(full, max(0, (first_row + p.q_offset + 1) / tile_keys)) : full;
+}
+// The last key query row qi sees: a slot, or with key positions a position (-1: none).
+__device__ __forceinline__ int row_key_limit(const PrefillParams& p, bool positions, bool by_key_pos, int qi) {
+  if (positions) {
+    const int lim = qi < p.n_q ? p.q_pos[qi] : -1;
+    return by_key_pos ? lim : min(lim, p.kv_len - 1);
+  }
+  return p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

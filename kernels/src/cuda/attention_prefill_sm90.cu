@@ -95,7 +95,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
   const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   const int h = blockIdx.y;
   const int kvh = h / p.group;
-  const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
   const bool by_key_pos = kPos && p.key_pos != nullptr;
 
   for (int i = tid; i < kBM * kVec; i += kThreads) {
@@ -104,40 +103,16 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
     const bf16* src = in ? p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c * 8 : p.q;
     cp_async16(sQ + swizzled(kBM, r, c), src, in ? 16 : 0);
   }
-  if constexpr (kPos) {
-    if (tid == 0) s_maxpos = -1;
-    __syncthreads();
-    if (tid < kBM && m0 + tid < p.n_q) atomicMax(&s_maxpos, p.q_pos[m0 + tid]);
-    __syncthreads();
-  }
-
-  const int last_row = min(m0 + kBM, p.n_q) - 1;
-  int kv_end = p.kv_len;
-  if (kPos) {
-    if (!by_key_pos) kv_end = min(kv_end, s_maxpos + 1);  // slots past the last query's position are unseen
-  } else if (p.causal) {
-    kv_end = min(kv_end, last_row + p.q_offset + 1);
-  }
+  const int max_qpos = kPos ? cta_max_query_position(p, m0, kBM, &s_maxpos) : 0;
+  const int kv_end = cta_key_end(p, kPos, by_key_pos, m0, kBM, max_qpos);
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
-  // Tiles before this one need no mask: every key is visible to every row of the warpgroup.
   const int row0 = m0 + wg * 64;
-  int unmasked_tiles = kPos ? 0 : p.kv_len / kBN;
-  if (!kPos && p.causal) unmasked_tiles = min(unmasked_tiles, max(0, (row0 + p.q_offset + 1) / kBN));
+  const int unmasked_tiles = unmasked_key_tiles(p, kPos, row0, kBN);  // for this warpgroup's rows
 
   auto load_tile = [&](int t) {
     const int n0 = t * kBN;
     const int stage = t % kStages;
-    const uint32_t dk = sK + stage * L::kKV, dv = sV + stage * L::kKV;
-    for (int i = tid; i < kBN * kVec; i += kThreads) {
-      const int r = i / kVec, c = i % kVec;
-      const int j = n0 + r;
-      const bool in = j < p.kv_len;
-      size_t off = 0;
-      if (in) off = pool_row(p, j) * kv_row + static_cast<size_t>(kvh) * D + c * 8;
-      const uint32_t so = swizzled(kBN, r, c);
-      cp_async16(dk + so, p.k + off, in ? 16 : 0);
-      cp_async16(dv + so, p.v + off, in ? 16 : 0);
-    }
+    gather_kv_tile<D>(p, n0, kvh, sK + stage * L::kKV, sV + stage * L::kKV, tid, kThreads);
     if (kPos && by_key_pos && tid < kBN) {  // plain stores: read after the next barrier
       int kp = n0 + tid < p.kv_len ? p.key_pos[n0 + tid] : INT_MAX;
       s_kpos[kPos ? stage : 0][tid] = kp;
@@ -153,17 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
 
   // This thread's rows (g and g + 8 of its warp's 16) and the last key (slot or position) each sees.
   const int row_q = row0 + warp_in_wg * 16 + g;
-  int limit[2];
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int qi = row_q + 8 * hr;
-    if (kPos) {
-      limit[hr] = qi < p.n_q ? p.q_pos[qi] : -1;  // a position bound (key_pos) or a slot bound
-      if (!by_key_pos) limit[hr] = min(limit[hr], p.kv_len - 1);
-    } else {
-      limit[hr] = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
-    }
-  }
+  const int limit[2] = {row_key_limit(p, kPos, by_key_pos, row_q), row_key_limit(p, kPos, by_key_pos, row_q + 8)};
 
   float o[D / 2];
 #pragma unroll
@@ -175,12 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
 
   // P·V of the previous tile, issued alone (before a skipped tile, and after the last one).
   auto flush_pending = [&](int t_prev) {
-    wgmma_fence();
-    issue_pv<D>(o, pf, v_stage(t_prev));
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(o);
-    hold_fragments(pf);
+    pv_now<D>(o, pf, v_stage(t_prev));
     pending = false;
   };
 
@@ -195,7 +155,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
     const int stage = t % kStages;
     if (kPos && by_key_pos) {
       const int32_t* km = s_kmin[kPos ? stage : 0];
-      if (min(min(km[0], km[1]), min(km[2], km[3])) > s_maxpos) {  // no query of the CTA sees this tile
+      // No query of the CTA sees this tile. (Uniform, and broadcast so that the compiler knows it:
+      // wgmma under a branch it thinks divergent is serialised.)
+      const bool unseen = __shfl_sync(0xffffffffu, min(min(km[0], km[1]), min(km[2], km[3])) > max_qpos, 0);
+      if (unseen) {
         if (kOverlap && pending) flush_pending(t - 1);
         continue;
       }
@@ -239,35 +202,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
       mask();
       softmax_tile(s, p.scale_log2, m_run, l_run, pf, alpha);
       rescale(o, alpha);
-      wgmma_fence();
-      issue_pv<D>(o, pf, v_stage(t));
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(o);
-      hold_fragments(pf);
+      pv_now<D>(o, pf, v_stage(t));
     }
   }
   if (kOverlap && pending) flush_pending(n_tiles - 1);
   cp_async_wait<0>();
 
-  // Row sums across the quad, then normalise and store.
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float l = l_run[hr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = row_q + 8 * hr;
-    if (row >= p.n_q) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const size_t out_base = (static_cast<size_t>(row) * p.num_heads + h) * D + tq * 2;
-#pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      store_pair<OutT>(p.out, out_base + dn * 8, o[dn * 4 + 2 * hr] * inv, o[dn * 4 + 2 * hr + 1] * inv);
-    }
-    if (tq == 0) {
-      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (m_run[hr] + log2f(l)) * kLn2 : -INFINITY;
-    }
-  }
+  store_rows<D, OutT>(p, o, m_run, l_run, row_q, h, tq);
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this kernel there
 #endif

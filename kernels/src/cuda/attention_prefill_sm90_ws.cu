@@ -78,29 +78,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) prefill_sm90_ws_kernel(PrefillP
   }
   __syncthreads();  // the only CTA-wide barrier: the mbarriers are initialised
 
-  const int last_row = min(m0 + kBM, p.n_q) - 1;
-  int kv_end = p.kv_len;
-  if (p.causal) kv_end = min(kv_end, last_row + p.q_offset + 1);
+  const int kv_end = cta_key_end(p, false, false, m0, kBM, 0);
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;
 
   if (wg == 0) {  // ---- producer
     setmaxnreg_dec<kProducerRegs>();
     const int kvh = h / p.group;
-    const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
     for (int t = 0; t < n_tiles; ++t) {
       mbarrier_wait(empty_bar(t), ((t / kWsStages) & 1) ^ 1);  // round 0: returns at once
-      const int n0 = t * kBN;
-      const uint32_t dk = k_stage(t), dv = v_stage(t);
-      for (int i = tid; i < kBN * kVec; i += 128) {
-        const int r = i / kVec, c = i % kVec;
-        const int j = n0 + r;
-        const bool in = j < p.kv_len;
-        size_t off = 0;
-        if (in) off = pool_row(p, j) * kv_row + static_cast<size_t>(kvh) * D + c * 8;
-        const uint32_t so = swizzled(kBN, r, c);
-        cp_async16(dk + so, p.k + off, in ? 16 : 0);
-        cp_async16(dv + so, p.v + off, in ? 16 : 0);
-      }
+      gather_kv_tile<D>(p, t * kBN, kvh, k_stage(t), v_stage(t), tid, 128);
       cp_async_commit();
       if (t > 0) {  // publish the previous tile while this one is in flight
         cp_async_wait<1>();
@@ -136,15 +122,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) prefill_sm90_ws_kernel(PrefillP
   named_sync(kQBarrier + c, 128);
 
   const int row0 = m0 + c * 64;
-  int unmasked_tiles = p.kv_len / kBN;
-  if (p.causal) unmasked_tiles = min(unmasked_tiles, max(0, (row0 + p.q_offset + 1) / kBN));
+  const int unmasked_tiles = unmasked_key_tiles(p, false, row0, kBN);
   const int row_q = row0 + warp_in_wg * 16 + g;
-  int limit[2];
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int qi = row_q + 8 * hr;
-    limit[hr] = p.causal ? min(qi + p.q_offset, p.kv_len - 1) : p.kv_len - 1;
-  }
+  const int limit[2] = {row_key_limit(p, false, false, row_q), row_key_limit(p, false, false, row_q + 8)};
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
@@ -179,33 +159,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) prefill_sm90_ws_kernel(PrefillP
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) pf[nb][0] = pf_next[nb][0], pf[nb][1] = pf_next[nb][1];
   }
-  if (n_tiles > 0) {  // P·V of the last tile
-    wgmma_fence();
-    issue_pv<D>(o, pf, v_stage(n_tiles - 1));
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(o);
-    hold_fragments(pf);
-  }
-
-  // Row sums across the quad, then normalise and store.
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float l = l_run[hr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = row_q + 8 * hr;
-    if (row >= p.n_q) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const size_t out_base = (static_cast<size_t>(row) * p.num_heads + h) * D + tq * 2;
-#pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      store_pair<OutT>(p.out, out_base + dn * 8, o[dn * 4 + 2 * hr] * inv, o[dn * 4 + 2 * hr + 1] * inv);
-    }
-    if (tq == 0) {
-      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (m_run[hr] + log2f(l)) * kLn2 : -INFINITY;
-    }
-  }
+  if (n_tiles > 0) pv_now<D>(o, pf, v_stage(n_tiles - 1));  // P·V of the last tile
+  store_rows<D, OutT>(p, o, m_run, l_run, row_q, h, tq);
 #else
   __trap();
 #endif

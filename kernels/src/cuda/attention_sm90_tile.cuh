@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "attention_prefill.cuh"
+#include "cuda_util.cuh"
 #include "sm90.cuh"
 
 namespace ragd::kernels::cuda::detail::sm90 {
@@ -123,6 +124,62 @@ __device__ __forceinline__ void rescale(float (&o)[N], const float (&alpha)[2]) 
 __device__ __forceinline__ void hold_fragments(uint32_t (&pf)[kBN / 8][2]) {
 #pragma unroll
   for (int nb = 0; nb < kBN / 8; ++nb) asm volatile("" : "+r"(pf[nb][0]), "+r"(pf[nb][1])::"memory");
+}
+
+// Gathers keys n0 .. n0 + kBN − 1 of kv head kvh (K and V) from their pages into one swizzled stage
+// with cp.async, threads `thread` of `threads` sharing the 16-byte chunks; keys past kv_len are
+// zero-filled (the pool is not read). The caller commits and waits.
+template <int D>
+__device__ __forceinline__ void gather_kv_tile(const PrefillParams& p, int n0, int kvh, uint32_t dk, uint32_t dv,
+                                               int thread, int threads) {
+  constexpr int kVec = D / 8;
+  const size_t kv_row = static_cast<size_t>(p.num_kv_heads) * D;  // elements per pool token
+  for (int i = thread; i < kBN * kVec; i += threads) {
+    const int r = i / kVec, c = i % kVec;
+    const int j = n0 + r;
+    const bool in = j < p.kv_len;
+    size_t off = 0;
+    if (in) off = pool_row(p, j) * kv_row + static_cast<size_t>(kvh) * D + c * 8;
+    const uint32_t so = swizzled(kBN, r, c);
+    cp_async16(dk + so, p.k + off, in ? 16 : 0);
+    cp_async16(dv + so, p.v + off, in ? 16 : 0);
+  }
+}
+
+// O += P·V for one tile, issued and waited for (the serial schedule, and the pipelined schedules'
+// last tile).
+template <int D>
+__device__ __forceinline__ void pv_now(float (&o)[D / 2], uint32_t (&pf)[kBN / 8][2], uint32_t tv) {
+  wgmma_fence();
+  issue_pv<D>(o, pf, tv);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_accumulators(o);
+  hold_fragments(pf);
+}
+
+// The epilogue: row sums across the quad, O normalised and stored (rows g and g + 8 from row_q on,
+// those past n_q dropped), LSE in natural log (−inf for a row that saw nothing, with o = 0).
+template <int D, typename OutT>
+__device__ __forceinline__ void store_rows(const PrefillParams& p, const float (&o)[D / 2], const float (&m_run)[2],
+                                           const float (&l_run)[2], int row_q, int h, int tq) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float l = l_run[hr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = row_q + 8 * hr;
+    if (row >= p.n_q) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const size_t out_base = (static_cast<size_t>(row) * p.num_heads + h) * D + tq * 2;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      store_pair<OutT>(p.out, out_base + dn * 8, o[dn * 4 + 2 * hr] * inv, o[dn * 4 + 2 * hr + 1] * inv);
+    }
+    if (tq == 0) {
+      p.lse[static_cast<size_t>(row) * p.num_heads + h] = l > 0.0f ? (m_run[hr] + log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
 }
 
 #endif  // RAGD_SM90A_DEVICE_CODE
