@@ -63,6 +63,9 @@ if want tests; then
     echo "test_kernels_cuda (mma.sync, 16 rows per warp) rc=$?"
     timeout 110 "$CARRY/bin/test_engine_cuda" --gtest_brief=1
     echo "test_engine_cuda rc=$?"
+    RAGD_CUDA_DECODE_PIPELINE=0 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
+      --gtest_filter='Shapes/DecodeCuda.*'
+    echo "test_kernels_cuda (decode without load pipelining) rc=$?"
     # Dependent launches (opt-in RAGD_CUDA_PDL=1): the kernels they touch, launched that way.
     RAGD_CUDA_PDL=1 timeout 60 "$CARRY/bin/test_kernels_cuda" --gtest_brief=1 \
       --gtest_filter='DecodeFusedCuda.*:Shapes/DecodeCuda.*:Dtypes/ElementwiseCuda.*:MiscCuda.*'
@@ -88,6 +91,11 @@ if want attention; then
   brc=${PIPESTATUS[0]}
   # The same prefill on the other kernels, same run: the wgmma kernel's warp-specialised and serial
   # schedules and the mma.sync kernel (what every other GPU runs).
+  echo "# paged decode without load pipelining (RAGD_CUDA_DECODE_PIPELINE=0; the rows above have it)" |
+    tee -a "$OUT/attention.log"
+  RAGD_CUDA_DECODE_PIPELINE=0 timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096 --heads 32 --kv-heads 8 \
+    --head-dim 128 --iters 5 --decode-batches 1,8,32 --decode-len 4096,32768 2>&1 | grep '^decode' |
+    tee -a "$OUT/attention.log"
   for sw in RAGD_PREFILL_SM90_SCHEDULE=ws RAGD_PREFILL_SM90_SCHEDULE=serial RAGD_CUDA_WGMMA=0; do
     echo "# the same prefill with $sw" | tee -a "$OUT/attention.log"
     env "$sw" timeout 40 "$CARRY/bin/bench_attention_cuda" --tokens 4096,16384,65536 --heads 32 \

@@ -1,7 +1,8 @@
 // Split-KV paged decode ("flash-decoding") over bf16 KV (see ragd/kernels/cuda/attention.h).
 //
 // Grid (split, kv head, sequence); 4 warps. A key is read by kTPK = D/8 lanes (one 16-byte load of K
-// and of V each), so a warp reads 32/kTPK keys at a time, 4 such groups per loop step. Every lane group keeps
+// and of V each), so a warp reads 32/kTPK keys at a time, 4 such groups per loop step, and issues the
+// next step's loads before computing the current one. Every lane group keeps
 // an online-softmax state (m, l, 8 output dims) for each of the G query heads of the kv head; the
 // states are merged through shared memory at the end. With more than one split the partial
 // (O, LSE) go to the caller's workspace and a second kernel merges them per (sequence, head).
@@ -46,7 +47,7 @@ __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   }
 }
 
-template <int D, int G>
+template <int D, int G, bool kPipelined>
 __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
   constexpr int kTPK = D / 8;           // lanes per key
   constexpr int kKPW = 32 / kTPK;       // keys per warp step
@@ -92,9 +93,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
   // Uniform trip count across the warp (the shuffles below need every lane). Each warp step covers
   // kU · kKPW consecutive keys; all their K/V loads are issued before any is used, so that enough
   // bytes are in flight per warp to approach HBM bandwidth with few CTAs (batch 1, long context).
+  // kPipelined: the loads of the warp's next step are issued before this step is computed (two
+  // register sets), so a warp never waits a whole memory round trip between steps.
   constexpr int kU = 4;
-  for (int jb = j0 + warp * kKPW * kU; jb < j1; jb += kWarps * kKPW * kU) {
-    uint4 kr[kU], vr[kU];
+  constexpr int kStride = kWarps * kKPW * kU;  // keys between a warp's consecutive steps
+  auto load = [&](int jb, uint4 (&kr)[kU], uint4 (&vr)[kU]) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int j = jb + u * kKPW + kg;
@@ -107,6 +110,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
         vr[u] = *reinterpret_cast<const uint4*>(p.v + off);
       }
     }
+  };
+  auto compute = [&](int jb, const uint4 (&kr)[kU], const uint4 (&vr)[kU]) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const bool valid = jb + u * kKPW + kg < j1;
@@ -130,6 +135,26 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeParams p) {
           m[g] = m_new;
         }
       }
+    }
+  };
+  const int jstart = j0 + warp * kKPW * kU;
+  if constexpr (kPipelined) {
+    uint4 ka[kU], va[kU], kb[kU], vb[kU];
+    if (jstart < j1) load(jstart, ka, va);
+    for (int jb = jstart; jb < j1;) {  // two steps per trip: the register sets swap roles
+      if (jb + kStride < j1) load(jb + kStride, kb, vb);
+      compute(jb, ka, va);
+      jb += kStride;
+      if (jb >= j1) break;
+      if (jb + kStride < j1) load(jb + kStride, ka, va);
+      compute(jb, kb, vb);
+      jb += kStride;
+    }
+  } else {
+    for (int jb = jstart; jb < j1; jb += kStride) {
+      uint4 kr[kU], vr[kU];
+      load(jb, kr, vr);
+      compute(jb, kr, vr);
     }
   }
 
@@ -199,8 +224,11 @@ template <int D, int G>
 Status launch(const DecodeParams& p, int batch, cudaStream_t s) {
   const dim3 grid(p.num_splits, p.num_kv_heads, batch);
   const bool dep = detail::pdl_enabled();
+  // RAGD_CUDA_DECODE_PIPELINE=0: the loads of a step are issued only when the step starts (for
+  // comparisons).
+  auto* kernel = switch_off("RAGD_CUDA_DECODE_PIPELINE") ? decode_kernel<D, G, false> : decode_kernel<D, G, true>;
   RAGD_RETURN_IF_ERROR(detail::cuda_status(
-      detail::launch_kernel(dep, decode_kernel<D, G>, grid, dim3(kThreads), 0, s, p), "attention_decode"));
+      detail::launch_kernel(dep, kernel, grid, dim3(kThreads), 0, s, p), "attention_decode"));
   if (p.num_splits > 1) {
     RAGD_RETURN_IF_ERROR(detail::cuda_status(
         detail::launch_kernel(dep, merge_splits_kernel<D>, dim3(batch * p.num_heads), dim3(D), 0, s, p),

@@ -31,7 +31,8 @@ int multiprocessor_count(int device);
 
 // True when the environment variable `name` is exactly "0": the measurement switches that turn a
 // CUDA path off (RAGD_CUDA_GEMV, RAGD_CUDA_FUSED, RAGD_CUDA_GRAPHS, RAGD_CUDA_KV_OVERLAP,
-// RAGD_CUDA_WGMMA), read at every call so that one process can compare both settings.
+// RAGD_CUDA_WGMMA, RAGD_CUDA_DECODE_PIPELINE), read at every call so that one process can compare
+// both settings.
 bool switch_off(const char* name);
 // True when `name` is exactly "1": the opt-in switches of paths not yet measured on a GPU
 // (RAGD_CUDA_PDL), read at every call.
