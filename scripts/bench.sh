@@ -6,6 +6,7 @@ BUILD=${1:-build}
 BIN="$BUILD/bin"
 run() { local name=$1; shift; if [[ -x "$BIN/$name" ]]; then echo "== $name $*"; "$BIN/$name" "$@"; else echo "== $name: not built, skipped"; fi; }
 run bench_engine
+run bench_sampler
 run bench_kvstore
 run bench_retrieval
 run bench_e2e

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "ragd/kernels/softmax.h"
+
 namespace ragd::engine {
 
 Status SamplingParams::validate() const {
@@ -49,10 +51,87 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> history, 
 }
 
 float log_softmax_at(std::span<const float> logits, int32_t id) {
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  const float mx = logits[kernels::argmax(logits.data(), logits.size())];
+  const double sum = kernels::sum_exp(logits.data(), logits.size(), mx);
   return static_cast<float>(static_cast<double>(logits[id]) - mx - std::log(sum));
+}
+
+namespace {
+
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+// Top-p without sorting the vocabulary: the candidates at or above a floor are a prefix of the sorted
+// order, so once they hold at least top_p of the mass they contain the nucleus. The floor starts
+// kFloorStep below the max and moves down by doubling until they do (a real model's nucleus is a few
+// hundred tokens of a large vocabulary; a flat distribution ends with every candidate and the full
+// sort). The mass test runs on fp32 e^x (relative error ~1e-7) with a margin of kMassMargin, so a
+// candidate set that passes holds the nucleus of the exact arithmetic too.
+constexpr float kFloorStep = 4.0f;
+constexpr int kFloorSteps = 5;  // floors max − 4, − 8, − 16, − 32, − 64, then everything
+// (top-k uses the same floors, with a count of at least k instead of the mass.)
+constexpr double kMassMargin = 1e-5;
+
+}  // namespace
+
+SampleResult sample_reference(std::span<const float> logits, std::span<const int32_t> history,
+                              const SamplingParams& p, std::mt19937_64& rng) {
+  SampleResult r;
+  std::vector<float> l(logits.begin(), logits.end());
+  const int v = static_cast<int>(l.size());
+  if (v == 0) return r;
+  apply_penalties(l, history, p);
+  auto log_softmax = [&](int32_t id) {
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+    return static_cast<float>(static_cast<double>(logits[id]) - mx - std::log(sum));
+  };
+  if (p.temperature == 0.0f) {
+    r.token = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    r.logprob = log_softmax(r.token);
+    return r;
+  }
+  for (float& x : l) x /= p.temperature;
+  std::vector<int32_t> idx(v);
+  std::iota(idx.begin(), idx.end(), 0);
+  if (p.top_p < 1.0f || p.top_k > 0) {  // a filter needs the order; otherwise ids in order
+    std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  }
+  size_t n = p.top_k > 0 ? std::min<size_t>(p.top_k, v) : v;
+  const double mx = *std::max_element(l.begin(), l.end());
+  std::vector<double> w(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += w[i] = std::exp(static_cast<double>(l[idx[i]]) - mx);
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += w[i] / sum;
+      if (cum >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    w.resize(keep);
+    n = keep;
+  }
+  for (double& x : w) x = p.min_p > 0.0f && x < p.min_p ? 0.0 : x;
+  const double total = std::accumulate(w.begin(), w.end(), 0.0);
+  std::uniform_real_distribution<double> u(0.0, total);
+  const double target = u(rng);
+  double acc = 0;
+  size_t pick = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (w[i] <= 0) continue;
+    acc += w[i];
+    pick = i;
+    if (acc > target) break;
+  }
+  r.token = idx[pick];
+  r.logprob = log_softmax(r.token);
+  return r;
 }
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
@@ -61,37 +140,72 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   SampleResult r;
   const auto v = static_cast<int32_t>(logits.size());
   if (v == 0) return r;
-  scratch_.assign(logits.begin(), logits.end());
-  apply_penalties(scratch_, history, p_);
+  // Penalised logits: a copy only when there are penalties (a 128 k row is half a megabyte).
+  std::span<const float> x = logits;
+  if (has_penalties(p_) && !history.empty()) {
+    scratch_.assign(logits.begin(), logits.end());
+    apply_penalties(scratch_, history, p_);
+    x = scratch_;
+  }
 
   if (p_.temperature == 0.0f) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < v; ++i)
-      if (scratch_[i] > scratch_[best]) best = i;  // strict: ties keep the lowest id
-    r.token = best;
-    r.logprob = log_softmax_at(logits, best);
+    r.token = static_cast<int32_t>(kernels::argmax(x.data(), x.size()));  // ties: the lowest id
+    r.logprob = log_softmax_at(logits, r.token);
     return r;
   }
 
+  if (x.data() != scratch_.data()) scratch_.assign(x.begin(), x.end());
   const float inv_t = 1.0f / p_.temperature;
-  for (float& x : scratch_) x *= inv_t;
+  for (float& y : scratch_) y *= inv_t;
   // Candidates sorted by logit descending (ties: lower id first) when a filter needs the order.
-  idx_.resize(v);
-  std::iota(idx_.begin(), idx_.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) { return scratch_[a] != scratch_[b] ? scratch_[a] > scratch_[b] : a < b; };
   size_t n = static_cast<size_t>(v);
-  if (p_.top_k > 0 && p_.top_k < v) {
-    std::nth_element(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), by_logit);
-    n = static_cast<size_t>(p_.top_k);
+  const bool nucleus = p_.top_p < 1.0f;
+  bool windowed = false;  // idx_ holds the candidates above the floor, sorted; they hold the nucleus
+  if (nucleus && !(p_.top_k > 0 && p_.top_k < v)) {
+    const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
+    const double need = kernels::sum_exp(scratch_.data(), scratch_.size(), top) * p_.top_p * (1.0 + kMassMargin);
+    float step = kFloorStep;
+    for (int k = 0; k < kFloorSteps && !windowed; ++k, step *= 2.0f) {
+      windowed = kernels::sum_exp(scratch_.data(), scratch_.size(), top, top - step) >= need;
+      if (!windowed) continue;
+      idx_.clear();
+      for (int32_t i = 0; i < v; ++i) {
+        if (scratch_[i] >= top - step) idx_.push_back(i);
+      }
+      std::sort(idx_.begin(), idx_.end(), by_logit);
+      n = idx_.size();
+    }
   }
-  const bool need_sort = p_.top_p < 1.0f || n < static_cast<size_t>(v);
-  if (need_sort) std::sort(idx_.begin(), idx_.begin() + n, by_logit);
+  if (!windowed) {
+    idx_.resize(v);
+    std::iota(idx_.begin(), idx_.end(), 0);
+    if (p_.top_k > 0 && p_.top_k < v) {
+      // The k largest are among the candidates at or above a floor that at least k reach: select
+      // within those (a few hundred) instead of the whole vocabulary.
+      const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
+      float step = kFloorStep;
+      for (int k = 0; k < kFloorSteps; ++k, step *= 2.0f) {
+        if (kernels::count_at_least(scratch_.data(), scratch_.size(), top - step) < static_cast<size_t>(p_.top_k)) continue;
+        idx_.clear();
+        for (int32_t i = 0; i < v; ++i) {
+          if (scratch_[i] >= top - step) idx_.push_back(i);
+        }
+        break;
+      }
+      std::nth_element(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), by_logit);
+      n = static_cast<size_t>(p_.top_k);
+    }
+    const bool need_sort = nucleus || n < static_cast<size_t>(v);
+    if (need_sort) std::sort(idx_.begin(), idx_.begin() + n, by_logit);
+  }
 
   float mx = -INFINITY;
   for (size_t i = 0; i < n; ++i) mx = std::max(mx, scratch_[idx_[i]]);
   std::vector<double> probs(n);
   double sum = 0;
   for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(static_cast<double>(scratch_[idx_[i]]) - mx);
+  if (windowed) sum = kernels::sum_exp(scratch_.data(), scratch_.size(), mx);  // the total, not the candidates' sum
   if (p_.top_p < 1.0f) {
     double cum = 0;
     size_t keep = n;

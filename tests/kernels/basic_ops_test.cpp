@@ -1,6 +1,7 @@
 // GEMM glue, RMSNorm, SwiGLU, softmax / logsumexp and the LSE merge against double references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -141,6 +142,38 @@ TEST(Softmax, AllMaskedRowIsZeroWithNegInfLse) {
   EXPECT_EQ(softmax_inplace(x.data(), x.size()), kNegInf);
   for (float v : x) EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(logsumexp(x.data(), 0), kNegInf);
+}
+
+// sum_exp (fp32 e^x, fp64 sum, optional floor), count_at_least and argmax against double / scalar
+// references, on
+// sizes around the 1024-element chunks and the vector widths, over wide ranges (-inf included).
+TEST(Softmax, SumExpAndArgmaxMatchReferences) {
+  uint32_t seed = 40;
+  for (size_t n : {1u, 7u, 16u, 1023u, 1024u, 1025u, 5003u, 128256u}) {
+    auto x = random_vec(n, ++seed, -30.0f, 30.0f);
+    if (n > 3) x[n / 3] = kNegInf;
+    const size_t want = static_cast<size_t>(std::max_element(x.begin(), x.end()) - x.begin());
+    EXPECT_EQ(argmax(x.data(), n), want) << n;
+    const float m = x[want];
+    for (float floor : {kNegInf, m - 8.0f, m + 1.0f}) {
+      double ref = 0.0;
+      for (float v : x) ref += v >= floor ? std::exp(static_cast<double>(v) - m) : 0.0;
+      const double got = sum_exp(x.data(), n, m, floor);
+      EXPECT_NEAR(got, ref, 1e-6 * ref + 1e-30) << "n " << n << " floor " << floor;
+      const size_t count = static_cast<size_t>(std::count_if(x.begin(), x.end(), [&](float v) { return v >= floor; }));
+      EXPECT_EQ(count_at_least(x.data(), n, floor), count) << "n " << n << " floor " << floor;
+    }
+  }
+  // Ties give the lowest index; NaNs never win; all -inf gives 0.
+  std::vector<float> t = {1.0f, 3.0f, std::nanf(""), 3.0f, -2.0f};
+  EXPECT_EQ(argmax(t.data(), t.size()), 1u);
+  t[0] = std::nanf("");
+  t[1] = -5.0f;
+  EXPECT_EQ(argmax(t.data(), t.size()), 3u);
+  std::vector<float> all(9, kNegInf);
+  EXPECT_EQ(argmax(all.data(), all.size()), 0u);
+  EXPECT_EQ(argmax(all.data(), 0), 0u);
+  EXPECT_EQ(sum_exp(all.data(), all.size(), 0.0f), 0.0);
 }
 
 TEST(LseMerge, MatchesFormulaAndHandlesEmptySides) {

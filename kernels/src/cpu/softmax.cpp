@@ -1,7 +1,10 @@
 #include "ragd/kernels/softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "vec_math.h"
 
 namespace ragd::kernels {
 
@@ -9,13 +12,59 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 }
 
-float logsumexp(const float* x, size_t n) {
+namespace {
+
+// Largest value (NaNs skipped; -inf when there is none).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+float max_value(const float* x, size_t n) {
   float m = kNegInf;
+#pragma omp simd reduction(max : m)
   for (size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  if (m == kNegInf) return kNegInf;
+  return m;
+}
+
+constexpr int kChunk = 1024;
+
+// Σ e^(x[i] − shift) over one chunk (n <= kChunk), fp32 lanes (a chunk is short enough for fp32
+// partial sums).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+float sum_exp_chunk(const float* x, int n, float shift, float floor) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < n; ++i) s += x[i] >= floor ? detail::exp_approx(x[i] - shift) : 0.0f;
+  return s;
+}
+
+}  // namespace
+
+double sum_exp(const float* x, size_t n, float shift, float floor) {
   double s = 0.0;
-  for (size_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));
-  return m + static_cast<float>(std::log(s));
+  for (size_t i = 0; i < n; i += kChunk) {
+    s += sum_exp_chunk(x + i, static_cast<int>(std::min<size_t>(kChunk, n - i)), shift, floor);
+  }
+  return s;
+}
+
+float logsumexp(const float* x, size_t n) {
+  const float m = max_value(x, n);
+  if (m == kNegInf) return kNegInf;
+  return m + static_cast<float>(std::log(sum_exp(x, n, m)));
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+size_t count_at_least(const float* x, size_t n, float floor) {
+  size_t c = 0;
+#pragma omp simd reduction(+ : c)
+  for (size_t i = 0; i < n; ++i) c += x[i] >= floor ? 1 : 0;
+  return c;
+}
+
+size_t argmax(const float* x, size_t n) {
+  const float m = max_value(x, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] == m) return i;
+  }
+  return 0;  // empty, or every value NaN
 }
 
 float softmax_inplace(float* x, size_t n) {

@@ -43,6 +43,13 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> history, 
 // Natural-log softmax of one id under logits (double accumulation).
 float log_softmax_at(std::span<const float> logits, int32_t id);
 
+// The plain algorithm Sampler::sample must equal, for tests and benchmarks: penalties; greedy argmax;
+// or temperature, then (when a filter is on) every candidate sorted by logit descending with ids
+// ascending on ties (else ids in order), fp64 weights, top-k, top-p over the fp64 total, min-p, one
+// draw from `rng`; logprob by an fp64 log-softmax. O(V log V) per call.
+SampleResult sample_reference(std::span<const float> logits, std::span<const int32_t> history,
+                              const SamplingParams& p, std::mt19937_64& rng);
+
 // Order of operations: penalties -> greedy argmax (temperature 0; ties -> lowest id) or
 // temperature -> top-k -> top-p -> min-p -> draw from the renormalised distribution with a
 // mt19937_64 seeded by params.seed.
