@@ -442,17 +442,45 @@ void ExecutorImpl::step() {
   }
   const auto t1 = Clock::now();
   sched_->commit(plan);
+  const std::vector<std::optional<engine::SampleResult>> picks = sample_rows(plan, out);
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const BatchItem& it = plan.items[i];
     auto f = runs_.find(it.id);
     if (f == runs_.end()) continue;
     Run& r = *f->second;
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
-    after_feed(r, it.sample ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample);
+    after_feed(r, it.sample ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample, picks[i]);
   }
 }
 
-void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sampled) {
+std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const StepPlan& plan,
+                                                                           const engine::StepOutput& out) {
+  // The rows whose token is drawn now (not a prompt held for a speculative search: its logits wait).
+  std::vector<std::optional<engine::SampleResult>> picks(plan.items.size());
+  std::vector<std::pair<size_t, RunState*>> rows;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const BatchItem& it = plan.items[i];
+    auto f = runs_.find(it.id);
+    if (!it.sample || f == runs_.end()) continue;
+    Run& r = *f->second;
+    if (r.spec_prefill && !r.spec_prefill->confirmed) continue;
+    rows.emplace_back(i, &*r.state);
+  }
+  // Each run's sampler, RNG and history are its own, so the rows are drawn on all cores when they
+  // are worth it (a large vocabulary: ~80 µs a row at 128 k); the outputs do not depend on it.
+  const int n = static_cast<int>(rows.size());
+  const bool parallel =
+      n > 1 && static_cast<size_t>(n) * static_cast<size_t>(out.vocab_size) >= opts_.parallel_sample_min_values;
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (int k = 0; k < n; ++k) {
+    const size_t i = rows[k].first;
+    picks[i] = rows[k].second->sample(out.row(out.row_begin[i]));
+  }
+  return picks;
+}
+
+void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sampled,
+                              const std::optional<engine::SampleResult>& pick) {
   if (sampled && r.spec_prefill && !r.spec_prefill->confirmed) {
     // The prompt rests on candidates of a search still running: keep the logits, wait for it.
     r.spec_prefill->logits.emplace(logits.begin(), logits.end());
@@ -461,7 +489,7 @@ void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sample
   }
   // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
   // and SSD take time that should not delay the first token); then a finished run ends.
-  std::string reason = sampled ? on_sampled(r, logits) : std::string();
+  std::string reason = sampled ? on_sampled(r, logits, pick) : std::string();
   if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) {
     const auto tp = Clock::now();
     if (opts_.before_publish) opts_.before_publish(r.rr.id);
@@ -475,10 +503,15 @@ void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sample
   if (!reason.empty()) finish(r.sid, reason);
 }
 
-std::string ExecutorImpl::on_sampled(Run& r, std::span<const float> logits) {
+std::string ExecutorImpl::on_sampled(Run& r, std::span<const float> logits,
+                                     const std::optional<engine::SampleResult>& pick) {
   const auto now = Clock::now();
   RunState& s = *r.state;
-  s.advance(logits);
+  if (pick) {
+    s.accept(*pick);
+  } else {
+    s.advance(logits);
+  }
   r.usage.completion_tokens = s.generated();
   if (s.generated() == 1) r.t_first = now;
   r.t_last = now;

@@ -140,7 +140,9 @@ class ExecutorImpl final : public Executor {
   void spec_hold(Run& r, bool on);
   // After a step fed the run: the sampled token (logits non-null) goes out, the prompt KV is
   // published, and a finished run ends.
-  void after_feed(Run& r, std::span<const float> logits, bool sampled);
+  // `pick`: the token already drawn from `logits` (step() samples a batch's rows together).
+  void after_feed(Run& r, std::span<const float> logits, bool sampled,
+                  const std::optional<engine::SampleResult>& pick = std::nullopt);
   // The RAG prompt of run `r` over `docs` (prompt order).
   PromptSegments rag_prompt(const Run& r, const std::vector<ContextDoc>& docs) const;
 #if RAGD_HAVE_RETRIEVAL
@@ -156,6 +158,9 @@ class ExecutorImpl final : public Executor {
 #endif
   void loop();                           // scheduler thread
   void step();
+  // The tokens of a step's sampled rows, drawn on all cores (a row held for a speculative search is
+  // left empty: it is drawn later from its kept logits).
+  std::vector<std::optional<engine::SampleResult>> sample_rows(const StepPlan& plan, const engine::StepOutput& out);
   void accept(std::unique_ptr<Run> r);
   void schedule_run(Run& r);             // into the scheduler (its KV is ready to install)
   void admit_loaded();                   // loading_ runs whose load finished
@@ -163,7 +168,8 @@ class ExecutorImpl final : public Executor {
   void fail(uint64_t sid, const Status& st);
   // Advances the run by one sampled token and releases committed tokens; returns the finish reason
   // ("" = go on; "cancelled" when the client went away).
-  std::string on_sampled(Run& r, std::span<const float> logits);
+  std::string on_sampled(Run& r, std::span<const float> logits,
+                         const std::optional<engine::SampleResult>& pick = std::nullopt);
   void drop_run(Run& r);
   bool emit(Run& r, const RunEvent& ev);
 

@@ -17,15 +17,21 @@ RunState::RunState(std::vector<int32_t> prompt, const engine::SamplingParams& sa
       sampler_(sampling),
       decoder_(std::in_place, tok) {}
 
-int32_t RunState::advance(std::span<const float> logits) {
-  RAGD_CHECK(finish_reason_.empty()) << "advance() after the run finished (" << finish_reason_ << ")";
+int32_t RunState::advance(std::span<const float> logits) { return accept(sample(logits)); }
+
+engine::SampleResult RunState::sample(std::span<const float> logits) {
+  RAGD_CHECK(finish_reason_.empty()) << "sample() after the run finished (" << finish_reason_ << ")";
   if (extractive_) {
     masked_.assign(logits.begin(), logits.end());
     mask_to_prompt_spans(std::span<const int32_t>(tokens_).first(static_cast<size_t>(prompt_len_)), generated_tokens(),
                          stop_ids_, masked_);
     logits = masked_;
   }
-  const engine::SampleResult s = sampler_.sample(logits, tokens_);
+  return sampler_.sample(logits, tokens_);
+}
+
+int32_t RunState::accept(const engine::SampleResult& s) {
+  RAGD_CHECK(finish_reason_.empty()) << "accept() after the run finished (" << finish_reason_ << ")";
   tokens_.push_back(s.token);
   const bool is_stop_id = std::find(stop_ids_.begin(), stop_ids_.end(), s.token) != stop_ids_.end();
   std::string text = is_stop_id ? std::string() : decoder_->push(s.token);

@@ -15,7 +15,8 @@
 // across such a change. Non-token events (a sources event when the context changes) go through the
 // same ordered, committed stream (push_event), so a rolled-back context is never sent either.
 //
-// Thread-safety: not thread-safe; owned by the scheduler thread.
+// Thread-safety: not thread-safe; owned by the scheduler thread (which may run sample() of different
+// RunStates on other threads at once, see sample()).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +56,12 @@ class RunState {
 
   // Samples the next token from `logits` (vocabulary row of the last fed token), appends it,
   // decodes it and applies stop ids, stop strings and max_new_tokens. Returns the token.
+  // advance(l) is accept(sample(l)): sample() only draws (the extractive mask, this run's sampler and
+  // RNG; it touches nothing another RunState holds, so different runs may sample on different
+  // threads at once), accept() does the rest.
   int32_t advance(std::span<const float> logits);
+  engine::SampleResult sample(std::span<const float> logits);
+  int32_t accept(const engine::SampleResult& s);
 
   // Replaces the prompt; the generated tokens stay and follow it.
   void replace_prompt(std::vector<int32_t> prompt);

@@ -4,6 +4,8 @@
 // The central property: greedy outputs with knowledge_tree and prefix reuse are the same tokens as
 // with no reuse, with log-probabilities within float tolerance, whether the reused KV comes from
 // the engine pool, from DRAM, or from SSD after the runtime is reopened on the same data dir.
+#include <limits>
+
 #include "executor_fixture.h"
 
 namespace ragd::pipelines {
@@ -338,6 +340,43 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
     EXPECT_EQ(stats.running, 0) << stats.to_json();
     EXPECT_EQ(stats.swap_bytes, 0u) << stats.to_json();
     rt.stop();
+  }
+  fs::remove_all(data);
+}
+
+// The rows of a step are sampled on all cores (each run's sampler, RNG and history are its own):
+// concurrent seeded runs (temperature 0.9, top-p 0.9, and greedy ones) give the same tokens with the
+// rows drawn in parallel as one after the other.
+TEST_F(ExecutorTest, RowsSampledInParallelGiveTheSameTokens) {
+  const std::string data = tmpdir("parallel_sample");
+  std::vector<std::vector<RunOutput>> results;
+  for (size_t min_values : {std::numeric_limits<size_t>::max(), size_t{0}}) {
+    RuntimeOptions o = options(data);
+    o.parallel_sample_min_values = min_values;
+    o.max_running = 8;
+    Runtime rt = open(o, results.empty());
+    std::vector<RunOutput> outs(2 * std::size(kQueries));
+    Collector c;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      RunRequest r;
+      r.pipeline = "none";
+      r.query = kQueries[i % std::size(kQueries)];
+      r.overrides.max_tokens = 10;
+      r.sampling.ignore_eos = true;
+      if (i % 2 == 0) {  // half sampled with a seed, half greedy
+        r.sampling.temperature = 0.9f;
+        r.sampling.top_p = 0.9f;
+        r.sampling.seed = 100 + i;
+      }
+      ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
+    }
+    for (auto& out : outs) ASSERT_TRUE(c.wait(&out));
+    for (const auto& out : outs) ASSERT_TRUE(out.error.ok()) << out.error.to_string();
+    results.push_back(std::move(outs));
+    rt.stop();
+  }
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    expect_same(results[0][i], results[1][i], "run " + std::to_string(i));
   }
   fs::remove_all(data);
 }

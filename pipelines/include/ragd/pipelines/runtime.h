@@ -63,6 +63,9 @@ struct RuntimeOptions {
   // Tests: called on the scheduler thread with the run id and the boundary of every speculation
   // of an iterative run; true makes its verification count it as wrong (a forced rollback).
   std::function<bool(const std::string&, int)> force_misspeculation;
+  // A step's sampled rows are drawn on all cores once rows × vocabulary reach this many values
+  // (below, the thread start-up costs more than it saves). Tests set 0 to force it.
+  size_t parallel_sample_min_values = size_t{1} << 18;
   // Tests: called on the scheduler thread with the run id just before a run's prompt KV is
   // published (e.g. to block publication and check that the first token is already out).
   std::function<void(const std::string&)> before_publish;
