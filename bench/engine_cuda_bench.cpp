@@ -171,10 +171,13 @@ int main(int argc, char** argv) {
   // kernel (the baseline); ragd's one-row GEMV (batch 1); GEMV and the step's layers replayed as
   // one CUDA graph; then both again with the fused decode kernels (RMSNorm / f32 → bf16 / SwiGLU in
   // the one-row GEMVs, RoPE + KV write in one launch); then both again with programmatic dependent
-  // launches (the decode chain's kernels start while their predecessor drains). RAGD_CUDA_GEMV,
-  // RAGD_CUDA_FUSED, RAGD_CUDA_GRAPHS and RAGD_CUDA_PDL are read at every call / step.
-  std::printf("\n| batch | prompt | GEMV | fused | CUDA graphs | PDL | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
-              "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|\n");
+  // launches (the decode chain's kernels start while their predecessor drains); last, the served
+  // configuration with the greedy picks made on the device (SeqStep::Logits::kGreedy: 8 bytes a row
+  // come back instead of the vocabulary's floats). The other rows bring every logits row back and
+  // take the argmax on the host (outside the timing). RAGD_CUDA_GEMV, RAGD_CUDA_FUSED,
+  // RAGD_CUDA_GRAPHS and RAGD_CUDA_PDL are read at every call / step.
+  std::printf("\n| batch | prompt | GEMV | fused | CUDA graphs | PDL | picks | ms / step | tokens/s | bytes / step (GB) | GB/s | of measured bandwidth |\n"
+              "|---:|---:|---|---|---|---|---|---:|---:|---:|---:|---:|\n");
   for (int B : batches) {
     std::vector<BlockTable> tabs(B);
     std::vector<std::vector<int32_t>> prompts;
@@ -189,12 +192,12 @@ int main(int argc, char** argv) {
     for (auto& x : next) x = static_cast<int32_t>(rng() % cfg.vocab_size);
     int len = prompt;  // KV length of every sequence before the next step
     struct Phase {
-      bool gemv, fused, graphs, pdl;
+      bool gemv, fused, graphs, pdl, device_picks = false;
     };
     for (const Phase ph : {Phase{false, false, false, false}, Phase{true, false, false, false},
                            Phase{true, false, true, false}, Phase{true, true, false, false},
                            Phase{true, true, true, false}, Phase{true, true, false, true},
-                           Phase{true, true, true, true}}) {
+                           Phase{true, true, true, true}, Phase{true, true, true, false, true}}) {
       const bool graphs = ph.graphs;
       setenv("RAGD_CUDA_GEMV", ph.gemv ? "1" : "0", 1);
       setenv("RAGD_CUDA_FUSED", ph.fused ? "1" : "0", 1);
@@ -209,28 +212,33 @@ int main(int argc, char** argv) {
         if (profile && s == 2) kernels::cuda::profiler_start();
         if (profile && s == 4) kernels::cuda::profiler_stop();
         std::vector<SeqStep> b;
-        for (int i = 0; i < B; ++i) b.push_back(SeqStep{&tabs[i], std::span(&next[i], 1), SeqStep::Logits::kLast});
+        const auto mode = ph.device_picks ? SeqStep::Logits::kGreedy : SeqStep::Logits::kLast;
+        for (int i = 0; i < B; ++i) b.push_back(SeqStep{&tabs[i], std::span(&next[i], 1), mode});
         StepOutput out;
         const auto t0 = Clock::now();
         run(b, &out);
         if (s >= 2) t.push_back(since(t0));
         ++len;
         for (int i = 0; i < B; ++i) {  // greedy
-          const auto r = out.row(i);
-          next[i] = static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+          if (ph.device_picks) {
+            next[i] = out.picks[i].token;
+          } else {
+            const auto r = out.row(i);
+            next[i] = static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+          }
         }
       }
       const double step = median(t);
       const double kv_tokens = len0 + 2 + steps / 2.0 + 1;  // mean KV length read per measured step
       const double kv_read = static_cast<double>(B) * kv_tokens * token_bytes;
       const double bytes = step_weight_bytes + kv_read;
-      std::printf("| %d | %d | %s | %s | %s | %s | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt,
+      std::printf("| %d | %d | %s | %s | %s | %s | %s | %.2f | %.0f | %.2f | %.0f | %.1f %% |\n", B, prompt,
                   ph.gemv && B == 1 ? "on" : "off", ph.fused ? "on" : "off", graphs ? "on" : "off",
-                  ph.pdl ? "on" : "off", 1e3 * step, B / step, bytes / 1e9, bytes / step / 1e9,
-                  100.0 * bytes / step / bw);
+                  ph.pdl ? "on" : "off", ph.device_picks ? "device" : "host", 1e3 * step, B / step, bytes / 1e9,
+                  bytes / step / 1e9, 100.0 * bytes / step / bw);
       const std::string params = "batch=" + std::to_string(B) + (ph.gemv ? ";gemv=on" : ";gemv=off") +
                                  (ph.fused ? ";fused=on" : ";fused=off") + (graphs ? ";graphs=on" : ";graphs=off") +
-                                 (ph.pdl ? ";pdl=on" : ";pdl=off");
+                                 (ph.pdl ? ";pdl=on" : ";pdl=off") + (ph.device_picks ? ";picks=device" : ";picks=host");
       rows.push_back({"decode_tokens_per_s", params, B / step, 0.0});
       rows.push_back({"decode_step_ms", params, 1e3 * step, 0.0});
       rows.push_back({"decode_kv_tokens", params, kv_tokens, 0.0});

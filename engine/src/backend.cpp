@@ -98,9 +98,9 @@ Result<std::vector<int>> logit_active_rows(const StepPlan& plan, bool narrowed, 
     active.assign(total, -1);
     for (size_t r = 0; r < step_row.size(); ++r) active[step_row[r]] = static_cast<int>(r);
   }
-  std::vector<int> out(plan.logit_rows.size());
+  std::vector<int> out(plan.logit_rows.size() + plan.pick_rows.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    const int s = plan.logit_rows[i];
+    const int s = i < plan.logit_rows.size() ? plan.logit_rows[i] : plan.pick_rows[i - plan.logit_rows.size()];
     out[i] = narrowed ? active[s] : s;
     if (out[i] < 0) {
       return Status::InvalidArgument("layer hook dropped step row " + std::to_string(s) + ", whose logits were requested");

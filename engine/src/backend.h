@@ -97,6 +97,7 @@ struct StepPlan {
   std::vector<SeqPlan> seqs;
   int total_rows = 0;
   std::vector<int> logit_rows;  // step rows whose logits are wanted, in output order
+  std::vector<int> pick_rows;   // step rows whose greedy pick only is wanted, in output order
 };
 
 class Backend {
@@ -106,10 +107,12 @@ class Backend {
   // The storage this backend's forward reads and writes KV in (host memory for the CPU backend).
   virtual Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) = 0;
   // Runs one step: writes the new tokens' K/V into the slots of the plan's block tables (storage
-  // from make_kv_storage), and fills logits [plan.logit_rows.size(), vocab] and, when non-null,
-  // hidden [plan.total_rows, hidden_size] (final-normed hidden states of every row; not with a
-  // hook that narrows the rows). hook may be null (layer_hook.h).
-  virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) = 0;
+  // from make_kv_storage), and fills logits [plan.logit_rows.size(), vocab], picks
+  // [plan.pick_rows.size()] (greedy_pick of each row's logits, computed where the logits are) and,
+  // when non-null, hidden [plan.total_rows, hidden_size] (final-normed hidden states of every row;
+  // not with a hook that narrows the rows). hook may be null (layer_hook.h).
+  virtual Status forward(const StepPlan& plan, KvPool& pool, float* logits, SampleResult* picks, float* hidden,
+                         LayerHook* hook) = 0;
   // Attention of queries q [n_q, num_heads, head_dim] over one layer of table's KV in pool, query i
   // seeing keys with position <= q_pos[i] (Model::attend). Arguments are checked by the caller.
   virtual Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
@@ -131,8 +134,9 @@ struct SeqRun {
 Status check_kept_rows(const std::vector<int>& keep, int rows);
 // Recomputes runs after a narrowing: kept[r] = the step row info of the r-th kept row.
 void narrow_runs(std::span<const StepRow> kept, std::vector<SeqRun>* runs);
-// The active row of each of plan.logit_rows (identity unless narrowed; step_row[r] = the step row
-// of active row r); InvalidArgument naming a requested row that a hook dropped.
+// The active row of each of plan.logit_rows, then of each of plan.pick_rows (identity unless
+// narrowed; step_row[r] = the step row of active row r); InvalidArgument naming a requested row that
+// a hook dropped.
 Result<std::vector<int>> logit_active_rows(const StepPlan& plan, bool narrowed, std::span<const int> step_row, int total);
 
 // A layer hook's views of the active rows (host memory, backend.cpp). qkv: [rows, stride] floats,

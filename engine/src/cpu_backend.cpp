@@ -157,7 +157,8 @@ Status CpuBackend::compact(const std::vector<int>& keep, int* rows) {
   return Status::OK();
 }
 
-Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
+Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, SampleResult* picks, float* hidden,
+                           LayerHook* hook) {
   const int total = plan.total_rows;
   if (total <= 0) return Status::OK();
   RAGD_ASSIGN_OR_RETURN(HostKvStorage * kvs, host_storage(pool));
@@ -238,16 +239,27 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, fl
     if (narrowed) return Status::InvalidArgument("cpu backend: hidden states of every row were asked for, but a layer hook dropped rows");
     kernels::rmsnorm(x_.data(), rows, hs, hs, w_.final_norm.data(), eps, hidden, hs);
   }
-  const int nl = static_cast<int>(plan.logit_rows.size());
-  if (nl > 0 && logits != nullptr) {
+  const int nl = logits != nullptr ? static_cast<int>(plan.logit_rows.size()) : 0;
+  const int np = picks != nullptr ? static_cast<int>(plan.pick_rows.size()) : 0;
+  if (nl + np > 0) {
     RAGD_ASSIGN_OR_RETURN(const std::vector<int> active,
                           logit_active_rows(plan, narrowed, std::span<const int>(step_row_.data(), rows), total));
-    for (int i = 0; i < nl; ++i) {
-      const int r = active[i];
-      const float* src = x_.data() + static_cast<size_t>(r) * hs;
-      kernels::rmsnorm(src, 1, hs, hs, w_.final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
+    // The logit rows, then the pick rows (active holds both in that order); picks reduce their own
+    // rows here, where the logits are.
+    auto head_rows = [&](int first, int count, float* out) {
+      for (int i = 0; i < count; ++i) {
+        const float* src = x_.data() + static_cast<size_t>(active[first + i]) * hs;
+        kernels::rmsnorm(src, 1, hs, hs, w_.final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
+      }
+      kernels::linear(h_.data(), count, hs, head, nullptr, out);
+    };
+    if (nl > 0) head_rows(0, nl, logits);
+    if (np > 0) {
+      const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+      grow(pick_logits_, static_cast<size_t>(np) * vocab);
+      head_rows(static_cast<int>(plan.logit_rows.size()), np, pick_logits_.data());
+      for (int i = 0; i < np; ++i) picks[i] = greedy_pick({pick_logits_.data() + i * vocab, vocab});
     }
-    kernels::linear(h_.data(), nl, hs, head, nullptr, logits);
   }
   return Status::OK();
 }

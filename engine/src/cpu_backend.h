@@ -26,7 +26,8 @@ class CpuBackend final : public Backend {
 
   std::string_view device() const override { return "cpu"; }
   Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) override;
-  Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) override;
+  Status forward(const StepPlan& plan, KvPool& pool, float* logits, SampleResult* picks, float* hidden,
+                 LayerHook* hook) override;
   Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q, const int32_t* q_pos,
                 float* out, float* lse) override;
   void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
@@ -50,6 +51,7 @@ class CpuBackend final : public Backend {
   std::vector<float> inv_freq_;  // [head_dim / 2]
   // Per-step scratch, resized to the step's row count.
   std::vector<float> x_, h_, qkv_, q_, attn_, lse_, gu_, act_;
+  std::vector<float> pick_logits_;  // logits rows of the step's greedy picks
   // Per active row: position, slot, step row; row_info_ only with a hook.
   std::vector<int32_t> pos_, slot_;
   std::vector<int> step_row_;

@@ -9,6 +9,7 @@
 #include "ragd/kernels/cuda/elementwise.h"
 #include "ragd/kernels/cuda/gemv.h"
 #include "ragd/kernels/cuda/paged_kv.h"
+#include "ragd/kernels/cuda/sampling.h"
 #include "ragd/common/log.h"
 #include "ragd/kernels/weight_matrix.h"
 
@@ -361,7 +362,8 @@ Status CudaBackend::compact(const std::vector<int>& keep, int* rows) {
   return Status::OK();
 }
 
-Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) {
+Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, SampleResult* picks, float* hidden,
+                            LayerHook* hook) {
   const int total = plan.total_rows;
   if (total <= 0) return Status::OK();
   RAGD_ASSIGN_OR_RETURN(CudaKvStorage * kvs, device_storage(pool));
@@ -373,7 +375,8 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
   const float eps = cfg_.rms_norm_eps;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int nl = logits != nullptr ? static_cast<int>(plan.logit_rows.size()) : 0;
-  RAGD_RETURN_IF_ERROR(reserve(total, nl));
+  const int np = picks != nullptr ? static_cast<int>(plan.pick_rows.size()) : 0;
+  RAGD_RETURN_IF_ERROR(reserve(total, nl + np));
 
   // ---- the active rows (all of them until a hook narrows them) ------------------------------------
   for (auto* v : {&pos_, &slot_, &tok_}) v->resize(std::max(v->size(), static_cast<size_t>(total)));
@@ -533,19 +536,36 @@ Status CudaBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, f
     RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, x, rows, hs, hs, final_norm_.get(), eps, hf, hs, stream()));
     RAGD_RETURN_IF_ERROR(cu::copy_to_host(hidden, hf, sizeof(float) * rows * hs, stream()));
   }
-  if (nl > 0) {
+  // The logit rows, then the pick rows, through one head GEMM; the logit rows come back whole, the
+  // pick rows as their greedy picks (8 bytes a row instead of vocab floats).
+  std::vector<int32_t> pick_tok(np);
+  std::vector<float> pick_lp(np);
+  if (nl + np > 0) {
     RAGD_ASSIGN_OR_RETURN(const std::vector<int> active,
                           logit_active_rows(plan, narrowed, std::span<const int>(step_row_.data(), rows), total));
-    const std::vector<int32_t> ids(active.begin(), active.end());
-    RAGD_RETURN_IF_ERROR(keep_.reserve(sizeof(int32_t) * std::max(nl, rows_cap_)));
-    RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * nl, stream()));
+    std::vector<int32_t> ids(active.begin(), active.begin() + nl);
+    ids.insert(ids.end(), active.begin() + static_cast<std::ptrdiff_t>(plan.logit_rows.size()), active.end());
+    const int nt = nl + np;
+    RAGD_RETURN_IF_ERROR(keep_.reserve(sizeof(int32_t) * std::max(nt, rows_cap_)));
+    RAGD_RETURN_IF_ERROR(cu::copy_to_device(keep_.get(), ids.data(), sizeof(int32_t) * nt, stream()));
     const cu::DeviceBuffer& head = lm_head_.get() != nullptr ? lm_head_ : embed_;
-    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x, rows, hs, keep_.as<int32_t>(), nl, hf, nullptr, stream()));
-    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, hf, nl, hs, hs, final_norm_.get(), eps, GpuType::kBf16, hb, hs, stream()));
-    RAGD_RETURN_IF_ERROR(linear(hb, nl, hs, head, vocab, logits_.get(), GpuType::kF32, false));
-    RAGD_RETURN_IF_ERROR(cu::copy_to_host(logits, logits_.get(), sizeof(float) * nl * vocab, stream()));
+    RAGD_RETURN_IF_ERROR(cu::embedding_gather(GpuType::kF32, x, rows, hs, keep_.as<int32_t>(), nt, hf, nullptr, stream()));
+    RAGD_RETURN_IF_ERROR(cu::rmsnorm(GpuType::kF32, hf, nt, hs, hs, final_norm_.get(), eps, GpuType::kBf16, hb, hs, stream()));
+    RAGD_RETURN_IF_ERROR(linear(hb, nt, hs, head, vocab, logits_.get(), GpuType::kF32, false));
+    if (nl > 0) RAGD_RETURN_IF_ERROR(cu::copy_to_host(logits, logits_.get(), sizeof(float) * nl * vocab, stream()));
+    if (np > 0) {
+      RAGD_RETURN_IF_ERROR(picks_.reserve(sizeof(int32_t) * np + sizeof(float) * np));
+      auto* tok = picks_.as<int32_t>();
+      auto* lp = reinterpret_cast<float*>(tok + np);
+      const float* rows_p = logits_.as<float>() + static_cast<size_t>(nl) * vocab;
+      RAGD_RETURN_IF_ERROR(cu::argmax_rows(rows_p, np, vocab, vocab, tok, lp, stream()));
+      RAGD_RETURN_IF_ERROR(cu::copy_to_host(pick_tok.data(), tok, sizeof(int32_t) * np, stream()));
+      RAGD_RETURN_IF_ERROR(cu::copy_to_host(pick_lp.data(), lp, sizeof(float) * np, stream()));
+    }
   }
-  return stream_->sync();
+  RAGD_RETURN_IF_ERROR(stream_->sync());
+  for (int k = 0; k < np; ++k) picks[k] = SampleResult{pick_tok[k], pick_lp[k]};
+  return Status::OK();
 }
 
 Status CudaBackend::run_decode_graph(const CudaStepMeta& m, int rows, const CudaKvStorage& kv,

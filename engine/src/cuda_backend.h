@@ -53,7 +53,8 @@ class CudaBackend final : public Backend {
 
   std::string_view device() const override { return name_; }
   Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) override;
-  Status forward(const StepPlan& plan, KvPool& pool, float* logits, float* hidden, LayerHook* hook) override;
+  Status forward(const StepPlan& plan, KvPool& pool, float* logits, SampleResult* picks, float* hidden,
+                 LayerHook* hook) override;
   Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q, const int32_t* q_pos,
                 float* out, float* lse) override;
   void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
@@ -109,6 +110,7 @@ class CudaBackend final : public Backend {
   // Scratch, sized for rows_cap_ rows (logits for logit_cap_ rows).
   int rows_cap_ = 0, logit_cap_ = 0;
   kernels::cuda::DeviceBuffer x_, hf_, hb_, qkv_, qkvb_, qb_, attn_, lse_, lse_rows_, gu_, act_, logits_, qdec_;
+  kernels::cuda::DeviceBuffer picks_;  // greedy picks of the step: int32 tokens, then f32 log-probabilities
   kernels::cuda::DeviceBuffer gemm_ws_, decode_ws_, meta_, keep_;
   kernels::cuda::PinnedBuffer meta_host_, qkv_host_, attn_host_;  // hooks: host views of one layer
   // Per active row (host): token, position, global pool slot, step row, hook's row info.

@@ -193,6 +193,7 @@ Status ModelImpl::run(std::span<SeqStep> batch, LayerHook* hook, StepOutput* out
   }
   out->vocab_size = cfg_.vocab_size;
   out->row_begin.assign(batch.size(), 0);
+  std::vector<size_t> pick_of;  // the SeqStep of each pick row
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const SeqPlan& p = plan.seqs[i];
     out->row_begin[i] = static_cast<int>(plan.logit_rows.size());
@@ -200,10 +201,16 @@ Status ModelImpl::run(std::span<SeqStep> batch, LayerHook* hook, StepOutput* out
       plan.logit_rows.push_back(p.row0 + p.n - 1);
     } else if (p.logits == SeqStep::Logits::kAll) {
       for (int r = 0; r < p.n; ++r) plan.logit_rows.push_back(p.row0 + r);
+    } else if (p.logits == SeqStep::Logits::kGreedy) {
+      plan.pick_rows.push_back(p.row0 + p.n - 1);
+      pick_of.push_back(i);
     }
   }
   out->logits.resize(plan.logit_rows.size() * static_cast<size_t>(cfg_.vocab_size));
-  RAGD_RETURN_IF_ERROR(backend_->forward(plan, *pool_, out->logits.data(), nullptr, hook));
+  std::vector<SampleResult> picks(plan.pick_rows.size());
+  RAGD_RETURN_IF_ERROR(backend_->forward(plan, *pool_, out->logits.data(), picks.data(), nullptr, hook));
+  out->picks.assign(batch.size(), SampleResult{});
+  for (size_t k = 0; k < picks.size(); ++k) out->picks[pick_of[k]] = picks[k];
   for (const SeqPlan& p : plan.seqs) {
     if (p.contiguous) {
       p.table->commit(p.n);
@@ -259,7 +266,7 @@ Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out
   plan.total_rows = n;
   const int hs = cfg_.hidden_size;
   hidden_.resize(static_cast<size_t>(n) * hs);
-  Status st = backend_->forward(plan, *pool_, nullptr, hidden_.data(), nullptr);
+  Status st = backend_->forward(plan, *pool_, nullptr, nullptr, hidden_.data(), nullptr);
   table.release(*pool_);
   RAGD_RETURN_IF_ERROR(st);
   out->assign(hs, 0.0f);

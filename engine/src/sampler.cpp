@@ -56,6 +56,14 @@ float log_softmax_at(std::span<const float> logits, int32_t id) {
   return static_cast<float>(static_cast<double>(logits[id]) - mx - std::log(sum));
 }
 
+SampleResult greedy_pick(std::span<const float> logits) {
+  SampleResult r;
+  if (logits.empty()) return r;
+  r.token = static_cast<int32_t>(kernels::argmax(logits.data(), logits.size()));  // ties: the lowest id
+  r.logprob = log_softmax_at(logits, r.token);
+  return r;
+}
+
 namespace {
 
 bool has_penalties(const SamplingParams& p) {
@@ -149,8 +157,9 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   }
 
   if (p_.temperature == 0.0f) {
+    if (x.data() == logits.data()) return greedy_pick(logits);
     r.token = static_cast<int32_t>(kernels::argmax(x.data(), x.size()));  // ties: the lowest id
-    r.logprob = log_softmax_at(logits, r.token);
+    r.logprob = log_softmax_at(logits, r.token);  // under the raw logits
     return r;
   }
 

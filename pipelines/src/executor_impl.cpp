@@ -430,7 +430,9 @@ void ExecutorImpl::step() {
     engine::SeqStep s;
     s.table = &r.kv.table;
     s.tokens = std::span<const int32_t>(r.state->tokens().data() + it.start, it.n);
-    s.logits = it.sample ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
+    s.logits = !it.sample ? engine::SeqStep::Logits::kNone
+               : greedy_on_engine(r) ? engine::SeqStep::Logits::kGreedy
+                                     : engine::SeqStep::Logits::kLast;
     batch.push_back(s);
   }
   engine::StepOutput out;
@@ -449,8 +451,14 @@ void ExecutorImpl::step() {
     if (f == runs_.end()) continue;
     Run& r = *f->second;
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
-    after_feed(r, it.sample ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample, picks[i]);
+    const bool row = it.sample && out.picks[i].token < 0;  // a pick came back instead of the row
+    after_feed(r, row ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample, picks[i]);
   }
+}
+
+bool ExecutorImpl::greedy_on_engine(const Run& r) const {
+  // A prompt held for a speculative search keeps its logits for later.
+  return r.state->greedy_pick_suffices() && !(r.spec_prefill && !r.spec_prefill->confirmed);
 }
 
 std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const StepPlan& plan,
@@ -462,6 +470,10 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
     const BatchItem& it = plan.items[i];
     auto f = runs_.find(it.id);
     if (!it.sample || f == runs_.end()) continue;
+    if (out.picks[i].token >= 0) {  // the engine's greedy pick
+      picks[i] = out.picks[i];
+      continue;
+    }
     Run& r = *f->second;
     if (r.spec_prefill && !r.spec_prefill->confirmed) continue;
     rows.emplace_back(i, &*r.state);

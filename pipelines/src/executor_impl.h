@@ -158,6 +158,8 @@ class ExecutorImpl final : public Executor {
 #endif
   void loop();                           // scheduler thread
   void step();
+  // The run's next token needs only the engine's greedy pick, not its logits row.
+  bool greedy_on_engine(const Run& r) const;
   // The tokens of a step's sampled rows, drawn on all cores (a row held for a speculative search is
   // left empty: it is drawn later from its kept logits).
   std::vector<std::optional<engine::SampleResult>> sample_rows(const StepPlan& plan, const engine::StepOutput& out);

@@ -19,6 +19,12 @@ RunState::RunState(std::vector<int32_t> prompt, const engine::SamplingParams& sa
 
 int32_t RunState::advance(std::span<const float> logits) { return accept(sample(logits)); }
 
+bool RunState::greedy_pick_suffices() const {
+  const engine::SamplingParams& p = sampler_.params();
+  return !extractive_ && p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
+}
+
 engine::SampleResult RunState::sample(std::span<const float> logits) {
   RAGD_CHECK(finish_reason_.empty()) << "sample() after the run finished (" << finish_reason_ << ")";
   if (extractive_) {

@@ -74,6 +74,9 @@ class RunState {
 
   // Extractive answers (extractive.h): every later token is sampled under the prompt-span mask.
   void set_extractive(bool on) { extractive_ = on; }
+  // The next token needs only the greedy pick of its logits row (temperature 0, no penalties, no
+  // extractive mask): the engine can return that pick (SeqStep::Logits::kGreedy) instead of the row.
+  bool greedy_pick_suffices() const;
 
   void set_auto_commit(bool on);
   // Every event produced so far becomes final (releasable).

@@ -501,6 +501,46 @@ TEST_P(CudaVsCpu, FusedDecodeMatchesTheUnfusedChain) {
   EXPECT_EQ(gpu->kv_pool().free_blocks(), gpu->kv_pool().num_blocks());
 }
 
+// Greedy picks on the GPU (SeqStep::Logits::kGreedy: argmax and log-probability reduced on the
+// device, 8 bytes back per row) equal greedy_pick of the same step's logits row brought back whole
+// (kLast): the same token, the log-probability within 1e-4 (device expf vs the host's fp32
+// polynomial), over a prefill and 12 batched decode steps of three sequences.
+TEST_P(CudaVsCpu, GreedyPicksOnTheDeviceEqualThePickOfTheRow) {
+  REQUIRE_GPU();
+  ASSERT_NO_FATAL_FAILURE(load(26));
+  auto run = [&](SeqStep::Logits mode) {
+    std::vector<SampleResult> picks;
+    std::vector<BlockTable> t(3);
+    std::vector<std::vector<int32_t>> p = {random_tokens(90, 70, cfg.vocab_size), random_tokens(33, 71, cfg.vocab_size),
+                                           random_tokens(7, 72, cfg.vocab_size)};
+    std::vector<int32_t> next(3);
+    for (int k = 0; k < 13; ++k) {
+      std::vector<SeqStep> steps;
+      for (int i = 0; i < 3; ++i) {
+        steps.push_back(k == 0 ? SeqStep{&t[i], p[i], mode} : SeqStep{&t[i], std::span(&next[i], 1), mode});
+      }
+      StepOutput o;
+      const Status st = gpu->forward(steps, &o);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      for (int i = 0; i < 3; ++i) {
+        const SampleResult r = mode == SeqStep::Logits::kGreedy ? o.picks[i] : greedy_pick(o.row(o.row_begin[i]));
+        picks.push_back(r);
+        next[i] = r.token;
+      }
+    }
+    for (auto& tb : t) tb.release(gpu->kv_pool());
+    return picks;
+  };
+  const auto rows = run(SeqStep::Logits::kLast);
+  const auto device = run(SeqStep::Logits::kGreedy);
+  ASSERT_EQ(rows.size(), device.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(device[k].token, rows[k].token) << "pick " << k;
+    EXPECT_NEAR(device[k].logprob, rows[k].logprob, 1e-4) << "pick " << k;
+  }
+  EXPECT_EQ(gpu->kv_pool().free_blocks(), gpu->kv_pool().num_blocks());
+}
+
 // Programmatic dependent launches (RAGD_CUDA_PDL=1: the decode chain's kernels start while their
 // predecessor drains and wait for it in-kernel) change only when kernels start, never what they
 // compute: two sequences decoding together (batched: cuBLAS GEMMs, RoPE + KV write, split-KV

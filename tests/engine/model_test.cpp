@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model_fixture.h"
@@ -89,6 +90,40 @@ TEST(Model, LogitsModesAndRowBegin) {
   EXPECT_EQ(out.row_begin, (std::vector<int>{0, 7, 7}));
   EXPECT_EQ(tb.num_tokens(), 5);  // KV written even without logits
   for (auto* t : {&ta, &tb, &tc}) t->release(f.model->kv_pool());
+}
+
+// kGreedy returns, per sequence, the greedy pick of the row kLast would have returned (same token,
+// same log-probability: greedy_pick of that row) and no logits row; mixed in one step with kAll,
+// kNone and kLast, which keep their rows and row_begin.
+TEST(Model, GreedyPicksEqualThePickOfTheLastRow) {
+  Fixture f(Variant::kLlama);
+  const std::vector<int32_t> a = random_tokens(9, 11), b = random_tokens(4, 12), c = random_tokens(6, 13),
+                             d = random_tokens(1, 14);
+  BlockTable ta, tb, tc, td, ra, rb, rc, rd;
+  std::vector<SeqStep> batch{{&ta, a, SeqStep::Logits::kGreedy}, {&tb, b, SeqStep::Logits::kAll},
+                             {&tc, c, SeqStep::Logits::kGreedy}, {&td, d, SeqStep::Logits::kNone}};
+  StepOutput out;
+  ASSERT_TRUE(f.model->forward(batch, &out).ok());
+  EXPECT_EQ(out.logits.size(), 4u * 97);  // only b's rows
+  EXPECT_EQ(out.row_begin, (std::vector<int>{0, 0, 4, 4}));
+  ASSERT_EQ(out.picks.size(), 4u);
+  EXPECT_LT(out.picks[1].token, 0);
+  EXPECT_LT(out.picks[3].token, 0);
+  for (auto [t, toks, i] : {std::tuple{&ra, &a, 0}, std::tuple{&rc, &c, 2}}) {
+    const StepOutput last = f.step(*t, *toks, SeqStep::Logits::kLast);
+    const SampleResult want = greedy_pick(last.row(0));
+    EXPECT_EQ(out.picks[i].token, want.token) << "seq " << i;
+    EXPECT_NEAR(out.picks[i].logprob, want.logprob, 1e-5) << "seq " << i;
+    // Against the definition, in double: the argmax and its log-softmax.
+    const auto row = last.row(0);
+    const int arg = static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
+    double sum = 0.0;
+    for (float x : row) sum += std::exp(static_cast<double>(x) - row[arg]);
+    EXPECT_EQ(want.token, arg);
+    EXPECT_NEAR(want.logprob, -std::log(sum), 1e-5);
+  }
+  for (auto* t : {&ta, &tb, &tc, &td, &ra, &rb, &rc, &rd}) t->release(f.model->kv_pool());
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);
 }
 
 // One batched step mixing fresh prefills, a prefill chunk onto cached KV and decodes gives the same

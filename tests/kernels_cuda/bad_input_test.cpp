@@ -125,7 +125,7 @@ TEST(CudaBadInput, MergeRejectsBadHeadDim) {
 }
 
 TEST(CudaBadInput, ArgmaxRejectsStrideBelowVocab) {
-  expect_invalid(argmax_rows(fake<float>(), 2, 100, 99, fake<int32_t>(), nullptr), "stride=99");
+  expect_invalid(argmax_rows(fake<float>(), 2, 100, 99, fake<int32_t>(), nullptr, nullptr), "stride=99");
 }
 
 TEST(CudaBadInput, KvWriteRejectsShortSourceStride) {

@@ -239,8 +239,21 @@ TEST_F(MiscCuda, ArgmaxPicksLowestIndexOnTiesAndSkipsNan) {
   }
   DeviceBuffer<float> dl(logits);
   DeviceBuffer<int32_t> dout(rows);
-  RAGD_STATUS_OK(argmax_rows(dl.get(), rows, vocab, stride, dout.get(), nullptr));
+  RAGD_STATUS_OK(argmax_rows(dl.get(), rows, vocab, stride, dout.get(), nullptr, nullptr));
   EXPECT_EQ(dout.download(), want);
+  // With the log-probability: −log Σ e^(v − max) over the row (NaNs skipped), in double on the host.
+  DeviceBuffer<float> dlp(rows);
+  RAGD_STATUS_OK(argmax_rows(dl.get(), rows, vocab, stride, dout.get(), dlp.get(), nullptr));
+  EXPECT_EQ(dout.download(), want);
+  const auto lp = dlp.download();
+  for (int r = 0; r < rows; ++r) {
+    const float* row = logits.data() + static_cast<size_t>(r) * stride;
+    double sum = 0.0;
+    for (int i = 0; i < vocab; ++i) {
+      if (!std::isnan(row[i])) sum += std::exp(static_cast<double>(row[i]) - 50.0);
+    }
+    EXPECT_NEAR(lp[r], -std::log(sum), 1e-5) << "row " << r;
+  }
 }
 
 TEST_F(MiscCuda, KvWriteScattersRowsIntoSlotsAndSkipsNegativeSlots) {

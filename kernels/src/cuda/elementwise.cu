@@ -134,7 +134,7 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
   return v > bv || (v == bv && i < bi);
 }
 
-__global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int stride, int32_t* out) {
+__global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int stride, int32_t* out, float* logprob) {
   const float* r = logits + static_cast<size_t>(blockIdx.x) * stride;
   float bv = NAN;
   int bi = -1;
@@ -160,6 +160,7 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int s
     si[threadIdx.x >> 5] = bi;
   }
   __syncthreads();
+  __shared__ float s_best;
   if (threadIdx.x == 0) {
     for (int w = 1; w < kRowThreads / 32; ++w) {
       if (si[w] >= 0 && better(sv[w], si[w], bv, bi)) {
@@ -168,6 +169,25 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int s
       }
     }
     out[blockIdx.x] = bi < 0 ? 0 : bi;
+    s_best = bi < 0 ? NAN : bv;
+  }
+  if (logprob == nullptr) return;  // uniform across the block
+  // log-probability of the argmax: −log Σ e^(v − max) (NaNs skipped, as the host's greedy_pick).
+  __syncthreads();
+  const float best = s_best;
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = r[i];
+    if (!isnan(v)) sum += expf(v - best);
+  }
+  sum = detail::warp_sum(sum);
+  __shared__ float ss[kRowThreads / 32];
+  if ((threadIdx.x & 31) == 0) ss[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int w = 0; w < kRowThreads / 32; ++w) t += ss[w];
+    logprob[blockIdx.x] = isnan(best) ? NAN : -logf(t);
   }
 }
 
@@ -435,14 +455,14 @@ Status merge_states(int rows, int head_dim, const float* o_a, const float* lse_a
   return detail::launch_status("merge_states");
 }
 
-Status argmax_rows(const float* logits, int rows, int vocab, int stride, int32_t* out, void* stream) {
+Status argmax_rows(const float* logits, int rows, int vocab, int stride, int32_t* out, float* logprob, void* stream) {
   if (rows < 0 || vocab <= 0 || stride < vocab) {
     return Status::InvalidArgument("argmax_rows: bad shape (rows=" + std::to_string(rows) + " vocab=" +
                                    std::to_string(vocab) + " stride=" + std::to_string(stride) + ")");
   }
   if (rows == 0) return Status::OK();
   if (!logits || !out) return Status::InvalidArgument("argmax_rows: null pointer");
-  argmax_kernel<<<rows, kRowThreads, 0, detail::as_stream(stream)>>>(logits, vocab, stride, out);
+  argmax_kernel<<<rows, kRowThreads, 0, detail::as_stream(stream)>>>(logits, vocab, stride, out, logprob);
   return detail::launch_status("argmax_rows");
 }
 

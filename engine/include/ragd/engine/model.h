@@ -22,6 +22,7 @@
 #include "ragd/engine/layer_hook.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
+#include "ragd/engine/sampler.h"
 
 namespace ragd::engine {
 
@@ -63,15 +64,19 @@ KvLayout kv_layout(const ModelConfig& cfg, const ModelOptions& opts);
 struct SeqStep {
   BlockTable* table = nullptr;         // its KV
   std::span<const int32_t> tokens;     // token ids
-  enum class Logits : uint8_t { kNone, kLast, kAll } logits = Logits::kLast;  // kLast = tokens' last entry
+  // kLast = the logits row of the tokens' last entry; kGreedy = only its greedy pick (argmax, lowest
+  // id on ties, and its natural-log probability; engine::greedy_pick), no row: on a GPU 8 bytes come
+  // back instead of the vocabulary's floats.
+  enum class Logits : uint8_t { kNone, kLast, kAll, kGreedy } logits = Logits::kLast;
   std::span<const int32_t> positions = {};  // [n] or empty (see above)
   std::span<const int32_t> slots = {};      // [n] or empty (see above)
 };
 
 struct StepOutput {
-  // Rows of vocab_size floats, in batch order: 0 rows for kNone, 1 for kLast, n for kAll.
+  // Rows of vocab_size floats, in batch order: 0 rows for kNone and kGreedy, 1 for kLast, n for kAll.
   std::vector<float> logits;
   std::vector<int> row_begin;  // per SeqStep, index of its first row in `logits`
+  std::vector<SampleResult> picks;  // per SeqStep: its greedy pick for kGreedy, token -1 otherwise
   int vocab_size = 0;
   std::span<const float> row(int r) const {
     return {logits.data() + static_cast<size_t>(r) * vocab_size, static_cast<size_t>(vocab_size)};

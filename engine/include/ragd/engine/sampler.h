@@ -40,8 +40,12 @@ struct SampleResult {
 // logits in place. Ids outside [0, logits.size()) in history are ignored.
 void apply_penalties(std::span<float> logits, std::span<const int32_t> history, const SamplingParams& p);
 
-// Natural-log softmax of one id under logits (double accumulation).
+// Natural-log softmax of one id under logits (fp32 e^x, fp64 sum: kernels::sum_exp).
 float log_softmax_at(std::span<const float> logits, int32_t id);
+
+// The greedy pick of a logits row: the argmax (lowest id on ties) and its log_softmax_at. What a
+// temperature-0 Sampler without penalties draws, and what SeqStep::Logits::kGreedy returns.
+SampleResult greedy_pick(std::span<const float> logits);
 
 // The plain algorithm Sampler::sample must equal, for tests and benchmarks: penalties; greedy argmax;
 // or temperature, then (when a filter is on) every candidate sorted by logit descending with ids
@@ -58,6 +62,7 @@ class Sampler {
   explicit Sampler(const SamplingParams& p);
   // history: prompt + generated ids (for penalties).
   SampleResult sample(std::span<const float> logits, std::span<const int32_t> history);
+  const SamplingParams& params() const { return p_; }
 
  private:
   SamplingParams p_;
