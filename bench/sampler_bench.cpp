@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   const Config configs[] = {
       {"greedy", params(0.0f, 1.0f, 0, 0.0f, 1.0f)},
       {"greedy, repetition 1.1", params(0.0f, 1.0f, 0, 0.0f, 1.1f)},
+      {"T 0.7, no filter", params(0.7f, 1.0f, 0, 0.0f, 1.0f)},
       {"T 0.8, top-p 0.9", params(0.8f, 0.9f, 0, 0.0f, 1.0f)},
       {"T 0.8, top-k 40", params(0.8f, 1.0f, 40, 0.0f, 1.0f)},
       {"T 1.0, min-p 0.05", params(1.0f, 1.0f, 0, 0.05f, 1.0f)},

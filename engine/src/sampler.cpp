@@ -166,10 +166,35 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   if (x.data() != scratch_.data()) scratch_.assign(x.begin(), x.end());
   const float inv_t = 1.0f / p_.temperature;
   for (float& y : scratch_) y *= inv_t;
-  // Candidates sorted by logit descending (ties: lower id first) when a filter needs the order.
+  const bool nucleus = p_.top_p < 1.0f;
+  if (!nucleus && !(p_.top_k > 0 && p_.top_k < v)) {
+    // No filter needs the order (the OpenAI default top_p = 1): the draw walks the ids in order over
+    // fp32 weights e^(x − max) (vectorised) with fp64 sums. The same token as fp64 weights except
+    // where the draw lands within ~1e-7 of a boundary between two tokens.
+    const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
+    weights_.resize(v);
+    double sum = kernels::exp_shifted(scratch_.data(), scratch_.size(), top, weights_.data());
+    if (p_.min_p > 0.0f) {  // the most likely token has weight e^0 = 1
+      sum = 0.0;
+      for (float& w : weights_) sum += w = w < p_.min_p ? 0.0f : w;
+    }
+    std::uniform_real_distribution<double> u(0.0, sum);
+    const double target = u(rng_);
+    double acc = 0;
+    int32_t pick = v;
+    for (int32_t i = 0; i < v; ++i) {
+      if (weights_[i] <= 0.0f) continue;
+      acc += weights_[i];
+      pick = i;
+      if (acc > target) break;
+    }
+    r.token = pick;
+    r.logprob = log_softmax_at(logits, r.token);
+    return r;
+  }
+  // Candidates sorted by logit descending (ties: lower id first) for the filters.
   auto by_logit = [&](int32_t a, int32_t b) { return scratch_[a] != scratch_[b] ? scratch_[a] > scratch_[b] : a < b; };
   size_t n = static_cast<size_t>(v);
-  const bool nucleus = p_.top_p < 1.0f;
   bool windowed = false;  // idx_ holds the candidates above the floor, sorted; they hold the nucleus
   if (nucleus && !(p_.top_k > 0 && p_.top_k < v)) {
     const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];

@@ -144,8 +144,8 @@ TEST(Softmax, AllMaskedRowIsZeroWithNegInfLse) {
   EXPECT_EQ(logsumexp(x.data(), 0), kNegInf);
 }
 
-// sum_exp (fp32 e^x, fp64 sum, optional floor), count_at_least and argmax against double / scalar
-// references, on
+// sum_exp (fp32 e^x, fp64 sum, optional floor), exp_shifted, count_at_least and argmax against
+// double / scalar references, on
 // sizes around the 1024-element chunks and the vector widths, over wide ranges (-inf included).
 TEST(Softmax, SumExpAndArgmaxMatchReferences) {
   uint32_t seed = 40;
@@ -160,6 +160,20 @@ TEST(Softmax, SumExpAndArgmaxMatchReferences) {
       for (float v : x) ref += v >= floor ? std::exp(static_cast<double>(v) - m) : 0.0;
       const double got = sum_exp(x.data(), n, m, floor);
       EXPECT_NEAR(got, ref, 1e-6 * ref + 1e-30) << "n " << n << " floor " << floor;
+      if (floor == kNegInf) {  // exp_shifted: every term, and the same sum
+        std::vector<float> e(n);
+        EXPECT_NEAR(exp_shifted(x.data(), n, m, e.data()), ref, 1e-6 * ref) << "n " << n;
+        // Per term, relative: ~2 ulp of exp_approx plus the fp32 rounding of x − m (one ulp of
+        // |x − m|, which e^ turns into a relative error of |x − m| · 2^-24).
+        double worst = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+          if (x[i] == kNegInf) continue;
+          const double want = std::exp(static_cast<double>(x[i]) - m);
+          const double bound = 3e-7 + 1.2e-7 * std::fabs(static_cast<double>(x[i]) - m);
+          worst = std::max(worst, std::fabs(e[i] - want) / want / bound);
+        }
+        EXPECT_LT(worst, 1.0) << "n " << n;
+      }
       const size_t count = static_cast<size_t>(std::count_if(x.begin(), x.end(), [&](float v) { return v >= floor; }));
       EXPECT_EQ(count_at_least(x.data(), n, floor), count) << "n " << n << " floor " << floor;
     }

@@ -35,7 +35,26 @@ float sum_exp_chunk(const float* x, int n, float shift, float floor) {
   return s;
 }
 
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+float exp_shifted_chunk(const float* x, int n, float shift, float* out) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < n; ++i) {
+    out[i] = detail::exp_approx(x[i] - shift);
+    s += out[i];
+  }
+  return s;
+}
+
 }  // namespace
+
+double exp_shifted(const float* x, size_t n, float shift, float* out) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; i += kChunk) {
+    s += exp_shifted_chunk(x + i, static_cast<int>(std::min<size_t>(kChunk, n - i)), shift, out + i);
+  }
+  return s;
+}
 
 double sum_exp(const float* x, size_t n, float shift, float floor) {
   double s = 0.0;

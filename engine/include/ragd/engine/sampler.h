@@ -68,6 +68,7 @@ class Sampler {
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<float> scratch_;
+  std::vector<float> weights_;  // unfiltered sampling: e^(x − max) of every id
   std::vector<int32_t> idx_;
 };
 

@@ -15,6 +15,9 @@ float logsumexp(const float* x, size_t n);
 // vocabulary in ~40 µs on one core.
 double sum_exp(const float* x, size_t n, float shift, float floor = -__builtin_inff());
 
+// out[i] = e^(x[i] − shift) (fp32, exp_approx) over x: [n]; returns Σ out in fp64. out may be x.
+double exp_shifted(const float* x, size_t n, float shift, float* out);
+
 // Index of the largest x (the lowest index on ties; NaNs never win, an all-NaN or empty x gives 0).
 size_t argmax(const float* x, size_t n);
 
