@@ -81,6 +81,21 @@ constexpr int kFloorSteps = 5;  // floors max − 4, − 8, − 16, − 32, − 
 // (top-k uses the same floors, with a count of at least k instead of the mass.)
 constexpr double kMassMargin = 1e-5;
 
+// The index the draw `target` (uniform in [0, Σ w)) lands on walking w in order (zero weights
+// skipped; the last positive weight when rounding leaves the target past the end).
+template <typename W>
+size_t draw_index(std::span<const W> w, double target) {
+  double acc = 0;
+  size_t pick = w.size();
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] <= 0) continue;
+    acc += w[i];
+    pick = i;
+    if (acc > target) break;
+  }
+  return pick;
+}
+
 }  // namespace
 
 SampleResult sample_reference(std::span<const float> logits, std::span<const int32_t> history,
@@ -179,16 +194,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
       for (float& w : weights_) sum += w = w < p_.min_p ? 0.0f : w;
     }
     std::uniform_real_distribution<double> u(0.0, sum);
-    const double target = u(rng_);
-    double acc = 0;
-    int32_t pick = v;
-    for (int32_t i = 0; i < v; ++i) {
-      if (weights_[i] <= 0.0f) continue;
-      acc += weights_[i];
-      pick = i;
-      if (acc > target) break;
-    }
-    r.token = pick;
+    r.token = static_cast<int32_t>(draw_index(std::span<const float>(weights_), u(rng_)));
     r.logprob = log_softmax_at(logits, r.token);
     return r;
   }
@@ -261,16 +267,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     sum = std::accumulate(probs.begin(), probs.end(), 0.0);
   }
   std::uniform_real_distribution<double> u(0.0, sum);
-  const double target = u(rng_);
-  double acc = 0;
-  size_t pick = n;
-  for (size_t i = 0; i < n; ++i) {
-    if (probs[i] <= 0) continue;
-    acc += probs[i];
-    pick = i;
-    if (acc > target) break;
-  }
-  r.token = idx_[pick];
+  r.token = idx_[draw_index(std::span<const double>(probs), u(rng_))];
   r.logprob = log_softmax_at(logits, r.token);
   return r;
 }
