@@ -12,6 +12,10 @@
 
 namespace ragd::engine {
 
+bool SamplingParams::has_penalties() const {
+  return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+}
+
 Status SamplingParams::validate() const {
   auto bad = [](std::string_view field, std::string msg) {
     return Status::InvalidArgument(fmt::format("sampling parameter '{}' {}", field, msg));
@@ -65,10 +69,6 @@ SampleResult greedy_pick(std::span<const float> logits) {
 }
 
 namespace {
-
-bool has_penalties(const SamplingParams& p) {
-  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-}
 
 // Top-p without sorting the vocabulary: the candidates at or above a floor are a prefix of the sorted
 // order, so once they hold at least top_p of the mass they contain the nucleus. The floor starts
@@ -165,7 +165,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   if (v == 0) return r;
   // Penalised logits: a copy only when there are penalties (a 128 k row is half a megabyte).
   std::span<const float> x = logits;
-  if (has_penalties(p_) && !history.empty()) {
+  if (p_.has_penalties() && !history.empty()) {
     scratch_.assign(logits.begin(), logits.end());
     apply_penalties(scratch_, history, p_);
     x = scratch_;
@@ -181,12 +181,14 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   if (x.data() != scratch_.data()) scratch_.assign(x.begin(), x.end());
   const float inv_t = 1.0f / p_.temperature;
   for (float& y : scratch_) y *= inv_t;
+  // The largest scaled logit: every candidate set below contains it, and weights are e^(x − top).
+  const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
   const bool nucleus = p_.top_p < 1.0f;
-  if (!nucleus && !(p_.top_k > 0 && p_.top_k < v)) {
+  const bool top_k = p_.top_k > 0 && p_.top_k < v;
+  if (!nucleus && !top_k) {
     // No filter needs the order (the OpenAI default top_p = 1): the draw walks the ids in order over
     // fp32 weights e^(x − max) (vectorised) with fp64 sums. The same token as fp64 weights except
     // where the draw lands within ~1e-7 of a boundary between two tokens.
-    const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
     weights_.resize(v);
     double sum = kernels::exp_shifted(scratch_.data(), scratch_.size(), top, weights_.data());
     if (p_.min_p > 0.0f) {  // the most likely token has weight e^0 = 1
@@ -200,19 +202,23 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   }
   // Candidates sorted by logit descending (ties: lower id first) for the filters.
   auto by_logit = [&](int32_t a, int32_t b) { return scratch_[a] != scratch_[b] ? scratch_[a] > scratch_[b] : a < b; };
+  auto collect_at_least = [&](float floor) {  // ids in order
+    idx_.clear();
+    for (int32_t i = 0; i < v; ++i) {
+      if (scratch_[i] >= floor) idx_.push_back(i);
+    }
+  };
   size_t n = static_cast<size_t>(v);
-  bool windowed = false;  // idx_ holds the candidates above the floor, sorted; they hold the nucleus
-  if (nucleus && !(p_.top_k > 0 && p_.top_k < v)) {
-    const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
-    const double need = kernels::sum_exp(scratch_.data(), scratch_.size(), top) * p_.top_p * (1.0 + kMassMargin);
+  double total = 0.0;      // the nucleus: Σ e^(x − top) over every id (fp32 e^x, fp64 sum)
+  bool windowed = false;   // idx_ holds the candidates above the floor, sorted; they hold the nucleus
+  if (nucleus && !top_k) {
+    total = kernels::sum_exp(scratch_.data(), scratch_.size(), top);
+    const double need = total * p_.top_p * (1.0 + kMassMargin);
     float step = kFloorStep;
     for (int k = 0; k < kFloorSteps && !windowed; ++k, step *= 2.0f) {
       windowed = kernels::sum_exp(scratch_.data(), scratch_.size(), top, top - step) >= need;
       if (!windowed) continue;
-      idx_.clear();
-      for (int32_t i = 0; i < v; ++i) {
-        if (scratch_[i] >= top - step) idx_.push_back(i);
-      }
+      collect_at_least(top - step);
       std::sort(idx_.begin(), idx_.end(), by_logit);
       n = idx_.size();
     }
@@ -220,17 +226,13 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   if (!windowed) {
     idx_.resize(v);
     std::iota(idx_.begin(), idx_.end(), 0);
-    if (p_.top_k > 0 && p_.top_k < v) {
+    if (top_k) {
       // The k largest are among the candidates at or above a floor that at least k reach: select
       // within those (a few hundred) instead of the whole vocabulary.
-      const float top = scratch_[kernels::argmax(scratch_.data(), scratch_.size())];
       float step = kFloorStep;
       for (int k = 0; k < kFloorSteps; ++k, step *= 2.0f) {
         if (kernels::count_at_least(scratch_.data(), scratch_.size(), top - step) < static_cast<size_t>(p_.top_k)) continue;
-        idx_.clear();
-        for (int32_t i = 0; i < v; ++i) {
-          if (scratch_[i] >= top - step) idx_.push_back(i);
-        }
+        collect_at_least(top - step);
         break;
       }
       std::nth_element(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), by_logit);
@@ -240,12 +242,10 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
     if (need_sort) std::sort(idx_.begin(), idx_.begin() + n, by_logit);
   }
 
-  float mx = -INFINITY;
-  for (size_t i = 0; i < n; ++i) mx = std::max(mx, scratch_[idx_[i]]);
   std::vector<double> probs(n);
   double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(static_cast<double>(scratch_[idx_[i]]) - mx);
-  if (windowed) sum = kernels::sum_exp(scratch_.data(), scratch_.size(), mx);  // the total, not the candidates' sum
+  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(static_cast<double>(scratch_[idx_[i]]) - top);
+  if (windowed) sum = total;  // the whole vocabulary's, not the candidates'
   if (p_.top_p < 1.0f) {
     double cum = 0;
     size_t keep = n;

@@ -21,8 +21,7 @@ int32_t RunState::advance(std::span<const float> logits) { return accept(sample(
 
 bool RunState::greedy_pick_suffices() const {
   const engine::SamplingParams& p = sampler_.params();
-  return !extractive_ && p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f;
+  return !extractive_ && p.temperature == 0.0f && !p.has_penalties();
 }
 
 engine::SampleResult RunState::sample(std::span<const float> logits) {

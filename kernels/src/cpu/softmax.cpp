@@ -9,10 +9,8 @@
 namespace ragd::kernels {
 
 namespace {
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-}
 
-namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Largest value (NaNs skipped; -inf when there is none).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

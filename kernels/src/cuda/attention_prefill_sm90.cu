@@ -77,7 +77,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the sm_90a pass; the compute_90 PTX pass traps (never launched)
   using L = Sm90Smem<D, kOverlap>;
   constexpr int kStages = stages<kOverlap>();
-  constexpr int kVec = D / 8;   // 16-byte chunks per row
   constexpr int kNB = kBN / 8;  // 8-key n-blocks of S
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(16) int32_t s_kpos[kPos ? kStages : 1][kBN];  // kPos with key_pos: each stage's key positions
@@ -97,12 +96,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_sm90_kernel(PrefillParams
   const int kvh = h / p.group;
   const bool by_key_pos = kPos && p.key_pos != nullptr;
 
-  for (int i = tid; i < kBM * kVec; i += kThreads) {
-    const int r = i / kVec, c = i % kVec;
-    const bool in = m0 + r < p.n_q;
-    const bf16* src = in ? p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c * 8 : p.q;
-    cp_async16(sQ + swizzled(kBM, r, c), src, in ? 16 : 0);
-  }
+  gather_q_rows<D>(p, m0, h, 0, kBM, sQ, tid, kThreads);
   const int max_qpos = kPos ? cta_max_query_position(p, m0, kBM, &s_maxpos) : 0;
   const int kv_end = cta_key_end(p, kPos, by_key_pos, m0, kBM, max_qpos);
   const int n_tiles = kv_end > 0 ? (kv_end + kBN - 1) / kBN : 0;

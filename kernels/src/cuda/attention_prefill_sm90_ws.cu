@@ -54,7 +54,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) prefill_sm90_ws_kernel(PrefillP
   constexpr int kConsumerRegs = 232;  // 128 · (40 + 2 · 232) <= 64 K registers per SM
   constexpr int kTurnBarrier = 1;     // + consumer index: whose turn it is to issue products
   constexpr int kQBarrier = 3;        // + consumer index: the warpgroup's Q rows are in shared memory
-  constexpr int kVec = D / 8;         // 16-byte chunks per row
   constexpr int kNB = kBN / 8;  // 8-key n-blocks of S
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -110,12 +109,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) prefill_sm90_ws_kernel(PrefillP
   const int lane = tid & 31;
   const int g = lane >> 2;  // row within the 8-row half of the warp's 16 rows
   const int tq = lane & 3;  // column pair
-  for (int i = wl; i < 64 * kVec; i += 128) {  // this warpgroup's 64 query rows
-    const int r = c * 64 + i / kVec, cc = i % kVec;
-    const bool in = m0 + r < p.n_q;
-    const bf16* src = in ? p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + cc * 8 : p.q;
-    cp_async16(sQ + swizzled(kBM, r, cc), src, in ? 16 : 0);
-  }
+  gather_q_rows<D>(p, m0, h, c * 64, 64, sQ, wl, 128);  // this warpgroup's 64 query rows
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();

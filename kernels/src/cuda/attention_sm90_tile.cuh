@@ -126,6 +126,21 @@ __device__ __forceinline__ void hold_fragments(uint32_t (&pf)[kBN / 8][2]) {
   for (int nb = 0; nb < kBN / 8; ++nb) asm volatile("" : "+r"(pf[nb][0]), "+r"(pf[nb][1])::"memory");
 }
 
+// Gathers query rows r0 .. r0 + rows − 1 of the CTA's tile (queries m0 + r, head h) into the
+// swizzled Q tile with cp.async, threads `thread` of `threads`; rows past n_q are zero-filled. The
+// caller commits and waits.
+template <int D>
+__device__ __forceinline__ void gather_q_rows(const PrefillParams& p, int m0, int h, int r0, int rows, uint32_t sq,
+                                              int thread, int threads) {
+  constexpr int kVec = D / 8;
+  for (int i = thread; i < rows * kVec; i += threads) {
+    const int r = r0 + i / kVec, c = i % kVec;
+    const bool in = m0 + r < p.n_q;
+    const __nv_bfloat16* src = in ? p.q + (static_cast<size_t>(m0 + r) * p.num_heads + h) * D + c * 8 : p.q;
+    cp_async16(sq + swizzled(kBM, r, c), src, in ? 16 : 0);
+  }
+}
+
 // Gathers keys n0 .. n0 + kBN − 1 of kv head kvh (K and V) from their pages into one swizzled stage
 // with cp.async, threads `thread` of `threads` sharing the 16-byte chunks; keys past kv_len are
 // zero-filled (the pool is not read). The caller commits and waits.

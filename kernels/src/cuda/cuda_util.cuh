@@ -45,6 +45,22 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Σ v over a block of kThreads threads (at most 1024), the same value in every thread; `part` is
+// shared scratch of kThreads / 32 floats. Two barriers; every thread of the block calls it.
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* part) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < kThreads / 32 ? part[threadIdx.x] : 0.0f;
+    t = warp_sum(t);
+    if (threadIdx.x == 0) part[0] = t;
+  }
+  __syncthreads();
+  return part[0];
+}
+
 // Compute capability of the current device as major · 10 + minor (90 = Hopper), cached per device;
 // 0 when unknown.
 int compute_capability();

@@ -32,16 +32,7 @@ __global__ void rmsnorm_kernel(const T* __restrict__ x, int dim, int x_stride, c
     ss += v * v;
   }
   __shared__ float part[kRowThreads / 32];
-  ss = detail::warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float t = threadIdx.x < kRowThreads / 32 ? part[threadIdx.x] : 0.0f;
-    t = detail::warp_sum(t);
-    if (threadIdx.x == 0) part[0] = t;
-  }
-  __syncthreads();
-  const float inv = rsqrtf(part[0] / static_cast<float>(dim) + eps);
+  const float inv = rsqrtf(detail::block_sum<kRowThreads>(ss, part) / static_cast<float>(dim) + eps);
   OutT* yr = y + static_cast<size_t>(row) * y_stride;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = from_f32<OutT>(to_f32(xr[i]) * inv * to_f32(w[i]));
 }
@@ -180,15 +171,9 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int s
     const float v = r[i];
     if (!isnan(v)) sum += expf(v - best);
   }
-  sum = detail::warp_sum(sum);
-  __shared__ float ss[kRowThreads / 32];
-  if ((threadIdx.x & 31) == 0) ss[threadIdx.x >> 5] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float t = 0.0f;
-    for (int w = 0; w < kRowThreads / 32; ++w) t += ss[w];
-    logprob[blockIdx.x] = isnan(best) ? NAN : -logf(t);
-  }
+  __shared__ float part[kRowThreads / 32];
+  sum = detail::block_sum<kRowThreads>(sum, part);
+  if (threadIdx.x == 0) logprob[blockIdx.x] = isnan(best) ? NAN : -logf(sum);
 }
 
 // ---- paged KV write: one block per token -------------------------------------------------------

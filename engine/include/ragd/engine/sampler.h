@@ -28,6 +28,7 @@ struct SamplingParams {
   bool ignore_eos = false;
 
   Status validate() const;  // ranges: temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, ...
+  bool has_penalties() const;  // any of repetition / presence / frequency is on
 };
 
 struct SampleResult {
