@@ -397,7 +397,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint64_t>> ids;
     for (const auto& q : queries) {
       auto q0 = Clock::now();
-      auto hits = (*c)->search(q, 10);
+      auto hits = (*c)->search(q, 10, ReadScope::everything());
       lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - q0).count());
       if (!hits.ok()) { std::fprintf(stderr, "%s\n", hits.status().to_string().c_str()); return 1; }
       std::vector<uint64_t> v;

@@ -55,7 +55,10 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       model_name_(std::move(deps.model_name)),
       reranker_(std::move(deps.reranker)) {
   prompts_ = std::make_unique<PromptBuilder>(*tok_, model_->config());
-  retrieval_pool_ = std::make_unique<ThreadPool>(std::max(1, opts.retrieval_threads), opts.max_queue, "retrieval");
+  retrieval_pool_ = std::make_unique<FairPool>(static_cast<size_t>(std::max(1, opts.retrieval_threads)),
+                                               static_cast<size_t>(std::max(1, opts.max_queue)),
+                                               static_cast<size_t>(std::max(0, opts.retrieval_threads_per_tenant)),
+                                               "retrieval");
 }
 
 ExecutorImpl::~ExecutorImpl() { stop(); }
@@ -145,7 +148,9 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
   r->sink = std::move(sink);
   r->t_submit = Clock::now();
   auto* raw = r.release();
-  if (!retrieval_pool_->submit([this, raw] { prepare(std::unique_ptr<Run>(raw)); })) {
+  // The retrieval threads are shared fairly among tenants: one tenant's searches and reranking
+  // hold at most its share of them (FairPool).
+  if (!retrieval_pool_->submit(raw->rr.tenant, [this, raw] { prepare(std::unique_ptr<Run>(raw)); })) {
     std::unique_ptr<Run> back(raw);
     std::lock_guard<std::mutex> lk(mu_);
     --pending_;
@@ -188,9 +193,12 @@ Status ExecutorImpl::include_document(const std::string& id, const std::string& 
 
 void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   const auto t0 = Clock::now();
+  r->timings.retrieval_queue_ms = ms_between(r->t_submit, t0);
   const RunRequest& q = r->rr;
-  if (r->spec && !r->iter && q.context_must_include.empty() && q.speculative_prefill.value_or(r->spec->speculative_prefill) &&
-      retrieval_k(*r) > 0 && corpus_) {
+  // Speculative prefill applies to one-shot runs whose prompt is the search's top-k: not to
+  // iterative or reranking pipelines, nor with a forced document (those runs are plain ones).
+  if (r->spec && !r->iter && r->spec->rerank == 0 && q.context_must_include.empty() &&
+      q.speculative_prefill.value_or(r->spec->speculative_prefill) && retrieval_k(*r) > 0 && corpus_) {
     return prepare_speculative(std::move(r));
   }
   if (r->spec) {
@@ -214,7 +222,9 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
         ctx = std::move(o.hits);
         if (r->spec->rerank > 0 && !it) {
+          const auto tr = Clock::now();
           Status rs = rerank(*r, &ctx);
+          r->timings.rerank_ms = ms_between(tr, Clock::now());
           if (!rs.ok()) r->error = "rerank failed: " + rs.to_string();
         }
       }
@@ -245,7 +255,7 @@ Status ExecutorImpl::rerank(const Run& r, std::vector<ContextDoc>* ctx) {
   if (!reranker_) return Status::FailedPrecondition("pipeline '" + r.spec->name + "' reranks, but the runtime has no reranker");
   std::vector<std::vector<int32_t>> toks;
   for (const auto& d : *ctx) toks.push_back(d.tokens);
-  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, reranker_->score(*r.spec, toks, r.rr.query));
+  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, reranker_->score(*r.spec, toks, r.rr.query, r.rr.kv_scope));
   std::vector<size_t> order(ctx->size());
   std::iota(order.begin(), order.end(), size_t{0});
   // Best first; ties keep the retriever's order.

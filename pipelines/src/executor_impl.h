@@ -28,7 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ragd/common/thread_pool.h"
+#include "ragd/common/fair_pool.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/kvstore/engine_io.h"
@@ -45,6 +45,9 @@
 #include "reuse_planner.h"
 #include "reranker.h"
 #include "run_state.h"
+#if RAGD_HAVE_RETRIEVAL
+#include "ragd/retrieval/corpus.h"
+#endif
 
 namespace ragd::retrieval {
 class Corpus;
@@ -148,6 +151,9 @@ class ExecutorImpl final : public Executor {
 #if RAGD_HAVE_RETRIEVAL
   // A retrieved chunk as a context passage (token ids, source; the hit's text and ids move out).
   ContextDoc context_doc(retrieval::Hit& h) const;
+  // Whose documents run `r` may read: its tenant's and the shared ones. Every corpus read of a run
+  // (plain, progressive, iterative, rerank candidates, context_must_include) takes this scope.
+  static retrieval::ReadScope read_scope(const Run& r) { return retrieval::ReadScope::tenant(r.rr.tenant); }
 #endif
   // Rebuilds a RAG run's prompt over `docs` (prompt order); KV is kept up to the first changed
   // token and the reuse plan is dropped.
@@ -246,7 +252,7 @@ class ExecutorImpl final : public Executor {
   void publish_stats();  // scheduler thread
 
   SearchTimeModel search_time_;  // thread-safe: piperag's search latency by nprobe
-  std::unique_ptr<ThreadPool> retrieval_pool_;
+  std::unique_ptr<FairPool> retrieval_pool_;  // keyed by tenant
   std::thread thread_;
 };
 

@@ -86,7 +86,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
   retrieval::SearchParams sp;
   sp.nprobe = nprobe;
   // The request's tenant sees its own documents and the shared ones, filtered inside the search.
-  auto batch = corpus_->search_batch(queries, std::max(k, fetch), sp, tenant);
+  auto batch = corpus_->search_batch(queries, std::max(k, fetch), retrieval::ReadScope::tenant(tenant), sp);
   if (!batch.ok()) return fail_all(batch.status());
   const double ms = ms_between(t0, Clock::now());
   for (size_t qi = 0; qi < queries.size(); ++qi) {
@@ -151,7 +151,7 @@ uint64_t ExecutorImpl::issue_search(Run& r, std::vector<std::string> queries, in
     searches_done_.push_back(std::move(d));
     cv_.notify_all();
   };
-  if (!retrieval_pool_->submit(std::move(task))) {
+  if (!retrieval_pool_->submit(r.rr.tenant, std::move(task))) {
     r.iter_failure = Status::ResourceExhausted("iterative retrieval: the retrieval queue is full or stopping");
     return 0;
   }

@@ -7,7 +7,7 @@
 // earlier wait with the run, and are used only if the prompt did not change since. The speculation
 // runs only while the batch has room (no waiting run, a free running slot); otherwise the run is
 // held until its search ends. Searches that are not IVF (or not trained yet) have one stage: the
-// run is then a plain one.
+// run is then a plain one. Every stage is searched and fetched in the run's tenant scope.
 #include <algorithm>
 #include <thread>
 
@@ -47,20 +47,21 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
     cv_.notify_all();
   };
   const double stage_delay = opts_.search_delay_ms / static_cast<double>(stages.size());
+  const retrieval::ReadScope scope = read_scope(*r);
   Status st = corpus_->search_progressive(
-      q.query, k, stages,
-      [&](size_t stage, int, const std::vector<retrieval::Neighbor>& nb) {
+      q.query, k, stages, scope,
+      [&](size_t stage, int nprobe, const std::vector<retrieval::Neighbor>& nb) {
         // A remote index streams its stages: the modelled round trip is spread over them.
         if (stage_delay > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(stage_delay));
-        if (stage + 1 == stages.size()) {
-          final_nb = nb;
-          return true;
-        }
+        final_nb = nb;  // the last stage reported is the search's result
+        // The last stage; or a single-stage search (Flat, HNSW, an IVF index still staging:
+        // nprobe 0); or every list scanned before the planned last stage.
+        if (stage + 1 == stages.size() || nprobe == 0 || nprobe < stages[stage]) return true;
         std::vector<uint64_t> ids;
         for (const auto& n : nb) ids.push_back(n.id);
         std::sort(ids.begin(), ids.end());
         if (ids.empty() || ids == last_ids) return true;
-        auto hits = corpus_->fetch_hits(nb);
+        auto hits = corpus_->fetch_hits(nb, scope);
         if (!hits.ok() || static_cast<int>(hits->size()) < std::min<int>(k, static_cast<int>(nb.size()))) return true;
         last_ids = ids;
         std::vector<ContextDoc> docs = to_docs(*hits, nullptr);
@@ -82,7 +83,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   std::vector<Source> ranked;
   std::vector<ContextDoc> docs;
   if (st.ok()) {
-    auto hits = corpus_->fetch_hits(final_nb);
+    auto hits = corpus_->fetch_hits(final_nb, scope);
     if (hits.ok()) docs = to_docs(*hits, &ranked);
     else st = hits.status();
   }

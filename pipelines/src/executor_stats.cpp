@@ -20,6 +20,7 @@ void ExecutorImpl::publish_stats() {
   x.swaps_out = s.swaps_out;
   x.swaps_in = s.swaps_in;
   x.drops = s.drops;
+  x.share_preemptions = s.share_preemptions;
   x.tokens_prefill = s.tokens_prefill;
   x.tokens_decode = s.tokens_decode;
   x.waiting = s.waiting;

@@ -17,7 +17,7 @@ Reranker::~Reranker() {
 }
 
 Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
-                                            const std::string& question) {
+                                            const std::string& question, const std::string& scope) {
   if (question.empty()) return Status::InvalidArgument("rerank: empty question");
   std::vector<double> out(docs.size(), 0.0);
   if (docs.empty()) return out;
@@ -44,7 +44,7 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
   std::lock_guard<std::mutex> lk(mu_);
   engine::KvPool& pool = model_->kv_pool();
   for (size_t i = 0; i < docs.size(); ++i) {
-    RAGD_ASSIGN_OR_RETURN(Head * h, head(heads[i]));
+    RAGD_ASSIGN_OR_RETURN(Head * h, head(scope, heads[i]));
     // The head's KV shared, the tail prefilled: row t of the tail predicts tail token t + 1.
     engine::BlockTable t = h->table.fork_prefix(pool, static_cast<int>(h->tokens.size()));
     engine::SeqStep step{&t, tail, engine::SeqStep::Logits::kAll};
@@ -65,14 +65,22 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
   return out;
 }
 
-Result<Reranker::Head*> Reranker::head(const std::vector<int32_t>& tokens) {
+Reranker::Stats Reranker::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+Result<Reranker::Head*> Reranker::head(const std::string& scope, const std::vector<int32_t>& tokens) {
   for (auto& h : heads_) {
-    if (h->tokens == tokens) {
+    if (h->scope == scope && h->tokens == tokens) {
       h->last_use = ++clock_;
+      ++stats_.head_hits;
       return h.get();
     }
   }
+  ++stats_.head_misses;
   auto h = std::make_unique<Head>();
+  h->scope = scope;
   h->tokens = tokens;
   h->last_use = ++clock_;
   engine::KvPool& pool = model_->kv_pool();
@@ -95,6 +103,7 @@ void Reranker::evict_oldest() {
                              [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
   (*it)->table.release(model_->kv_pool());
   heads_.erase(it);
+  ++stats_.evictions;
 }
 
 }  // namespace ragd::pipelines

@@ -9,6 +9,8 @@
 // this one serves the retrieval threads), so it is meant for models small enough to keep twice.
 // The KV of a one-passage prompt's head (system prefix, context header, passage) is kept in that
 // copy's pool, least recently used first out: a passage scored again only prefills the question.
+// Heads are keyed by the run's KV scope as well as their tokens, like every other KV cache: a
+// tenant never reuses (nor times) a head another tenant computed, even for the same text.
 // Thread-safety: thread-safe (one mutex around the model).
 #pragma once
 
@@ -33,21 +35,30 @@ class Reranker {
 
   // One score per passage (token ids as laid out in the prompt), higher = more likely the one the
   // question is about. InvalidArgument for an empty question; errors of the model pass through.
+  // `scope`: the run's KV scope (RunRequest::kv_scope).
   Result<std::vector<double>> score(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
-                                    const std::string& question);
+                                    const std::string& question, const std::string& scope);
+
+  struct Stats {
+    uint64_t head_hits = 0, head_misses = 0;  // heads found in the cache / prefilled
+    uint64_t evictions = 0;
+  };
+  Stats stats() const;
 
  private:
-  struct Head {  // a cached prompt head: its tokens (the key) and KV
+  struct Head {  // a cached prompt head: its scope and tokens (the key) and KV
+    std::string scope;
     std::vector<int32_t> tokens;
     engine::BlockTable table;
     uint64_t last_use = 0;
   };
   // The cached head for `tokens`, prefilled when missing (evicting least recently used heads when
   // the pool is full). Under mu_.
-  Result<Head*> head(const std::vector<int32_t>& tokens);
+  Result<Head*> head(const std::string& scope, const std::vector<int32_t>& tokens);
   void evict_oldest();
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  Stats stats_;  // guarded by mu_
   std::unique_ptr<engine::Model> model_;
   PromptBuilder prompts_;
   std::vector<std::unique_ptr<Head>> heads_;

@@ -38,6 +38,10 @@ Result<SchedulerOptions> RuntimeOptions::scheduler_options() const {
   if (max_running <= 0) return Status::InvalidArgument("executor: max_running must be positive");
   so.max_batch_tokens = max_batch_tokens;
   so.max_running = max_running;
+  if (tenant_share_percent < 1 || tenant_share_percent > 100)
+    return Status::InvalidArgument("executor: tenant_share_percent must be in [1, 100], got " +
+                                   std::to_string(tenant_share_percent));
+  so.tenant_share = tenant_share_percent / 100.0;
   return so;
 }
 

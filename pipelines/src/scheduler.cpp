@@ -95,6 +95,23 @@ double Scheduler::priority_key(const Seq& s) const {
   return 0;
 }
 
+Scheduler::TenantLoad Scheduler::tenant_load() const {
+  TenantLoad load;
+  for (const auto& [id, s] : seqs_) {
+    int& r = load.running[s.info.tenant];  // every tenant with a request gets an entry
+    if (s.state == State::kRunning) ++r;
+    if (s.state == State::kWaiting && !s.held) ++load.waiting[s.info.tenant];
+  }
+  load.tenants = static_cast<int>(load.running.size());
+  return load;
+}
+
+int Scheduler::tenant_limit(const TenantLoad& load) const {
+  if (load.tenants < 2) return opts_.max_running;
+  if (opts_.policy == SchedPolicy::kFair) return std::max(1, opts_.max_running / load.tenants);
+  return std::clamp(static_cast<int>(std::ceil(opts_.tenant_share * opts_.max_running)), 1, opts_.max_running);
+}
+
 bool Scheduler::starved(const Seq& s) const {
   return s.state == State::kWaiting && step_ - s.arrival_step > opts_.starvation_window;
 }
@@ -218,6 +235,15 @@ StepPlan Scheduler::schedule(KvHost& host) {
     }
   }
 
+  // Tenant share: a tenant at its limit while another tenant's request waits.
+  auto tenant_held_back = [&](const std::string& tenant) {
+    const TenantLoad load = tenant_load();
+    if (load.tenants < 2 || load.running.at(tenant) < tenant_limit(load)) return false;
+    for (const auto& [t, n] : load.waiting)
+      if (t != tenant && n > 0) return true;
+    return false;
+  };
+
   // 3. Swapped requests come back first when their KV fits (they never preempt others).
   bool blocked = false;
   for (Seq* s : ordered(State::kSwapped)) {
@@ -229,6 +255,7 @@ StepPlan Scheduler::schedule(KvHost& host) {
       blocked = true;  // swapped out in this very plan: not back before the next step
       break;
     }
+    if (tenant_held_back(s->info.tenant)) continue;  // its slot goes to the other tenant's request
     if (!host.swap_in(s->info.id, reserved)) {
       blocked = true;
       break;
@@ -239,6 +266,18 @@ StepPlan Scheduler::schedule(KvHost& host) {
     if (n > 0) add_item(*s, n);
   }
 
+  // Takes a running request out of this plan (if planned) and preempts it, to free its slot.
+  auto evict = [&](Seq& victim) {
+    auto it = std::find_if(plan.items.begin(), plan.items.end(), [&](const BatchItem& b) { return b.id == victim.info.id; });
+    if (it != plan.items.end()) {
+      budget += it->n;
+      plan.tokens -= it->n;
+      reserved -= host.blocks_needed(it->id, it->n);
+      plan.items.erase(it);
+      planned.erase(std::find(planned.begin(), planned.end(), victim.info.id));
+    }
+    preempt(victim, host, &plan);
+  };
   // MLFQ: a waiting request of a strictly better level takes the slot of the most-served running
   // one (which is swapped out, or dropped, and resumes when it is best again).
   auto demote_for = [&](const Seq& w) {
@@ -247,27 +286,48 @@ StepPlan Scheduler::schedule(KvHost& host) {
       if (r.state == State::kRunning && priority_key(r) > priority_key(w) && (!victim || higher_priority(*victim, r)))
         victim = &r;
     if (!victim) return false;
-    auto it = std::find_if(plan.items.begin(), plan.items.end(), [&](const BatchItem& b) { return b.id == victim->info.id; });
-    if (it != plan.items.end()) {
-      budget += it->n;
-      plan.tokens -= it->n;
-      reserved -= host.blocks_needed(it->id, it->n);
-      plan.items.erase(it);
-      planned.erase(std::find(planned.begin(), planned.end(), victim->info.id));
-    }
-    preempt(*victim, host, &plan);
+    evict(*victim);
+    return true;
+  };
+  // Tenant share: a waiting request of a tenant below its limit takes the slot of the
+  // lowest-priority running request of the tenant furthest above the limit.
+  auto share_room_for = [&](const Seq& w) {
+    const TenantLoad load = tenant_load();
+    const int limit = tenant_limit(load);
+    if (load.tenants < 2 || load.running.at(w.info.tenant) >= limit) return false;
+    const std::string* over = nullptr;
+    int most = limit;
+    for (const auto& [t, n] : load.running)
+      if (t != w.info.tenant && (n > most || (over && n == most && t < *over))) {
+        if (n <= limit) continue;
+        most = n;
+        over = &t;
+      }
+    if (!over) return false;
+    Seq* victim = nullptr;
+    for (auto& [id, r] : seqs_)
+      if (r.state == State::kRunning && r.info.tenant == *over && (!victim || higher_priority(*victim, r))) victim = &r;
+    if (!victim) return false;
+    evict(*victim);
+    ++stats_.share_preemptions;
     return true;
   };
 
-  // 4. Waiting requests in policy order (starved ones first; nothing passes a starved one).
-  if (!blocked || opts_.policy == SchedPolicy::kMlfq) {
-    for (Seq* s : ordered(State::kWaiting)) {
-      if (budget <= 0) break;
-      if (running_count() >= opts_.max_running &&
-          !(opts_.policy == SchedPolicy::kMlfq && !starved(*s) && demote_for(*s)))
-        break;
-      if (blocked && running_count() >= opts_.max_running) break;
-      if (std::find(plan.preempted.begin(), plan.preempted.end(), s->info.id) != plan.preempted.end()) continue;
+  // 4. Waiting requests in policy order (starved ones first; nothing passes a starved one, unless
+  // its tenant is at its share and the other request's tenant is not).
+  for (Seq* s : ordered(State::kWaiting)) {
+    if (budget <= 0) break;
+    if (std::find(plan.preempted.begin(), plan.preempted.end(), s->info.id) != plan.preempted.end()) continue;
+    if (running_count() >= opts_.max_running) {
+      const bool room = (opts_.policy == SchedPolicy::kMlfq && !starved(*s) && demote_for(*s)) || share_room_for(*s);
+      if (!room) {
+        if (starved(*s) && !tenant_held_back(s->info.tenant)) break;
+        continue;  // a later request of another tenant may still take a share slot
+      }
+    } else if (blocked && opts_.policy != SchedPolicy::kMlfq) {
+      break;  // swapped requests wait for KV and come back first
+    }
+    {
       const int present = host.admit(s->info.id, reserved);
       RAGD_CHECK(present >= 0 && present < s->len())
           << "host admitted request " << s->info.id << " with " << present << " of " << s->len() << " tokens";

@@ -146,10 +146,11 @@ struct Corpus::Impl {
     return Status::OK();
   }
   // The filter of a scope; nullopt = no filter. Caller holds owner_mu shared while it is used.
-  std::optional<OwnerFilter> filter_for(const TenantScope& scope) const {
-    if (!scope) return std::nullopt;
+  std::optional<OwnerFilter> filter_for(const ReadScope& scope) const {
+    if (scope.is_everything()) return std::nullopt;
     uint32_t code = kNoOwner;
-    if (auto it = tenant_codes.find(*scope); !scope->empty() && it != tenant_codes.end()) code = it->second;
+    const std::string& t = scope.tenant_name();
+    if (auto it = tenant_codes.find(t); !t.empty() && it != tenant_codes.end()) code = it->second;
     return OwnerFilter(chunk_owner, code);
   }
 
@@ -227,7 +228,7 @@ struct Corpus::Impl {
     return Status::OK();
   }
 
-  Result<std::vector<Hit>> hits_for(std::span<const Neighbor> nb) const {
+  Result<std::vector<Hit>> hits_for(std::span<const Neighbor> nb, const ReadScope& scope) const {
     std::vector<uint64_t> ids;
     for (const auto& n : nb) ids.push_back(n.id);
     RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(ids));
@@ -242,6 +243,7 @@ struct Corpus::Impl {
       std::string key = h.chunk.doc_id;
       if (!split_document_key(key, &h.tenant, &h.chunk.doc_id))
         return Status::Corruption("docstore: chunk " + std::to_string(h.chunk.id) + ": malformed document key");
+      if (!scope.sees(h.tenant)) continue;  // not this reader's: never returned
       auto it = docs.find(key);
       if (it == docs.end()) {
         RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(key));
@@ -385,8 +387,12 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   Mutation mut;
   if (!stored_tok) mut.put_meta["tokenizer"] = m.tokenizer_fp;
   // Shared documents are read-only to tenants: refuse the whole call before anything is written.
+  // Each owner has its own id space, so a tenant's own document of that id stays its to update
+  // (the shared one was uploaded after it); a tenant without one may not take the shared id.
   for (const Document& d : docs) {
     if (d.tenant.empty() || d.id.empty()) continue;
+    RAGD_ASSIGN_OR_RETURN(auto own, m.store->get_document(document_key(d.tenant, d.id)));
+    if (own) continue;
     RAGD_ASSIGN_OR_RETURN(auto shared, m.store->get_document(document_key("", d.id)));
     if (shared) return Status::PermissionDenied("document '" + d.id + "' is shared and read-only");
   }
@@ -531,15 +537,15 @@ Result<bool> Corpus::remove_document(const std::string& id, const std::string& t
   return true;
 }
 
-Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const SearchParams& params,
-                                        const TenantScope& scope) const {
+Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const ReadScope& scope,
+                                        const SearchParams& params) const {
   const std::string one[1] = {std::string(query)};
-  RAGD_ASSIGN_OR_RETURN(auto hits, search_batch(one, k, params, scope));
+  RAGD_ASSIGN_OR_RETURN(auto hits, search_batch(one, k, scope, params));
   return std::move(hits[0]);
 }
 
 Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::string> queries, int k,
-                                                           const SearchParams& params, const TenantScope& scope) const {
+                                                           const ReadScope& scope, const SearchParams& params) const {
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
   if (queries.empty()) return std::vector<std::vector<Hit>>{};
   std::vector<float> q;
@@ -557,22 +563,22 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   }
   std::vector<std::vector<Hit>> out;
   for (const auto& r : res) {
-    RAGD_ASSIGN_OR_RETURN(auto hits, impl_->hits_for(r));
+    RAGD_ASSIGN_OR_RETURN(auto hits, impl_->hits_for(r, scope));
     out.push_back(std::move(hits));
   }
   return out;
 }
 
 Status Corpus::search_progressive(std::string_view query, int k, std::span<const int> stages,
-                                  const VectorIndex::StageCallback& on_stage, const TenantScope& scope) const {
+                                  const ReadScope& scope, const VectorIndex::StageCallback& on_stage) const {
   RAGD_ASSIGN_OR_RETURN(auto q, impl_->embed_query(query));
   std::shared_lock lk(impl_->owner_mu);
   auto filter = impl_->filter_for(scope);
   return impl_->index->search_progressive(q, k, stages, on_stage, filter ? &*filter : nullptr);
 }
 
-Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors) const {
-  return impl_->hits_for(neighbors);
+Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors, const ReadScope& scope) const {
+  return impl_->hits_for(neighbors, scope);
 }
 
 Result<std::vector<float>> Corpus::embed_query(std::string_view query) const { return impl_->embed_query(query); }

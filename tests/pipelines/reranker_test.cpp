@@ -89,7 +89,7 @@ TEST(Reranker, ScoresAreLogProbabilitiesOfTheQuestionAndFindTheGoldPassage) {
                                    corpus[(qi * 29 + 250) % corpus.size()].first};
     int gold_at = 1 + qi % 3;
     for (int i = 0, o = 0; i < 4; ++i) docs.push_back((*tok)->encode(i == gold_at ? text_of(gold) : text_of(others[o++])));
-    auto scores = rr.score(spec, docs, question);
+    auto scores = rr.score(spec, docs, question, "");
     ASSERT_TRUE(scores.ok()) << scores.status().to_string();
     ASSERT_EQ(scores->size(), 4u);
     for (int i = 0; i < 4; ++i) {
@@ -110,15 +110,43 @@ TEST(Reranker, ScoresAreLogProbabilitiesOfTheQuestionAndFindTheGoldPassage) {
     EXPECT_EQ(best, gold_at) << "question " << qi * 37 << ": " << question;
     // Again: the passages' prompt heads now come from the cache, the scores do not change; and a
     // reranker whose pool holds about two heads evicts on the way and gives the same scores.
-    auto again = rr.score(spec, docs, question);
+    auto again = rr.score(spec, docs, question, "");
     ASSERT_TRUE(again.ok()) << again.status().to_string();
     EXPECT_EQ(*again, *scores);
-    auto tight = small.score(spec, docs, question);
+    auto tight = small.score(spec, docs, question, "");
     ASSERT_TRUE(tight.ok()) << tight.status().to_string();
     for (int i = 0; i < 4; ++i) EXPECT_NEAR((*tight)[i], (*scores)[i], 1e-9) << "passage " << i;
   }
-  EXPECT_EQ(rr.score(spec, std::vector<std::vector<int32_t>>(1, std::vector<int32_t>{5, 6}), "").status().code(),
+  EXPECT_EQ(rr.score(spec, std::vector<std::vector<int32_t>>(1, std::vector<int32_t>{5, 6}), "", "").status().code(),
             StatusCode::kInvalidArgument);
+
+  // Heads are scoped: tenant alpha's heads serve alpha again, never beta (the same passages and
+  // question), and the scores do not depend on whose cache they came from.
+  {
+    const auto& [question, gold] = questions[11];
+    std::vector<std::vector<int32_t>> docs;
+    for (int i = 0; i < 3; ++i) docs.push_back((*tok)->encode(corpus[(i * 71 + 400) % corpus.size()].second));
+    docs.push_back((*tok)->encode(text_of(gold)));
+    const Reranker::Stats s0 = rr.stats();
+    auto a1 = rr.score(spec, docs, question, "alpha");
+    ASSERT_TRUE(a1.ok()) << a1.status().to_string();
+    const Reranker::Stats s1 = rr.stats();
+    EXPECT_EQ(s1.head_misses - s0.head_misses, 4u);
+    auto a2 = rr.score(spec, docs, question, "alpha");
+    ASSERT_TRUE(a2.ok());
+    const Reranker::Stats s2 = rr.stats();
+    EXPECT_EQ(s2.head_hits - s1.head_hits, 4u);
+    EXPECT_EQ(s2.head_misses, s1.head_misses);
+    auto b1 = rr.score(spec, docs, question, "beta");
+    ASSERT_TRUE(b1.ok());
+    const Reranker::Stats s3 = rr.stats();
+    EXPECT_EQ(s3.head_misses - s2.head_misses, 4u) << "beta reused heads alpha computed";
+    EXPECT_EQ(s3.head_hits, s2.head_hits);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_NEAR((*b1)[i], (*a1)[i], 1e-9);
+      EXPECT_EQ((*a2)[i], (*a1)[i]);
+    }
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <set>
@@ -95,6 +96,7 @@ struct SimResult {
   std::map<uint64_t, std::vector<int32_t>> out;
   std::map<uint64_t, long> first_admit_step, finish_step;
   long steps = 0;
+  int max_running = 0;  // most requests holding KV in the pool after a plan
   SchedulerStats stats;
 };
 
@@ -138,20 +140,36 @@ SimResult simulate(Scheduler& sched, FakeHost& host, std::vector<Req> reqs, long
         waiting.insert(id);
         enq_step[id] = sched.step();
       }
-    // Admissions in this step, and the starvation rule.
+    // Admissions in this step, and the starvation rule: nothing passes a starved request, except a
+    // request of another tenant while the starved one's tenant held its share of the slots when
+    // the step began (running after the plan + preempted by it).
     std::vector<uint64_t> admitted;
     for (const auto& it : plan.items)
       if (waiting.count(it.id)) admitted.push_back(it.id);
     for (uint64_t id : admitted) waiting.erase(id);
+    std::map<std::string, int> held_slots;
+    std::set<std::string> tenants;
+    for (const auto& [id, v] : host.kv) ++held_slots[live[id].info.tenant];
+    for (uint64_t id : plan.preempted) ++held_slots[live[id].info.tenant];
+    for (const auto& [id, q] : live)
+      if (sched.contains(id)) tenants.insert(q.info.tenant);
+    const int n_tenants = static_cast<int>(tenants.size());
+    const int limit = n_tenants < 2 ? o.max_running
+                      : o.policy == SchedPolicy::kFair
+                          ? std::max(1, o.max_running / n_tenants)
+                          : std::max(1, static_cast<int>(std::ceil(o.tenant_share * o.max_running)));
     for (uint64_t x : admitted) {
       r.first_admit_step.emplace(x, step);
       const bool x_starved = sched.step() - enq_step[x] > o.starvation_window;
       for (uint64_t y : waiting) {
         const bool y_starved = sched.step() - enq_step[y] > o.starvation_window;
-        if (y_starved && (!x_starved || arrival[x] > arrival[y]))
+        const std::string& ty = live[y].info.tenant;
+        const bool share_pass = live[x].info.tenant != ty && held_slots[ty] >= limit;
+        if (y_starved && (!x_starved || arrival[x] > arrival[y]) && !share_pass)
           ADD_FAILURE() << "request " << x << " admitted at step " << step << " past starved request " << y;
       }
     }
+    r.max_running = std::max(r.max_running, static_cast<int>(host.kv.size()));
     // Execute on the fake model.
     std::vector<uint64_t> done;
     for (const auto& it : plan.items) {
@@ -380,6 +398,90 @@ TEST(Scheduler, FairShareServesNewTenantPromptly) {
   for (int i = 0; i < 20; ++i) heavy_admitted_after += r.first_admit_step[100 + i] > r.first_admit_step[1];
   EXPECT_GE(heavy_admitted_after, 12);
   EXPECT_LE(r.first_admit_step[1], 15 + 12);
+}
+
+// A flood of long requests from one tenant fills every slot while it is alone; another tenant's
+// short request then takes the slot of one of them at once (preempted, resumed exactly later),
+// in every policy; the flood tenant gets its slots back when the short one is done.
+TEST(Scheduler, TenantShareAdmitsAnotherTenantDuringAFlood) {
+  for (SchedPolicy policy : {SchedPolicy::kFcfs, SchedPolicy::kSjf, SchedPolicy::kMlfq, SchedPolicy::kFair}) {
+    for (PreemptMode mode : {PreemptMode::kSwap, PreemptMode::kRecompute}) {
+      SCOPED_TRACE(std::string(sched_policy_name(policy)) + (mode == PreemptMode::kSwap ? " swap" : " recompute"));
+      SchedulerOptions o;
+      o.policy = policy;
+      o.preemption = mode;
+      o.max_running = 16;
+      o.max_batch_tokens = 64;
+      Scheduler sched(o);
+      FakeHost host;
+      host.total = 4000;
+      std::vector<Req> reqs;
+      for (int i = 0; i < 24; ++i) {
+        Req q;
+        q.info.id = 100 + i;
+        q.info.tenant = "flood";
+        q.info.prompt_tokens = 13;
+        q.prompt.assign(13, i + 1);
+        q.info.max_new_tokens = q.out_len = 150;
+        reqs.push_back(q);
+      }
+      for (int j = 0; j < 3; ++j) {
+        Req b;
+        b.info.id = 1 + j;
+        b.info.tenant = "small";
+        b.info.prompt_tokens = 7;
+        b.prompt.assign(7, 900 + j);
+        b.info.max_new_tokens = b.out_len = 4;
+        b.add_at_step = 40 + 30 * j;
+        reqs.push_back(b);
+      }
+      SimResult r = simulate(sched, host, reqs);
+      expect_reference_outputs(reqs, r);
+      EXPECT_EQ(r.max_running, 16) << "the flood alone did not use every slot";
+      for (int j = 0; j < 3; ++j)
+        EXPECT_LE(r.first_admit_step[1 + j], 40 + 30 * j + 1) << "small request " << j << " waited for the flood";
+      EXPECT_GE(r.stats.swaps_out + r.stats.drops, 3);
+      // MLFQ's own demotion already makes the room (a new request is on the best level).
+      if (policy != SchedPolicy::kMlfq) EXPECT_GE(r.stats.share_preemptions, 3);
+      if (mode == PreemptMode::kSwap) EXPECT_EQ(r.stats.swaps_in, r.stats.swaps_out);
+    }
+  }
+}
+
+// Under fair, two floods share the slots equally, and a third tenant still gets in at once.
+TEST(Scheduler, FairShareSplitsSlotsBetweenFloods) {
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kFair;
+  o.max_running = 8;
+  o.max_batch_tokens = 64;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 4000;
+  std::vector<Req> reqs;
+  for (int i = 0; i < 24; ++i) {
+    Req q;
+    q.info.id = 100 + i;
+    q.info.tenant = i % 2 ? "b" : "a";
+    q.info.prompt_tokens = 9;
+    q.prompt.assign(9, i + 1);
+    q.info.max_new_tokens = q.out_len = 60 + (i % 5) * 7;
+    q.add_at_step = i % 2 ? 20 : 0;  // b's flood comes when a holds every slot
+    reqs.push_back(q);
+  }
+  Req c;
+  c.info.id = 1;
+  c.info.tenant = "c";
+  c.info.prompt_tokens = 5;
+  c.prompt.assign(5, 77);
+  c.info.max_new_tokens = c.out_len = 3;
+  c.add_at_step = 50;
+  reqs.push_back(c);
+  SimResult r = simulate(sched, host, reqs);
+  expect_reference_outputs(reqs, r);
+  int b_admitted_early = 0;
+  for (int i = 1; i < 24; i += 2) b_admitted_early += r.first_admit_step[100 + i] <= 22;
+  EXPECT_GE(b_admitted_early, 4) << "b did not get its half of the slots when it came";
+  EXPECT_LE(r.first_admit_step[1], 51);
 }
 
 TEST(Scheduler, MlfqDemotesLongServedRequests) {

@@ -67,7 +67,7 @@ TEST(Corpus, IngestSearchReingestReplaceRemove) {
   EXPECT_GT(s1->chunks_added, 40u);
   ASSERT_TRUE(corpus.check_consistency().ok()) << corpus.check_consistency().to_string();
 
-  auto hits = corpus.search(query_from(docs[7].text), 3);
+  auto hits = corpus.search(query_from(docs[7].text), 3, ReadScope::everything());
   ASSERT_TRUE(hits.ok()) << hits.status().to_string();
   ASSERT_FALSE(hits->empty());
   const Hit& h = (*hits)[0];
@@ -97,7 +97,7 @@ TEST(Corpus, IngestSearchReingestReplaceRemove) {
   EXPECT_EQ(s3->chunks_removed, old->chunk_ids.size());
   auto gone = corpus.get_chunks(old->chunk_ids);
   for (const auto& g : *gone) EXPECT_FALSE(g.has_value());
-  auto h2 = corpus.search(query_from(changed.text), 1);
+  auto h2 = corpus.search(query_from(changed.text), 1, ReadScope::everything());
   EXPECT_EQ((*h2)[0].chunk.doc_id, docs[7].id);
   for (uint64_t id : old->chunk_ids) EXPECT_NE((*h2)[0].chunk.id, id);
   ASSERT_TRUE(corpus.check_consistency().ok());
@@ -112,7 +112,7 @@ TEST(Corpus, IngestSearchReingestReplaceRemove) {
   auto gone2 = corpus.get_chunks(cur->chunk_ids);
   ASSERT_TRUE(gone2.ok());
   for (const auto& g : *gone2) EXPECT_FALSE(g.has_value());
-  auto h3 = corpus.search(query_from(changed.text), 5);
+  auto h3 = corpus.search(query_from(changed.text), 5, ReadScope::everything());
   for (const auto& hit : *h3) EXPECT_NE(hit.chunk.doc_id, docs[7].id);
   ASSERT_TRUE(corpus.check_consistency().ok());
   EXPECT_EQ(corpus.stats().documents, 39u);
@@ -126,7 +126,7 @@ TEST(Corpus, HashingRelevanceQueryFromDocumentRanksItFirst) {
   ASSERT_TRUE(c->ingest(docs).ok());
   size_t first = 0;
   for (const auto& d : docs) {
-    auto hits = c->search(query_from(d.text), 1);
+    auto hits = c->search(query_from(d.text), 1, ReadScope::everything());
     ASSERT_TRUE(hits.ok());
     if (!hits->empty() && (*hits)[0].chunk.doc_id == d.id) ++first;
   }
@@ -154,7 +154,7 @@ TEST(Corpus, PersistsAcrossReopenAndUsesSavedIndex) {
   EXPECT_EQ(st.documents, 30u);
   EXPECT_EQ(st.embedder, "hashing-v2/d=384/uni+bi");
   EXPECT_EQ(st.index_spec, "Flat");
-  auto hits = (*c)->search(query_from(docs[3].text), 1);
+  auto hits = (*c)->search(query_from(docs[3].text), 1, ReadScope::everything());
   EXPECT_EQ((*hits)[0].chunk.doc_id, docs[3].id);
   EXPECT_TRUE((*c)->check_consistency().ok());
   auto ing = (*c)->ingest(docs);
@@ -200,7 +200,7 @@ TEST(Corpus, RebuildsMissingOrCorruptIndex) {
   {
     auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
     EXPECT_TRUE(c->check_consistency().ok());
-    EXPECT_EQ((*c->search(query_from(docs[5].text), 1))[0].chunk.doc_id, docs[5].id);
+    EXPECT_EQ((*c->search(query_from(docs[5].text), 1, ReadScope::everything()))[0].chunk.doc_id, docs[5].id);
   }
   { std::ofstream(dir / "index.faiss", std::ios::trunc) << "garbage"; }
   auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
@@ -221,17 +221,75 @@ TEST(Corpus, IvfCorpusTrainsOnceEnoughChunks) {
   EXPECT_TRUE(c->stats().index_trained);
   SearchParams sp;
   sp.nprobe = 4;
-  EXPECT_EQ((*c->search(query_from(docs[40].text), 1, sp))[0].chunk.doc_id, docs[40].id);
+  EXPECT_EQ((*c->search(query_from(docs[40].text), 1, ReadScope::everything(), sp))[0].chunk.doc_id, docs[40].id);
   const int stages[] = {1, 2, 4};
   int calls = 0;
-  ASSERT_TRUE(c->search_progressive(query_from(docs[40].text), 3, stages,
+  ASSERT_TRUE(c->search_progressive(query_from(docs[40].text), 3, stages, ReadScope::everything(),
                                     [&](size_t, int, const std::vector<Neighbor>& n) {
                                       ++calls;
-                                      auto hits = c->fetch_hits(n);
+                                      auto hits = c->fetch_hits(n, ReadScope::everything());
                                       EXPECT_TRUE(hits.ok());
                                       return true;
                                     }).ok());
   EXPECT_EQ(calls, 3);
+}
+
+// Progressive searches are filtered by the reader's scope at every stage, and fetch_hits drops
+// neighbours a scope does not see even when they are handed to it (IVF and Flat).
+TEST(Corpus, ProgressiveSearchIsScopedAtEveryStage) {
+  for (const char* spec : {"IVF4,Flat", "Flat"}) {
+    SCOPED_TRACE(spec);
+    World w;
+    TempDir dir;
+    CorpusOptions o = small_opts();
+    o.index_spec = spec;
+    auto c = std::move(Corpus::open(dir.path(), o, w.tok)).value();
+    auto shared = w.docs(40, 21);
+    auto a = w.docs(23, 22);
+    for (auto& d : a) d.tenant = "alpha";
+    ASSERT_TRUE(c->ingest(shared).ok());
+    ASSERT_TRUE(c->ingest(a).ok());
+    ASSERT_EQ(c->stats().index_trained, true);
+    const int stages[] = {1, 2, 4};
+    for (size_t i = 0; i < 6; ++i) {
+      const std::string q = query_from(a[i].text);
+      std::vector<Neighbor> last;
+      int calls = 0, nprobe0 = 0;
+      ASSERT_TRUE(c->search_progressive(q, 3, stages, ReadScope::tenant("beta"),
+                                        [&](size_t, int nprobe, const std::vector<Neighbor>& n) {
+                                          ++calls;
+                                          nprobe0 += nprobe == 0;
+                                          auto hits = c->fetch_hits(n, ReadScope::tenant("beta"));
+                                          EXPECT_TRUE(hits.ok());
+                                          for (const auto& h : *hits) EXPECT_EQ(h.tenant, "") << h.chunk.doc_id;
+                                          last = n;
+                                          return true;
+                                        })
+                      .ok());
+      if (std::string(spec) == "Flat") {
+        EXPECT_EQ(calls, 1);  // one stage, reported with nprobe 0
+        EXPECT_EQ(nprobe0, 1);
+      }
+      ASSERT_EQ(last.size(), 3u);
+      // Alpha's own search finds its document; handing alpha's neighbours to beta's scope drops them.
+      std::vector<Neighbor> mine;
+      ASSERT_TRUE(c->search_progressive(q, 3, stages, ReadScope::tenant("alpha"),
+                                        [&](size_t, int, const std::vector<Neighbor>& n) {
+                                          mine = n;
+                                          return true;
+                                        })
+                      .ok());
+      auto as_alpha = c->fetch_hits(mine, ReadScope::tenant("alpha"));
+      ASSERT_TRUE(as_alpha.ok());
+      ASSERT_FALSE(as_alpha->empty());
+      EXPECT_EQ((*as_alpha)[0].chunk.doc_id, a[i].id);
+      EXPECT_EQ((*as_alpha)[0].tenant, "alpha");
+      auto as_beta = c->fetch_hits(mine, ReadScope::tenant("beta"));
+      ASSERT_TRUE(as_beta.ok());
+      for (const auto& h : *as_beta) EXPECT_EQ(h.tenant, "");
+      EXPECT_LT(as_beta->size(), as_alpha->size());
+    }
+  }
 }
 
 TEST(Corpus, RefusesOtherEmbedder) {
@@ -311,7 +369,7 @@ TEST(Corpus, SearchRejectsBadK) {
   World w;
   TempDir dir;
   auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
-  auto s = c->search("hello", 0);
+  auto s = c->search("hello", 0, ReadScope::everything());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("k must be"), std::string::npos);
 }
@@ -355,22 +413,22 @@ TEST(CorpusTenants, SearchIsScopedAndTopKStaysK) {
   auto& corpus = **c;
   for (size_t i = 0; i < 5; ++i) {
     const std::string q = query_from(a[i].text);
-    auto unscoped = corpus.search(q, 1);
+    auto unscoped = corpus.search(q, 1, ReadScope::everything());
     ASSERT_TRUE(unscoped.ok());
     ASSERT_EQ(unscoped->size(), 1u);
     EXPECT_EQ((*unscoped)[0].tenant, "alpha");
-    auto as_b = corpus.search(q, 8, {}, std::string("beta"));
+    auto as_b = corpus.search(q, 8, ReadScope::tenant("beta"));
     ASSERT_TRUE(as_b.ok());
     EXPECT_EQ(as_b->size(), 8u);  // top-k stays k
     for (const auto& h : *as_b) EXPECT_NE(h.tenant, "alpha") << h.chunk.doc_id;
-    auto as_a = corpus.search(q, 3, {}, std::string("alpha"));
+    auto as_a = corpus.search(q, 3, ReadScope::tenant("alpha"));
     ASSERT_TRUE(as_a.ok());
     ASSERT_FALSE(as_a->empty());
     EXPECT_EQ((*as_a)[0].chunk.doc_id, a[i].id);  // ids as the owner named them
-    auto as_shared = corpus.search(q, 4, {}, std::string(""));
+    auto as_shared = corpus.search(q, 4, ReadScope::tenant(""));
     ASSERT_TRUE(as_shared.ok());
     for (const auto& h : *as_shared) EXPECT_EQ(h.tenant, "");
-    auto unknown = corpus.search(q, 4, {}, std::string("gamma"));  // a tenant with no documents
+    auto unknown = corpus.search(q, 4, ReadScope::tenant("gamma"));  // a tenant with no documents
     ASSERT_TRUE(unknown.ok());
     EXPECT_EQ(unknown->size(), 4u);
     for (const auto& h : *unknown) EXPECT_EQ(h.tenant, "");
@@ -432,7 +490,7 @@ TEST(CorpusTenants, StoreWithoutOwnersIsAllShared) {
   });
   auto c = Corpus::open(dir.path(), small_opts(), w.tok);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  auto hits = (*c)->search(query_from(docs[3].text), 5, {}, std::string("alpha"));
+  auto hits = (*c)->search(query_from(docs[3].text), 5, ReadScope::tenant("alpha"));
   ASSERT_TRUE(hits.ok());
   ASSERT_EQ(hits->size(), 5u);
   EXPECT_EQ((*hits)[0].chunk.doc_id, docs[3].id);
@@ -463,6 +521,49 @@ TEST(CorpusTenants, UnreadableOwnershipRefusesToOpen) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kCorruption);
   EXPECT_NE(c.status().message().find("ownership cannot be read"), std::string::npos) << c.status().to_string();
+}
+
+// A tenant's document and a shared one of the same id are two documents (two id spaces): once an
+// operator uploads the shared one, the tenant still updates its own (it used to get
+// PermissionDenied), the shared one stays as the operator wrote it, and a tenant without its own
+// document of that id still may not write it.
+TEST(CorpusTenants, TenantUpdatesItsOwnDocumentBesideASharedOneOfTheSameId) {
+  World w;
+  TempDir dir;
+  auto c = Corpus::open(dir.path(), small_opts(), w.tok);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto& corpus = **c;
+  auto texts = w.docs(3, 31);
+  Document mine = texts[0];
+  mine.id = "report";
+  mine.tenant = "alpha";
+  ASSERT_TRUE(corpus.ingest(std::vector<Document>{mine}).ok());
+  Document shared = texts[1];
+  shared.id = "report";
+  ASSERT_TRUE(corpus.ingest(std::vector<Document>{shared}).ok());
+  const std::string shared_hash = (*corpus.get_document("report"))->content_hash;
+
+  Document edited = mine;
+  edited.text = texts[2].text;
+  auto r = corpus.ingest(std::vector<Document>{edited});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->replaced, 1u);
+  auto own = corpus.get_document("report", "alpha");
+  ASSERT_TRUE(own.ok() && own->has_value());
+  EXPECT_EQ((*own)->tenant, "alpha");
+  EXPECT_EQ((*own)->bytes, texts[2].text.size());
+  auto still = corpus.get_document("report");
+  ASSERT_TRUE(still.ok() && still->has_value());
+  EXPECT_EQ((*still)->tenant, "");
+  EXPECT_EQ((*still)->content_hash, shared_hash);
+
+  Document other = edited;
+  other.tenant = "beta";  // no document "report" of its own
+  EXPECT_EQ(corpus.ingest(std::vector<Document>{other}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*corpus.get_document("report", "beta"))->tenant, "");  // beta reads the shared one
+  EXPECT_TRUE(*corpus.remove_document("report", "alpha"));
+  EXPECT_EQ(corpus.remove_document("report", "alpha").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(corpus.check_consistency().ok());
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
       // Searchable: a query made from its sentences finds it (exact search over all lists).
       SearchParams sp;
       sp.nprobe = 8;
-      auto hits = (*c)->search(query_from(all[id].text), 5, sp);
+      auto hits = (*c)->search(query_from(all[id].text), 5, ReadScope::everything(), sp);
       ASSERT_TRUE(hits.ok());
       for (const auto& h : *hits)
         if (h.chunk.doc_id == id) {

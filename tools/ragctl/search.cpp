@@ -70,7 +70,7 @@ int run_search(const SearchArgs& a) {
   SearchParams sp;
   sp.nprobe = a.nprobe;
   sp.ef_search = a.ef_search;
-  auto hits = (*c)->search(a.query, a.k, sp);
+  auto hits = (*c)->search(a.query, a.k, retrieval::ReadScope::everything(), sp);
   if (!hits.ok()) {
     std::fprintf(stderr, "ragctl search: %s\n", hits.status().to_string().c_str());
     return hits.status().code() == StatusCode::kInvalidArgument ? 2 : 1;

@@ -160,6 +160,10 @@ struct Timings {
   // Search time the run stood still for, the first search included: the search time not
   // overlapped with prefill or decoding (= retrieval_ms for a plain one-shot run).
   double search_wait_ms = 0;
+  // Time the run waited for a retrieval thread after submit (the threads are shared fairly among
+  // tenants; part of nothing else), and the time its passages took to rerank (rerank pipelines,
+  // part of retrieval_ms; includes waiting for the reranker, which runs one scoring at a time).
+  double retrieval_queue_ms = 0, rerank_ms = 0;
 };
 
 struct RunEvent {

@@ -31,6 +31,7 @@ struct ExecutorStats {
   std::string policy;
   long steps = 0, admitted = 0, finished = 0, cancelled = 0;
   long swaps_out = 0, swaps_in = 0, drops = 0;
+  long share_preemptions = 0;  // of the preemptions, those that gave a tenant's slot to another tenant
   long tokens_prefill = 0, tokens_decode = 0;
   int waiting = 0, running = 0, swapped = 0;
   int loading = 0;  // requests waiting for their KV to come up from DRAM / SSD
@@ -67,6 +68,7 @@ inline std::string ExecutorStats::to_json() const {
   w.key("admitted").value(int64_t{admitted}).key("finished").value(int64_t{finished});
   w.key("cancelled").value(int64_t{cancelled}).key("swaps_out").value(int64_t{swaps_out});
   w.key("swaps_in").value(int64_t{swaps_in}).key("drops").value(int64_t{drops});
+  w.key("share_preemptions").value(int64_t{share_preemptions});
   w.key("tokens_prefill").value(int64_t{tokens_prefill}).key("tokens_decode").value(int64_t{tokens_decode});
   w.key("length_predictor").begin_object().key("samples").value(int64_t{length_samples}).key("mae").value(length_mae);
   w.key("within_2x").value(length_within_2x).end_object();

@@ -38,10 +38,17 @@ struct RuntimeOptions {
   size_t ssd_cache_bytes = kvstore::Options{}.ssd_bytes;        // SSD tier (RocksDB in data_dir/kvcache); 8 GiB; 0 = off
   std::string eviction = kvstore::Options{}.eviction;           // pgdsf | lru | lfu | gdsf, over every tier
   std::string preemption = "swap";   // swap | recompute
+  // Running slots one tenant may hold while other tenants have requests, in percent of
+  // max_running (SchedulerOptions::tenant_share; the fair scheduler uses an equal share); 1..100,
+  // default 75.
+  int tenant_share_percent = 75;
   size_t swap_bytes = 512ull << 20;  // host memory for KV of swapped-out (preempted) requests; default 512 MiB
   int kv_block_size = engine::ModelOptions{}.kv_block_size;     // tokens per in-engine KV block; 16
   bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
-  int retrieval_threads = 2;
+  int retrieval_threads = 4;
+  // Retrieval threads one tenant's work (searches, reranking) may hold at once; 0 = half of
+  // retrieval_threads (at least 1), so that one tenant's backlog never holds them all.
+  int retrieval_threads_per_tenant = 0;
   int num_threads = 0;               // engine compute threads; 0 = all cores
   // Sequence parallelism: prompts of at least sp_threshold_tokens are split across sp_workers
   // in-process workers (ring-attention prefill, sharded decode; each worker loads the model and

@@ -18,6 +18,16 @@
 //          weighted tokens goes first; a tenant that becomes active is lifted to the minimum
 //          counter of the active tenants so idle time does not bank credit.
 //
+// Tenant share (every policy): while two or more tenants have requests, a tenant may hold at most
+// its limit of the running slots: ceil(tenant_share * max_running) (default 3/4), and under `fair`
+// an equal share, max(1, max_running / active tenants). Alone, a tenant may use every slot. When a
+// request of a tenant below its limit waits and no slot is free, the lowest-priority running
+// request of the tenant furthest above its limit is preempted (swap or recompute, as below) to make
+// room; swapped requests of a tenant at its limit stay out while another tenant waits. So a flood
+// from one tenant delays another tenant's request by about one step, not by the flood's length.
+// A starved request (see above) does not hold back requests of other tenants while its own
+// tenant is at its limit.
+//
 // When the KV host runs out of blocks, the lowest-priority running request is preempted: its KV
 // is swapped out to host memory (resumed later exactly) or dropped (prompt + generated tokens are
 // prefilled again), by option; the host may refuse a swap (host buffer full) and drop instead.
@@ -58,6 +68,9 @@ struct SchedulerOptions {
   int mlfq_levels = 4;
   double fair_prefill_weight = 1.0;  // VTC weight of a prefill token; default 1
   double fair_decode_weight = 2.0;   // VTC weight of a generated token; default 2
+  // Running slots one tenant may hold while another tenant has requests, as a fraction of
+  // max_running (policies other than fair; fair uses an equal share). (0, 1]; 1 = no limit.
+  double tenant_share = 0.75;
 };
 
 // What the scheduler is told about a request (known once retrieval and prompt building are done).
@@ -112,6 +125,7 @@ struct StepPlan {
 struct SchedulerStats {
   long steps = 0, admitted = 0, finished = 0, cancelled = 0;
   long swaps_out = 0, swaps_in = 0, drops = 0;  // preemptions by kind
+  long share_preemptions = 0;  // of those, preemptions of a tenant above its share for another's request
   int waiting = 0, running = 0, swapped = 0;
   long tokens_prefill = 0, tokens_decode = 0;
 };
@@ -190,6 +204,15 @@ class Scheduler {
   // Swaps `s` out (or drops it for recompute, by options or when the host cannot swap).
   void preempt(Seq& s, KvHost& host, StepPlan* plan);
   void lift_tenant(const std::string& tenant);
+  // Tenant share: the running slots `tenant` may hold now (max_running while it is alone), and
+  // the running requests per tenant / tenants with requests.
+  struct TenantLoad {
+    std::unordered_map<std::string, int> running;
+    std::unordered_map<std::string, int> waiting;  // waiting, not held
+    int tenants = 0;
+  };
+  TenantLoad tenant_load() const;
+  int tenant_limit(const TenantLoad& load) const;
 
   SchedulerOptions opts_;
   std::unordered_map<uint64_t, Seq> seqs_;

@@ -16,8 +16,9 @@
 //
 // Tenants: every document belongs to one tenant or is shared (Document::tenant ""). Each owner has
 // its own id space; the owner is stored with the document, in the same batch (see doc_store.h).
-// Searches take a TenantScope and filter inside the vector search (an IdFilter over chunk owners),
-// so a tenant's top-k is the k best of its own and the shared chunks. A store written before
+// Every search takes a ReadScope, with no default, and filters inside the vector search (an
+// IdFilter over chunk owners), so a tenant's top-k is the k best of its own and the shared chunks;
+// fetch_hits() drops any hit the scope does not see. A store written before
 // tenants existed reads as all-shared. A document record that cannot be read (checksum, format,
 // owner) makes open() fail: ownership never fails open.
 //
@@ -75,9 +76,28 @@ struct IngestSummary {
   std::vector<SkippedInput> problems;  // {document id or "#index", reason}
 };
 
-// Whose documents a read sees: nullopt = every document (operators, offline tools); a tenant
-// sees its own and the shared ones; "" sees the shared ones only.
-using TenantScope = std::optional<std::string>;
+// Whose documents a read sees. Made only by its named constructors, so that every search says
+// whose it is: a tenant sees its own documents and the shared ones; shared_only() sees the shared
+// ones; everything() sees every document (operators and offline tools such as `ragctl search`,
+// never a serving path: a request's scope is always a tenant's).
+class ReadScope {
+ public:
+  static ReadScope tenant(std::string name) { return ReadScope(std::move(name)); }  // "" = shared_only()
+  static ReadScope shared_only() { return ReadScope(std::string()); }
+  static ReadScope everything() { return ReadScope(std::nullopt); }
+  // Whether a document owned by `owner` ("" = shared) is visible.
+  bool sees(std::string_view owner) const { return !tenant_ || owner.empty() || owner == *tenant_; }
+  bool is_everything() const { return !tenant_.has_value(); }
+  // The tenant; "" for shared_only(); empty for everything() (check is_everything() first).
+  const std::string& tenant_name() const {
+    static const std::string kNone;
+    return tenant_ ? *tenant_ : kNone;
+  }
+
+ private:
+  explicit ReadScope(std::optional<std::string> t) : tenant_(std::move(t)) {}
+  std::optional<std::string> tenant_;
+};
 
 struct DocumentInfo {
   std::string id, source, title;
@@ -135,17 +155,20 @@ class Corpus {
   // PermissionDenied when the id names only a shared document and `tenant` is not "".
   Result<bool> remove_document(const std::string& id, const std::string& tenant);
 
-  Result<std::vector<Hit>> search(std::string_view query, int k, const SearchParams& params = {},
-                                  const TenantScope& scope = std::nullopt) const;
+  Result<std::vector<Hit>> search(std::string_view query, int k, const ReadScope& scope,
+                                  const SearchParams& params = {}) const;
   // Several queries in one index search (one FAISS call): the hits of each, in order.
   Result<std::vector<std::vector<Hit>>> search_batch(std::span<const std::string> queries, int k,
-                                                     const SearchParams& params = {},
-                                                     const TenantScope& scope = std::nullopt) const;
-  // Progressive search (see VectorIndex::search_progressive): neighbour ids after each stage;
-  // fetch_hits() turns a stage's neighbours into hits.
+                                                     const ReadScope& scope, const SearchParams& params = {}) const;
+  // Progressive search (see VectorIndex::search_progressive): `on_stage(stage, nprobe, hits)`
+  // gets the top-k neighbour ids after each stage, filtered by `scope`; an index that is not IVF
+  // (or not trained yet) has a single stage, reported with nprobe 0. fetch_hits() turns a
+  // stage's neighbours into hits.
   Status search_progressive(std::string_view query, int k, std::span<const int> nprobe_stages,
-                            const VectorIndex::StageCallback& on_stage, const TenantScope& scope = std::nullopt) const;
-  Result<std::vector<Hit>> fetch_hits(std::span<const Neighbor> neighbors) const;
+                            const ReadScope& scope, const VectorIndex::StageCallback& on_stage) const;
+  // The hits of `neighbors` that `scope` sees (others are dropped: a neighbour list is not trusted
+  // to come from a search of the same scope), in order.
+  Result<std::vector<Hit>> fetch_hits(std::span<const Neighbor> neighbors, const ReadScope& scope) const;
   // The query's embedding, as search() computes it (InvalidArgument for an empty or non-UTF-8
   // query). With Hit::vector and coarse_lists(), a caller can score chunks as the index does:
   // iterative RAG's speculation cache.
