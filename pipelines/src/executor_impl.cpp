@@ -185,6 +185,7 @@ Status ExecutorImpl::include_document(const std::string& id, const std::string& 
   h.source = doc->source;
   h.title = doc->title;
   h.chunk = std::move(*chunks[0]);
+  h.chunk.doc_id = doc->id;  // the id as its owner named it (the stored chunk names the owner's key)
   if (static_cast<int>(hits->size()) >= k && !hits->empty()) hits->back() = std::move(h);
   else hits->push_back(std::move(h));
   return Status::OK();
@@ -212,7 +213,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       SearchOutcome o =
           std::move(search_passages(query, q.tenant, k, fetch, r->spec->nprobe, q.context_must_include, vectors)[0]);
       if (!o.status.ok()) {
-        r->error = "retrieval failed: " + o.status.to_string();
+        r->set_failure("retrieval", o.status);
       } else {
         if (it) {
           it->searches = 1;
@@ -225,7 +226,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
           const auto tr = Clock::now();
           Status rs = rerank(*r, &ctx);
           r->timings.rerank_ms = ms_between(tr, Clock::now());
-          if (!rs.ok()) r->error = "rerank failed: " + rs.to_string();
+          if (!rs.ok()) r->set_failure("rerank", rs);
         }
       }
     }
@@ -299,7 +300,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   if (early_cancels_.erase(q.rr.id)) q.error = "cancelled";
   if (!q.error.empty()) {
     if (q.error == "cancelled") return finish(sid, "cancelled");
-    return fail(sid, Status::Unavailable(q.error));
+    return fail(sid, Status(q.error_code, q.error));
   }
   const auto& cfg = model_->config();
   const int prompt_len = static_cast<int>(q.prompt.size());

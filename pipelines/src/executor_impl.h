@@ -105,6 +105,16 @@ class ExecutorImpl final : public Executor {
     Timings timings;
     Clock::time_point t_submit, t_ready, t_first, t_last;
     std::string error;  // set when preparation failed
+    // The code the run fails with when `error` is set: kUnavailable for a failed search or
+    // reranking, the search's own code for a client error (kInvalidArgument: a
+    // context_must_include naming no document of the tenant).
+    StatusCode error_code = StatusCode::kUnavailable;
+    // Records a failed retrieval step: the client's errors keep their code and message.
+    void set_failure(const char* what, const Status& st) {
+      const bool client = st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kNotFound;
+      error_code = client ? st.code() : StatusCode::kUnavailable;
+      error = client ? st.message() : std::string(what) + " failed: " + st.to_string();
+    }
     std::unique_ptr<IterState> iter;  // iterative pipelines
     std::optional<Status> iter_failure;  // set by the iterative logic; the caller fails the run
     // One-shot runs with speculative prefill (executor_spec_prefill.cpp): handed to the scheduler
@@ -154,6 +164,8 @@ class ExecutorImpl final : public Executor {
   // Whose documents run `r` may read: its tenant's and the shared ones. Every corpus read of a run
   // (plain, progressive, iterative, rerank candidates, context_must_include) takes this scope.
   static retrieval::ReadScope read_scope(const Run& r) { return retrieval::ReadScope::tenant(r.rr.tenant); }
+  // Search hits in rank order from index `from` on: score, then chunk id (ties in a fixed order).
+  static void rank_hits(std::vector<retrieval::Hit>& hits, size_t from = 0);
 #endif
   // Rebuilds a RAG run's prompt over `docs` (prompt order); KV is kept up to the first changed
   // token and the reuse plan is dropped.

@@ -68,6 +68,14 @@ PromptSegments ExecutorImpl::rag_prompt(const Run& r, const std::vector<ContextD
   return prompts_->build_rag(*r.spec, toks, r.rr.query);
 }
 
+void ExecutorImpl::rank_hits(std::vector<retrieval::Hit>& hits, size_t from) {
+  // Equal scores in a fixed order (smaller chunk id first), as the speculation cache ranks them.
+  std::stable_sort(hits.begin() + static_cast<std::ptrdiff_t>(std::min(hits.size(), from)), hits.end(),
+                   [](const retrieval::Hit& a, const retrieval::Hit& b) {
+                     return a.score != b.score ? a.score > b.score : a.chunk.id < b.chunk.id;
+                   });
+}
+
 std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::string> queries, const std::string& tenant,
                                                          int k, int fetch, int nprobe, const std::string& must_include,
                                                          bool vectors) {
@@ -100,11 +108,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
           top.push_back(std::move(h));
       hits = std::move(top);
     }
-    // Equal scores in a fixed order (smaller chunk id first), as the speculation cache ranks them.
-    std::stable_sort(hits.begin() + std::min<size_t>(hits.size(), must_include.empty() ? 0 : k), hits.end(),
-                     [](const retrieval::Hit& a, const retrieval::Hit& b) {
-                       return a.score != b.score ? a.score > b.score : a.chunk.id < b.chunk.id;
-                     });
+    rank_hits(hits, must_include.empty() ? 0 : static_cast<size_t>(k));
     for (auto& h : hits) o.hits.push_back(context_doc(h));
     if (vectors) {
       for (auto& h : hits) o.vectors.push_back(std::move(h.vector));

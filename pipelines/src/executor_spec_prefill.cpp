@@ -33,6 +33,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   std::vector<uint64_t> last_ids;
   std::vector<retrieval::Neighbor> final_nb;
   auto to_docs = [&](std::vector<retrieval::Hit>& hits, std::vector<Source>* ranked) {
+    rank_hits(hits);  // as search_passages ranks them
     std::vector<ContextDoc> docs;
     for (auto& h : hits) {
       docs.push_back(context_doc(h));
@@ -95,7 +96,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   // No stage before the last had candidates (one stage, or nothing found early): a plain run.
   r->timings.retrieval_ms = ms_between(t0, Clock::now());
   if (!st.ok()) {
-    r->error = "retrieval failed: " + st.to_string();
+    r->set_failure("retrieval", st);
   } else {
     RunEvent ev;
     ev.kind = RunEvent::Kind::kSources;
