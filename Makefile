@@ -25,7 +25,10 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-demo: build
+# The demo builds only what it runs: the daemon, the CLI and the libraries they link (not the tests
+# or the benchmarks).
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target ragd ragctl
 	./scripts/demo.sh $(BUILD)
 
 bench: build
