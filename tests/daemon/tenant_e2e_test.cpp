@@ -157,6 +157,28 @@ TEST_F(TenantE2eTest, DocumentsAreScopedAndSharedOnesReadOnly) {
   EXPECT_EQ(d_.stop(), 0);
 }
 
+// Tenant-isolation issue, low 1: once an admin uploaded a shared document with the id of a
+// tenant's own one, the tenant could still delete its document but no longer update it (403).
+// Each owner has its own id space: the tenant updates its own; the shared one stays read-only.
+TEST_F(TenantE2eTest, TenantUpdatesItsOwnDocumentAfterASharedOneTakesItsId) {
+  start_with_shared("t_update");
+  auto text_of = [&](const daemon::Headers& h) { return Json(call("GET", "/v1/documents/notes", "", h).body).str("/text"); };
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"notes","text":"alpha notes, first draft"})", kA).status, 200);
+  ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"notes","text":"shared notes from operations"})", kRoot).status, 200);
+  auto r = call("POST", "/v1/documents", R"({"id":"notes","text":"alpha notes, second draft"})", kA);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).num("/replaced"), 1);
+  EXPECT_EQ(text_of(kA), "alpha notes, second draft");
+  EXPECT_EQ(text_of(kB), "shared notes from operations");
+  // A tenant without its own "notes" still may not write the shared one.
+  expect_error(call("POST", "/v1/documents", R"({"id":"notes","text":"poisoned"})", kB), 403, "forbidden", "read-only");
+  EXPECT_EQ(text_of(kB), "shared notes from operations");
+  EXPECT_EQ(call("DELETE", "/v1/documents/notes", "", kA).status, 200);
+  EXPECT_EQ(text_of(kA), "shared notes from operations");
+  expect_error(call("POST", "/v1/documents", R"({"id":"notes","text":"alpha again"})", kA), 403, "forbidden", "read-only");
+  EXPECT_EQ(d_.stop(), 0);
+}
+
 // Finding 4: a tenant's run never reuses KV computed for another tenant, so usage and latency
 // cannot reveal what others asked; the same tenant does reuse (positive control).
 TEST_F(TenantE2eTest, NoCrossTenantKvReuse) {
