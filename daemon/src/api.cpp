@@ -18,18 +18,23 @@ ApiImpl::ApiImpl(const DaemonConfig& cfg)
   queue_time_ = &reg_.histogram("ragd_request_queue_time_seconds", "Time a run waited in the executor queue", {}, request_latency_buckets());
   prompt_tokens_ = &reg_.counter("ragd_prompt_tokens_total", "Prompt tokens of finished runs");
   generated_tokens_ = &reg_.counter("ragd_generation_tokens_total", "Generated tokens of finished runs");
-  reused_tokens_ = &reg_.counter("ragd_reused_tokens_total", "Prompt tokens served from cached KV, by tier", {"tier"});
-  recomputed_tokens_ = &reg_.counter("ragd_recomputed_tokens_total", "Prompt tokens whose KV was computed");
-  blend_runs_ = &reg_.counter("ragd_blend_runs_total", "Runs of the approximate reuse modes, by mode and outcome (blended | exact)", {"mode", "outcome"});
-  blended_tokens_ = &reg_.counter("ragd_blended_tokens_total", "Reused document tokens placed by CacheBlend / EPIC, by mode", {"mode"});
-  repaired_tokens_ = &reg_.counter("ragd_blend_repaired_tokens_total", "Placed tokens recomputed by the blend repair step, by mode", {"mode"});
+  // Restricted (operators only, as /v1/cache/stats' executor view): what the KV cache holds and
+  // serves. Hits and reuse move when anyone's request reuses KV, so a tenant watching them would
+  // learn what others asked.
+  reused_tokens_ = &reg_.counter("ragd_reused_tokens_total", "Prompt tokens served from cached KV, by tier", {"tier"}).restrict();
+  recomputed_tokens_ = &reg_.counter("ragd_recomputed_tokens_total", "Prompt tokens whose KV was computed").restrict();
+  blend_runs_ = &reg_.counter("ragd_blend_runs_total", "Runs of the approximate reuse modes, by mode and outcome (blended | exact)", {"mode", "outcome"}).restrict();
+  blended_tokens_ = &reg_.counter("ragd_blended_tokens_total", "Reused document tokens placed by CacheBlend / EPIC, by mode", {"mode"}).restrict();
+  repaired_tokens_ = &reg_.counter("ragd_blend_repaired_tokens_total", "Placed tokens recomputed by the blend repair step, by mode", {"mode"}).restrict();
   runs_total_ = &reg_.counter("ragd_runs_total", "Finished runs by route and finish reason", {"route", "finish_reason"});
-  running_g_ = &reg_.gauge("ragd_requests_running", "Runs that have started producing events");
-  waiting_g_ = &reg_.gauge("ragd_requests_waiting", "Runs submitted and waiting for their first event");
-  kv_bytes_g_ = &reg_.gauge("ragd_kv_cache_bytes", "KV bytes held per tier", {"tier"});
-  cache_hits_ = &reg_.gauge("ragd_kv_cache_hits", "KV cache hits per tier (cumulative, mirrored from the executor)", {"tier"});
-  cache_misses_ = &reg_.gauge("ragd_kv_cache_misses", "KV cache misses per tier (cumulative, mirrored from the executor)", {"tier"});
-  executor_stat_g_ = &reg_.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"});
+  running_g_ = &reg_.gauge("ragd_requests_running", "Runs in the scheduler's running batch (being prefilled or decoded)");
+  waiting_g_ = &reg_.gauge("ragd_requests_waiting",
+                           "Submitted runs not in the running batch: in retrieval or prompt building, loading KV, "
+                           "waiting for admission, or preempted");
+  kv_bytes_g_ = &reg_.gauge("ragd_kv_cache_bytes", "KV bytes held per tier", {"tier"}).restrict();
+  cache_hits_ = &reg_.gauge("ragd_kv_cache_hits", "KV cache hits per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
+  cache_misses_ = &reg_.gauge("ragd_kv_cache_misses", "KV cache misses per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
+  executor_stat_g_ = &reg_.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"}).restrict();
   ready_g_ = &reg_.gauge("ragd_ready", "1 when the runtime is loaded and serving");
 }
 

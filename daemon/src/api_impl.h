@@ -66,7 +66,7 @@ struct RunTrack {
   Clock::time_point t0 = Clock::now();
   Clock::time_point first_token{}, last_token{};
   int tokens = 0;
-  bool started = false, finished = false;  // executor-thread only
+  bool finished = false;                   // executor-thread only
   // The consumer refused an event (the client went away): later events are not passed on, and
   // the run's final event, which the executor always sends, is counted as "disconnected".
   bool client_gone = false;                // executor-thread only
@@ -97,6 +97,9 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   // `allow_query_key`: accept ?api_key= (only the WebSocket, whose browsers cannot set headers).
   ApiError authenticate(const HttpRequest& req, ReqCtx* ctx, bool allow_query_key) const;
   ApiError acquire_slot(const std::string& tenant, std::shared_ptr<void>* slot);
+  // GET /metrics: 401 when server.metrics_require_key and no valid key, or when a key is sent and
+  // is wrong; *full (the restricted families too) for operator rights: an admin key, or auth off.
+  ApiError metrics_access(const HttpRequest& req, bool* full) const;
   std::string new_request_id(const HttpRequest* req);
 
   pipelines::Executor* executor() const { return ex_.load(); }
@@ -138,7 +141,9 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   void documents_delete(const ReqCtx& ctx, const std::string& id, Responder respond);
 
   // operations.cpp
-  std::string render_metrics();
+  // Prometheus text; `full` adds the restricted families (cache contents: KV tiers, reuse, the
+  // executor's stats), which only callers with operator rights see.
+  std::string render_metrics(bool full);
   // /readyz body once the runtime serves: {"status":"ready"}, or "degraded" with the parts that
   // are off (the SSD KV tier after an I/O error: serving goes on from the pool and DRAM). Names a
   // category, never the raw error (paths, device messages stay in the log and /v1/cache/stats for
@@ -175,7 +180,6 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   std::atomic<pipelines::Executor*> ex_{nullptr};
   std::atomic<pipelines::DocumentApi*> docs_{nullptr};
   std::atomic<bool> shutting_down_{false};
-  std::atomic<int> running_{0}, waiting_{0};
   std::atomic<uint64_t> next_id_{0};
   uint64_t id_prefix_ = 0;
   int64_t created_unix_ = 0;

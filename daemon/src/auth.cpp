@@ -64,11 +64,23 @@ ApiError ApiImpl::authenticate(const HttpRequest& req, ReqCtx* ctx, bool allow_q
   return {};
 }
 
+ApiError ApiImpl::metrics_access(const HttpRequest& req, bool* full) const {
+  *full = false;
+  ReqCtx ctx;
+  if (ApiError e = authenticate(req, &ctx, false); e.failed()) {
+    const bool sent = !req.header("authorization").empty() || req.query.find("api_key=") != std::string::npos;
+    if (sent || cfg_.server.metrics_require_key) return e;
+    return {};  // anonymous: operational metrics only
+  }
+  *full = ctx.admin;
+  return {};
+}
+
 ApiError ApiImpl::acquire_slot(const std::string& tenant, std::shared_ptr<void>* slot) {
   *slot = limiter_.acquire(tenant);
   if (*slot) return {};
   return {429, "rate_limited",
-          "tenant '" + tenant + "' is at its limit of " + std::to_string(limiter_.limit(tenant)) + " concurrent requests",
+          "tenant '" + clip_input(tenant) + "' is at its limit of " + std::to_string(limiter_.limit(tenant)) + " concurrent requests",
           "", {{"Retry-After", std::to_string(cfg_.limits.retry_after_s)}}};
 }
 

@@ -53,6 +53,10 @@ const std::vector<Field>& fields() {
       RAGD_F("server.shutdown_deadline_ms", Type::kInt,
              "on SIGINT/SIGTERM in-flight requests get this long before they are cancelled, ms",
              server.shutdown_deadline_ms),
+      RAGD_F("server.metrics_require_key", Type::kBool,
+             "true: /metrics needs a valid API key (401 without); false: open, operational metrics only. "
+             "Cache contents (KV tiers, reuse, executor stats) need an admin key either way",
+             server.metrics_require_key),
       // runtime
       RAGD_F("runtime.model_dir", Type::kString, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)", runtime.model_dir),
       RAGD_F("runtime.data_dir", Type::kString, "document store, vector index and SSD KV tier live here", runtime.data_dir),
@@ -208,6 +212,8 @@ Status apply_node(DaemonConfig& cfg, const std::string& key, const toml::node& n
 
 }  // namespace
 
+static Status validate_options(const DaemonConfig& c);
+
 Status apply_toml(DaemonConfig& cfg, const std::string& toml_text, const std::string& source_name) {
   toml::table tbl;
   try {
@@ -219,7 +225,7 @@ Status apply_toml(DaemonConfig& cfg, const std::string& toml_text, const std::st
   }
   Status st = apply_node(cfg, "", tbl);
   if (!st.ok()) return st.with_context(source_name);
-  return validate(cfg).with_context(source_name);
+  return validate_options(cfg).with_context(source_name);
 }
 
 Status load_config_file(DaemonConfig& cfg, const std::string& path) {
@@ -270,7 +276,8 @@ Status parse_listen(const std::string& listen, std::string* host, uint16_t* port
   return Status::OK();
 }
 
-Status validate(const DaemonConfig& c) {
+// Every check that one config source can answer alone (apply_toml runs it on each file).
+static Status validate_options(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(parse_listen(c.server.listen, nullptr, nullptr));
   auto positive = [](const char* key, int64_t v) -> Status {
     if (v <= 0) return Status::InvalidArgument(std::string(key) + ": must be > 0, got " + std::to_string(v));
@@ -304,6 +311,16 @@ Status validate(const DaemonConfig& c) {
   bool ok = false;
   for (const char* l : kLevels) ok = ok || c.log_level == l;
   if (!ok) return Status::InvalidArgument("log_level: expected trace|debug|info|warn|error|off, got '" + c.log_level + "'");
+  return Status::OK();
+}
+
+Status validate(const DaemonConfig& c) {
+  RAGD_RETURN_IF_ERROR(validate_options(c));
+  // API keys may come from flags after the file: checked on the whole config only.
+  if (c.server.metrics_require_key && c.auth.keys.empty() && c.auth.admin_keys.empty())
+    return Status::InvalidArgument(
+        "server.metrics_require_key: needs API keys ([auth.keys] or [auth.admin_keys], --api-key, --admin-key); "
+        "without keys auth is off and no key could be presented");
   return Status::OK();
 }
 

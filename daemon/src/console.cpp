@@ -36,7 +36,7 @@ HttpResponse console_response(const HttpRequest& req, const std::string& name) {
   const ConsoleAsset* asset = nullptr;
   for (const ConsoleAsset& a : console_assets())
     if (a.name == name) asset = &a;
-  if (!asset) return to_response({404, "route_not_found", "no console file '" + name + "'", "", {}});
+  if (!asset) return to_response({404, "route_not_found", "no console file '" + clip_input(name) + "'", "", {}});
   HttpResponse r;
   r.headers = {{"ETag", std::string(asset->etag)},
                {"Cache-Control", "no-cache"},

@@ -141,7 +141,7 @@ void ApiImpl::documents_list(const ReqCtx& ctx, const HttpRequest& req, Responde
       if (!ok) return respond(to_response(bad_request("after", "query parameter 'after' has bad percent-encoding")));
       after = std::move(value);
     } else if (!key.empty()) {
-      return respond(to_response(bad_request(std::string(key), "unknown query parameter '" + std::string(key) + "' (known: limit, after)")));
+      return respond(to_response(bad_request(clip_input(key), "unknown query parameter '" + clip_input(key) + "' (known: limit, after)")));
     }
   }
   auto self = shared_from_this();
@@ -175,7 +175,7 @@ void ApiImpl::documents_delete(const ReqCtx& ctx, const std::string& id, Respond
       if (st.code() == StatusCode::kNotFound) return respond(to_response(document_not_found(id)));
       return respond(to_response(from_status(st, self->cfg_.limits.retry_after_s, rid)));
     }
-    log::daemon()->info("{} deleted document '{}'", rid, id);
+    log::daemon()->info("{} deleted document '{}'", rid, clip_input(id));
     JsonWriter w;
     w.begin_object().key("id").value(id).key("deleted").value(true).end_object();
     HttpResponse r;

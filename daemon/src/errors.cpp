@@ -6,15 +6,29 @@
 
 namespace ragd::daemon {
 
+namespace {
+// A whole message quotes a few clipped inputs at most; this caps one built elsewhere (a module's
+// Status text passed through from_status) in case it quotes input that was not clipped.
+constexpr size_t kMessageMaxBytes = 1024;
+}  // namespace
+
+std::string clip_input(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  size_t cut = max_bytes;
+  // s[cut] is the first byte left out: while it continues a character, that character goes too.
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "\u2026(" + std::to_string(s.size()) + " bytes)";
+}
+
 HttpResponse error_response(int status, const std::string& code, const std::string& message, const std::string& param) {
   HttpResponse r;
   r.status = status;
   JsonWriter w;
   w.begin_object().key("error").begin_object();
-  w.key("code").value(code).key("message").value(message);
+  w.key("code").value(code).key("message").value(clip_input(message, kMessageMaxBytes));
   w.key("type").value(status >= 500 ? "server_error" : "invalid_request_error");
   if (param.empty()) w.key("param").null();
-  else w.key("param").value(param);
+  else w.key("param").value(clip_input(param));
   w.end_object().end_object();
   r.body = w.take();
   return r;
@@ -31,7 +45,7 @@ ApiError bad_request(const std::string& param, const std::string& message) {
 }
 
 ApiError document_not_found(const std::string& id) {
-  return {404, "document_not_found", "no document with id '" + id + "'", "id", {}};
+  return {404, "document_not_found", "no document with id '" + clip_input(id) + "'", "id", {}};
 }
 
 ApiError from_status(const Status& st, int retry_after_s, const std::string& request_id) {

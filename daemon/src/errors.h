@@ -8,7 +8,9 @@
 // Thread-safety: value types and pure functions.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,14 @@ struct ApiError {
   std::vector<std::pair<std::string, std::string>> headers;
   bool failed() const { return status != 0; }
 };
+
+// Client input quoted in an error message or a log line (a model name, a field name, a path, a
+// tenant): at most `max_bytes` of it, cut on a UTF-8 character boundary, then "…" and the
+// original length, e.g. "aaaa…(1048576 bytes)". Input within the cap comes back as it is. Every
+// place that echoes a client-supplied value goes through this, so that a 1 MB value costs a short
+// body and a short log line instead of a copy of itself on every request.
+inline constexpr size_t kEchoMaxBytes = 128;
+std::string clip_input(std::string_view s, size_t max_bytes = kEchoMaxBytes);
 
 // error_response(status, code, message, param) is declared in server.h (the transport uses it).
 HttpResponse to_response(const ApiError& e);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <random>
 
 namespace ragd::daemon {
 
@@ -106,6 +107,27 @@ ApiError Fields::number(const char* key, double* out, double lo, double hi, bool
   return {};
 }
 
+ApiError Fields::seed(const char* key, uint64_t* out, bool* present) const {
+  *present = false;
+  auto e = get(key);
+  if (!e) return {};
+  int64_t sv = 0;
+  if (e->type() == simdjson::dom::element_type::INT64 && !e->get_int64().get(sv) && sv == -1) {
+    std::random_device rd;
+    *out = static_cast<uint64_t>(rd()) << 32 ^ rd();
+    *present = true;
+    return {};
+  }
+  if (!e->get_uint64().get(*out)) {
+    *present = true;
+    return {};
+  }
+  std::string got = type_of(*e);
+  if (e->type() == simdjson::dom::element_type::INT64 && !e->get_int64().get(sv)) got = std::to_string(sv);
+  return bad_request(name(key), "field '" + name(key) + "' must be an integer in [0, 18446744073709551615] or -1 (a "
+                                "random seed), got " + got);
+}
+
 ApiError Fields::boolean(const char* key, bool* out, bool* present) const {
   if (present) *present = false;
   auto e = get(key);
@@ -120,7 +142,10 @@ ApiError Fields::only(std::initializer_list<const char*> allowed) const {
   for (auto [k, v] : obj_) {
     bool ok = false;
     for (const char* a : allowed) ok = ok || k == a;
-    if (!ok) return bad_request(prefix_ + std::string(k), "unknown field '" + prefix_ + std::string(k) + "'");
+    if (!ok) {
+      const std::string field = clip_input(prefix_ + std::string(k));
+      return bad_request(field, "unknown field '" + field + "'");
+    }
   }
   return {};
 }

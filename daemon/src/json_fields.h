@@ -16,6 +16,12 @@
 
 namespace ragd::daemon {
 
+// Retrieval top_k a request may ask for, on every route that retrieves: `top_k` of pipeline runs
+// and the WebSocket, `retrieval_top_k` of the OpenAI routes; their messages name this range. The
+// upper bound is the executor's (it refuses more than 64 chunks per retrieval).
+inline constexpr int64_t kRetrievalTopKMin = 1;
+inline constexpr int64_t kRetrievalTopKMax = 64;
+
 // Typed field access on a parsed JSON object. `null` counts as absent.
 class Fields {
  public:
@@ -26,6 +32,9 @@ class Fields {
   ApiError uinteger(const char* key, uint64_t* out, bool* present = nullptr) const;
   ApiError number(const char* key, double* out, double lo, double hi, bool* present = nullptr) const;
   ApiError boolean(const char* key, bool* out, bool* present = nullptr) const;
+  // A sampling seed, the same on every route: an integer 0..2^64-1, or -1 = a random seed drawn
+  // for this request (llama.cpp's convention); anything else is a 400 naming the field.
+  ApiError seed(const char* key, uint64_t* out, bool* present) const;
   // "stop": a string or an array of strings, appended to `out`.
   ApiError string_list(const char* key, std::vector<std::string>* out) const;
   // Rejects keys not in `allowed` (typo protection on the ragd-native API).

@@ -142,10 +142,11 @@ MetricFamily& MetricsRegistry::histogram(const std::string& name, const std::str
   return add(std::make_unique<MetricFamily>(name, help, MetricFamily::Kind::kHistogram, std::move(labels), std::move(buckets)));
 }
 
-std::string MetricsRegistry::render() const {
+std::string MetricsRegistry::render(bool include_restricted) const {
   std::string out;
   std::lock_guard<std::mutex> l(mu_);
-  for (const auto& f : families_) f->render(out);
+  for (const auto& f : families_)
+    if (include_restricted || !f->restricted()) f->render(out);
   return out;
 }
 

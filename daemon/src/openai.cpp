@@ -28,7 +28,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));
   if (!model.empty() && model != model_name && model != "ragd")
-    return respond(to_response({404, "model_not_found", "model '" + model + "' is not served here (serving '" + model_name + "')", "model", {}}));
+    return respond(to_response({404, "model_not_found", "model '" + clip_input(model) + "' is not served here (serving '" + model_name + "')", "model", {}}));
   // parse
   OaiRequest parsed;
   if (auto e = parse_openai_request(f, chat, ex->pipelines(), &parsed); e.failed()) return respond(to_response(e));
@@ -70,7 +70,7 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));
   if (!model.empty() && model != model_name && model != "ragd")
-    return respond(to_response({404, "model_not_found", "model '" + model + "' is not served here (serving '" + model_name + "')", "model", {}}));
+    return respond(to_response({404, "model_not_found", "model '" + clip_input(model) + "' is not served here (serving '" + model_name + "')", "model", {}}));
   auto in = f.get("input");
   if (!in) return respond(to_response(bad_request("input", "field 'input' is required")));
   std::vector<std::string> texts;
@@ -98,7 +98,7 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
   std::string format = "float";
   if (auto e = f.str("encoding_format", &format); e.failed()) return respond(to_response(e));
   if (format != "float" && format != "base64")
-    return respond(to_response(bad_request("encoding_format", "field 'encoding_format' must be float or base64; got '" + format + "'")));
+    return respond(to_response(bad_request("encoding_format", "field 'encoding_format' must be float or base64; got '" + clip_input(format) + "'")));
   int64_t dims = 0;
   bool has_dims = false;
   if (auto e = f.integer("dimensions", &dims, 1, 1 << 16, &has_dims); e.failed()) return respond(to_response(e));
@@ -159,7 +159,7 @@ void ApiImpl::models(const ReqCtx& ctx, const std::string& id, Responder respond
     write_model(w);
     w.end_array().end_object();
   } else {
-    if (id != name) return respond(to_response({404, "model_not_found", "model '" + id + "' is not served here", "model", {}}));
+    if (id != name) return respond(to_response({404, "model_not_found", "model '" + clip_input(id) + "' is not served here", "model", {}}));
     write_model(w);
   }
   HttpResponse r;

@@ -21,7 +21,7 @@ ApiError parse_content(simdjson::dom::element el, const std::string& where, std:
     Fields pf(po, pw + ".");
     std::string type, text;
     if (auto e = pf.str("type", &type, true); e.failed()) return e;
-    if (type != "text") return bad_request(pw + ".type", "only text content parts are supported, got '" + type + "'");
+    if (type != "text") return bad_request(pw + ".type", "only text content parts are supported, got '" + clip_input(type) + "'");
     if (auto e = pf.str("text", &text, true); e.failed()) return e;
     *out += text;
   }
@@ -48,7 +48,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
       if (auto e = mf.str("role", &cm.role, true); e.failed()) return e;
       if (cm.role == "developer") cm.role = "system";
       if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-        return bad_request(where + ".role", "field '" + where + ".role' must be system, user or assistant; got '" + cm.role + "'");
+        return bad_request(where + ".role", "field '" + where + ".role' must be system, user or assistant; got '" + clip_input(cm.role) + "'");
       auto content = mf.get("content");
       if (!content) return bad_request(where + ".content", "field '" + where + ".content' is required");
       if (auto e = parse_content(*content, where + ".content", &cm.content); e.failed()) return e;
@@ -97,8 +97,8 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   if (present) sp.min_p = static_cast<float>(d);
   if (auto e = f.integer("top_k", &iv, 0, 1 << 20, &present); e.failed()) return e;
   if (present) sp.top_k = static_cast<int>(iv);
-  if (auto e = f.integer("seed", &iv, INT64_MIN, INT64_MAX, &present); e.failed()) return e;
-  if (present) sp.seed = static_cast<uint64_t>(iv);
+  bool has_seed = false;
+  if (auto e = f.seed("seed", &sp.seed, &has_seed); e.failed()) return e;
   if (auto e = f.string_list("stop", &sp.stop); e.failed()) return e;
   if (sp.stop.size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
   for (const auto& s : sp.stop)
@@ -121,7 +121,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   }
   // Extension: retrieval through a pipeline.
   if (auto e = f.str("pipeline", &run.pipeline); e.failed()) return e;
-  if (auto e = f.integer("retrieval_top_k", &iv, 1, 1000, &present); e.failed()) return e;
+  if (auto e = f.integer("retrieval_top_k", &iv, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
   if (present) run.top_k = static_cast<int>(iv);
   if (!run.pipeline.empty()) {
     // Pipeline runs take the spec's generation defaults unless the request sets a value; OpenAI's
@@ -130,7 +130,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
     if (max_tokens > 0) run.overrides.max_tokens = max_tokens;
     if (f.has("top_p")) run.overrides.top_p = sp.top_p;
     if (f.has("top_k")) run.overrides.top_k = sp.top_k;
-    if (f.has("seed")) run.overrides.seed = sp.seed;
+    if (has_seed) run.overrides.seed = sp.seed;
     if (f.has("stop")) run.overrides.stop = sp.stop;
     bool found = false;
     for (const auto& p : pipelines) {
@@ -138,7 +138,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
       found = true;
       if (max_tokens < 0) max_tokens = p.max_tokens;
     }
-    if (!found) return {404, "pipeline_not_found", "unknown pipeline '" + run.pipeline + "'", "pipeline", {}};
+    if (!found) return {404, "pipeline_not_found", "unknown pipeline '" + clip_input(run.pipeline) + "'", "pipeline", {}};
     if (chat) {
       for (auto it = run.messages.rbegin(); it != run.messages.rend(); ++it)
         if (it->role == "user") {

@@ -32,15 +32,29 @@ void walk_numbers(simdjson::dom::element e, const std::string& path,
   }
 }
 
+// Runs as the scheduler counts them: running = in its running batch; waiting = every other run
+// the executor holds (in retrieval / prompt building, loading KV from DRAM / SSD, waiting for
+// admission, preempted). One snapshot serves /metrics and /v1/cache/stats, so the two agree.
+struct RunCounts {
+  int running = 0, waiting = 0;
+};
+RunCounts run_counts(const pipelines::ExecutorStats& st) {
+  return {st.running, st.queued + st.loading + st.waiting + st.swapped};
+}
+
 }  // namespace
 
-std::string ApiImpl::render_metrics() {
-  running_g_->set({}, running_.load());
-  waiting_g_->set({}, waiting_.load());
+std::string ApiImpl::render_metrics(bool full) {
   pipelines::Executor* ex = executor();
   ready_g_->set({}, (ex && ex->ready() && !shutting_down_.load()) ? 1 : 0);
-  if (ex) {
+  if (!ex) {
+    running_g_->set({}, 0);
+    waiting_g_->set({}, 0);
+  } else {
     const pipelines::ExecutorStats st = ex->stats();
+    const RunCounts rc = run_counts(st);
+    running_g_->set({}, rc.running);
+    waiting_g_->set({}, rc.waiting);
     const std::string js = st.to_json();
     thread_local simdjson::dom::parser parser;
     simdjson::dom::element doc;
@@ -54,7 +68,7 @@ std::string ApiImpl::render_metrics() {
       cache_misses_->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
     }
   }
-  return reg_.render();
+  return reg_.render(full);
 }
 
 std::string ApiImpl::readiness_json() {
@@ -88,8 +102,10 @@ std::string ApiImpl::cache_stats_json(const ReqCtx& ctx) {
     w.end_object();
     return w.take();
   }
-  std::string js = ex ? ex->stats().to_json() : "";
-  w.key("requests").begin_object().key("running").value(running_.load()).key("waiting").value(waiting_.load());
+  const pipelines::ExecutorStats st = ex ? ex->stats() : pipelines::ExecutorStats{};
+  const std::string js = ex ? st.to_json() : "";
+  const RunCounts rc = ex ? run_counts(st) : RunCounts{};
+  w.key("requests").begin_object().key("running").value(rc.running).key("waiting").value(rc.waiting);
   {
     std::lock_guard<std::mutex> l(runs_mu_);
     w.key("in_flight").value(static_cast<int64_t>(runs_.size()));

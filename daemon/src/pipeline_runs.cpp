@@ -11,7 +11,7 @@ namespace {
 ApiError parse_reuse(const std::string& s, pipelines::ReuseMode* out) {
   Result<pipelines::ReuseMode> m = pipelines::parse_reuse_mode(s);
   if (!m.ok())
-    return bad_request("reuse", "field 'reuse' must be one of " + std::string(pipelines::kReuseModeNames) + "; got '" + s + "'");
+    return bad_request("reuse", "field 'reuse' must be one of " + std::string(pipelines::kReuseModeNames) + "; got '" + clip_input(s) + "'");
   *out = *m;
   return {};
 }
@@ -42,7 +42,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (out->query.empty()) return bad_request("query", "field 'query' must not be empty");
   int64_t v = 0;
   bool present = false;
-  if (auto e = f.integer("top_k", &v, 1, 64, &present); e.failed()) return e;  // the executor's limit
+  if (auto e = f.integer("top_k", &v, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
   if (present) out->top_k = static_cast<int>(v);
   int max_tokens = -1;
   if (auto e = f.integer("max_tokens", &v, 1, 1 << 20, &present); e.failed()) return e;
@@ -54,7 +54,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (auto e = f.number("top_p", &d, 1e-9, 1.0, &present); e.failed()) return e;
   if (present) out->overrides.top_p = static_cast<float>(d);
   uint64_t seed = 0;
-  if (auto e = f.uinteger("seed", &seed, &present); e.failed()) return e;
+  if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
   if (present) out->overrides.seed = seed;
   if (f.get("stop")) {
     std::vector<std::string> stop;
@@ -83,7 +83,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (auto e = f.str("overlap", &overlap); e.failed()) return e;
   if (!overlap.empty()) {
     Result<pipelines::RetrievalOverlap> o = pipelines::parse_overlap(overlap);
-    if (!o.ok()) return bad_request("overlap", "field 'overlap' must be one of none, piperag, speculative or both; got '" + overlap + "'");
+    if (!o.ok()) return bad_request("overlap", "field 'overlap' must be one of none, piperag, speculative or both; got '" + clip_input(overlap) + "'");
     out->overlap = *o;
   }
   if (auto e = f.integer("retrieval_interval", &v, 1, 4096, &present); e.failed()) return e;
@@ -96,7 +96,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   std::string tenant;
   if (auto e = f.str("tenant", &tenant); e.failed()) return e;
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)
-    return {403, "forbidden", "tenant '" + tenant + "' does not match the API key's tenant", "tenant", {}};
+    return {403, "forbidden", "tenant '" + clip_input(tenant) + "' does not match the API key's tenant", "tenant", {}};
   out->tenant = tenant.empty() ? ctx.tenant : tenant;
   if (ctx.authed_by_key) out->kv_scope = out->tenant;  // tenants never reuse each other's document KV
   // Pipeline must exist; its max_tokens is the default.
@@ -106,7 +106,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
     found = true;
     if (max_tokens < 0) max_tokens = p.max_tokens;
   }
-  if (!found) return {404, "pipeline_not_found", "unknown pipeline '" + out->pipeline + "'", "pipeline", {}};
+  if (!found) return {404, "pipeline_not_found", "unknown pipeline '" + clip_input(out->pipeline) + "'", "pipeline", {}};
   out->sampling.max_tokens = max_tokens > 0 ? max_tokens : 256;
   out->id = ctx.id;
   return {};
@@ -135,7 +135,7 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(run.tenant, &slot); e.failed()) return respond(to_response(e));
   const std::string rid = ctx.id;
-  log::daemon()->info("{} run pipeline '{}' tenant {} stream={} max_tokens={}", rid, name, run.tenant, stream,
+  log::daemon()->info("{} run pipeline '{}' tenant {} stream={} max_tokens={}", rid, name, clip_input(run.tenant), stream,
                       run.sampling.max_tokens);
   if (stream) {
     auto bridge = std::make_shared<SseBridge>();

@@ -62,10 +62,12 @@ const std::vector<Route>& routes() {
          json_ok(respond, api.readiness_json());
        }},
       {"GET", {"metrics"}, "/metrics", false, false,
-       [](ApiImpl& api, const ReqCtx&, const HttpRequest&, const Params&, const Responder& respond) {
+       [](ApiImpl& api, const ReqCtx&, const HttpRequest& req, const Params&, const Responder& respond) {
+         bool full = false;
+         if (ApiError e = api.metrics_access(req, &full); e.failed()) return respond(to_response(e));
          HttpResponse r;
          r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-         r.body = api.render_metrics();
+         r.body = api.render_metrics(full);
          respond(std::move(r));
        }},
       {"GET", {"v1", "pipelines"}, "/v1/pipelines", true, true,
@@ -77,7 +79,7 @@ const std::vector<Route>& routes() {
        [](ApiImpl& api, const ReqCtx&, const HttpRequest&, const Params& p, const Responder& respond) {
          bool found = false;
          std::string body = api.pipelines_json(p[0], &found);
-         if (!found) return respond(to_response({404, "pipeline_not_found", "unknown pipeline '" + p[0] + "'", "name", {}}));
+         if (!found) return respond(to_response({404, "pipeline_not_found", "unknown pipeline '" + clip_input(p[0]) + "'", "name", {}}));
          json_ok(respond, std::move(body));
        }},
       {"POST", {"v1", "pipelines", "{}", "runs"}, "/v1/pipelines/{name}/runs", true, true,
@@ -184,14 +186,17 @@ void ApiImpl::handle(HttpRequest req, Responder respond_raw) {
   ctx->route = "unmatched";
   const std::string method = req.method;
   const std::string path = req.path;
-  // Counting and logging wrapper: every answer passes here once.
-  Responder respond = [self = shared_from_this(), ctx, method, path, respond_raw](HttpResponse r) {
+  // Both are the client's: quoted clipped in messages and logs.
+  const std::string shown_method = clip_input(method), shown_path = clip_input(path);
+  // Counting and logging wrapper: every answer passes here once. Error bodies are bounded by
+  // error_response().
+  Responder respond = [self = shared_from_this(), ctx, method, shown_method, shown_path, respond_raw](HttpResponse r) {
     r.headers.emplace_back("X-Request-Id", ctx->id);
     self->http_requests_->inc({ctx->route, method_label(method), std::to_string(r.status)});
     double ms = ms_since(ctx->t0);
-    if (r.status >= 500) log::daemon()->error("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, method, path, r.status, ms, r.body);
-    else if (r.status >= 400) log::daemon()->info("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, method, path, r.status, ms, r.body);
-    else log::daemon()->debug("{} {} {} -> {} ({:.1f} ms)", ctx->id, method, path, r.status, ms);
+    if (r.status >= 500) log::daemon()->error("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, shown_method, shown_path, r.status, ms, r.body);
+    else if (r.status >= 400) log::daemon()->info("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, shown_method, shown_path, r.status, ms, r.body);
+    else log::daemon()->debug("{} {} {} -> {} ({:.1f} ms)", ctx->id, shown_method, shown_path, r.status, ms);
     respond_raw(std::move(r));
   };
   auto fail = [&](const ApiError& e) { respond(to_response(e)); };
@@ -218,16 +223,16 @@ void ApiImpl::handle(HttpRequest req, Responder respond_raw) {
     if (std::string_view(r.method) != "*") allow += allow.empty() ? r.method : std::string(", ") + r.method;
     if (!route && method_matches(r, method)) route = &r;
   }
-  if (!route && allow.empty()) return fail({404, "route_not_found", "no route for " + method + " " + path, "", {}});
+  if (!route && allow.empty()) return fail({404, "route_not_found", "no route for " + shown_method + " " + shown_path, "", {}});
   if (!route)
-    return fail({405, "method_not_allowed", "method " + method + " is not allowed on " + path + " (allowed: " + allow + ")",
+    return fail({405, "method_not_allowed", "method " + shown_method + " is not allowed on " + shown_path + " (allowed: " + allow + ")",
                  "", {{"Allow", allow}}});
   Params params;
   for (size_t i = 0; i < seg.size(); ++i) {
     if (route->path[i] != "{}") continue;
     bool ok = false;
     params.push_back(percent_decode(seg[i], &ok));
-    if (!ok) return fail(bad_request("path", "bad percent-encoding in path segment '" + std::string(seg[i]) + "'"));
+    if (!ok) return fail(bad_request("path", "bad percent-encoding in path segment '" + clip_input(seg[i]) + "'"));
   }
   if (route->needs_ready) {
     if (ApiError e = require_ready(); e.failed()) return fail(e);
@@ -243,10 +248,10 @@ std::shared_ptr<WsHandler> ApiImpl::open_ws(const HttpRequest& req, std::shared_
     *reject = to_response(e);
     reject->headers.emplace_back("X-Request-Id", ctx.id);
     http_requests_->inc({ctx.route, "GET", std::to_string(e.status)});
-    log::daemon()->info("{} websocket {} rejected: {} {}", ctx.id, req.path, e.status, e.message);
+    log::daemon()->info("{} websocket {} rejected: {} {}", ctx.id, clip_input(req.path), e.status, e.message);
     return nullptr;
   };
-  if (req.path != "/v1/stream") return rejected({404, "route_not_found", "no WebSocket endpoint at " + req.path, "", {}});
+  if (req.path != "/v1/stream") return rejected({404, "route_not_found", "no WebSocket endpoint at " + clip_input(req.path), "", {}});
   ApiError e = authenticate(req, &ctx, true);
   if (e.failed()) return rejected(e);
   http_requests_->inc({ctx.route, "GET", "101"});

@@ -21,13 +21,10 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
     if (runs_.count(req.id)) return {409, "duplicate_request_id", "request id '" + req.id + "' is already running", "", {}};
     runs_[req.id] = track;
   }
-  waiting_.fetch_add(1);
   auto self = shared_from_this();
   auto finish = [self, track](const std::string& reason) {
     if (track->finished) return;
     track->finished = true;
-    if (track->started) self->running_.fetch_sub(1);
-    else self->waiting_.fetch_sub(1);
     self->runs_total_->inc({track->route, reason});
     self->e2e_->observe({}, ms_since(track->t0) / 1000.0);
     {
@@ -41,11 +38,6 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
     if (track->finished) return false;
     // Every run ends in exactly one terminal count, with its tokens, whatever the client did.
     auto now = Clock::now();
-    if (!track->started) {
-      track->started = true;
-      self->waiting_.fetch_sub(1);
-      self->running_.fetch_add(1);
-    }
     if (ev.kind == RunEvent::Kind::kToken) {
       if (track->tokens == 0) {
         track->first_token = now;
@@ -99,7 +91,6 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       std::lock_guard<std::mutex> l(runs_mu_);
       runs_.erase(id);
     }
-    waiting_.fetch_sub(1);
     track->finished = true;
     ApiError e = from_status(st, cfg_.limits.retry_after_s, id);
     if (st.code() == StatusCode::kNotFound) e.code = "pipeline_not_found";

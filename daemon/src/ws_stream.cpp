@@ -32,7 +32,7 @@ class WsRunHandler : public WsHandler, public std::enable_shared_from_this<WsRun
       out_->send(R"({"event":"pong"})");
       return;
     }
-    if (type != "run") return reply_error(bad_request("type", "field 'type' must be run, cancel or ping; got '" + type + "'"), "");
+    if (type != "run") return reply_error(bad_request("type", "field 'type' must be run, cancel or ping; got '" + clip_input(type) + "'"), "");
     ReqCtx rc = ctx_;
     rc.id = api_->new_request_id(nullptr);
     rc.t0 = Clock::now();
@@ -51,7 +51,7 @@ class WsRunHandler : public WsHandler, public std::enable_shared_from_this<WsRun
       std::lock_guard<std::mutex> l(mu_);
       active_ = rc.id;
     }
-    log::daemon()->info("{} ws run pipeline '{}' tenant {} max_tokens={}", rc.id, run.pipeline, run.tenant, run.sampling.max_tokens);
+    log::daemon()->info("{} ws run pipeline '{}' tenant {} max_tokens={}", rc.id, run.pipeline, clip_input(run.tenant), run.sampling.max_tokens);
     auto self = shared_from_this();
     std::string rid = rc.id;
     ApiError e = api_->start_run(std::move(run), "/v1/stream", std::move(slot), [self, rid](const RunEvent& ev) {

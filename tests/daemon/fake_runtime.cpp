@@ -17,6 +17,7 @@ FakeExecutor::~FakeExecutor() {
   {
     std::lock_guard<std::mutex> l(mu_);
     cancelled_.insert("*");
+    cv_.notify_all();
     ts.swap(threads_);
   }
   for (auto& t : ts) t.join();
@@ -42,6 +43,7 @@ void FakeExecutor::cancel(const std::string& id) {
   cancels_.fetch_add(1);
   std::lock_guard<std::mutex> l(mu_);
   cancelled_.insert(id);
+  cv_.notify_all();
 }
 
 pipelines::RunRequest FakeExecutor::last_request() const {
@@ -58,10 +60,17 @@ bool FakeExecutor::wait_idle(int timeout_ms) const {
   return true;
 }
 
+void FakeExecutor::admit_queued() {
+  std::lock_guard<std::mutex> l(mu_);
+  admitted_ = true;
+  cv_.notify_all();
+}
+
 pipelines::ExecutorStats FakeExecutor::stats() const {
   const int a = active_.load();
   pipelines::ExecutorStats s;
-  s.running = a;
+  s.waiting = queued_.load();
+  s.running = a - s.waiting;
   s.pool_blocks = 1024;
   s.pool_free_blocks = 1024 - static_cast<uint64_t>(a) * 4;
   s.tiers[0] = {true, 1048576, static_cast<uint64_t>(a) * 4096, 0, 7, 3, 0, 0, 0};
@@ -84,6 +93,7 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
   const bool slow = q.find("slow") != std::string::npos;
   const bool big = q.find("big") != std::string::npos;
   const bool fail = q.find("FAIL") != std::string::npos;
+  const bool queued = q.find("queued") != std::string::npos;
   bool alive = true;
   bool refused = false;  // as the executor: a refusal cancels the run, whose done event still follows
   auto emit = [&](const pipelines::RunEvent& ev) {
@@ -99,6 +109,14 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     ev.kind = pipelines::RunEvent::Kind::kSources;
     ev.sources = {{"doc-a", 11, 0.875f, "alpha snippet"}, {"doc-b", 42, 0.5f, "beta \"quoted\" snippet"}};
     emit(ev);
+  }
+  if (queued) {
+    // Retrieved, not yet admitted by the scheduler: waits until the test admits it (or cancels).
+    queued_.fetch_add(1);
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::seconds(10), [&] { return admitted_ || cancelled_.count(req.id) || cancelled_.count("*"); });
+    l.unlock();
+    queued_.fetch_sub(1);
   }
   int n = req.overrides.max_tokens.value_or(req.sampling.max_tokens);
   int produced = 0;

@@ -1,7 +1,9 @@
 // Test double for the HTTP layer: a deterministic Executor and DocumentApi that never touch a
 // model. Token i of a run is "w<(seed+i)%7> "; pipelines "default" and "docs" exist; queries
 // containing "slow" sleep 20 ms per token, "big" makes 64 KiB tokens, "FAIL" ends in an error
-// after one token. Records what it was asked so tests can check request parsing.
+// after one token, "queued" sends its sources and then waits, counted by stats() as waiting for
+// the scheduler (not running), until admit_queued(). Records what it was asked so tests can check
+// request parsing.
 // Thread-safety: thread-safe (one worker thread per run, joined on destruction).
 #pragma once
 
@@ -29,6 +31,8 @@ class FakeExecutor : public pipelines::Executor {
   pipelines::ExecutorStats stats() const override;
 
   int active() const { return active_.load(); }
+  int queued() const { return queued_.load(); }  // "queued" runs waiting for admit_queued()
+  void admit_queued();
   int cancels() const { return cancels_.load(); }
   int sink_refusals() const { return sink_refusals_.load(); }
   pipelines::RunRequest last_request() const;
@@ -43,7 +47,8 @@ class FakeExecutor : public pipelines::Executor {
   std::vector<std::thread> threads_;      // guarded by mu_
   std::set<std::string> cancelled_;       // guarded by mu_
   pipelines::RunRequest last_;            // guarded by mu_
-  std::atomic<int> active_{0}, cancels_{0}, sink_refusals_{0};
+  std::atomic<int> active_{0}, cancels_{0}, sink_refusals_{0}, queued_{0};
+  bool admitted_ = false;                 // guarded by mu_
   std::atomic<long> finished_runs_{0};
 };
 

@@ -1,7 +1,11 @@
 // REST routes over the fake runtime: pipelines, runs, documents, operations, errors, auth, limits.
+#include <sstream>
 #include <thread>
 
+#include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
+
+#include "ragd/common/log.h"
 
 #include "server_fixture.h"
 
@@ -162,8 +166,42 @@ TEST_F(HttpTest, MaxTokensOutOfRange) {
                "'max_tokens' is out of range");
 }
 TEST_F(HttpTest, NegativeSeed) {
-  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","seed":-1})"), 400, "invalid_request",
-               "'seed' must be >= 0");
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","seed":-2})"), 400, "invalid_request",
+               "'seed' must be an integer in [0, 18446744073709551615] or -1 (a random seed), got -2");
+}
+// Tenant-isolation issue, low 4: `seed: -1` was accepted on /v1/chat/completions (as the fixed
+// seed 2^64-1) and refused on pipeline runs. One rule on both: 0..2^64-1, or -1 = a random seed
+// drawn per request (llama.cpp's convention); other values are refused with the same message.
+TEST_F(HttpTest, SeedRuleIsTheSameOnPipelineRunsAndChatCompletions) {
+  const std::string chat_body = R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"seed":)";
+  auto run_seed = [&](const std::string& seed) {
+    auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1,"seed":)" + seed + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ex_.last_request().overrides.seed.value_or(0);
+  };
+  auto chat_seed = [&](const std::string& seed) {
+    auto r = call("POST", "/v1/chat/completions", chat_body + seed + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ex_.last_request().sampling.seed;
+  };
+  // -1: a seed drawn per request (two draws agree with probability 2^-64).
+  EXPECT_NE(run_seed("-1"), run_seed("-1"));
+  EXPECT_NE(chat_seed("-1"), chat_seed("-1"));
+  // The whole uint64 range, on both.
+  EXPECT_EQ(run_seed("18446744073709551615"), 18446744073709551615ull);
+  EXPECT_EQ(chat_seed("18446744073709551615"), 18446744073709551615ull);
+  EXPECT_EQ(run_seed("7"), 7u);
+  EXPECT_EQ(chat_seed("7"), 7u);
+  // Other negatives and non-integers: the same 400 on both.
+  for (const char* bad : {"-2", "-9223372036854775808"}) {
+    const std::string want = std::string("'seed' must be an integer in [0, 18446744073709551615] or -1 (a random seed), got ") + bad;
+    expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","seed":)" + std::string(bad) + "}"), 400,
+                 "invalid_request", want);
+    expect_error(call("POST", "/v1/chat/completions", chat_body + bad + "}"), 400, "invalid_request", want);
+  }
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","seed":"1"})"), 400, "invalid_request",
+               "got string");
+  expect_error(call("POST", "/v1/chat/completions", chat_body + "\"1\"}"), 400, "invalid_request", "got string");
 }
 TEST_F(HttpTest, StreamNotBoolean) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","stream":"yes"})"), 400, "invalid_request",
@@ -176,6 +214,23 @@ TEST_F(HttpTest, UnknownReuseMode) {
 TEST_F(HttpTest, TopKAboveTheExecutorLimitIsA400) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":65})"), 400, "invalid_request",
                "'top_k' is out of range [1, 64], got 65");
+}
+// Tenant-isolation issue, low 5: the OpenAI route took retrieval_top_k 1..1000 (its message said
+// so) while the executor refuses more than 64. One range on every route, named by its messages.
+TEST_F(HttpTest, RetrievalTopKHasOneRangeOnEveryRoute) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"q"}],"pipeline":"default","max_tokens":1,"retrieval_top_k":)";
+  for (const char* bad : {"0", "65", "1000"}) {
+    const std::string got = std::string(", got ") + bad;
+    expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":)" + std::string(bad) + "}"), 400,
+                 "invalid_request", "'top_k' is out of range [1, 64]" + got);
+    expect_error(call("POST", "/v1/chat/completions", chat + bad + "}"), 400, "invalid_request",
+                 "'retrieval_top_k' is out of range [1, 64]" + got);
+  }
+  ASSERT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":64,"max_tokens":1})").status, 200);
+  EXPECT_EQ(ex_.last_request().top_k, 64);
+  auto r = call("POST", "/v1/chat/completions", chat + "64}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ex_.last_request().top_k, 64);
 }
 TEST_F(HttpTest, BlendParametersOutOfRange) {
   auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"cacheblend","recompute_ratio":1.5})");
@@ -346,6 +401,35 @@ TEST_F(HttpTest, MetricsExposition) {
   EXPECT_NE(m.find("ragd_kv_cache_hits{tier=\"hbm\"} 7"), std::string::npos);
   EXPECT_NE(m.find("ragd_kv_cache_misses{tier=\"dram\"} 1"), std::string::npos);
 }
+// Tenant-isolation issue, low 2: ragd_requests_running counted a run as running from its first
+// event (its sources, sent before the scheduler admits it), e.g. 24 / 0 while the scheduler had
+// 16 running and 8 waiting. The gauges (and /v1/cache/stats) are now the scheduler's counts.
+TEST_F(HttpTest, RunningAndWaitingAreTheSchedulersCounts) {
+  std::thread queued([&] {
+    auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"queued","max_tokens":2})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  });
+  std::thread running([&] {
+    auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"slow","max_tokens":60})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  });
+  // The queued run has sent its sources and waits for admission; the slow one is decoding.
+  ASSERT_TRUE(wait_for([&] { return ex_.queued() == 1 && ex_.active() == 2; }));
+  const std::string m = call("GET", "/metrics").body;
+  EXPECT_NE(m.find("\nragd_requests_running 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("\nragd_requests_waiting 1\n"), std::string::npos) << m;
+  Json j(call("GET", "/v1/cache/stats").body);
+  EXPECT_EQ(j.num("/requests/running"), j.num("/executor/scheduler/running"));
+  EXPECT_EQ(j.num("/requests/waiting"), 1);
+  EXPECT_EQ(j.num("/requests/in_flight"), 2);
+  ex_.admit_queued();
+  queued.join();
+  running.join();
+  ASSERT_TRUE(ex_.wait_idle(10000));
+  const std::string after = call("GET", "/metrics").body;
+  EXPECT_NE(after.find("\nragd_requests_running 0\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("\nragd_requests_waiting 0\n"), std::string::npos) << after;
+}
 TEST_F(HttpTest, CacheStatsJson) {
   auto r = call("GET", "/v1/cache/stats");
   ASSERT_EQ(r.status, 200);
@@ -401,6 +485,108 @@ TEST_F(AuthTest, NonBearerSchemeIs401) {
 TEST_F(AuthTest, OperationsNeedNoKey) {
   EXPECT_EQ(call("GET", "/healthz").status, 200);
   EXPECT_EQ(call("GET", "/metrics").status, 200);
+}
+
+// The cache-content families of /metrics: what /v1/cache/stats shows only to admin keys.
+const char* const kCacheFamilies[] = {"ragd_kv_cache_bytes", "ragd_kv_cache_hits", "ragd_kv_cache_misses",
+                                      "ragd_executor_stat", "ragd_reused_tokens_total",
+                                      "ragd_recomputed_tokens_total", "ragd_blend_runs_total"};
+const char* const kOperationalFamilies[] = {"ragd_http_requests_total", "ragd_time_to_first_token_seconds",
+                                            "ragd_e2e_request_latency_seconds", "ragd_runs_total",
+                                            "ragd_requests_running", "ragd_requests_waiting", "ragd_ready"};
+void expect_families(const daemon::ClientResponse& r, bool cache) {
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const char* f : kOperationalFamilies)
+    EXPECT_NE(r.body.find(std::string("# TYPE ") + f + " "), std::string::npos) << f;
+  for (const char* f : kCacheFamilies)
+    EXPECT_EQ(r.body.find(std::string("# TYPE ") + f + " ") != std::string::npos, cache) << f << "\n" << r.body;
+}
+
+// Tenant-isolation issue, low 6: the open /metrics showed the executor and cache numbers that
+// /v1/cache/stats reserves for admin keys. Without a key, and with a tenant's key, it now shows
+// the operational families only; an admin key sees everything; a wrong key is a 401.
+TEST_F(AuthTest, MetricsShowCacheContentsOnlyToAdminKeys) {
+  ASSERT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":2})", acme()).status, 200);
+  expect_families(call("GET", "/metrics"), false);
+  expect_families(call("GET", "/metrics", "", acme()), false);
+  expect_error(call("GET", "/metrics", "", {{"Authorization", "Bearer nope"}}), 401, "unauthorized", "invalid API key");
+}
+
+// server.metrics_require_key = true: /metrics needs a valid key; cache contents still need an
+// admin key.
+class MetricsKeyTest : public ServerFixture {
+ protected:
+  void SetUp() override {
+    DaemonConfig cfg;
+    cfg.auth.keys = {{"key-acme", "acme"}};
+    cfg.auth.admin_keys = {{"key-root", "ops"}};
+    cfg.server.metrics_require_key = true;
+    ASSERT_TRUE(daemon::validate(cfg).ok());
+    start(cfg);
+  }
+};
+TEST_F(MetricsKeyTest, MetricsNeedAKey) {
+  auto r = call("GET", "/metrics");
+  expect_error(r, 401, "unauthorized", "missing API key");
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer");
+  expect_error(call("GET", "/metrics", "", {{"Authorization", "Bearer nope"}}), 401, "unauthorized", "invalid API key");
+  expect_families(call("GET", "/metrics", "", {{"Authorization", "Bearer key-acme"}}), false);
+  expect_families(call("GET", "/metrics", "", {{"Authorization", "Bearer key-root"}}), true);
+  EXPECT_EQ(call("GET", "/healthz").status, 200);  // the health routes stay open
+}
+
+// Tenant-isolation issue, low 3: error bodies and log lines echoed client input whole (a 1 MB
+// `model` came back in a 1 MB body and log line). Echoed values are clipped to 128 bytes, on a
+// UTF-8 boundary, with their length.
+class EchoTest : public ServerFixture {
+ protected:
+  void SetUp() override { start({}); }  // the default 8 MiB body limit
+};
+TEST_F(EchoTest, HugeClientValuesAreClippedInErrorsAndLogs) {
+  auto logged = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*logged);
+  auto logger = log::daemon();
+  const auto level = logger->level();
+  logger->set_level(spdlog::level::info);
+  logger->sinks().push_back(sink);
+  // "a" then 2-byte characters: byte 128 is the second byte of one, so a cut there splits it.
+  std::string huge = "a";
+  while (huge.size() < (1u << 20)) huge += "\xC3\xA9";  // é
+  const std::string len = "(" + std::to_string(huge.size()) + " bytes)";
+  auto check = [&](const daemon::ClientResponse& r, int status, const std::string& code) {
+    expect_error(r, status, code, len);
+    EXPECT_LT(r.body.size(), 1024u) << r.body.substr(0, 300);
+    EXPECT_EQ(r.body.find("\xEF\xBF\xBD"), std::string::npos) << "a character was cut: " << r.body;
+  };
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  check(call("POST", "/v1/chat/completions", R"({"model":")" + huge + R"(",)" + msgs + "}"), 404, "model_not_found");
+  check(call("POST", "/v1/embeddings", R"({"model":")" + huge + R"(","input":"x"})"), 404, "model_not_found");
+  check(call("POST", "/v1/pipelines/default/runs", R"({"query":"q",")" + huge + R"(":1})"), 400, "invalid_request");
+  check(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":")" + huge + R"("})"), 400, "invalid_request");
+  check(call("POST", "/v1/chat/completions", R"({"pipeline":")" + huge + R"(",)" + msgs + "}"), 404, "pipeline_not_found");
+  check(call("POST", "/v1/chat/completions", R"({"messages":[{"role":")" + huge + R"(","content":"x"}]})"), 400,
+        "invalid_request");
+  // A path is bounded by the header limit (16 KiB), still clipped.
+  const std::string name(12000, 'p');
+  auto r = call("GET", "/v1/pipelines/" + name);
+  expect_error(r, 404, "pipeline_not_found", "(12000 bytes)");
+  EXPECT_LT(r.body.size(), 1024u);
+  r = call("GET", "/v1/" + name);
+  expect_error(r, 404, "route_not_found", "(12004 bytes)");
+  EXPECT_LT(r.body.size(), 1024u);
+  logger->flush();
+  logger->sinks().pop_back();
+  logger->set_level(level);
+  const std::string text = logged->str();
+  EXPECT_NE(text.find(len), std::string::npos);
+  size_t lines = 0;
+  for (size_t b = 0, e; b < text.size(); b = e + 1) {
+    e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    EXPECT_LT(e - b, 2048u) << text.substr(b, 300);
+    ++lines;
+  }
+  EXPECT_GE(lines, 8u);
 }
 TEST_F(AuthTest, KeyMapsToTenant) {
   ASSERT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1})", acme()).status, 200);
@@ -483,6 +669,11 @@ TEST_F(AdminTest, SharedDocumentsAreReadOnlyToTenants) {
 TEST_F(AdminTest, FullCacheStatsNeedAnAdminKey) {
   EXPECT_TRUE(Json(call("GET", "/v1/cache/stats", "", root()).body).has("/executor"));
   EXPECT_FALSE(Json(call("GET", "/v1/cache/stats", "", acme()).body).has("/executor"));
+}
+TEST_F(AdminTest, MetricsShowCacheContentsToAdminKeys) {
+  expect_families(call("GET", "/metrics", "", root()), true);
+  expect_families(call("GET", "/metrics", "", acme()), false);
+  expect_families(call("GET", "/metrics"), false);
 }
 
 }  // namespace

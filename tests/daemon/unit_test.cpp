@@ -117,6 +117,30 @@ TEST(Config, BadAuthKeysTable) {
   EXPECT_NE(st.message().find("auth.keys.k: expected a non-empty tenant string"), std::string::npos) << st.message();
 }
 
+// server.metrics_require_key (tenant-isolation issue, low 6): parsed from the file and flags; the
+// whole config (keys may come from --api-key after the file) must have an API key for it.
+TEST(Config, MetricsRequireKeyNeedsApiKeys) {
+  DaemonConfig c;
+  EXPECT_FALSE(c.server.metrics_require_key);
+  Status st = apply_toml(c, "[server]\nmetrics_require_key = true\n");
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(c.server.metrics_require_key);
+  st = validate(c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server.metrics_require_key: needs API keys"), std::string::npos) << st.message();
+  c.auth.keys["sk-1"] = "acme";
+  EXPECT_TRUE(validate(c).ok());
+  c.auth.keys.clear();
+  c.auth.admin_keys["sk-root"] = "ops";
+  EXPECT_TRUE(validate(c).ok());
+  DaemonConfig d;
+  ASSERT_TRUE(apply_override(d, "server.metrics_require_key", "true").ok());
+  EXPECT_TRUE(d.server.metrics_require_key);
+  st = apply_toml(d, "[server]\nmetrics_require_key = \"yes\"\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server.metrics_require_key: expected boolean"), std::string::npos) << st.message();
+}
+
 TEST(JsonWriter, EscapesAndNests) {
   JsonWriter w;
   w.begin_object().key("s").value("a\"b\\c\n\x01").key("n").value(-7).key("u").value(uint64_t{18446744073709551615ull});
@@ -173,6 +197,17 @@ TEST(Metrics, CountersGaugesAndLabelEscaping) {
   EXPECT_NE(out.find("reqs_total{path=\"/x\\\"y\\\\z\\n\"} 3\n"), std::string::npos) << out;
   EXPECT_NE(out.find("# TYPE temp gauge\ntemp 2.5\n"), std::string::npos) << out;
   EXPECT_EQ(c.value({"/x\"y\\z\n"}), 3);
+}
+
+TEST(Metrics, RestrictedFamiliesOnlyInTheFullRender) {
+  MetricsRegistry reg;
+  reg.counter("open_total", "shown to everyone").inc({});
+  reg.gauge("cache_bytes", "operators only").restrict().set({}, 7);
+  const std::string full = reg.render(), open = reg.render(false);
+  EXPECT_NE(full.find("cache_bytes 7\n"), std::string::npos) << full;
+  EXPECT_NE(full.find("open_total 1\n"), std::string::npos) << full;
+  EXPECT_EQ(open.find("cache_bytes"), std::string::npos) << open;
+  EXPECT_NE(open.find("open_total 1\n"), std::string::npos) << open;
 }
 
 TEST(Client, ParseUrl) {

@@ -34,6 +34,10 @@ struct ServerOptions {
   int stream_queue_limit = 1024;           // queued outgoing messages per stream before disconnect
   int ws_ping_interval_ms = 20000;         // WebSocket ping period; default 20 s
   int shutdown_deadline_ms = 10000;        // graceful stop: in-flight requests get this long
+  // /metrics: false (default) = open to anyone, operational metrics only unless an admin key is
+  // sent; true = any valid API key is needed (401 without). Cache contents (KV tiers, reuse, the
+  // executor's stats) need an admin key (or auth off) either way. true needs API keys configured.
+  bool metrics_require_key = false;
 };
 
 struct TenantLimit {
@@ -73,7 +77,9 @@ struct DaemonConfig {
 // the key's type. Also used by the named flags (--listen, --model, ...).
 [[nodiscard]] Status apply_override(DaemonConfig& cfg, const std::string& key, const std::string& value);
 
-// Checks cross-field constraints (ranges, listen address). Names the key on failure.
+// Checks cross-field constraints (ranges, listen address). Names the key on failure. apply_toml
+// runs the checks one source can answer alone; call this on the whole config once flags (API keys
+// included) are applied: it also refuses server.metrics_require_key without any API key.
 [[nodiscard]] Status validate(const DaemonConfig& cfg);
 
 // The effective config as TOML (API keys are masked unless show_secrets).

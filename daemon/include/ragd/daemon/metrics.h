@@ -7,10 +7,12 @@
 //   ttft.observe({}, 0.042);
 //
 // Families are created once at start-up; the returned references stay valid for the registry's
-// lifetime. Label values are escaped on output.
+// lifetime. Label values are escaped on output. A family marked restricted (at start-up) is left
+// out of render(false): the daemon's /metrics shows those (cache contents) to operators only.
 // Thread-safety: every method is thread-safe (one mutex per family; render() takes each in turn).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +37,11 @@ class MetricFamily {
   void clear();                                       // drop every series (gauges refreshed from stats)
   void render(std::string& out) const;
   const std::string& name() const { return name_; }
+  MetricFamily& restrict() {
+    restricted_.store(true);
+    return *this;
+  }
+  bool restricted() const { return restricted_.load(); }
 
  private:
   struct Series {
@@ -48,6 +55,7 @@ class MetricFamily {
   Kind kind_;
   std::vector<std::string> labels_;
   std::vector<double> buckets_;
+  std::atomic<bool> restricted_{false};
   mutable std::mutex mu_;
   std::map<LabelValues, Series> series_;  // guarded by mu_
 };
@@ -58,7 +66,8 @@ class MetricsRegistry {
   MetricFamily& gauge(const std::string& name, const std::string& help, std::vector<std::string> labels = {});
   MetricFamily& histogram(const std::string& name, const std::string& help, std::vector<std::string> labels,
                           std::vector<double> buckets);
-  std::string render() const;
+  // Every family; include_restricted = false leaves out the restricted ones.
+  std::string render(bool include_restricted = true) const;
 
  private:
   MetricFamily& add(std::unique_ptr<MetricFamily> f);
