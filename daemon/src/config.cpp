@@ -73,7 +73,13 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.ssd_cache_bytes),
       RAGD_F("runtime.eviction", Type::kString, "pgdsf | lru | lfu | gdsf", runtime.eviction),
       RAGD_F("runtime.preemption", Type::kString, "swap | recompute", runtime.preemption),
+      RAGD_F("runtime.tenant_share_percent", Type::kInt,
+             "running slots one tenant may hold while others have requests, % of max_running (fair: an equal share)",
+             runtime.tenant_share_percent),
       RAGD_F("runtime.retrieval_threads", Type::kInt, "retrieval thread pool size", runtime.retrieval_threads),
+      RAGD_F("runtime.retrieval_threads_per_tenant", Type::kInt,
+             "retrieval threads one tenant's searches and reranking may hold at once; 0 = half of retrieval_threads",
+             runtime.retrieval_threads_per_tenant),
       RAGD_F("runtime.hbm_cache", Type::kBool, "keep reusable KV in the engine pool (false: reuse only from the DRAM / SSD tiers)", runtime.hbm_cache),
       RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.num_threads),
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
@@ -301,6 +307,13 @@ static Status validate_options(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(positive("runtime.max_queue", c.runtime.max_queue));
   RAGD_RETURN_IF_ERROR(positive("runtime.chunk_tokens", c.runtime.chunk_tokens));
   RAGD_RETURN_IF_ERROR(positive("runtime.retrieval_threads", c.runtime.retrieval_threads));
+  if (c.runtime.tenant_share_percent < 1 || c.runtime.tenant_share_percent > 100)
+    return Status::InvalidArgument("runtime.tenant_share_percent must be in [1, 100], got " +
+                                   std::to_string(c.runtime.tenant_share_percent));
+  if (c.runtime.retrieval_threads_per_tenant < 0 || c.runtime.retrieval_threads_per_tenant > c.runtime.retrieval_threads)
+    return Status::InvalidArgument("runtime.retrieval_threads_per_tenant must be in [0, runtime.retrieval_threads = " +
+                                   std::to_string(c.runtime.retrieval_threads) + "], got " +
+                                   std::to_string(c.runtime.retrieval_threads_per_tenant));
   if (c.runtime.num_threads < 0) return Status::InvalidArgument("runtime.num_threads: must be >= 0");
   RAGD_RETURN_IF_ERROR(positive("runtime.sp_workers", c.runtime.sp_workers));
   RAGD_RETURN_IF_ERROR(positive("runtime.sp_threshold_tokens", c.runtime.sp_threshold_tokens));

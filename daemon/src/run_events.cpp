@@ -50,6 +50,7 @@ void write_timings(JsonWriter& w, const pipelines::Timings& t) {
   w.key("lookup_ms").value(t.lookup_ms).key("admit_ms").value(t.admit_ms).key("publish_ms").value(t.publish_ms);
   w.key("ttft_ms").value(t.ttft_ms).key("tpot_ms").value(t.tpot_ms).key("total_ms").value(t.total_ms);
   w.key("search_wait_ms").value(t.search_wait_ms);
+  w.key("retrieval_queue_ms").value(t.retrieval_queue_ms).key("rerank_ms").value(t.rerank_ms);
   w.end_object();
 }
 
