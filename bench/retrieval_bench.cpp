@@ -419,7 +419,7 @@ int main(int argc, char** argv) {
     if (tenants > 0) {
       for (size_t q = 0; q < queries.size(); ++q) {
         auto q0 = Clock::now();
-        auto hits = (*c)->search(queries[q], 10, {}, scopes[q]);
+        auto hits = (*c)->search(queries[q], 10, ReadScope::tenant(scopes[q]));
         scoped_lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - q0).count());
         if (!hits.ok()) { std::fprintf(stderr, "%s\n", hits.status().to_string().c_str()); return 1; }
         for (const auto& h : *hits)
