@@ -30,30 +30,12 @@ T get(const std::byte* p, size_t off) {
 
 }  // namespace
 
-std::string_view kv_dtype_name(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kF16: return "f16";
-    case KvDtype::kBF16: return "bf16";
-  }
-  return "unknown";
-}
-
-size_t kv_dtype_size(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32: return 4;
-    case KvDtype::kF16:
-    case KvDtype::kBF16: return 2;
-  }
-  return 0;
-}
-
 KvFormat KvFormat::from_layout(const engine::KvLayout& layout, const Hash128& fingerprint) {
   KvFormat f;
   f.model_fingerprint = fingerprint;
   // A bf16 pool's values are bf16: its segments store them as they are (exact, half of f32's bytes).
   // f32 and int8 pools store f32 rows (int8 segments are not a format yet).
-  f.dtype = layout.dtype == kernels::KvDtype::kBF16 ? KvDtype::kBF16 : KvDtype::kF32;
+  f.dtype = layout.dtype == KvDtype::kBF16 ? KvDtype::kBF16 : KvDtype::kF32;
   f.num_layers = layout.num_layers;
   f.num_kv_heads = layout.num_kv_heads;
   f.head_dim = layout.head_dim;
@@ -71,7 +53,7 @@ Status KvFormat::validate() const {
 }
 
 size_t SegmentHeader::layer_bytes() const {
-  return static_cast<size_t>(num_tokens) * num_kv_heads * head_dim * kv_dtype_size(dtype);
+  return static_cast<size_t>(num_tokens) * num_kv_heads * head_dim * kernels::kv_dtype_bytes(dtype);
 }
 
 size_t segment_header_size(uint32_t num_layers) {
@@ -87,7 +69,7 @@ std::vector<std::byte> encode_segment_header(const SegmentHeader& h) {
   put<uint32_t>(p, 12, static_cast<uint32_t>(hs));
   put<uint64_t>(p, 16, h.model_fingerprint.lo);
   put<uint64_t>(p, 24, h.model_fingerprint.hi);
-  put<uint8_t>(p, 32, static_cast<uint8_t>(h.dtype));
+  put<uint8_t>(p, 32, kernels::kv_dtype_code(h.dtype));
   put<uint8_t>(p, 33, h.layout_version);
   put<uint8_t>(p, 34, h.k_rotated ? 1 : 0);
   put<uint8_t>(p, 35, h.is_chunk ? 1 : 0);
@@ -138,8 +120,9 @@ Result<SegmentHeader> decode_segment_header(std::span<const std::byte> bytes) {
   if (get<uint64_t>(p, cs_off) != xxh3_64(p, cs_off)) return Status::Corruption("kv segment: header checksum mismatch");
   h.model_fingerprint = {get<uint64_t>(p, 16), get<uint64_t>(p, 24)};
   const uint8_t dt = get<uint8_t>(p, 32);
-  if (dt > static_cast<uint8_t>(KvDtype::kBF16)) return Status::Corruption(fmt::format("kv segment: unknown dtype code {}", dt));
-  h.dtype = static_cast<KvDtype>(dt);
+  const std::optional<KvDtype> dtype = kernels::kv_dtype_from_code(dt);
+  if (!dtype) return Status::Corruption(fmt::format("kv segment: unknown dtype code {}", dt));
+  h.dtype = *dtype;
   h.layout_version = get<uint8_t>(p, 33);
   h.k_rotated = get<uint8_t>(p, 34) != 0;
   h.is_chunk = get<uint8_t>(p, 35) != 0;
@@ -275,7 +258,7 @@ const float* SegmentBuffer::v_all() const {
 }
 void SegmentBuffer::read_all(float* k, float* v) const {
   const size_t values = static_cast<size_t>(header_.num_layers) * header_.num_tokens * header_.num_kv_heads * header_.head_dim;
-  const kernels::KvDtype t = header_.dtype == KvDtype::kBF16 ? kernels::KvDtype::kBF16 : kernels::KvDtype::kF32;
+  const KvDtype t = header_.dtype;  // f32 or bf16 (KvFormat::validate)
   const std::byte* base = data_ + header_.payload_offset;
   kernels::kv_load_values(t, values, static_cast<int>(header_.head_dim), base, nullptr, k);
   kernels::kv_load_values(t, values, static_cast<int>(header_.head_dim), base + header_.layer_bytes() * header_.num_layers,

@@ -142,7 +142,11 @@ TEST(KvDtypeRows, NamesParse) {
   }
   auto bad = parse_kv_dtype("fp8");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("fp8"), std::string::npos);
+  EXPECT_EQ(bad.status().message(), "kv_dtype must be one of f32 | bf16 | int8; got 'fp8'");
+  EXPECT_EQ(enum_choices<KvDtype>(), "f32 | bf16 | int8");
+  EXPECT_EQ(kv_dtype_bytes(KvDtype::kF32), 4u);
+  EXPECT_EQ(kv_dtype_bytes(KvDtype::kBF16), 2u);
+  EXPECT_EQ(kv_dtype_bytes(KvDtype::kInt8), 1u);
 }
 
 // (dtype, n_q, q_offset, group, head_dim, block_size)

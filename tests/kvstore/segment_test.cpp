@@ -122,6 +122,39 @@ TEST(Segment, FutureFormatVersionIsRejected) {
   EXPECT_NE(r.status().message().find("format version 2"), std::string::npos) << r.status().message();
 }
 
+// The dtype byte of the header (offset 32) holds the code the format defines: f32 = 0, bf16 = 2
+// (1 was f16 and stays reserved), int8 = 3. Segments written before kernels and kvstore shared one
+// KvDtype used exactly these codes for f32 and bf16, so they stay readable.
+TEST(Segment, DtypeCodesAreTheFormats) {
+  EXPECT_EQ(kernels::kv_dtype_code(KvDtype::kF32), 0);
+  EXPECT_EQ(kernels::kv_dtype_code(KvDtype::kBF16), 2);
+  EXPECT_EQ(kernels::kv_dtype_code(KvDtype::kInt8), 3);
+  for (int c = 0; c < 256; ++c) {
+    auto d = kernels::kv_dtype_from_code(static_cast<uint8_t>(c));
+    EXPECT_EQ(d.has_value(), c == 0 || c == 2 || c == 3) << c;
+    if (d) EXPECT_EQ(kernels::kv_dtype_code(*d), c);
+  }
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kBF16}) {
+    KvFormat f = test_format();
+    f.dtype = dt;
+    auto seg = SegmentBuffer::build(f, ident(1), make_kv(f, 7, 1).data());
+    ASSERT_TRUE(seg.ok()) << seg.status().to_string();
+    EXPECT_EQ(static_cast<int>((*seg)->bytes()[32]), dt == KvDtype::kF32 ? 0 : 2);
+    auto back = decode_segment_header((*seg)->bytes());
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->dtype, dt);
+  }
+  const KvFormat f = test_format();
+  auto seg = SegmentBuffer::build(f, ident(1), make_kv(f, 7, 1).data());
+  ASSERT_TRUE(seg.ok());
+  SegmentHeader h = (*seg)->header();
+  h.dtype = static_cast<KvDtype>(1);  // f16: reserved, never written
+  auto r = decode_segment_header(encode_segment_header(h));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("unknown dtype code 1"), std::string::npos) << r.status().message();
+}
+
 TEST(Segment, OtherModelDtypeLayoutShapeRopeAreRejected) {
   const KvFormat f = test_format();
   auto seg = SegmentBuffer::build(f, ident(1), make_kv(f, 7, 1).data());
@@ -207,11 +240,11 @@ TEST(Segment, BuildRejectsBadInput) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("first_position"), std::string::npos);
   KvFormat g = f;
-  g.dtype = KvDtype::kF16;
+  g.dtype = KvDtype::kInt8;  // a pool type, not a segment format yet
   r = SegmentBuffer::build(g, ident(1), kv.data());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("f16"), std::string::npos);
+  EXPECT_NE(r.status().message().find("int8"), std::string::npos);
   g = f;
   g.num_layers = 0;
   r = SegmentBuffer::build(g, ident(1), kv.data());

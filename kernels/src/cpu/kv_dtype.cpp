@@ -10,31 +10,6 @@
 
 namespace ragd::kernels {
 
-std::string_view kv_dtype_name(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kBF16: return "bf16";
-    case KvDtype::kInt8: return "int8";
-  }
-  return "unknown";
-}
-
-Result<KvDtype> parse_kv_dtype(std::string_view s) {
-  if (s == "f32") return KvDtype::kF32;
-  if (s == "bf16") return KvDtype::kBF16;
-  if (s == "int8") return KvDtype::kInt8;
-  return Status::InvalidArgument("kv dtype: unknown value '" + std::string(s) + "' (expected f32, bf16 or int8)");
-}
-
-size_t kv_dtype_bytes(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32: return 4;
-    case KvDtype::kBF16: return 2;
-    case KvDtype::kInt8: return 1;
-  }
-  return 0;
-}
-
 namespace {
 
 // f32 -> bf16, round to nearest even; NaN stays a (quiet) NaN. Same rule as half.h's scalar.

@@ -4,7 +4,7 @@
 // Byte layout (little-endian, one contiguous buffer, 64-byte aligned):
 //
 //   [header, padded to a multiple of 64 bytes]
-//   K: [num_layers][num_tokens, num_kv_heads, head_dim]  dtype (f32 today)
+//   K: [num_layers][num_tokens, num_kv_heads, head_dim]  dtype (f32 or bf16)
 //   V: [num_layers][num_tokens, num_kv_heads, head_dim]
 //
 // K of all layers is contiguous and so is V, so `k_all()` / `v_all()` are exactly the
@@ -32,6 +32,7 @@
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
+#include "ragd/kernels/kv_dtype.h"
 
 namespace ragd::kvstore {
 
@@ -40,9 +41,9 @@ inline constexpr uint32_t kSegmentFormatVersion = 1;
 // Version of the in-engine KV layout the payload follows ([layer][token, kv_head, head_dim]).
 inline constexpr uint8_t kKvLayoutVersion = 1;
 
-enum class KvDtype : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
-std::string_view kv_dtype_name(KvDtype d);
-size_t kv_dtype_size(KvDtype d);
+// The element type of K and V: the engine's (kernels/kv_dtype.h), whose values are the codes the
+// header stores (byte 32). Segments hold f32 or bf16 (KvFormat::validate).
+using KvDtype = kernels::KvDtype;
 
 // Everything about the KV that must match for a segment to be usable by a model.
 struct KvFormat {
@@ -56,7 +57,7 @@ struct KvFormat {
 
   static KvFormat from_layout(const engine::KvLayout& layout, const Hash128& fingerprint);
   size_t token_elems() const { return static_cast<size_t>(num_kv_heads) * head_dim; }  // per layer, K or V
-  size_t bytes_per_token() const { return 2 * num_layers * token_elems() * kv_dtype_size(dtype); }
+  size_t bytes_per_token() const { return 2 * num_layers * token_elems() * kernels::kv_dtype_bytes(dtype); }
   Status validate() const;  // InvalidArgument naming the bad field
 };
 
