@@ -21,6 +21,18 @@ Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& t
   return out;
 }
 
+HostKv host_kv(const SegmentBuffer& seg) {
+  const SegmentHeader& h = seg.header();
+  HostKv kv;
+  kv.num_tokens = seg.num_tokens();
+  kv.first_position = static_cast<int>(h.first_position);
+  const size_t n = static_cast<size_t>(h.num_layers) * seg.num_tokens() * h.num_kv_heads * h.head_dim;
+  kv.k.resize(n);
+  kv.v.resize(n);
+  seg.read_all(kv.k.data(), kv.v.data());
+  return kv;
+}
+
 Status append_segment(const SegmentBuffer& seg, engine::KvPool& pool, engine::BlockTable& table) {
   const SegmentHeader& h = seg.header();
   const engine::KvLayout& L = pool.layout();
@@ -33,10 +45,8 @@ Status append_segment(const SegmentBuffer& seg, engine::KvPool& pool, engine::Bl
   if (h.dtype == KvDtype::kF32) {
     ok = table.append(pool, seg.num_tokens(), seg.k_all(), seg.v_all());
   } else {  // widened on the way (exact), stored again in the pool's type
-    const size_t n = static_cast<size_t>(h.num_layers) * seg.num_tokens() * L.token_floats();
-    std::vector<float> k(n), v(n);
-    seg.read_all(k.data(), v.data());
-    ok = table.append(pool, seg.num_tokens(), k.data(), v.data());
+    const HostKv kv = host_kv(seg);
+    ok = table.append(pool, kv.num_tokens, kv.k.data(), kv.v.data());
   }
   if (!ok)
     return Status::ResourceExhausted(fmt::format("append_segment: KV pool has no room for {} more tokens", seg.num_tokens()));

@@ -11,12 +11,6 @@
 
 namespace ragd::pipelines {
 
-Hash128 chunk_key(const Hash128& head, const Hash128& doc) {
-  Hasher128 h;
-  h.str("ragd.chunk.v1").h128(head).h128(doc);
-  return h.digest();
-}
-
 Result<std::vector<kvstore::HostKv>> compute_chunk_kv(engine::Model& model, const engine::BlockTable& head, int head_len,
                                                       std::span<const std::span<const int32_t>> docs) {
   engine::KvPool& pool = model.kv_pool();
@@ -52,18 +46,6 @@ Result<std::vector<kvstore::HostKv>> compute_chunk_kv(engine::Model& model, cons
     kv.push_back(std::move(r).value());
   }
   release();
-  return kv;
-}
-
-kvstore::HostKv host_kv(const kvstore::SegmentBuffer& seg) {
-  kvstore::HostKv kv;
-  kv.num_tokens = seg.num_tokens();
-  kv.first_position = static_cast<int>(seg.header().first_position);
-  const size_t n = static_cast<size_t>(seg.header().num_layers) * seg.num_tokens() * seg.header().num_kv_heads *
-                   seg.header().head_dim;
-  kv.k.resize(n);
-  kv.v.resize(n);
-  seg.read_all(kv.k.data(), kv.v.data());
   return kv;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ragd/common/log.h"
 #include "ragd/kvstore/engine_io.h"
+#include "ragd/kvstore/keys.h"
 
 namespace ragd::pipelines {
 
@@ -81,7 +82,7 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
     std::vector<Hash128> keys;
     std::vector<size_t> nodes;
     for (size_t i = std::max<size_t>(m.nodes.size(), 1); i < p->docs.size(); ++i) {
-      keys.push_back(chunk_key(p->docs[0], p->docs[i]));
+      keys.push_back(kvstore::chunk_key(p->docs[0], p->docs[i]));
       nodes.push_back(i);
     }
     kvstore::ChunkLookupResult c = store_.lookup_chunks(keys, p->scope, /*pin=*/true);
@@ -184,7 +185,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
       const kvstore::SegmentRef seg = h.segment(i);
       if (!seg || seg->num_tokens() != p.ends[j] - p.ends[j - 1] || static_cast<int>(seg->header().first_position) != head_len)
         continue;
-      kv[j] = host_kv(*seg);
+      kv[j] = kvstore::host_kv(*seg);
       src[j] = h.source(i);
     }
   }
@@ -209,7 +210,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     if (!fresh.ok()) return give_up("computing chunk KV failed: " + fresh.status().to_string());
     for (size_t i = 0; i < missing.size(); ++i) {
       const size_t j = missing[i];
-      auto r = store_.insert_chunk(chunk_key(p.docs[0], p.docs[j]), (*fresh)[i].data(), p.scope);
+      auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[j]), (*fresh)[i].data(), p.scope);
       if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
       in->computed += (*fresh)[i].num_tokens;
       kv[j] = std::move((*fresh)[i]);
@@ -297,7 +298,7 @@ void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTa
   if (auto it = verdicts_.find(check_key(p)); it != verdicts_.end() && !it->second.empty()) return;
   Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, table, p.ends[0], p.ends[1] - p.ends[0]);
   if (!kv.ok()) return;
-  auto r = store_.insert_chunk(chunk_key(p.docs[0], p.docs[1]), kv->data(), p.scope);
+  auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[1]), kv->data(), p.scope);
   if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
 }
 

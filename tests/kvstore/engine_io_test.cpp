@@ -108,5 +108,30 @@ TEST(EngineIo, BadRangeAndShapeMismatchAreNamed) {
   EXPECT_EQ(t.num_tokens(), 0);
 }
 
+// host_kv: a loaded segment as host KV (what kv_blend places), K and V of every layer and the
+// position its first token had, without the caller reading the segment's header.
+TEST(EngineIo, HostKvOfASegmentIsItsKvAndPosition) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kBF16}) {
+    KvFormat f = testing::test_format(3, 2, 5);
+    f.dtype = dt;
+    const auto kv = testing::make_kv(f, 33, 4);
+    auto seg = SegmentBuffer::build(f, SegmentIdentity{}, kv.data(129));
+    ASSERT_TRUE(seg.ok()) << seg.status().to_string();
+    const HostKv h = host_kv(**seg);
+    EXPECT_EQ(h.num_tokens, 33);
+    EXPECT_EQ(h.first_position, 129);
+    ASSERT_EQ(h.k.size(), kv.k.size());
+    ASSERT_EQ(h.v.size(), kv.v.size());
+    std::vector<float> k(kv.k.size()), v(kv.v.size());
+    (*seg)->read_all(k.data(), v.data());
+    EXPECT_EQ(h.k, k);
+    EXPECT_EQ(h.v, v);
+    if (dt == KvDtype::kF32) {
+      EXPECT_EQ(h.k, kv.k);
+      EXPECT_EQ(h.v, kv.v);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ragd::kvstore

@@ -2,6 +2,7 @@
 //
 // gather_kv copies tokens [t0, t0 + n) of a sequence out of its block table into contiguous
 // host arrays k, v: [num_layers][n, kv_heads, head_dim] f32 (what KvStore::insert takes);
+// host_kv does the same for a loaded segment (so callers never read a segment's header);
 // append_segment appends a loaded segment's tokens to a block table (BlockTable::append).
 // On a GPU build these become device copies; the contract (shapes, positions) stays.
 //
@@ -25,6 +26,10 @@ struct HostKv {
 
 // InvalidArgument when [t0, t0 + n) is not inside the table.
 Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& table, int t0, int n);
+
+// The K and V of every layer of `seg` as f32 (bf16 widens exactly), first_position = the position
+// its first token had when K was computed (segment header).
+HostKv host_kv(const SegmentBuffer& seg);
 
 // Appends seg's tokens to `table`. FailedPrecondition when the segment's shape does not match the
 // pool's layout; ResourceExhausted (table unchanged) when the pool has no room.

@@ -32,6 +32,7 @@
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
+#include "ragd/kvstore/keys.h"  // the keys segments carry (doc_key, child_key, scope keys)
 #include "ragd/kernels/kv_dtype.h"
 
 namespace ragd::kvstore {
@@ -166,16 +167,5 @@ class SegmentBuffer {
   std::byte* data_ = nullptr;  // 64-byte aligned, size_ bytes
   size_t size_ = 0;
 };
-
-// ---- keys (xxh3-128, deterministic, never process-seeded) ------------------------------------
-// doc key: the token ids of one document / chunk.
-Hash128 doc_key(std::span<const int32_t> tokens);
-// Root of a knowledge tree: model fingerprint + dtype + layout version + shape + RoPE convention
-// (+ tenant when tenant isolation is on; pass "" otherwise).
-Hash128 tree_scope_key(const KvFormat& fmt, std::string_view tenant);
-// Root of the flat position-independent chunk cache for the same scope.
-Hash128 chunk_scope_key(const KvFormat& fmt, std::string_view tenant);
-// Key of a document under its parent (parent key = parent node key, or the scope key at depth 0).
-Hash128 child_key(const Hash128& parent_key, const Hash128& doc);
 
 }  // namespace ragd::kvstore

@@ -6,10 +6,11 @@
 // system prompt, context header), at positions [head_len, head_len + n), not alone: with the head
 // in place the model's attention sinks are where they are at serving time, so the only thing a
 // placed chunk misses is attention to the documents before it. The head's content is part of the
-// chunk key (chunk_key), so every prompt with the same head shares the entry. K is stored post-RoPE
-// at base position head_len and re-rotated by (start - head_len) when placed at `start` (RoPE is a
-// rotation: exact up to fp32 rounding). A document placed right after the head sits at its
-// computed position with its computed context: its KV is exact there.
+// chunk key (kvstore::chunk_key in kvstore/keys.h, which builds every KV key), so every prompt with
+// the same head shares the entry. K is stored post-RoPE at base position head_len and re-rotated by
+// (start - head_len) when placed at `start` (RoPE is a rotation: exact up to fp32 rounding). A
+// document placed right after the head sits at its computed position with its computed context:
+// its KV is exact there.
 //
 // Repair. One sparse engine step over the placed documents with explicit slots: Q/K/V and attention
 // only for chosen rows, against the sequence's whole KV, causal by position; chosen rows overwrite
@@ -22,6 +23,9 @@
 //               pass); k = 0 is naive concatenation.
 // The question and the generated tokens are computed in full afterwards by ordinary prefill.
 //
+// Interface: engine types and kvstore::HostKv (host K/V of a token range, the plain value kvstore
+// trades with the engine pool); segments, headers and keys stay behind kvstore's own functions.
+//
 // Thread-safety: functions, on the thread that owns the model and its pool (scheduler thread).
 #pragma once
 
@@ -29,18 +33,12 @@
 #include <span>
 #include <vector>
 
-#include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
 #include "ragd/kvstore/engine_io.h"
-#include "ragd/kvstore/segment.h"
 #include "ragd/pipelines/executor.h"
 
 namespace ragd::pipelines {
-
-// Chunk-cache key of a document computed after the prompt head `head` (both doc_key()s). The
-// tenant scope is added by the kvstore.
-Hash128 chunk_key(const Hash128& head, const Hash128& doc);
 
 // One placed document of a prompt: tokens [start, start + len).
 struct BlendDoc {
@@ -69,9 +67,6 @@ struct BlendStats {
 // cannot hold the documents.
 Result<std::vector<kvstore::HostKv>> compute_chunk_kv(engine::Model& model, const engine::BlockTable& head, int head_len,
                                                       std::span<const std::span<const int32_t>> docs);
-
-// Host KV of a loaded chunk segment (all layers).
-kvstore::HostKv host_kv(const kvstore::SegmentBuffer& seg);
 
 // Appends kv (computed at kv.first_position) to the end of `table`, re-rotating K to the table's
 // end position. kv.k is changed in place. ResourceExhausted (table unchanged) when the pool is full.
