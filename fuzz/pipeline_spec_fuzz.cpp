@@ -14,8 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)spec->info();
   ragd::pipelines::RunRequest req;
   req.pipeline = "fuzz";
-  (void)ragd::pipelines::resolve_sampling(&*spec, req);
+  req.query = "q";
+  (void)ragd::pipelines::resolve_run(req, &*spec);
   req.overrides.max_tokens = 7;
-  (void)ragd::pipelines::resolve_sampling(&*spec, req);
+  (void)ragd::pipelines::resolve_run(req, &*spec);
   return 0;
 }

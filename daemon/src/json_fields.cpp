@@ -139,9 +139,16 @@ ApiError Fields::boolean(const char* key, bool* out, bool* present) const {
 }
 
 ApiError Fields::only(std::initializer_list<const char*> allowed) const {
+  return only([&](std::string_view k) {
+    for (const char* a : allowed)
+      if (k == a) return true;
+    return false;
+  });
+}
+
+ApiError Fields::only(const std::function<bool(std::string_view)>& allowed) const {
   for (auto [k, v] : obj_) {
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || k == a;
+    const bool ok = allowed(k);
     if (!ok) {
       const std::string field = clip_input(prefix_ + std::string(k));
       return bad_request(field, "unknown field '" + field + "'");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,14 +14,15 @@
 #include <simdjson.h>
 
 #include "errors.h"
+#include "ragd/pipelines/param_range.h"
 
 namespace ragd::daemon {
 
 // Retrieval top_k a request may ask for, on every route that retrieves: `top_k` of pipeline runs
-// and the WebSocket, `retrieval_top_k` of the OpenAI routes; their messages name this range. The
-// upper bound is the executor's (it refuses more than 64 chunks per retrieval).
-inline constexpr int64_t kRetrievalTopKMin = 1;
-inline constexpr int64_t kRetrievalTopKMax = 64;
+// and the WebSocket, `retrieval_top_k` of the OpenAI routes; their messages name this range, the
+// executor's own (pipelines::kRangeRetrievalTopK, declared once in param_range.h).
+inline constexpr int64_t kRetrievalTopKMin = static_cast<int64_t>(pipelines::kRangeRetrievalTopK.lo);
+inline constexpr int64_t kRetrievalTopKMax = static_cast<int64_t>(pipelines::kRangeRetrievalTopK.hi);
 
 // Typed field access on a parsed JSON object. `null` counts as absent.
 class Fields {
@@ -39,6 +41,7 @@ class Fields {
   ApiError string_list(const char* key, std::vector<std::string>* out) const;
   // Rejects keys not in `allowed` (typo protection on the ragd-native API).
   ApiError only(std::initializer_list<const char*> allowed) const;
+  ApiError only(const std::function<bool(std::string_view)>& allowed) const;
   std::optional<simdjson::dom::element> get(const char* key) const;
   std::string name(const char* key) const { return prefix_ + key; }
   simdjson::dom::object object() const { return obj_; }

@@ -31,7 +31,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
     return respond(to_response({404, "model_not_found", "model '" + clip_input(model) + "' is not served here (serving '" + model_name + "')", "model", {}}));
   // parse
   OaiRequest parsed;
-  if (auto e = parse_openai_request(f, chat, ex->pipelines(), &parsed); e.failed()) return respond(to_response(e));
+  if (auto e = parse_openai_request(f, chat, &parsed); e.failed()) return respond(to_response(e));
   pipelines::RunRequest run = std::move(parsed.run);
   run.id = ctx.id;
   run.tenant = ctx.tenant;
@@ -47,9 +47,8 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   // run
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(run.tenant, &slot); e.failed()) return respond(to_response(e));
-  log::daemon()->info("{} {} model={} pipeline='{}' stream={} max_tokens={} temperature={}", ctx.id,
-                      chat ? "chat completion" : "completion", model_name, run.pipeline, stream,
-                      run.sampling.max_tokens, run.sampling.temperature);
+  log::daemon()->info("{} {} model={} pipeline='{}' stream={}", ctx.id, chat ? "chat completion" : "completion",
+                      model_name, clip_input(run.pipeline), stream);
   // respond
   if (stream) {
     auto bridge = std::make_shared<SseBridge>();

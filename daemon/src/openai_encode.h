@@ -36,10 +36,9 @@ struct OaiRequest {
   int want_logprobs = 0;       // chat: 1 when logprobs; completions: 1 when a number was asked
 };
 
-// Parses and validates `f` (unknown fields are ignored, as SDKs send extras). `pipelines` checks
-// the "pipeline" extension and gives its max_tokens default.
-ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipelines::PipelineInfo>& pipelines,
-                              OaiRequest* out);
+// Parses and validates `f` (unknown fields are ignored, as SDKs send extras). Whether the
+// "pipeline" extension names a pipeline, and every default, is the executor's.
+ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out);
 
 // Consumers of a run's events: SSE chunks ("data: {...}" ... "data: [DONE]"), or one JSON answer.
 RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::shared_ptr<OaiState> st);

@@ -30,8 +30,7 @@ ApiError parse_content(simdjson::dom::element el, const std::string& where, std:
 
 }  // namespace
 
-ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipelines::PipelineInfo>& pipelines,
-                              OaiRequest* out) {
+ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   pipelines::RunRequest& run = out->run;
   if (chat) {
     auto msgs = f.get("messages");
@@ -76,17 +75,24 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   bool present = false;
   if (auto e = f.integer("n", &iv, 1, 1, &present); e.failed()) return bad_request("n", "only n = 1 is supported");
   if (auto e = f.integer("best_of", &iv, 1, 1, &present); e.failed()) return bad_request("best_of", "only best_of = 1 is supported");
-  int max_tokens = -1;
-  if (auto e = f.integer("max_tokens", &iv, 1, 1 << 20, &present); e.failed()) return e;
-  if (present) max_tokens = static_cast<int>(iv);
-  if (auto e = f.integer("max_completion_tokens", &iv, 1, 1 << 20, &present); e.failed()) return e;
-  if (present) max_tokens = static_cast<int>(iv);
+  // Generation parameters go into the request's overrides, so that they win over a pipeline's
+  // defaults exactly when the client sent them (pipelines::resolve_run applies the rest).
+  pipelines::RunOverrides& ov = run.overrides;
+  auto& sp = run.sampling;  // parameters pipeline specs do not set: penalties, min_p
+  if (auto e = f.integer("max_tokens", &iv, static_cast<int64_t>(pipelines::kRangeMaxTokens.lo), static_cast<int64_t>(pipelines::kRangeMaxTokens.hi), &present); e.failed()) return e;
+  if (present) ov.max_tokens = static_cast<int>(iv);
+  if (auto e = f.integer("max_completion_tokens", &iv, static_cast<int64_t>(pipelines::kRangeMaxTokens.lo), static_cast<int64_t>(pipelines::kRangeMaxTokens.hi), &present);
+      e.failed())
+    return e;
+  if (present) ov.max_tokens = static_cast<int>(iv);
   double d = 0;
-  auto& sp = run.sampling;
-  if (auto e = f.number("temperature", &d, 0.0, 2.0, &present); e.failed()) return e;
-  sp.temperature = present ? static_cast<float>(d) : 1.0f;  // OpenAI default
-  if (auto e = f.number("top_p", &d, 1e-9, 1.0, &present); e.failed()) return e;
-  if (present) sp.top_p = static_cast<float>(d);
+  if (auto e = f.number("temperature", &d, pipelines::kRangeTemperature.lo, pipelines::kRangeTemperature.hi, &present); e.failed())
+    return e;
+  // OpenAI's default temperature (1.0) is this route's default: it counts as set, for plain and
+  // pipeline runs alike.
+  ov.temperature = present ? static_cast<float>(d) : 1.0f;
+  if (auto e = f.number("top_p", &d, pipelines::kRangeTopP.lo, pipelines::kRangeTopP.hi, &present); e.failed()) return e;
+  if (present) ov.top_p = static_cast<float>(d);
   if (auto e = f.number("presence_penalty", &d, -2.0, 2.0, &present); e.failed()) return e;
   if (present) sp.presence_penalty = static_cast<float>(d);
   if (auto e = f.number("frequency_penalty", &d, -2.0, 2.0, &present); e.failed()) return e;
@@ -95,14 +101,20 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   if (present) sp.repetition_penalty = static_cast<float>(d);
   if (auto e = f.number("min_p", &d, 0.0, 1.0, &present); e.failed()) return e;
   if (present) sp.min_p = static_cast<float>(d);
-  if (auto e = f.integer("top_k", &iv, 0, 1 << 20, &present); e.failed()) return e;
-  if (present) sp.top_k = static_cast<int>(iv);
-  bool has_seed = false;
-  if (auto e = f.seed("seed", &sp.seed, &has_seed); e.failed()) return e;
-  if (auto e = f.string_list("stop", &sp.stop); e.failed()) return e;
-  if (sp.stop.size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
-  for (const auto& s : sp.stop)
-    if (s.empty()) return bad_request("stop", "field 'stop' contains an empty string");
+  if (auto e = f.integer("top_k", &iv, static_cast<int64_t>(pipelines::kRangeSamplingTopK.lo), static_cast<int64_t>(pipelines::kRangeSamplingTopK.hi), &present); e.failed())
+    return e;
+  if (present) ov.sampling_top_k = static_cast<int>(iv);
+  uint64_t seed = 0;
+  if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
+  if (present) ov.seed = seed;
+  if (f.has("stop")) {
+    std::vector<std::string> stop;
+    if (auto e = f.string_list("stop", &stop); e.failed()) return e;
+    if (stop.size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
+    for (const auto& s : stop)
+      if (s.empty()) return bad_request("stop", "field 'stop' contains an empty string");
+    ov.stop = std::move(stop);
+  }
   if (chat) {
     bool lp = false;
     if (auto e = f.boolean("logprobs", &lp); e.failed()) return e;
@@ -122,23 +134,9 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
   // Extension: retrieval through a pipeline.
   if (auto e = f.str("pipeline", &run.pipeline); e.failed()) return e;
   if (auto e = f.integer("retrieval_top_k", &iv, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
-  if (present) run.top_k = static_cast<int>(iv);
+  if (present) run.retrieval_top_k = static_cast<int>(iv);
   if (!run.pipeline.empty()) {
-    // Pipeline runs take the spec's generation defaults unless the request sets a value; OpenAI's
-    // own default temperature (1.0) counts as set, as it does for plain completions.
-    run.overrides.temperature = sp.temperature;
-    if (max_tokens > 0) run.overrides.max_tokens = max_tokens;
-    if (f.has("top_p")) run.overrides.top_p = sp.top_p;
-    if (f.has("top_k")) run.overrides.top_k = sp.top_k;
-    if (has_seed) run.overrides.seed = sp.seed;
-    if (f.has("stop")) run.overrides.stop = sp.stop;
-    bool found = false;
-    for (const auto& p : pipelines) {
-      if (p.name != run.pipeline) continue;
-      found = true;
-      if (max_tokens < 0) max_tokens = p.max_tokens;
-    }
-    if (!found) return {404, "pipeline_not_found", "unknown pipeline '" + clip_input(run.pipeline) + "'", "pipeline", {}};
+    // The pipeline's existence and defaults are the executor's (an unknown one: 404 from start_run).
     if (chat) {
       for (auto it = run.messages.rbegin(); it != run.messages.rend(); ++it)
         if (it->role == "user") {
@@ -150,7 +148,6 @@ ApiError parse_openai_request(const Fields& f, bool chat, const std::vector<pipe
       run.query = run.prompt;
     }
   }
-  sp.max_tokens = max_tokens > 0 ? max_tokens : 256;
   return {};
 }
 

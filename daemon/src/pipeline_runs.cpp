@@ -1,6 +1,7 @@
 // POST /v1/pipelines/{name}/runs and the ragd run body shared with the WebSocket.
 #include "api_impl.h"
 #include "ragd/common/log.h"
+#include "ragd/pipelines/run_params.h"
 #include "run_events.h"
 
 namespace ragd::daemon {
@@ -8,106 +9,102 @@ namespace ragd::daemon {
 using pipelines::RunEvent;
 
 namespace {
-ApiError parse_reuse(const std::string& s, pipelines::ReuseMode* out) {
-  Result<pipelines::ReuseMode> m = pipelines::parse_reuse_mode(s);
-  if (!m.ok())
-    return bad_request("reuse", "field 'reuse' must be one of " + std::string(pipelines::kReuseModeNames) + "; got '" + clip_input(s) + "'");
-  *out = *m;
+
+// Decodes every run parameter of pipelines::run_param_defs() present in the body (type, range
+// and the 400 message from the table) into `out`.
+ApiError decode_run_params(const Fields& f, pipelines::RunRequest* out) {
+  using pipelines::ParamType;
+  for (const pipelines::ParamDef& d : pipelines::run_param_defs()) {
+    const std::string name(d.name);
+    if (!f.has(name.c_str())) continue;
+    pipelines::ParamValue value;
+    bool present = false;
+    switch (d.type) {
+      case ParamType::kInt: {
+        int64_t v = 0;
+        if (auto e = f.integer(name.c_str(), &v, static_cast<int64_t>(d.range.lo), static_cast<int64_t>(d.range.hi), &present);
+            e.failed())
+          return e;
+        value = v;
+        break;
+      }
+      case ParamType::kNumber: {
+        double v = 0;
+        if (auto e = f.number(name.c_str(), &v, d.range.lo, d.range.hi, &present); e.failed()) return e;
+        value = v;
+        break;
+      }
+      case ParamType::kBool: {
+        bool v = false;
+        if (auto e = f.boolean(name.c_str(), &v, &present); e.failed()) return e;
+        value = v;
+        break;
+      }
+      case ParamType::kString:
+      case ParamType::kEnum: {
+        std::string v;
+        if (auto e = f.str(name.c_str(), &v); e.failed()) return e;
+        if (d.type == ParamType::kEnum && v.empty()) continue;  // "" = the default
+        value = std::move(v);
+        break;
+      }
+      case ParamType::kStringList: {
+        std::vector<std::string> v;
+        if (auto e = f.string_list(name.c_str(), &v); e.failed()) return e;
+        value = std::move(v);
+        break;
+      }
+      case ParamType::kSeed: {
+        uint64_t v = 0;
+        if (auto e = f.seed(name.c_str(), &v, &present); e.failed()) return e;
+        value = v;
+        break;
+      }
+    }
+    if (Status st = d.set(*out, value); !st.ok()) {
+      const std::string got = std::holds_alternative<std::string>(value) ? std::get<std::string>(value) : std::string();
+      return bad_request(name, "field '" + name + "' must be one of " + std::string(d.choices) + "; got '" +
+                                   clip_input(got) + "'");
+    }
+  }
   return {};
 }
+
+// On the pipeline route the pipeline is named by the path: an unknown one is the `name` param.
+ApiError name_param(ApiError e) {
+  if (e.code == "pipeline_not_found") e.param = "name";
+  return e;
+}
+
 }  // namespace
 
 ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::RunRequest* out, bool* stream,
                                  bool allow_pipeline_field) {
+  // Route fields, then the run parameters' table.
+  if (auto e = f.only([&](std::string_view k) {
+        if (k == "query" || k == "stream" || k == "tenant") return true;
+        if (allow_pipeline_field && (k == "type" || k == "pipeline")) return true;
+        return pipelines::find_run_param(k) != nullptr;
+      });
+      e.failed())
+    return e;
   if (allow_pipeline_field) {
-    if (auto e = f.only({"type", "pipeline", "query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop",
-                         "stream", "reuse", "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos",
-                         "context_must_include", "overlap", "retrieval_interval", "speculative_prefill",
-                         "extractive"});
-        e.failed())
-      return e;
     std::string p = "default";
     if (auto e = f.str("pipeline", &p); e.failed()) return e;
     out->pipeline = p;
-  } else {
-    if (auto e = f.only({"query", "top_k", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "reuse",
-                         "recompute_ratio", "epic_k", "tenant", "logprobs", "ignore_eos", "context_must_include",
-                         "overlap", "retrieval_interval", "speculative_prefill", "extractive"});
-        e.failed())
-      return e;
   }
   if (auto e = f.str("query", &out->query, true); e.failed()) return e;
-  // Extension (evaluation): a document id that must be in the context (see docs/api.md).
-  if (auto e = f.str("context_must_include", &out->context_must_include); e.failed()) return e;
   if (out->query.empty()) return bad_request("query", "field 'query' must not be empty");
-  int64_t v = 0;
-  bool present = false;
-  if (auto e = f.integer("top_k", &v, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
-  if (present) out->top_k = static_cast<int>(v);
-  int max_tokens = -1;
-  if (auto e = f.integer("max_tokens", &v, 1, 1 << 20, &present); e.failed()) return e;
-  if (present) max_tokens = static_cast<int>(v);
-  if (present) out->overrides.max_tokens = max_tokens;  // explicit values win over the pipeline's
-  double d = 0;
-  if (auto e = f.number("temperature", &d, 0.0, 2.0, &present); e.failed()) return e;
-  if (present) out->overrides.temperature = static_cast<float>(d);
-  if (auto e = f.number("top_p", &d, 1e-9, 1.0, &present); e.failed()) return e;
-  if (present) out->overrides.top_p = static_cast<float>(d);
-  uint64_t seed = 0;
-  if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
-  if (present) out->overrides.seed = seed;
-  if (f.get("stop")) {
-    std::vector<std::string> stop;
-    if (auto e = f.string_list("stop", &stop); e.failed()) return e;
-    out->overrides.stop = std::move(stop);
-  }
-  bool extractive = false;
-  if (auto e = f.boolean("extractive", &extractive, &present); e.failed()) return e;
-  if (present) out->overrides.extractive = extractive;  // answers copied verbatim from the prompt
   if (auto e = f.boolean("stream", stream); e.failed()) return e;
-  if (auto e = f.boolean("logprobs", &out->want_logprobs); e.failed()) return e;
-  // Extension (as in vLLM): keep generating past the model's end-of-sequence token.
-  if (auto e = f.boolean("ignore_eos", &out->sampling.ignore_eos); e.failed()) return e;
-  std::string reuse;
-  if (auto e = f.str("reuse", &reuse); e.failed()) return e;
-  if (!reuse.empty()) {
-    pipelines::ReuseMode m = pipelines::ReuseMode::kNone;
-    if (auto e = parse_reuse(reuse, &m); e.failed()) return e;
-    out->reuse = m;
-  }
-  if (auto e = f.number("recompute_ratio", &d, 0.0, 1.0, &present); e.failed()) return e;
-  if (present) out->recompute_ratio = d;
-  if (auto e = f.integer("epic_k", &v, 0, 4096, &present); e.failed()) return e;
-  if (present) out->epic_k = static_cast<int>(v);
-  std::string overlap;
-  if (auto e = f.str("overlap", &overlap); e.failed()) return e;
-  if (!overlap.empty()) {
-    Result<pipelines::RetrievalOverlap> o = pipelines::parse_overlap(overlap);
-    if (!o.ok()) return bad_request("overlap", "field 'overlap' must be one of none, piperag, speculative or both; got '" + clip_input(overlap) + "'");
-    out->overlap = *o;
-  }
-  if (auto e = f.integer("retrieval_interval", &v, 1, 4096, &present); e.failed()) return e;
-  if (present) out->retrieval_interval = static_cast<int>(v);
-  if (f.get("speculative_prefill")) {
-    bool sp = false;
-    if (auto e = f.boolean("speculative_prefill", &sp); e.failed()) return e;
-    out->speculative_prefill = sp;
-  }
+  if (auto e = decode_run_params(f, out); e.failed()) return e;
   std::string tenant;
   if (auto e = f.str("tenant", &tenant); e.failed()) return e;
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)
     return {403, "forbidden", "tenant '" + clip_input(tenant) + "' does not match the API key's tenant", "tenant", {}};
   out->tenant = tenant.empty() ? ctx.tenant : tenant;
   if (ctx.authed_by_key) out->kv_scope = out->tenant;  // tenants never reuse each other's document KV
-  // Pipeline must exist; its max_tokens is the default.
-  bool found = false;
-  for (const auto& p : executor()->pipelines()) {
-    if (p.name != out->pipeline) continue;
-    found = true;
-    if (max_tokens < 0) max_tokens = p.max_tokens;
-  }
-  if (!found) return {404, "pipeline_not_found", "unknown pipeline '" + clip_input(out->pipeline) + "'", "pipeline", {}};
-  out->sampling.max_tokens = max_tokens > 0 ? max_tokens : 256;
+  // The pipeline's existence and every default are the executor's (pipelines::resolve_run): an
+  // unknown pipeline is its NotFound, answered 404 pipeline_not_found.
   out->id = ctx.id;
   return {};
 }
@@ -128,15 +125,11 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
   pipelines::RunRequest run;
   run.pipeline = name;
   bool stream = false;
-  if (auto e = parse_run_body(Fields(obj), ctx, &run, &stream, false); e.failed()) {
-    if (e.code == "pipeline_not_found") e.param = "name";
-    return respond(to_response(e));
-  }
+  if (auto e = parse_run_body(Fields(obj), ctx, &run, &stream, false); e.failed()) return respond(to_response(e));
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(run.tenant, &slot); e.failed()) return respond(to_response(e));
   const std::string rid = ctx.id;
-  log::daemon()->info("{} run pipeline '{}' tenant {} stream={} max_tokens={}", rid, name, clip_input(run.tenant), stream,
-                      run.sampling.max_tokens);
+  log::daemon()->info("{} run pipeline '{}' tenant {} stream={}", rid, clip_input(name), clip_input(run.tenant), stream);
   if (stream) {
     auto bridge = std::make_shared<SseBridge>();
     ApiError e = start_run(std::move(run), ctx.route, std::move(slot), [bridge, rid](const RunEvent& ev) {
@@ -144,7 +137,7 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
       if (ev.kind == RunEvent::Kind::kDone || ev.kind == RunEvent::Kind::kError) bridge->finish();
       return ok;
     });
-    if (e.failed()) return respond(to_response(e));
+    if (e.failed()) return respond(to_response(name_param(e)));
     return respond(sse_response(bridge, rid));
   }
   auto col = std::make_shared<Collected>();
@@ -188,7 +181,7 @@ void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const Htt
     }
     return true;
   });
-  if (e.failed()) return respond(to_response(e));
+  if (e.failed()) return respond(to_response(name_param(e)));
   cancel_on_disconnect(req, rid);
 }
 

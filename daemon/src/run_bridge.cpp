@@ -11,6 +11,7 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
                             RunConsumer consumer) {
   pipelines::Executor* ex = executor();
   if (!ex) return {503, "not_ready", "model and stores are still loading", "", {}};
+  const std::string pipeline = req.pipeline;
   auto track = std::make_shared<RunTrack>();
   track->id = req.id;
   track->route = route;
@@ -93,7 +94,8 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
     }
     track->finished = true;
     ApiError e = from_status(st, cfg_.limits.retry_after_s, id);
-    if (st.code() == StatusCode::kNotFound) e.code = "pipeline_not_found";
+    if (st.code() == StatusCode::kNotFound)  // the executor knows the pipelines; the name is the client's
+      e = {404, "pipeline_not_found", "unknown pipeline '" + clip_input(pipeline) + "'", "pipeline", {}};
     return e;
   }
   return {};

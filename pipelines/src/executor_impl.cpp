@@ -94,45 +94,23 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
   if (stopping_) return Status::Unavailable("executor is stopping");
   if (!sink) return Status::InvalidArgument("submit: no event sink");
   auto r = std::make_unique<Run>();
+  const PipelineSpec* spec = nullptr;
   if (!req.pipeline.empty()) {
     auto it = std::find_if(specs_.begin(), specs_.end(), [&](const PipelineSpec& s) { return s.name == req.pipeline; });
     if (it == specs_.end()) return Status::NotFound("pipeline '" + req.pipeline + "' not found");
-    r->spec = &*it;
-    if (req.query.empty()) return Status::InvalidArgument("query must not be empty");
-    if (req.top_k > 64) return Status::InvalidArgument("top_k must be at most 64, got " + std::to_string(req.top_k));
-    r->kv.reuse.mode = req.reuse.value_or(it->reuse);
-    r->kv.reuse.blend = it->blend;
-    if (it->iterative) {
-      r->iter = std::make_unique<IterState>();
-      IterState& st = *r->iter;
-      st.params = *it->iterative;
-      if (req.overlap) st.params.overlap = *req.overlap;
-      if (req.retrieval_interval) st.params.retrieval_interval = *req.retrieval_interval;
-      RAGD_RETURN_IF_ERROR(st.params.validate());
-      st.k = req.top_k >= 0 ? req.top_k : it->top_k;
-      if (st.k <= 0) return Status::InvalidArgument("an iterative pipeline needs top_k > 0");
-      st.nprobe = it->nprobe;
-      st.question = req.query;
-    } else if (req.overlap || req.retrieval_interval) {
-      return Status::InvalidArgument("overlap and retrieval_interval apply to iterative pipelines only; '" +
-                                     it->name + "' is one-shot");
-    }
-  } else {
-    if (req.messages.empty() && req.prompt.empty()) return Status::InvalidArgument("one of messages or prompt is required");
-    if (req.overlap || req.retrieval_interval)
-      return Status::InvalidArgument("overlap and retrieval_interval apply to iterative pipelines only");
-    r->kv.reuse.mode = req.reuse.value_or(ReuseMode::kPrefix);
-    if (r->kv.reuse.mode == ReuseMode::kKnowledgeTree) r->kv.reuse.mode = ReuseMode::kPrefix;  // no documents to key
+    spec = &*it;
   }
-  if (req.recompute_ratio) r->kv.reuse.blend.recompute_ratio = *req.recompute_ratio;
-  if (req.epic_k) r->kv.reuse.blend.epic_k = *req.epic_k;
-  RAGD_RETURN_IF_ERROR(r->kv.reuse.blend.validate());
-  if (is_approximate(r->kv.reuse.mode) && !r->spec)
-    return Status::InvalidArgument("reuse mode '" + std::string(reuse_mode_name(r->kv.reuse.mode)) +
-                                   "' needs retrieved documents (a pipeline run)");
-  r->sampling = resolve_sampling(r->spec, req);
-  RAGD_RETURN_IF_ERROR(r->sampling.validate());
-  if (r->sampling.max_tokens <= 0) return Status::InvalidArgument("max_tokens must be positive");
+  RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
+  r->kv.reuse.mode = r->res.reuse;
+  r->kv.reuse.blend = r->res.blend;
+  if (r->res.iterative) {
+    r->iter = std::make_unique<IterState>();
+    IterState& st = *r->iter;
+    st.params = *r->res.iterative;
+    st.k = r->res.retrieval_k;
+    st.nprobe = spec->nprobe;
+    st.question = req.query;
+  }
   r->kv.reuse.scope = req.kv_scope;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -196,13 +174,10 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   const auto t0 = Clock::now();
   r->timings.retrieval_queue_ms = ms_between(r->t_submit, t0);
   const RunRequest& q = r->rr;
-  // Speculative prefill applies to one-shot runs whose prompt is the search's top-k: not to
-  // iterative or reranking pipelines, nor with a forced document (those runs are plain ones).
-  if (r->spec && !r->iter && r->spec->rerank == 0 && q.context_must_include.empty() &&
-      q.speculative_prefill.value_or(r->spec->speculative_prefill) && retrieval_k(*r) > 0 && corpus_) {
+  if (r->res.speculative_prefill && corpus_) {
     return prepare_speculative(std::move(r));
   }
-  if (r->spec) {
+  if (r->res.spec) {
     const int k = retrieval_k(*r);
     std::vector<ContextDoc> ctx;
     if (k > 0) {
@@ -211,7 +186,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       const int fetch = it ? std::max(k, it->params.speculation_cache) : k;  // as issue_search()
       const std::string query[1] = {q.query};
       SearchOutcome o =
-          std::move(search_passages(query, q.tenant, k, fetch, r->spec->nprobe, q.context_must_include, vectors)[0]);
+          std::move(search_passages(query, q.tenant, k, fetch, r->res.spec->nprobe, q.context_must_include, vectors)[0]);
       if (!o.status.ok()) {
         r->set_failure("retrieval", o.status);
       } else {
@@ -222,7 +197,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         }
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
         ctx = std::move(o.hits);
-        if (r->spec->rerank > 0 && !it) {
+        if (r->res.spec->rerank > 0 && !it) {
           const auto tr = Clock::now();
           Status rs = rerank(*r, &ctx);
           r->timings.rerank_ms = ms_between(tr, Clock::now());
@@ -253,16 +228,16 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
 }
 
 Status ExecutorImpl::rerank(const Run& r, std::vector<ContextDoc>* ctx) {
-  if (!reranker_) return Status::FailedPrecondition("pipeline '" + r.spec->name + "' reranks, but the runtime has no reranker");
+  if (!reranker_) return Status::FailedPrecondition("pipeline '" + r.res.spec->name + "' reranks, but the runtime has no reranker");
   std::vector<std::vector<int32_t>> toks;
   for (const auto& d : *ctx) toks.push_back(d.tokens);
-  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, reranker_->score(*r.spec, toks, r.rr.query, r.rr.kv_scope));
+  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, reranker_->score(*r.res.spec, toks, r.rr.query, r.rr.kv_scope));
   std::vector<size_t> order(ctx->size());
   std::iota(order.begin(), order.end(), size_t{0});
   // Best first; ties keep the retriever's order.
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
   std::vector<ContextDoc> kept;
-  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < r.spec->rerank; ++i)
+  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < r.res.spec->rerank; ++i)
     kept.push_back(std::move((*ctx)[order[i]]));
   *ctx = std::move(kept);
   return Status::OK();
@@ -310,7 +285,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
     return fail(sid, Status::InvalidArgument("prompt of " + std::to_string(prompt_len) +
                                              " tokens does not fit the model context of " +
                                              std::to_string(cfg.max_position_embeddings)));
-  int max_new = q.sampling.max_tokens;
+  int max_new = q.res.sampling.max_tokens;
   if (cfg.max_position_embeddings > 0) max_new = std::min(max_new, cfg.max_position_embeddings - prompt_len);
   const auto& pool = model_->kv_pool();
   const int bs = pool.layout().block_size;
@@ -323,13 +298,13 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
                                                " KV blocks; the pool has " + std::to_string(pool.num_blocks()) +
                                                " (raise kv_pool_bytes)"));
   std::vector<int32_t> stop_ids;
-  if (!q.sampling.ignore_eos) {
+  if (!q.res.sampling.ignore_eos) {
     stop_ids = tok_->eos_ids();
     for (int e : cfg.eos_token_ids) stop_ids.push_back(e);
   }
-  for (int32_t t : q.sampling.stop_token_ids) stop_ids.push_back(t);
-  q.state.emplace(q.prompt, q.sampling, *tok_, std::move(stop_ids), max_new);
-  q.state->set_extractive(q.rr.overrides.extractive.value_or(q.spec != nullptr && q.spec->extractive));
+  for (int32_t t : q.res.sampling.stop_token_ids) stop_ids.push_back(t);
+  q.state.emplace(q.prompt, q.res.sampling, *tok_, std::move(stop_ids), max_new);
+  q.state->set_extractive(q.res.extractive);
   q.usage.prompt_tokens = prompt_len;
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);
@@ -356,7 +331,7 @@ void ExecutorImpl::schedule_run(Run& q) {
   SeqInfo si;
   si.id = q.sid;
   si.tenant = q.rr.tenant;
-  si.pipeline = q.spec ? q.spec->name : "";
+  si.pipeline = q.res.spec ? q.res.spec->name : "";
   si.prompt_tokens = q.state->prompt_len();
   si.max_new_tokens = q.state->max_new_tokens();
   si.cached_tokens_hint = std::min(q.kv.reuse.hint_tokens, si.prompt_tokens);  // ordering (RAGCache)

@@ -35,6 +35,7 @@
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/pipeline_spec.h"
+#include "ragd/pipelines/run_params.h"
 #include "ragd/pipelines/runtime.h"
 #include "ragd/seqparallel/sp_group.h"
 #include "ragd/pipelines/scheduler.h"
@@ -95,8 +96,7 @@ class ExecutorImpl final : public Executor {
     uint64_t sid = 0;
     RunRequest rr;
     EventSink sink;
-    const PipelineSpec* spec = nullptr;
-    engine::SamplingParams sampling;         // resolved at submit
+    ResolvedRun res;                         // every run parameter, resolved once at submit (run_params.h)
     std::vector<int32_t> prompt;             // set by prepare
     std::vector<std::vector<int32_t>> path;  // RAG prompt segments before the question
     std::optional<RunState> state;           // from accept on
@@ -140,8 +140,8 @@ class ExecutorImpl final : public Executor {
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
-  // Passages a pipeline run retrieves: the request's top_k, else the pipeline's.
-  static int retrieval_k(const Run& r) { return r.rr.top_k >= 0 ? r.rr.top_k : r.spec->top_k; }
+  // Passages a pipeline run retrieves.
+  static int retrieval_k(const Run& r) { return r.res.retrieval_k; }
   void prepare(std::unique_ptr<Run> r);  // retrieval pool: retrieval + prompt + reuse lookup
   // Retrieval pool: a progressive search whose first candidates already go to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);

@@ -65,7 +65,7 @@ PromptSegments ExecutorImpl::rag_prompt(const Run& r, const std::vector<ContextD
   std::vector<std::vector<int32_t>> toks;
   toks.reserve(docs.size());
   for (const auto& d : docs) toks.push_back(d.tokens);
-  return prompts_->build_rag(*r.spec, toks, r.rr.query);
+  return prompts_->build_rag(*r.res.spec, toks, r.rr.query);
 }
 
 void ExecutorImpl::rank_hits(std::vector<retrieval::Hit>& hits, size_t from) {

@@ -24,7 +24,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   const auto t0 = Clock::now();
   const RunRequest& q = r->rr;
   const int k = retrieval_k(*r);
-  const int np = std::max(1, r->spec->nprobe);
+  const int np = std::max(1, r->res.spec->nprobe);
   std::vector<int> stages;
   for (int s : {np / 4, np / 2, np})
     if (s >= 1 && (stages.empty() || s > stages.back())) stages.push_back(s);

@@ -11,26 +11,6 @@
 
 namespace ragd::pipelines {
 
-engine::SamplingParams resolve_sampling(const PipelineSpec* spec, const RunRequest& req) {
-  engine::SamplingParams p = req.sampling;
-  if (spec) {
-    p.max_tokens = spec->max_tokens;
-    p.temperature = spec->temperature;
-    p.top_p = spec->top_p;
-    p.top_k = spec->sampling_top_k;
-    p.seed = spec->seed;
-    p.stop = spec->stop;
-  }
-  const RunOverrides& o = req.overrides;
-  if (o.max_tokens) p.max_tokens = *o.max_tokens;
-  if (o.temperature) p.temperature = *o.temperature;
-  if (o.top_p) p.top_p = *o.top_p;
-  if (o.top_k) p.top_k = *o.top_k;
-  if (o.seed) p.seed = *o.seed;
-  if (o.stop) p.stop = *o.stop;
-  return p;
-}
-
 PipelineInfo PipelineSpec::info() const {
   PipelineInfo i;
   i.name = name;
@@ -94,6 +74,12 @@ class Reader {
                                        std::to_string(v));
     *out = v;
     return Status::OK();
+  }
+  Status integer(const char* table, const char* key, const ParamRange& range, int64_t* out) const {
+    return integer(table, key, static_cast<int64_t>(range.lo), static_cast<int64_t>(range.hi), out);
+  }
+  Status real(const char* table, const char* key, const ParamRange& range, double* out) const {
+    return real(table, key, range.lo, range.hi, out);
   }
   Status real(const char* table, const char* key, double lo, double hi, double* out) const {
     const toml::node* n = find(table, key);
@@ -165,7 +151,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
     return r.field_err("pipeline", "name", "must be 1-64 characters of [A-Za-z0-9._-], got '" + s.name + "'");
   RAGD_RETURN_IF_ERROR(r.str("pipeline", "description", &s.description));
   int64_t v = s.top_k;
-  RAGD_RETURN_IF_ERROR(r.integer("retriever", "top_k", 0, 64, &v));
+  RAGD_RETURN_IF_ERROR(r.integer("retriever", "top_k", ParamRange{0, kRangeRetrievalTopK.hi}, &v));
   s.top_k = static_cast<int>(v);
   RAGD_RETURN_IF_ERROR(r.str("retriever", "index", &s.index));
   v = s.nprobe;
@@ -173,7 +159,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   s.nprobe = static_cast<int>(v);
   RAGD_RETURN_IF_ERROR(r.boolean("retriever", "speculative_prefill", &s.speculative_prefill));
   v = s.rerank;
-  RAGD_RETURN_IF_ERROR(r.integer("retriever", "rerank", 0, 64, &v));
+  RAGD_RETURN_IF_ERROR(r.integer("retriever", "rerank", ParamRange{0, kRangeRetrievalTopK.hi}, &v));
   s.rerank = static_cast<int>(v);
   if (s.rerank > s.top_k)
     return r.field_err("retriever", "rerank", "keeps " + std::to_string(s.rerank) + " of top_k " + std::to_string(s.top_k) +
@@ -195,9 +181,9 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   auto m = parse_reuse_mode(mode);
   if (!m.ok()) return r.field_err("reuse", "mode", m.status().message());
   s.reuse = *m;
-  RAGD_RETURN_IF_ERROR(r.real("reuse", "recompute_ratio", 0.0, 1.0, &s.blend.recompute_ratio));
+  RAGD_RETURN_IF_ERROR(r.real("reuse", "recompute_ratio", kRangeRecomputeRatio, &s.blend.recompute_ratio));
   v = s.blend.epic_k;
-  RAGD_RETURN_IF_ERROR(r.integer("reuse", "epic_k", 0, 4096, &v));
+  RAGD_RETURN_IF_ERROR(r.integer("reuse", "epic_k", kRangeEpicK, &v));
   s.blend.epic_k = static_cast<int>(v);
   if (root.get("iterative")) {
     IterativeParams it;
@@ -207,7 +193,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
       *out = static_cast<int>(x);
       return Status::OK();
     };
-    RAGD_RETURN_IF_ERROR(field("retrieval_interval", 1, 4096, &it.retrieval_interval));
+    RAGD_RETURN_IF_ERROR(field("retrieval_interval", static_cast<int>(kRangeRetrievalInterval.lo), static_cast<int>(kRangeRetrievalInterval.hi), &it.retrieval_interval));
     RAGD_RETURN_IF_ERROR(field("query_window", 0, 4096, &it.query_window));
     RAGD_RETURN_IF_ERROR(field("speculation_cache", 1, 256, &it.speculation_cache));
     RAGD_RETURN_IF_ERROR(field("max_stride", 1, 64, &it.max_stride));
@@ -223,16 +209,16 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
     s.iterative = it;
   }
   v = s.max_tokens;
-  RAGD_RETURN_IF_ERROR(r.integer("generation", "max_tokens", 1, 1 << 20, &v));
+  RAGD_RETURN_IF_ERROR(r.integer("generation", "max_tokens", kRangeMaxTokens, &v));
   s.max_tokens = static_cast<int>(v);
   double d = s.temperature;
-  RAGD_RETURN_IF_ERROR(r.real("generation", "temperature", 0.0, 100.0, &d));
+  RAGD_RETURN_IF_ERROR(r.real("generation", "temperature", kRangeTemperature, &d));
   s.temperature = static_cast<float>(d);
   d = s.top_p;
-  RAGD_RETURN_IF_ERROR(r.real("generation", "top_p", 1e-6, 1.0, &d));
+  RAGD_RETURN_IF_ERROR(r.real("generation", "top_p", kRangeTopP, &d));
   s.top_p = static_cast<float>(d);
   v = s.sampling_top_k;
-  RAGD_RETURN_IF_ERROR(r.integer("generation", "top_k", 0, 1 << 20, &v));
+  RAGD_RETURN_IF_ERROR(r.integer("generation", "top_k", kRangeSamplingTopK, &v));
   s.sampling_top_k = static_cast<int>(v);
   v = 0;
   RAGD_RETURN_IF_ERROR(r.integer("generation", "seed", 0, INT64_MAX, &v));

@@ -118,7 +118,11 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     l.unlock();
     queued_.fetch_sub(1);
   }
-  int n = req.overrides.max_tokens.value_or(req.sampling.max_tokens);
+  // As pipelines::resolve_run: an explicit max_tokens, else the pipeline's, else the request's.
+  int n = req.sampling.max_tokens;
+  for (const auto& p : pipelines())
+    if (p.name == req.pipeline) n = p.max_tokens;
+  n = req.overrides.max_tokens.value_or(n);
   int produced = 0;
   std::string finish = "length";
   for (int i = 0; i < n && alive; ++i) {

@@ -104,7 +104,7 @@ TEST_F(HttpTest, RunReturnsOutputSourcesUsageTimings) {
   auto req = ex_.last_request();
   EXPECT_EQ(req.pipeline, "default");
   EXPECT_EQ(req.query, "what is ragd?");
-  EXPECT_EQ(req.top_k, 3);
+  EXPECT_EQ(req.retrieval_top_k, 3);
   EXPECT_EQ(req.overrides.max_tokens, 5);
   EXPECT_EQ(req.overrides.temperature, 0.5f);
   EXPECT_EQ(req.overrides.seed, 2u);
@@ -182,7 +182,7 @@ TEST_F(HttpTest, SeedRuleIsTheSameOnPipelineRunsAndChatCompletions) {
   auto chat_seed = [&](const std::string& seed) {
     auto r = call("POST", "/v1/chat/completions", chat_body + seed + "}");
     EXPECT_EQ(r.status, 200) << r.body;
-    return ex_.last_request().sampling.seed;
+    return ex_.last_request().overrides.seed.value_or(0);
   };
   // -1: a seed drawn per request (two draws agree with probability 2^-64).
   EXPECT_NE(run_seed("-1"), run_seed("-1"));
@@ -209,7 +209,7 @@ TEST_F(HttpTest, StreamNotBoolean) {
 }
 TEST_F(HttpTest, UnknownReuseMode) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
-               "'reuse' must be one of none, prefix, knowledge_tree, cacheblend or epic; got 'magic'");
+               "'reuse' must be one of none | prefix | knowledge_tree | cacheblend | epic; got 'magic'");
 }
 TEST_F(HttpTest, TopKAboveTheExecutorLimitIsA400) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":65})"), 400, "invalid_request",
@@ -227,10 +227,10 @@ TEST_F(HttpTest, RetrievalTopKHasOneRangeOnEveryRoute) {
                  "'retrieval_top_k' is out of range [1, 64]" + got);
   }
   ASSERT_EQ(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":64,"max_tokens":1})").status, 200);
-  EXPECT_EQ(ex_.last_request().top_k, 64);
+  EXPECT_EQ(ex_.last_request().retrieval_top_k, 64);
   auto r = call("POST", "/v1/chat/completions", chat + "64}");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(ex_.last_request().top_k, 64);
+  EXPECT_EQ(ex_.last_request().retrieval_top_k, 64);
 }
 TEST_F(HttpTest, BlendParametersOutOfRange) {
   auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"cacheblend","recompute_ratio":1.5})");
@@ -244,7 +244,7 @@ TEST_F(HttpTest, BlendParametersOutOfRange) {
 }
 TEST_F(HttpTest, IterativeFieldsAreValidated) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","overlap":"eager"})"), 400, "invalid_request",
-               "'overlap' must be one of none, piperag, speculative or both; got 'eager'");
+               "'overlap' must be one of none | piperag | speculative | both; got 'eager'");
   auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","retrieval_interval":0})");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("retrieval_interval"), std::string::npos) << r.body;

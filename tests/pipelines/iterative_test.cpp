@@ -188,7 +188,7 @@ TEST_F(IterativeTest, RequestsAreValidated) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("retrieval_interval"), std::string::npos) << st.to_string();
   r.retrieval_interval.reset();
-  r.top_k = 0;
+  r.retrieval_top_k = 0;
   st = rt.executor->submit(r, c.sink(&out));
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   bool listed = false;

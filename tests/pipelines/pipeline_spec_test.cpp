@@ -183,8 +183,9 @@ TEST(PipelineSpec, OverridesAreResolvedOnceAndExplicitValuesWin) {
   spec.seed = 3;
   spec.stop = {"END"};
   RunRequest req;
+  req.query = "q";
   req.sampling.ignore_eos = true;
-  engine::SamplingParams p = resolve_sampling(&spec, req);
+  engine::SamplingParams p = resolve_run(req, &spec).value().sampling;
   EXPECT_EQ(p.max_tokens, 5);
   EXPECT_FLOAT_EQ(p.temperature, 0.7f);
   EXPECT_FLOAT_EQ(p.top_p, 0.9f);
@@ -197,10 +198,10 @@ TEST(PipelineSpec, OverridesAreResolvedOnceAndExplicitValuesWin) {
   req.overrides.max_tokens = builtin.max_tokens;
   req.overrides.temperature = builtin.temperature;
   req.overrides.top_p = builtin.top_p;
-  req.overrides.top_k = builtin.top_k;
+  req.overrides.sampling_top_k = builtin.top_k;
   req.overrides.seed = builtin.seed;
   req.overrides.stop = std::vector<std::string>{};
-  p = resolve_sampling(&spec, req);
+  p = resolve_run(req, &spec).value().sampling;
   EXPECT_EQ(p.max_tokens, builtin.max_tokens);
   EXPECT_FLOAT_EQ(p.temperature, 0.0f);
   EXPECT_FLOAT_EQ(p.top_p, 1.0f);
@@ -209,9 +210,10 @@ TEST(PipelineSpec, OverridesAreResolvedOnceAndExplicitValuesWin) {
   EXPECT_TRUE(p.stop.empty());
   // Plain runs: req.sampling, overrides on top.
   RunRequest plain;
+  plain.prompt = "p";
   plain.sampling.max_tokens = 9;
   plain.overrides.temperature = 0.5f;
-  p = resolve_sampling(nullptr, plain);
+  p = resolve_run(plain, nullptr).value().sampling;
   EXPECT_EQ(p.max_tokens, 9);
   EXPECT_FLOAT_EQ(p.temperature, 0.5f);
 }

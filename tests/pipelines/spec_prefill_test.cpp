@@ -59,7 +59,7 @@ class SpecPrefillTest : public ExecutorTest {
       r.tenant = tenant;
       r.kv_scope = tenant;
       r.speculative_prefill = spec_on;
-      r.top_k = top_k;
+      r.retrieval_top_k = top_k;
     };
   }
   static std::vector<std::string> ids(const RunOutput& o) {

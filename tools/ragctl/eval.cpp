@@ -163,7 +163,7 @@ class LocalRunner final : public EvalRunner {
     req.id = fmt::format("eval-{}-{}", q.id, ++seq_);
     req.pipeline = a_.pipeline;
     req.query = q.question;
-    req.top_k = a_.top_k;
+    req.retrieval_top_k = a_.top_k;
     RAGD_ASSIGN_OR_RETURN(req.reuse, pipelines::parse_reuse_mode(reuse.name));
     req.recompute_ratio = reuse.recompute_ratio;
     req.epic_k = reuse.epic_k;

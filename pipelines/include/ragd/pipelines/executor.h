@@ -25,6 +25,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/executor_stats.h"
 #include "ragd/pipelines/iterative.h"
+#include "ragd/pipelines/param_range.h"
 
 namespace ragd::pipelines {
 
@@ -65,10 +66,8 @@ struct BlendParams {
   // recomputed in every layer (0 = naive concatenation). Default 16.
   int epic_k = 16;
   Status validate() const {
-    if (!(recompute_ratio >= 0.0 && recompute_ratio <= 1.0))
-      return Status::InvalidArgument("recompute_ratio must be in [0, 1], got " + std::to_string(recompute_ratio));
-    if (epic_k < 0 || epic_k > 4096) return Status::InvalidArgument("epic_k must be in [0, 4096], got " + std::to_string(epic_k));
-    return Status::OK();
+    RAGD_RETURN_IF_ERROR(kRangeRecomputeRatio.check("recompute_ratio", recompute_ratio));
+    return kRangeEpicK.check("epic_k", epic_k);
   }
 };
 
@@ -79,7 +78,7 @@ struct RunOverrides {
   std::optional<int> max_tokens;
   std::optional<float> temperature;
   std::optional<float> top_p;
-  std::optional<int> top_k;          // sampling top-k (0 = off)
+  std::optional<int> sampling_top_k;  // sampling top-k (0 = off)
   std::optional<uint64_t> seed;
   std::optional<std::vector<std::string>> stop;
   std::optional<bool> extractive;   // [generation] extractive of the pipeline
@@ -92,7 +91,7 @@ struct RunRequest {
   std::string query;              // RAG question (pipeline runs)
   std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
-  int top_k = -1;                 // retrieval top-k; -1 = pipeline default
+  int retrieval_top_k = -1;       // passages retrieved; -1 = pipeline default
   std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
   std::optional<double> recompute_ratio;  // CacheBlend; unset = pipeline default (BlendParams)
   std::optional<int> epic_k;              // EPIC; unset = pipeline default (BlendParams)

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "ragd/common/status.h"
+#include "ragd/pipelines/param_range.h"
 
 namespace ragd::pipelines {
 
@@ -66,7 +67,7 @@ struct IterativeParams {
       return Status::InvalidArgument(std::string(f) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                                      "], got " + std::to_string(v));
     };
-    RAGD_RETURN_IF_ERROR(range("retrieval_interval", retrieval_interval, 1, 4096));
+    RAGD_RETURN_IF_ERROR(kRangeRetrievalInterval.check("retrieval_interval", retrieval_interval));
     RAGD_RETURN_IF_ERROR(range("query_window", query_window, 0, 4096));
     RAGD_RETURN_IF_ERROR(range("speculation_cache", speculation_cache, 1, 256));
     RAGD_RETURN_IF_ERROR(range("max_stride", max_stride, 1, 64));

@@ -25,6 +25,7 @@
 
 #include "ragd/common/status.h"
 #include "ragd/pipelines/executor.h"
+#include "ragd/pipelines/run_params.h"
 
 namespace ragd::pipelines {
 
@@ -47,12 +48,12 @@ struct PipelineSpec {
   std::string separator = "\n\n";
   std::string question_prefix = "\nQuestion: ";
   std::string chat_template = "auto";
-  ReuseMode reuse = ReuseMode::kKnowledgeTree;
+  ReuseMode reuse = kDefaultPipelineReuse;
   BlendParams blend;                // parameters of the approximate modes
   // Set: an iterative pipeline (retrieval during generation, iterative.h); unset: one-shot.
   std::optional<IterativeParams> iterative;
   // generation defaults (a request may override them)
-  int max_tokens = 256;
+  int max_tokens = kDefaultMaxTokens;
   float temperature = 0.0f;
   float top_p = 1.0f;
   int sampling_top_k = 0;
@@ -64,10 +65,6 @@ struct PipelineSpec {
 };
 
 PipelineSpec default_pipeline_spec();
-// The sampling parameters of a run, resolved once: for a pipeline run (spec non-null) max_tokens,
-// temperature, top_p, top_k, seed and stop come from the spec unless req.overrides sets them; for a
-// plain run from req.sampling, with req.overrides on top. Other fields always from req.sampling.
-engine::SamplingParams resolve_sampling(const PipelineSpec* spec, const RunRequest& req);
 // source_name is used in error messages ("pipelines/qa.toml: [retriever] top_k: ...").
 Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string_view source_name,
                                          std::string_view default_name = "default");

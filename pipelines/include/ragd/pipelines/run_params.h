@@ -1,0 +1,243 @@
+// Per-request run parameters, each declared once.
+//
+// A ragd run body (POST /v1/pipelines/{name}/runs, the WebSocket `run` message) sets fields of a
+// RunRequest; run_param_defs() lists every such field with its JSON type, its range, where its
+// default comes from and what it does. The table is the only place a range is written:
+//   - the daemon decodes run bodies by walking it (type check, range check, the 400 message that
+//     names the field and its range, the allow-list of fields);
+//   - the pipeline spec parser and the executor check the same ranges (kRange* constants);
+//   - docs/api.md's parameter rows are checked against run_param_doc_rows() by a test.
+// The executor turns (request, pipeline spec) into one immutable ResolvedRun (resolve_run,
+// pipelines/src/run_params.cpp): every default is applied there and nowhere else.
+//
+// Adding a request field: one row here (plus the RunRequest member it sets) and its use.
+//
+// Header-only: the daemon's HTTP layer uses the table without linking the pipelines library.
+// Thread-safety: constants and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ragd/common/status.h"
+#include "ragd/pipelines/executor.h"
+#include "ragd/pipelines/param_range.h"
+
+namespace ragd::pipelines {
+
+struct PipelineSpec;  // pipeline_spec.h
+
+// Defaults that are not a pipeline spec's.
+inline constexpr int kDefaultMaxTokens = 256;                       // plain runs (and PipelineSpec)
+inline constexpr ReuseMode kDefaultPlainRunReuse = ReuseMode::kPrefix;  // runs without documents
+inline constexpr ReuseMode kDefaultPipelineReuse = ReuseMode::kKnowledgeTree;  // PipelineSpec::reuse
+
+enum class ParamType : uint8_t { kInt, kNumber, kBool, kString, kStringList, kSeed, kEnum };
+
+// A decoded JSON value: kInt int64_t, kNumber double, kBool bool, kString / kEnum string,
+// kStringList vector<string>, kSeed uint64_t (-1 already turned into a random seed).
+using ParamValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>, uint64_t>;
+
+struct ParamDef {
+  std::string_view name;
+  ParamType type;
+  ParamRange range{};             // kInt / kNumber
+  std::string_view choices;       // kEnum: "a | b | c" (the error and the docs list them)
+  std::string_view default_doc;   // where the default comes from (docs)
+  std::string_view doc;           // what it does (docs)
+  // Stores a decoded, type- and range-checked value into the request. kEnum: InvalidArgument
+  // for a name that is not one of `choices`.
+  Status (*set)(RunRequest&, const ParamValue&);
+};
+
+// Every field of a ragd run body that sets a run parameter (route fields such as `query`,
+// `stream`, `tenant` and `pipeline` are the daemon's).
+std::span<const ParamDef> run_param_defs();
+const ParamDef* find_run_param(std::string_view name);
+// The rows of docs/api.md's run parameter table, one per ParamDef ("| `name` | type | default |
+// range; doc |").
+std::string run_param_doc_rows();
+
+// A run with every parameter resolved (defaults applied, ranges checked). Immutable once made.
+struct ResolvedRun {
+  const PipelineSpec* spec = nullptr;  // null: a plain run (no retrieval)
+  int retrieval_k = 0;                 // passages retrieved (0: none)
+  engine::SamplingParams sampling;
+  ReuseMode reuse = kDefaultPlainRunReuse;
+  BlendParams blend;
+  std::optional<IterativeParams> iterative;  // set: an iterative pipeline
+  bool speculative_prefill = false;  // effective: a one-shot, non-reranking run without a forced document
+  bool extractive = false;
+};
+
+// Resolves `req` against its pipeline's spec (null for a plain run): the one place where request
+// values, spec values and built-in defaults meet. InvalidArgument naming the field on a bad
+// combination or range.
+Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec);
+
+// ---- implementation (header-only, see above) ----
+
+namespace detail {
+
+template <class T>
+const T& param_as(const ParamValue& v) {
+  return std::get<T>(v);
+}
+
+inline constexpr ParamDef kRunParamDefs[] = {
+    {"top_k", ParamType::kInt, kRangeRetrievalTopK, {}, "pipeline's",
+     "passages retrieved (the same range as OpenAI `retrieval_top_k`)",
+     [](RunRequest& r, const ParamValue& v) {
+       r.retrieval_top_k = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
+    {"max_tokens", ParamType::kInt, kRangeMaxTokens, {}, "pipeline's (256)", "tokens generated at most",
+     [](RunRequest& r, const ParamValue& v) {
+       r.overrides.max_tokens = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
+    {"temperature", ParamType::kNumber, kRangeTemperature, {}, "pipeline's (0 = greedy)",
+     "an explicit value always wins over the pipeline's",
+     [](RunRequest& r, const ParamValue& v) {
+       r.overrides.temperature = static_cast<float>(param_as<double>(v));
+       return Status::OK();
+     }},
+    {"top_p", ParamType::kNumber, kRangeTopP, {}, "pipeline's (1)", "nucleus sampling",
+     [](RunRequest& r, const ParamValue& v) {
+       r.overrides.top_p = static_cast<float>(param_as<double>(v));
+       return Status::OK();
+     }},
+    {"seed", ParamType::kSeed, {}, {}, "pipeline's (0)",
+     "0..2^64-1, or -1 = a random seed drawn for this request (as in llama.cpp); other values 400. The same rule "
+     "on the OpenAI routes",
+     [](RunRequest& r, const ParamValue& v) {
+       r.overrides.seed = param_as<uint64_t>(v);
+       return Status::OK();
+     }},
+    {"stop", ParamType::kStringList, {}, {}, "pipeline's (none)", "stop strings (a string or an array of strings)",
+     [](RunRequest& r, const ParamValue& v) {
+       r.overrides.stop = param_as<std::vector<std::string>>(v);
+       return Status::OK();
+     }},
+    {"reuse", ParamType::kEnum, {}, "none | prefix | knowledge_tree | cacheblend | epic", "pipeline's",
+     "where the prompt's KV comes from; `cacheblend` and `epic` are approximate (see below)",
+     [](RunRequest& r, const ParamValue& v) {
+       Result<ReuseMode> m = parse_reuse_mode(param_as<std::string>(v));
+       if (!m.ok()) return m.status();
+       r.reuse = *m;
+       return Status::OK();
+     }},
+    {"recompute_ratio", ParamType::kNumber, kRangeRecomputeRatio, {}, "pipeline's (0.15)",
+     "`cacheblend`: fraction of the placed documents' tokens recomputed (0 = naive concatenation, 1 = full prefill)",
+     [](RunRequest& r, const ParamValue& v) {
+       r.recompute_ratio = param_as<double>(v);
+       return Status::OK();
+     }},
+    {"epic_k", ParamType::kInt, kRangeEpicK, {}, "pipeline's (16)", "`epic`: leading tokens recomputed per displaced document",
+     [](RunRequest& r, const ParamValue& v) {
+       r.epic_k = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
+    {"overlap", ParamType::kEnum, {}, "none | piperag | speculative | both", "pipeline's",
+     "iterative pipelines only (400 otherwise): how searches during generation overlap with decoding "
+     "([design/iterative.md](design/iterative.md))",
+     [](RunRequest& r, const ParamValue& v) {
+       Result<RetrievalOverlap> o = parse_overlap(param_as<std::string>(v));
+       if (!o.ok()) return o.status();
+       r.overlap = *o;
+       return Status::OK();
+     }},
+    {"retrieval_interval", ParamType::kInt, kRangeRetrievalInterval, {}, "pipeline's",
+     "iterative pipelines only: generated tokens between retrievals",
+     [](RunRequest& r, const ParamValue& v) {
+       r.retrieval_interval = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
+    {"speculative_prefill", ParamType::kBool, {}, {}, "pipeline's (false)",
+     "one-shot pipelines over an IVF index: start the prefill on the candidates of a progressive search (searched "
+     "in the caller's scope like every search); on other indexes (Flat, HNSW, IVF still training), on reranking "
+     "and iterative pipelines and with `context_must_include` the run is a plain one, with the same sources and "
+     "output",
+     [](RunRequest& r, const ParamValue& v) {
+       r.speculative_prefill = param_as<bool>(v);
+       return Status::OK();
+     }},
+    {"extractive", ParamType::kBool, {}, {}, "pipeline's (false)",
+     "the answer is a verbatim span of the prompt (passages or question): each token is sampled among those that "
+     "continue a copy of some run of prompt tokens, then a stop",
+     [](RunRequest& r, const ParamValue& v) {
+       r.overrides.extractive = param_as<bool>(v);
+       return Status::OK();
+     }},
+    {"logprobs", ParamType::kBool, {}, {}, "false", "each token event carries its log-probability",
+     [](RunRequest& r, const ParamValue& v) {
+       r.want_logprobs = param_as<bool>(v);
+       return Status::OK();
+     }},
+    {"ignore_eos", ParamType::kBool, {}, {}, "false", "extension: keep generating past end-of-sequence (load tests)",
+     [](RunRequest& r, const ParamValue& v) {
+       r.sampling.ignore_eos = param_as<bool>(v);
+       return Status::OK();
+     }},
+    {"context_must_include", ParamType::kString, {}, {}, "none",
+     "extension (evaluation): a document id whose first chunk is put in the context, replacing the lowest-ranked "
+     "retrieved chunk unless retrieval returned it; the caller's own or a shared document, else 400 "
+     "`invalid_request` (\"context_must_include: no document 'ID'\"; another tenant's document reads as missing)",
+     [](RunRequest& r, const ParamValue& v) {
+       r.context_must_include = param_as<std::string>(v);
+       return Status::OK();
+     }},
+};
+
+inline std::string param_range_doc(const ParamDef& d) {
+  const auto num = param_number;
+  switch (d.type) {
+    case ParamType::kInt: return num(d.range.lo) + ".." + num(d.range.hi);
+    case ParamType::kNumber:
+      return d.range.lo > 0 && d.range.lo < 1e-6 ? "(0, " + num(d.range.hi) + "]" : num(d.range.lo) + ".." + num(d.range.hi);
+    default: return {};
+  }
+}
+
+}  // namespace detail
+
+inline std::span<const ParamDef> run_param_defs() { return detail::kRunParamDefs; }
+
+inline const ParamDef* find_run_param(std::string_view name) {
+  for (const ParamDef& d : detail::kRunParamDefs)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+inline std::string run_param_doc_rows() {
+  std::string out;
+  for (const ParamDef& d : detail::kRunParamDefs) {
+    std::string type;
+    switch (d.type) {
+      case ParamType::kInt: type = "int"; break;
+      case ParamType::kNumber: type = "number"; break;
+      case ParamType::kBool: type = "bool"; break;
+      case ParamType::kString: type = "string"; break;
+      case ParamType::kStringList: type = "string or [string]"; break;
+      case ParamType::kSeed: type = "int"; break;
+      case ParamType::kEnum: {
+        std::string c(d.choices);
+        for (size_t at = c.find(" | "); at != std::string::npos; at = c.find(" | ")) c.replace(at, 3, "` / `");
+        type = "`" + c + "`";
+        break;
+      }
+    }
+    const std::string range = detail::param_range_doc(d);
+    out += "| `" + std::string(d.name) + "` | " + type + " | " + std::string(d.default_doc) + " | " +
+           (range.empty() ? "" : range + "; ") + std::string(d.doc) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace ragd::pipelines
