@@ -289,9 +289,9 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   if (cfg.max_position_embeddings > 0) max_new = std::min(max_new, cfg.max_position_embeddings - prompt_len);
   const auto& pool = model_->kv_pool();
   const int bs = pool.layout().block_size;
-  // A sequence-parallel run holds about 1/workers of its tokens in each worker's pool.
-  const int held = sp ? (prompt_len + max_new) / sp_->workers() + bs : prompt_len + max_new;
-  const size_t need = static_cast<size_t>((held + bs - 1) / bs) + 1;
+  // A sequence-parallel run holds its share of the tokens in each worker's pool (sharded_sequence.h).
+  const size_t need = sp ? static_cast<size_t>(sp_->driver().kv_blocks_per_worker(prompt_len, max_new))
+                         : static_cast<size_t>((prompt_len + max_new + bs - 1) / bs) + 1;
   if (need > pool.num_blocks())
     return fail(sid, Status::ResourceExhausted("prompt of " + std::to_string(prompt_len) + " tokens + max_tokens " +
                                                std::to_string(max_new) + " needs " + std::to_string(need) +

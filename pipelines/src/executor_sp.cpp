@@ -26,10 +26,11 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   kernels::set_num_threads(std::max(1, static_cast<int>(hw) / sp.workers()));
   // Room in this worker's pool (cached KV that nobody pins goes to make space) before the group
-  // starts: a collective that fails for lack of memory would abort the group.
-  const int bs = model_->kv_pool().layout().block_size;
-  const int blocks = (r.state->prompt_len() / sp.workers() + r.state->max_new_tokens()) / bs + 3;
-  if (!kv_host_->ensure_free(blocks)) {
+  // starts: a collective that fails for lack of memory would abort the group. The same share as
+  // accept() admitted the run with; with less room here than the helpers have, rank 0 stores fewer
+  // of the decode tokens.
+  const int64_t blocks = sp.kv_blocks_per_worker(r.state->prompt_len(), r.state->max_new_tokens());
+  if (!kv_host_->ensure_free(static_cast<int>(blocks))) {
     kernels::set_num_threads(threads_before);
     return fail(sid, Status::ResourceExhausted("sequence-parallel run: rank 0's KV pool cannot free " +
                                                std::to_string(blocks) + " blocks for its shard (running requests hold them)"));

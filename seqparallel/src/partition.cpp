@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ragd/common/check.h"
+
 namespace ragd::seqparallel {
 
 std::string_view partition_name(PartitionKind k) {
@@ -64,6 +66,30 @@ Result<std::vector<Shard>> partition(int64_t length, int workers, PartitionKind 
       break;
   }
   return shards;
+}
+
+std::vector<int64_t> shard_sizes(int64_t length, int workers, PartitionKind kind) {
+  RAGD_CHECK(workers >= 1 && length >= 0) << "shard_sizes: length " << length << ", workers " << workers;
+  std::vector<int64_t> n(workers, 0);
+  int64_t b = 0, e = 0;
+  for (int w = 0; w < workers; ++w) {
+    switch (kind) {
+      case PartitionKind::kContiguous:
+        chunk_bounds(length, workers, w, &b, &e);
+        n[w] = e - b;
+        break;
+      case PartitionKind::kZigzag:
+        chunk_bounds(length, 2 * workers, w, &b, &e);
+        n[w] = e - b;
+        chunk_bounds(length, 2 * workers, 2 * workers - 1 - w, &b, &e);
+        n[w] += e - b;
+        break;
+      case PartitionKind::kStriped:
+        n[w] = length / workers + (w < length % workers ? 1 : 0);  // positions t with t mod workers = w
+        break;
+    }
+  }
+  return n;
 }
 
 std::vector<double> causal_work(const std::vector<Shard>& shards) {

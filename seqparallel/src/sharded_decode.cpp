@@ -67,6 +67,14 @@ class DecodeHook final : public engine::LayerHook {
 
 }  // namespace
 
+int decode_owner(std::span<const int64_t> room) {
+  int owner = 0;
+  for (int r = 1; r < static_cast<int>(room.size()); ++r) {
+    if (room[r] > room[owner]) owner = r;
+  }
+  return owner;
+}
+
 ShardedDecoder::ShardedDecoder(engine::Model& model, Communicator& comm, engine::BlockTable* shard)
     : model_(model), comm_(comm), shard_(shard) {}
 
@@ -86,10 +94,7 @@ Status ShardedDecoder::step(int32_t token, int32_t position, std::vector<float>*
   if (scratch_.num_tokens() == 0 && model_.kv_pool().free_blocks() == 0) mine = -1;
   Status st = comm_.allgather(&mine, sizeof(mine), room.data());
   if (!st.ok()) return st;
-  owner_ = 0;
-  for (int r = 1; r < p; ++r) {
-    if (room[r] > room[owner_]) owner_ = r;
-  }
+  owner_ = decode_owner(room);
   for (int r = 0; r < p; ++r) {
     if (room[r] < 0 || room[owner_] == 0) {
       return Status::ResourceExhausted("sharded decode: no KV slot left on " +

@@ -3,7 +3,48 @@
 #include <algorithm>
 #include <string>
 
+#include "ragd/common/check.h"
+
 namespace ragd::seqparallel {
+
+namespace {
+
+// Positions per ring step of the prefill: max_chunk tokens per rank, or the whole prompt.
+int64_t prefill_span(int64_t prompt_tokens, int workers, int max_chunk) {
+  return max_chunk > 0 ? static_cast<int64_t>(max_chunk) * workers : prompt_tokens;
+}
+
+}  // namespace
+
+std::vector<int64_t> tokens_held_per_worker(const SpSequence& s) {
+  RAGD_CHECK(s.workers >= 1 && s.prompt_tokens >= 0 && s.decode_tokens >= 0 && s.block_size >= 1)
+      << "tokens_held_per_worker: prompt " << s.prompt_tokens << ", decode " << s.decode_tokens << ", workers "
+      << s.workers << ", block_size " << s.block_size;
+  const int p = s.workers;
+  std::vector<int64_t> held(p, 0);
+  const int64_t n = s.prompt_tokens, span = prefill_span(n, p, s.max_chunk_tokens);
+  for (int64_t begin = 0; begin < n; begin += span) {
+    const std::vector<int64_t> step = shard_sizes(std::min(span, n - begin), p, s.kind);
+    for (int w = 0; w < p; ++w) held[w] += step[w];
+  }
+  // Decode: a worker's free slots are its pool's (equal everywhere, left out) less its tokens, less
+  // the block of its scratch table once it has written a step it did not store (sharded_decode.h).
+  std::vector<int64_t> room(p);
+  std::vector<char> scratch(p, 0);
+  for (int64_t i = 0; i < s.decode_tokens; ++i) {
+    for (int w = 0; w < p; ++w) room[w] = -held[w] - (scratch[w] ? s.block_size : 0);
+    const int owner = decode_owner(room);
+    ++held[owner];
+    for (int w = 0; w < p; ++w) scratch[w] |= w != owner;
+  }
+  return held;
+}
+
+int64_t kv_blocks_per_worker(const SpSequence& s) {
+  int64_t most = 0;
+  for (int64_t t : tokens_held_per_worker(s)) most = std::max(most, (t + s.block_size - 1) / s.block_size);
+  return most + (s.workers > 1 && s.decode_tokens > 0 ? 1 : 0);
+}
 
 ShardedSequence::ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind, int max_chunk_tokens)
     : model_(model), comm_(comm), kind_(kind), max_chunk_(max_chunk_tokens) {}
@@ -21,7 +62,7 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
   // Chunks are consecutive ranges of positions, each partitioned across the ranks like a whole
   // prompt (zigzag balances every chunk), so a chunk's queries find every earlier key already in
   // some rank's pool. One chunk when max_chunk_ is 0.
-  const int64_t span = max_chunk_ > 0 ? static_cast<int64_t>(max_chunk_) * p : n;
+  const int64_t span = prefill_span(n, p, max_chunk_);
   const int64_t chunks = (n + span - 1) / span;
   std::vector<int64_t> rows(p, 0);  // tokens each rank holds after the chunk
   engine::StepOutput out;

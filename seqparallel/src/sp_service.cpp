@@ -39,6 +39,17 @@ SpDriver::~SpDriver() {
   if (!down_ && seq_ != nullptr) (void)release();
 }
 
+int64_t SpDriver::kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const {
+  SpSequence s;
+  s.prompt_tokens = prompt_tokens;
+  s.decode_tokens = decode_tokens;
+  s.workers = workers();
+  s.kind = kind_;
+  s.max_chunk_tokens = max_chunk_;
+  s.block_size = model_.kv_pool().layout().block_size;
+  return seqparallel::kv_blocks_per_worker(s);
+}
+
 Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* logits) {
   if (comm_.rank() != 0) return Status::FailedPrecondition("SpDriver runs on rank 0");
   if (down_) return Status::FailedPrecondition("sequence-parallel group is shut down");

@@ -5,6 +5,7 @@
 // are refused by name.
 #include "executor_fixture.h"
 #include "ragd/seqparallel/nccl_communicator.h"
+#include "ragd/seqparallel/sharded_sequence.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -110,6 +111,57 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   EXPECT_NE(r.status().message().find("sp_workers"), std::string::npos) << r.status().to_string();
   fs::remove_all(data1);
   fs::remove_all(data2);
+}
+
+// Admission sizes a sequence-parallel run by the exact share each worker holds
+// (seqparallel::kv_blocks_per_worker): a long prompt whose tokens fill more than one worker's pool
+// runs on the group when every worker's share fits, and is refused naming that share when one
+// block is missing. The run at the exact size also exercises rank 0's reservation and the decode
+// placement (a collective short of memory would fail the run).
+TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
+  const std::string data = tmpdir("sp_share");
+  RuntimeOptions o1 = options(data);
+  o1.data_dir = "";
+  Runtime one = open(o1, false);
+  const std::string lng = long_text(40);
+  const int max_new = 24;
+  RunOutput ref = raw(*one.executor, lng, max_new);
+  ASSERT_TRUE(ref.error.ok()) << ref.error.to_string();
+  close(one);
+  const int prompt = ref.usage.prompt_tokens;
+  seqparallel::SpSequence seq;
+  seq.prompt_tokens = prompt;
+  seq.decode_tokens = max_new;
+  seq.workers = 2;
+  seq.kind = seqparallel::PartitionKind::kZigzag;
+  seq.block_size = 16;  // engine::ModelOptions' default
+  const int64_t share = seqparallel::kv_blocks_per_worker(seq);
+  const int64_t whole = (prompt + max_new + seq.block_size - 1) / seq.block_size + 1;  // one worker's need
+  ASSERT_LT(share, whole - 2) << "the prompt must not fit one worker's pool of `share` blocks";
+  const size_t block_bytes = 16 * 2 * 2 * (2 * 16) * sizeof(float);  // tokens x layers x K,V x kv_dim (fixture model)
+  for (int64_t blocks : {share - 1, share}) {
+    RuntimeOptions o = options(data);
+    o.data_dir = "";
+    o.kv_pool_bytes = static_cast<size_t>(blocks) * block_bytes;
+    o.sp_workers = 2;
+    o.sp_threshold_tokens = 256;
+    Runtime rt = open(o, false);
+    RunOutput out = raw(*rt.executor, lng, max_new);
+    const Status& got = out.error;
+    const std::string what = "pool of " + std::to_string(blocks) + " blocks, share " + std::to_string(share);
+    if (blocks < share) {
+      EXPECT_EQ(got.code(), StatusCode::kResourceExhausted) << what << ": " << got.to_string();
+      EXPECT_NE(got.message().find("needs " + std::to_string(share) + " KV blocks; the pool has " + std::to_string(blocks)),
+                std::string::npos)
+          << what << ": " << got.to_string();
+    } else {
+      ASSERT_TRUE(got.ok()) << what << ": " << got.to_string();
+      EXPECT_EQ(out.usage.sp_workers, 2) << what;
+      expect_same(out, ref, what);
+    }
+    close(rt);
+  }
+  fs::remove_all(data);
 }
 
 }  // namespace

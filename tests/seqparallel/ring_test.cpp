@@ -3,7 +3,7 @@
 //   - logits at every prompt position, for 1-4 workers, every partition, lengths not divisible by
 //     2P, two model shapes (GQA 2 and GQA 3 with odd sizes), KV block sizes 16 and 7;
 //   - greedy decode continues with the same 64 tokens and logits; each token's KV is stored on
-//     exactly one worker;
+//     exactly one worker, and each worker holds tokens_held_per_worker() tokens;
 //   - a worker that holds no token (a prompt shorter than 2P) still relays and decodes;
 //   - a 32k-token prompt of the `tiny` shape with 2 and 4 workers;
 //   - a failing worker fails every worker instead of hanging them;
@@ -109,6 +109,18 @@ TEST(RingPrefill, EqualsOneWorkerAtEveryPosition) {
   }
 }
 
+// The sequence a case runs with `decode` decode steps (the KV share's input).
+SpSequence sp_sequence(const Case& c, int decode) {
+  SpSequence s;
+  s.prompt_tokens = c.length;
+  s.decode_tokens = decode;
+  s.workers = c.workers;
+  s.kind = c.kind;
+  s.max_chunk_tokens = c.chunk;
+  s.block_size = c.block_size;
+  return s;
+}
+
 // Prefill + decode through ShardedSequence; the tokens each worker generated greedily (they must
 // agree) and the worst logit deviation from the reference.
 struct SpRun {
@@ -175,6 +187,7 @@ TEST(ShardedDecode, ChunkedPrefillEqualsOneWorker) {
         EXPECT_LE(run.worst, kLogitTol) << name(c);
         for (int r = 0; r < workers; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c) << " rank " << r;
         EXPECT_GT(run.prefill_bytes, base.prefill_bytes) << name(c) << ": earlier chunks travel again";
+        EXPECT_EQ(run.shard_tokens, tokens_held_per_worker(sp_sequence(c, 16))) << name(c);
       }
     }
   }
@@ -258,6 +271,8 @@ TEST(ShardedDecode, ContinuesLikeOneWorkerFor64Tokens) {
         int64_t total = 0;
         for (int64_t n : run.shard_tokens) total += n;
         EXPECT_EQ(total, 777 + 64) << name(c) << ": every token's KV on exactly one worker";
+        // Exactly the share the executor sizes pools by (equal, otherwise empty pools here).
+        EXPECT_EQ(run.shard_tokens, tokens_held_per_worker(sp_sequence(c, 64))) << name(c);
         // Most room first: the shards stay within one block of each other's size... plus rounding.
         const auto [lo, hi] = std::minmax_element(run.shard_tokens.begin(), run.shard_tokens.end());
         EXPECT_LE(*hi - *lo, 2 * c.block_size) << name(c);
@@ -276,6 +291,7 @@ TEST(ShardedDecode, WorkerWithoutTokens) {
     SpRun run = run_sharded(c, prompt, ref, 12);
     EXPECT_LE(run.worst, kLogitTol) << name(c);
     for (int r = 0; r < 4; ++r) EXPECT_EQ(run.generated[r], ref.generated) << name(c);
+    EXPECT_EQ(run.shard_tokens, tokens_held_per_worker(sp_sequence(c, 12))) << name(c);
   }
 }
 

@@ -34,6 +34,10 @@ struct Shard {
 // < 0, or length does not fit a position (2^31 - 1).
 Result<std::vector<Shard>> partition(int64_t length, int workers, PartitionKind kind);
 
+// The number of positions in each shard of partition(length, workers, kind), without listing
+// them: O(workers). Aborts (RAGD_CHECK) when workers < 1 or length < 0.
+std::vector<int64_t> shard_sizes(int64_t length, int workers, PartitionKind kind);
+
 // Causal attention work of each shard (pairs (query, key) with key position <= query position,
 // over the whole sequence), for load-balance reports: Σ_{t in shard} (t + 1).
 std::vector<double> causal_work(const std::vector<Shard>& shards);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "ragd/common/status.h"
@@ -23,6 +24,11 @@
 #include "ragd/seqparallel/ring_attention.h"
 
 namespace ragd::seqparallel {
+
+// Which rank stores a decode step's token, given every rank's free KV slots (room[r]): the most
+// room, the lowest rank on ties. The one rule, shared by ShardedDecoder and the KV share
+// (tokens_held_per_worker, sharded_sequence.h). room must not be empty.
+int decode_owner(std::span<const int64_t> room);
 
 class ShardedDecoder {
  public:

@@ -20,6 +20,29 @@
 
 namespace ragd::seqparallel {
 
+// The shape of one sequence a ShardedSequence serves, for sizing KV before it runs.
+struct SpSequence {
+  int64_t prompt_tokens = 0;  // prefilled by ring attention, partitioned across the workers
+  int64_t decode_tokens = 0;  // appended by decode() (each stored on one worker)
+  int workers = 1;
+  PartitionKind kind = PartitionKind::kZigzag;
+  int max_chunk_tokens = 0;   // as the constructor's; 0 = one prefill step
+  int block_size = 16;        // tokens per KV block of every worker's pool
+};
+
+// KV tokens each worker's shard holds once the sequence is prefilled and decoded: the prompt in
+// ring steps of max_chunk_tokens · workers positions, each partitioned (shard_sizes), then every
+// decode token on the worker decode_owner() picks from the free slots. Exact when every worker's
+// pool starts with the same number of free blocks and nothing else changes them during the run
+// (an idle group); a worker with less room than the others stores fewer decode tokens. This is
+// the sequence-parallel KV share: the one formula for what a worker holds. O(chunks · workers +
+// decode_tokens · workers). Aborts (RAGD_CHECK) on negative counts, workers < 1 or block_size < 1.
+std::vector<int64_t> tokens_held_per_worker(const SpSequence& s);
+
+// KV blocks the fullest worker needs for the sequence: its tokens' blocks, plus the block of the
+// one-slot scratch table every worker writes the decode steps it does not store into.
+int64_t kv_blocks_per_worker(const SpSequence& s);
+
 class ShardedSequence {
  public:
   // max_chunk_tokens > 0: the prefill runs in ring steps over consecutive ranges of

@@ -33,6 +33,10 @@ class SpDriver {
   // Prefill in ring steps of about this many tokens per rank (ShardedSequence); 0 = one step. Sent
   // to the other ranks with each prefill.
   void set_max_chunk_tokens(int n) { max_chunk_ = n > 0 ? n : 0; }
+  // KV blocks the fullest worker needs for a sequence of prompt_tokens + decode_tokens in this
+  // group (kv_blocks_per_worker in sharded_sequence.h, with the group's partition and prefill chunk
+  // and rank 0's block size: every worker's pool is built from the same options).
+  int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const;
   // Starts a sequence (releasing the previous one): ring prefill of the prompt; logits of its last
   // token. On an error the group is unusable (aborted) and every later call fails.
   Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits);
