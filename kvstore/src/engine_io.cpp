@@ -6,6 +6,10 @@
 
 namespace ragd::kvstore {
 
+size_t host_kv_bytes(const engine::KvLayout& layout, int num_tokens) {
+  return 2 * static_cast<size_t>(num_tokens) * layout.token_floats() * layout.num_layers * sizeof(float);
+}
+
 Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& table, int t0, int n) {
   if (t0 < 0 || n <= 0 || t0 + n > table.num_tokens())
     return Status::InvalidArgument(

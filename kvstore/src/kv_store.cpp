@@ -498,7 +498,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   h.num_tokens = static_cast<uint32_t>(end - begin);
   h.first_position = begin;
   h.num_layers = static_cast<uint32_t>(c.fmt.num_layers);
-  const uint64_t bytes = segment_header_size(h.num_layers) + static_cast<uint64_t>(end - begin) * c.fmt.bytes_per_token();
+  const uint64_t bytes = segment_bytes(c.fmt, end - begin);
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
   c.release_done_copies_locked();

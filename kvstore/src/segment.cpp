@@ -60,6 +60,10 @@ size_t segment_header_size(uint32_t num_layers) {
   return round_up(kFixedHeader + kLayerEntryBytes * num_layers + 8, kAlign);
 }
 
+size_t segment_bytes(const KvFormat& fmt, int num_tokens) {
+  return segment_header_size(static_cast<uint32_t>(fmt.num_layers)) + static_cast<size_t>(num_tokens) * fmt.bytes_per_token();
+}
+
 std::vector<std::byte> encode_segment_header(const SegmentHeader& h) {
   const size_t hs = segment_header_size(h.num_layers);
   std::vector<std::byte> out(hs, std::byte{0});

@@ -4,10 +4,6 @@
 
 namespace ragd::pipelines {
 
-namespace {
-size_t host_bytes(const kvstore::HostKv& kv) { return (kv.k.size() + kv.v.size()) * sizeof(float); }
-}  // namespace
-
 void PoolKvHost::detach(uint64_t id) {
   release(id);
   runs_.erase(id);
@@ -52,7 +48,7 @@ bool PoolKvHost::swap_in(uint64_t id, int keep_free) {
   const int need = (r.swapped->num_tokens + bs - 1) / bs;
   if (!ensure_free(keep_free + need)) return false;
   if (!r.table.append(pool_, r.swapped->num_tokens, r.swapped->k.data(), r.swapped->v.data())) return false;
-  swap_bytes_ -= host_bytes(*r.swapped);
+  swap_bytes_ -= kvstore::host_kv_bytes(pool_.layout(), r.swapped->num_tokens);
   r.swapped.reset();
   return true;
 }
@@ -60,14 +56,14 @@ bool PoolKvHost::swap_in(uint64_t id, int keep_free) {
 bool PoolKvHost::preempt(uint64_t id, bool swap) {
   RunKv& r = at(id);
   const int n = r.table.num_tokens();
-  const size_t bytes = 2 * static_cast<size_t>(n) * pool_.layout().token_floats() * pool_.layout().num_layers * sizeof(float);
+  const size_t bytes = kvstore::host_kv_bytes(pool_.layout(), n);
   bool ok = swap && n > 0 && swap_bytes_ + bytes <= swap_limit_;
   if (ok) {
     Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, r.table, 0, n);
     ok = kv.ok();
     if (ok) {
       r.swapped = std::move(kv).value();
-      swap_bytes_ += host_bytes(*r.swapped);
+      swap_bytes_ += bytes;
     }
   }
   r.table.release(pool_);
@@ -80,7 +76,7 @@ void PoolKvHost::release(uint64_t id) {
   if (it == runs_.end()) return;
   RunKv& r = *it->second;
   r.table.release(pool_);
-  if (r.swapped) swap_bytes_ -= host_bytes(*r.swapped);
+  if (r.swapped) swap_bytes_ -= kvstore::host_kv_bytes(pool_.layout(), r.swapped->num_tokens);
   r.swapped.reset();
 }
 

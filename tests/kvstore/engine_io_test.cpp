@@ -51,6 +51,7 @@ TEST(EngineIo, BlockTableToSegmentAndBackIsExact) {
   auto b = gather_kv(pool, seq, n0, n1);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(b->first_position, n0);
+  EXPECT_EQ(host_kv_bytes(layout, n1), (b->k.size() + b->v.size()) * sizeof(float));  // known before gathering
   ASSERT_EQ(store->insert({}, dk(1), a->data())->outcome, KnowledgeTree::InsertOutcome::kInserted);
   std::vector<Hash128> parent = {dk(1)};
   ASSERT_EQ(store->insert(parent, dk(2), b->data())->outcome, KnowledgeTree::InsertOutcome::kInserted);

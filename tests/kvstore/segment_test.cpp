@@ -125,6 +125,22 @@ TEST(Segment, FutureFormatVersionIsRejected) {
 // The dtype byte of the header (offset 32) holds the code the format defines: f32 = 0, bf16 = 2
 // (1 was f16 and stays reserved), int8 = 3. Segments written before kernels and kvstore shared one
 // KvDtype used exactly these codes for f32 and bf16, so they stay readable.
+// segment_bytes (what the store accounts for a pool copy it has not built) is the size build gives.
+TEST(Segment, SegmentBytesIsTheBuiltSize) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kBF16}) {
+    for (int layers : {1, 3}) {
+      for (int tokens : {1, 7, 33, 129}) {
+        KvFormat f = test_format(layers, 2, 5);
+        f.dtype = dt;
+        auto kv = make_kv(f, tokens, 9);
+        auto s = SegmentBuffer::build(f, ident(9), kv.data());
+        ASSERT_TRUE(s.ok()) << s.status().to_string();
+        EXPECT_EQ(segment_bytes(f, tokens), (*s)->size()) << kv_dtype_name(dt) << " " << layers << " layers " << tokens;
+      }
+    }
+  }
+}
+
 TEST(Segment, DtypeCodesAreTheFormats) {
   EXPECT_EQ(kernels::kv_dtype_code(KvDtype::kF32), 0);
   EXPECT_EQ(kernels::kv_dtype_code(KvDtype::kBF16), 2);

@@ -24,6 +24,10 @@ struct HostKv {
   KvData data() const { return {num_tokens, first_position, k.data(), v.data()}; }
 };
 
+// Bytes of the HostKv of num_tokens tokens of a pool with `layout` (f32 K and V of every layer),
+// before it is gathered.
+size_t host_kv_bytes(const engine::KvLayout& layout, int num_tokens);
+
 // InvalidArgument when [t0, t0 + n) is not inside the table.
 Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& table, int t0, int n);
 

@@ -95,6 +95,9 @@ struct SegmentHeader {
 
 // Header size in bytes (padded to 64) for a given layer count.
 size_t segment_header_size(uint32_t num_layers);
+// Bytes of a whole segment of num_tokens tokens in `fmt` (header + K + V): the size
+// SegmentBuffer::build gives it, and what a tier accounts for one it has not built (a pool copy).
+size_t segment_bytes(const KvFormat& fmt, int num_tokens);
 
 // Parses and checks a header (magic, version, sizes, header checksum). Corruption naming the
 // field on failure. `bytes` may be longer than the header.
