@@ -99,11 +99,20 @@ std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<in
   auto comms = make_thread_group(workers).value();
   std::vector<RankResult> res(workers);
   std::vector<Status> st(workers);
+  // Every rank's pool sized for the most KV any rank holds (the sequence-parallel KV share).
+  SpSequence shape;
+  shape.prompt_tokens = static_cast<int64_t>(prompt.size());
+  shape.decode_tokens = decode;
+  shape.workers = workers;
+  shape.kind = kind;
+  shape.max_chunk_tokens = chunk;
+  shape.block_size = engine::ModelOptions{}.kv_block_size;
+  const int64_t pool_blocks = kv_blocks_per_worker(shape);
   std::vector<std::thread> ts;
   for (int r = 0; r < workers; ++r) {
     ts.emplace_back([&, r] {
       kernels::set_num_threads(threads);
-      auto model = make_model(cfg, prompt.size() / workers + 2 * prompt.size() / (2 * workers) + decode);
+      auto model = make_model(cfg, static_cast<size_t>(pool_blocks * shape.block_size));
       ShardedSequence seq(*model, *comms[r], kind, chunk);
       std::vector<float> logits;
       st[r] = seq.prefill(prompt, &logits);
