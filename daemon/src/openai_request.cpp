@@ -99,7 +99,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   if (present) sp.frequency_penalty = static_cast<float>(d);
   if (auto e = f.number("repetition_penalty", &d, 0.01, 10.0, &present); e.failed()) return e;
   if (present) sp.repetition_penalty = static_cast<float>(d);
-  if (auto e = f.number("min_p", &d, 0.0, 1.0, &present); e.failed()) return e;
+  if (auto e = f.number("min_p", &d, pipelines::kRangeMinP.lo, pipelines::kRangeMinP.hi, &present); e.failed()) return e;
   if (present) sp.min_p = static_cast<float>(d);
   if (auto e = f.integer("top_k", &iv, static_cast<int64_t>(pipelines::kRangeSamplingTopK.lo), static_cast<int64_t>(pipelines::kRangeSamplingTopK.hi), &present); e.failed())
     return e;

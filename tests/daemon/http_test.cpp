@@ -207,6 +207,15 @@ TEST_F(HttpTest, StreamNotBoolean) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","stream":"yes"})"), 400, "invalid_request",
                "'stream' must be a boolean");
 }
+// A run parameter declared only in the table (pipelines/run_params.h) is decoded, range-checked
+// and stored like every other.
+TEST_F(HttpTest, MinPIsARunParameter) {
+  auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1,"min_p":0.2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FLOAT_EQ(ex_.last_request().sampling.min_p, 0.2f);
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","min_p":1.5})"), 400, "invalid_request",
+               "min_p");
+}
 TEST_F(HttpTest, UnknownReuseMode) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
                "'reuse' must be one of none | prefix | knowledge_tree | cacheblend | epic; got 'magic'");

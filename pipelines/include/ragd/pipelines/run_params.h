@@ -113,6 +113,12 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.overrides.top_p = static_cast<float>(param_as<double>(v));
        return Status::OK();
      }},
+    {"min_p", ParamType::kNumber, kRangeMinP, {}, "0 (off)",
+     "drop tokens whose probability is below min_p times the most likely token's",
+     [](RunRequest& r, const ParamValue& v) {
+       r.sampling.min_p = static_cast<float>(param_as<double>(v));
+       return Status::OK();
+     }},
     {"seed", ParamType::kSeed, {}, {}, "pipeline's (0)",
      "0..2^64-1, or -1 = a random seed drawn for this request (as in llama.cpp); other values 400. The same rule "
      "on the OpenAI routes",
