@@ -1,0 +1,20 @@
+# Serving code reads the corpus only in a tenant's scope: no file of pipelines/ or daemon/ may name
+# retrieval::ReadScope::everything() (the operators' scope, for offline tools such as
+# `ragctl search`). Run as: cmake -DROOT=<source dir> -P scoped_reads.cmake
+file(GLOB_RECURSE _files ${ROOT}/pipelines/*.cpp ${ROOT}/pipelines/*.h ${ROOT}/daemon/*.cpp ${ROOT}/daemon/*.h)
+set(_bad "")
+foreach(_f ${_files})
+  file(STRINGS ${_f} _hits REGEX "ReadScope::everything")
+  if(_hits)
+    list(APPEND _bad "${_f}: ${_hits}")
+  endif()
+endforeach()
+list(LENGTH _files _n)
+if(_n LESS 10)
+  message(FATAL_ERROR "scoped_reads: found only ${_n} source files under ${ROOT}: wrong ROOT?")
+endif()
+if(_bad)
+  string(REPLACE ";" "\n" _msg "${_bad}")
+  message(FATAL_ERROR "serving code reads the corpus without a tenant's scope:\n${_msg}")
+endif()
+message(STATUS "scoped_reads: ${_n} files of pipelines/ and daemon/, none names ReadScope::everything()")
