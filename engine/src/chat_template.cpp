@@ -17,15 +17,6 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-Result<ChatTemplate> parse_chat_template(std::string_view name) {
-  if (name == "llama3" || name == "llama-3") return ChatTemplate::kLlama3;
-  if (name == "chatml" || name == "qwen2") return ChatTemplate::kChatML;
-  if (name == "mistral" || name == "llama2") return ChatTemplate::kMistral;
-  if (name == "none" || name == "raw") return ChatTemplate::kNone;
-  return Status::InvalidArgument(
-      fmt::format("unknown chat template '{}' (llama3, chatml, mistral, none)", name));
-}
-
 std::string apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages, bool add_generation_prompt) {
   std::string s;
   switch (t) {

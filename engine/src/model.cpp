@@ -13,24 +13,6 @@
 
 namespace ragd::engine {
 
-std::string_view weight_format_name(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kAuto: return "auto";
-    case WeightFormat::kF32: return "f32";
-    case WeightFormat::kBF16: return "bf16";
-    case WeightFormat::kF16: return "f16";
-    case WeightFormat::kQ8: return "q8";
-  }
-  return "?";
-}
-
-Result<WeightFormat> parse_weight_format(std::string_view s) {
-  for (WeightFormat f : {WeightFormat::kAuto, WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kQ8}) {
-    if (s == weight_format_name(f)) return f;
-  }
-  return Status::InvalidArgument("unknown weight format '" + std::string(s) + "' (expected auto, f32, bf16, f16 or q8)");
-}
-
 namespace {
 
 class ModelImpl final : public Model {
@@ -279,23 +261,17 @@ Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out
 }
 
 // "cpu" → -1; "cuda" / "cuda:N" → N (Unimplemented in a build without CUDA); anything else
-// InvalidArgument.
+// InvalidArgument (parse_device_spec).
 Result<int> parse_device(const std::string& device) {
-  if (device == "cpu") return -1;
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+  auto spec = parse_device_spec(device);
+  if (!spec.ok()) return spec.status().with_context("ModelOptions");
+  if (spec->kind == DeviceKind::kCpu) return -1;
 #if RAGD_HAVE_CUDA
-    if (device == "cuda") return 0;
-    const std::string n = device.substr(5);
-    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos) {
-      return Status::InvalidArgument("ModelOptions.device '" + device + "': expected \"cuda:N\" with N a device index");
-    }
-    return std::stoi(n);
+  return spec->index;
 #else
-    return Status::Unimplemented("ModelOptions.device '" + device +
-                                 "': this build has no CUDA backend (built without nvcc); use \"cpu\"");
+  return Status::Unimplemented("ModelOptions.device '" + device +
+                               "': this build has no CUDA backend (built without nvcc); use \"cpu\"");
 #endif
-  }
-  return Status::InvalidArgument("ModelOptions.device: unknown device '" + device + "' (expected \"cpu\" or \"cuda:N\")");
 }
 
 }  // namespace

@@ -14,39 +14,11 @@
 
 namespace ragd::engine {
 
-std::string_view architecture_name(Architecture a) {
-  switch (a) {
-    case Architecture::kLlama: return "LlamaForCausalLM";
-    case Architecture::kMistral: return "MistralForCausalLM";
-    case Architecture::kQwen2: return "Qwen2ForCausalLM";
-  }
-  return "?";
-}
-
 namespace {
 
-std::string_view model_type_name(Architecture a) {
-  switch (a) {
-    case Architecture::kLlama: return "llama";
-    case Architecture::kMistral: return "mistral";
-    case Architecture::kQwen2: return "qwen2";
-  }
-  return "?";
-}
-
-std::optional<Architecture> arch_from_class(std::string_view s) {
-  if (s == "LlamaForCausalLM") return Architecture::kLlama;
-  if (s == "MistralForCausalLM") return Architecture::kMistral;
-  if (s == "Qwen2ForCausalLM") return Architecture::kQwen2;
-  return std::nullopt;
-}
-
-std::optional<Architecture> arch_from_model_type(std::string_view s) {
-  if (s == "llama") return Architecture::kLlama;
-  if (s == "mistral") return Architecture::kMistral;
-  if (s == "qwen2") return Architecture::kQwen2;
-  return std::nullopt;
-}
+std::string_view model_type_name(Architecture a) { return enum_name_in(kArchitectureModelTypes, a); }
+std::optional<Architecture> arch_from_class(std::string_view s) { return enum_from_name<Architecture>(s); }
+std::optional<Architecture> arch_from_model_type(std::string_view s) { return enum_from_name_in(kArchitectureModelTypes, s); }
 
 // Field readers over one JSON object; every error names the source and the field.
 class Fields {

@@ -31,23 +31,7 @@ namespace fs = std::filesystem;
 
 // ---- dtypes -----------------------------------------------------------------------------------
 
-std::string_view dtype_name(DType d) {
-  switch (d) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-  }
-  return "?";
-}
-
 size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : 2; }
-
-Result<DType> parse_dtype(std::string_view s) {
-  if (s == "F32" || s == "float32" || s == "f32" || s == "torch.float32") return DType::kF32;
-  if (s == "F16" || s == "float16" || s == "f16" || s == "torch.float16") return DType::kF16;
-  if (s == "BF16" || s == "bfloat16" || s == "bf16" || s == "torch.bfloat16") return DType::kBF16;
-  return Status::InvalidArgument(fmt::format("unknown dtype '{}' (supported: F32, F16, BF16)", s));
-}
 
 uint16_t f32_to_bf16(float f) { return kernels::f32_to_bf16(f); }
 float bf16_to_f32(uint16_t h) { return kernels::bf16_to_f32(h); }

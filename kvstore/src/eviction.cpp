@@ -6,24 +6,6 @@
 
 namespace ragd::kvstore {
 
-std::string_view eviction_policy_name(EvictionPolicy p) {
-  switch (p) {
-    case EvictionPolicy::kLru: return "lru";
-    case EvictionPolicy::kLfu: return "lfu";
-    case EvictionPolicy::kGdsf: return "gdsf";
-    case EvictionPolicy::kPgdsf: return "pgdsf";
-  }
-  return "unknown";
-}
-
-Result<EvictionPolicy> parse_eviction_policy(std::string_view name) {
-  if (name == "lru") return EvictionPolicy::kLru;
-  if (name == "lfu") return EvictionPolicy::kLfu;
-  if (name == "gdsf") return EvictionPolicy::kGdsf;
-  if (name == "pgdsf") return EvictionPolicy::kPgdsf;
-  return Status::InvalidArgument(fmt::format("kvstore: unknown eviction policy '{}' (expected pgdsf, lru, lfu or gdsf)", name));
-}
-
 Result<PrefillCostModel> PrefillCostModel::from_grid(std::vector<int> gc, std::vector<int> gn, std::vector<double> s) {
   if (gc.size() < 2 || gn.size() < 2)
     return Status::InvalidArgument("prefill cost model: need at least 2 grid points for cached and for new tokens");

@@ -12,15 +12,6 @@
 
 namespace ragd::kvstore {
 
-std::string_view tier_name(Tier t) {
-  switch (t) {
-    case Tier::kHbm: return "hbm";
-    case Tier::kDram: return "dram";
-    case Tier::kSsd: return "ssd";
-  }
-  return "unknown";
-}
-
 namespace {
 
 struct Node;

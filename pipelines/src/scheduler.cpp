@@ -8,32 +8,6 @@
 
 namespace ragd::pipelines {
 
-std::string_view sched_policy_name(SchedPolicy p) {
-  switch (p) {
-    case SchedPolicy::kFcfs: return "fcfs";
-    case SchedPolicy::kSjf: return "sjf";
-    case SchedPolicy::kMlfq: return "mlfq";
-    case SchedPolicy::kFair: return "fair";
-  }
-  return "?";
-}
-
-Result<SchedPolicy> parse_sched_policy(std::string_view s) {
-  if (s == "fcfs") return SchedPolicy::kFcfs;
-  if (s == "sjf") return SchedPolicy::kSjf;
-  if (s == "mlfq") return SchedPolicy::kMlfq;
-  if (s == "fair") return SchedPolicy::kFair;
-  return Status::InvalidArgument("scheduler: unknown policy '" + std::string(s) +
-                                 "' (expected fcfs, sjf, mlfq or fair)");
-}
-
-Result<PreemptMode> parse_preempt_mode(std::string_view s) {
-  if (s == "swap") return PreemptMode::kSwap;
-  if (s == "recompute") return PreemptMode::kRecompute;
-  return Status::InvalidArgument("scheduler: unknown preemption mode '" + std::string(s) +
-                                 "' (expected swap or recompute)");
-}
-
 Scheduler::Scheduler(SchedulerOptions opts) : opts_(opts) {
   opts_.max_batch_tokens = std::max(1, opts_.max_batch_tokens);
   opts_.max_running = std::max(1, opts_.max_running);

@@ -8,22 +8,6 @@
 
 namespace ragd::seqparallel {
 
-std::string_view partition_name(PartitionKind k) {
-  switch (k) {
-    case PartitionKind::kContiguous: return "contiguous";
-    case PartitionKind::kZigzag: return "zigzag";
-    case PartitionKind::kStriped: return "striped";
-  }
-  return "?";
-}
-
-Result<PartitionKind> parse_partition(std::string_view s) {
-  for (PartitionKind k : {PartitionKind::kContiguous, PartitionKind::kZigzag, PartitionKind::kStriped}) {
-    if (s == partition_name(k)) return k;
-  }
-  return Status::InvalidArgument("unknown partition '" + std::string(s) + "' (contiguous, zigzag, striped)");
-}
-
 namespace {
 
 // Chunk c of n over [0, length): the first length % n chunks hold one token more.

@@ -52,12 +52,6 @@ Status join_transport(SpTransport transport, std::unique_ptr<Communicator>* comm
 
 }  // namespace
 
-Result<SpTransport> parse_sp_transport(std::string_view name) {
-  if (name == "host") return SpTransport::kHost;
-  if (name == "nccl") return SpTransport::kNccl;
-  return Status::InvalidArgument("sequence-parallel transport: unknown '" + std::string(name) + "' (host | nccl)");
-}
-
 Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& rank0, const ModelLoader& load_model,
                                                    PartitionKind kind, int threads_per_worker, SpTransport transport) {
   if (workers < 2) return Status::InvalidArgument("sequence-parallel group: needs at least 2 workers, got " + std::to_string(workers));

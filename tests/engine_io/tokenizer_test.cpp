@@ -326,7 +326,11 @@ TEST(ChatTemplate, MistralGolden) {
   std::vector<ChatMessage> m = {{"system", "Sys."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Again"}};
   EXPECT_EQ(apply_chat_template(ChatTemplate::kMistral, m), "<s>[INST] Sys.\n\nHi [/INST] Hello</s>[INST] Again [/INST]");
   EXPECT_TRUE(parse_chat_template("chatml").ok());
-  EXPECT_THAT(parse_chat_template("jinja").status().message(), HasSubstr("unknown chat template 'jinja'"));
+  EXPECT_EQ(parse_chat_template("jinja").status().message(),
+            "chat_template must be one of llama3 | chatml | mistral | none; got 'jinja'");
+  for (ChatTemplate t : ragd::enum_values<ChatTemplate>()) EXPECT_EQ(*parse_chat_template(ragd::enum_name(t)), t);
+  EXPECT_EQ(*parse_chat_template("qwen2"), ChatTemplate::kChatML);  // aliases
+  EXPECT_EQ(*parse_chat_template("raw"), ChatTemplate::kNone);
 }
 
 TEST(ChatTemplate, EncodesSpecialMarkersAsSingleTokens) {

@@ -7,6 +7,7 @@
 #include "kv_test_util.h"
 #include "ragd/kernels/half.h"
 #include "ragd/kvstore/eviction.h"
+#include "ragd/kvstore/knowledge_tree.h"
 
 namespace ragd::kvstore {
 namespace {
@@ -361,7 +362,11 @@ TEST(EvictionPolicyName, ParsesKnownAndNamesUnknown) {
   }
   auto bad = parse_eviction_policy("fifo");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("'fifo'"), std::string::npos);
+  EXPECT_EQ(bad.status().message(), "eviction must be one of pgdsf | lru | lfu | gdsf; got 'fifo'");
+  bad = parse_eviction_policy("clock");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'clock'"), std::string::npos);
+  for (Tier t : enum_values<Tier>()) EXPECT_EQ(enum_from_name<Tier>(tier_name(t)), t);
 }
 
 }  // namespace

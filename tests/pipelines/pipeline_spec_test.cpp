@@ -87,8 +87,8 @@ TEST(PipelineSpec, UnknownTable) { expect_error("[retreiver]\ntop_k = 1", "unkno
 TEST(PipelineSpec, UnknownKey) { expect_error("[retriever]\ntopk = 1", "unknown key 'topk'"); }
 TEST(PipelineSpec, WrongType) { expect_error("[retriever]\ntop_k = \"four\"", "top_k: must be an integer"); }
 TEST(PipelineSpec, OutOfRange) { expect_error("[retriever]\ntop_k = 1000", "top_k: must be in [0, 64], got 1000"); }
-TEST(PipelineSpec, BadReuseMode) { expect_error("[reuse]\nmode = \"cacheblend2\"", "unknown reuse mode 'cacheblend2'"); }
-TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "unknown template 'jinja'"); }
+TEST(PipelineSpec, BadReuseMode) { expect_error("[reuse]\nmode = \"cacheblend2\"", "[reuse] mode: reuse must be one of none | prefix | knowledge_tree | cacheblend | epic; got 'cacheblend2'"); }
+TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "[prompt] chat_template: must be one of auto | llama3 | chatml | mistral | none; got 'jinja'"); }
 TEST(PipelineSpec, RerankKeepsAtMostTopKOfOneShotRuns) {
   auto s = parse_pipeline_spec("[retriever]\ntop_k = 5\nrerank = 2\n", "r.toml");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
@@ -124,7 +124,7 @@ TEST(PipelineSpec, IterativeTableMakesAnIterativePipeline) {
   EXPECT_EQ(plain->info().kind, "one_shot");
 }
 TEST(PipelineSpec, BadIterativeFields) {
-  expect_error("[iterative]\noverlap = \"eager\"", "[iterative] overlap: unknown overlap 'eager'");
+  expect_error("[iterative]\noverlap = \"eager\"", "[iterative] overlap: overlap must be one of none | piperag | speculative | both; got 'eager'");
   expect_error("[iterative]\nretrieval_interval = 0", "retrieval_interval: must be in [1, 4096], got 0");
   expect_error("[iterative]\nstride = 2", "[iterative] unknown key 'stride'");
   expect_error("[retriever]\ntop_k = 0\n[iterative]\n", "needs [retriever] top_k > 0");

@@ -25,7 +25,7 @@ file(WRITE ${WORK}/bad_q2.jsonl "{\"question\": \"Who?\", \"answer\": 7}\n")
 expect_fail("bad_q2.jsonl:1: \"answer\" must be a string" ${RAGCTL} eval --questions ${WORK}/bad_q2.jsonl --url http://127.0.0.1:9)
 file(WRITE ${WORK}/nogold.jsonl "{\"question\": \"Who?\", \"answer\": \"Ada\"}\n")
 expect_fail("needs a \"gold\" document id" ${RAGCTL} eval --questions ${WORK}/nogold.jsonl --context gold --url http://127.0.0.1:9)
-expect_fail("unknown reuse mode" ${RAGCTL} eval --questions ${WORK}/nogold.jsonl --reuse none,bogus --url http://127.0.0.1:9)
+expect_fail("reuse must be one of none . prefix .* got .bogus." ${RAGCTL} eval --questions ${WORK}/nogold.jsonl --reuse none,bogus --url http://127.0.0.1:9)
 
 # 2. --no-digit-merges: no vocabulary entry mixes a digit with anything else.
 string(RANDOM LENGTH 4000 ALPHABET "0123456789 abcdefgh" text)

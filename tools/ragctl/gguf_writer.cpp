@@ -418,22 +418,6 @@ void pad_to(std::ofstream& f, uint64_t pos, uint64_t align) {
 
 }  // namespace
 
-std::string_view gguf_type_name(GgufType t) {
-  switch (t) {
-    case GgufType::kF32: return "f32";
-    case GgufType::kF16: return "f16";
-    case GgufType::kBF16: return "bf16";
-    case GgufType::kQ8_0: return "q8_0";
-  }
-  return "?";
-}
-
-Result<GgufType> parse_gguf_type(std::string_view s) {
-  for (GgufType t : {GgufType::kF32, GgufType::kF16, GgufType::kBF16, GgufType::kQ8_0})
-    if (s == gguf_type_name(t)) return t;
-  return Status::InvalidArgument(fmt::format("unknown GGUF type '{}' (f32, f16, bf16, q8_0)", s));
-}
-
 Status write_gguf(const ModelConfig& cfg, const WeightStore& weights, std::string_view tokenizer_json,
                   std::string_view name, const std::string& out_path, GgufType type, GgufStats* stats) {
   RAGD_RETURN_IF_ERROR(cfg.validate());

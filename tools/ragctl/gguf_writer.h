@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
@@ -35,8 +36,13 @@ namespace ragd::tools {
 
 // Target type of the 2-D weight matrices.
 enum class GgufType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
-std::string_view gguf_type_name(GgufType t);           // "f32", "f16", "bf16", "q8_0"
-Result<GgufType> parse_gguf_type(std::string_view s);  // the names above; InvalidArgument otherwise
+inline constexpr auto kGgufTypeNames = make_enum_names<GgufType>(
+    "GGUF type", {{GgufType::kF32, "f32"}, {GgufType::kF16, "f16"}, {GgufType::kBF16, "bf16"}, {GgufType::kQ8_0, "q8_0"}});
+constexpr const auto& ragd_enum_names(GgufType) { return kGgufTypeNames; }
+static_assert(enum_names_valid(kGgufTypeNames));
+inline std::string_view gguf_type_name(GgufType t) { return enum_name(t); }  // "f32", "f16", "bf16", "q8_0"
+// The names above; InvalidArgument listing them otherwise.
+inline Result<GgufType> parse_gguf_type(std::string_view s) { return parse_enum<GgufType>(s); }
 
 struct GgufStats {
   std::string architecture;  // "llama" or "qwen2"

@@ -6,15 +6,6 @@
 
 namespace ragd::kernels {
 
-std::string_view cpu_level_name(CpuLevel l) {
-  switch (l) {
-    case CpuLevel::kGeneric: return "generic";
-    case CpuLevel::kAvx2: return "avx2";
-    case CpuLevel::kAvx512: return "avx512";
-  }
-  return "?";
-}
-
 namespace {
 
 CpuLevel detect() {
@@ -29,9 +20,7 @@ CpuLevel detect() {
 CpuLevel capped() {
   CpuLevel l = supported_cpu_level();
   if (const char* env = std::getenv("RAGD_CPU_LEVEL"); env != nullptr) {
-    CpuLevel want = l;
-    if (std::strcmp(env, "generic") == 0) want = CpuLevel::kGeneric;
-    if (std::strcmp(env, "avx2") == 0) want = CpuLevel::kAvx2;
+    const CpuLevel want = enum_from_name<CpuLevel>(env).value_or(l);  // an unknown name caps nothing
     if (want < l) l = want;
   }
   return l;

@@ -10,16 +10,6 @@
 
 namespace ragd::kernels {
 
-std::string_view weight_type_name(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kF16: return "f16";
-    case WeightType::kQ8: return "q8";
-  }
-  return "?";
-}
-
 namespace {
 size_t element_bytes(WeightType t) {
   return t == WeightType::kF32 ? 4 : t == WeightType::kQ8 ? 1 : 2;

@@ -75,20 +75,31 @@ constexpr bool enum_names_valid(const EnumNames<E, N>& t) {
   return N > 0 && !t.what.empty();
 }
 
+// Lookups in a given table (an enum with a second spelling, e.g. a model's HF class name and its
+// model_type, keeps the second one as another table).
+template <typename E, size_t N>
+constexpr std::string_view enum_name_in(const EnumNames<E, N>& t, E v) {
+  for (const auto& e : t.entries)
+    if (e.value == v) return e.name;
+  return "?";
+}
+template <typename E, size_t N>
+constexpr std::optional<E> enum_from_name_in(const EnumNames<E, N>& t, std::string_view s) {
+  for (const auto& e : t.entries)
+    if (e.name == s) return e.value;
+  return std::nullopt;
+}
+
 // The canonical name of v; "?" for a value outside the table (a cast from a bad integer).
 template <typename E>
 constexpr std::string_view enum_name(E v) {
-  for (const auto& e : enum_names_detail::table<E>().entries)
-    if (e.value == v) return e.name;
-  return "?";
+  return enum_name_in(enum_names_detail::table<E>(), v);
 }
 
 // The value a name (canonical or alias) stands for; nullopt when none.
 template <typename E>
 constexpr std::optional<E> enum_from_name(std::string_view s) {
-  for (const auto& e : enum_names_detail::table<E>().entries)
-    if (e.name == s) return e.value;
-  return std::nullopt;
+  return enum_from_name_in(enum_names_detail::table<E>(), s);
 }
 
 // True when v is a value of the table (e.g. a code read from disk, cast to E).

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
@@ -30,12 +31,47 @@ namespace ragd::engine {
 // upcast copy); kQ8 quantizes at load into blocks of 32 int8 weights with one f16 scale each
 // (Q8_0-like). Norm weights and biases are always f32.
 enum class WeightFormat : uint8_t { kAuto, kF32, kBF16, kF16, kQ8 };
-std::string_view weight_format_name(WeightFormat f);  // "auto", "f32", "bf16", "f16", "q8"
-// Accepts the names above; InvalidArgument naming the value otherwise.
-Result<WeightFormat> parse_weight_format(std::string_view s);
+inline constexpr auto kWeightFormatNames = make_enum_names<WeightFormat>(
+    "weights", {{WeightFormat::kAuto, "auto"},
+                {WeightFormat::kF32, "f32"},
+                {WeightFormat::kBF16, "bf16"},
+                {WeightFormat::kF16, "f16"},
+                {WeightFormat::kQ8, "q8"}});
+constexpr const auto& ragd_enum_names(WeightFormat) { return kWeightFormatNames; }
+static_assert(enum_names_valid(kWeightFormatNames));
+inline std::string_view weight_format_name(WeightFormat f) { return enum_name(f); }  // "auto", "f32", ...
+// Accepts the names above; InvalidArgument listing them otherwise.
+inline Result<WeightFormat> parse_weight_format(std::string_view s) { return parse_enum<WeightFormat>(s); }
+
+// Where a model runs: "cpu", or "cuda" / "cuda:N" (N a device index; "cuda" = "cuda:0").
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+inline constexpr auto kDeviceKindNames =
+    make_enum_names<DeviceKind>("device", {{DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}});
+constexpr const auto& ragd_enum_names(DeviceKind) { return kDeviceKindNames; }
+static_assert(enum_names_valid(kDeviceKindNames));
+struct DeviceSpec {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;  // CUDA device index
+};
+// The syntax of a device name (header-only: configuration checks it before anything loads);
+// InvalidArgument naming the value otherwise. Whether this build has CUDA is Model::load's check.
+inline Result<DeviceSpec> parse_device_spec(std::string_view s) {
+  const size_t colon = s.find(':');
+  auto kind = enum_from_name<DeviceKind>(s.substr(0, colon));
+  std::string_view n = colon == std::string_view::npos ? std::string_view{} : s.substr(colon + 1);
+  const bool index_ok = colon == std::string_view::npos ||
+                        (kind == DeviceKind::kCuda && !n.empty() && n.size() <= 4 &&
+                         n.find_first_not_of("0123456789") == std::string_view::npos);
+  if (!kind || !index_ok)
+    return Status::InvalidArgument("device must be \"cpu\", \"cuda\" or \"cuda:N\" (N a device index); got '" +
+                                   std::string(s.substr(0, 64)) + "'");
+  DeviceSpec d{*kind, 0};
+  for (char c : n) d.index = d.index * 10 + (c - '0');
+  return d;
+}
 
 struct ModelOptions {
-  std::string device = "cpu";  // "cpu" or "cuda:N"
+  std::string device = "cpu";  // "cpu" or "cuda:N" (parse_device_spec)
   WeightFormat weights = WeightFormat::kAuto;
   int kv_block_size = 16;      // tokens per KV block
   size_t kv_pool_bytes = 512ull << 20;  // bytes of KV pool (K+V, all layers); default 512 MiB

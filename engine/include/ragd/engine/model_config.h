@@ -7,13 +7,24 @@
 #include <string>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 
 namespace ragd::engine {
 
 enum class Architecture : uint8_t { kLlama, kMistral, kQwen2 };
-std::string_view architecture_name(Architecture a);  // HF class name, e.g. "LlamaForCausalLM"
+// Names: the HF class name (config.json "architectures"); kArchitectureModelTypes: "model_type".
+inline constexpr auto kArchitectureNames = make_enum_names<Architecture>(
+    "architecture", {{Architecture::kLlama, "LlamaForCausalLM"},
+                     {Architecture::kMistral, "MistralForCausalLM"},
+                     {Architecture::kQwen2, "Qwen2ForCausalLM"}});
+constexpr const auto& ragd_enum_names(Architecture) { return kArchitectureNames; }
+static_assert(enum_names_valid(kArchitectureNames));
+inline constexpr auto kArchitectureModelTypes = make_enum_names<Architecture>(
+    "model_type", {{Architecture::kLlama, "llama"}, {Architecture::kMistral, "mistral"}, {Architecture::kQwen2, "qwen2"}});
+static_assert(enum_names_valid(kArchitectureModelTypes));
+inline std::string_view architecture_name(Architecture a) { return enum_name(a); }  // e.g. "LlamaForCausalLM"
 
 // RoPE frequency scaling (config.json "rope_scaling"); kNone when absent or null.
 struct RopeScaling {

@@ -14,15 +14,24 @@
 #include <string>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 
 namespace ragd::engine {
 
+// Names: the safetensors spelling ("F32", "F16", "BF16"; canonical), torch's and ragd's as aliases.
 enum class DType : uint8_t { kF32, kF16, kBF16 };
-std::string_view dtype_name(DType d);   // safetensors spelling: "F32", "F16", "BF16"
+inline constexpr auto kDTypeNames = make_enum_names<DType>(
+    "dtype", {{DType::kF32, "F32"},        {DType::kF16, "F16"},           {DType::kBF16, "BF16"},
+              {DType::kF32, "float32"},    {DType::kF16, "float16"},       {DType::kBF16, "bfloat16"},
+              {DType::kF32, "f32"},        {DType::kF16, "f16"},           {DType::kBF16, "bf16"},
+              {DType::kF32, "torch.float32"}, {DType::kF16, "torch.float16"}, {DType::kBF16, "torch.bfloat16"}});
+constexpr const auto& ragd_enum_names(DType) { return kDTypeNames; }
+static_assert(enum_names_valid(kDTypeNames));
+inline std::string_view dtype_name(DType d) { return enum_name(d); }  // "F32", "F16", "BF16"
 size_t dtype_size(DType d);
-Result<DType> parse_dtype(std::string_view s);  // accepts safetensors and torch spellings
+inline Result<DType> parse_dtype(std::string_view s) { return parse_enum<DType>(s); }
 
 // A read-only view of one tensor's bytes (row-major). Not owning.
 struct TensorView {

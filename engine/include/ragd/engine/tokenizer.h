@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 
 namespace ragd::engine {
@@ -79,12 +80,24 @@ Result<std::string> train_byte_level_bpe(std::string_view corpus, const BpeTrain
 std::string_view builtin_training_text();
 
 // Chat templates built in (no Jinja): llama3, chatml (Qwen2), mistral.
+// Aliases: llama-3, qwen2 (chatml), llama2 (mistral), raw (none).
 enum class ChatTemplate : uint8_t { kLlama3, kChatML, kMistral, kNone };
+inline constexpr auto kChatTemplateNames = make_enum_names<ChatTemplate>(
+    "chat_template", {{ChatTemplate::kLlama3, "llama3"},
+                      {ChatTemplate::kChatML, "chatml"},
+                      {ChatTemplate::kMistral, "mistral"},
+                      {ChatTemplate::kNone, "none"},
+                      {ChatTemplate::kLlama3, "llama-3"},
+                      {ChatTemplate::kChatML, "qwen2"},
+                      {ChatTemplate::kMistral, "llama2"},
+                      {ChatTemplate::kNone, "raw"}});
+constexpr const auto& ragd_enum_names(ChatTemplate) { return kChatTemplateNames; }
+static_assert(enum_names_valid(kChatTemplateNames));
 struct ChatMessage {
   std::string role;  // "system" | "user" | "assistant"
   std::string content;
 };
-Result<ChatTemplate> parse_chat_template(std::string_view name);
+inline Result<ChatTemplate> parse_chat_template(std::string_view name) { return parse_enum<ChatTemplate>(name); }
 std::string apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
                                 bool add_generation_prompt = true);
 

@@ -12,10 +12,16 @@
 #include <string>
 #include <string_view>
 
+#include "ragd/common/enum_names.h"
+
 namespace ragd::kernels {
 
 enum class CpuLevel : uint8_t { kGeneric, kAvx2, kAvx512 };
-std::string_view cpu_level_name(CpuLevel l);
+inline constexpr auto kCpuLevelNames = make_enum_names<CpuLevel>(
+    "RAGD_CPU_LEVEL", {{CpuLevel::kGeneric, "generic"}, {CpuLevel::kAvx2, "avx2"}, {CpuLevel::kAvx512, "avx512"}});
+constexpr const auto& ragd_enum_names(CpuLevel) { return kCpuLevelNames; }
+static_assert(enum_names_valid(kCpuLevelNames));
+inline std::string_view cpu_level_name(CpuLevel l) { return enum_name(l); }
 
 CpuLevel supported_cpu_level();  // what the CPU has
 CpuLevel cpu_level();            // what the kernels use (supported, capped by RAGD_CPU_LEVEL)

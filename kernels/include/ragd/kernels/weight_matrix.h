@@ -24,10 +24,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ragd/common/enum_names.h"
+
 namespace ragd::kernels {
 
 enum class WeightType : uint8_t { kF32, kBF16, kF16, kQ8 };
-std::string_view weight_type_name(WeightType t);  // "f32", "bf16", "f16", "q8"
+inline constexpr auto kWeightTypeNames = make_enum_names<WeightType>(
+    "weight type", {{WeightType::kF32, "f32"}, {WeightType::kBF16, "bf16"}, {WeightType::kF16, "f16"}, {WeightType::kQ8, "q8"}});
+constexpr const auto& ragd_enum_names(WeightType) { return kWeightTypeNames; }
+static_assert(enum_names_valid(kWeightTypeNames));
+inline std::string_view weight_type_name(WeightType t) { return enum_name(t); }  // "f32", "bf16", "f16", "q8"
 
 constexpr int kQ8Block = 32;
 constexpr int kGroupRows = 16;  // rows per interleaved group, every format

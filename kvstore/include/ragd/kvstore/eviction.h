@@ -19,13 +19,22 @@
 #include <string_view>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 
 namespace ragd::kvstore {
 
 enum class EvictionPolicy : uint8_t { kLru, kLfu, kGdsf, kPgdsf };
-std::string_view eviction_policy_name(EvictionPolicy p);
-Result<EvictionPolicy> parse_eviction_policy(std::string_view name);  // "pgdsf" | "lru" | "lfu" | "gdsf"
+inline constexpr auto kEvictionPolicyNames = make_enum_names<EvictionPolicy>(
+    "eviction", {{EvictionPolicy::kPgdsf, "pgdsf"},
+                 {EvictionPolicy::kLru, "lru"},
+                 {EvictionPolicy::kLfu, "lfu"},
+                 {EvictionPolicy::kGdsf, "gdsf"}});
+constexpr const auto& ragd_enum_names(EvictionPolicy) { return kEvictionPolicyNames; }
+static_assert(enum_names_valid(kEvictionPolicyNames));
+inline std::string_view eviction_policy_name(EvictionPolicy p) { return enum_name(p); }
+// "pgdsf" | "lru" | "lfu" | "gdsf"; InvalidArgument listing them otherwise.
+inline Result<EvictionPolicy> parse_eviction_policy(std::string_view name) { return parse_enum<EvictionPolicy>(name); }
 
 // T(cached, new): prefill time (seconds) of `new` tokens appended to `cached` tokens already in
 // KV. Bilinear interpolation over a profiled grid; linear extrapolation in `new` and clamping in

@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
@@ -51,7 +52,11 @@ namespace ragd::kvstore {
 
 enum class Tier : uint8_t { kHbm = 0, kDram = 1, kSsd = 2 };
 inline constexpr int kNumTiers = 3;
-std::string_view tier_name(Tier t);
+inline constexpr auto kTierNames =
+    make_enum_names<Tier>("tier", {{Tier::kHbm, "hbm"}, {Tier::kDram, "dram"}, {Tier::kSsd, "ssd"}});
+constexpr const auto& ragd_enum_names(Tier) { return kTierNames; }
+static_assert(enum_names_valid(kTierNames));
+inline std::string_view tier_name(Tier t) { return enum_name(t); }
 inline uint8_t tier_bit(Tier t) { return static_cast<uint8_t>(1u << static_cast<int>(t)); }
 
 struct TreeNodeInfo;

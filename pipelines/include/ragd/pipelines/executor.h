@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
@@ -34,27 +35,21 @@ namespace ragd::pipelines {
 // on its own, wherever it lands in the prompt, and repair cross-attention by recomputing a few
 // tokens (docs/design/blend.md).
 enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree, kCacheBlend, kEpic };
-inline constexpr int kNumReuseModes = 5;
-inline std::string_view reuse_mode_name(ReuseMode m) {
-  switch (m) {
-    case ReuseMode::kNone: return "none";
-    case ReuseMode::kPrefix: return "prefix";
-    case ReuseMode::kKnowledgeTree: return "knowledge_tree";
-    case ReuseMode::kCacheBlend: return "cacheblend";
-    case ReuseMode::kEpic: return "epic";
-  }
-  return "?";
-}
+inline constexpr int kNumReuseModes = 5;  // the values are 0 .. kNumReuseModes - 1
+inline constexpr auto kReuseModeNames = make_enum_names<ReuseMode>(
+    "reuse", {{ReuseMode::kNone, "none"},
+              {ReuseMode::kPrefix, "prefix"},
+              {ReuseMode::kKnowledgeTree, "knowledge_tree"},
+              {ReuseMode::kCacheBlend, "cacheblend"},
+              {ReuseMode::kEpic, "epic"}});
+constexpr const auto& ragd_enum_names(ReuseMode) { return kReuseModeNames; }
+static_assert(enum_names_valid(kReuseModeNames) && kReuseModeNames.entries.size() == kNumReuseModes);
+inline std::string_view reuse_mode_name(ReuseMode m) { return enum_name(m); }
 inline bool is_approximate(ReuseMode m) { return m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic; }
-inline constexpr std::string_view kReuseModeNames = "none, prefix, knowledge_tree, cacheblend or epic";
 // The one parser of reuse mode names (pipeline specs, request bodies, ragctl); InvalidArgument
-// naming the value and the allowed ones otherwise. Inline: the daemon's HTTP layer uses it without
+// listing the names otherwise. Header-only (enum_names.h): the daemon's HTTP layer uses it without
 // linking the pipelines library.
-inline Result<ReuseMode> parse_reuse_mode(std::string_view s) {
-  for (int i = 0; i < kNumReuseModes; ++i)
-    if (s == reuse_mode_name(static_cast<ReuseMode>(i))) return static_cast<ReuseMode>(i);
-  return Status::InvalidArgument("unknown reuse mode '" + std::string(s) + "' (expected " + std::string(kReuseModeNames) + ")");
-}
+inline Result<ReuseMode> parse_reuse_mode(std::string_view s) { return parse_enum<ReuseMode>(s); }
 
 // Parameters of the approximate modes. Ranges are checked by validate() (InvalidArgument naming
 // the field and the allowed range).

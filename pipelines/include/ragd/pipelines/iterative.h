@@ -21,32 +21,27 @@
 #include <string>
 #include <string_view>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/pipelines/param_range.h"
 
 namespace ragd::pipelines {
 
 enum class RetrievalOverlap : uint8_t { kNone, kPipeRag, kSpeculative, kBoth };
-inline constexpr int kNumRetrievalOverlaps = 4;
-inline std::string_view overlap_name(RetrievalOverlap o) {
-  switch (o) {
-    case RetrievalOverlap::kNone: return "none";
-    case RetrievalOverlap::kPipeRag: return "piperag";
-    case RetrievalOverlap::kSpeculative: return "speculative";
-    case RetrievalOverlap::kBoth: return "both";
-  }
-  return "?";
-}
+inline constexpr auto kRetrievalOverlapNames = make_enum_names<RetrievalOverlap>(
+    "overlap", {{RetrievalOverlap::kNone, "none"},
+                {RetrievalOverlap::kPipeRag, "piperag"},
+                {RetrievalOverlap::kSpeculative, "speculative"},
+                {RetrievalOverlap::kBoth, "both"}});
+constexpr const auto& ragd_enum_names(RetrievalOverlap) { return kRetrievalOverlapNames; }
+static_assert(enum_names_valid(kRetrievalOverlapNames));
+inline std::string_view overlap_name(RetrievalOverlap o) { return enum_name(o); }
 inline bool is_speculative(RetrievalOverlap o) {
   return o == RetrievalOverlap::kSpeculative || o == RetrievalOverlap::kBoth;
 }
-// The one parser of overlap names (pipeline specs, request bodies, ragctl). Inline: the daemon's
-// HTTP layer uses it without linking the pipelines library.
-inline Result<RetrievalOverlap> parse_overlap(std::string_view s) {
-  for (int i = 0; i < kNumRetrievalOverlaps; ++i)
-    if (s == overlap_name(static_cast<RetrievalOverlap>(i))) return static_cast<RetrievalOverlap>(i);
-  return Status::InvalidArgument("unknown overlap '" + std::string(s) + "' (expected none, piperag, speculative or both)");
-}
+// The one parser of overlap names (pipeline specs, request bodies, ragctl). Header-only: the
+// daemon's HTTP layer uses it without linking the pipelines library.
+inline Result<RetrievalOverlap> parse_overlap(std::string_view s) { return parse_enum<RetrievalOverlap>(s); }
 
 struct IterativeParams {
   int retrieval_interval = 16;  // generated tokens between retrievals; [1, 4096]

@@ -45,17 +45,28 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/pipelines/length_predictor.h"
 
 namespace ragd::pipelines {
 
 enum class SchedPolicy : uint8_t { kFcfs, kSjf, kMlfq, kFair };
-std::string_view sched_policy_name(SchedPolicy p);
-Result<SchedPolicy> parse_sched_policy(std::string_view s);
+inline constexpr auto kSchedPolicyNames = make_enum_names<SchedPolicy>(
+    "scheduler",
+    {{SchedPolicy::kFcfs, "fcfs"}, {SchedPolicy::kSjf, "sjf"}, {SchedPolicy::kMlfq, "mlfq"}, {SchedPolicy::kFair, "fair"}});
+constexpr const auto& ragd_enum_names(SchedPolicy) { return kSchedPolicyNames; }
+static_assert(enum_names_valid(kSchedPolicyNames));
+inline std::string_view sched_policy_name(SchedPolicy p) { return enum_name(p); }
+inline Result<SchedPolicy> parse_sched_policy(std::string_view s) { return parse_enum<SchedPolicy>(s); }
 
 enum class PreemptMode : uint8_t { kSwap, kRecompute };
-Result<PreemptMode> parse_preempt_mode(std::string_view s);
+inline constexpr auto kPreemptModeNames =
+    make_enum_names<PreemptMode>("preemption", {{PreemptMode::kSwap, "swap"}, {PreemptMode::kRecompute, "recompute"}});
+constexpr const auto& ragd_enum_names(PreemptMode) { return kPreemptModeNames; }
+static_assert(enum_names_valid(kPreemptModeNames));
+inline std::string_view preempt_mode_name(PreemptMode m) { return enum_name(m); }
+inline Result<PreemptMode> parse_preempt_mode(std::string_view s) { return parse_enum<PreemptMode>(s); }
 
 struct SchedulerOptions {
   SchedPolicy policy = SchedPolicy::kFcfs;

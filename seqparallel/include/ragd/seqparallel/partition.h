@@ -16,13 +16,20 @@
 #include <string_view>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 
 namespace ragd::seqparallel {
 
 enum class PartitionKind : uint8_t { kContiguous, kZigzag, kStriped };
-std::string_view partition_name(PartitionKind k);  // "contiguous", "zigzag", "striped"
-Result<PartitionKind> parse_partition(std::string_view s);  // InvalidArgument naming the value
+inline constexpr auto kPartitionKindNames = make_enum_names<PartitionKind>(
+    "sp_partition",
+    {{PartitionKind::kZigzag, "zigzag"}, {PartitionKind::kContiguous, "contiguous"}, {PartitionKind::kStriped, "striped"}});
+constexpr const auto& ragd_enum_names(PartitionKind) { return kPartitionKindNames; }
+static_assert(enum_names_valid(kPartitionKindNames));
+inline std::string_view partition_name(PartitionKind k) { return enum_name(k); }  // "zigzag", "contiguous", "striped"
+// InvalidArgument listing the names otherwise.
+inline Result<PartitionKind> parse_partition(std::string_view s) { return parse_enum<PartitionKind>(s); }
 
 // Positions of one worker's tokens, ascending.
 struct Shard {

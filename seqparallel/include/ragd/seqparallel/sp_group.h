@@ -11,6 +11,7 @@
 #include <memory>
 #include <string_view>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
 #include "ragd/seqparallel/communicator.h"
@@ -31,8 +32,13 @@ using ModelLoader = std::function<Result<std::unique_ptr<engine::Model>>()>;
 // How the workers' KV blocks and partial states travel: through host memory (threads in one
 // process, or MPI between ranks), or through NCCL (one GPU per worker; nccl_communicator.h),
 // bootstrapped over the former.
-enum class SpTransport { kHost, kNccl };
-Result<SpTransport> parse_sp_transport(std::string_view name);  // "host" | "nccl"
+enum class SpTransport : uint8_t { kHost, kNccl };
+inline constexpr auto kSpTransportNames =
+    make_enum_names<SpTransport>("sp_transport", {{SpTransport::kHost, "host"}, {SpTransport::kNccl, "nccl"}});
+constexpr const auto& ragd_enum_names(SpTransport) { return kSpTransportNames; }
+static_assert(enum_names_valid(kSpTransportNames));
+inline std::string_view sp_transport_name(SpTransport t) { return enum_name(t); }
+inline Result<SpTransport> parse_sp_transport(std::string_view name) { return parse_enum<SpTransport>(name); }  // "host" | "nccl"
 
 // workers - 1 helper threads, each loading its model with load_model() on its own thread and
 // running with threads_per_worker kernel threads; returns once every helper has loaded (or the
