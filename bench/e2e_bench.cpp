@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const char* p : {"fcfs", "sjf", "fair"}) {
     RuntimeOptions o = so;
-    o.scheduler = p;
+    o.scheduler = *parse_sched_policy(p);
     auto rt = open_runtime(o);
     if (!rt.ok()) return 1;
     double wall = 0;

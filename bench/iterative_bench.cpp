@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
     o.pipelines_dir = pipes;
     o.num_threads = threads;
     o.retrieval_threads = 2;
-    o.search_delay_ms = delay;
+    o.test_hooks.search_delay_ms = delay;
     o.ssd_cache_bytes = 0;
     auto rt = open_runtime(o);
     if (!rt.ok()) {

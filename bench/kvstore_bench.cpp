@@ -143,7 +143,7 @@ HitResult run_trace(const Trace& t, const std::string& policy, uint64_t capacity
   f.num_kv_heads = 1;
   f.head_dim = 4;  // 32 bytes/token: the policies only see relative sizes
   Options o;
-  o.eviction = policy;
+  o.eviction = *parse_eviction_policy(policy);
   o.hbm_bytes = capacity;
   o.dram_bytes = 0;
   o.io_threads = 1;

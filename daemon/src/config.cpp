@@ -7,27 +7,75 @@
 #include <functional>
 #include <sstream>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include <toml++/toml.h>
+
+#include "ragd/common/enum_names.h"
 
 namespace ragd::daemon {
 namespace {
 
-enum class Type { kString, kInt, kSize, kBool };
+enum class Type { kString, kInt, kSize, kBool, kEnum };
+
+// An enum-valued field, through its enum's one name table (enum_names.h): parsed when the config
+// is read, printed by name.
+struct EnumCodec {
+  std::string (*name)(const void* field);
+  Status (*parse)(void* field, std::string_view name, std::string_view key);
+  std::string (*choices)();
+};
+
+template <typename E>
+const EnumCodec* enum_codec() {
+  static const EnumCodec c{
+      [](const void* f) { return std::string(enum_name(*static_cast<const E*>(f))); },
+      [](void* f, std::string_view name, std::string_view key) -> Status {
+        RAGD_ASSIGN_OR_RETURN(*static_cast<E*>(f), parse_enum<E>(name, key));
+        return Status::OK();
+      },
+      [] { return enum_choices<E>(); }};
+  return &c;
+}
 
 struct Field {
   const char* key;      // dotted
   Type type;
-  const char* comment;  // printed above the key
+  const char* comment;  // printed above the key (enum fields: followed by their choices)
   std::function<void*(DaemonConfig&)> ptr;
+  const EnumCodec* codec = nullptr;  // kEnum
 };
 
 #define RAGD_F(key, type, comment, expr) \
   Field { key, type, comment, [](DaemonConfig& c) -> void* { return &(c.expr); } }
+#define RAGD_E(key, comment, expr)                                                          \
+  Field {                                                                                   \
+    key, Type::kEnum, comment, [](DaemonConfig& c) -> void* { return &(c.expr); },          \
+        enum_codec<std::remove_reference_t<decltype(std::declval<DaemonConfig&>().expr)>>() \
+  }
+
+// Keys that were accepted once and are gone: naming one is an error that says why and what to
+// use instead, never silently accepted.
+struct RemovedKey {
+  const char* key;
+  const char* why;
+};
+constexpr RemovedKey kRemovedKeys[] = {
+    {"runtime.index_spec",
+     "removed: it never had an effect (the daemon opens the corpus with the vector index it was built with); "
+     "choose the index when building the corpus, `ragctl ingest --index \"IVF1024,Flat\"`, and delete this key"},
+};
+
+Status removed_key_error(std::string_view key) {
+  for (const RemovedKey& r : kRemovedKeys)
+    if (key == r.key) return Status::InvalidArgument(std::string(key) + ": " + r.why);
+  return Status::OK();
+}
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> f = {
-      RAGD_F("log_level", Type::kString, "trace | debug | info | warn | error | off", log_level),
+      RAGD_E("log_level", "log verbosity", log_level),
       // server
       RAGD_F("server.listen", Type::kString, "host:port to listen on; port 0 picks a free port", server.listen),
       RAGD_F("server.threads", Type::kInt, "io_context threads; 0 = hardware concurrency (min 2)", server.threads),
@@ -61,18 +109,18 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.model_dir", Type::kString, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)", runtime.model_dir),
       RAGD_F("runtime.data_dir", Type::kString, "document store, vector index and SSD KV tier live here", runtime.data_dir),
       RAGD_F("runtime.pipelines_dir", Type::kString, "directory of *.toml pipeline specs; \"\" = only the built-in \"default\"", runtime.pipelines_dir),
-      RAGD_F("runtime.device", Type::kString, "\"cpu\" or \"cuda:N\"", runtime.device),
-      RAGD_F("runtime.weights", Type::kString, "weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8 (8-bit blocks, quantized at load)", runtime.weights),
-      RAGD_F("runtime.kv_dtype", Type::kString, "KV pool storage: f32 | bf16 (half the bytes) | int8 (a quarter, plus a scale per token and head)", runtime.kv_dtype),
-      RAGD_F("runtime.scheduler", Type::kString, "fcfs | sjf | mlfq | fair", runtime.scheduler),
+      RAGD_F("runtime.device", Type::kString, "\"cpu\", \"cuda\" or \"cuda:N\"", runtime.device),
+      RAGD_E("runtime.weights", "weights in memory (auto = the checkpoint's dtype; q8 = 8-bit blocks, quantized at load)", runtime.weights),
+      RAGD_E("runtime.kv_dtype", "KV pool storage (bf16 = half the bytes; int8 = a quarter, plus a scale per token and head)", runtime.kv_dtype),
+      RAGD_E("runtime.scheduler", "scheduling policy", runtime.scheduler),
       RAGD_F("runtime.max_batch_tokens", Type::kInt, "token budget per scheduler step (chunked prefill)", runtime.max_batch_tokens),
       RAGD_F("runtime.max_running", Type::kInt, "concurrent sequences in the running batch", runtime.max_running),
       RAGD_F("runtime.max_queue", Type::kInt, "waiting requests before new ones get 429", runtime.max_queue),
       RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.kv_pool_bytes),
       RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.dram_cache_bytes),
       RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.ssd_cache_bytes),
-      RAGD_F("runtime.eviction", Type::kString, "pgdsf | lru | lfu | gdsf", runtime.eviction),
-      RAGD_F("runtime.preemption", Type::kString, "swap | recompute", runtime.preemption),
+      RAGD_E("runtime.eviction", "KV eviction policy over every tier", runtime.eviction),
+      RAGD_E("runtime.preemption", "what a preempted request's KV does", runtime.preemption),
       RAGD_F("runtime.tenant_share_percent", Type::kInt,
              "running slots one tenant may hold while others have requests, % of max_running (fair: an equal share)",
              runtime.tenant_share_percent),
@@ -85,10 +133,9 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
       RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),
       RAGD_F("runtime.sp_chunk_tokens", Type::kInt, "ring prefill steps of about this many tokens per worker; 0 = one step", runtime.sp_chunk_tokens),
-      RAGD_F("runtime.sp_partition", Type::kString, "zigzag | contiguous | striped", runtime.sp_partition),
-      RAGD_F("runtime.sp_transport", Type::kString, "host | nccl", runtime.sp_transport),
-      RAGD_F("runtime.embedder", Type::kString, "hashing | model", runtime.embedder),
-      RAGD_F("runtime.index_spec", Type::kString, "FAISS factory string for new indexes", runtime.index_spec),
+      RAGD_E("runtime.sp_partition", "how a long prompt's positions are split across the workers", runtime.sp_partition),
+      RAGD_E("runtime.sp_transport", "how the workers exchange KV", runtime.sp_transport),
+      RAGD_E("runtime.embedder", "corpus embedder", runtime.embedder),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
       // limits
       RAGD_F("limits.max_concurrent_per_tenant", Type::kInt, "concurrent runs per tenant; more get 429 + Retry-After", limits.max_concurrent_per_tenant),
@@ -97,6 +144,7 @@ const std::vector<Field>& fields() {
   return f;
 }
 #undef RAGD_F
+#undef RAGD_E
 
 const Field* find_field(std::string_view key) {
   for (const auto& f : fields())
@@ -110,6 +158,7 @@ const char* type_name(Type t) {
     case Type::kInt: return "integer";
     case Type::kSize: return "non-negative integer";
     case Type::kBool: return "boolean";
+    case Type::kEnum: return "string";
   }
   return "?";
 }
@@ -197,6 +246,7 @@ Status apply_node(DaemonConfig& cfg, const std::string& key, const toml::node& n
     }
     return Status::OK();
   }
+  RAGD_RETURN_IF_ERROR(removed_key_error(key));
   const Field* f = find_field(key);
   if (!f) return Status::InvalidArgument(key + ": unknown key");
   switch (f->type) {
@@ -204,6 +254,10 @@ Status apply_node(DaemonConfig& cfg, const std::string& key, const toml::node& n
       if (!n.is_string()) return Status::InvalidArgument(key + ": expected string, got " + node_type_name(n));
       *static_cast<std::string*>(f->ptr(cfg)) = *n.value<std::string>();
       return Status::OK();
+    case Type::kEnum:
+      if (!n.is_string())
+        return Status::InvalidArgument(key + ": expected a string (" + f->codec->choices() + "), got " + node_type_name(n));
+      return f->codec->parse(f->ptr(cfg), *n.value<std::string>(), key);
     case Type::kInt:
     case Type::kSize:
       if (!n.is_integer()) return Status::InvalidArgument(key + ": expected " + type_name(f->type) + ", got " + node_type_name(n));
@@ -243,12 +297,15 @@ Status load_config_file(DaemonConfig& cfg, const std::string& path) {
 }
 
 Status apply_override(DaemonConfig& cfg, const std::string& key, const std::string& value) {
+  RAGD_RETURN_IF_ERROR(removed_key_error(key));
   const Field* f = find_field(key);
   if (!f) return Status::InvalidArgument(key + ": unknown config key");
   switch (f->type) {
     case Type::kString:
       *static_cast<std::string*>(f->ptr(cfg)) = value;
       return Status::OK();
+    case Type::kEnum:
+      return f->codec->parse(f->ptr(cfg), value, key);
     case Type::kInt:
     case Type::kSize: {
       int64_t v = 0;
@@ -302,28 +359,11 @@ static Status validate_options(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(positive("server.stream_queue_limit", c.server.stream_queue_limit));
   RAGD_RETURN_IF_ERROR(positive("server.ws_ping_interval_ms", c.server.ws_ping_interval_ms));
   if (c.server.shutdown_deadline_ms < 0) return Status::InvalidArgument("server.shutdown_deadline_ms: must be >= 0");
-  RAGD_RETURN_IF_ERROR(positive("runtime.max_batch_tokens", c.runtime.max_batch_tokens));
-  RAGD_RETURN_IF_ERROR(positive("runtime.max_running", c.runtime.max_running));
-  RAGD_RETURN_IF_ERROR(positive("runtime.max_queue", c.runtime.max_queue));
-  RAGD_RETURN_IF_ERROR(positive("runtime.chunk_tokens", c.runtime.chunk_tokens));
-  RAGD_RETURN_IF_ERROR(positive("runtime.retrieval_threads", c.runtime.retrieval_threads));
-  if (c.runtime.tenant_share_percent < 1 || c.runtime.tenant_share_percent > 100)
-    return Status::InvalidArgument("runtime.tenant_share_percent must be in [1, 100], got " +
-                                   std::to_string(c.runtime.tenant_share_percent));
-  if (c.runtime.retrieval_threads_per_tenant < 0 || c.runtime.retrieval_threads_per_tenant > c.runtime.retrieval_threads)
-    return Status::InvalidArgument("runtime.retrieval_threads_per_tenant must be in [0, runtime.retrieval_threads = " +
-                                   std::to_string(c.runtime.retrieval_threads) + "], got " +
-                                   std::to_string(c.runtime.retrieval_threads_per_tenant));
-  if (c.runtime.num_threads < 0) return Status::InvalidArgument("runtime.num_threads: must be >= 0");
-  RAGD_RETURN_IF_ERROR(positive("runtime.sp_workers", c.runtime.sp_workers));
-  RAGD_RETURN_IF_ERROR(positive("runtime.sp_threshold_tokens", c.runtime.sp_threshold_tokens));
-  if (c.runtime.sp_chunk_tokens < 0) return Status::InvalidArgument("runtime.sp_chunk_tokens: must be >= 0");
+  // The runtime's own check, the one open_runtime runs: same keys, same messages.
+  RAGD_RETURN_IF_ERROR(c.runtime.validate());
   RAGD_RETURN_IF_ERROR(positive("limits.max_concurrent_per_tenant", c.limits.max_concurrent_per_tenant));
   if (c.limits.retry_after_s < 0) return Status::InvalidArgument("limits.retry_after_s: must be >= 0");
-  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-  bool ok = false;
-  for (const char* l : kLevels) ok = ok || c.log_level == l;
-  if (!ok) return Status::InvalidArgument("log_level: expected trace|debug|info|warn|error|off, got '" + c.log_level + "'");
+  if (!enum_known(c.log_level)) return Status::InvalidArgument("log_level: value out of range");
   return Status::OK();
 }
 
@@ -351,10 +391,13 @@ std::string to_toml(const DaemonConfig& cfg_in, bool show_secrets) {
       os << "\n[" << sec << "]\n";
       section = sec;
     }
-    os << "# " << f.comment << "\n" << leaf << " = ";
+    os << "# " << f.comment;
+    if (f.type == Type::kEnum) os << ": " << f.codec->choices();
+    os << "\n" << leaf << " = ";
     void* p = f.ptr(cfg);
     switch (f.type) {
       case Type::kString: os << toml_quote(*static_cast<std::string*>(p)); break;
+      case Type::kEnum: os << toml_quote(f.codec->name(p)); break;
       case Type::kInt: os << *static_cast<int*>(p); break;
       case Type::kSize: os << *static_cast<size_t*>(p); break;
       case Type::kBool: os << (*static_cast<bool*>(p) ? "true" : "false"); break;

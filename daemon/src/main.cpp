@@ -74,14 +74,12 @@ int serve_rank(const daemon::DaemonConfig& cfg, seqparallel::Communicator& comm)
     comm.abort(st);
     return 1;
   };
-  auto kind = seqparallel::parse_partition(cfg.runtime.sp_partition);
-  if (!kind.ok()) return fail(kind.status().with_context("runtime.sp_partition"));
   auto mo = cfg.runtime.model_options();
   if (!mo.ok()) return fail(mo.status());
   auto model = engine::Model::load(cfg.runtime.model_dir, *mo);
   if (!model.ok()) return fail(model.status());
   log::daemon()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
-  Status st = seqparallel::serve_after_barrier(**model, comm, *kind);
+  Status st = seqparallel::serve_after_barrier(**model, comm, cfg.runtime.sp_partition);
   if (!st.ok()) {
     std::fprintf(stderr, "ragd rank %d: %s\n", comm.rank(), st.to_string().c_str());
     return 1;
@@ -103,13 +101,13 @@ int main(int argc, char** argv) {
   app.add_option("--data", data, "data directory: document store, index, SSD cache (runtime.data_dir)");
   app.add_option("--listen", listen, "host:port (server.listen); port 0 picks a free port");
   app.add_option("--pipelines", pipelines_dir, "directory of pipeline *.toml specs (runtime.pipelines_dir)");
-  app.add_option("--device", device, "cpu | cuda:N (runtime.device)");
-  app.add_option("--weights", weights, "auto | f32 | bf16 | f16 | q8: weights in memory (runtime.weights)");
-  app.add_option("--kv-dtype", kv_dtype, "f32 | bf16 | int8: KV pool storage (runtime.kv_dtype)");
+  app.add_option("--device", device, "cpu | cuda | cuda:N (runtime.device)");
+  app.add_option("--weights", weights, enum_choices<engine::WeightFormat>() + ": weights in memory (runtime.weights)");
+  app.add_option("--kv-dtype", kv_dtype, enum_choices<kernels::KvDtype>() + ": KV pool storage (runtime.kv_dtype)");
   app.add_option("--threads", threads, "io threads (server.threads)");
   app.add_option("--sp-workers", sp_workers,
                  "sequence-parallel workers for long prompts, in this process (runtime.sp_workers; 1 = off)");
-  app.add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
+  app.add_option("--log-level", log_level, enum_choices<log::Level>());
   app.add_option("--api-key", api_keys, "KEY=TENANT; repeatable; enables auth");
   std::vector<std::string> admin_keys;
   app.add_option("--admin-key", admin_keys, "KEY=TENANT with operator rights; repeatable; enables auth");
@@ -170,8 +168,8 @@ int main(int argc, char** argv) {
   }
   if (cfg.runtime.model_dir.empty()) return die(Status::InvalidArgument("runtime.model_dir: required (--model DIR)"));
   if (cfg.runtime.data_dir.empty()) return die(Status::InvalidArgument("runtime.data_dir: required (--data DIR)"));
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  log::daemon()->set_level(spdlog::level::from_str(cfg.log_level));
+  spdlog::set_level(log::to_spdlog(cfg.log_level));
+  log::daemon()->set_level(log::to_spdlog(cfg.log_level));
 
   // Started by mpirun with more than one rank: rank 0 serves HTTP and drives long prompts; every
   // other rank only holds its share of their KV (seqparallel::serve); an idle rank sleeps between polls.
@@ -179,9 +177,7 @@ int main(int argc, char** argv) {
   if (launched_by_mpi()) {
     auto c = seqparallel::make_mpi_communicator(&argc, &argv);
     if (!c.ok()) return die(c.status().with_context("mpirun"));
-    auto transport = seqparallel::parse_sp_transport(cfg.runtime.sp_transport);
-    if (!transport.ok()) return die(transport.status().with_context("runtime.sp_transport"));
-    if ((*c)->size() > 1 && *transport == seqparallel::SpTransport::kNccl) {
+    if ((*c)->size() > 1 && cfg.runtime.sp_transport == seqparallel::SpTransport::kNccl) {
       c = seqparallel::make_nccl_communicator(std::move(c).value());  // MPI stays the bootstrap
       if (!c.ok()) return die(c.status().with_context("mpirun with runtime.sp_transport = nccl"));
     }

@@ -325,7 +325,8 @@ KvStore::~KvStore() { close(); }
 
 Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvFormat& fmt) {
   RAGD_RETURN_IF_ERROR(fmt.validate());
-  RAGD_ASSIGN_OR_RETURN(EvictionPolicy policy, parse_eviction_policy(opt.eviction));
+  const EvictionPolicy policy = opt.eviction;
+  if (!enum_known(policy)) return Status::InvalidArgument("kvstore: eviction policy code out of range");
   if (opt.io_threads <= 0 || opt.io_threads > 64)
     return Status::InvalidArgument(fmt::format("kvstore: io_threads must be in 1..64, got {}", opt.io_threads));
   if (opt.io_queue == 0) return Status::InvalidArgument("kvstore: io_queue must be positive");

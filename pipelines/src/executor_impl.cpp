@@ -468,7 +468,7 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
   // are worth it (a large vocabulary: ~80 µs a row at 128 k); the outputs do not depend on it.
   const int n = static_cast<int>(rows.size());
   const bool parallel =
-      n > 1 && static_cast<size_t>(n) * static_cast<size_t>(out.vocab_size) >= opts_.parallel_sample_min_values;
+      n > 1 && static_cast<size_t>(n) * static_cast<size_t>(out.vocab_size) >= opts_.test_hooks.parallel_sample_min_values;
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int k = 0; k < n; ++k) {
     const size_t i = rows[k].first;
@@ -490,7 +490,7 @@ void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sample
   std::string reason = sampled ? on_sampled(r, logits, pick) : std::string();
   if (!r.kv.reuse.published && r.kv.table.num_tokens() >= r.state->prompt_len()) {
     const auto tp = Clock::now();
-    if (opts_.before_publish) opts_.before_publish(r.rr.id);
+    if (opts_.test_hooks.before_publish) opts_.test_hooks.before_publish(r.rr.id);
     planner_->publish(r.kv.reuse, r.kv.table);
     r.timings.publish_ms = ms_between(tp, Clock::now());
   }

@@ -89,8 +89,8 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
 #if RAGD_HAVE_RETRIEVAL
   if (!corpus_) return fail_all(Status::FailedPrecondition("the runtime has no corpus (data_dir)"));
   // One round trip to the (modelled) remote vector database for the whole batch.
-  if (opts_.search_delay_ms > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.search_delay_ms));
+  if (opts_.test_hooks.search_delay_ms > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.test_hooks.search_delay_ms));
   retrieval::SearchParams sp;
   sp.nprobe = nprobe;
   // The request's tenant sees its own documents and the shared ones, filtered inside the search.
@@ -317,7 +317,7 @@ void ExecutorImpl::speculate(Run& r, int boundary) {
   p.spec_ids = chunk_ids(spec);
   p.prev_ids = chunk_ids(it.context);
   p.cp.emplace(s.checkpoint());
-  p.forced_miss = opts_.force_misspeculation && opts_.force_misspeculation(r.rr.id, boundary);
+  p.forced_miss = opts_.test_hooks.force_misspeculation && opts_.test_hooks.force_misspeculation(r.rr.id, boundary);
   const bool both = it.params.overlap == RetrievalOverlap::kBoth;
   const int stride = it.stride.stride(it.params.max_stride);
   // Decoding on under the speculation pays only when it is right often enough: speculative needs

@@ -47,7 +47,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
     candidates_.push_back(std::move(c));
     cv_.notify_all();
   };
-  const double stage_delay = opts_.search_delay_ms / static_cast<double>(stages.size());
+  const double stage_delay = opts_.test_hooks.search_delay_ms / static_cast<double>(stages.size());
   const retrieval::ReadScope scope = read_scope(*r);
   Status st = corpus_->search_progressive(
       q.query, k, stages, scope,

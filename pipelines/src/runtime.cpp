@@ -15,48 +15,6 @@
 
 namespace ragd::pipelines {
 
-Result<engine::ModelOptions> RuntimeOptions::model_options() const {
-  engine::ModelOptions mo;
-  mo.device = device;
-  auto w = engine::parse_weight_format(weights);
-  if (!w.ok()) return w.status().with_context("runtime.weights");
-  mo.weights = *w;
-  auto kd = kernels::parse_kv_dtype(kv_dtype);
-  if (!kd.ok()) return kd.status().with_context("runtime.kv_dtype");
-  mo.kv_dtype = *kd;
-  mo.kv_pool_bytes = kv_pool_bytes;
-  mo.kv_block_size = kv_block_size;
-  mo.num_threads = num_threads;
-  return mo;
-}
-
-Result<SchedulerOptions> RuntimeOptions::scheduler_options() const {
-  SchedulerOptions so;
-  RAGD_ASSIGN_OR_RETURN(so.policy, parse_sched_policy(scheduler));
-  RAGD_ASSIGN_OR_RETURN(so.preemption, parse_preempt_mode(preemption));
-  if (max_batch_tokens <= 0) return Status::InvalidArgument("executor: max_batch_tokens must be positive");
-  if (max_running <= 0) return Status::InvalidArgument("executor: max_running must be positive");
-  so.max_batch_tokens = max_batch_tokens;
-  so.max_running = max_running;
-  if (tenant_share_percent < 1 || tenant_share_percent > 100)
-    return Status::InvalidArgument("executor: tenant_share_percent must be in [1, 100], got " +
-                                   std::to_string(tenant_share_percent));
-  so.tenant_share = tenant_share_percent / 100.0;
-  return so;
-}
-
-kvstore::Options RuntimeOptions::kvstore_options() const {
-  kvstore::Options o;
-  o.hbm_bytes = hbm_cache ? kv_pool_bytes : 0;
-  o.dram_bytes = dram_cache_bytes;
-  o.ssd_bytes = ssd_cache_bytes;
-  if (!data_dir.empty() && ssd_cache_bytes > 0) o.ssd_dir = (std::filesystem::path(data_dir) / "kvcache").string();
-  o.eviction = eviction;
-  o.tenant_isolation = true;  // RunRequest::kv_scope joins the key ("" = shared)
-  o.write_behind = true;
-  return o;
-}
-
 namespace {
 
 // Sorts visible entries by (id, own before shared) and cuts a page of about `limit`.
@@ -159,27 +117,13 @@ class NoDocuments final : public DocumentApi {
 Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
-  RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());
-  if (opts.sp_workers < 1) {
-    return Status::InvalidArgument("runtime.sp_workers must be at least 1, got " + std::to_string(opts.sp_workers));
-  }
-  if (opts.sp_threshold_tokens < 1) {
-    return Status::InvalidArgument("runtime.sp_threshold_tokens must be positive, got " +
-                                   std::to_string(opts.sp_threshold_tokens));
-  }
-  if ((opts.sp_workers > 1 || (sp_comm != nullptr && sp_comm->size() > 1)) && opts.device != "cpu") {
+  RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());  // validates every field
+  if (sp_comm != nullptr && sp_comm->size() > 1 && mo.device != "cpu") {
     return Status::InvalidArgument("runtime.device '" + opts.device +
                                    "': sequence parallelism runs on the CPU backend only in this build (its ring "
-                                   "attention needs the layer hook); set runtime.sp_workers = 1");
+                                   "attention needs the layer hook); run one rank");
   }
-  if (opts.sp_chunk_tokens < 0) {
-    return Status::InvalidArgument("runtime.sp_chunk_tokens must be 0 (off) or positive, got " +
-                                   std::to_string(opts.sp_chunk_tokens));
-  }
-  auto sp_kind = seqparallel::parse_partition(opts.sp_partition);
-  if (!sp_kind.ok()) return sp_kind.status().with_context("runtime.sp_partition");
-  auto sp_transport = seqparallel::parse_sp_transport(opts.sp_transport);
-  if (!sp_transport.ok()) return sp_transport.status().with_context("runtime.sp_transport");
+  const seqparallel::PartitionKind sp_kind = opts.sp_partition;
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
   if (sp_comm != nullptr && sp_comm->size() > 1) {
@@ -190,9 +134,9 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     }
     const int ranks = sp_comm->size();
     const std::string transport(sp_comm->transport());
-    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::join_group(*deps.model, std::move(sp_comm), *sp_kind));
+    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::join_group(*deps.model, std::move(sp_comm), sp_kind));
     log::pipelines()->info("sequence parallelism: {} {} ranks ({} partition) for prompts of >= {} tokens", ranks, transport,
-                           opts.sp_partition, opts.sp_threshold_tokens);
+                           enum_name(opts.sp_partition), opts.sp_threshold_tokens);
   } else if (opts.sp_workers > 1) {
     // Each helper worker loads its own copy of the model, with its share of the cores.
     const int per_worker = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / opts.sp_workers);
@@ -201,10 +145,11 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     const std::string dir = opts.model_dir;
     RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(
                                        opts.sp_workers, *deps.model, [dir, wo] { return engine::Model::load(dir, wo); },
-                                       *sp_kind, per_worker, *sp_transport));
+                                       sp_kind, per_worker, opts.sp_transport));
     log::pipelines()->info("sequence parallelism: {} in-process workers ({} partition, {} transport, {} thread(s) each) for "
                            "prompts of >= {} tokens",
-                           opts.sp_workers, opts.sp_partition, opts.sp_transport, per_worker, opts.sp_threshold_tokens);
+                           opts.sp_workers, enum_name(opts.sp_partition), enum_name(opts.sp_transport), per_worker,
+                           opts.sp_threshold_tokens);
   }
   if (deps.sp != nullptr) deps.sp->driver().set_max_chunk_tokens(opts.sp_chunk_tokens);
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
@@ -230,8 +175,9 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
 #if RAGD_HAVE_RETRIEVAL
     retrieval::CorpusOptions co;
     co.chunker.chunk_tokens = opts.chunk_tokens;
-    co.embedder.name = opts.embedder == "hashing" ? "" : opts.embedder;
-    if (opts.embedder == "model") co.embedder.model_dir = opts.model_dir;
+    // hashing: the corpus keeps the embedder it was built with (hashing for a new one).
+    co.embedder.name = opts.embedder == EmbedderKind::kHashing ? "" : std::string(enum_name(opts.embedder));
+    if (opts.embedder == EmbedderKind::kModel) co.embedder.model_dir = opts.model_dir;
     co.embedder.dim = opts.embedder_dim;
     co.index_spec = "";
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<retrieval::Corpus> corpus,
@@ -247,7 +193,7 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   rt.executor = std::move(ex);
   rt.documents = std::move(docs);
   rt.stop = [raw] { raw->stop(); };
-  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}", opts.model_dir, opts.scheduler,
+  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}", opts.model_dir, enum_name(opts.scheduler),
                          opts.data_dir.empty() ? "(none)" : opts.data_dir);
   return rt;
 }

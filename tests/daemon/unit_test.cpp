@@ -102,12 +102,145 @@ TEST(Config, OverridesParseByType) {
   ASSERT_TRUE(apply_override(c, "server.threads", "12").ok());
   EXPECT_EQ(c.server.threads, 12);
   ASSERT_TRUE(apply_override(c, "runtime.scheduler", "fair").ok());
-  EXPECT_EQ(c.runtime.scheduler, "fair");
+  EXPECT_EQ(c.runtime.scheduler, pipelines::SchedPolicy::kFair);
   Status st = apply_override(c, "server.threads", "12x");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("server.threads: expected integer, got '12x'"), std::string::npos);
   st = apply_override(c, "nope.key", "1");
   EXPECT_NE(st.message().find("nope.key: unknown config key"), std::string::npos);
+}
+
+// Enum-valued keys are parsed when the config is read, by the enum's one name table: a bad name
+// is refused at --set (and in a file) with the key and the choices, --print-config prints the
+// names the runtime gets, and every name of every table is accepted.
+struct EnumKeyCase {
+  const char* key;
+  const char* good;     // a non-default name
+  const char* choices;  // as the error lists them
+};
+const EnumKeyCase kEnumKeys[] = {
+    {"log_level", "debug", "trace | debug | info | warn | error | off"},
+    {"runtime.weights", "q8", "auto | f32 | bf16 | f16 | q8"},
+    {"runtime.kv_dtype", "bf16", "f32 | bf16 | int8"},
+    {"runtime.scheduler", "fair", "fcfs | sjf | mlfq | fair"},
+    {"runtime.eviction", "lru", "pgdsf | lru | lfu | gdsf"},
+    {"runtime.preemption", "recompute", "swap | recompute"},
+    {"runtime.sp_partition", "striped", "zigzag | contiguous | striped"},
+    {"runtime.sp_transport", "nccl", "host | nccl"},
+    {"runtime.embedder", "model", "hashing | model"},
+};
+
+TEST(Config, EveryEnumKeyRejectsABadNameAtSet) {
+  for (const EnumKeyCase& k : kEnumKeys) {
+    SCOPED_TRACE(k.key);
+    DaemonConfig c;
+    Status st = apply_override(c, k.key, "fp8");
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(st.message(), std::string(k.key) + " must be one of " + k.choices + "; got 'fp8'");
+    EXPECT_EQ(to_toml(c), to_toml(DaemonConfig{}));  // nothing half-applied
+    // The same key in a file: the same message, after the file's name.
+    const std::string key(k.key);
+    const size_t dot = key.find('.');
+    const std::string text = dot == std::string::npos ? key + " = \"fp8\"\n"
+                                                      : "[" + key.substr(0, dot) + "]\n" + key.substr(dot + 1) + " = \"fp8\"\n";
+    st = apply_toml(c, text, "x.toml");
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.message(), "x.toml: " + std::string(k.key) + " must be one of " + k.choices + "; got 'fp8'");
+    const std::string wrong_type = dot == std::string::npos ? key + " = 3\n" : "[" + key.substr(0, dot) + "]\n" + key.substr(dot + 1) + " = 3\n";
+    st = apply_toml(c, wrong_type, "x.toml");
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(std::string(k.key) + ": expected a string (" + k.choices + "), got integer"), std::string::npos)
+        << st.message();
+  }
+}
+
+TEST(Config, EveryEnumNameIsAcceptedAndPrintedBack) {
+  for (const EnumKeyCase& k : kEnumKeys) {
+    SCOPED_TRACE(k.key);
+    std::string choices = k.choices;
+    for (size_t b = 0; b < choices.size();) {
+      size_t e = choices.find(" | ", b);
+      const std::string name = choices.substr(b, e == std::string::npos ? std::string::npos : e - b);
+      DaemonConfig c;
+      Status st = apply_override(c, k.key, name);
+      ASSERT_TRUE(st.ok()) << name << ": " << st.to_string();
+      const std::string key(k.key), leaf = key.substr(key.find('.') + 1);
+      EXPECT_NE(to_toml(c).find("\n" + leaf + " = \"" + name + "\"\n"), std::string::npos) << name;
+      DaemonConfig again;
+      ASSERT_TRUE(apply_toml(again, to_toml(c, true)).ok());
+      EXPECT_EQ(to_toml(again, true), to_toml(c, true));
+      if (e == std::string::npos) break;
+      b = e + 3;
+    }
+  }
+  DaemonConfig c;
+  ASSERT_TRUE(apply_override(c, "runtime.kv_dtype", "int8").ok());
+  EXPECT_EQ(c.runtime.kv_dtype, kernels::KvDtype::kInt8);
+  ASSERT_TRUE(apply_override(c, "runtime.weights", "bf16").ok());
+  EXPECT_EQ(c.runtime.weights, engine::WeightFormat::kBF16);
+  ASSERT_TRUE(apply_override(c, "runtime.eviction", "gdsf").ok());
+  EXPECT_EQ(c.runtime.eviction, kvstore::EvictionPolicy::kGdsf);
+  ASSERT_TRUE(apply_override(c, "runtime.sp_partition", "contiguous").ok());
+  EXPECT_EQ(c.runtime.sp_partition, seqparallel::PartitionKind::kContiguous);
+  // The printed comment lists the choices from the same table.
+  EXPECT_NE(to_toml(c).find(": f32 | bf16 | int8\nkv_dtype = \"int8\"\n"), std::string::npos) << to_toml(c);
+}
+
+// daemon::validate runs the runtime's own check (RuntimeOptions::validate, what open_runtime runs):
+// what --print-config accepts the runtime accepts, and a refusal reads the same in both places.
+TEST(Config, ValidateIsTheRuntimesCheck) {
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"runtime.sp_workers", "0", "runtime.sp_workers: must be > 0, got 0"},
+      {"runtime.sp_threshold_tokens", "0", "runtime.sp_threshold_tokens: must be > 0, got 0"},
+      {"runtime.sp_chunk_tokens", "-1", "runtime.sp_chunk_tokens: must be >= 0, got -1"},
+      {"runtime.device", "gpu", "runtime: device must be \"cpu\", \"cuda\" or \"cuda:N\" (N a device index); got 'gpu'"},
+      {"runtime.device", "cuda:x", "runtime: device must be \"cpu\", \"cuda\" or \"cuda:N\" (N a device index); got 'cuda:x'"},
+      {"runtime.tenant_share_percent", "101", "runtime.tenant_share_percent must be in [1, 100], got 101"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.key);
+    DaemonConfig c;
+    ASSERT_TRUE(apply_override(c, k.key, k.value).ok());
+    Status st = validate(c);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.message(), k.message);
+    EXPECT_EQ(st.message(), c.runtime.validate().message());
+  }
+  DaemonConfig c;
+  ASSERT_TRUE(apply_override(c, "runtime.sp_workers", "4").ok());
+  ASSERT_TRUE(apply_override(c, "runtime.device", "cuda:1").ok());  // syntax fine; SP is CPU-only
+  Status st = validate(c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("sequence parallelism runs on the CPU backend"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message(), c.runtime.validate().message());
+  ASSERT_TRUE(apply_override(c, "runtime.sp_workers", "1").ok());
+  EXPECT_TRUE(validate(c).ok());  // cuda:1 parses; whether the build has CUDA is the engine's check
+  c.runtime.kv_dtype = static_cast<kernels::KvDtype>(1);  // f16's reserved code: no name parses to it
+  st = validate(c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("runtime.kv_dtype"), std::string::npos) << st.message();
+}
+
+// runtime.index_spec never had an effect (the corpus keeps the index it was built with): naming it
+// is an error that says so and what to use, in a file and at --set; it is not printed.
+TEST(Config, RemovedKeyIsAnErrorThatSaysWhatToUse) {
+  DaemonConfig c;
+  Status st = apply_toml(c, "[runtime]\nindex_spec = \"Flat\"\n", "old.toml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("old.toml: runtime.index_spec: removed"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("ragctl ingest --index"), std::string::npos) << st.message();
+  st = apply_override(c, "runtime.index_spec", "IVF1024,Flat");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("runtime.index_spec: removed"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("ragctl ingest --index"), std::string::npos) << st.message();
+  EXPECT_EQ(to_toml(DaemonConfig{}).find("index_spec"), std::string::npos);
+  for (const auto& k : config_keys()) EXPECT_NE(k, "runtime.index_spec");
 }
 
 TEST(Config, BadAuthKeysTable) {

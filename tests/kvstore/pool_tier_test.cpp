@@ -46,7 +46,7 @@ std::unique_ptr<KvStore> open_store(KvPool* pool, const std::string& eviction = 
   o.hbm_bytes = pool->bytes();
   o.dram_bytes = dram;
   o.ssd_dir = ssd;
-  o.eviction = eviction;
+  o.eviction = *parse_eviction_policy(eviction);
   auto r = KvStore::open(o, format_of(pool->layout()));
   RAGD_CHECK(r.ok()) << r.status().to_string();
   return std::move(r).value();
@@ -284,7 +284,7 @@ TEST(PoolTier, Bf16PoolKvRoundTripsExactlyThroughBf16Segments) {
   o.hbm_bytes = pool->bytes();
   o.dram_bytes = 64ull << 20;
   o.ssd_dir = dir.str();
-  o.eviction = "lru";
+  o.eviction = EvictionPolicy::kLru;
   auto store = std::move(KvStore::open(o, f)).value();
   // Values that bf16 cannot hold exactly: the pool rounds them, the tiers must not round again.
   const int n = 13;

@@ -277,7 +277,7 @@ TEST(SsdTier, DiskFullDisablesTierAndServingGoesOn) {
   TempDir dir;
   auto faults = std::make_shared<SsdFaults>();
   Options o;
-  o.eviction = "lru";
+  o.eviction = EvictionPolicy::kLru;
   const uint64_t seg = segment_header_size(2) + f.bytes_per_token() * 9;
   o.hbm_bytes = seg * 2;
   o.dram_bytes = seg * 2;
@@ -342,7 +342,7 @@ TEST(SsdTier, CapacityEvictsAndIsEnforcedAgainAfterReopen) {
   TempDir dir;
   const uint64_t seg = segment_header_size(2) + f.bytes_per_token() * 9;
   Options o = ssd_only(dir.sub("ssd"));
-  o.eviction = "lru";
+  o.eviction = EvictionPolicy::kLru;
   o.ssd_bytes = seg * 4;
   {
     auto store = open_store(o, f);

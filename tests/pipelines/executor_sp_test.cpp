@@ -51,7 +51,7 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
       o.data_dir = "";
       o.sp_workers = workers;
       o.sp_threshold_tokens = 256;
-      o.sp_partition = kind;
+      o.sp_partition = *seqparallel::parse_partition(kind);
       o.sp_chunk_tokens = workers == 3 ? 50 : 0;  // chunked ring prefill (the rank 0 setting reaches every worker)
       Runtime rt = open(o, false);
       const std::string what = std::to_string(workers) + " workers, " + kind + (o.sp_chunk_tokens ? ", chunks of 50" : "");
@@ -75,11 +75,11 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   RuntimeOptions bad = options(data2);
   bad.data_dir = "";
   bad.sp_workers = 2;
-  bad.sp_partition = "spiral";
+  bad.sp_partition = static_cast<seqparallel::PartitionKind>(9);  // no name parses to it; only a cast
   auto r = open_runtime(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sp_partition"), std::string::npos) << r.status().to_string();
-  bad.sp_partition = "zigzag";
+  bad.sp_partition = seqparallel::PartitionKind::kZigzag;
   bad.sp_chunk_tokens = -1;
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());
@@ -91,19 +91,19 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   EXPECT_NE(r.status().message().find("sequence parallelism runs on the CPU backend"), std::string::npos)
       << r.status().to_string();
   bad.device = "cpu";
-  bad.sp_transport = "pigeon";
+  bad.sp_transport = static_cast<seqparallel::SpTransport>(9);
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sp_transport"), std::string::npos) << r.status().to_string();
-  bad.sp_transport = "host";
+  bad.sp_transport = seqparallel::SpTransport::kHost;
   if (!seqparallel::nccl_available().ok()) {
     // Asked for NCCL where it cannot run: refused with the reason, no worker left waiting.
-    bad.sp_transport = "nccl";
+    bad.sp_transport = seqparallel::SpTransport::kNccl;
     r = open_runtime(bad);
     ASSERT_FALSE(r.ok());
     const std::string m = r.status().message();
     EXPECT_TRUE(m.find("NCCL") != std::string::npos || m.find("CUDA") != std::string::npos) << m;
-    bad.sp_transport = "host";
+    bad.sp_transport = seqparallel::SpTransport::kHost;
   }
   bad.sp_workers = 0;
   r = open_runtime(bad);

@@ -84,7 +84,7 @@ TEST_F(IterativeTest, ForcedRollbacksAtEveryBoundaryKeepTheSequentialOutput) {
   RuntimeOptions o = options(data);
   std::mutex mu;
   std::set<int> force;  // boundaries to force wrong; -1 = all
-  o.force_misspeculation = [&](const std::string&, int b) {
+  o.test_hooks.force_misspeculation = [&](const std::string&, int b) {
     std::lock_guard<std::mutex> lk(mu);
     return force.count(b) > 0 || force.count(-1) > 0;
   };

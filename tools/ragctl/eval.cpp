@@ -32,6 +32,7 @@
 #include <simdjson.h>
 
 #include "command.h"
+#include "enum_option.h"
 #include "eval_score.h"
 #include "ragd/common/json_writer.h"
 #include "ragd/common/status.h"
@@ -133,8 +134,8 @@ struct Args {
   std::string questions, model, data, url, api_key = default_api_key(), pipeline = "default", json;
   std::string reuse = "none", context = "retrieved", pipelines_dir, overlap;
   int max_tokens = 16, limit = 0, threads = 0, top_k = -1, retrieval_interval = 0;
-  std::string weights = "auto";  // weights in memory (local mode)
-  std::string kv_dtype = "f32";  // KV pool storage (local mode)
+  engine::WeightFormat weights = pipelines::RuntimeOptions{}.weights;  // weights in memory (local mode)
+  kernels::KvDtype kv_dtype = pipelines::RuntimeOptions{}.kv_dtype;    // KV pool storage (local mode)
   bool no_blend_check = false;
 };
 
@@ -413,9 +414,8 @@ Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on que
                    sub.add_option("--limit", a->limit, "first N questions only");
                    sub.add_option("--top-k", a->top_k, "passages per prompt (default: the pipeline's)");
                    sub.add_option("--threads", a->threads, "engine threads in local mode (0 = all cores)");
-                   sub.add_option("--weights", a->weights,
-                                  "weights in memory in local mode: auto | f32 | bf16 | f16 | q8 (default auto)");
-                   sub.add_option("--kv-dtype", a->kv_dtype, "KV pool storage in local mode: f32 | bf16 | int8 (default f32)");
+                   add_enum_option(sub, "--weights", &a->weights, "weights in memory in local mode");
+                   add_enum_option(sub, "--kv-dtype", &a->kv_dtype, "KV pool storage in local mode");
                    sub.add_option("--json", a->json, "write per-question results and summaries to this file");
                    sub.add_option("--pipelines", a->pipelines_dir, "pipeline spec directory (local mode)");
                    sub.add_option("--overlap", a->overlap,

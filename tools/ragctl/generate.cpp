@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "command.h"
+#include "enum_option.h"
 #include "ragd/common/json_writer.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/sampler.h"
@@ -44,8 +45,8 @@ struct Args {
   bool json = false;
   std::vector<std::string> stop;  // stop strings: generation ends at the first; it is not printed
   std::string device = "cpu";
-  std::string weights = "auto";
-  std::string kv_dtype = "f32";
+  WeightFormat weights = ModelOptions{}.weights;
+  kernels::KvDtype kv_dtype = ModelOptions{}.kv_dtype;
   bool verbose = false;
   int threads = 0;
   double kv_mb = 0;  // 0: enough for prompt + max_tokens
@@ -120,12 +121,8 @@ Status run(const Args& a) {
   ModelOptions mo;
   mo.device = a.device;
   mo.num_threads = a.threads;
-  auto wf = parse_weight_format(a.weights);
-  if (!wf.ok()) return wf.status().with_context("--weights");
-  mo.weights = *wf;
-  auto kd = kernels::parse_kv_dtype(a.kv_dtype);
-  if (!kd.ok()) return kd.status().with_context("--kv-dtype");
-  mo.kv_dtype = *kd;
+  mo.weights = a.weights;
+  mo.kv_dtype = a.kv_dtype;
   const size_t per_token = kv_layout(cfg, mo).token_bytes();
   const size_t need = per_token * (prompt.size() + max_new + 2 * mo.kv_block_size);
   mo.kv_pool_bytes = a.kv_mb > 0 ? static_cast<size_t>(a.kv_mb * 1024 * 1024) : need;
@@ -255,9 +252,8 @@ Registration reg("generate", "run one prompt through the engine and print the co
                    sub.add_flag("--json", a->json, "print one JSON object with ids, text and logprobs");
                    sub.add_option("--device", a->device, "cpu or cuda:N (default cpu)");
                    sub.add_option("--threads", a->threads, "CPU threads (default: all cores)");
-                   sub.add_option("--weights", a->weights,
-                                  "weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8 (default auto)");
-                   sub.add_option("--kv-dtype", a->kv_dtype, "KV pool storage: f32 | bf16 | int8 (default f32)");
+                   add_enum_option(sub, "--weights", &a->weights, "weights in memory (auto = the checkpoint's dtype)");
+                   add_enum_option(sub, "--kv-dtype", &a->kv_dtype, "KV pool storage");
                    sub.add_flag("--verbose", a->verbose, "also print the weight format, KV dtype, load time and resident memory");
                    sub.add_option("--kv-mb", a->kv_mb, "KV pool size in MiB (default: what the request needs)");
                    return [a]() -> int {

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "enum_option.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
@@ -29,7 +30,7 @@ struct PlanArgs {
   int64_t tokens = 0;
   std::string workers = "1,2,4,8";
   int threads = 1;
-  std::string kv_dtype = "f32";
+  kernels::KvDtype kv_dtype = engine::ModelOptions{}.kv_dtype;
   std::string rates_file;
   bool json = false;
 };
@@ -55,11 +56,6 @@ int run_plan(const PlanArgs& a) {
     std::fprintf(stderr, "ragctl plan: --tokens must be in [1, 2^31 - 1], got %lld\n", static_cast<long long>(a.tokens));
     return 2;
   }
-  auto kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
-  if (!kv_dtype.ok()) {
-    std::fprintf(stderr, "ragctl plan: --kv-dtype: %s\n", kv_dtype.status().message().c_str());
-    return 2;
-  }
   if (a.model.empty() == a.preset.empty()) {
     std::fprintf(stderr, "ragctl plan: give one of --model DIR and --preset NAME\n");
     return 2;
@@ -69,7 +65,7 @@ int run_plan(const PlanArgs& a) {
     return 2;
   }
   engine::ModelOptions o;
-  o.kv_dtype = *kv_dtype;
+  o.kv_dtype = a.kv_dtype;
   o.num_threads = a.threads;
   o.kv_pool_bytes = 256u << 20;  // room for the calibration's 32k-token context of small models
   engine::ModelConfig cfg;
@@ -123,7 +119,7 @@ int run_plan(const PlanArgs& a) {
   } else {
     std::printf("model %s: %d layers, hidden %d, %d/%d heads x %d; KV %s, %zu bytes per token\n", (a.model.empty() ? a.preset : a.model).c_str(),
                 cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                a.kv_dtype.c_str(), per_token_layer * cfg.num_hidden_layers);
+                std::string(kernels::kv_dtype_name(a.kv_dtype)).c_str(), per_token_layer * cfg.num_hidden_layers);
     std::printf("%s: %s\n\n", a.rates_file.empty() ? "measured here" : "rates", rates.describe().c_str());
     std::printf("%lld tokens | KV per worker | prefill PFLOP | prefill (predicted) | of which ring, exposed | "
                 "compute efficiency | decode per token\n",
@@ -156,7 +152,7 @@ Registration reg("plan", "predict KV bytes, prefill and decode time of an N-toke
                    sub.add_option("--tokens", a->tokens, "prompt length in tokens")->required();
                    sub.add_option("--workers", a->workers, "comma-separated worker counts (default 1,2,4,8)");
                    sub.add_option("--threads", a->threads, "threads per worker for the calibration (default 1)");
-                   sub.add_option("--kv-dtype", a->kv_dtype, "KV storage: f32 (default), bf16 or int8");
+                   add_enum_option(sub, "--kv-dtype", &a->kv_dtype, "KV storage");
                    sub.add_option("--rates", a->rates_file,
                                   "kernel rates measured elsewhere (JSON, see seqparallel/perf_model.h) instead of "
                                   "calibrating here");

@@ -2,7 +2,11 @@
 // effective config printed back as TOML (`ragd --print-config`).
 //
 // Every option lives in one table of dotted keys ("server.listen", "runtime.max_running", ...)
-// that drives parsing, overrides and printing, so the three can never disagree.
+// that drives parsing, overrides and printing, so the three can never disagree. Enum-valued keys
+// (runtime.kv_dtype, runtime.scheduler, ...) are parsed into their enums right here, with the
+// enum's one name table: an unknown name is an error naming the key and the choices, and
+// --print-config prints the names the runtime will use. Removed keys (runtime.index_spec) are
+// errors that say what to use instead.
 // Precedence: built-in defaults < config file < flags.
 // Thread-safety: value types; the functions are pure.
 #pragma once
@@ -12,8 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "ragd/common/log.h"
 #include "ragd/common/status.h"
-#include "ragd/pipelines/runtime.h"
+#include "ragd/pipelines/runtime_options.h"
 
 namespace ragd::daemon {
 
@@ -64,7 +69,7 @@ struct DaemonConfig {
   pipelines::RuntimeOptions runtime;
   AuthOptions auth;
   LimitOptions limits;
-  std::string log_level = "info";  // trace | debug | info | warn | error | off
+  log::Level log_level = log::Level::kInfo;  // trace | debug | info | warn | error | off
 };
 
 // Parses TOML text on top of `cfg` (so defaults survive for absent keys). Unknown keys and wrong
@@ -77,7 +82,8 @@ struct DaemonConfig {
 // the key's type. Also used by the named flags (--listen, --model, ...).
 [[nodiscard]] Status apply_override(DaemonConfig& cfg, const std::string& key, const std::string& value);
 
-// Checks cross-field constraints (ranges, listen address). Names the key on failure. apply_toml
+// Checks cross-field constraints (ranges, listen address; the [runtime] table through
+// RuntimeOptions::validate, the check open_runtime runs). Names the key on failure. apply_toml
 // runs the checks one source can answer alone; call this on the whole config once flags (API keys
 // included) are applied: it also refuses server.metrics_require_key without any API key.
 [[nodiscard]] Status validate(const DaemonConfig& cfg);

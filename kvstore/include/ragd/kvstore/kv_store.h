@@ -79,7 +79,7 @@ struct Options {
   // ssd_max_pending_bytes, asynchronous on the writer), so a restart finds it. Default on.
   bool write_behind = true;
   std::string ssd_dir;                 // RocksDB directory; "" = no SSD tier
-  std::string eviction = "pgdsf";      // pgdsf | lru | lfu | gdsf
+  EvictionPolicy eviction = EvictionPolicy::kPgdsf;  // over every tier (eviction.h); default pgdsf
   int io_threads = 2;                  // transfer engine threads (loads)
   size_t io_queue = 4096;              // most queued loads; beyond it load() fails fast (recompute)
   bool tenant_isolation = false;       // tenant name joins every key

@@ -1,0 +1,115 @@
+// RuntimeOptions: the daemon's [runtime] table, typed. Every choice is an enum, parsed once where
+// the configuration is read (daemon/src/config.cpp: TOML, --set, flags; ragctl and benches from
+// their flags) with the enum's one name table (enum_names.h); the runtime never parses a string.
+// validate() is the one range check, run by the daemon's config validation and again by
+// open_runtime, so `ragd --print-config` refuses exactly what the runtime would refuse, with the
+// same message.
+//
+// The code of this header lives in ragd_pipelines_options, a small library the daemon's HTTP
+// layer links without linking the pipelines library.
+// Thread-safety: value type; the functions are pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "ragd/common/enum_names.h"
+#include "ragd/common/status.h"
+#include "ragd/engine/model.h"
+#include "ragd/kernels/kv_dtype.h"
+#include "ragd/kvstore/kv_store.h"
+#include "ragd/pipelines/blend_fidelity.h"
+#include "ragd/pipelines/scheduler.h"
+#include "ragd/seqparallel/partition.h"
+#include "ragd/seqparallel/sp_group.h"
+
+namespace ragd::pipelines {
+
+// How the corpus embeds text for search: the hashing embedder (no model; the corpus keeps the one
+// it was built with) or the serving model's mean hidden state.
+enum class EmbedderKind : uint8_t { kHashing, kModel };
+inline constexpr auto kEmbedderKindNames =
+    make_enum_names<EmbedderKind>("embedder", {{EmbedderKind::kHashing, "hashing"}, {EmbedderKind::kModel, "model"}});
+constexpr const auto& ragd_enum_names(EmbedderKind) { return kEmbedderKindNames; }
+static_assert(enum_names_valid(kEmbedderKindNames));
+
+// Hooks that tests and benchmarks set in code. Not configuration: no config key reaches them, and
+// production leaves them at their defaults.
+struct RuntimeTestHooks {
+  // Called on the scheduler thread with the run id and the boundary of every speculation of an
+  // iterative run; true makes its verification count it as wrong (a forced rollback).
+  std::function<bool(const std::string&, int)> force_misspeculation;
+  // Called on the scheduler thread with the run id just before a run's prompt KV is published
+  // (e.g. to block publication and check that the first token is already out).
+  std::function<void(const std::string&)> before_publish;
+  // A step's sampled rows are drawn on all cores once rows × vocabulary reach this many values
+  // (below, the thread start-up costs more than it saves); 0 forces it.
+  size_t parallel_sample_min_values = size_t{1} << 18;
+  // Added to every corpus search (ms): models a remote vector database in benchmarks. 0 = none.
+  double search_delay_ms = 0;
+};
+
+// Fields that configure a module take their defaults from that module's Options
+// (engine::ModelOptions, kvstore::Options, SchedulerOptions), so there is one set of defaults;
+// model_options() / kvstore_options() / scheduler_options() compose them back.
+struct RuntimeOptions {
+  std::string model_dir;             // HF model directory (config.json, *.safetensors, tokenizer.json)
+  std::string data_dir;              // document store, vector index, SSD KV tier live here
+  std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
+  std::string device = engine::ModelOptions{}.device;  // "cpu" | "cuda" | "cuda:N" (engine::parse_device_spec); cpu
+  // Weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8; default auto.
+  engine::WeightFormat weights = engine::ModelOptions{}.weights;
+  // KV pool storage: f32 | bf16 | int8 (kernels/kv_dtype.h); default f32.
+  kernels::KvDtype kv_dtype = engine::ModelOptions{}.kv_dtype;
+  SchedPolicy scheduler = SchedulerOptions{}.policy;           // fcfs | sjf | mlfq | fair; fcfs
+  int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
+  int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
+  int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
+  size_t kv_pool_bytes = engine::ModelOptions{}.kv_pool_bytes;  // in-engine KV pool = the HBM tier; 512 MiB
+  size_t dram_cache_bytes = kvstore::Options{}.dram_bytes;      // DRAM tier; 1 GiB
+  size_t ssd_cache_bytes = kvstore::Options{}.ssd_bytes;        // SSD tier (RocksDB in data_dir/kvcache); 8 GiB; 0 = off
+  kvstore::EvictionPolicy eviction = kvstore::Options{}.eviction;  // pgdsf | lru | lfu | gdsf, over every tier; pgdsf
+  PreemptMode preemption = SchedulerOptions{}.preemption;       // swap | recompute; swap
+  // Running slots one tenant may hold while other tenants have requests, in percent of
+  // max_running (SchedulerOptions::tenant_share; the fair scheduler uses an equal share); 1..100,
+  // default 75.
+  int tenant_share_percent = 75;
+  size_t swap_bytes = 512ull << 20;  // host memory for KV of swapped-out (preempted) requests; default 512 MiB
+  int kv_block_size = engine::ModelOptions{}.kv_block_size;     // tokens per in-engine KV block; 16
+  bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
+  int retrieval_threads = 4;
+  // Retrieval threads one tenant's work (searches, reranking) may hold at once; 0 = half of
+  // retrieval_threads (at least 1), so that one tenant's backlog never holds them all.
+  int retrieval_threads_per_tenant = 0;
+  int num_threads = 0;               // engine compute threads; 0 = all cores
+  // Sequence parallelism: prompts of at least sp_threshold_tokens are split across sp_workers
+  // in-process workers (ring-attention prefill, sharded decode; each worker loads the model and
+  // has its own kv_pool_bytes). 1 = off. A long request occupies every worker while it runs.
+  int sp_workers = 1;
+  int sp_threshold_tokens = 16384;
+  // Ring prefill in steps of about this many tokens per worker (bounds activations; earlier steps'
+  // KV travels again); 0 = the whole shard in one step.
+  int sp_chunk_tokens = 0;
+  seqparallel::PartitionKind sp_partition = seqparallel::PartitionKind::kZigzag;  // zigzag | contiguous | striped
+  seqparallel::SpTransport sp_transport = seqparallel::SpTransport::kHost;  // host (threads / MPI) | nccl (a GPU per worker)
+  EmbedderKind embedder = EmbedderKind::kHashing;  // hashing | model; hashing
+  int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
+  int chunk_tokens = 256;            // tokens per document chunk at ingest; default 256
+  BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
+  RuntimeTestHooks test_hooks;       // tests and benchmarks only (see RuntimeTestHooks)
+
+  // Every range and cross-field check, InvalidArgument naming the config key:
+  // "runtime.sp_workers must be >= 1, got 0". An enum field holding a value outside its table (a
+  // cast) is named too.
+  Status validate() const;
+  // The parts for each module; each runs validate() first.
+  Result<engine::ModelOptions> model_options() const;
+  Result<SchedulerOptions> scheduler_options() const;
+  // The KV tiers: the pool's share (all of it unless hbm_cache is off), DRAM, and SSD under
+  // data_dir/kvcache when there is a data dir; write-behind to SSD on. The caller sets `pool`.
+  kvstore::Options kvstore_options() const;
+};
+
+}  // namespace ragd::pipelines
