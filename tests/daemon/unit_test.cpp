@@ -1,10 +1,13 @@
 // Config, JSON writer, metrics registry, URL and SSE parsing.
 #include <fstream>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/daemon/client.h"
 #include "ragd/daemon/config.h"
 #include "ragd/common/json_writer.h"
 #include "ragd/daemon/metrics.h"
+#include "ragd/kernels/cpu_features.h"
+#include "ragd/kernels/weight_matrix.h"
 #include "test_util.h"
 
 namespace ragd::testing {
@@ -241,6 +244,52 @@ TEST(Config, RemovedKeyIsAnErrorThatSaysWhatToUse) {
   EXPECT_NE(st.message().find("ragctl ingest --index"), std::string::npos) << st.message();
   EXPECT_EQ(to_toml(DaemonConfig{}).find("index_spec"), std::string::npos);
   for (const auto& k : config_keys()) EXPECT_NE(k, "runtime.index_spec");
+}
+
+// Every enum table the configuration, pipeline specs and requests parse with: each name parses to
+// its value and back, and an unknown name is refused listing exactly the canonical names.
+template <typename E>
+void expect_table_round_trips() {
+  SCOPED_TRACE(std::string(enum_what<E>()));
+  const std::vector<E> values = enum_values<E>();
+  ASSERT_FALSE(values.empty());
+  std::string listed;
+  for (E v : values) {
+    const std::string_view name = enum_name(v);
+    ASSERT_NE(name, "?");
+    auto back = parse_enum<E>(name);
+    ASSERT_TRUE(back.ok()) << name;
+    EXPECT_EQ(*back, v) << name;
+    listed += (listed.empty() ? "" : " | ") + std::string(name);
+  }
+  EXPECT_EQ(enum_choices<E>(), listed);
+  auto bad = parse_enum<E>("no-such-name");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), std::string(enum_what<E>()) + " must be one of " + listed + "; got 'no-such-name'");
+}
+
+TEST(EnumTables, EveryNameRoundTripsAndUnknownNamesListTheChoices) {
+  expect_table_round_trips<kernels::KvDtype>();
+  expect_table_round_trips<kernels::WeightType>();
+  expect_table_round_trips<kernels::CpuLevel>();
+  expect_table_round_trips<engine::WeightFormat>();
+  expect_table_round_trips<engine::DeviceKind>();
+  expect_table_round_trips<engine::ChatTemplate>();
+  expect_table_round_trips<engine::DType>();
+  expect_table_round_trips<engine::Architecture>();
+  expect_table_round_trips<kvstore::EvictionPolicy>();
+  expect_table_round_trips<kvstore::Tier>();
+  expect_table_round_trips<seqparallel::PartitionKind>();
+  expect_table_round_trips<seqparallel::SpTransport>();
+  expect_table_round_trips<pipelines::SchedPolicy>();
+  expect_table_round_trips<pipelines::PreemptMode>();
+  expect_table_round_trips<pipelines::ReuseMode>();
+  expect_table_round_trips<pipelines::RetrievalOverlap>();
+  expect_table_round_trips<pipelines::EmbedderKind>();
+  expect_table_round_trips<log::Level>();
+  // The request table (run_params.h) lists these choices in its own rows and 400 messages.
+  EXPECT_EQ(enum_choices<pipelines::ReuseMode>(), "none | prefix | knowledge_tree | cacheblend | epic");
+  EXPECT_EQ(enum_choices<pipelines::RetrievalOverlap>(), "none | piperag | speculative | both");
 }
 
 TEST(Config, BadAuthKeysTable) {
