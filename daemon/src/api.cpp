@@ -5,37 +5,40 @@
 
 namespace ragd::daemon {
 
-ApiImpl::ApiImpl(const DaemonConfig& cfg)
-    : cfg_(cfg), blocking_(2, 256, "ragd-blocking"), limiter_(cfg.limits) {
-  std::random_device rd;
-  id_prefix_ = (static_cast<uint64_t>(rd()) << 16 ^ rd()) & 0xffffffull;
-  created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  http_requests_ = &reg_.counter("ragd_http_requests_total", "HTTP requests by route, method and status", {"route", "method", "status"});
-  ttft_ = &reg_.histogram("ragd_time_to_first_token_seconds", "Time from request arrival to the first generated token", {}, token_latency_buckets());
-  tpot_ = &reg_.histogram("ragd_time_per_output_token_seconds", "Mean time per output token after the first, per request", {}, token_latency_buckets());
-  itl_ = &reg_.histogram("ragd_inter_token_latency_seconds", "Time between consecutive tokens of a request", {}, token_latency_buckets());
-  e2e_ = &reg_.histogram("ragd_e2e_request_latency_seconds", "Request latency from arrival to done or error", {}, request_latency_buckets());
-  queue_time_ = &reg_.histogram("ragd_request_queue_time_seconds", "Time a run waited in the executor queue", {}, request_latency_buckets());
-  prompt_tokens_ = &reg_.counter("ragd_prompt_tokens_total", "Prompt tokens of finished runs");
-  generated_tokens_ = &reg_.counter("ragd_generation_tokens_total", "Generated tokens of finished runs");
+ServingMetrics::ServingMetrics(MetricsRegistry& reg) {
+  http_requests = &reg.counter("ragd_http_requests_total", "HTTP requests by route, method and status", {"route", "method", "status"});
+  ttft = &reg.histogram("ragd_time_to_first_token_seconds", "Time from request arrival to the first generated token", {}, token_latency_buckets());
+  tpot = &reg.histogram("ragd_time_per_output_token_seconds", "Mean time per output token after the first, per request", {}, token_latency_buckets());
+  itl = &reg.histogram("ragd_inter_token_latency_seconds", "Time between consecutive tokens of a request", {}, token_latency_buckets());
+  e2e = &reg.histogram("ragd_e2e_request_latency_seconds", "Request latency from arrival to done or error", {}, request_latency_buckets());
+  queue_time = &reg.histogram("ragd_request_queue_time_seconds", "Time a run waited in the executor queue", {}, request_latency_buckets());
+  prompt_tokens = &reg.counter("ragd_prompt_tokens_total", "Prompt tokens of finished runs");
+  generated_tokens = &reg.counter("ragd_generation_tokens_total", "Generated tokens of finished runs");
   // Restricted (operators only, as /v1/cache/stats' executor view): what the KV cache holds and
   // serves. Hits and reuse move when anyone's request reuses KV, so a tenant watching them would
   // learn what others asked.
-  reused_tokens_ = &reg_.counter("ragd_reused_tokens_total", "Prompt tokens served from cached KV, by tier", {"tier"}).restrict();
-  recomputed_tokens_ = &reg_.counter("ragd_recomputed_tokens_total", "Prompt tokens whose KV was computed").restrict();
-  blend_runs_ = &reg_.counter("ragd_blend_runs_total", "Runs of the approximate reuse modes, by mode and outcome (blended | exact)", {"mode", "outcome"}).restrict();
-  blended_tokens_ = &reg_.counter("ragd_blended_tokens_total", "Reused document tokens placed by CacheBlend / EPIC, by mode", {"mode"}).restrict();
-  repaired_tokens_ = &reg_.counter("ragd_blend_repaired_tokens_total", "Placed tokens recomputed by the blend repair step, by mode", {"mode"}).restrict();
-  runs_total_ = &reg_.counter("ragd_runs_total", "Finished runs by route and finish reason", {"route", "finish_reason"});
-  running_g_ = &reg_.gauge("ragd_requests_running", "Runs in the scheduler's running batch (being prefilled or decoded)");
-  waiting_g_ = &reg_.gauge("ragd_requests_waiting",
+  reused_tokens = &reg.counter("ragd_reused_tokens_total", "Prompt tokens served from cached KV, by tier", {"tier"}).restrict();
+  recomputed_tokens = &reg.counter("ragd_recomputed_tokens_total", "Prompt tokens whose KV was computed").restrict();
+  blend_runs = &reg.counter("ragd_blend_runs_total", "Runs of the approximate reuse modes, by mode and outcome (blended | exact)", {"mode", "outcome"}).restrict();
+  blended_tokens = &reg.counter("ragd_blended_tokens_total", "Reused document tokens placed by CacheBlend / EPIC, by mode", {"mode"}).restrict();
+  repaired_tokens = &reg.counter("ragd_blend_repaired_tokens_total", "Placed tokens recomputed by the blend repair step, by mode", {"mode"}).restrict();
+  runs_total = &reg.counter("ragd_runs_total", "Finished runs by route and finish reason", {"route", "finish_reason"});
+  running = &reg.gauge("ragd_requests_running", "Runs in the scheduler's running batch (being prefilled or decoded)");
+  waiting = &reg.gauge("ragd_requests_waiting",
                            "Submitted runs not in the running batch: in retrieval or prompt building, loading KV, "
                            "waiting for admission, or preempted");
-  kv_bytes_g_ = &reg_.gauge("ragd_kv_cache_bytes", "KV bytes held per tier", {"tier"}).restrict();
-  cache_hits_ = &reg_.gauge("ragd_kv_cache_hits", "KV cache hits per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
-  cache_misses_ = &reg_.gauge("ragd_kv_cache_misses", "KV cache misses per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
-  executor_stat_g_ = &reg_.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"}).restrict();
-  ready_g_ = &reg_.gauge("ragd_ready", "1 when the runtime is loaded and serving");
+  kv_bytes = &reg.gauge("ragd_kv_cache_bytes", "KV bytes held per tier", {"tier"}).restrict();
+  cache_hits = &reg.gauge("ragd_kv_cache_hits", "KV cache hits per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
+  cache_misses = &reg.gauge("ragd_kv_cache_misses", "KV cache misses per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
+  executor_stat = &reg.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"}).restrict();
+  ready = &reg.gauge("ragd_ready", "1 when the runtime is loaded and serving");
+}
+
+ApiImpl::ApiImpl(const DaemonConfig& cfg)
+    : cfg_(cfg), metrics_(reg_), blocking_(2, 256, "ragd-blocking"), limiter_(cfg.limits) {
+  std::random_device rd;
+  id_prefix_ = (static_cast<uint64_t>(rd()) << 16 ^ rd()) & 0xffffffull;
+  created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 ApiImpl::~ApiImpl() { blocking_.stop(); }

@@ -35,6 +35,7 @@
 #include "ragd/common/thread_pool.h"
 #include "ragd/daemon/api.h"
 #include "ragd/daemon/metrics.h"
+#include "serving_metrics.h"
 #include "tenant_limiter.h"
 
 namespace ragd::daemon {
@@ -152,30 +153,12 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   std::string cache_stats_json(const ReqCtx& ctx);
   std::string pipelines_json(const std::string& name, bool* found) const;  // name "" = the list
 
+ private:
+  friend class Api;  // the public facade installs the runtime and drains runs
+
   DaemonConfig cfg_;
   MetricsRegistry reg_;
-  MetricFamily* http_requests_;
-  MetricFamily* ttft_;
-  MetricFamily* tpot_;
-  MetricFamily* itl_;
-  MetricFamily* e2e_;
-  MetricFamily* queue_time_;
-  MetricFamily* prompt_tokens_;
-  MetricFamily* generated_tokens_;
-  MetricFamily* reused_tokens_;
-  MetricFamily* recomputed_tokens_;
-  MetricFamily* blend_runs_;
-  MetricFamily* blended_tokens_;
-  MetricFamily* repaired_tokens_;
-  MetricFamily* runs_total_;
-  MetricFamily* running_g_;
-  MetricFamily* waiting_g_;
-  MetricFamily* kv_bytes_g_;
-  MetricFamily* cache_hits_;
-  MetricFamily* cache_misses_;
-  MetricFamily* executor_stat_g_;
-  MetricFamily* connections_g_;
-  MetricFamily* ready_g_;
+  ServingMetrics metrics_;  // families registered in reg_ (after it)
 
   std::atomic<pipelines::Executor*> ex_{nullptr};
   std::atomic<pipelines::DocumentApi*> docs_{nullptr};

@@ -46,26 +46,26 @@ RunCounts run_counts(const pipelines::ExecutorStats& st) {
 
 std::string ApiImpl::render_metrics(bool full) {
   pipelines::Executor* ex = executor();
-  ready_g_->set({}, (ex && ex->ready() && !shutting_down_.load()) ? 1 : 0);
+  metrics_.ready->set({}, (ex && ex->ready() && !shutting_down_.load()) ? 1 : 0);
   if (!ex) {
-    running_g_->set({}, 0);
-    waiting_g_->set({}, 0);
+    metrics_.running->set({}, 0);
+    metrics_.waiting->set({}, 0);
   } else {
     const pipelines::ExecutorStats st = ex->stats();
     const RunCounts rc = run_counts(st);
-    running_g_->set({}, rc.running);
-    waiting_g_->set({}, rc.waiting);
+    metrics_.running->set({}, rc.running);
+    metrics_.waiting->set({}, rc.waiting);
     const std::string js = st.to_json();
     thread_local simdjson::dom::parser parser;
     simdjson::dom::element doc;
-    executor_stat_g_->clear();
+    metrics_.executor_stat->clear();
     if (!parser.parse(js.data(), js.size(), true).get(doc))
-      walk_numbers(doc, "", [&](const std::string& path, double v) { executor_stat_g_->set({path}, v); });
+      walk_numbers(doc, "", [&](const std::string& path, double v) { metrics_.executor_stat->set({path}, v); });
     static constexpr const char* kTiers[] = {"hbm", "dram", "ssd"};  // index = kvstore::Tier
     for (size_t t = 0; t < st.tiers.size(); ++t) {
-      kv_bytes_g_->set({kTiers[t]}, static_cast<double>(st.tiers[t].used_bytes));
-      cache_hits_->set({kTiers[t]}, static_cast<double>(st.tiers[t].hits));
-      cache_misses_->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
+      metrics_.kv_bytes->set({kTiers[t]}, static_cast<double>(st.tiers[t].used_bytes));
+      metrics_.cache_hits->set({kTiers[t]}, static_cast<double>(st.tiers[t].hits));
+      metrics_.cache_misses->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
     }
   }
   return reg_.render(full);

@@ -175,7 +175,7 @@ ApiError ApiImpl::require_ready() const {
 }
 
 HttpResponse ApiImpl::transport_error(int status, const std::string& code, const std::string& message) {
-  http_requests_->inc({"transport", "-", std::to_string(status)});
+  metrics_.http_requests->inc({"transport", "-", std::to_string(status)});
   log::daemon()->warn("transport rejected a request: {} {}", status, message);
   return error_response(status, code, message);
 }
@@ -192,7 +192,7 @@ void ApiImpl::handle(HttpRequest req, Responder respond_raw) {
   // error_response().
   Responder respond = [self = shared_from_this(), ctx, method, shown_method, shown_path, respond_raw](HttpResponse r) {
     r.headers.emplace_back("X-Request-Id", ctx->id);
-    self->http_requests_->inc({ctx->route, method_label(method), std::to_string(r.status)});
+    self->metrics_.http_requests->inc({ctx->route, method_label(method), std::to_string(r.status)});
     double ms = ms_since(ctx->t0);
     if (r.status >= 500) log::daemon()->error("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, shown_method, shown_path, r.status, ms, r.body);
     else if (r.status >= 400) log::daemon()->info("{} {} {} -> {} ({:.1f} ms) {}", ctx->id, shown_method, shown_path, r.status, ms, r.body);
@@ -247,14 +247,14 @@ std::shared_ptr<WsHandler> ApiImpl::open_ws(const HttpRequest& req, std::shared_
   auto rejected = [&](const ApiError& e) {
     *reject = to_response(e);
     reject->headers.emplace_back("X-Request-Id", ctx.id);
-    http_requests_->inc({ctx.route, "GET", std::to_string(e.status)});
+    metrics_.http_requests->inc({ctx.route, "GET", std::to_string(e.status)});
     log::daemon()->info("{} websocket {} rejected: {} {}", ctx.id, clip_input(req.path), e.status, e.message);
     return nullptr;
   };
   if (req.path != "/v1/stream") return rejected({404, "route_not_found", "no WebSocket endpoint at " + clip_input(req.path), "", {}});
   ApiError e = authenticate(req, &ctx, true);
   if (e.failed()) return rejected(e);
-  http_requests_->inc({ctx.route, "GET", "101"});
+  metrics_.http_requests->inc({ctx.route, "GET", "101"});
   log::daemon()->info("{} websocket opened from {} (tenant {})", ctx.id, req.remote, ctx.tenant);
   return make_ws_handler(std::move(ctx), std::move(out));
 }

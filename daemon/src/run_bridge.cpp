@@ -26,8 +26,8 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
   auto finish = [self, track](const std::string& reason) {
     if (track->finished) return;
     track->finished = true;
-    self->runs_total_->inc({track->route, reason});
-    self->e2e_->observe({}, ms_since(track->t0) / 1000.0);
+    self->metrics_.runs_total->inc({track->route, reason});
+    self->metrics_.e2e->observe({}, ms_since(track->t0) / 1000.0);
     {
       std::lock_guard<std::mutex> l(self->runs_mu_);
       self->runs_.erase(track->id);
@@ -42,9 +42,9 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
     if (ev.kind == RunEvent::Kind::kToken) {
       if (track->tokens == 0) {
         track->first_token = now;
-        self->ttft_->observe({}, std::chrono::duration<double>(now - track->t0).count());
+        self->metrics_.ttft->observe({}, std::chrono::duration<double>(now - track->t0).count());
       } else {
-        self->itl_->observe({}, std::chrono::duration<double>(now - track->last_token).count());
+        self->metrics_.itl->observe({}, std::chrono::duration<double>(now - track->last_token).count());
       }
       track->last_token = now;
       track->tokens++;
@@ -53,20 +53,20 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
     // client does next (read /metrics, start its next run) sees this run finished.
     if (ev.kind == RunEvent::Kind::kDone) {
       const auto& u = ev.usage;
-      self->prompt_tokens_->inc({}, u.prompt_tokens);
-      self->generated_tokens_->inc({}, u.completion_tokens);
-      self->reused_tokens_->inc({"hbm"}, u.reused_hbm);
-      self->reused_tokens_->inc({"dram"}, u.reused_dram);
-      self->reused_tokens_->inc({"ssd"}, u.reused_ssd);
-      self->recomputed_tokens_->inc({}, u.recomputed_tokens);
+      self->metrics_.prompt_tokens->inc({}, u.prompt_tokens);
+      self->metrics_.generated_tokens->inc({}, u.completion_tokens);
+      self->metrics_.reused_tokens->inc({"hbm"}, u.reused_hbm);
+      self->metrics_.reused_tokens->inc({"dram"}, u.reused_dram);
+      self->metrics_.reused_tokens->inc({"ssd"}, u.reused_ssd);
+      self->metrics_.recomputed_tokens->inc({}, u.recomputed_tokens);
       if (u.reuse == "cacheblend" || u.reuse == "epic") {
-        self->blend_runs_->inc({u.reuse, u.approximate ? "blended" : "exact"}, 1);
-        self->blended_tokens_->inc({u.reuse}, u.blended_tokens);
-        self->repaired_tokens_->inc({u.reuse}, u.repaired_tokens);
+        self->metrics_.blend_runs->inc({u.reuse, u.approximate ? "blended" : "exact"}, 1);
+        self->metrics_.blended_tokens->inc({u.reuse}, u.blended_tokens);
+        self->metrics_.repaired_tokens->inc({u.reuse}, u.repaired_tokens);
       }
-      self->queue_time_->observe({}, ev.timings.queue_ms / 1000.0);
+      self->metrics_.queue_time->observe({}, ev.timings.queue_ms / 1000.0);
       if (track->tokens > 1)
-        self->tpot_->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /
+        self->metrics_.tpot->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /
                                      (track->tokens - 1));
       log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{} (hbm/dram/ssd), {:.1f} ms, {}",
                           track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd,
