@@ -227,6 +227,63 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   hand_over(std::move(r));
 }
 
+void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
+#if RAGD_HAVE_RETRIEVAL
+  const auto t0 = Clock::now();
+  const retrieval::ReadScope scope = read_scope(*r);
+  SpeculativePrefill::Search s;
+  s.sid = r->sid;
+  s.t_submit = r->t_submit;
+  s.t_start = t0;
+  s.corpus = corpus_.get();
+  s.query = r->rr.query;
+  s.k = retrieval_k(*r);
+  s.nprobe = r->res.spec->nprobe;
+  s.scope = &scope;
+  s.delay_ms = opts_.test_hooks.search_delay_ms;
+  s.docs = [this](std::vector<retrieval::Hit>& hits, std::vector<Source>* ranked) {
+    rank_hits(hits);  // as search_passages ranks them
+    std::vector<ContextDoc> docs;
+    for (auto& h : hits) {
+      docs.push_back(context_doc(h));
+      if (ranked) ranked->push_back(docs.back().source);
+    }
+    sort_prompt_order(docs);
+    return docs;
+  };
+  s.start = [&](std::vector<ContextDoc> docs, std::unique_ptr<SpeculativePrefill> unit) {
+    PromptSegments p = rag_prompt(*r, docs);
+    r->prompt = p.flat();
+    r->path.assign(p.segs.begin(), p.segs.end() - 1);
+    r->spec_prefill = std::move(unit);
+    hand_over(std::move(r));
+  };
+  s.post = [this](SpeculativePrefill::Candidate c) {
+    std::lock_guard<std::mutex> lk(mu_);
+    candidates_.push_back(std::move(c));
+    cv_.notify_all();
+  };
+  std::optional<SpeculativePrefill::Plain> plain = SpeculativePrefill::search(s);
+  if (!plain) return;  // handed over on its first candidates
+  r->timings.retrieval_ms = ms_between(t0, Clock::now());
+  if (!plain->status.ok()) {
+    r->set_failure("retrieval", plain->status);
+  } else {
+    RunEvent ev;
+    ev.kind = RunEvent::Kind::kSources;
+    ev.sources = std::move(plain->sources);
+    if (!emit(*r, ev)) r->error = "cancelled";
+    PromptSegments p = rag_prompt(*r, plain->docs);
+    r->prompt = p.flat();
+    r->path.assign(p.segs.begin(), p.segs.end() - 1);
+  }
+  hand_over(std::move(r));
+#else
+  r->error = "this build has no retrieval module";
+  hand_over(std::move(r));
+#endif
+}
+
 Status ExecutorImpl::rerank(const Run& r, std::vector<ContextDoc>* ctx) {
   if (!reranker_) return Status::FailedPrecondition("pipeline '" + r.res.spec->name + "' reranks, but the runtime has no reranker");
   std::vector<std::vector<int32_t>> toks;
@@ -324,7 +381,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
     return;
   }
   schedule_run(q);
-  if (!spec_room && runs_.count(sid)) spec_hold(q, true);
+  if (q.spec_prefill && runs_.count(sid)) q.spec_prefill->on_scheduled(spec_room, *this);
 }
 
 void ExecutorImpl::schedule_run(Run& q) {
@@ -356,7 +413,7 @@ void ExecutorImpl::loop() {
     std::deque<std::unique_ptr<Run>> incoming;
     std::vector<std::string> cancels;
     std::deque<SearchDone> searches;
-    std::deque<PrefillCandidate> candidates;
+    std::deque<SpeculativePrefill::Candidate> candidates;
     bool loads = false, copies = false;
     if (!sched_->runnable()) store_->set_engine_busy(false);  // about to wait: copies may run
     {
@@ -389,7 +446,11 @@ void ExecutorImpl::loop() {
     // Background KV copies wait while model steps run.
     store_->set_engine_busy(sched_->runnable() || !incoming.empty());
     for (auto& d : searches) iter_search_done(std::move(d));
-    for (auto& c : candidates) apply_candidate(std::move(c));
+    for (auto& c : candidates) {
+      auto f = runs_.find(c.sid);
+      if (f == runs_.end() || !f->second->spec_prefill || !f->second->state) continue;  // finished meanwhile
+      f->second->spec_prefill->on_candidate(std::move(c), *this);
+    }
     if (copies) planner_->reclaim(0);  // frees finished copies' forks, evicts nothing
     if (loads || !loading_.empty()) admit_loaded();
     if (sched_->runnable()) step();
@@ -444,7 +505,7 @@ void ExecutorImpl::step() {
 
 bool ExecutorImpl::greedy_on_engine(const Run& r) const {
   // A prompt held for a speculative search keeps its logits for later.
-  return r.state->greedy_pick_suffices() && !(r.spec_prefill && !r.spec_prefill->confirmed);
+  return r.state->greedy_pick_suffices() && !(r.spec_prefill && r.spec_prefill->holds_first_token());
 }
 
 std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const StepPlan& plan,
@@ -461,7 +522,7 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
       continue;
     }
     Run& r = *f->second;
-    if (r.spec_prefill && !r.spec_prefill->confirmed) continue;
+    if (r.spec_prefill && r.spec_prefill->holds_first_token()) continue;
     rows.emplace_back(i, &*r.state);
   }
   // Each run's sampler, RNG and history are its own, so the rows are drawn on all cores when they
@@ -479,12 +540,8 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
 
 void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sampled,
                               const std::optional<engine::SampleResult>& pick) {
-  if (sampled && r.spec_prefill && !r.spec_prefill->confirmed) {
-    // The prompt rests on candidates of a search still running: keep the logits, wait for it.
-    r.spec_prefill->logits.emplace(logits.begin(), logits.end());
-    spec_hold(r, true);
-    return;
-  }
+  if (sampled && r.spec_prefill && r.spec_prefill->holds_first_token())
+    return r.spec_prefill->keep_first_token(logits, *this);
   // The token goes to the client first; then the prompt's new KV is published (copies to DRAM
   // and SSD take time that should not delay the first token); then a finished run ends.
   std::string reason = sampled ? on_sampled(r, logits, pick) : std::string();
@@ -516,6 +573,56 @@ std::string ExecutorImpl::on_sampled(Run& r, std::span<const float> logits,
   const bool keep = s.release([&](const RunEvent& ev) { return r.sink(ev); });
   if (!s.finish_reason().empty()) return s.finish_reason();
   return keep ? std::string() : std::string("cancelled");
+}
+
+Status ExecutorImpl::rebuild_prompt(Run& r, const std::vector<ContextDoc>& docs) {
+  RunState& s = *r.state;
+  std::vector<int32_t> prompt = rag_prompt(r, docs).flat();
+  const int max_pos = model_->config().max_position_embeddings;
+  if (max_pos > 0 && static_cast<int>(prompt.size()) + s.max_new_tokens() >= max_pos)
+    return Status::InvalidArgument("a context of " + std::to_string(prompt.size()) +
+                                   " tokens + max_tokens does not fit the model context of " + std::to_string(max_pos));
+  const std::vector<int32_t> old = s.tokens();
+  s.replace_prompt(std::move(prompt));
+  const auto& now = s.tokens();
+  size_t keep = 0;
+  while (keep < old.size() && keep < now.size() && old[keep] == now[keep]) ++keep;
+  if (sched_->contains(r.sid))
+    RAGD_RETURN_IF_ERROR(sched_->restart(r.sid, s.prompt_len(), s.generated(), static_cast<int>(keep), *kv_host_));
+  if (s.generated() == 0) r.usage.prompt_tokens = s.prompt_len();
+  r.prompt.assign(now.begin(), now.begin() + s.prompt_len());
+  // The reuse plan described the previous prompt: nothing of it is installed or published again.
+  ReusePlan& p = r.kv.reuse;
+  p.docs.clear();
+  p.ends.clear();
+  p.load.reset();
+  p.chunk_load.reset();
+  p.chunk_nodes.clear();
+  p.pin.release();
+  p.chunk_pin.release();
+  p.installed_nodes = 0;
+  p.published = true;
+  return Status::OK();
+}
+
+// SpeculativePrefill::RunLoop: the unit names runs that are in runs_ (it is called for them only).
+void ExecutorImpl::hold(uint64_t sid, bool on) { sched_->hold(sid, on); }
+
+Status ExecutorImpl::rebuild_prompt(uint64_t sid, const std::vector<ContextDoc>& docs) {
+  return rebuild_prompt(*runs_.at(sid), docs);
+}
+
+bool ExecutorImpl::release_sources(uint64_t sid, std::vector<Source> sources) {
+  Run& r = *runs_.at(sid);
+  RunEvent ev;
+  ev.kind = RunEvent::Kind::kSources;
+  ev.sources = std::move(sources);
+  r.state->push_event(std::move(ev));
+  return r.state->release([&](const RunEvent& e) { return r.sink(e); });
+}
+
+void ExecutorImpl::feed_first_token(uint64_t sid, std::span<const float> logits) {
+  after_feed(*runs_.at(sid), logits, true);
 }
 
 void ExecutorImpl::drop_run(Run& r) {
@@ -561,10 +668,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     r.usage.rolled_back_tokens = it.rolled_back;
     r.timings.search_wait_ms = r.timings.retrieval_ms + it.wait_ms;
   } else if (r.spec_prefill) {
-    if (r.spec_prefill->held) spec_hold(r, false);
-    r.usage.speculative_prefill = true;
-    r.usage.prefill_restarts = r.spec_prefill->restarts;
-    r.timings.search_wait_ms = r.spec_prefill->wait_ms;
+    r.spec_prefill->on_finish(*this, r.usage, r.timings);
   } else {
     r.timings.search_wait_ms = r.timings.retrieval_ms;
   }

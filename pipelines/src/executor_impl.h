@@ -4,6 +4,8 @@
 //   kv_host.*          the KvHost the scheduler drives: admit (reuse install), swap, preempt
 //   reuse_planner.*    lookup -> install -> publish, one strategy per reuse mode
 //   run_state.*        a run's generation state with checkpoints and the committed-token emitter
+//   speculative_prefill.*  speculative prefill of one-shot RAG runs: the staged search, candidates,
+//                      the held first token (SpeculativePrefill; the run loop is its RunLoop)
 //   executor_iterative.cpp  iterative RAG: searches during generation, context changes,
 //                      speculation, verification and rollback (iterative.h, iterative_state.h)
 //   executor_stats.cpp the typed stats snapshot
@@ -46,6 +48,7 @@
 #include "reuse_planner.h"
 #include "reranker.h"
 #include "run_state.h"
+#include "speculative_prefill.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
 #endif
@@ -61,7 +64,7 @@ inline double ms_between(std::chrono::steady_clock::time_point a, std::chrono::s
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-class ExecutorImpl final : public Executor {
+class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop {
  public:
   struct Deps {
     std::unique_ptr<engine::Model> model;
@@ -117,40 +120,26 @@ class ExecutorImpl final : public Executor {
     }
     std::unique_ptr<IterState> iter;  // iterative pipelines
     std::optional<Status> iter_failure;  // set by the iterative logic; the caller fails the run
-    // One-shot runs with speculative prefill (executor_spec_prefill.cpp): handed to the scheduler
-    // on the candidates of a search that is still running.
-    struct SpecPrefill {
-      bool confirmed = false;              // the final search result is in
-      std::vector<uint64_t> ids;           // the passages the prompt holds now (sorted chunk ids)
-      std::optional<std::vector<float>> logits;  // first-token logits computed before confirmation
-      bool held = false;
-      int restarts = 0;
-      Clock::time_point wait_since;
-      double wait_ms = 0;                  // search time the prefill could not overlap
-    };
-    std::optional<SpecPrefill> spec_prefill;
-  };
-  // A stage of a speculative prefill's search, on its way to the scheduler thread.
-  struct PrefillCandidate {
-    uint64_t sid = 0;
-    std::vector<ContextDoc> docs;  // prompt order
-    std::vector<Source> sources;   // final: rank order
-    bool final = false;
-    Status status;
+    // One-shot runs with speculative prefill: the unit, from the first candidates on.
+    std::unique_ptr<SpeculativePrefill> spec_prefill;
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
   // Passages a pipeline run retrieves.
   static int retrieval_k(const Run& r) { return r.res.retrieval_k; }
   void prepare(std::unique_ptr<Run> r);  // retrieval pool: retrieval + prompt + reuse lookup
-  // Retrieval pool: a progressive search whose first candidates already go to the scheduler.
+  // Retrieval pool: a speculative prefill's progressive search (SpeculativePrefill::search), whose
+  // first candidates already hand the run to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);
   void hand_over(std::unique_ptr<Run> r);  // prompt built: reuse lookup, then the inbox
   // Retrieval pool: reorders `ctx` (retrieval order) by the reranker's scores and keeps the best
   // spec->rerank passages.
   Status rerank(const Run& r, std::vector<ContextDoc>* ctx);
-  void apply_candidate(PrefillCandidate c);  // scheduler thread
-  void spec_hold(Run& r, bool on);
+  // SpeculativePrefill::RunLoop, scheduler thread: what the speculative prefill unit asks of a run.
+  void hold(uint64_t sid, bool on) override;
+  Status rebuild_prompt(uint64_t sid, const std::vector<ContextDoc>& docs) override;
+  bool release_sources(uint64_t sid, std::vector<Source> sources) override;
+  void feed_first_token(uint64_t sid, std::span<const float> logits) override;
   // After a step fed the run: the sampled token (logits non-null) goes out, the prompt KV is
   // published, and a finished run ends.
   // `pick`: the token already drawn from `logits` (step() samples a batch's rows together).
@@ -184,8 +173,8 @@ class ExecutorImpl final : public Executor {
   void accept(std::unique_ptr<Run> r);
   void schedule_run(Run& r);             // into the scheduler (its KV is ready to install)
   void admit_loaded();                   // loading_ runs whose load finished
-  void finish(uint64_t sid, const std::string& reason);
-  void fail(uint64_t sid, const Status& st);
+  void finish(uint64_t sid, const std::string& reason) override;
+  void fail(uint64_t sid, const Status& st) override;
   // Advances the run by one sampled token and releases committed tokens; returns the finish reason
   // ("" = go on; "cancelled" when the client went away).
   std::string on_sampled(Run& r, std::span<const float> logits,
@@ -249,7 +238,7 @@ class ExecutorImpl final : public Executor {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Run>> inbox_;      // guarded by mu_
   std::deque<SearchDone> searches_done_;        // guarded by mu_: iterative searches, finished
-  std::deque<PrefillCandidate> candidates_;     // guarded by mu_: speculative prefill stages
+  std::deque<SpeculativePrefill::Candidate> candidates_;  // guarded by mu_: speculative prefill stages
   std::vector<std::string> cancels_;            // guarded by mu_
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
   int pending_ = 0;                             // guarded by mu_: submitted, not yet in inbox
