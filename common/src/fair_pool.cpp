@@ -2,15 +2,23 @@
 
 #include <algorithm>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace ragd {
 
-FairPool::FairPool(size_t threads, size_t max_queued, size_t per_key_running, std::string name)
+FairPool::FairPool(size_t threads, size_t max_queued, size_t per_key_running, std::string name, bool background)
     : max_queued_(max_queued),
       per_key_(per_key_running > 0 ? per_key_running : std::max<size_t>(1, threads / 2)),
       name_(std::move(name)) {
-  threads = std::max<size_t>(1, threads);
   threads_.reserve(threads);
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (size_t i = 0; i < threads; ++i)
+    threads_.emplace_back([this, background] {
+      // Linux: a thread's nice value is its own (setpriority on the thread id).
+      if (background) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+      run();
+    });
 }
 
 FairPool::~FairPool() { stop(); }

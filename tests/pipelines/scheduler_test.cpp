@@ -92,6 +92,19 @@ std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int n) {
   return out;
 }
 
+// A request of `tenant` with a prompt of `prompt_len` copies of `fill` and `out_len` tokens to
+// generate, added before step `add_at`.
+Req make_req(uint64_t id, const std::string& tenant, int prompt_len, int32_t fill, int out_len, long add_at = 0) {
+  Req q;
+  q.info.id = id;
+  q.info.tenant = tenant;
+  q.info.prompt_tokens = prompt_len;
+  q.prompt.assign(static_cast<size_t>(prompt_len), fill);
+  q.info.max_new_tokens = q.out_len = out_len;
+  q.add_at_step = add_at;
+  return q;
+}
+
 struct SimResult {
   std::map<uint64_t, std::vector<int32_t>> out;
   std::map<uint64_t, long> first_admit_step, finish_step;
@@ -377,15 +390,7 @@ TEST(Scheduler, FairShareServesNewTenantPromptly) {
   FakeHost host;
   host.total = 1000;
   std::vector<Req> reqs;
-  for (int i = 0; i < 20; ++i) {
-    Req q;
-    q.info.id = 100 + i;
-    q.info.tenant = "heavy";
-    q.info.prompt_tokens = 20;
-    q.prompt.assign(20, i);
-    q.info.max_new_tokens = q.out_len = 10;
-    reqs.push_back(q);
-  }
+  for (int i = 0; i < 20; ++i) reqs.push_back(make_req(100 + i, "heavy", 20, i, 10));
   Req light = reqs[0];
   light.info.id = 1;
   light.info.tenant = "light";
@@ -416,25 +421,8 @@ TEST(Scheduler, TenantShareAdmitsAnotherTenantDuringAFlood) {
       FakeHost host;
       host.total = 4000;
       std::vector<Req> reqs;
-      for (int i = 0; i < 24; ++i) {
-        Req q;
-        q.info.id = 100 + i;
-        q.info.tenant = "flood";
-        q.info.prompt_tokens = 13;
-        q.prompt.assign(13, i + 1);
-        q.info.max_new_tokens = q.out_len = 150;
-        reqs.push_back(q);
-      }
-      for (int j = 0; j < 3; ++j) {
-        Req b;
-        b.info.id = 1 + j;
-        b.info.tenant = "small";
-        b.info.prompt_tokens = 7;
-        b.prompt.assign(7, 900 + j);
-        b.info.max_new_tokens = b.out_len = 4;
-        b.add_at_step = 40 + 30 * j;
-        reqs.push_back(b);
-      }
+      for (int i = 0; i < 24; ++i) reqs.push_back(make_req(100 + i, "flood", 13, i + 1, 150));
+      for (int j = 0; j < 3; ++j) reqs.push_back(make_req(1 + j, "small", 7, 900 + j, 4, 40 + 30 * j));
       SimResult r = simulate(sched, host, reqs);
       expect_reference_outputs(reqs, r);
       EXPECT_EQ(r.max_running, 16) << "the flood alone did not use every slot";
@@ -458,24 +446,9 @@ TEST(Scheduler, FairShareSplitsSlotsBetweenFloods) {
   FakeHost host;
   host.total = 4000;
   std::vector<Req> reqs;
-  for (int i = 0; i < 24; ++i) {
-    Req q;
-    q.info.id = 100 + i;
-    q.info.tenant = i % 2 ? "b" : "a";
-    q.info.prompt_tokens = 9;
-    q.prompt.assign(9, i + 1);
-    q.info.max_new_tokens = q.out_len = 60 + (i % 5) * 7;
-    q.add_at_step = i % 2 ? 20 : 0;  // b's flood comes when a holds every slot
-    reqs.push_back(q);
-  }
-  Req c;
-  c.info.id = 1;
-  c.info.tenant = "c";
-  c.info.prompt_tokens = 5;
-  c.prompt.assign(5, 77);
-  c.info.max_new_tokens = c.out_len = 3;
-  c.add_at_step = 50;
-  reqs.push_back(c);
+  // b's flood comes when a holds every slot.
+  for (int i = 0; i < 24; ++i) reqs.push_back(make_req(100 + i, i % 2 ? "b" : "a", 9, i + 1, 60 + (i % 5) * 7, i % 2 ? 20 : 0));
+  reqs.push_back(make_req(1, "c", 5, 77, 3, 50));
   SimResult r = simulate(sched, host, reqs);
   expect_reference_outputs(reqs, r);
   int b_admitted_early = 0;

@@ -23,8 +23,10 @@ namespace ragd {
 
 class FairPool {
  public:
-  // per_key_running: 0 = max(1, threads / 2).
-  FairPool(size_t threads, size_t max_queued, size_t per_key_running, std::string name = "fair-pool");
+  // per_key_running: 0 = max(1, threads / 2). threads may be 0 (the queue only fills). background:
+  // the threads run at the lowest CPU priority (nice 19), taking only what foreground work leaves.
+  FairPool(size_t threads, size_t max_queued, size_t per_key_running, std::string name = "fair-pool",
+           bool background = false);
   ~FairPool();
   FairPool(const FairPool&) = delete;
   FairPool& operator=(const FairPool&) = delete;
