@@ -199,7 +199,9 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         ctx = std::move(o.hits);
         if (r->res.spec->rerank > 0 && !it) {
           const auto tr = Clock::now();
-          Status rs = rerank(*r, &ctx);
+          Status rs = reranker_ ? reranker_->keep_best(*r->res.spec, q.query, q.kv_scope, &ctx)
+                                : Status::FailedPrecondition("pipeline '" + r->res.spec->name +
+                                                             "' reranks, but the runtime has no reranker");
           r->timings.rerank_ms = ms_between(tr, Clock::now());
           if (!rs.ok()) r->set_failure("rerank", rs);
         }
@@ -282,22 +284,6 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   r->error = "this build has no retrieval module";
   hand_over(std::move(r));
 #endif
-}
-
-Status ExecutorImpl::rerank(const Run& r, std::vector<ContextDoc>* ctx) {
-  if (!reranker_) return Status::FailedPrecondition("pipeline '" + r.res.spec->name + "' reranks, but the runtime has no reranker");
-  std::vector<std::vector<int32_t>> toks;
-  for (const auto& d : *ctx) toks.push_back(d.tokens);
-  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, reranker_->score(*r.res.spec, toks, r.rr.query, r.rr.kv_scope));
-  std::vector<size_t> order(ctx->size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  // Best first; ties keep the retriever's order.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
-  std::vector<ContextDoc> kept;
-  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < r.res.spec->rerank; ++i)
-    kept.push_back(std::move((*ctx)[order[i]]));
-  *ctx = std::move(kept);
-  return Status::OK();
 }
 
 void ExecutorImpl::hand_over(std::unique_ptr<Run> r) {

@@ -132,9 +132,6 @@ class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop 
   // first candidates already hand the run to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);
   void hand_over(std::unique_ptr<Run> r);  // prompt built: reuse lookup, then the inbox
-  // Retrieval pool: reorders `ctx` (retrieval order) by the reranker's scores and keeps the best
-  // spec->rerank passages.
-  Status rerank(const Run& r, std::vector<ContextDoc>* ctx);
   // SpeculativePrefill::RunLoop, scheduler thread: what the speculative prefill unit asks of a run.
   void hold(uint64_t sid, bool on) override;
   Status rebuild_prompt(uint64_t sid, const std::vector<ContextDoc>& docs) override;

@@ -1,6 +1,7 @@
 #include "reranker.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "ragd/engine/sampler.h"
 
@@ -63,6 +64,21 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
     out[i] = total;
   }
   return out;
+}
+
+Status Reranker::keep_best(const PipelineSpec& spec, const std::string& question, const std::string& scope,
+                           std::vector<ContextDoc>* docs) {
+  std::vector<std::vector<int32_t>> toks;
+  for (const auto& d : *docs) toks.push_back(d.tokens);
+  RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, this->score(spec, toks, question, scope));
+  std::vector<size_t> order(docs->size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+  std::vector<ContextDoc> kept;
+  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < spec.rerank; ++i)
+    kept.push_back(std::move((*docs)[order[i]]));
+  *docs = std::move(kept);
+  return Status::OK();
 }
 
 Reranker::Stats Reranker::stats() const {

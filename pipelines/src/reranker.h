@@ -24,6 +24,7 @@
 #include "ragd/engine/model.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
+#include "speculation_cache.h"  // ContextDoc
 
 namespace ragd::pipelines {
 
@@ -38,6 +39,11 @@ class Reranker {
   // `scope`: the run's KV scope (RunRequest::kv_scope).
   Result<std::vector<double>> score(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
                                     const std::string& question, const std::string& scope);
+
+  // The reranking stage of a one-shot run: reorders `docs` (retrieval order) by score, best
+  // first (ties keep the retriever's order), and keeps the best spec.rerank of them.
+  Status keep_best(const PipelineSpec& spec, const std::string& question, const std::string& scope,
+                   std::vector<ContextDoc>* docs);
 
   struct Stats {
     uint64_t head_hits = 0, head_misses = 0;  // heads found in the cache / prefilled

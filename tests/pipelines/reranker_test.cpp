@@ -16,6 +16,7 @@
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "reranker.h"
+#include "speculation_cache.h"
 #include "simdjson.h"
 
 namespace ragd::pipelines {
@@ -146,6 +147,17 @@ TEST(Reranker, ScoresAreLogProbabilitiesOfTheQuestionAndFindTheGoldPassage) {
       EXPECT_NEAR((*b1)[i], (*a1)[i], 1e-9);
       EXPECT_EQ((*a2)[i], (*a1)[i]);
     }
+    // The reranking stage keeps the best spec.rerank passages, best first.
+    std::vector<ContextDoc> ctx;
+    for (int i = 0; i < 4; ++i) ctx.push_back(ContextDoc{static_cast<uint64_t>(10 + i), docs[static_cast<size_t>(i)], {}});
+    PipelineSpec two = spec;
+    two.rerank = 2;
+    ASSERT_TRUE(rr.keep_best(two, question, "alpha", &ctx).ok());
+    std::vector<int> order = {0, 1, 2, 3};
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return (*a1)[x] > (*a1)[y]; });
+    ASSERT_EQ(ctx.size(), 2u);
+    EXPECT_EQ(ctx[0].chunk_id, static_cast<uint64_t>(10 + order[0]));
+    EXPECT_EQ(ctx[1].chunk_id, static_cast<uint64_t>(10 + order[1]));
   }
 }
 
