@@ -103,14 +103,6 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
   RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
   r->kv.reuse.mode = r->res.reuse;
   r->kv.reuse.blend = r->res.blend;
-  if (r->res.iterative) {
-    r->iter = std::make_unique<IterState>();
-    IterState& st = *r->iter;
-    st.params = *r->res.iterative;
-    st.k = r->res.retrieval_k;
-    st.nprobe = spec->nprobe;
-    st.question = req.query;
-  }
   r->kv.reuse.scope = req.kv_scope;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -122,6 +114,8 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     live_names_.insert(req.id);
     ++pending_;
   }
+  if (r->res.iterative)
+    r->iter = std::make_unique<IterativeRag>(r->sid, *r->res.iterative, r->res.retrieval_k, spec->nprobe, req.query, tok_);
   r->rr = std::move(req);
   r->sink = std::move(sink);
   r->t_submit = Clock::now();
@@ -181,20 +175,16 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     const int k = retrieval_k(*r);
     std::vector<ContextDoc> ctx;
     if (k > 0) {
-      IterState* it = r->iter.get();
-      const bool vectors = it && is_speculative(it->params.overlap);
-      const int fetch = it ? std::max(k, it->params.speculation_cache) : k;  // as issue_search()
+      IterativeRag* it = r->iter.get();
+      const bool vectors = it && it->wants_vectors();
+      const int fetch = it ? it->fetch() : k;  // as the unit's later searches
       const std::string query[1] = {q.query};
       SearchOutcome o =
           std::move(search_passages(query, q.tenant, k, fetch, r->res.spec->nprobe, q.context_must_include, vectors)[0]);
       if (!o.status.ok()) {
         r->set_failure("retrieval", o.status);
       } else {
-        if (it) {
-          it->searches = 1;
-          for (size_t i = 0; i < o.hits.size() && i < o.vectors.size(); ++i)
-            it->cache.add(o.hits[i], o.vectors[i], i < o.lists.size() ? o.lists[i] : -1);
-        }
+        if (it) it->on_first_search(o);
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
         ctx = std::move(o.hits);
         if (r->res.spec->rerank > 0 && !it) {
@@ -217,7 +207,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     r->timings.retrieval_ms = ms_between(t0, Clock::now());
     if (r->error.empty()) {
       PromptSegments p = rag_prompt(*r, ctx);
-      if (r->iter) r->iter->context = std::move(ctx);
+      if (r->iter) r->iter->set_context(std::move(ctx));
       r->prompt = p.flat();
       r->path.assign(p.segs.begin(), p.segs.end() - 1);
     }
@@ -353,8 +343,8 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   kv_host_->attach(sid, &q.kv);
   if (sp) return run_sequence_parallel(q);
   if (q.iter) {
-    iter_start(q);
-    if (q.iter_failure) return fail(sid, *q.iter_failure);
+    q.iter->start(*q.state, *this);
+    if (q.iter->failure()) return fail(sid, *q.iter->failure());
   }
   // A speculative prefill runs only while the batch has room; otherwise it waits for the search.
   bool spec_room = true;
@@ -431,7 +421,12 @@ void ExecutorImpl::loop() {
     }
     // Background KV copies wait while model steps run.
     store_->set_engine_busy(sched_->runnable() || !incoming.empty());
-    for (auto& d : searches) iter_search_done(std::move(d));
+    for (auto& d : searches) {
+      auto f = runs_.find(d.sid);
+      if (f == runs_.end() || !f->second->iter) continue;  // finished or cancelled meanwhile
+      Run& r = *f->second;
+      r.iter->on_search_done(std::move(d), *r.state, *this);
+    }
     for (auto& c : candidates) {
       auto f = runs_.find(c.sid);
       if (f == runs_.end() || !f->second->spec_prefill || !f->second->state) continue;  // finished meanwhile
@@ -538,8 +533,8 @@ void ExecutorImpl::after_feed(Run& r, std::span<const float> logits, bool sample
     r.timings.publish_ms = ms_between(tp, Clock::now());
   }
   if (r.iter && sampled) {
-    reason = iter_after_token(r, reason);
-    if (r.iter_failure) return fail(r.sid, *r.iter_failure);
+    reason = r.iter->after_token(*r.state, reason, *this);
+    if (r.iter->failure()) return fail(r.sid, *r.iter->failure());
   }
   if (!reason.empty()) finish(r.sid, reason);
 }
@@ -643,16 +638,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.reuse_note = plan.note;
   r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
   if (r.iter) {
-    IterState& it = *r.iter;
-    if (it.held) set_hold(r, false);
-    r.usage.overlap = std::string(overlap_name(it.params.overlap));
-    r.usage.searches = it.searches;
-    r.usage.context_changes = it.context_changes;
-    r.usage.speculative_hits = it.hits;
-    r.usage.speculative_misses = it.misses;
-    r.usage.rollbacks = it.rollbacks;
-    r.usage.rolled_back_tokens = it.rolled_back;
-    r.timings.search_wait_ms = r.timings.retrieval_ms + it.wait_ms;
+    r.iter->on_finish(*this, r.usage, r.timings);
   } else if (r.spec_prefill) {
     r.spec_prefill->on_finish(*this, r.usage, r.timings);
   } else {

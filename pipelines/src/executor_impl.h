@@ -6,8 +6,12 @@
 //   run_state.*        a run's generation state with checkpoints and the committed-token emitter
 //   speculative_prefill.*  speculative prefill of one-shot RAG runs: the staged search, candidates,
 //                      the held first token (SpeculativePrefill; the run loop is its RunLoop)
-//   executor_iterative.cpp  iterative RAG: searches during generation, context changes,
-//                      speculation, verification and rollback (iterative.h, iterative_state.h)
+//   iterative_rag.*    iterative RAG: searches during generation, context changes, speculation,
+//                      verification and rollback (IterativeRag, one per run; the run loop is its
+//                      RunLoop and calls it at start, after each sampled token, on a search
+//                      result and at finish)
+//   executor_retrieval.cpp  the run loop's retrieval: search_passages (tenant-scoped), ranking,
+//                      context passages and the RAG prompt
 //   executor_stats.cpp the typed stats snapshot
 // One scheduler thread owns the model, the pool and every admitted run; retrieval and prompt
 // building run on a small thread pool and hand runs over through inbox_ (guarded by mu_). KV that
@@ -42,7 +46,7 @@
 #include "ragd/seqparallel/sp_group.h"
 #include "ragd/pipelines/scheduler.h"
 
-#include "iterative_state.h"
+#include "iterative_rag.h"
 #include "kv_host.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "reuse_planner.h"
@@ -64,7 +68,7 @@ inline double ms_between(std::chrono::steady_clock::time_point a, std::chrono::s
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop {
+class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop, private IterativeRag::RunLoop {
  public:
   struct Deps {
     std::unique_ptr<engine::Model> model;
@@ -118,8 +122,7 @@ class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop 
       error_code = client ? st.code() : StatusCode::kUnavailable;
       error = client ? st.message() : std::string(what) + " failed: " + st.to_string();
     }
-    std::unique_ptr<IterState> iter;  // iterative pipelines
-    std::optional<Status> iter_failure;  // set by the iterative logic; the caller fails the run
+    std::unique_ptr<IterativeRag> iter;  // iterative pipelines: the unit, from submit on
     // One-shot runs with speculative prefill: the unit, from the first candidates on.
     std::unique_ptr<SpeculativePrefill> spec_prefill;
   };
@@ -132,7 +135,8 @@ class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop 
   // first candidates already hand the run to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);
   void hand_over(std::unique_ptr<Run> r);  // prompt built: reuse lookup, then the inbox
-  // SpeculativePrefill::RunLoop, scheduler thread: what the speculative prefill unit asks of a run.
+  // SpeculativePrefill::RunLoop and IterativeRag::RunLoop, scheduler thread: what the speculative
+  // prefill and iterative RAG units ask of a run (hold, rebuild_prompt, fail and finish serve both).
   void hold(uint64_t sid, bool on) override;
   Status rebuild_prompt(uint64_t sid, const std::vector<ContextDoc>& docs) override;
   bool release_sources(uint64_t sid, std::vector<Source> sources) override;
@@ -184,28 +188,20 @@ class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop 
   // asked.
   std::vector<SearchOutcome> search_passages(std::span<const std::string> queries, const std::string& tenant, int k,
                                              int fetch, int nprobe, const std::string& must_include, bool vectors);
-  // Iterative runs (executor_iterative.cpp), scheduler thread.
-  void iter_start(Run& r);
   // Sequence parallelism (executor_sp.cpp): whether a run goes to the group, and running it there
   // from prefill to its end (the group's workers are busy meanwhile; the batch waits).
   bool sp_route(const Run& r) const;
   void run_sequence_parallel(Run& r);
-  // After a sampled token: retrieval at interval boundaries; may defer the finish (returns "").
-  std::string iter_after_token(Run& r, std::string reason);
-  void iter_search_done(SearchDone d);
-  uint64_t issue_search(Run& r, std::vector<std::string> queries, int nprobe);  // 0 = refused
-  void issue_ahead(Run& r, int boundary);  // piperag: the search for boundary + interval
-  void take_ahead(Run& r);                 // none / piperag: the awaited result arrived
-  void speculate(Run& r, int boundary);
-  void verify_pending(Run& r);
-  void settle(Run& r);  // speculative / both: verified boundaries in order
-  void rollback(Run& r, const IterState::Pending& p, std::vector<ContextDoc> real);
-  std::string iter_query(const Run& r, int boundary) const;
-  // Makes `docs` the context (prompt rebuilt, KV kept up to the first changed token).
-  void change_context(Run& r, std::vector<ContextDoc> docs);
-  void announce_context(Run& r, int from_token);  // a sources event in the run's ordered stream
-  void set_hold(Run& r, bool on);
-  bool release_settled(Run& r);  // speculative runs: commit what is verified; false = client gone
+  // IterativeRag::RunLoop (executor_retrieval.cpp), scheduler thread: the rest of what the
+  // iterative RAG unit asks of a run.
+  bool issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, std::vector<std::string> queries, int fetch,
+                    int nprobe, bool vectors) override;
+  bool embed_query(const std::string& query, int nprobe, std::vector<float>* qv,
+                   std::vector<int64_t>* lists) override;
+  int choose_nprobe(double budget_ms, int max_nprobe) override { return search_time_.choose(budget_ms, max_nprobe); }
+  Status restart_kv(uint64_t sid) override;
+  bool release_events(uint64_t sid) override;
+  bool force_misspeculation(uint64_t sid, int boundary) override;
 
 
   RuntimeOptions opts_;

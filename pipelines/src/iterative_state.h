@@ -1,9 +1,9 @@
 // IterState: what an iterative run (iterative.h) carries besides its RunState: the current
 // context, the search that runs ahead (none / piperag) or the unverified speculations (speculative
 // / both) with their checkpoints, the per-run speculation cache and stride model, and the counters
-// reported in Usage. The logic that drives it is ExecutorImpl's (executor_iterative.cpp).
-// Thread-safety: not thread-safe; owned by the run, used on the scheduler thread (and by the
-// retrieval thread that prepares the run, before the run is handed over).
+// reported in Usage. The logic that drives it is IterativeRag's (iterative_rag.h), which owns it.
+// Thread-safety: not thread-safe; used on the scheduler thread (and by the retrieval thread that
+// prepares the run, before the run is handed over).
 #pragma once
 
 #include <chrono>
