@@ -48,7 +48,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
 ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
     : opts_(opts),
       model_(std::move(deps.model)),
-      sp_(std::move(deps.sp)),
+      sp_(deps.sp ? std::make_unique<SequenceParallelRoute>(std::move(deps.sp), opts.sp_threshold_tokens) : nullptr),
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
       specs_(std::move(deps.pipelines)),
@@ -323,7 +323,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   const auto& pool = model_->kv_pool();
   const int bs = pool.layout().block_size;
   // A sequence-parallel run holds its share of the tokens in each worker's pool (sharded_sequence.h).
-  const size_t need = sp ? static_cast<size_t>(sp_->driver().kv_blocks_per_worker(prompt_len, max_new))
+  const size_t need = sp ? static_cast<size_t>(sp_->kv_blocks_per_worker(prompt_len, max_new))
                          : static_cast<size_t>((prompt_len + max_new + bs - 1) / bs) + 1;
   if (need > pool.num_blocks())
     return fail(sid, Status::ResourceExhausted("prompt of " + std::to_string(prompt_len) + " tokens + max_tokens " +

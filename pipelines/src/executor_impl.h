@@ -10,6 +10,10 @@
 //                      verification and rollback (IterativeRag, one per run; the run loop is its
 //                      RunLoop and calls it at start, after each sampled token, on a search
 //                      result and at finish)
+//   sequence_parallel_route.*  long prompts on the sequence-parallel group, prefill to last token
+//                      (SequenceParallelRoute, which owns the group; executor_sp.cpp is the run
+//                      loop's side: which runs take it, and its RunLoop)
+//   reranker.*         reranking (keep_best: the run loop calls it on a one-shot run's passages)
 //   executor_retrieval.cpp  the run loop's retrieval: search_passages (tenant-scoped), ranking,
 //                      context passages and the RAG prompt
 //   executor_stats.cpp the typed stats snapshot
@@ -52,6 +56,7 @@
 #include "reuse_planner.h"
 #include "reranker.h"
 #include "run_state.h"
+#include "sequence_parallel_route.h"
 #include "speculative_prefill.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
@@ -68,7 +73,10 @@ inline double ms_between(std::chrono::steady_clock::time_point a, std::chrono::s
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop, private IterativeRag::RunLoop {
+class ExecutorImpl final : public Executor,
+                           private SpeculativePrefill::RunLoop,
+                           private IterativeRag::RunLoop,
+                           private SequenceParallelRoute::RunLoop {
  public:
   struct Deps {
     std::unique_ptr<engine::Model> model;
@@ -188,10 +196,14 @@ class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop,
   // asked.
   std::vector<SearchOutcome> search_passages(std::span<const std::string> queries, const std::string& tenant, int k,
                                              int fetch, int nprobe, const std::string& must_include, bool vectors);
-  // Sequence parallelism (executor_sp.cpp): whether a run goes to the group, and running it there
-  // from prefill to its end (the group's workers are busy meanwhile; the batch waits).
+  // Sequence parallelism (executor_sp.cpp, sequence_parallel_route.h): whether a run takes the
+  // route, and running it there from prefill to its end (the batch waits meanwhile).
   bool sp_route(const Run& r) const;
   void run_sequence_parallel(Run& r);
+  // SequenceParallelRoute::RunLoop (executor_sp.cpp), scheduler thread.
+  std::string next_token(uint64_t sid, std::span<const float> logits) override;
+  bool cancelled(uint64_t sid) override;
+  bool ensure_free(int64_t blocks) override;
   // IterativeRag::RunLoop (executor_retrieval.cpp), scheduler thread: the rest of what the
   // iterative RAG unit asks of a run.
   bool issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, std::vector<std::string> queries, int fetch,
@@ -206,10 +218,8 @@ class ExecutorImpl final : public Executor, private SpeculativePrefill::RunLoop,
 
   RuntimeOptions opts_;
   std::unique_ptr<engine::Model> model_;
-  std::unique_ptr<seqparallel::SpGroup> sp_;  // after model_: destroyed first (its rank 0 is model_)
-  // Set (scheduler thread) when a collective failed and the group is aborted; read by the
-  // retrieval threads too (sp_route in hand_over), so sp_ itself never changes while serving.
-  std::atomic<bool> sp_broken_{false};
+  // Long prompts' route (null: none); after model_, so destroyed first (its group's rank 0 is model_).
+  std::unique_ptr<SequenceParallelRoute> sp_;
   std::shared_ptr<const engine::Tokenizer> tok_;
   std::shared_ptr<retrieval::Corpus> corpus_;
   std::vector<PipelineSpec> specs_;

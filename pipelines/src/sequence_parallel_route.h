@@ -1,0 +1,70 @@
+// SequenceParallelRoute: the executor's route for prompts too long for one worker. A prompt of at
+// least `threshold_tokens` runs on the whole group (seqparallel/sp_group.h) from ring prefill to
+// its last sharded decode step, on the scheduler thread; the group's workers are that one run's,
+// and the batch of short runs resumes when it ends. No KV reuse on this route (the prompt is not
+// looked up or published): a prompt this long is one document read once. A failed collective
+// leaves the group aborted: from then on long prompts run on one worker instead of hanging.
+//
+// The unit owns the group and its broken flag; it talks to the run loop through RunLoop (the next
+// token of a run, whether it was cancelled, room in rank 0's pool).
+// Thread-safety: takes() may be called from any thread (the retrieval threads ask it before the
+// reuse lookup); everything else runs on the scheduler thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ragd/common/status.h"
+#include "ragd/seqparallel/sp_group.h"
+#include "run_state.h"
+
+namespace ragd::pipelines {
+
+class SequenceParallelRoute {
+ public:
+  // What the route asks of the run loop (scheduler thread).
+  class RunLoop {
+   public:
+    // Advances run `sid` by the token sampled from `logits`: "" = go on, else the finish reason.
+    virtual std::string next_token(uint64_t sid, std::span<const float> logits) = 0;
+    // The client cancelled run `sid` meanwhile.
+    virtual bool cancelled(uint64_t sid) = 0;
+    // At least `blocks` free blocks in rank 0's pool (unpinned cached KV may be evicted).
+    virtual bool ensure_free(int64_t blocks) = 0;
+
+   protected:
+    ~RunLoop() = default;
+  };
+
+  // `group`: its rank 0 is the executor's model, which must outlive this unit.
+  SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, int64_t threshold_tokens)
+      : group_(std::move(group)), threshold_(threshold_tokens) {}
+
+  // Whether a prompt of `prompt_tokens` goes to the group (the group is healthy and the prompt long).
+  bool takes(int64_t prompt_tokens) const { return !broken_.load() && prompt_tokens >= threshold_; }
+  int workers() { return group_->workers(); }
+  // KV blocks each worker holds for a run of this size: its admission share.
+  int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) {
+    return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens);
+  }
+
+  struct Outcome {
+    Status status;           // a failed collective (the group is aborted) or no room in rank 0's pool
+    std::string reason;      // the finish reason when status is OK
+    double prefill_ms = 0;   // the ring prefill's time
+  };
+  // Runs `state` (prompt and sampling state of run `sid`) on the group to its end.
+  Outcome run(uint64_t sid, RunState& state, RunLoop& loop);
+
+ private:
+  std::unique_ptr<seqparallel::SpGroup> group_;
+  const int64_t threshold_;
+  // Set (scheduler thread) when a collective failed and the group is aborted; read by any thread
+  // through takes(), so group_ itself never changes while serving.
+  std::atomic<bool> broken_{false};
+};
+
+}  // namespace ragd::pipelines
