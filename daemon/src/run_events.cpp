@@ -118,40 +118,30 @@ const char* event_name(RunEvent::Kind k) {
 }
 
 // SseBridge: events may arrive before the transport hands over the writer; buffer until then.
+// Every hand-off to the writer happens under mu_, so frames keep the executor's order: a frame sent
+// while attach() is flushing the pending ones cannot overtake them, and finish() cannot close the
+// stream before they are written. StreamWriter::send / finish only queue (they never call back).
 void SseBridge::attach(std::shared_ptr<StreamWriter> w) {
-  std::vector<std::string> pending;
-  bool finish = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    writer_ = w;
-    pending.swap(pending_);
-    finish = finished_;
-  }
-  for (auto& m : pending) w->send(std::move(m));
-  if (finish) w->finish();
+  std::lock_guard<std::mutex> l(mu_);
+  writer_ = w;
+  for (auto& m : pending_) w->send(std::move(m));
+  pending_.clear();
+  if (finished_) w->finish();
 }
 
 bool SseBridge::send(std::string msg) {
-  std::shared_ptr<StreamWriter> w;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!writer_) {
-      pending_.push_back(std::move(msg));
-      return !aborted_;
-    }
-    w = writer_;
+  std::lock_guard<std::mutex> l(mu_);
+  if (!writer_) {
+    pending_.push_back(std::move(msg));
+    return !aborted_;
   }
-  return w->send(std::move(msg));
+  return writer_->send(std::move(msg));
 }
 
 void SseBridge::finish() {
-  std::shared_ptr<StreamWriter> w;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    finished_ = true;
-    w = writer_;
-  }
-  if (w) w->finish();
+  std::lock_guard<std::mutex> l(mu_);
+  finished_ = true;
+  if (writer_) writer_->finish();
 }
 
 void SseBridge::abort() {

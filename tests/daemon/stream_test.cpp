@@ -287,8 +287,9 @@ TEST_F(StreamTest, CompletionWithLogprobs) {
   EXPECT_EQ(j.size("/choices/0/logprobs/tokens"), 2u);
   EXPECT_EQ(j.num("/choices/0/logprobs/text_offset/1"), 3);
   EXPECT_EQ(ex_.last_request().prompt, "once upon");
-  auto evs = sse("/v1/completions", R"({"prompt":"x","max_tokens":2,"stream":true})");
-  ASSERT_EQ(evs.size(), 4u);
+  int st = 0;
+  auto evs = sse("/v1/completions", R"({"prompt":"x","max_tokens":2,"stream":true})", &st);
+  ASSERT_EQ(evs.size(), 4u) << "status " << st;
   EXPECT_EQ(Json(evs[0].data).str("/choices/0/text"), "w0 ");
   EXPECT_EQ(evs[3].data, "[DONE]");
 }

@@ -8,6 +8,7 @@
 #include "ragd/daemon/metrics.h"
 #include "ragd/kernels/cpu_features.h"
 #include "ragd/kernels/weight_matrix.h"
+#include "run_events.h"
 #include "test_util.h"
 
 namespace ragd::testing {
@@ -421,4 +422,54 @@ TEST(Client, SseParserSplitsAcrossFeeds) {
 }
 
 }  // namespace
+}  // namespace ragd::testing
+
+// SseBridge keeps the executor's order while the response attaches: frames sent during the flush
+// of the pending ones cannot overtake them, and finish() never closes the stream before them.
+// (Before, a frame could be written ahead of the pending ones, or after finish, about 3 % of
+// fast streamed completions.)
+namespace ragd::testing {
+namespace {
+class RecordingWriter : public daemon::StreamWriter {
+ public:
+  bool send(std::string msg) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));  // a real writer's queueing takes time
+    std::lock_guard<std::mutex> l(mu);
+    if (finished) late = true;
+    got.push_back(std::move(msg));
+    return true;
+  }
+  void finish() override {
+    std::lock_guard<std::mutex> l(mu);
+    finished = true;
+  }
+  void close(uint16_t, std::string) override {}
+  bool is_open() const override { return true; }
+  std::mutex mu;
+  std::vector<std::string> got;
+  bool finished = false, late = false;
+};
+}  // namespace
+
+TEST(SseBridge, KeepsOrderAndFinishesLastWhileAttaching) {
+  for (int trial = 0; trial < 200; ++trial) {
+    auto bridge = std::make_shared<daemon::SseBridge>();
+    auto w = std::make_shared<RecordingWriter>();
+    std::thread producer([&] {
+      for (int i = 0; i < 40; ++i) {
+        bridge->send(std::to_string(i));
+        std::this_thread::sleep_for(std::chrono::microseconds(5));  // tokens come over time
+      }
+      bridge->finish();
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(trial % 40 * 10));  // attach at varied points
+    bridge->attach(w);
+    producer.join();
+    std::lock_guard<std::mutex> l(w->mu);
+    ASSERT_EQ(w->got.size(), 40u) << "trial " << trial;
+    for (int i = 0; i < 40; ++i) ASSERT_EQ(w->got[static_cast<size_t>(i)], std::to_string(i)) << "trial " << trial;
+    EXPECT_TRUE(w->finished);
+    EXPECT_FALSE(w->late) << "a frame after finish, trial " << trial;
+  }
+}
 }  // namespace ragd::testing
