@@ -78,10 +78,9 @@ void FairPool::run() {
     fn();
     fn = nullptr;  // captured state is released outside the lock
     lock.lock();
-    auto it = lanes_.find(key);
-    --it->second.running;
-    offer_turn(key, it->second);
-    if (it->second.tasks.empty() && it->second.running == 0) lanes_.erase(it);
+    --lane.running;  // a lane with a running task is never erased: the reference still holds
+    offer_turn(key, lane);
+    if (lane.tasks.empty() && lane.running == 0) lanes_.erase(key);
     if (stopping_ && queued_ == 0) cv_.notify_all();
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include "ragd/common/check.h"
 
@@ -271,9 +272,8 @@ StepPlan Scheduler::schedule(KvHost& host) {
     if (load.tenants < 2 || load.running.at(w.info.tenant) >= limit) return false;
     const std::string* over = nullptr;
     int most = limit;
-    for (const auto& [t, n] : load.running)
+    for (const auto& [t, n] : load.running)  // above the limit: most starts at it; ties to the smaller name
       if (t != w.info.tenant && (n > most || (over && n == most && t < *over))) {
-        if (n <= limit) continue;
         most = n;
         over = &t;
       }
@@ -289,35 +289,39 @@ StepPlan Scheduler::schedule(KvHost& host) {
 
   // 4. Waiting requests in policy order (starved ones first; nothing passes a starved one, unless
   // its tenant is at its share and the other request's tenant is not).
+  // Tenants found without a share slot while every slot is taken: their later requests are passed
+  // over without counting again, until a slot is freed (one count per tenant, not per request).
+  std::unordered_set<std::string> no_share_room;
   for (Seq* s : ordered(State::kWaiting)) {
     if (budget <= 0) break;
     if (std::find(plan.preempted.begin(), plan.preempted.end(), s->info.id) != plan.preempted.end()) continue;
     if (running_count() >= opts_.max_running) {
-      const bool room = (opts_.policy == SchedPolicy::kMlfq && !starved(*s) && demote_for(*s)) || share_room_for(*s);
+      const bool mlfq_room = opts_.policy == SchedPolicy::kMlfq && !starved(*s) && demote_for(*s);
+      const bool room = mlfq_room || (!no_share_room.count(s->info.tenant) && share_room_for(*s));
+      if (room) no_share_room.clear();
       if (!room) {
         if (starved(*s) && !tenant_held_back(s->info.tenant)) break;
+        no_share_room.insert(s->info.tenant);
         continue;  // a later request of another tenant may still take a share slot
       }
     } else if (blocked && opts_.policy != SchedPolicy::kMlfq) {
       break;  // swapped requests wait for KV and come back first
     }
-    {
-      const int present = host.admit(s->info.id, reserved);
-      RAGD_CHECK(present >= 0 && present < s->len())
-          << "host admitted request " << s->info.id << " with " << present << " of " << s->len() << " tokens";
-      s->computed = present;
-      s->state = State::kRunning;
-      const int n = fit_tokens(s->info.id, std::min(budget, s->len() - present));
-      if (n == 0) {
-        host.release(s->info.id);
-        s->state = State::kWaiting;
-        s->computed = 0;
-        if (starved(*s)) break;
-        continue;
-      }
-      ++stats_.admitted;
-      add_item(*s, n);
+    const int present = host.admit(s->info.id, reserved);
+    RAGD_CHECK(present >= 0 && present < s->len())
+        << "host admitted request " << s->info.id << " with " << present << " of " << s->len() << " tokens";
+    s->computed = present;
+    s->state = State::kRunning;
+    const int n = fit_tokens(s->info.id, std::min(budget, s->len() - present));
+    if (n == 0) {
+      host.release(s->info.id);
+      s->state = State::kWaiting;
+      s->computed = 0;
+      if (starved(*s)) break;
+      continue;
     }
+    ++stats_.admitted;
+    add_item(*s, n);
   }
   RAGD_CHECK(plan.tokens <= opts_.max_batch_tokens);
   return plan;
