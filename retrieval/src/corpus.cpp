@@ -2,14 +2,18 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -68,6 +72,22 @@ DocumentInfo to_info(const StoredDocument& d) {
   return DocumentInfo{id, d.source, d.title, d.tenant, d.content_hash.to_hex(), d.bytes, d.seq, d.chunk_ids};
 }
 
+// Identity of a published index file: save() renames a new file into place, so a new generation
+// is a new inode (or, on a reused inode, a new mtime / size).
+struct FileId {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0;
+  bool exists = false;
+  bool operator==(const FileId&) const = default;
+};
+
+FileId file_id(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, true};
+}
+
 // Owner codes of chunks: 0 = unknown (never visible to a tenant), 1 = shared, 2+ = a tenant.
 constexpr uint32_t kNoOwner = 0, kShared = 1;
 
@@ -90,13 +110,17 @@ class OwnerFilter final : public IdFilter {
 }  // namespace
 
 struct Corpus::Impl {
-  std::string dir;
+  std::string dir;  // this corpus's directory (a replica's scratch)
+  std::string src;  // where the store and index live: dir, or the primary's for a replica
+  bool replica = false;
   CorpusOptions opts;
   std::shared_ptr<const engine::Tokenizer> tokenizer;
   std::unique_ptr<LockFile> lock;
   std::unique_ptr<DocStore> store;
   std::unique_ptr<Embedder> embedder;
-  std::unique_ptr<VectorIndex> index;
+  // Swapped (replica: a newly published index) only under owner_mu held exclusively; readers
+  // hold owner_mu shared, or take a reference with current_index().
+  std::shared_ptr<VectorIndex> index;
   std::optional<Chunker> chunker;
   std::string tokenizer_fp;  // "" when no tokenizer
 
@@ -111,7 +135,25 @@ struct Corpus::Impl {
   uint64_t changes_since_save = 0;     // guarded by write_mu
   Clock::time_point last_save = Clock::now();  // guarded by write_mu
 
-  std::string index_path() const { return dir + "/index.faiss"; }
+  // Replica state, guarded by write_mu (catch_up_locked() runs under it).
+  uint64_t applied_seq = 0;  // the store sequence number the index reflects
+  FileId index_file;         // the last index file examined
+  int log_gaps = 0;          // consecutive rounds that found the log pruned past applied_seq
+  std::thread catcher;       // replica: calls catch_up every catch_up_ms
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopping = false;     // guarded by stop_mu
+
+  std::string index_path() const { return src + "/index.faiss"; }
+
+  std::shared_ptr<VectorIndex> current_index() const {
+    std::shared_lock lk(owner_mu);
+    return index;
+  }
+  Status read_only_error() const {
+    if (replica) return Status::FailedPrecondition(std::string(kReplicaReadOnly) + " (" + src + ")");
+    return Status::FailedPrecondition(dir + ": corpus opened read-only");
+  }
 
   // Caller holds owner_mu exclusively.
   uint32_t code_of_locked(const std::string& tenant) {
@@ -154,9 +196,10 @@ struct Corpus::Impl {
     return OwnerFilter(chunk_owner, code);
   }
 
-  Status rebuild_index() {
-    VectorIndexOptions io = opts.index;
-    RAGD_ASSIGN_OR_RETURN(index, VectorIndex::create(io));
+  // A new index of every stored chunk's vector.
+  Result<std::shared_ptr<VectorIndex>> index_from_store() const {
+    const VectorIndexOptions& io = opts.index;
+    RAGD_ASSIGN_OR_RETURN(std::shared_ptr<VectorIndex> index, VectorIndex::create(io));
     std::vector<uint64_t> ids;
     std::vector<float> vecs;
     Status st = Status::OK();
@@ -179,10 +222,15 @@ struct Corpus::Impl {
     }));
     flush();
     RAGD_RETURN_IF_ERROR(st);
+    return index;
+  }
+
+  Status rebuild_index() {
+    RAGD_ASSIGN_OR_RETURN(index, index_from_store());
     index_saved_seq = 0;
     changes_since_save = store->num_chunks() + 1;  // force a save
     if (index->size() > 0)
-      log::retrieval()->info("rebuilt vector index {} from {} stored chunks", io.spec, index->size());
+      log::retrieval()->info("rebuilt vector index {} from {} stored chunks", opts.index.spec, index->size());
     return Status::OK();
   }
 
@@ -232,7 +280,8 @@ struct Corpus::Impl {
     std::vector<uint64_t> ids;
     for (const auto& n : nb) ids.push_back(n.id);
     RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(ids));
-    std::unordered_map<std::string, std::pair<std::string, std::string>> docs;  // key -> source, title
+    // key -> source, title; nullopt when the document has no record
+    std::unordered_map<std::string, std::optional<std::pair<std::string, std::string>>> docs;
     std::vector<Hit> out;
     for (size_t i = 0; i < nb.size(); ++i) {
       if (!chunks[i]) continue;  // removed since the index answered
@@ -247,15 +296,139 @@ struct Corpus::Impl {
       auto it = docs.find(key);
       if (it == docs.end()) {
         RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(key));
-        it = docs.emplace(key, d ? std::make_pair(d->source, d->title)
-                                 : std::make_pair(h.chunk.doc_id, std::string()))
-                 .first;
+        // No record: the document was removed since (or, on a replica, is not visible yet).
+        it = docs.emplace(key, d ? std::make_optional(std::make_pair(d->source, d->title)) : std::nullopt).first;
       }
-      h.source = it->second.first;
-      h.title = it->second.second;
+      if (!it->second) continue;
+      h.source = it->second->first;
+      h.title = it->second->second;
       out.push_back(std::move(h));
     }
     return out;
+  }
+
+  // Replica: applies the log entries after applied_seq to the live index (owners first, as
+  // ingest does). False when the log no longer holds the next entry (the primary pruned it after
+  // publishing an index that covers it).
+  Result<bool> follow_log_locked() {
+    RAGD_ASSIGN_OR_RETURN(auto entries, store->log_after(applied_seq));
+    if (entries.empty()) return store->seq() <= applied_seq;
+    if (entries.front().seq != applied_seq + 1) return false;
+    for (const auto& e : entries) {
+      RAGD_RETURN_IF_ERROR(index->remove(e.removed).status());
+      clear_owner(e.removed);
+      RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(e.added));
+      std::vector<uint64_t> ids;
+      std::vector<float> vecs;
+      std::unordered_map<std::string, std::vector<uint64_t>> by_tenant;
+      for (auto& c : chunks) {
+        if (!c) continue;  // removed by a later entry
+        std::string tenant, id;
+        if (!split_document_key(c->chunk.doc_id, &tenant, &id))
+          return Status::Corruption("docstore: chunk " + std::to_string(c->chunk.id) + ": malformed document key");
+        by_tenant[tenant].push_back(c->chunk.id);
+        ids.push_back(c->chunk.id);
+        vecs.insert(vecs.end(), c->vector.begin(), c->vector.end());
+      }
+      for (const auto& [tenant, tids] : by_tenant) set_owner(tids, tenant);
+      RAGD_RETURN_IF_ERROR(index->add(ids, vecs));
+      applied_seq = e.seq;
+    }
+    return true;
+  }
+
+  // Replica: swaps in `fresh` (covering the store up to `seq`) with owners read from the store.
+  Status adopt_locked(std::shared_ptr<VectorIndex> fresh, uint64_t seq) {
+    std::vector<uint32_t> owners;
+    std::unordered_map<std::string, uint32_t> codes;
+    RAGD_RETURN_IF_ERROR(store->for_each_document([&](const StoredDocument& d) {
+      uint32_t code = kShared;
+      if (!d.tenant.empty()) code = codes.emplace(d.tenant, static_cast<uint32_t>(codes.size() + 2)).first->second;
+      for (uint64_t id : d.chunk_ids) {
+        if (id >= owners.size()) owners.resize(std::max<size_t>(id + 1, owners.size() * 2), kNoOwner);
+        owners[id] = code;
+      }
+      return true;
+    }));
+    std::shared_ptr<VectorIndex> old;
+    {
+      std::unique_lock lk(owner_mu);
+      old = std::move(index);
+      index = std::move(fresh);
+      chunk_owner = std::move(owners);
+      tenant_codes = std::move(codes);
+    }
+    applied_seq = seq;
+    return Status::OK();  // `old` goes when the last search holding it ends
+  }
+
+  // Replica: one round of following the primary (caller holds write_mu).
+  Status catch_up_locked() {
+    RAGD_RETURN_IF_ERROR(store->catch_up());
+    const uint64_t seq = store->seq();
+    const FileId fid = file_id(index_path());
+    if (fid.exists && !(fid == index_file)) {
+      VectorIndex::FileInfo fi;
+      auto loaded = VectorIndex::load(index_path(), opts.index, &fi);
+      if (!loaded.ok()) {
+        // A file that fails to load is skipped until the primary publishes another; the log and
+        // the stored vectors still keep this replica's own index current.
+        log::retrieval()->warn("replica: {}; keeping the current index", loaded.status().to_string());
+        index_file = fid;
+      } else if (fi.embedder != embedder->identity()) {
+        log::retrieval()->warn("replica: {} was made by embedder '{}', the corpus uses '{}'; ignored", index_path(),
+                               fi.embedder, embedder->identity());
+        index_file = fid;
+      } else if (fi.seq <= seq) {
+        // A published generation the store has caught up with: it replaces ours (the same trained
+        // quantizer as the primary's); the log after it is replayed below.
+        std::shared_ptr<VectorIndex> fresh = std::move(loaded).value();
+        RAGD_RETURN_IF_ERROR(adopt_locked(std::move(fresh), fi.seq));
+        index_file = fid;
+        log::retrieval()->info("replica: loaded the published index of seq {} ({} vectors)", fi.seq,
+                               current_index()->size());
+      }
+      // fi.seq > seq: published after the batches this round read; taken next round.
+    }
+    RAGD_ASSIGN_OR_RETURN(bool contiguous, follow_log_locked());
+    if (contiguous) {
+      log_gaps = 0;
+      return Status::OK();
+    }
+    // The primary pruned log entries this replica has not applied; the index file it published
+    // covers them and is normally taken on the next round. Past a few rounds, rebuild from the
+    // stored vectors instead.
+    if (++log_gaps < 3) return Status::OK();
+    RAGD_ASSIGN_OR_RETURN(auto fresh, index_from_store());
+    RAGD_RETURN_IF_ERROR(adopt_locked(std::move(fresh), seq));
+    log_gaps = 0;
+    log::retrieval()->info("replica: rebuilt the index from the store at seq {}", seq);
+    return Status::OK();
+  }
+
+  void start_catcher() {
+    catcher = std::thread([this] {
+      const auto period = std::chrono::milliseconds(std::max(1, opts.catch_up_ms));
+      std::unique_lock lk(stop_mu);
+      while (!stop_cv.wait_for(lk, period, [this] { return stopping; })) {
+        lk.unlock();
+        Status st;
+        {
+          std::lock_guard wl(write_mu);
+          st = catch_up_locked();
+        }
+        if (!st.ok()) log::retrieval()->warn("replica: catching up with {}: {}", src, st.to_string());
+        lk.lock();
+      }
+    });
+  }
+  void stop_catcher() {
+    {
+      std::lock_guard lk(stop_mu);
+      stopping = true;
+    }
+    stop_cv.notify_all();
+    if (catcher.joinable()) catcher.join();
   }
 
   Result<std::vector<float>> embed_query(std::string_view q) const {
@@ -272,6 +445,7 @@ struct Corpus::Impl {
 Corpus::Corpus(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Corpus::~Corpus() {
+  if (impl_) impl_->stop_catcher();
   if (!impl_ || impl_->opts.read_only) return;
   std::lock_guard lk(impl_->write_mu);
   if (impl_->changes_since_save > 0 || impl_->index_saved_seq != impl_->store->seq()) {
@@ -287,7 +461,22 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
   while (m->dir.size() > 1 && m->dir.back() == '/') m->dir.pop_back();
   m->opts = opts;
   m->tokenizer = std::move(tokenizer);
-  if (opts.read_only) {
+  m->src = m->dir;
+  if (!opts.secondary_of.empty()) {
+    m->replica = true;
+    m->opts.read_only = true;
+    m->src = fs::path(opts.secondary_of).lexically_normal().string();
+    while (m->src.size() > 1 && m->src.back() == '/') m->src.pop_back();
+    std::error_code same_ec;
+    if (m->src == m->dir || fs::equivalent(m->src, m->dir, same_ec))
+      return Status::InvalidArgument(m->dir + ": a replica needs its own directory, not the primary's");
+    std::error_code ec;
+    fs::create_directories(m->dir, ec);
+    if (ec) return Status::IOError(m->dir + ": " + ec.message());
+    if (!fs::exists(m->src + "/docstore"))
+      return Status::NotFound(m->src + ": no corpus here to follow (start the primary, or ingest into it, first)");
+    RAGD_ASSIGN_OR_RETURN(m->store, DocStore::open_secondary(m->src + "/docstore", m->dir + "/docstore-secondary"));
+  } else if (opts.read_only) {
     if (!fs::exists(m->dir + "/docstore"))
       return Status::NotFound(m->dir + ": no corpus here (run `ragctl ingest PATH --data " + m->dir + "` first)");
   } else {
@@ -296,7 +485,9 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     if (ec) return Status::IOError(m->dir + ": " + ec.message());
     RAGD_ASSIGN_OR_RETURN(m->lock, LockFile::acquire(m->dir + "/LOCK"));
   }
-  RAGD_ASSIGN_OR_RETURN(m->store, DocStore::open(m->dir + "/docstore", opts.read_only));
+  if (!m->store) {
+    RAGD_ASSIGN_OR_RETURN(m->store, DocStore::open(m->dir + "/docstore", opts.read_only));
+  }
 
   // Embedder: the corpus's own unless one is named; a different one is refused.
   auto stored_identity = m->store->meta("embedder");
@@ -323,7 +514,7 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
                                       "'; omit --index or use a new data directory");
   m->opts.index.spec = spec;
   m->opts.index.dim = m->embedder->dim();
-  if (!stored_identity && !opts.read_only) {
+  if (!stored_identity && !m->opts.read_only) {
     RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_name", std::string(m->embedder->name())));
     RAGD_RETURN_IF_ERROR(m->store->put_meta("dim", std::to_string(m->embedder->dim())));
     if (m->embedder->name() == "model") RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_model_dir", eo.model_dir));
@@ -341,6 +532,7 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
 
   // Vector index: the saved file plus the store batches it does not cover.
   bool rebuild = true;
+  m->index_file = file_id(m->index_path());
   if (fs::exists(m->index_path())) {
     VectorIndex::FileInfo fi;
     auto loaded = VectorIndex::load(m->index_path(), m->opts.index, &fi);
@@ -370,12 +562,18 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     std::lock_guard lk(m->write_mu);
     RAGD_RETURN_IF_ERROR(m->maybe_save_locked());
   }
+  m->applied_seq = m->store->seq();
+  if (m->replica) {
+    log::retrieval()->info("replica of {}: seq {}, {} documents, {} chunks; catching up every {} ms", m->src,
+                           m->store->seq(), m->store->num_documents(), m->store->num_chunks(), m->opts.catch_up_ms);
+    m->start_catcher();
+  }
   return std::unique_ptr<Corpus>(new Corpus(std::move(m)));
 }
 
 Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   Impl& m = *impl_;
-  if (m.opts.read_only) return Status::FailedPrecondition(m.dir + ": corpus opened read-only");
+  if (m.opts.read_only) return m.read_only_error();
   if (!m.chunker) return Status::FailedPrecondition("ingest needs a tokenizer (for chunking)");
   std::lock_guard lk(m.write_mu);
   auto stored_tok = m.store->meta("tokenizer");
@@ -515,7 +713,7 @@ Result<bool> Corpus::remove_document(const std::string& id) { return remove_docu
 
 Result<bool> Corpus::remove_document(const std::string& id, const std::string& tenant) {
   Impl& m = *impl_;
-  if (m.opts.read_only) return Status::FailedPrecondition(m.dir + ": corpus opened read-only");
+  if (m.opts.read_only) return m.read_only_error();
   if (!id.empty() && id[0] == '\x01') return false;
   std::lock_guard lk(m.write_mu);
   RAGD_ASSIGN_OR_RETURN(auto d, m.store->get_document(document_key(tenant, id)));
@@ -601,13 +799,14 @@ Status Corpus::for_each_document(const std::function<bool(const DocumentInfo&)>&
 }
 
 Status Corpus::save_index() {
-  if (impl_->opts.read_only) return Status::FailedPrecondition(impl_->dir + ": corpus opened read-only");
+  if (impl_->opts.read_only) return impl_->read_only_error();
   std::lock_guard lk(impl_->write_mu);
   return impl_->save_locked();
 }
 
 Status Corpus::check_consistency() const {
   const Impl& m = *impl_;
+  const std::shared_ptr<VectorIndex> index = m.current_index();
   std::unordered_map<uint64_t, std::string> owner;  // chunk id -> doc listing it
   uint64_t docs = 0;
   Status bad = Status::OK();
@@ -631,7 +830,7 @@ Status Corpus::check_consistency() const {
                                "' is not listed by it");
       return false;
     }
-    if (!m.index->contains(c.chunk.id)) {
+    if (!index->contains(c.chunk.id)) {
       bad = Status::Corruption("chunk " + std::to_string(c.chunk.id) + " of document '" + c.chunk.doc_id +
                                "' is missing from the vector index");
       return false;
@@ -641,8 +840,8 @@ Status Corpus::check_consistency() const {
   RAGD_RETURN_IF_ERROR(bad);
   if (chunks != owner.size())
     return Status::Corruption(std::to_string(owner.size() - chunks) + " chunks listed by documents are missing");
-  if (m.index->size() != chunks)
-    return Status::Corruption("vector index holds " + std::to_string(m.index->size()) + " vectors, store has " +
+  if (index->size() != chunks)
+    return Status::Corruption("vector index holds " + std::to_string(index->size()) + " vectors, store has " +
                               std::to_string(chunks) + " chunks");
   if (m.store->num_chunks() != chunks || m.store->num_documents() != docs)
     return Status::Corruption("manifest counters (" + std::to_string(m.store->num_documents()) + " documents, " +
@@ -654,21 +853,149 @@ Status Corpus::check_consistency() const {
 CorpusStats Corpus::stats() const {
   const Impl& m = *impl_;
   CorpusStats s;
+  const std::shared_ptr<VectorIndex> index = m.current_index();
   s.documents = m.store->num_documents();
   s.chunks = m.store->num_chunks();
-  s.vectors = m.index->size();
+  s.vectors = index->size();
   s.seq = m.store->seq();
   {
     std::lock_guard lk(const_cast<std::mutex&>(m.write_mu));
     s.index_saved_seq = m.index_saved_seq;
   }
   s.embedder = m.embedder->identity();
-  s.index_spec = m.index->spec();
+  s.index_spec = index->spec();
   s.dim = m.embedder->dim();
-  s.index_trained = m.index->trained();
+  s.index_trained = index->trained();
   return s;
 }
 
 const Embedder& Corpus::embedder() const { return *impl_->embedder; }
+
+bool Corpus::is_replica() const { return impl_->replica; }
+
+namespace {
+
+// Writes `bytes` to `path` atomically (temp file, fsync, rename, directory fsync).
+Status write_file_atomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError(tmp + ": open: " + std::strerror(errno));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      return Status::IOError(tmp + ": write: " + std::strerror(e));
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::IOError(tmp + ": fsync: " + std::strerror(e));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path + ": rename: " + std::strerror(errno));
+  int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::OK();
+}
+
+// The whole file, or nullopt when it does not exist.
+Result<std::optional<std::string>> read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!fs::exists(path)) return std::optional<std::string>();
+    return Status::IOError(path + ": cannot open");
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return Status::IOError(path + ": read failed");
+  return std::optional<std::string>(std::move(bytes));
+}
+
+// The sequence number in a VectorIndex file's header, as far as the copy needs it: 0 when unknown.
+uint64_t index_file_seq(const std::string& path, const DocStore& store) {
+  VectorIndexOptions io;
+  io.spec = store.meta("index_spec").value_or("Flat");
+  if (auto d = store.meta("dim")) io.dim = std::atoi(d->c_str());
+  VectorIndex::FileInfo fi;
+  auto loaded = VectorIndex::load(path, io, &fi);
+  return loaded.ok() ? fi.seq : 0;
+}
+
+}  // namespace
+
+Result<SnapshotInfo> Corpus::snapshot(const std::string& data_dir, const std::string& out_dir) {
+  std::string src = fs::path(data_dir).lexically_normal().string();
+  std::string out = fs::path(out_dir).lexically_normal().string();
+  while (src.size() > 1 && src.back() == '/') src.pop_back();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  if (!fs::exists(src + "/docstore"))
+    return Status::NotFound(src + ": no corpus here (nothing has been ingested into this data directory)");
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec)) return Status::AlreadyExists(out + ": exists and is not a directory");
+    if (!fs::is_empty(out, ec)) return Status::AlreadyExists(out + ": not empty; a snapshot goes into a new or empty directory");
+  }
+  fs::create_directories(out, ec);
+  if (ec) return Status::IOError(out + ": " + ec.message());
+  std::error_code same_ec;
+  if (fs::equivalent(src, out, same_ec)) return Status::InvalidArgument(out + ": is the data directory itself");
+
+  SnapshotInfo info;
+  const std::string index_src = src + "/index.faiss";
+  std::optional<std::string> index_bytes;
+  auto lock = LockFile::acquire(src + "/LOCK");
+  if (lock.ok()) {
+    // No writer: the store is quiet while the lock is held, and the index file covers a prefix of
+    // its log (the rest is replayed when the copy is opened).
+    RAGD_ASSIGN_OR_RETURN(auto store, DocStore::open(src + "/docstore", false));
+    RAGD_ASSIGN_OR_RETURN(index_bytes, read_whole(index_src));
+    RAGD_RETURN_IF_ERROR(store->checkpoint(out + "/docstore"));
+  } else if (lock.status().code() == StatusCode::kUnavailable) {
+    // A writer runs: copy through a secondary instance. The index file is read first, so it
+    // covers no more than the checkpoint; if the writer publishes a new one meanwhile (and prunes
+    // the log the old one needs), the copy is taken again.
+    info.beside_writer = true;
+    const std::string scratch = out + "/.snapshot-secondary";
+    Status last = Status::OK();
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      fs::remove_all(out + "/docstore", ec);
+      fs::remove_all(scratch, ec);
+      const FileId before = file_id(index_src);
+      RAGD_ASSIGN_OR_RETURN(index_bytes, read_whole(index_src));
+      {
+        RAGD_ASSIGN_OR_RETURN(auto store, DocStore::open_secondary(src + "/docstore", scratch));
+        last = store->checkpoint(out + "/docstore");
+      }
+      fs::remove_all(scratch, ec);
+      if (last.ok() && file_id(index_src) == before) break;
+      if (last.ok()) last = Status::Unavailable(src + ": the writer kept publishing new indexes during the copy; try again");
+    }
+    RAGD_RETURN_IF_ERROR(last);
+  } else {
+    return lock.status();
+  }
+  RAGD_ASSIGN_OR_RETURN(auto copy, DocStore::open(out + "/docstore", true));
+  if (index_bytes) {
+    RAGD_RETURN_IF_ERROR(write_file_atomic(out + "/index.faiss", *index_bytes));
+    info.index_seq = index_file_seq(out + "/index.faiss", *copy);
+  }
+  info.documents = copy->num_documents();
+  info.chunks = copy->num_chunks();
+  info.seq = copy->seq();
+  return info;
+}
+
+Status Corpus::catch_up() {
+  if (!impl_->replica) return Status::OK();
+  std::lock_guard lk(impl_->write_mu);
+  return impl_->catch_up_locked();
+}
 
 }  // namespace ragd::retrieval

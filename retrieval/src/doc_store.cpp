@@ -1,10 +1,12 @@
 #include "doc_store.h"
 
 #include <filesystem>
+#include <limits>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include "codec.h"
@@ -176,11 +178,57 @@ Result<std::unique_ptr<DocStore>> DocStore::open(const std::string& dir, bool re
   // Every stored block is read and checked now: a corrupted file fails the open with its name,
   // rather than a store that opens and then fails its reads.
   RAGD_RETURN_IF_ERROR(from_rocks(ds->db_->VerifyChecksum(), "docstore " + dir + ": checksum verification"));
-  ds->seq_ = parse_u64(ds->meta("seq"));
-  ds->next_chunk_id_ = std::max<uint64_t>(1, parse_u64(ds->meta("next_chunk_id")));
-  ds->num_chunks_ = parse_u64(ds->meta("num_chunks"));
-  ds->num_docs_ = parse_u64(ds->meta("num_docs"));
+  ds->load_counters();
   return ds;
+}
+
+void DocStore::load_counters() {
+  seq_ = parse_u64(meta("seq"));
+  next_chunk_id_ = std::max<uint64_t>(1, parse_u64(meta("next_chunk_id")));
+  num_chunks_ = parse_u64(meta("num_chunks"));
+  num_docs_ = parse_u64(meta("num_docs"));
+}
+
+Result<std::unique_ptr<DocStore>> DocStore::open_secondary(const std::string& primary_dir,
+                                                           const std::string& scratch_dir) {
+  if (!std::filesystem::exists(primary_dir + "/CURRENT"))
+    return Status::NotFound(primary_dir + ": no document store here (start the primary, or ingest, first)");
+  std::error_code ec;
+  std::filesystem::create_directories(scratch_dir, ec);
+  if (ec) return Status::IOError(scratch_dir + ": " + ec.message());
+  rocksdb::DBOptions dbo;
+  // A secondary keeps every table file open: the primary may delete a file once compacted away,
+  // and an open descriptor still reads it.
+  dbo.max_open_files = -1;
+  dbo.keep_log_file_num = 4;
+  rocksdb::ColumnFamilyOptions cfo;
+  cfo.compression = rocksdb::kNoCompression;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+  for (const char* n : kCfNames) descs.emplace_back(n, cfo);
+  std::unique_ptr<DocStore> ds(new DocStore());
+  ds->read_only_ = true;
+  ds->secondary_ = true;
+  rocksdb::Status s = rocksdb::DB::OpenAsSecondary(dbo, primary_dir, scratch_dir, descs, &ds->cfs_, &ds->db_);
+  RAGD_RETURN_IF_ERROR(from_rocks(s, "docstore " + primary_dir + " (secondary in " + scratch_dir + ")"));
+  RAGD_RETURN_IF_ERROR(from_rocks(ds->db_->TryCatchUpWithPrimary(), "docstore " + primary_dir + ": catch up"));
+  ds->load_counters();
+  return ds;
+}
+
+Status DocStore::catch_up() {
+  if (!secondary_) return Status::OK();
+  RAGD_RETURN_IF_ERROR(from_rocks(db_->TryCatchUpWithPrimary(), "docstore: catch up with the primary"));
+  load_counters();
+  return Status::OK();
+}
+
+Status DocStore::checkpoint(const std::string& dir) const {
+  rocksdb::Checkpoint* raw = nullptr;
+  RAGD_RETURN_IF_ERROR(from_rocks(rocksdb::Checkpoint::Create(db_, &raw), "docstore: checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> cp(raw);
+  // A secondary cannot flush: its copy takes the primary's WAL files as they are.
+  const uint64_t flush_above = secondary_ ? std::numeric_limits<uint64_t>::max() : 0;
+  return from_rocks(cp->CreateCheckpoint(dir, flush_above), "docstore: checkpoint into " + dir);
 }
 
 std::optional<std::string> DocStore::meta(const std::string& key) const {

@@ -15,8 +15,11 @@
 // documents are shared. A record whose tenant disagrees with its key is Corruption.
 // apply() writes one WriteBatch (documents, chunks, the log entry and the counters) with
 // sync=true: when it returns OK the change is durable, and a crash leaves all of it or none.
+// Secondary mode (open_secondary()): a RocksDB secondary instance over another process's store,
+// with its own scratch directory; it reads what the primary had written at the last catch_up()
+// (whole batches only: RocksDB replays the primary's WAL batch by batch) and refuses writes.
 // Thread-safety: reads are safe from any thread; apply()/prune_log()/put_meta() must be
-// serialised by the caller (Corpus holds its ingest mutex).
+// serialised by the caller (Corpus holds its ingest mutex); catch_up() is safe beside reads.
 #pragma once
 
 #include <atomic>
@@ -79,7 +82,20 @@ struct Mutation {
 class DocStore {
  public:
   static Result<std::unique_ptr<DocStore>> open(const std::string& dir, bool read_only);
+  // A secondary instance of the store in `primary_dir`; `scratch_dir` holds its own info logs
+  // (created when missing). NotFound when the primary has no store yet.
+  static Result<std::unique_ptr<DocStore>> open_secondary(const std::string& primary_dir,
+                                                          const std::string& scratch_dir);
   ~DocStore();
+
+  // Secondary only: reads what the primary has written since (TryCatchUpWithPrimary) and reloads
+  // the counters (seq, num_chunks, num_docs). OK and a no-op on a primary.
+  Status catch_up();
+  // A consistent copy of the store in `dir` (which must not exist): RocksDB Checkpoint, hard
+  // links where possible. A secondary copies the primary's files as of its last catch_up() or
+  // later (never a partial batch).
+  Status checkpoint(const std::string& dir) const;
+  bool secondary() const { return secondary_; }
 
   Result<std::optional<StoredDocument>> get_document(const std::string& id) const;
   Result<std::optional<StoredChunk>> get_chunk(uint64_t id) const;
@@ -111,6 +127,8 @@ class DocStore {
   rocksdb::DB* db_ = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // default, documents, chunks, manifest
   bool read_only_ = false;
+  bool secondary_ = false;
+  void load_counters();
   // Written under the caller's write serialisation, read from any thread.
   std::atomic<uint64_t> seq_{0};
   uint64_t next_chunk_id_ = 1;  // writer only

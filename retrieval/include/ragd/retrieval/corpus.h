@@ -25,6 +25,21 @@
 // The corpus records its embedder identity and index spec; opening it with a different embedder
 // (or dimension) or index spec is refused, so queries and documents always share an embedder.
 //
+// Replicas (CorpusOptions::secondary_of): a corpus opened as a replica reads another process's
+// data directory, read-only: the document store as a RocksDB secondary instance (scratch files in
+// the replica's own directory, <data>/docstore-secondary), caught up every `catch_up_ms` by a
+// background thread, which also follows the vector index: it replays the store's log of chunk ids
+// added and removed into its own copy, and loads the primary's index file whenever the primary
+// publishes a new one (save() renames a complete file into place; its header names the store
+// sequence number it covers, the generation). A loaded index is swapped in under the owner lock:
+// searches in flight finish on the old one. One document's records (its metadata, chunks, token
+// ids, vectors, log entry) are one RocksDB batch, and the replica reads whole batches; a search
+// hit whose chunk or document record is not visible is dropped, so a replica never returns part
+// of a document. Every write on a replica fails with FailedPrecondition (kReplicaReadOnly).
+//
+// Snapshots (Corpus::snapshot): a RocksDB checkpoint of the store plus the published index, which
+// a daemon or `ragctl search` opens like the original; taken beside a running writer, too.
+//
 // Thread-safety: internally synchronised. search()/get_*() run concurrently with each other and
 // with ingest(); ingest()/remove_document()/save_index() are serialised among themselves.
 #pragma once
@@ -62,6 +77,20 @@ struct CorpusOptions {
   uint64_t index_save_every_chunks = 50000;  // save index.faiss after this many chunk changes
   double index_save_interval_s = 120.0;       // ... or this long after the last save (seconds)
   size_t embed_batch = 64;     // texts per embedder call
+  // Replica: the primary's data directory, followed read-only (see above); the directory given to
+  // open() is the replica's own scratch. "" = off (default).
+  std::string secondary_of;
+  int catch_up_ms = 1000;      // replica: how often it reads the primary's new writes (ms); default 1000
+};
+
+// The message of every write refused by a replica.
+inline constexpr const char* kReplicaReadOnly = "this replica serves the corpus read-only; ingest on the primary";
+
+struct SnapshotInfo {
+  uint64_t documents = 0, chunks = 0;
+  uint64_t seq = 0;        // store sequence number of the copy
+  uint64_t index_seq = 0;  // sequence number the copied index file covers; 0 = no index file (rebuilt at open)
+  bool beside_writer = false;  // taken while another process held the data directory
 };
 
 struct IngestSummary {
@@ -188,6 +217,19 @@ class Corpus {
 
   CorpusStats stats() const;
   const Embedder& embedder() const;
+
+  // Whether this corpus is a replica (opened with secondary_of).
+  bool is_replica() const;
+  // Replica: reads the primary's writes and published index now (the background thread does this
+  // every catch_up_ms). OK and a no-op otherwise.
+  Status catch_up();
+
+  // Writes a consistent copy of the corpus in `data_dir` into `out_dir` (new, or an empty
+  // directory; AlreadyExists otherwise): a RocksDB checkpoint of the document store (hard links
+  // where possible) and the published vector index file. Works beside a running writer (through a
+  // secondary instance). The KV cache's SSD tier is not copied. Opening `out_dir` as a corpus
+  // gives the same search results as `data_dir` had at the copy.
+  static Result<SnapshotInfo> snapshot(const std::string& data_dir, const std::string& out_dir);
 
   struct Impl;
 
