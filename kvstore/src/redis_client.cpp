@@ -282,6 +282,7 @@ struct RedisClient::Impl {
   std::unordered_map<std::string, redisContext*> conns;  // "host:port" -> open connection
   std::unordered_set<std::string> dropped;           // nodes whose connection was dropped on error
   bool reload_pending = false;                       // a node failed: re-read the map next call
+  std::string failed_node;                           // the node that failed (not asked on reload)
   RedisClientStats stats;
 
   Impl() { slot_node.fill(-1); }
@@ -377,7 +378,10 @@ struct RedisClient::Impl {
   fail:
     Status st = Status::Unavailable(fmt::format("redis {}: {}", name, cause(c)));
     drop(name);
-    if (cluster) reload_pending = true;
+    if (cluster) {
+      reload_pending = true;
+      failed_node = name;
+    }
     return st;
   }
 
@@ -457,7 +461,7 @@ struct RedisClient::Impl {
     if (!cluster || slot < 0) return first;
     if (reload_pending) {
       reload_pending = false;
-      reload_slots(nullptr);
+      reload_slots(nullptr, failed_node);
     }
     if (slot_node[static_cast<size_t>(slot)] < 0) reload_slots(nullptr);
     const int n = slot_node[static_cast<size_t>(slot)];
@@ -691,7 +695,7 @@ Status RedisClient::ping() {
   } else {
     if (m.reload_pending) {
       m.reload_pending = false;
-      m.reload_slots(nullptr);
+      m.reload_slots(nullptr, m.failed_node);
     }
     std::vector<bool> used(m.nodes.size(), false);
     for (int32_t n : m.slot_node) {
