@@ -108,6 +108,11 @@ const std::vector<Field>& fields() {
       // runtime
       RAGD_F("runtime.model_dir", Type::kString, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)", runtime.model_dir),
       RAGD_F("runtime.data_dir", Type::kString, "document store, vector index and SSD KV tier live here", runtime.data_dir),
+      RAGD_F("runtime.data_replica_of", Type::kString,
+             "the primary's data_dir to serve read-only as a replica (data_dir keeps only the replica's scratch and "
+             "SSD KV tier; document writes get 403); \"\" = off", runtime.data_replica_of),
+      RAGD_F("runtime.replica_catch_up_ms", Type::kInt, "replica: how often it reads the primary's new documents, ms",
+             runtime.replica_catch_up_ms),
       RAGD_F("runtime.pipelines_dir", Type::kString, "directory of *.toml pipeline specs; \"\" = only the built-in \"default\"", runtime.pipelines_dir),
       RAGD_F("runtime.device", Type::kString, "\"cpu\", \"cuda\" or \"cuda:N\"", runtime.device),
       RAGD_E("runtime.weights", "weights in memory (auto = the checkpoint's dtype; q8 = 8-bit blocks, quantized at load)", runtime.weights),

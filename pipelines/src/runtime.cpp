@@ -42,7 +42,7 @@ class CorpusDocuments final : public DocumentApi {
     in.reserve(docs.size());
     for (auto& d : docs)
       in.push_back({std::move(d.id), std::move(d.title), std::move(d.text), std::move(d.source), std::move(d.tenant)});
-    RAGD_ASSIGN_OR_RETURN(retrieval::IngestSummary s, corpus_->ingest(in));
+    RAGD_ASSIGN_OR_RETURN(retrieval::IngestSummary s, replica_refusal(corpus_->ingest(in)));
     IngestSummary o;
     o.ingested = static_cast<int>(s.ingested);
     o.unchanged = static_cast<int>(s.unchanged);
@@ -70,7 +70,7 @@ class CorpusDocuments final : public DocumentApi {
   }
 
   Status remove(const std::string& id, const std::string& tenant) override {
-    RAGD_ASSIGN_OR_RETURN(bool existed, corpus_->remove_document(id, tenant));
+    RAGD_ASSIGN_OR_RETURN(bool existed, replica_refusal(corpus_->remove_document(id, tenant)));
     if (!existed) return Status::NotFound("document '" + id + "' not found");
     return Status::OK();
   }
@@ -96,6 +96,14 @@ class CorpusDocuments final : public DocumentApi {
   }
 
  private:
+  // A replica's refusal to write is the caller's to read (403 with its message), not a server
+  // state to hide.
+  template <typename T>
+  Result<T> replica_refusal(Result<T> r) const {
+    if (!r.ok() && corpus_->is_replica() && r.status().code() == StatusCode::kFailedPrecondition)
+      return Status::PermissionDenied(r.status().message());
+    return r;
+  }
   std::shared_ptr<retrieval::Corpus> corpus_;
 };
 #endif
@@ -168,6 +176,11 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   if (deps.model_name.empty()) deps.model_name = std::filesystem::path(opts.model_dir).parent_path().filename().string();
 
   std::unique_ptr<DocumentApi> docs = std::make_unique<NoDocuments>();
+  if (!opts.data_replica_of.empty() && opts.data_dir.empty())
+    return Status::InvalidArgument("runtime.data_replica_of needs runtime.data_dir: the replica's own directory "
+                                   "(its RocksDB secondary scratch and SSD KV tier)");
+  if (opts.replica_catch_up_ms < 1)
+    return Status::InvalidArgument("runtime.replica_catch_up_ms must be >= 1, got " + std::to_string(opts.replica_catch_up_ms));
   if (!opts.data_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(opts.data_dir, ec);
@@ -180,6 +193,8 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     if (opts.embedder == EmbedderKind::kModel) co.embedder.model_dir = opts.model_dir;
     co.embedder.dim = opts.embedder_dim;
     co.index_spec = "";
+    co.secondary_of = opts.data_replica_of;  // a replica: data_dir is its scratch (and SSD KV tier)
+    co.catch_up_ms = opts.replica_catch_up_ms;
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<retrieval::Corpus> corpus,
                           retrieval::Corpus::open(opts.data_dir, co,
                                                   deps.tokenizer));
@@ -193,8 +208,9 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   rt.executor = std::move(ex);
   rt.documents = std::move(docs);
   rt.stop = [raw] { raw->stop(); };
-  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}", opts.model_dir, enum_name(opts.scheduler),
-                         opts.data_dir.empty() ? "(none)" : opts.data_dir);
+  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}{}", opts.model_dir, enum_name(opts.scheduler),
+                         opts.data_dir.empty() ? "(none)" : opts.data_dir,
+                         opts.data_replica_of.empty() ? "" : " (replica of " + opts.data_replica_of + ")");
   return rt;
 }
 

@@ -57,6 +57,10 @@ struct RuntimeTestHooks {
 struct RuntimeOptions {
   std::string model_dir;             // HF model directory (config.json, *.safetensors, tokenizer.json)
   std::string data_dir;              // document store, vector index, SSD KV tier live here
+  // Replica: the primary's data_dir, whose corpus this runtime serves read-only (a RocksDB
+  // secondary; data_dir then holds only its scratch and the SSD KV tier). "" = off (default).
+  std::string data_replica_of;
+  int replica_catch_up_ms = 1000;    // replica: how often it reads the primary's new writes, ms; 1000
   std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
   std::string device = engine::ModelOptions{}.device;  // "cpu" | "cuda" | "cuda:N" (engine::parse_device_spec); cpu
   // Weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8; default auto.
