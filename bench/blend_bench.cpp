@@ -244,7 +244,7 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
       if (static_cast<int>(i) < warmup) continue;  // same draws for every mode; caches warm up
       t.push_back(o.ttft_ms);
       prompt += o.usage.prompt_tokens;
-      reused += o.usage.reused_hbm + o.usage.reused_dram + o.usage.reused_ssd;
+      reused += o.usage.reused_tokens();
       approx += o.usage.approximate;
       std::set<std::string> got_ids;
       for (const auto& src : o.sources) got_ids.insert(src.doc_id);

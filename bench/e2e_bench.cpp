@@ -129,7 +129,7 @@ Result1 run_one(Executor& ex, const Req& q) {
   r.itl_ms = o.itl_ms;
   r.tokens = o.tokens;
   r.prompt = o.usage.prompt_tokens;
-  r.reused = o.usage.reused_hbm + o.usage.reused_dram + o.usage.reused_ssd;
+  r.reused = o.usage.reused_tokens();
   if (r.tokens > 1) r.tpot_ms = (r.e2e_ms - r.ttft_ms) / (r.tokens - 1);
   return r;
 }

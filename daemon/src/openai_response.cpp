@@ -37,7 +37,7 @@ namespace {
 void write_oai_usage(JsonWriter& w, const pipelines::Usage& u) {
   w.begin_object().key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
   w.key("total_tokens").value(u.prompt_tokens + u.completion_tokens);
-  w.key("prompt_tokens_details").begin_object().key("cached_tokens").value(u.reused_hbm + u.reused_dram + u.reused_ssd).end_object();
+  w.key("prompt_tokens_details").begin_object().key("cached_tokens").value(u.reused_tokens()).end_object();
   w.end_object();
 }
 

@@ -58,6 +58,7 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       self->metrics_.reused_tokens->inc({"hbm"}, u.reused_hbm);
       self->metrics_.reused_tokens->inc({"dram"}, u.reused_dram);
       self->metrics_.reused_tokens->inc({"ssd"}, u.reused_ssd);
+      self->metrics_.reused_tokens->inc({"remote"}, u.reused_remote);
       self->metrics_.recomputed_tokens->inc({}, u.recomputed_tokens);
       if (u.reuse == "cacheblend" || u.reuse == "epic") {
         self->metrics_.blend_runs->inc({u.reuse, u.approximate ? "blended" : "exact"}, 1);
@@ -68,8 +69,8 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       if (track->tokens > 1)
         self->metrics_.tpot->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /
                                      (track->tokens - 1));
-      log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{} (hbm/dram/ssd), {:.1f} ms, {}",
-                          track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd,
+      log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{}/{} (hbm/dram/ssd/remote), {:.1f} ms, {}",
+                          track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd, u.reused_remote,
                           ms_since(track->t0), ev.finish_reason);
       if (track->hung_up.load()) track->client_gone = true;
       finish(track->client_gone ? "disconnected" : ev.finish_reason.empty() ? "stop" : ev.finish_reason);

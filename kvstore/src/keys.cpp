@@ -39,4 +39,10 @@ Hash128 chunk_key(const Hash128& head, const Hash128& doc) {
   return h.digest();
 }
 
+uint64_t event_block_hash(std::optional<uint64_t> prev, std::span<const int32_t> block_tokens, const Hash128& scope_root) {
+  Hasher128 h;
+  h.str("ragd.kv.event_block.v1").u64(prev ? 1 : 0).u64(prev.value_or(0)).i32s(block_tokens).h128(scope_root);
+  return h.digest().lo;
+}
+
 }  // namespace ragd::kvstore

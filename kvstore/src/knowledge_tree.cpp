@@ -127,6 +127,8 @@ struct KnowledgeTree::Impl {
       if (n->in(t)) reorder(n, t);
   }
 
+  // place() and remove_from() are the only places that set / clear a node's tier bit (and so the
+  // only callers of the on_tier_change observer).
   void place(Node* n, int t, const SegmentRef& seg, std::vector<SsdAction>* actions, bool ssd_write) {
     RAGD_CHECK(!n->in(t)) << "node already in tier " << t;
     n->tiers |= static_cast<uint8_t>(1u << t);
@@ -144,6 +146,7 @@ struct KnowledgeTree::Impl {
       ssd_pending_bytes += n->bytes;
       if (actions) actions->push_back({SsdAction::Kind::kPut, n->key, n->uid, seg, static_cast<uint32_t>(n->layers())});
     }
+    if (opt.on_tier_change) opt.on_tier_change(info_of(n), static_cast<Tier>(t), true);
   }
 
   // Removes n from tier t; erases n when it has no tier left. Returns false when n was erased.
@@ -166,6 +169,7 @@ struct KnowledgeTree::Impl {
       }
       if (actions) actions->push_back({SsdAction::Kind::kDelete, n->key, n->uid, nullptr, n->layers()});
     }
+    if (opt.on_tier_change) opt.on_tier_change(info_of(n), static_cast<Tier>(t), false);
     if (n->tiers == 0) {
       RAGD_CHECK(n->children.empty()) << "a node in no tier still has children";
       remember(n->key, n->freq);

@@ -38,6 +38,7 @@ struct StoreCore final : PoolTier {
       log::kvstore()->error("pool export of {}: {}", n.key.to_hex(), seg.status().to_string());
       return nullptr;
     }
+    remote_put(*seg);
     return std::move(seg).value();
   }
   void release(PoolCopy& c) override { c.table.release(*opt.pool); }
@@ -50,7 +51,36 @@ struct StoreCore final : PoolTier {
   std::unique_ptr<SsdTier> ssd;         // set at open; thread-safe; reset only in close()
   std::atomic<bool> ssd_ok{false};
 
+  // KV events (Options::events; null = off): the tracker is guarded by mu (it is the tree's
+  // observer); the publisher is thread-safe and never blocks.
+  std::unique_ptr<KvEventPublisher> events_pub;
+  std::unique_ptr<KvEventTracker> events;
+
+  // mu held: the tree's on_tier_change observer.
+  void on_tier_change_locked(const TreeNodeInfo& n, Tier t, bool entered) {
+    if (events_pub->take_resync()) events_pub->publish_unbounded(events->resync_events());
+    events->on_tier_change(n, t, entered);
+  }
+  // mu held, before the tree call that may place node `id`: its own token ids, for KV events.
+  void note_tokens_locked(const SegmentIdentity& id, bool parent_is_root, const Hash128& scope_root,
+                          std::span<const int32_t> tokens, int num_tokens) {
+    if (!events || tokens.empty()) return;
+    if (static_cast<int>(tokens.size()) != num_tokens) {
+      log::kvstore()->warn("kv events: {} token ids given for a node of {} tokens; not announced", tokens.size(), num_tokens);
+      return;
+    }
+    events->set_tokens(id.key, id.parent_key, parent_is_root, scope_root, tokens, tree->info(id.key).has_value());
+  }
+
   std::unique_ptr<ThreadPool> io;       // loads
+  // The remote tier and the threads its loads block on (so a slow Redis never holds a local load).
+  std::unique_ptr<RemoteTier> remote;   // set at open; thread-safe; closed in close()
+  std::unique_ptr<ThreadPool> rio;
+
+  // Write-behind to the remote tier of a segment that just got a host copy. Never blocks.
+  void remote_put(const SegmentRef& seg) {
+    if (remote && seg) remote->put(seg);
+  }
   // Pool-to-DRAM copies of new pool nodes: one thread, so that a parent's copy lands before its
   // child's. A copy reads blocks through its own fork (shared, so nobody writes them); the fork is
   // released on the scheduler thread (done_copies, at its next pool call), which owns the pool.
@@ -232,7 +262,8 @@ struct StoreCore final : PoolTier {
     return Tier::kSsd;
   }
 
-  void run_load(const std::shared_ptr<LoadHandle>& h, const std::vector<PathNode>& nodes, bool independent) {
+  void run_load(const std::shared_ptr<LoadHandle>& h, const std::vector<PathNode>& nodes, bool independent,
+                std::shared_ptr<const RemoteTail> tail = nullptr) {
     bool broken = false;
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (broken) {
@@ -272,6 +303,68 @@ struct StoreCore final : PoolTier {
           tree->promote(nodes[i].key, static_cast<Tier>(t), h->segment(i), &actions);
         submit_actions_locked(actions);
       }
+    }
+    if (tail && tail->size() > 0) {
+      start_remote(h, nodes.size(), std::move(tail), broken && !independent);
+      return;
+    }
+    h->finish();
+  }
+
+  // Slots [base, base + tail->size()) of `h` from the remote tier, on its own threads; finishes h.
+  void start_remote(const std::shared_ptr<LoadHandle>& h, size_t base, std::shared_ptr<const RemoteTail> tail, bool broken) {
+    const size_t n = tail->size();
+    Status why = Status::OK();
+    if (broken) why = Status::Cancelled("kv load: an earlier node of the path failed");
+    else if (!remote) why = Status::NotFound("kv load: no remote tier");
+    else if (!remote->available()) why = Status::Unavailable("remote kv tier: circuit breaker open");
+    if (why.ok() && rio->submit([this, h, base, tail] { run_remote(h, base, *tail); })) return;
+    if (why.ok()) why = Status::ResourceExhausted("remote kv tier: load queue full");
+    for (size_t j = 0; j < n; ++j) h->fail(base + j, why);
+    h->finish();
+  }
+
+  void run_remote(const std::shared_ptr<LoadHandle>& h, size_t base, const RemoteTail& t) {
+    const std::string_view scope = opt.tenant_isolation ? std::string_view(t.tenant) : std::string_view{};
+    Hash128 parent = t.chunks ? chunk_scope_key(fmt, scope) : tree_scope_key(fmt, scope);
+    if (!t.chunks)
+      for (size_t i = 0; i < t.from && i < t.docs.size(); ++i) parent = child_key(parent, t.docs[i]);
+    bool broken = false;
+    for (size_t j = 0; j < t.size(); ++j) {
+      const size_t slot = base + j;
+      if (broken) {
+        h->fail(slot, Status::Cancelled("kv load: an earlier node of the path failed"));
+        continue;
+      }
+      const size_t depth = t.chunks ? 0 : t.from + j;
+      const Hash128& doc = t.chunks ? t.docs[j] : t.docs[t.from + j];
+      const Hash128 pkey = t.chunks ? chunk_scope_key(fmt, scope) : parent;
+      const Hash128 key = child_key(pkey, doc);
+      Result<SegmentRef> r = remote->get(key);
+      if (r.ok()) {
+        const SegmentHeader& hd = (*r)->header();
+        if (hd.doc_key != doc || hd.parent_key != pkey || hd.is_chunk != t.chunks || hd.depth != depth)
+          r = Status::FailedPrecondition(fmt::format("remote kv segment {}: identity does not match its key", key.to_hex()));
+      }
+      if (!r.ok()) {
+        h->fail(slot, r.status());
+        if (!t.chunks) broken = true;
+        continue;
+      }
+      const SegmentRef seg = std::move(r).value();
+      h->publish_segment(slot, seg, Tier::kRemote);
+      h->set_layers(slot, h->num_layers());  // parse() verified every layer
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ctr.remote_loads += 1;
+        ctr.remote_load_tokens += static_cast<uint64_t>(seg->num_tokens());
+        if (!closed && opt.promote_on_load && !tree->info(key)) {  // promoted: later runs find it locally
+          std::vector<SsdAction> actions;
+          tree->insert(pkey, t.chunks || depth == 0, seg, &actions);
+          submit_actions_locked(actions);
+        }
+      }
+      parent = key;
     }
     h->finish();
   }
@@ -346,6 +439,14 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
   to.cost = opt.cost;
   to.ssd_max_pending_bytes = opt.ssd_max_pending_bytes;
   to.frequency_history = opt.frequency_history;
+  if (!opt.events.endpoint.empty()) {
+    RAGD_ASSIGN_OR_RETURN(core->events_pub, KvEventPublisher::start(opt.events));
+    const int bs = opt.pool ? opt.pool->layout().block_size : opt.events.block_size;
+    KvEventPublisher* pub = core->events_pub.get();
+    core->events = std::make_unique<KvEventTracker>(bs, [pub](KvEvent e) { pub->publish(std::move(e)); });
+    StoreCore* raw = core.get();
+    to.on_tier_change = [raw](const TreeNodeInfo& n, Tier t, bool entered) { raw->on_tier_change_locked(n, t, entered); };
+  }
   core->tree = std::make_unique<KnowledgeTree>(to);
   core->ctr.policy = std::string(eviction_policy_name(policy));
   if (opt.ssd_dir.empty()) {
@@ -362,6 +463,12 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
       log::kvstore()->error("SSD tier disabled at open: {} (serving continues from HBM/DRAM and recompute)", core->ctr.ssd_error);
     }
   }
+  if (!opt.remote.url.empty()) {
+    if (opt.remote_io_threads <= 0 || opt.remote_io_threads > 64)
+      return Status::InvalidArgument(fmt::format("kvstore: remote_io_threads must be in 1..64, got {}", opt.remote_io_threads));
+    RAGD_ASSIGN_OR_RETURN(core->remote, RemoteTier::open(opt.remote, fmt));
+    core->rio = std::make_unique<ThreadPool>(static_cast<size_t>(opt.remote_io_threads), opt.io_queue, "kv-remote");
+  }
   core->io = std::make_unique<ThreadPool>(static_cast<size_t>(opt.io_threads), opt.io_queue, "kv-io");
   // SSD writes and pool-to-DRAM copies are nobody's critical path: they run in the background.
   core->writer = std::make_unique<ThreadPool>(1, size_t{1} << 20, "kv-ssd-writer", /*background=*/true);
@@ -375,7 +482,8 @@ void KvStore::close() {
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.closed) return;
   }
-  c.io->stop();  // drains queued loads (they may still queue SSD writes)
+  c.io->stop();  // drains queued loads (they may still queue SSD writes and remote loads)
+  if (c.rio) c.rio->stop();  // drains remote loads
   set_engine_busy(false);          // nothing runs any more: waiting copies may go
   if (c.copier) c.copier->stop();  // drains pool-to-DRAM copies (they may queue SSD writes)
   {
@@ -383,9 +491,12 @@ void KvStore::close() {
     c.closed = true;
   }
   c.writer->stop();  // drains queued SSD writes
+  if (c.remote) c.remote->close();  // drains queued remote writes
   std::lock_guard<std::mutex> lock(c.mu);
   c.ssd_ok.store(false);
   c.ssd.reset();
+  if (c.events) c.events->clear_all();  // AllBlocksCleared: subscribers forget this store
+  if (c.events_pub) c.events_pub->stop();
 }
 
 const KvFormat& KvStore::format() const { return core_->fmt; }
@@ -482,7 +593,8 @@ SegmentIdentity tree_identity(const StoreCore& c, std::span<const Hash128> paren
 }  // namespace
 
 Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
-                                          const engine::BlockTable& table, int begin, int end, std::string_view tenant) {
+                                          const engine::BlockTable& table, int begin, int end, std::string_view tenant,
+                                          std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
   if (!c.opt.pool) return Status::FailedPrecondition("kvstore: insert_pool without an engine pool");
   if (begin < 0 || end <= begin || end > table.num_tokens())
@@ -505,6 +617,9 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   c.release_done_copies_locked();
   const bool known = c.tree->info(id.key).has_value();  // then: touch it, give it the pool copy back
   std::vector<SsdAction> actions;
+  if (c.events && !tokens.empty())
+    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{}),
+                         tokens, end - begin);
   PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
   r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
   c.submit_actions_locked(actions);
@@ -552,6 +667,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
         if (c.tree->info(id.key)) done = c.tree->promote(id.key, t, seg, &acts);
         else done = c.tree->insert(id.parent_key, root, seg, &acts) == KnowledgeTree::InsertOutcome::kInserted;
         if (done) c.ctr.copies += 1;
+        c.remote_put(seg);
         c.submit_actions_locked(acts);
       }
       c.done_copies.push_back(std::move(*job));
@@ -633,7 +749,7 @@ ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::str
 }
 
 Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
-                                     std::string_view tenant) {
+                                     std::string_view tenant, std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
   const SegmentIdentity id = tree_identity(c, parent_docs, doc, tenant);
   RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg, SegmentBuffer::build(c.fmt, id, kv));
@@ -641,13 +757,18 @@ Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const
   r.key = id.key;
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
+  if (c.events && !tokens.empty())
+    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{}),
+                         tokens, kv.num_tokens);
   std::vector<SsdAction> actions;
   r.outcome = c.tree->insert(id.parent_key, parent_docs.empty(), seg, &actions, &r.tier);
   c.submit_actions_locked(actions);
+  if (r.outcome == KnowledgeTree::InsertOutcome::kInserted) c.remote_put(seg);
   return r;
 }
 
-Result<InsertResult> KvStore::insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant) {
+Result<InsertResult> KvStore::insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant,
+                                           std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
   SegmentIdentity id;
   id.parent_key = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
@@ -659,15 +780,21 @@ Result<InsertResult> KvStore::insert_chunk(const Hash128& doc, const KvData& kv,
   r.key = id.key;
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
+  c.note_tokens_locked(id, true, id.parent_key, tokens, kv.num_tokens);
   std::vector<SsdAction> actions;
   r.outcome = c.tree->insert(id.parent_key, true, seg, &actions, &r.tier);
   c.submit_actions_locked(actions);
+  if (r.outcome == KnowledgeTree::InsertOutcome::kInserted) c.remote_put(seg);
   return r;
 }
 
 std::shared_ptr<LoadHandle> KvStore::load(std::span<const PathNode> nodes, LoadOptions opts) {
   StoreCore& c = *core_;
-  auto h = std::make_shared<LoadHandle>(nodes.size(), c.fmt.num_layers);
+  std::shared_ptr<const RemoteTail> tail;
+  if (opts.remote && opts.remote->size() > 0) tail = std::make_shared<const RemoteTail>(std::move(*opts.remote));
+  opts.remote.reset();
+  const size_t remote_n = tail ? tail->size() : 0;
+  auto h = std::make_shared<LoadHandle>(nodes.size() + remote_n, c.fmt.num_layers);
   const bool independent = opts.independent;
   h->opts_ = std::move(opts);
   std::vector<PathNode> list(nodes.begin(), nodes.end());
@@ -677,9 +804,9 @@ std::shared_ptr<LoadHandle> KvStore::load(std::span<const PathNode> nodes, LoadO
     closed = c.closed;
   }
   StoreCore* raw = &c;  // the pool is drained in close(), before the core can go away
-  if (closed || !c.io->submit([raw, h, list, independent] { raw->run_load(h, list, independent); })) {
+  if (closed || !c.io->submit([raw, h, list, independent, tail] { raw->run_load(h, list, independent, tail); })) {
     const Status st = closed ? Status::Unavailable("kvstore: closed") : Status::ResourceExhausted("kvstore: I/O queue full");
-    for (size_t i = 0; i < list.size(); ++i) h->fail(i, st);
+    for (size_t i = 0; i < list.size() + remote_n; ++i) h->fail(i, st);
     {
       std::lock_guard<std::mutex> lock(c.mu);
       c.ctr.load_failures += list.size();
@@ -691,8 +818,11 @@ std::shared_ptr<LoadHandle> KvStore::load(std::span<const PathNode> nodes, LoadO
 
 void KvStore::drain_writes() {
   StoreCore& c = *core_;
-  std::unique_lock<std::mutex> lock(c.wmu);
-  c.wcv.wait(lock, [&] { return c.writes_inflight == 0; });
+  {
+    std::unique_lock<std::mutex> lock(c.wmu);
+    c.wcv.wait(lock, [&] { return c.writes_inflight == 0; });
+  }
+  if (c.remote) c.remote->drain();
 }
 
 Status KvStore::flush() {
@@ -705,10 +835,19 @@ Status KvStore::flush() {
   return st;
 }
 
+bool KvStore::has_remote() const { return core_->remote != nullptr; }
+
 Stats KvStore::stats() const {
   StoreCore& c = *core_;
   std::lock_guard<std::mutex> lock(c.mu);
   Stats s = c.ctr;
+  if (c.events_pub) {
+    const KvEventCounters e = c.events_pub->counters();
+    s.kv_events_batches = e.batches;
+    s.kv_events_events = e.events;
+    s.kv_events_dropped = e.dropped;
+    s.kv_events_replays = e.replays;
+  }
   for (int t = 0; t < kNumTiers; ++t) {
     const Tier tier = static_cast<Tier>(t);
     TierCounters tc = c.tree->counters(tier);
@@ -726,6 +865,7 @@ Stats KvStore::stats() const {
   }
   s.tree_nodes = c.tree->num_nodes();
   s.pinned_nodes = c.tree->num_pinned();
+  if (c.remote) s.remote = c.remote->stats();
   return s;
 }
 
@@ -735,7 +875,8 @@ Status KvStore::check_invariants() const {
 }
 
 std::string Stats::to_json() const {
-  std::string s = fmt::format(R"({{"policy":{},"tiers":{{)", json_quote(policy));
+  std::string s = fmt::format(R"({{"policy":{},"kv_events":{{"batches":{},"events":{},"dropped":{},"replays":{}}},"tiers":{{)",
+                              json_quote(policy), kv_events_batches, kv_events_events, kv_events_dropped, kv_events_replays);
   for (int t = 0; t < kNumTiers; ++t) {
     const TierStats& x = tiers[t];
     s += fmt::format(
@@ -747,6 +888,13 @@ std::string Stats::to_json() const {
       R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":{},"tree_nodes":{},"pinned_nodes":{},"restored_segments":{},"copies":{},"copies_skipped":{}}})",
       lookups, lookup_docs, lookup_misses, chunk_lookups, chunk_hits, chunk_misses, load_failures, checksum_failures,
       format_rejects, ssd_errors, json_quote(ssd_error), tree_nodes, pinned_nodes, restored_segments, copies, copies_skipped);
+  s.pop_back();  // the closing brace: the remote tier's object follows
+  const RemoteStats& r = remote;
+  s += fmt::format(
+      R"(,"remote_loads":{},"remote_load_tokens":{},"remote":{{"enabled":{},"breaker":{},"last_error":{},"gets":{},"hits":{},"misses":{},"hit_bytes":{},"puts":{},"put_bytes":{},"puts_dropped":{},"errors":{},"skipped":{},"checksum_failures":{},"format_rejects":{},"partial_misses":{},"breaker_trips":{},"queued_bytes":{}}}}})",
+      remote_loads, remote_load_tokens, r.enabled ? "true" : "false", json_quote(r.breaker), json_quote(r.last_error), r.gets,
+      r.hits, r.misses, r.hit_bytes, r.puts, r.put_bytes, r.puts_dropped, r.errors, r.skipped, r.checksum_failures,
+      r.format_rejects, r.partial_misses, r.breaker_trips, r.queued_bytes);
   return s;
 }
 

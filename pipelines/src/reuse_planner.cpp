@@ -14,6 +14,13 @@ namespace ragd::pipelines {
 
 namespace {
 
+// Tokens [begin, end) of the prompt (empty when the prompt is not known or shorter): a node's token
+// ids for KV events.
+std::span<const int32_t> node_tokens(std::span<const int32_t> prompt, int begin, int end) {
+  if (begin < 0 || end < begin || static_cast<size_t>(end) > prompt.size()) return {};
+  return prompt.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+}
+
 class NoReuse final : public ReuseStrategy {
  public:
   void path(std::span<const int32_t>, std::span<const std::vector<int32_t>>, ReusePlan*) const override {}
@@ -77,8 +84,11 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
   if (p->docs.empty()) return;
   kvstore::MatchResult m = store_.match(p->docs, p->scope, /*pin=*/true);
   p->hint_tokens = m.cached_tokens();
-  if (is_approximate(p->mode) && !m.nodes.empty() && m.nodes.size() < p->docs.size()) {
-    // The documents after the exact part: their chunk KV (computed after this head), loaded now.
+  // Past the local path, the remote tier (shared by replicas) may hold the next nodes.
+  const bool remote = store_.has_remote() && m.nodes.size() < p->docs.size();
+  if (is_approximate(p->mode) && (!m.nodes.empty() || remote) && m.nodes.size() < p->docs.size()) {
+    // The documents after the exact part: their chunk KV (computed after this head), loaded now:
+    // local hits first, then the misses from the remote tier.
     std::vector<Hash128> keys;
     std::vector<size_t> nodes;
     for (size_t i = std::max<size_t>(m.nodes.size(), 1); i < p->docs.size(); ++i) {
@@ -87,24 +97,37 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
     }
     kvstore::ChunkLookupResult c = store_.lookup_chunks(keys, p->scope, /*pin=*/true);
     std::vector<kvstore::PathNode> hits;
+    kvstore::RemoteTail misses;
+    misses.chunks = true;
+    misses.tenant = p->scope;
+    std::vector<size_t> miss_nodes;
     for (size_t i = 0; i < c.chunks.size(); ++i) {
-      if (!c.chunks[i]) continue;
+      if (!c.chunks[i]) {
+        misses.docs.push_back(keys[i]);
+        miss_nodes.push_back(nodes[i]);
+        continue;
+      }
       hits.push_back(*c.chunks[i]);
       p->chunk_nodes.push_back(nodes[i]);
       p->hint_tokens += c.chunks[i]->num_tokens;
     }
-    if (!hits.empty()) {
-      kvstore::LoadOptions lo;
+    kvstore::LoadOptions lo;
+    if (remote && !misses.docs.empty()) {
+      p->chunk_nodes.insert(p->chunk_nodes.end(), miss_nodes.begin(), miss_nodes.end());
+      lo.remote = std::move(misses);
+    }
+    if (!hits.empty() || lo.remote) {
       lo.on_done = on_load_done_;
       lo.independent = true;
       p->chunk_load = store_.load(hits, std::move(lo));
       p->chunk_pin = std::move(c.pin);
     }
   }
-  if (m.nodes.size() <= m.pool_nodes) return;  // all in the pool (or nothing cached): no load
+  if (m.nodes.size() <= m.pool_nodes && !remote) return;  // all in the pool (or nothing cached): no load
   p->load_from = m.pool_nodes;
   kvstore::LoadOptions lo;
   lo.on_done = on_load_done_;
+  if (remote) lo.remote = kvstore::RemoteTail{p->docs, m.nodes.size(), p->scope, /*chunks=*/false};
   p->load = store_.load(std::span<const kvstore::PathNode>(m.nodes).subspan(m.pool_nodes), std::move(lo));
   p->pin = std::move(m.pin);
 }
@@ -139,9 +162,11 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
       if (!ensure_free(table.blocks_needed(pool_, n))) break;
       if (!kvstore::append_segment(*seg, pool_, table).ok()) break;
       in.tokens += n;
-      (h.source(i) == kvstore::Tier::kSsd ? in.ssd : in.dram) += n;
+      const kvstore::Tier src = h.source(i);
+      (src == kvstore::Tier::kRemote ? in.remote : src == kvstore::Tier::kSsd ? in.ssd : in.dram) += n;
       // Back in the pool: later runs find it there.
-      auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), d), p.docs[d], table, start, p.ends[d], p.scope);
+      auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), d), p.docs[d], table, start, p.ends[d], p.scope,
+                                  node_tokens(prompt, start, p.ends[d]));
       if (!r.ok()) log::pipelines()->warn("kv promote into the pool failed: {}", r.status().to_string());
     }
   }
@@ -210,7 +235,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     if (!fresh.ok()) return give_up("computing chunk KV failed: " + fresh.status().to_string());
     for (size_t i = 0; i < missing.size(); ++i) {
       const size_t j = missing[i];
-      auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[j]), (*fresh)[i].data(), p.scope);
+      auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[j]), (*fresh)[i].data(), p.scope, doc_tokens(j));
       if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
       in->computed += (*fresh)[i].num_tokens;
       kv[j] = std::move((*fresh)[i]);
@@ -243,7 +268,8 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     const int len = kv[j]->num_tokens;
     in->tokens += len;
     if (!src[j]) continue;  // computed in this run
-    (*src[j] == kvstore::Tier::kSsd ? in->ssd : *src[j] == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
+    const kvstore::Tier t = *src[j];
+    (t == kvstore::Tier::kRemote ? in->remote : t == kvstore::Tier::kSsd ? in->ssd : t == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
   }
   in->computed += st->repaired;
   p.blended = *st;
@@ -292,22 +318,23 @@ std::string ReusePlanner::check_key(const ReusePlan& p) {
                                           : fmt::format("epic:{}", p.blend.epic_k);
 }
 
-void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTable& table) {
+void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTable& table, std::span<const int32_t> prompt) {
   if (p.docs.size() < 2 || p.installed_nodes > 1 || table.num_tokens() < p.ends[1] || !table.positions_are_slots()) return;
   // A mode that failed the self-check never places chunks: no copy for it on every run.
   if (auto it = verdicts_.find(check_key(p)); it != verdicts_.end() && !it->second.empty()) return;
   Result<kvstore::HostKv> kv = kvstore::gather_kv(pool_, table, p.ends[0], p.ends[1] - p.ends[0]);
   if (!kv.ok()) return;
-  auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[1]), kv->data(), p.scope);
+  auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[1]), kv->data(), p.scope, node_tokens(prompt, p.ends[0], p.ends[1]));
   if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
 }
 
-void ReusePlanner::publish(ReusePlan& p, const engine::BlockTable& table) {
+void ReusePlanner::publish(ReusePlan& p, const engine::BlockTable& table, std::span<const int32_t> prompt) {
   p.published = true;
-  if (is_approximate(p.mode)) publish_first_chunk(p, table);
+  if (is_approximate(p.mode)) publish_first_chunk(p, table, prompt);
   for (size_t i = p.installed_nodes; i < p.docs.size() && p.ends[i] <= table.num_tokens(); ++i) {
     const int start = i ? p.ends[i - 1] : 0;
-    auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i], p.scope);
+    auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i], p.scope,
+                                node_tokens(prompt, start, p.ends[i]));
     if (!r.ok()) {
       log::pipelines()->warn("kv insert failed: {}", r.status().to_string());
       break;

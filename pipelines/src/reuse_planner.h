@@ -44,7 +44,7 @@ struct ReusePlan {
   std::string scope;                     // KV key scope (tenant scope; "" = shared)
   std::vector<Hash128> docs;             // path node document keys
   std::vector<int> ends;                 // cumulative token end of each node
-  std::shared_ptr<kvstore::LoadHandle> load;  // nodes [load_from, ...) coming up from DRAM / SSD
+  std::shared_ptr<kvstore::LoadHandle> load;  // nodes [load_from, ...) coming up from DRAM / SSD / remote
   size_t load_from = 0;
   kvstore::Pin pin;                      // keeps the matched nodes while they load
   int hint_tokens = 0;                   // cached tokens seen at lookup (scheduler ordering)
@@ -65,7 +65,7 @@ struct ReusePlan {
 
 struct Installed {
   int tokens = 0;  // KV tokens now in the run's table
-  int hbm = 0, dram = 0, ssd = 0;  // where the reused ones came from
+  int hbm = 0, dram = 0, ssd = 0, remote = 0;  // where the reused ones came from
   int computed = 0;  // tokens computed during installation (chunks seen first, blend repairs)
 };
 
@@ -93,7 +93,8 @@ class ReusePlanner {
   Installed install(ReusePlan& plan, std::span<const int32_t> prompt, engine::BlockTable& table,
                     const std::function<bool(int)>& ensure_free);
   // Registers every path node whose tokens `table` now holds and that was not reused.
-  void publish(ReusePlan& plan, const engine::BlockTable& table);
+  // `prompt` (the run's prompt) gives the nodes' token ids to KV events.
+  void publish(ReusePlan& plan, const engine::BlockTable& table, std::span<const int32_t> prompt = {});
   // Evicts pool copies by policy until `blocks` blocks are free. False when it cannot.
   bool reclaim(int blocks);
   void set_blend_check(const BlendCheckOptions& o) { check_ = o; }
@@ -104,7 +105,7 @@ class ReusePlanner {
              const std::function<bool(int)>& ensure_free, Installed* in);
   // Caches the KV of path node 1 (the first document) as a chunk when `table` computed it right
   // after the head.
-  void publish_first_chunk(const ReusePlan& plan, const engine::BlockTable& table);
+  void publish_first_chunk(const ReusePlan& plan, const engine::BlockTable& table, std::span<const int32_t> prompt);
   // The self-check verdict for plan's mode and parameters ("" = approximate reuse may be used),
   // measured on this run's documents the first time.
   std::string self_check(const ReusePlan& plan, std::span<const int32_t> prompt);

@@ -89,6 +89,8 @@ kvstore::Options RuntimeOptions::kvstore_options() const {
   o.eviction = eviction;
   o.tenant_isolation = true;  // RunRequest::kv_scope joins the key ("" = shared)
   o.write_behind = true;
+  o.events = kv_events;
+  o.remote = kv_remote;
   return o;
 }
 

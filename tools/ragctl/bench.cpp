@@ -165,6 +165,7 @@ void parse_done(const std::string& data, Sample* s) {
     s->reused_hbm = static_cast<int>(num(u, "/reused_tokens/hbm"));
     s->reused_dram = static_cast<int>(num(u, "/reused_tokens/dram"));
     s->reused_ssd = static_cast<int>(num(u, "/reused_tokens/ssd"));
+    s->reused_remote = static_cast<int>(num(u, "/reused_tokens/remote"));
     std::string_view reuse;
     if (!u["reuse"].get_string().get(reuse)) s->reuse = std::string(reuse);
   }

@@ -116,6 +116,7 @@ Status parse_sample(const std::string& source, element e, const std::string& pat
       RAGD_RETURN_IF_ERROR(tr.integer("hbm", &s->reused_hbm));
       RAGD_RETURN_IF_ERROR(tr.integer("dram", &s->reused_dram));
       RAGD_RETURN_IF_ERROR(tr.integer("ssd", &s->reused_ssd));
+      RAGD_RETURN_IF_ERROR(tr.integer("remote", &s->reused_remote));
     }
   }
   object t;
@@ -239,8 +240,8 @@ struct RunStats {
   int with_usage = 0, hits = 0;
   std::vector<double> hit_ttft, miss_ttft;  // sorted, client TTFT (ms)
   double hit_reused_mean = 0;
-  double prompt_mean = 0, reused_mean = 0, tier_mean[3] = {};
-  int tier_hits[3] = {};
+  double prompt_mean = 0, reused_mean = 0, tier_mean[4] = {};  // hbm, dram, ssd, remote
+  int tier_hits[4] = {};
   long prompt_total = 0, reused_total = 0;
   // Breakdown: ok requests whose `done` event carried timings.
   int with_timings = 0;
@@ -268,8 +269,8 @@ RunStats run_stats(const BenchRun& run) {
       }
       st.prompt_total += s.prompt_tokens;
       st.reused_total += reused;
-      const int tiers[3] = {s.reused_hbm, s.reused_dram, s.reused_ssd};
-      for (int i = 0; i < 3; ++i) {
+      const int tiers[4] = {s.reused_hbm, s.reused_dram, s.reused_ssd, s.reused_remote};
+      for (int i = 0; i < 4; ++i) {
         st.tier_mean[i] += tiers[i];
         st.tier_hits[i] += tiers[i] > 0;
       }
@@ -697,13 +698,13 @@ void section_hitmiss(const Ctx& c, std::ostringstream& o) {
 // A 120-px bar of the mean prompt: reused per tier, then recomputed.
 std::string tier_bar(const RunStats& s) {
   const double W = 120, total = std::max(1.0, std::max(s.prompt_mean, s.reused_mean));
-  const char* colors[] = {"#4e79a7", "#f28e2b", "#b07aa1"};
-  const char* names[] = {"HBM", "DRAM", "SSD"};
+  const char* colors[] = {"#4e79a7", "#f28e2b", "#b07aa1", "#59a14f"};
+  const char* names[] = {"HBM", "DRAM", "SSD", "remote"};
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='12'><rect width='" << W
     << "' height='12' fill='#eceef2'><title>recomputed</title></rect>";
   double x = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     const double w = W * s.tier_mean[i] / total;
     o << "<rect class='tier-" << names[i] << "' x='" << px(x) << "' width='" << px(w) << "' height='12' fill='"
       << colors[i] << "'><title>" << names[i] << " " << format_tokens(s.tier_mean[i]) << " tokens/req</title></rect>";
@@ -717,26 +718,26 @@ void section_tiers(const Ctx& c, std::ostringstream& o) {
   o << "<h2 id=tiers>KV reuse by tier</h2><p class=note>Means over the requests whose <code>done</code> event "
        "carried usage (hits + misses above). Hit rate: share of requests that reused at least one token (from that "
        "tier). The bar shows the mean prompt: <span style='color:#4e79a7'>HBM</span>, "
-       "<span style='color:#f28e2b'>DRAM</span>, <span style='color:#b07aa1'>SSD</span> reuse, grey recomputed.</p>"
+       "<span style='color:#f28e2b'>DRAM</span>, <span style='color:#b07aa1'>SSD</span>, <span style='color:#59a14f'>remote</span> (the shared Redis tier) reuse, grey recomputed.</p>"
        "<table>"
-    << c.colgroups({3, 2, 2, 2, 1}) << "<tr>" << c.lead_head(2)
+    << c.colgroups({3, 2, 2, 2, 2, 1}) << "<tr>" << c.lead_head(2)
     << "<th class=grp colspan=3>all tiers</th><th class=grp colspan=2>HBM</th><th class=grp colspan=2>DRAM</th>"
-       "<th class=grp colspan=2>SSD</th><th rowspan=2>mean prompt</th></tr><tr>"
+       "<th class=grp colspan=2>SSD</th><th class=grp colspan=2>remote</th><th rowspan=2>mean prompt</th></tr><tr>"
        "<th class=n>hit rate</th><th class=n>prompt (tokens/req)</th><th class=n>reused (% of prompt)</th>";
-  for (int i = 0; i < 3; ++i) o << "<th class=n>tokens/req</th><th class=n>hit rate</th>";
+  for (int i = 0; i < 4; ++i) o << "<th class=n>tokens/req</th><th class=n>hit rate</th>";
   o << "</tr>";
   for (const auto& r : c.runs) {
     const RunStats& s = r.stats;
-    o << c.result_row(r, 11) << "<tr>" << c.lead(r);
+    o << c.result_row(r, 13) << "<tr>" << c.lead(r);
     if (s.with_usage == 0) {
-      for (int i = 0; i < 9; ++i) o << kNa;
+      for (int i = 0; i < 11; ++i) o << kNa;
       o << "<td></td></tr>";
       continue;
     }
     const double n = s.with_usage;
     o << num_cell(format_percent(s.hits / n)) << num_cell(format_tokens(s.prompt_mean))
       << (s.prompt_total > 0 ? num_cell(format_percent(double(s.reused_total) / s.prompt_total)) : kNa);
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 4; ++i)
       o << num_cell(format_tokens(s.tier_mean[i])) << num_cell(format_percent(s.tier_hits[i] / n));
     o << "<td>" << tier_bar(s) << "</td></tr>";
   }
@@ -933,7 +934,7 @@ std::string bench_result_json(const BenchResult& res) {
         if (s.has_usage) {
           w.key("usage").begin_object().key("prompt_tokens").value(s.prompt_tokens);
           w.key("reused_tokens").begin_object().key("hbm").value(s.reused_hbm).key("dram").value(s.reused_dram);
-          w.key("ssd").value(s.reused_ssd).end_object();
+          w.key("ssd").value(s.reused_ssd).key("remote").value(s.reused_remote).end_object();
           if (!s.reuse.empty()) w.key("reuse").value(s.reuse);
           w.end_object();
         }

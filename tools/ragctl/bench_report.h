@@ -39,13 +39,13 @@ struct BenchSample {
   // of older files), and such requests count as n/a in the hit / tier / breakdown tables.
   bool has_usage = false;
   int prompt_tokens = 0;
-  int reused_hbm = 0, reused_dram = 0, reused_ssd = 0;
+  int reused_hbm = 0, reused_dram = 0, reused_ssd = 0, reused_remote = 0;
   std::string reuse;  // usage.reuse: the reuse mode the daemon applied ("" = not reported)
   bool has_timings = false;
   BenchTimings timings;
   std::string error;  // failed requests: what went wrong
 
-  int reused() const { return reused_hbm + reused_dram + reused_ssd; }
+  int reused() const { return reused_hbm + reused_dram + reused_ssd + reused_remote; }
 };
 
 struct BenchPercentiles {

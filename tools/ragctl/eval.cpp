@@ -183,7 +183,7 @@ class LocalRunner final : public EvalRunner {
         case pipelines::RunEvent::Kind::kToken: ans->text += ev.text; break;
         case pipelines::RunEvent::Kind::kDone:
           ans->prompt_tokens = ev.usage.prompt_tokens;
-          ans->reused_tokens = ev.usage.reused_hbm + ev.usage.reused_dram + ev.usage.reused_ssd;
+          ans->reused_tokens = ev.usage.reused_tokens();
           ans->ttft_ms = ev.timings.ttft_ms;
           ans->approximate = ev.usage.approximate;
           done->set_value(std::move(*ans));

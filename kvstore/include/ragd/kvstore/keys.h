@@ -14,11 +14,15 @@
 //                chunk-cache entry = child_key(chunk scope, chunk_key(head, doc)) ("ragd.kv.node.v1")
 //   chunk key    a document's position-independent KV as computed after a prompt head (kv_blend in
 //                pipelines): the head's doc key and the document's ("ragd.chunk.v1")
+//   event block  one KV block (block_size tokens at absolute path positions) as announced in KV events
+//                (kv_events.h): the previous block's hash (none for a path's first block), the block's
+//                token ids and the scope root ("ragd.kv.event_block.v1"); the low 64 bits are the hash
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -41,5 +45,9 @@ Hash128 child_key(const Hash128& parent_key, const Hash128& doc);
 // so every prompt with the same head shares the entry. The store adds the scope (child_key under
 // chunk_scope_key(), tenant included).
 Hash128 chunk_key(const Hash128& head, const Hash128& doc);
+// Hash of one block in KV events (vLLM's BlockStored / BlockRemoved block_hashes): chained from the
+// previous block of the same path (nullopt for the first block of a path or of a chunk entry), in the
+// scope `scope_root` (tree_scope_key() or chunk_scope_key()).
+uint64_t event_block_hash(std::optional<uint64_t> prev, std::span<const int32_t> block_tokens, const Hash128& scope_root);
 
 }  // namespace ragd::kvstore

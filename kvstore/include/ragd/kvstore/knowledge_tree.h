@@ -35,6 +35,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,10 +51,12 @@
 
 namespace ragd::kvstore {
 
-enum class Tier : uint8_t { kHbm = 0, kDram = 1, kSsd = 2 };
-inline constexpr int kNumTiers = 3;
-inline constexpr auto kTierNames =
-    make_enum_names<Tier>("tier", {{Tier::kHbm, "hbm"}, {Tier::kDram, "dram"}, {Tier::kSsd, "ssd"}});
+// kRemote (Redis, remote_tier.h) is below SSD but outside the tree: its index is Redis itself,
+// shared with other replicas, so the tree never records it; it names where a load came from.
+enum class Tier : uint8_t { kHbm = 0, kDram = 1, kSsd = 2, kRemote = 3 };
+inline constexpr int kNumTiers = 3;  // the local tiers, which the tree holds
+inline constexpr auto kTierNames = make_enum_names<Tier>(
+    "tier", {{Tier::kHbm, "hbm"}, {Tier::kDram, "dram"}, {Tier::kSsd, "ssd"}, {Tier::kRemote, "remote"}});
 constexpr const auto& ragd_enum_names(Tier) { return kTierNames; }
 static_assert(enum_names_valid(kTierNames));
 inline std::string_view tier_name(Tier t) { return enum_name(t); }
@@ -95,6 +98,12 @@ struct TreeOptions {
   PoolTier* pool = nullptr;
   // Queue an SSD copy of every node placed in DRAM (write-behind). Default off.
   bool write_behind = false;
+  // Observer of tier membership: called once each time a node enters a tier (entered = true) and
+  // once each time it leaves one (false), on every path (insert, promotion, demotion, eviction,
+  // drop, disable, detach, restore), with the node's state after the change (a node that left its
+  // last tier has tiers == 0 and is gone after the call). Called with the tree's lock held (the
+  // caller's): it must not block nor call back into the tree. Null = none.
+  std::function<void(const TreeNodeInfo&, Tier, bool entered)> on_tier_change;
 };
 
 struct SsdAction {

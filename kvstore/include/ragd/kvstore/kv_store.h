@@ -1,4 +1,4 @@
-// KvStore: the kvstore facade — knowledge tree + chunk cache over three tiers, with a transfer
+// KvStore: the kvstore facade — knowledge tree + chunk cache over three local tiers and a remote one, with a transfer
 // engine (a small I/O pool) that moves segments between them asynchronously.
 //
 // Tiers
@@ -10,6 +10,9 @@
 //   DRAM      A larger host tier (plain host memory here; pinned memory on a CUDA build).
 //   SSD       RocksDB + BlobDB in its own directory with a byte capacity; its index is rebuilt from
 //             the stored headers at open, so after kill -9 and restart the SSD part is found again.
+//   remote    Redis or a Redis Cluster shared by replicas (remote_tier.h), outside the tree: written
+//             behind whenever a segment gets a host copy, read by a load after the local tiers miss
+//             (LoadOptions::remote); a hit is inserted into DRAM (promoted) like an SSD hit.
 //
 // Serving use (pool mode), scheduler thread unless noted:
 //   auto m = store->match(doc_keys, scope);                // any thread: pool / DRAM / SSD split, pinned
@@ -58,7 +61,9 @@
 #include "ragd/engine/kv_cache.h"
 #include "ragd/kvstore/eviction.h"
 #include "ragd/kvstore/knowledge_tree.h"
+#include "ragd/kvstore/kv_events.h"
 #include "ragd/kvstore/load_handle.h"
+#include "ragd/kvstore/remote_tier.h"
 #include "ragd/kvstore/segment.h"
 #include "ragd/kvstore/ssd_tier.h"
 
@@ -83,6 +88,9 @@ struct Options {
   int io_threads = 2;                  // transfer engine threads (loads)
   size_t io_queue = 4096;              // most queued loads; beyond it load() fails fast (recompute)
   bool tenant_isolation = false;       // tenant name joins every key
+  // KV events in vLLM's format over ZeroMQ (kv_events.h; docs/design/kv-events.md); endpoint "" =
+  // off (default). In pool mode the announced block size is the pool's.
+  KvEventsOptions events;
   bool promote_on_load = true;         // copy loaded segments into the faster tiers
   bool verify_host_loads = true;       // checksum host-tier segments on every load too
   uint64_t ssd_min_blob_bytes = 4096;  // RocksDB values >= this go to BlobDB; default 4 KiB
@@ -93,6 +101,11 @@ struct Options {
   std::shared_ptr<rocksdb::FileSystem> ssd_file_system;  // SsdTierOptions::file_system; null = default
   // Pool mode: bytes of pool-to-DRAM copies of new nodes in flight (insert_pool); default 64 MiB.
   uint64_t copy_inflight_bytes = 64ull << 20;
+  // The remote tier (Redis / Redis Cluster, remote_tier.h); remote.url "" = none. Every segment
+  // that gets a host copy (DRAM, or SSD without DRAM) is written behind to it; loads try it after
+  // the local tiers (LoadOptions::remote) on remote_io_threads threads of their own.
+  RemoteOptions remote;
+  int remote_io_threads = 2;
 };
 
 // One node of a lookup result.
@@ -169,6 +182,9 @@ struct Stats {
   std::array<TierStats, kNumTiers> tiers;
   uint64_t lookups = 0, lookup_docs = 0, lookup_misses = 0;  // tree: requested docs past the cached path
   uint64_t chunk_lookups = 0, chunk_hits = 0, chunk_misses = 0;
+  // KV events (Options::events): batches / events published, events dropped (queue full), replay
+  // requests served.
+  uint64_t kv_events_batches = 0, kv_events_events = 0, kv_events_dropped = 0, kv_events_replays = 0;
   uint64_t load_failures = 0;      // nodes a load could not deliver (-> recompute)
   uint64_t checksum_failures = 0;  // segments whose checksum did not match
   uint64_t format_rejects = 0;     // segments of another model / dtype / layout
@@ -177,6 +193,8 @@ struct Stats {
   uint64_t tree_nodes = 0, pinned_nodes = 0;
   uint64_t restored_segments = 0;  // SSD segments found again at open
   uint64_t copies = 0, copies_skipped = 0;  // pool-to-DRAM copies of new nodes: made / skipped (bound)
+  RemoteStats remote;              // the remote tier (remote.enabled false without one)
+  uint64_t remote_loads = 0, remote_load_tokens = 0;  // segments (tokens) a load took from the remote tier
   std::string to_json() const;
 };
 
@@ -198,8 +216,10 @@ class KvStore {
   LookupResult lookup(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);
   // Inserts the KV of `doc` under the cached path `parent_docs` (which must be fully cached:
   // kParentMissing otherwise). Soft outcomes: kExists, kParentMissing, kNoSpace.
+  // `tokens`: the document's token ids, for KV events (kv_events.h); a node inserted without them
+  // is not announced.
   Result<InsertResult> insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
-                              std::string_view tenant = {});
+                              std::string_view tenant = {}, std::span<const int32_t> tokens = {});
 
   // ---- pool mode (Options::pool) ----
   // lookup() split by where the KV is: the pool prefix and the DRAM / SSD rest. Any thread.
@@ -217,7 +237,8 @@ class KvStore {
   // demoted when it is evicted from the pool. The caller never waits for it.
   // An existing node is touched and, if it left the pool, gets the fork back.
   Result<InsertResult> insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
-                                   const engine::BlockTable& table, int begin, int end, std::string_view tenant = {});
+                                   const engine::BlockTable& table, int begin, int end, std::string_view tenant = {},
+                                   std::span<const int32_t> tokens = {});  // tokens [begin, end), for KV events
   // Any thread: waits until every pool-to-DRAM copy started so far is in its tier (tests, stop).
   void wait_copies();
   // The engine's owner says whether model steps are running: pool-to-DRAM copies wait while they
@@ -238,16 +259,22 @@ class KvStore {
 
   // Flat position-independent chunk cache (keys without parent), beside the tree.
   ChunkLookupResult lookup_chunks(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);
-  Result<InsertResult> insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant = {});
+  // tokens: the chunk's own token ids, for KV events.
+  Result<InsertResult> insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant = {},
+                                    std::span<const int32_t> tokens = {});
 
   // Starts an asynchronous load of `nodes` (from a lookup, still pinned) into host memory; loaded
   // segments are promoted into the faster tiers when promote_on_load. Never blocks on I/O.
   std::shared_ptr<LoadHandle> load(std::span<const PathNode> nodes, LoadOptions opts = {});
 
-  // Waits until the queued SSD writes are done (each is durable in RocksDB's WAL by then).
+  // Waits until the queued SSD writes are done (each is durable in RocksDB's WAL by then), and the
+  // remote tier's queued writes are written or dropped.
   void drain_writes();
   // drain_writes() plus a RocksDB memtable flush (shutdown, tests).
   Status flush();
+
+  // True when the store has a remote tier (Options::remote.url), whatever its breaker says.
+  bool has_remote() const;
 
   Stats stats() const;
   std::string stats_json() const { return stats().to_json(); }

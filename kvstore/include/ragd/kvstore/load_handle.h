@@ -19,8 +19,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/kvstore/knowledge_tree.h"
 #include "ragd/kvstore/segment.h"
@@ -32,6 +35,19 @@ struct StoreCore;
 }
 class KvStore;
 
+// What a load tries in the remote tier after its local nodes (KvStore::load; remote_tier.h).
+struct RemoteTail {
+  // Path (chunks = false): `docs` is the whole document path of the lookup; the nodes for docs
+  // [from, end) are fetched in order, each keyed under the one before (the first under the path
+  // docs [0, from)), stopping at the first miss. Chunks: `docs` are chunk-cache document keys
+  // (chunk_key()), each fetched on its own; `from` is unused.
+  std::vector<Hash128> docs;
+  size_t from = 0;
+  std::string tenant;  // the scope, as given to lookup / match / lookup_chunks
+  bool chunks = false;
+  size_t size() const { return chunks ? docs.size() : (from < docs.size() ? docs.size() - from : 0); }
+};
+
 struct LoadOptions {
   // Called on an I/O thread each time a layer of node `node` becomes ready (must not block).
   std::function<void(size_t node, int layers_ready)> on_progress;
@@ -39,6 +55,9 @@ struct LoadOptions {
   std::function<void()> on_done;
   // Path loads stop at the first failed node; independent loads (chunks) go on.
   bool independent = false;
+  // Slots after the local nodes, filled from the remote tier (when the store has one and its
+  // breaker is closed; failed at once otherwise). The handle has nodes + remote->size() slots.
+  std::optional<RemoteTail> remote;
 };
 
 class LoadHandle {

@@ -49,7 +49,7 @@ struct ExecutorStats {
   std::string ssd_error;  // why the SSD tier is off ("" = fine)
   // reuse, summed over finished runs
   long runs_with_reuse = 0;
-  long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, recomputed = 0;
+  long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, reused_remote = 0, recomputed = 0;
   long approximate_runs = 0;   // runs that placed blended KV (cacheblend / epic)
   long blended_tokens = 0, repaired_tokens = 0;
   long blend_fallbacks = 0;    // approximate runs that served exact reuse instead (reuse_note)
@@ -93,6 +93,7 @@ inline std::string ExecutorStats::to_json() const {
   w.end_object();
   w.key("reuse").begin_object().key("runs").value(int64_t{runs_with_reuse}).key("hbm_tokens").value(int64_t{reused_hbm});
   w.key("dram_tokens").value(int64_t{reused_dram}).key("ssd_tokens").value(int64_t{reused_ssd});
+  w.key("remote_tokens").value(int64_t{reused_remote});
   w.key("recomputed_tokens").value(int64_t{recomputed}).key("approximate_runs").value(int64_t{approximate_runs});
   w.key("blended_tokens").value(int64_t{blended_tokens}).key("repaired_tokens").value(int64_t{repaired_tokens});
   w.key("blend_fallbacks").value(int64_t{blend_fallbacks}).end_object();

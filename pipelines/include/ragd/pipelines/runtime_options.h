@@ -80,9 +80,15 @@ struct RuntimeOptions {
   // max_running (SchedulerOptions::tenant_share; the fair scheduler uses an equal share); 1..100,
   // default 75.
   int tenant_share_percent = 75;
+  // The shared remote KV tier (Redis / Redis Cluster; [kvstore.remote]); url "" = off. Checked
+  // when the store opens (kvstore::RemoteOptions::validate).
+  kvstore::RemoteOptions kv_remote;
   size_t swap_bytes = 512ull << 20;  // host memory for KV of swapped-out (preempted) requests; default 512 MiB
   int kv_block_size = engine::ModelOptions{}.kv_block_size;     // tokens per in-engine KV block; 16
   bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
+  // KV events in vLLM's format over ZeroMQ ([events]: kv_endpoint, kv_replay_endpoint, kv_topic;
+  // kvstore/kv_events.h); endpoint "" = off (default). Blocks are the pool's kv_block_size.
+  kvstore::KvEventsOptions kv_events;
   int retrieval_threads = 4;
   // Retrieval threads one tenant's work (searches, reranking) may hold at once; 0 = half of
   // retrieval_threads (at least 1), so that one tenant's backlog never holds them all.

@@ -1,0 +1,306 @@
+// The remote KV tier against real Redis servers (one server, and a 3-node Redis Cluster): sharing
+// between two stores (as two replicas would), scopes, bad values as misses, the circuit breaker,
+// Redis's own eviction, segments cut into pieces.
+#include "ragd/kvstore/kv_store.h"
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "kv_test_util.h"
+#include "redis_test_util.h"
+
+namespace ragd::kvstore {
+namespace {
+
+using testing::dk;
+using testing::doc_tokens;
+using testing::make_kv;
+using testing::test_format;
+using namespace testing;  // redis_test_util.h
+using Clock = std::chrono::steady_clock;
+
+std::string url_of(int port) { return "redis://127.0.0.1:" + std::to_string(port); }
+
+Options remote_options(const std::string& url) {
+  Options o;
+  o.hbm_bytes = 64 << 20;
+  o.remote.url = url;
+  o.remote.timeout_ms = 200;
+  o.remote.max_value_bytes = 64 << 10;  // the smallest piece: segments below span several values
+  o.remote.breaker_backoff_ms = 100;
+  return o;
+}
+
+std::unique_ptr<KvStore> open_store(const Options& o, const KvFormat& f) {
+  auto r = KvStore::open(o, f);
+  RAGD_CHECK(r.ok()) << r.status().to_string();
+  return std::move(r).value();
+}
+
+// Inserts the path docs (ids), each `tokens` long, as a replica computing them would.
+void insert_path(KvStore& s, const KvFormat& f, const std::vector<uint64_t>& docs, int tokens, std::string_view tenant = {}) {
+  std::vector<Hash128> parents;
+  for (uint64_t d : docs) {
+    auto kv = make_kv(f, tokens, d);
+    auto r = s.insert(parents, dk(d), kv.data(static_cast<int>(parents.size()) * tokens), tenant);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    parents.push_back(dk(d));
+  }
+}
+
+std::vector<Hash128> keys_of(const std::vector<uint64_t>& docs) {
+  std::vector<Hash128> k;
+  for (uint64_t d : docs) k.push_back(dk(d));
+  return k;
+}
+
+// What a replica that has nothing local does: look the path up, and load what the tree lacks from
+// the remote tier.
+std::shared_ptr<LoadHandle> load_missing(KvStore& s, const std::vector<uint64_t>& docs, std::string_view tenant = {}) {
+  const std::vector<Hash128> keys = keys_of(docs);
+  LookupResult hit = s.lookup(keys, tenant);
+  LoadOptions lo;
+  lo.remote = RemoteTail{keys, hit.nodes.size(), std::string(tenant), false};
+  auto h = s.load(hit.nodes, std::move(lo));
+  h->wait();
+  return h;
+}
+
+void expect_kv(const SegmentBuffer& s, const KvFormat& f, uint64_t doc) {
+  auto want = make_kv(f, s.num_tokens(), doc);
+  for (size_t i = 0; i < want.k.size(); ++i) {
+    ASSERT_EQ(s.k_all()[i], want.k[i]) << "doc " << doc << " k[" << i << "]";
+    ASSERT_EQ(s.v_all()[i], want.v[i]) << "doc " << doc << " v[" << i << "]";
+  }
+}
+
+class RemoteTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!redis_available()) GTEST_SKIP() << kRedisMissing;
+    redis_ = start_redis(dir_.path / "redis");
+    ASSERT_GT(redis_.pid, 0);
+  }
+  void TearDown() override { stop_redis(redis_.pid); }
+  RedisTempDir dir_;
+  RedisProcess redis_;
+  // 4 layers x 4 heads x 16 dims f32: 2 KiB per token, so a 77-token node is ~154 KiB (3 pieces).
+  const KvFormat f_ = test_format(4, 4, 16);
+};
+
+TEST_F(RemoteTierTest, ASecondStoreReusesWhatTheFirstComputed) {
+  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  insert_path(*a, f_, {1, 2, 3}, 77);
+  a->drain_writes();
+  EXPECT_EQ(a->stats().remote.puts, 3u);
+  // Pieces: every segment spans several values, all under its own hash tag.
+  EXPECT_EQ(redis_cli(redis_.port, {"DBSIZE"}), "9");
+
+  auto b = open_store(remote_options(url_of(redis_.port)), f_);
+  auto h = load_missing(*b, {1, 2, 3, 4});
+  ASSERT_EQ(h->size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(h->node_ok(i)) << i << ": " << h->status().to_string();
+    EXPECT_EQ(h->source(i), Tier::kRemote);
+    EXPECT_EQ(h->segment(i)->header().first_position, static_cast<int>(i) * 77);
+    expect_kv(*h->segment(i), f_, i + 1);
+  }
+  EXPECT_FALSE(h->node_ok(3));  // never computed anywhere: a miss
+  const Stats st = b->stats();
+  EXPECT_EQ(st.remote.hits, 3u);
+  EXPECT_EQ(st.remote.misses, 1u);
+  EXPECT_EQ(st.remote_load_tokens, 3u * 77);
+  // Promoted: the next lookup finds the path locally.
+  EXPECT_EQ(b->lookup(keys_of({1, 2, 3})).nodes.size(), 3u);
+  // Read from Redis, so not written back.
+  b->drain_writes();
+  EXPECT_EQ(b->stats().remote.puts, 0u);
+}
+
+TEST_F(RemoteTierTest, ChunksTravelToo) {
+  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  for (uint64_t d : {11, 12}) {
+    auto kv = make_kv(f_, 50, d);
+    ASSERT_TRUE(a->insert_chunk(dk(d), kv.data(20), "t").ok());
+  }
+  a->drain_writes();
+  auto b = open_store(remote_options(url_of(redis_.port)), f_);
+  LoadOptions lo;
+  lo.independent = true;
+  lo.remote = RemoteTail{keys_of({12, 13, 11}), 0, "t", true};
+  auto h = b->load({}, std::move(lo));
+  h->wait();
+  ASSERT_EQ(h->size(), 3u);
+  ASSERT_TRUE(h->node_ok(0));
+  EXPECT_FALSE(h->node_ok(1));
+  ASSERT_TRUE(h->node_ok(2));  // independent: a miss does not stop the others
+  expect_kv(*h->segment(0), f_, 12);
+  expect_kv(*h->segment(2), f_, 11);
+  EXPECT_TRUE(h->segment(0)->header().is_chunk);
+  EXPECT_EQ(b->lookup_chunks(keys_of({11, 12}), "t").hits().size(), 2u);
+}
+
+// Tenant and salt scopes are in the key: another scope never even asks for the value. The negative
+// control: without isolation the same lookup hits (so the check would fail if the scope were dropped).
+TEST_F(RemoteTierTest, AnotherScopeNeverReusesIt) {
+  Options o = remote_options(url_of(redis_.port));
+  o.tenant_isolation = true;
+  auto a = open_store(o, f_);
+  insert_path(*a, f_, {1, 2}, 40, "acme");
+  a->drain_writes();
+  auto b = open_store(o, f_);
+  for (const char* other : {"", "globex", "acme\x1fsalt"}) {
+    auto h = load_missing(*b, {1, 2}, other);
+    EXPECT_FALSE(h->node_ok(0)) << "scope '" << other << "' reused acme's KV";
+  }
+  EXPECT_EQ(b->stats().remote.hits, 0u);
+  auto mine = load_missing(*b, {1, 2}, "acme");
+  EXPECT_TRUE(mine->node_ok(0) && mine->node_ok(1));
+  // The control: a store without isolation keys everything under one scope.
+  Options shared = o;
+  shared.tenant_isolation = false;
+  auto c = open_store(shared, f_);
+  insert_path(*c, f_, {5}, 40, "acme");
+  c->drain_writes();
+  auto d = open_store(shared, f_);
+  EXPECT_TRUE(load_missing(*d, {5}, "globex")->node_ok(0));
+}
+
+TEST_F(RemoteTierTest, CorruptOrForeignValuesAreMissesWithAMetric) {
+  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  insert_path(*a, f_, {1, 2}, 77);
+  a->drain_writes();
+  // A flipped byte in the middle piece of node 0.
+  Options o = remote_options(url_of(redis_.port));
+  auto probe = RemoteTier::open(o.remote, f_);
+  ASSERT_TRUE(probe.ok());
+  const Hash128 k0 = child_key(tree_scope_key(f_, ""), dk(1));
+  const std::string piece = (*probe)->piece_key(k0, 1);
+  ASSERT_EQ(redis_cli(redis_.port, {"EXISTS", piece}), "1");
+  redis_cli(redis_.port, {"SETRANGE", piece, "1000", "\x7f\x7f"});
+  auto b = open_store(o, f_);
+  auto h = load_missing(*b, {1, 2});
+  EXPECT_FALSE(h->node_ok(0));
+  EXPECT_FALSE(h->node_ok(1));  // its parent is gone: the path stops
+  EXPECT_EQ(b->stats().remote.checksum_failures, 1u);
+
+  // Another model's segment under node 0's key (as if a misconfigured replica wrote it).
+  const KvFormat other = test_format(4, 4, 16, /*model=*/0xbad);
+  SegmentIdentity id;
+  id.key = k0;
+  id.parent_key = tree_scope_key(f_, "");
+  id.doc_key = dk(1);
+  auto kv = make_kv(other, 77, 1);
+  auto seg = SegmentBuffer::build(other, id, kv.data());
+  ASSERT_TRUE(seg.ok());
+  auto foreign = RemoteTier::open(o.remote, other);
+  ASSERT_TRUE(foreign.ok());
+  ASSERT_TRUE((*foreign)->put(*seg));
+  (*foreign)->drain();
+  auto c = open_store(o, f_);
+  auto h2 = load_missing(*c, {1});
+  EXPECT_FALSE(h2->node_ok(0));
+  EXPECT_EQ(c->stats().remote.format_rejects, 1u);
+  // A piece evicted under the first one: a partial miss, counted.
+  insert_path(*a, f_, {7}, 77);
+  a->drain_writes();
+  redis_cli(redis_.port, {"DEL", (*probe)->piece_key(child_key(tree_scope_key(f_, ""), dk(7)), 2)});
+  auto d = open_store(o, f_);
+  EXPECT_FALSE(load_missing(*d, {7})->node_ok(0));
+  EXPECT_EQ(d->stats().remote.partial_misses, 1u);
+}
+
+// A dead Redis costs one timeout, then the breaker answers at once; a restarted Redis is found
+// again by the probe and reads resume.
+TEST_F(RemoteTierTest, DeadRedisOpensTheBreakerAndItClosesAgain) {
+  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  insert_path(*a, f_, {1}, 30);
+  a->drain_writes();
+  auto b = open_store(remote_options(url_of(redis_.port)), f_);
+  const int port = redis_.port;
+  stop_redis(redis_.pid);
+  redis_.pid = -1;
+  auto t0 = Clock::now();
+  auto h = load_missing(*b, {1});
+  const double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_FALSE(h->node_ok(0));
+  EXPECT_LT(first_ms, 3 * 200 + 300) << "a dead Redis must cost about one timeout";
+  EXPECT_EQ(b->stats().remote.breaker, "open");
+  t0 = Clock::now();
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(load_missing(*b, {1})->node_ok(0));
+  const double open_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_LT(open_ms, 200) << "loads while the breaker is open must not wait for Redis";
+  // Writes while open are dropped (counted), not queued without bound.
+  insert_path(*b, f_, {9}, 30);
+  EXPECT_GE(b->stats().remote.puts_dropped, 1u);
+
+  redis_ = start_redis(dir_.path / "redis2", {}, port);
+  ASSERT_GT(redis_.pid, 0);
+  insert_path(*a, f_, {1}, 30);  // a fresh Redis is empty: the writer fills it again
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (b->stats().remote.breaker != "closed" && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(b->stats().remote.breaker, "closed");
+  // a's own breaker closes too, then a can write again.
+  while (a->stats().remote.breaker != "closed" && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  insert_path(*a, f_, {2}, 30);
+  a->drain_writes();
+  auto c = open_store(remote_options(url_of(redis_.port)), f_);
+  EXPECT_TRUE(load_missing(*c, {2})->node_ok(0));
+}
+
+// Redis's own eviction (tiny maxmemory, allkeys-lru): whatever is loaded is exact, the rest are
+// misses; nothing errors.
+TEST_F(RemoteTierTest, TinyMaxmemoryEvictsAndNothingBreaks) {
+  redis_cli(redis_.port, {"CONFIG", "SET", "maxmemory", "2mb"});
+  redis_cli(redis_.port, {"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  for (uint64_t d = 100; d < 140; ++d) insert_path(*a, f_, {d}, 77);  // ~6 MiB into 2 MiB
+  a->drain_writes();
+  auto b = open_store(remote_options(url_of(redis_.port)), f_);
+  int hits = 0;
+  for (uint64_t d = 100; d < 140; ++d) {
+    auto h = load_missing(*b, {d});
+    if (h->node_ok(0)) {
+      ++hits;
+      expect_kv(*h->segment(0), f_, d);
+    }
+  }
+  const Stats st = b->stats();
+  EXPECT_GT(hits, 0);
+  EXPECT_LT(hits, 40);
+  EXPECT_EQ(st.remote.checksum_failures + st.remote.format_rejects, 0u);
+  EXPECT_EQ(st.remote.breaker, "closed");
+  EXPECT_NE(redis_cli(redis_.port, {"INFO", "stats"}).find("evicted_keys:"), std::string::npos);
+}
+
+TEST(RemoteTierCluster, SharesThroughAThreeNodeCluster) {
+  if (!redis_available()) GTEST_SKIP() << kRedisMissing;
+  RedisTempDir dir;
+  RedisCluster cluster = start_redis_cluster(dir.path / "cluster", 3);
+  ASSERT_TRUE(cluster.ok());
+  const KvFormat f = test_format(4, 4, 16);
+  auto a = open_store(remote_options(cluster.seeds()), f);
+  std::vector<uint64_t> docs;
+  for (uint64_t d = 1; d <= 12; ++d) docs.push_back(d);
+  insert_path(*a, f, docs, 40);
+  a->drain_writes();
+  EXPECT_EQ(a->stats().remote.puts, docs.size());
+  // The pieces of the 12 segments landed on more than one node.
+  int nodes_with_keys = 0;
+  for (const auto& n : cluster.nodes) nodes_with_keys += redis_cli(n.port, {"DBSIZE"}) != "0";
+  EXPECT_GE(nodes_with_keys, 2);
+  auto b = open_store(remote_options(cluster.seeds()), f);
+  auto h = load_missing(*b, docs);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    ASSERT_TRUE(h->node_ok(i)) << i;
+    expect_kv(*h->segment(i), f, docs[i]);
+  }
+  stop_redis_cluster(cluster);
+}
+
+}  // namespace
+}  // namespace ragd::kvstore
