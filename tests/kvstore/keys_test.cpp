@@ -3,6 +3,7 @@
 // pipelines (kv_blend.cpp, pipelines::chunk_key at 4f0b83c) into kvstore; they must never change.
 #include "ragd/kvstore/keys.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -73,6 +74,17 @@ TEST(Keys, StoredChunkKeyIsPinned) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->key.to_hex(), isolate ? "be5f3f4f793aa8a30b544ecb0973c94c" : "c07fd246b880ff9a7e43f847b681a163");
   }
+}
+
+// KV-event block hashes (kv_events.h) are what routers index: pinned like the keys.
+TEST(Keys, EventBlockHashIsPinned) {
+  std::vector<int32_t> block;
+  for (int i = 1; i <= 16; ++i) block.push_back(i);
+  const Hash128 scope{1, 2};
+  const uint64_t first = event_block_hash(std::nullopt, block, scope);
+  EXPECT_EQ(fmt::format("{:016x}", first), "3749295a29f13381");
+  EXPECT_EQ(fmt::format("{:016x}", event_block_hash(first, block, scope)), "1905570d2026687e");
+  EXPECT_NE(event_block_hash(uint64_t{0}, block, scope), first);  // "no parent" is not parent 0
 }
 
 }  // namespace
