@@ -125,14 +125,6 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.dram_cache_bytes),
       RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.ssd_cache_bytes),
       RAGD_E("runtime.eviction", "KV eviction policy over every tier", runtime.eviction),
-      // kvstore.remote: the shared KV tier below SSD
-      RAGD_F("kvstore.remote.url", Type::kString,
-             "shared remote KV tier: redis://host:port, or a comma-separated list of Redis Cluster seed nodes; \"\" = off",
-             runtime.kv_remote.url),
-      RAGD_F("kvstore.remote.timeout_ms", Type::kInt, "bound on every Redis connect and reply; a failure opens the circuit breaker (recompute) until a probe succeeds", runtime.kv_remote.timeout_ms),
-      RAGD_F("kvstore.remote.max_value_bytes", Type::kSize, "largest Redis value: a segment is stored in pieces of at most this many bytes", runtime.kv_remote.max_value_bytes),
-      RAGD_F("kvstore.remote.ttl_s", Type::kInt, "expiry of every value in seconds; 0 = none (Redis's maxmemory policy evicts)", runtime.kv_remote.ttl_s),
-      RAGD_F("kvstore.remote.write_queue_bytes", Type::kSize, "segments queued for writing behind; beyond it writes are dropped (counted)", runtime.kv_remote.write_queue_bytes),
       RAGD_E("runtime.preemption", "what a preempted request's KV does", runtime.preemption),
       RAGD_F("runtime.tenant_share_percent", Type::kInt,
              "running slots one tenant may hold while others have requests, % of max_running (fair: an equal share)",
@@ -151,6 +143,14 @@ const std::vector<Field>& fields() {
       RAGD_E("runtime.embedder", "corpus embedder", runtime.embedder),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
       // events: KV-cache events in vLLM's KV-event format (docs/design/kv-events.md)
+      // kvstore.remote: the shared KV tier below SSD
+      RAGD_F("kvstore.remote.url", Type::kString,
+             "shared remote KV tier: redis://host:port, or a comma-separated list of Redis Cluster seed nodes; \"\" = off",
+             runtime.kv_remote.url),
+      RAGD_F("kvstore.remote.timeout_ms", Type::kInt, "bound on every Redis connect and reply; a failure opens the circuit breaker (recompute) until a probe succeeds", runtime.kv_remote.timeout_ms),
+      RAGD_F("kvstore.remote.max_value_bytes", Type::kSize, "largest Redis value: a segment is stored in pieces of at most this many bytes", runtime.kv_remote.max_value_bytes),
+      RAGD_F("kvstore.remote.ttl_s", Type::kInt, "expiry of every value in seconds; 0 = none (Redis's maxmemory policy evicts)", runtime.kv_remote.ttl_s),
+      RAGD_F("kvstore.remote.write_queue_bytes", Type::kSize, "segments queued for writing behind; beyond it writes are dropped (counted)", runtime.kv_remote.write_queue_bytes),
       RAGD_F("events.kv_endpoint", Type::kString,
              "ZeroMQ PUB endpoint for KV events (vLLM format), e.g. tcp://*:5557 (bound when it has * or :: or is "
              "ipc:// / inproc://, connected otherwise); \"\" = off", runtime.kv_events.endpoint),
@@ -405,7 +405,7 @@ std::string to_toml(const DaemonConfig& cfg_in, bool show_secrets) {
   std::string section;
   for (const auto& f : fields()) {
     std::string key = f.key;
-    auto dot = key.find('.');
+    auto dot = key.rfind('.');  // kvstore.remote.url: [kvstore.remote] url
     std::string sec = dot == std::string::npos ? "" : key.substr(0, dot);
     std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
     if (sec != section) {

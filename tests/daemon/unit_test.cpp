@@ -27,7 +27,7 @@ TEST(Config, ShippedFileEqualsDefaults) {
   std::ifstream in(RAGD_SOURCE_DIR "/configs/ragd.toml");
   std::string text((std::istreambuf_iterator<char>(in)), {});
   for (const auto& k : config_keys()) {
-    std::string leaf = k.substr(k.find('.') + 1);
+    std::string leaf = k.substr(k.rfind('.') + 1);
     EXPECT_NE(text.find("\n" + leaf + " = "), std::string::npos) << k;
   }
 }
