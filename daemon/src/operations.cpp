@@ -67,6 +67,23 @@ std::string ApiImpl::render_metrics(bool full) {
       metrics_.cache_hits->set({kTiers[t]}, static_cast<double>(st.tiers[t].hits));
       metrics_.cache_misses->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
     }
+    if (st.remote.enabled) {
+      const auto& r = st.remote;
+      metrics_.cache_hits->set({"remote"}, static_cast<double>(r.hits));
+      metrics_.cache_misses->set({"remote"}, static_cast<double>(r.misses));
+      const std::pair<const char*, uint64_t> ev[] = {
+          {"hits", r.hits}, {"misses", r.misses}, {"puts", r.puts}, {"puts_dropped", r.puts_dropped},
+          {"errors", r.errors}, {"skipped", r.skipped}, {"checksum_failures", r.checksum_failures},
+          {"format_rejects", r.format_rejects}, {"partial_misses", r.partial_misses}, {"breaker_trips", r.breaker_trips}};
+      for (const auto& [name, v] : ev) metrics_.remote_events->set({name}, static_cast<double>(v));
+      metrics_.remote_bytes->set({"read"}, static_cast<double>(r.hit_bytes));
+      metrics_.remote_bytes->set({"written"}, static_cast<double>(r.put_bytes));
+      metrics_.remote_breaker->set({}, r.breaker_open ? 1 : 0);
+    }
+    metrics_.kv_events_batches->set({}, static_cast<double>(st.kv_events_batches));
+    metrics_.kv_events_events->set({}, static_cast<double>(st.kv_events_events));
+    metrics_.kv_events_dropped->set({}, static_cast<double>(st.kv_events_dropped));
+    metrics_.kv_events_replays->set({}, static_cast<double>(st.kv_events_replays));
   }
   return reg_.render(full);
 }

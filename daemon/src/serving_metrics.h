@@ -36,6 +36,14 @@ struct ServingMetrics {
   MetricFamily* cache_hits;
   MetricFamily* cache_misses;
   MetricFamily* executor_stat;     // every numeric executor stat, by JSON path
+  MetricFamily* remote_events;     // the remote tier: hits, misses, puts, errors, ... by event
+  MetricFamily* remote_bytes;      // by direction (read | written)
+  MetricFamily* remote_breaker;    // 1 while its circuit breaker is open
+  // KV events (events.kv_endpoint): batches, events, dropped events, replay requests
+  MetricFamily* kv_events_batches;
+  MetricFamily* kv_events_events;
+  MetricFamily* kv_events_dropped;
+  MetricFamily* kv_events_replays;
 };
 
 }  // namespace ragd::daemon
