@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo bench bench-peers tsan asan soak fuzz clean train-model eval console-test-deps
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers tsan asan soak fuzz clean train-model eval console-test-deps
 
 all: build
 
@@ -30,6 +30,19 @@ test: build
 demo: configure
 	cmake --build $(BUILD) -j $(JOBS) --target ragd ragctl
 	./scripts/demo.sh $(BUILD)
+
+# A fleet on loopback (examples/fleet): Redis as the shared KV tier, a primary that ingests, two
+# replicas, HAProxy in front; one replica reuses the KV another computed, a short `ragctl bench`
+# through HAProxy, requests per replica and reuse per tier (remote included), then everything stops.
+fleet-demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target ragd ragctl
+	./examples/fleet/demo.sh $(BUILD)
+
+# The fleet benchmarks (bench/FLEET_BENCH.md): sharing between replicas, the fleet with and without
+# the shared tier, Redis killed mid-run, a tiny Redis. Results in $(BUILD)/fleet-bench.
+fleet-bench: configure
+	cmake --build $(BUILD) -j $(JOBS) --target ragd ragctl
+	./scripts/fleet-bench.sh $(BUILD)
 
 bench: build
 	./scripts/bench.sh $(BUILD)
