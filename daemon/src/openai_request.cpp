@@ -107,6 +107,12 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   uint64_t seed = 0;
   if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
   if (present) ov.seed = seed;
+  if (f.has("cache_salt")) {  // as vLLM accepts it: scopes KV reuse on top of the tenant
+    std::string salt;
+    if (auto e = f.str("cache_salt", &salt); e.failed()) return e;
+    if (salt.empty() || salt.size() > 256) return bad_request("cache_salt", "field 'cache_salt' must be 1..256 characters");
+    run.cache_salt = std::move(salt);
+  }
   if (f.has("stop")) {
     std::vector<std::string> stop;
     if (auto e = f.string_list("stop", &stop); e.failed()) return e;

@@ -33,6 +33,19 @@ Hash128 child_key(const Hash128& parent_key, const Hash128& doc) {
   return h.digest();
 }
 
+std::string kv_scope(std::string_view tenant, std::string_view cache_salt) {
+  if (cache_salt.empty()) return std::string(tenant);
+  // Length-prefixed: ("a", "bc") and ("ab", "c") differ; never equal to a bare tenant name.
+  return std::to_string(tenant.size()) + ":" + std::string(tenant) + "\x1fsalt:" + std::string(cache_salt);
+}
+
+Hash128 scoped_doc_key(const Hash128& doc, std::string_view scope) {
+  if (scope.empty()) return doc;
+  Hasher128 h;
+  h.str("ragd.kv.scoped_doc.v1").str(scope).h128(doc);
+  return h.digest();
+}
+
 Hash128 chunk_key(const Hash128& head, const Hash128& doc) {
   Hasher128 h;
   h.str("ragd.chunk.v1").h128(head).h128(doc);

@@ -103,7 +103,7 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
   RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
   r->kv.reuse.mode = r->res.reuse;
   r->kv.reuse.blend = r->res.blend;
-  r->kv.reuse.scope = req.kv_scope;
+  r->kv.reuse.scope = kvstore::kv_scope(req.kv_scope, req.cache_salt);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (pending_ + static_cast<int>(inbox_.size()) + static_cast<int>(live_names_.size()) >= opts_.max_queue)

@@ -57,6 +57,12 @@ class KnowledgeTreeReuse final : public ReuseStrategy {
   }
 };
 
+// Modes whose path starts with the pipeline's head ([system prefix][doc]...), which every scope
+// may share.
+bool shares_head(ReuseMode m) {
+  return m == ReuseMode::kKnowledgeTree || m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic;
+}
+
 }  // namespace
 
 std::unique_ptr<ReuseStrategy> make_reuse_strategy(ReuseMode mode, int chunk_tokens) {
@@ -82,7 +88,15 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
   p->ends.clear();
   strategies_[static_cast<size_t>(p->mode)]->path(prompt, segments, p);
   if (p->docs.empty()) return;
-  kvstore::MatchResult m = store_.match(p->docs, p->scope, /*pin=*/true);
+  // The RAG head (the pipeline's system prompt: server configuration) is shared by every scope;
+  // the documents under it carry the run's scope (tenant + cache_salt) in their own keys. Other
+  // paths (plain prompts, whose first tokens are the client's) are scoped whole.
+  p->tree_scope = p->scope;
+  if (shares_head(p->mode) && !p->scope.empty()) {
+    for (size_t i = 1; i < p->docs.size(); ++i) p->docs[i] = kvstore::scoped_doc_key(p->docs[i], p->scope);
+    p->tree_scope.clear();
+  }
+  kvstore::MatchResult m = store_.match(p->docs, p->tree_scope, /*pin=*/true);
   p->hint_tokens = m.cached_tokens();
   // Past the local path, the remote tier (shared by replicas) may hold the next nodes.
   const bool remote = store_.has_remote() && m.nodes.size() < p->docs.size();
@@ -127,7 +141,7 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
   p->load_from = m.pool_nodes;
   kvstore::LoadOptions lo;
   lo.on_done = on_load_done_;
-  if (remote) lo.remote = kvstore::RemoteTail{p->docs, m.nodes.size(), p->scope, /*chunks=*/false};
+  if (remote) lo.remote = kvstore::RemoteTail{p->docs, m.nodes.size(), p->tree_scope, /*chunks=*/false};
   p->load = store_.load(std::span<const kvstore::PathNode>(m.nodes).subspan(m.pool_nodes), std::move(lo));
   p->pin = std::move(m.pin);
 }
@@ -139,7 +153,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
   p.approximate = false;
   p.blended = {};
   if (p.docs.empty()) return in;
-  kvstore::MatchResult m = store_.match(p.docs, p.scope, /*pin=*/false, /*touch=*/false);
+  kvstore::MatchResult m = store_.match(p.docs, p.tree_scope, /*pin=*/false, /*touch=*/false);
   size_t d = 0;
   if (m.pool_nodes > 0) {
     table = store_.fork_pool(m.nodes[m.pool_nodes - 1].key);
@@ -165,7 +179,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
       const kvstore::Tier src = h.source(i);
       (src == kvstore::Tier::kRemote ? in.remote : src == kvstore::Tier::kSsd ? in.ssd : in.dram) += n;
       // Back in the pool: later runs find it there.
-      auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), d), p.docs[d], table, start, p.ends[d], p.scope,
+      auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), d), p.docs[d], table, start, p.ends[d], p.tree_scope,
                                   node_tokens(prompt, start, p.ends[d]));
       if (!r.ok()) log::pipelines()->warn("kv promote into the pool failed: {}", r.status().to_string());
     }
@@ -333,7 +347,7 @@ void ReusePlanner::publish(ReusePlan& p, const engine::BlockTable& table, std::s
   if (is_approximate(p.mode)) publish_first_chunk(p, table, prompt);
   for (size_t i = p.installed_nodes; i < p.docs.size() && p.ends[i] <= table.num_tokens(); ++i) {
     const int start = i ? p.ends[i - 1] : 0;
-    auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i], p.scope,
+    auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i], p.tree_scope,
                                 node_tokens(prompt, start, p.ends[i]));
     if (!r.ok()) {
       log::pipelines()->warn("kv insert failed: {}", r.status().to_string());

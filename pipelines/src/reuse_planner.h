@@ -41,7 +41,10 @@ namespace ragd::pipelines {
 // One run's reuse state, carried from lookup to publish.
 struct ReusePlan {
   ReuseMode mode = ReuseMode::kNone;
-  std::string scope;                     // KV key scope (tenant scope; "" = shared)
+  std::string scope;                     // KV key scope (tenant + cache_salt, kvstore::kv_scope; "" = shared)
+  // The scope the tree path is keyed under: `scope`, or "" when the head is shared (knowledge-tree
+  // paths: their documents then carry `scope` in their doc keys, kvstore::scoped_doc_key).
+  std::string tree_scope;
   std::vector<Hash128> docs;             // path node document keys
   std::vector<int> ends;                 // cumulative token end of each node
   std::shared_ptr<kvstore::LoadHandle> load;  // nodes [load_from, ...) coming up from DRAM / SSD / remote

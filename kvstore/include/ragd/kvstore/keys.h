@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ragd/common/hash.h"
@@ -45,6 +46,14 @@ Hash128 child_key(const Hash128& parent_key, const Hash128& doc);
 // so every prompt with the same head shares the entry. The store adds the scope (child_key under
 // chunk_scope_key(), tenant included).
 Hash128 chunk_key(const Hash128& head, const Hash128& doc);
+// A request's KV scope: the tenant ("" when tenant isolation is off or the request is anonymous)
+// and its cache_salt (OpenAI's / vLLM's request field; "" = none). Requests share reusable KV only
+// when their scopes are equal. The result is what the store's `tenant` arguments take.
+std::string kv_scope(std::string_view tenant, std::string_view cache_salt);
+// A document's key inside a scope, for paths whose head is shared across scopes (the pipeline's own
+// system prompt, which is server configuration): the tree root and the head are unscoped, every
+// document below them carries the scope in its own key ("ragd.kv.scoped_doc.v1"). "" = `doc`.
+Hash128 scoped_doc_key(const Hash128& doc, std::string_view scope);
 // Hash of one block in KV events (vLLM's BlockStored / BlockRemoved block_hashes): chained from the
 // previous block of the same path (nullopt for the first block of a path or of a chunk entry), in the
 // scope `scope_root` (tree_scope_key() or chunk_scope_key()).

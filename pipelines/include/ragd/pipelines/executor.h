@@ -103,6 +103,10 @@ struct RunRequest {
   // KV key scope: the tenant scope whose documents the prompt may hold; "" = shared. Runs of
   // different scopes never reuse each other's KV.
   std::string kv_scope;
+  // The request's cache_salt (as vLLM accepts it): runs reuse each other's KV only when their salts
+  // are equal too, at every tier, the remote one included; "" = none. The pipeline's own head
+  // (server configuration) is shared across tenants and salts; documents never are.
+  std::string cache_salt;
   bool want_logprobs = false;
   // Pipeline runs: a document id whose first chunk must be in the context. When retrieval did not
   // return it, it replaces the lowest-ranked chunk (evaluation with the gold passage forced in).

@@ -191,6 +191,15 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.sampling.ignore_eos = param_as<bool>(v);
        return Status::OK();
      }},
+    {"cache_salt", ParamType::kString, {}, {}, "none",
+     "scopes KV reuse: runs reuse each other's document KV (every tier, the shared remote one included) only "
+     "when their tenant and cache_salt are equal; the pipeline's own system prompt is shared. 1..256 characters",
+     [](RunRequest& r, const ParamValue& v) {
+       const std::string& s = param_as<std::string>(v);
+       if (s.empty() || s.size() > 256) return Status::InvalidArgument("cache_salt must be 1..256 characters");
+       r.cache_salt = s;
+       return Status::OK();
+     }},
     {"context_must_include", ParamType::kString, {}, {}, "none",
      "extension (evaluation): a document id whose first chunk is put in the context, replacing the lowest-ranked "
      "retrieved chunk unless retrieval returned it; the caller's own or a shared document, else 400 "
