@@ -6,6 +6,8 @@
 #   examples/fleet/fleet.sh start [options]   start everything, print the URLs (also in RUN/fleet.env)
 #   examples/fleet/fleet.sh status [--dir RUN]
 #   examples/fleet/fleet.sh stop [--dir RUN]
+#   examples/fleet/fleet.sh redis-kill [--dir RUN]    kill -9 the fleet's Redis (a failure drill)
+#   examples/fleet/fleet.sh redis-start [--dir RUN]   start it again, empty, on the same port
 #
 # Options of start (each also as the environment variable in brackets):
 #   --dir RUN            run directory [FLEET_DIR, default /tmp/ragd-fleet]
@@ -126,6 +128,32 @@ stop_one() {  # NAME: TERM, up to 20 s to exit, then KILL
   rm -f "$PIDS/$name.pid"
 }
 
+start_redis() {  # PORT
+  spawn redis redis-server "$HERE/redis.conf" --port "$1" --dir "$RUN" \
+    --maxmemory "$REDIS_MAXMEMORY" --maxmemory-policy "$REDIS_POLICY" --save "" --appendonly no
+  for _ in $(seq 1 100); do redis-cli -p "$1" ping > /dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p "$1" ping > /dev/null || die "redis did not start (log: $LOGS/redis.log)"
+}
+
+cmd_redis_kill() {
+  local pid
+  pid=$(live_pid redis) || die "no running redis recorded in $RUN"
+  kill -KILL "$pid"
+  while kill -0 "$pid" 2> /dev/null; do sleep 0.05; done
+  rm -f "$PIDS/redis.pid"
+  log "killed redis (pid $pid, SIGKILL)"
+}
+
+cmd_redis_start() {
+  [[ -f $RUN/fleet.env ]] || die "no fleet in $RUN"
+  # shellcheck disable=SC1091
+  source "$RUN/fleet.env"
+  live_pid redis > /dev/null && die "redis is running"
+  mv -f "$LOGS/redis.log" "$LOGS/redis.log.$(date +%s)" 2> /dev/null || true
+  start_redis "$REDIS_PORT"
+  log "redis started again on 127.0.0.1:$REDIS_PORT (pid $(live_pid redis), empty)"
+}
+
 cmd_stop() {
   [[ -d $PIDS ]] || { log "nothing recorded in $RUN"; return 0; }
   # Front to back: no new requests, then the replicas, the primary, Redis.
@@ -189,10 +217,7 @@ cmd_start() {
   [[ $REMOTE == 1 ]] || remote_url=""
 
   log "redis on 127.0.0.1:$redis_port (maxmemory $REDIS_MAXMEMORY, $REDIS_POLICY, no persistence)"
-  spawn redis redis-server "$HERE/redis.conf" --port "$redis_port" --dir "$RUN" \
-    --maxmemory "$REDIS_MAXMEMORY" --maxmemory-policy "$REDIS_POLICY" --save "" --appendonly no
-  for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping > /dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli -p "$redis_port" ping > /dev/null || die "redis did not start (log: $LOGS/redis.log)"
+  start_redis "$redis_port"
 
   local set_args=() s
   for s in "${SETS[@]}"; do [[ -n $s ]] && set_args+=(--set "$s"); done
@@ -257,6 +282,8 @@ cmd_start() {
     echo "PRIMARY_URL=http://127.0.0.1:$primary_port"
     echo "URL_primary=http://127.0.0.1:$primary_port"
     echo "REDIS_PORT=$redis_port"
+    echo "REDIS_MAXMEMORY=$REDIS_MAXMEMORY"
+    echo "REDIS_POLICY=$REDIS_POLICY"
     echo "REDIS_URL=$redis_url"
     echo "REMOTE_URL=$remote_url"
     echo "MODEL=$MODEL"
@@ -271,6 +298,8 @@ case $CMD in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
+  redis-kill) cmd_redis_kill ;;
+  redis-start) cmd_redis_start ;;
   -h|--help|help) usage 0 ;;
   *) usage ;;
 esac
