@@ -87,5 +87,20 @@ TEST(Keys, EventBlockHashIsPinned) {
   EXPECT_NE(event_block_hash(uint64_t{0}, block, scope), first);  // "no parent" is not parent 0
 }
 
+
+// The request scope (tenant + cache_salt) and a document's key inside it are a stored format too:
+// every tier, the shared remote one included, holds KV under them.
+TEST(Keys, ScopedDocKeyAndRequestScopeArePinned) {
+  EXPECT_EQ(kv_scope("tenant-a", ""), "tenant-a");
+  EXPECT_EQ(kv_scope("tenant-a", "salt-1"), "8:tenant-a\x1fsalt:salt-1");
+  EXPECT_NE(kv_scope("a", "bc"), kv_scope("ab", "c"));
+  EXPECT_NE(kv_scope("", "s"), kv_scope("s", ""));
+  const Hash128 d{3, 4};
+  EXPECT_EQ(scoped_doc_key(d, ""), d);
+  EXPECT_EQ(scoped_doc_key(d, "tenant-a").to_hex(), "584fecddd59beeaf1f45003b0bd7c1fb");
+  EXPECT_EQ(scoped_doc_key(d, kv_scope("tenant-a", "salt-1")).to_hex(), "273ae6367437a049ccae274426e683bd");
+  EXPECT_NE(scoped_doc_key(d, "tenant-a"), scoped_doc_key(d, "tenant-b"));
+}
+
 }  // namespace
 }  // namespace ragd::kvstore

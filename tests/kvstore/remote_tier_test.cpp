@@ -10,6 +10,7 @@
 
 #include "kv_test_util.h"
 #include "redis_test_util.h"
+#include "ragd/kvstore/redis_client.h"
 
 namespace ragd::kvstore {
 namespace {
@@ -299,6 +300,80 @@ TEST(RemoteTierCluster, SharesThroughAThreeNodeCluster) {
     ASSERT_TRUE(h->node_ok(i)) << i;
     expect_kv(*h->segment(i), f, docs[i]);
   }
+  stop_redis_cluster(cluster);
+}
+
+
+// A slot migrated while replicas read: every load is exact (MOVED / ASK followed), none errors.
+TEST(RemoteTierCluster, KeepsServingWhileASlotMigrates) {
+  if (!redis_available()) GTEST_SKIP() << kRedisMissing;
+  RedisTempDir dir;
+  RedisCluster cluster = start_redis_cluster(dir.path / "cluster", 3);
+  ASSERT_TRUE(cluster.ok());
+  const KvFormat f = test_format(4, 4, 16);
+  auto a = open_store(remote_options(cluster.seeds()), f);
+  std::vector<uint64_t> docs;
+  for (uint64_t d = 1; d <= 8; ++d) docs.push_back(d);
+  insert_path(*a, f, docs, 77);  // 3 pieces per segment
+  a->drain_writes();
+  ASSERT_EQ(a->stats().remote.puts, docs.size());
+  // The slot of node 4's segment (its hash tag), its owner and another node.
+  Hash128 key = tree_scope_key(f, "");
+  for (size_t i = 0; i < 4; ++i) key = child_key(key, dk(docs[i]));
+  const std::string slot = std::to_string(redis_key_slot("{" + key.to_hex() + "}"));
+  int src = -1, dst = -1;
+  std::string src_id, dst_id;
+  for (const auto& n : cluster.nodes) {
+    const std::string id = redis_cli(n.port, {"CLUSTER", "MYID"});
+    if (src < 0 && redis_cli(n.port, {"CLUSTER", "COUNTKEYSINSLOT", slot}) != "0") {
+      src = n.port;
+      src_id = id;
+    } else if (dst < 0) {
+      dst = n.port;
+      dst_id = id;
+    }
+  }
+  ASSERT_GT(src, 0);
+  ASSERT_GT(dst, 0);
+  auto check = [&](const char* when) {
+    auto b = open_store(remote_options(cluster.seeds()), f);  // nothing local: every node from Redis
+    auto h = load_missing(*b, docs);
+    for (size_t i = 0; i < docs.size(); ++i) {
+      ASSERT_TRUE(h->node_ok(i)) << when << ": node " << i << ": " << h->status().to_string();
+      expect_kv(*h->segment(i), f, docs[i]);
+    }
+    EXPECT_EQ(b->stats().remote.errors, 0u) << when;
+  };
+  ASSERT_EQ(redis_cli(dst, {"CLUSTER", "SETSLOT", slot, "IMPORTING", src_id}), "OK");
+  ASSERT_EQ(redis_cli(src, {"CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id}), "OK");
+  check("migrating, nothing moved");
+  // Move one piece, read (ASK for it), then the rest.
+  auto move = [&](int count) {
+    std::string out = redis_cli(src, {"CLUSTER", "GETKEYSINSLOT", slot, std::to_string(count)});
+    std::vector<std::string> args = {"MIGRATE", "127.0.0.1", std::to_string(dst), "", "0", "5000", "KEYS"};
+    size_t n = 0;
+    for (size_t at = 0; at < out.size();) {
+      size_t e = out.find('\n', at);
+      if (e == std::string::npos) e = out.size();
+      if (e > at) {
+        args.push_back(out.substr(at, e - at));
+        ++n;
+      }
+      at = e + 1;
+    }
+    if (n > 0) EXPECT_EQ(redis_cli(src, args), "OK");
+    return n;
+  };
+  ASSERT_EQ(move(1), 1u);
+  check("one piece moved");
+  while (move(10) > 0) {
+  }
+  for (const auto& n : cluster.nodes) ASSERT_EQ(redis_cli(n.port, {"CLUSTER", "SETSLOT", slot, "NODE", dst_id}), "OK");
+  check("slot moved");
+  // Writes after the move land on the new owner.
+  insert_path(*a, f, {1, 2, 3, 4, 99}, 77);
+  a->drain_writes();
+  EXPECT_EQ(a->stats().remote.puts_dropped, 0u);
   stop_redis_cluster(cluster);
 }
 
