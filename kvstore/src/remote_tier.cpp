@@ -12,6 +12,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "ragd/common/log.h"
 #include "ragd/kvstore/redis_client.h"
@@ -370,7 +373,11 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& opts, 
   } else {
     m.trip(c.status());
   }
-  m.worker = std::thread([&m] { m.run(); });
+  m.worker = std::thread([&m] {
+    // Background priority (nice 19): writes behind take only what serving leaves over.
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+    m.run();
+  });
   return t;
 }
 
