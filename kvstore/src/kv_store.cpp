@@ -359,6 +359,16 @@ struct StoreCore final : PoolTier {
         ctr.remote_loads += 1;
         ctr.remote_load_tokens += static_cast<uint64_t>(seg->num_tokens());
         if (!closed && opt.promote_on_load && !tree->info(key)) {  // promoted: later runs find it locally
+          if (j < t.tokens.size()) {
+            SegmentIdentity id;
+            id.key = key;
+            id.parent_key = pkey;
+            id.doc_key = doc;
+            id.depth = static_cast<uint32_t>(depth);
+            id.is_chunk = t.chunks;
+            note_tokens_locked(id, t.chunks || depth == 0, t.chunks ? pkey : tree_scope_key(fmt, scope), t.tokens[j],
+                               seg->num_tokens());
+          }
           std::vector<SsdAction> actions;
           tree->insert(pkey, t.chunks || depth == 0, seg, &actions);
           submit_actions_locked(actions);

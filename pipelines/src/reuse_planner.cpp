@@ -127,6 +127,10 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
     }
     kvstore::LoadOptions lo;
     if (remote && !misses.docs.empty()) {
+      for (size_t j : miss_nodes) {
+        const auto t = node_tokens(prompt, p->ends[j - 1], p->ends[j]);
+        misses.tokens.emplace_back(t.begin(), t.end());
+      }
       p->chunk_nodes.insert(p->chunk_nodes.end(), miss_nodes.begin(), miss_nodes.end());
       lo.remote = std::move(misses);
     }
@@ -141,7 +145,14 @@ void ReusePlanner::lookup(std::span<const int32_t> prompt, std::span<const std::
   p->load_from = m.pool_nodes;
   kvstore::LoadOptions lo;
   lo.on_done = on_load_done_;
-  if (remote) lo.remote = kvstore::RemoteTail{p->docs, m.nodes.size(), p->tree_scope, /*chunks=*/false};
+  if (remote) {
+    kvstore::RemoteTail tail{p->docs, m.nodes.size(), p->tree_scope, /*chunks=*/false, {}};
+    for (size_t i = m.nodes.size(); i < p->docs.size(); ++i) {
+      const auto t = node_tokens(prompt, i ? p->ends[i - 1] : 0, p->ends[i]);
+      tail.tokens.emplace_back(t.begin(), t.end());
+    }
+    lo.remote = std::move(tail);
+  }
   p->load = store_.load(std::span<const kvstore::PathNode>(m.nodes).subspan(m.pool_nodes), std::move(lo));
   p->pin = std::move(m.pin);
 }

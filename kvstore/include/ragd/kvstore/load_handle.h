@@ -45,6 +45,9 @@ struct RemoteTail {
   size_t from = 0;
   std::string tenant;  // the scope, as given to lookup / match / lookup_chunks
   bool chunks = false;
+  // Optional: the token ids of each fetched node (path: of docs[from + j]; chunks: of docs[j]), so
+  // that a remote hit is announced in KV events like a node computed here.
+  std::vector<std::vector<int32_t>> tokens;
   size_t size() const { return chunks ? docs.size() : (from < docs.size() ? docs.size() - from : 0); }
 };
 
