@@ -150,6 +150,9 @@ struct Args {
   std::string out;
   double shard_mb = 0;  // 0 = 2 GiB shards
   bool dry_run = false;  // print the tensor plan and sizes, write nothing
+  // Shape overrides of the preset (0 = the preset's): other depths / widths of the same family, e.g.
+  // the depth of 0.5B-8B models at a width this machine runs quickly.
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0;
 };
 
 Status run(const Args& a) {
@@ -159,6 +162,19 @@ Status run(const Args& a) {
     RAGD_ASSIGN_OR_RETURN(p.dtype, parse_dtype(a.dtype));
   }
   ModelConfig& c = p.cfg;
+  if (a.layers > 0) c.num_hidden_layers = a.layers;
+  if (a.heads > 0) c.num_attention_heads = a.heads;
+  if (a.kv_heads > 0) c.num_key_value_heads = a.kv_heads;
+  if (a.intermediate > 0) c.intermediate_size = a.intermediate;
+  if (a.hidden > 0) {
+    c.hidden_size = a.hidden;
+    if (a.intermediate == 0) c.intermediate_size = (a.hidden * 8 / 3 + 63) / 64 * 64;  // SwiGLU's usual 8/3
+  }
+  if (c.num_attention_heads <= 0 || c.hidden_size % c.num_attention_heads != 0 || c.num_key_value_heads <= 0 ||
+      c.num_attention_heads % c.num_key_value_heads != 0)
+    return Status::InvalidArgument(fmt::format("make-model: hidden {} / heads {} / kv heads {} do not divide", c.hidden_size,
+                                               c.num_attention_heads, c.num_key_value_heads));
+  c.head_dim = c.hidden_size / c.num_attention_heads;
   c.torch_dtype = p.dtype == DType::kF32 ? "float32" : p.dtype == DType::kF16 ? "float16" : "bfloat16";
 
   // Tokenizer: trained on the built-in sample, padded with reserved special tokens to vocab_size.
@@ -265,6 +281,11 @@ Registration reg("make-model", "write a random-weight HF model directory (config
                    sub.add_option("--shard-mb", a->shard_mb, "max MB per safetensors shard (default 2048)");
                    sub.add_option("--out", a->out, "output directory");
                    sub.add_flag("--dry-run", a->dry_run, "print config.json and the parameter count, write nothing");
+                   sub.add_option("--layers", a->layers, "override the preset's num_hidden_layers");
+                   sub.add_option("--hidden", a->hidden, "override the preset's hidden_size (intermediate 8/3 of it unless --intermediate)");
+                   sub.add_option("--heads", a->heads, "override the preset's num_attention_heads");
+                   sub.add_option("--kv-heads", a->kv_heads, "override the preset's num_key_value_heads");
+                   sub.add_option("--intermediate", a->intermediate, "override the preset's intermediate_size");
                    return [a]() -> int {
                      Status st = a->out.empty() && !a->dry_run ? Status::InvalidArgument("--out DIR is required")
                                                               : run(*a);
