@@ -84,7 +84,10 @@ live_pid() {
   [[ -f $f ]] || return 1
   read -r pid exe < "$f"
   [[ -n $pid ]] && kill -0 "$pid" 2> /dev/null || return 1
-  [[ "$(readlink "/proc/$pid/exe" 2> /dev/null)" == "$exe" ]] || return 1
+  # A binary rebuilt while it runs reads as "PATH (deleted)".
+  local now
+  now=$(readlink "/proc/$pid/exe" 2> /dev/null) || return 1
+  [[ $now == "$exe" || $now == "$exe (deleted)" ]] || return 1
   echo "$pid"
 }
 
@@ -98,7 +101,7 @@ spawn() {
   echo "$pid $exe" > "$PIDS/$name.pid"
   # nohup execs the command in place: same PID, once the exec happened.
   for _ in $(seq 1 50); do
-    [[ "$(readlink "/proc/$pid/exe" 2> /dev/null)" == "$exe" ]] && return 0
+    [[ "$(readlink "/proc/$pid/exe" 2> /dev/null)" == "$exe"* ]] && return 0
     kill -0 "$pid" 2> /dev/null || return 0
     sleep 0.02
   done
