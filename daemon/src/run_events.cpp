@@ -52,6 +52,10 @@ void write_timings(JsonWriter& w, const pipelines::Timings& t) {
   w.key("ttft_ms").value(t.ttft_ms).key("tpot_ms").value(t.tpot_ms).key("total_ms").value(t.total_ms);
   w.key("search_wait_ms").value(t.search_wait_ms);
   w.key("retrieval_queue_ms").value(t.retrieval_queue_ms).key("rerank_ms").value(t.rerank_ms);
+  if (t.blend_chunk_ms + t.blend_place_ms + t.blend_repair_ms > 0) {
+    w.key("blend_chunk_ms").value(t.blend_chunk_ms).key("blend_place_ms").value(t.blend_place_ms);
+    w.key("blend_repair_ms").value(t.blend_repair_ms);
+  }
   w.end_object();
 }
 

@@ -638,6 +638,9 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.recompute_ratio = plan.mode == ReuseMode::kCacheBlend ? plan.blend.recompute_ratio : 0.0;
   r.usage.reuse_note = plan.note;
   r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
+  r.timings.blend_chunk_ms = plan.blended.chunk_ms;
+  r.timings.blend_place_ms = plan.blended.place_ms;
+  r.timings.blend_repair_ms = plan.blended.repair_ms;
   if (r.iter) {
     r.iter->on_finish(*this, r.usage, r.timings);
   } else if (r.spec_prefill) {

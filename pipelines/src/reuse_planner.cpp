@@ -254,6 +254,10 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     p.note = why + ": exact prefill";
     log::pipelines()->warn("{} reuse falls back to exact prefill: {}", reuse_mode_name(p.mode), why);
   };
+  using BClock = std::chrono::steady_clock;
+  const auto ms_since = [](BClock::time_point t) { return std::chrono::duration<double, std::milli>(BClock::now() - t).count(); };
+  const auto t_chunk = BClock::now();
+  double chunk_ms = 0, place_ms = 0;
   if (!missing.empty()) {
     if (!ensure_free(side_blocks)) return give_up("no KV pool room to compute chunk KV");
     Result<std::vector<kvstore::HostKv>> fresh = compute_chunk_kv(model_, table, head_len, missing_tokens);
@@ -266,6 +270,8 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
       kv[j] = std::move((*fresh)[i]);
     }
   }
+  chunk_ms = ms_since(t_chunk);
+  const auto t_place = BClock::now();
   std::vector<BlendDoc> docs;
   for (size_t j = d; j < n; ++j) {
     const int len = kv[j]->num_tokens;
@@ -273,9 +279,13 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     if (Status st = place_chunk(model_, *kv[j], table); !st.ok()) return give_up(st.to_string());
     docs.push_back({p.ends[j - 1], len, /*in_place=*/j == 1});
   }
+  place_ms = ms_since(t_place);
   const auto t_repair = std::chrono::steady_clock::now();
   Result<BlendStats> st = repair(model_, table, prompt, docs, p.mode, p.blend);
   if (!st.ok()) return give_up("repair step failed: " + st.status().to_string());
+  st->chunk_ms = chunk_ms;
+  st->place_ms = place_ms;
+  st->repair_ms = ms_since(t_repair);
   if (st->row_layers > 0) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_repair).count();
     const double per = ms / st->row_layers;

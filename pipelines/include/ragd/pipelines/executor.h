@@ -164,6 +164,10 @@ struct Timings {
   // tenants; part of nothing else), and the time its passages took to rerank (rerank pipelines,
   // part of retrieval_ms; includes waiting for the reranker, which runs one scoring at a time).
   double retrieval_queue_ms = 0, rerank_ms = 0;
+  // Approximate reuse (CacheBlend / EPIC), part of admit_ms and prefill_ms: computing the chunk
+  // KV of documents seen for the first time, placing chunk KV (re-rotation + copy into the pool),
+  // and the repair rows' share of the forward that ran them.
+  double blend_chunk_ms = 0, blend_place_ms = 0, blend_repair_ms = 0;
 };
 
 struct RunEvent {

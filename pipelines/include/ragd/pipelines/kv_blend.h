@@ -59,6 +59,7 @@ struct BlendStats {
   // run is admitted, not layer by layer during the repair, so raising r would add compute without
   // hiding any load. 0 when nothing was loaded from a slower tier.
   double ratio_floor = 0;
+  double chunk_ms = 0, place_ms = 0, repair_ms = 0;  // where the time went (Timings::blend_*)
 };
 
 // The KV of each of `docs` computed on its own after the head: `head` holds the head's KV in its
