@@ -10,8 +10,8 @@
 #   (d) tiny     Redis with maxmemory 8mb (allkeys-lru)
 # Results: $FLEET_BENCH_DIR/results (per-request JSON, *-info.json counters, results.md, summary.json).
 # Knobs: FLEET_BENCH_DIR (default BUILD/fleet-bench), FLEET_BENCH_REQUESTS (400),
-# FLEET_BENCH_TOPICS (100: 400 documents), FLEET_BENCH_CONCURRENCY (4), FLEET_BENCH_PAIRS (1: runs
-# without / with the tier), FLEET_BENCH_REPS (8: sharing questions), FLEET_BENCH_KILL_S (15),
+# FLEET_BENCH_TOPICS (100: 400 documents), FLEET_BENCH_CONCURRENCY (4), FLEET_BENCH_PAIRS (2: runs
+# without / with the tier), FLEET_BENCH_REPS (8: sharing questions), FLEET_BENCH_KILL_S (10),
 # FLEET_BENCH_DOWN_S (10), FLEET_BENCH_TINY (8mb), FLEET_BENCH_PARTS ("a b c d"),
 # FLEET_BENCH_SET (extra `ragd --set` options for every daemon, space-separated).
 set -euo pipefail
@@ -25,9 +25,9 @@ RES=$DIR/results
 REQ=${FLEET_BENCH_REQUESTS:-400}
 TOPICS=${FLEET_BENCH_TOPICS:-100}
 CONC=${FLEET_BENCH_CONCURRENCY:-4}
-PAIRS=${FLEET_BENCH_PAIRS:-1}
+PAIRS=${FLEET_BENCH_PAIRS:-2}
 REPS=${FLEET_BENCH_REPS:-8}
-KILL_S=${FLEET_BENCH_KILL_S:-15}
+KILL_S=${FLEET_BENCH_KILL_S:-10}
 DOWN_S=${FLEET_BENCH_DOWN_S:-10}
 TINY=${FLEET_BENCH_TINY:-8mb}
 PARTS=${FLEET_BENCH_PARTS:-a b c d}
@@ -93,13 +93,26 @@ if [[ " $PARTS " == *" c "* ]]; then
   start_fleet "$RUN" --corpus "$CORPUS"
   load faults &
   load_pid=$!
+  # Each replica's breaker and remote counters every 0.5 s, until the load ends.
+  (
+    while kill -0 "$load_pid" 2> /dev/null; do
+      for i in $(seq 1 "$REPLICAS"); do
+        var=URL_replica_$i
+        printf '%s replica-%s %s\n' "$(date +%s.%N)" "$i" "$(curl -s --max-time 1 "${!var}/metrics" |
+          awk '/^ragd_kv_remote_breaker_open/ { b = $NF } /^ragd_kv_remote_events\{event="(hits|puts|puts_dropped|errors)"\}/ { split($1, k, "\""); c = c " " k[2] "=" $NF } END { print "breaker_open=" b c }')"
+      done
+      sleep 0.5
+    done
+  ) > "$RES/faults-timeline.txt" &
+  poll_pid=$!
   sleep "$KILL_S"
-  kill_at=$(date +%s.%N)
   "$FLEET" redis-kill --dir "$RUN"
+  kill_at=$(date +%s.%N)  # Redis is gone
   sleep "$DOWN_S"
-  restart_at=$(date +%s.%N)
   "$FLEET" redis-start --dir "$RUN"
+  restart_at=$(date +%s.%N)  # Redis answers again
   wait "$load_pid"
+  wait "$poll_pid"
   capture faults remote=1 "kill_at=$kill_at" "restart_at=$restart_at"
   stop_fleet
 fi
