@@ -22,10 +22,14 @@
 //   shipped      pipelines::repair (CacheBlend as ragd serves it);
 //   dev@s [g]    every row computed in layers < s; at s the top rows by deviation against the slots
 //                (g = gradual: 2r there, r from s+1 on; otherwise r at s);
+//                at s <= 2 also with the deviation as |dV|^2 only, |dK|^2 only, normalised per KV head
+//                (by its mean over the rows) and relative to the placed KV's norm;
 //   fixed sets   r of the rows recomputed in every layer, chosen by an offline score: top dev_1,
 //                top dev_{L-1} (oracle), top q-err (oracle), top question attention (oracle, no
 //                deviation), passage openings (EPIC at the same budget);
 // and the cost in row-layers relative to a full recompute of the placed rows.
+// RAGD_SELECTION_DUMP=1 prints every placed row of the first prompt (token, dev_1, dev_{L-1} and the
+// question's attention, with ranks) to stderr.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
