@@ -31,6 +31,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
     raw->cv_.notify_all();
   });
   ex->planner_->set_blend_check(opts.blend_check);
+  ex->planner_->set_defer_repair(!opts.test_hooks.blend_repair_at_admission);
   // A finished pool-to-DRAM copy holds a fork of its blocks until the scheduler's next pool call:
   // wake the scheduler so that the blocks come back at once, even with no request to follow.
   ex->store_->set_on_pool_copy_done([raw] {
@@ -450,27 +451,56 @@ void ExecutorImpl::step() {
   }
   std::vector<engine::SeqStep> batch;
   batch.reserve(plan.items.size());
+  // Approximate runs' repairs ride in their first prefill step (blend_step.h): the repair rows
+  // (and first-seen documents) go first in the run's SeqStep, with explicit slots.
+  RepairStepHook hook(model_->kv_pool());
+  std::vector<std::vector<int32_t>> ids(plan.items.size()), slots(plan.items.size());
+  std::vector<size_t> repairs;  // batch indices that carry one
   const auto t0 = Clock::now();
   for (const BatchItem& it : plan.items) {
     Run& r = *runs_.at(it.id);
     RAGD_CHECK(r.kv.table.num_tokens() == it.start)
         << "request " << r.rr.id << ": KV holds " << r.kv.table.num_tokens() << " tokens, step starts at " << it.start;
+    if (r.kv.reuse.pending && !(it.prefill && it.start == r.kv.reuse.pending->end)) repair_alone(r);
     engine::SeqStep s;
     s.table = &r.kv.table;
     s.tokens = std::span<const int32_t>(r.state->tokens().data() + it.start, it.n);
     s.logits = !it.sample ? engine::SeqStep::Logits::kNone
                : greedy_on_engine(r) ? engine::SeqStep::Logits::kGreedy
                                      : engine::SeqStep::Logits::kLast;
+    if (r.kv.reuse.pending) {
+      const size_t b = batch.size();
+      const PendingRepair& p = *r.kv.reuse.pending;
+      for (int32_t row : p.rows) ids[b].push_back(r.state->tokens()[static_cast<size_t>(row)]), slots[b].push_back(row);
+      for (int k = 0; k < it.n; ++k) ids[b].push_back(s.tokens[static_cast<size_t>(k)]), slots[b].push_back(it.start + k);
+      s.tokens = ids[b];
+      s.slots = slots[b];
+      hook.add(static_cast<int>(b), r.kv.table, p);
+      repairs.push_back(b);
+    }
     batch.push_back(s);
   }
   engine::StepOutput out;
-  Status st = model_->forward(batch, &out);
+  Status st = hook.selects() ? model_->forward_with_hook(batch, hook, &out) : model_->forward(batch, &out);
   if (!st.ok()) {
     log::pipelines()->error("forward failed: {}", st.to_string());
     for (const BatchItem& it : plan.items) fail(it.id, st);
     return;
   }
   const auto t1 = Clock::now();
+  if (!repairs.empty()) {
+    // Each repair's share of the step's time: its row-layers over the step's.
+    const int layers = model_->config().num_hidden_layers;
+    long total = 0;
+    for (const BatchItem& it : plan.items) total += static_cast<long>(it.n) * layers;
+    std::vector<RepairOutcome> outcomes;
+    for (size_t b : repairs) total += outcomes.emplace_back(hook.outcome(static_cast<int>(b), layers)).row_layers;
+    for (size_t i = 0; i < repairs.size(); ++i) {
+      Run& r = *runs_.at(plan.items[repairs[i]].id);
+      planner_->finish_repair(r.kv.reuse, outcomes[i], ms_between(t0, t1) * outcomes[i].row_layers / std::max(1L, total));
+      r.kv.recomputed += outcomes[i].repaired;
+    }
+  }
   sched_->commit(plan);
   const std::vector<std::optional<engine::SampleResult>> picks = sample_rows(plan, out);
   for (size_t i = 0; i < plan.items.size(); ++i) {
@@ -482,6 +512,29 @@ void ExecutorImpl::step() {
     const bool row = it.sample && out.picks[i].token < 0;  // a pick came back instead of the row
     after_feed(r, row ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample, picks[i]);
   }
+}
+
+void ExecutorImpl::repair_alone(Run& r) {
+  // A pending repair whose run's next step is not its first prefill (not expected): run it as a
+  // step of its own, so that no placeholder slot is ever attended unwritten.
+  const PendingRepair& p = *r.kv.reuse.pending;
+  std::vector<int32_t> ids;
+  for (int32_t row : p.rows) ids.push_back(r.state->tokens()[static_cast<size_t>(row)]);
+  RepairStepHook hook(model_->kv_pool());
+  engine::SeqStep s;
+  s.table = &r.kv.table;
+  s.tokens = ids;
+  s.slots = p.rows;
+  s.logits = engine::SeqStep::Logits::kNone;
+  hook.add(0, r.kv.table, p);
+  engine::StepOutput out;
+  const auto t0 = Clock::now();
+  Status st = hook.selects() ? model_->forward_with_hook(std::span<engine::SeqStep>(&s, 1), hook, &out)
+                             : model_->forward(std::span<engine::SeqStep>(&s, 1), &out);
+  if (!st.ok()) log::pipelines()->error("repair step of {} failed: {}", r.rr.id, st.to_string());
+  const RepairOutcome o = hook.outcome(0, model_->config().num_hidden_layers);
+  planner_->finish_repair(r.kv.reuse, o, ms_between(t0, Clock::now()));
+  r.kv.recomputed += o.repaired;
 }
 
 bool ExecutorImpl::greedy_on_engine(const Run& r) const {

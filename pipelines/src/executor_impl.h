@@ -176,6 +176,9 @@ class ExecutorImpl final : public Executor,
   void step();
   // The run's next token needs only the engine's greedy pick, not its logits row.
   bool greedy_on_engine(const Run& r) const;
+  // Runs a pending blend repair as a step of its own (when the run's next step is not its first
+  // prefill); normally it rides in that step (blend_step.h).
+  void repair_alone(Run& r);
   // The tokens of a step's sampled rows, drawn on all cores (a row held for a speculative search is
   // left empty: it is drawn later from its kept logits).
   std::vector<std::optional<engine::SampleResult>> sample_rows(const StepPlan& plan, const engine::StepOutput& out);

@@ -80,6 +80,12 @@ void PoolKvHost::release(uint64_t id) {
   r.swapped.reset();
 }
 
+int PoolKvHost::extra_rows(uint64_t id) const {
+  const auto it = runs_.find(id);
+  if (it == runs_.end() || !it->second->reuse.pending) return 0;
+  return it->second->reuse.pending->budget_rows(pool_.layout().num_layers);
+}
+
 void PoolKvHost::truncate(uint64_t id, int n) {
   RunKv& r = at(id);
   if (r.table.num_tokens() > n) r.table.truncate(pool_, n);

@@ -51,6 +51,7 @@ class PoolKvHost final : public KvHost {
   bool preempt(uint64_t id, bool swap) override;
   void release(uint64_t id) override;  // unknown ids are ignored
   void truncate(uint64_t id, int n) override;
+  int extra_rows(uint64_t id) const override;
 
  private:
   RunKv& at(uint64_t id) const { return *runs_.at(id); }

@@ -163,6 +163,8 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
   p.installed_nodes = 0;
   p.approximate = false;
   p.blended = {};
+  p.pending.reset();  // a re-admission (after a dropped preemption) plans again
+  p.pending_chunks.clear();
   if (p.docs.empty()) return in;
   kvstore::MatchResult m = store_.match(p.docs, p.tree_scope, /*pin=*/false, /*touch=*/false);
   size_t d = 0;
@@ -256,6 +258,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   };
   using BClock = std::chrono::steady_clock;
   const auto ms_since = [](BClock::time_point t) { return std::chrono::duration<double, std::milli>(BClock::now() - t).count(); };
+  if (defer_repair_) return blend_deferred(p, d, missing, kv, src, table, ensure_free, in);
   const auto t_chunk = BClock::now();
   double chunk_ms = 0, place_ms = 0;
   if (!missing.empty()) {
@@ -312,6 +315,68 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   p.installed_nodes = n;  // blended KV is never published to the tree
 }
 
+void ReusePlanner::blend_deferred(ReusePlan& p, size_t d, std::span<const size_t> missing,
+                                  std::vector<std::optional<kvstore::HostKv>>& kv,
+                                  const std::vector<std::optional<kvstore::Tier>>& src, engine::BlockTable& table,
+                                  const std::function<bool(int)>& ensure_free, Installed* in) {
+  const size_t n = p.docs.size();
+  const int exact_end = p.ends[d - 1];
+  const auto t_place = std::chrono::steady_clock::now();
+  auto give_up = [&](const std::string& why) {
+    table.truncate(pool_, exact_end);
+    p.note = why + ": exact prefill";
+    log::pipelines()->warn("{} reuse falls back to exact prefill: {}", reuse_mode_name(p.mode), why);
+  };
+  // Placed chunk KV, or a placeholder (reserved slots the repair step writes in every layer) for a
+  // first-seen document: its chunk KV is computed after the first token.
+  std::vector<RepairDoc> docs;
+  int fresh = 0;
+  for (size_t j = d; j < n; ++j) {
+    const int start = p.ends[j - 1], len = p.ends[j] - start;
+    if (!ensure_free(table.blocks_needed(pool_, len))) return give_up("no KV pool room to place chunk KV");
+    if (kv[j]) {
+      if (Status st = place_chunk(model_, *kv[j], table); !st.ok()) return give_up(st.to_string());
+      docs.push_back({start, len, /*in_place=*/j == 1, /*fresh=*/false});
+    } else {
+      if (!table.reserve(pool_, len)) return give_up("no KV pool room for a first-seen document");
+      table.commit(len);
+      docs.push_back({start, len, false, /*fresh=*/true});
+      fresh += len;
+    }
+  }
+  PendingRepair r = plan_repair(docs, p.mode, p.blend, model_.config().num_hidden_layers, table.num_tokens());
+  BlendStats st;
+  st.placed = r.placed;
+  st.place_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_place).count();
+  p.blended = st;
+  p.approximate = r.placed > 0;
+  if (!r.rows.empty()) p.pending = std::move(r);
+  p.pending_chunks.assign(missing.begin(), missing.end());
+  for (size_t j = d; j < n; ++j) {
+    const int len = p.ends[j] - p.ends[j - 1];
+    in->tokens += len;
+    if (!src[j]) continue;  // first seen: computed in the repair step
+    const kvstore::Tier t = *src[j];
+    (t == kvstore::Tier::kRemote ? in->remote : t == kvstore::Tier::kSsd ? in->ssd : t == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
+  }
+  in->computed += fresh;
+  p.installed_nodes = n;  // blended KV is never published to the tree
+}
+
+void ReusePlanner::finish_repair(ReusePlan& p, const RepairOutcome& o, double ms) {
+  if (!p.pending) return;
+  p.blended.repaired = o.repaired;
+  p.blended.selected_first = o.selected_first;
+  p.blended.row_layers = o.row_layers;
+  p.blended.ratio = p.blended.placed ? static_cast<double>(o.repaired) / p.blended.placed : 0.0;
+  p.blended.repair_ms = ms;
+  if (o.row_layers > 0) {
+    const double per = ms / o.row_layers;
+    row_layer_ms_ = row_layer_ms_ == 0 ? per : 0.8 * row_layer_ms_ + 0.2 * per;
+  }
+  p.pending.reset();
+}
+
 std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t> prompt) {
   const size_t n = p.docs.size();
   if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
@@ -363,9 +428,33 @@ void ReusePlanner::publish_first_chunk(const ReusePlan& p, const engine::BlockTa
   if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
 }
 
+void ReusePlanner::publish_pending_chunks(ReusePlan& p, const engine::BlockTable& table, std::span<const int32_t> prompt) {
+  std::vector<size_t> js;
+  js.swap(p.pending_chunks);
+  const int head_len = p.ends.empty() ? 0 : p.ends[0];
+  if (js.empty() || head_len <= 0 || table.num_tokens() < head_len || prompt.size() < static_cast<size_t>(p.ends.back()))
+    return;
+  std::vector<std::span<const int32_t>> toks;
+  for (size_t j : js) toks.push_back(prompt.subspan(p.ends[j - 1], p.ends[j] - p.ends[j - 1]));
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::vector<kvstore::HostKv>> fresh = compute_chunk_kv(model_, table, head_len, toks);
+  if (!fresh.ok()) {
+    log::pipelines()->warn("chunk kv of {} first-seen documents not cached: {}", js.size(), fresh.status().to_string());
+    return;
+  }
+  for (size_t i = 0; i < js.size(); ++i) {
+    auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[js[i]]), (*fresh)[i].data(), p.scope, toks[i]);
+    if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
+  }
+  p.blended.chunk_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void ReusePlanner::publish(ReusePlan& p, const engine::BlockTable& table, std::span<const int32_t> prompt) {
   p.published = true;
-  if (is_approximate(p.mode)) publish_first_chunk(p, table, prompt);
+  if (is_approximate(p.mode)) {
+    publish_pending_chunks(p, table, prompt);
+    publish_first_chunk(p, table, prompt);
+  }
   for (size_t i = p.installed_nodes; i < p.docs.size() && p.ends[i] <= table.num_tokens(); ++i) {
     const int start = i ? p.ends[i - 1] : 0;
     auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i], p.tree_scope,

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@
 
 #include "ragd/pipelines/blend_fidelity.h"
 #include "ragd/pipelines/kv_blend.h"
+
+#include "blend_step.h"
 
 namespace ragd::pipelines {
 
@@ -61,6 +64,10 @@ struct ReusePlan {
   bool approximate = false;  // the last admission placed blended KV
   BlendStats blended;        // what it did
   std::string note;          // why an approximate run served exact reuse instead ("" = it did not)
+  // Deferred repair (the default): what the run's first prefill step computes besides the prompt's
+  // rest (blend_step.h), and the first-seen documents (path nodes) whose chunk KV publish() computes.
+  std::optional<PendingRepair> pending;
+  std::vector<size_t> pending_chunks;
 
   // True when install() may run (no load, or the loads finished).
   bool ready() const { return (!load || load->done()) && (!chunk_load || chunk_load->done()); }
@@ -100,12 +107,24 @@ class ReusePlanner {
   void publish(ReusePlan& plan, const engine::BlockTable& table, std::span<const int32_t> prompt = {});
   // Evicts pool copies by policy until `blocks` blocks are free. False when it cannot.
   bool reclaim(int blocks);
+  // On (default): an approximate run's repair rides in its first prefill step (blend_step.h) and
+  // first-seen documents are computed there in context; off: the standalone repair step at
+  // admission and chunk prefill of first-seen documents before it (measure the difference).
+  void set_defer_repair(bool on) { defer_repair_ = on; }
+  // After the step that carried plan.pending: its stats (ms = the step's time attributed to it).
+  void finish_repair(ReusePlan& plan, const RepairOutcome& o, double ms);
   void set_blend_check(const BlendCheckOptions& o) { check_ = o; }
 
  private:
   // The approximate part of install(): docs [d, n) after the exact part.
   void blend(ReusePlan& plan, std::span<const int32_t> prompt, size_t d, engine::BlockTable& table,
              const std::function<bool(int)>& ensure_free, Installed* in);
+  // blend() with the repair deferred to the run's first prefill step (blend_step.h).
+  void blend_deferred(ReusePlan& plan, size_t d, std::span<const size_t> missing,
+                      std::vector<std::optional<kvstore::HostKv>>& kv, const std::vector<std::optional<kvstore::Tier>>& src,
+                      engine::BlockTable& table, const std::function<bool(int)>& ensure_free, Installed* in);
+  // Computes and caches the chunk KV of the first-seen documents of a deferred repair.
+  void publish_pending_chunks(ReusePlan& plan, const engine::BlockTable& table, std::span<const int32_t> prompt);
   // Caches the KV of path node 1 (the first document) as a chunk when `table` computed it right
   // after the head.
   void publish_first_chunk(const ReusePlan& plan, const engine::BlockTable& table, std::span<const int32_t> prompt);
@@ -121,6 +140,7 @@ class ReusePlanner {
   std::function<void()> on_load_done_;
   std::vector<std::unique_ptr<ReuseStrategy>> strategies_;  // by ReuseMode
   BlendCheckOptions check_;
+  bool defer_repair_ = true;
   std::map<std::string, std::string> verdicts_;
   double row_layer_ms_ = 0;  // scheduler thread: EWMA of the repair step's time per row-layer  // scheduler thread: "mode:param" -> "" or the reason
 };

@@ -312,7 +312,10 @@ StepPlan Scheduler::schedule(KvHost& host) {
         << "host admitted request " << s->info.id << " with " << present << " of " << s->len() << " tokens";
     s->computed = present;
     s->state = State::kRunning;
-    const int n = fit_tokens(s->info.id, std::min(budget, s->len() - present));
+    // A repair riding in this first prefill step takes its share of the budget (at least one token
+    // of the prompt still goes, so a large repair cannot keep its run out forever).
+    const int extra = host.extra_rows(s->info.id);
+    const int n = fit_tokens(s->info.id, std::min(std::max(1, budget - extra), s->len() - present));
     if (n == 0) {
       host.release(s->info.id);
       s->state = State::kWaiting;
@@ -322,6 +325,7 @@ StepPlan Scheduler::schedule(KvHost& host) {
     }
     ++stats_.admitted;
     add_item(*s, n);
+    budget -= std::min(extra, std::max(0, budget));
   }
   RAGD_CHECK(plan.tokens <= opts_.max_batch_tokens);
   return plan;

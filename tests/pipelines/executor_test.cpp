@@ -491,8 +491,45 @@ TEST_F(ExecutorTest, ApproximateModesAtFullRecomputeMatchNoReuse) {
   fs::remove_all(data);
 }
 
+// The repair riding in the run's first prefill step (with the question, first-seen documents
+// computed in context) against the earlier path (chunk step, repair step, then the question): on
+// documents whose chunk KV is cached, the same KV is placed and repaired, so the outputs are the
+// same; the runs do blend (the check would prove nothing otherwise).
+TEST_F(ExecutorTest, RepairInTheFirstPrefillStepEqualsTheRepairStepAtAdmission) {
+  std::vector<RunOutput> outs[2];
+  int blended[2] = {0, 0};
+  for (int deferred = 0; deferred < 2; ++deferred) {
+    const std::string data = tmpdir(deferred ? "blend_deferred" : "blend_admission");
+    RuntimeOptions o = options(data);
+    o.blend_check.enabled = false;
+    o.test_hooks.blend_repair_at_admission = deferred == 0;
+    Runtime rt = open(o, true);
+    for (const char* q : kMixQueries) {  // chunk KV for every document (top 3: no 4-document path in the tree)
+      run(*rt.executor, "cacheblend", q, 2, [](RunRequest& r) { r.retrieval_top_k = 3; });
+      run(*rt.executor, "epic", q, 2, [](RunRequest& r) { r.retrieval_top_k = 3; });
+    }
+    for (const char* q : kMixQueries)
+      for (const char* mode : {"cacheblend", "epic"}) {
+        RunOutput out = run(*rt.executor, mode, q, 6);
+        blended[deferred] += out.usage.blended_tokens;
+        outs[deferred].push_back(std::move(out));
+      }
+    close(rt);
+    fs::remove_all(data);
+  }
+  ASSERT_EQ(outs[0].size(), outs[1].size());
+  for (size_t i = 0; i < outs[0].size(); ++i) {
+    expect_same(outs[0][i], outs[1][i], "run " + std::to_string(i));
+    EXPECT_EQ(outs[0][i].usage.blended_tokens, outs[1][i].usage.blended_tokens) << i;
+    EXPECT_EQ(outs[0][i].usage.repaired_tokens, outs[1][i].usage.repaired_tokens) << i;
+  }
+  EXPECT_GT(blended[1], 0) << "no run placed chunk KV: the test would prove nothing";
+}
+
 // Chunk KV written through to SSD comes back after a restart and gives the same (approximate)
-// outputs as the first process, where the chunks were computed or came from DRAM.
+// outputs as the first process, where the chunks came from DRAM (its second pass: in the first,
+// documents seen for the first time are computed in context and their chunk KV after the first
+// token).
 TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
   const std::string data = tmpdir("blend_ssd");
   std::vector<RunOutput> first;
@@ -500,6 +537,7 @@ TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
   o.blend_check.enabled = false;  // approximate whatever the random model's fidelity
   {
     Runtime rt = open(o, true);
+    for (const char* q : kMixQueries) run(*rt.executor, "cacheblend", q);
     for (const char* q : kMixQueries) first.push_back(run(*rt.executor, "cacheblend", q));
     close(rt);
   }
@@ -612,8 +650,14 @@ TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
     o.max_running = 9;
     o.blend_check.enabled = false;  // r = 1 passes anyway; under pressure the check may find no room
     Runtime rt = open(o, false);
-    // Warm the head and some chunks first, so that the concurrent runs blend.
-    run(*rt.executor, "cacheblend", kMixQueries[0], 2, [](RunRequest& r) { r.recompute_ratio = 1.0; });
+    // Warm the head and the chunks first, so that the concurrent runs blend: each query with its
+    // top 3 documents (their chunk KV is cached after the first token; no 4-document path enters
+    // the tree, so the runs below place chunks rather than reuse whole paths).
+    for (const char* q : kMixQueries)
+      run(*rt.executor, "cacheblend", q, 2, [](RunRequest& r) {
+        r.recompute_ratio = 1.0;
+        r.retrieval_top_k = 3;
+      });
     std::vector<RunOutput> outs(std::size(kMixQueries));
     Collector c;
     for (size_t i = 0; i < std::size(kMixQueries); ++i) {

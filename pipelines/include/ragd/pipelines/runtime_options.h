@@ -49,6 +49,10 @@ struct RuntimeTestHooks {
   size_t parallel_sample_min_values = size_t{1} << 18;
   // Added to every corpus search (ms): models a remote vector database in benchmarks. 0 = none.
   double search_delay_ms = 0;
+  // CacheBlend / EPIC the earlier way, for comparison: first-seen documents' chunk KV computed
+  // and the repair run as steps of their own at admission, the prompt's rest in the next step
+  // (ReusePlanner::set_defer_repair(false)). Default: the repair rides in the first prefill step.
+  bool blend_repair_at_admission = false;
 };
 
 // Fields that configure a module take their defaults from that module's Options

@@ -117,6 +117,9 @@ class KvHost {
   virtual void release(uint64_t id) = 0;
   // Drops the request's KV from token n onwards (rollback, rewrite); n <= its KV tokens.
   virtual void truncate(uint64_t id, int n) = 0;
+  // Rows the request's next prefill step computes besides its tokens (an approximate reuse
+  // repair riding in it), in prompt tokens of the step budget. Default none.
+  virtual int extra_rows(uint64_t id) const { return 0; }
 };
 
 struct BatchItem {
