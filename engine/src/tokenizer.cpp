@@ -15,6 +15,7 @@
 #include <simdjson.h>
 
 #include "bpe_model.h"
+#include "ragd/engine/wordpiece.h"
 #include "tokenizer_regex.h"
 
 namespace ragd::engine {
@@ -609,6 +610,10 @@ Result<std::string> read_file(const std::string& path) {
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json, std::string_view source_name) {
+  if (WordPieceTokenizer::is_wordpiece_json(json)) {  // BERT-family encoders (wordpiece.h)
+    RAGD_ASSIGN_OR_RETURN(auto wp, WordPieceTokenizer::from_json_wordpiece(json, source_name));
+    return std::unique_ptr<Tokenizer>(std::move(wp));
+  }
   auto t = std::make_unique<TokenizerImpl>();
   RAGD_RETURN_IF_ERROR(t->load(json, source_name));
   return std::unique_ptr<Tokenizer>(std::move(t));
