@@ -506,6 +506,37 @@ def cmd_summary(a):
         metrics_block(md, ev)
     except FileNotFoundError:
         pass
+    # (e) replicas restarted behind a warm Redis
+    try:
+        load(f"{d}/rejoin-remote.json")
+        wi, ri = info_of(d, "warmup-remote"), info_of(d, "rejoin-remote")
+        md.append("### (e) Replicas restarted (empty local tiers) behind a warm Redis\n")
+        md.append(f"The workload once (`warmup-*`; with the tier Redis then held {wi.get('redis', {}).get('used_memory_human', '?')}), "
+                  "both replicas restarted with empty local KV tiers, the same workload again (`rejoin-*`); "
+                  "`*-norem`: the same fleet without Redis.\n")
+        md.append("| run | requests | errors | TTFT p50 (ms) | TTFT p99 (ms) | document hit rate | prompt tokens reused | of which remote | outputs = no-Redis reference |")
+        md.append("|---|---|---|---|---|---|---|---|---|")
+        ref = load(f"{d}/{a.reference}.json") if a.reference else None
+        out["rejoin"] = {}
+        for name in ["rejoin-norem", "rejoin-remote", "warmup-norem", "warmup-remote"]:
+            try:
+                doc = load(f"{d}/{name}.json")
+            except FileNotFoundError:
+                continue
+            s = summarize(doc["samples"])
+            same, n = compare(doc, ref) if ref else (0, 0)
+            out["rejoin"][name] = dict(s, same_as_reference=same, compared=n)
+            md.append(f"| {name} | {s['n']} | {s['errors']} | {f1(s['ttft_p50'])} | {f1(s['ttft_p99'])} | "
+                      f"{100 * s['doc_hit_rate']:.1f} % | {100 * s['reused_frac']:.1f} % | {100 * s['remote_frac']:.1f} % | {same} / {n} |")
+        r = out["rejoin"]
+        if "rejoin-norem" in r:
+            b, w = r["rejoin-norem"], r["rejoin-remote"]
+            md.append(f"\n- rejoin-norem / rejoin-remote (>1 = Redis helps): TTFT p50 {b['ttft_p50'] / w['ttft_p50']:.2f}x, "
+                      f"p99 {b['ttft_p99'] / w['ttft_p99']:.2f}x")
+        md.append("")
+        metrics_block(md, ri)
+    except FileNotFoundError:
+        pass
     with open(f"{d}/summary.json", "w") as f:
         json.dump(out, f, indent=1)
     with open(f"{d}/results.md", "w") as f:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # FLEET_URL, URL_replica_N, ... come from the fleet's fleet.env
 # The fleet benchmarks (bench/FLEET_BENCH.md), on loopback with examples/fleet/fleet.sh (Redis, a
 # primary, two replicas, HAProxy) and the `small` preset with random weights:
 #   (a) sharing  replica B answers questions whose documents replica A computed: TTFT of B's load
@@ -8,11 +9,13 @@
 #   (c) faults   Redis killed (SIGKILL) during the workload and started again (empty) later:
 #                client errors, outputs against the run without Redis, TTFT per time window
 #   (d) tiny     Redis with maxmemory 8mb (allkeys-lru)
+#   (e) rejoin   the workload once, the replicas restarted with empty local tiers (Redis kept), the
+#                workload again: what a replica that joins or restarts gets from a warm Redis
 # Results: $FLEET_BENCH_DIR/results (per-request JSON, *-info.json counters, results.md, summary.json).
 # Knobs: FLEET_BENCH_DIR (default BUILD/fleet-bench), FLEET_BENCH_REQUESTS (400),
 # FLEET_BENCH_TOPICS (100: 400 documents), FLEET_BENCH_CONCURRENCY (4), FLEET_BENCH_PAIRS (2: runs
 # without / with the tier), FLEET_BENCH_REPS (8: sharing questions), FLEET_BENCH_KILL_S (10),
-# FLEET_BENCH_DOWN_S (10), FLEET_BENCH_TINY (8mb), FLEET_BENCH_PARTS ("a b c d"),
+# FLEET_BENCH_DOWN_S (10), FLEET_BENCH_TINY (8mb), FLEET_BENCH_PARTS ("a b c d e"),
 # FLEET_BENCH_SET (extra `ragd --set` options for every daemon, space-separated).
 set -euo pipefail
 BUILD=${1:-build}
@@ -30,7 +33,7 @@ REPS=${FLEET_BENCH_REPS:-8}
 KILL_S=${FLEET_BENCH_KILL_S:-10}
 DOWN_S=${FLEET_BENCH_DOWN_S:-10}
 TINY=${FLEET_BENCH_TINY:-8mb}
-PARTS=${FLEET_BENCH_PARTS:-a b c d}
+PARTS=${FLEET_BENCH_PARTS:-a b c d e}
 FLEET="$ROOT/examples/fleet/fleet.sh"
 PY="python3 $ROOT/scripts/fleet-bench.py"
 export FLEET_BIN=$BIN FLEET_SET=${FLEET_BENCH_SET:-}
@@ -71,7 +74,6 @@ if [[ " $PARTS " == *" a "* ]]; then
   stop_fleet
 fi
 
-runs=() with=() without=()
 if [[ " $PARTS " == *" b "* ]]; then
   for p in $(seq 1 "$PAIRS"); do
     step "(b) fleet without the shared tier, run $p: $REQ requests, $TOPICS topics, Zipf(0.9), concurrency $CONC"
@@ -84,7 +86,6 @@ if [[ " $PARTS " == *" b "* ]]; then
     load "with-$p"
     capture "with-$p" remote=1
     stop_fleet
-    runs+=("without-$p" "with-$p"); with+=("with-$p"); without+=("without-$p")
   done
 fi
 
@@ -125,8 +126,33 @@ if [[ " $PARTS " == *" d "* ]]; then
   stop_fleet
 fi
 
+if [[ " $PARTS " == *" e "* ]]; then
+  step "(e) replicas restarted behind a warm Redis: the workload once, replicas restarted (empty local tiers), again"
+  # Without Redis first (the baseline: restarted replicas recompute), then with it.
+  for mode in norem remote; do
+    opts=(--corpus "$CORPUS")
+    [[ $mode == norem ]] && opts+=(--no-remote)
+    start_fleet "$RUN" "${opts[@]}"
+    load "warmup-$mode"
+    sleep 3  # idle: the replicas' pending host copies (and their writes to Redis) go
+    capture "warmup-$mode" "remote=$([[ $mode == remote ]] && echo 1 || echo 0)"
+    "$FLEET" replicas-restart --dir "$RUN" > /dev/null
+    load "rejoin-$mode"
+    capture "rejoin-$mode" "remote=$([[ $mode == remote ]] && echo 1 || echo 0)"
+    stop_fleet
+  done
+fi
+
 step "summary (results in $RES; $(( $(date +%s) - T0 )) s)"
 machine="$(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM"
+# Every (b) run in the results directory, also those of an earlier invocation with other parts.
+runs=() with=() without=()
+for f in "$RES"/without-*.json; do
+  [[ -e $f && $f != *-info.json ]] || continue
+  p=${f##*/without-}; p=${p%.json}
+  [[ -e $RES/with-$p.json ]] || continue
+  runs+=("without-$p" "with-$p"); with+=("with-$p"); without+=("without-$p")
+done
 ref=""
 [[ ${#without[@]} -gt 0 ]] && ref=${without[0]}
 $PY summary --dir "$RES" --runs "${runs[@]}" --with-runs "${with[@]}" --without-runs "${without[@]}" \

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # FLEET_URL, URL_replica_N, ... come from the fleet's fleet.env
 # make fleet-demo: starts a fleet on loopback (examples/fleet/fleet.sh: Redis, a primary that ingests
 # a synthetic corpus, two replicas on its data directory, HAProxy in front), shows one replica
 # reusing the document KV another computed, runs `ragctl bench` through HAProxy, prints the requests

@@ -8,6 +8,8 @@
 #   examples/fleet/fleet.sh stop [--dir RUN]
 #   examples/fleet/fleet.sh redis-kill [--dir RUN]    kill -9 the fleet's Redis (a failure drill)
 #   examples/fleet/fleet.sh redis-start [--dir RUN]   start it again, empty, on the same port
+#   examples/fleet/fleet.sh replicas-restart [--dir RUN]  restart the replicas with empty local KV
+#                                                         tiers (Redis keeps its contents)
 #
 # Options of start (each also as the environment variable in brackets):
 #   --dir RUN            run directory [FLEET_DIR, default /tmp/ragd-fleet]
@@ -157,6 +159,28 @@ cmd_redis_start() {
   log "redis started again on 127.0.0.1:$REDIS_PORT (pid $(live_pid redis), empty)"
 }
 
+# Every replica stopped and started again with the same options and an empty SSD KV tier: cold
+# local caches behind a warm Redis, as a replica that joins or restarts sees it.
+cmd_replicas_restart() {
+  [[ -f $RUN/fleet.env ]] || die "no fleet in $RUN"
+  # shellcheck disable=SC1091
+  source "$RUN/fleet.env"
+  local i argv var
+  for i in $(seq 1 "$REPLICAS"); do
+    stop_one "replica-$i"
+    mapfile -d '' argv < "$PIDS/replica-$i.argv"
+    rm -rf "$RUN/replica-$i/kvcache"
+    spawn "replica-$i" "${argv[@]}"
+  done
+  for i in $(seq 1 "$REPLICAS"); do var=URL_replica_$i; wait_ready "replica-$i" "${!var}"; done
+  # Back in HAProxy once their health checks pass again.
+  for _ in $(seq 1 100); do
+    [[ $(curl -fs "$STATS_URL;csv" 2> /dev/null | awk -F, '$1 == "ragd_replicas" && $2 != "BACKEND" && $18 == "UP"' | wc -l) -eq $REPLICAS ]] && break
+    sleep 0.2
+  done
+  log "restarted $REPLICAS replicas (empty local KV tiers)"
+}
+
 cmd_stop() {
   [[ -d $PIDS ]] || { log "nothing recorded in $RUN"; return 0; }
   # Front to back: no new requests, then the replicas, the primary, Redis.
@@ -256,9 +280,11 @@ cmd_start() {
       mkdir -p "$dir"
     fi
     log "replica-$i on 127.0.0.1:$port ($REPLICA_MODE, $THREADS threads, remote ${remote_url:-off})"
-    spawn "replica-$i" "$BIN/ragd" --config "$HERE/replica.toml" --model "$MODEL" --data "$dir" \
-      --listen "127.0.0.1:$port" --set "runtime.data_replica_of=$replica_of" --set "runtime.num_threads=$THREADS" \
-      --set "kvstore.remote.url=$remote_url" "${set_args[@]}"
+    local argv=("$BIN/ragd" --config "$HERE/replica.toml" --model "$MODEL" --data "$dir"
+      --listen "127.0.0.1:$port" --set "runtime.data_replica_of=$replica_of" --set "runtime.num_threads=$THREADS"
+      --set "kvstore.remote.url=$remote_url" "${set_args[@]}")
+    printf '%s\0' "${argv[@]}" > "$PIDS/replica-$i.argv"  # for replicas-restart
+    spawn "replica-$i" "${argv[@]}"
     servers+="    server replica-$i 127.0.0.1:$port check"$'\n'
     urls+=("http://127.0.0.1:$port")
   done
@@ -303,6 +329,7 @@ case $CMD in
   status) cmd_status ;;
   redis-kill) cmd_redis_kill ;;
   redis-start) cmd_redis_start ;;
+  replicas-restart) cmd_replicas_restart ;;
   -h|--help|help) usage 0 ;;
   *) usage ;;
 esac
