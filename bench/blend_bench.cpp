@@ -3,7 +3,7 @@
 //   bench_blend --model DIR [--corpus examples/qa_eval/corpus.jsonl] [--questions examples/qa_eval/questions.jsonl]
 //               [--section fidelity|ttft|both] [--cases 24] [--greedy 32] [--requests 60] [--docs 4]
 //               [--warmup 0] [--zipf 0.9] [--threads N] [--device cpu|cuda:N] [--no-blend-check] [--out DIR]
-//               [--json FILE]
+//               [--json FILE] [--seen] [--compare] [--modes none,cacheblend,...]
 //
 // Fidelity: prompts of the default pipeline built from the QA corpus (a question, its gold passage
 // and docs-1 other passages, in a random order). Each prompt runs with full prefill and with the
@@ -17,7 +17,11 @@
 // passages recur in ever new combinations (the retrieved set is checked: "set hit" is the
 // fraction of drawn passages retrieved). The same sequence runs, closed loop with one client, on a
 // freshly opened runtime (empty caches) per reuse mode: none, prefix, knowledge_tree, cacheblend
-// (r 0.15), epic (k 16); the first --warmup requests (same distribution) are not measured. Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
+// (r 0.15), epic (k 16) (or --modes); the first --warmup requests (same distribution) are not measured.
+// --seen: before them, every passage of the measured requests once, in other combinations, so that
+// every measured passage was seen before (the recombined-documents workload CacheBlend and EPIC are
+// for). --compare: also cacheblend@admission / epic@admission, the earlier path (first-seen
+// passages' chunk KV and the repair as steps of their own at admission, the question after). Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
 // runs.
 #include <algorithm>
 #include <chrono>
@@ -166,11 +170,25 @@ std::string fmt_row(const char* name, std::initializer_list<double> v) {
 }
 
 int ttft(const std::string& model_dir, const std::string& device, const std::vector<Passage>& corpus, int requests,
-         int warmup, int ndocs, double zipf, int threads, bool blend_check, const std::string& out_dir, std::string* json) {
+         int warmup, int ndocs, double zipf, int threads, bool blend_check, bool seen, bool compare, const std::string& modes_arg,
+         const std::string& out_dir, std::string* json) {
   const std::string data = out_dir + "/data", pipes = out_dir + "/pipelines";
   fs::remove_all(out_dir);
   fs::create_directories(pipes);
   const char* kModes[] = {"none", "prefix", "knowledge_tree", "cacheblend", "epic"};
+  // Modes to measure: the pipelines above, "X@admission" = mode X with the repair as a step of its
+  // own at admission (the earlier path, --compare).
+  std::vector<std::string> measure;
+  if (!modes_arg.empty()) {
+    for (size_t b = 0; b <= modes_arg.size();) {
+      const size_t e = std::min(modes_arg.find(',', b), modes_arg.size());
+      if (e > b) measure.push_back(modes_arg.substr(b, e - b));
+      b = e + 1;
+    }
+  } else {
+    measure.assign(std::begin(kModes), std::end(kModes));
+  }
+  if (compare) measure.insert(measure.end(), {"cacheblend@admission", "epic@admission"});
   for (const char* m : kModes)
     std::ofstream(fs::path(pipes) / (std::string(m) + ".toml"))
         << "[pipeline]\nname = \"" << m << "\"\n[retriever]\ntop_k = " << ndocs << "\n[reuse]\nmode = \"" << m
@@ -227,6 +245,31 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
     queries.push_back(q);
     drawn.push_back(std::move(ids));
   }
+  if (seen) {
+    // Every passage of the measured requests is seen before, in other combinations: before the
+    // warm-up draws, each of them once, shuffled into sets of `ndocs`.
+    std::set<size_t> need;
+    for (int r = warmup; r < warmup + requests; ++r)
+      for (size_t i = 0; i < corpus.size(); ++i)
+        if (drawn[r].count(corpus[i].id)) need.insert(i);
+    std::vector<size_t> order(need.begin(), need.end());
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::string> pre;
+    std::vector<std::set<std::string>> pre_ids;
+    for (size_t b = 0; b < order.size(); b += ndocs) {
+      std::string q;
+      std::set<std::string> ids;
+      for (size_t k = b; k < std::min(order.size(), b + static_cast<size_t>(ndocs)); ++k) {
+        q += (q.empty() ? "" : ", ") + corpus[order[k]].place;
+        ids.insert(corpus[order[k]].id);
+      }
+      pre.push_back(q);
+      pre_ids.push_back(std::move(ids));
+    }
+    queries.insert(queries.begin(), pre.begin(), pre.end());
+    drawn.insert(drawn.begin(), pre_ids.begin(), pre_ids.end());
+    warmup += static_cast<int>(pre.size());
+  }
   std::printf("## TTFT: %d requests after %d warm-up requests, %d passages each, Zipf(%.2f) over %zu of %zu passages, model %s, "
               "reuse self-check %s\n\n",
               requests, warmup, ndocs, zipf, rank.size(), corpus.size(), model_dir.c_str(), blend_check ? "on" : "off");
@@ -235,9 +278,14 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
   *json += "\"ttft\":{\"model\":\"" + model_dir + "\",\"requests\":" + std::to_string(requests) + ",\"modes\":{";
   double none_p50 = 0;
   std::string split;  // the time split table, printed after the TTFT table
-  for (const char* m : kModes) {
+  for (const std::string& mode_name : measure) {
+    const char* m = mode_name.c_str();
+    const size_t at = mode_name.find('@');
+    const std::string pipeline = mode_name.substr(0, at);
     fs::remove_all(fs::path(data) / "kvcache");
-    auto rt = open_runtime(base);
+    RuntimeOptions ro = base;
+    ro.test_hooks.blend_repair_at_admission = at != std::string::npos;
+    auto rt = open_runtime(ro);
     if (!rt.ok()) return 1;
     std::vector<double> t;
     long prompt = 0, reused = 0, hits = 0, wanted = 0;
@@ -247,7 +295,7 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
     double s_ret = 0, s_lookup = 0, s_admit = 0, s_chunk = 0, s_place = 0, s_repair = 0, s_prefill = 0, s_ttft = 0;
     for (size_t i = 0; i < queries.size(); ++i) {
       RunRequest rr;
-      rr.pipeline = m;
+      rr.pipeline = pipeline;
       rr.query = queries[i];
       rr.overrides.max_tokens = 4;
       rr.overrides.temperature = 0.0f;
@@ -301,12 +349,21 @@ int main(int argc, char** argv) {
   std::string model, corpus_path = "examples/qa_eval/corpus.jsonl", qpath = "examples/qa_eval/questions.jsonl";
   std::string section = "both", device = "cpu", json_path, out_dir = (fs::temp_directory_path() / "ragd_bench_blend").string();
   int cases = 24, greedy = 32, requests = 60, warmup = 0, ndocs = 4, threads = 0;
-  bool blend_check = true;
+  bool blend_check = true, seen = false, compare = false;
+  std::string modes;
   double zipf = 0.9;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-blend-check") {  // random weights fail the self-check: measure the approximate path anyway
       blend_check = false;
+      continue;
+    }
+    if (a == "--seen") {  // every measured passage seen before, in other combinations
+      seen = true;
+      continue;
+    }
+    if (a == "--compare") {  // also the earlier path: chunk step + repair step at admission
+      compare = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -318,6 +375,7 @@ int main(int argc, char** argv) {
     else if (a == "--corpus") corpus_path = v;
     else if (a == "--questions") qpath = v;
     else if (a == "--section") section = v;
+    else if (a == "--modes") modes = v;
     else if (a == "--cases") cases = std::stoi(v);
     else if (a == "--greedy") greedy = std::stoi(v);
     else if (a == "--requests") requests = std::stoi(v);
@@ -362,7 +420,7 @@ int main(int argc, char** argv) {
   std::string json = "{";
   if (section != "ttft" && fidelity(model, device, corpus, qs, cases, greedy, ndocs, threads, &json) != 0) return 1;
   if (section == "both") json += ",";
-  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, out_dir, &json) != 0) return 1;
+  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, seen, compare, modes, out_dir, &json) != 0) return 1;
   json += "}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;

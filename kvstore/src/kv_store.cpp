@@ -659,8 +659,11 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   const bool root = parent_docs.empty();
   const bool queued = c.copier->submit([&c, job, id, bytes, root] {
     {
+      // Copies wait while model steps run (they take CPU and memory bandwidth from decoding), except
+      // with a remote tier: the copy is what the fleet shares, and under steady load the engine is
+      // never idle. It runs at background priority then.
       std::unique_lock<std::mutex> cl(c.cmu);
-      c.ccv.wait(cl, [&] { return !c.engine_busy; });
+      c.ccv.wait(cl, [&] { return !c.engine_busy || c.remote != nullptr; });
     }
     SegmentRef seg;
     Result<HostKv> kv = gather_kv(*c.opt.pool, job->table, job->begin, job->end - job->begin);

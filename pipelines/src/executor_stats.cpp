@@ -75,6 +75,8 @@ ExecutorStats ExecutorImpl::stats() const {
   x.checksum_failures = k.checksum_failures;
   x.restored_segments = k.restored_segments;
   x.ssd_error = k.ssd_error;
+  x.copies = k.copies;
+  x.copies_skipped = k.copies_skipped;
   const kvstore::RemoteStats& r = k.remote;
   x.remote = {r.enabled, r.breaker == "open", r.hits, r.misses, r.hit_bytes, r.puts, r.put_bytes, r.puts_dropped, r.errors,
               r.skipped, r.checksum_failures, r.format_rejects, r.partial_misses, r.breaker_trips, k.remote_load_tokens,

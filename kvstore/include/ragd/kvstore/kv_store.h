@@ -244,6 +244,7 @@ class KvStore {
   // The engine's owner says whether model steps are running: pool-to-DRAM copies wait while they
   // are (they take CPU and memory bandwidth from decoding) and run when the engine is idle; while
   // they wait they count against copy_inflight_bytes, so under steady load new copies are skipped.
+  // With a remote tier they do not wait (at background priority): the copy is what replicas share.
   // Default: idle.
   void set_engine_busy(bool busy);
   // Called on the copy thread after each pool-to-DRAM copy finished, so that the pool's owner makes

@@ -44,7 +44,7 @@ namespace ragd::kvstore {
 struct RemoteOptions {
   // "redis://host:port", or a comma-separated list of cluster seed nodes; "" = no remote tier.
   std::string url;
-  int timeout_ms = 100;                   // per connect and per reply; 1..60000
+  int timeout_ms = 250;                   // per connect and per reply; 1..60000
   size_t max_value_bytes = 1ull << 20;    // one Redis value (a piece of a segment); 64 KiB..512 MiB; default 1 MiB
   int ttl_s = 0;                          // expiry of every value; 0 = none (Redis's maxmemory policy evicts)
   size_t write_queue_bytes = 256ull << 20;  // queued puts; beyond it puts are dropped; default 256 MiB

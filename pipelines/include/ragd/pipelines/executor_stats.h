@@ -46,6 +46,7 @@ struct ExecutorStats {
   std::array<TierUsage, 3> tiers{};
   uint64_t cache_nodes = 0, cache_pinned = 0, cache_lookups = 0, cache_lookup_misses = 0;
   uint64_t load_failures = 0, checksum_failures = 0, restored_segments = 0;
+  uint64_t copies = 0, copies_skipped = 0;  // pool-to-DRAM copies of new nodes: made / skipped (bound, pool pressure)
   std::string ssd_error;  // why the SSD tier is off ("" = fine)
   // The shared remote tier (kvstore::RemoteStats): enabled, breaker state, traffic and misses.
   struct Remote {
@@ -90,6 +91,7 @@ inline std::string ExecutorStats::to_json() const {
   w.key("pinned").value(cache_pinned).key("lookups").value(cache_lookups).key("lookup_misses").value(cache_lookup_misses);
   w.key("load_failures").value(load_failures).key("checksum_failures").value(checksum_failures);
   w.key("restored_segments").value(restored_segments).key("ssd_error").value(ssd_error);
+  w.key("copies").value(copies).key("copies_skipped").value(copies_skipped);
   w.key("kv_events").begin_object().key("batches").value(kv_events_batches).key("events").value(kv_events_events);
   w.key("dropped").value(kv_events_dropped).key("replays").value(kv_events_replays).end_object();
   w.end_object();
