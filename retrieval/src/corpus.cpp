@@ -437,7 +437,7 @@ struct Corpus::Impl {
       return Status::InvalidArgument("search: query is not valid UTF-8 (byte " + std::to_string(bad) + ")");
     std::vector<float> v;
     std::string_view one[1] = {q};
-    RAGD_RETURN_IF_ERROR(embedder->embed(one, &v));
+    RAGD_RETURN_IF_ERROR(embedder->embed_queries(one, &v));
     return v;
   }
 };

@@ -73,15 +73,17 @@ Result<std::unique_ptr<Embedder>> make_embedder(const EmbedderOptions& opts,
     h.dim = opts.dim;
     return make_hashing_embedder(h);
   }
+  if (opts.name == "encoder") return make_encoder_embedder(opts);
   if (opts.name == "model") {
     if (opts.model_dir.empty()) return Status::InvalidArgument("embedder 'model': no model directory given");
+    if (is_encoder_model_dir(opts.model_dir)) return make_encoder_embedder(opts);
     if (!tokenizer) return Status::InvalidArgument("embedder 'model': needs a tokenizer");
     engine::ModelOptions mo;
     mo.kv_pool_bytes = 16ull << 20;
     RAGD_ASSIGN_OR_RETURN(auto model, engine::Model::load(opts.model_dir, mo));
     return make_model_embedder(std::move(model), std::move(tokenizer), opts.max_tokens);
   }
-  return Status::InvalidArgument("unknown embedder '" + opts.name + "' (known: hashing, model)");
+  return Status::InvalidArgument("unknown embedder '" + opts.name + "' (known: hashing, model, encoder)");
 }
 
 }  // namespace ragd::retrieval

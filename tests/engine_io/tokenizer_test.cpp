@@ -346,8 +346,11 @@ TEST(TokenizerErrors, MalformedJson) {
 }
 
 TEST(TokenizerErrors, UnknownModelType) {
+  EXPECT_THAT(load_err(R"({"model":{"type":"Unigram","vocab":{"a":0}}})"),
+              HasSubstr("model.type 'Unigram' is not supported"));
+  // WordPiece goes to the WordPiece tokenizer (wordpiece.h), whose errors name the problem.
   EXPECT_THAT(load_err(R"({"model":{"type":"WordPiece","vocab":{"a":0}}})"),
-              HasSubstr("model.type 'WordPiece' is not supported"));
+              HasSubstr("model.unk_token '[UNK]' is not in the vocabulary"));
 }
 
 TEST(TokenizerErrors, MissingModelOrVocab) {

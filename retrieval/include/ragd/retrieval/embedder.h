@@ -4,6 +4,13 @@
 //     no model needed. Dimension configurable.
 //   "model": mean-pooled final hidden states of a transformer loaded through the engine
 //     (engine::Model::embed), for users with an embedding checkpoint; dimension = hidden_size.
+//     When model_dir holds a BERT-family encoder (config.json BertModel / XLMRobertaModel ...),
+//     "model" is the encoder embedder below (name "encoder" asks for it explicitly).
+//   encoder: a BERT-family checkpoint (engine/bert_model.h) with its own WordPiece tokenizer.json,
+//     pooled as its sentence-transformers files say (modules.json, 1_Pooling/config.json: CLS,
+//     mean or last token; 2_Normalize; max_seq_length from sentence_bert_config.json, inputs
+//     truncated to it), with optional query / document instruction prefixes; identity
+//     "encoder/<fingerprint>/d=384/pool=cls/norm=1/max=512/prefix=<hash|none>".
 // identity() names the embedder and every parameter that changes its output
 // ("hashing-v2/d=384", "model/<fingerprint>/d=4096"): a corpus records it and refuses queries or
 // ingests with another.
@@ -35,6 +42,11 @@ class Embedder {
   // Writes one vector per text: out is resized to [texts.size(), dim()] row-major, each row
   // L2-normalised (an all-zero row stays zero, e.g. text without words).
   virtual Status embed(std::span<const std::string_view> texts, std::vector<float>* out) const = 0;
+  // embed() for search queries: embedders with a query instruction prefix apply it here (documents
+  // get the document prefix through embed()). Default: embed().
+  virtual Status embed_queries(std::span<const std::string_view> texts, std::vector<float>* out) const {
+    return embed(texts, out);
+  }
 };
 
 struct HashingEmbedderOptions {
@@ -55,7 +67,21 @@ struct EmbedderOptions {
   int dim = 384;                 // hashing only; default 384
   std::string model_dir;         // "model" only: HF directory with config.json + safetensors
   int max_tokens = 512;          // "model" only: tokens embedded per text; default 512
+  // Encoder checkpoints only (see above):
+  std::string pooling;           // "" (default) = as 1_Pooling/config.json says; "cls" | "mean" | "lasttoken"
+  std::string query_prefix;      // prepended to search queries, e.g. BGE's "Represent this sentence for
+                                 // searching relevant passages: "; default none
+  std::string document_prefix;   // prepended to ingested passages (E5: "passage: "); default none
+  int batch_size = 32;           // texts per encoder forward pass; default 32
 };
+
+enum class EncoderPooling : uint8_t { kCls, kMean, kLastToken };
+std::string_view encoder_pooling_name(EncoderPooling p);  // "cls" | "mean" | "lasttoken"
+// True when dir/config.json describes a BERT-family encoder.
+bool is_encoder_model_dir(const std::string& dir);
+// The encoder embedder over opts.model_dir (errors name the file: config.json, model.safetensors,
+// tokenizer.json, modules.json, 1_Pooling/config.json).
+Result<std::unique_ptr<Embedder>> make_encoder_embedder(const EmbedderOptions& opts);
 
 // Builds an embedder by name. "model" loads the checkpoint in model_dir with the engine (CPU) and
 // needs `tokenizer`. Unknown names are InvalidArgument listing the known ones.

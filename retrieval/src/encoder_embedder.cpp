@@ -1,0 +1,230 @@
+// The encoder embedder (embedder.h): a BERT-family checkpoint (engine/bert_model.h) with its own
+// WordPiece tokenizer, pooled as its sentence-transformers files say.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "ragd/common/hash.h"
+#include "ragd/engine/bert_model.h"
+#include "ragd/engine/wordpiece.h"
+#include "ragd/retrieval/embedder.h"
+
+namespace ragd::retrieval {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::string> read_text(const fs::path& p, std::string_view what) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return Status::NotFound(fmt::format("{}: cannot open {}", p.string(), what));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct PoolingSpec {
+  EncoderPooling pooling = EncoderPooling::kCls;
+  bool normalize = true;
+  int max_seq_length = 0;  // 0: not given
+};
+
+// modules.json -> the Pooling module's config.json and whether a Normalize module follows;
+// sentence_bert_config.json -> max_seq_length.
+Result<PoolingSpec> read_pooling(const fs::path& dir) {
+  PoolingSpec spec;
+  const fs::path modules_path = dir / "modules.json";
+  RAGD_ASSIGN_OR_RETURN(std::string modules,
+                        read_text(modules_path, "sentence-transformers modules file (or set the pooling option)"));
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  if (p.parse(modules).get(doc) != simdjson::SUCCESS || !doc.is_array())
+    return Status::InvalidArgument(fmt::format("{}: not a JSON list of modules", modules_path.string()));
+  std::string pooling_dir;
+  bool have_pooling = false;
+  spec.normalize = false;
+  for (auto m : doc.get_array()) {
+    std::string_view type, path;
+    if (m["type"].get_string().get(type) != simdjson::SUCCESS) continue;
+    (void)m["path"].get_string().get(path);
+    if (type.ends_with(".Pooling")) {
+      have_pooling = true;
+      pooling_dir = std::string(path);
+    } else if (type.ends_with(".Normalize")) {
+      spec.normalize = true;
+    } else if (!type.ends_with(".Transformer")) {
+      return Status::InvalidArgument(
+          fmt::format("{}: module '{}' is not supported (Transformer, Pooling, Normalize)", modules_path.string(), type));
+    }
+  }
+  if (!have_pooling)
+    return Status::InvalidArgument(fmt::format("{}: no sentence_transformers.models.Pooling module", modules_path.string()));
+  const fs::path pool_path = dir / pooling_dir / "config.json";
+  RAGD_ASSIGN_OR_RETURN(std::string pool, read_text(pool_path, "pooling config"));
+  simdjson::dom::parser p2;
+  simdjson::dom::element pc;
+  if (p2.parse(pool).get(pc) != simdjson::SUCCESS)
+    return Status::InvalidArgument(fmt::format("{}: invalid JSON", pool_path.string()));
+  auto flag = [&](const char* name) {
+    bool b = false;
+    return pc[name].get_bool().get(b) == simdjson::SUCCESS && b;
+  };
+  int modes = 0;
+  if (flag("pooling_mode_cls_token")) spec.pooling = EncoderPooling::kCls, ++modes;
+  if (flag("pooling_mode_mean_tokens")) spec.pooling = EncoderPooling::kMean, ++modes;
+  if (flag("pooling_mode_lasttoken")) spec.pooling = EncoderPooling::kLastToken, ++modes;
+  for (const char* other : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens"})
+    if (flag(other))
+      return Status::InvalidArgument(fmt::format("{}: {} is not supported (cls, mean, lasttoken)", pool_path.string(), other));
+  if (modes != 1)
+    return Status::InvalidArgument(fmt::format("{}: exactly one pooling mode must be set (found {})", pool_path.string(), modes));
+  const fs::path sb = dir / "sentence_bert_config.json";
+  if (fs::exists(sb)) {
+    RAGD_ASSIGN_OR_RETURN(std::string sbt, read_text(sb, "sentence-transformers config"));
+    simdjson::dom::parser p3;
+    simdjson::dom::element sc;
+    int64_t n = 0;
+    if (p3.parse(sbt).get(sc) == simdjson::SUCCESS && sc["max_seq_length"].get_int64().get(n) == simdjson::SUCCESS && n > 0)
+      spec.max_seq_length = static_cast<int>(n);
+  }
+  return spec;
+}
+
+class EncoderEmbedder final : public Embedder {
+ public:
+  EncoderEmbedder(std::unique_ptr<engine::BertModel> model, std::unique_ptr<engine::WordPieceTokenizer> tok,
+                  PoolingSpec spec, int max_len, const EmbedderOptions& o)
+      : model_(std::move(model)), tok_(std::move(tok)), spec_(spec), max_len_(max_len), query_prefix_(o.query_prefix),
+        document_prefix_(o.document_prefix), batch_(std::max(1, o.batch_size)) {
+    // The prefixes enter the identity through their hash (they may be long sentences).
+    Hasher128 ph;
+    ph.str(query_prefix_).str(document_prefix_);
+    identity_ = fmt::format("encoder/{}/d={}/pool={}/norm={}/max={}/prefix={}", model_->fingerprint().to_hex(),
+                            dim(), encoder_pooling_name(spec_.pooling), spec_.normalize ? 1 : 0, max_len_,
+                            query_prefix_.empty() && document_prefix_.empty() ? std::string("none")
+                                                                              : ph.digest().to_hex().substr(0, 16));
+  }
+  std::string_view name() const override { return "model"; }
+  std::string identity() const override { return identity_; }
+  int dim() const override { return model_->config().hidden_size; }
+
+  Status embed(std::span<const std::string_view> texts, std::vector<float>* out) const override {
+    return run(texts, document_prefix_, out);
+  }
+  Status embed_queries(std::span<const std::string_view> texts, std::vector<float>* out) const override {
+    return run(texts, query_prefix_, out);
+  }
+
+ private:
+  Status run(std::span<const std::string_view> texts, const std::string& prefix, std::vector<float>* out) const {
+    const size_t d = static_cast<size_t>(dim());
+    out->assign(texts.size() * d, 0.0f);
+    std::vector<engine::EncoderInput> batch;
+    std::vector<size_t> rows;  // output row of each batch entry
+    std::vector<float> hidden;
+    std::string buf;
+    auto flush = [&]() -> Status {
+      if (batch.empty()) return Status::OK();
+      RAGD_RETURN_IF_ERROR(model_->forward(batch, &hidden));
+      size_t off = 0;
+      for (size_t b = 0; b < batch.size(); ++b) {
+        const size_t n = batch[b].ids.size();
+        float* row = out->data() + rows[b] * d;
+        const float* hs = hidden.data() + off * d;
+        switch (spec_.pooling) {
+          case EncoderPooling::kCls: std::copy_n(hs, d, row); break;
+          case EncoderPooling::kLastToken: std::copy_n(hs + (n - 1) * d, d, row); break;
+          case EncoderPooling::kMean: {
+            std::vector<double> acc(d, 0.0);
+            for (size_t t = 0; t < n; ++t)
+              for (size_t k = 0; k < d; ++k) acc[k] += hs[t * d + k];
+            for (size_t k = 0; k < d; ++k) row[k] = static_cast<float>(acc[k] / static_cast<double>(n));
+            break;
+          }
+        }
+        // Rows are always L2-normalised (the Embedder contract: inner-product search); a checkpoint
+        // without a Normalize module is recorded as norm=0 in the identity.
+        double norm = 0;
+        for (size_t k = 0; k < d; ++k) norm += static_cast<double>(row[k]) * row[k];
+        const float inv = norm > 0 ? static_cast<float>(1.0 / std::max(std::sqrt(norm), 1e-12)) : 0.0f;
+        for (size_t k = 0; k < d; ++k) row[k] *= inv;
+        off += n;
+      }
+      batch.clear();
+      rows.clear();
+      return Status::OK();
+    };
+    for (size_t t = 0; t < texts.size(); ++t) {
+      std::string_view text = texts[t];
+      if (!prefix.empty()) {
+        buf = prefix;
+        buf.append(text);
+        text = buf;
+      }
+      batch.push_back(tok_->encode_single(text, max_len_));
+      rows.push_back(t);
+      if (batch.size() >= static_cast<size_t>(batch_)) RAGD_RETURN_IF_ERROR(flush());
+    }
+    return flush();
+  }
+
+  std::unique_ptr<engine::BertModel> model_;  // immutable; forward() is thread-safe
+  std::unique_ptr<engine::WordPieceTokenizer> tok_;
+  PoolingSpec spec_;
+  int max_len_;
+  std::string query_prefix_, document_prefix_;
+  int batch_;
+  std::string identity_;
+};
+
+}  // namespace
+
+std::string_view encoder_pooling_name(EncoderPooling p) {
+  switch (p) {
+    case EncoderPooling::kCls: return "cls";
+    case EncoderPooling::kMean: return "mean";
+    case EncoderPooling::kLastToken: return "lasttoken";
+  }
+  return "?";
+}
+
+bool is_encoder_model_dir(const std::string& dir) {
+  auto text = read_text(fs::path(dir) / "config.json", "config");
+  return text.ok() && engine::BertConfig::is_encoder_config(*text);
+}
+
+Result<std::unique_ptr<Embedder>> make_encoder_embedder(const EmbedderOptions& opts) {
+  if (opts.model_dir.empty()) return Status::InvalidArgument("encoder embedder: no model directory given");
+  const fs::path dir(opts.model_dir);
+  RAGD_ASSIGN_OR_RETURN(auto model, engine::BertModel::load(opts.model_dir));
+  RAGD_ASSIGN_OR_RETURN(auto tok, engine::WordPieceTokenizer::from_file_wordpiece((dir / "tokenizer.json").string()));
+  if (tok->vocab_size() > model->config().vocab_size)
+    return Status::InvalidArgument(fmt::format("{}: tokenizer has {} ids, the model's vocab_size is {}",
+                                               (dir / "tokenizer.json").string(), tok->vocab_size(),
+                                               model->config().vocab_size));
+  PoolingSpec spec;
+  if (opts.pooling.empty()) {
+    RAGD_ASSIGN_OR_RETURN(spec, read_pooling(dir));
+  } else if (opts.pooling == "cls") {
+    spec.pooling = EncoderPooling::kCls;
+  } else if (opts.pooling == "mean") {
+    spec.pooling = EncoderPooling::kMean;
+  } else if (opts.pooling == "lasttoken") {
+    spec.pooling = EncoderPooling::kLastToken;
+  } else {
+    return Status::InvalidArgument(fmt::format("embedder pooling '{}' is not one of cls, mean, lasttoken", opts.pooling));
+  }
+  int max_len = model->config().max_tokens();
+  if (spec.max_seq_length > 0) max_len = std::min(max_len, spec.max_seq_length);
+  if (opts.max_tokens > 0) max_len = std::min(max_len, opts.max_tokens);
+  if (max_len <= tok->special_tokens_single())
+    return Status::InvalidArgument(fmt::format("encoder embedder: max tokens {} leaves no room for text", max_len));
+  return std::unique_ptr<Embedder>(new EncoderEmbedder(std::move(model), std::move(tok), spec, max_len, opts));
+}
+
+}  // namespace ragd::retrieval

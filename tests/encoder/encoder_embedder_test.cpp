@@ -1,0 +1,164 @@
+// The encoder embedder: pooling from the sentence-transformers files, prefixes, truncation,
+// identity, bad checkpoints; embeddings against the independent PyTorch reference
+// (bert_reference.py, skipped without python3-torch).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "encoder_test_util.h"
+#include "ragd/engine/bert_model.h"
+#include "ragd/engine/encoder_dir.h"
+#include "ragd/retrieval/embedder.h"
+
+namespace ragd::retrieval {
+namespace {
+
+using namespace ragd::encoder_testing;
+
+std::vector<std::string> parity_texts() {
+  std::string longtext;
+  for (int i = 0; i < 300; ++i) longtext += "Über-long passage about the retrieval index, part " + std::to_string(i) + ". ";
+  return {"how do I reset my password?",
+          "Crème brûlée, jalapeño, São Paulo, Zürich — déjà vu.",
+          "日本語の文章と中文句子 mixed with English",
+          "antidisestablishmentarianism " + std::string(130, 'z') + " floccinaucinihilipilification",
+          longtext};
+}
+
+// Runs the reference over texts with `prefix` and returns max |delta| against `got`.
+double reference_delta(const std::filesystem::path& dir, const std::vector<std::string>& texts,
+                       const std::vector<float>& got, const std::string& prefix, bool* skipped) {
+  std::string list = "[";
+  for (size_t i = 0; i < texts.size(); ++i) list += (i ? "," : "") + json_quote(texts[i]);
+  write_file(dir / "texts.json", list + "]");
+  write_file(dir / "prefix.txt", prefix);
+  const int rc = run_reference("embed " + quote_arg(dir) + " " + quote_arg(dir / "texts.json") + " " +
+                               quote_arg(dir / "ref.bin") + " \"$(cat " + quote_arg(dir / "prefix.txt") + ")\"");
+  *skipped = rc == 77 || rc == -1;
+  if (*skipped) return 0;
+  EXPECT_EQ(rc, 0);
+  std::string ref = read_file(dir / "ref.bin");
+  EXPECT_EQ(ref.size(), got.size() * sizeof(float));
+  if (ref.size() != got.size() * sizeof(float)) return 1e9;
+  const float* r = reinterpret_cast<const float*>(ref.data());
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(double(got[i]) - r[i]));
+  return m;
+}
+
+void parity(const std::string& preset, const std::string& pooling, engine::DType dtype, double tol) {
+  auto dir = temp_dir("emb_" + preset + "_" + pooling);
+  engine::EncoderDirOptions o;
+  o.config = *engine::bert_preset_config(preset);
+  o.pooling = pooling;
+  o.dtype = dtype;
+  o.seed = 3;
+  ASSERT_TRUE(engine::write_random_encoder_dir(dir.string(), o).ok());
+  EmbedderOptions eo;
+  eo.name = "model";  // detects the encoder from config.json
+  eo.model_dir = dir.string();
+  eo.query_prefix = "Represent this sentence for searching relevant passages: ";
+  auto emb = make_embedder(eo, nullptr);
+  ASSERT_TRUE(emb.ok()) << emb.status().to_string();
+  EXPECT_EQ((*emb)->dim(), o.config.hidden_size);
+  EXPECT_NE((*emb)->identity().find("pool=" + pooling), std::string::npos) << (*emb)->identity();
+  auto texts = parity_texts();
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  std::vector<float> docs, queries;
+  ASSERT_TRUE((*emb)->embed(views, &docs).ok());
+  ASSERT_TRUE((*emb)->embed_queries(views, &queries).ok());
+  EXPECT_NE(docs, queries);  // the query prefix changes the input
+  bool skipped = false;
+  const double d_docs = reference_delta(dir, texts, docs, "", &skipped);
+  if (skipped) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "python3-torch not installed: no PyTorch reference";
+  }
+  const double d_queries = reference_delta(dir, texts, queries, eo.query_prefix, &skipped);
+  std::printf("parity %s pool=%s (%s weights): max |delta| documents %.3g, queries (prefixed) %.3g; %zu texts, "
+              "the last truncated at max_seq_length\n",
+              preset.c_str(), pooling.c_str(), std::string(engine::dtype_name(dtype)).c_str(), d_docs, d_queries,
+              texts.size());
+  EXPECT_LT(d_docs, tol);
+  EXPECT_LT(d_queries, tol);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(EncoderEmbedder, ParityBgeSmallCls) { parity("bge-small", "cls", engine::DType::kF32, 1e-4); }
+TEST(EncoderEmbedder, ParityBgeSmallBf16Weights) { parity("bge-small", "cls", engine::DType::kBF16, 1e-4); }
+TEST(EncoderEmbedder, ParityTinyMean) { parity("bert-tiny", "mean", engine::DType::kF32, 1e-5); }
+TEST(EncoderEmbedder, ParityTinyLastToken) { parity("bert-tiny", "lasttoken", engine::DType::kF32, 1e-5); }
+
+TEST(EncoderEmbedder, IdentityAndBatching) {
+  auto dir = temp_dir("emb_ident");
+  engine::EncoderDirOptions o;
+  o.config = *engine::bert_preset_config("bert-tiny");
+  ASSERT_TRUE(engine::write_random_encoder_dir(dir.string(), o).ok());
+  EmbedderOptions eo;
+  eo.name = "encoder";
+  eo.model_dir = dir.string();
+  auto a = make_encoder_embedder(eo);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  eo.query_prefix = "query: ";
+  auto b = make_encoder_embedder(eo);
+  eo.query_prefix.clear();
+  eo.pooling = "mean";
+  auto c = make_encoder_embedder(eo);
+  ASSERT_TRUE(b.ok() && c.ok());
+  EXPECT_NE((*a)->identity(), (*b)->identity());
+  EXPECT_NE((*a)->identity(), (*c)->identity());
+  EXPECT_EQ((*a)->identity().rfind("encoder/", 0), 0u);
+  // Batch size does not change the vectors.
+  eo.pooling.clear();
+  eo.batch_size = 2;
+  auto small = make_encoder_embedder(eo);
+  ASSERT_TRUE(small.ok());
+  std::vector<std::string_view> texts = {"one", "two words", "three little words", "", "five"};
+  std::vector<float> x, y;
+  ASSERT_TRUE((*a)->embed(texts, &x).ok());
+  ASSERT_TRUE((*small)->embed(texts, &y).ok());
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5);
+  // Rows are unit length (the empty text is [CLS] [SEP]).
+  for (size_t r = 0; r < texts.size(); ++r) {
+    double n = 0;
+    for (int k = 0; k < (*a)->dim(); ++k) n += double(x[r * (*a)->dim() + k]) * x[r * (*a)->dim() + k];
+    EXPECT_NEAR(n, 1.0, 1e-5);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(EncoderEmbedder, BadCheckpointsNameTheFile) {
+  auto dir = temp_dir("emb_bad");
+  engine::EncoderDirOptions o;
+  o.config = *engine::bert_preset_config("bert-tiny");
+  ASSERT_TRUE(engine::write_random_encoder_dir(dir.string(), o).ok());
+  EmbedderOptions eo;
+  eo.name = "model";
+  eo.model_dir = dir.string();
+  // Missing pooling files.
+  std::filesystem::rename(dir / "modules.json", dir / "modules.json.off");
+  auto r = make_embedder(eo, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("modules.json"), std::string::npos) << r.status().message();
+  std::filesystem::rename(dir / "modules.json.off", dir / "modules.json");
+  std::filesystem::remove(dir / "1_Pooling" / "config.json");
+  r = make_embedder(eo, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("1_Pooling/config.json"), std::string::npos) << r.status().message();
+  // Vocabulary without [UNK].
+  ASSERT_TRUE(engine::write_random_encoder_dir(dir.string(), o).ok());
+  std::string tok = read_file(dir / "tokenizer.json");
+  for (size_t p; (p = tok.find("\"[UNK]\"")) != std::string::npos;) tok.replace(p, 7, "\"[UNX]\"");
+  tok.replace(tok.find("\"unk_token\": \"[UNX]\""), 20, "\"unk_token\": \"[UNK]\"");
+  write_file(dir / "tokenizer.json", tok);
+  r = make_embedder(eo, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tokenizer.json"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("[UNK]"), std::string::npos) << r.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ragd::retrieval
