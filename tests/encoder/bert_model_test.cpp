@@ -229,3 +229,59 @@ TEST(BertModel, ClassifierHead) {
 
 }  // namespace
 }  // namespace ragd::engine
+
+namespace ragd::engine {
+namespace {
+
+// Cross-encoder scores of (question, passage) pairs against the PyTorch reference (pooler + classifier).
+void reranker_parity(const std::string& preset, double tol) {
+  auto dir = temp_dir("rerank_" + preset);
+  EncoderDirOptions o;
+  o.config = *bert_preset_config(preset);
+  o.config.architecture = "BertForSequenceClassification";
+  o.config.num_labels = 1;
+  o.seed = 5;
+  ASSERT_TRUE(write_random_encoder_dir(dir.string(), o).ok());
+  auto model = BertModel::load(dir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto tok = WordPieceTokenizer::from_file_wordpiece((dir / "tokenizer.json").string());
+  ASSERT_TRUE(tok.ok());
+  std::string longp;
+  for (int i = 0; i < 300; ++i) longp += "Passage sentence " + std::to_string(i) + " about café prices. ";
+  std::vector<std::pair<std::string, std::string>> pairs = {
+      {"what is the capital of France?", "Paris is the capital and largest city of France."},
+      {"北京在哪里", "北京是中国的首都。"},
+      {"résumé tips", longp},  // truncated: the passage loses tokens, the question keeps its own
+      {"a", "b"}};
+  std::vector<EncoderInput> batch;
+  for (const auto& [q, p] : pairs) batch.push_back((*tok)->encode_pair(q, p, (*model)->config().max_tokens()));
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->classify(batch, &logits).ok());
+  std::string list = "[";
+  for (size_t i = 0; i < pairs.size(); ++i)
+    list += (i ? "," : "") + std::string("[") + json_quote(pairs[i].first) + "," + json_quote(pairs[i].second) + "]";
+  write_file(dir / "pairs.json", list + "]");
+  const int rc = run_reference("score " + quote_arg(dir) + " " + quote_arg(dir / "pairs.json") + " " +
+                               quote_arg(dir / "ref.bin"));
+  if (rc == 77 || rc == -1) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "python3-torch not installed: no PyTorch reference";
+  }
+  ASSERT_EQ(rc, 0);
+  std::string ref = read_file(dir / "ref.bin");
+  ASSERT_EQ(ref.size(), logits.size() * sizeof(float));
+  const float* r = reinterpret_cast<const float*>(ref.data());
+  double max_err = 0;
+  for (size_t i = 0; i < logits.size(); ++i) max_err = std::max(max_err, std::abs(double(logits[i]) - r[i]));
+  std::printf("reranker parity %s: max |delta score| = %.3g over %zu pairs (scores %.3f .. %.3f)\n", preset.c_str(),
+              max_err, pairs.size(), *std::min_element(logits.begin(), logits.end()),
+              *std::max_element(logits.begin(), logits.end()));
+  EXPECT_LT(max_err, tol);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BertModel, RerankerParityWithTorchTiny) { reranker_parity("bert-tiny", 1e-5); }
+TEST(BertModel, RerankerParityWithTorchBgeSmall) { reranker_parity("bge-small", 1e-4); }
+
+}  // namespace
+}  // namespace ragd::engine

@@ -1,4 +1,4 @@
-// ragctl make-model --preset {tiny,small,qwen2-0.5b,llama3-8b} [--seed N] [--dtype bf16|f16|f32]
+// ragctl make-model --preset {tiny,small,qwen2-0.5b,llama3-8b | bert-tiny,bge-small,bge-base [--pooling P] [--reranker]}
 //                   [--shard-mb N] (--out DIR | --dry-run)
 // Writes a random-weight Hugging Face model directory of a real shape: config.json,
 // model.safetensors (or shards + model.safetensors.index.json), tokenizer.json (a real byte-level
@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "command.h"
+#include "make_encoder.h"
 #include "ragd/common/hash.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
@@ -153,9 +154,15 @@ struct Args {
   // Shape overrides of the preset (0 = the preset's): other depths / widths of the same family, e.g.
   // the depth of 0.5B-8B models at a width this machine runs quickly.
   int layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0;
+  // Encoder presets (make_encoder.h): pooling of the embedding model, or a cross-encoder.
+  std::string pooling = "cls";
+  bool reranker = false;
 };
 
 Status run(const Args& a) {
+  if (is_encoder_preset(a.preset))
+    return make_encoder_model({.preset = a.preset, .out = a.out, .seed = a.seed, .dtype = a.dtype, .pooling = a.pooling,
+                               .reranker = a.reranker, .dry_run = a.dry_run, .layers = a.layers});
   const auto t0 = std::chrono::steady_clock::now();
   RAGD_ASSIGN_OR_RETURN(Preset p, preset(a.preset));
   if (!a.dtype.empty()) {
@@ -273,8 +280,14 @@ Status run(const Args& a) {
 Registration reg("make-model", "write a random-weight HF model directory (config, safetensors, trained BPE tokenizer)",
                  [](CLI::App& sub) -> Action {
                    auto a = std::make_shared<Args>();
-                   sub.add_option("--preset", a->preset, "tiny | small | qwen2-0.5b | llama3-8b (default small)")
-                       ->check(CLI::IsMember({"tiny", "small", "qwen2-0.5b", "llama3-8b"}));
+                   sub.add_option("--preset", a->preset,
+                                  "tiny | small | qwen2-0.5b | llama3-8b | encoders: bert-tiny | bge-small | bge-base "
+                                  "(default small)")
+                       ->check(CLI::IsMember({"tiny", "small", "qwen2-0.5b", "llama3-8b", "bert-tiny", "bge-small", "bge-base"}));
+                   sub.add_option("--pooling", a->pooling, "encoder presets: cls | mean | lasttoken (default cls, as BGE)")
+                       ->check(CLI::IsMember({"cls", "mean", "lasttoken"}));
+                   sub.add_flag("--reranker", a->reranker,
+                                "encoder presets: a cross-encoder (BertForSequenceClassification, one label)");
                    sub.add_option("--seed", a->seed, "weight RNG seed (default 0)");
                    sub.add_option("--dtype", a->dtype, "bf16 | f16 | f32 (default: f32 for tiny, bf16 otherwise)")
                        ->check(CLI::IsMember({"bf16", "f16", "f32"}));
