@@ -141,6 +141,13 @@ const std::vector<Field>& fields() {
       RAGD_E("runtime.sp_partition", "how a long prompt's positions are split across the workers", runtime.sp_partition),
       RAGD_E("runtime.sp_transport", "how the workers exchange KV", runtime.sp_transport),
       RAGD_E("runtime.embedder", "corpus embedder", runtime.embedder),
+      RAGD_F("runtime.embedder_model_dir", Type::kString,
+             "checkpoint of the \"model\" embedder; a BERT-family directory is an encoder embedder; \"\" = model_dir",
+             runtime.embedder_model_dir),
+      RAGD_F("runtime.embedder_query_prefix", Type::kString, "encoder embedders: instruction prepended to search queries",
+             runtime.embedder_query_prefix),
+      RAGD_F("runtime.embedder_document_prefix", Type::kString,
+             "encoder embedders: instruction prepended to ingested passages", runtime.embedder_document_prefix),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
       // events: KV-cache events in vLLM's KV-event format (docs/design/kv-events.md)
       // kvstore.remote: the shared KV tier below SSD

@@ -190,7 +190,10 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
     co.chunker.chunk_tokens = opts.chunk_tokens;
     // hashing: the corpus keeps the embedder it was built with (hashing for a new one).
     co.embedder.name = opts.embedder == EmbedderKind::kHashing ? "" : std::string(enum_name(opts.embedder));
-    if (opts.embedder == EmbedderKind::kModel) co.embedder.model_dir = opts.model_dir;
+    if (opts.embedder == EmbedderKind::kModel)
+      co.embedder.model_dir = opts.embedder_model_dir.empty() ? opts.model_dir : opts.embedder_model_dir;
+    co.embedder.query_prefix = opts.embedder_query_prefix;
+    co.embedder.document_prefix = opts.embedder_document_prefix;
     co.embedder.dim = opts.embedder_dim;
     co.index_spec = "";
     co.secondary_of = opts.data_replica_of;  // a replica: data_dir is its scratch (and SSD KV tier)

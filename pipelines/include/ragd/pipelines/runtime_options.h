@@ -110,6 +110,12 @@ struct RuntimeOptions {
   seqparallel::SpTransport sp_transport = seqparallel::SpTransport::kHost;  // host (threads / MPI) | nccl (a GPU per worker)
   EmbedderKind embedder = EmbedderKind::kHashing;  // hashing | model; hashing
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
+  // "model" embedder: its checkpoint; "" (default) = the generator's model_dir. A BERT-family
+  // directory (config.json BertModel, XLMRobertaModel, ...) is an encoder embedder pooled as its
+  // sentence-transformers files say (retrieval/embedder.h).
+  std::string embedder_model_dir;
+  std::string embedder_query_prefix;     // encoder embedders: prepended to search queries; default none
+  std::string embedder_document_prefix;  // encoder embedders: prepended to ingested passages; default none
   int chunk_tokens = 256;            // tokens per document chunk at ingest; default 256
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
   RuntimeTestHooks test_hooks;       // tests and benchmarks only (see RuntimeTestHooks)
