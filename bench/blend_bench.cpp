@@ -3,7 +3,7 @@
 //   bench_blend --model DIR [--corpus examples/qa_eval/corpus.jsonl] [--questions examples/qa_eval/questions.jsonl]
 //               [--section fidelity|ttft|both] [--cases 24] [--greedy 32] [--requests 60] [--docs 4]
 //               [--warmup 0] [--zipf 0.9] [--threads N] [--device cpu|cuda:N] [--no-blend-check] [--out DIR]
-//               [--json FILE] [--seen] [--compare] [--modes none,cacheblend,...]
+//               [--json FILE] [--seen] [--compare] [--modes none,cacheblend,...] [--clients 1]
 //
 // Fidelity: prompts of the default pipeline built from the QA corpus (a question, its gold passage
 // and docs-1 other passages, in a random order). Each prompt runs with full prefill and with the
@@ -21,12 +21,15 @@
 // --seen: before them, every passage of the measured requests once, in other combinations, so that
 // every measured passage was seen before (the recombined-documents workload CacheBlend and EPIC are
 // for). --compare: also cacheblend@admission / epic@admission, the earlier path (first-seen
-// passages' chunk KV and the repair as steps of their own at admission, the question after). Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
+// passages' chunk KV and the repair as steps of their own at admission, the question after).
+// --clients N: the measured requests from N closed-loop clients (requests/s over their window). Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
 // runs.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <atomic>
 #include <condition_variable>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -170,7 +173,8 @@ std::string fmt_row(const char* name, std::initializer_list<double> v) {
 }
 
 int ttft(const std::string& model_dir, const std::string& device, const std::vector<Passage>& corpus, int requests,
-         int warmup, int ndocs, double zipf, int threads, bool blend_check, bool seen, bool compare, const std::string& modes_arg,
+         int warmup, int ndocs, double zipf, int threads, bool blend_check, bool seen, bool compare, int clients,
+         const std::string& modes_arg,
          const std::string& out_dir, std::string* json) {
   const std::string data = out_dir + "/data", pipes = out_dir + "/pipelines";
   fs::remove_all(out_dir);
@@ -273,8 +277,10 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
   std::printf("## TTFT: %d requests after %d warm-up requests, %d passages each, Zipf(%.2f) over %zu of %zu passages, model %s, "
               "reuse self-check %s\n\n",
               requests, warmup, ndocs, zipf, rank.size(), corpus.size(), model_dir.c_str(), blend_check ? "on" : "off");
-  std::printf("| reuse | TTFT p50 ms | TTFT p99 ms | p50 speed-up vs none | prompt tokens reused | approximate runs | set hit |\n"
-              "|---|---|---|---|---|---|---|\n");
+  std::printf("%d client(s), closed loop.\n\n"
+              "| reuse | TTFT p50 ms | TTFT p99 ms | p50 speed-up vs none | prompt tokens reused | approximate runs | set hit | requests/s |\n"
+              "|---|---|---|---|---|---|---|---|\n",
+              std::max(1, clients));
   *json += "\"ttft\":{\"model\":\"" + model_dir + "\",\"requests\":" + std::to_string(requests) + ",\"modes\":{";
   double none_p50 = 0;
   std::string split;  // the time split table, printed after the TTFT table
@@ -293,16 +299,33 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
     // Mean time split of the measured requests (ms): retrieval, lookup, admission (of which chunk
     // compute, placing, repair), prefill steps, TTFT.
     double s_ret = 0, s_lookup = 0, s_admit = 0, s_chunk = 0, s_place = 0, s_repair = 0, s_prefill = 0, s_ttft = 0;
-    for (size_t i = 0; i < queries.size(); ++i) {
+    // Warm-up one at a time; the measured requests from `clients` closed-loop clients (1: in order).
+    auto ask = [&](size_t i) {
       RunRequest rr;
       rr.pipeline = pipeline;
       rr.query = queries[i];
       rr.overrides.max_tokens = 4;
       rr.overrides.temperature = 0.0f;
       rr.sampling.ignore_eos = true;
-      const bench::Observed o = bench::run_and_wait(*rt->executor, std::move(rr));
+      return bench::run_and_wait(*rt->executor, std::move(rr));
+    };
+    std::vector<bench::Observed> obs(queries.size());
+    for (size_t i = 0; i < static_cast<size_t>(warmup) && i < queries.size(); ++i)
+      if (!(obs[i] = ask(i)).ok) return 1;
+    const auto t_measure = std::chrono::steady_clock::now();
+    {
+      std::atomic<size_t> next{static_cast<size_t>(warmup)};
+      std::vector<std::thread> workers;
+      for (int c = 0; c < std::max(1, clients); ++c)
+        workers.emplace_back([&] {
+          for (size_t i; (i = next.fetch_add(1)) < queries.size();) obs[i] = ask(i);
+        });
+      for (auto& w : workers) w.join();
+    }
+    const double window_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_measure).count();
+    for (size_t i = static_cast<size_t>(warmup); i < queries.size(); ++i) {
+      const bench::Observed& o = obs[i];
       if (!o.ok) return 1;
-      if (static_cast<int>(i) < warmup) continue;  // same draws for every mode; caches warm up
       t.push_back(o.ttft_ms);
       const Timings& tm = o.timings;
       s_ret += tm.retrieval_ms, s_lookup += tm.lookup_ms, s_admit += tm.admit_ms, s_chunk += tm.blend_chunk_ms;
@@ -326,8 +349,9 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
                          s_prefill / nreq, (s_ttft - s_ret - s_lookup - s_admit - s_prefill) / nreq, s_ttft / nreq});
     const double p50 = bench::percentile(t, 50), p99 = bench::percentile(t, 99);
     if (std::string(m) == "none") none_p50 = p50;
-    std::printf("| %s | %.2f | %.2f | %.2fx | %.0f%% | %d / %d | %.0f%% |\n", m, p50, p99, none_p50 / p50,
-                prompt ? 100.0 * reused / prompt : 0.0, approx, requests, wanted ? 100.0 * hits / wanted : 0.0);
+    std::printf("| %s | %.2f | %.2f | %.2fx | %.0f%% | %d / %d | %.0f%% | %.2f |\n", m, p50, p99, none_p50 / p50,
+                prompt ? 100.0 * reused / prompt : 0.0, approx, requests, wanted ? 100.0 * hits / wanted : 0.0,
+                requests / std::max(1e-9, window_s));
     *json += std::string(std::string(m) == "none" ? "" : ",") + "\"" + m + "\":{\"ttft_p50_ms\":" + std::to_string(p50) +
              ",\"ttft_p99_ms\":" + std::to_string(p99) + ",\"reused_fraction\":" +
              std::to_string(prompt ? double(reused) / prompt : 0.0) + ",\"approximate_runs\":" + std::to_string(approx) + "}";
@@ -350,6 +374,7 @@ int main(int argc, char** argv) {
   std::string section = "both", device = "cpu", json_path, out_dir = (fs::temp_directory_path() / "ragd_bench_blend").string();
   int cases = 24, greedy = 32, requests = 60, warmup = 0, ndocs = 4, threads = 0;
   bool blend_check = true, seen = false, compare = false;
+  int clients = 1;
   std::string modes;
   double zipf = 0.9;
   for (int i = 1; i < argc; ++i) {
@@ -376,6 +401,7 @@ int main(int argc, char** argv) {
     else if (a == "--questions") qpath = v;
     else if (a == "--section") section = v;
     else if (a == "--modes") modes = v;
+    else if (a == "--clients") clients = std::stoi(v);
     else if (a == "--cases") cases = std::stoi(v);
     else if (a == "--greedy") greedy = std::stoi(v);
     else if (a == "--requests") requests = std::stoi(v);
@@ -420,7 +446,7 @@ int main(int argc, char** argv) {
   std::string json = "{";
   if (section != "ttft" && fidelity(model, device, corpus, qs, cases, greedy, ndocs, threads, &json) != 0) return 1;
   if (section == "both") json += ",";
-  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, seen, compare, modes, out_dir, &json) != 0) return 1;
+  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, seen, compare, clients, modes, out_dir, &json) != 0) return 1;
   json += "}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;

@@ -36,6 +36,10 @@ ServingMetrics::ServingMetrics(MetricsRegistry& reg) {
                              {"event"}).restrict();
   remote_bytes = &reg.gauge("ragd_kv_remote_bytes", "Bytes read from / written to the remote KV tier since start", {"direction"}).restrict();
   remote_breaker = &reg.gauge("ragd_kv_remote_breaker_open", "1 while the remote KV tier's circuit breaker is open (serving by recompute)").restrict();
+  reuse_auto = &reg.gauge("ragd_reuse_auto_choice",
+                          "reuse \"auto\": 1 for the mode it chose on this model (its measured fidelity: "
+                          "ragd_executor_stat{key=\"reuse.auto.first_token_kl\" / \"reuse.auto.greedy_agreement\"})",
+                          {"choice"}).restrict();
   executor_stat = &reg.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"}).restrict();
   kv_events_batches = &reg.gauge("ragd_kv_events_batches", "KV-event batches published (events.kv_endpoint; cumulative)");
   kv_events_events = &reg.gauge("ragd_kv_events_events", "KV events published (cumulative)");

@@ -67,6 +67,8 @@ std::string ApiImpl::render_metrics(bool full) {
       metrics_.cache_hits->set({kTiers[t]}, static_cast<double>(st.tiers[t].hits));
       metrics_.cache_misses->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
     }
+    metrics_.reuse_auto->clear();
+    if (!st.reuse_auto.empty()) metrics_.reuse_auto->set({st.reuse_auto}, 1);
     if (st.remote.enabled) {
       const auto& r = st.remote;
       metrics_.cache_hits->set({"remote"}, static_cast<double>(r.hits));

@@ -689,7 +689,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.blended_tokens = plan.blended.placed;
   r.usage.repaired_tokens = plan.blended.repaired;
   r.usage.recompute_ratio = plan.mode == ReuseMode::kCacheBlend ? plan.blend.recompute_ratio : 0.0;
-  r.usage.reuse_note = plan.note;
+  r.usage.reuse_note = plan.note.empty() ? plan.auto_note : plan.note;  // a fallback's reason, or auto's choice
   r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
   r.timings.blend_chunk_ms = plan.blended.chunk_ms;
   r.timings.blend_place_ms = plan.blended.place_ms;
@@ -729,7 +729,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     stats_.approximate_runs += u.approximate ? 1 : 0;
     stats_.blended_tokens += u.blended_tokens;
     stats_.repaired_tokens += u.repaired_tokens;
-    stats_.blend_fallbacks += u.reuse_note.empty() ? 0 : 1;
+    stats_.blend_fallbacks += r.kv.reuse.note.empty() ? 0 : 1;
   }
   emit(r, ev);
   drop_run(r);

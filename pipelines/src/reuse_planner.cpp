@@ -60,7 +60,7 @@ class KnowledgeTreeReuse final : public ReuseStrategy {
 // Modes whose path starts with the pipeline's head ([system prefix][doc]...), which every scope
 // may share.
 bool shares_head(ReuseMode m) {
-  return m == ReuseMode::kKnowledgeTree || m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic;
+  return m == ReuseMode::kKnowledgeTree || m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic || m == ReuseMode::kAuto;
 }
 
 }  // namespace
@@ -71,7 +71,8 @@ std::unique_ptr<ReuseStrategy> make_reuse_strategy(ReuseMode mode, int chunk_tok
     case ReuseMode::kPrefix: return std::make_unique<PrefixReuse>(chunk_tokens);
     case ReuseMode::kKnowledgeTree:
     case ReuseMode::kCacheBlend:  // the exact part first; the planner blends the rest
-    case ReuseMode::kEpic: return std::make_unique<KnowledgeTreeReuse>();
+    case ReuseMode::kEpic:
+    case ReuseMode::kAuto: return std::make_unique<KnowledgeTreeReuse>();
   }
   return std::make_unique<NoReuse>();
 }
@@ -204,6 +205,10 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
     if (d == 0) p.note = "the prompt head's KV is not in memory (not cached yet, or evicted since the lookup): exact prefill";
     else blend(p, prompt, d, table, ensure_free, &in);
   }
+  if (p.mode == ReuseMode::kAuto) {  // nothing to blend (the whole path cached, or no head): exact
+    p.mode = ReuseMode::kKnowledgeTree;
+    if (p.note.empty()) p.auto_note = "auto: exact (the documents' KV was cached in this order)";
+  }
   p.chunk_load.reset();
   p.chunk_pin.release();
   return in;
@@ -218,6 +223,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     p.note = "internal: the exact part does not match the path; exact prefill";
     return;
   }
+  if (p.mode == ReuseMode::kAuto && !resolve_auto(p, prompt)) return;
   if (std::string why = self_check(p, prompt); !why.empty()) {
     p.note = why;
     return;
@@ -377,6 +383,53 @@ void ReusePlanner::finish_repair(ReusePlan& p, const RepairOutcome& o, double ms
   p.pending.reset();
 }
 
+bool ReusePlanner::resolve_auto(ReusePlan& p, std::span<const int32_t> prompt) {
+  // Cheapest first: EPIC recomputes k rows per document in every layer, CacheBlend every row in
+  // two layers and r of them in the rest.
+  struct Candidate {
+    ReuseMode mode;
+    double ratio;
+    int k;
+  };
+  static constexpr Candidate kCandidates[] = {
+      {ReuseMode::kEpic, 0, 16}, {ReuseMode::kEpic, 0, 32}, {ReuseMode::kCacheBlend, 0.15, 0}, {ReuseMode::kCacheBlend, 0.30, 0}};
+  std::string failed;
+  for (const Candidate& c : kCandidates) {
+    ReusePlan trial;
+    trial.mode = c.mode;
+    trial.blend = p.blend;
+    if (c.mode == ReuseMode::kEpic) trial.blend.epic_k = c.k;
+    else trial.blend.recompute_ratio = c.ratio;
+    trial.docs = p.docs;
+    trial.ends = p.ends;
+    const std::string why = self_check(trial, prompt);
+    if (why.rfind("the reuse self-check could not run", 0) == 0) {  // no verdict yet: exact this time
+      p.mode = ReuseMode::kKnowledgeTree;
+      p.note = "auto: " + why;
+      return false;
+    }
+    const std::string key = check_key(trial);
+    if (!why.empty()) {
+      failed += (failed.empty() ? "" : ", ") + key;
+      continue;
+    }
+    p.mode = trial.mode;
+    p.blend = trial.blend;
+    const auto f = fidelity_.find(key);
+    auto_choice_ = key;
+    auto_fidelity_ = f != fidelity_.end() ? f->second : Fidelity{};
+    p.auto_note = f != fidelity_.end()
+                      ? fmt::format("auto: {} (self-check on this model: greedy agreement {:.2f}, first-token KL {:.4f})",
+                                    key, f->second.greedy_agreement, f->second.first_token_kl)
+                      : fmt::format("auto: {} (self-check off)", key);
+    return true;
+  }
+  p.mode = ReuseMode::kKnowledgeTree;
+  auto_choice_ = "exact";
+  p.note = "auto: exact; no approximate mode passed the reuse self-check on this model (" + failed + ")";
+  return false;
+}
+
 std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t> prompt) {
   const size_t n = p.docs.size();
   if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
@@ -407,6 +460,7 @@ std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t
                           "first-token KL {:.3f} (max {:.3f}); serving exact reuse",
                           key, f->greedy_agreement, check_.min_greedy_agreement, f->first_token_kl,
                           check_.max_first_token_kl);
+  fidelity_[key] = *f;
   log::pipelines()->info("reuse self-check {}: greedy agreement {:.2f}, first-token KL {:.4f}, max |dlogit| {:.3f} -> {}",
                          key, f->greedy_agreement, f->first_token_kl, f->max_abs_logit, verdict.empty() ? "pass" : "fail");
   verdicts_[key] = verdict;

@@ -64,6 +64,7 @@ struct ReusePlan {
   bool approximate = false;  // the last admission placed blended KV
   BlendStats blended;        // what it did
   std::string note;          // why an approximate run served exact reuse instead ("" = it did not)
+  std::string auto_note;     // reuse "auto": the mode it chose and that mode's measured fidelity
   // Deferred repair (the default): what the run's first prefill step computes besides the prompt's
   // rest (blend_step.h), and the first-seen documents (path nodes) whose chunk KV publish() computes.
   std::optional<PendingRepair> pending;
@@ -111,6 +112,10 @@ class ReusePlanner {
   // first-seen documents are computed there in context; off: the standalone repair step at
   // admission and chunk prefill of first-seen documents before it (measure the difference).
   void set_defer_repair(bool on) { defer_repair_ = on; }
+  // reuse "auto": the last choice ("epic:16", "cacheblend:0.15", ..., "exact"; "" = none yet) and
+  // the chosen mode's self-check fidelity.
+  const std::string& auto_choice() const { return auto_choice_; }
+  const Fidelity& auto_fidelity() const { return auto_fidelity_; }
   // After the step that carried plan.pending: its stats (ms = the step's time attributed to it).
   void finish_repair(ReusePlan& plan, const RepairOutcome& o, double ms);
   void set_blend_check(const BlendCheckOptions& o) { check_ = o; }
@@ -141,6 +146,11 @@ class ReusePlanner {
   std::vector<std::unique_ptr<ReuseStrategy>> strategies_;  // by ReuseMode
   BlendCheckOptions check_;
   bool defer_repair_ = true;
+  // reuse "auto": picks the mode (sets plan.mode / blend); false = exact (plan.note says why).
+  bool resolve_auto(ReusePlan& plan, std::span<const int32_t> prompt);
+  std::map<std::string, Fidelity> fidelity_;  // self-check measurements by check_key
+  std::string auto_choice_;
+  Fidelity auto_fidelity_;
   std::map<std::string, std::string> verdicts_;
   double row_layer_ms_ = 0;  // scheduler thread: EWMA of the repair step's time per row-layer  // scheduler thread: "mode:param" -> "" or the reason
 };

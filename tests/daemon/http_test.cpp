@@ -218,7 +218,7 @@ TEST_F(HttpTest, MinPIsARunParameter) {
 }
 TEST_F(HttpTest, UnknownReuseMode) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
-               "'reuse' must be one of none | prefix | knowledge_tree | cacheblend | epic; got 'magic'");
+               "'reuse' must be one of none | prefix | knowledge_tree | cacheblend | epic | auto; got 'magic'");
 }
 TEST_F(HttpTest, TopKAboveTheExecutorLimitIsA400) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","top_k":65})"), 400, "invalid_request",

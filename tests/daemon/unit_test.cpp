@@ -289,7 +289,7 @@ TEST(EnumTables, EveryNameRoundTripsAndUnknownNamesListTheChoices) {
   expect_table_round_trips<pipelines::EmbedderKind>();
   expect_table_round_trips<log::Level>();
   // The request table (run_params.h) lists these choices in its own rows and 400 messages.
-  EXPECT_EQ(enum_choices<pipelines::ReuseMode>(), "none | prefix | knowledge_tree | cacheblend | epic");
+  EXPECT_EQ(enum_choices<pipelines::ReuseMode>(), "none | prefix | knowledge_tree | cacheblend | epic | auto");
   EXPECT_EQ(enum_choices<pipelines::RetrievalOverlap>(), "none | piperag | speculative | both");
 }
 

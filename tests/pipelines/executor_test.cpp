@@ -526,6 +526,52 @@ TEST_F(ExecutorTest, RepairInTheFirstPrefillStepEqualsTheRepairStepAtAdmission) 
   EXPECT_GT(blended[1], 0) << "no run placed chunk KV: the test would prove nothing";
 }
 
+// reuse "auto": the cheapest approximate mode whose self-check passes on this model, else exact;
+// the choice and its measured fidelity in usage.reuse_note and the executor's stats.
+TEST_F(ExecutorTest, AutoReusePicksTheCheapestModeThatPassesElseExact) {
+  struct Case {
+    const char* name;
+    double min_agreement, max_kl;
+    std::string want_mode, want_choice;
+  };
+  const Case cases[] = {
+      {"every mode passes", 0.0, 1e9, "epic", "epic:16"},
+      {"no mode can pass", 1.5, 1e9, "knowledge_tree", "exact"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string data = tmpdir(std::string("blend_auto_") + c.want_choice);
+    RuntimeOptions o = options(data);
+    o.blend_check.enabled = true;
+    o.blend_check.min_greedy_agreement = c.min_agreement;
+    o.blend_check.max_first_token_kl = c.max_kl;
+    Runtime rt = open(o, true);
+    for (const char* q : kMixQueries)  // chunk KV for every document
+      run(*rt.executor, "cacheblend", q, 2, [](RunRequest& r) {
+        r.retrieval_top_k = 3;
+        r.reuse = ReuseMode::kAuto;
+      });
+    int blended = 0;
+    for (const char* q : kMixQueries) {  // 4 documents: past what the warm-up left in the tree
+      RunOutput out = run(*rt.executor, "cacheblend", q, 4, [](RunRequest& r) {
+        r.reuse = ReuseMode::kAuto;
+        r.retrieval_top_k = 4;
+      });
+      ASSERT_TRUE(out.error.ok()) << out.error.to_string();
+      EXPECT_EQ(out.usage.reuse, c.want_mode) << q;
+      EXPECT_NE(out.usage.reuse_note.find("auto: " + c.want_choice), std::string::npos) << out.usage.reuse_note;
+      blended += out.usage.blended_tokens;
+    }
+    if (c.want_choice == "exact") EXPECT_EQ(blended, 0);
+    else EXPECT_GT(blended, 0);
+    const ExecutorStats st = rt.executor->stats();
+    EXPECT_EQ(st.reuse_auto, c.want_choice);
+    if (c.want_choice != "exact") EXPECT_GT(st.reuse_auto_agreement + st.reuse_auto_kl, 0.0) << st.to_json();
+    close(rt);
+    fs::remove_all(data);
+  }
+}
+
 // Chunk KV written through to SSD comes back after a restart and gives the same (approximate)
 // outputs as the first process, where the chunks came from DRAM (its second pass: in the first,
 // documents seen for the first time are computed in context and their chunk KV after the first

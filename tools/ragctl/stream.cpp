@@ -128,7 +128,7 @@ Registration reg("stream", "ask a running daemon a question over WebSocket and p
                    sub.add_option("--max-tokens", a->max_tokens, "tokens to generate (default: the pipeline's)");
                    sub.add_option("--temperature", a->temperature, "sampling temperature (default 0 = greedy)");
                    sub.add_option("--seed", a->seed, "sampling seed");
-                   sub.add_option("--reuse", a->reuse, "none | prefix | knowledge_tree | cacheblend | epic");
+                   sub.add_option("--reuse", a->reuse, "none | prefix | knowledge_tree | cacheblend | epic | auto");
                    sub.add_option("--overlap", a->overlap, "iterative pipelines: none | piperag | speculative | both");
                    sub.add_option("--retrieval-interval", a->retrieval_interval,
                                   "iterative pipelines: generated tokens between retrievals");

@@ -34,18 +34,23 @@ namespace ragd::pipelines {
 // tolerance); the approximate modes (CacheBlend, EPIC) reuse each retrieved document's KV computed
 // on its own, wherever it lands in the prompt, and repair cross-attention by recomputing a few
 // tokens (docs/design/blend.md).
-enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree, kCacheBlend, kEpic };
-inline constexpr int kNumReuseModes = 5;  // the values are 0 .. kNumReuseModes - 1
+// kAuto: per model, the fastest approximate mode whose reuse self-check passes on this model (EPIC
+// k 16, EPIC k 32, CacheBlend 15 %, CacheBlend 30 %, in order of cost), else exact (knowledge tree).
+enum class ReuseMode : uint8_t { kNone, kPrefix, kKnowledgeTree, kCacheBlend, kEpic, kAuto };
+inline constexpr int kNumReuseModes = 6;  // the values are 0 .. kNumReuseModes - 1
 inline constexpr auto kReuseModeNames = make_enum_names<ReuseMode>(
     "reuse", {{ReuseMode::kNone, "none"},
               {ReuseMode::kPrefix, "prefix"},
               {ReuseMode::kKnowledgeTree, "knowledge_tree"},
               {ReuseMode::kCacheBlend, "cacheblend"},
-              {ReuseMode::kEpic, "epic"}});
+              {ReuseMode::kEpic, "epic"},
+              {ReuseMode::kAuto, "auto"}});
 constexpr const auto& ragd_enum_names(ReuseMode) { return kReuseModeNames; }
 static_assert(enum_names_valid(kReuseModeNames) && kReuseModeNames.entries.size() == kNumReuseModes);
 inline std::string_view reuse_mode_name(ReuseMode m) { return enum_name(m); }
-inline bool is_approximate(ReuseMode m) { return m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic; }
+inline bool is_approximate(ReuseMode m) {
+  return m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic || m == ReuseMode::kAuto;  // auto may blend
+}
 // The one parser of reuse mode names (pipeline specs, request bodies, ragctl); InvalidArgument
 // listing the names otherwise. Header-only (enum_names.h): the daemon's HTTP layer uses it without
 // linking the pipelines library.

@@ -63,6 +63,10 @@ struct ExecutorStats {
   long approximate_runs = 0;   // runs that placed blended KV (cacheblend / epic)
   long blended_tokens = 0, repaired_tokens = 0;
   long blend_fallbacks = 0;    // approximate runs that served exact reuse instead (reuse_note)
+  // reuse "auto": the mode it last chose on this model ("epic:16", ..., "exact"; "" = not used
+  // yet) and that mode's self-check fidelity.
+  std::string reuse_auto;
+  double reuse_auto_kl = 0, reuse_auto_agreement = 0;
 
   std::string to_json() const;
 };
@@ -116,7 +120,10 @@ inline std::string ExecutorStats::to_json() const {
   w.key("remote_tokens").value(int64_t{reused_remote});
   w.key("recomputed_tokens").value(int64_t{recomputed}).key("approximate_runs").value(int64_t{approximate_runs});
   w.key("blended_tokens").value(int64_t{blended_tokens}).key("repaired_tokens").value(int64_t{repaired_tokens});
-  w.key("blend_fallbacks").value(int64_t{blend_fallbacks}).end_object();
+  w.key("blend_fallbacks").value(int64_t{blend_fallbacks});
+  w.key("auto").begin_object().key("choice").value(reuse_auto).key("first_token_kl").value(reuse_auto_kl);
+  w.key("greedy_agreement").value(reuse_auto_agreement).end_object();
+  w.end_object();
   w.end_object();
   return w.take();
 }

@@ -5,7 +5,7 @@
 //                rerank = 0 (keep this many of the top_k after reranking them with the model: reranker.h)
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
 //                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
-//   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic),
+//   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic | auto),
 //                recompute_ratio = 0.15 (cacheblend, 0..1), epic_k = 16 (epic, 0..4096)
 //   [iterative]  retrieval_interval = 16, query_window = 16, overlap = "none" (none | piperag |
 //                speculative | both), speculation_cache = 20, max_stride = 8, max_nprobe = 0,

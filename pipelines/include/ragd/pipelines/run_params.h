@@ -131,8 +131,9 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.overrides.stop = param_as<std::vector<std::string>>(v);
        return Status::OK();
      }},
-    {"reuse", ParamType::kEnum, {}, "none | prefix | knowledge_tree | cacheblend | epic", "pipeline's",
-     "where the prompt's KV comes from; `cacheblend` and `epic` are approximate (see below)",
+    {"reuse", ParamType::kEnum, {}, "none | prefix | knowledge_tree | cacheblend | epic | auto", "pipeline's",
+     "where the prompt's KV comes from; `cacheblend` and `epic` are approximate (see below); `auto` picks, per model, "
+     "the fastest approximate mode whose reuse self-check passes, else exact (its choice in `usage.reuse_note`)",
      [](RunRequest& r, const ParamValue& v) {
        Result<ReuseMode> m = parse_reuse_mode(param_as<std::string>(v));
        if (!m.ok()) return m.status();
