@@ -132,6 +132,8 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   // openai.cpp
   void chat_completions(const ReqCtx& ctx, const HttpRequest& req, Responder respond, bool chat);
   void embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
+  // rerank.cpp: POST /v1/rerank (Cohere / Jina shape)
+  void rerank(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
   void models(const ReqCtx& ctx, const std::string& id, Responder respond);
 
   // documents.cpp

@@ -148,6 +148,9 @@ const std::vector<Field>& fields() {
              runtime.embedder_query_prefix),
       RAGD_F("runtime.embedder_document_prefix", Type::kString,
              "encoder embedders: instruction prepended to ingested passages", runtime.embedder_document_prefix),
+      RAGD_F("runtime.rerank_model_dir", Type::kString,
+             "cross-encoder checkpoint (BertForSequenceClassification) serving /v1/rerank; \"\" = none",
+             runtime.rerank_model_dir),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
       // events: KV-cache events in vLLM's KV-event format (docs/design/kv-events.md)
       // kvstore.remote: the shared KV tier below SSD

@@ -114,6 +114,10 @@ const std::vector<Route>& routes() {
        [](ApiImpl& api, const ReqCtx& ctx, const HttpRequest& req, const Params&, const Responder& respond) {
          api.embeddings(ctx, req, respond);
        }},
+      {"POST", {"v1", "rerank"}, "/v1/rerank", true, true,
+       [](ApiImpl& api, const ReqCtx& ctx, const HttpRequest& req, const Params&, const Responder& respond) {
+         api.rerank(ctx, req, respond);
+       }},
       {"GET", {"v1", "models"}, "/v1/models", true, true,
        [](ApiImpl& api, const ReqCtx& ctx, const HttpRequest&, const Params&, const Responder& respond) {
          api.models(ctx, "", respond);

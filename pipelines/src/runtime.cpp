@@ -11,6 +11,7 @@
 #include "executor_impl.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
+#include "ragd/retrieval/reranker.h"
 #endif
 
 namespace ragd::pipelines {
@@ -95,6 +96,15 @@ class CorpusDocuments final : public DocumentApi {
     return out;
   }
 
+  Result<std::vector<float>> rerank(const std::string& query, const std::vector<std::string>& documents) const override {
+    if (!reranker_) return DocumentApi::rerank(query, documents);
+    std::vector<std::string_view> views(documents.begin(), documents.end());
+    std::vector<float> scores;
+    RAGD_RETURN_IF_ERROR(reranker_->score(query, views, &scores));
+    return scores;
+  }
+  void set_reranker(std::unique_ptr<retrieval::CrossEncoderReranker> r) { reranker_ = std::move(r); }
+
  private:
   // A replica's refusal to write is the caller's to read (403 with its message), not a server
   // state to hide.
@@ -105,6 +115,7 @@ class CorpusDocuments final : public DocumentApi {
     return r;
   }
   std::shared_ptr<retrieval::Corpus> corpus_;
+  std::unique_ptr<retrieval::CrossEncoderReranker> reranker_;  // immutable after open; score() is thread-safe
 };
 #endif
 
@@ -202,7 +213,13 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
                           retrieval::Corpus::open(opts.data_dir, co,
                                                   deps.tokenizer));
     deps.corpus = std::shared_ptr<retrieval::Corpus>(std::move(corpus));
-    docs = std::make_unique<CorpusDocuments>(deps.corpus);
+    auto corpus_docs = std::make_unique<CorpusDocuments>(deps.corpus);
+    if (!opts.rerank_model_dir.empty()) {
+      RAGD_ASSIGN_OR_RETURN(auto reranker, retrieval::CrossEncoderReranker::load(opts.rerank_model_dir));
+      log::pipelines()->info("reranker {}: {}", opts.rerank_model_dir, reranker->identity());
+      corpus_docs->set_reranker(std::move(reranker));
+    }
+    docs = std::move(corpus_docs);
 #endif
   }
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorImpl> ex, ExecutorImpl::create(opts, std::move(deps)));

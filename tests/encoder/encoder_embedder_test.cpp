@@ -10,6 +10,7 @@
 #include "ragd/engine/bert_model.h"
 #include "ragd/engine/encoder_dir.h"
 #include "ragd/retrieval/embedder.h"
+#include "ragd/retrieval/reranker.h"
 
 namespace ragd::retrieval {
 namespace {
@@ -158,6 +159,56 @@ TEST(EncoderEmbedder, BadCheckpointsNameTheFile) {
   EXPECT_NE(r.status().message().find("tokenizer.json"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("[UNK]"), std::string::npos) << r.status().message();
   std::filesystem::remove_all(dir);
+}
+
+TEST(CrossEncoder, ScoresMatchReferenceAndBatching) {
+  auto dir = temp_dir("xenc");
+  engine::EncoderDirOptions o;
+  o.config = *engine::bert_preset_config("bert-tiny");
+  o.config.architecture = "BertForSequenceClassification";
+  o.config.num_labels = 1;
+  o.seed = 9;
+  ASSERT_TRUE(engine::write_random_encoder_dir(dir.string(), o).ok());
+  auto r = CrossEncoderReranker::load(dir.string());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  CrossEncoderOptions one;
+  one.batch_size = 1;
+  auto r1 = CrossEncoderReranker::load(dir.string(), one);
+  ASSERT_TRUE(r1.ok());
+  auto texts = parity_texts();
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  const std::string query = "which passage talks about the retrieval index?";
+  std::vector<float> s, s1;
+  ASSERT_TRUE((*r)->score(query, views, &s).ok());
+  ASSERT_TRUE((*r1)->score(query, views, &s1).ok());
+  ASSERT_EQ(s.size(), texts.size());
+  for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], s1[i], 1e-5);
+  std::string list = "[";
+  for (size_t i = 0; i < texts.size(); ++i)
+    list += (i ? "," : "") + std::string("[") + json_quote(query) + "," + json_quote(texts[i]) + "]";
+  write_file(dir / "pairs.json", list + "]");
+  const int rc = run_reference("score " + quote_arg(dir) + " " + quote_arg(dir / "pairs.json") + " " +
+                               quote_arg(dir / "ref.bin"));
+  if (rc != 77 && rc != -1) {
+    ASSERT_EQ(rc, 0);
+    std::string ref = read_file(dir / "ref.bin");
+    ASSERT_EQ(ref.size(), s.size() * sizeof(float));
+    const float* rf = reinterpret_cast<const float*>(ref.data());
+    double m = 0;
+    for (size_t i = 0; i < s.size(); ++i) m = std::max(m, std::abs(double(s[i]) - rf[i]));
+    std::printf("cross-encoder bert-tiny: max |delta score| = %.3g over %zu pairs (one truncated)\n", m, s.size());
+    EXPECT_LT(m, 1e-5);
+  }
+  // An embedding checkpoint is not a cross-encoder: the error names config.json.
+  auto emb_dir = temp_dir("xenc_emb");
+  engine::EncoderDirOptions e;
+  e.config = *engine::bert_preset_config("bert-tiny");
+  ASSERT_TRUE(engine::write_random_encoder_dir(emb_dir.string(), e).ok());
+  auto bad = CrossEncoderReranker::load(emb_dir.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("config.json"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(emb_dir);
 }
 
 }  // namespace

@@ -70,6 +70,12 @@ class DocumentApi {
   virtual Result<DocumentPage> list(const std::string& tenant, const std::string& after, size_t limit) const = 0;
   // Embeddings with the corpus embedder (for /v1/embeddings).
   virtual Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const = 0;
+  // Relevance scores of `documents` for `query` with the cross-encoder of runtime.rerank_model_dir
+  // (for /v1/rerank), one per document in input order. FailedPrecondition when none is configured.
+  virtual Result<std::vector<float>> rerank(const std::string& query, const std::vector<std::string>& documents) const {
+    (void)query, (void)documents;
+    return Status::FailedPrecondition("no reranker: set runtime.rerank_model_dir to a cross-encoder checkpoint");
+  }
 };
 
 struct Runtime {

@@ -116,6 +116,8 @@ struct RuntimeOptions {
   std::string embedder_model_dir;
   std::string embedder_query_prefix;     // encoder embedders: prepended to search queries; default none
   std::string embedder_document_prefix;  // encoder embedders: prepended to ingested passages; default none
+  // Cross-encoder (BertForSequenceClassification) serving /v1/rerank; "" (default) = none.
+  std::string rerank_model_dir;
   int chunk_tokens = 256;            // tokens per document chunk at ingest; default 256
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
   RuntimeTestHooks test_hooks;       // tests and benchmarks only (see RuntimeTestHooks)
