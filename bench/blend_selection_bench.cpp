@@ -49,6 +49,7 @@
 #include "ragd/engine/model.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/kvstore/engine_io.h"
+#include "ragd/pipelines/blend_fidelity.h"
 #include "ragd/pipelines/kv_blend.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
@@ -80,23 +81,6 @@ void die_if(const Status& st, const char* what) {
   }
 }
 
-int argmax(std::span<const float> x) { return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin()); }
-
-double kl_logits(std::span<const float> a, std::span<const float> b) {
-  const double ma = *std::max_element(a.begin(), a.end()), mb = *std::max_element(b.begin(), b.end());
-  double za = 0, zb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    za += std::exp(a[i] - ma);
-    zb += std::exp(b[i] - mb);
-  }
-  const double la = ma + std::log(za), lb = mb + std::log(zb);
-  double kl = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double lp = a[i] - la, lq = b[i] - lb;
-    kl += std::exp(lp) * (lp - lq);
-  }
-  return std::max(0.0, kl);
-}
 
 Status generate(engine::Model& model, engine::BlockTable& table, std::span<const int32_t> tokens, int greedy,
                 std::vector<float>* first_logits, std::vector<int32_t>* out, engine::LayerHook* hook = nullptr) {
@@ -105,13 +89,13 @@ Status generate(engine::Model& model, engine::BlockTable& table, std::span<const
   RAGD_RETURN_IF_ERROR(hook ? model.forward_with_hook({&s, 1}, *hook, &o) : model.forward({&s, 1}, &o));
   *first_logits = o.logits;
   out->clear();
-  int32_t next = argmax(o.row(0));
+  int32_t next = logits_argmax(o.row(0));
   for (int i = 0; i < greedy; ++i) {
     out->push_back(next);
     if (i + 1 == greedy) break;
     engine::SeqStep d{&table, std::span<const int32_t>(&next, 1), engine::SeqStep::Logits::kLast};
     RAGD_RETURN_IF_ERROR(model.forward({&d, 1}, &o));
-    next = argmax(o.row(0));
+    next = logits_argmax(o.row(0));
   }
   return Status::OK();
 }
@@ -540,7 +524,7 @@ int main(int argc, char** argv) {
       t.release(pool);
       size_t agree = 0;
       while (agree < gb.size() && gb[agree] == P.full_greedy[agree]) ++agree;
-      sc.kl += kl_logits(P.full_logits, lb);
+      sc.kl += logits_kl(P.full_logits, lb);
       sc.same += gb[0] == P.full_greedy[0];
       sc.agree += static_cast<double>(agree) / greedy;
       sc.cost += static_cast<double>(rl) / (static_cast<double>(P.rows.size()) * L);

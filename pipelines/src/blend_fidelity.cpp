@@ -9,25 +9,6 @@ namespace ragd::pipelines {
 
 namespace {
 
-int argmax(std::span<const float> x) { return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin()); }
-
-// KL(p || q) of the softmax distributions of logits a (p) and b (q), in nats.
-double kl_logits(std::span<const float> a, std::span<const float> b) {
-  const double ma = *std::max_element(a.begin(), a.end()), mb = *std::max_element(b.begin(), b.end());
-  double za = 0, zb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    za += std::exp(a[i] - ma);
-    zb += std::exp(b[i] - mb);
-  }
-  const double la = ma + std::log(za), lb = mb + std::log(zb);
-  double kl = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double lp = a[i] - la, lq = b[i] - lb;
-    kl += std::exp(lp) * (lp - lq);
-  }
-  return std::max(0.0, kl);
-}
-
 // One sequence: prefill `tokens` after what `table` holds, then `greedy` greedy tokens. Returns the
 // first token's logits and the generated tokens.
 Status generate(engine::Model& model, engine::BlockTable& table, std::span<const int32_t> tokens, int greedy,
@@ -37,13 +18,13 @@ Status generate(engine::Model& model, engine::BlockTable& table, std::span<const
   RAGD_RETURN_IF_ERROR(model.forward({&s, 1}, &o));
   *first_logits = o.logits;
   out->clear();
-  int32_t next = argmax(o.row(0));
+  int32_t next = logits_argmax(o.row(0));
   for (int i = 0; i < greedy; ++i) {
     out->push_back(next);
     if (i + 1 == greedy) break;
     engine::SeqStep d{&table, std::span<const int32_t>(&next, 1), engine::SeqStep::Logits::kLast};
     RAGD_RETURN_IF_ERROR(model.forward({&d, 1}, &o));
-    next = argmax(o.row(0));
+    next = logits_argmax(o.row(0));
   }
   return Status::OK();
 }
@@ -88,7 +69,7 @@ Status one_case(engine::Model& model, const BlendCase& c, ReuseMode mode, const 
   size_t agree = 0;
   while (agree < gf.size() && gf[agree] == gb[agree]) ++agree;
   f->max_abs_logit = std::max(f->max_abs_logit, dmax);
-  f->first_token_kl += kl_logits(lf, lb);
+  f->first_token_kl += logits_kl(lf, lb);
   f->greedy_agreement += greedy > 0 ? static_cast<double>(agree) / greedy : 0.0;
   f->first_token_match += !gf.empty() && gf[0] == gb[0] ? 1.0 : 0.0;
   f->cases += 1;
@@ -111,6 +92,24 @@ Result<Fidelity> measure_fidelity(engine::Model& model, std::span<const BlendCas
   f.greedy_agreement /= f.cases;
   f.first_token_match /= f.cases;
   return f;
+}
+
+int logits_argmax(std::span<const float> x) { return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin()); }
+
+double logits_kl(std::span<const float> a, std::span<const float> b) {
+  const double ma = *std::max_element(a.begin(), a.end()), mb = *std::max_element(b.begin(), b.end());
+  double za = 0, zb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    za += std::exp(a[i] - ma);
+    zb += std::exp(b[i] - mb);
+  }
+  const double la = ma + std::log(za), lb = mb + std::log(zb);
+  double kl = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double lp = a[i] - la, lq = b[i] - lb;
+    kl += std::exp(lp) * (lp - lq);
+  }
+  return std::max(0.0, kl);
 }
 
 }  // namespace ragd::pipelines

@@ -50,6 +50,11 @@ struct BlendCheckOptions {
   int greedy_tokens = 8;
 };
 
+// KL(p || q) of the softmax distributions of logits a (p) and b (q), in nats (>= 0).
+double logits_kl(std::span<const float> a, std::span<const float> b);
+// Index of the largest logit (the first on ties).
+int logits_argmax(std::span<const float> x);
+
 Result<Fidelity> measure_fidelity(engine::Model& model, std::span<const BlendCase> cases, ReuseMode mode,
                                   const BlendParams& params, int greedy_tokens);
 
