@@ -409,13 +409,15 @@ bool ReusePlanner::resolve_auto(ReusePlan& p, std::span<const int32_t> prompt) {
       return false;
     }
     const std::string key = check_key(trial);
-    if (!why.empty()) {
+    const auto f = fidelity_.find(key);
+    const bool strict_ok = f == fidelity_.end() || (f->second.greedy_agreement >= check_.auto_min_greedy_agreement &&
+                                                     f->second.first_token_kl <= check_.auto_max_first_token_kl);
+    if (!why.empty() || !strict_ok) {
       failed += (failed.empty() ? "" : ", ") + key;
       continue;
     }
     p.mode = trial.mode;
     p.blend = trial.blend;
-    const auto f = fidelity_.find(key);
     auto_choice_ = key;
     auto_fidelity_ = f != fidelity_.end() ? f->second : Fidelity{};
     p.auto_note = f != fidelity_.end()
@@ -435,7 +437,8 @@ std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t
   if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
   const std::string key = check_key(p);
   if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
-  // This run's documents in two orders it does not have: reversed, and rotated by one.
+  // This run's documents in orders it does not have: reversed, rotated by one, and (with three or
+  // more documents) rotated by two.
   BlendCase rev, rot;
   rev.head.assign(prompt.begin(), prompt.begin() + p.ends[0]);
   rev.tail.assign(prompt.begin() + p.ends[n - 1], prompt.end());
@@ -447,7 +450,12 @@ std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t
     rot.docs.push_back(std::move(d));
   }
   std::rotate(rot.docs.begin(), rot.docs.begin() + 1, rot.docs.end());
-  const BlendCase cases[] = {rev, rot};
+  std::vector<BlendCase> cases = {rev, rot};
+  if (rot.docs.size() >= 3) {
+    BlendCase rot2 = rot;
+    std::rotate(rot2.docs.begin(), rot2.docs.begin() + 1, rot2.docs.end());
+    cases.push_back(std::move(rot2));
+  }
   Result<Fidelity> f = measure_fidelity(model_, cases, p.mode, p.blend, check_.greedy_tokens);
   std::string verdict;
   if (!f.ok()) {

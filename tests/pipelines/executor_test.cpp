@@ -545,6 +545,8 @@ TEST_F(ExecutorTest, AutoReusePicksTheCheapestModeThatPassesElseExact) {
     o.blend_check.enabled = true;
     o.blend_check.min_greedy_agreement = c.min_agreement;
     o.blend_check.max_first_token_kl = c.max_kl;
+    o.blend_check.auto_min_greedy_agreement = c.min_agreement;
+    o.blend_check.auto_max_first_token_kl = c.max_kl;
     Runtime rt = open(o, true);
     for (const char* q : kMixQueries)  // chunk KV for every document
       run(*rt.executor, "cacheblend", q, 2, [](RunRequest& r) {
