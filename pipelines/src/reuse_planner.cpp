@@ -223,8 +223,9 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     p.note = "internal: the exact part does not match the path; exact prefill";
     return;
   }
-  if (p.mode == ReuseMode::kAuto && !resolve_auto(p, prompt)) return;
-  if (std::string why = self_check(p, prompt); !why.empty()) {
+  if (p.mode == ReuseMode::kAuto) {
+    if (!resolve_auto(p, prompt)) return;  // auto's own measurement stands in for the self-check
+  } else if (std::string why = self_check(p, prompt); !why.empty()) {
     p.note = why;
     return;
   }
@@ -393,52 +394,89 @@ bool ReusePlanner::resolve_auto(ReusePlan& p, std::span<const int32_t> prompt) {
   };
   static constexpr Candidate kCandidates[] = {
       {ReuseMode::kEpic, 0, 16}, {ReuseMode::kEpic, 0, 32}, {ReuseMode::kCacheBlend, 0.15, 0}, {ReuseMode::kCacheBlend, 0.30, 0}};
+  auto trial_of = [&](const Candidate& c) {
+    ReusePlan t;
+    t.mode = c.mode;
+    t.blend = p.blend;
+    if (c.mode == ReuseMode::kEpic) t.blend.epic_k = c.k;
+    else t.blend.recompute_ratio = c.ratio;
+    t.docs = p.docs;
+    t.ends = p.ends;
+    return t;
+  };
+  auto use = [&](const ReusePlan& t, const std::string& why) {
+    p.mode = t.mode;
+    p.blend = t.blend;
+    p.auto_note = "auto: " + auto_choice_ + " (" + why + ")";
+    return true;
+  };
+  if (!check_.enabled) {  // no measurement: the cheapest mode
+    auto_choice_ = check_key(trial_of(kCandidates[0]));
+    return use(trial_of(kCandidates[0]), "self-check off");
+  }
+  if (auto_decided_) {
+    for (const Candidate& c : kCandidates)
+      if (check_key(trial_of(c)) == auto_choice_) return use(trial_of(c), auto_why_);
+    p.mode = ReuseMode::kKnowledgeTree;
+    p.auto_note = "auto: exact (" + auto_why_ + ")";
+    return false;
+  }
+  // Deciding: every candidate measured on the documents of the first kAutoRuns runs that blend
+  // (one run's documents can be easy for every mode); exact meanwhile.
+  if (p.docs.size() >= 3) {
+    const std::vector<BlendCase> cases = reorder_cases(p, prompt);
+    for (const Candidate& c : kCandidates) {
+      const ReusePlan t = trial_of(c);
+      Result<Fidelity> f = measure_fidelity(model_, cases, t.mode, t.blend, check_.greedy_tokens);
+      if (!f.ok()) {
+        p.mode = ReuseMode::kKnowledgeTree;
+        p.note = "auto: the reuse self-check could not run (" + f.status().message() + ")";
+        return false;
+      }
+      auto_samples_[check_key(t)].push_back(*f);
+    }
+    ++auto_runs_;
+  }
+  if (auto_runs_ < kAutoRuns) {
+    p.mode = ReuseMode::kKnowledgeTree;
+    p.auto_note = fmt::format("auto: measuring the modes on this model ({} of {} runs); exact meanwhile", auto_runs_, kAutoRuns);
+    return false;
+  }
+  auto_decided_ = true;
   std::string failed;
   for (const Candidate& c : kCandidates) {
-    ReusePlan trial;
-    trial.mode = c.mode;
-    trial.blend = p.blend;
-    if (c.mode == ReuseMode::kEpic) trial.blend.epic_k = c.k;
-    else trial.blend.recompute_ratio = c.ratio;
-    trial.docs = p.docs;
-    trial.ends = p.ends;
-    const std::string why = self_check(trial, prompt);
-    if (why.rfind("the reuse self-check could not run", 0) == 0) {  // no verdict yet: exact this time
-      p.mode = ReuseMode::kKnowledgeTree;
-      p.note = "auto: " + why;
-      return false;
+    const std::string key = check_key(trial_of(c));
+    Fidelity mean;
+    const auto& v = auto_samples_[key];
+    for (const Fidelity& f : v) {
+      mean.greedy_agreement += f.greedy_agreement / v.size();
+      mean.first_token_kl += f.first_token_kl / v.size();
     }
-    const std::string key = check_key(trial);
-    const auto f = fidelity_.find(key);
-    const bool strict_ok = f == fidelity_.end() || (f->second.greedy_agreement >= check_.auto_min_greedy_agreement &&
-                                                     f->second.first_token_kl <= check_.auto_max_first_token_kl);
-    if (!why.empty() || !strict_ok) {
-      failed += (failed.empty() ? "" : ", ") + key;
+    log::pipelines()->info("reuse auto: {} over {} runs: greedy agreement {:.2f}, first-token KL {:.4f}", key, v.size(),
+                           mean.greedy_agreement, mean.first_token_kl);
+    const bool ok = mean.greedy_agreement >= std::max(check_.min_greedy_agreement, check_.auto_min_greedy_agreement) &&
+                    mean.first_token_kl <= std::min(check_.max_first_token_kl, check_.auto_max_first_token_kl);
+    if (!ok) {
+      failed += fmt::format("{}{} {:.2f} / {:.4f}", failed.empty() ? "" : ", ", key, mean.greedy_agreement, mean.first_token_kl);
       continue;
     }
-    p.mode = trial.mode;
-    p.blend = trial.blend;
     auto_choice_ = key;
-    auto_fidelity_ = f != fidelity_.end() ? f->second : Fidelity{};
-    p.auto_note = f != fidelity_.end()
-                      ? fmt::format("auto: {} (self-check on this model: greedy agreement {:.2f}, first-token KL {:.4f})",
-                                    key, f->second.greedy_agreement, f->second.first_token_kl)
-                      : fmt::format("auto: {} (self-check off)", key);
-    return true;
+    auto_fidelity_ = mean;
+    auto_why_ = fmt::format("self-check over {} runs on this model: greedy agreement {:.2f}, first-token KL {:.4f}", v.size(),
+                            mean.greedy_agreement, mean.first_token_kl);
+    return use(trial_of(c), auto_why_);
   }
-  p.mode = ReuseMode::kKnowledgeTree;
   auto_choice_ = "exact";
-  p.note = "auto: exact; no approximate mode passed the reuse self-check on this model (" + failed + ")";
+  auto_why_ = "no approximate mode passed the self-check on this model: " + failed;
+  p.mode = ReuseMode::kKnowledgeTree;
+  p.auto_note = "auto: exact (" + auto_why_ + ")";
   return false;
 }
 
-std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t> prompt) {
-  const size_t n = p.docs.size();
-  if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
-  const std::string key = check_key(p);
-  if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+std::vector<BlendCase> ReusePlanner::reorder_cases(const ReusePlan& p, std::span<const int32_t> prompt) {
   // This run's documents in orders it does not have: reversed, rotated by one, and (with three or
   // more documents) rotated by two.
+  const size_t n = p.docs.size();
   BlendCase rev, rot;
   rev.head.assign(prompt.begin(), prompt.begin() + p.ends[0]);
   rev.tail.assign(prompt.begin() + p.ends[n - 1], prompt.end());
@@ -456,6 +494,15 @@ std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t
     std::rotate(rot2.docs.begin(), rot2.docs.begin() + 1, rot2.docs.end());
     cases.push_back(std::move(rot2));
   }
+  return cases;
+}
+
+std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t> prompt) {
+  const size_t n = p.docs.size();
+  if (!check_.enabled || n < 3) return "";  // one document after the head is in place: exact
+  const std::string key = check_key(p);
+  if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+  const std::vector<BlendCase> cases = reorder_cases(p, prompt);
   Result<Fidelity> f = measure_fidelity(model_, cases, p.mode, p.blend, check_.greedy_tokens);
   std::string verdict;
   if (!f.ok()) {

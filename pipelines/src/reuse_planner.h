@@ -148,8 +148,15 @@ class ReusePlanner {
   bool defer_repair_ = true;
   // reuse "auto": picks the mode (sets plan.mode / blend); false = exact (plan.note says why).
   bool resolve_auto(ReusePlan& plan, std::span<const int32_t> prompt);
+  // The run's documents in orders it does not have (the self-check's cases).
+  static std::vector<BlendCase> reorder_cases(const ReusePlan& plan, std::span<const int32_t> prompt);
   std::map<std::string, Fidelity> fidelity_;  // self-check measurements by check_key
-  std::string auto_choice_;
+  // reuse "auto": every candidate measured on the first kAutoRuns blending runs, then decided once.
+  static constexpr int kAutoRuns = 4;
+  std::map<std::string, std::vector<Fidelity>> auto_samples_;
+  int auto_runs_ = 0;
+  bool auto_decided_ = false;
+  std::string auto_choice_, auto_why_;
   Fidelity auto_fidelity_;
   std::map<std::string, std::string> verdicts_;
   double row_layer_ms_ = 0;  // scheduler thread: EWMA of the repair step's time per row-layer  // scheduler thread: "mode:param" -> "" or the reason
