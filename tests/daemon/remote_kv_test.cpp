@@ -129,6 +129,13 @@ TEST_F(RemoteKvTest, ReplicaReusesWhatAnotherComputedAndScopesHold) {
   // it dropped, beta would have reused as much as alpha did).
   EXPECT_LT(beta.remote, again.remote + again.hbm);
 
+  // Replica B serves the primary's corpus read-only: a document write is refused, naming where to
+  // write, and the corpus is unchanged.
+  auto w = http(b, "POST", "/v1/documents", R"({"id":"late","text":"A document written to a replica."})", kA);
+  EXPECT_EQ(w.status, 403) << w.body;
+  EXPECT_NE(w.body.find("primary"), std::string::npos) << w.body;
+  EXPECT_EQ(http(b, "GET", "/v1/documents/late", "", kA).status, 404);
+
   // Another salt: alpha again on A, whose tree holds alpha's documents: only the head is reused.
   const Answer salted = ask(a, kA, R"(,"cache_salt":"s-1")");
   EXPECT_EQ(salted.output, first.output);
