@@ -48,9 +48,10 @@ inline void print_sources(simdjson::dom::element sources) {
 }
 
 inline void print_usage_timings(simdjson::dom::element usage, simdjson::dom::element timings) {
-  std::printf("Usage:   prompt %.0f, completion %.0f, reused hbm/dram/ssd %.0f/%.0f/%.0f, recomputed %.0f\n",
+  std::printf("Usage:   prompt %.0f, completion %.0f, reused hbm/dram/ssd/remote %.0f/%.0f/%.0f/%.0f, recomputed %.0f\n",
               jnum(usage, "/prompt_tokens"), jnum(usage, "/completion_tokens"), jnum(usage, "/reused_tokens/hbm"),
-              jnum(usage, "/reused_tokens/dram"), jnum(usage, "/reused_tokens/ssd"), jnum(usage, "/recomputed_tokens"));
+              jnum(usage, "/reused_tokens/dram"), jnum(usage, "/reused_tokens/ssd"), jnum(usage, "/reused_tokens/remote"),
+              jnum(usage, "/recomputed_tokens"));
   std::printf("Timings: queue %.1f ms, retrieval %.1f ms, kv load %.1f ms, prefill %.1f ms, TTFT %.1f ms, "
               "TPOT %.2f ms, total %.1f ms\n",
               jnum(timings, "/queue_ms"), jnum(timings, "/retrieval_ms"), jnum(timings, "/kv_load_ms"),
