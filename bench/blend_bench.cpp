@@ -3,7 +3,7 @@
 //   bench_blend --model DIR [--corpus examples/qa_eval/corpus.jsonl] [--questions examples/qa_eval/questions.jsonl]
 //               [--section fidelity|ttft|both] [--cases 24] [--greedy 32] [--requests 60] [--docs 4]
 //               [--warmup 0] [--zipf 0.9] [--threads N] [--device cpu|cuda:N] [--no-blend-check] [--out DIR]
-//               [--json FILE] [--seen] [--compare] [--modes none,cacheblend,...] [--clients 1]
+//               [--json FILE] [--seen] [--compare] [--modes none,cacheblend,...] [--clients 1] [--weights auto|f32|bf16|f16|q8]
 //
 // Fidelity: prompts of the default pipeline built from the QA corpus (a question, its gold passage
 // and docs-1 other passages, in a random order). Each prompt runs with full prefill and with the
@@ -174,7 +174,7 @@ std::string fmt_row(const char* name, std::initializer_list<double> v) {
 
 int ttft(const std::string& model_dir, const std::string& device, const std::vector<Passage>& corpus, int requests,
          int warmup, int ndocs, double zipf, int threads, bool blend_check, bool seen, bool compare, int clients,
-         const std::string& modes_arg,
+         const std::string& modes_arg, engine::WeightFormat weights,
          const std::string& out_dir, std::string* json) {
   const std::string data = out_dir + "/data", pipes = out_dir + "/pipelines";
   fs::remove_all(out_dir);
@@ -207,6 +207,7 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
   base.kv_pool_bytes = 256ull << 20;
   base.embedder_dim = 16384;  // few hash collisions between place names
   base.blend_check.enabled = blend_check;
+  base.weights = weights;
   {
     auto rt = open_runtime(base);
     if (!rt.ok()) {
@@ -375,6 +376,7 @@ int main(int argc, char** argv) {
   int cases = 24, greedy = 32, requests = 60, warmup = 0, ndocs = 4, threads = 0;
   bool blend_check = true, seen = false, compare = false;
   int clients = 1;
+  engine::WeightFormat weights = engine::WeightFormat::kAuto;
   std::string modes;
   double zipf = 0.9;
   for (int i = 1; i < argc; ++i) {
@@ -402,6 +404,14 @@ int main(int argc, char** argv) {
     else if (a == "--section") section = v;
     else if (a == "--modes") modes = v;
     else if (a == "--clients") clients = std::stoi(v);
+    else if (a == "--weights") {
+      auto w = parse_enum<engine::WeightFormat>(v, "--weights");
+      if (!w.ok()) {
+        std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
+        return 2;
+      }
+      weights = *w;
+    }
     else if (a == "--cases") cases = std::stoi(v);
     else if (a == "--greedy") greedy = std::stoi(v);
     else if (a == "--requests") requests = std::stoi(v);
@@ -446,7 +456,7 @@ int main(int argc, char** argv) {
   std::string json = "{";
   if (section != "ttft" && fidelity(model, device, corpus, qs, cases, greedy, ndocs, threads, &json) != 0) return 1;
   if (section == "both") json += ",";
-  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, seen, compare, clients, modes, out_dir, &json) != 0) return 1;
+  if (section != "fidelity" && ttft(model, device, corpus, requests, warmup, ndocs, zipf, threads, blend_check, seen, compare, clients, modes, weights, out_dir, &json) != 0) return 1;
   json += "}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
   return 0;
