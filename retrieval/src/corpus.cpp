@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "doc_store.h"
+#include "durable_file.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/log.h"
 #include "ragd/engine/tokenizer.h"
@@ -875,37 +876,6 @@ bool Corpus::is_replica() const { return impl_->replica; }
 
 namespace {
 
-// Writes `bytes` to `path` atomically (temp file, fsync, rename, directory fsync).
-Status write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(tmp + ": open: " + std::strerror(errno));
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      return Status::IOError(tmp + ": write: " + std::strerror(e));
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int e = errno;
-    ::close(fd);
-    return Status::IOError(tmp + ": fsync: " + std::strerror(e));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path + ": rename: " + std::strerror(errno));
-  int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::OK();
-}
-
 // The whole file, or nullopt when it does not exist.
 Result<std::optional<std::string>> read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -983,7 +953,7 @@ Result<SnapshotInfo> Corpus::snapshot(const std::string& data_dir, const std::st
   }
   RAGD_ASSIGN_OR_RETURN(auto copy, DocStore::open(out + "/docstore", true));
   if (index_bytes) {
-    RAGD_RETURN_IF_ERROR(write_file_atomic(out + "/index.faiss", *index_bytes));
+    RAGD_RETURN_IF_ERROR(write_file_durably(out + "/index.faiss", *index_bytes));
     info.index_seq = index_file_seq(out + "/index.faiss", *copy);
   }
   info.documents = copy->num_documents();

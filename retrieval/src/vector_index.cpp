@@ -23,6 +23,7 @@
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 
+#include "durable_file.h"
 #include "ragd/common/check.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/log.h"
@@ -138,38 +139,6 @@ struct Cursor {
 
 constexpr char kMagic[8] = {'R', 'A', 'G', 'D', 'V', 'I', 'X', '1'};
 constexpr uint32_t kFormatVersion = 1;
-
-Status write_file_durably(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(tmp + ": open: " + std::strerror(errno));
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return Status::IOError(tmp + ": write: " + std::strerror(e));
-    }
-    off += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) {
-    int e = errno;
-    ::close(fd);
-    return Status::IOError(tmp + ": fsync: " + std::strerror(e));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path + ": rename: " + std::strerror(errno));
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::OK();
-}
 
 }  // namespace
 
