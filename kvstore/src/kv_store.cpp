@@ -326,7 +326,10 @@ struct StoreCore final : PoolTier {
 
   void run_remote(const std::shared_ptr<LoadHandle>& h, size_t base, const RemoteTail& t) {
     const std::string_view scope = opt.tenant_isolation ? std::string_view(t.tenant) : std::string_view{};
-    Hash128 parent = t.chunks ? chunk_scope_key(fmt, scope) : tree_scope_key(fmt, scope);
+    // Chunks: every entry sits under the chunk scope. Path: each node under the one before, the
+    // first under the path docs [0, from).
+    const Hash128 root = t.chunks ? chunk_scope_key(fmt, scope) : tree_scope_key(fmt, scope);
+    Hash128 parent = root;
     if (!t.chunks)
       for (size_t i = 0; i < t.from && i < t.docs.size(); ++i) parent = child_key(parent, t.docs[i]);
     bool broken = false;
@@ -338,7 +341,7 @@ struct StoreCore final : PoolTier {
       }
       const size_t depth = t.chunks ? 0 : t.from + j;
       const Hash128& doc = t.chunks ? t.docs[j] : t.docs[t.from + j];
-      const Hash128 pkey = t.chunks ? chunk_scope_key(fmt, scope) : parent;
+      const Hash128 pkey = parent;
       const Hash128 key = child_key(pkey, doc);
       Result<SegmentRef> r = remote->get(key);
       if (r.ok()) {
@@ -366,7 +369,7 @@ struct StoreCore final : PoolTier {
             id.doc_key = doc;
             id.depth = static_cast<uint32_t>(depth);
             id.is_chunk = t.chunks;
-            note_tokens_locked(id, t.chunks || depth == 0, t.chunks ? pkey : tree_scope_key(fmt, scope), t.tokens[j],
+            note_tokens_locked(id, t.chunks || depth == 0, root, t.tokens[j],
                                seg->num_tokens());
           }
           std::vector<SsdAction> actions;
@@ -374,7 +377,7 @@ struct StoreCore final : PoolTier {
           submit_actions_locked(actions);
         }
       }
-      parent = key;
+      if (!t.chunks) parent = key;
     }
     h->finish();
   }
@@ -898,10 +901,9 @@ std::string Stats::to_json() const {
         x.hits, x.hit_tokens, x.loads, x.load_bytes, x.inserts, x.evictions, x.demotions, x.promotions, x.drops);
   }
   s += fmt::format(
-      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":{},"tree_nodes":{},"pinned_nodes":{},"restored_segments":{},"copies":{},"copies_skipped":{}}})",
+      R"(}},"lookups":{},"lookup_docs":{},"lookup_misses":{},"chunk_lookups":{},"chunk_hits":{},"chunk_misses":{},"load_failures":{},"checksum_failures":{},"format_rejects":{},"ssd_errors":{},"ssd_error":{},"tree_nodes":{},"pinned_nodes":{},"restored_segments":{},"copies":{},"copies_skipped":{})",
       lookups, lookup_docs, lookup_misses, chunk_lookups, chunk_hits, chunk_misses, load_failures, checksum_failures,
       format_rejects, ssd_errors, json_quote(ssd_error), tree_nodes, pinned_nodes, restored_segments, copies, copies_skipped);
-  s.pop_back();  // the closing brace: the remote tier's object follows
   const RemoteStats& r = remote;
   s += fmt::format(
       R"(,"remote_loads":{},"remote_load_tokens":{},"remote":{{"enabled":{},"breaker":{},"last_error":{},"gets":{},"hits":{},"misses":{},"hit_bytes":{},"puts":{},"put_bytes":{},"puts_dropped":{},"errors":{},"skipped":{},"checksum_failures":{},"format_rejects":{},"partial_misses":{},"breaker_trips":{},"queued_bytes":{}}}}})",

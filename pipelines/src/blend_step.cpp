@@ -141,14 +141,12 @@ RepairOutcome RepairStepHook::outcome(int seq, int num_layers) const {
   if (it == seqs_.end()) return o;
   const Seq& s = it->second;
   const PendingRepair& p = *s.repair;
-  const int cands = p.candidates();
   if (p.mode != ReuseMode::kCacheBlend || s.kept.empty()) {  // every row, every layer
     o.repaired = static_cast<int>(p.rows.size()) - p.fresh;
     o.selected_first = o.repaired;
     o.row_layers = static_cast<long>(p.rows.size()) * num_layers;
     return o;
   }
-  (void)cands;
   o.repaired = s.kept.back();
   o.selected_first = s.kept.size() > 1 ? s.kept[1] : s.kept[0];
   o.row_layers = s.row_layers;

@@ -515,7 +515,6 @@ std::string ReusePlanner::self_check(const ReusePlan& p, std::span<const int32_t
                           "first-token KL {:.3f} (max {:.3f}); serving exact reuse",
                           key, f->greedy_agreement, check_.min_greedy_agreement, f->first_token_kl,
                           check_.max_first_token_kl);
-  fidelity_[key] = *f;
   log::pipelines()->info("reuse self-check {}: greedy agreement {:.2f}, first-token KL {:.4f}, max |dlogit| {:.3f} -> {}",
                          key, f->greedy_agreement, f->first_token_kl, f->max_abs_logit, verdict.empty() ? "pass" : "fail");
   verdicts_[key] = verdict;

@@ -150,7 +150,6 @@ class ReusePlanner {
   bool resolve_auto(ReusePlan& plan, std::span<const int32_t> prompt);
   // The run's documents in orders it does not have (the self-check's cases).
   static std::vector<BlendCase> reorder_cases(const ReusePlan& plan, std::span<const int32_t> prompt);
-  std::map<std::string, Fidelity> fidelity_;  // self-check measurements by check_key
   // reuse "auto": every candidate measured on the first kAutoRuns blending runs, then decided once.
   static constexpr int kAutoRuns = 4;
   std::map<std::string, std::vector<Fidelity>> auto_samples_;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include "kv_test_util.h"
 #include "redis_test_util.h"
@@ -113,6 +114,17 @@ TEST_F(RemoteTierTest, ASecondStoreReusesWhatTheFirstComputed) {
   EXPECT_EQ(st.remote.hits, 3u);
   EXPECT_EQ(st.remote.misses, 1u);
   EXPECT_EQ(st.remote_load_tokens, 3u * 77);
+  {  // the stats JSON is valid and carries the remote tier's counters
+    const std::string js = b->stats_json();
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    ASSERT_EQ(parser.parse(js).get(doc), simdjson::SUCCESS) << js;
+    uint64_t hits = 0;
+    ASSERT_EQ(doc.at_pointer("/remote/hits").get_uint64().get(hits), simdjson::SUCCESS) << js;
+    EXPECT_EQ(hits, 3u);
+    EXPECT_EQ(doc.at_pointer("/remote_load_tokens").get_uint64().get(hits), simdjson::SUCCESS);
+    EXPECT_EQ(hits, 3u * 77);
+  }
   // Promoted: the next lookup finds the path locally.
   EXPECT_EQ(b->lookup(keys_of({1, 2, 3})).nodes.size(), 3u);
   // Read from Redis, so not written back.
