@@ -6,6 +6,7 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/random_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bpe_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bpe_trainer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/added_tokens.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/wordpiece_tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/wordpiece_vocab.cpp

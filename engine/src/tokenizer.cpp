@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include "added_tokens.h"
+
 #include "bpe_model.h"
 #include "ragd/engine/wordpiece.h"
 #include "tokenizer_regex.h"
@@ -63,14 +65,6 @@ struct PreStep {
   enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
   bool split = true;             // Metaspace
   bool individual_digits = false;
-};
-
-struct AddedToken {
-  int32_t id = 0;
-  std::string content;
-  bool special = false;
-  bool lstrip = false;
-  bool rstrip = false;
 };
 
 // Reads an optional field; `out` keeps its default when the field is absent or of another type.
@@ -411,19 +405,9 @@ Status TokenizerImpl::load(std::string_view json, std::string_view src) {
   if (doc["added_tokens"].get_array().get(added) == simdjson::SUCCESS) {
     size_t i = 0;
     for (auto t : added) {
-      AddedToken at;
-      int64_t id = -1;
-      std::string_view content;
-      if (t["id"].get_int64().get(id) != simdjson::SUCCESS || id < 0 || id > (1 << 26))
-        return bad(fmt::format("added_tokens[{}].id must be a non-negative integer", i));
-      if (t["content"].get_string().get(content) != simdjson::SUCCESS || content.empty())
-        return bad(fmt::format("added_tokens[{}].content must be a non-empty string", i));
-      at.id = static_cast<int32_t>(id);
-      at.content = std::string(content);
-      bool b = false;
-      if (t["special"].get_bool().get(b) == simdjson::SUCCESS) at.special = b;
-      if (t["lstrip"].get_bool().get(b) == simdjson::SUCCESS) at.lstrip = b;
-      if (t["rstrip"].get_bool().get(b) == simdjson::SUCCESS) at.rstrip = b;
+      Result<AddedToken> parsed = parse_added_token(t, i, int64_t{1} << 26);
+      if (!parsed.ok()) return bad(parsed.status().message());
+      AddedToken at = std::move(parsed).value();
       if (static_cast<size_t>(at.id) >= bytes_.size() + kMaxIdGap)
         return bad(fmt::format("added_tokens[{}].id {} is far beyond the vocabulary's {} ids (ids must be dense)", i,
                                at.id, bytes_.size()));

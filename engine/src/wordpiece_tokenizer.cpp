@@ -11,6 +11,7 @@
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 
+#include "added_tokens.h"
 #include "bpe_model.h"
 #include "ragd/engine/wordpiece.h"
 #include "wordpiece_text.h"
@@ -196,12 +197,6 @@ struct TemplateItem {
   int which = 0;          // 0 = A, 1 = B
   std::vector<int32_t> ids;
   int32_t type_id = 0;
-};
-
-struct AddedToken {
-  int32_t id = 0;
-  std::string content;
-  bool special = false;
 };
 
 class WordPieceImpl final : public WordPieceTokenizer {
@@ -485,17 +480,9 @@ Status WordPieceImpl::load(std::string_view json, std::string_view src) {
   if (doc["added_tokens"].get_array().get(added) == simdjson::SUCCESS) {
     size_t i = 0;
     for (auto t : added) {
-      AddedToken at;
-      int64_t id = -1;
-      std::string_view content;
-      if (t["id"].get_int64().get(id) != simdjson::SUCCESS || id < 0 || id > (1 << 24))
-        return bad(fmt::format("added_tokens[{}].id must be a non-negative integer", i));
-      if (t["content"].get_string().get(content) != simdjson::SUCCESS || content.empty())
-        return bad(fmt::format("added_tokens[{}].content must be a non-empty string", i));
-      at.id = static_cast<int32_t>(id);
-      at.content = std::string(content);
-      bool b = false;
-      if (t["special"].get_bool().get(b) == simdjson::SUCCESS) at.special = b;
+      Result<AddedToken> parsed = parse_added_token(t, i, int64_t{1} << 24);
+      if (!parsed.ok()) return bad(parsed.status().message());
+      AddedToken at = std::move(parsed).value();
       if (static_cast<size_t>(at.id) >= tokens_.size()) {
         if (static_cast<size_t>(at.id) > tokens_.size() + 65536)
           return bad(fmt::format("added_tokens[{}].id {} is far beyond the vocabulary", i, at.id));
