@@ -50,6 +50,7 @@
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "ragd/pipelines/runtime.h"
+#include "blend_prompts.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -104,20 +105,13 @@ int fidelity(const std::string& model_dir, const std::string& device, const std:
   PromptBuilder builder(**tok, (*model)->config());
   const PipelineSpec spec = default_pipeline_spec();
   std::map<std::string, size_t> by_id;
-  for (size_t i = 0; i < corpus.size(); ++i) by_id[corpus[i].id] = i;
+  std::vector<std::string_view> texts;
+  for (size_t i = 0; i < corpus.size(); ++i) by_id[corpus[i].id] = i, texts.push_back(corpus[i].text);
   std::mt19937 rng(2026);
   std::vector<BlendCase> set;
   for (int c = 0; c < cases && c < static_cast<int>(qs.size()); ++c) {
     const Question& q = qs[(c * 7919) % qs.size()];
-    std::vector<size_t> pick = {by_id.at(q.gold)};
-    while (static_cast<int>(pick.size()) < ndocs) {
-      const size_t o = rng() % corpus.size();
-      if (std::find(pick.begin(), pick.end(), o) == pick.end()) pick.push_back(o);
-    }
-    std::shuffle(pick.begin(), pick.end(), rng);
-    std::vector<std::vector<int32_t>> docs;
-    for (size_t i : pick) docs.push_back((*tok)->encode(corpus[i].text, false, false));
-    PromptSegments p = builder.build_rag(spec, docs, q.question);
+    PromptSegments p = bench::gold_among_others(builder, spec, **tok, texts, by_id.at(q.gold), q.question, ndocs, rng);
     BlendCase bc;
     bc.head = p.segs.front();
     bc.tail = p.segs.back();

@@ -53,6 +53,7 @@
 #include "ragd/pipelines/kv_blend.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
+#include "blend_prompts.h"
 
 using namespace ragd;
 using namespace ragd::pipelines;
@@ -298,22 +299,15 @@ int main(int argc, char** argv) {
   PromptBuilder builder(**tok, cfg);
   const PipelineSpec spec = default_pipeline_spec();
   std::map<std::string, size_t> by_id;
-  for (size_t i = 0; i < corpus.size(); ++i) by_id[corpus[i].first] = i;
+  std::vector<std::string_view> texts;
+  for (size_t i = 0; i < corpus.size(); ++i) by_id[corpus[i].first] = i, texts.push_back(corpus[i].second);
   std::mt19937 rng(2026);
   const int sep_len = static_cast<int>((*tok)->encode(spec.separator, false, false).size());
 
   std::vector<Prepared> preps;
   for (int c = 0; c < cases && c < static_cast<int>(qs.size()); ++c) {
     const auto& q = qs[(c * 7919) % qs.size()];
-    std::vector<size_t> pick = {by_id.at(q.second)};
-    while (static_cast<int>(pick.size()) < ndocs) {
-      const size_t o = rng() % corpus.size();
-      if (std::find(pick.begin(), pick.end(), o) == pick.end()) pick.push_back(o);
-    }
-    std::shuffle(pick.begin(), pick.end(), rng);
-    std::vector<std::vector<int32_t>> docs;
-    for (size_t i : pick) docs.push_back((*tok)->encode(corpus[i].second, false, false));
-    PromptSegments p = builder.build_rag(spec, docs, q.first);
+    PromptSegments p = bench::gold_among_others(builder, spec, **tok, texts, by_id.at(q.second), q.first, ndocs, rng);
     Prepared P;
     P.prompt = p.segs.front();
     P.head_len = static_cast<int>(P.prompt.size());
