@@ -35,23 +35,6 @@ CorpusOptions crash_opts() {
   return o;
 }
 
-[[noreturn]] void child_ingest(const std::string& dir, std::shared_ptr<const engine::Tokenizer> tok,
-                               const std::vector<Document>& docs, int fd) {
-  auto c = Corpus::open(dir, crash_opts(), tok);
-  if (!c.ok()) {
-    std::fprintf(stderr, "child open: %s\n", c.status().to_string().c_str());
-    _exit(3);
-  }
-  for (size_t b = 0; b < docs.size(); b += 4) {
-    size_t e = std::min(docs.size(), b + 4);
-    auto s = (*c)->ingest(std::span<const Document>(docs.data() + b, e - b));
-    if (!s.ok()) _exit(4);
-    std::string ack;
-    for (size_t i = b; i < e; ++i) ack += docs[i].id + "\n";
-    if (::write(fd, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size())) _exit(5);
-  }
-  _exit(0);  // no destructor: the index is not saved at exit either
-}
 
 std::string query_from(const std::string& text) {
   size_t a = text.find(". ");
@@ -75,7 +58,7 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       ::close(fds[0]);
-      child_ingest(dir.path(), tok, docs, fds[1]);
+      child_ingest(dir.path(), crash_opts(), tok, docs, 4, fds[1]);
     }
     ::close(fds[1]);
     // Kill after a random number of acknowledged batches (between 20 % and 80 % of the run).

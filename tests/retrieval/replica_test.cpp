@@ -278,23 +278,6 @@ TEST(Snapshot, OpensToTheSameSearchResults) {
   EXPECT_FALSE(std::filesystem::exists(dir / "snap-quiet/kvcache"));
 }
 
-[[noreturn]] void child_ingest(const std::string& dir, std::shared_ptr<const engine::Tokenizer> tok,
-                               const std::vector<Document>& docs, int fd) {
-  auto c = Corpus::open(dir, primary_opts(), tok);
-  if (!c.ok()) {
-    std::fprintf(stderr, "child open: %s\n", c.status().to_string().c_str());
-    _exit(3);
-  }
-  for (size_t b = 0; b < docs.size(); b += 3) {
-    size_t e = std::min(docs.size(), b + 3);
-    auto s = (*c)->ingest(std::span<const Document>(docs.data() + b, e - b));
-    if (!s.ok()) _exit(4);
-    std::string ack;
-    for (size_t i = b; i < e; ++i) ack += docs[i].id + "\n";
-    if (::write(fd, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size())) _exit(5);
-  }
-  _exit(0);
-}
 
 TEST(Replica, WriterKilledMidIngestLeavesWholeDocumentsOnly) {
   auto vocab = testing::make_vocabulary(3000, 9);
@@ -316,7 +299,7 @@ TEST(Replica, WriterKilledMidIngestLeavesWholeDocumentsOnly) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::close(fds[0]);
-    child_ingest(pdir, tok, docs, fds[1]);
+    child_ingest(pdir, primary_opts(), tok, docs, 3, fds[1]);
   }
   ::close(fds[1]);
   auto replica = Corpus::open(dir / "replica", replica_opts(pdir, 20), tok);

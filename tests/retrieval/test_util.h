@@ -2,7 +2,11 @@
 // and token_bytes are pure functions), synthetic text, temp directories.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "ragd/engine/tokenizer.h"
+#include "ragd/retrieval/corpus.h"
 
 namespace ragd::retrieval::testing {
 
@@ -139,5 +144,28 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The writer of the crash / replica tests, in a forked child: opens the corpus in `dir`, ingests
+// `docs` in batches of `batch`, writes each acknowledged batch's ids (one per line) to `fd`, then
+// _exit(0) without destructors (the index is not saved at exit either). Exit codes: 3 open failed,
+// 4 an ingest failed, 5 the pipe write failed.
+[[noreturn]] inline void child_ingest(const std::string& dir, const CorpusOptions& opts,
+                                      std::shared_ptr<const engine::Tokenizer> tok, const std::vector<Document>& docs,
+                                      size_t batch, int fd) {
+  auto c = Corpus::open(dir, opts, std::move(tok));
+  if (!c.ok()) {
+    std::fprintf(stderr, "child open: %s\n", c.status().to_string().c_str());
+    _exit(3);
+  }
+  for (size_t b = 0; b < docs.size(); b += batch) {
+    const size_t e = std::min(docs.size(), b + batch);
+    auto s = (*c)->ingest(std::span<const Document>(docs.data() + b, e - b));
+    if (!s.ok()) _exit(4);
+    std::string ack;
+    for (size_t i = b; i < e; ++i) ack += docs[i].id + "\n";
+    if (::write(fd, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size())) _exit(5);
+  }
+  _exit(0);
+}
 
 }  // namespace ragd::retrieval::testing
