@@ -33,46 +33,9 @@ using engine::testing::random_tokens;
 
 constexpr double kKvTol = 1e-4;
 
-class BlendSelectionTest : public ::testing::Test {
+class BlendSelectionTest : public testing::BlendFixture {
  protected:
-  void SetUp() override {
-    cfg_ = engine::testing::tiny_config(engine::testing::Variant::kLlama);
-    cfg_.num_hidden_layers = 6;
-    w_ = engine::testing::tiny_weights(cfg_, 13, false);
-    engine::ModelOptions o;
-    o.kv_block_size = 8;
-    o.kv_pool_bytes = 16u << 20;
-    auto m = engine::Model::create(cfg_, engine::WeightStore::from_tensors(w_.tensors), o);
-    ASSERT_TRUE(m.ok()) << m.status().to_string();
-    model_ = std::move(m).value();
-    tokens_ = random_tokens(L_.total(), 4242);
-  }
-  void TearDown() override {
-    for (BlockTable* t : {&dense_, &blend_}) t->release(model_->kv_pool());
-  }
-  std::span<const int32_t> span(int b, int n) const { return std::span<const int32_t>(tokens_).subspan(b, n); }
-  std::vector<float> step(BlockTable& t, std::span<const int32_t> toks, SeqStep::Logits mode) {
-    SeqStep s{&t, toks, mode};
-    engine::StepOutput out;
-    Status st = model_->forward({&s, 1}, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return out.logits;
-  }
-  // Head prefill, chunk KV after the head, placed in order; returns the placed documents.
-  std::vector<BlendDoc> place() {
-    step(blend_, span(0, L_.head), SeqStep::Logits::kNone);
-    std::vector<std::span<const int32_t>> docs;
-    for (size_t i = 0; i < L_.starts.size(); ++i) docs.push_back(span(L_.starts[i], L_.lens[i]));
-    auto kv = compute_chunk_kv(*model_, blend_, L_.head, docs);
-    EXPECT_TRUE(kv.ok()) << kv.status().to_string();
-    std::vector<BlendDoc> placed;
-    for (size_t i = 0; i < docs.size(); ++i) {
-      Status st = place_chunk(*model_, (*kv)[i], blend_);
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      placed.push_back({L_.starts[i], L_.lens[i], i == 0});
-    }
-    return placed;
-  }
+  void SetUp() override { open_model(6, 13, 4242); }
   kvstore::HostKv gather(const BlockTable& t, int n) {
     auto kv = kvstore::gather_kv(model_->kv_pool(), t, 0, n);
     EXPECT_TRUE(kv.ok()) << kv.status().to_string();
@@ -111,12 +74,6 @@ class BlendSelectionTest : public ::testing::Test {
     return out;
   }
 
-  engine::ModelConfig cfg_;
-  engine::testing::TinyWeights w_;
-  std::unique_ptr<engine::Model> model_;
-  testing::BlendLayout L_;
-  std::vector<int32_t> tokens_;
-  BlockTable dense_, blend_;
 };
 
 TEST_F(BlendSelectionTest, KeptRowsAreTheTopDeviationRowsOfANaiveReference) {

@@ -32,34 +32,10 @@ using engine::testing::random_tokens;
 
 constexpr double kKvTol = 1e-4;
 
-using Layout = testing::BlendLayout;
 
-class KvBlendTest : public ::testing::Test {
+class KvBlendTest : public testing::BlendFixture {
  protected:
-  void SetUp() override {
-    cfg_ = engine::testing::tiny_config(engine::testing::Variant::kLlama);
-    cfg_.num_hidden_layers = 4;
-    w_ = engine::testing::tiny_weights(cfg_, 7, false);
-    engine::ModelOptions o;
-    o.kv_block_size = 8;
-    o.kv_pool_bytes = 16u << 20;
-    auto m = engine::Model::create(cfg_, engine::WeightStore::from_tensors(w_.tensors), o);
-    ASSERT_TRUE(m.ok()) << m.status().to_string();
-    model_ = std::move(m).value();
-    tokens_ = random_tokens(L_.total(), 99);
-  }
-  void TearDown() override {
-    for (BlockTable* t : {&dense_, &blend_}) t->release(model_->kv_pool());
-  }
-
-  std::vector<float> step(BlockTable& t, std::span<const int32_t> toks, SeqStep::Logits mode) {
-    SeqStep s{&t, toks, mode};
-    engine::StepOutput out;
-    Status st = model_->forward({&s, 1}, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return out.logits;
-  }
-  std::span<const int32_t> span(int b, int n) const { return std::span<const int32_t>(tokens_).subspan(b, n); }
+  void SetUp() override { open_model(4, 7, 99); }
 
   // Dense prefill of the whole prompt; returns the last token's logits.
   std::vector<float> dense() { return step(dense_, tokens_, SeqStep::Logits::kLast); }
@@ -67,18 +43,7 @@ class KvBlendTest : public ::testing::Test {
   // Head prefill, chunk KV computed after the head, placed in order, optional repair, tail prefill.
   // Returns the last token's logits.
   std::vector<float> blended(ReuseMode mode, const BlendParams& p, bool do_repair, BlendStats* stats = nullptr) {
-    step(blend_, span(0, L_.head), SeqStep::Logits::kNone);
-    std::vector<std::span<const int32_t>> docs;
-    for (size_t i = 0; i < L_.starts.size(); ++i) docs.push_back(span(L_.starts[i], L_.lens[i]));
-    auto kv = compute_chunk_kv(*model_, blend_, L_.head, docs);
-    EXPECT_TRUE(kv.ok()) << kv.status().to_string();
-    std::vector<BlendDoc> placed;
-    for (size_t i = 0; i < docs.size(); ++i) {
-      EXPECT_EQ((*kv)[i].first_position, L_.head);
-      Status st = place_chunk(*model_, (*kv)[i], blend_);
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      placed.push_back({L_.starts[i], L_.lens[i], i == 0});
-    }
+    const std::vector<BlendDoc> placed = place();
     EXPECT_EQ(blend_.num_tokens(), L_.region_end());
     if (do_repair) {
       auto r = repair(*model_, blend_, tokens_, placed, mode, p);
@@ -97,12 +62,6 @@ class KvBlendTest : public ::testing::Test {
     return std::max(err(kb, ka), err(vb, va));
   }
 
-  engine::ModelConfig cfg_;
-  engine::testing::TinyWeights w_;
-  std::unique_ptr<engine::Model> model_;
-  Layout L_;
-  std::vector<int32_t> tokens_;
-  BlockTable dense_, blend_;
 };
 
 TEST_F(KvBlendTest, PlacedKeysEqualInContextKeysOfLayerZero) {
