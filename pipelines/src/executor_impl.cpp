@@ -454,7 +454,7 @@ void ExecutorImpl::step() {
   // Approximate runs' repairs ride in their first prefill step (blend_step.h): the repair rows
   // (and first-seen documents) go first in the run's SeqStep, with explicit slots.
   RepairStepHook hook(model_->kv_pool());
-  std::vector<std::vector<int32_t>> ids(plan.items.size()), slots(plan.items.size());
+  std::vector<std::vector<int32_t>> ids, slots;  // sized on the first repair: decode steps allocate nothing
   std::vector<size_t> repairs;  // batch indices that carry one
   const auto t0 = Clock::now();
   for (const BatchItem& it : plan.items) {
@@ -470,6 +470,7 @@ void ExecutorImpl::step() {
                                      : engine::SeqStep::Logits::kLast;
     if (r.kv.reuse.pending) {
       const size_t b = batch.size();
+      if (ids.empty()) ids.resize(plan.items.size()), slots.resize(plan.items.size());
       const PendingRepair& p = *r.kv.reuse.pending;
       for (int32_t row : p.rows) ids[b].push_back(r.state->tokens()[static_cast<size_t>(row)]), slots[b].push_back(row);
       for (int k = 0; k < it.n; ++k) ids[b].push_back(s.tokens[static_cast<size_t>(k)]), slots[b].push_back(it.start + k);
