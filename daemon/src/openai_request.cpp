@@ -1,5 +1,6 @@
 // Parsing of OpenAI-compatible completion requests.
 #include "openai_encode.h"
+#include "ragd/pipelines/run_params.h"
 
 namespace ragd::daemon {
 
@@ -107,11 +108,11 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   uint64_t seed = 0;
   if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
   if (present) ov.seed = seed;
-  if (f.has("cache_salt")) {  // as vLLM accepts it: scopes KV reuse on top of the tenant
+  if (f.has("cache_salt")) {  // as vLLM accepts it; its range and message are the run parameter's
     std::string salt;
     if (auto e = f.str("cache_salt", &salt); e.failed()) return e;
-    if (salt.empty() || salt.size() > 256) return bad_request("cache_salt", "field 'cache_salt' must be 1..256 characters");
-    run.cache_salt = std::move(salt);
+    if (Status st = pipelines::find_run_param("cache_salt")->set(run, pipelines::ParamValue(std::move(salt))); !st.ok())
+      return bad_request("cache_salt", st.message());
   }
   if (f.has("stop")) {
     std::vector<std::string> stop;

@@ -144,6 +144,14 @@ TEST_F(RemoteKvTest, ReplicaReusesWhatAnotherComputedAndScopesHold) {
   auto bad = http(a, "POST", "/v1/pipelines/default/runs", kRun + R"(,"cache_salt":""})", kA);
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("cache_salt"), std::string::npos) << bad.body;
+  // The OpenAI route takes the same field, with the same range and message.
+  auto bad_chat = http(a, "POST", "/v1/chat/completions",
+                       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"cache_salt":""})", kA);
+  EXPECT_EQ(bad_chat.status, 400);
+  EXPECT_NE(bad_chat.body.find("cache_salt must be 1..256 characters"), std::string::npos) << bad_chat.body;
+  EXPECT_NE(bad.body.find("cache_salt must be 1..256 characters"), std::string::npos) << bad.body;
+  // The daemon keeps serving after both.
+  EXPECT_EQ(http(a, "GET", "/readyz").status, 200);
 }
 
 TEST_F(RemoteKvTest, DeadRedisCostsNoRequest) {
