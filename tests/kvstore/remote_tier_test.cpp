@@ -294,6 +294,7 @@ TEST(RemoteTierCluster, SharesThroughAThreeNodeCluster) {
   if (!redis_available()) GTEST_SKIP() << kRedisMissing;
   RedisTempDir dir;
   RedisCluster cluster = start_redis_cluster(dir.path / "cluster", 3);
+  RedisClusterGuard stop(cluster);  // stopped by PID even when an assertion ends the test early
   ASSERT_TRUE(cluster.ok());
   const KvFormat f = test_format(4, 4, 16);
   auto a = open_store(remote_options(cluster.seeds()), f);
@@ -312,7 +313,6 @@ TEST(RemoteTierCluster, SharesThroughAThreeNodeCluster) {
     ASSERT_TRUE(h->node_ok(i)) << i;
     expect_kv(*h->segment(i), f, docs[i]);
   }
-  stop_redis_cluster(cluster);
 }
 
 
@@ -321,6 +321,7 @@ TEST(RemoteTierCluster, KeepsServingWhileASlotMigrates) {
   if (!redis_available()) GTEST_SKIP() << kRedisMissing;
   RedisTempDir dir;
   RedisCluster cluster = start_redis_cluster(dir.path / "cluster", 3);
+  RedisClusterGuard stop(cluster);  // stopped by PID even when an assertion ends the test early
   ASSERT_TRUE(cluster.ok());
   const KvFormat f = test_format(4, 4, 16);
   auto a = open_store(remote_options(cluster.seeds()), f);
@@ -386,7 +387,6 @@ TEST(RemoteTierCluster, KeepsServingWhileASlotMigrates) {
   insert_path(*a, f, {1, 2, 3, 4, 99}, 77);
   a->drain_writes();
   EXPECT_EQ(a->stats().remote.puts_dropped, 0u);
-  stop_redis_cluster(cluster);
 }
 
 }  // namespace
