@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers tsan asan soak fuzz clean train-model eval console-test-deps
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval console-test-deps
 
 all: build
 
@@ -54,6 +54,12 @@ bench: build
 # PEERS_DECODE, PEERS_MODEL (scripts/bench-peers.sh). Table in $(BUILD)/peers/results.md.
 bench-peers: build
 	./scripts/bench-peers.sh $(BUILD)
+
+# BERT encoders: ragd against llama.cpp's embedding mode on the same weights (same npm build as
+# bench-peers). ROUNDS, EMBED_PRESETS, EMBED_TOKENS, EMBED_BATCH, EMBED_PASSAGES, EMBED_THREADS
+# (scripts/bench-peers-embed.sh). Table in $(BUILD)/peers/embed-results.md.
+bench-peers-embed: build
+	./scripts/bench-peers-embed.sh $(BUILD)
 
 # The console's browser test (ctest console_browser, run by `make test`) needs Debian's chromium and
 # playwright-core from the npm registry (pinned in tests/console/package-lock.json; no browser

@@ -10,6 +10,7 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/wordpiece_tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/wordpiece_vocab.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/sentence_pooling.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/stream_decoder.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/chat_template.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/sampler.cpp)

@@ -52,7 +52,6 @@ MODEL=${PEERS_MODEL:-$PEERS/model-$PRESET-f32}
 LLAMA_KV=${PEERS_LLAMA_KV:-f16}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 RAGD_SPIN=${PEERS_RAGD_SPIN:-10000}
-NODE_LLAMA_CPP_VERSION=3.22.1
 # 32 token ids from the trained part of every preset's vocabulary (all presets have >= 512 ids).
 PROMPT="331,460,329,458,327,456,325,454,323,452,321,450,319,448,317,446,315,444,313,442,311,440,309,438,307,436,305,434,303,432,301,430"
 GREEDY_TOKENS=16
@@ -69,48 +68,13 @@ fi
 mkdir -p "$PEERS"
 
 # ---- llama.cpp: prebuilt libraries (npm) + headers (the bundled source) -------------------------
-NPM_DIR="$PEERS/npm"
-BINS="$NPM_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
-if ! compgen -G "$BINS/libllama*.so" >/dev/null; then
-  command -v npm >/dev/null || die "npm is not installed (apt-get install npm): it fetches llama.cpp's prebuilt libraries"
-  log "installing node-llama-cpp $NODE_LLAMA_CPP_VERSION (prebuilt llama.cpp) into $NPM_DIR"
-  mkdir -p "$NPM_DIR"
-  cat >"$NPM_DIR/package.json" <<EOF
-{
-  "name": "ragd-bench-peers",
-  "private": true,
-  "description": "llama.cpp prebuilt CPU libraries for make bench-peers",
-  "dependencies": {
-    "node-llama-cpp": "$NODE_LLAMA_CPP_VERSION",
-    "@node-llama-cpp/linux-x64": "$NODE_LLAMA_CPP_VERSION"
-  }
-}
-EOF
-  (cd "$NPM_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --ignore-scripts --no-audit --no-fund --loglevel=error)
-  compgen -G "$BINS/libllama*.so" >/dev/null || die "no libllama*.so under $BINS after npm install"
-fi
-SRC="$PEERS/llama.cpp"
-if [[ ! -f "$SRC/include/llama.h" ]]; then
-  BUNDLE="$NPM_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle"
-  [[ -f "$BUNDLE" ]] || die "$BUNDLE is missing (node-llama-cpp $NODE_LLAMA_CPP_VERSION ships it)"
-  log "unpacking llama.cpp's source bundle for its headers"
-  rm -rf "$SRC"
-  git clone --quiet "$BUNDLE" "$SRC" 2>/dev/null
-fi
-# Link against the libraries by file (their names carry a version, e.g. libllama.v0.5.0.so).
-LIBS=()
-for base in llama ggml ggml-base; do
-  f=$(ls "$BINS"/lib$base.so "$BINS"/lib$base.v*.so 2>/dev/null | head -1 || true)
-  [[ -n "$f" ]] || die "lib$base*.so not found in $BINS"
-  LIBS+=("$f")
-done
+source "$ROOT/scripts/llama-peer.sh"
 LLAMA_DRIVER="$PEERS/llama_driver"
 if [[ ! -x "$LLAMA_DRIVER" || bench/peers/llama_driver.c -nt "$LLAMA_DRIVER" ]]; then
   log "compiling bench/peers/llama_driver.c"
   cc -O2 -std=c11 -Wall -Wextra -I "$SRC/include" -I "$SRC/ggml/include" bench/peers/llama_driver.c \
     -o "$LLAMA_DRIVER" "${LIBS[@]}" -Wl,-rpath,"$(cd "$BINS" && pwd)" -ldl
 fi
-LLAMA_RELEASE=$(sed -n 's/.*"release": *"\([^"]*\)".*/\1/p' "$NPM_DIR/node_modules/node-llama-cpp/llama/binariesGithubRelease.json" 2>/dev/null || true)
 
 # ---- model and GGUF files -----------------------------------------------------------------------
 if [[ ! -f "$MODEL/config.json" ]]; then

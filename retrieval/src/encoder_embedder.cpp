@@ -11,6 +11,7 @@
 
 #include "ragd/common/hash.h"
 #include "ragd/engine/bert_model.h"
+#include "ragd/engine/sentence_pooling.h"
 #include "ragd/engine/wordpiece.h"
 #include "ragd/retrieval/embedder.h"
 
@@ -28,72 +29,7 @@ Result<std::string> read_text(const fs::path& p, std::string_view what) {
   return ss.str();
 }
 
-struct PoolingSpec {
-  EncoderPooling pooling = EncoderPooling::kCls;
-  bool normalize = true;
-  int max_seq_length = 0;  // 0: not given
-};
-
-// modules.json -> the Pooling module's config.json and whether a Normalize module follows;
-// sentence_bert_config.json -> max_seq_length.
-Result<PoolingSpec> read_pooling(const fs::path& dir) {
-  PoolingSpec spec;
-  const fs::path modules_path = dir / "modules.json";
-  RAGD_ASSIGN_OR_RETURN(std::string modules,
-                        read_text(modules_path, "sentence-transformers modules file (or set the pooling option)"));
-  simdjson::dom::parser p;
-  simdjson::dom::element doc;
-  if (p.parse(modules).get(doc) != simdjson::SUCCESS || !doc.is_array())
-    return Status::InvalidArgument(fmt::format("{}: not a JSON list of modules", modules_path.string()));
-  std::string pooling_dir;
-  bool have_pooling = false;
-  spec.normalize = false;
-  for (auto m : doc.get_array()) {
-    std::string_view type, path;
-    if (m["type"].get_string().get(type) != simdjson::SUCCESS) continue;
-    (void)m["path"].get_string().get(path);
-    if (type.ends_with(".Pooling")) {
-      have_pooling = true;
-      pooling_dir = std::string(path);
-    } else if (type.ends_with(".Normalize")) {
-      spec.normalize = true;
-    } else if (!type.ends_with(".Transformer")) {
-      return Status::InvalidArgument(
-          fmt::format("{}: module '{}' is not supported (Transformer, Pooling, Normalize)", modules_path.string(), type));
-    }
-  }
-  if (!have_pooling)
-    return Status::InvalidArgument(fmt::format("{}: no sentence_transformers.models.Pooling module", modules_path.string()));
-  const fs::path pool_path = dir / pooling_dir / "config.json";
-  RAGD_ASSIGN_OR_RETURN(std::string pool, read_text(pool_path, "pooling config"));
-  simdjson::dom::parser p2;
-  simdjson::dom::element pc;
-  if (p2.parse(pool).get(pc) != simdjson::SUCCESS)
-    return Status::InvalidArgument(fmt::format("{}: invalid JSON", pool_path.string()));
-  auto flag = [&](const char* name) {
-    bool b = false;
-    return pc[name].get_bool().get(b) == simdjson::SUCCESS && b;
-  };
-  int modes = 0;
-  if (flag("pooling_mode_cls_token")) spec.pooling = EncoderPooling::kCls, ++modes;
-  if (flag("pooling_mode_mean_tokens")) spec.pooling = EncoderPooling::kMean, ++modes;
-  if (flag("pooling_mode_lasttoken")) spec.pooling = EncoderPooling::kLastToken, ++modes;
-  for (const char* other : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens"})
-    if (flag(other))
-      return Status::InvalidArgument(fmt::format("{}: {} is not supported (cls, mean, lasttoken)", pool_path.string(), other));
-  if (modes != 1)
-    return Status::InvalidArgument(fmt::format("{}: exactly one pooling mode must be set (found {})", pool_path.string(), modes));
-  const fs::path sb = dir / "sentence_bert_config.json";
-  if (fs::exists(sb)) {
-    RAGD_ASSIGN_OR_RETURN(std::string sbt, read_text(sb, "sentence-transformers config"));
-    simdjson::dom::parser p3;
-    simdjson::dom::element sc;
-    int64_t n = 0;
-    if (p3.parse(sbt).get(sc) == simdjson::SUCCESS && sc["max_seq_length"].get_int64().get(n) == simdjson::SUCCESS && n > 0)
-      spec.max_seq_length = static_cast<int>(n);
-  }
-  return spec;
-}
+using engine::PoolingSpec;
 
 class EncoderEmbedder final : public Embedder {
  public:
@@ -105,7 +41,7 @@ class EncoderEmbedder final : public Embedder {
     Hasher128 ph;
     ph.str(query_prefix_).str(document_prefix_);
     identity_ = fmt::format("encoder/{}/d={}/pool={}/norm={}/max={}/prefix={}", model_->fingerprint().to_hex(),
-                            dim(), encoder_pooling_name(spec_.pooling), spec_.normalize ? 1 : 0, max_len_,
+                            dim(), engine::sentence_pooling_name(spec_.pooling), spec_.normalize ? 1 : 0, max_len_,
                             query_prefix_.empty() && document_prefix_.empty() ? std::string("none")
                                                                               : ph.digest().to_hex().substr(0, 16));
   }
@@ -137,9 +73,9 @@ class EncoderEmbedder final : public Embedder {
         float* row = out->data() + rows[b] * d;
         const float* hs = hidden.data() + off * d;
         switch (spec_.pooling) {
-          case EncoderPooling::kCls: std::copy_n(hs, d, row); break;
-          case EncoderPooling::kLastToken: std::copy_n(hs + (n - 1) * d, d, row); break;
-          case EncoderPooling::kMean: {
+          case engine::SentencePooling::kCls: std::copy_n(hs, d, row); break;
+          case engine::SentencePooling::kLastToken: std::copy_n(hs + (n - 1) * d, d, row); break;
+          case engine::SentencePooling::kMean: {
             std::vector<double> acc(d, 0.0);
             for (size_t t = 0; t < n; ++t)
               for (size_t k = 0; k < d; ++k) acc[k] += hs[t * d + k];
@@ -184,15 +120,6 @@ class EncoderEmbedder final : public Embedder {
 
 }  // namespace
 
-std::string_view encoder_pooling_name(EncoderPooling p) {
-  switch (p) {
-    case EncoderPooling::kCls: return "cls";
-    case EncoderPooling::kMean: return "mean";
-    case EncoderPooling::kLastToken: return "lasttoken";
-  }
-  return "?";
-}
-
 bool is_encoder_model_dir(const std::string& dir) {
   auto text = read_text(fs::path(dir) / "config.json", "config");
   return text.ok() && engine::BertConfig::is_encoder_config(*text);
@@ -209,15 +136,11 @@ Result<std::unique_ptr<Embedder>> make_encoder_embedder(const EmbedderOptions& o
                                                model->config().vocab_size));
   PoolingSpec spec;
   if (opts.pooling.empty()) {
-    RAGD_ASSIGN_OR_RETURN(spec, read_pooling(dir));
-  } else if (opts.pooling == "cls") {
-    spec.pooling = EncoderPooling::kCls;
-  } else if (opts.pooling == "mean") {
-    spec.pooling = EncoderPooling::kMean;
-  } else if (opts.pooling == "lasttoken") {
-    spec.pooling = EncoderPooling::kLastToken;
+    RAGD_ASSIGN_OR_RETURN(spec, engine::read_sentence_pooling(opts.model_dir));
   } else {
-    return Status::InvalidArgument(fmt::format("embedder pooling '{}' is not one of cls, mean, lasttoken", opts.pooling));
+    auto pooling = engine::parse_sentence_pooling(opts.pooling);
+    if (!pooling.ok()) return pooling.status().with_context("embedder");
+    spec.pooling = *pooling;
   }
   int max_len = model->config().max_tokens();
   if (spec.max_seq_length > 0) max_len = std::min(max_len, spec.max_seq_length);

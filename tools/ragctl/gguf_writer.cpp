@@ -1,6 +1,5 @@
-// GGUF v3 export (see gguf_writer.h): plan every tensor and check it against the config first,
-// then write header, key/value pairs, tensor infos and the aligned data section in one pass,
-// converting a bounded chunk of rows at a time (a model never needs to fit in memory as f32).
+// GGUF v3 export of Llama / Qwen2 decoders (see gguf_writer.h): plan every tensor and check it
+// against the config first, then write the file (gguf_file.h). BERT encoders: gguf_bert.cpp.
 #include "gguf_writer.h"
 
 #include <algorithm>
@@ -17,88 +16,16 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include "gguf_file.h"
+#include "ragd/engine/bert_model.h"
+#include "ragd/engine/sentence_pooling.h"
+
 namespace ragd::tools {
 namespace {
 
 using namespace ragd::engine;
+using namespace ragd::tools::gguf;
 namespace fs = std::filesystem;
-
-constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
-constexpr uint32_t kGgufVersion = 3;
-constexpr uint64_t kAlignment = 32;  // general.alignment default
-constexpr int64_t kQ8Block = 32;
-constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;  // f16 d + 32 int8
-constexpr size_t kChunkElems = size_t{1} << 20;   // f32 values converted per write
-
-// gguf_type (value types of key/value pairs).
-enum class ValueType : uint32_t { kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9 };
-// ggml_type of tensors.
-enum class GgmlType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30 };
-// llama_token_type.
-enum TokenType : int32_t { kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5 };
-
-// Little-endian byte sink for the header part of the file.
-class ByteWriter {
- public:
-  void u32(uint32_t v) { raw(&v, 4); }
-  void i32(int32_t v) { raw(&v, 4); }
-  void u64(uint64_t v) { raw(&v, 8); }
-  void f32(float v) { raw(&v, 4); }
-  void u8(uint8_t v) { raw(&v, 1); }
-  void str(std::string_view s) {
-    u64(s.size());
-    raw(s.data(), s.size());
-  }
-  void raw(const void* p, size_t n) { bytes_.append(static_cast<const char*>(p), n); }
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  std::string bytes_;
-};
-
-// The key/value section; counts its pairs.
-class KvWriter {
- public:
-  void u32(std::string_view key, uint32_t v) {
-    head(key, ValueType::kU32);
-    w_.u32(v);
-  }
-  void f32(std::string_view key, float v) {
-    head(key, ValueType::kF32);
-    w_.f32(v);
-  }
-  void boolean(std::string_view key, bool v) {
-    head(key, ValueType::kBool);
-    w_.u8(v ? 1 : 0);
-  }
-  void str(std::string_view key, std::string_view v) {
-    head(key, ValueType::kString);
-    w_.str(v);
-  }
-  void str_array(std::string_view key, const std::vector<std::string>& v) {
-    head(key, ValueType::kArray);
-    w_.u32(static_cast<uint32_t>(ValueType::kString));
-    w_.u64(v.size());
-    for (const auto& s : v) w_.str(s);
-  }
-  void i32_array(std::string_view key, const std::vector<int32_t>& v) {
-    head(key, ValueType::kArray);
-    w_.u32(static_cast<uint32_t>(ValueType::kI32));
-    w_.u64(v.size());
-    for (int32_t x : v) w_.i32(x);
-  }
-  int64_t count() const { return count_; }
-  const std::string& bytes() const { return w_.bytes(); }
-
- private:
-  void head(std::string_view key, ValueType t) {
-    w_.str(key);
-    w_.u32(static_cast<uint32_t>(t));
-    ++count_;
-  }
-  ByteWriter w_;
-  int64_t count_ = 0;
-};
 
 // Tokenizer vocabulary in llama.cpp's terms.
 struct Vocab {
@@ -179,108 +106,6 @@ Result<Vocab> read_vocab(std::string_view json, int vocab_size) {
   return v;
 }
 
-// One output tensor.
-struct Planned {
-  std::string name;                // GGUF name
-  std::string source;              // HF name; empty for generated tensors
-  TensorView view;                 // source bytes (when source is set)
-  std::vector<float> generated;    // data of a generated tensor (rope_freqs)
-  int64_t rows = 1, cols = 1;      // row-major [rows, cols]; a 1-D tensor of n is [n, 1]
-  bool matrix = false;             // 2-D: written in the target type; else f32
-  int permute_heads = 0;           // > 0: HF -> llama.cpp RoPE row permutation over this many heads
-  GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;             // in the data section
-  uint64_t nbytes = 0;
-};
-
-uint64_t type_bytes(GgmlType t, int64_t rows, int64_t cols) {
-  const auto n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
-  switch (t) {
-    case GgmlType::kF32: return 4 * n;
-    case GgmlType::kF16:
-    case GgmlType::kBF16: return 2 * n;
-    case GgmlType::kQ8_0: return n / kQ8Block * kQ8BlockBytes;
-  }
-  return 0;
-}
-
-GgmlType ggml_type(GgufType t) {
-  switch (t) {
-    case GgufType::kF32: return GgmlType::kF32;
-    case GgufType::kF16: return GgmlType::kF16;
-    case GgufType::kBF16: return GgmlType::kBF16;
-    case GgufType::kQ8_0: return GgmlType::kQ8_0;
-  }
-  return GgmlType::kF32;
-}
-
-uint32_t file_type(GgufType t) {  // llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_BF16
-  switch (t) {
-    case GgufType::kF32: return 0;
-    case GgufType::kF16: return 1;
-    case GgufType::kQ8_0: return 7;
-    case GgufType::kBF16: return 32;
-  }
-  return 0;
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += fmt::format("{}{}", i ? ", " : "", s[i]);
-  return r + "]";
-}
-
-// Rows of one chunk, converted from f32 into the tensor's type, appended to out.
-void encode(const float* x, int64_t rows, int64_t cols, GgmlType t, std::vector<uint8_t>& out) {
-  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
-  const size_t at = out.size();
-  out.resize(at + type_bytes(t, rows, cols));
-  uint8_t* dst = out.data() + at;
-  switch (t) {
-    case GgmlType::kF32: std::memcpy(dst, x, 4 * n); break;
-    case GgmlType::kF16:
-      for (size_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(x[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      break;
-    case GgmlType::kBF16:
-      for (size_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_bf16(x[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      break;
-    case GgmlType::kQ8_0:
-      // As ggml's quantize_row_q8_0_ref: the int8 values use the f32 scale, the block stores it as f16.
-      for (size_t b = 0; b < n / kQ8Block; ++b) {
-        const float* xb = x + b * kQ8Block;
-        float amax = 0.0f;
-        for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(xb[j]));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint8_t* blk = dst + b * kQ8BlockBytes;
-        const uint16_t dh = f32_to_f16(d);
-        std::memcpy(blk, &dh, 2);
-        for (int64_t j = 0; j < kQ8Block; ++j) {
-          const auto q = static_cast<int8_t>(std::lround(xb[j] * id));
-          std::memcpy(blk + 2 + j, &q, 1);
-        }
-      }
-      break;
-  }
-}
-
-// HF Llama checkpoints rotate the two halves of each head (x_i with x_{i + d/2}); llama.cpp's
-// "llama" architecture rotates adjacent pairs (x_{2i} with x_{2i+1}). Row h*d + 2i + j of the
-// output is row h*d + j*d/2 + i of the input (j in {0, 1}), as in llama.cpp's convert script.
-void permute_rows(const float* in, int64_t rows, int64_t cols, int64_t head_dim, float* out) {
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t h = r / head_dim, k = r % head_dim, i = k / 2, j = k % 2;
-    const int64_t src = h * head_dim + j * half + i;
-    std::memcpy(out + r * cols, in + src * cols, static_cast<size_t>(cols) * 4);
-  }
-}
-
 // Llama-3 RoPE scaling as llama.cpp expects it: per-frequency divisors in rope_freqs.weight.
 std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
@@ -343,31 +168,7 @@ class Planner {
 
  private:
   Status add(std::string name, const std::string& source, std::vector<int64_t> shape, int permute_heads = 0) {
-    if (!w_.contains(source))
-      return Status::NotFound(fmt::format("weights: missing tensor '{}' (GGUF {})", source, name));
-    RAGD_ASSIGN_OR_RETURN(TensorView v, w_.get(source));
-    if (v.shape != shape)
-      return Status::InvalidArgument(
-          fmt::format("weights: tensor '{}' has shape {}, the config needs {}", source, shape_str(v.shape), shape_str(shape)));
-    Planned p;
-    p.name = std::move(name);
-    p.source = source;
-    p.view = v;
-    p.rows = shape[0];
-    p.cols = shape.size() == 2 ? shape[1] : 1;
-    p.matrix = shape.size() == 2;
-    p.permute_heads = permute_heads;
-    p.type = p.matrix ? ggml_type(type_) : GgmlType::kF32;
-    if (p.type == GgmlType::kQ8_0 && p.cols % kQ8Block != 0)
-      return Status::InvalidArgument(fmt::format(
-          "weights: tensor '{}' has rows of {} values, not a multiple of 32: q8_0 needs whole blocks of 32 (use f16, "
-          "bf16 or f32)",
-          source, p.cols));
-    if (permute_heads > 0 && (p.rows % permute_heads != 0 || (p.rows / permute_heads) % 2 != 0))
-      return Status::InvalidArgument(
-          fmt::format("weights: tensor '{}': {} rows do not split into {} heads of even size", source, p.rows, permute_heads));
-    out_.push_back(std::move(p));
-    return Status::OK();
+    return plan_tensor(w_, type_, std::move(name), source, std::move(shape), &out_, permute_heads);
   }
 
   const ModelConfig& c_;
@@ -375,46 +176,6 @@ class Planner {
   GgufType type_;
   std::vector<Planned> out_;
 };
-
-// Streams one tensor's data, converting about kChunkElems values at a time. The caller checks f.
-void write_tensor_data(const Planned& p, std::ofstream& f) {
-  std::vector<float> buf, perm;
-  std::vector<uint8_t> bytes;
-  if (!p.generated.empty()) {
-    encode(p.generated.data(), p.rows, p.cols, p.type, bytes);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    return;
-  }
-  const int64_t group = p.permute_heads > 0 ? p.rows / p.permute_heads : 1;  // rows kept together
-  const int64_t want = std::max<int64_t>(1, static_cast<int64_t>(kChunkElems) / p.cols);
-  const int64_t chunk = std::max<int64_t>(group, want / group * group);
-  const size_t row_bytes = static_cast<size_t>(p.cols) * dtype_size(p.view.dtype);
-  for (int64_t r0 = 0; r0 < p.rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, p.rows - r0);
-    TensorView part;
-    part.dtype = p.view.dtype;
-    part.shape = {n, p.cols};
-    part.data = static_cast<const uint8_t*>(p.view.data) + static_cast<size_t>(r0) * row_bytes;
-    part.nbytes = static_cast<size_t>(n) * row_bytes;
-    buf.resize(static_cast<size_t>(n * p.cols));
-    part.to_f32(buf.data());
-    const float* src = buf.data();
-    if (p.permute_heads > 0) {
-      perm.resize(buf.size());
-      permute_rows(buf.data(), n, p.cols, group, perm.data());
-      src = perm.data();
-    }
-    bytes.clear();
-    encode(src, n, p.cols, p.type, bytes);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  }
-}
-
-void pad_to(std::ofstream& f, uint64_t pos, uint64_t align) {
-  static const char kZeros[64] = {};
-  const uint64_t pad = (align - pos % align) % align;
-  f.write(kZeros, static_cast<std::streamsize>(pad));
-}
 
 }  // namespace
 
@@ -468,70 +229,23 @@ Status write_gguf(const ModelConfig& cfg, const WeightStore& weights, std::strin
     kv.u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(cfg.eos_token_ids.front()));
   kv.boolean("tokenizer.ggml.add_bos_token", cfg.bos_token_id >= 0);
 
-  // Tensor infos: dims innermost first (ggml ne[0] = row length), offsets aligned in the data section.
-  ByteWriter infos;
-  uint64_t data_bytes = 0;
-  for (Planned& p : tensors) {
-    p.nbytes = type_bytes(p.type, p.rows, p.cols);
-    p.offset = (data_bytes + kAlignment - 1) / kAlignment * kAlignment;
-    data_bytes = p.offset + p.nbytes;
-    infos.str(p.name);
-    if (p.matrix) {
-      infos.u32(2);
-      infos.u64(static_cast<uint64_t>(p.cols));
-      infos.u64(static_cast<uint64_t>(p.rows));
-    } else {
-      infos.u32(1);
-      infos.u64(static_cast<uint64_t>(p.rows * p.cols));
-    }
-    infos.u32(static_cast<uint32_t>(p.type));
-    infos.u64(p.offset);
-  }
-  ByteWriter header;
-  header.u32(kGgufMagic);
-  header.u32(kGgufVersion);
-  header.u64(tensors.size());
-  header.u64(static_cast<uint64_t>(kv.count()));
-
-  const std::string tmp = out_path + ".tmp";
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f) return Status::IOError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
-  auto fail = [&](Status st) {
-    f.close();
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    return st;
-  };
-  f.write(header.bytes().data(), static_cast<std::streamsize>(header.bytes().size()));
-  f.write(kv.bytes().data(), static_cast<std::streamsize>(kv.bytes().size()));
-  f.write(infos.bytes().data(), static_cast<std::streamsize>(infos.bytes().size()));
-  const uint64_t head_bytes = header.bytes().size() + kv.bytes().size() + infos.bytes().size();
-  pad_to(f, head_bytes, kAlignment);
-  const uint64_t data_start = (head_bytes + kAlignment - 1) / kAlignment * kAlignment;
-  uint64_t pos = 0;
-  for (const Planned& p : tensors) {
-    pad_to(f, pos, kAlignment);
-    write_tensor_data(p, f);
-    pos = p.offset + p.nbytes;
-    if (!f) return fail(Status::IOError(fmt::format("{}: write failed at tensor {}", tmp, p.name)));
-  }
-  f.close();
-  if (!f) return fail(Status::IOError(fmt::format("{}: write failed", tmp)));
-  std::error_code ec;
-  fs::rename(tmp, out_path, ec);
-  if (ec) return fail(Status::IOError(fmt::format("{}: cannot rename to {}: {}", tmp, out_path, ec.message())));
+  uint64_t bytes = 0;
+  RAGD_RETURN_IF_ERROR(write_file(kv, tensors, out_path, &bytes));
   if (stats) {
     stats->architecture = arch;
     stats->tensors = static_cast<int64_t>(tensors.size());
     stats->kv_pairs = kv.count();
-    stats->bytes = data_start + data_bytes;
+    stats->bytes = bytes;
   }
   return Status::OK();
 }
 
 Status convert_to_gguf(const std::string& dir, const std::string& out_path, GgufType type, GgufStats* stats) {
   const fs::path d(dir);
-  RAGD_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_json_file((d / "config.json").string()));
+  const fs::path cfg_path = d / "config.json";
+  std::ifstream cin(cfg_path, std::ios::binary);
+  if (!cin) return Status::NotFound(fmt::format("{}: cannot open", cfg_path.string()));
+  const std::string cfg_json((std::istreambuf_iterator<char>(cin)), std::istreambuf_iterator<char>());
   RAGD_ASSIGN_OR_RETURN(auto weights, WeightStore::open_dir(dir));
   const fs::path tok_path = d / "tokenizer.json";
   std::ifstream in(tok_path, std::ios::binary);
@@ -539,6 +253,16 @@ Status convert_to_gguf(const std::string& dir, const std::string& out_path, Gguf
   std::string tok_json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::string name = fs::absolute(d).lexically_normal().filename().string();
   if (name.empty()) name = fs::absolute(d).lexically_normal().parent_path().filename().string();
+  if (BertConfig::is_encoder_config(cfg_json)) {
+    RAGD_ASSIGN_OR_RETURN(BertConfig bert, BertConfig::from_json(cfg_json, cfg_path.string()));
+    std::string pooling;
+    if (!bert.is_classifier() && has_sentence_pooling(dir)) {
+      RAGD_ASSIGN_OR_RETURN(PoolingSpec spec, read_sentence_pooling(dir));
+      pooling = std::string(sentence_pooling_name(spec.pooling));
+    }
+    return write_bert_gguf(bert, *weights, tok_json, pooling, name, out_path, type, stats);
+  }
+  RAGD_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_json(cfg_json, cfg_path.string()));
   return write_gguf(cfg, *weights, tok_json, name, out_path, type, stats);
 }
 

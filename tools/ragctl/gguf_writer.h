@@ -1,6 +1,7 @@
 // GGUF export of a ragd model directory (`ragctl convert-gguf`): reads config.json, the safetensors
 // weights and tokenizer.json through the engine API and writes one GGUF v3 file that llama.cpp
-// loads as architecture "llama" (Llama, Mistral) or "qwen2" (Qwen2).
+// loads as architecture "llama" (Llama, Mistral) or "qwen2" (Qwen2); BERT encoders: write_bert_gguf
+// below. The container itself: gguf_file.h.
 //
 // What the file holds:
 //   - hparams under "<arch>.": context_length, embedding_length, block_count, feed_forward_length,
@@ -29,6 +30,7 @@
 
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
+#include "ragd/engine/bert_model.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
 
@@ -51,7 +53,9 @@ struct GgufStats {
   uint64_t bytes = 0;  // file size
 };
 
-// Converts the model directory `dir` (config.json, model.safetensors or shards, tokenizer.json).
+// Converts the model directory `dir` (config.json, model.safetensors or shards, tokenizer.json):
+// a decoder as above, a BERT encoder (bert_model.h) as write_bert_gguf, with the pooling of its
+// sentence-transformers files (sentence_pooling.h) when it has them.
 Status convert_to_gguf(const std::string& dir, const std::string& out_path, GgufType type,
                        GgufStats* stats = nullptr);
 
@@ -59,5 +63,16 @@ Status convert_to_gguf(const std::string& dir, const std::string& out_path, Gguf
 Status write_gguf(const engine::ModelConfig& cfg, const engine::WeightStore& weights,
                   std::string_view tokenizer_json, std::string_view name, const std::string& out_path,
                   GgufType type, GgufStats* stats = nullptr);
+
+// A BERT encoder as llama.cpp's "bert" architecture (gguf_bert.cpp): bert.* hparams with
+// attention.causal = false and pooling_type (cls / mean / lasttoken; rank for a sequence
+// classifier, whose pooler and classifier become cls.* and cls.output.*), tensors token_embd,
+// token_types, position_embd, token_embd_norm, blk.N.attn_{q,k,v,output}(+ bias),
+// attn_output_norm, ffn_up / ffn_down (+ bias), layer_output_norm; the WordPiece vocabulary as
+// tokenizer.ggml.model "bert" in llama.cpp's phantom-space spelling, with the token type count and
+// the [CLS] / [SEP] / [UNK] / [PAD] / [MASK] ids. Only model_type "bert" with the erf GELU.
+Status write_bert_gguf(const engine::BertConfig& cfg, const engine::WeightStore& weights,
+                       std::string_view tokenizer_json, std::string_view pooling, std::string_view name,
+                       const std::string& out_path, GgufType type, GgufStats* stats = nullptr);
 
 }  // namespace ragd::tools

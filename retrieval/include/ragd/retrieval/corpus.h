@@ -69,7 +69,11 @@ namespace ragd::retrieval {
 struct CorpusOptions {
   ChunkerOptions chunker;      // chunk_tokens default 256, overlap 0
   // Embedder; name "" = the one the corpus was built with ("hashing" for a new corpus).
-  EmbedderOptions embedder{.name = "", .dim = 384, .model_dir = "", .max_tokens = 512};
+  EmbedderOptions embedder = [] {
+    EmbedderOptions e;
+    e.name.clear();
+    return e;
+  }();
   // FAISS factory string; "" = the corpus's own ("Flat" for a new corpus).
   std::string index_spec;
   VectorIndexOptions index;    // search defaults, training, omp_threads (spec/dim are set here)

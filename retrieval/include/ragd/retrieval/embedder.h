@@ -75,8 +75,6 @@ struct EmbedderOptions {
   int batch_size = 32;           // texts per encoder forward pass; default 32
 };
 
-enum class EncoderPooling : uint8_t { kCls, kMean, kLastToken };
-std::string_view encoder_pooling_name(EncoderPooling p);  // "cls" | "mean" | "lasttoken"
 // True when dir/config.json describes a BERT-family encoder.
 bool is_encoder_model_dir(const std::string& dir);
 // The encoder embedder over opts.model_dir (errors name the file: config.json, model.safetensors,

@@ -1,0 +1,42 @@
+# Sourced by scripts/bench-peers.sh and scripts/bench-peers-embed.sh: llama.cpp's prebuilt CPU
+# libraries from the node-llama-cpp npm package (pinned, installed into $PEERS/npm, nothing else is
+# downloaded) and its headers from the source bundle shipped in it (unpacked into $PEERS/llama.cpp).
+# Needs PEERS, die() and log() from the caller; sets NPM_DIR, BINS, SRC, LIBS (the library files
+# to link by name: their names carry a version, e.g. libllama.v0.5.0.so) and LLAMA_RELEASE.
+NODE_LLAMA_CPP_VERSION=3.22.1
+NPM_DIR="$PEERS/npm"
+BINS="$NPM_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+if ! compgen -G "$BINS/libllama*.so" >/dev/null; then
+  command -v npm >/dev/null || die "npm is not installed (apt-get install npm): it fetches llama.cpp's prebuilt libraries"
+  log "installing node-llama-cpp $NODE_LLAMA_CPP_VERSION (prebuilt llama.cpp) into $NPM_DIR"
+  mkdir -p "$NPM_DIR"
+  cat >"$NPM_DIR/package.json" <<EOF
+{
+  "name": "ragd-bench-peers",
+  "private": true,
+  "description": "llama.cpp prebuilt CPU libraries for make bench-peers",
+  "dependencies": {
+    "node-llama-cpp": "$NODE_LLAMA_CPP_VERSION",
+    "@node-llama-cpp/linux-x64": "$NODE_LLAMA_CPP_VERSION"
+  }
+}
+EOF
+  (cd "$NPM_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --ignore-scripts --no-audit --no-fund --loglevel=error)
+  compgen -G "$BINS/libllama*.so" >/dev/null || die "no libllama*.so under $BINS after npm install"
+fi
+SRC="$PEERS/llama.cpp"
+if [[ ! -f "$SRC/include/llama.h" ]]; then
+  BUNDLE="$NPM_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+  [[ -f "$BUNDLE" ]] || die "$BUNDLE is missing (node-llama-cpp $NODE_LLAMA_CPP_VERSION ships it)"
+  log "unpacking llama.cpp's source bundle for its headers"
+  rm -rf "$SRC"
+  git clone --quiet "$BUNDLE" "$SRC" 2>/dev/null
+fi
+# Link against the libraries by file (their names carry a version, e.g. libllama.v0.5.0.so).
+LIBS=()
+for base in llama ggml ggml-base; do
+  f=$(ls "$BINS"/lib$base.so "$BINS"/lib$base.v*.so 2>/dev/null | head -1 || true)
+  [[ -n "$f" ]] || die "lib$base*.so not found in $BINS"
+  LIBS+=("$f")
+done
+LLAMA_RELEASE=$(sed -n 's/.*"release": *"\([^"]*\)".*/\1/p' "$NPM_DIR/node_modules/node-llama-cpp/llama/binariesGithubRelease.json" 2>/dev/null || true)

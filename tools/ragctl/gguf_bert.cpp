@@ -1,0 +1,188 @@
+// GGUF export of BERT-family encoders (gguf_writer.h: write_bert_gguf) as llama.cpp's "bert"
+// architecture: non-causal attention, the pooling of the sentence-transformers files, WordPiece
+// vocabulary in llama.cpp's "phantom space" spelling (a word-initial piece gets a leading U+2581,
+// a "##" continuation loses its "##", special tokens stay as they are), and for sequence
+// classifiers the pooler as cls.* and the classifier as cls.output.* (pooling "rank").
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "gguf_file.h"
+#include "gguf_writer.h"
+
+namespace ragd::tools {
+namespace {
+
+using namespace ragd::engine;
+using namespace ragd::tools::gguf;
+
+struct WordPieceVocab {
+  std::vector<std::string> tokens;  // [vocab_size], phantom-space spelling
+  std::vector<int32_t> types;       // TokenType
+  std::map<std::string, int32_t, std::less<>> ids;  // original spelling -> id
+  std::string unk_token = "[UNK]";
+};
+
+Result<WordPieceVocab> read_wordpiece_vocab(std::string_view json, int vocab_size) {
+  auto bad = [](std::string_view what) { return Status::InvalidArgument(fmt::format("tokenizer.json: {}", what)); };
+  simdjson::dom::parser parser;
+  simdjson::padded_string text(json);
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(text).get(doc)) return bad(fmt::format("invalid JSON: {}", simdjson::error_message(err)));
+  simdjson::dom::object model;
+  if (doc["model"].get_object().get(model) != simdjson::SUCCESS) return bad("missing object 'model'");
+  std::string_view type;
+  if (model["type"].get_string().get(type) != simdjson::SUCCESS || type != "WordPiece")
+    return bad(fmt::format("model.type '{}' is not WordPiece (a BERT encoder's tokenizer)", type));
+  std::string_view unk;
+  WordPieceVocab v;
+  if (model["unk_token"].get_string().get(unk) == simdjson::SUCCESS) v.unk_token = std::string(unk);
+  std::vector<std::string> raw(static_cast<size_t>(vocab_size));
+  v.types.assign(static_cast<size_t>(vocab_size), 0);
+  simdjson::dom::object vocab;
+  if (model["vocab"].get_object().get(vocab) != simdjson::SUCCESS) return bad("missing object 'model.vocab'");
+  for (auto field : vocab) {
+    int64_t id = 0;
+    if (field.value.get_int64().get(id) != simdjson::SUCCESS)
+      return bad(fmt::format("model.vocab['{}'] is not an integer id", field.key));
+    if (id < 0 || id >= vocab_size)
+      return bad(fmt::format("token '{}' has id {}, outside the model's vocab_size {}", field.key, id, vocab_size));
+    raw[static_cast<size_t>(id)] = std::string(field.key);
+    v.types[static_cast<size_t>(id)] = kNormal;
+    v.ids.emplace(std::string(field.key), static_cast<int32_t>(id));
+  }
+  simdjson::dom::array added;
+  if (doc["added_tokens"].get_array().get(added) == simdjson::SUCCESS) {
+    for (auto e : added) {
+      int64_t id = 0;
+      bool special = false;
+      if (e["id"].get_int64().get(id) != simdjson::SUCCESS || id < 0 || id >= vocab_size) continue;
+      if (e["special"].get_bool().get(special) == simdjson::SUCCESS && special)
+        v.types[static_cast<size_t>(id)] = kControl;
+    }
+  }
+  if (!v.ids.contains(v.unk_token)) return bad(fmt::format("model.unk_token '{}' is not in the vocabulary", v.unk_token));
+  v.tokens.resize(raw.size());
+  for (size_t id = 0; id < raw.size(); ++id) {
+    if (v.types[id] == 0) {  // an embedding row the tokenizer does not name
+      v.tokens[id] = fmt::format("[PAD{}]", id);
+      v.types[id] = kUnused;
+    } else if (v.types[id] == kControl) {
+      v.tokens[id] = raw[id];
+    } else if (raw[id].starts_with("##")) {
+      v.tokens[id] = raw[id].substr(2);
+    } else {
+      v.tokens[id] = "\xE2\x96\x81" + raw[id];  // U+2581
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+Status write_bert_gguf(const BertConfig& cfg, const WeightStore& weights, std::string_view tokenizer_json,
+                       std::string_view pooling, std::string_view name, const std::string& out_path, GgufType type,
+                       GgufStats* stats) {
+  RAGD_RETURN_IF_ERROR(cfg.validate());
+  if (cfg.model_type != "bert")
+    return Status::InvalidArgument(fmt::format(
+        "config: model_type '{}': only BERT encoders export to GGUF (XLM-RoBERTa's positions differ)", cfg.model_type));
+  if (cfg.hidden_act != "gelu")
+    return Status::InvalidArgument(
+        fmt::format("config: hidden_act '{}': llama.cpp's bert uses the erf GELU ('gelu')", cfg.hidden_act));
+  uint32_t pooling_type = 0;  // llama_pooling_type: NONE 0, MEAN 1, CLS 2, LAST 3, RANK 4
+  if (cfg.is_classifier()) {
+    pooling_type = 4;
+  } else if (pooling == "mean") {
+    pooling_type = 1;
+  } else if (pooling == "cls") {
+    pooling_type = 2;
+  } else if (pooling == "lasttoken") {
+    pooling_type = 3;
+  } else if (!pooling.empty()) {
+    return Status::InvalidArgument(fmt::format("pooling '{}' is not one of cls, mean, lasttoken", pooling));
+  }
+  // Tensor names with or without the "bert." prefix, as the loader accepts them.
+  const std::string pre = weights.contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  const int64_t h = cfg.hidden_size, im = cfg.intermediate_size;
+  std::vector<Planned> t;
+  auto add = [&](std::string gg, const std::string& hf, std::vector<int64_t> shape, bool prefixed = true) {
+    return plan_tensor(weights, type, std::move(gg), (prefixed ? pre : std::string()) + hf, std::move(shape), &t);
+  };
+  RAGD_RETURN_IF_ERROR(add("token_embd.weight", "embeddings.word_embeddings.weight", {cfg.vocab_size, h}));
+  RAGD_RETURN_IF_ERROR(add("token_types.weight", "embeddings.token_type_embeddings.weight", {cfg.type_vocab_size, h}));
+  RAGD_RETURN_IF_ERROR(add("position_embd.weight", "embeddings.position_embeddings.weight", {cfg.max_position_embeddings, h}));
+  RAGD_RETURN_IF_ERROR(add("token_embd_norm.weight", "embeddings.LayerNorm.weight", {h}));
+  RAGD_RETURN_IF_ERROR(add("token_embd_norm.bias", "embeddings.LayerNorm.bias", {h}));
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string hf = fmt::format("encoder.layer.{}.", l), gg = fmt::format("blk.{}.", l);
+    const std::pair<const char*, const char*> qkv[] = {
+        {"attn_q", "attention.self.query"}, {"attn_k", "attention.self.key"}, {"attn_v", "attention.self.value"}};
+    for (const auto& [g, s] : qkv) {
+      RAGD_RETURN_IF_ERROR(add(gg + g + ".weight", hf + s + ".weight", {h, h}));
+      RAGD_RETURN_IF_ERROR(add(gg + g + ".bias", hf + s + ".bias", {h}));
+    }
+    RAGD_RETURN_IF_ERROR(add(gg + "attn_output.weight", hf + "attention.output.dense.weight", {h, h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "attn_output.bias", hf + "attention.output.dense.bias", {h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "attn_output_norm.weight", hf + "attention.output.LayerNorm.weight", {h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "attn_output_norm.bias", hf + "attention.output.LayerNorm.bias", {h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "ffn_up.weight", hf + "intermediate.dense.weight", {im, h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "ffn_up.bias", hf + "intermediate.dense.bias", {im}));
+    RAGD_RETURN_IF_ERROR(add(gg + "ffn_down.weight", hf + "output.dense.weight", {h, im}));
+    RAGD_RETURN_IF_ERROR(add(gg + "ffn_down.bias", hf + "output.dense.bias", {h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "layer_output_norm.weight", hf + "output.LayerNorm.weight", {h}));
+    RAGD_RETURN_IF_ERROR(add(gg + "layer_output_norm.bias", hf + "output.LayerNorm.bias", {h}));
+  }
+  if (cfg.is_classifier()) {
+    RAGD_RETURN_IF_ERROR(add("cls.weight", "pooler.dense.weight", {h, h}));
+    RAGD_RETURN_IF_ERROR(add("cls.bias", "pooler.dense.bias", {h}));
+    RAGD_RETURN_IF_ERROR(add("cls.output.weight", "classifier.weight", {cfg.num_labels, h}, false));
+    RAGD_RETURN_IF_ERROR(add("cls.output.bias", "classifier.bias", {cfg.num_labels}, false));
+  }
+  RAGD_ASSIGN_OR_RETURN(WordPieceVocab vocab, read_wordpiece_vocab(tokenizer_json, cfg.vocab_size));
+
+  KvWriter kv;
+  const std::string a = "bert.";
+  kv.str("general.architecture", "bert");
+  kv.str("general.name", name);
+  kv.u32("general.file_type", file_type(type));
+  if (type == GgufType::kQ8_0) kv.u32("general.quantization_version", 2);
+  kv.u32(a + "context_length", static_cast<uint32_t>(cfg.max_position_embeddings));
+  kv.u32(a + "embedding_length", static_cast<uint32_t>(h));
+  kv.u32(a + "block_count", static_cast<uint32_t>(cfg.num_hidden_layers));
+  kv.u32(a + "feed_forward_length", static_cast<uint32_t>(im));
+  kv.u32(a + "attention.head_count", static_cast<uint32_t>(cfg.num_attention_heads));
+  kv.f32(a + "attention.layer_norm_epsilon", cfg.layer_norm_eps);
+  kv.boolean(a + "attention.causal", false);
+  if (pooling_type != 0) kv.u32(a + "pooling_type", pooling_type);
+  kv.str("tokenizer.ggml.model", "bert");
+  kv.str("tokenizer.ggml.pre", "default");
+  kv.str_array("tokenizer.ggml.tokens", vocab.tokens);
+  kv.i32_array("tokenizer.ggml.token_type", vocab.types);
+  kv.u32("tokenizer.ggml.token_type_count", static_cast<uint32_t>(cfg.type_vocab_size));
+  auto special = [&](const char* key, std::string_view tok) {
+    if (auto it = vocab.ids.find(tok); it != vocab.ids.end()) kv.u32(key, static_cast<uint32_t>(it->second));
+  };
+  special("tokenizer.ggml.unknown_token_id", vocab.unk_token);
+  special("tokenizer.ggml.bos_token_id", "[CLS]");
+  special("tokenizer.ggml.cls_token_id", "[CLS]");
+  special("tokenizer.ggml.seperator_token_id", "[SEP]");  // llama.cpp's spelling of the key
+  special("tokenizer.ggml.padding_token_id", "[PAD]");
+  special("tokenizer.ggml.mask_token_id", "[MASK]");
+
+  uint64_t bytes = 0;
+  RAGD_RETURN_IF_ERROR(write_file(kv, t, out_path, &bytes));
+  if (stats) {
+    stats->architecture = "bert";
+    stats->tensors = static_cast<int64_t>(t.size());
+    stats->kv_pairs = kv.count();
+    stats->bytes = bytes;
+  }
+  return Status::OK();
+}
+
+}  // namespace ragd::tools
