@@ -24,6 +24,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "ragd/engine/bert_model.h"
+#include "ragd/engine/encoder_dir.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/random_weights.h"
 #include "ragd/engine/safetensors.h"
@@ -508,6 +510,132 @@ TEST(GgufTest, MalformedInputsFailWithTheProblemNamed) {
     std::ofstream(dir.path() / "config.json") << "{\"hidden_size\": 64}";
     EXPECT_FALSE(convert_to_gguf(dir.path().string(), out.string(), GgufType::kF32).ok());
   }
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// ---- BERT encoders ------------------------------------------------------------------------------
+
+// A bert-tiny directory (random weights, the built-in WordPiece vocabulary) as make-model writes it.
+BertConfig write_encoder(const fs::path& dir, const std::string& pooling, int num_labels = 0) {
+  BertConfig cfg = bert_preset_config("bert-tiny").value();
+  if (num_labels > 0) {
+    cfg.architecture = "BertForSequenceClassification";
+    cfg.num_labels = num_labels;
+  }
+  EncoderDirOptions o;
+  o.config = cfg;
+  o.seed = 7;
+  o.pooling = pooling;
+  Status st = write_random_encoder_dir(dir.string(), o);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return cfg;
+}
+
+TEST(GgufBertTest, KeysVocabularyTensorsAndExactData) {
+  TempDir dir;
+  const BertConfig c = write_encoder(dir.path(), "mean");
+  const GgufFile g = convert(dir.path(), GgufType::kF32);
+  EXPECT_EQ(g.s("general.architecture"), "bert");
+  EXPECT_EQ(g.u("bert.embedding_length"), static_cast<uint64_t>(c.hidden_size));
+  EXPECT_EQ(g.u("bert.block_count"), static_cast<uint64_t>(c.num_hidden_layers));
+  EXPECT_EQ(g.u("bert.feed_forward_length"), static_cast<uint64_t>(c.intermediate_size));
+  EXPECT_EQ(g.u("bert.attention.head_count"), static_cast<uint64_t>(c.num_attention_heads));
+  EXPECT_EQ(g.u("bert.context_length"), static_cast<uint64_t>(c.max_position_embeddings));
+  EXPECT_FLOAT_EQ(static_cast<float>(g.f("bert.attention.layer_norm_epsilon")), c.layer_norm_eps);
+  EXPECT_EQ(std::get<bool>(g.kv.at("bert.attention.causal")), false);
+  EXPECT_EQ(g.u("bert.pooling_type"), 1u) << "mean pooling is llama_pooling_type 1";
+  EXPECT_EQ(g.s("tokenizer.ggml.model"), "bert");
+  EXPECT_EQ(g.u("tokenizer.ggml.token_type_count"), static_cast<uint64_t>(c.type_vocab_size));
+  EXPECT_EQ(g.u("tokenizer.ggml.cls_token_id"), 101u);
+  EXPECT_EQ(g.u("tokenizer.ggml.seperator_token_id"), 102u);
+  EXPECT_EQ(g.u("tokenizer.ggml.unknown_token_id"), 100u);
+  EXPECT_EQ(g.u("tokenizer.ggml.padding_token_id"), 0u);
+  EXPECT_EQ(g.u("tokenizer.ggml.mask_token_id"), 103u);
+
+  // Vocabulary in phantom-space spelling, checked against tokenizer.json read here independently.
+  std::ifstream in(dir.path() / "tokenizer.json");
+  const std::string tj((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto& tokens = std::get<std::vector<std::string>>(g.kv.at("tokenizer.ggml.tokens"));
+  const auto& types = std::get<std::vector<int64_t>>(g.kv.at("tokenizer.ggml.token_type"));
+  ASSERT_EQ(tokens.size(), static_cast<size_t>(c.vocab_size));
+  EXPECT_EQ(tokens[101], "[CLS]");
+  EXPECT_EQ(types[101], 3) << "special tokens are control tokens";
+  int words = 0, pieces = 0;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    // Find the original spelling: "<tok>": id in the JSON.
+    if (types[id] != 1) continue;
+    const std::string& t = tokens[id];
+    if (t.find_first_of("\"\\") != std::string::npos) continue;  // JSON-escaped in the file
+    if (t.rfind("\xE2\x96\x81", 0) == 0) {
+      ++words;
+      EXPECT_NE(tj.find("\"" + t.substr(3) + "\": " + std::to_string(id)), std::string::npos) << id;
+    } else {
+      ++pieces;
+      EXPECT_NE(tj.find("\"##" + t + "\": " + std::to_string(id)), std::string::npos) << id;
+    }
+  }
+  EXPECT_GT(words, 100);
+  EXPECT_GT(pieces, 10);
+
+  // Tensors: names, shapes (ggml order) and f32 data bit for bit.
+  const auto w = WeightStore::open_dir(dir.path().string()).value();
+  const std::map<std::string, std::string> some = {
+      {"token_embd.weight", "embeddings.word_embeddings.weight"},
+      {"token_types.weight", "embeddings.token_type_embeddings.weight"},
+      {"position_embd.weight", "embeddings.position_embeddings.weight"},
+      {"blk.1.attn_k.bias", "encoder.layer.1.attention.self.key.bias"},
+      {"blk.0.ffn_down.weight", "encoder.layer.0.output.dense.weight"},
+      {"blk.1.layer_output_norm.weight", "encoder.layer.1.output.LayerNorm.weight"}};
+  EXPECT_EQ(g.tensors.size(), 5u + 16u * static_cast<size_t>(c.num_hidden_layers));
+  for (const auto& [gg, hf] : some) {
+    SCOPED_TRACE(gg);
+    ASSERT_TRUE(g.tensors.count(gg));
+    const TensorView v = w->get(hf).value();
+    const GgufTensor& t = g.tensors.at(gg);
+    ASSERT_EQ(t.dims.size(), v.shape.size());
+    for (size_t d = 0; d < t.dims.size(); ++d) EXPECT_EQ(t.dims[d], static_cast<uint64_t>(v.shape[v.shape.size() - 1 - d]));
+    EXPECT_EQ(0, std::memcmp(g.data(gg), v.data, v.nbytes));
+  }
+}
+
+TEST(GgufBertTest, ClassifierHeadAndPoolingFromTheFiles) {
+  TempDir cls_dir, rank_dir;
+  write_encoder(cls_dir.path(), "cls");
+  EXPECT_EQ(convert(cls_dir.path(), GgufType::kF16).u("bert.pooling_type"), 2u);
+  write_encoder(rank_dir.path(), "cls", /*num_labels=*/1);
+  const GgufFile g = convert(rank_dir.path(), GgufType::kF32);
+  EXPECT_EQ(g.u("bert.pooling_type"), 4u) << "a sequence classifier exports as rank pooling";
+  ASSERT_TRUE(g.tensors.count("cls.weight"));
+  ASSERT_TRUE(g.tensors.count("cls.output.weight"));
+  EXPECT_EQ(g.tensors.at("cls.output.weight").dims, (std::vector<uint64_t>{64, 1}));
+}
+
+TEST(GgufBertTest, UnsupportedEncodersAreRefusedByName) {
+  TempDir dir;
+  write_encoder(dir.path(), "cls");
+  const fs::path out = dir.path() / "out.gguf";
+  // GELU variant llama.cpp's bert does not run.
+  std::ifstream in(dir.path() / "config.json");
+  std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const size_t at = cfg.find("\"gelu\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string tanh = cfg;
+  tanh.replace(at, 6, "\"gelu_new\"");
+  std::ofstream(dir.path() / "config.json") << tanh;
+  Status st = convert_to_gguf(dir.path().string(), out.string(), GgufType::kF32);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("gelu_new"), std::string::npos) << st.to_string();
+  EXPECT_FALSE(fs::exists(out));
+  // A Dense module in modules.json is named.
+  std::ofstream(dir.path() / "config.json") << cfg;
+  std::ofstream(dir.path() / "modules.json")
+      << R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+      << R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},)"
+      << R"({"idx":2,"name":"2","path":"2_Dense","type":"sentence_transformers.models.Dense"}])";
+  st = convert_to_gguf(dir.path().string(), out.string(), GgufType::kF32);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("Dense"), std::string::npos) << st.to_string();
   EXPECT_FALSE(fs::exists(out));
 }
 
