@@ -1,0 +1,70 @@
+// CostModel: how long the simulated work takes, from measured rates.
+//
+// The engine part is seqparallel::KernelRates (what `ragctl plan` measures on this machine, or a
+// GPU run's rates.json such as bench/rates/h200-llama3-8b.json). One engine step that feeds T
+// tokens costs
+//   step = step_overhead_s + sample_s * rows sampled
+//        + max(decode_dense_s, T / dense_tokens_per_s)            dense layers (a weight-read floor)
+//        + Σ prefill items  (n * start + n (n + 1) / 2) / attn_pairs_per_s     causal attention
+//        + Σ decode items   context * kv_bytes_per_token / kv_read_bytes_per_s  KV streaming
+// Serving costs that kernel rates do not cover come from an optional "serving" object in the same
+// file (every field optional, defaults below): retrieval, network, tier transfers, per-step
+// overhead. A file written by `ragctl plan --json` (rates under "rates") is accepted as is.
+//
+// Thread-safety: value types; the functions are pure.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "ragd/common/status.h"
+#include "ragd/seqparallel/perf_model.h"
+
+namespace ragd::sim {
+
+// The model's KV shape: what one token's K and V take in the pool, all layers.
+struct ModelShape {
+  int layers = 32;
+  int kv_heads = 8;
+  int head_dim = 128;
+  int kv_dtype_bytes = 2;  // f32 4, bf16 2, int8 1 (+ scales, ignored)
+  double kv_bytes_per_token() const { return 2.0 * layers * kv_heads * head_dim * kv_dtype_bytes; }
+  Status validate() const;  // InvalidArgument naming the field
+};
+
+// Serving costs outside the engine (the rates file's "serving" object).
+struct ServingRates {
+  double step_overhead_s = 0.0;       // per engine step: scheduling, launch, bookkeeping; default 0
+  double sample_s = 0.0;              // per sampled row (softmax + draw over the vocabulary); default 0
+  double retrieval_s = 0.002;         // one retrieval (embed + search + fetch + prompt build); default 2 ms
+  double network_s = 0.0002;          // client <-> replica, one way; default 0.2 ms
+  double dram_bytes_per_s = 20e9;     // DRAM -> pool copies; default 20 GB/s
+  double ssd_bytes_per_s = 2e9;       // SSD reads; default 2 GB/s
+  double ssd_latency_s = 1e-4;        // per SSD load; default 0.1 ms
+  double remote_bytes_per_s = 1.25e9; // shared remote tier (Redis) reads; default 1.25 GB/s (10 GbE)
+  double remote_latency_s = 5e-4;     // per remote load; default 0.5 ms
+};
+
+struct CostModel {
+  seqparallel::KernelRates engine;
+  ServingRates serving;
+  ModelShape shape;
+
+  // Seconds of the dense part of a step feeding `tokens` tokens.
+  double dense_s(int tokens) const;
+  // Causal attention of n tokens appended after `start` tokens of context.
+  double prefill_attention_s(int start, int n) const;
+  // Decode attention reading `context` tokens of KV.
+  double decode_attention_s(int context) const;
+  // A whole prefill of `fresh` tokens after `cached` tokens in one step (PGDSF's cost T(cached, new)).
+  double prefill_s(double cached, double fresh) const;
+  // Moving `bytes` at `bytes_per_s` after `latency_s`.
+  static double transfer_s(double bytes, double bytes_per_s, double latency_s) { return latency_s + bytes / bytes_per_s; }
+};
+
+// Parses a rates file (see above) for a model of `shape`. InvalidArgument naming the field:
+// "rates: serving.ssd_bytes_per_s must be a positive number", "rates: serving: unknown field 'x'",
+// or parse_kernel_rates' message for the engine rates.
+[[nodiscard]] Result<CostModel> parse_cost_model(std::string_view json, const ModelShape& shape);
+
+}  // namespace ragd::sim

@@ -1,0 +1,136 @@
+// SimKvHost: the scheduler's KV host for a simulated replica. The real pipelines::Scheduler plans
+// against it exactly as against the executor's PoolKvHost, and the real kvstore::KnowledgeTree
+// (pool mode, its eviction policy and tier capacities) decides what stays cached; only the bytes
+// are missing. The engine pool is a block count: free = total - blocks of the runs' own tails -
+// blocks of live pool copies (a copy stays alive while the tree or a run that installed it refers
+// to it, as the real pool's ref counts keep blocks). Document KV follows the executor's reuse
+// planner for the knowledge-tree mode: lookup after retrieval matches the path [prefix][doc]..., pins
+// it and loads the part below HBM (DRAM / SSD / the shared remote tier) on per-tier channels;
+// admission installs it (hits in the pool are shared, loaded nodes take blocks and are promoted
+// into the pool); after the prompt's prefill publish() inserts the newly computed nodes
+// (insert_pool, write-through DRAM, write-behind SSD and remote).
+//
+// Not modelled: SSD write bandwidth (writes complete at once), the pool-to-DRAM copy budget,
+// CacheBlend / EPIC, chunk granularity of the prefix mode.
+//
+// Thread-safety: not thread-safe; one simulated replica owns it (single-threaded simulation).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "ragd/common/hash.h"
+#include "ragd/kvstore/knowledge_tree.h"
+#include "ragd/pipelines/scheduler.h"
+#include "ragd/sim/cost_model.h"
+#include "ragd/sim/shared_remote.h"
+#include "ragd/sim/workload.h"
+
+namespace ragd::sim {
+
+struct KvHostOptions {
+  int pool_blocks = 2048;       // engine pool blocks (kv_pool_bytes / block bytes)
+  int block_size = 16;          // tokens per block
+  bool hbm_cache = true;        // the tree may keep document KV in the pool
+  uint64_t hbm_bytes = 0;       // tree's pool share; 0 = the whole pool
+  uint64_t dram_bytes = 1ull << 30;
+  uint64_t ssd_bytes = 8ull << 30;
+  kvstore::EvictionPolicy eviction = kvstore::EvictionPolicy::kPgdsf;
+  uint64_t swap_bytes = 512ull << 20;  // host memory for swapped-out runs
+  bool tenant_isolation = false;       // a tree root per tenant (else one shared root)
+};
+
+// Where a run's reused prompt tokens came from (first admission).
+struct ReuseCounts {
+  int hbm = 0, dram = 0, ssd = 0, remote = 0;
+  int total() const { return hbm + dram + ssd + remote; }
+};
+
+struct LookupOutcome {
+  double ready_s = 0;     // when the loads below HBM are done (>= now)
+  int hint_tokens = 0;    // tokens expected to be reused (scheduler ordering)
+};
+
+class SimKvHost final : public pipelines::KvHost {
+ public:
+  // `remote` (shared by every replica, may be null) must outlive the host.
+  SimKvHost(const KvHostOptions& opts, const CostModel& cost, SharedRemote* remote);
+  ~SimKvHost() override;
+  SimKvHost(const SimKvHost&) = delete;
+  SimKvHost& operator=(const SimKvHost&) = delete;
+
+  // The scheduler whose sequence lengths admit() caps to (set once, before any admission).
+  void set_scheduler(const pipelines::Scheduler* s) { sched_ = s; }
+
+  // After retrieval: matches the request's path (touching it), pins it and starts its loads.
+  LookupOutcome lookup(const SimRequest& req, double now);
+  // Prompt tokens a router would find cached here for `req` (any local tier; no touch).
+  int cached_tokens(const SimRequest& req);
+  // After planning: the run's KV now has room for `kv_tokens` tokens (the step writes them).
+  void reserve(uint64_t id, int kv_tokens);
+  // The run's prompt KV is complete: registers the path nodes it computed.
+  void publish(uint64_t id);
+  bool published(uint64_t id) const;
+  // Reuse of the run's first admission.
+  ReuseCounts reused(uint64_t id) const;
+  // Seconds of swap copies planned since the last call (added to the step that carries them).
+  double take_transfer_s();
+  // Forgets a finished run (after Scheduler::finish released it).
+  void forget(uint64_t id);
+
+  int used_blocks() const { return used_blocks_; }
+  int total_blocks() const { return opts_.pool_blocks; }
+  uint64_t block_bytes() const { return block_bytes_; }
+  kvstore::TierCounters tier(kvstore::Tier t) const { return tree_->counters(t); }
+  uint64_t swap_used_bytes() const { return swap_used_; }
+  const kvstore::KnowledgeTree& tree() const { return *tree_; }
+
+  // KvHost
+  bool ensure_free(int blocks) override;
+  int blocks_needed(uint64_t id, int n) const override;
+  int admit(uint64_t id, int keep_free) override;
+  bool swap_in(uint64_t id, int keep_free) override;
+  bool preempt(uint64_t id, bool swap) override;
+  void release(uint64_t id) override;
+  void truncate(uint64_t id, int n) override;
+
+ private:
+  struct Copy {
+    int blocks = 0;
+    int refs = 0;
+  };
+  struct Run;
+  class Pool;
+
+  Run& run(uint64_t id);
+  const Run& run(uint64_t id) const;
+  int own_blocks(int kv, int shared_end) const;
+  void set_own(Run& r, int kv, int shared_end);
+  void unref(int copy_id);
+  void on_tier_change(const kvstore::TreeNodeInfo& n, kvstore::Tier t, bool entered);
+  void drain(std::vector<kvstore::SsdAction>& actions);
+  kvstore::SegmentHeader header_of(const Run& r, size_t i) const;
+  void build_path(const SimRequest& req, Run& r) const;
+
+  KvHostOptions opts_;
+  const CostModel& cost_;
+  SharedRemote* remote_;
+  const pipelines::Scheduler* sched_ = nullptr;
+  uint64_t block_bytes_ = 0;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<kvstore::KnowledgeTree> tree_;
+  kvstore::SegmentRef host_copy_;  // stands for every host-tier copy (bytes are accounted by the tree)
+  std::unordered_map<uint64_t, std::unique_ptr<Run>> runs_;
+  std::unordered_map<Hash128, int, Hash128Hasher> node_copy_;  // node in HBM -> its copy
+  std::unordered_map<int, Copy> copies_;
+  int next_copy_ = 1;
+  int used_blocks_ = 0;
+  Run* placing_ = nullptr;  // the run whose blocks a copy being placed shares
+  uint64_t swap_used_ = 0;
+  double transfer_s_ = 0;
+  double dram_free_at_ = 0, ssd_free_at_ = 0, remote_free_at_ = 0;  // load channels
+};
+
+}  // namespace ragd::sim

@@ -1,0 +1,96 @@
+// Simulated workloads: the requests a simulation replays, from a generator spec or a trace.
+//
+// A generator spec is a list of key=value settings (one per line or comma-separated; '#' starts a
+// comment), every key optional:
+//   rate=10              arrivals per second (> 0)
+//   arrivals=poisson     poisson | uniform (evenly spaced)
+//   requests=1000        requests to generate (>= 1); with duration_s, whichever ends first
+//   duration_s=0         arrival window in seconds; 0 = requests decides
+//   docs=0               corpus size; 0 = no retrieval (plain prompts of prompt_tokens)
+//   zipf=0.9             popularity skew over topics (or documents); 0 = uniform
+//   topic_docs=0         documents per topic: a query draws a topic and retrieves its first
+//                        docs_per_query documents (as `ragctl bench --topics` corpora); 0 = every
+//                        retrieved document is drawn on its own
+//   docs_per_query=2     documents in a RAG prompt
+//   doc_order=fixed      fixed | shuffled: order of the retrieved documents in the prompt
+//   doc_tokens=256       tokens per document
+//   prefix_tokens=32     system prefix of a RAG prompt (the knowledge tree's first node)
+//   query_tokens=16      question tokens after the documents
+//   prompt_tokens=128    plain prompts: one length or a mixture "64:0.8,1024:0.2" (length:weight)
+//   answer_tokens=16     generated tokens: one length or a mixture
+//   tenants=1            tenants, assigned uniformly at random
+//   seed=1
+// Unknown keys and malformed values are refused with a message naming the key.
+//
+// Thread-safety: value types; generate_requests is pure (seeded).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ragd/common/status.h"
+
+namespace ragd::sim {
+
+// One node of a request's knowledge-tree path: the system prefix or one document.
+struct PathSegment {
+  uint64_t doc = 0;  // document id; kPrefixDoc for the system prefix
+  int tokens = 0;
+};
+inline constexpr uint64_t kPrefixDoc = ~uint64_t{0};
+
+struct SimRequest {
+  uint64_t id = 0;
+  double arrival_s = 0;      // when the client sends it
+  int tenant = 0;
+  int prompt_tokens = 0;     // whole prompt: path segments + question
+  int answer_tokens = 0;     // generated tokens (the run stops there)
+  std::vector<PathSegment> path;  // empty for plain prompts
+};
+
+// A length distribution: one value, or a mixture of values with weights.
+struct LengthMix {
+  std::vector<std::pair<int, double>> parts = {{128, 1.0}};
+  double mean() const;
+};
+
+enum class Arrivals : uint8_t { kPoisson, kUniform };
+
+struct WorkloadSpec {
+  double rate = 10;
+  Arrivals arrivals = Arrivals::kPoisson;
+  long requests = 1000;
+  double duration_s = 0;
+  long docs = 0;
+  double zipf = 0.9;
+  int topic_docs = 0;
+  int docs_per_query = 2;
+  bool shuffle_docs = false;
+  int doc_tokens = 256;
+  int prefix_tokens = 32;
+  int query_tokens = 16;
+  LengthMix prompt_tokens;
+  LengthMix answer_tokens = {{{16, 1.0}}};
+  int tenants = 1;
+  uint64_t seed = 1;
+
+  // Cross-field checks (docs_per_query <= topic_docs when topics are used, ...), naming the key.
+  Status validate() const;
+};
+
+// Sets one key (also used by sweeps: --sweep rate=1..64). InvalidArgument naming the key.
+[[nodiscard]] Status apply_workload_key(WorkloadSpec& spec, std::string_view key, std::string_view value);
+// True when `key` is a workload key.
+bool is_workload_key(std::string_view key);
+// Parses a spec text on top of `spec`; `source` names it in errors ("w.txt:3: zipf: ...").
+[[nodiscard]] Status parse_workload_spec(WorkloadSpec& spec, std::string_view text, const std::string& source);
+// Parses "64:0.8,1024:0.2" or "128".
+[[nodiscard]] Result<LengthMix> parse_length_mix(std::string_view text);
+
+// The requests of a spec (validated first), in arrival order, ids 1..n.
+[[nodiscard]] Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& spec);
+
+}  // namespace ragd::sim

@@ -1,0 +1,114 @@
+#include "ragd/sim/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <simdjson.h>
+
+namespace ragd::sim {
+
+Status ModelShape::validate() const {
+  auto check = [](const char* name, int v, int hi) -> Status {
+    if (v < 1 || v > hi) return Status::InvalidArgument(std::string("model shape: ") + name + " must be in [1, " + std::to_string(hi) + "], got " + std::to_string(v));
+    return Status::OK();
+  };
+  RAGD_RETURN_IF_ERROR(check("layers", layers, 4096));
+  RAGD_RETURN_IF_ERROR(check("kv_heads", kv_heads, 4096));
+  RAGD_RETURN_IF_ERROR(check("head_dim", head_dim, 65536));
+  return check("kv_dtype_bytes", kv_dtype_bytes, 8);
+}
+
+double CostModel::dense_s(int tokens) const {
+  if (tokens <= 0) return 0;
+  return std::max(engine.decode_dense_s, tokens / engine.dense_tokens_per_s);
+}
+
+double CostModel::prefill_attention_s(int start, int n) const {
+  if (n <= 0) return 0;
+  const double pairs = static_cast<double>(n) * start + 0.5 * static_cast<double>(n) * (n + 1);
+  return pairs / engine.attn_pairs_per_s;
+}
+
+double CostModel::decode_attention_s(int context) const {
+  return context * shape.kv_bytes_per_token() / engine.kv_read_bytes_per_s;
+}
+
+double CostModel::prefill_s(double cached, double fresh) const {
+  if (fresh <= 0) return 0;
+  const double pairs = fresh * cached + 0.5 * fresh * (fresh + 1);
+  return std::max(engine.decode_dense_s, fresh / engine.dense_tokens_per_s) + pairs / engine.attn_pairs_per_s;
+}
+
+namespace {
+
+// The engine rates' JSON text with the "serving" object taken out, and the serving rates parsed.
+Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
+  struct Field {
+    const char* name;
+    double* value;
+    bool may_be_zero;
+  };
+  Field fields[] = {{"step_overhead_s", &out->step_overhead_s, true},   {"sample_s", &out->sample_s, true},
+                    {"retrieval_s", &out->retrieval_s, true},           {"network_s", &out->network_s, true},
+                    {"dram_bytes_per_s", &out->dram_bytes_per_s, false}, {"ssd_bytes_per_s", &out->ssd_bytes_per_s, false},
+                    {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},
+                    {"remote_latency_s", &out->remote_latency_s, true}};
+  for (auto [key, value] : obj) {
+    Field* f = nullptr;
+    for (Field& c : fields)
+      if (key == c.name) f = &c;
+    if (!f) return Status::InvalidArgument("rates: serving: unknown field '" + std::string(key) + "'");
+    double v = 0;
+    if (value.get(v) != simdjson::SUCCESS || !std::isfinite(v) || v < 0 || (!f->may_be_zero && v == 0))
+      return Status::InvalidArgument(std::string("rates: serving.") + f->name + " must be a " +
+                                     (f->may_be_zero ? "non-negative" : "positive") + " number");
+    *f->value = v;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<CostModel> parse_cost_model(std::string_view json, const ModelShape& shape) {
+  RAGD_RETURN_IF_ERROR(shape.validate());
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto e = parser.parse(json.data(), json.size()).get(doc); e != simdjson::SUCCESS)
+    return Status::InvalidArgument(std::string("rates: not JSON: ") + simdjson::error_message(e));
+  simdjson::dom::object obj;
+  if (doc.get(obj) != simdjson::SUCCESS) return Status::InvalidArgument("rates: expected a JSON object");
+  CostModel m;
+  m.shape = shape;
+  // `ragctl plan --json` output: the rates are the "rates" member.
+  simdjson::dom::object nested;
+  simdjson::dom::object rates_obj = obj;
+  const bool wrapped = obj["rates"].get(nested) == simdjson::SUCCESS;
+  if (wrapped) rates_obj = nested;
+  // Re-serialise every engine field for parse_kernel_rates (its checks and messages), keeping
+  // "serving" for ourselves.
+  std::string engine = "{";
+  bool first = true;
+  for (auto [key, value] : rates_obj) {
+    if (key == "serving") {
+      simdjson::dom::object s;
+      if (value.get(s) != simdjson::SUCCESS) return Status::InvalidArgument("rates: 'serving' must be an object");
+      RAGD_RETURN_IF_ERROR(parse_serving(s, &m.serving));
+      continue;
+    }
+    if (!first) engine += ",";
+    first = false;
+    engine += "\"" + std::string(key) + "\":" + simdjson::minify(value);
+  }
+  engine += "}";
+  if (wrapped) {  // plan's wrapper may carry "serving" beside "rates"
+    simdjson::dom::object s;
+    if (obj["serving"].get(s) == simdjson::SUCCESS) RAGD_RETURN_IF_ERROR(parse_serving(s, &m.serving));
+  }
+  auto r = seqparallel::parse_kernel_rates(engine);
+  if (!r.ok()) return Status::InvalidArgument("rates: " + r.status().message());
+  m.engine = std::move(r).value();
+  return m;
+}
+
+}  // namespace ragd::sim

@@ -1,0 +1,141 @@
+#include "replica.h"
+
+#include <algorithm>
+
+namespace ragd::sim {
+
+namespace {
+uint64_t sched_id(size_t i) { return static_cast<uint64_t>(i) + 1; }
+size_t req_index(uint64_t id) { return static_cast<size_t>(id - 1); }
+}  // namespace
+
+Replica::Replica(int index, const SimOptions& opts, const CostModel& cost, SharedRemote* remote,
+                 const std::vector<SimRequest>& reqs, std::vector<SimRecord>& recs, std::vector<LiveRequest>& live)
+    : index_(index),
+      opts_(opts),
+      cost_(cost),
+      reqs_(reqs),
+      recs_(recs),
+      live_(live),
+      sched_(opts.scheduler),
+      host_(opts.kv, cost, remote),
+      retrieval_free_at_(static_cast<size_t>(std::max(1, opts.retrieval_threads)), 0.0) {
+  host_.set_scheduler(&sched_);
+}
+
+bool Replica::accept(size_t i, double now, EventQueue& q) {
+  SimRecord& rec = recs_[i];
+  rec.replica = index_;
+  if (queued_ >= opts_.max_queue) {
+    rec.refused = true;
+    return false;
+  }
+  ++outstanding_;
+  ++queued_;
+  const SimRequest& r = reqs_[i];
+  if (r.path.empty()) {  // a plain prompt: no retrieval, nothing to look up
+    host_.lookup(r, now);
+    add(i, 0, now, q);
+    return true;
+  }
+  auto it = std::min_element(retrieval_free_at_.begin(), retrieval_free_at_.end());
+  const double start = std::max(now, *it);
+  *it = start + cost_.serving.retrieval_s;
+  rec.retrieval_ms = (*it - now) * 1e3;
+  q.push(*it, EventKind::kRetrievalDone, index_, i);
+  return true;
+}
+
+void Replica::on_retrieval_done(size_t i, double now, EventQueue& q) {
+  const LookupOutcome lo = host_.lookup(reqs_[i], now);
+  recs_[i].kv_load_ms = (lo.ready_s - now) * 1e3;
+  if (lo.ready_s > now) {
+    live_[i].hint_tokens = lo.hint_tokens;
+    q.push(lo.ready_s, EventKind::kLoadDone, index_, i);
+    return;
+  }
+  add(i, lo.hint_tokens, now, q);
+}
+
+void Replica::on_load_done(size_t i, double now, EventQueue& q) {
+  add(i, live_[i].hint_tokens, now, q);
+}
+
+void Replica::add(size_t i, int hint_tokens, double now, EventQueue& q) {
+  const SimRequest& r = reqs_[i];
+  pipelines::SeqInfo si;
+  si.id = sched_id(i);
+  si.tenant = r.tenant == 0 ? "default" : "t" + std::to_string(r.tenant);
+  si.prompt_tokens = r.prompt_tokens;
+  si.max_new_tokens = r.answer_tokens;
+  si.cached_tokens_hint = std::min(hint_tokens, r.prompt_tokens);
+  Status st = sched_.add(si);
+  RAGD_CHECK(st.ok()) << st.to_string();
+  live_[i].added_s = now;
+  if (!stepping_) start_step(now, q);
+}
+
+double Replica::step_seconds(const pipelines::StepPlan& plan) {
+  double s = cost_.serving.step_overhead_s + cost_.dense_s(plan.tokens);
+  for (const pipelines::BatchItem& it : plan.items) {
+    s += it.prefill ? cost_.prefill_attention_s(it.start, it.n) : cost_.decode_attention_s(it.start + 1);
+    if (it.sample) s += cost_.serving.sample_s;
+  }
+  return s + host_.take_transfer_s();
+}
+
+void Replica::start_step(double now, EventQueue& q) {
+  plan_ = sched_.schedule(host_);
+  if (plan_.items.empty()) {
+    stepping_ = false;
+    host_.take_transfer_s();
+    return;
+  }
+  stepping_ = true;
+  ++steps_;
+  for (const pipelines::BatchItem& it : plan_.items) {
+    host_.reserve(it.id, it.start + it.n);
+    LiveRequest& l = live_[req_index(it.id)];
+    if (l.admit_s < 0) {
+      l.admit_s = now;
+      recs_[req_index(it.id)].queue_ms = (now - l.added_s) * 1e3;
+      --queued_;
+    }
+  }
+  q.push(now + step_seconds(plan_), EventKind::kStepDone, index_, 0);
+}
+
+void Replica::on_step_done(double now, EventQueue& q) {
+  sched_.commit(plan_);
+  for (const pipelines::BatchItem& it : plan_.items) {
+    if (!sched_.contains(it.id)) continue;
+    const size_t i = req_index(it.id);
+    const SimRequest& r = reqs_[i];
+    SimRecord& rec = recs_[i];
+    LiveRequest& l = live_[i];
+    if (it.sample) {
+      if (l.generated == 0) {
+        rec.ttft_ms = (now - r.arrival_s + cost_.serving.network_s) * 1e3;
+        rec.prefill_ms = (now - l.admit_s) * 1e3;
+      } else if (opts_.keep_itl) {
+        rec.itl_ms.push_back((now - l.last_token_s) * 1e3);
+      }
+      l.last_token_s = now;
+      ++l.generated;
+    }
+    if (!host_.published(it.id) && sched_.kv_tokens(it.id) >= r.prompt_tokens) host_.publish(it.id);
+    if (l.generated >= r.answer_tokens) {
+      rec.reused = host_.reused(it.id);
+      rec.tokens = l.generated;
+      rec.prompt_tokens = r.prompt_tokens;
+      rec.e2e_ms = (now - r.arrival_s + cost_.serving.network_s) * 1e3;
+      rec.ok = true;
+      sched_.finish(it.id, host_);
+      host_.forget(it.id);
+      --outstanding_;
+    }
+  }
+  start_step(now, q);
+}
+
+}  // namespace ragd::sim

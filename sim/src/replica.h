@@ -1,0 +1,61 @@
+// One simulated replica: the real scheduler over a SimKvHost, a retrieval pool and the engine's
+// step loop in virtual time. Private to the simulator (simulator.cpp drives it).
+// Thread-safety: not thread-safe; the single-threaded simulation owns it.
+#pragma once
+
+#include <vector>
+
+#include "ragd/pipelines/scheduler.h"
+#include "ragd/sim/event_queue.h"
+#include "ragd/sim/sim_kv_host.h"
+#include "ragd/sim/simulator.h"
+
+namespace ragd::sim {
+
+// Per-request state shared by the replicas (indexed like the requests).
+struct LiveRequest {
+  double added_s = 0;       // entered the scheduler
+  double admit_s = -1;      // first admitted into a step
+  double last_token_s = 0;
+  int generated = 0;
+  int hint_tokens = 0;      // cached tokens found at lookup, until the loads are done
+};
+
+class Replica {
+ public:
+  Replica(int index, const SimOptions& opts, const CostModel& cost, SharedRemote* remote,
+          const std::vector<SimRequest>& reqs, std::vector<SimRecord>& recs, std::vector<LiveRequest>& live);
+
+  // The request (index into reqs) reaches this replica at `now`. False when refused (queue full).
+  bool accept(size_t i, double now, EventQueue& q);
+  void on_retrieval_done(size_t i, double now, EventQueue& q);
+  void on_load_done(size_t i, double now, EventQueue& q);
+  void on_step_done(double now, EventQueue& q);
+
+  int outstanding() const { return outstanding_; }
+  long steps() const { return steps_; }
+  SimKvHost& host() { return host_; }
+  const pipelines::Scheduler& scheduler() const { return sched_; }
+
+ private:
+  void add(size_t i, int hint_tokens, double now, EventQueue& q);
+  void start_step(double now, EventQueue& q);
+  double step_seconds(const pipelines::StepPlan& plan);
+
+  int index_;
+  const SimOptions& opts_;
+  const CostModel& cost_;
+  const std::vector<SimRequest>& reqs_;
+  std::vector<SimRecord>& recs_;
+  std::vector<LiveRequest>& live_;
+  pipelines::Scheduler sched_;
+  SimKvHost host_;
+  std::vector<double> retrieval_free_at_;  // per retrieval thread
+  pipelines::StepPlan plan_;
+  bool stepping_ = false;
+  int outstanding_ = 0;  // accepted, not finished
+  int queued_ = 0;       // accepted, not admitted yet
+  long steps_ = 0;
+};
+
+}  // namespace ragd::sim

@@ -1,0 +1,164 @@
+// Inputs of the simulator: rates files, workload specs, sweeps. Good ones parse to the values
+// written; bad ones are refused with a message that names the key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "ragd/sim/cost_model.h"
+#include "ragd/sim/sweep.h"
+#include "ragd/sim/workload.h"
+
+namespace ragd::sim {
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+const std::string kRates =
+    R"({"dense_tokens_per_s": 1000, "attn_pairs_per_s": 2e9, "masked_pairs_per_s": 2e9, "decode_dense_s": 0.01,
+        "kv_read_bytes_per_s": 1e10, "link_bytes_per_s": 1e9, "link_latency_s": 0)";
+
+void expect_refused(const Status& st, const std::string& needle) {
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(needle), std::string::npos) << "message: " << st.message();
+}
+
+TEST(SimCostModel, ParsesTheH200RatesFile) {
+  auto c = parse_cost_model(read(std::string(RAGD_SOURCE_DIR) + "/bench/rates/h200-llama3-8b.json"), ModelShape{});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->engine.dense_tokens_per_s, 41599);
+  EXPECT_DOUBLE_EQ(c->engine.decode_dense_s, 0.005824);
+  EXPECT_DOUBLE_EQ(c->serving.retrieval_s, ServingRates{}.retrieval_s);  // defaults kept
+  // llama3-8b, bf16: 2 * 32 layers * 8 heads * 128 * 2 bytes = 128 KiB per token.
+  EXPECT_DOUBLE_EQ(c->shape.kv_bytes_per_token(), 131072);
+}
+
+TEST(SimCostModel, StepCostsFollowTheRates) {
+  auto c = parse_cost_model(kRates + R"(, "serving": {"retrieval_s": 0.05, "ssd_bytes_per_s": 1e9}})", ModelShape{2, 2, 8, 4});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->serving.retrieval_s, 0.05);
+  EXPECT_DOUBLE_EQ(c->dense_s(1), 0.01);         // the decode floor
+  EXPECT_DOUBLE_EQ(c->dense_s(100), 0.1);        // 100 tokens at 1000/s
+  EXPECT_DOUBLE_EQ(c->prefill_attention_s(0, 4), 10 / 2e9);    // 4*5/2 causal pairs
+  EXPECT_DOUBLE_EQ(c->prefill_attention_s(10, 2), 23 / 2e9);   // 2*10 + 3
+  EXPECT_DOUBLE_EQ(c->decode_attention_s(100), 100 * 256 / 1e10);  // 2*2*2*8*4 = 256 B/token
+}
+
+TEST(SimCostModel, AcceptsPlanJsonOutput) {
+  auto c = parse_cost_model(R"({"tokens": 4096, "threads_per_worker": 2, "rates": )" + kRates +
+                                R"(}, "plans": [], "serving": {"step_overhead_s": 0.001}})",
+                            ModelShape{});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->engine.dense_tokens_per_s, 1000);
+  EXPECT_DOUBLE_EQ(c->serving.step_overhead_s, 0.001);
+}
+
+TEST(SimCostModel, RefusesBadRatesNamingTheField) {
+  expect_refused(parse_cost_model("{", ModelShape{}).status(), "not JSON");
+  expect_refused(parse_cost_model(R"({"dense_tokens_per_s": 1000})", ModelShape{}).status(), "attn_pairs_per_s");
+  expect_refused(parse_cost_model(kRates + R"(, "dense_token_per_s": 5})", ModelShape{}).status(), "dense_token_per_s");
+  expect_refused(parse_cost_model(kRates + R"(, "serving": {"ssd_bytes_per_s": 0}})", ModelShape{}).status(),
+                 "serving.ssd_bytes_per_s");
+  expect_refused(parse_cost_model(kRates + R"(, "serving": {"retrieval_ms": 3}})", ModelShape{}).status(), "retrieval_ms");
+  expect_refused(parse_cost_model(kRates + R"(, "serving": 3})", ModelShape{}).status(), "serving");
+  expect_refused(parse_cost_model(kRates + "}", ModelShape{0, 8, 128, 2}).status(), "layers");
+}
+
+TEST(SimWorkload, ParsesSpecsAndMixtures) {
+  WorkloadSpec w;
+  ASSERT_TRUE(parse_workload_spec(w, "rate=5, docs=100, zipf=1.1\n# a comment\nprompt_tokens=64:0.8,1024:0.2\n"
+                                     "answer_tokens=32, topic_docs=4, docs_per_query=2, doc_order=shuffled",
+                                  "w").ok());
+  EXPECT_DOUBLE_EQ(w.rate, 5);
+  EXPECT_EQ(w.docs, 100);
+  EXPECT_DOUBLE_EQ(w.zipf, 1.1);
+  ASSERT_EQ(w.prompt_tokens.parts.size(), 2u);
+  EXPECT_EQ(w.prompt_tokens.parts[1].first, 1024);
+  EXPECT_DOUBLE_EQ(w.prompt_tokens.mean(), 64 * 0.8 + 1024 * 0.2);
+  EXPECT_TRUE(w.shuffle_docs);
+}
+
+TEST(SimWorkload, RefusesBadSpecsNamingTheKey) {
+  WorkloadSpec w;
+  expect_refused(parse_workload_spec(w, "rate=fast", "w"), "rate");
+  expect_refused(parse_workload_spec(w, "rate=-1", "w"), "rate");
+  expect_refused(parse_workload_spec(w, "rates=1", "w"), "unknown key 'rates'");
+  expect_refused(parse_workload_spec(w, "zipf", "w"), "key=value");
+  expect_refused(parse_workload_spec(w, "arrivals=bursty", "w"), "arrivals");
+  expect_refused(parse_workload_spec(w, "answer_tokens=16:0", "w"), "answer_tokens");
+  expect_refused(parse_workload_spec(w, "docs=10\ntopic_docs=4\ndocs_per_query=5", "w.txt"), "docs_per_query");
+  WorkloadSpec v;
+  const Status st = parse_workload_spec(v, "rate=1\ndocs=x", "w.txt");
+  expect_refused(st, "w.txt:2: workload: docs");
+}
+
+TEST(SimWorkload, GeneratorIsSeededAndFollowsTheSpec) {
+  WorkloadSpec w;
+  w.rate = 50;
+  w.requests = 20000;
+  w.docs = 1000;
+  w.zipf = 1.0;
+  w.docs_per_query = 1;
+  w.prefix_tokens = 0;
+  w.doc_tokens = 100;
+  w.query_tokens = 10;
+  auto a = generate_requests(w);
+  auto b = generate_requests(w);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), 20000u);
+  for (size_t i = 0; i < a->size(); ++i) ASSERT_EQ((*a)[i].path[0].doc, (*b)[i].path[0].doc);
+  // Mean gap 1 / rate within 3 %; Zipf(1): P(rank 0) = 1 / H_1000 = 0.1336, rank 1 half of it.
+  EXPECT_NEAR(a->back().arrival_s / a->size(), 1.0 / 50, 0.03 / 50);
+  std::map<uint64_t, int> count;
+  for (const auto& r : *a) {
+    EXPECT_EQ(r.prompt_tokens, 110);
+    ++count[r.path[0].doc];
+  }
+  EXPECT_NEAR(count[0] / 20000.0, 0.1336, 0.01);
+  EXPECT_NEAR(count[1] / 20000.0, 0.0668, 0.008);
+}
+
+TEST(SimSweep, ParsesRangesAndLists) {
+  auto d = parse_sweep("rate=1..64");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->values, (std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64"}));
+  auto l = parse_sweep("rate=2..10:4");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->values, (std::vector<std::string>{"2", "6", "10"}));
+  auto b = parse_sweep("dram_cache_bytes=256MiB..1GiB");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->values, (std::vector<std::string>{"268435456", "536870912", "1073741824"}));
+  auto s = parse_sweep("scheduler=fcfs,sjf");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->values.size(), 2u);
+  auto odd = parse_sweep("replicas=1..12");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(odd->values.back(), "12");
+}
+
+TEST(SimSweep, RefusesBadSweepsNamingTheProblem) {
+  expect_refused(parse_sweep("rate").status(), "key=a..b");
+  expect_refused(parse_sweep("rate=").status(), "no values");
+  expect_refused(parse_sweep("rate=8..2").status(), "ends below");
+  expect_refused(parse_sweep("rate=0..8").status(), "positive start");
+  expect_refused(parse_sweep("rate=1..x").status(), "'x' is not a number");
+  expect_refused(parse_sweep("rate=1..1000:1").status(), "more than 64");
+  expect_refused(parse_sweep("speed=1..4").status(), "unknown key 'speed'");
+  SimOptions o;
+  WorkloadSpec w;
+  expect_refused(apply_key(o, w, ModelShape{}, "router", "random"), "router");
+  expect_refused(apply_key(o, w, ModelShape{}, "dram_cache_bytes", "lots"), "dram_cache_bytes");
+  expect_refused(apply_key(o, w, ModelShape{}, "kv_pool_bytes", "1K"), "kv_pool_bytes");
+  EXPECT_TRUE(apply_key(o, w, ModelShape{}, "kv_pool_bytes", "1GiB").ok());
+  EXPECT_EQ(o.kv.pool_blocks, (1 << 30) / (131072 * 16));
+}
+
+}  // namespace
+}  // namespace ragd::sim

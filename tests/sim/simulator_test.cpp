@@ -1,0 +1,205 @@
+// The simulator's behaviour: determinism, conservation, and the policy effects of the real
+// scheduler and knowledge tree it runs (PGDSF vs LRU, SJF vs FCFS, reuse vs no reuse).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "ragd/sim/simulator.h"
+#include "ragd/sim/workload.h"
+#include "sim_test_util.h"
+
+namespace ragd::sim {
+namespace {
+
+WorkloadSpec rag_workload() {
+  WorkloadSpec w;
+  w.rate = 20;
+  w.requests = 3000;
+  w.docs = 400;
+  w.zipf = 0.9;
+  w.docs_per_query = 2;
+  w.doc_tokens = 256;
+  w.prefix_tokens = 32;
+  w.query_tokens = 16;
+  w.answer_tokens = {{{8, 1.0}}};
+  w.tenants = 2;
+  w.seed = 3;
+  return w;
+}
+
+Result<SimResult> run(const SimOptions& o, const WorkloadSpec& w) {
+  auto reqs = generate_requests(w);
+  if (!reqs.ok()) return reqs.status();
+  return simulate(o, testing::simple_cost(), *reqs);
+}
+
+// Share of prompt tokens served from cache.
+double hit_rate(const SimResult& r) {
+  double reused = 0, prompt = 0;
+  for (const auto& x : r.records) {
+    reused += x.reused.total();
+    prompt += x.prompt_tokens;
+  }
+  return reused / prompt;
+}
+
+double mean_ttft(const SimResult& r) {
+  double s = 0;
+  for (const auto& x : r.records) s += x.ttft_ms;
+  return s / r.records.size();
+}
+
+TEST(Simulator, SameSeedSameResult) {
+  SimOptions o = testing::small_fleet();
+  o.replicas = 3;
+  o.router = RouterKind::kKvAware;
+  o.kv.pool_blocks = 600;
+  o.kv.dram_bytes = 8 << 20;
+  o.remote_bytes = 16 << 20;
+  auto a = run(o, rag_workload());
+  auto b = run(o, rag_workload());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->records.size(), b->records.size());
+  EXPECT_EQ(a->events, b->events);
+  EXPECT_EQ(a->steps, b->steps);
+  for (size_t i = 0; i < a->records.size(); ++i) {
+    const SimRecord &x = a->records[i], &y = b->records[i];
+    ASSERT_EQ(x.replica, y.replica) << i;
+    ASSERT_EQ(x.ttft_ms, y.ttft_ms) << i;  // bit-identical, not merely close
+    ASSERT_EQ(x.e2e_ms, y.e2e_ms) << i;
+    ASSERT_EQ(x.reused.total(), y.reused.total()) << i;
+    ASSERT_EQ(x.itl_ms, y.itl_ms) << i;
+  }
+  // A different seed is a different workload (the comparison above can fail).
+  WorkloadSpec w = rag_workload();
+  w.seed = 4;
+  auto c = run(o, w);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->records[10].ttft_ms, c->records[10].ttft_ms);
+}
+
+TEST(Simulator, EveryRequestFinishesAndTheBlocksComeBack) {
+  SimOptions o = testing::small_fleet();
+  o.replicas = 2;
+  o.kv.pool_blocks = 700;  // tight: preemptions and evictions happen
+  o.kv.dram_bytes = 4 << 20;
+  o.max_queue = 1 << 30;   // no refusals: every request must come through
+  WorkloadSpec w = rag_workload();
+  w.rate = 60;
+  w.answer_tokens = {{{8, 0.5}, {64, 0.5}}};
+  auto r = run(o, w);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->unfinished, 0);
+  long tokens = 0, expected = 0;
+  for (const auto& x : r->records) {
+    ASSERT_TRUE(x.ok) << x.id;
+    EXPECT_GT(x.ttft_ms, 0);
+    EXPECT_GE(x.e2e_ms, x.ttft_ms);
+    tokens += x.tokens;
+  }
+  auto reqs = generate_requests(w);
+  for (const auto& q : *reqs) expected += q.answer_tokens;
+  EXPECT_EQ(tokens, expected);
+  // At the end only the tree's pool copies hold blocks: pool bytes in use == HBM tier bytes
+  // rounded to blocks, never more than the pool.
+  const SimSeriesPoint& last = r->series.back();
+  EXPECT_EQ(last.running, 0);
+  EXPECT_EQ(last.waiting, 0);
+  EXPECT_LE(last.pool_used_bytes, 2ull * 700 * 16 * 512);
+  EXPECT_GE(last.pool_used_bytes, last.hbm_cache_bytes);
+  EXPECT_EQ(last.swap_bytes, 0u);
+  long preemptions = 0;
+  for (const auto& s : r->scheduler) preemptions += s.swaps_out + s.drops;
+  EXPECT_GT(preemptions, 0) << "the pool was meant to be tight";
+}
+
+TEST(Simulator, PgdsfKeepsMoreHitsThanLruUnderZipf) {
+  // Pool-only cache far smaller than the corpus; documents of varied size so that PGDSF's
+  // frequency x cost / size matters (RAGCache's comparison).
+  SimOptions o = testing::small_fleet();
+  o.kv.pool_blocks = 1500;
+  o.scheduler.max_running = 8;
+  WorkloadSpec w = rag_workload();
+  w.docs = 3000;
+  w.docs_per_query = 1;
+  w.requests = 12000;
+  w.rate = 15;
+  o.kv.eviction = kvstore::EvictionPolicy::kLru;
+  auto lru = run(o, w);
+  o.kv.eviction = kvstore::EvictionPolicy::kPgdsf;
+  auto pgdsf = run(o, w);
+  ASSERT_TRUE(lru.ok() && pgdsf.ok());
+  const double h_lru = hit_rate(*lru), h_pgdsf = hit_rate(*pgdsf);
+  EXPECT_GT(h_lru, 0.05);  // the cache does something under both
+  EXPECT_GT(h_pgdsf, h_lru + 0.02) << "pgdsf " << h_pgdsf << " lru " << h_lru;
+}
+
+TEST(Simulator, ShortestFirstBeatsFcfsOnMixedLengths) {
+  SimOptions o = testing::small_fleet();
+  o.scheduler.max_running = 4;
+  o.scheduler.max_batch_tokens = 512;
+  WorkloadSpec w;
+  w.prompt_tokens = {{{64, 0.8}, {2048, 0.2}}};
+  w.answer_tokens = {{{16, 0.8}, {128, 0.2}}};
+  w.requests = 4000;
+  w.rate = 8;  // busy: long prompts queue short ones under fcfs
+  w.seed = 11;
+  o.scheduler.policy = pipelines::SchedPolicy::kFcfs;
+  auto fcfs = run(o, w);
+  o.scheduler.policy = pipelines::SchedPolicy::kSjf;
+  auto sjf = run(o, w);
+  ASSERT_TRUE(fcfs.ok() && sjf.ok());
+  EXPECT_LT(mean_ttft(*sjf), 0.8 * mean_ttft(*fcfs)) << "sjf " << mean_ttft(*sjf) << " fcfs " << mean_ttft(*fcfs);
+}
+
+TEST(Simulator, ReuseCutsTtftAndMissesCostTheLookup) {
+  SimOptions o = testing::small_fleet();
+  WorkloadSpec w = rag_workload();
+  w.rate = 10;
+  auto cached = run(o, w);
+  o.kv.hbm_cache = false;  // no tier keeps KV: every request recomputes
+  auto none = run(o, w);
+  ASSERT_TRUE(cached.ok() && none.ok());
+  EXPECT_GT(hit_rate(*cached), 0.3);
+  EXPECT_EQ(hit_rate(*none), 0.0);
+  EXPECT_LT(mean_ttft(*cached), mean_ttft(*none));
+}
+
+TEST(Simulator, SharedRemoteTierServesOtherReplicasMisses) {
+  SimOptions o = testing::small_fleet();
+  o.replicas = 4;
+  o.router = RouterKind::kLeastConn;
+  o.kv.pool_blocks = 400;
+  o.kv.dram_bytes = 1 << 20;
+  auto local = run(o, rag_workload());
+  o.remote_bytes = 256 << 20;
+  auto remote = run(o, rag_workload());
+  ASSERT_TRUE(local.ok() && remote.ok());
+  long remote_tokens = 0;
+  for (const auto& x : remote->records) remote_tokens += x.reused.remote;
+  EXPECT_GT(remote_tokens, 0);
+  EXPECT_GT(remote->remote_hits, 0u);
+  EXPECT_GT(hit_rate(*remote), hit_rate(*local));
+}
+
+TEST(Simulator, QueueLimitRefuses) {
+  SimOptions o = testing::small_fleet();
+  o.max_queue = 4;
+  o.scheduler.max_running = 1;
+  WorkloadSpec w;
+  w.prompt_tokens = {{{400, 1.0}}};
+  w.rate = 500;  // far above one request per 40 ms
+  w.requests = 200;
+  auto r = run(o, w);
+  ASSERT_TRUE(r.ok());
+  int refused = 0;
+  for (const auto& x : r->records) {
+    refused += x.refused;
+    EXPECT_NE(x.ok, x.refused);
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_EQ(r->unfinished, 0);
+}
+
+}  // namespace
+}  // namespace ragd::sim
