@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ragd/engine/sentence_pooling.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/engine/wordpiece.h"
 
@@ -68,25 +69,8 @@ Status write_random_encoder_dir(const std::string& dir_name, const EncoderDirOpt
   RAGD_RETURN_IF_ERROR(write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}}));
   if (c.is_classifier()) return Status::OK();
 
-  std::string modules =
-      "[\n  {\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},\n"
-      "  {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}";
-  if (o.normalize)
-    modules += ",\n  {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", \"type\": \"sentence_transformers.models.Normalize\"}";
-  RAGD_RETURN_IF_ERROR(write_text(dir / "modules.json", modules + "\n]\n"));
-  fs::create_directories(dir / "1_Pooling", ec);
-  if (o.normalize) fs::create_directories(dir / "2_Normalize", ec);
-  if (ec) return Status::IOError(fmt::format("{}: cannot create module directories: {}", dir_name, ec.message()));
-  RAGD_RETURN_IF_ERROR(write_text(
-      dir / "1_Pooling" / "config.json",
-      fmt::format("{{\n  \"word_embedding_dimension\": {},\n  \"pooling_mode_cls_token\": {},\n"
-                  "  \"pooling_mode_mean_tokens\": {},\n  \"pooling_mode_max_tokens\": false,\n"
-                  "  \"pooling_mode_mean_sqrt_len_tokens\": false,\n  \"pooling_mode_weightedmean_tokens\": false,\n"
-                  "  \"pooling_mode_lasttoken\": {}\n}}\n",
-                  c.hidden_size, o.pooling == "cls", o.pooling == "mean", o.pooling == "lasttoken")));
-  RAGD_RETURN_IF_ERROR(write_text(dir / "sentence_bert_config.json",
-                                  fmt::format("{{\n  \"max_seq_length\": {},\n  \"do_lower_case\": false\n}}\n", max_len)));
-  return Status::OK();
+  RAGD_ASSIGN_OR_RETURN(SentencePooling pooling, parse_sentence_pooling(o.pooling));
+  return write_sentence_pooling(dir_name, c.hidden_size, {.pooling = pooling, .normalize = o.normalize, .max_seq_length = max_len});
 }
 
 }  // namespace ragd::engine

@@ -41,7 +41,7 @@ class ModelImpl final : public Model {
   }
   Status attend(const BlockTable& table, int layer, std::span<const float> q, std::span<const int32_t> q_pos,
                 float* out, float* lse) override;
-  Status embed(std::span<const int32_t> tokens, std::vector<float>* out) override;
+  Status embed(std::span<const int32_t> tokens, std::vector<float>* out, SentencePooling pooling) override;
 
  private:
   Status check_tokens(std::span<const int32_t> tokens, size_t index) const;
@@ -229,7 +229,7 @@ Status ModelImpl::attend(const BlockTable& table, int layer, std::span<const flo
   return backend_->attend(*pool_, table, layer, q.data(), static_cast<int>(n_q), q_pos.data(), out, lse);
 }
 
-Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out) {
+Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out, SentencePooling pooling) {
   if (out == nullptr) return Status::InvalidArgument("embed: out is null");
   RAGD_RETURN_IF_ERROR(check_tokens(tokens, 0).with_context("embed"));
   BlockTable table;
@@ -251,6 +251,12 @@ Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out
   Status st = backend_->forward(plan, *pool_, nullptr, nullptr, hidden_.data(), nullptr);
   table.release(*pool_);
   RAGD_RETURN_IF_ERROR(st);
+  if (pooling != SentencePooling::kMean) {
+    const size_t row = pooling == SentencePooling::kCls ? 0 : static_cast<size_t>(n - 1);
+    out->assign(hidden_.begin() + static_cast<std::ptrdiff_t>(row * hs),
+                hidden_.begin() + static_cast<std::ptrdiff_t>((row + 1) * hs));
+    return Status::OK();
+  }
   out->assign(hs, 0.0f);
   for (int c = 0; c < hs; ++c) {
     double s = 0.0;

@@ -269,6 +269,20 @@ TEST(Model, EmbedIsMeanOfFinalNormedHidden) {
   EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);  // scratch KV released
 }
 
+TEST(Model, EmbedFirstAndLastTokenAreThoseRows) {
+  Fixture f(Variant::kTied);
+  auto toks = random_tokens(29, 43);
+  std::vector<std::vector<double>> logits, hidden;
+  Reference(f.cfg, f.w).run(toks, &logits, &hidden);
+  std::vector<float> first, last;
+  ASSERT_TRUE(f.model->embed(toks, &first, SentencePooling::kCls).ok());
+  ASSERT_TRUE(f.model->embed(toks, &last, SentencePooling::kLastToken).ok());
+  EXPECT_LT(err(first, hidden.front()), kRefTol);
+  EXPECT_LT(err(last, hidden.back()), kRefTol);
+  EXPECT_GT(err(first, hidden.back()), 100 * kRefTol);  // the rows differ: the checks above can fail
+  EXPECT_EQ(f.model->kv_pool().used_blocks(), 0u);
+}
+
 TEST(Model, FingerprintDependsOnWeightsAndShape) {
   Fixture a(Variant::kLlama, 16, 8u << 20, 1), b(Variant::kLlama, 16, 8u << 20, 1), c(Variant::kLlama, 16, 8u << 20, 2);
   Fixture d(Variant::kLlama3Rope, 16, 8u << 20, 1);

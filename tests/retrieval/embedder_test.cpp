@@ -141,7 +141,7 @@ class FakeModel final : public engine::Model {
   engine::KvPool& kv_pool() override { std::abort(); }
   std::string_view device() const override { return "cpu"; }
   Status forward(std::span<engine::SeqStep>, engine::StepOutput*) override { return Status::Unimplemented("fake"); }
-  Status embed(std::span<const int32_t> tokens, std::vector<float>* out) override {
+  Status embed(std::span<const int32_t> tokens, std::vector<float>* out, engine::SentencePooling) override {
     last_len = tokens.size();
     out->assign(33, 0.0f);
     for (size_t i = 0; i < tokens.size(); ++i) (*out)[static_cast<size_t>(tokens[i]) % 33] += 1.0f + 0.5f * static_cast<float>(i % 3);
@@ -158,7 +158,9 @@ TEST(ModelEmbedder, NormalisesPooledStatesAndTruncates) {
   auto tok = std::make_shared<testing::WordTokenizer>(vocab);
   auto model = std::make_unique<FakeModel>();
   FakeModel* raw = model.get();
-  auto e = make_model_embedder(std::move(model), tok, 7);
+  ModelEmbedderOptions mo;
+  mo.max_tokens = 7;
+  auto e = make_model_embedder(std::move(model), tok, mo);
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   EXPECT_EQ((*e)->dim(), 33);
   EXPECT_EQ((*e)->name(), "model");

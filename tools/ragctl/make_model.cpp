@@ -30,6 +30,7 @@
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
 #include "ragd/engine/safetensors.h"
+#include "ragd/engine/sentence_pooling.h"
 #include "ragd/engine/tokenizer.h"
 
 namespace ragd::tools {
@@ -154,14 +155,15 @@ struct Args {
   // Shape overrides of the preset (0 = the preset's): other depths / widths of the same family, e.g.
   // the depth of 0.5B-8B models at a width this machine runs quickly.
   int layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0;
-  // Encoder presets (make_encoder.h): pooling of the embedding model, or a cross-encoder.
-  std::string pooling = "cls";
+  // Pooling of an embedding model: encoder presets (make_encoder.h; default cls, as BGE); given for a
+  // decoder preset, it makes a decoder embedder (sentence-transformers files, normalised).
+  std::string pooling;
   bool reranker = false;
 };
 
 Status run(const Args& a) {
   if (is_encoder_preset(a.preset))
-    return make_encoder_model({.preset = a.preset, .out = a.out, .seed = a.seed, .dtype = a.dtype, .pooling = a.pooling,
+    return make_encoder_model({.preset = a.preset, .out = a.out, .seed = a.seed, .dtype = a.dtype, .pooling = a.pooling.empty() ? "cls" : a.pooling,
                                .reranker = a.reranker, .dry_run = a.dry_run, .layers = a.layers});
   const auto t0 = std::chrono::steady_clock::now();
   RAGD_ASSIGN_OR_RETURN(Preset p, preset(a.preset));
@@ -263,6 +265,10 @@ Status run(const Args& a) {
       },
       shard, {{"format", "pt"}}));
   if (total > (1ull << 30)) std::fprintf(stderr, "\n");
+  if (!a.pooling.empty()) {
+    RAGD_ASSIGN_OR_RETURN(SentencePooling pooling, parse_sentence_pooling(a.pooling));
+    RAGD_RETURN_IF_ERROR(write_sentence_pooling(a.out, c.hidden_size, {.pooling = pooling, .normalize = true, .max_seq_length = 0}));
+  }
   const auto t1 = std::chrono::steady_clock::now();
   int64_t params = 0;
   for (const auto& s : specs) params += static_cast<int64_t>(s.nbytes() / dtype_size(s.dtype));
@@ -284,7 +290,8 @@ Registration reg("make-model", "write a random-weight HF model directory (config
                                   "tiny | small | qwen2-0.5b | llama3-8b | encoders: bert-tiny | bge-small | bge-base "
                                   "(default small)")
                        ->check(CLI::IsMember({"tiny", "small", "qwen2-0.5b", "llama3-8b", "bert-tiny", "bge-small", "bge-base"}));
-                   sub.add_option("--pooling", a->pooling, "encoder presets: cls | mean | lasttoken (default cls, as BGE)")
+                   sub.add_option("--pooling", a->pooling, "embedding pooling: cls | mean | lasttoken (encoder presets: default cls, as BGE; decoder presets: writes "
+                                  "the sentence-transformers files of a decoder embedder, e.g. lasttoken as Qwen3-Embedding)")
                        ->check(CLI::IsMember({"cls", "mean", "lasttoken"}));
                    sub.add_flag("--reranker", a->reranker,
                                 "encoder presets: a cross-encoder (BertForSequenceClassification, one label)");

@@ -24,6 +24,7 @@
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/safetensors.h"
 #include "ragd/engine/sampler.h"
+#include "ragd/engine/sentence_pooling.h"
 
 namespace ragd::engine {
 
@@ -183,8 +184,11 @@ class Model {
     return Status::Unimplemented("attend: this model does not answer external attention queries");
   }
 
-  // Mean-pooled final hidden states (after the last norm) for embedding; [hidden_size] per input.
-  virtual Status embed(std::span<const int32_t> tokens, std::vector<float>* out) = 0;
+  // The final hidden states (after the last norm) of `tokens`, pooled for embedding: the mean over
+  // all positions (default), the first position (kCls) or the last (kLastToken, decoder embedders
+  // such as Qwen3-Embedding); [hidden_size]. Not normalised.
+  virtual Status embed(std::span<const int32_t> tokens, std::vector<float>* out,
+                       SentencePooling pooling = SentencePooling::kMean) = 0;
 };
 
 }  // namespace ragd::engine

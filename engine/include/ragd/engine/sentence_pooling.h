@@ -32,6 +32,10 @@ struct PoolingSpec {
 // checkpoint has none); InvalidArgument names the file and the problem.
 Result<PoolingSpec> read_sentence_pooling(const std::string& dir);
 
+// Writes the files above for `spec` (modules.json, 1_Pooling/config.json, 2_Normalize/ when
+// normalize, sentence_bert_config.json when max_seq_length > 0) into the existing `dir`.
+Status write_sentence_pooling(const std::string& dir, int hidden_size, const PoolingSpec& spec);
+
 // True when dir/modules.json exists.
 bool has_sentence_pooling(const std::string& dir);
 

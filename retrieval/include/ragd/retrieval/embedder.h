@@ -2,8 +2,9 @@
 //   "hashing" (default): signed feature hashing of lower-cased word unigrams and bigrams
 //     (English stop words dropped from unigrams), sublinear tf (1 + ln tf), L2-normalised;
 //     no model needed. Dimension configurable.
-//   "model": mean-pooled final hidden states of a transformer loaded through the engine
-//     (engine::Model::embed), for users with an embedding checkpoint; dimension = hidden_size.
+//   "model": final hidden states of a decoder loaded through the engine (engine::Model::embed),
+//     pooled as the checkpoint's sentence-transformers files say (decoder embedders: last token,
+//     with an EOS appended), mean-pooled when it has none; dimension = hidden_size.
 //     When model_dir holds a BERT-family encoder (config.json BertModel / XLMRobertaModel ...),
 //     "model" is the encoder embedder below (name "encoder" asks for it explicitly).
 //   encoder: a BERT-family checkpoint (engine/bert_model.h) with its own WordPiece tokenizer.json,
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/engine/sentence_pooling.h"
 
 namespace ragd::engine {
 class Model;
@@ -56,19 +58,29 @@ struct HashingEmbedderOptions {
 
 Result<std::unique_ptr<Embedder>> make_hashing_embedder(const HashingEmbedderOptions& opts = {});
 
-// Wraps a loaded model. `model` must implement embed(); `tokenizer` encodes the text (truncated
-// to max_tokens tokens).
+// The decoder embedder over a loaded model (Model::embed). Texts are encoded with BOS and cut to
+// max_tokens; with last-token pooling (gte-Qwen2, Qwen3-Embedding, e5-mistral) the tokenizer's
+// first EOS id ends every input (inside max_tokens) and its hidden state is the embedding. The
+// prefixes work as the encoder's. Identity: "model/<fingerprint>/d=/max=" for mean pooling without
+// prefixes (as before these options existed), else with "/pool=/eos=/prefix=" appended.
+struct ModelEmbedderOptions {
+  int max_tokens = 512;  // tokens embedded per text, EOS included; default 512, >= 2
+  engine::SentencePooling pooling = engine::SentencePooling::kMean;
+  std::string query_prefix;
+  std::string document_prefix;
+};
 Result<std::unique_ptr<Embedder>> make_model_embedder(std::unique_ptr<engine::Model> model,
                                                       std::shared_ptr<const engine::Tokenizer> tokenizer,
-                                                      int max_tokens = 512);
+                                                      const ModelEmbedderOptions& opts = {});
 
 struct EmbedderOptions {
   std::string name = "hashing";  // "hashing" | "model"
   int dim = 384;                 // hashing only; default 384
   std::string model_dir;         // "model" only: HF directory with config.json + safetensors
   int max_tokens = 512;          // "model" only: tokens embedded per text; default 512
-  // Encoder checkpoints only (see above):
-  std::string pooling;           // "" (default) = as 1_Pooling/config.json says; "cls" | "mean" | "lasttoken"
+  // Encoder checkpoints and decoder embedders (see above):
+  std::string pooling;           // "" (default) = as 1_Pooling/config.json says (decoders without it:
+                                 // mean); "cls" | "mean" | "lasttoken"
   std::string query_prefix;      // prepended to search queries, e.g. BGE's "Represent this sentence for
                                  // searching relevant passages: "; default none
   std::string document_prefix;   // prepended to ingested passages (E5: "passage: "); default none
