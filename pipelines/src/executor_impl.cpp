@@ -40,6 +40,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
     raw->cv_.notify_all();
   });
   ex->sched_ = std::make_unique<Scheduler>(so);
+  ex->batch_tokens_ = so.max_batch_tokens;
   ex->kv_host_ = std::make_unique<PoolKvHost>(ex->model_->kv_pool(), *ex->planner_, opts.swap_bytes);
   ex->publish_stats();
   ex->thread_ = std::thread([raw] { raw->loop(); });
@@ -115,6 +116,10 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     live_names_.insert(req.id);
     ++pending_;
   }
+  if (r->res.adapt && r->res.iterative) {
+    r->rr.query = req.query;  // adapt_run reads the question (r->rr is filled below)
+    adapt_run(*r, nullptr);  // iterative: before any search, on the question and the load
+  }
   if (r->res.iterative)
     r->iter = std::make_unique<IterativeRag>(r->sid, *r->res.iterative, r->res.retrieval_k, spec->nprobe, req.query, tok_);
   r->rr = std::move(req);
@@ -173,7 +178,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     return prepare_speculative(std::move(r));
   }
   if (r->res.spec) {
-    const int k = retrieval_k(*r);
+    int k = retrieval_k(*r);
     std::vector<ContextDoc> ctx;
     if (k > 0) {
       IterativeRag* it = r->iter.get();
@@ -187,10 +192,15 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       } else {
         if (it) it->on_first_search(o);
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
+        if (r->res.adapt && !it) {
+          adapt_run(*r, &o.hits);  // sets the run's top_k and rerank from the chosen candidate
+          k = retrieval_k(*r);
+          o.hits.resize(std::min<size_t>(o.hits.size(), k));
+        }
         ctx = std::move(o.hits);
-        if (r->res.spec->rerank > 0 && !it) {
+        if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();
-          Status rs = reranker_ ? reranker_->keep_best(*r->res.spec, q.query, q.kv_scope, &ctx)
+          Status rs = reranker_ ? reranker_->keep_best(*r->res.spec, q.query, q.kv_scope, &ctx, r->res.rerank)
                                 : Status::FailedPrecondition("pipeline '" + r->res.spec->name +
                                                              "' reranks, but the runtime has no reranker");
           r->timings.rerank_ms = ms_between(tr, Clock::now());

@@ -143,6 +143,11 @@ class ExecutorImpl final : public Executor,
   // first candidates already hand the run to the scheduler.
   void prepare_speculative(std::unique_ptr<Run> r);
   void hand_over(std::unique_ptr<Run> r);  // prompt built: reuse lookup, then the inbox
+  // Adaptive pipelines (executor_adapt.cpp), any thread: the load now, and the choice of run `r`'s
+  // configuration (adapt_run) from its first search's passages (null: before any search), applied to r.res
+  // and reported in r.usage.adapt.
+  LoadSignals load_now() const;
+  void adapt_run(Run& r, const std::vector<ContextDoc>* hits);
   // SpeculativePrefill::RunLoop and IterativeRag::RunLoop, scheduler thread: what the speculative
   // prefill and iterative RAG units ask of a run (hold, rebuild_prompt, fail and finish serve both).
   void hold(uint64_t sid, bool on) override;
@@ -258,6 +263,7 @@ class ExecutorImpl final : public Executor,
   ExecutorStats stats_;  // guarded by stats_mu_: scheduler-side snapshot (publish_stats)
   void publish_stats();  // scheduler thread
 
+  int batch_tokens_ = 0;  // the scheduler's max_batch_tokens (set at create, then read-only)
   SearchTimeModel search_time_;  // thread-safe: piperag's search latency by nprobe
   std::unique_ptr<FairPool> retrieval_pool_;  // keyed by tenant
   std::thread thread_;

@@ -9,6 +9,8 @@
 
 #include <toml++/toml.h>
 
+#include "adapt_spec.h"
+
 namespace ragd::pipelines {
 
 PipelineInfo PipelineSpec::info() const {
@@ -44,6 +46,7 @@ class Reader {
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
                        "max_nprobe", "query_lag"}},
         {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive"}},
+        {"adapt", {"objective", "slo_ttft_ms", "quality_tolerance", "candidates", "profile"}},
     };
     for (const auto& [k, v] : root_) {
       const std::string key(k.str());
@@ -225,15 +228,52 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   s.seed = static_cast<uint64_t>(v);
   RAGD_RETURN_IF_ERROR(r.strings("generation", "stop", &s.stop));
   RAGD_RETURN_IF_ERROR(r.boolean("generation", "extractive", &s.extractive));
+  if (const toml::node* a = root.get("adapt")) {
+    RAGD_ASSIGN_OR_RETURN(AdaptSpec adapt, parse_adapt_table(*a->as_table(), source_name, s.iterative.has_value()));
+    if (s.speculative_prefill)
+      return r.field_err("retriever", "speculative_prefill", "an adaptive pipeline ([adapt]) chooses after the search: "
+                                                             "it cannot be combined with speculative_prefill");
+    s.adapt = std::move(adapt);
+  }
   return s;
 }
+
+namespace {
+
+// An adaptive pipeline's fitted profile: [adapt] profile (relative to the spec's directory), or
+// "<stem>.profile" beside the spec when that file exists.
+Status load_adapt_profile(const std::string& spec_path, AdaptSpec* adapt) {
+  const std::filesystem::path sp(spec_path);
+  const bool named = !adapt->profile_file.empty();
+  const std::filesystem::path file =
+      sp.parent_path() / (named ? std::filesystem::path(adapt->profile_file) : sp.stem().concat(".profile"));
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) {
+    if (named) return Status::NotFound(spec_path + ": [adapt] profile: " + file.string() + " does not exist");
+    return Status::OK();
+  }
+  std::ifstream f(file, std::ios::binary);
+  if (!f) return Status::IOError(file.string() + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  RAGD_ASSIGN_OR_RETURN(adapt->profile, parse_adapt_profile(ss.str(), file.string()));
+  for (const auto& [name, m] : adapt->profile.models)
+    if (!adapt->find(name))
+      return Status::InvalidArgument(file.string() + ": [candidates." + name + "] names no candidate of " + spec_path);
+  adapt->profile_file = file.string();
+  return Status::OK();
+}
+
+}  // namespace
 
 Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::NotFound(path + ": cannot open pipeline spec");
   std::stringstream ss;
   ss << f.rdbuf();
-  return parse_pipeline_spec(ss.str(), path, std::filesystem::path(path).stem().string());
+  RAGD_ASSIGN_OR_RETURN(PipelineSpec s, parse_pipeline_spec(ss.str(), path, std::filesystem::path(path).stem().string()));
+  if (s.adapt) RAGD_RETURN_IF_ERROR(load_adapt_profile(path, &*s.adapt));
+  return s;
 }
 
 Result<std::vector<PipelineSpec>> load_pipeline_dir(const std::string& dir) {

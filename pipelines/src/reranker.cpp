@@ -67,7 +67,8 @@ Result<std::vector<double>> Reranker::score(const PipelineSpec& spec, std::span<
 }
 
 Status Reranker::keep_best(const PipelineSpec& spec, const std::string& question, const std::string& scope,
-                           std::vector<ContextDoc>* docs) {
+                           std::vector<ContextDoc>* docs, int keep) {
+  if (keep < 0) keep = spec.rerank;
   std::vector<std::vector<int32_t>> toks;
   for (const auto& d : *docs) toks.push_back(d.tokens);
   RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, this->score(spec, toks, question, scope));
@@ -75,7 +76,7 @@ Status Reranker::keep_best(const PipelineSpec& spec, const std::string& question
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
   std::vector<ContextDoc> kept;
-  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < spec.rerank; ++i)
+  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < keep; ++i)
     kept.push_back(std::move((*docs)[order[i]]));
   *docs = std::move(kept);
   return Status::OK();

@@ -41,9 +41,9 @@ class Reranker {
                                     const std::string& question, const std::string& scope);
 
   // The reranking stage of a one-shot run: reorders `docs` (retrieval order) by score, best
-  // first (ties keep the retriever's order), and keeps the best spec.rerank of them.
+  // first (ties keep the retriever's order), and keeps the best `keep` of them (-1: spec.rerank).
   Status keep_best(const PipelineSpec& spec, const std::string& question, const std::string& scope,
-                   std::vector<ContextDoc>* docs);
+                   std::vector<ContextDoc>* docs, int keep = -1);
 
   struct Stats {
     uint64_t head_hits = 0, head_misses = 0;  // heads found in the cache / prefilled

@@ -1,9 +1,76 @@
 // resolve_run: (request, pipeline spec) -> ResolvedRun. Every per-run default is applied here.
 #include "ragd/pipelines/run_params.h"
 
+#include <algorithm>
+
 #include "ragd/pipelines/pipeline_spec.h"
 
 namespace ragd::pipelines {
+
+namespace {
+
+// Keeps the candidates whose `value` equals `want`; InvalidArgument naming the field when none does.
+template <class Get>
+Status narrow_adapt(const AdaptSpec& a, const std::string& pipeline, std::string_view field, int want, Get value,
+                    std::vector<size_t>* allowed) {
+  std::vector<size_t> kept;
+  std::string have;
+  for (size_t i : *allowed) {
+    if (value(a.candidates[i]) == want) kept.push_back(i);
+    have += (have.empty() ? "" : " | ") + std::to_string(value(a.candidates[i]));
+  }
+  if (kept.empty())
+    return Status::InvalidArgument(std::string(field) + ": " + std::to_string(want) + " is not among the [adapt] candidates of pipeline '" +
+                                   pipeline + "' (" + have + ")");
+  *allowed = std::move(kept);
+  return Status::OK();
+}
+
+// An adaptive run's goal: the pipeline's candidates, narrowed by the request's knobs.
+Result<AdaptGoal> resolve_adapt(const RunRequest& req, const PipelineSpec& spec) {
+  const AdaptSpec& a = *spec.adapt;
+  AdaptGoal g;
+  g.objective = req.adapt_objective.value_or(a.objective);
+  g.slo_ttft_ms = req.slo_ttft_ms.value_or(a.slo_ttft_ms);
+  g.quality_tolerance = a.quality_tolerance;
+  if (g.objective == AdaptObjective::kLatency && g.slo_ttft_ms <= 0)
+    return Status::InvalidArgument("slo_ttft_ms: objective 'latency' needs a TTFT target (pipeline '" + spec.name +
+                                   "' has none)");
+  for (size_t i = 0; i < a.candidates.size(); ++i) g.allowed.push_back(i);
+  if (req.adapt && *req.adapt != "auto") {
+    const AdaptCandidate* c = a.find(*req.adapt);
+    if (!c) {
+      std::string names;
+      for (const auto& x : a.candidates) names += (names.empty() ? "" : " | ") + x.name;
+      return Status::InvalidArgument("adapt: '" + *req.adapt + "' is not a candidate of pipeline '" + spec.name +
+                                     "' (auto | " + names + ")");
+    }
+    g.allowed = {static_cast<size_t>(c - a.candidates.data())};
+    g.forced = true;
+  }
+  if (req.retrieval_top_k >= 0)
+    RAGD_RETURN_IF_ERROR(narrow_adapt(a, spec.name, "top_k", req.retrieval_top_k,
+                                      [](const AdaptCandidate& c) { return c.top_k; }, &g.allowed));
+  if (req.overrides.extractive)
+    RAGD_RETURN_IF_ERROR(narrow_adapt(a, spec.name, "extractive", *req.overrides.extractive ? 1 : 0,
+                                      [](const AdaptCandidate& c) { return c.extractive ? 1 : 0; }, &g.allowed));
+  if (req.retrieval_interval && spec.iterative) {
+    const int base = spec.iterative->retrieval_interval;
+    RAGD_RETURN_IF_ERROR(narrow_adapt(a, spec.name, "retrieval_interval", *req.retrieval_interval,
+                                      [base](const AdaptCandidate& c) { return c.retrieval_interval > 0 ? c.retrieval_interval : base; },
+                                      &g.allowed));
+  }
+  return g;
+}
+
+}  // namespace
+
+void apply_adapt_choice(ResolvedRun& run, const AdaptCandidate& chosen) {
+  run.retrieval_k = chosen.top_k;
+  run.rerank = chosen.rerank;
+  run.extractive = chosen.extractive;
+  if (run.iterative && chosen.retrieval_interval > 0) run.iterative->retrieval_interval = chosen.retrieval_interval;
+}
 
 Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec) {
   ResolvedRun out;
@@ -14,6 +81,17 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
   if (spec) {
     if (req.query.empty()) return Status::InvalidArgument("query must not be empty");
     out.retrieval_k = req.retrieval_top_k >= 0 ? req.retrieval_top_k : spec->top_k;
+    out.rerank = spec->rerank;
+    if (spec->adapt) {
+      RAGD_ASSIGN_OR_RETURN(out.adapt, resolve_adapt(req, *spec));
+      out.retrieval_k = 0;  // the search fetches what the largest allowed candidate needs
+      for (size_t i : out.adapt->allowed) out.retrieval_k = std::max(out.retrieval_k, spec->adapt->candidates[i].top_k);
+    } else if (req.adapt || req.adapt_objective || req.slo_ttft_ms) {
+      return Status::InvalidArgument("adapt, adapt_objective and slo_ttft_ms apply to adaptive pipelines only; '" +
+                                     spec->name + "' has no [adapt] table");
+    }
+  } else if (req.adapt || req.adapt_objective || req.slo_ttft_ms) {
+    return Status::InvalidArgument("adapt, adapt_objective and slo_ttft_ms apply to adaptive pipelines only");
   } else if (req.messages.empty() && req.prompt.empty()) {
     return Status::InvalidArgument("one of messages or prompt is required");
   }
@@ -46,7 +124,7 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
                                    "' needs retrieved documents (a pipeline run)");
   // Speculative prefill: one-shot runs whose prompt is the search's top-k: not iterative or
   // reranking pipelines, nor a run with a forced document (those are plain runs).
-  out.speculative_prefill = spec && !spec->iterative && spec->rerank == 0 && req.context_must_include.empty() &&
+  out.speculative_prefill = spec && !spec->iterative && spec->rerank == 0 && !spec->adapt && req.context_must_include.empty() &&
                             req.speculative_prefill.value_or(spec->speculative_prefill) && out.retrieval_k > 0;
   // Generation: a pipeline run starts from its spec's defaults, a plain run from the request's
   // sampling; explicit overrides win either way.

@@ -175,7 +175,11 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));
   // A reranker (a second copy of the model, for the retrieval threads) when a pipeline asks for one.
-  if (std::any_of(specs.begin(), specs.end(), [](const PipelineSpec& s) { return s.rerank > 0; })) {
+  auto reranks = [](const PipelineSpec& s) {
+    return s.rerank > 0 || (s.adapt && std::any_of(s.adapt->candidates.begin(), s.adapt->candidates.end(),
+                                                  [](const AdaptCandidate& c) { return c.rerank > 0; }));
+  };
+  if (std::any_of(specs.begin(), specs.end(), reranks)) {
     // Its pool (as large as the serving model's) caches the KV of the one-passage prompt heads.
     const engine::ModelOptions ro = mo;
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> rm, engine::Model::load(opts.model_dir, ro));

@@ -66,7 +66,9 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
                          r.retrieval_interval != before.retrieval_interval ||
                          r.speculative_prefill != before.speculative_prefill || r.want_logprobs != before.want_logprobs ||
                          r.sampling.ignore_eos != before.sampling.ignore_eos || r.sampling.min_p != before.sampling.min_p ||
-                         r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt;
+                         r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
+                         r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
+                         r.slo_ttft_ms != before.slo_ttft_ms;
     EXPECT_TRUE(changed) << d.name << " set nothing";
   }
   EXPECT_EQ(find_run_param("query"), nullptr);  // a route field, not a run parameter

@@ -24,6 +24,7 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
+#include "ragd/pipelines/adapt_policy.h"
 #include "ragd/pipelines/executor_stats.h"
 #include "ragd/pipelines/iterative.h"
 #include "ragd/pipelines/param_range.h"
@@ -116,6 +117,11 @@ struct RunRequest {
   // Pipeline runs: a document id whose first chunk must be in the context. When retrieval did not
   // return it, it replaces the lowest-ranked chunk (evaluation with the gold passage forced in).
   std::string context_must_include;
+  // Adaptive pipelines ([adapt], adapt_policy.h): a candidate's name forces it, "auto" (or unset)
+  // lets the policy choose; an objective and a TTFT target (ms) in place of the pipeline's.
+  std::optional<std::string> adapt;
+  std::optional<AdaptObjective> adapt_objective;
+  std::optional<double> slo_ttft_ms;
 };
 
 struct Source {
@@ -154,6 +160,8 @@ struct Usage {
   // Sequence parallelism: the prompt was long enough to be split across this many workers (ring
   // prefill, sharded decode); 0 = one worker.
   int sp_workers = 0;
+  // Adaptive pipelines: the configuration chosen for this run and why (usage.adapt).
+  std::optional<AdaptReport> adapt;
 };
 
 struct Timings {

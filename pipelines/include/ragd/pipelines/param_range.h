@@ -28,6 +28,7 @@ inline constexpr ParamRange kRangeMinP{0.0, 1.0};
 inline constexpr ParamRange kRangeRecomputeRatio{0.0, 1.0};
 inline constexpr ParamRange kRangeEpicK{0, 4096};
 inline constexpr ParamRange kRangeRetrievalInterval{1, 4096};
+inline constexpr ParamRange kRangeSloTtftMs{1e-9, 3600000};  // ms, > 0
 
 // A bound or value as messages and docs write it: integers without a point, others without
 // trailing zeros.

@@ -12,6 +12,10 @@
 //                query_lag = 0 (iterative.h); the table makes the pipeline iterative
 //   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."],
 //                extractive = false (answers copied verbatim from the prompt: pipelines/src/extractive.h)
+//   [adapt]      candidates = [{top_k = 1}, {top_k = 4, rerank = 1}, ...], objective = "balanced"
+//                (quality | balanced | latency), slo_ttft_ms, quality_tolerance = 0.02,
+//                profile = "<stem>.profile": per-query choice among candidate configurations
+//                (adapt_policy.h); the fitted profile beside the spec is loaded when present
 //
 // Unknown tables or keys and wrong types are errors naming the file and the key. A built-in
 // "default" pipeline (top-4 retrieval, knowledge-tree reuse) exists unless a file redefines it.
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/pipelines/adapt_policy.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/run_params.h"
 
@@ -60,6 +65,9 @@ struct PipelineSpec {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool extractive = false;
+  // Set: per-query choice among candidate configurations ([adapt], adapt_policy.h); the run's
+  // top_k, rerank, extractive and retrieval_interval then come from the chosen candidate.
+  std::optional<AdaptSpec> adapt;
 
   PipelineInfo info() const;
 };

@@ -74,12 +74,19 @@ struct ResolvedRun {
   std::optional<IterativeParams> iterative;  // set: an iterative pipeline
   bool speculative_prefill = false;  // effective: a one-shot, non-reranking run without a forced document
   bool extractive = false;
+  int rerank = 0;  // one-shot runs: passages kept after model reranking (0 = none)
+  // Adaptive pipelines: what the run may choose from and aims for. Until the choice is applied
+  // (apply_adapt_choice) retrieval_k is the largest allowed candidate's top_k (what the search
+  // fetches); the choice then sets retrieval_k, rerank, extractive and the retrieval interval.
+  std::optional<AdaptGoal> adapt;
 };
 
 // Resolves `req` against its pipeline's spec (null for a plain run): the one place where request
 // values, spec values and built-in defaults meet. InvalidArgument naming the field on a bad
 // combination or range.
 Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec);
+// Completes an adaptive run's resolution with the chosen candidate (run.spec->adapt's).
+void apply_adapt_choice(ResolvedRun& run, const AdaptCandidate& chosen);
 
 // ---- implementation (header-only, see above) ----
 
@@ -207,6 +214,33 @@ inline constexpr ParamDef kRunParamDefs[] = {
      "`invalid_request` (\"context_must_include: no document 'ID'\"; another tenant's document reads as missing)",
      [](RunRequest& r, const ParamValue& v) {
        r.context_must_include = param_as<std::string>(v);
+       return Status::OK();
+     }},
+    {"adapt", ParamType::kString, {}, {}, "\"auto\"",
+     "adaptive pipelines only (400 otherwise): a candidate's name from the pipeline's `[adapt]` table forces that "
+     "configuration (400 for a name that is not one), `auto` lets the policy choose per query; `top_k`, "
+     "`extractive` and `retrieval_interval` narrow the candidates to those with that value (400 when none has it). "
+     "The choice and why: `usage.adapt`",
+     [](RunRequest& r, const ParamValue& v) {
+       const std::string& s = param_as<std::string>(v);
+       if (s.empty() || s.size() > 64) return Status::InvalidArgument("adapt must be 1..64 characters");
+       r.adapt = s;
+       return Status::OK();
+     }},
+    {"adapt_objective", ParamType::kEnum, {}, "quality | balanced | latency", "pipeline's `[adapt]` (balanced)",
+     "adaptive pipelines only: `quality` takes the best estimated answer, `balanced` the fastest candidate within "
+     "the pipeline's quality tolerance of the best, `latency` the best one predicted within `slo_ttft_ms`",
+     [](RunRequest& r, const ParamValue& v) {
+       Result<AdaptObjective> o = parse_enum<AdaptObjective>(param_as<std::string>(v));
+       if (!o.ok()) return o.status();
+       r.adapt_objective = *o;
+       return Status::OK();
+     }},
+    {"slo_ttft_ms", ParamType::kNumber, kRangeSloTtftMs, {}, "pipeline's `[adapt]` (none)",
+     "adaptive pipelines only: time-to-first-token target in ms (`latency` needs one; `balanced` keeps to it when a "
+     "candidate is predicted to)",
+     [](RunRequest& r, const ParamValue& v) {
+       r.slo_ttft_ms = param_as<double>(v);
        return Status::OK();
      }},
 };

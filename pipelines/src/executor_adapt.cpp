@@ -1,0 +1,48 @@
+// The run loop's side of adaptive pipelines ([adapt], adapt_policy.h): the load the policy sees and
+// the choice of a run's configuration, made on the retrieval thread after the first search (one-shot
+// pipelines) or at submit (iterative pipelines, before any search).
+#include "executor_impl.h"
+
+namespace ragd::pipelines {
+
+LoadSignals ExecutorImpl::load_now() const {
+  LoadSignals l;
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    l.ahead = stats_.waiting + stats_.running + stats_.loading;
+    l.running = stats_.running;
+    l.free_blocks = static_cast<int64_t>(stats_.pool_free_blocks);
+    l.block_size = static_cast<int>(stats_.pool_block_size);
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Runs in retrieval or prompt building (this one among them) and handed over, not yet accepted.
+    l.ahead += std::max(0, pending_ - 1) + static_cast<int>(inbox_.size());
+  }
+  l.max_batch_tokens = batch_tokens_;
+  return l;
+}
+
+void ExecutorImpl::adapt_run(Run& r, const std::vector<ContextDoc>* hits) {
+  const PipelineSpec& spec = *r.res.spec;
+  const AdaptSpec& a = *spec.adapt;
+  const std::vector<int32_t> question = tok_->encode(r.rr.query, false, false);
+  QuerySignals q;
+  if (hits) {
+    std::vector<float> scores;
+    std::vector<std::vector<int32_t>> passages;
+    for (const auto& d : *hits) {
+      scores.push_back(d.source.score);
+      passages.push_back(d.tokens);
+    }
+    q = query_signals(scores, passages, question);
+  } else {
+    q.question_tokens = static_cast<int>(question.size());
+  }
+  const LoadSignals load = load_now();
+  const AdaptChoice c = choose_adapt(a, *r.res.adapt, q, load);
+  apply_adapt_choice(r.res, a.candidates[c.index]);
+  r.usage.adapt = adapt_report(a, spec.name, *r.res.adapt, c, q, load);
+}
+
+}  // namespace ragd::pipelines
