@@ -40,6 +40,10 @@ ServingMetrics::ServingMetrics(MetricsRegistry& reg) {
                           "reuse \"auto\": 1 for the mode it chose on this model (its measured fidelity: "
                           "ragd_executor_stat{key=\"reuse.auto.first_token_kl\" / \"reuse.auto.greedy_agreement\"})",
                           {"choice"}).restrict();
+  adapt_choices = &reg.counter("ragd_adapt_choices_total",
+                               "Runs of adaptive pipelines ([adapt]) by pipeline, chosen candidate configuration and "
+                               "reason (forced | best_quality | cheapest_near_best | best_within_slo | fastest_over_slo)",
+                               {"pipeline", "choice", "reason"});
   executor_stat = &reg.gauge("ragd_executor_stat", "Every numeric field of the executor's stats, by JSON path", {"key"}).restrict();
   kv_events_batches = &reg.gauge("ragd_kv_events_batches", "KV-event batches published (events.kv_endpoint; cumulative)");
   kv_events_events = &reg.gauge("ragd_kv_events_events", "KV events published (cumulative)");

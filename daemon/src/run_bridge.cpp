@@ -65,6 +65,7 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
         self->metrics_.blended_tokens->inc({u.reuse}, u.blended_tokens);
         self->metrics_.repaired_tokens->inc({u.reuse}, u.repaired_tokens);
       }
+      if (u.adapt) self->metrics_.adapt_choices->inc({u.adapt->pipeline, u.adapt->choice, u.adapt->reason}, 1);
       self->metrics_.queue_time->observe({}, ev.timings.queue_ms / 1000.0);
       if (track->tokens > 1)
         self->metrics_.tpot->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /

@@ -16,6 +16,25 @@ void write_sources(JsonWriter& w, const std::vector<pipelines::Source>& s) {
   w.end_array();
 }
 
+static void write_adapt(JsonWriter& w, const pipelines::AdaptReport& a) {
+  w.key("adapt").begin_object();
+  w.key("choice").value(a.choice).key("reason").value(a.reason).key("objective").value(a.objective);
+  if (a.slo_ttft_ms > 0) w.key("slo_ttft_ms").value(a.slo_ttft_ms);
+  const pipelines::QuerySignals& q = a.signals;
+  w.key("signals").begin_object().key("retrieved").value(q.retrieved);
+  w.key("score_margin").value(q.score_margin).key("lexical_agreement").value(q.lexical_agreement);
+  w.key("lexical_margin").value(q.lexical_margin).key("question_tokens").value(q.question_tokens);
+  w.key("passage_tokens").value(q.passage_tokens).end_object();
+  w.key("load").begin_object().key("ahead").value(a.load.ahead).key("running").value(a.load.running);
+  w.key("free_blocks").value(a.load.free_blocks).end_object();
+  w.key("candidates").begin_array();
+  for (const auto& [name, e] : a.estimates) {
+    w.begin_object().key("name").value(name).key("quality").value(e.quality).key("ttft_ms").value(e.ttft_ms);
+    w.key("fits_kv").value(e.fits_kv).key("fitted").value(e.fitted).end_object();
+  }
+  w.end_array().end_object();
+}
+
 void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   w.begin_object();
   w.key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
@@ -34,6 +53,7 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
   if (u.speculative_prefill) w.key("speculative_prefill").value(true).key("prefill_restarts").value(u.prefill_restarts);
   if (u.sp_workers > 0) w.key("sp_workers").value(u.sp_workers);
+  if (u.adapt) write_adapt(w, *u.adapt);
   if (!u.overlap.empty()) {
     w.key("iterative").begin_object();
     w.key("overlap").value(u.overlap).key("searches").value(u.searches).key("context_changes").value(u.context_changes);

@@ -40,6 +40,7 @@ struct ServingMetrics {
   MetricFamily* remote_bytes;      // by direction (read | written)
   MetricFamily* remote_breaker;    // 1 while its circuit breaker is open
   MetricFamily* reuse_auto;        // reuse "auto": 1 for the mode it chose on this model
+  MetricFamily* adapt_choices;     // adaptive pipelines: runs by pipeline, chosen candidate, reason
   // KV events (events.kv_endpoint): batches, events, dropped events, replay requests
   MetricFamily* kv_events_batches;
   MetricFamily* kv_events_events;
