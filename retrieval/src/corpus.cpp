@@ -502,6 +502,21 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     if (stored_name && *stored_name == "model" && eo.model_dir.empty())
       if (auto md = m->store->meta("embedder_model_dir")) eo.model_dir = *md;
   }
+  // A model embedder's settings the caller leaves at their defaults come from the corpus: the
+  // prefixes, pooling override and length it was built with (so a corpus built with BGE's query
+  // prefix reopens without repeating it; an explicit different value still meets the identity check).
+  if (stored_name && *stored_name == "model" && (eo.name == "model" || eo.name == "encoder")) {
+    const EmbedderOptions defaults;
+    auto fill = [&](const char* key, std::string* field) {
+      if (field->empty())
+        if (auto v = m->store->meta(key)) *field = *v;
+    };
+    fill("embedder_query_prefix", &eo.query_prefix);
+    fill("embedder_document_prefix", &eo.document_prefix);
+    fill("embedder_pooling", &eo.pooling);
+    if (eo.max_tokens == defaults.max_tokens)
+      if (auto v = m->store->meta("embedder_max_tokens")) eo.max_tokens = std::atoi(v->c_str());
+  }
   RAGD_ASSIGN_OR_RETURN(m->embedder, make_embedder(eo, m->tokenizer));
   if (stored_identity && *stored_identity != m->embedder->identity())
     return Status::FailedPrecondition(m->dir + ": corpus was built with embedder '" + *stored_identity +
@@ -518,7 +533,13 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
   if (!stored_identity && !m->opts.read_only) {
     RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_name", std::string(m->embedder->name())));
     RAGD_RETURN_IF_ERROR(m->store->put_meta("dim", std::to_string(m->embedder->dim())));
-    if (m->embedder->name() == "model") RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_model_dir", eo.model_dir));
+    if (m->embedder->name() == "model") {
+      RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_model_dir", eo.model_dir));
+      RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_query_prefix", eo.query_prefix));
+      RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_document_prefix", eo.document_prefix));
+      RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_pooling", eo.pooling));
+      RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_max_tokens", std::to_string(eo.max_tokens)));
+    }
     RAGD_RETURN_IF_ERROR(m->store->put_meta("index_spec", spec));
     RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder", m->embedder->identity()));
   }

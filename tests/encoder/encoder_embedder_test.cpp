@@ -9,6 +9,7 @@
 #include "encoder_test_util.h"
 #include "ragd/engine/bert_model.h"
 #include "ragd/engine/encoder_dir.h"
+#include "ragd/retrieval/corpus.h"
 #include "ragd/retrieval/embedder.h"
 #include "ragd/retrieval/reranker.h"
 
@@ -128,6 +129,64 @@ TEST(EncoderEmbedder, IdentityAndBatching) {
     EXPECT_NEAR(n, 1.0, 1e-5);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(EncoderEmbedder, CorpusRemembersPrefixesAndPooling) {
+  // A corpus built with an instruction prefix and a pooling override reopens without repeating
+  // them; a different explicit prefix is refused by the identity check.
+  auto model = temp_dir("emb_corpus_model");
+  auto data = temp_dir("emb_corpus_data");
+  engine::EncoderDirOptions o;
+  o.config = *engine::bert_preset_config("bert-tiny");
+  ASSERT_TRUE(engine::write_random_encoder_dir(model.string(), o).ok());
+  auto tok = engine::WordPieceTokenizer::from_file_wordpiece((model / "tokenizer.json").string());
+  ASSERT_TRUE(tok.ok());
+  std::shared_ptr<const engine::Tokenizer> shared(std::move(*tok));
+  CorpusOptions co;
+  co.embedder.name = "model";
+  co.embedder.model_dir = model.string();
+  co.embedder.query_prefix = "query: ";
+  co.embedder.document_prefix = "passage: ";
+  co.embedder.pooling = "mean";
+  co.embedder.max_tokens = 48;
+  std::string built;
+  std::vector<Hit> first;
+  {
+    auto c = Corpus::open(data.string(), co, shared);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    std::vector<Document> docs(3);
+    const char* texts[] = {"the retrieval index answers questions about documents",
+                           "a garden of roses and tulips in the spring", "cooking pasta with tomatoes and basil"};
+    for (int i = 0; i < 3; ++i) {
+      docs[i].id = std::string(1, static_cast<char>('a' + i));
+      docs[i].text = texts[i];
+    }
+    ASSERT_TRUE((*c)->ingest(docs).ok());
+    built = (*c)->stats().embedder;
+    auto h = (*c)->search("which index answers questions", 3, ReadScope::shared_only());
+    ASSERT_TRUE(h.ok());
+    first = *h;
+  }
+  CorpusOptions plain;  // the corpus's own embedder, nothing repeated
+  {
+    auto c = Corpus::open(data.string(), plain, shared);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ((*c)->stats().embedder, built);
+    auto h = (*c)->search("which index answers questions", 3, ReadScope::shared_only());
+    ASSERT_TRUE(h.ok());
+    ASSERT_EQ(h->size(), first.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_EQ((*h)[i].chunk.id, first[i].chunk.id);
+      EXPECT_FLOAT_EQ((*h)[i].score, first[i].score) << "the same query prefix is applied";
+    }
+  }
+  CorpusOptions other = co;
+  other.embedder.query_prefix = "search: ";
+  auto c = Corpus::open(data.string(), other, shared);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("corpus was built with embedder"), std::string::npos) << c.status().to_string();
+  std::filesystem::remove_all(model);
+  std::filesystem::remove_all(data);
 }
 
 TEST(EncoderEmbedder, BadCheckpointsNameTheFile) {
