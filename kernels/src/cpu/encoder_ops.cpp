@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "vec_math.h"
+
 namespace ragd::kernels {
 
 namespace {
@@ -32,7 +34,8 @@ void bias_gelu_row(int dim, const float* bias, float* x, GeluKind kind) {
     for (int i = 0; i < dim; ++i) x[i] += bias[i];
   }
   if (kind == GeluKind::kErf) {
-    for (int i = 0; i < dim; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+#pragma omp simd
+    for (int i = 0; i < dim; ++i) x[i] = 0.5f * x[i] * (1.0f + detail::erf_approx(x[i] * 0.70710678118654752f));
   } else {
     for (int i = 0; i < dim; ++i) {
       const float v = x[i];
