@@ -114,10 +114,14 @@ struct KnowledgeTree::Impl {
     return 0;
   }
 
+  // order[t] holds the leaves of tier t only (nodes in t with no child in t): the only candidates
+  // for eviction, so finding a victim does not walk past the internal nodes of a large tree. An
+  // internal node's entry is kept current and enters the order when its last child leaves t.
   void reorder(Node* n, int t) {
-    order[t].erase(n->entry[t]);
+    const bool leaf = n->kids_in[t] == 0;
+    if (leaf) order[t].erase(n->entry[t]);
     n->entry[t] = OrderKey{primary(n, t), n->last, n->uid, n};
-    order[t].insert(n->entry[t]);
+    if (leaf) order[t].insert(n->entry[t]);
   }
 
   void touch(Node* n) {
@@ -134,9 +138,9 @@ struct KnowledgeTree::Impl {
     n->tiers |= static_cast<uint8_t>(1u << t);
     ctr[t].used_bytes += n->bytes;
     ctr[t].nodes += 1;
-    if (!n->parent->is_root) n->parent->kids_in[t] += 1;
+    if (!n->parent->is_root && n->parent->kids_in[t]++ == 0) order[t].erase(n->parent->entry[t]);
     n->entry[t] = OrderKey{primary(n, t), n->last, n->uid, n};
-    order[t].insert(n->entry[t]);
+    if (n->kids_in[t] == 0) order[t].insert(n->entry[t]);
     if (t == kHbm && pool_mode()) {
       RAGD_CHECK(n->pool != nullptr) << "pool-mode HBM placement without a pool copy";
     } else if (t < kSsd) {
@@ -156,7 +160,7 @@ struct KnowledgeTree::Impl {
     n->tiers &= static_cast<uint8_t>(~(1u << t));
     ctr[t].used_bytes -= n->bytes;
     ctr[t].nodes -= 1;
-    if (!n->parent->is_root) n->parent->kids_in[t] -= 1;
+    if (!n->parent->is_root && --n->parent->kids_in[t] == 0 && n->parent->in(t)) order[t].insert(n->parent->entry[t]);
     if (t == kHbm && n->pool) {
       opt.pool->release(*n->pool);
       n->pool.reset();
@@ -604,7 +608,7 @@ EvictionPolicy KnowledgeTree::policy() const { return impl_->opt.policy; }
 
 Status KnowledgeTree::check_invariants() const {
   const Impl& m = *impl_;
-  std::array<uint64_t, kNumTiers> used{}, count{};
+  std::array<uint64_t, kNumTiers> used{}, count{}, leaves{};
   uint64_t pending = 0;
   for (auto& [k, owned] : m.nodes) {
     const Node* n = owned.get();
@@ -628,9 +632,11 @@ Status KnowledgeTree::check_invariants() const {
         return Status::Internal(fmt::format("node {} in tier {} but its parent is not", id, tier_name(static_cast<Tier>(t))));
       const bool has_copy = (t == kHbm && m.pool_mode()) ? n->pool != nullptr : n->buf[t] != nullptr;
       if (t < kSsd && !has_copy) return Status::Internal(fmt::format("node {} in tier {} without a buffer", id, t));
-      if (m.order[t].count(n->entry[t]) != 1) return Status::Internal(fmt::format("node {} missing from the order of tier {}", id, t));
+      if (m.order[t].count(n->entry[t]) != (n->kids_in[t] == 0 ? 1u : 0u))
+        return Status::Internal(fmt::format("node {}: {} the order of tier {}", id, n->kids_in[t] == 0 ? "leaf missing from" : "internal node in", t));
       used[t] += n->bytes;
       count[t] += 1;
+      leaves[t] += n->kids_in[t] == 0;
     }
     if (n->ssd_pending) pending += n->bytes;
   }
@@ -642,8 +648,8 @@ Status KnowledgeTree::check_invariants() const {
       return Status::Internal(fmt::format("tier {}: used {} != sum of node bytes {}", t, m.ctr[t].used_bytes, used[t]));
     if (used[t] > m.opt.capacity[t] && m.enabled[t])
       return Status::Internal(fmt::format("tier {}: used {} exceeds capacity {}", t, used[t], m.opt.capacity[t]));
-    if (count[t] != m.order[t].size() || count[t] != m.ctr[t].nodes)
-      return Status::Internal(fmt::format("tier {}: order holds {} entries for {} nodes", t, m.order[t].size(), count[t]));
+    if (leaves[t] != m.order[t].size() || count[t] != m.ctr[t].nodes)
+      return Status::Internal(fmt::format("tier {}: order holds {} entries for {} leaves ({} nodes)", t, m.order[t].size(), leaves[t], count[t]));
   }
   if (pending != m.ssd_pending_bytes) return Status::Internal("ssd pending bytes out of sync");
   return Status::OK();
