@@ -1,0 +1,266 @@
+// ragctl simulate: the fleet simulator (sim/): ragd's real scheduler and knowledge tree in virtual
+// time, costed from measured rates, on a generated or replayed workload.
+//
+//   ragctl simulate [--config ragd.toml] --rates R.json (--model DIR | --preset NAME)
+//                   --workload SPEC|FILE|trace:BENCH.json [--replicas N] [--router leastconn|hash|kv-aware]
+//                   [--set key=value ...] [--sweep key=a..b] [--slo-ttft-ms MS]
+//                   [--out report.html] [--json result.json]
+//
+// The config's [runtime] table gives the scheduler (policy, budget, slots, preemption), the KV pool,
+// the tiers and the eviction policy, retrieval threads and the queue limit, exactly as the daemon
+// reads them; --set overrides any fleet or workload key (sim/sweep.h). The report is the one
+// `ragctl bench` renders, plus a simulation section (memory per tier over time, hit rate per tier);
+// the JSON is bench's format, so `ragctl bench-report real.json sim.json` compares the two.
+// A trace (`ragctl bench --json` output) replays its requests' prompt and answer lengths at its
+// offered rate (Poisson, seeded); it carries no document identities, so it replays plain prompts.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bench_report.h"
+#include "command.h"
+#include "enum_option.h"
+#include "ragd/daemon/config.h"
+#include "ragd/engine/model_config.h"
+#include "ragd/engine/presets.h"
+#include "ragd/kernels/kv_dtype.h"
+#include "ragd/sim/cost_model.h"
+#include "ragd/sim/simulator.h"
+#include "ragd/sim/sweep.h"
+#include "ragd/sim/workload.h"
+#include "simulate_report.h"
+
+namespace ragd::tools {
+namespace {
+
+struct SimArgs {
+  std::string config, rates, model, preset, workload, sweep, out, json;
+  std::vector<std::string> sets;
+  int replicas = 0;  // 0 = keep (1)
+  std::string router;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
+  bool kv_dtype_set = false;
+  double slo_ttft_ms = 1000;
+  bool no_itl = false;
+};
+
+Result<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::NotFound(std::string(what) + ": cannot read " + path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Result<sim::ModelShape> model_shape(const SimArgs& a, const daemon::DaemonConfig& cfg) {
+  std::string dir = a.model.empty() ? cfg.runtime.model_dir : a.model;
+  Result<engine::ModelConfig> mc = Status::InvalidArgument("give --model DIR, --preset NAME or a config with runtime.model_dir");
+  if (!a.preset.empty()) mc = engine::preset_config(a.preset);
+  else if (!dir.empty()) mc = engine::ModelConfig::from_json_file(dir + "/config.json");
+  if (!mc.ok()) return mc.status();
+  sim::ModelShape s;
+  s.layers = mc->num_hidden_layers;
+  s.kv_heads = mc->num_key_value_heads;
+  s.head_dim = mc->head_dim;
+  s.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(a.kv_dtype_set ? a.kv_dtype : cfg.runtime.kv_dtype));
+  RAGD_RETURN_IF_ERROR(s.validate());
+  return s;
+}
+
+// The daemon's [runtime] table as simulated fleet options.
+Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim::ModelShape& shape) {
+  const pipelines::RuntimeOptions& rt = cfg.runtime;
+  auto so = rt.scheduler_options();
+  if (!so.ok()) return so.status();
+  sim::SimOptions o;
+  o.scheduler = *so;
+  o.kv.block_size = rt.kv_block_size;
+  const double block = shape.kv_bytes_per_token() * rt.kv_block_size;
+  o.kv.pool_blocks = static_cast<int>(std::min(1e9, static_cast<double>(rt.kv_pool_bytes) / block));
+  o.kv.hbm_cache = rt.hbm_cache;
+  o.kv.dram_bytes = rt.dram_cache_bytes;
+  o.kv.ssd_bytes = rt.ssd_cache_bytes;
+  o.kv.eviction = rt.eviction;
+  o.kv.swap_bytes = rt.swap_bytes;
+  o.retrieval_threads = rt.retrieval_threads;
+  o.max_queue = rt.max_queue;
+  return o;
+}
+
+// A bench result's requests replayed: lengths from its records, Poisson arrivals at its rate.
+Result<std::vector<sim::SimRequest>> trace_requests(const std::string& path, uint64_t seed) {
+  auto br = load_bench_result(path);
+  if (!br.ok()) return br.status();
+  std::vector<sim::SimRequest> out;
+  std::mt19937_64 rng(seed);
+  double t = 0;
+  for (const BenchRun& run : br->runs) {
+    const double rate = run.rate > 0 ? run.rate : run.req_per_s;
+    if (rate <= 0) return Status::InvalidArgument(path + ": run '" + run.label + "' has no rate to replay");
+    for (const BenchSample& s : run.samples) {
+      if (!s.ok || !s.has_usage || s.prompt_tokens < 1 || s.tokens < 1) continue;
+      t += -std::log(1.0 - static_cast<double>(rng() >> 11) * 0x1.0p-53) / rate;
+      sim::SimRequest r;
+      r.id = out.size() + 1;
+      r.arrival_s = t;
+      r.prompt_tokens = s.prompt_tokens;
+      r.answer_tokens = s.tokens;
+      out.push_back(r);
+    }
+  }
+  if (out.empty()) return Status::InvalidArgument(path + ": no finished request with usage to replay");
+  return out;
+}
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "ragctl simulate: %s\n", st.message().c_str());
+  return 2;
+}
+
+int run_simulate(const SimArgs& a) {
+  daemon::DaemonConfig cfg;
+  if (!a.config.empty())
+    if (Status st = daemon::load_config_file(cfg, a.config); !st.ok()) return fail(st);
+  auto shape = model_shape(a, cfg);
+  if (!shape.ok()) return fail(shape.status());
+  auto rates_text = read_file(a.rates, "--rates");
+  if (!rates_text.ok()) return fail(rates_text.status());
+  auto cost = sim::parse_cost_model(*rates_text, *shape);
+  if (!cost.ok()) return fail(Status::InvalidArgument(a.rates + ": " + cost.status().message()));
+  auto base = fleet_options(cfg, *shape);
+  if (!base.ok()) return fail(base.status());
+  base->keep_itl = !a.no_itl;
+  if (a.replicas > 0) base->replicas = a.replicas;
+  if (!a.router.empty())
+    if (Status st = sim::apply_sim_key(*base, *shape, "router", a.router); !st.ok()) return fail(st);
+
+  sim::WorkloadSpec spec;
+  std::string trace;
+  if (a.workload.rfind("trace:", 0) == 0) {
+    trace = a.workload.substr(6);
+  } else if (std::filesystem::is_regular_file(a.workload)) {
+    auto text = read_file(a.workload, "--workload");
+    if (!text.ok()) return fail(text.status());
+    if (Status st = sim::parse_workload_spec(spec, *text, a.workload); !st.ok()) return fail(st);
+  } else if (Status st = sim::parse_workload_spec(spec, a.workload, "--workload"); !st.ok()) {
+    return fail(st);
+  }
+  for (const std::string& kv : a.sets) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) return fail(Status::InvalidArgument("--set " + kv + ": expected key=value"));
+    if (Status st = sim::apply_key(*base, spec, *shape, kv.substr(0, eq), kv.substr(eq + 1)); !st.ok())
+      return fail(Status::InvalidArgument("--set: " + st.message()));
+  }
+  sim::Sweep sweep;
+  if (!a.sweep.empty()) {
+    auto s = sim::parse_sweep(a.sweep);
+    if (!s.ok()) return fail(s.status());
+    sweep = *s;
+    if (!trace.empty() && sim::is_workload_key(sweep.key))
+      return fail(Status::InvalidArgument("--sweep " + sweep.key + ": a trace workload has no workload keys to sweep"));
+  } else {
+    sweep.values.push_back("");
+  }
+
+  BenchResult result;
+  result.label = "simulated";
+  result.url = "simulate";
+  result.slo_ttft_ms = a.slo_ttft_ms;
+  if (!a.json.empty()) {
+    result.source = a.json;
+    result.label = std::filesystem::path(a.json).stem().string();
+  }
+  std::vector<std::unique_ptr<sim::SimResult>> kept;
+  std::vector<std::string> labels;
+  double capacity = 0;
+  const std::string mode = sweep.key.empty() ? "simulate" : "simulate/" + sweep.key;
+  for (const std::string& v : sweep.values) {
+    sim::SimOptions o = *base;
+    sim::WorkloadSpec w = spec;
+    if (!sweep.key.empty())
+      if (Status st = sim::apply_key(o, w, *shape, sweep.key, v); !st.ok()) return fail(st);
+    Result<std::vector<sim::SimRequest>> reqs = trace.empty() ? sim::generate_requests(w) : trace_requests(trace, w.seed);
+    if (!reqs.ok()) return fail(reqs.status());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = sim::simulate(o, *cost, *reqs);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!res.ok()) return fail(res.status());
+    const double rate = trace.empty() ? w.rate : (reqs->size() / std::max(1e-9, reqs->back().arrival_s));
+    std::string label = sweep.key.empty() ? "simulated" : sweep.key + "=" + v;
+    label += " (" + std::to_string(o.replicas) + " replica" + (o.replicas > 1 ? "s" : "") + ")";
+    BenchRun run = sim_bench_run(*res, label, mode, rate);
+    const TierHits h = sim_tier_hits(*res);
+    long refused = 0;
+    for (const auto& x : res->records) refused += x.refused;
+    std::printf("%-34s n=%d refused=%ld unfinished=%ld  req/s %.2f  tok/s %.1f  hit %.1f %% (hbm %.1f dram %.1f ssd %.1f remote %.1f)\n",
+                label.c_str(), run.requests, refused, res->unfinished, run.req_per_s, run.tokens_per_s, 100 * h.total(),
+                100 * h.hbm, 100 * h.dram, 100 * h.ssd, 100 * h.remote);
+    std::printf("  TTFT ms p50 %.1f p90 %.1f p99 %.1f | TPOT ms p50 %.2f p99 %.2f | e2e ms p50 %.1f p99 %.1f\n",
+                run.ttft_ms.p50, run.ttft_ms.p90, run.ttft_ms.p99, run.tpot_ms.p50, run.tpot_ms.p99, run.e2e_ms.p50,
+                run.e2e_ms.p99);
+    std::printf("  simulated %.1f s of virtual time (%ld events, %ld steps) in %.2f s\n", res->duration_s, res->events,
+                res->steps, wall);
+    if (res->unfinished > 0)
+      std::printf("  warning: %ld requests never finished: a replica could not admit its waiting requests with nothing "
+                  "running (its pool held only KV pinned by waiting lookups)\n", res->unfinished);
+    if (run.failed == 0 && run.ttft_ms.p99 <= a.slo_ttft_ms) capacity = std::max(capacity, rate);
+    result.runs.push_back(std::move(run));
+    labels.push_back(label);
+    kept.push_back(std::make_unique<sim::SimResult>(std::move(res).value()));
+    if (a.out.empty() && a.json.empty()) kept.back().reset();  // nothing to render: free the records
+  }
+  if (sweep.key == "rate") {
+    result.capacity.push_back({mode, capacity});
+    std::printf("capacity (p99 TTFT <= %.0f ms): %.2f req/s\n", a.slo_ttft_ms, capacity);
+  }
+  int rc = 0;
+  auto write = [&](const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    if (!f) {
+      std::fprintf(stderr, "ragctl simulate: %s: cannot write\n", path.c_str());
+      rc = 2;
+    }
+  };
+  if (!a.json.empty()) write(a.json, bench_result_json(result));
+  if (!a.out.empty()) {
+    std::vector<const sim::SimResult*> ptrs;
+    for (const auto& k : kept) ptrs.push_back(k.get());
+    write(a.out, insert_section(render_bench_report({result}), render_sim_section(labels, ptrs)));
+  }
+  return rc;
+}
+
+Registration reg("simulate", "simulate a fleet in virtual time: the real scheduler and KV cache policies on measured rates",
+                 [](CLI::App& sub) -> Action {
+                   auto a = std::make_shared<SimArgs>();
+                   sub.add_option("--config", a->config, "daemon config (TOML): scheduler, KV pool, tiers, eviction");
+                   sub.add_option("--rates", a->rates, "rates file (ragctl plan --json output or a rates.json)")->required();
+                   sub.add_option("--model", a->model, "HF model directory (its config.json gives the KV shape)");
+                   sub.add_option("--preset", a->preset, "a preset's shape instead of a model (e.g. llama3-8b)");
+                   sub.add_option("--workload", a->workload,
+                                  "generator spec (key=value,...), a file of them, or trace:BENCH.json")
+                       ->required();
+                   sub.add_option("--replicas", a->replicas, "replicas (default 1)");
+                   sub.add_option("--router", a->router, "leastconn | hash | kv-aware (default leastconn)");
+                   sub.add_option("--set", a->sets, "key=value override of a fleet or workload key (repeatable)");
+                   sub.add_option("--sweep", a->sweep, "key=a..b (doubling), key=a..b:step or key=v1,v2,...");
+                   add_enum_option(sub, "--kv-dtype", &a->kv_dtype, "KV storage (default: the config's)")
+                       ->each([a](const std::string&) { a->kv_dtype_set = true; });
+                   sub.add_option("--slo-ttft-ms", a->slo_ttft_ms, "p99 TTFT SLO for the capacity of a rate sweep (default 1000)");
+                   sub.add_flag("--no-itl", a->no_itl, "do not keep inter-token gaps (long runs: less memory)");
+                   sub.add_option("--out", a->out, "HTML report");
+                   sub.add_option("--json", a->json, "results as `ragctl bench --json` writes them");
+                   return [a]() { return run_simulate(*a); };
+                 });
+
+}  // namespace
+}  // namespace ragd::tools

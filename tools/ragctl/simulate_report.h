@@ -1,0 +1,33 @@
+// `ragctl simulate`'s results as the report `ragctl bench` renders (bench_report.h): one BenchRun
+// per simulated point, each request a BenchSample with the daemon-side timings and reuse per tier,
+// so `ragctl bench-report real.json sim.json` compares a simulation with a measured run. The
+// simulator's own views (memory per tier over time, hit rate per tier, fleet counters) are an extra
+// section of the HTML page.
+// Thread-safety: functions only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench_report.h"
+#include "ragd/sim/simulator.h"
+
+namespace ragd::tools {
+
+// One simulated point as a bench run. `label` names it; `rate` is the offered rate.
+BenchRun sim_bench_run(const sim::SimResult& r, const std::string& label, const std::string& mode, double rate);
+
+// Prompt-token share served from each tier (hbm, dram, ssd, remote) over the finished requests.
+struct TierHits {
+  double hbm = 0, dram = 0, ssd = 0, remote = 0;
+  double total() const { return hbm + dram + ssd + remote; }
+};
+TierHits sim_tier_hits(const sim::SimResult& r);
+
+// The extra HTML section for the points of a run (labels parallel to results).
+std::string render_sim_section(const std::vector<std::string>& labels, const std::vector<const sim::SimResult*>& results);
+
+// Inserts `section` before the closing tags of a page render_bench_report() wrote.
+std::string insert_section(std::string page, const std::string& section);
+
+}  // namespace ragd::tools
