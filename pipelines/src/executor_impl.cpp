@@ -55,7 +55,8 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       corpus_(std::move(deps.corpus)),
       specs_(std::move(deps.pipelines)),
       model_name_(std::move(deps.model_name)),
-      reranker_(std::move(deps.reranker)) {
+      reranker_(std::move(deps.reranker)),
+      cross_encoders_(std::move(deps.cross_encoders)) {
   prompts_ = std::make_unique<PromptBuilder>(*tok_, model_->config());
   retrieval_pool_ = std::make_unique<FairPool>(static_cast<size_t>(std::max(1, opts.retrieval_threads)),
                                                static_cast<size_t>(std::max(1, opts.max_queue)),
@@ -200,9 +201,16 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         ctx = std::move(o.hits);
         if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();
-          Status rs = reranker_ ? reranker_->keep_best(*r->res.spec, q.query, q.kv_scope, &ctx, r->res.rerank)
-                                : Status::FailedPrecondition("pipeline '" + r->res.spec->name +
-                                                             "' reranks, but the runtime has no reranker");
+          const std::string& rm = r->res.spec->rerank_model;
+          PassageReranker* rr = reranker_.get();
+          if (!rm.empty()) {
+            auto ce = cross_encoders_.find(rm);
+            rr = ce == cross_encoders_.end() ? nullptr : ce->second.get();
+          }
+          Status rs = rr ? rr->keep_best(*r->res.spec, q.query, q.kv_scope, &ctx, r->res.rerank)
+                         : Status::FailedPrecondition("pipeline '" + r->res.spec->name +
+                                                      "' reranks, but the runtime has no reranker" +
+                                                      (rm.empty() ? std::string() : " for " + rm));
           r->timings.rerank_ms = ms_between(tr, Clock::now());
           if (!rs.ok()) r->set_failure("rerank", rs);
         }

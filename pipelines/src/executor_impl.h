@@ -29,6 +29,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,8 +88,11 @@ class ExecutorImpl final : public Executor,
     // Sequence-parallel workers for long prompts (RuntimeOptions::sp_workers > 1); null = none.
     // Its rank 0 is `model`.
     std::unique_ptr<seqparallel::SpGroup> sp;
-    // Pipelines with [retriever] rerank > 0: the reranker (its own copy of the model); null = none.
+    // Pipelines with [retriever] rerank > 0 and no rerank_model: the generator's reranker (its own
+    // copy of the model); null = none.
     std::unique_ptr<Reranker> reranker;
+    // Pipelines with [retriever] rerank_model: one cross-encoder stage per directory (the key).
+    std::map<std::string, std::unique_ptr<PassageReranker>> cross_encoders;
   };
   // Opens the kvstore over the model's pool (RuntimeOptions::kvstore) and starts the threads.
   static Result<std::unique_ptr<ExecutorImpl>> create(const RuntimeOptions& opts, Deps deps);
@@ -234,6 +238,7 @@ class ExecutorImpl final : public Executor,
   std::string model_name_;
   std::unique_ptr<PromptBuilder> prompts_;
   std::unique_ptr<Reranker> reranker_;  // used by the retrieval threads (it is thread-safe)
+  std::map<std::string, std::unique_ptr<PassageReranker>> cross_encoders_;  // by directory; thread-safe stages
   std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<ReusePlanner> planner_;
 

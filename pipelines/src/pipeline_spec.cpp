@@ -40,7 +40,7 @@ class Reader {
   Status check_keys() const {
     static const std::map<std::string, std::set<std::string>> kAllowed = {
         {"pipeline", {"name", "description"}},
-        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank"}},
+        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank", "rerank_model"}},
         {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
@@ -170,6 +170,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   if (s.rerank > 0 && s.speculative_prefill)
     return r.field_err("retriever", "rerank", "reranking needs the final search result: it cannot be combined with "
                                               "speculative_prefill");
+  RAGD_RETURN_IF_ERROR(r.str("retriever", "rerank_model", &s.rerank_model));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "system", &s.system_prompt));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "context_header", &s.context_header));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));
@@ -235,6 +236,11 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
                                                              "it cannot be combined with speculative_prefill");
     s.adapt = std::move(adapt);
   }
+  const bool any_rerank = s.rerank > 0 || (s.adapt && std::any_of(s.adapt->candidates.begin(), s.adapt->candidates.end(),
+                                                                   [](const AdaptCandidate& c) { return c.rerank > 0; }));
+  if (!s.rerank_model.empty() && !any_rerank)
+    return r.field_err("retriever", "rerank_model",
+                       "names a cross-encoder, but nothing reranks: set rerank > 0 (or an [adapt] candidate's rerank)");
   return s;
 }
 
@@ -273,6 +279,9 @@ Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
   ss << f.rdbuf();
   RAGD_ASSIGN_OR_RETURN(PipelineSpec s, parse_pipeline_spec(ss.str(), path, std::filesystem::path(path).stem().string()));
   if (s.adapt) RAGD_RETURN_IF_ERROR(load_adapt_profile(path, &*s.adapt));
+  // A relative cross-encoder directory is relative to the spec's directory.
+  if (!s.rerank_model.empty() && std::filesystem::path(s.rerank_model).is_relative())
+    s.rerank_model = (std::filesystem::path(path).parent_path() / s.rerank_model).lexically_normal().string();
   return s;
 }
 

@@ -72,9 +72,7 @@ Status Reranker::keep_best(const PipelineSpec& spec, const std::string& question
   std::vector<std::vector<int32_t>> toks;
   for (const auto& d : *docs) toks.push_back(d.tokens);
   RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, this->score(spec, toks, question, scope));
-  std::vector<size_t> order(docs->size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+  const std::vector<size_t> order = best_first(score);
   std::vector<ContextDoc> kept;
   for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < keep; ++i)
     kept.push_back(std::move((*docs)[order[i]]));

@@ -24,11 +24,12 @@
 #include "ragd/engine/model.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
+#include "passage_reranker.h"
 #include "speculation_cache.h"  // ContextDoc
 
 namespace ragd::pipelines {
 
-class Reranker {
+class Reranker final : public PassageReranker {
  public:
   // `model`: the copy it scores with; its tokenizer is the one the passages' tokens come from.
   Reranker(std::unique_ptr<engine::Model> model, const engine::Tokenizer& tok);
@@ -43,7 +44,7 @@ class Reranker {
   // The reranking stage of a one-shot run: reorders `docs` (retrieval order) by score, best
   // first (ties keep the retriever's order), and keeps the best `keep` of them (-1: spec.rerank).
   Status keep_best(const PipelineSpec& spec, const std::string& question, const std::string& scope,
-                   std::vector<ContextDoc>* docs, int keep = -1);
+                   std::vector<ContextDoc>* docs, int keep = -1) override;
 
   struct Stats {
     uint64_t head_hits = 0, head_misses = 0;  // heads found in the cache / prefilled

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ragd/common/log.h"
+#include "cross_encoder_stage.h"
 #include "executor_impl.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
@@ -174,12 +175,21 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));
-  // A reranker (a second copy of the model, for the retrieval threads) when a pipeline asks for one.
+  // A reranker (a second copy of the model, for the retrieval threads) when a pipeline asks the
+  // generator to rerank; a cross-encoder stage per [retriever] rerank_model directory.
   auto reranks = [](const PipelineSpec& s) {
     return s.rerank > 0 || (s.adapt && std::any_of(s.adapt->candidates.begin(), s.adapt->candidates.end(),
                                                   [](const AdaptCandidate& c) { return c.rerank > 0; }));
   };
-  if (std::any_of(specs.begin(), specs.end(), reranks)) {
+  for (const PipelineSpec& s : specs) {
+    if (s.rerank_model.empty() || !reranks(s) || deps.cross_encoders.contains(s.rerank_model)) continue;
+    auto ce = retrieval::CrossEncoderReranker::load(s.rerank_model);
+    if (!ce.ok()) return ce.status().with_context("pipeline '" + s.name + "': [retriever] rerank_model");
+    log::pipelines()->info("reranker {} for pipeline '{}': {}", s.rerank_model, s.name, (*ce)->identity());
+    deps.cross_encoders.emplace(s.rerank_model,
+                                std::make_unique<CrossEncoderStage>(std::move(*ce), deps.tokenizer));
+  }
+  if (std::any_of(specs.begin(), specs.end(), [&](const PipelineSpec& s) { return reranks(s) && s.rerank_model.empty(); })) {
     // Its pool (as large as the serving model's) caches the KV of the one-passage prompt heads.
     const engine::ModelOptions ro = mo;
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> rm, engine::Model::load(opts.model_dir, ro));

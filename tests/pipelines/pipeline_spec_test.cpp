@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,23 @@ TEST(PipelineSpec, RerankKeepsAtMostTopKOfOneShotRuns) {
   expect_error("[retriever]\nrerank = -1\n", "rerank: must be in [0, 64], got -1");
   expect_error("[retriever]\nrerank = 1\nspeculative_prefill = true\n", "cannot be combined with speculative_prefill");
   expect_error("[retriever]\nrerank = 1\n[iterative]\nretrieval_interval = 8\n", "not iterative ones");
+}
+
+TEST(PipelineSpec, RerankModelNamesACrossEncoderThatSomethingUses) {
+  auto s = parse_pipeline_spec("[retriever]\ntop_k = 5\nrerank = 1\nrerank_model = \"/models/bge-reranker\"\n", "r.toml");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->rerank_model, "/models/bge-reranker");
+  EXPECT_EQ(parse_pipeline_spec("", "d.toml")->rerank_model, "") << "the generator reranks by default";
+  expect_error("[retriever]\nrerank_model = \"/m\"\n", "rerank_model: names a cross-encoder, but nothing reranks");
+  expect_error("[retriever]\nrerank = 1\nrerank_model = 3\n", "rerank_model");
+  // Loaded from a file, a relative directory is relative to the spec's directory.
+  const auto dir = std::filesystem::temp_directory_path() / ("ragd_spec_rm_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ce.toml") << "[retriever]\ntop_k = 4\nrerank = 1\nrerank_model = \"../rerankers/ce\"\n";
+  auto f = load_pipeline_spec((dir / "ce.toml").string());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->rerank_model, (dir.parent_path() / "rerankers" / "ce").string());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PipelineSpec, IterativeTableMakesAnIterativePipeline) {

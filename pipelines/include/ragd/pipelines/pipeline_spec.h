@@ -3,6 +3,7 @@
 //   [pipeline]   name = "docs-qa"          (default: file stem), description = "..."
 //   [retriever]  top_k = 4, index = "Flat", nprobe = 8, speculative_prefill = false,
 //                rerank = 0 (keep this many of the top_k after reranking them with the model: reranker.h)
+//                rerank_model = "" (a cross-encoder directory scores instead of the generator)
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
 //                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic | auto),
@@ -44,9 +45,12 @@ struct PipelineSpec {
   // One-shot runs over an IVF index: search in stages (nprobe / 4, / 2, all) and start the prefill
   // on each stage's candidates, restarting when they change (RAGCache's speculative pipelining).
   bool speculative_prefill = false;
-  // > 0: the top_k passages are reranked by the model (log P(question | passage), reranker.h) and
-  // the best `rerank` of them make the prompt. One-shot pipelines only.
+  // > 0: the top_k passages are reranked and the best `rerank` of them make the prompt. One-shot
+  // pipelines only. By the generator (log P(question | passage), reranker.h) unless rerank_model
+  // names a cross-encoder checkpoint directory (BertForSequenceClassification, e.g. bge-reranker;
+  // retrieval/reranker.h), loaded once per directory at start-up.
   int rerank = 0;
+  std::string rerank_model;  // "" = the generator (UPR)
   // prompt: [system prefix][context_header][doc1 + separator]...[question_prefix + question][suffix]
   std::string system_prompt = "You are a helpful assistant. Answer the question using the context.";
   std::string context_header = "Context:\n";
