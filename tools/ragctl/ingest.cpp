@@ -1,4 +1,5 @@
 // ragctl ingest PATH... [--data DIR | --url http://host:port] [--chunk-tokens N] [--embedder NAME]
+//                      [--embedder-model DIR [--embedder-pooling P] [--query-prefix S] [--document-prefix S]]
 //                      [--index SPEC] [--model DIR]
 // Reads .txt/.md/.html/.jsonl files and directories, and either writes them into a data
 // directory (chunk, embed, index; durable per batch) or sends them to a running daemon's
@@ -41,6 +42,9 @@ struct IngestArgs {
   std::string embedder;
   int dim = 384;
   std::string embedder_model;
+  std::string embedder_pooling;          // "" = as the checkpoint's files say
+  std::string embedder_query_prefix;     // recorded in the corpus, applied to searches
+  std::string embedder_document_prefix;  // applied to every passage
   std::string index;
   double batch_mb = 4.0;
   bool quiet = false;
@@ -255,6 +259,9 @@ int run_ingest(const IngestArgs& a) {
     o.embedder.name = a.embedder;
     o.embedder.dim = a.dim;
     o.embedder.model_dir = a.embedder_model;
+    o.embedder.pooling = a.embedder_pooling;
+    o.embedder.query_prefix = a.embedder_query_prefix;
+    o.embedder.document_prefix = a.embedder_document_prefix;
     o.index_spec = a.index;
     o.index.omp_threads = 0;  // a batch tool: let FAISS use the cores
     auto c = Corpus::open(data, o, std::shared_ptr<const engine::Tokenizer>(std::move(tok).value()));
@@ -391,7 +398,14 @@ Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .js
                    sub.add_option("--overlap", a->overlap, "tokens of overlap between chunks")->capture_default_str();
                    sub.add_option("--embedder", a->embedder, "hashing | model (default: the corpus's, else hashing)");
                    sub.add_option("--dim", a->dim, "hashing embedder dimension")->capture_default_str();
-                   sub.add_option("--embedder-model", a->embedder_model, "embedding checkpoint for --embedder model");
+                   sub.add_option("--embedder-model", a->embedder_model,
+                                  "embedding checkpoint for --embedder model (encoder or decoder embedder)");
+                   sub.add_option("--embedder-pooling", a->embedder_pooling,
+                                  "cls | mean | lasttoken (default: as the checkpoint's sentence-transformers files say)");
+                   sub.add_option("--query-prefix", a->embedder_query_prefix,
+                                  "instruction prefix of search queries (e.g. BGE's), recorded in the corpus");
+                   sub.add_option("--document-prefix", a->embedder_document_prefix,
+                                  "prefix of every passage (e.g. E5's \"passage: \"), recorded in the corpus");
                    sub.add_option("--index", a->index,
                                   "FAISS index: Flat, HNSW32, IVF1024,Flat, IVF1024,PQ32 (default: the corpus's, else Flat)");
                    sub.add_option("--batch-mb", a->batch_mb, "MB of text per durable batch")->capture_default_str();
