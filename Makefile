@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval console-test-deps
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval eval-encoders console-test-deps
 
 all: build
 
@@ -80,6 +80,11 @@ train-model: build
 # and full prefill vs naive concatenation vs CacheBlend vs EPIC.
 eval: build
 	./scripts/eval.sh $(BUILD)
+
+# The QA set end to end with a BERT embedder and a cross-encoder (random bge-small shapes) beside
+# the hashing embedder and the generator's reranker: EM, gold@k, TTFT (scripts/eval-encoders.sh).
+eval-encoders: build
+	./scripts/eval-encoders.sh $(BUILD)
 
 # ThreadSanitizer build of the concurrent modules, run on their tests.
 tsan: deps
