@@ -601,7 +601,10 @@ TEST(GgufBertTest, KeysVocabularyTensorsAndExactData) {
 TEST(GgufBertTest, ClassifierHeadAndPoolingFromTheFiles) {
   TempDir cls_dir, rank_dir;
   write_encoder(cls_dir.path(), "cls");
-  EXPECT_EQ(convert(cls_dir.path(), GgufType::kF16).u("bert.pooling_type"), 2u);
+  const GgufFile f16 = convert(cls_dir.path(), GgufType::kF16);
+  EXPECT_EQ(f16.u("bert.pooling_type"), 2u);
+  EXPECT_EQ(f16.tensors.at("token_embd.weight").type, 1u) << "matrices in the target type";
+  EXPECT_EQ(f16.tensors.at("token_types.weight").type, 0u) << "token types stay f32 (ggml adds no f32 + f16)";
   write_encoder(rank_dir.path(), "cls", /*num_labels=*/1);
   const GgufFile g = convert(rank_dir.path(), GgufType::kF32);
   EXPECT_EQ(g.u("bert.pooling_type"), 4u) << "a sequence classifier exports as rank pooling";

@@ -115,6 +115,7 @@ Status write_bert_gguf(const BertConfig& cfg, const WeightStore& weights, std::s
   };
   RAGD_RETURN_IF_ERROR(add("token_embd.weight", "embeddings.word_embeddings.weight", {cfg.vocab_size, h}));
   RAGD_RETURN_IF_ERROR(add("token_types.weight", "embeddings.token_type_embeddings.weight", {cfg.type_vocab_size, h}));
+  t.back().type = GgmlType::kF32;  // llama.cpp adds a row of it to f32 activations: ggml has no f32 + f16 add
   RAGD_RETURN_IF_ERROR(add("position_embd.weight", "embeddings.position_embeddings.weight", {cfg.max_position_embeddings, h}));
   RAGD_RETURN_IF_ERROR(add("token_embd_norm.weight", "embeddings.LayerNorm.weight", {h}));
   RAGD_RETURN_IF_ERROR(add("token_embd_norm.bias", "embeddings.LayerNorm.bias", {h}));

@@ -67,8 +67,9 @@ Status write_gguf(const engine::ModelConfig& cfg, const engine::WeightStore& wei
 // A BERT encoder as llama.cpp's "bert" architecture (gguf_bert.cpp): bert.* hparams with
 // attention.causal = false and pooling_type (cls / mean / lasttoken; rank for a sequence
 // classifier, whose pooler and classifier become cls.* and cls.output.*), tensors token_embd,
-// token_types, position_embd, token_embd_norm, blk.N.attn_{q,k,v,output}(+ bias),
-// attn_output_norm, ffn_up / ffn_down (+ bias), layer_output_norm; the WordPiece vocabulary as
+// token_types (always f32: llama.cpp adds its row to f32 activations), position_embd,
+// token_embd_norm, blk.N.attn_{q,k,v,output} (+ bias), attn_output_norm, ffn_up / ffn_down
+// (+ bias), layer_output_norm; the WordPiece vocabulary as
 // tokenizer.ggml.model "bert" in llama.cpp's phantom-space spelling, with the token type count and
 // the [CLS] / [SEP] / [UNK] / [PAD] / [MASK] ids. Only model_type "bert" with the erf GELU.
 Status write_bert_gguf(const engine::BertConfig& cfg, const engine::WeightStore& weights,
