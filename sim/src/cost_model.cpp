@@ -50,6 +50,7 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
     bool may_be_zero;
   };
   Field fields[] = {{"step_overhead_s", &out->step_overhead_s, true},   {"sample_s", &out->sample_s, true},
+                    {"prefill_token_s", &out->prefill_token_s, true},   {"admit_s", &out->admit_s, true},
                     {"retrieval_s", &out->retrieval_s, true},           {"network_s", &out->network_s, true},
                     {"dram_bytes_per_s", &out->dram_bytes_per_s, false}, {"ssd_bytes_per_s", &out->ssd_bytes_per_s, false},
                     {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},

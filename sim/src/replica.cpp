@@ -33,7 +33,7 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
   ++outstanding_;
   ++queued_;
   const SimRequest& r = reqs_[i];
-  if (r.path.empty()) {  // a plain prompt: no retrieval, nothing to look up
+  if (!r.retrieval) {  // a plain prompt: no retrieval, nothing to look up
     host_.lookup(r, now);
     add(i, 0, now, q);
     return true;
@@ -78,7 +78,9 @@ void Replica::add(size_t i, int hint_tokens, double now, EventQueue& q) {
 double Replica::step_seconds(const pipelines::StepPlan& plan) {
   double s = cost_.serving.step_overhead_s + cost_.dense_s(plan.tokens);
   for (const pipelines::BatchItem& it : plan.items) {
-    s += it.prefill ? cost_.prefill_attention_s(it.start, it.n) : cost_.decode_attention_s(it.start + 1);
+    if (it.prefill) s += cost_.prefill_attention_s(it.start, it.n) + cost_.serving.prefill_token_s * it.n;
+    else s += cost_.decode_attention_s(it.start + 1);
+    if (live_[req_index(it.id)].admit_s < 0) s += cost_.serving.admit_s;  // admitted by this step
     if (it.sample) s += cost_.serving.sample_s;
   }
   return s + host_.take_transfer_s();
@@ -93,6 +95,7 @@ void Replica::start_step(double now, EventQueue& q) {
   }
   stepping_ = true;
   ++steps_;
+  const double dt = step_seconds(plan_);
   for (const pipelines::BatchItem& it : plan_.items) {
     host_.reserve(it.id, it.start + it.n);
     LiveRequest& l = live_[req_index(it.id)];
@@ -102,7 +105,7 @@ void Replica::start_step(double now, EventQueue& q) {
       --queued_;
     }
   }
-  q.push(now + step_seconds(plan_), EventKind::kStepDone, index_, 0);
+  q.push(now + dt, EventKind::kStepDone, index_, 0);
 }
 
 void Replica::on_step_done(double now, EventQueue& q) {

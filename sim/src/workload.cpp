@@ -110,7 +110,7 @@ namespace {
 constexpr std::string_view kKeys[] = {"rate",       "arrivals",   "requests",       "duration_s",    "docs",
                                       "zipf",       "topic_docs", "docs_per_query", "doc_order",     "doc_tokens",
                                       "prefix_tokens", "query_tokens", "prompt_tokens", "answer_tokens", "tenants",
-                                      "seed"};
+                                      "seed",       "reuse"};
 }
 
 bool is_workload_key(std::string_view key) { return std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys); }
@@ -138,7 +138,8 @@ Status apply_workload_key(WorkloadSpec& s, std::string_view key, std::string_vie
   if (key == "arrivals") {
     if (value == "poisson") s.arrivals = Arrivals::kPoisson;
     else if (value == "uniform") s.arrivals = Arrivals::kUniform;
-    else return bad(key, "must be one of poisson, uniform; got '" + std::string(value) + "'");
+    else if (value == "bench") s.arrivals = Arrivals::kBench;
+    else return bad(key, "must be one of poisson, uniform, bench; got '" + std::string(value) + "'");
     return Status::OK();
   }
   if (key == "requests") return set_int(&s.requests, 1L, 100000000L);
@@ -151,6 +152,12 @@ Status apply_workload_key(WorkloadSpec& s, std::string_view key, std::string_vie
     if (value == "fixed") s.shuffle_docs = false;
     else if (value == "shuffled") s.shuffle_docs = true;
     else return bad(key, "must be one of fixed, shuffled; got '" + std::string(value) + "'");
+    return Status::OK();
+  }
+  if (key == "reuse") {
+    if (value == "knowledge_tree") s.reuse = true;
+    else if (value == "none") s.reuse = false;
+    else return bad(key, "must be one of knowledge_tree, none; got '" + std::string(value) + "'");
     return Status::OK();
   }
   if (key == "doc_tokens") return set_int(&s.doc_tokens, 1, 1 << 24);
@@ -225,6 +232,9 @@ Status WorkloadSpec::validate() const {
 Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
   RAGD_RETURN_IF_ERROR(s.validate());
   std::mt19937_64 rng(s.seed);
+  // The bench's arrival process: its own engine, seeded alike, through the standard distribution.
+  std::mt19937_64 bench_rng(s.seed);
+  std::exponential_distribution<double> bench_gap(s.rate);
   const long topics = s.topic_docs > 0 && s.docs > 0 ? s.docs / s.topic_docs : 0;
   std::unique_ptr<ZipfSampler> zipf;
   if (s.docs > 0) zipf = std::make_unique<ZipfSampler>(topics > 0 ? topics : s.docs, s.zipf);
@@ -232,6 +242,7 @@ Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
   double t = 0;
   for (long i = 0; i < s.requests; ++i) {
     if (s.arrivals == Arrivals::kPoisson) t += -std::log(1.0 - unit(rng)) / s.rate;
+    else if (s.arrivals == Arrivals::kBench) t += bench_gap(bench_rng);
     else t += 1.0 / s.rate;
     if (s.duration_s > 0 && t > s.duration_s) break;
     SimRequest r;
@@ -241,8 +252,10 @@ Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
     r.answer_tokens = draw_length(s.answer_tokens, rng);
     if (s.docs > 0) {
       std::vector<uint64_t> docs;
+      r.retrieval = true;
       if (topics > 0) {
         const long topic = zipf->draw(rng);
+        r.topic = static_cast<int>(topic);
         for (int j = 0; j < s.docs_per_query; ++j) docs.push_back(static_cast<uint64_t>(topic * s.topic_docs + j));
       } else {
         while (static_cast<int>(docs.size()) < s.docs_per_query) {
@@ -256,6 +269,7 @@ Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
       for (uint64_t d : docs) r.path.push_back({d, s.doc_tokens});
       r.prompt_tokens = s.query_tokens;
       for (const auto& p : r.path) r.prompt_tokens += p.tokens;
+      if (!s.reuse) r.path.clear();
     } else {
       r.prompt_tokens = draw_length(s.prompt_tokens, rng);
     }

@@ -14,6 +14,7 @@
 // A trace (`ragctl bench --json` output) replays its requests' prompt and answer lengths at its
 // offered rate (Poisson, seeded); it carries no document identities, so it replays plain prompts.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,7 @@
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
 #include "ragd/kernels/kv_dtype.h"
+#include "ragd/pipelines/synthetic_words.h"
 #include "ragd/sim/cost_model.h"
 #include "ragd/sim/simulator.h"
 #include "ragd/sim/sweep.h"
@@ -42,7 +44,7 @@ namespace ragd::tools {
 namespace {
 
 struct SimArgs {
-  std::string config, rates, model, preset, workload, sweep, out, json;
+  std::string config, rates, model, preset, workload, sweep, out, json, emit;
   std::vector<std::string> sets;
   int replicas = 0;  // 0 = keep (1)
   std::string router;
@@ -95,29 +97,52 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
   return o;
 }
 
-// A bench result's requests replayed: lengths from its records, Poisson arrivals at its rate.
+// A bench result's requests replayed: lengths from its records, each run's arrivals at its offered
+// rate as `ragctl bench --rate R --seed S` sent them (std::exponential_distribution over
+// std::mt19937_64(seed), a fresh engine per run; a closed-loop run replays at its achieved rate),
+// the runs one after the other. Every request is a retrieval without reuse (no document ids).
 Result<std::vector<sim::SimRequest>> trace_requests(const std::string& path, uint64_t seed) {
   auto br = load_bench_result(path);
   if (!br.ok()) return br.status();
   std::vector<sim::SimRequest> out;
-  std::mt19937_64 rng(seed);
-  double t = 0;
+  double t0 = 0;
   for (const BenchRun& run : br->runs) {
     const double rate = run.rate > 0 ? run.rate : run.req_per_s;
     if (rate <= 0) return Status::InvalidArgument(path + ": run '" + run.label + "' has no rate to replay");
+    std::mt19937_64 rng(seed);
+    std::exponential_distribution<double> gap(rate);
+    double t = t0;
     for (const BenchSample& s : run.samples) {
+      t += gap(rng);  // drawn for every request sent, as the bench does
       if (!s.ok || !s.has_usage || s.prompt_tokens < 1 || s.tokens < 1) continue;
-      t += -std::log(1.0 - static_cast<double>(rng() >> 11) * 0x1.0p-53) / rate;
       sim::SimRequest r;
       r.id = out.size() + 1;
       r.arrival_s = t;
       r.prompt_tokens = s.prompt_tokens;
       r.answer_tokens = s.tokens;
+      r.retrieval = true;
       out.push_back(r);
     }
+    t0 = t;
   }
   if (out.empty()) return Status::InvalidArgument(path + ": no finished request with usage to replay");
   return out;
+}
+
+// The generated requests as a `ragctl bench --workload` file: one synthetic query per request naming
+// its topic's word (the documents of topic t are the ones `ragctl bench --ingest-synthetic` wrote for
+// it) between two question words that occur in no document, with the request's answer length.
+Status emit_bench_workload(const std::vector<sim::SimRequest>& reqs, const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  constexpr size_t kAsk = std::size(pipelines::kSyntheticAskWords);
+  for (const sim::SimRequest& r : reqs) {
+    if (r.topic < 0) return Status::InvalidArgument("--emit-workload needs a topic workload (docs and topic_docs > 0)");
+    f << "{\"query\": \"" << pipelines::kSyntheticAskWords[r.id % kAsk] << " "
+      << pipelines::synthetic_topic_word(static_cast<uint32_t>(r.topic)) << " "
+      << pipelines::kSyntheticAskWords[(r.id / kAsk + 5) % kAsk] << "?\", \"max_tokens\": " << r.answer_tokens << "}\n";
+  }
+  if (!f) return Status::IOError(path + ": cannot write");
+  return Status::OK();
 }
 
 int fail(const Status& st) {
@@ -189,6 +214,10 @@ int run_simulate(const SimArgs& a) {
       if (Status st = sim::apply_key(o, w, *shape, sweep.key, v); !st.ok()) return fail(st);
     Result<std::vector<sim::SimRequest>> reqs = trace.empty() ? sim::generate_requests(w) : trace_requests(trace, w.seed);
     if (!reqs.ok()) return fail(reqs.status());
+    if (!a.emit.empty() && labels.empty()) {
+      if (Status st = emit_bench_workload(*reqs, a.emit); !st.ok()) return fail(st);
+      std::printf("wrote %s (%zu requests for ragctl bench --workload)\n", a.emit.c_str(), reqs->size());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     auto res = sim::simulate(o, *cost, *reqs);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -257,6 +286,8 @@ Registration reg("simulate", "simulate a fleet in virtual time: the real schedul
                        ->each([a](const std::string&) { a->kv_dtype_set = true; });
                    sub.add_option("--slo-ttft-ms", a->slo_ttft_ms, "p99 TTFT SLO for the capacity of a rate sweep (default 1000)");
                    sub.add_flag("--no-itl", a->no_itl, "do not keep inter-token gaps (long runs: less memory)");
+                   sub.add_option("--emit-workload", a->emit,
+                                  "also write the generated requests as a `ragctl bench --workload` JSONL file");
                    sub.add_option("--out", a->out, "HTML report");
                    sub.add_option("--json", a->json, "results as `ragctl bench --json` writes them");
                    return [a]() { return run_simulate(*a); };

@@ -3,7 +3,8 @@
 // The engine part is seqparallel::KernelRates (what `ragctl plan` measures on this machine, or a
 // GPU run's rates.json such as bench/rates/h200-llama3-8b.json). One engine step that feeds T
 // tokens costs
-//   step = step_overhead_s + sample_s * rows sampled
+//   step = step_overhead_s + sample_s * rows sampled + prefill_token_s * prefill tokens fed
+//        + admit_s * requests admitted in this step
 //        + max(decode_dense_s, T / dense_tokens_per_s)            dense layers (a weight-read floor)
 //        + Σ prefill items  (n * start + n (n + 1) / 2) / attn_pairs_per_s     causal attention
 //        + Σ decode items   context * kv_bytes_per_token / kv_read_bytes_per_s  KV streaming
@@ -36,6 +37,9 @@ struct ModelShape {
 struct ServingRates {
   double step_overhead_s = 0.0;       // per engine step: scheduling, launch, bookkeeping; default 0
   double sample_s = 0.0;              // per sampled row (softmax + draw over the vocabulary); default 0
+  double prefill_token_s = 0.0;       // per prefill token fed, beyond the kernel rates (KV writes, RoPE,
+                                      // embedding, bookkeeping); default 0
+  double admit_s = 0.0;               // per request admitted (KV install, first-step setup); default 0
   double retrieval_s = 0.002;         // one retrieval (embed + search + fetch + prompt build); default 2 ms
   double network_s = 0.0002;          // client <-> replica, one way; default 0.2 ms
   double dram_bytes_per_s = 20e9;     // DRAM -> pool copies; default 20 GB/s

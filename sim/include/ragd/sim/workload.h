@@ -3,7 +3,9 @@
 // A generator spec is a list of key=value settings (one per line or comma-separated; '#' starts a
 // comment), every key optional:
 //   rate=10              arrivals per second (> 0)
-//   arrivals=poisson     poisson | uniform (evenly spaced)
+//   arrivals=poisson     poisson | uniform (evenly spaced) | bench: the Poisson arrival times
+//                        `ragctl bench --rate R --seed S` sends at (std::exponential_distribution over
+//                        std::mt19937_64(seed)), so a simulation and a measured run see the same instants
 //   requests=1000        requests to generate (>= 1); with duration_s, whichever ends first
 //   duration_s=0         arrival window in seconds; 0 = requests decides
 //   docs=0               corpus size; 0 = no retrieval (plain prompts of prompt_tokens)
@@ -14,6 +16,8 @@
 //   docs_per_query=2     documents in a RAG prompt
 //   doc_order=fixed      fixed | shuffled: order of the retrieved documents in the prompt
 //   doc_tokens=256       tokens per document
+//   reuse=knowledge_tree knowledge_tree | none: none retrieves but reuses nothing (a pipeline with
+//                        [reuse] mode = "none"); its prompts are prefix + documents + question long
 //   prefix_tokens=32     system prefix of a RAG prompt (the knowledge tree's first node)
 //   query_tokens=16      question tokens after the documents
 //   prompt_tokens=128    plain prompts: one length or a mixture "64:0.8,1024:0.2" (length:weight)
@@ -46,6 +50,8 @@ struct SimRequest {
   uint64_t id = 0;
   double arrival_s = 0;      // when the client sends it
   int tenant = 0;
+  int topic = -1;            // the generator's topic (topic_docs > 0), else -1
+  bool retrieval = false;    // goes through retrieval (RAG) before the scheduler
   int prompt_tokens = 0;     // whole prompt: path segments + question
   int answer_tokens = 0;     // generated tokens (the run stops there)
   std::vector<PathSegment> path;  // empty for plain prompts
@@ -57,7 +63,7 @@ struct LengthMix {
   double mean() const;
 };
 
-enum class Arrivals : uint8_t { kPoisson, kUniform };
+enum class Arrivals : uint8_t { kPoisson, kUniform, kBench };
 
 struct WorkloadSpec {
   double rate = 10;
@@ -69,6 +75,7 @@ struct WorkloadSpec {
   int topic_docs = 0;
   int docs_per_query = 2;
   bool shuffle_docs = false;
+  bool reuse = true;
   int doc_tokens = 256;
   int prefix_tokens = 32;
   int query_tokens = 16;

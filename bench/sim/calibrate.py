@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Serving rates for `ragctl simulate` from one light-load measured run.
+
+  bench/sim/calibrate.py PLAN.json BENCH_C1.json KV_BYTES_PER_TOKEN [MAX_BATCH_TOKENS] > rates.json
+
+PLAN.json: `ragctl plan --model M --json` (the engine's kernel rates, measured here).
+BENCH_C1.json: `ragctl bench --concurrency 1 --json` on the same daemon config (one request at a
+time, so every step holds one request). Fitted over its requests:
+  retrieval_s      median of the daemon's timings.retrieval_ms
+  network_s        half the median of (client TTFT - daemon timings.ttft_ms)
+  step_overhead_s  median inter-token gap - the modelled decode step (decode_dense_s + KV streaming)
+  admit_s, prefill_token_s
+                   a robust line fit (Theil-Sen) of (measured prefill_ms - the modelled prefill steps) on the
+                   prompt tokens each request computed: what a serving prefill costs beyond the
+                   kernel rates, per request and per token
+Everything else stays the kernel rates' (or the simulator's defaults).
+"""
+import json
+import statistics
+import sys
+
+
+def main():
+    plan = json.load(open(sys.argv[1]))
+    bench = json.load(open(sys.argv[2]))
+    bpt = float(sys.argv[3])
+    budget = int(sys.argv[4]) if len(sys.argv) > 4 else 512
+    rates = plan["rates"] if "rates" in plan else plan
+    samples = [s for r in bench["runs"] for s in r["samples"] if s.get("ok") and "timings" in s]
+    retrieval = statistics.median(s["timings"]["retrieval_ms"] for s in samples) / 1e3
+    network = max(0.0, statistics.median(s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples) / 2e3)
+    ctx = statistics.mean(s["usage"]["prompt_tokens"] + s["tokens"] / 2 for s in samples)
+    itl = statistics.median(r["itl_ms"]["p50"] for r in bench["runs"]) / 1e3
+    decode = rates["decode_dense_s"] + ctx * bpt / rates["kv_read_bytes_per_s"]
+    step_overhead = max(0.0, itl - decode)
+
+    def modelled_prefill(prompt, reused):  # the simulator's steps for one request alone
+        t, start = 0.0, min(reused, prompt - 1)
+        while start < prompt:
+            n = min(budget, prompt - start)
+            pairs = n * start + n * (n + 1) / 2
+            t += step_overhead + max(rates["decode_dense_s"], n / rates["dense_tokens_per_s"]) + pairs / rates["attn_pairs_per_s"]
+            start += n
+        return t
+
+    xs, ys = [], []
+    for s in samples:
+        p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
+        xs.append(p - min(r, p - 1))
+        ys.append(s["timings"]["prefill_ms"] / 1e3 - modelled_prefill(p, r))
+    # Theil-Sen (median of pairwise slopes): robust to the cold first request of a fresh daemon.
+    pair_slopes = [(ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]]
+    slope = max(0.0, statistics.median(pair_slopes)) if pair_slopes else 0.0
+    intercept = max(0.0, statistics.median(y - slope * x for x, y in zip(xs, ys)))
+    out = dict(rates)
+    out["source"] = "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + sys.argv[2]
+    out["serving"] = {
+        "retrieval_s": round(retrieval, 6),
+        "network_s": round(network, 6),
+        "step_overhead_s": round(step_overhead, 6),
+        "admit_s": round(intercept, 6),
+        "prefill_token_s": round(slope, 9),
+    }
+    json.dump(out, sys.stdout, indent=1)
+    print()
+    print(f"# ITL p50 {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; prefill residual "
+          f"{intercept * 1e3:.2f} ms + {slope * 1e6:.1f} us/token over {len(xs)} requests", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
