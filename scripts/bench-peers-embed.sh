@@ -119,7 +119,7 @@ for p in $PRESETS; do
       done
       rs=$(median "${r[@]}") ls=$(median "${l[@]}")
       line=$(python3 -c "r, l, n = $rs, $ls, $PASSAGES; print(f'{n / r:.1f} | {n / l:.1f} | {l / r:.2f}x')")
-      echo "| $p | $t | $BATCH | $THREADS | $ty | $line | ${AGREE[$p]} |" | tee -a "$OUT" >&2
+      echo "| $p | $t | $((BATCH < PASSAGES ? BATCH : PASSAGES)) | $THREADS | $ty | $line | ${AGREE[$p]} |" | tee -a "$OUT" >&2
     done
   done
 done
