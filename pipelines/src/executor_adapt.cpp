@@ -8,16 +8,17 @@ namespace ragd::pipelines {
 LoadSignals ExecutorImpl::load_now() const {
   LoadSignals l;
   {
+    // The scheduler's snapshot (publish_stats, after each step): the running batch and the pool.
     std::lock_guard<std::mutex> lk(stats_mu_);
-    l.ahead = stats_.waiting + stats_.running + stats_.loading;
     l.running = stats_.running;
     l.free_blocks = static_cast<int64_t>(stats_.pool_free_blocks);
     l.block_size = static_cast<int>(stats_.pool_block_size);
   }
   {
+    // Every other run submitted and not yet done: in retrieval or prompt building, loading KV,
+    // waiting or running. Exact at any time, where the snapshot above lags until the next step.
     std::lock_guard<std::mutex> lk(mu_);
-    // Runs in retrieval or prompt building (this one among them) and handed over, not yet accepted.
-    l.ahead += std::max(0, pending_ - 1) + static_cast<int>(inbox_.size());
+    l.ahead = std::max(0, static_cast<int>(live_names_.size()) - 1);
   }
   l.max_batch_tokens = batch_tokens_;
   return l;

@@ -750,8 +750,14 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     stats_.repaired_tokens += u.repaired_tokens;
     stats_.blend_fallbacks += r.kv.reuse.note.empty() ? 0 : 1;
   }
+  forget_name(r);
   emit(r, ev);
   drop_run(r);
+}
+
+void ExecutorImpl::forget_name(const Run& r) {
+  std::lock_guard<std::mutex> lk(mu_);
+  live_names_.erase(r.rr.id);
 }
 
 void ExecutorImpl::fail(uint64_t sid, const Status& st) {
@@ -763,6 +769,7 @@ void ExecutorImpl::fail(uint64_t sid, const Status& st) {
   RunEvent ev;
   ev.kind = RunEvent::Kind::kError;
   ev.error = st;
+  forget_name(r);
   emit(r, ev);
   drop_run(r);
 }

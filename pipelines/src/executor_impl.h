@@ -201,6 +201,9 @@ class ExecutorImpl final : public Executor,
   std::string on_sampled(Run& r, std::span<const float> logits,
                          const std::optional<engine::SampleResult>& pick = std::nullopt);
   void drop_run(Run& r);
+  // The run no longer counts as live (before its final event: a client's next run, submitted on
+  // that event, never sees it among the runs ahead; adapt's load_now counts live runs).
+  void forget_name(const Run& r);
   bool emit(Run& r, const RunEvent& ev);
 
   // Search of the pipeline's passages (any thread), several queries in one batch: the top `fetch`

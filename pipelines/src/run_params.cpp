@@ -84,8 +84,10 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     out.rerank = spec->rerank;
     if (spec->adapt) {
       RAGD_ASSIGN_OR_RETURN(out.adapt, resolve_adapt(req, *spec));
-      out.retrieval_k = 0;  // the search fetches what the largest allowed candidate needs
-      for (size_t i : out.adapt->allowed) out.retrieval_k = std::max(out.retrieval_k, spec->adapt->candidates[i].top_k);
+      // The search fetches what the largest candidate needs, whichever are allowed: the signals
+      // are then those of one search, the same whether the policy chooses or the request forces.
+      out.retrieval_k = 0;
+      for (const auto& c : spec->adapt->candidates) out.retrieval_k = std::max(out.retrieval_k, c.top_k);
     } else if (req.adapt || req.adapt_objective || req.slo_ttft_ms) {
       return Status::InvalidArgument("adapt, adapt_objective and slo_ttft_ms apply to adaptive pipelines only; '" +
                                      spec->name + "' has no [adapt] table");

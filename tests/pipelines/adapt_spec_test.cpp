@@ -198,7 +198,7 @@ TEST_F(AdaptResolve, RequestKnobsNarrowTheCandidatesOrAre400) {
   r = resolve_run(q, &spec_);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->adapt->allowed, (std::vector<size_t>{2}));
-  EXPECT_EQ(r->retrieval_k, 2);
+  EXPECT_EQ(r->retrieval_k, 4);  // the search stays that of every candidate
   q.retrieval_top_k = 3;
   r = resolve_run(q, &spec_);
   ASSERT_FALSE(r.ok());

@@ -4,6 +4,15 @@
 //               [--pipeline default] [--reuse none,prefix,knowledge_tree,cacheblend:0.15,epic:16] [--context retrieved|gold|both]
 //               [--top-k K] [--max-tokens 16] [--limit N] [--json FILE]
 //               [--pipelines DIR] [--overlap none,piperag,speculative,both] [--retrieval-interval N]
+//               [--concurrency N] [--adapt auto,NAME,...] [--adapt-objective O] [--slo-ttft-ms MS]
+//               [--fit-adapt [--fit-out FILE] [--fit-concurrency 1,16]]
+//
+// --concurrency N keeps N questions in flight (N clients): accuracy and latency under load in one
+// run (TTFT p50 / p99 beside exact match). --adapt runs an adaptive pipeline ([adapt]) once per
+// entry: `auto` lets its policy choose per question, a candidate's name forces that configuration.
+// --fit-adapt fits the adaptive pipeline's profile (eval_adapt_fit.cpp): every candidate answers
+// every question, then per candidate a model of a right answer over the query signals and of TTFT
+// over the load; written beside the spec (--pipelines DIR/<spec stem>.profile) or to --fit-out.
 //
 // --overlap runs every reuse mode once per overlap mode of an iterative pipeline (retrieval during
 // generation, --pipelines names the directory of its spec in local mode): PipeRAG's stale query
@@ -15,6 +24,7 @@
 // retrieval errors from generation errors. Reports exact match and token F1 (SQuAD normalisation),
 // retrieval hit rate (gold document among the sources), and for every mode after the first the
 // number of answers identical to the first mode's.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -37,23 +47,15 @@
 #include "ragd/common/json_writer.h"
 #include "ragd/common/status.h"
 #include "ragd/daemon/client.h"
+#include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/runtime.h"
+#include "eval_adapt_fit.h"
+#include "eval_load.h"
 #include "run_print.h"
 
 namespace ragd::tools {
 namespace {
 
-struct EvalQuestion {
-  std::string id, question, answer, gold, kind;
-};
-
-struct EvalAnswer {
-  std::string text;
-  std::vector<std::string> sources;  // doc ids, in prompt order
-  int prompt_tokens = 0, reused_tokens = 0;
-  double ttft_ms = 0;
-  bool approximate = false;  // blended KV was used (cacheblend / epic)
-};
 
 // Reads the question file; an error names the file and line.
 Result<std::vector<EvalQuestion>> read_questions(const std::string& path) {
@@ -97,6 +99,7 @@ struct EvalMode {
   std::optional<double> recompute_ratio;
   std::optional<int> epic_k;
   std::optional<pipelines::RetrievalOverlap> overlap;  // iterative pipelines
+  std::optional<std::string> adapt;                    // adaptive pipelines: "auto" or a candidate
 };
 
 Result<EvalMode> parse_eval_mode(const std::string& spec) {
@@ -123,7 +126,8 @@ Result<EvalMode> parse_eval_mode(const std::string& spec) {
   return m;
 }
 
-// Runs one question; thread-compatible (one caller at a time).
+// Runs one question. LocalRunner is thread-safe (one runtime serves every worker); HttpRunner is
+// thread-compatible (one per worker).
 class EvalRunner {
  public:
   virtual ~EvalRunner() = default;
@@ -134,6 +138,11 @@ struct Args {
   std::string questions, model, data, url, api_key = default_api_key(), pipeline = "default", json;
   std::string reuse = "none", context = "retrieved", pipelines_dir, overlap;
   int max_tokens = 16, limit = 0, threads = 0, top_k = -1, retrieval_interval = 0;
+  int concurrency = 1;                 // questions in flight
+  std::string adapt, adapt_objective;  // adaptive pipelines: runs per entry; objective override
+  double slo_ttft_ms = 0;              // adaptive pipelines: TTFT target override (0 = the pipeline's)
+  bool fit_adapt = false;
+  std::string fit_out, fit_concurrency;  // --fit-adapt: the profile's file; load levels ("1,16")
   engine::WeightFormat weights = pipelines::RuntimeOptions{}.weights;  // weights in memory (local mode)
   kernels::KvDtype kv_dtype = pipelines::RuntimeOptions{}.kv_dtype;    // KV pool storage (local mode)
   bool no_blend_check = false;
@@ -173,6 +182,11 @@ class LocalRunner final : public EvalRunner {
     req.overrides.temperature = 0.0f;
     req.overrides.max_tokens = a_.max_tokens;
     if (gold_context) req.context_must_include = q.gold;
+    req.adapt = reuse.adapt;
+    if (!a_.adapt_objective.empty()) {
+      RAGD_ASSIGN_OR_RETURN(req.adapt_objective, parse_enum<pipelines::AdaptObjective>(a_.adapt_objective));
+    }
+    if (a_.slo_ttft_ms > 0) req.slo_ttft_ms = a_.slo_ttft_ms;
     auto done = std::make_shared<std::promise<Result<EvalAnswer>>>();
     auto ans = std::make_shared<EvalAnswer>();
     Status s = rt_.executor->submit(std::move(req), [done, ans](const pipelines::RunEvent& ev) {
@@ -186,6 +200,7 @@ class LocalRunner final : public EvalRunner {
           ans->reused_tokens = ev.usage.reused_tokens();
           ans->ttft_ms = ev.timings.ttft_ms;
           ans->approximate = ev.usage.approximate;
+          if (ev.usage.adapt) ans->adapt = adapt_answer(*ev.usage.adapt);
           done->set_value(std::move(*ans));
           break;
         case pipelines::RunEvent::Kind::kError: done->set_value(ev.error); break;
@@ -200,7 +215,7 @@ class LocalRunner final : public EvalRunner {
   explicit LocalRunner(const Args& a) : a_(a) {}
   Args a_;
   pipelines::Runtime rt_;
-  uint64_t seq_ = 0;
+  std::atomic<uint64_t> seq_{0};
 };
 
 class HttpRunner final : public EvalRunner {
@@ -222,6 +237,9 @@ class HttpRunner final : public EvalRunner {
     }
     if (a_.top_k > 0) w.key("top_k").value(a_.top_k);
     if (gold_context) w.key("context_must_include").value(q.gold);
+    if (reuse.adapt) w.key("adapt").value(*reuse.adapt);
+    if (!a_.adapt_objective.empty()) w.key("adapt_objective").value(a_.adapt_objective);
+    if (a_.slo_ttft_ms > 0) w.key("slo_ttft_ms").value(a_.slo_ttft_ms);
     w.end_object();
     daemon::Headers h;
     if (!a_.api_key.empty()) h.emplace_back("Authorization", "Bearer " + a_.api_key);
@@ -242,6 +260,16 @@ class HttpRunner final : public EvalRunner {
     ans.ttft_ms = jnum(doc, "/timings/ttft_ms");
     bool approx = false;
     if (!doc.at_pointer("/usage/approximate").get_bool().get(approx)) ans.approximate = approx;
+    simdjson::dom::element adapt;
+    if (!doc.at_pointer("/usage/adapt").get(adapt)) {
+      EvalAdapt x;
+      x.choice = jstr(adapt, "/choice");
+      x.reason = jstr(adapt, "/reason");
+      for (size_t i = 0; i < pipelines::kNumAdaptSignals; ++i)
+        x.signals[i] = jnum(adapt, ("/signals/" + std::string(pipelines::kAdaptSignalNames[i])).c_str());
+      x.ahead = static_cast<int>(jnum(adapt, "/load/ahead"));
+      ans.adapt = std::move(x);
+    }
     return ans;
   }
 
@@ -311,6 +339,23 @@ int run_eval(const Args& a) {
     }
     modes = std::move(crossed);
   }
+  if (!a.adapt.empty()) {
+    std::vector<EvalMode> crossed;
+    std::stringstream ss(a.adapt);
+    for (std::string c; std::getline(ss, c, ',');) {
+      if (c.empty()) continue;
+      for (EvalMode m : modes) {
+        m.adapt = c;
+        m.label += "/" + c;
+        crossed.push_back(std::move(m));
+      }
+    }
+    modes = std::move(crossed);
+  }
+  if (a.concurrency < 1) {
+    std::fprintf(stderr, "ragctl eval: --concurrency must be at least 1\n");
+    return 2;
+  }
   std::vector<bool> contexts;
   if (a.context == "retrieved" || a.context == "both") contexts.push_back(false);
   if (a.context == "gold" || a.context == "both") contexts.push_back(true);
@@ -325,20 +370,64 @@ int run_eval(const Args& a) {
                      q.id.c_str());
         return 2;
       }
-  Result<std::unique_ptr<EvalRunner>> runner = Status::InvalidArgument("give --url, or --model and --data");
-  if (!a.url.empty()) runner = HttpRunner::open(a);
-  else if (!a.model.empty() && !a.data.empty()) runner = LocalRunner::open(a);
-  if (!runner.ok()) {
-    std::fprintf(stderr, "ragctl eval: %s\n", runner.status().message().c_str());
-    return 2;
+  std::vector<int> fit_levels;
+  if (a.fit_adapt) {
+    std::stringstream ss(a.fit_concurrency.empty() ? std::to_string(a.concurrency) : a.fit_concurrency);
+    for (std::string l; std::getline(ss, l, ',');) {
+      char* end = nullptr;
+      const long v = std::strtol(l.c_str(), &end, 10);
+      if (l.empty() || *end != '\0' || v < 1 || v > 1024) {
+        std::fprintf(stderr, "ragctl eval: --fit-concurrency: '%s' is not a number of clients (1..1024)\n", l.c_str());
+        return 2;
+      }
+      fit_levels.push_back(static_cast<int>(v));
+    }
+  }
+  int max_workers = a.concurrency;
+  for (int l : fit_levels) max_workers = std::max(max_workers, l);
+  // One runner per worker over HTTP; in local mode one runtime serves every worker.
+  std::vector<std::unique_ptr<EvalRunner>> owned;
+  std::vector<EvalRunner*> workers;
+  for (int w = 0; w < max_workers; ++w) {
+    Result<std::unique_ptr<EvalRunner>> runner = Status::InvalidArgument("give --url, or --model and --data");
+    if (!a.url.empty()) runner = HttpRunner::open(a);
+    else if (!owned.empty()) {
+      workers.push_back(owned.front().get());
+      continue;
+    } else if (!a.model.empty() && !a.data.empty()) runner = LocalRunner::open(a);
+    if (!runner.ok()) {
+      std::fprintf(stderr, "ragctl eval: %s\n", runner.status().message().c_str());
+      return 2;
+    }
+    owned.push_back(std::move(runner).value());
+    workers.push_back(owned.back().get());
+  }
+  auto ask_at = [&](const EvalMode& mode, bool gold, int concurrency) {
+    return answer_all(qs->size(), concurrency,
+                      [&](int w, size_t i) { return workers[static_cast<size_t>(w)]->ask((*qs)[i], mode, gold); });
+  };
+  auto ask_all = [&](const EvalMode& mode, bool gold) { return ask_at(mode, gold, a.concurrency); };
+  if (a.fit_adapt) {
+    FitAdaptArgs f;
+    f.questions = a.questions;
+    f.pipeline = a.pipeline;
+    f.pipelines_dir = a.pipelines_dir;
+    f.out = a.fit_out;
+    f.levels = fit_levels;
+    return run_fit_adapt(f, *qs, [&](const std::string& candidate, int concurrency) {
+      EvalMode m = modes.front();
+      m.adapt = candidate;
+      return ask_at(m, false, concurrency);
+    });
   }
 
   JsonWriter jw;
   jw.begin_object().key("questions_file").value(a.questions).key("pipeline").value(a.pipeline).key("runs").begin_array();
-  std::printf("ragctl eval: %zu questions, pipeline %s, top_k %s, greedy, max %d tokens\n", qs->size(),
-              a.pipeline.c_str(), a.top_k > 0 ? std::to_string(a.top_k).c_str() : "of the pipeline", a.max_tokens);
-  std::printf("%-10s %-26s %7s %7s %10s %10s %9s %9s %7s\n", "context", "reuse", "EM", "F1", "gold@k", "identical",
-              "reused", "TTFT ms", "approx");
+  std::printf("ragctl eval: %zu questions, pipeline %s, top_k %s, greedy, max %d tokens, %d in flight\n", qs->size(),
+              a.pipeline.c_str(), a.top_k > 0 ? std::to_string(a.top_k).c_str() : "of the pipeline", a.max_tokens,
+              a.concurrency);
+  std::printf("%-10s %-26s %7s %7s %10s %10s %9s %9s %7s %8s %8s %7s\n", "context", "reuse", "EM", "F1", "gold@k",
+              "identical", "reused", "TTFT ms", "approx", "p50 ms", "p99 ms", "q/s");
   int failures = 0;
   for (bool gold : contexts) {
     std::vector<std::string> first;
@@ -348,15 +437,21 @@ int run_eval(const Args& a) {
       jw.begin_object().key("context").value(gold ? "gold" : "retrieved").key("reuse").value(modes[m].label);
       jw.key("results").begin_array();
       const auto t0 = std::chrono::steady_clock::now();
+      auto answers = ask_all(modes[m], gold);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::vector<double> ttfts;
+      std::map<std::string, int> choices;
       for (size_t i = 0; i < qs->size(); ++i) {
         const auto& q = (*qs)[i];
-        auto ans = (*runner)->ask(q, modes[m], gold);
+        const Result<EvalAnswer>& ans = *answers[i];
         if (!ans.ok()) {
           std::fprintf(stderr, "ragctl eval: %s: %s\n", q.id.c_str(), ans.status().message().c_str());
           ++failures;
           continue;
         }
         if (m == 0) first.push_back(ans->text);
+        ttfts.push_back(ans->ttft_ms);
+        if (ans->adapt) ++choices[ans->adapt->choice];
         const bool same = m > 0 && i < first.size() && first[i] == ans->text;
         t.add(q, *ans, same);
         if (!q.kind.empty()) by_kind[q.kind].add(q, *ans, same);
@@ -365,9 +460,12 @@ int run_eval(const Args& a) {
         jw.key("f1").value(token_f1(ans->text, q.answer)).key("sources").begin_array();
         for (const auto& s : ans->sources) jw.value(s);
         jw.end_array().key("prompt_tokens").value(ans->prompt_tokens).key("reused_tokens").value(ans->reused_tokens);
-        jw.key("ttft_ms").value(ans->ttft_ms).end_object();
+        jw.key("ttft_ms").value(ans->ttft_ms);
+        if (ans->adapt)
+          jw.key("adapt_choice").value(ans->adapt->choice).key("adapt_reason").value(ans->adapt->reason).key("adapt_ahead").value(ans->adapt->ahead);
+        jw.end_object();
       }
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double p50 = percentile(ttfts, 50), p99 = percentile(ttfts, 99);
       jw.end_array().key("n").value(t.n).key("exact_match").value(t.pct(t.em) / 100).key("f1").value(t.n ? t.f1 / t.n : 0);
       jw.key("gold_retrieved").value(t.with_gold ? static_cast<double>(t.hits) / t.with_gold : 0.0);
       if (m > 0) jw.key("identical_to_first").value(t.identical);
@@ -375,12 +473,23 @@ int run_eval(const Args& a) {
       jw.key("by_kind").begin_object();
       for (const auto& [k, kt] : by_kind)
         jw.key(k).begin_object().key("n").value(kt.n).key("exact_match").value(kt.pct(kt.em) / 100).end_object();
-      jw.end_object().key("seconds").value(secs).end_object();
+      jw.end_object().key("seconds").value(secs).key("concurrency").value(a.concurrency);
+      jw.key("ttft_mean_ms").value(t.n ? t.ttft / t.n : 0.0).key("ttft_p50_ms").value(p50).key("ttft_p99_ms").value(p99);
+      jw.key("questions_per_second").value(secs > 0 ? t.n / secs : 0.0);
+      jw.key("adapt_choices").begin_object();
+      for (const auto& [c, k] : choices) jw.key(c).value(k);
+      jw.end_object().end_object();
       const std::string ident = m == 0 ? "-" : fmt::format("{}/{}", t.identical, t.n);
-      std::printf("%-10s %-26s %6.1f%% %6.1f%% %9.1f%% %10s %8.1f%% %9.1f %6.1f%%\n", gold ? "gold" : "retrieved",
-                  modes[m].label.c_str(), t.pct(t.em), t.n ? 100 * t.f1 / t.n : 0.0,
+      std::printf("%-10s %-26s %6.1f%% %6.1f%% %9.1f%% %10s %8.1f%% %9.1f %6.1f%% %8.1f %8.1f %7.2f\n",
+                  gold ? "gold" : "retrieved", modes[m].label.c_str(), t.pct(t.em), t.n ? 100 * t.f1 / t.n : 0.0,
                   t.with_gold ? 100.0 * t.hits / t.with_gold : 0.0, ident.c_str(),
-                  t.prompt ? 100.0 * t.reused / t.prompt : 0.0, t.n ? t.ttft / t.n : 0.0, t.pct(t.approximate));
+                  t.prompt ? 100.0 * t.reused / t.prompt : 0.0, t.n ? t.ttft / t.n : 0.0, t.pct(t.approximate), p50,
+                  p99, secs > 0 ? t.n / secs : 0.0);
+      if (!choices.empty()) {
+        std::string line;
+        for (const auto& [c, k] : choices) line += fmt::format("  {} {}", c, k);
+        std::printf("           adapt choices:%s\n", line.c_str());
+      }
       if (m == 0 && !by_kind.empty()) {
         std::string kinds;
         for (const auto& [k, kt] : by_kind) kinds += fmt::format("  {} {:.1f}% ({})", k, kt.pct(kt.em), kt.n);
@@ -422,6 +531,23 @@ Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on que
                                   "iterative pipelines: comma-separated overlap modes (none, piperag, speculative, both)");
                    sub.add_option("--retrieval-interval", a->retrieval_interval,
                                   "iterative pipelines: generated tokens between retrievals (default: the pipeline's)");
+                   sub.add_option("--concurrency", a->concurrency,
+                                  "questions in flight at once (clients); TTFT p50 / p99 are reported beside EM")
+                       ->capture_default_str();
+                   sub.add_option("--adapt", a->adapt,
+                                  "adaptive pipelines: comma-separated runs, each `auto` (the policy chooses) or a "
+                                  "candidate's name (forced)");
+                   sub.add_option("--adapt-objective", a->adapt_objective,
+                                  "adaptive pipelines: quality | balanced | latency (default: the pipeline's)");
+                   sub.add_option("--slo-ttft-ms", a->slo_ttft_ms, "adaptive pipelines: TTFT target in ms (default: the pipeline's)");
+                   sub.add_flag("--fit-adapt", a->fit_adapt,
+                                "fit the adaptive pipeline's profile on these questions (every candidate answers each) and "
+                                "write it beside its spec in --pipelines DIR");
+                   sub.add_option("--fit-out", a->fit_out, "--fit-adapt: write the profile here instead");
+                   sub.add_option("--fit-concurrency", a->fit_concurrency,
+                                  "--fit-adapt: comma-separated load levels (clients) every candidate runs at; the "
+                                  "TTFT model is fitted over all of them, the quality model on the first (default: "
+                                  "--concurrency)");
                    sub.add_flag("--no-blend-check", a->no_blend_check,
                                 "local mode: use cacheblend / epic whatever the reuse self-check says (raw approximate accuracy)");
                    return [a]() { return run_eval(*a); };

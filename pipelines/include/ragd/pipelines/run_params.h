@@ -76,8 +76,10 @@ struct ResolvedRun {
   bool extractive = false;
   int rerank = 0;  // one-shot runs: passages kept after model reranking (0 = none)
   // Adaptive pipelines: what the run may choose from and aims for. Until the choice is applied
-  // (apply_adapt_choice) retrieval_k is the largest allowed candidate's top_k (what the search
-  // fetches); the choice then sets retrieval_k, rerank, extractive and the retrieval interval.
+  // (apply_adapt_choice) retrieval_k is the largest candidate's top_k (what the search fetches,
+  // allowed or not, so that the signals do not depend on the request's narrowing); the choice then
+  // sets retrieval_k, rerank, extractive and the retrieval interval. With context_must_include the
+  // document is placed among those passages, so a candidate with a smaller top_k may drop it.
   std::optional<AdaptGoal> adapt;
 };
 
