@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Serving rates for `ragctl simulate` from one light-load measured run.
 
-  bench/sim/calibrate.py PLAN.json BENCH_C1.json KV_BYTES_PER_TOKEN [MAX_BATCH_TOKENS] > rates.json
+  bench/sim/calibrate.py PLAN.json BENCH_C1.json KV_BYTES_PER_TOKEN [MAX_BATCH_TOKENS [DENSE_MODEL]] > rates.json
+
+DENSE_MODEL: roofline (default; a GPU) or additive (a CPU, where reading the weights and computing
+do not overlap): how a step's dense part grows with its tokens (sim/include/ragd/sim/cost_model.h).
 
 PLAN.json: `ragctl plan --model M --json` (the engine's kernel rates, measured here).
 BENCH_C1.json: `ragctl bench --concurrency 1 --json` on the same daemon config (one request at a
@@ -25,6 +28,9 @@ def main():
     bench = json.load(open(sys.argv[2]))
     bpt = float(sys.argv[3])
     budget = int(sys.argv[4]) if len(sys.argv) > 4 else 512
+    dense_model = sys.argv[5] if len(sys.argv) > 5 else "roofline"
+    if dense_model not in ("roofline", "additive"):
+        sys.exit("DENSE_MODEL must be roofline or additive")
     rates = plan["rates"] if "rates" in plan else plan
     samples = [s for r in bench["runs"] for s in r["samples"] if s.get("ok") and "timings" in s]
     retrieval = statistics.median(s["timings"]["retrieval_ms"] for s in samples) / 1e3
@@ -39,7 +45,11 @@ def main():
         while start < prompt:
             n = min(budget, prompt - start)
             pairs = n * start + n * (n + 1) / 2
-            t += step_overhead + max(rates["decode_dense_s"], n / rates["dense_tokens_per_s"]) + pairs / rates["attn_pairs_per_s"]
+            if dense_model == "additive":
+                dense = rates["decode_dense_s"] + (n - 1) / rates["dense_tokens_per_s"]
+            else:
+                dense = max(rates["decode_dense_s"], n / rates["dense_tokens_per_s"])
+            t += step_overhead + dense + pairs / rates["attn_pairs_per_s"]
             start += n
         return t
 
@@ -60,6 +70,7 @@ def main():
         "step_overhead_s": round(step_overhead, 6),
         "admit_s": round(intercept, 6),
         "prefill_token_s": round(slope, 9),
+        "dense_model": dense_model,
     }
     json.dump(out, sys.stdout, indent=1)
     print()

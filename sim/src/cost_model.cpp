@@ -21,6 +21,7 @@ Status ModelShape::validate() const {
 
 double CostModel::dense_s(int tokens) const {
   if (tokens <= 0) return 0;
+  if (serving.dense_additive) return engine.decode_dense_s + (tokens - 1) / engine.dense_tokens_per_s;
   return std::max(engine.decode_dense_s, tokens / engine.dense_tokens_per_s);
 }
 
@@ -37,7 +38,7 @@ double CostModel::decode_attention_s(int context) const {
 double CostModel::prefill_s(double cached, double fresh) const {
   if (fresh <= 0) return 0;
   const double pairs = fresh * cached + 0.5 * fresh * (fresh + 1);
-  return std::max(engine.decode_dense_s, fresh / engine.dense_tokens_per_s) + pairs / engine.attn_pairs_per_s;
+  return dense_s(static_cast<int>(std::ceil(fresh))) + pairs / engine.attn_pairs_per_s;
 }
 
 namespace {
@@ -56,6 +57,13 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
                     {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},
                     {"remote_latency_s", &out->remote_latency_s, true}};
   for (auto [key, value] : obj) {
+    if (key == "dense_model") {
+      std::string_view v;
+      if (value.get(v) != simdjson::SUCCESS || (v != "roofline" && v != "additive"))
+        return Status::InvalidArgument("rates: serving.dense_model must be \"roofline\" or \"additive\"");
+      out->dense_additive = v == "additive";
+      continue;
+    }
     Field* f = nullptr;
     for (Field& c : fields)
       if (key == c.name) f = &c;

@@ -136,6 +136,7 @@ void Replica::on_step_done(double now, EventQueue& q) {
       sched_.finish(it.id, host_);
       host_.forget(it.id);
       --outstanding_;
+      finished_.push_back(i);
     }
   }
   start_step(now, q);

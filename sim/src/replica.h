@@ -3,6 +3,7 @@
 // Thread-safety: not thread-safe; the single-threaded simulation owns it.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "ragd/pipelines/scheduler.h"
@@ -31,6 +32,8 @@ class Replica {
   void on_retrieval_done(size_t i, double now, EventQueue& q);
   void on_load_done(size_t i, double now, EventQueue& q);
   void on_step_done(double now, EventQueue& q);
+  // Requests finished since the last call (indices), for closed-loop clients.
+  std::vector<size_t> take_finished() { return std::exchange(finished_, {}); }
 
   int outstanding() const { return outstanding_; }
   long steps() const { return steps_; }
@@ -56,6 +59,7 @@ class Replica {
   int outstanding_ = 0;  // accepted, not finished
   int queued_ = 0;       // accepted, not admitted yet
   long steps_ = 0;
+  std::vector<size_t> finished_;
 };
 
 }  // namespace ragd::sim

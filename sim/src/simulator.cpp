@@ -19,6 +19,7 @@ Status SimOptions::validate() const {
   if (scheduler.max_batch_tokens < 1) return bad("max_batch_tokens must be >= 1");
   if (scheduler.max_running < 1) return bad("max_running must be >= 1");
   if (series_period_s < 0) return bad("series_period_s must be >= 0");
+  if (closed_loop_clients < 0) return bad("concurrency must be >= 0, got " + std::to_string(closed_loop_clients));
   return Status::OK();
 }
 
@@ -79,8 +80,15 @@ class Router {
 
 }  // namespace
 
-Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const std::vector<SimRequest>& requests) {
+Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const std::vector<SimRequest>& given) {
   RAGD_RETURN_IF_ERROR(opts.validate());
+  // Closed loop: send instants are decided as the run goes, so the simulation keeps its own copy.
+  std::vector<SimRequest> closed;
+  if (opts.closed_loop_clients > 0) {
+    closed = given;
+    for (SimRequest& r : closed) r.arrival_s = 0;
+  }
+  const std::vector<SimRequest>& requests = opts.closed_loop_clients > 0 ? closed : given;
   RAGD_RETURN_IF_ERROR(cost.shape.validate());
   for (size_t i = 1; i < requests.size(); ++i)
     if (requests[i].arrival_s < requests[i - 1].arrival_s)
@@ -111,9 +119,22 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
 
   EventQueue q;
   const double horizon = requests.empty() ? 0 : requests.back().arrival_s;
-  const double period = opts.series_period_s > 0 ? opts.series_period_s : std::max(1e-3, horizon / 200);
-  for (size_t i = 0; i < requests.size(); ++i)
-    q.push(requests[i].arrival_s + cost.serving.network_s, EventKind::kArrival, -1, i);
+  // Closed loop: no arrival horizon is known beforehand; sample every second.
+  const double period = opts.series_period_s > 0 ? opts.series_period_s : horizon > 0 ? std::max(1e-3, horizon / 200) : 1.0;
+  size_t next_send = 0;  // closed loop: the next request a client sends
+  auto send = [&](double t) {
+    if (next_send >= requests.size()) return;
+    closed[next_send].arrival_s = t;
+    res.records[next_send].arrival_s = t;
+    q.push(t + cost.serving.network_s, EventKind::kArrival, -1, next_send);
+    ++next_send;
+  };
+  if (opts.closed_loop_clients > 0) {
+    for (int c = 0; c < opts.closed_loop_clients; ++c) send(0);
+  } else {
+    for (size_t i = 0; i < requests.size(); ++i)
+      q.push(requests[i].arrival_s + cost.serving.network_s, EventKind::kArrival, -1, i);
+  }
   q.push(0, EventKind::kSample, -1, 0);
   auto sample = [&](double t) {
     SimSeriesPoint p;
@@ -138,12 +159,19 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
     switch (e.kind) {
       case EventKind::kArrival: {
         const int k = router.pick(requests[e.index], reps);
-        reps[k]->accept(e.index, e.t, q);  // a refusal leaves the record not ok
+        // A refusal leaves the record not ok; its client (closed loop) sends the next one.
+        if (!reps[k]->accept(e.index, e.t, q) && opts.closed_loop_clients > 0) send(e.t + cost.serving.network_s);
         break;
       }
       case EventKind::kRetrievalDone: reps[e.replica]->on_retrieval_done(e.index, e.t, q); break;
       case EventKind::kLoadDone: reps[e.replica]->on_load_done(e.index, e.t, q); break;
-      case EventKind::kStepDone: reps[e.replica]->on_step_done(e.t, q); break;
+      case EventKind::kStepDone:
+        reps[e.replica]->on_step_done(e.t, q);
+        for (size_t i : reps[e.replica]->take_finished()) {
+          (void)i;
+          if (opts.closed_loop_clients > 0) send(e.t + cost.serving.network_s);  // the stream's end reached the client
+        }
+        break;
       case EventKind::kSample:
         sample(e.t);
         if (!q.empty()) q.push(e.t + period, EventKind::kSample, -1, 0);

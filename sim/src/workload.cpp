@@ -110,7 +110,7 @@ namespace {
 constexpr std::string_view kKeys[] = {"rate",       "arrivals",   "requests",       "duration_s",    "docs",
                                       "zipf",       "topic_docs", "docs_per_query", "doc_order",     "doc_tokens",
                                       "prefix_tokens", "query_tokens", "prompt_tokens", "answer_tokens", "tenants",
-                                      "seed",       "reuse"};
+                                      "seed",       "reuse",      "concurrency", "retrieval_noise"};
 }
 
 bool is_workload_key(std::string_view key) { return std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys); }
@@ -169,6 +169,8 @@ Status apply_workload_key(WorkloadSpec& s, std::string_view key, std::string_vie
     (key == "prompt_tokens" ? s.prompt_tokens : s.answer_tokens) = *m;
     return Status::OK();
   }
+  if (key == "retrieval_noise") return set_double(&s.retrieval_noise, 0, 1);
+  if (key == "concurrency") return set_int(&s.concurrency, 0, 1 << 20);
   if (key == "tenants") return set_int(&s.tenants, 1, 1 << 16);
   if (key == "seed") return set_int(&s.seed, uint64_t{0}, ~uint64_t{0});
   std::string known;
@@ -235,6 +237,7 @@ Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
   // The bench's arrival process: its own engine, seeded alike, through the standard distribution.
   std::mt19937_64 bench_rng(s.seed);
   std::exponential_distribution<double> bench_gap(s.rate);
+  std::mt19937_64 noise_rng(s.seed ^ 0x6e6f697365ULL);
   const long topics = s.topic_docs > 0 && s.docs > 0 ? s.docs / s.topic_docs : 0;
   std::unique_ptr<ZipfSampler> zipf;
   if (s.docs > 0) zipf = std::make_unique<ZipfSampler>(topics > 0 ? topics : s.docs, s.zipf);
@@ -265,6 +268,11 @@ Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
       }
       if (s.shuffle_docs)
         for (size_t j = docs.size(); j > 1; --j) std::swap(docs[j - 1], docs[rng() % j]);
+      // Its own engine, so that the noise leaves every other draw (and so the requests) as without it.
+      if (s.retrieval_noise > 0 && unit(noise_rng) < s.retrieval_noise) {
+        const uint64_t other = noise_rng() % static_cast<uint64_t>(s.docs);
+        if (std::find(docs.begin(), docs.end(), other) == docs.end()) docs[noise_rng() % docs.size()] = other;
+      }
       if (s.prefix_tokens > 0) r.path.push_back({kPrefixDoc, s.prefix_tokens});
       for (uint64_t d : docs) r.path.push_back({d, s.doc_tokens});
       r.prompt_tokens = s.query_tokens;

@@ -2,6 +2,7 @@
 // scheduler and knowledge tree it runs (PGDSF vs LRU, SJF vs FCFS, reuse vs no reuse).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "ragd/sim/simulator.h"
@@ -180,6 +181,62 @@ TEST(Simulator, SharedRemoteTierServesOtherReplicasMisses) {
   EXPECT_GT(remote_tokens, 0);
   EXPECT_GT(remote->remote_hits, 0u);
   EXPECT_GT(hit_rate(*remote), hit_rate(*local));
+}
+
+TEST(Simulator, ClosedLoopClientsSendBackToBack) {
+  // One client, a constant 20 ms single-step request, no network: the n requests run back to back,
+  // never queue, and take n * 20 ms. Two clients on one slot: each request waits for the other's.
+  SimOptions o = testing::small_fleet();
+  o.scheduler.max_running = 1;
+  WorkloadSpec w;
+  w.prompt_tokens = {{{200, 1.0}}};
+  w.answer_tokens = {{{1, 1.0}}};
+  w.requests = 500;
+  const CostModel cost = testing::simple_cost();
+  const double service = cost.dense_s(200) + cost.prefill_attention_s(0, 200);
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  o.closed_loop_clients = 1;
+  auto one = simulate(o, cost, *reqs);
+  ASSERT_TRUE(one.ok());
+  EXPECT_NEAR(one->duration_s, 500 * service, 1e-9);
+  for (const auto& x : one->records) EXPECT_EQ(x.queue_ms, 0.0);
+  o.closed_loop_clients = 2;
+  auto two = simulate(o, cost, *reqs);
+  ASSERT_TRUE(two.ok());
+  EXPECT_NEAR(two->duration_s, 500 * service, 1e-9);  // the slot is the bottleneck either way
+  double ttft = 0;
+  for (const auto& x : two->records) ttft += x.ttft_ms;
+  EXPECT_NEAR(ttft / 500, 2 * service * 1e3, 0.05);  // every request waits for one service time
+}
+
+TEST(Simulator, RetrievalNoiseLowersTheHitRateOnly) {
+  SimOptions o = testing::small_fleet();
+  WorkloadSpec w = rag_workload();
+  w.topic_docs = 4;
+  w.docs_per_query = 4;
+  w.docs = 48;
+  auto clean = run(o, w);
+  w.retrieval_noise = 0.3;
+  auto noisy = run(o, w);
+  ASSERT_TRUE(clean.ok() && noisy.ok());
+  EXPECT_LT(hit_rate(*noisy), hit_rate(*clean) - 0.05);
+  auto a = generate_requests(rag_workload());
+  WorkloadSpec wn = rag_workload();
+  wn.retrieval_noise = 0.3;
+  auto b = generate_requests(wn);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int changed = 0;
+  for (size_t i = 0; i < a->size(); ++i) {
+    ASSERT_EQ((*a)[i].arrival_s, (*b)[i].arrival_s);  // the noise draws from its own engine
+    ASSERT_EQ((*a)[i].answer_tokens, (*b)[i].answer_tokens);
+    changed += (*a)[i].path.size() != (*b)[i].path.size() ||
+               !std::equal((*a)[i].path.begin(), (*a)[i].path.end(), (*b)[i].path.begin(),
+                           [](const PathSegment& x, const PathSegment& y) { return x.doc == y.doc; });
+  }
+  // 3000 requests: 30 % perturbed, less the draws that picked a document already in the list
+  // (2 of 400); binomial standard deviation 0.8 points.
+  EXPECT_NEAR(changed / 3000.0, 0.3, 0.04);
 }
 
 TEST(Simulator, QueueLimitRefuses) {

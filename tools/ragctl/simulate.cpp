@@ -212,6 +212,7 @@ int run_simulate(const SimArgs& a) {
     sim::WorkloadSpec w = spec;
     if (!sweep.key.empty())
       if (Status st = sim::apply_key(o, w, *shape, sweep.key, v); !st.ok()) return fail(st);
+    o.closed_loop_clients = w.concurrency;
     Result<std::vector<sim::SimRequest>> reqs = trace.empty() ? sim::generate_requests(w) : trace_requests(trace, w.seed);
     if (!reqs.ok()) return fail(reqs.status());
     if (!a.emit.empty() && labels.empty()) {
@@ -222,7 +223,7 @@ int run_simulate(const SimArgs& a) {
     auto res = sim::simulate(o, *cost, *reqs);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!res.ok()) return fail(res.status());
-    const double rate = trace.empty() ? w.rate : (reqs->size() / std::max(1e-9, reqs->back().arrival_s));
+    const double rate = w.concurrency > 0 ? 0 : trace.empty() ? w.rate : (reqs->size() / std::max(1e-9, reqs->back().arrival_s));
     std::string label = sweep.key.empty() ? "simulated" : sweep.key + "=" + v;
     label += " (" + std::to_string(o.replicas) + " replica" + (o.replicas > 1 ? "s" : "") + ")";
     BenchRun run = sim_bench_run(*res, label, mode, rate);

@@ -5,7 +5,9 @@
 // tokens costs
 //   step = step_overhead_s + sample_s * rows sampled + prefill_token_s * prefill tokens fed
 //        + admit_s * requests admitted in this step
-//        + max(decode_dense_s, T / dense_tokens_per_s)            dense layers (a weight-read floor)
+//        + max(decode_dense_s, T / dense_tokens_per_s)            dense layers, "roofline" (a GPU: the
+//                                                                  weight read hides the compute)
+//          or decode_dense_s + (T - 1) / dense_tokens_per_s         "additive" (a CPU: they do not overlap)
 //        + Σ prefill items  (n * start + n (n + 1) / 2) / attn_pairs_per_s     causal attention
 //        + Σ decode items   context * kv_bytes_per_token / kv_read_bytes_per_s  KV streaming
 // Serving costs that kernel rates do not cover come from an optional "serving" object in the same
@@ -40,6 +42,7 @@ struct ServingRates {
   double prefill_token_s = 0.0;       // per prefill token fed, beyond the kernel rates (KV writes, RoPE,
                                       // embedding, bookkeeping); default 0
   double admit_s = 0.0;               // per request admitted (KV install, first-step setup); default 0
+  bool dense_additive = false;        // "dense_model": "roofline" (default) | "additive" (see above)
   double retrieval_s = 0.002;         // one retrieval (embed + search + fetch + prompt build); default 2 ms
   double network_s = 0.0002;          // client <-> replica, one way; default 0.2 ms
   double dram_bytes_per_s = 20e9;     // DRAM -> pool copies; default 20 GB/s

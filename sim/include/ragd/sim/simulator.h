@@ -47,6 +47,9 @@ struct SimOptions {
   int max_queue = 256;              // waiting requests per replica before refusals
   double series_period_s = 0;       // time-series sampling period; 0 = duration / 200
   bool keep_itl = true;             // record every inter-token gap (memory: one double per token)
+  // Closed loop: this many clients, each sending its next request (in request order) when the
+  // previous one's stream ended; request arrival times are then ignored. 0 = open loop (default).
+  int closed_loop_clients = 0;
   Status validate() const;          // InvalidArgument naming the field
 };
 

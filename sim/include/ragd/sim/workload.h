@@ -3,6 +3,8 @@
 // A generator spec is a list of key=value settings (one per line or comma-separated; '#' starts a
 // comment), every key optional:
 //   rate=10              arrivals per second (> 0)
+//   concurrency=0        closed loop: this many clients, each sending its next request when the
+//                        previous one ended (as `ragctl bench --concurrency C`); 0 = open loop at rate
 //   arrivals=poisson     poisson | uniform (evenly spaced) | bench: the Poisson arrival times
 //                        `ragctl bench --rate R --seed S` sends at (std::exponential_distribution over
 //                        std::mt19937_64(seed)), so a simulation and a measured run see the same instants
@@ -15,6 +17,9 @@
 //                        retrieved document is drawn on its own
 //   docs_per_query=2     documents in a RAG prompt
 //   doc_order=fixed      fixed | shuffled: order of the retrieved documents in the prompt
+//   retrieval_noise=0    probability that a query's retrieved list has one document (at a uniform
+//                        position) replaced by a random one of the corpus: a real retriever's answer
+//                        for a topic varies with the question's words
 //   doc_tokens=256       tokens per document
 //   reuse=knowledge_tree knowledge_tree | none: none retrieves but reuses nothing (a pipeline with
 //                        [reuse] mode = "none"); its prompts are prefix + documents + question long
@@ -75,6 +80,7 @@ struct WorkloadSpec {
   int topic_docs = 0;
   int docs_per_query = 2;
   bool shuffle_docs = false;
+  double retrieval_noise = 0;
   bool reuse = true;
   int doc_tokens = 256;
   int prefix_tokens = 32;
@@ -83,6 +89,7 @@ struct WorkloadSpec {
   LengthMix answer_tokens = {{{16, 1.0}}};
   int tenants = 1;
   uint64_t seed = 1;
+  int concurrency = 0;
 
   // Cross-field checks (docs_per_query <= topic_docs when topics are used, ...), naming the key.
   Status validate() const;
