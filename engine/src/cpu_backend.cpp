@@ -197,13 +197,20 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
   const float scale = softmax_scale();
   int rows = total;
   bool narrowed = false;
+  grow(rope_cs_, static_cast<size_t>(total) * (hd / 2));
+  grow(rope_sn_, static_cast<size_t>(total) * (hd / 2));
+  int rope_rows = -1;  // rows the table holds; -1 = stale
   for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
     const LayerWeights& w = w_.layers[l];
     kernels::rmsnorm(x_.data(), rows, hs, hs, w.input_norm.data(), eps, h_.data(), hs);
     kernels::linear(h_.data(), rows, hs, w.qkv.view(), w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
                     qkv_.data());
-    kernels::rope_apply(qkv_.data(), rows, nh, hd, qkv_dim, pos_.data(), inv_freq_.data());
-    kernels::rope_apply(qkv_.data() + q_dim, rows, nkv, hd, qkv_dim, pos_.data(), inv_freq_.data());
+    if (rope_rows != rows) {  // once per step, again after a compaction
+      kernels::rope_table(rows, hd, pos_.data(), inv_freq_.data(), rope_cs_.data(), rope_sn_.data());
+      rope_rows = rows;
+    }
+    kernels::rope_apply_table(qkv_.data(), rows, nh, hd, qkv_dim, rope_cs_.data(), rope_sn_.data());
+    kernels::rope_apply_table(qkv_.data() + q_dim, rows, nkv, hd, qkv_dim, rope_cs_.data(), rope_sn_.data());
     RowSelection keep;
     if (hook != nullptr) {
       const LayerQkv view = qkv_view(l, std::span<const StepRow>(row_info_.data(), rows), shape, qkv_.data(), qkv_dim);
@@ -213,6 +220,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
     if (keep.narrowed) {
       RAGD_RETURN_IF_ERROR(compact(keep.rows, &rows));
       narrowed = true;
+      rope_rows = -1;  // the rows' positions moved
       if (rows == 0) break;
     }
     for (int r = 0; r < rows; ++r) {

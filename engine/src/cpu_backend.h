@@ -49,6 +49,7 @@ class CpuBackend final : public Backend {
   HostWeights w_;
   size_t weight_bytes_ = 0;
   std::vector<float> inv_freq_;  // [head_dim / 2]
+  std::vector<float> rope_cs_, rope_sn_;  // a step's per-row cos / sin: [rows, head_dim / 2]
   // Per-step scratch, resized to the step's row count.
   std::vector<float> x_, h_, qkv_, q_, attn_, lse_, gu_, act_;
   std::vector<float> pick_logits_;  // logits rows of the step's greedy picks

@@ -86,6 +86,28 @@ void rope_apply(float* x, int rows, int heads, int head_dim, int row_stride, con
   rope_rows(x, rows, heads, head_dim, row_stride, inv_freq, [positions](int r) { return positions[r]; });
 }
 
+void rope_table(int rows, int head_dim, const int32_t* positions, const float* inv_freq, float* cs, float* sn) {
+  const int half = head_dim / 2;
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int r = 0; r < rows; ++r) {
+    const double p = static_cast<double>(positions[r]);
+    float* c = cs + static_cast<size_t>(r) * half;
+    float* s = sn + static_cast<size_t>(r) * half;
+    for (int i = 0; i < half; ++i) {
+      const double ang = p * static_cast<double>(inv_freq[i]);
+      c[i] = static_cast<float>(std::cos(ang));
+      s[i] = static_cast<float>(std::sin(ang));
+    }
+  }
+}
+
+void rope_apply_table(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn) {
+  const size_t half = static_cast<size_t>(head_dim / 2);
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int r = 0; r < rows; ++r)
+    rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs + r * half, sn + r * half);
+}
+
 void rope_rerotate(float* x, int rows, int heads, int head_dim, int row_stride, int64_t delta,
                    const float* inv_freq) {
   rope_rows(x, rows, heads, head_dim, row_stride, inv_freq, [delta](int) { return delta; });

@@ -28,6 +28,12 @@ void rope_inv_freq(const RopeConfig& cfg, float* inv_freq);
 void rope_apply(float* x, int rows, int heads, int head_dim, int row_stride, const int32_t* positions,
                 const float* inv_freq);
 
+// The same rotation in two halves, for a step that rotates q and k of every layer at the same
+// positions: rope_table computes each row's cos / sin once (cs, sn: [rows, head_dim / 2], angles in
+// double as rope_apply), rope_apply_table rotates with them (bit-identical to rope_apply).
+void rope_table(int rows, int head_dim, const int32_t* positions, const float* inv_freq, float* cs, float* sn);
+void rope_apply_table(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn);
+
 // Re-rotation of stored post-RoPE keys to another position: rotating by `delta` turns RoPE at p into
 // RoPE at p + delta (delta may be negative). Same layout as rope_apply.
 void rope_rerotate(float* x, int rows, int heads, int head_dim, int row_stride, int64_t delta,
