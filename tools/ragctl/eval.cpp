@@ -347,6 +347,7 @@ int run_eval(const Args& a) {
       for (EvalMode m : modes) {
         m.adapt = c;
         m.label += "/" + c;
+        if (c == "auto" && a.slo_ttft_ms > 0) m.label += fmt::format("@slo{}", a.slo_ttft_ms);
         crossed.push_back(std::move(m));
       }
     }
