@@ -49,11 +49,7 @@ fi
 mkdir -p "$PEERS"
 source "$ROOT/scripts/llama-peer.sh"
 LLAMA_DRIVER="$PEERS/llama_embed_driver"
-if [[ ! -x "$LLAMA_DRIVER" || bench/peers/llama_embed_driver.c -nt "$LLAMA_DRIVER" ]]; then
-  log "compiling bench/peers/llama_embed_driver.c"
-  cc -O2 -std=c11 -Wall -Wextra -I "$SRC/include" -I "$SRC/ggml/include" bench/peers/llama_embed_driver.c \
-    -o "$LLAMA_DRIVER" "${LIBS[@]}" -Wl,-rpath,"$(cd "$BINS" && pwd)" -ldl -lm
-fi
+build_peer_driver llama_embed_driver
 
 model_dir() { echo "$PEERS/enc-$1-f32"; }
 gguf() { echo "$PEERS/gguf/enc-$1-${2:-f32}.gguf"; }

@@ -70,11 +70,7 @@ mkdir -p "$PEERS"
 # ---- llama.cpp: prebuilt libraries (npm) + headers (the bundled source) -------------------------
 source "$ROOT/scripts/llama-peer.sh"
 LLAMA_DRIVER="$PEERS/llama_driver"
-if [[ ! -x "$LLAMA_DRIVER" || bench/peers/llama_driver.c -nt "$LLAMA_DRIVER" ]]; then
-  log "compiling bench/peers/llama_driver.c"
-  cc -O2 -std=c11 -Wall -Wextra -I "$SRC/include" -I "$SRC/ggml/include" bench/peers/llama_driver.c \
-    -o "$LLAMA_DRIVER" "${LIBS[@]}" -Wl,-rpath,"$(cd "$BINS" && pwd)" -ldl
-fi
+build_peer_driver llama_driver
 
 # ---- model and GGUF files -----------------------------------------------------------------------
 if [[ ! -f "$MODEL/config.json" ]]; then

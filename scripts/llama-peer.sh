@@ -2,7 +2,8 @@
 # libraries from the node-llama-cpp npm package (pinned, installed into $PEERS/npm, nothing else is
 # downloaded) and its headers from the source bundle shipped in it (unpacked into $PEERS/llama.cpp).
 # Needs PEERS, die() and log() from the caller; sets NPM_DIR, BINS, SRC, LIBS (the library files
-# to link by name: their names carry a version, e.g. libllama.v0.5.0.so) and LLAMA_RELEASE.
+# to link by name: their names carry a version, e.g. libllama.v0.5.0.so) and LLAMA_RELEASE; defines
+# build_peer_driver.
 NODE_LLAMA_CPP_VERSION=3.22.1
 NPM_DIR="$PEERS/npm"
 BINS="$NPM_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
@@ -40,3 +41,13 @@ for base in llama ggml ggml-base; do
   LIBS+=("$f")
 done
 LLAMA_RELEASE=$(sed -n 's/.*"release": *"\([^"]*\)".*/\1/p' "$NPM_DIR/node_modules/node-llama-cpp/llama/binariesGithubRelease.json" 2>/dev/null || true)
+# build_peer_driver NAME: compiles bench/peers/NAME.c (with bench/peers/llama_peer.h) against the
+# libraries above into $PEERS/NAME when missing or older than its sources.
+build_peer_driver() {
+  local out="$PEERS/$1" src="bench/peers/$1.c"
+  if [[ ! -x "$out" || "$src" -nt "$out" || bench/peers/llama_peer.h -nt "$out" ]]; then
+    log "compiling $src"
+    cc -O2 -std=c11 -Wall -Wextra -I bench/peers -I "$SRC/include" -I "$SRC/ggml/include" "$src" \
+      -o "$out" "${LIBS[@]}" -Wl,-rpath,"$(cd "$BINS" && pwd)" -ldl -lm
+  fi
+}

@@ -19,38 +19,14 @@
  * libllama) is loaded at start-up and named on stderr. Exit status 1 on any failure.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
+#define PEER_NAME "llama_driver"
 #include <errno.h>
-#include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "ggml-backend.h"
-#include "ggml-cpu.h"
-#include "ggml.h"
-#include "llama.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char* msg) {
-  fprintf(stderr, "llama_driver: %s\n", msg);
-  exit(1);
-}
-
-/* Warnings and errors pass through; so does the line naming the loaded CPU backend variant. */
-static void log_cb(enum ggml_log_level level, const char* text, void* user) {
-  static int passing = 0;
-  (void)user;
-  if (level != GGML_LOG_LEVEL_CONT)
-    passing = level >= GGML_LOG_LEVEL_WARN || strstr(text, "loaded CPU backend") != NULL;
-  if (passing) fputs(text, stderr);
-}
+#include "llama_peer.h"
 
 /* Parses "1,2,3" or "@file" into ids; returns the count. */
 static int parse_prompt(const char* arg, llama_token** out) {
@@ -137,28 +113,9 @@ int main(int argc, char** argv) {
   if (!greedy && strcmp(mode, "time") != 0) die("MODE must be greedy or time");
   if (threads <= 0 || n_prompt == 0 || prefill <= 0 || decode < 0) die("THREADS and PREFILL must be > 0, PROMPT non-empty");
 
-  llama_log_set(log_cb, NULL);
-  /* The prebuilt libraries select their CPU backend at run time: load the variants that sit next
-   * to libllama (the executable's directory, ggml's default, does not hold them). */
-  Dl_info info;
-  if (!dladdr((void*)&llama_backend_init, &info) || !info.dli_fname) die("cannot locate libllama");
-  char* lib_path = strdup(info.dli_fname);
-  ggml_backend_load_all_from_path(dirname(lib_path));
-  free(lib_path);
-  llama_backend_init();
-  ggml_backend_dev_t cpu_dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  if (!cpu_dev) die("no CPU backend could be loaded");
-  ggml_backend_reg_t cpu_reg = ggml_backend_dev_backend_reg(cpu_dev);
-  typedef struct ggml_threadpool* (*threadpool_new_fn)(struct ggml_threadpool_params*);
-  typedef void (*threadpool_free_fn)(struct ggml_threadpool*);
-  threadpool_new_fn tp_new = (threadpool_new_fn)ggml_backend_reg_get_proc_address(cpu_reg, "ggml_threadpool_new");
-  threadpool_free_fn tp_free = (threadpool_free_fn)ggml_backend_reg_get_proc_address(cpu_reg, "ggml_threadpool_free");
-  if (!tp_new || !tp_free) die("the CPU backend exports no thread pool");
+  peer_backend_init();
 
-  struct llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  struct llama_model* model = llama_model_load_from_file(model_path, mp);
-  if (!model) die("cannot load the model");
+  struct llama_model* model = peer_load_model(model_path);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   for (int i = 0; i < n_prompt; ++i)
     if (prompt[i] >= n_vocab) die("a prompt token id is outside the vocabulary");
@@ -175,10 +132,7 @@ int main(int argc, char** argv) {
   cp.no_perf = 1;
   struct llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) die("cannot create a context");
-  struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
-  struct ggml_threadpool* pool = tp_new(&tpp);
-  if (!pool) die("cannot create the thread pool");
-  llama_attach_threadpool(ctx, pool, NULL);
+  struct ggml_threadpool* pool = peer_attach_pool(ctx, threads);
 
   llama_token* tokens = malloc(sizeof(llama_token) * (size_t)prefill);
   for (int i = 0; i < prefill; ++i) tokens[i] = prompt[i % n_prompt];
@@ -206,7 +160,7 @@ int main(int argc, char** argv) {
   }
   fflush(stdout);
   llama_free(ctx);
-  tp_free(pool);
+  peer_tp_free(pool);
   llama_model_free(model);
   llama_backend_free();
   free(tokens);

@@ -12,37 +12,14 @@
  * Threads run in one persistent ggml thread pool. Exit status 1 on any failure.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <libgen.h>
+#define PEER_NAME "llama_embed_driver"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "ggml-backend.h"
-#include "ggml-cpu.h"
-#include "ggml.h"
-#include "llama.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char* msg) {
-  fprintf(stderr, "llama_embed_driver: %s\n", msg);
-  exit(1);
-}
-
-static void log_cb(enum ggml_log_level level, const char* text, void* user) {
-  static int passing = 0;
-  (void)user;
-  if (level != GGML_LOG_LEVEL_CONT)
-    passing = level >= GGML_LOG_LEVEL_WARN || strstr(text, "loaded CPU backend") != NULL;
-  if (passing) fputs(text, stderr);
-}
+#include "llama_peer.h"
 
 static int g_tokens, g_vocab, g_cls = 101, g_sep = 102;
 
@@ -94,26 +71,9 @@ int main(int argc, char** argv) {
   if (threads <= 0 || g_tokens < 3 || batch <= 0 || batch > 256 || passages <= 0)
     die("THREADS > 0, TOKENS >= 3, BATCH in [1, 256], PASSAGES > 0");
 
-  llama_log_set(log_cb, NULL);
-  Dl_info info;
-  if (!dladdr((void*)&llama_backend_init, &info) || !info.dli_fname) die("cannot locate libllama");
-  char* lib_path = strdup(info.dli_fname);
-  ggml_backend_load_all_from_path(dirname(lib_path));
-  free(lib_path);
-  llama_backend_init();
-  ggml_backend_dev_t cpu_dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-  if (!cpu_dev) die("no CPU backend could be loaded");
-  ggml_backend_reg_t cpu_reg = ggml_backend_dev_backend_reg(cpu_dev);
-  typedef struct ggml_threadpool* (*threadpool_new_fn)(struct ggml_threadpool_params*);
-  typedef void (*threadpool_free_fn)(struct ggml_threadpool*);
-  threadpool_new_fn tp_new = (threadpool_new_fn)ggml_backend_reg_get_proc_address(cpu_reg, "ggml_threadpool_new");
-  threadpool_free_fn tp_free = (threadpool_free_fn)ggml_backend_reg_get_proc_address(cpu_reg, "ggml_threadpool_free");
-  if (!tp_new || !tp_free) die("the CPU backend exports no thread pool");
+  peer_backend_init();
 
-  struct llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  struct llama_model* model = llama_model_load_from_file(model_path, mp);
-  if (!model) die("cannot load the model");
+  struct llama_model* model = peer_load_model(model_path);
   g_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   if (g_vocab <= 1000) die("the vocabulary needs more than 1000 ids");
   const int n_embd = llama_model_n_embd(model);
@@ -131,10 +91,7 @@ int main(int argc, char** argv) {
   cp.no_perf = 1;
   struct llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) die("cannot create a context");
-  struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
-  struct ggml_threadpool* pool = tp_new(&tpp);
-  if (!pool) die("cannot create the thread pool");
-  llama_attach_threadpool(ctx, pool, NULL);
+  struct ggml_threadpool* pool = peer_attach_pool(ctx, threads);
   struct llama_batch b = llama_batch_init((int32_t)n_tok, 0, per_batch);
   float* out = malloc(sizeof(float) * (size_t)passages * (size_t)n_embd);
 
@@ -165,7 +122,7 @@ int main(int argc, char** argv) {
   free(out);
   llama_batch_free(b);
   llama_free(ctx);
-  tp_free(pool);
+  peer_tp_free(pool);
   llama_model_free(model);
   llama_backend_free();
   return 0;

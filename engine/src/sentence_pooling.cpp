@@ -3,23 +3,17 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <simdjson.h>
+
+#include "ragd/common/text_file.h"
 
 namespace ragd::engine {
 namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::string> read_text(const fs::path& p, std::string_view what) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::NotFound(fmt::format("{}: cannot open {}", p.string(), what));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 Status write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -83,7 +77,7 @@ Result<PoolingSpec> read_sentence_pooling(const std::string& dir_name) {
   PoolingSpec spec;
   const fs::path modules_path = dir / "modules.json";
   RAGD_ASSIGN_OR_RETURN(std::string modules,
-                        read_text(modules_path, "sentence-transformers modules file (or set the pooling option)"));
+                        read_text_file(modules_path.string(), "sentence-transformers modules file (or set the pooling option)"));
   simdjson::dom::parser p;
   simdjson::dom::element doc;
   if (p.parse(modules).get(doc) != simdjson::SUCCESS || !doc.is_array())
@@ -108,7 +102,7 @@ Result<PoolingSpec> read_sentence_pooling(const std::string& dir_name) {
   if (!have_pooling)
     return Status::InvalidArgument(fmt::format("{}: no sentence_transformers.models.Pooling module", modules_path.string()));
   const fs::path pool_path = dir / pooling_dir / "config.json";
-  RAGD_ASSIGN_OR_RETURN(std::string pool, read_text(pool_path, "pooling config"));
+  RAGD_ASSIGN_OR_RETURN(std::string pool, read_text_file(pool_path.string(), "pooling config"));
   simdjson::dom::parser p2;
   simdjson::dom::element pc;
   if (p2.parse(pool).get(pc) != simdjson::SUCCESS)
@@ -128,7 +122,7 @@ Result<PoolingSpec> read_sentence_pooling(const std::string& dir_name) {
     return Status::InvalidArgument(fmt::format("{}: exactly one pooling mode must be set (found {})", pool_path.string(), modes));
   const fs::path sb = dir / "sentence_bert_config.json";
   if (fs::exists(sb)) {
-    RAGD_ASSIGN_OR_RETURN(std::string sbt, read_text(sb, "sentence-transformers config"));
+    RAGD_ASSIGN_OR_RETURN(std::string sbt, read_text_file(sb.string(), "sentence-transformers config"));
     simdjson::dom::parser p3;
     simdjson::dom::element sc;
     if (p3.parse(sbt).get(sc) != simdjson::SUCCESS)

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <simdjson.h>
 
 #include "ragd/common/hash.h"
+#include "ragd/common/text_file.h"
 #include "ragd/engine/bert_model.h"
 #include "ragd/engine/sentence_pooling.h"
 #include "ragd/engine/wordpiece.h"
@@ -21,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::string> read_text(const fs::path& p, std::string_view what) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::NotFound(fmt::format("{}: cannot open {}", p.string(), what));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 using engine::PoolingSpec;
 
@@ -121,7 +113,7 @@ class EncoderEmbedder final : public Embedder {
 }  // namespace
 
 bool is_encoder_model_dir(const std::string& dir) {
-  auto text = read_text(fs::path(dir) / "config.json", "config");
+  auto text = read_text_file((fs::path(dir) / "config.json").string(), "config");
   return text.ok() && engine::BertConfig::is_encoder_config(*text);
 }
 

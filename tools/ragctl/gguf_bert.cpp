@@ -9,7 +9,6 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <simdjson.h>
 
 #include "gguf_file.h"
 #include "gguf_writer.h"
@@ -20,65 +19,34 @@ namespace {
 using namespace ragd::engine;
 using namespace ragd::tools::gguf;
 
+// The WordPiece vocabulary in llama.cpp's "phantom space" spelling, and the original spelling's ids
+// (for the special-token ids).
 struct WordPieceVocab {
-  std::vector<std::string> tokens;  // [vocab_size], phantom-space spelling
+  std::vector<std::string> tokens;  // [vocab_size]
   std::vector<int32_t> types;       // TokenType
   std::map<std::string, int32_t, std::less<>> ids;  // original spelling -> id
-  std::string unk_token = "[UNK]";
+  std::string unk_token;
 };
 
 Result<WordPieceVocab> read_wordpiece_vocab(std::string_view json, int vocab_size) {
-  auto bad = [](std::string_view what) { return Status::InvalidArgument(fmt::format("tokenizer.json: {}", what)); };
-  simdjson::dom::parser parser;
-  simdjson::padded_string text(json);
-  simdjson::dom::element doc;
-  if (auto err = parser.parse(text).get(doc)) return bad(fmt::format("invalid JSON: {}", simdjson::error_message(err)));
-  simdjson::dom::object model;
-  if (doc["model"].get_object().get(model) != simdjson::SUCCESS) return bad("missing object 'model'");
-  std::string_view type;
-  if (model["type"].get_string().get(type) != simdjson::SUCCESS || type != "WordPiece")
-    return bad(fmt::format("model.type '{}' is not WordPiece (a BERT encoder's tokenizer)", type));
-  std::string_view unk;
+  RAGD_ASSIGN_OR_RETURN(Vocab raw, read_vocab(json, vocab_size, "WordPiece"));
   WordPieceVocab v;
-  if (model["unk_token"].get_string().get(unk) == simdjson::SUCCESS) v.unk_token = std::string(unk);
-  std::vector<std::string> raw(static_cast<size_t>(vocab_size));
-  v.types.assign(static_cast<size_t>(vocab_size), 0);
-  simdjson::dom::object vocab;
-  if (model["vocab"].get_object().get(vocab) != simdjson::SUCCESS) return bad("missing object 'model.vocab'");
-  for (auto field : vocab) {
-    int64_t id = 0;
-    if (field.value.get_int64().get(id) != simdjson::SUCCESS)
-      return bad(fmt::format("model.vocab['{}'] is not an integer id", field.key));
-    if (id < 0 || id >= vocab_size)
-      return bad(fmt::format("token '{}' has id {}, outside the model's vocab_size {}", field.key, id, vocab_size));
-    raw[static_cast<size_t>(id)] = std::string(field.key);
-    v.types[static_cast<size_t>(id)] = kNormal;
-    v.ids.emplace(std::string(field.key), static_cast<int32_t>(id));
-  }
-  simdjson::dom::array added;
-  if (doc["added_tokens"].get_array().get(added) == simdjson::SUCCESS) {
-    for (auto e : added) {
-      int64_t id = 0;
-      bool special = false;
-      if (e["id"].get_int64().get(id) != simdjson::SUCCESS || id < 0 || id >= vocab_size) continue;
-      if (e["special"].get_bool().get(special) == simdjson::SUCCESS && special)
-        v.types[static_cast<size_t>(id)] = kControl;
-    }
-  }
-  if (!v.ids.contains(v.unk_token)) return bad(fmt::format("model.unk_token '{}' is not in the vocabulary", v.unk_token));
-  v.tokens.resize(raw.size());
-  for (size_t id = 0; id < raw.size(); ++id) {
-    if (v.types[id] == 0) {  // an embedding row the tokenizer does not name
-      v.tokens[id] = fmt::format("[PAD{}]", id);
-      v.types[id] = kUnused;
-    } else if (v.types[id] == kControl) {
-      v.tokens[id] = raw[id];
-    } else if (raw[id].starts_with("##")) {
-      v.tokens[id] = raw[id].substr(2);
+  v.unk_token = raw.unk_token.empty() ? "[UNK]" : raw.unk_token;
+  v.types = std::move(raw.types);
+  v.tokens.resize(raw.tokens.size());
+  for (size_t id = 0; id < raw.tokens.size(); ++id) {
+    const std::string& t = raw.tokens[id];
+    if (v.types[id] != kUnused) v.ids.emplace(t, static_cast<int32_t>(id));
+    if (v.types[id] == kUnused || v.types[id] == kControl) {
+      v.tokens[id] = t;
+    } else if (t.starts_with("##")) {
+      v.tokens[id] = t.substr(2);
     } else {
-      v.tokens[id] = "\xE2\x96\x81" + raw[id];  // U+2581
+      v.tokens[id] = "\xE2\x96\x81" + t;  // U+2581
     }
   }
+  if (!v.ids.contains(v.unk_token))
+    return Status::InvalidArgument(fmt::format("tokenizer.json: model.unk_token '{}' is not in the vocabulary", v.unk_token));
   return v;
 }
 

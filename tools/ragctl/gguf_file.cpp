@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 namespace ragd::tools::gguf {
 namespace {
@@ -277,6 +278,80 @@ Status write_file(const KvWriter& kv, std::vector<Planned>& tensors, const std::
   if (ec) return fail(Status::IOError(fmt::format("{}: cannot rename to {}: {}", tmp, out_path, ec.message())));
   if (file_bytes) *file_bytes = data_start + data_bytes;
   return Status::OK();
+}
+
+Result<Vocab> read_vocab(std::string_view json, int vocab_size, std::string_view model_type) {
+  auto bad = [](std::string_view what) { return Status::InvalidArgument(fmt::format("tokenizer.json: {}", what)); };
+  simdjson::dom::parser parser;
+  simdjson::padded_string text(json);
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(text).get(doc)) return bad(fmt::format("invalid JSON: {}", simdjson::error_message(err)));
+  simdjson::dom::object model;
+  if (doc["model"].get_object().get(model) != simdjson::SUCCESS) return bad("missing object 'model'");
+  std::string_view type;
+  if (model["type"].get_string().get(type) == simdjson::SUCCESS && type != model_type)
+    return bad(fmt::format("model.type '{}' is not {} (the tokenizer this model converts with)", type, model_type));
+
+  Vocab v;
+  std::string_view unk;
+  if (model["unk_token"].get_string().get(unk) == simdjson::SUCCESS) v.unk_token = std::string(unk);
+  v.tokens.resize(static_cast<size_t>(vocab_size));
+  v.types.assign(static_cast<size_t>(vocab_size), 0);
+  auto put = [&](int64_t id, std::string_view tok, int32_t tt) -> Status {
+    if (id < 0 || id >= vocab_size)
+      return bad(fmt::format("token '{}' has id {}, outside the model's vocab_size {}", tok, id, vocab_size));
+    v.tokens[static_cast<size_t>(id)] = std::string(tok);
+    v.types[static_cast<size_t>(id)] = tt;
+    return Status::OK();
+  };
+  simdjson::dom::object vocab;
+  if (model["vocab"].get_object().get(vocab) != simdjson::SUCCESS) return bad("missing object 'model.vocab'");
+  for (auto field : vocab) {
+    int64_t id = 0;
+    if (field.value.get_int64().get(id) != simdjson::SUCCESS)
+      return bad(fmt::format("model.vocab['{}'] is not an integer id", field.key));
+    RAGD_RETURN_IF_ERROR(put(id, field.key, kNormal));
+  }
+  simdjson::dom::array added;
+  if (doc["added_tokens"].get_array().get(added) == simdjson::SUCCESS) {
+    size_t i = 0;
+    for (auto e : added) {
+      int64_t id = 0;
+      std::string_view content;
+      bool special = false;
+      if (e["id"].get_int64().get(id) != simdjson::SUCCESS || e["content"].get_string().get(content) != simdjson::SUCCESS)
+        return bad(fmt::format("added_tokens[{}] needs 'id' and 'content'", i));
+      if (e["special"].get_bool().get(special) != simdjson::SUCCESS) special = false;
+      RAGD_RETURN_IF_ERROR(put(id, content, special ? kControl : kUserDefined));
+      ++i;
+    }
+  }
+  simdjson::dom::array merges;
+  if (model["merges"].get_array().get(merges) == simdjson::SUCCESS) {
+    size_t i = 0;
+    for (auto m : merges) {
+      std::string_view s;
+      simdjson::dom::array pair;
+      if (m.get_string().get(s) == simdjson::SUCCESS) {
+        v.merges.emplace_back(s);  // "left right"
+      } else if (m.get_array().get(pair) == simdjson::SUCCESS && pair.size() == 2) {
+        std::string_view a, b;
+        if (pair.at(0).get_string().get(a) != simdjson::SUCCESS || pair.at(1).get_string().get(b) != simdjson::SUCCESS)
+          return bad(fmt::format("model.merges[{}] must hold two strings", i));
+        v.merges.push_back(fmt::format("{} {}", a, b));
+      } else {
+        return bad(fmt::format("model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", i));
+      }
+      ++i;
+    }
+  }
+  // Embedding rows the tokenizer does not name (padding up to vocab_size) become unused tokens.
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    if (v.types[id] != 0) continue;
+    v.tokens[id] = fmt::format("[PAD{}]", id);
+    v.types[id] = kUnused;
+  }
+  return v;
 }
 
 }  // namespace ragd::tools::gguf

@@ -85,6 +85,18 @@ struct Planned {
 Status plan_tensor(const engine::WeightStore& weights, GgufType type, std::string name, const std::string& source,
                    std::vector<int64_t> shape, std::vector<Planned>* out, int permute_heads = 0);
 
+// A tokenizer.json vocabulary in llama.cpp's terms: tokens by id (model.vocab, then added_tokens:
+// special ones as control tokens, others user-defined), ids the file does not name (embedding rows
+// padded up to vocab_size) as unused "[PAD<id>]", BPE merges as "left right". InvalidArgument names
+// the problem (a model.type other than `model_type`, an id outside vocab_size, a malformed entry).
+struct Vocab {
+  std::vector<std::string> tokens;  // [vocab_size], as spelled in the file
+  std::vector<int32_t> types;       // [vocab_size] TokenType
+  std::vector<std::string> merges;  // "left right" (BPE)
+  std::string unk_token;            // model.unk_token; "" when absent
+};
+Result<Vocab> read_vocab(std::string_view tokenizer_json, int vocab_size, std::string_view model_type);
+
 // Writes header, `kv`, the infos and data of `tensors` (offsets assigned here) to out_path.
 // *file_bytes: the file size.
 Status write_file(const KvWriter& kv, std::vector<Planned>& tensors, const std::string& out_path,
