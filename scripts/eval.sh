@@ -67,6 +67,11 @@ TOML
 "$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
   --pipelines configs/pipelines --pipeline qa-rerank --reuse none --context both \
   --json "$DIR/report_rerank.json" "${args[@]}" 2>> "$DIR/eval.log"
-echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json, $DIR/report_extractive.json, $DIR/report_rerank.json"
+# Per-query configuration (configs/pipelines/qa-adapt.toml and its fitted qa-adapt.profile, fitted on
+# a question set apart from this one: bench/adapt/sweep.sh): the policy's choice per question.
+"$BIN/ragctl" eval --questions examples/qa_eval/questions.jsonl --model "$MODEL" --data "$DIR/data" \
+  --pipelines configs/pipelines --pipeline qa-adapt --adapt auto --reuse none --context retrieved \
+  --json "$DIR/report_adapt.json" "${args[@]}" 2>> "$DIR/eval.log"
+echo "per-question results: $DIR/report.json, $DIR/report_top1.json, $DIR/report_blend.json, $DIR/report_blend_served.json, $DIR/report_iterative.json, $DIR/report_extractive.json, $DIR/report_rerank.json, $DIR/report_adapt.json"
 # Where the wrong answers come from (a passage of the prompt: selection; none: garbled copying).
 python3 tools/train/error_analysis.py --report "$DIR/report.json" --context gold

@@ -110,8 +110,6 @@ Result<AdaptCandidate> parse_candidate(const toml::node& node, const std::string
 
 Result<AdaptSpec> parse_adapt_table(const toml::table& adapt, std::string_view source, bool iterative) {
   const std::string where = std::string(source) + ": [adapt]";
-  Fields f{adapt, where + " "};
-  f.where = where;
   auto key_err = [&](std::string_view key, const std::string& what) {
     return Status::InvalidArgument(where + " " + std::string(key) + ": " + what);
   };

@@ -3,6 +3,7 @@
 // models (adapt_fit.h) are written as the profile beside the spec; the report says which signal
 // predicts which candidate's right answers, and what the policy would have chosen on these
 // questions (in-sample, idle).
+// Thread-safety: run_fit_adapt calls `ask` from its caller's thread only.
 #pragma once
 
 #include <functional>
