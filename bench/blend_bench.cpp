@@ -307,6 +307,9 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
     std::vector<bench::Observed> obs(queries.size());
     for (size_t i = 0; i < static_cast<size_t>(warmup) && i < queries.size(); ++i)
       if (!(obs[i] = ask(i)).ok) return 1;
+    // RAGD_BENCH_PERF_CTL=FIFO: `perf record --control=fifo:FIFO -D -1 ...` profiles the measured
+    // requests only (the passages shown first and the warm-up dwarf them otherwise).
+    if (const char* ctl = std::getenv("RAGD_BENCH_PERF_CTL")) std::ofstream(ctl) << "enable\n";
     const auto t_measure = std::chrono::steady_clock::now();
     {
       std::atomic<size_t> next{static_cast<size_t>(warmup)};
@@ -318,6 +321,7 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
       for (auto& w : workers) w.join();
     }
     const double window_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_measure).count();
+    if (const char* ctl = std::getenv("RAGD_BENCH_PERF_CTL")) std::ofstream(ctl) << "disable\n";
     for (size_t i = static_cast<size_t>(warmup); i < queries.size(); ++i) {
       const bench::Observed& o = obs[i];
       if (!o.ok) return 1;
