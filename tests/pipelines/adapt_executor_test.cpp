@@ -23,6 +23,26 @@ class AdaptExecutorTest : public ExecutorTest {
                "[adapt]\nobjective = \"latency\"\nslo_ttft_ms = 1000\ncandidates = [\n"
                "  { top_k = 2, retrieval_interval = 3, quality = 0.7, ttft_ms = 10 },\n"
                "  { top_k = 1, retrieval_interval = 6, quality = 0.6, ttft_ms = 5 },\n]\n");
+    write_load_pipeline();
+  }
+
+  // A fitted profile where a run ahead costs "wide" a second: with a 500 ms target it is chosen
+  // only when nothing else is in flight.
+  static void write_load_pipeline() {
+    write_file(fs::path(*root_) / "pipelines" / "adapt-load.toml",
+               "[pipeline]\nname = \"adapt-load\"\n[reuse]\nmode = \"none\"\n[generation]\nmax_tokens = 4\n"
+               "[adapt]\nobjective = \"balanced\"\nslo_ttft_ms = 500\ncandidates = [\n"
+               "  { name = \"one\", top_k = 1 },\n  { name = \"wide\", top_k = 3 },\n]\n");
+    AdaptProfile p;
+    AdaptModel one, wide;
+    one.quality = {-2, 0, 0, 0, 0};  // ~0.12
+    one.ttft_idle_ms = 5;
+    one.ttft_per_run_ms = 5;
+    wide.quality = {2, 0, 0, 0, 0};  // ~0.88
+    wide.ttft_idle_ms = 10;
+    wide.ttft_per_run_ms = 1000;
+    p.models = {{"one", one}, {"wide", wide}};
+    write_file(fs::path(*root_) / "pipelines" / "adapt-load.profile", adapt_profile_toml(p));
   }
 
   Status submit(Executor& ex, RunRequest r) {
@@ -118,6 +138,63 @@ TEST_F(AdaptExecutorTest, IterativePipelinesChooseBeforeTheFirstSearch) {
   EXPECT_EQ(b.usage.adapt->choice, "k1-interval6");
   EXPECT_EQ(b.sources.size(), 1u);
   EXPECT_LT(b.usage.searches, a.usage.searches);
+  close(rt);
+  fs::remove_all(data);
+}
+
+// The load the policy sees is the executor's: runs in flight make the costly candidate miss the
+// target, so a run chooses it exactly when it saw nothing ahead.
+TEST_F(AdaptExecutorTest, RunsAheadTurnTheChoiceToTheCheapCandidate) {
+  const std::string data = tmpdir("adapt_load");
+  RuntimeOptions o = options(data);
+  o.max_batch_tokens = 4096;  // every prompt in one step: only the runs ahead cost (not the chunking)
+  Runtime rt = open(o, true);
+  RunOutput alone = run(*rt.executor, "adapt-load", "castle knight tower");
+  ASSERT_TRUE(alone.usage.adapt.has_value());
+  EXPECT_EQ(alone.usage.adapt->load.ahead, 0);
+  EXPECT_EQ(alone.usage.adapt->choice, "wide");  // predicted 10 ms <= 500
+  EXPECT_TRUE(alone.usage.adapt->estimates[1].second.fitted);
+  EXPECT_TRUE(alone.usage.adapt->estimates[1].second.fits_kv);
+  // The fixture's own step budget (64 tokens) splits the wide prompt over several steps, each
+  // costing it a run's time: the policy takes the one-passage candidate even with nothing ahead.
+  {
+    const std::string small_data = tmpdir("adapt_load_small");
+    Runtime small = open(options(small_data), true);
+    RunOutput chunked = run(*small.executor, "adapt-load", "castle knight tower");
+    EXPECT_EQ(chunked.usage.adapt->load.ahead, 0);
+    EXPECT_EQ(chunked.usage.adapt->choice, "one");
+    EXPECT_GT(chunked.usage.adapt->estimates[1].second.ttft_ms, 500);
+    close(small);
+    fs::remove_all(small_data);
+  }
+  // Eight at once: each run's choice follows the load it saw.
+  constexpr int kRuns = 8;
+  std::vector<RunOutput> outs(kRuns);
+  Collector c;
+  for (int i = 0; i < kRuns; ++i) {
+    RunRequest r;
+    r.pipeline = "adapt-load";
+    r.query = std::string(kTopics[i % 12]).substr(0, 20);
+    r.overrides.max_tokens = 4;
+    r.sampling.ignore_eos = true;
+    ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
+  }
+  int saw_load = 0;
+  for (auto& o : outs) {
+    ASSERT_TRUE(c.wait(&o));
+    ASSERT_TRUE(o.error.ok()) << o.error.to_string();
+    ASSERT_TRUE(o.usage.adapt.has_value());
+    const AdaptReport& a = *o.usage.adapt;
+    if (a.load.ahead > 0) {
+      ++saw_load;
+      EXPECT_EQ(a.choice, "one") << "ahead " << a.load.ahead;
+      EXPECT_EQ(a.reason, "best_within_slo");
+      EXPECT_EQ(o.sources.size(), 1u);
+    } else {
+      EXPECT_EQ(a.choice, "wide");
+    }
+  }
+  EXPECT_GT(saw_load, 0) << "eight runs submitted at once, none saw another in flight";
   close(rt);
   fs::remove_all(data);
 }
