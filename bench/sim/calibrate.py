@@ -8,14 +8,18 @@ do not overlap): how a step's dense part grows with its tokens (sim/include/ragd
 
 PLAN.json: `ragctl plan --model M --json` (the engine's kernel rates, measured here).
 BENCH_C1.json: `ragctl bench --concurrency 1 --json` on the same daemon config (one request at a
-time, so every step holds one request). Fitted over its requests:
+time, so every step holds one request). Its first request (a cold daemon: page faults, first
+allocations) is left out. Fitted over the others:
   retrieval_s      median of the daemon's timings.retrieval_ms
   network_s        half the median of (client TTFT - daemon timings.ttft_ms)
-  step_overhead_s  median inter-token gap - the modelled decode step (decode_dense_s + KV streaming)
+  step_overhead_s  mean time per output token after the first ((e2e - TTFT) / (tokens - 1)) - the
+                   modelled decode step (decode_dense_s + KV streaming)
   admit_s, prefill_token_s
-                   a robust line fit (Theil-Sen) of (measured prefill_ms - the modelled prefill steps) on the
-                   prompt tokens each request computed: what a serving prefill costs beyond the
-                   kernel rates, per request and per token
+                   least squares of (measured prefill_ms - the modelled prefill steps) on the prompt
+                   tokens each request computed: what a serving prefill costs beyond the kernel
+                   rates, per request and per token
+Means, not medians: throughput and queueing follow the mean service time, and on a shared machine
+the mean carries the background load a run pays.
 Everything else stays the kernel rates' (or the simulator's defaults).
 """
 import json
@@ -32,11 +36,11 @@ def main():
     if dense_model not in ("roofline", "additive"):
         sys.exit("DENSE_MODEL must be roofline or additive")
     rates = plan["rates"] if "rates" in plan else plan
-    samples = [s for r in bench["runs"] for s in r["samples"] if s.get("ok") and "timings" in s]
+    samples = [s for r in bench["runs"] for s in r["samples"][1:] if s.get("ok") and "timings" in s]
     retrieval = statistics.median(s["timings"]["retrieval_ms"] for s in samples) / 1e3
     network = max(0.0, statistics.median(s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples) / 2e3)
     ctx = statistics.mean(s["usage"]["prompt_tokens"] + s["tokens"] / 2 for s in samples)
-    itl = statistics.median(r["itl_ms"]["p50"] for r in bench["runs"]) / 1e3
+    itl = statistics.mean((s["e2e_ms"] - s["ttft_ms"]) / (s["tokens"] - 1) for s in samples if s["tokens"] > 1) / 1e3
     decode = rates["decode_dense_s"] + ctx * bpt / rates["kv_read_bytes_per_s"]
     step_overhead = max(0.0, itl - decode)
 
@@ -58,10 +62,10 @@ def main():
         p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
         xs.append(p - min(r, p - 1))
         ys.append(s["timings"]["prefill_ms"] / 1e3 - modelled_prefill(p, r))
-    # Theil-Sen (median of pairwise slopes): robust to the cold first request of a fresh daemon.
-    pair_slopes = [(ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]]
-    slope = max(0.0, statistics.median(pair_slopes)) if pair_slopes else 0.0
-    intercept = max(0.0, statistics.median(y - slope * x for x, y in zip(xs, ys)))
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx > 0 else 0.0
+    intercept = max(0.0, my - slope * mx)
     out = dict(rates)
     out["source"] = "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + sys.argv[2]
     out["serving"] = {
@@ -74,7 +78,7 @@ def main():
     }
     json.dump(out, sys.stdout, indent=1)
     print()
-    print(f"# ITL p50 {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; prefill residual "
+    print(f"# mean TPOT {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; prefill residual "
           f"{intercept * 1e3:.2f} ms + {slope * 1e6:.1f} us/token over {len(xs)} requests", file=sys.stderr)
 
 
