@@ -145,6 +145,13 @@ std::string ApiImpl::pipelines_json(const std::string& name, bool* found) const 
     w.key("reuse").value(p.reuse).key("top_k").value(p.top_k).key("index").value(p.index);
     w.key("max_tokens").value(p.max_tokens).key("kind").value(p.kind);
     if (p.kind == "iterative") w.key("overlap").value(p.overlap).key("retrieval_interval").value(p.retrieval_interval);
+    if (!p.adapt_candidates.empty()) {
+      w.key("adapt").begin_object().key("objective").value(p.adapt_objective);
+      if (p.adapt_slo_ttft_ms > 0) w.key("slo_ttft_ms").value(p.adapt_slo_ttft_ms);
+      w.key("candidates").begin_array();
+      for (const auto& c : p.adapt_candidates) w.value(c);
+      w.end_array().end_object();
+    }
     w.end_object();
   };
   JsonWriter w;

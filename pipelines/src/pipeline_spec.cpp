@@ -26,6 +26,11 @@ PipelineInfo PipelineSpec::info() const {
     i.overlap = std::string(overlap_name(iterative->overlap));
     i.retrieval_interval = iterative->retrieval_interval;
   }
+  if (adapt) {
+    for (const auto& c : adapt->candidates) i.adapt_candidates.push_back(c.name);
+    i.adapt_objective = std::string(enum_name(adapt->objective));
+    i.adapt_slo_ttft_ms = adapt->slo_ttft_ms;
+  }
   return i;
 }
 

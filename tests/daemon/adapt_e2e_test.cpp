@@ -30,6 +30,12 @@ TEST_F(AdaptE2eTest, UsageAdaptMetricsAndOverridesOutsideTheCandidates) {
                 R"({"documents":[{"id":"kv","text":"The KV cache stores attention keys and values for reuse."},)"
                 R"({"id":"rag","text":"Retrieval augmented generation puts retrieved documents in the prompt."}]})");
   ASSERT_EQ(r.status, 200) << r.body;
+  r = get("/v1/pipelines/qa-adapt");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/adapt/objective"), "balanced");
+  ASSERT_EQ(Json(r.body).size("/adapt/candidates"), 2u);
+  EXPECT_EQ(Json(r.body).str("/adapt/candidates/1"), "two");
+  EXPECT_FALSE(Json(get("/v1/pipelines/default").body).has("/adapt"));
   const std::string runs = "/v1/pipelines/qa-adapt/runs";
   r = call("POST", runs, R"({"query":"what does the KV cache store?","temperature":0})");
   ASSERT_EQ(r.status, 200) << r.body;

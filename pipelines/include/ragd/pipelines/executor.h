@@ -211,6 +211,11 @@ struct PipelineInfo {
   std::string kind = "one_shot";  // one_shot | iterative
   std::string overlap;            // iterative: the default overlap mode
   int retrieval_interval = 0;     // iterative: generated tokens between retrievals
+  // Adaptive pipelines ([adapt]): the candidates' names (what a run's `adapt` may name) and the
+  // objective; empty = not adaptive.
+  std::vector<std::string> adapt_candidates;
+  std::string adapt_objective;
+  double adapt_slo_ttft_ms = 0;
 };
 
 class Executor {
