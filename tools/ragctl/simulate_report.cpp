@@ -113,6 +113,41 @@ std::string memory_plot(const sim::SimResult& r) {
   return svg + "</svg>";
 }
 
+// A sweep's points side by side: hit rate (green, left scale 0-100 %) and TTFT p99 (blue, right
+// scale 0-max ms) at each point, labelled with the swept value.
+std::string sweep_plot(const std::vector<std::string>& labels, const std::vector<const sim::SimResult*>& results) {
+  const size_t n = results.size();
+  std::vector<double> hit(n), p99(n);
+  double p99_max = 1;
+  for (size_t i = 0; i < n; ++i) {
+    hit[i] = sim_tier_hits(*results[i]).total();
+    std::vector<double> t;
+    for (const auto& x : results[i]->records)
+      if (x.ok) t.push_back(x.ttft_ms);
+    std::sort(t.begin(), t.end());
+    p99[i] = bench_percentile(t, 99);
+    p99_max = std::max(p99_max, p99[i]);
+  }
+  const double W = 600, H = 200, L = 60, B = 20;
+  auto x = [&](size_t i) { return L + (n > 1 ? W * i / (n - 1) : W / 2); };
+  std::string svg = "<svg width='760' height='260' xmlns='http://www.w3.org/2000/svg' font-size='11'>";
+  svg += "<text x='2' y='12' fill='#2ca02c'>hit 100 %</text><text x='670' y='12' fill='#1f77b4'>p99 " +
+         format_ms(p99_max) + " ms</text>";
+  std::string ph, pp;
+  char b[96];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(b, sizeof b, "%.1f,%.1f ", x(i), H - (H - B) * hit[i]);
+    ph += b;
+    std::snprintf(b, sizeof b, "%.1f,%.1f ", x(i), H - (H - B) * p99[i] / p99_max);
+    pp += b;
+    const std::string v = labels[i].substr(labels[i].find('=') + 1);
+    svg += "<text x='" + std::to_string(static_cast<int>(x(i)) - 10) + "' y='" + std::to_string(static_cast<int>(H + 15 + 12 * (i % 2))) +
+           "'>" + esc(v.substr(0, v.find(' '))) + "</text>";
+  }
+  svg += "<polyline fill='none' stroke='#2ca02c' points='" + ph + "'/><polyline fill='none' stroke='#1f77b4' points='" + pp + "'/>";
+  return svg + "</svg>";
+}
+
 }  // namespace
 
 std::string render_sim_section(const std::vector<std::string>& labels, const std::vector<const sim::SimResult*>& results) {
@@ -140,6 +175,7 @@ std::string render_sim_section(const std::vector<std::string>& labels, const std
          "</td><td>" + gib(remote) + "</td></tr>";
   }
   o += "</table>";
+  if (results.size() > 1) o += "<h3>Hit rate and TTFT p99 across the sweep</h3>" + sweep_plot(labels, results);
   for (size_t i = 0; i < results.size(); ++i)
     o += "<h3>Memory per tier over time (fleet): " + esc(labels[i]) + "</h3>" + memory_plot(*results[i]);
   return o + "</section>";
