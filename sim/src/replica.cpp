@@ -26,10 +26,14 @@ Replica::Replica(int index, const SimOptions& opts, const CostModel& cost, Share
 bool Replica::accept(size_t i, double now, EventQueue& q) {
   SimRecord& rec = recs_[i];
   rec.replica = index_;
-  if (queued_ >= opts_.max_queue) {
+  const SimRequest& req = reqs_[i];
+  if (tenant_outstanding_.size() <= static_cast<size_t>(req.tenant)) tenant_outstanding_.resize(req.tenant + 1, 0);
+  int& mine = tenant_outstanding_[req.tenant];
+  if (queued_ >= opts_.max_queue || (opts_.max_concurrent_per_tenant > 0 && mine >= opts_.max_concurrent_per_tenant)) {
     rec.refused = true;
     return false;
   }
+  ++mine;
   ++outstanding_;
   ++queued_;
   const SimRequest& r = reqs_[i];
@@ -136,6 +140,7 @@ void Replica::on_step_done(double now, EventQueue& q) {
       sched_.finish(it.id, host_);
       host_.forget(it.id);
       --outstanding_;
+      --tenant_outstanding_[r.tenant];
       finished_.push_back(i);
     }
   }

@@ -58,6 +58,7 @@ class Replica {
   bool stepping_ = false;
   int outstanding_ = 0;  // accepted, not finished
   int queued_ = 0;       // accepted, not admitted yet
+  std::vector<int> tenant_outstanding_;  // accepted, not finished, by tenant
   long steps_ = 0;
   std::vector<size_t> finished_;
 };

@@ -189,11 +189,18 @@ LookupOutcome SimKvHost::lookup(const SimRequest& req, double now) {
     r.src.push_back(n.fastest);
   }
   r.avail = r.src.size();
-  if (remote_) {
+  const bool ask_remote = remote_ && r.avail < r.keys.size();
+  if (ask_remote) {
     while (r.avail < r.keys.size() && remote_->get(r.keys[r.avail])) {
       r.src.push_back(Tier::kRemote);
       ++r.avail;
     }
+  }
+  // As the reuse planner: a path found wholly in the pool needs no load and keeps no pin (its nodes
+  // may be evicted before admission, which then installs what is still there).
+  if (!ask_remote && std::all_of(r.src.begin(), r.src.end(), [](Tier t) { return t == Tier::kHbm; })) {
+    for (const auto& [key, uid] : r.pins) tree_->unpin(key, uid);
+    r.pins.clear();
   }
   double bytes[4] = {0, 0, 0, 0};
   int nodes[4] = {0, 0, 0, 0};

@@ -56,7 +56,7 @@ Result<int> parse_int(std::string_view key, std::string_view v, int lo, int hi) 
 constexpr std::string_view kSimKeys[] = {"replicas",         "router",          "scheduler",       "eviction",
                                          "max_running",      "max_batch_tokens", "kv_pool_bytes",  "hbm_cache_bytes",
                                          "dram_cache_bytes", "ssd_cache_bytes", "remote_bytes",    "retrieval_threads",
-                                         "max_queue",        "preemption"};
+                                         "max_queue",        "preemption",      "max_concurrent_per_tenant"};
 
 }  // namespace
 
@@ -161,6 +161,7 @@ Status apply_sim_key(SimOptions& o, const ModelShape& shape, std::string_view ke
   if (key == "max_batch_tokens") return set_int(&o.scheduler.max_batch_tokens, 1, 1 << 24);
   if (key == "retrieval_threads") return set_int(&o.retrieval_threads, 1, 1 << 16);
   if (key == "max_queue") return set_int(&o.max_queue, 1, 1 << 30);
+  if (key == "max_concurrent_per_tenant") return set_int(&o.max_concurrent_per_tenant, 0, 1 << 30);
   if (key == "kv_pool_bytes") {
     uint64_t b = 0;
     RAGD_RETURN_IF_ERROR(set_bytes(&b));

@@ -28,6 +28,7 @@ inline SimOptions small_fleet() {
   o.kv.dram_bytes = 0;
   o.kv.ssd_bytes = 0;
   o.series_period_s = 1;
+  o.max_concurrent_per_tenant = 0;  // the tests that need a limit set one
   return o;
 }
 

@@ -239,6 +239,35 @@ TEST(Simulator, RetrievalNoiseLowersTheHitRateOnly) {
   EXPECT_NEAR(changed / 3000.0, 0.3, 0.04);
 }
 
+TEST(Simulator, ATinyPoolServesEveryRequestAtModerateLoad) {
+  // 12 topics of 4 documents in a pool of 256 blocks (4096 tokens, about 5 paths), a DRAM tier
+  // below it: paths are evicted, demoted, loaded back and promoted all the time, and every block
+  // must come back (a leak in the pool accounting, or pins that outlive admission, stall the
+  // replica with requests waiting and nothing running).
+  SimOptions o = testing::small_fleet();
+  o.kv.pool_blocks = 256;
+  o.kv.dram_bytes = 1ull << 30;  // evicted paths come back through loads (which do pin)
+  o.max_queue = 1 << 30;
+  CostModel cost = testing::simple_cost();
+  cost.engine.dense_tokens_per_s = 4000;  // a CPU's prefill: requests wait while others prefill
+  WorkloadSpec w;
+  w.docs = 48;
+  w.topic_docs = 4;
+  w.docs_per_query = 4;
+  w.doc_tokens = 172;
+  w.prefix_tokens = 45;
+  w.query_tokens = 22;
+  w.answer_tokens = {{{16, 1.0}}};
+  w.rate = 2;
+  w.requests = 240;
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  auto r = simulate(o, cost, *reqs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->unfinished, 0);
+  for (const auto& x : r->records) ASSERT_TRUE(x.ok) << x.id;
+}
+
 TEST(Simulator, QueueLimitRefuses) {
   SimOptions o = testing::small_fleet();
   o.max_queue = 4;

@@ -79,7 +79,7 @@ Result<sim::ModelShape> model_shape(const SimArgs& a, const daemon::DaemonConfig
 
 // The daemon's [runtime] table as simulated fleet options.
 Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim::ModelShape& shape) {
-  const pipelines::RuntimeOptions& rt = cfg.runtime;
+  const pipelines::RuntimeOptions& rt = cfg.runtime;  // and [limits]' per-tenant run limit
   auto so = rt.scheduler_options();
   if (!so.ok()) return so.status();
   sim::SimOptions o;
@@ -94,6 +94,7 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
   o.kv.swap_bytes = rt.swap_bytes;
   o.retrieval_threads = rt.retrieval_threads;
   o.max_queue = rt.max_queue;
+  o.max_concurrent_per_tenant = cfg.limits.max_concurrent_per_tenant;
   return o;
 }
 

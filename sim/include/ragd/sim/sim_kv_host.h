@@ -4,8 +4,9 @@
 // are missing. The engine pool is a block count: free = total - blocks of the runs' own tails -
 // blocks of live pool copies (a copy stays alive while the tree or a run that installed it refers
 // to it, as the real pool's ref counts keep blocks). Document KV follows the executor's reuse
-// planner for the knowledge-tree mode: lookup after retrieval matches the path [prefix][doc]..., pins
-// it and loads the part below HBM (DRAM / SSD / the shared remote tier) on per-tier channels;
+// planner for the knowledge-tree mode: lookup after retrieval matches the path [prefix][doc]...;
+// when part of it must be loaded from below HBM (DRAM / SSD / the shared remote tier, on per-tier
+// channels) the matched nodes stay pinned until admission, otherwise nothing is pinned;
 // admission installs it (hits in the pool are shared, loaded nodes take blocks and are promoted
 // into the pool); after the prompt's prefill publish() inserts the newly computed nodes
 // (insert_pool, write-through DRAM, write-behind SSD and remote).
@@ -64,7 +65,8 @@ class SimKvHost final : public pipelines::KvHost {
   // The scheduler whose sequence lengths admit() caps to (set once, before any admission).
   void set_scheduler(const pipelines::Scheduler* s) { sched_ = s; }
 
-  // After retrieval: matches the request's path (touching it), pins it and starts its loads.
+  // After retrieval: matches the request's path (touching it) and starts its loads (pinning the
+  // matched nodes until admission when there is something to load).
   LookupOutcome lookup(const SimRequest& req, double now);
   // Prompt tokens a router would find cached here for `req` (any local tier; no touch).
   int cached_tokens(const SimRequest& req);

@@ -45,6 +45,8 @@ struct SimOptions {
   uint64_t remote_bytes = 0;        // shared remote tier capacity; 0 = no remote tier
   int retrieval_threads = 4;        // per replica
   int max_queue = 256;              // waiting requests per replica before refusals
+  int max_concurrent_per_tenant = 64;  // a tenant's runs in flight per replica before refusals (the
+                                       // daemon's limits.max_concurrent_per_tenant); 0 = no limit
   double series_period_s = 0;       // time-series sampling period; 0 = duration / 200
   bool keep_itl = true;             // record every inter-token gap (memory: one double per token)
   // Closed loop: this many clients, each sending its next request (in request order) when the
@@ -59,7 +61,7 @@ struct SimRecord {
   int replica = -1;
   int tenant = 0;
   bool ok = false;                   // finished
-  bool refused = false;              // the replica's queue was full (the daemon's 429)
+  bool refused = false;              // the replica's queue or the tenant's limit was full (429)
   double arrival_s = 0;
   double ttft_ms = -1, e2e_ms = 0;
   double retrieval_ms = 0, kv_load_ms = 0, queue_ms = 0, prefill_ms = 0;

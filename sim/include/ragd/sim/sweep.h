@@ -6,7 +6,7 @@
 // byte suffix (KiB, MiB, GiB, TiB, or K/M/G/T as powers of 1024) for byte keys. At most 64 points.
 // Fleet keys: replicas, router, scheduler, eviction, max_running, max_batch_tokens, kv_pool_bytes,
 // hbm_cache_bytes, dram_cache_bytes, ssd_cache_bytes, remote_bytes, retrieval_threads, max_queue,
-// preemption; every workload key (workload.h) too.
+// preemption, max_concurrent_per_tenant; every workload key (workload.h) too.
 //
 // Thread-safety: pure functions.
 #pragma once
