@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ragd/pipelines/param_range.h"
+#include "toml_parse.h"
 
 namespace ragd::pipelines {
 
@@ -164,14 +165,7 @@ Result<AdaptSpec> parse_adapt_table(const toml::table& adapt, std::string_view s
 }
 
 Result<AdaptProfile> parse_adapt_profile(std::string_view toml_text, std::string_view source_name) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, source_name);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream os;
-    os << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
-    return Status::InvalidArgument(os.str());
-  }
+  RAGD_ASSIGN_OR_RETURN(toml::table root, parse_toml(toml_text, source_name));
   const std::string src(source_name);
   AdaptProfile p;
   for (const auto& [k, v] : root) {

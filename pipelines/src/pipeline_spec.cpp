@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "adapt_spec.h"
+#include "toml_parse.h"
 
 namespace ragd::pipelines {
 
@@ -141,14 +142,7 @@ class Reader {
 
 Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string_view source_name,
                                          std::string_view default_name) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, source_name);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream os;
-    os << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
-    return Status::InvalidArgument(os.str());
-  }
+  RAGD_ASSIGN_OR_RETURN(toml::table root, parse_toml(toml_text, source_name));
   Reader r(root, source_name);
   RAGD_RETURN_IF_ERROR(r.check_keys());
   PipelineSpec s;

@@ -60,9 +60,9 @@ def write_jsonl(path, rows):
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
-def eval_set(pools, seed, docs=320, questions=400):
-    """Documents from the test pools; each question has exactly one answering document."""
-    rng = random.Random(seed)
+def test_corpus(rng, pools, docs, id_prefix):
+    """`docs` passages from the test pools, one per place (a person recurs in about a third), with
+    ids "<id_prefix>-NNNN"."""
     corpus, used_places = [], set()
     while len(corpus) < docs:
         person = corpus[rng.randrange(len(corpus))]["person"] if corpus and rng.random() < 0.35 else None
@@ -70,8 +70,15 @@ def eval_set(pools, seed, docs=320, questions=400):
         if p["place"] in used_places:
             continue
         used_places.add(p["place"])
-        p["id"] = f"qa-{len(corpus):04d}"
+        p["id"] = f"{id_prefix}-{len(corpus):04d}"
         corpus.append(p)
+    return corpus
+
+
+def eval_set(pools, seed, docs=320, questions=400):
+    """Documents from the test pools; each question has exactly one answering document."""
+    rng = random.Random(seed)
+    corpus = test_corpus(rng, pools, docs, "qa")
     qs, asked = [], set()
     kinds = ["who", "when", "where", "how_many"]
     while len(qs) < questions:

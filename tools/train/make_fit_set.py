@@ -13,8 +13,8 @@ import argparse
 import os
 import random
 
-from make_data import write_jsonl
-from rag_world import Pools, _answers_question, make_passage, make_question
+from make_data import test_corpus, write_jsonl
+from rag_world import Pools, _answers_question, make_question
 
 HELD_OUT_SEED = 20261123
 
@@ -24,15 +24,7 @@ def fit_set(pools, seed, docs, questions):
     document, kinds in turn), except that a (document, kind) pair another document also answers
     is skipped for the next one instead of being drawn again."""
     rng = random.Random(seed)
-    corpus, used_places = [], set()
-    while len(corpus) < docs:
-        person = corpus[rng.randrange(len(corpus))]["person"] if corpus and rng.random() < 0.35 else None
-        p = make_passage(rng, pools, "test", person=person)
-        if p["place"] in used_places:
-            continue
-        used_places.add(p["place"])
-        p["id"] = f"fit-{len(corpus):04d}"
-        corpus.append(p)
+    corpus = test_corpus(rng, pools, docs, "fit")
     qs, asked, kinds, turn = [], set(), ["who", "when", "where", "how_many"], 0
     while len(qs) < questions and turn < 50 * questions:
         gold, kind = corpus[turn % docs], kinds[turn % 4] if turn < docs else rng.choice(kinds)
