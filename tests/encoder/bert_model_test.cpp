@@ -282,6 +282,7 @@ void reranker_parity(const std::string& preset, double tol) {
 
 TEST(BertModel, RerankerParityWithTorchTiny) { reranker_parity("bert-tiny", 1e-5); }
 TEST(BertModel, RerankerParityWithTorchBgeSmall) { reranker_parity("bge-small", 1e-4); }
+TEST(BertModel, RerankerParityWithTorchBgeBase) { reranker_parity("bge-base", 1e-4); }
 
 }  // namespace
 }  // namespace ragd::engine

@@ -89,6 +89,7 @@ void parity(const std::string& preset, const std::string& pooling, engine::DType
 
 TEST(EncoderEmbedder, ParityBgeSmallCls) { parity("bge-small", "cls", engine::DType::kF32, 1e-4); }
 TEST(EncoderEmbedder, ParityBgeSmallBf16Weights) { parity("bge-small", "cls", engine::DType::kBF16, 1e-4); }
+TEST(EncoderEmbedder, ParityBgeBaseCls) { parity("bge-base", "cls", engine::DType::kF32, 1e-4); }
 TEST(EncoderEmbedder, ParityTinyMean) { parity("bert-tiny", "mean", engine::DType::kF32, 1e-5); }
 TEST(EncoderEmbedder, ParityTinyLastToken) { parity("bert-tiny", "lasttoken", engine::DType::kF32, 1e-5); }
 
