@@ -37,17 +37,11 @@ THREADS=${EMBED_THREADS:-2}
 LLAMA_TYPES=${EMBED_LLAMA_TYPES:-"f32 f16"}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
-die() { echo "bench-peers-embed: $*" >&2; exit 1; }
-log() { echo "== $*" >&2; }
-
+PEER_SCRIPT=bench-peers-embed
+source "$ROOT/scripts/llama-peer.sh"  # die, log, llama.cpp's libraries and headers, build_peer_driver
 RAGCTL="$BUILD/bin/ragctl"
 RAGD_DRIVER="$BUILD/bin/ragd_embed_driver"
-if [[ ! -x "$RAGCTL" || ! -x "$RAGD_DRIVER" ]]; then
-  log "building ragctl and ragd_embed_driver"
-  cmake --build "$BUILD" --target ragctl ragd_embed_driver
-fi
-mkdir -p "$PEERS"
-source "$ROOT/scripts/llama-peer.sh"
+ensure_ragd_targets ragctl ragd_embed_driver
 LLAMA_DRIVER="$PEERS/llama_embed_driver"
 build_peer_driver llama_embed_driver
 

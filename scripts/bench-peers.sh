@@ -56,19 +56,11 @@ RAGD_SPIN=${PEERS_RAGD_SPIN:-10000}
 PROMPT="331,460,329,458,327,456,325,454,323,452,321,450,319,448,317,446,315,444,313,442,311,440,309,438,307,436,305,434,303,432,301,430"
 GREEDY_TOKENS=16
 
-die() { echo "bench-peers: $*" >&2; exit 1; }
-log() { echo "== $*" >&2; }
-
+PEER_SCRIPT=bench-peers
+source "$ROOT/scripts/llama-peer.sh"  # die, log, llama.cpp's libraries and headers, build_peer_driver
 RAGCTL="$BUILD/bin/ragctl"
 RAGD_DRIVER="$BUILD/bin/ragd_peer_driver"
-if [[ ! -x "$RAGCTL" || ! -x "$RAGD_DRIVER" ]]; then
-  log "building ragctl and ragd_peer_driver"
-  cmake --build "$BUILD" --target ragctl ragd_peer_driver
-fi
-mkdir -p "$PEERS"
-
-# ---- llama.cpp: prebuilt libraries (npm) + headers (the bundled source) -------------------------
-source "$ROOT/scripts/llama-peer.sh"
+ensure_ragd_targets ragctl ragd_peer_driver
 LLAMA_DRIVER="$PEERS/llama_driver"
 build_peer_driver llama_driver
 

@@ -1,10 +1,22 @@
 # Sourced by scripts/bench-peers.sh and scripts/bench-peers-embed.sh: llama.cpp's prebuilt CPU
 # libraries from the node-llama-cpp npm package (pinned, installed into $PEERS/npm, nothing else is
 # downloaded) and its headers from the source bundle shipped in it (unpacked into $PEERS/llama.cpp).
-# Needs PEERS, die() and log() from the caller; sets NPM_DIR, BINS, SRC, LIBS (the library files
-# to link by name: their names carry a version, e.g. libllama.v0.5.0.so) and LLAMA_RELEASE; defines
-# build_peer_driver.
+# Needs BUILD, PEERS and PEER_SCRIPT (the caller's name in messages); defines die, log,
+# ensure_ragd_targets and build_peer_driver; sets NPM_DIR, BINS, SRC, LIBS (the library files to
+# link by name: their names carry a version, e.g. libllama.v0.5.0.so) and LLAMA_RELEASE.
 NODE_LLAMA_CPP_VERSION=3.22.1
+die() { echo "$PEER_SCRIPT: $*" >&2; exit 1; }
+log() { echo "== $*" >&2; }
+# ensure_ragd_targets TARGET...: builds the ragd targets whose binaries are missing from $BUILD/bin.
+ensure_ragd_targets() {
+  local t missing=()
+  for t in "$@"; do [[ -x "$BUILD/bin/$t" ]] || missing+=("$t"); done
+  if ((${#missing[@]})); then
+    log "building ${missing[*]}"
+    cmake --build "$BUILD" --target "${missing[@]}"
+  fi
+}
+mkdir -p "$PEERS"
 NPM_DIR="$PEERS/npm"
 BINS="$NPM_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 if ! compgen -G "$BINS/libllama*.so" >/dev/null; then
