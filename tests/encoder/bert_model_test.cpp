@@ -194,18 +194,14 @@ void parity(const std::string& preset, DType dtype, double tol) {
   std::string list = "[";
   for (size_t i = 0; i < texts.size(); ++i) list += (i ? "," : "") + json_quote(texts[i]);
   write_file(dir / "texts.json", list + "]");
-  const int rc = run_reference("embed " + quote_arg(dir) + " " + quote_arg(dir / "texts.json") + " " +
-                               quote_arg(dir / "ref.bin"));
-  if (rc == 77 || rc == -1) {
+  const std::optional<double> delta = reference_max_delta(
+      "embed " + quote_arg(dir) + " " + quote_arg(dir / "texts.json") + " " + quote_arg(dir / "ref.bin"),
+      dir / "ref.bin", emb);
+  if (!delta) {
     std::filesystem::remove_all(dir);
     GTEST_SKIP() << "python3-torch not installed: no PyTorch reference";
   }
-  ASSERT_EQ(rc, 0);
-  std::string ref = read_file(dir / "ref.bin");
-  ASSERT_EQ(ref.size(), emb.size() * sizeof(float));
-  const float* r = reinterpret_cast<const float*>(ref.data());
-  double max_err = 0;
-  for (size_t i = 0; i < emb.size(); ++i) max_err = std::max(max_err, std::abs(double(emb[i]) - r[i]));
+  const double max_err = *delta;
   std::printf("parity %s (%s weights): max |delta| = %.3g over %zu texts x %d dims\n", preset.c_str(),
               std::string(dtype_name(dtype)).c_str(), max_err, texts.size(), h);
   EXPECT_LT(max_err, tol);
@@ -261,18 +257,14 @@ void reranker_parity(const std::string& preset, double tol) {
   for (size_t i = 0; i < pairs.size(); ++i)
     list += (i ? "," : "") + std::string("[") + json_quote(pairs[i].first) + "," + json_quote(pairs[i].second) + "]";
   write_file(dir / "pairs.json", list + "]");
-  const int rc = run_reference("score " + quote_arg(dir) + " " + quote_arg(dir / "pairs.json") + " " +
-                               quote_arg(dir / "ref.bin"));
-  if (rc == 77 || rc == -1) {
+  const std::optional<double> delta = reference_max_delta(
+      "score " + quote_arg(dir) + " " + quote_arg(dir / "pairs.json") + " " + quote_arg(dir / "ref.bin"),
+      dir / "ref.bin", logits);
+  if (!delta) {
     std::filesystem::remove_all(dir);
     GTEST_SKIP() << "python3-torch not installed: no PyTorch reference";
   }
-  ASSERT_EQ(rc, 0);
-  std::string ref = read_file(dir / "ref.bin");
-  ASSERT_EQ(ref.size(), logits.size() * sizeof(float));
-  const float* r = reinterpret_cast<const float*>(ref.data());
-  double max_err = 0;
-  for (size_t i = 0; i < logits.size(); ++i) max_err = std::max(max_err, std::abs(double(logits[i]) - r[i]));
+  const double max_err = *delta;
   std::printf("reranker parity %s: max |delta score| = %.3g over %zu pairs (scores %.3f .. %.3f)\n", preset.c_str(),
               max_err, pairs.size(), *std::min_element(logits.begin(), logits.end()),
               *std::max_element(logits.begin(), logits.end()));

@@ -1,8 +1,15 @@
 // Helpers for the encoder tests: temp directories, files, and running the Python reference.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <optional>
+#include <vector>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -41,5 +48,28 @@ inline int run_reference(const std::string& args) {
 }
 
 inline std::string quote_arg(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+// Runs `bert_reference.py args...`, which writes `ref_bin` (little-endian f32, as many values as
+// `got`), and returns the largest |got - reference|; nullopt when the reference skipped (no python3
+// or no torch). Another exit status or a size mismatch fails the calling test and returns +inf.
+inline std::optional<double> reference_max_delta(const std::string& args, const std::filesystem::path& ref_bin,
+                                                 const std::vector<float>& got) {
+  const int rc = run_reference(args);
+  if (rc == 77 || rc == -1) return std::nullopt;
+  const double fail = std::numeric_limits<double>::infinity();
+  if (rc != 0) {
+    ADD_FAILURE() << "bert_reference.py " << args << " exited with " << rc;
+    return fail;
+  }
+  const std::string ref = read_file(ref_bin);
+  if (ref.size() != got.size() * sizeof(float)) {
+    ADD_FAILURE() << ref_bin << " holds " << ref.size() << " bytes, expected " << got.size() * sizeof(float);
+    return fail;
+  }
+  const float* r = reinterpret_cast<const float*>(ref.data());
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(static_cast<double>(got[i]) - r[i]));
+  return m;
+}
 
 }  // namespace ragd::encoder_testing
