@@ -50,19 +50,8 @@ void embed_batch(const BertModel& m, SentencePooling pooling, int first, int n, 
   if (Status st = m.forward(in, &hidden); !st.ok()) die(st.to_string());
   const size_t d = static_cast<size_t>(m.config().hidden_size), T = static_cast<size_t>(g_tokens);
   for (int s = 0; s < n; ++s) {
-    const float* hs = hidden.data() + static_cast<size_t>(s) * T * d;
     float* row = out + static_cast<size_t>(s) * d;
-    switch (pooling) {
-      case SentencePooling::kCls: std::copy_n(hs, d, row); break;
-      case SentencePooling::kLastToken: std::copy_n(hs + (T - 1) * d, d, row); break;
-      case SentencePooling::kMean:
-        for (size_t k = 0; k < d; ++k) {
-          double acc = 0;
-          for (size_t t = 0; t < T; ++t) acc += hs[t * d + k];
-          row[k] = static_cast<float>(acc / static_cast<double>(T));
-        }
-        break;
-    }
+    pool_hidden_states(hidden.data() + static_cast<size_t>(s) * T * d, g_tokens, static_cast<int>(d), pooling, row);
     double norm = 0;
     for (size_t k = 0; k < d; ++k) norm += static_cast<double>(row[k]) * row[k];
     const float inv = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;

@@ -251,18 +251,8 @@ Status ModelImpl::embed(std::span<const int32_t> tokens, std::vector<float>* out
   Status st = backend_->forward(plan, *pool_, nullptr, nullptr, hidden_.data(), nullptr);
   table.release(*pool_);
   RAGD_RETURN_IF_ERROR(st);
-  if (pooling != SentencePooling::kMean) {
-    const size_t row = pooling == SentencePooling::kCls ? 0 : static_cast<size_t>(n - 1);
-    out->assign(hidden_.begin() + static_cast<std::ptrdiff_t>(row * hs),
-                hidden_.begin() + static_cast<std::ptrdiff_t>((row + 1) * hs));
-    return Status::OK();
-  }
-  out->assign(hs, 0.0f);
-  for (int c = 0; c < hs; ++c) {
-    double s = 0.0;
-    for (int r = 0; r < n; ++r) s += hidden_[static_cast<size_t>(r) * hs + c];
-    (*out)[c] = static_cast<float>(s / n);
-  }
+  out->resize(static_cast<size_t>(hs));
+  pool_hidden_states(hidden_.data(), n, hs, pooling, out->data());
   return Status::OK();
 }
 

@@ -1,7 +1,9 @@
 // sentence-transformers pooling files (sentence_pooling.h).
 #include "ragd/engine/sentence_pooling.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -59,6 +61,21 @@ std::string_view sentence_pooling_name(SentencePooling p) {
     case SentencePooling::kLastToken: return "lasttoken";
   }
   return "?";
+}
+
+void pool_hidden_states(const float* hidden, int rows, int dim, SentencePooling pooling, float* out) {
+  const size_t d = static_cast<size_t>(dim);
+  switch (pooling) {
+    case SentencePooling::kCls: std::copy_n(hidden, d, out); return;
+    case SentencePooling::kLastToken: std::copy_n(hidden + static_cast<size_t>(rows - 1) * d, d, out); return;
+    case SentencePooling::kMean: {
+      std::vector<double> acc(d, 0.0);
+      for (int t = 0; t < rows; ++t)
+        for (size_t k = 0; k < d; ++k) acc[k] += hidden[static_cast<size_t>(t) * d + k];
+      for (size_t k = 0; k < d; ++k) out[k] = static_cast<float>(acc[k] / static_cast<double>(rows));
+      return;
+    }
+  }
 }
 
 Result<SentencePooling> parse_sentence_pooling(std::string_view name) {

@@ -63,18 +63,8 @@ class EncoderEmbedder final : public Embedder {
       for (size_t b = 0; b < batch.size(); ++b) {
         const size_t n = batch[b].ids.size();
         float* row = out->data() + rows[b] * d;
-        const float* hs = hidden.data() + off * d;
-        switch (spec_.pooling) {
-          case engine::SentencePooling::kCls: std::copy_n(hs, d, row); break;
-          case engine::SentencePooling::kLastToken: std::copy_n(hs + (n - 1) * d, d, row); break;
-          case engine::SentencePooling::kMean: {
-            std::vector<double> acc(d, 0.0);
-            for (size_t t = 0; t < n; ++t)
-              for (size_t k = 0; k < d; ++k) acc[k] += hs[t * d + k];
-            for (size_t k = 0; k < d; ++k) row[k] = static_cast<float>(acc[k] / static_cast<double>(n));
-            break;
-          }
-        }
+        engine::pool_hidden_states(hidden.data() + off * d, static_cast<int>(n), static_cast<int>(d), spec_.pooling,
+                                   row);
         // Rows are always L2-normalised (the Embedder contract: inner-product search); a checkpoint
         // without a Normalize module is recorded as norm=0 in the identity.
         double norm = 0;

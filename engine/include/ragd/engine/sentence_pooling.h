@@ -22,6 +22,10 @@ std::string_view sentence_pooling_name(SentencePooling p);  // "cls" | "mean" | 
 // The names above; InvalidArgument listing them otherwise.
 Result<SentencePooling> parse_sentence_pooling(std::string_view name);
 
+// One input's embedding from its final hidden states `hidden` ([rows, dim], rows >= 1): the first
+// row (kCls), the last (kLastToken) or the mean of all (kMean, summed in double). Not normalised.
+void pool_hidden_states(const float* hidden, int rows, int dim, SentencePooling pooling, float* out);
+
 struct PoolingSpec {
   SentencePooling pooling = SentencePooling::kCls;
   bool normalize = true;   // a Normalize module follows the pooling
