@@ -3,9 +3,6 @@
 // vocabulary in llama.cpp's "phantom space" spelling (a word-initial piece gets a leading U+2581,
 // a "##" continuation loses its "##", special tokens stay as they are), and for sequence
 // classifiers the pooler as cls.* and the classifier as cls.output.* (pooling "rank").
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 
 #include <fmt/format.h>

@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <numbers>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include <simdjson.h>
 
 #include "gguf_file.h"
+#include "ragd/common/text_file.h"
 #include "ragd/engine/bert_model.h"
 #include "ragd/engine/sentence_pooling.h"
 
@@ -165,14 +164,10 @@ Status write_gguf(const ModelConfig& cfg, const WeightStore& weights, std::strin
 Status convert_to_gguf(const std::string& dir, const std::string& out_path, GgufType type, GgufStats* stats) {
   const fs::path d(dir);
   const fs::path cfg_path = d / "config.json";
-  std::ifstream cin(cfg_path, std::ios::binary);
-  if (!cin) return Status::NotFound(fmt::format("{}: cannot open", cfg_path.string()));
-  const std::string cfg_json((std::istreambuf_iterator<char>(cin)), std::istreambuf_iterator<char>());
+  RAGD_ASSIGN_OR_RETURN(const std::string cfg_json, read_text_file(cfg_path.string(), "the model config"));
   RAGD_ASSIGN_OR_RETURN(auto weights, WeightStore::open_dir(dir));
-  const fs::path tok_path = d / "tokenizer.json";
-  std::ifstream in(tok_path, std::ios::binary);
-  if (!in) return Status::NotFound(fmt::format("{}: cannot open (a GGUF file needs the tokenizer)", tok_path.string()));
-  std::string tok_json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RAGD_ASSIGN_OR_RETURN(const std::string tok_json,
+                        read_text_file((d / "tokenizer.json").string(), "the tokenizer (a GGUF file needs it)"));
   std::string name = fs::absolute(d).lexically_normal().filename().string();
   if (name.empty()) name = fs::absolute(d).lexically_normal().parent_path().filename().string();
   if (BertConfig::is_encoder_config(cfg_json)) {
