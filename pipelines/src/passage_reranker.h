@@ -24,7 +24,8 @@ class PassageReranker {
                            std::vector<ContextDoc>* docs, int keep = -1) = 0;
 };
 
-// The order keep_best applies: indices of `scores` best first, ties in input order.
-std::vector<size_t> best_first(const std::vector<double>& scores);
+// What keep_best does once the passages are scored (one score per passage of `docs`): reorders
+// them best first (ties in their current order) and keeps the first `keep`.
+void keep_best_scored(const std::vector<double>& scores, int keep, std::vector<ContextDoc>* docs);
 
 }  // namespace ragd::pipelines

@@ -1,7 +1,6 @@
 #include "reranker.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "ragd/engine/sampler.h"
 
@@ -72,11 +71,7 @@ Status Reranker::keep_best(const PipelineSpec& spec, const std::string& question
   std::vector<std::vector<int32_t>> toks;
   for (const auto& d : *docs) toks.push_back(d.tokens);
   RAGD_ASSIGN_OR_RETURN(const std::vector<double> score, this->score(spec, toks, question, scope));
-  const std::vector<size_t> order = best_first(score);
-  std::vector<ContextDoc> kept;
-  for (size_t i = 0; i < order.size() && static_cast<int>(kept.size()) < keep; ++i)
-    kept.push_back(std::move((*docs)[order[i]]));
-  *docs = std::move(kept);
+  keep_best_scored(score, keep, docs);
   return Status::OK();
 }
 
