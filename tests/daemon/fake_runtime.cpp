@@ -35,6 +35,7 @@ Status FakeExecutor::submit(pipelines::RunRequest req, pipelines::EventSink sink
   std::lock_guard<std::mutex> l(mu_);
   last_ = req;
   active_.fetch_add(1);
+  live_.fetch_add(1);
   threads_.emplace_back([this, req = std::move(req), sink = std::move(sink)]() mutable { run(std::move(req), std::move(sink)); });
   return Status::OK();
 }
@@ -67,7 +68,7 @@ void FakeExecutor::admit_queued() {
 }
 
 pipelines::ExecutorStats FakeExecutor::stats() const {
-  const int a = active_.load();
+  const int a = live_.load();
   pipelines::ExecutorStats s;
   s.waiting = queued_.load();
   s.running = a - s.waiting;
@@ -96,6 +97,11 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
   const bool queued = q.find("queued") != std::string::npos;
   bool alive = true;
   bool refused = false;  // as the executor: a refusal cancels the run, whose done event still follows
+  bool left = false;
+  auto leave = [&] {  // out of the scheduler's counts, once
+    if (!left) live_.fetch_sub(1);
+    left = true;
+  };
   auto emit = [&](const pipelines::RunEvent& ev) {
     if (!alive) return;
     if (!sink(ev)) {
@@ -143,6 +149,7 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
       pipelines::RunEvent err;
       err.kind = pipelines::RunEvent::Kind::kError;
       err.error = Status::Internal("injected failure after one token");
+      leave();
       emit(err);
       alive = false;
       break;
@@ -163,8 +170,10 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     done.usage.reused_ssd = 1;
     done.usage.recomputed_tokens = 4;
     done.timings = {1.5, 2.5, 0.5, 3.0, 4.0, 1.25, 10.0};
+    leave();
     emit(done);
   }
+  leave();
   active_.fetch_sub(1);
 }
 

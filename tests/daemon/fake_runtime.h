@@ -48,6 +48,9 @@ class FakeExecutor : public pipelines::Executor {
   std::set<std::string> cancelled_;       // guarded by mu_
   pipelines::RunRequest last_;            // guarded by mu_
   std::atomic<int> active_{0}, cancels_{0}, sink_refusals_{0}, queued_{0};
+  // Runs the scheduler counts (stats()): as the executor, a run leaves them before its final event,
+  // so a client that has the answer never sees its run still running. active_ lasts to the thread's end.
+  std::atomic<int> live_{0};
   bool admitted_ = false;                 // guarded by mu_
   std::atomic<long> finished_runs_{0};
 };
