@@ -20,16 +20,21 @@ static void write_adapt(JsonWriter& w, const pipelines::AdaptReport& a) {
   w.key("adapt").begin_object();
   w.key("choice").value(a.choice).key("reason").value(a.reason).key("objective").value(a.objective);
   if (a.slo_ttft_ms > 0) w.key("slo_ttft_ms").value(a.slo_ttft_ms);
+  if (a.ttft_quantile > 0) w.key("ttft_quantile").value(a.ttft_quantile);
   const pipelines::QuerySignals& q = a.signals;
   w.key("signals").begin_object().key("retrieved").value(q.retrieved);
   w.key("score_margin").value(q.score_margin).key("lexical_agreement").value(q.lexical_agreement);
   w.key("lexical_margin").value(q.lexical_margin).key("question_tokens").value(q.question_tokens);
   w.key("passage_tokens").value(q.passage_tokens).end_object();
+  w.key("history").begin_object().key("runs").value(q.history.runs).key("reranked").value(q.history.reranked);
+  w.key("rerank_agreement").value(q.history.rerank_agreement).key("ttft_exceed_rate").value(q.history.ttft_exceed_rate);
+  w.key("ttft_scale").value(q.history.ttft_scale).end_object();
   w.key("load").begin_object().key("ahead").value(a.load.ahead).key("running").value(a.load.running);
-  w.key("free_blocks").value(a.load.free_blocks).end_object();
+  w.key("free_blocks").value(a.load.free_blocks).key("work_ahead_tokens").value(a.load.work_ahead_tokens).end_object();
   w.key("candidates").begin_array();
   for (const auto& [name, e] : a.estimates) {
     w.begin_object().key("name").value(name).key("quality").value(e.quality).key("ttft_ms").value(e.ttft_ms);
+    w.key("ttft_q_ms").value(e.ttft_q_ms).key("work_tokens").value(e.work_tokens);
     w.key("fits_kv").value(e.fits_kv).key("fitted").value(e.fitted).end_object();
   }
   w.end_array().end_object();

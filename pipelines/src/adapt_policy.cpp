@@ -59,6 +59,12 @@ AdaptModel adapt_model(const AdaptSpec& spec, size_t index, bool* fitted) {
   return m;
 }
 
+double adapt_work_tokens(const AdaptCandidate& c, const QuerySignals& q) {
+  const double prompt = kPromptOverheadTokens + q.question_tokens + kept_passages(c) * q.passage_tokens;
+  const double scoring = scored_passages(c) * (kPromptOverheadTokens + q.question_tokens + q.passage_tokens);
+  return prompt + scoring;
+}
+
 AdaptEstimate estimate_candidate(const AdaptSpec& spec, size_t index, const QuerySignals& q, const LoadSignals& load) {
   AdaptEstimate e;
   e.index = index;
@@ -72,16 +78,30 @@ AdaptEstimate estimate_candidate(const AdaptSpec& spec, size_t index, const Quer
   } else {
     e.quality = m.fit_accuracy;  // no retrieval signal yet: the candidate's mean
   }
+  e.work_tokens = adapt_work_tokens(c, q);
   const double per_run = std::max(0.0, m.ttft_per_run_ms);
-  e.ttft_ms = std::max(0.0, m.ttft_idle_ms) + per_run * std::max(0, load.ahead);
+  const int ahead = std::max(0, load.ahead);
+  // Waits that neither model saw in its fit, added to both (in mean run times).
+  double extra = 0;
   // The prompt's KV must fit the free blocks; otherwise the run waits for running ones to end.
   const double prompt = kPromptOverheadTokens + q.question_tokens + kept_passages(c) * q.passage_tokens;
   const int64_t blocks = static_cast<int64_t>(std::ceil(prompt / std::max(1, load.block_size))) + 1;
   e.fits_kv = load.free_blocks < 0 || blocks <= load.free_blocks;
-  if (!e.fits_kv) e.ttft_ms += per_run * std::max(1, load.running);
+  if (!e.fits_kv) extra += per_run * std::max(1, load.running);
   // A prompt over the step token budget is prefilled over several steps, each shared with the batch.
   const int steps = static_cast<int>(std::ceil(prompt / std::max(1, load.max_batch_tokens)));
-  if (steps > 1) e.ttft_ms += per_run * (steps - 1);
+  if (steps > 1) extra += per_run * (steps - 1);
+  e.ttft_ms = std::max(0.0, m.ttft_idle_ms) + per_run * ahead + extra;
+  if (m.has_ttft_q) {
+    const double q_ms = m.ttft_q[0] + m.ttft_q[1] * ahead + m.ttft_q[2] * std::max(0.0, load.work_ahead_tokens) / 1000.0;
+    e.ttft_q_ms = std::max(0.0, q_ms) + extra;
+    // An upper quantile of a right-skewed wait is not below its mean (guards a line extrapolated
+    // outside the loads it was fitted on).
+    if (spec.profile.ttft_quantile >= 0.5) e.ttft_q_ms = std::max(e.ttft_q_ms, e.ttft_ms);
+  } else {
+    e.ttft_q_ms = e.ttft_ms;
+  }
+  e.ttft_q_ms *= std::max(1.0, q.history.ttft_scale);
   return e;
 }
 
@@ -107,7 +127,8 @@ AdaptChoice choose_adapt(const AdaptSpec& spec, const AdaptGoal& goal, const Que
   };
   auto all = [](const AdaptEstimate&) { return true; };
   const double slo = goal.slo_ttft_ms;
-  auto within_slo = [&](const AdaptEstimate& e) { return e.ttft_ms <= slo; };
+  // The target bounds the predicted quantile (the mean when the profile has no quantile model).
+  auto within_slo = [&](const AdaptEstimate& e) { return e.ttft_q_ms <= slo; };
   auto pick = [&](const AdaptEstimate* e, const char* reason) {
     out.index = e->index;
     out.reason = reason;
@@ -130,7 +151,7 @@ AdaptChoice choose_adapt(const AdaptSpec& spec, const AdaptGoal& goal, const Que
       const double floor = top->quality - goal.quality_tolerance;
       const AdaptEstimate* cheap = fastest([&](const AdaptEstimate& e) { return e.quality >= floor; });
       pick(cheap, cheap->index == top->index ? "best_quality" : "cheapest_near_best");
-      if (slo > 0 && cheap->ttft_ms > slo) keep_slo();
+      if (slo > 0 && cheap->ttft_q_ms > slo) keep_slo();
       break;
     }
     case AdaptObjective::kLatency:
@@ -149,6 +170,7 @@ AdaptReport adapt_report(const AdaptSpec& spec, std::string pipeline, const Adap
   r.reason = choice.reason;
   r.objective = std::string(enum_name(goal.objective));
   r.slo_ttft_ms = goal.slo_ttft_ms;
+  r.ttft_quantile = spec.profile.ttft_quantile;
   r.signals = q;
   r.load = load;
   for (const auto& e : choice.estimates) r.estimates.emplace_back(spec.candidates.at(e.index).name, e);

@@ -172,15 +172,24 @@ Result<AdaptProfile> parse_adapt_profile(std::string_view toml_text, std::string
     if (k.str() == "source") {
       if (!v.is_string()) return Status::InvalidArgument(src + ": source must be a string");
       p.source = v.as_string()->get();
-    } else if (k.str() != "candidates") {
-      return Status::InvalidArgument(src + ": unknown key '" + std::string(k.str()) + "' (source | candidates)");
+    } else if (k.str() != "candidates" && k.str() != "ttft_quantile") {
+      return Status::InvalidArgument(src + ": unknown key '" + std::string(k.str()) +
+                                     "' (source | ttft_quantile | candidates)");
     }
+  }
+  if (const toml::node* n = root.get("ttft_quantile")) {
+    double v;
+    if (n->is_floating_point()) v = n->as_floating_point()->get();
+    else if (n->is_integer()) v = static_cast<double>(n->as_integer()->get());
+    else return Status::InvalidArgument(src + ": ttft_quantile: must be a number in (0, 1)");
+    if (!(v > 0 && v < 1)) return Status::InvalidArgument(src + ": ttft_quantile: must be in (0, 1), got " + number(v));
+    p.ttft_quantile = v;
   }
   const toml::node* cands = root.get("candidates");
   if (!cands) return p;
   if (!cands->is_table()) return Status::InvalidArgument(src + ": [candidates] must be a table of candidate tables");
-  static const std::set<std::string_view> kKeys = {"quality", "ttft_idle_ms", "ttft_per_run_ms", "fit_samples",
-                                                   "fit_accuracy"};
+  static const std::set<std::string_view> kKeys = {"quality", "ttft_idle_ms", "ttft_per_run_ms", "ttft_q_ms",
+                                                   "fit_samples", "fit_accuracy"};
   for (const auto& [name, node] : *cands->as_table()) {
     const std::string where = src + ": [candidates." + std::string(name.str()) + "]";
     if (!node.is_table()) return Status::InvalidArgument(where + " must be a table");
@@ -209,6 +218,23 @@ Result<AdaptProfile> parse_adapt_profile(std::string_view toml_text, std::string
     m.ttft_per_run_ms = per_run.value_or(0);
     m.fit_accuracy = acc.value_or(0);
     m.fit_samples = static_cast<int>(n.value_or(0));
+    // The TTFT quantile model: with the profile's ttft_quantile, and only then.
+    if (const toml::node* tq = t.get("ttft_q_ms")) {
+      if (p.ttft_quantile <= 0) return f.err("ttft_q_ms", "needs the profile's ttft_quantile (the quantile it predicts)");
+      if (!tq->is_array() || tq->as_array()->size() != m.ttft_q.size())
+        return f.err("ttft_q_ms", "must be an array of 3 numbers (ms; per run ahead; per 1000 tokens of work ahead)");
+      for (size_t i = 0; i < m.ttft_q.size(); ++i) {
+        const toml::node& e = *tq->as_array()->get(i);
+        if (e.is_floating_point()) m.ttft_q[i] = e.as_floating_point()->get();
+        else if (e.is_integer()) m.ttft_q[i] = static_cast<double>(e.as_integer()->get());
+        else return f.err("ttft_q_ms", "must hold numbers only");
+        if (!std::isfinite(m.ttft_q[i]) || std::abs(m.ttft_q[i]) > 1e7)
+          return f.err("ttft_q_ms", "must hold finite numbers of at most 1e7 ms, got " + number(m.ttft_q[i]));
+      }
+      m.has_ttft_q = true;
+    } else if (p.ttft_quantile > 0) {
+      return f.err("ttft_q_ms", "missing (the profile has ttft_quantile " + number(p.ttft_quantile) + ")");
+    }
     p.models.emplace(std::string(name.str()), m);
   }
   return p;
@@ -220,11 +246,15 @@ std::string adapt_profile_toml(const AdaptProfile& p) {
   os << "# Fitted adapt profile (ragctl eval --fit-adapt). quality: logistic weights over\n# bias";
   for (auto n : kAdaptSignalNames) os << ", " << n;
   os << "\nsource = " << toml::value<std::string>(p.source) << "\n";
+  if (p.ttft_quantile > 0)
+    os << "# ttft_q_ms: the TTFT quantile below under load = [ms, + per run ahead, + per 1000 tokens of work ahead]\n"
+       << "ttft_quantile = " << p.ttft_quantile << "\n";
   for (const auto& [name, m] : p.models) {
     os << "\n[candidates." << toml::value<std::string>(name) << "]\nquality = [";
     for (size_t i = 0; i < m.quality.size(); ++i) os << (i ? ", " : "") << m.quality[i];
-    os << "]\nttft_idle_ms = " << m.ttft_idle_ms << "\nttft_per_run_ms = " << m.ttft_per_run_ms
-       << "\nfit_samples = " << m.fit_samples << "\nfit_accuracy = " << m.fit_accuracy << "\n";
+    os << "]\nttft_idle_ms = " << m.ttft_idle_ms << "\nttft_per_run_ms = " << m.ttft_per_run_ms;
+    if (m.has_ttft_q) os << "\nttft_q_ms = [" << m.ttft_q[0] << ", " << m.ttft_q[1] << ", " << m.ttft_q[2] << "]";
+    os << "\nfit_samples = " << m.fit_samples << "\nfit_accuracy = " << m.fit_accuracy << "\n";
   }
   return os.str();
 }

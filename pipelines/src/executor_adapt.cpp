@@ -19,6 +19,7 @@ LoadSignals ExecutorImpl::load_now() const {
     // waiting or running. Exact at any time, where the snapshot above lags until the next step.
     std::lock_guard<std::mutex> lk(mu_);
     l.ahead = std::max(0, static_cast<int>(live_names_.size()) - 1);
+    for (const auto& [sid, w] : adapt_work_) l.work_ahead_tokens += w;
   }
   l.max_batch_tokens = batch_tokens_;
   return l;
@@ -40,10 +41,32 @@ void ExecutorImpl::adapt_run(Run& r, const std::vector<ContextDoc>* hits) {
   } else {
     q.question_tokens = static_cast<int>(question.size());
   }
+  q.history = adapt_history_.signals(r.rr.tenant, spec.name);
   const LoadSignals load = load_now();
   const AdaptChoice c = choose_adapt(a, *r.res.adapt, q, load);
   apply_adapt_choice(r.res, a.candidates[c.index]);
   r.usage.adapt = adapt_report(a, spec.name, *r.res.adapt, c, q, load);
+  {
+    // Its work is ahead of every run chosen after it, until its first token.
+    std::lock_guard<std::mutex> lk(mu_);
+    adapt_work_[r.sid] = c.chosen().work_tokens;
+  }
+}
+
+void ExecutorImpl::adapt_reranked(const Run& r, bool kept_first) {
+  adapt_history_.record_rerank(r.rr.tenant, r.usage.adapt->pipeline, kept_first);
+}
+
+void ExecutorImpl::adapt_first_token(const Run& r, Clock::time_point now) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    adapt_work_.erase(r.sid);
+  }
+  const AdaptReport& a = *r.usage.adapt;
+  double predicted = 0;
+  for (const auto& [name, e] : a.estimates)
+    if (name == a.choice) predicted = e.ttft_q_ms;
+  adapt_history_.record_ttft(r.rr.tenant, a.pipeline, ms_between(r.t_submit, now), predicted, a.ttft_quantile);
 }
 
 }  // namespace ragd::pipelines

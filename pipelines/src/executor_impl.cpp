@@ -118,7 +118,8 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     ++pending_;
   }
   if (r->res.adapt && r->res.iterative) {
-    r->rr.query = req.query;  // adapt_run reads the question (r->rr is filled below)
+    r->rr.query = req.query;  // adapt_run reads the question and tenant (r->rr is filled below)
+    r->rr.tenant = req.tenant;
     adapt_run(*r, nullptr);  // iterative: before any search, on the question and the load
   }
   if (r->res.iterative)
@@ -134,6 +135,7 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     std::lock_guard<std::mutex> lk(mu_);
     --pending_;
     live_names_.erase(back->rr.id);
+    adapt_work_.erase(back->sid);
     return Status::ResourceExhausted("executor retrieval queue is full");
   }
   return Status::OK();
@@ -201,6 +203,8 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         ctx = std::move(o.hits);
         if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();
+          const bool had_first = !ctx.empty();
+          const uint64_t first_chunk = had_first ? ctx.front().source.chunk_id : 0;  // the retriever's first
           const std::string& rm = r->res.spec->rerank_model;
           PassageReranker* rr = reranker_.get();
           if (!rm.empty()) {
@@ -213,6 +217,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
                                                       (rm.empty() ? std::string() : " for " + rm));
           r->timings.rerank_ms = ms_between(tr, Clock::now());
           if (!rs.ok()) r->set_failure("rerank", rs);
+          else if (r->usage.adapt) adapt_reranked(*r, had_first && !ctx.empty() && ctx.front().source.chunk_id == first_chunk);
         }
       }
     }
@@ -621,7 +626,10 @@ std::string ExecutorImpl::on_sampled(Run& r, std::span<const float> logits,
     s.advance(logits);
   }
   r.usage.completion_tokens = s.generated();
-  if (s.generated() == 1) r.t_first = now;
+  if (s.generated() == 1) {
+    if (r.usage.adapt && r.t_first == Clock::time_point{}) adapt_first_token(r, now);  // once, not after a rollback
+    r.t_first = now;
+  }
   r.t_last = now;
   const bool keep = s.release([&](const RunEvent& ev) { return r.sink(ev); });
   if (!s.finish_reason().empty()) return s.finish_reason();
@@ -685,6 +693,7 @@ void ExecutorImpl::drop_run(Run& r) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     live_names_.erase(r.rr.id);
+    adapt_work_.erase(r.sid);
   }
   runs_.erase(r.sid);
 }
@@ -758,6 +767,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
 void ExecutorImpl::forget_name(const Run& r) {
   std::lock_guard<std::mutex> lk(mu_);
   live_names_.erase(r.rr.id);
+  adapt_work_.erase(r.sid);
 }
 
 void ExecutorImpl::fail(uint64_t sid, const Status& st) {

@@ -44,6 +44,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/kvstore/engine_io.h"
 #include "ragd/kvstore/kv_store.h"
+#include "ragd/pipelines/adapt_history.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/run_params.h"
@@ -152,6 +153,11 @@ class ExecutorImpl final : public Executor,
   // and reported in r.usage.adapt.
   LoadSignals load_now() const;
   void adapt_run(Run& r, const std::vector<ContextDoc>* hits);
+  // Retrieval pool: an adaptive run reranked; `kept_first`: it kept the retriever's first passage.
+  void adapt_reranked(const Run& r, bool kept_first);
+  // Scheduler thread: an adaptive run's first token (its work leaves the work ahead; its TTFT goes
+  // into the tenant's history).
+  void adapt_first_token(const Run& r, Clock::time_point now);
   // SpeculativePrefill::RunLoop and IterativeRag::RunLoop, scheduler thread: what the speculative
   // prefill and iterative RAG units ask of a run (hold, rebuild_prompt, fail and finish serve both).
   void hold(uint64_t sid, bool on) override;
@@ -260,6 +266,10 @@ class ExecutorImpl final : public Executor,
   std::deque<SpeculativePrefill::Candidate> candidates_;  // guarded by mu_: speculative prefill stages
   std::vector<std::string> cancels_;            // guarded by mu_
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
+  // guarded by mu_: adaptive runs chosen and before their first token, by sid: the prefill and
+  // reranking tokens each still has (adapt_work_tokens; LoadSignals::work_ahead_tokens sums them).
+  std::unordered_map<uint64_t, double> adapt_work_;
+  AdaptHistory adapt_history_;  // thread-safe: per tenant and pipeline record of adaptive runs
   int pending_ = 0;                             // guarded by mu_: submitted, not yet in inbox
   bool load_done_ = false;                      // guarded by mu_: a KV load finished
   bool copies_done_ = false;                    // guarded by mu_: a pool-to-DRAM copy finished

@@ -97,6 +97,19 @@ TEST_F(AdaptExecutorTest, RunsReportTheirChoiceAndUseItsPassages) {
   // Plain pipelines report nothing.
   RunOutput plain = run(*rt.executor, "none", q);
   EXPECT_FALSE(plain.usage.adapt.has_value());
+  // The history of this tenant on "adapt": the five runs above reached their first token, one
+  // reranked; nothing is in flight, so no work is queued ahead. No quantile model: scale 1.
+  RunOutput later = run(*rt.executor, "adapt", q);
+  const AdaptHistorySignals& h = later.usage.adapt->signals.history;
+  EXPECT_EQ(h.runs, 5);
+  EXPECT_EQ(h.reranked, 1);
+  EXPECT_TRUE(h.rerank_agreement == 0.0 || h.rerank_agreement == 1.0) << h.rerank_agreement;
+  EXPECT_DOUBLE_EQ(h.ttft_scale, 1.0);
+  EXPECT_EQ(later.usage.adapt->load.work_ahead_tokens, 0.0);
+  EXPECT_GT(later.usage.adapt->estimates[0].second.work_tokens, 0.0);
+  // Another tenant has no history.
+  RunOutput other = run(*rt.executor, "adapt", q, 4, [](RunRequest& r) { r.tenant = "other"; });
+  EXPECT_EQ(other.usage.adapt->signals.history.runs, 0);
   close(rt);
   fs::remove_all(data);
 }
@@ -195,6 +208,18 @@ TEST_F(AdaptExecutorTest, RunsAheadTurnTheChoiceToTheCheapCandidate) {
     }
   }
   EXPECT_GT(saw_load, 0) << "eight runs submitted at once, none saw another in flight";
+  // The work queued ahead is the chosen candidates' work of runs not yet at their first token: at
+  // most one "wide" run's per run ahead, and all of it gone once they are done.
+  double max_work = 0;
+  for (auto& o : outs)
+    for (const auto& [n, e] : o.usage.adapt->estimates) max_work = std::max(max_work, e.work_tokens);
+  for (auto& o : outs) {
+    const LoadSignals& l = o.usage.adapt->load;
+    EXPECT_LE(l.work_ahead_tokens, l.ahead * max_work + 1e-9) << "ahead " << l.ahead;
+  }
+  RunOutput after = run(*rt.executor, "adapt-load", "castle knight tower");
+  EXPECT_EQ(after.usage.adapt->load.ahead, 0);
+  EXPECT_EQ(after.usage.adapt->load.work_ahead_tokens, 0.0);
   close(rt);
   fs::remove_all(data);
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
+#include <vector>
 
 namespace ragd::tools {
 
@@ -46,7 +48,183 @@ std::array<double, kN + 1> solve(std::array<std::array<double, kN + 1>, kN + 1> 
   return x;
 }
 
+// Solves A x = b for a small dense A (Gaussian elimination with partial pivoting); a column
+// without a pivot gets 0.
+std::vector<double> solve_dense(std::vector<std::vector<double>> a, std::vector<double> b) {
+  const size_t n = b.size();
+  for (size_t c = 0; c < n; ++c) {
+    size_t piv = c;
+    for (size_t r = c + 1; r < n; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+    std::swap(a[c], a[piv]);
+    std::swap(b[c], b[piv]);
+    if (std::abs(a[c][c]) < 1e-12) continue;
+    for (size_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  std::vector<double> x(n, 0.0);
+  for (size_t i = 0; i < n; ++i) x[i] = std::abs(a[i][i]) < 1e-12 ? 0 : b[i] / a[i][i];
+  return x;
+}
+
+constexpr int kQuantileIters = 500;  // MM steps per smoothing level
+
 }  // namespace
+
+double predict_ttft_quantile(const std::array<double, 3>& m, const FitSample& s) {
+  return m[0] + m[1] * s.ahead + m[2] * s.work_ahead / 1000.0;
+}
+
+double pinball_loss(const std::vector<double>& y, const std::vector<double>& pred, double quantile) {
+  double l = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double r = y[i] - pred[i];
+    l += r >= 0 ? quantile * r : (quantile - 1) * r;
+  }
+  return y.empty() ? 0 : l / static_cast<double>(y.size());
+}
+
+QuantileFit fit_ttft_quantile(const std::vector<std::vector<FitSample>>& samples, double quantile) {
+  QuantileFit out;
+  out.quantile = quantile;
+  const size_t nc = samples.size();
+  out.models.assign(nc, {0, 0, 0});
+  out.coverage.assign(nc, 0);
+  // Rows: (candidate, ahead, work ahead / 1000, ttft).
+  struct Row {
+    size_t c;
+    double x[2], y;
+  };
+  std::vector<Row> rows;
+  for (size_t c = 0; c < nc; ++c)
+    for (const auto& s : samples[c]) rows.push_back({c, {static_cast<double>(s.ahead), s.work_ahead / 1000.0}, s.ttft_ms});
+  if (rows.empty()) return out;
+  std::array<bool, 2> use = {true, true};
+  // A slope whose column does not vary cannot be fitted.
+  for (size_t j = 0; j < 2; ++j) {
+    double lo = rows[0].x[j], hi = rows[0].x[j];
+    for (const auto& r : rows) lo = std::min(lo, r.x[j]), hi = std::max(hi, r.x[j]);
+    use[j] = hi - lo > 1e-9;
+  }
+  std::vector<double> beta;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<size_t> slope_col(2, SIZE_MAX);
+    size_t p = nc;
+    for (size_t j = 0; j < 2; ++j)
+      if (use[j]) slope_col[j] = p++;
+    auto features = [&](const Row& r) {
+      std::vector<double> f(p, 0.0);
+      f[r.c] = 1;
+      for (size_t j = 0; j < 2; ++j)
+        if (use[j]) f[slope_col[j]] = r.x[j];
+      return f;
+    };
+    auto step = [&](const std::vector<double>* b, double eps) {  // null: ordinary least squares (the start)
+      std::vector<std::vector<double>> a(p, std::vector<double>(p, 0.0));
+      std::vector<double> rhs(p, 0.0);
+      for (const auto& r : rows) {
+        const auto f = features(r);
+        double w = 1, lin = 0;
+        if (b) {
+          double pred = 0;
+          for (size_t k = 0; k < p; ++k) pred += (*b)[k] * f[k];
+          w = 1.0 / (eps + std::abs(r.y - pred));
+          lin = 2 * quantile - 1;
+        }
+        for (size_t i = 0; i < p; ++i) {
+          rhs[i] += (w * r.y + lin) * f[i];
+          for (size_t k = 0; k < p; ++k) a[i][k] += w * f[i] * f[k];
+        }
+      }
+      for (size_t i = 0; i < p; ++i) a[i][i] += 1e-9;  // an unused candidate's empty row
+      return solve_dense(std::move(a), std::move(rhs));
+    };
+    beta = step(nullptr, 0);
+    // The smoothing shrinks as the fit converges: a coarse one moves fast, a fine one lands on the
+    // pinball loss's own minimum.
+    for (double eps : {1.0, 1e-2, 1e-4, 1e-6})
+      for (int it = 0; it < kQuantileIters; ++it) {
+        std::vector<double> next = step(&beta, eps);
+        double change = 0, size = 1;
+        for (size_t k = 0; k < p; ++k)
+          change = std::max(change, std::abs(next[k] - beta[k])), size = std::max(size, std::abs(next[k]));
+        beta = std::move(next);
+        if (change < 1e-9 * size) break;
+      }
+    // The minimum of the pinball loss lies where p residuals are 0 (a vertex of its linear
+    // program): snap to the one through the p points nearest the smoothed fit, when that is better.
+    {
+      auto loss_of = [&](const std::vector<double>& b) {
+        double l = 0;
+        for (const auto& r : rows) {
+          const auto f = features(r);
+          double pred = 0;
+          for (size_t k = 0; k < p; ++k) pred += b[k] * f[k];
+          const double res = r.y - pred;
+          l += res >= 0 ? quantile * res : (quantile - 1) * res;
+        }
+        return l;
+      };
+      std::vector<std::pair<double, size_t>> near;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const auto f = features(rows[i]);
+        double pred = 0;
+        for (size_t k = 0; k < p; ++k) pred += beta[k] * f[k];
+        near.emplace_back(std::abs(rows[i].y - pred), i);
+      }
+      std::sort(near.begin(), near.end());
+      // Greedily the nearest rows that are linearly independent (kept in reduced form in `basis`).
+      std::vector<std::vector<double>> basis, a;
+      std::vector<double> rhs;
+      for (const auto& [d, i] : near) {
+        if (a.size() == p) break;
+        std::vector<double> v = features(rows[i]);
+        for (const auto& bv : basis) {
+          size_t lead = 0;
+          while (lead < p && std::abs(bv[lead]) < 1e-12) ++lead;
+          const double f = v[lead] / bv[lead];
+          for (size_t k = 0; k < p; ++k) v[k] -= f * bv[k];
+        }
+        double mx = 0;
+        for (double x : v) mx = std::max(mx, std::abs(x));
+        if (mx < 1e-9) continue;
+        basis.push_back(v);
+        a.push_back(features(rows[i]));
+        rhs.push_back(rows[i].y);
+      }
+      if (a.size() == p) {
+        std::vector<double> vertex = solve_dense(a, rhs);
+        if (loss_of(vertex) <= loss_of(beta)) beta = std::move(vertex);
+      }
+    }
+    bool refit = false;
+    for (size_t j = 0; j < 2; ++j)
+      if (use[j] && beta[slope_col[j]] < 0) use[j] = false, refit = true;
+    for (size_t c = 0; c < nc; ++c) {
+      out.models[c] = {beta[c], 0, 0};
+      for (size_t j = 0; j < 2; ++j)
+        if (use[j] && slope_col[j] != SIZE_MAX && !refit) out.models[c][j + 1] = beta[slope_col[j]];
+    }
+    if (!refit) break;
+  }
+  std::vector<double> y, pred;
+  for (size_t c = 0; c < nc; ++c) {
+    int under = 0;
+    for (const auto& s : samples[c]) {
+      const double q = predict_ttft_quantile(out.models[c], s);
+      under += s.ttft_ms <= q + 1e-9;
+      y.push_back(s.ttft_ms);
+      pred.push_back(q);
+    }
+    out.coverage[c] = samples[c].empty() ? 0 : static_cast<double>(under) / static_cast<double>(samples[c].size());
+  }
+  out.loss = pinball_loss(y, pred, quantile);
+  return out;
+}
 
 double auc(const std::vector<double>& score, const std::vector<bool>& right) {
   std::vector<size_t> idx(score.size());

@@ -5,14 +5,15 @@
 //               [--top-k K] [--max-tokens 16] [--limit N] [--json FILE]
 //               [--pipelines DIR] [--overlap none,piperag,speculative,both] [--retrieval-interval N]
 //               [--concurrency N] [--adapt auto,NAME,...] [--adapt-objective O] [--slo-ttft-ms MS]
-//               [--fit-adapt [--fit-out FILE] [--fit-concurrency 1,16]]
+//               [--fit-adapt [--fit-out FILE] [--fit-concurrency 1,4,16] [--fit-ttft-quantile 0.99]]
 //
 // --concurrency N keeps N questions in flight (N clients): accuracy and latency under load in one
 // run (TTFT p50 / p99 beside exact match). --adapt runs an adaptive pipeline ([adapt]) once per
 // entry: `auto` lets its policy choose per question, a candidate's name forces that configuration.
 // --fit-adapt fits the adaptive pipeline's profile (eval_adapt_fit.cpp): every candidate answers
 // every question, then per candidate a model of a right answer over the query signals and of TTFT
-// over the load; written beside the spec (--pipelines DIR/<spec stem>.profile) or to --fit-out.
+// over the load (a mean, and a quantile, p99 by default, which an SLO bounds); written beside the
+// spec (--pipelines DIR/<spec stem>.profile) or to --fit-out.
 //
 // --overlap runs every reuse mode once per overlap mode of an iterative pipeline (retrieval during
 // generation, --pipelines names the directory of its spec in local mode): PipeRAG's stale query
@@ -143,6 +144,7 @@ struct Args {
   double slo_ttft_ms = 0;              // adaptive pipelines: TTFT target override (0 = the pipeline's)
   bool fit_adapt = false;
   std::string fit_out, fit_concurrency;  // --fit-adapt: the profile's file; load levels ("1,16")
+  double fit_ttft_quantile = 0.99;       // --fit-adapt: the TTFT quantile fitted (0 = none)
   engine::WeightFormat weights = pipelines::RuntimeOptions{}.weights;  // weights in memory (local mode)
   kernels::KvDtype kv_dtype = pipelines::RuntimeOptions{}.kv_dtype;    // KV pool storage (local mode)
   bool no_blend_check = false;
@@ -268,6 +270,7 @@ class HttpRunner final : public EvalRunner {
       for (size_t i = 0; i < pipelines::kNumAdaptSignals; ++i)
         x.signals[i] = jnum(adapt, ("/signals/" + std::string(pipelines::kAdaptSignalNames[i])).c_str());
       x.ahead = static_cast<int>(jnum(adapt, "/load/ahead"));
+      x.work_ahead = jnum(adapt, "/load/work_ahead_tokens");
       ans.adapt = std::move(x);
     }
     return ans;
@@ -384,6 +387,11 @@ int run_eval(const Args& a) {
       fit_levels.push_back(static_cast<int>(v));
     }
   }
+  if (a.fit_adapt && !(a.fit_ttft_quantile >= 0 && a.fit_ttft_quantile < 1)) {
+    std::fprintf(stderr, "ragctl eval: --fit-ttft-quantile must be in [0, 1) (0 = no quantile model), got %g\n",
+                 a.fit_ttft_quantile);
+    return 2;
+  }
   int max_workers = a.concurrency;
   for (int l : fit_levels) max_workers = std::max(max_workers, l);
   // One runner per worker over HTTP; in local mode one runtime serves every worker.
@@ -415,6 +423,7 @@ int run_eval(const Args& a) {
     f.pipelines_dir = a.pipelines_dir;
     f.out = a.fit_out;
     f.levels = fit_levels;
+    f.ttft_quantile = a.fit_ttft_quantile;
     return run_fit_adapt(f, *qs, [&](const std::string& candidate, int concurrency) {
       EvalMode m = modes.front();
       m.adapt = candidate;
@@ -549,6 +558,10 @@ Registration reg("eval", "answer accuracy (exact match, F1) of a pipeline on que
                                   "--fit-adapt: comma-separated load levels (clients) every candidate runs at; the "
                                   "TTFT model is fitted over all of them, the quality model on the first (default: "
                                   "--concurrency)");
+                   sub.add_option("--fit-ttft-quantile", a->fit_ttft_quantile,
+                                  "--fit-adapt: the TTFT quantile the profile predicts under load, which the SLO "
+                                  "bounds (0 = none: the mean)")
+                       ->capture_default_str();
                    sub.add_flag("--no-blend-check", a->no_blend_check,
                                 "local mode: use cacheblend / epic whatever the reuse self-check says (raw approximate accuracy)");
                    return [a]() { return run_eval(*a); };

@@ -76,6 +76,7 @@ int run_fit_adapt(const FitAdaptArgs& args, const std::vector<EvalQuestion>& qs,
       s.right = exact_match(ans->text, qs[i].answer);
       s.ttft_ms = ans->ttft_ms;
       s.ahead = ans->adapt->ahead;
+      s.work_ahead = ans->adapt->work_ahead;
       if (li == 0) samples[c][i] = s;
       timing[c].push_back(s);
       right += s.right;
@@ -109,6 +110,37 @@ int run_fit_adapt(const FitAdaptArgs& args, const std::vector<EvalQuestion>& qs,
                 100 * f.model.fit_accuracy, f.model.ttft_idle_ms, f.model.ttft_per_run_ms, f.log_loss, f.base_log_loss);
     for (const auto& r : f.signals) std::printf(" %+9.2f / %6.3f", r.weight, r.auc);
     std::printf("\n");
+  }
+  // The TTFT quantile model, over every level's answers of every candidate.
+  if (args.ttft_quantile > 0) {
+    const QuantileFit qf = fit_ttft_quantile(timing, args.ttft_quantile);
+    fitted.profile.ttft_quantile = args.ttft_quantile;
+    std::printf("\nTTFT quantile %.3g under load (linear quantile regression over the %zu levels): ms + per run "
+                "ahead + per 1000 tokens of work ahead;\nin-sample coverage (fraction at or under the prediction) "
+                "and, per level, the observed and the mean predicted quantile\n",
+                args.ttft_quantile, args.levels.size());
+    for (size_t c = 0; c < nc; ++c) {
+      pipelines::AdaptModel& m = fitted.profile.models[a.candidates[c].name];
+      m.ttft_q = qf.models[c];
+      m.has_ttft_q = true;
+      std::string per_level;
+      for (int level : args.levels) {
+        // timing[c] holds the levels in order, one block of answered questions each.
+        std::vector<double> obs;
+        double pred = 0;
+        size_t i0 = 0;
+        for (size_t li = 0; li < args.levels.size() && args.levels[li] != level; ++li) i0 += nq;
+        for (size_t i = i0; i < std::min(i0 + nq, timing[c].size()); ++i) {
+          obs.push_back(timing[c][i].ttft_ms);
+          pred += predict_ttft_quantile(m.ttft_q, timing[c][i]);
+        }
+        if (!obs.empty())
+          per_level += fmt::format("  {}: {:.0f} / {:.0f}", level, percentile(obs, 100 * args.ttft_quantile),
+                                   pred / static_cast<double>(obs.size()));
+      }
+      std::printf("  %-16s %7.1f %+7.2f %+7.2f  coverage %5.1f%%%s\n", a.candidates[c].name.c_str(), m.ttft_q[0],
+                  m.ttft_q[1], m.ttft_q[2], 100 * qf.coverage[c], per_level.c_str());
+    }
   }
   // What the policy would choose on these questions with nothing ahead, scored by the answers each
   // candidate actually gave (in-sample: the profile was fitted on them).

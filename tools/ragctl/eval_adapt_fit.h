@@ -21,6 +21,9 @@ struct FitAdaptArgs {
   std::string pipelines_dir;  // where its spec is (required); the profile goes beside it
   std::string out;            // "" = <pipelines_dir>/<spec stem>.profile
   std::vector<int> levels = {1};  // clients every candidate runs at (TTFT over all, quality on the first)
+  // The TTFT quantile the profile's quantile model predicts (0..1; 0 = none: the SLO is then
+  // checked against the mean model), fitted on every level's answers.
+  double ttft_quantile = 0.99;
 };
 
 // Answers of every question with the named candidate forced, `concurrency` in flight, in question order.

@@ -13,6 +13,7 @@ EvalAdapt adapt_answer(const pipelines::AdaptReport& r) {
   a.reason = r.reason;
   a.signals = r.signals.features();
   a.ahead = r.load.ahead;
+  a.work_ahead = r.load.work_ahead_tokens;
   return a;
 }
 

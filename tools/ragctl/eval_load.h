@@ -23,6 +23,7 @@ struct EvalAdapt {
   std::string choice, reason;
   std::array<double, pipelines::kNumAdaptSignals> signals{};  // QuerySignals::features() order
   int ahead = 0;
+  double work_ahead = 0;  // usage.adapt.load.work_ahead_tokens
 };
 EvalAdapt adapt_answer(const pipelines::AdaptReport& r);
 

@@ -6,10 +6,14 @@
 //      retriever's first passage first too, the lexical margin, the question's length;
 //   2. estimates each allowed candidate's chance of a right answer from those signals (one logistic
 //      model per candidate, fitted offline by `ragctl eval --fit-adapt`) and its time to first
-//      token from the load the scheduler reports (runs ahead, free KV blocks, the step token budget);
+//      token from the load the scheduler reports (runs ahead, the prefill and reranking work they
+//      still have, free KV blocks, the step token budget): a mean, and a high quantile (p99 by
+//      default) when the profile has the fitted quantile model;
 //   3. chooses by the objective: `quality` the best estimate; `balanced` the fastest of those within
-//      `quality_tolerance` of the best; `latency` the best of those predicted within `slo_ttft_ms`.
+//      `quality_tolerance` of the best; `latency` the best of those whose predicted TTFT quantile is
+//      within `slo_ttft_ms`.
 // With an SLO, `balanced` also keeps to it when any candidate can. When none can, the fastest one.
+// The SLO is checked against the quantile (a tail target), the mean orders candidates by speed.
 //
 // Everything here is a pure function of typed inputs: the executor gathers the signals and the
 // load (executor_adapt.cpp) and applies the choice (apply_adapt_choice, run_params.h).
@@ -57,6 +61,21 @@ inline constexpr size_t kNumAdaptSignals = 4;
 inline constexpr std::array<std::string_view, kNumAdaptSignals> kAdaptSignalNames = {
     "score_margin", "lexical_agreement", "lexical_margin", "question_tokens"};
 
+// What the pipeline's recent runs for this tenant showed (AdaptHistory, adapt_history.h): part of the
+// per-query profile, reported in usage.adapt. Zero counts: no history yet.
+struct AdaptHistorySignals {
+  int64_t runs = 0;      // runs of this tenant and pipeline recorded (first token seen)
+  int64_t reranked = 0;  // runs that reranked their passages
+  // Of the reranked runs, the fraction whose kept passage was the retriever's first: then the
+  // one-passage candidate's prompt, and so its greedy answer, would have been the same. 0 when none.
+  double rerank_agreement = 0;
+  // Recent runs whose TTFT exceeded their predicted quantile (exponentially weighted, 0..1), and
+  // the correction the policy multiplies predicted quantiles by (>= 1; 1 = calibrated or off):
+  // raised after each exceedance, lowered slowly while TTFTs stay under (adaptive calibration).
+  double ttft_exceed_rate = 0;
+  double ttft_scale = 1;
+};
+
 struct QuerySignals {
   bool retrieved = false;     // false: chosen before any search (iterative pipelines); the
                               // retrieval signals are then 0
@@ -65,6 +84,7 @@ struct QuerySignals {
   double lexical_margin = 0;  // lexical overlap of its best passage minus its second (0..1)
   int question_tokens = 0;
   double passage_tokens = 0;  // mean tokens per retrieved passage (prompt size estimate)
+  AdaptHistorySignals history;  // this tenant's and pipeline's recent runs (not a fitted feature)
   std::array<double, kNumAdaptSignals> features() const {
     return {score_margin, lexical_agreement, lexical_margin, static_cast<double>(question_tokens)};
   }
@@ -77,6 +97,9 @@ struct LoadSignals {
   int64_t free_blocks = -1;   // free engine KV blocks (-1 = unknown: not checked)
   int block_size = 16;        // tokens per KV block
   int max_batch_tokens = 512; // tokens the scheduler feeds per step
+  // Prefill and reranking tokens the adaptive runs ahead still have before their first token
+  // (adapt_work_tokens of each one's chosen candidate), the queued work behind which this run waits.
+  double work_ahead_tokens = 0;
 };
 
 // One candidate's fitted model (ragctl eval --fit-adapt).
@@ -86,6 +109,10 @@ struct AdaptModel {
   std::array<double, kNumAdaptSignals + 1> quality{};
   double ttft_idle_ms = 0;     // time to first token with nothing ahead
   double ttft_per_run_ms = 0;  // added per run ahead
+  // The TTFT quantile (AdaptProfile::ttft_quantile) under load: ttft_q[0] + ttft_q[1] * runs ahead
+  // + ttft_q[2] * (work ahead / 1000 tokens), in ms; set only when has_ttft_q.
+  std::array<double, 3> ttft_q{};
+  bool has_ttft_q = false;
   int fit_samples = 0;         // questions it was fitted on
   double fit_accuracy = 0;     // their exact match
 };
@@ -95,6 +122,9 @@ struct AdaptModel {
 struct AdaptProfile {
   std::map<std::string, AdaptModel> models;
   std::string source;  // what it was fitted on (informational)
+  // The quantile (0..1, e.g. 0.99) every model's ttft_q predicts; 0 = none (profiles fitted before
+  // the quantile model: the SLO is then checked against the mean).
+  double ttft_quantile = 0;
 };
 // Parses a profile file; InvalidArgument naming the file and the key.
 Result<AdaptProfile> parse_adapt_profile(std::string_view toml_text, std::string_view source_name);
@@ -124,7 +154,9 @@ struct AdaptGoal {
 struct AdaptEstimate {
   size_t index = 0;          // into AdaptSpec::candidates
   double quality = 0;        // P(right answer)
-  double ttft_ms = 0;        // predicted under the current load
+  double ttft_ms = 0;        // predicted mean under the current load
+  double ttft_q_ms = 0;      // predicted TTFT quantile (the profile's ttft_quantile; the mean without one)
+  double work_tokens = 0;    // prefill and reranking tokens before its first token (adapt_work_tokens)
   bool fits_kv = true;       // its prompt fits the free KV blocks now
   bool fitted = false;       // from the fitted profile (false: the candidate's priors)
 };
@@ -144,6 +176,7 @@ struct AdaptReport {
   std::string reason;     // AdaptChoice::reason
   std::string objective;  // the objective the run used
   double slo_ttft_ms = 0;
+  double ttft_quantile = 0;  // what ttft_q_ms predicts (0: the mean, no quantile model)
   QuerySignals signals;
   LoadSignals load;
   // Every allowed candidate's estimate, with its name.
@@ -151,6 +184,11 @@ struct AdaptReport {
 };
 AdaptReport adapt_report(const AdaptSpec& spec, std::string pipeline, const AdaptGoal& goal, const AdaptChoice& choice,
                          const QuerySignals& q, const LoadSignals& load);
+
+// Tokens a run of candidate `c` computes before its first token: the prompt's prefill and, when it
+// reranks, one scoring pass per reranked passage (question and passage). Estimated from the
+// query's signals (mean passage length); the unit of LoadSignals::work_ahead_tokens.
+double adapt_work_tokens(const AdaptCandidate& c, const QuerySignals& q);
 
 // The model a candidate is estimated with: its fitted one, else one made from its priors.
 AdaptModel adapt_model(const AdaptSpec& spec, size_t index, bool* fitted = nullptr);
