@@ -55,7 +55,9 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
                     {"retrieval_s", &out->retrieval_s, true},           {"network_s", &out->network_s, true},
                     {"dram_bytes_per_s", &out->dram_bytes_per_s, false}, {"ssd_bytes_per_s", &out->ssd_bytes_per_s, false},
                     {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},
-                    {"remote_latency_s", &out->remote_latency_s, true}};
+                    {"remote_latency_s", &out->remote_latency_s, true},
+                    {"publish_s_per_byte", &out->publish_s_per_byte, true},
+                    {"wake_s", &out->wake_s, true},                     {"wake_after_s", &out->wake_after_s, true}};
   for (auto [key, value] : obj) {
     if (key == "dense_model") {
       std::string_view v;

@@ -38,6 +38,7 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
   ++queued_;
   const SimRequest& r = reqs_[i];
   if (!r.retrieval) {  // a plain prompt: no retrieval, nothing to look up
+    host_.advance(now);
     host_.lookup(r, now);
     add(i, 0, now, q);
     return true;
@@ -51,6 +52,7 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
 }
 
 void Replica::on_retrieval_done(size_t i, double now, EventQueue& q) {
+  host_.advance(now);  // copies finished by now are in their tier
   const LookupOutcome lo = host_.lookup(reqs_[i], now);
   recs_[i].kv_load_ms = (lo.ready_s - now) * 1e3;
   if (lo.ready_s > now) {
@@ -91,15 +93,21 @@ double Replica::step_seconds(const pipelines::StepPlan& plan) {
 }
 
 void Replica::start_step(double now, EventQueue& q) {
+  host_.advance(now);
   plan_ = sched_.schedule(host_);
   if (plan_.items.empty()) {
+    if (stepping_) idle_since_ = now;
     stepping_ = false;
     host_.take_transfer_s();
+    host_.engine_idle(now);
     return;
   }
+  const bool woke = !stepping_ && now - idle_since_ >= cost_.serving.wake_after_s;
   stepping_ = true;
   ++steps_;
-  const double dt = step_seconds(plan_);
+  host_.engine_busy(now);
+  // The copy that was running when the engine woke up shares the cores with this step.
+  const double dt = step_seconds(plan_) + host_.take_background_s() + (woke ? cost_.serving.wake_s : 0.0);
   for (const pipelines::BatchItem& it : plan_.items) {
     host_.reserve(it.id, it.start + it.n);
     LiveRequest& l = live_[req_index(it.id)];

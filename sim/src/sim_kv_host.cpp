@@ -1,6 +1,7 @@
 #include "ragd/sim/sim_kv_host.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "ragd/common/check.h"
@@ -30,14 +31,19 @@ struct SimKvHost::Run {
   int begin(size_t i) const { return i == 0 ? 0 : ends[i - 1]; }
 };
 
-// The pool's side of the HBM tier: copies are accounted by the tier observer, so nothing to do.
+// The pool's side of the HBM tier: copies are accounted by the tier observer; a demotion gathers
+// the node from the pool on the scheduler thread (costed by the host).
 class SimKvHost::Pool final : public kvstore::PoolTier {
  public:
-  explicit Pool(const kvstore::SegmentRef* host_copy) : host_copy_(host_copy) {}
-  kvstore::SegmentRef export_segment(const kvstore::TreeNodeInfo&, const kvstore::PoolCopy&) override { return *host_copy_; }
+  Pool(SimKvHost* host, const kvstore::SegmentRef* host_copy) : host_(host), host_copy_(host_copy) {}
+  kvstore::SegmentRef export_segment(const kvstore::TreeNodeInfo& n, const kvstore::PoolCopy&) override {
+    host_->on_export(n.bytes);
+    return *host_copy_;
+  }
   void release(kvstore::PoolCopy&) override {}
 
  private:
+  SimKvHost* host_;
   const kvstore::SegmentRef* host_copy_;
 };
 
@@ -71,7 +77,7 @@ SimKvHost::SimKvHost(const KvHostOptions& opts, const CostModel& cost, SharedRem
     : opts_(opts), cost_(cost), remote_(remote) {
   block_bytes_ = static_cast<uint64_t>(cost_.shape.kv_bytes_per_token() * opts_.block_size);
   host_copy_ = make_host_copy();
-  pool_ = std::make_unique<Pool>(&host_copy_);
+  pool_ = std::make_unique<Pool>(this, &host_copy_);
   kvstore::TreeOptions to;
   const uint64_t pool_bytes = static_cast<uint64_t>(opts_.pool_blocks) * block_bytes_;
   to.capacity = {opts_.hbm_cache ? (opts_.hbm_bytes ? std::min(opts_.hbm_bytes, pool_bytes) : pool_bytes) : 0,
@@ -313,17 +319,105 @@ void SimKvHost::publish(uint64_t id) {
   Run& r = run(id);
   r.published = true;
   std::vector<kvstore::SsdAction> actions;
+  const bool lower = opts_.dram_bytes > 0 || opts_.ssd_bytes > 0;
   for (size_t i = r.reused_nodes; i < r.keys.size(); ++i) {
     const uint64_t bytes = static_cast<uint64_t>((r.ends[i] - r.begin(i)) * cost_.shape.kv_bytes_per_token());
+    const bool known = tree_->info(r.keys[i]).has_value();
+    const Hash128 parent = i == 0 ? r.root : r.keys[i - 1];
+    Tier placed = Tier::kSsd;
     placing_ = &r;
-    const auto out = tree_->insert_pool(i == 0 ? r.root : r.keys[i - 1], i == 0, header_of(r, i), bytes,
-                                        kvstore::PoolCopy{}, host_copy_, &actions);
+    // As KvStore::insert_pool: the node goes into the pool only; its lower-tier copy comes later.
+    auto out = tree_->insert_pool(parent, i == 0, header_of(r, i), bytes, kvstore::PoolCopy{}, nullptr, &actions, &placed);
+    bool pooled = out == kvstore::KnowledgeTree::InsertOutcome::kInserted && placed == Tier::kHbm;
+    if (out == kvstore::KnowledgeTree::InsertOutcome::kNoSpace && lower) {
+      // No room in the pool's share: the daemon's copy places it below later; here at once, its
+      // copy still costed below.
+      out = tree_->insert_pool(parent, i == 0, header_of(r, i), bytes, kvstore::PoolCopy{}, host_copy_, &actions, &placed);
+    }
     placing_ = nullptr;
     drain(actions);
     if (out == kvstore::KnowledgeTree::InsertOutcome::kParentMissing ||
         out == kvstore::KnowledgeTree::InsertOutcome::kNoSpace)
       break;
+    if (known || !lower || out != kvstore::KnowledgeTree::InsertOutcome::kInserted) continue;
+    // A copy in flight holds its blocks: under pool pressure none starts (the node is demoted when
+    // the pool evicts it), and at most copy_inflight_bytes are queued.
+    if ((pooled && 2 * (opts_.pool_blocks - used_blocks_) < opts_.pool_blocks) ||
+        copy_inflight_ + bytes > opts_.copy_inflight_bytes) {
+      pub_.copies_skipped += 1;
+      continue;
+    }
+    copy_inflight_ += bytes;
+    copy_q_.push_back(CopyJob{r.keys[i], bytes, static_cast<double>(bytes) * cost_.serving.publish_s_per_byte, pooled});
   }
+}
+
+void SimKvHost::on_export(uint64_t bytes) {
+  pub_.demotions += 1;
+  const double s = static_cast<double>(bytes) * cost_.serving.publish_s_per_byte;
+  pub_.engine_s += s;
+  transfer_s_ += s;
+}
+
+void SimKvHost::complete_copy() {
+  const CopyJob j = copy_q_.front();
+  copy_q_.pop_front();
+  head_started_ = false;
+  head_done_s_ = 0;
+  copy_inflight_ -= j.bytes;
+  pub_.copies += 1;
+  pub_.engine_s += j.work_s;
+  if (!j.promote) return;
+  // The node may have left the pool (demoted) or the tree meanwhile: then there is nothing to add.
+  const auto n = tree_->info(j.key);
+  const Tier t = opts_.dram_bytes > 0 ? Tier::kDram : Tier::kSsd;
+  if (!n || (n->tiers & kvstore::tier_bit(t))) return;
+  std::vector<kvstore::SsdAction> actions;
+  tree_->promote(j.key, t, host_copy_, &actions);
+  drain(actions);
+}
+
+void SimKvHost::advance(double now) {
+  if (engine_busy_ || now <= bg_t_) {
+    bg_t_ = std::max(bg_t_, now);
+    return;
+  }
+  while (!copy_q_.empty()) {  // the engine is idle: copies run back to back at full speed
+    head_started_ = true;
+    const double left = copy_q_.front().work_s - head_done_s_;
+    if (bg_t_ + left > now) {
+      head_done_s_ += now - bg_t_;
+      break;
+    }
+    bg_t_ += left;
+    complete_copy();
+  }
+  bg_t_ = now;
+}
+
+void SimKvHost::engine_busy(double now) {
+  advance(now);
+  engine_busy_ = true;
+}
+
+void SimKvHost::engine_idle(double now) {
+  engine_busy_ = false;
+  bg_t_ = std::max(bg_t_, now);
+}
+
+void SimKvHost::drain_copies() {
+  engine_busy_ = false;
+  advance(std::numeric_limits<double>::infinity());
+}
+
+double SimKvHost::take_background_s() {
+  double s = 0;
+  while (!copy_q_.empty() && (head_started_ || remote_)) {
+    s += copy_q_.front().work_s - head_done_s_;
+    complete_copy();
+    if (!remote_) break;
+  }
+  return s;
 }
 
 bool SimKvHost::published(uint64_t id) const { return run(id).published; }

@@ -181,7 +181,13 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
   }
   sample(res.duration_s);
   for (auto& r : reps) {
+    r->host().drain_copies();  // the copies still queued run in the idle time after the end
     res.steps += r->steps();
+    const PublishCounters& pc = r->host().publish_counters();
+    res.publish.copies += pc.copies;
+    res.publish.copies_skipped += pc.copies_skipped;
+    res.publish.demotions += pc.demotions;
+    res.publish.engine_s += pc.engine_s;
     res.scheduler.push_back(r->scheduler().stats());
     std::array<kvstore::TierCounters, 3> t{};
     for (int k = 0; k < 3; ++k) t[k] = r->host().tier(static_cast<kvstore::Tier>(k));

@@ -6,6 +6,8 @@
 #include <memory>
 #include <random>
 
+#include <simdjson.h>
+
 namespace ragd::sim {
 
 namespace {
@@ -284,6 +286,67 @@ Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+Result<std::vector<RetrievedList>> parse_retrieved_lists(std::string_view jsonl, const std::string& source) {
+  std::vector<RetrievedList> out;
+  simdjson::dom::parser parser;
+  size_t pos = 0;
+  int line_no = 0;
+  while (pos < jsonl.size()) {
+    size_t nl = jsonl.find('\n', pos);
+    if (nl == std::string_view::npos) nl = jsonl.size();
+    const std::string line(trim(jsonl.substr(pos, nl - pos)));
+    pos = nl + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    auto bad_line = [&](const std::string& why) {
+      return Status::InvalidArgument(source + ":" + std::to_string(line_no) + ": " + why);
+    };
+    simdjson::dom::element doc;
+    if (parser.parse(line).get(doc) != simdjson::SUCCESS) return bad_line("not JSON");
+    simdjson::dom::array docs;
+    if (doc["docs"].get(docs) != simdjson::SUCCESS) return bad_line("expected {\"docs\": [[id, tokens], ...]}");
+    RetrievedList list;
+    for (simdjson::dom::element e : docs) {
+      simdjson::dom::array pair;
+      int64_t id = 0, tokens = 0;
+      if (e.get(pair) != simdjson::SUCCESS || pair.size() != 2 || pair.at(0).get(id) != simdjson::SUCCESS ||
+          pair.at(1).get(tokens) != simdjson::SUCCESS || id < 0 || tokens < 1 || tokens > (1 << 24))
+        return bad_line("each document must be [id >= 0, tokens in [1, 16777216]]");
+      list.push_back({static_cast<uint64_t>(id), static_cast<int>(tokens)});
+    }
+    if (list.empty()) return bad_line("no documents");
+    out.push_back(std::move(list));
+  }
+  if (out.empty()) return Status::InvalidArgument(source + ": no retrieved lists");
+  return out;
+}
+
+Status apply_retrieved(std::vector<SimRequest>& reqs, const std::vector<RetrievedList>& lists, int prefix_tokens,
+                       int query_tokens, bool keep_prompt, bool reuse) {
+  size_t k = 0;
+  for (SimRequest& r : reqs) {
+    if (!r.retrieval) continue;
+    if (k >= lists.size())
+      return Status::InvalidArgument("retrieved lists: " + std::to_string(lists.size()) + " lists for more RAG requests");
+    std::vector<PathSegment> path;
+    if (prefix_tokens > 0) path.push_back({kPrefixDoc, prefix_tokens});
+    path.insert(path.end(), lists[k].begin(), lists[k].end());
+    ++k;
+    int tokens = 0;
+    for (const PathSegment& p : path) tokens += p.tokens;
+    if (keep_prompt) {
+      if (tokens > r.prompt_tokens)
+        return Status::InvalidArgument("retrieved lists: request " + std::to_string(r.id) + " has " +
+                                       std::to_string(r.prompt_tokens) + " prompt tokens, fewer than its path's " +
+                                       std::to_string(tokens));
+    } else {
+      r.prompt_tokens = tokens + query_tokens;
+    }
+    r.path = reuse ? std::move(path) : std::vector<PathSegment>{};
+  }
+  return Status::OK();
 }
 
 }  // namespace ragd::sim

@@ -12,7 +12,9 @@
 // `ragctl bench` renders, plus a simulation section (memory per tier over time, hit rate per tier);
 // the JSON is bench's format, so `ragctl bench-report real.json sim.json` compares the two.
 // A trace (`ragctl bench --json` output) replays its requests' prompt and answer lengths at its
-// offered rate (Poisson, seeded); it carries no document identities, so it replays plain prompts.
+// offered rate (Poisson, seeded); `--retrieved FILE` (bench/sim/retrieved.py: what the real
+// retriever returns for each request) gives a trace, or a generated workload, the documents each
+// request really retrieved, so that a replayed trace reuses KV as the daemon did.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,7 +46,7 @@ namespace ragd::tools {
 namespace {
 
 struct SimArgs {
-  std::string config, rates, model, preset, workload, sweep, out, json, emit;
+  std::string config, rates, model, preset, workload, sweep, out, json, emit, retrieved;
   std::vector<std::string> sets;
   int replicas = 0;  // 0 = keep (1)
   std::string router;
@@ -101,7 +103,8 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
 // A bench result's requests replayed: lengths from its records, each run's arrivals at its offered
 // rate as `ragctl bench --rate R --seed S` sent them (std::exponential_distribution over
 // std::mt19937_64(seed), a fresh engine per run; a closed-loop run replays at its achieved rate),
-// the runs one after the other. Every request is a retrieval without reuse (no document ids).
+// the runs one after the other. Every request is a retrieval; without --retrieved it has no
+// document ids, so nothing is reused.
 Result<std::vector<sim::SimRequest>> trace_requests(const std::string& path, uint64_t seed) {
   auto br = load_bench_result(path);
   if (!br.ok()) return br.status();
@@ -185,6 +188,14 @@ int run_simulate(const SimArgs& a) {
     if (Status st = sim::apply_key(*base, spec, *shape, kv.substr(0, eq), kv.substr(eq + 1)); !st.ok())
       return fail(Status::InvalidArgument("--set: " + st.message()));
   }
+  std::vector<sim::RetrievedList> retrieved;
+  if (!a.retrieved.empty()) {
+    auto text = read_file(a.retrieved, "--retrieved");
+    if (!text.ok()) return fail(text.status());
+    auto lists = sim::parse_retrieved_lists(*text, a.retrieved);
+    if (!lists.ok()) return fail(lists.status());
+    retrieved = std::move(lists).value();
+  }
   sim::Sweep sweep;
   if (!a.sweep.empty()) {
     auto s = sim::parse_sweep(a.sweep);
@@ -216,6 +227,10 @@ int run_simulate(const SimArgs& a) {
     o.closed_loop_clients = w.concurrency;
     Result<std::vector<sim::SimRequest>> reqs = trace.empty() ? sim::generate_requests(w) : trace_requests(trace, w.seed);
     if (!reqs.ok()) return fail(reqs.status());
+    if (!retrieved.empty())
+      if (Status st = sim::apply_retrieved(*reqs, retrieved, w.prefix_tokens, w.query_tokens, !trace.empty(), w.reuse);
+          !st.ok())
+        return fail(Status::InvalidArgument("--retrieved " + a.retrieved + ": " + st.message()));
     if (!a.emit.empty() && labels.empty()) {
       if (Status st = emit_bench_workload(*reqs, a.emit); !st.ok()) return fail(st);
       std::printf("wrote %s (%zu requests for ragctl bench --workload)\n", a.emit.c_str(), reqs->size());
@@ -239,6 +254,10 @@ int run_simulate(const SimArgs& a) {
                 run.e2e_ms.p99);
     std::printf("  simulated %.1f s of virtual time (%ld events, %ld steps) in %.2f s\n", res->duration_s, res->events,
                 res->steps, wall);
+    std::printf("  publication: %llu copies, %llu skipped, %llu demotions, %.2f s of engine time\n",
+                static_cast<unsigned long long>(res->publish.copies),
+                static_cast<unsigned long long>(res->publish.copies_skipped),
+                static_cast<unsigned long long>(res->publish.demotions), res->publish.engine_s);
     if (res->unfinished > 0)
       std::printf("  warning: %ld requests never finished: a replica could not admit its waiting requests with nothing "
                   "running (its pool held only KV pinned by waiting lookups)\n", res->unfinished);
@@ -290,6 +309,9 @@ Registration reg("simulate", "simulate a fleet in virtual time: the real schedul
                    sub.add_flag("--no-itl", a->no_itl, "do not keep inter-token gaps (long runs: less memory)");
                    sub.add_option("--emit-workload", a->emit,
                                   "also write the generated requests as a `ragctl bench --workload` JSONL file");
+                   sub.add_option("--retrieved", a->retrieved,
+                                  "what the real retriever returned per request (bench/sim/retrieved.py JSONL): "
+                                  "each request's documents and their lengths");
                    sub.add_option("--out", a->out, "HTML report");
                    sub.add_option("--json", a->json, "results as `ragctl bench --json` writes them");
                    return [a]() { return run_simulate(*a); };

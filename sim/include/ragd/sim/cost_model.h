@@ -50,6 +50,20 @@ struct ServingRates {
   double ssd_latency_s = 1e-4;        // per SSD load; default 0.1 ms
   double remote_bytes_per_s = 1.25e9; // shared remote tier (Redis) reads; default 1.25 GB/s (10 GbE)
   double remote_latency_s = 5e-4;     // per remote load; default 0.5 ms
+  // Publication: engine time lost per byte of a new knowledge-tree node's lower-tier copy (the
+  // store's copy thread gathers the node from the pool, builds the checksummed segment, inserts it
+  // in DRAM and queues its SSD write-behind; a node evicted from the pool before its copy is
+  // gathered on the scheduler thread instead). On a CPU replica this work shares the engine's
+  // cores; fitted by bench/sim/calibrate.py from a mostly-miss run. Default 0 (a GPU replica's
+  // engine does not wait for host copies).
+  double publish_s_per_byte = 0.0;
+  // Wake-up: a step that starts after the engine has been idle for at least wake_after_s costs
+  // wake_s more (the scheduler thread and the kernels' worker threads were asleep, caches cold).
+  // The threshold is far above the sub-millisecond gaps between one client's requests (so the
+  // one-client calibration runs, which fit admit_s, see none) and below the gaps of open-loop
+  // arrivals; wake_s is fitted by bench/sim/calibrate.py from an open-loop run. Default 0.
+  double wake_s = 0.0;
+  double wake_after_s = 0.005;
 };
 
 struct CostModel {

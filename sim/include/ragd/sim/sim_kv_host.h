@@ -8,16 +8,26 @@
 // when part of it must be loaded from below HBM (DRAM / SSD / the shared remote tier, on per-tier
 // channels) the matched nodes stay pinned until admission, otherwise nothing is pinned;
 // admission installs it (hits in the pool are shared, loaded nodes take blocks and are promoted
-// into the pool); after the prompt's prefill publish() inserts the newly computed nodes
-// (insert_pool, write-through DRAM, write-behind SSD and remote).
+// into the pool); after the prompt's prefill publish() inserts the newly computed nodes into the
+// pool (insert_pool, no host copy yet).
 //
-// Not modelled: SSD write bandwidth (writes complete at once), the pool-to-DRAM copy budget,
+// Publication follows KvStore::insert_pool: a new pool node's lower-tier copy (DRAM, write-behind
+// SSD, the remote tier) is made later by the store's one copy thread, which starts a copy only
+// while the engine is idle (at once with a remote tier); a copy is skipped when less than half the
+// pool is free or when copy_inflight_bytes are already queued, and such a node is gathered from the
+// pool (demoted) when the pool evicts it. Each copy or demotion costs serving.publish_s_per_byte
+// of engine time per byte: a demotion in the step that evicts, a copy in the idle time it runs in,
+// and what is left of a running copy when a step starts is added to that step (the two share the
+// cores).
+//
+// Not modelled: SSD write bandwidth (writes complete at once), the blocks a copy in flight holds,
 // CacheBlend / EPIC, chunk granularity of the prefix mode.
 //
 // Thread-safety: not thread-safe; one simulated replica owns it (single-threaded simulation).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -41,6 +51,16 @@ struct KvHostOptions {
   kvstore::EvictionPolicy eviction = kvstore::EvictionPolicy::kPgdsf;
   uint64_t swap_bytes = 512ull << 20;  // host memory for swapped-out runs
   bool tenant_isolation = false;       // a tree root per tenant (else one shared root)
+  uint64_t copy_inflight_bytes = 64ull << 20;  // pool-to-DRAM copies queued or running at once
+                                               // (kvstore Options::copy_inflight_bytes); more are skipped
+};
+
+// The store's copy thread, counted (SimResult sums them over replicas).
+struct PublishCounters {
+  uint64_t copies = 0;          // lower-tier copies of new pool nodes made
+  uint64_t copies_skipped = 0;  // skipped: pool less than half free, or copy_inflight_bytes reached
+  uint64_t demotions = 0;       // pool nodes gathered for a slower tier when evicted
+  double engine_s = 0;          // engine time they cost (publish_s_per_byte)
 };
 
 // Where a run's reused prompt tokens came from (first admission).
@@ -77,8 +97,20 @@ class SimKvHost final : public pipelines::KvHost {
   bool published(uint64_t id) const;
   // Reuse of the run's first admission.
   ReuseCounts reused(uint64_t id) const;
-  // Seconds of swap copies planned since the last call (added to the step that carries them).
+  // Seconds of swap copies and demotions planned since the last call (added to the step that
+  // carries them).
   double take_transfer_s();
+  // The copy thread's clock. advance(now): copies run over the idle time up to now (nothing starts
+  // while the engine is busy). engine_busy(now) / engine_idle(now): the replica starts a step /
+  // has nothing to step. take_background_s(): at a step's start, the rest of the copy that was
+  // running (with a remote tier: of every queued copy), completed now; the step is that much longer.
+  void advance(double now);
+  void engine_busy(double now);
+  void engine_idle(double now);
+  double take_background_s();
+  // At the end of a simulation: the queued copies run in the idle time after it.
+  void drain_copies();
+  const PublishCounters& publish_counters() const { return pub_; }
   // Forgets a finished run (after Scheduler::finish released it).
   void forget(uint64_t id);
 
@@ -105,6 +137,12 @@ class SimKvHost final : public pipelines::KvHost {
   };
   struct Run;
   class Pool;
+  struct CopyJob {
+    Hash128 key;
+    uint64_t bytes = 0;
+    double work_s = 0;
+    bool promote = true;  // false: the node was placed below the pool at once (no pool share)
+  };
 
   Run& run(uint64_t id);
   const Run& run(uint64_t id) const;
@@ -115,6 +153,8 @@ class SimKvHost final : public pipelines::KvHost {
   void drain(std::vector<kvstore::SsdAction>& actions);
   kvstore::SegmentHeader header_of(const Run& r, size_t i) const;
   void build_path(const SimRequest& req, Run& r) const;
+  void on_export(uint64_t bytes);
+  void complete_copy();
 
   KvHostOptions opts_;
   const CostModel& cost_;
@@ -133,6 +173,13 @@ class SimKvHost final : public pipelines::KvHost {
   uint64_t swap_used_ = 0;
   double transfer_s_ = 0;
   double dram_free_at_ = 0, ssd_free_at_ = 0, remote_free_at_ = 0;  // load channels
+  std::deque<CopyJob> copy_q_;   // the copy thread's queue; the front runs first
+  bool head_started_ = false;    // the front copy has started (it runs to its end)
+  double head_done_s_ = 0;       // work of the front copy done
+  double bg_t_ = 0;              // the copy thread's clock
+  bool engine_busy_ = false;
+  uint64_t copy_inflight_ = 0;   // bytes of queued and running copies
+  PublishCounters pub_;
 };
 
 }  // namespace ragd::sim

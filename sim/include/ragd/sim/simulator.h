@@ -88,6 +88,7 @@ struct SimResult {
   // Requests that never finished: a replica was left with waiting requests it could not admit and
   // nothing running (e.g. its pool full of KV pinned by waiting requests' lookups).
   long unfinished = 0;
+  PublishCounters publish;            // lower-tier copies of new nodes, over every replica
   std::vector<pipelines::SchedulerStats> scheduler;  // per replica
   std::vector<std::array<kvstore::TierCounters, 3>> tiers;  // per replica, at the end
 };

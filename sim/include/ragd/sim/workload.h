@@ -107,4 +107,18 @@ bool is_workload_key(std::string_view key);
 // The requests of a spec (validated first), in arrival order, ids 1..n.
 [[nodiscard]] Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& spec);
 
+// What a real retriever returned for each request of a workload (bench/sim/retrieved.py writes it
+// from `ragctl search` on the served corpus): one JSON object per line, {"docs": [[ID, TOKENS], ...]},
+// the documents (chunks) in prompt order with their token counts. InvalidArgument naming the line.
+using RetrievedList = std::vector<PathSegment>;
+[[nodiscard]] Result<std::vector<RetrievedList>> parse_retrieved_lists(std::string_view jsonl, const std::string& source);
+// Replaces each RAG request's documents by the retrieved list of the same index (request i takes
+// list i; there must be at least as many lists as RAG requests): the path becomes
+// [prefix (prefix_tokens, when > 0)][doc 1]..[doc n] with the listed ids and token counts. With
+// keep_prompt (a replayed trace, whose prompt lengths were measured) the prompt length stays and
+// must hold the path; otherwise it becomes path + query_tokens. With reuse false the path is
+// cleared afterwards (the documents still lengthen the prompt). Plain prompts are left alone.
+[[nodiscard]] Status apply_retrieved(std::vector<SimRequest>& reqs, const std::vector<RetrievedList>& lists,
+                                     int prefix_tokens, int query_tokens, bool keep_prompt, bool reuse);
+
 }  // namespace ragd::sim

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The real side of the simulator validation (docs/benchmarks.md, "Fleet simulator"): one workload's
+# load levels, each run twice (run 1 of every level, then run 2, so that drift shows as spread),
+# against a fresh daemon per run. Hold the build lock around it, so that the runs are quiet:
+#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|C-fcfs|C-sjf|calib|calib-load|tiny [REPEATS]
+# Results: $VAL_DIR/NAME-RUN.json (bench JSON), NAME-RUN.txt, NAME-RUN.load (load average before).
+# Environment as validate.sh (VAL_DIR, BUILD).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+V=bench/sim/validation
+group=$1 repeats=${2:-2}
+run() {  # NAME CONFIG TOPICS BENCH_ARGS...
+  local name=$1 config=$2 topics=$3
+  shift 3
+  bench/sim/validate.sh "$name-$k" "$config" "$topics" -- "$@" > /dev/null
+  echo "$name-$k $(date -u +%T) $(cat "${VAL_DIR:-/tmp/ragd-simval}/$name-$k.load")"
+}
+for k in $(seq 1 "$repeats"); do
+  case $group in
+    A)
+      run uniform-r1 $V/ragd.toml 200 --workload $V/uniform.jsonl --rate 1
+      run uniform-r2 $V/ragd.toml 200 --workload $V/uniform.jsonl --rate 2
+      run uniform-c2 $V/ragd.toml 200 --workload $V/uniform.jsonl --concurrency 2 ;;
+    B)
+      run zipf-r2 $V/ragd.toml 12 --workload $V/zipf.jsonl --rate 2
+      run zipf-r6 $V/ragd.toml 12 --workload $V/zipf.jsonl --rate 6
+      run zipf-c4 $V/ragd.toml 12 --workload $V/zipf.jsonl --concurrency 4 ;;
+    C-fcfs)
+      run mixed-fcfs-r1 $V/ragd.toml 12 --workload $V/mixed.jsonl --rate 1
+      run mixed-fcfs-r2 $V/ragd.toml 12 --workload $V/mixed.jsonl --rate 2
+      run mixed-fcfs-c2 $V/ragd.toml 12 --workload $V/mixed.jsonl --concurrency 2 ;;
+    C-sjf)
+      run mixed-sjf-r1 $V/ragd-sjf.toml 12 --workload $V/mixed.jsonl --rate 1
+      run mixed-sjf-r2 $V/ragd-sjf.toml 12 --workload $V/mixed.jsonl --rate 2 ;;
+    calib)  # calibration (bench/sim/calibrate.py): one client; mostly hits, mostly misses, the
+            # same misses without reuse (pipeline qa-none: nothing published)
+      run calib-hit $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 1
+      run calib-miss $V/ragd.toml 200 --workload $V/calib-miss.jsonl --concurrency 1
+      run calib-miss-none $V/ragd.toml 200 --workload $V/calib-miss-none.jsonl --concurrency 1 ;;
+    calib-load)  # calibration of what one client does not show: the mostly-hit requests arriving
+                 # at an idle engine (2 req/s) and batched with each other (4 clients)
+      run calib-hit-r2 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --rate 2
+      run calib-hit-c4 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 4 ;;
+    tiny)  # workload B at 10 req/s on a 64 MiB pool (overload: 429s, copies skipped)
+      run zipf-tiny-r10 $V/ragd-tiny-pool.toml 12 --workload $V/zipf.jsonl --rate 10 ;;
+    *) echo "unknown group $group" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The simulated side of the validation (docs/benchmarks.md, "Fleet simulator") and the table:
+# every row of bench/sim/real-runs.sh simulated on RATES, then bench/sim/compare.py against the
+# real runs (NAME-1.json, NAME-2.json in $VAL_DIR).
+#   bench/sim/sim-runs.sh RATES [MODEL]      (MODEL default $VAL_DIR/model)
+# Workloads A and B are generated (the same requests the real runs sent, arrivals=bench) with the
+# documents the real retriever returns for each request (--retrieved, bench/sim/retrieved.py);
+# C replays each row's first real run's prompt and answer lengths and arrival instants (qa-none:
+# nothing is reused).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BUILD:-build}/bin
+DIR=${VAL_DIR:-/tmp/ragd-simval}
+V=bench/sim/validation
+rates=$1 model=${2:-$DIR/model}
+sim() {  # NAME CONFIG ARGS...
+  local name=$1 config=$2
+  shift 2
+  "$BIN/ragctl" simulate --config "$config" --rates "$rates" --model "$model" --json "$DIR/sim-$name.json" "$@" \
+    > "$DIR/sim-$name.txt"
+}
+A=(--workload $V/uniform.txt --retrieved $V/uniform.retrieved.jsonl)
+B=(--workload $V/zipf.txt --retrieved $V/zipf.retrieved.jsonl)
+sim uniform-r1 $V/ragd.toml "${A[@]}" --set rate=1
+sim uniform-r2 $V/ragd.toml "${A[@]}" --set rate=2
+sim uniform-c2 $V/ragd.toml "${A[@]}" --set concurrency=2
+sim zipf-r2 $V/ragd.toml "${B[@]}" --set rate=2
+sim zipf-r6 $V/ragd.toml "${B[@]}" --set rate=6
+sim zipf-c4 $V/ragd.toml "${B[@]}" --set concurrency=4
+sim mixed-fcfs-r1 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-r1-1.json"
+sim mixed-fcfs-r2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-r2-1.json"
+sim mixed-fcfs-c2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-c2-1.json" --set concurrency=2
+sim mixed-sjf-r1 $V/ragd-sjf.toml --workload "trace:$DIR/mixed-sjf-r1-1.json"
+sim mixed-sjf-r2 $V/ragd-sjf.toml --workload "trace:$DIR/mixed-sjf-r2-1.json"
+rows=()
+row() { rows+=("$1" "$DIR/sim-$2.json" "$DIR/$2-1.json,$DIR/$2-2.json"); }
+row "A uniform, 1 req/s" uniform-r1
+row "A uniform, 2 req/s" uniform-r2
+row "A uniform, 2 clients" uniform-c2
+row "B Zipf(0.9), 2 req/s" zipf-r2
+row "B Zipf(0.9), 6 req/s" zipf-r6
+row "B Zipf(0.9), 4 clients" zipf-c4
+row "C mixed, fcfs, 1 req/s" mixed-fcfs-r1
+row "C mixed, fcfs, 2 req/s" mixed-fcfs-r2
+row "C mixed, fcfs, 2 clients" mixed-fcfs-c2
+row "C mixed, sjf, 1 req/s" mixed-sjf-r1
+row "C mixed, sjf, 2 req/s" mixed-sjf-r2
+python3 bench/sim/compare.py "${rows[@]}"
