@@ -424,10 +424,12 @@ int run_eval(const Args& a) {
     f.out = a.fit_out;
     f.levels = fit_levels;
     f.ttft_quantile = a.fit_ttft_quantile;
-    return run_fit_adapt(f, *qs, [&](const std::string& candidate, int concurrency) {
-      EvalMode m = modes.front();
-      m.adapt = candidate;
-      return ask_at(m, false, concurrency);
+    return run_fit_adapt(f, *qs, [&](const std::function<std::string(size_t)>& candidate_of, int concurrency) {
+      return answer_all(qs->size(), concurrency, [&](int w, size_t i) {
+        EvalMode m = modes.front();
+        m.adapt = candidate_of(i);
+        return workers[static_cast<size_t>(w)]->ask((*qs)[i], m, false);
+      });
     });
   }
 

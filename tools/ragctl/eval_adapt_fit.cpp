@@ -59,7 +59,7 @@ int run_fit_adapt(const FitAdaptArgs& args, const std::vector<EvalQuestion>& qs,
   int failures = 0;
   for (size_t c = 0; c < nc; ++c) for (size_t li = 0; li < args.levels.size(); ++li) {
     const std::string& name = a.candidates[c].name;
-    auto answers = ask(name, args.levels[li]);
+    auto answers = ask([&](size_t) { return name; }, args.levels[li]);
     int right = 0, n = 0;
     double ttft = 0;
     for (size_t i = 0; i < nq; ++i) {
@@ -111,9 +111,35 @@ int run_fit_adapt(const FitAdaptArgs& args, const std::vector<EvalQuestion>& qs,
     for (const auto& r : f.signals) std::printf(" %+9.2f / %6.3f", r.weight, r.auc);
     std::printf("\n");
   }
-  // The TTFT quantile model, over every level's answers of every candidate.
+  // The TTFT quantile model, over every level's answers of every candidate, and of mixed runs.
   if (args.ttft_quantile > 0) {
-    const QuantileFit qf = fit_ttft_quantile(timing, args.ttft_quantile);
+    std::vector<std::vector<FitSample>> qsamples = timing;
+    std::map<int, std::vector<std::pair<size_t, FitSample>>> mixed;  // by level: (candidate, answer)
+    if (args.mixed_runs)
+      for (int level : args.levels) {
+        if (level < 2) continue;
+        auto answers = ask([&](size_t i) { return a.candidates[i % nc].name; }, level);
+        double ttft = 0;
+        int n = 0;
+        for (size_t i = 0; i < nq; ++i) {
+          const Result<EvalAnswer>& ans = *answers[i];
+          if (!ans.ok()) {
+            std::fprintf(stderr, "ragctl eval: %s (mixed): %s\n", qs[i].id.c_str(), ans.status().message().c_str());
+            return 1;
+          }
+          FitSample s;
+          s.ttft_ms = ans->ttft_ms;
+          s.ahead = ans->adapt->ahead;
+          s.work_ahead = ans->adapt->work_ahead;
+          qsamples[i % nc].push_back(s);
+          mixed[level].emplace_back(i % nc, s);
+          ttft += s.ttft_ms;
+          ++n;
+        }
+        std::printf("  %-16s %3d in flight: mean TTFT %7.1f ms  (%d answered, candidate i mod %zu)\n", "mixed", level,
+                    ttft / std::max(1, n), n, nc);
+      }
+    const QuantileFit qf = fit_ttft_quantile(qsamples, args.ttft_quantile);
     fitted.profile.ttft_quantile = args.ttft_quantile;
     std::printf("\nTTFT quantile %.3g under load (linear quantile regression over the %zu levels): ms + per run "
                 "ahead + per 1000 tokens of work ahead;\nin-sample coverage (fraction at or under the prediction) "
@@ -140,6 +166,16 @@ int run_fit_adapt(const FitAdaptArgs& args, const std::vector<EvalQuestion>& qs,
       }
       std::printf("  %-16s %7.1f %+7.2f %+7.2f  coverage %5.1f%%%s\n", a.candidates[c].name.c_str(), m.ttft_q[0],
                   m.ttft_q[1], m.ttft_q[2], 100 * qf.coverage[c], per_level.c_str());
+    }
+    for (const auto& [level, xs] : mixed) {
+      std::vector<double> obs;
+      int under = 0;
+      for (const auto& [c, x] : xs) {
+        obs.push_back(x.ttft_ms);
+        under += x.ttft_ms <= predict_ttft_quantile(qf.models[c], x) + 1e-9;
+      }
+      std::printf("  mixed at %d: observed quantile %.0f ms, %.1f%% at or under their predictions\n", level,
+                  percentile(obs, 100 * args.ttft_quantile), 100.0 * under / std::max<size_t>(1, xs.size()));
     }
   }
   // What the policy would choose on these questions with nothing ahead, scored by the answers each

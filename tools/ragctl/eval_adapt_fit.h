@@ -24,11 +24,14 @@ struct FitAdaptArgs {
   // The TTFT quantile the profile's quantile model predicts (0..1; 0 = none: the SLO is then
   // checked against the mean model), fitted on every level's answers.
   double ttft_quantile = 0.99;
+  // The quantile model also sees a mixed run at every level above 1 (question i forced to
+  // candidate i mod the number of candidates): runs ahead of differing work, as under the policy.
+  bool mixed_runs = true;
 };
 
-// Answers of every question with the named candidate forced, `concurrency` in flight, in question order.
-using AskCandidate =
-    std::function<std::vector<std::optional<Result<EvalAnswer>>>(const std::string& candidate, int concurrency)>;
+// Answers of every question i with candidate_of(i) forced, `concurrency` in flight, in question order.
+using AskCandidate = std::function<std::vector<std::optional<Result<EvalAnswer>>>(
+    const std::function<std::string(size_t)>& candidate_of, int concurrency)>;
 
 // Exit status: 0 written, 1 runs failed, 2 bad arguments.
 int run_fit_adapt(const FitAdaptArgs& args, const std::vector<EvalQuestion>& qs, const AskCandidate& ask);
