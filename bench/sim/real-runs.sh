@@ -2,7 +2,7 @@
 # The real side of the simulator validation (docs/benchmarks.md, "Fleet simulator"): one workload's
 # load levels, each run twice (run 1 of every level, then run 2, so that drift shows as spread),
 # against a fresh daemon per run. Hold the build lock around it, so that the runs are quiet:
-#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|C-fcfs|C-sjf|calib|calib-load|tiny [REPEATS]
+#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|C-fcfs|C-sjf|A-none|calib|calib-load|tiny [REPEATS]
 # Results: $VAL_DIR/NAME-RUN.json (bench JSON), NAME-RUN.txt, NAME-RUN.load (load average before).
 # Environment as validate.sh (VAL_DIR, BUILD).
 set -euo pipefail
@@ -41,6 +41,8 @@ for k in $(seq 1 "$repeats"); do
                  # at an idle engine (2 req/s) and batched with each other (4 clients)
       run calib-hit-r2 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --rate 2
       run calib-hit-c4 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 4 ;;
+    A-none)  # workload A without reuse (pipeline qa-none): the miss overhead of reuse, against A
+      run uniform-none-c2 $V/ragd.toml 200 --workload $V/uniform-none.jsonl --concurrency 2 ;;
     tiny)  # workload B at 10 req/s on a 64 MiB pool (overload: 429s, copies skipped)
       run zipf-tiny-r10 $V/ragd-tiny-pool.toml 12 --workload $V/zipf.jsonl --rate 10 ;;
     *) echo "unknown group $group" >&2; exit 2 ;;
