@@ -64,12 +64,12 @@ void AdaptHistory::record_rerank(std::string_view tenant, std::string_view pipel
 }
 
 void AdaptHistory::record_ttft(std::string_view tenant, std::string_view pipeline, double ttft_ms, double predicted_q_ms,
-                               double quantile) {
+                               double quantile, double slo_ms) {
   std::lock_guard<std::mutex> lk(mu_);
   Entry& e = entry(tenant, pipeline);
   ++e.runs;
   if (!(quantile > 0 && quantile < 1)) return;
-  const double exceeded = ttft_ms > predicted_q_ms ? 1.0 : 0.0;
+  const double exceeded = ttft_ms > predicted_q_ms || (slo_ms > 0 && ttft_ms > slo_ms) ? 1.0 : 0.0;
   e.exceed_rate += opts_.exceed_alpha * (exceeded - e.exceed_rate);
   e.log_scale = std::clamp(e.log_scale + opts_.scale_step * (exceeded - (1.0 - quantile)), 0.0, std::log(opts_.max_scale));
 }

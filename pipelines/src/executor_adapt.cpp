@@ -66,7 +66,8 @@ void ExecutorImpl::adapt_first_token(const Run& r, Clock::time_point now) {
   double predicted = 0;
   for (const auto& [name, e] : a.estimates)
     if (name == a.choice) predicted = e.ttft_q_ms;
-  adapt_history_.record_ttft(r.rr.tenant, a.pipeline, ms_between(r.t_submit, now), predicted, a.ttft_quantile);
+  adapt_history_.record_ttft(r.rr.tenant, a.pipeline, ms_between(r.t_submit, now), predicted, a.ttft_quantile,
+                             a.slo_ttft_ms);
 }
 
 }  // namespace ragd::pipelines

@@ -51,6 +51,14 @@ TEST_F(AdaptE2eTest, UsageAdaptMetricsAndOverridesOutsideTheCandidates) {
   EXPECT_EQ(Json(r.body).str("/usage/adapt/choice"), "one");
   EXPECT_EQ(Json(r.body).str("/usage/adapt/reason"), "forced");
   EXPECT_EQ(Json(r.body).size("/sources"), 1u);
+  // The second run of this pipeline sees the first in its history; nothing was in flight.
+  Json second(r.body);
+  EXPECT_EQ(second.num("/usage/adapt/history/runs"), 1);
+  EXPECT_EQ(second.dbl("/usage/adapt/history/ttft_scale"), 1.0);
+  EXPECT_EQ(second.dbl("/usage/adapt/load/work_ahead_tokens"), 0.0);
+  EXPECT_GT(second.dbl("/usage/adapt/candidates/0/work_tokens"), 0.0);
+  EXPECT_GE(second.dbl("/usage/adapt/candidates/0/ttft_q_ms"), second.dbl("/usage/adapt/candidates/0/ttft_ms"));
+  EXPECT_FALSE(second.has("/usage/adapt/ttft_quantile"));  // priors only: no quantile model
   // Outside the candidates: 400 naming the field.
   expect_error(call("POST", runs, R"({"query":"q","adapt":"three"})"), 400, "invalid_request",
                "adapt: 'three' is not a candidate of pipeline 'qa-adapt' (auto | one | two)");

@@ -215,6 +215,24 @@ TEST(AdaptHistory, TtftScaleFollowsTheExceedanceRule) {
   EXPECT_GT(off.signals("t", "p").ttft_exceed_rate, 0.9);
 }
 
+// A miss of the run's target counts though the TTFT was within its prediction (a run that had to
+// take the fastest candidate over the target); no target, no such miss.
+TEST(AdaptHistory, AMissedTargetCountsAsAnExceedance) {
+  AdaptHistory h;
+  h.record_ttft("t", "p", 300, 400, 0.99, 250);  // predicted 400, got 300: over the 250 ms target
+  const AdaptHistorySignals s = h.signals("t", "p");
+  EXPECT_NEAR(s.ttft_scale, std::exp(0.05 * 0.99), 1e-12);
+  EXPECT_NEAR(s.ttft_exceed_rate, 0.02, 1e-12);
+  AdaptHistory g;
+  g.record_ttft("t", "p", 300, 400, 0.99);  // no target
+  g.record_ttft("t", "p", 200, 400, 0.99, 250);
+  EXPECT_DOUBLE_EQ(g.signals("t", "p").ttft_scale, 1.0);
+  EXPECT_DOUBLE_EQ(g.signals("t", "p").ttft_exceed_rate, 0.0);
+  // Bounded by max_scale (default 2) however long the misses go on.
+  for (int i = 0; i < 1000; ++i) h.record_ttft("t", "p", 300, 100, 0.99, 250);
+  EXPECT_NEAR(h.signals("t", "p").ttft_scale, 2.0, 1e-12);
+}
+
 TEST(AdaptHistory, KeepsAtMostMaxKeysDroppingTheLeastRecentlyUsed) {
   AdaptHistoryOptions o;
   o.max_keys = 3;

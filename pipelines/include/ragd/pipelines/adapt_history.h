@@ -1,17 +1,20 @@
 // A running record, per tenant and pipeline, of what adaptive runs showed: how often reranking kept
 // the retriever's first passage (the one-passage candidate would have given the same answer) and
-// how often a run's time to first token exceeded the quantile predicted for it. Its signals are part
-// of the per-query profile (QuerySignals::history, adapt_policy.h) and of usage.adapt; the policy
-// multiplies predicted TTFT quantiles by ttft_scale.
+// how often a run's time to first token exceeded the quantile predicted for it or the run's TTFT
+// target. Its signals are part of the per-query profile (QuerySignals::history, adapt_policy.h) and
+// of usage.adapt; the policy multiplies predicted TTFT quantiles by ttft_scale.
 //
 // ttft_scale is adaptive calibration (Gibbs and Candes, "Adaptive conformal inference under
 // distribution shift", 2021), on the log of a scale: after each run,
 //   log_scale += scale_step * (exceeded - (1 - quantile)),  clamped to [0, log(max_scale)],
-// so an exceedance raises it by about scale_step, and (1 - quantile) / quantile exceedances per
+// where `exceeded` is 1 when the TTFT was over the quantile predicted for the chosen candidate or
+// over the run's target (a miss of the target is a miss whatever was predicted: a run that had to
+// take the fastest candidate over the target counts, so the runs before it learn to leave room).
+// An exceedance raises the scale by about scale_step, and (1 - quantile) / quantile exceedances per
 // run on average keep it where it is: when the fitted model underestimates this replica's tail now
-// (another process on the machine, a longer corpus), the policy becomes more careful until the
-// observed exceedance rate is back at 1 - quantile. It never goes below 1 (the fitted model is not
-// loosened by history).
+// (another process on the machine, a longer corpus, the policy's own mix of candidates), the policy
+// becomes more careful until the observed rate is back at 1 - quantile. It never goes below 1 (the
+// fitted model is not loosened by history).
 //
 // Thread-safety: thread-safe (one mutex, held for a map lookup). Memory: at most max_keys records;
 // the least recently used one is dropped first.
@@ -32,7 +35,9 @@ struct AdaptHistoryOptions {
   size_t max_keys = 4096;     // tenant+pipeline records kept (>= 1)
   double exceed_alpha = 0.02; // weight of the newest run in ttft_exceed_rate (0..1]
   double scale_step = 0.05;   // step of log(ttft_scale) per run; 0 = no correction (scale stays 1)
-  double max_scale = 4;       // upper bound of ttft_scale (>= 1)
+  double max_scale = 2;       // upper bound of ttft_scale (>= 1): how far history may tighten, and so
+                              // how long it takes to relax after an overload (about log(max) /
+                              // (scale_step * (1 - quantile)) runs under their targets)
 };
 
 class AdaptHistory {
@@ -44,9 +49,10 @@ class AdaptHistory {
   // A run reranked its passages; `kept_first`: the passage kept was the retriever's first.
   void record_rerank(std::string_view tenant, std::string_view pipeline, bool kept_first);
   // A run's first token came `ttft_ms` after submit, where `predicted_q_ms` was predicted for the
-  // `quantile` (0..1) of its TTFT. quantile <= 0 (no quantile model): counted, not checked.
+  // `quantile` (0..1) of its TTFT and `slo_ms` was its target (0 = none). quantile <= 0 (no
+  // quantile model): counted, not checked.
   void record_ttft(std::string_view tenant, std::string_view pipeline, double ttft_ms, double predicted_q_ms,
-                   double quantile);
+                   double quantile, double slo_ms = 0);
 
   size_t size() const;
 

@@ -69,9 +69,10 @@ struct AdaptHistorySignals {
   // Of the reranked runs, the fraction whose kept passage was the retriever's first: then the
   // one-passage candidate's prompt, and so its greedy answer, would have been the same. 0 when none.
   double rerank_agreement = 0;
-  // Recent runs whose TTFT exceeded their predicted quantile (exponentially weighted, 0..1), and
-  // the correction the policy multiplies predicted quantiles by (>= 1; 1 = calibrated or off):
-  // raised after each exceedance, lowered slowly while TTFTs stay under (adaptive calibration).
+  // Recent runs whose TTFT exceeded their predicted quantile or their target (exponentially
+  // weighted, 0..1), and the correction the policy multiplies predicted quantiles by (>= 1; 1 =
+  // calibrated or off): raised after each exceedance, lowered slowly while TTFTs stay under
+  // (adaptive calibration, adapt_history.h).
   double ttft_exceed_rate = 0;
   double ttft_scale = 1;
 };
