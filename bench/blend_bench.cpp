@@ -166,6 +166,9 @@ std::string fmt_row(const char* name, std::initializer_list<double> v) {
   return s + " |\n";
 }
 
+// Tokens generated per measured request (--max-tokens); 1 leaves only the TTFT work in a profile.
+int max_tokens = 4;
+
 int ttft(const std::string& model_dir, const std::string& device, const std::vector<Passage>& corpus, int requests,
          int warmup, int ndocs, double zipf, int threads, bool blend_check, bool seen, bool compare, int clients,
          const std::string& modes_arg, engine::WeightFormat weights,
@@ -299,7 +302,7 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
       RunRequest rr;
       rr.pipeline = pipeline;
       rr.query = queries[i];
-      rr.overrides.max_tokens = 4;
+      rr.overrides.max_tokens = max_tokens;
       rr.overrides.temperature = 0.0f;
       rr.sampling.ignore_eos = true;
       return bench::run_and_wait(*rt->executor, std::move(rr));
@@ -402,6 +405,7 @@ int main(int argc, char** argv) {
     else if (a == "--section") section = v;
     else if (a == "--modes") modes = v;
     else if (a == "--clients") clients = std::stoi(v);
+    else if (a == "--max-tokens") max_tokens = std::stoi(v);
     else if (a == "--weights") {
       auto w = parse_enum<engine::WeightFormat>(v, "--weights");
       if (!w.ok()) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "ragd/common/log.h"
@@ -132,9 +133,26 @@ class NoDocuments final : public DocumentApi {
   static Status unavailable() { return Status::Unavailable("no document store: the runtime was opened without data_dir"); }
 };
 
+// open_runtime's work, on the calling thread.
+Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm);
+
 }  // namespace
 
+// Loading runs OpenMP kernels (weight packing, corpus checks) on a thread of its own that ends with
+// it. libgomp keeps a team of worker threads for every thread that ever ran a parallel region, for
+// that thread's life; once the teams hold more threads than there are cores it throttles every
+// team's spin-waits to ~1,000 iterations, and each parallel region of the executor's steps pays a
+// futex wake-up per worker (measured on 2 cores: a 90-row EPIC step's dense layers took 30 ms
+// instead of 19 while the caller's idle team existed). Only the executor's thread keeps a team.
 Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
+  std::optional<Result<Runtime>> r;
+  std::thread([&] { r.emplace(open_runtime_here(opts, std::move(sp_comm))); }).join();
+  return std::move(*r);
+}
+
+namespace {
+
+Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
   RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());  // validates every field
@@ -247,5 +265,7 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
                          opts.data_replica_of.empty() ? "" : " (replica of " + opts.data_replica_of + ")");
   return rt;
 }
+
+}  // namespace
 
 }  // namespace ragd::pipelines

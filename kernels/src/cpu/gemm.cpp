@@ -1,10 +1,11 @@
 // Dense layers: the one dispatch point for weight-times-activation products. Every batch size goes
 // through the weight-streaming kernels of this CPU's instruction-set table (gemv_*.cpp), in the
 // format the weights are stored in: decode reads each weight byte once per step; prefill passes
-// over the weights once per 32 rows.
+// over the weights once per 32 rows, each thread over its own slice of output features.
 #include "ragd/kernels/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -69,8 +70,9 @@ detail::QuantizedRows quantize_rows(const float* x, int m, int k) {
   return r;
 }
 
-void linear_stream(const detail::GemvTable& t, const float* x, int m, int k, const WeightMatrix& w,
-                   const float* bias, float* y, bool accumulate) {
+// Rows [r0, r0 + m) of x against output features of tasks [t0, t1) (kRowsPerTask each).
+void stream_tasks(const detail::GemvTable& t, const float* x, int m, int k, const WeightMatrix& w,
+                  const float* bias, float* y, bool accumulate, int t0, int t1) {
   detail::QuantizedRows xq;
   detail::GemvArgs a;
   a.x = x;
@@ -86,12 +88,9 @@ void linear_stream(const detail::GemvTable& t, const float* x, int m, int k, con
     a.xq = &xq;
   }
   const detail::GemvFn fn = t.by_type[static_cast<int>(w.type)];
-  const int n = w.rows;
-  const int tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static) if (tasks > 1)
-  for (int task = 0; task < tasks; ++task) {
+  for (int task = t0; task < t1; ++task) {
     const int n0 = task * kRowsPerTask;
-    fn(a, n0, std::min(n, n0 + kRowsPerTask));
+    fn(a, n0, std::min(w.rows, n0 + kRowsPerTask));
   }
 }
 
@@ -101,9 +100,20 @@ void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix&
                bool accumulate) {
   if (m <= 0 || w.rows <= 0) return;
   const detail::GemvTable& t = table_for(level);
-  for (int r0 = 0; r0 < m; r0 += kRowsPerPass) {
-    linear_stream(t, x + static_cast<size_t>(r0) * k, std::min(kRowsPerPass, m - r0), k, w, bias,
-                  y + static_cast<size_t>(r0) * w.rows, accumulate);
+  const int tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  // One parallel region per call: each thread owns a contiguous range of output features (its
+  // slice of the weights) and takes it through every pass of kRowsPerPass rows of x. The threads
+  // write disjoint columns of y, so passes need no barrier between them, and a short call (a
+  // repair or question step of tens of rows) pays one fork / join instead of one per pass.
+#pragma omp parallel if (tasks > 1)
+  {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int t0 = static_cast<int>(static_cast<long>(tasks) * id / nt);
+    const int t1 = static_cast<int>(static_cast<long>(tasks) * (id + 1) / nt);
+    for (int r0 = 0; r0 < m && t0 < t1; r0 += kRowsPerPass) {
+      stream_tasks(t, x + static_cast<size_t>(r0) * k, std::min(kRowsPerPass, m - r0), k, w, bias,
+                   y + static_cast<size_t>(r0) * w.rows, accumulate, t0, t1);
+    }
   }
 }
 

@@ -42,6 +42,16 @@ void rope_inv_freq(const RopeConfig& cfg, float* inv_freq) {
 
 namespace {
 
+// cos / sin of position p times each frequency. Angle in double: exact enough at long positions,
+// and rotate(p) then rotate(d) matches rotate(p + d) to float rounding.
+void angles(double p, int half, const float* inv_freq, float* cs, float* sn) {
+  for (int i = 0; i < half; ++i) {
+    const double ang = p * static_cast<double>(inv_freq[i]);
+    cs[i] = static_cast<float>(std::cos(ang));
+    sn[i] = static_cast<float>(std::sin(ang));
+  }
+}
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void rotate_heads(float* x, int heads, int head_dim, const float* cs, const float* sn) {
   const int half = head_dim / 2;
@@ -66,14 +76,7 @@ void rope_rows(float* x, int rows, int heads, int head_dim, int row_stride, cons
     std::vector<float> cs(half), sn(half);
 #pragma omp for schedule(static)
     for (int r = 0; r < rows; ++r) {
-      const double p = static_cast<double>(pos(r));
-      for (int i = 0; i < half; ++i) {
-        // Angle in double: exact enough at long positions, and rotate(p) then rotate(d) matches
-        // rotate(p + d) to float rounding.
-        const double ang = p * static_cast<double>(inv_freq[i]);
-        cs[i] = static_cast<float>(std::cos(ang));
-        sn[i] = static_cast<float>(std::sin(ang));
-      }
+      angles(static_cast<double>(pos(r)), half, inv_freq, cs.data(), sn.data());
       rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
     }
   }
@@ -89,16 +92,9 @@ void rope_apply(float* x, int rows, int heads, int head_dim, int row_stride, con
 void rope_table(int rows, int head_dim, const int32_t* positions, const float* inv_freq, float* cs, float* sn) {
   const int half = head_dim / 2;
 #pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r) {
-    const double p = static_cast<double>(positions[r]);
-    float* c = cs + static_cast<size_t>(r) * half;
-    float* s = sn + static_cast<size_t>(r) * half;
-    for (int i = 0; i < half; ++i) {
-      const double ang = p * static_cast<double>(inv_freq[i]);
-      c[i] = static_cast<float>(std::cos(ang));
-      s[i] = static_cast<float>(std::sin(ang));
-    }
-  }
+  for (int r = 0; r < rows; ++r)
+    angles(static_cast<double>(positions[r]), half, inv_freq, cs + static_cast<size_t>(r) * half,
+           sn + static_cast<size_t>(r) * half);
 }
 
 void rope_apply_table(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn) {
@@ -110,7 +106,14 @@ void rope_apply_table(float* x, int rows, int heads, int head_dim, int row_strid
 
 void rope_rerotate(float* x, int rows, int heads, int head_dim, int row_stride, int64_t delta,
                    const float* inv_freq) {
-  rope_rows(x, rows, heads, head_dim, row_stride, inv_freq, [delta](int) { return delta; });
+  // Every row turns by the same angle: one cos / sin table for the call (the angles rope_rows would
+  // compute for each row, so the result is the same bit for bit).
+  const int half = head_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  angles(static_cast<double>(delta), half, inv_freq, cs.data(), sn.data());
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int r = 0; r < rows; ++r)
+    rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
 }
 
 }  // namespace ragd::kernels
