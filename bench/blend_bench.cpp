@@ -276,8 +276,8 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
               "reuse self-check %s\n\n",
               requests, warmup, ndocs, zipf, rank.size(), corpus.size(), model_dir.c_str(), blend_check ? "on" : "off");
   std::printf("%d client(s), closed loop.\n\n"
-              "| reuse | TTFT p50 ms | TTFT p99 ms | p50 speed-up vs none | prompt tokens reused | approximate runs | set hit | requests/s |\n"
-              "|---|---|---|---|---|---|---|---|\n",
+              "| reuse | TTFT p50 ms | TTFT p99 ms | p50 speed-up vs none | prompt tokens (mean) | prompt tokens reused | approximate runs | set hit | requests/s |\n"
+              "|---|---|---|---|---|---|---|---|---|\n",
               std::max(1, clients));
   *json += "\"ttft\":{\"model\":\"" + model_dir + "\",\"requests\":" + std::to_string(requests) + ",\"modes\":{";
   double none_p50 = 0;
@@ -351,8 +351,8 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
                          s_prefill / nreq, (s_ttft - s_ret - s_lookup - s_admit - s_prefill) / nreq, s_ttft / nreq});
     const double p50 = bench::percentile(t, 50), p99 = bench::percentile(t, 99);
     if (std::string(m) == "none") none_p50 = p50;
-    std::printf("| %s | %.2f | %.2f | %.2fx | %.0f%% | %d / %d | %.0f%% | %.2f |\n", m, p50, p99, none_p50 / p50,
-                prompt ? 100.0 * reused / prompt : 0.0, approx, requests, wanted ? 100.0 * hits / wanted : 0.0,
+    std::printf("| %s | %.2f | %.2f | %.2fx | %.0f | %.0f%% | %d / %d | %.0f%% | %.2f |\n", m, p50, p99, none_p50 / p50,
+                static_cast<double>(prompt) / nreq, prompt ? 100.0 * reused / prompt : 0.0, approx, requests, wanted ? 100.0 * hits / wanted : 0.0,
                 requests / std::max(1e-9, window_s));
     *json += std::string(std::string(m) == "none" ? "" : ",") + "\"" + m + "\":{\"ttft_p50_ms\":" + std::to_string(p50) +
              ",\"ttft_p99_ms\":" + std::to_string(p99) + ",\"reused_fraction\":" +

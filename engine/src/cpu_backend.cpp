@@ -26,7 +26,7 @@ void grow(std::vector<T>& v, size_t n) {
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelConfig& cfg, HostWeights weights, const CpuBackendOptions& opts)
-    : cfg_(cfg), w_(std::move(weights)) {
+    : cfg_(cfg), w_(std::move(weights)), threads_(opts.num_threads) {
   kernels::set_num_threads(opts.num_threads);
   weight_bytes_ = w_.bytes();
   inv_freq_ = rope_inv_freq(cfg_);
@@ -161,6 +161,9 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
                            LayerHook* hook) {
   const int total = plan.total_rows;
   if (total <= 0) return Status::OK();
+  // The thread count is per thread in OpenMP: the thread that steps (the executor's, not the one
+  // that loaded the model) takes the configured count here.
+  if (threads_ > 0 && kernels::num_threads() != threads_) kernels::set_num_threads(threads_);
   RAGD_ASSIGN_OR_RETURN(HostKvStorage * kvs, host_storage(pool));
   const int hs = cfg_.hidden_size, im = cfg_.intermediate_size, nh = cfg_.num_attention_heads,
             nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim;

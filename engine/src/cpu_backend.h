@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   ModelConfig cfg_;
   HostWeights w_;
   size_t weight_bytes_ = 0;
+  int threads_ = 0;  // OpenMP threads per step (CpuBackendOptions::num_threads; 0 = the default)
   std::vector<float> inv_freq_;  // [head_dim / 2]
   std::vector<float> rope_cs_, rope_sn_;  // a step's per-row cos / sin: [rows, head_dim / 2]
   // Per-step scratch, resized to the step's row count.
