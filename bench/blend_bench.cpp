@@ -22,6 +22,8 @@
 // every measured passage was seen before (the recombined-documents workload CacheBlend and EPIC are
 // for). --compare: also cacheblend@admission / epic@admission, the earlier path (first-seen
 // passages' chunk KV and the repair as steps of their own at admission, the question after).
+// --doc-repeat N: each passage's text N times over (2: ~250-token documents, ~1,000-token prompts).
+// --max-tokens N: tokens generated per measured request (default 4).
 // --clients N: the measured requests from N closed-loop clients (requests/s over their window). Reported: TTFT p50 / p99, prompt tokens reused (any tier), approximate
 // runs.
 #include <algorithm>
@@ -377,6 +379,7 @@ int main(int argc, char** argv) {
   int cases = 24, greedy = 32, requests = 60, warmup = 0, ndocs = 4, threads = 0;
   bool blend_check = true, seen = false, compare = false;
   int clients = 1;
+  int doc_repeat = 1;  // each passage's text this many times: longer documents (the QA passages are ~120 tokens)
   engine::WeightFormat weights = engine::WeightFormat::kAuto;
   std::string modes;
   double zipf = 0.9;
@@ -406,6 +409,7 @@ int main(int argc, char** argv) {
     else if (a == "--modes") modes = v;
     else if (a == "--clients") clients = std::stoi(v);
     else if (a == "--max-tokens") max_tokens = std::stoi(v);
+    else if (a == "--doc-repeat") doc_repeat = std::stoi(v);
     else if (a == "--weights") {
       auto w = parse_enum<engine::WeightFormat>(v, "--weights");
       if (!w.ok()) {
@@ -442,6 +446,8 @@ int main(int argc, char** argv) {
     p.id = std::string(e["id"].get_string().value_unsafe());
     p.title = std::string(e["title"].get_string().value_unsafe());
     p.text = std::string(e["text"].get_string().value_unsafe());
+    const std::string once = p.text;
+    for (int r = 1; r < doc_repeat; ++r) p.text += " " + once;
     p.place = place_of(p.title);
     corpus.push_back(std::move(p));
   }
