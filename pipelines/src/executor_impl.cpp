@@ -443,8 +443,8 @@ void ExecutorImpl::loop() {
         if (live_names_.count(name)) early_cancels_.insert(name);
       }
     }
-    // Background KV copies wait while model steps run.
-    store_->set_engine_busy(sched_->runnable() || !incoming.empty());
+    // Background KV copies wait while model steps run (not while the scheduler is stalled).
+    store_->set_engine_busy(!stalled_ && (sched_->runnable() || !incoming.empty()));
     for (auto& d : searches) {
       auto f = runs_.find(d.sid);
       if (f == runs_.end() || !f->second->iter) continue;  // finished or cancelled meanwhile
@@ -468,9 +468,19 @@ void ExecutorImpl::loop() {
 void ExecutorImpl::step() {
   StepPlan plan = sched_->schedule(*kv_host_);
   if (plan.items.empty()) {
-    // Nothing can run (every request waits for memory held by cache or swapped KV): back off.
+    // Nothing can run (every request waits for memory held by cache or swapped KV): back off, with
+    // the engine idle. Queued pool-to-DRAM copies hold forks of their nodes' pool blocks (even once
+    // the pool evicted the nodes) and start only on an idle engine; with the engine counted busy
+    // while a request waited for exactly those blocks, neither moved (a run swapped out and in on
+    // every step for ever). Finished copies give their blocks back (reclaim at the next loop).
+    if (!stalled_) store_->set_engine_busy(false);
+    stalled_ = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
+  }
+  if (stalled_) {
+    stalled_ = false;
+    store_->set_engine_busy(true);
   }
   std::vector<engine::SeqStep> batch;
   batch.reserve(plan.items.size());

@@ -273,6 +273,9 @@ class ExecutorImpl final : public Executor,
   int pending_ = 0;                             // guarded by mu_: submitted, not yet in inbox
   bool load_done_ = false;                      // guarded by mu_: a KV load finished
   bool copies_done_ = false;                    // guarded by mu_: a pool-to-DRAM copy finished
+  // Scheduler thread: the last step planned nothing (every runnable request waits for blocks). The
+  // engine is idle then, so queued pool-to-DRAM copies run and give back the blocks they hold.
+  bool stalled_ = false;
   uint64_t next_sid_ = 1;                       // guarded by mu_
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;                        // guarded by mu_

@@ -801,5 +801,67 @@ TEST_F(ExecutorTest, PlainPromptsAndChatRunWithPrefixReuse) {
   rt.stop();
 }
 
+// A small pool under steady load: a run's published documents get lower-tier copies queued, which
+// hold forks of their pool blocks and start only while the engine is idle; a second run that keeps
+// the engine busy then grows into those blocks. When the scheduler can plan nothing, the engine is
+// idle for the copies, which finish and give their blocks back: the long run completes (it used to
+// swap out and in on every step for ever, the daemon's tiny-pool stall).
+TEST_F(ExecutorTest, SmallPoolMakesProgressWhileDocumentCopiesHoldBlocks) {
+  const std::string data = tmpdir("copy_stall");
+  const char* qa = "volcano magma eruption";
+  const char* qb = "chess knight gambit";
+  RunOutput ref_a, ref_b_prompt;
+  {
+    Runtime rt = open(options(data), true);
+    ref_a = run(*rt.executor, "none", qa, 48);
+    ref_b_prompt = run(*rt.executor, "none", qb, 1);
+    close(rt);
+  }
+  // 48 blocks of 16 tokens: the long run alone fills 46 of them, so it cannot finish beside the
+  // first run's cached documents while their copies hold them; both prompts fit in half the pool,
+  // so the first run's copies are started (not skipped under pool pressure).
+  const int blocks = 48;
+  const int long_tokens = (blocks - 2) * 16 - ref_b_prompt.usage.prompt_tokens;
+  ASSERT_GT(long_tokens, 16 * 16);
+  RunOutput ref_b;
+  {
+    Runtime rt = open(options(data), false);
+    ref_b = run(*rt.executor, "none", qb, long_tokens);
+    close(rt);
+  }
+  RuntimeOptions o = options(data);
+  o.kv_pool_bytes = size_t{16} * 512 * blocks;
+  Runtime rt = open(o, false);
+  RunOutput a, b;
+  Collector c;
+  auto submit = [&](const char* pipeline, const char* q, int max_tokens, const char* id, RunOutput* out) {
+    RunRequest r;
+    r.id = id;
+    r.pipeline = pipeline;
+    r.query = q;
+    r.overrides.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    ASSERT_TRUE(rt.executor->submit(r, c.sink(out)).ok());
+  };
+  submit("knowledge_tree", qa, 48, "docs", &a);
+  submit("none", qb, long_tokens, "long", &b);
+  ASSERT_TRUE(c.wait(&a));
+  const bool finished = c.wait(&b, 60);
+  if (!finished) {
+    const ExecutorStats st = rt.executor->stats();
+    ADD_FAILURE() << "the long run stalled after " << b.tokens.size() << " of " << long_tokens << " tokens: "
+                  << st.to_json();
+    rt.executor->cancel("long");
+    c.wait(&b);
+  }
+  ASSERT_TRUE(finished);
+  ASSERT_TRUE(a.error.ok()) << a.error.to_string();
+  ASSERT_TRUE(b.error.ok()) << b.error.to_string();
+  expect_same(ref_a, a, "the documents' run");
+  expect_same(ref_b, b, "the long run");
+  close(rt);
+  fs::remove_all(data);
+}
+
 }  // namespace
 }  // namespace ragd::pipelines
