@@ -251,8 +251,14 @@ Status run_prefill(const char* name, const float* q, int n_q, int num_heads, con
     }
   }
   const int group = num_heads / kv.num_kv_heads;
-  const int tile = std::max(1, kRowsPerTile / group);
-  const int tiles = (n_q + tile - 1) / tile;
+  // Tiles of at least kRowsPerTile / group tokens, the remainder spread over them rather than left
+  // as a small last tile: every tile gathers its keys from the pages again, so a step of 93 rows
+  // (an EPIC repair and its question) runs one tile per KV head instead of 85 rows + 8 rows that
+  // both gather the whole context.
+  const int base = std::max(1, kRowsPerTile / group);
+  const int want = std::max(1, n_q / base);
+  const int tile = (n_q + want - 1) / want;
+  const int tiles = (n_q + tile - 1) / tile;  // <= want, every one non-empty
   const int tasks = kv.num_kv_heads * tiles;
   // Later tiles see more keys under the causal mask: dynamic scheduling, largest first.
 #pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
