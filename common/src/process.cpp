@@ -10,6 +10,7 @@ namespace ragd {
 void ensure_passive_omp_wait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  if (std::getenv("GOMP_SPINCOUNT") == nullptr) setenv("GOMP_SPINCOUNT", "10000", 1);
   execv("/proc/self/exe", argv);
   // exec failed (no /proc): carry on with the default policy.
 }
