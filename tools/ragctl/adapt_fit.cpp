@@ -26,28 +26,6 @@ double mean_log_loss(const std::vector<double>& p, const std::vector<FitSample>&
   return s.empty() ? 0 : l / static_cast<double>(s.size());
 }
 
-// Solves A x = b (A symmetric positive definite, small) by Gaussian elimination with pivoting.
-std::array<double, kN + 1> solve(std::array<std::array<double, kN + 1>, kN + 1> a, std::array<double, kN + 1> b) {
-  constexpr size_t n = kN + 1;
-  for (size_t c = 0; c < n; ++c) {
-    size_t piv = c;
-    for (size_t r = c + 1; r < n; ++r)
-      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
-    std::swap(a[c], a[piv]);
-    std::swap(b[c], b[piv]);
-    if (std::abs(a[c][c]) < 1e-12) continue;
-    for (size_t r = 0; r < n; ++r) {
-      if (r == c) continue;
-      const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
-      b[r] -= f * b[c];
-    }
-  }
-  std::array<double, n> x{};
-  for (size_t i = 0; i < n; ++i) x[i] = std::abs(a[i][i]) < 1e-12 ? 0 : b[i] / a[i][i];
-  return x;
-}
-
 // Solves A x = b for a small dense A (Gaussian elimination with partial pivoting); a column
 // without a pivot gets 0.
 std::vector<double> solve_dense(std::vector<std::vector<double>> a, std::vector<double> b) {
@@ -69,6 +47,17 @@ std::vector<double> solve_dense(std::vector<std::vector<double>> a, std::vector<
   std::vector<double> x(n, 0.0);
   for (size_t i = 0; i < n; ++i) x[i] = std::abs(a[i][i]) < 1e-12 ? 0 : b[i] / a[i][i];
   return x;
+}
+
+// Solves A x = b (A symmetric positive definite, small): solve_dense on the fixed-size system.
+std::array<double, kN + 1> solve(const std::array<std::array<double, kN + 1>, kN + 1>& a, const std::array<double, kN + 1>& b) {
+  std::vector<std::vector<double>> rows;
+  rows.reserve(a.size());
+  for (const auto& r : a) rows.emplace_back(r.begin(), r.end());
+  const std::vector<double> x = solve_dense(std::move(rows), std::vector<double>(b.begin(), b.end()));
+  std::array<double, kN + 1> out{};
+  std::copy(x.begin(), x.end(), out.begin());
+  return out;
 }
 
 constexpr int kQuantileIters = 500;  // MM steps per smoothing level
