@@ -4,7 +4,9 @@
 // The central property: greedy outputs with knowledge_tree and prefix reuse are the same tokens as
 // with no reuse, with log-probabilities within float tolerance, whether the reused KV comes from
 // the engine pool, from DRAM, or from SSD after the runtime is reopened on the same data dir.
+#include <atomic>
 #include <limits>
+#include <memory>
 
 #include "executor_fixture.h"
 
@@ -685,10 +687,11 @@ TEST_F(ExecutorTest, FirstTokenArrivesBeforeKvPublication) {
 // recompute, re-admitted, blended again): still the sequential no-reuse outputs.
 TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
   const std::string data = tmpdir("blend_preempt");
+  constexpr int kTokens = 12;
   std::vector<RunOutput> seq;
   {
     Runtime rt = open(options(data), true);
-    for (const char* q : kMixQueries) seq.push_back(run(*rt.executor, "none", q, 12));
+    for (const char* q : kMixQueries) seq.push_back(run(*rt.executor, "none", q, kTokens));
     close(rt);
   }
   for (const char* mode : {"swap", "recompute"}) {
@@ -697,6 +700,13 @@ TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
     o.preemption = *parse_preempt_mode(mode);
     o.max_running = 9;
     o.blend_check.enabled = false;  // r = 1 passes anyway; under pressure the check may find no room
+    // The first concurrent run to publish holds the scheduler for 300 ms, so that every other run's
+    // search has returned and they are admitted together: without it, on a fast machine the first
+    // runs could finish before the last searches returned, and nothing had to be preempted.
+    auto hold = std::make_shared<std::atomic<bool>>(false);
+    o.test_hooks.before_publish = [hold](const std::string&) {
+      if (hold->exchange(false)) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    };
     Runtime rt = open(o, false);
     // Warm the head and the chunks first, so that the concurrent runs blend: each query with its
     // top 3 documents (their chunk KV is cached after the first token; no 4-document path enters
@@ -708,11 +718,12 @@ TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
       });
     std::vector<RunOutput> outs(std::size(kMixQueries));
     Collector c;
+    hold->store(true);
     for (size_t i = 0; i < std::size(kMixQueries); ++i) {
       RunRequest r;
       r.pipeline = i % 2 ? "epic" : "cacheblend";
       r.query = kMixQueries[i];
-      r.overrides.max_tokens = 12;
+      r.overrides.max_tokens = kTokens;
       r.sampling.ignore_eos = true;
       r.recompute_ratio = 1.0;
       r.epic_k = 4096;
