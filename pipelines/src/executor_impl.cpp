@@ -700,11 +700,7 @@ void ExecutorImpl::drop_run(Run& r) {
   kv_host_->detach(r.sid);
   by_name_.erase(r.rr.id);
   loading_.erase(std::remove(loading_.begin(), loading_.end(), r.sid), loading_.end());
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    live_names_.erase(r.rr.id);
-    adapt_work_.erase(r.sid);
-  }
+  forget_name(r);
   runs_.erase(r.sid);
 }
 

@@ -134,24 +134,6 @@ class NoDocuments final : public DocumentApi {
 };
 
 // open_runtime's work, on the calling thread.
-Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm);
-
-}  // namespace
-
-// Loading runs OpenMP kernels (weight packing, corpus checks) on a thread of its own that ends with
-// it. libgomp keeps a team of worker threads for every thread that ever ran a parallel region, for
-// that thread's life; once the teams hold more threads than there are cores it throttles every
-// team's spin-waits to ~1,000 iterations, and each parallel region of the executor's steps pays a
-// futex wake-up per worker (measured on 2 cores: a 90-row EPIC step's dense layers took 30 ms
-// instead of 19 while the caller's idle team existed). Only the executor's thread keeps a team.
-Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
-  std::optional<Result<Runtime>> r;
-  std::thread([&] { r.emplace(open_runtime_here(opts, std::move(sp_comm))); }).join();
-  return std::move(*r);
-}
-
-namespace {
-
 Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
@@ -267,5 +249,17 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
 }
 
 }  // namespace
+
+// Loading runs OpenMP kernels (weight packing, corpus checks) on a thread of its own that ends with
+// it. libgomp keeps a team of worker threads for every thread that ever ran a parallel region, for
+// that thread's life; once the teams hold more threads than there are cores it throttles every
+// team's spin-waits to 100-1,000 iterations, and each parallel region of the executor's steps pays a
+// futex wake-up per worker (measured on 2 cores: a 90-row EPIC step's dense layers took 30 ms
+// instead of 19 while the caller's idle team existed). Only the executor's thread keeps a team.
+Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
+  std::optional<Result<Runtime>> r;
+  std::thread([&] { r.emplace(open_runtime_here(opts, std::move(sp_comm))); }).join();
+  return std::move(*r);
+}
 
 }  // namespace ragd::pipelines

@@ -70,28 +70,35 @@ detail::QuantizedRows quantize_rows(const float* x, int m, int k) {
   return r;
 }
 
-// Rows [r0, r0 + m) of x against output features of tasks [t0, t1) (kRowsPerTask each).
-void stream_tasks(const detail::GemvTable& t, const float* x, int m, int k, const WeightMatrix& w,
-                  const float* bias, float* y, bool accumulate, int t0, int t1) {
-  detail::QuantizedRows xq;
+// Rows [r0, r0 + m) of x (xq: the same rows quantized, q8 weights only) against the output
+// features of tasks [t0, t1) (kRowsPerTask each).
+void stream_tasks(const detail::GemvTable& t, const float* x, const detail::QuantizedRows* xq, int m, int k,
+                  const WeightMatrix& w, const float* bias, float* y, bool accumulate, int t0, int t1) {
   detail::GemvArgs a;
   a.x = x;
   a.m = m;
   a.k = k;
+  a.xq = xq;
   a.w = &w;
   a.bias = bias;
   a.y = y;
   a.n = w.rows;
   a.accumulate = accumulate;
-  if (w.type == WeightType::kQ8) {
-    xq = quantize_rows(x, m, k);
-    a.xq = &xq;
-  }
   const detail::GemvFn fn = t.by_type[static_cast<int>(w.type)];
   for (int task = t0; task < t1; ++task) {
     const int n0 = task * kRowsPerTask;
     fn(a, n0, std::min(w.rows, n0 + kRowsPerTask));
   }
+}
+
+// Rows [r0, r0 + m) of quantized rows q.
+detail::QuantizedRows quantized_slice(const detail::QuantizedRows& q, int r0, int m) {
+  detail::QuantizedRows s = q;
+  s.m = m;
+  s.q += static_cast<size_t>(r0) * q.kpad;
+  s.d += static_cast<size_t>(r0) * q.blocks;
+  s.corr += static_cast<size_t>(r0) * q.blocks;
+  return s;
 }
 
 }  // namespace
@@ -101,6 +108,9 @@ void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix&
   if (m <= 0 || w.rows <= 0) return;
   const detail::GemvTable& t = table_for(level);
   const int tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  // q8: x quantized once, on this thread (its buffers are read, not written, by the team).
+  detail::QuantizedRows xq;
+  if (w.type == WeightType::kQ8) xq = quantize_rows(x, m, k);
   // One parallel region per call: each thread owns a contiguous range of output features (its
   // slice of the weights) and takes it through every pass of kRowsPerPass rows of x. The threads
   // write disjoint columns of y, so passes need no barrier between them, and a short call (a
@@ -111,7 +121,9 @@ void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix&
     const int t0 = static_cast<int>(static_cast<long>(tasks) * id / nt);
     const int t1 = static_cast<int>(static_cast<long>(tasks) * (id + 1) / nt);
     for (int r0 = 0; r0 < m && t0 < t1; r0 += kRowsPerPass) {
-      stream_tasks(t, x + static_cast<size_t>(r0) * k, std::min(kRowsPerPass, m - r0), k, w, bias,
+      const int mr = std::min(kRowsPerPass, m - r0);
+      const detail::QuantizedRows slice = w.type == WeightType::kQ8 ? quantized_slice(xq, r0, mr) : xq;
+      stream_tasks(t, x + static_cast<size_t>(r0) * k, w.type == WeightType::kQ8 ? &slice : nullptr, mr, k, w, bias,
                    y + static_cast<size_t>(r0) * w.rows, accumulate, t0, t1);
     }
   }

@@ -68,25 +68,30 @@ void rotate_heads(float* x, int heads, int head_dim, const float* cs, const floa
   }
 }
 
-template <typename PosFn>
-void rope_rows(float* x, int rows, int heads, int head_dim, int row_stride, const float* inv_freq, PosFn pos) {
-  const int half = head_dim / 2;
-#pragma omp parallel if (rows > 4)
-  {
-    std::vector<float> cs(half), sn(half);
-#pragma omp for schedule(static)
-    for (int r = 0; r < rows; ++r) {
-      angles(static_cast<double>(pos(r)), half, inv_freq, cs.data(), sn.data());
-      rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
-    }
-  }
+// Rotates rows [0, rows) of x, row r by the table at cs / sn + r · table_stride (0: one table for
+// every row).
+void rotate_rows(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn,
+                 size_t table_stride) {
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int r = 0; r < rows; ++r)
+    rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs + r * table_stride,
+                 sn + r * table_stride);
 }
 
 }  // namespace
 
 void rope_apply(float* x, int rows, int heads, int head_dim, int row_stride, const int32_t* positions,
                 const float* inv_freq) {
-  rope_rows(x, rows, heads, head_dim, row_stride, inv_freq, [positions](int r) { return positions[r]; });
+  const int half = head_dim / 2;
+#pragma omp parallel if (rows > 4)
+  {
+    std::vector<float> cs(half), sn(half);
+#pragma omp for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+      angles(static_cast<double>(positions[r]), half, inv_freq, cs.data(), sn.data());
+      rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
+    }
+  }
 }
 
 void rope_table(int rows, int head_dim, const int32_t* positions, const float* inv_freq, float* cs, float* sn) {
@@ -98,22 +103,17 @@ void rope_table(int rows, int head_dim, const int32_t* positions, const float* i
 }
 
 void rope_apply_table(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn) {
-  const size_t half = static_cast<size_t>(head_dim / 2);
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r)
-    rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs + r * half, sn + r * half);
+  rotate_rows(x, rows, heads, head_dim, row_stride, cs, sn, static_cast<size_t>(head_dim / 2));
 }
 
 void rope_rerotate(float* x, int rows, int heads, int head_dim, int row_stride, int64_t delta,
                    const float* inv_freq) {
-  // Every row turns by the same angle: one cos / sin table for the call (the angles rope_rows would
-  // compute for each row, so the result is the same bit for bit).
+  // Every row turns by the same angle: one cos / sin table for the call (the angles rope_apply would
+  // compute for each row at position delta, so the result is the same bit for bit).
   const int half = head_dim / 2;
   std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
   angles(static_cast<double>(delta), half, inv_freq, cs.data(), sn.data());
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r)
-    rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
+  rotate_rows(x, rows, heads, head_dim, row_stride, cs.data(), sn.data(), 0);
 }
 
 }  // namespace ragd::kernels
