@@ -15,8 +15,8 @@ size_t resident_bytes();
 // variable is unset this re-executes the current binary with OMP_WAIT_POLICY=PASSIVE and, unless
 // GOMP_SPINCOUNT is set, GOMP_SPINCOUNT=10000: idle threads spin about 0.1 ms before they sleep.
 // The kernels of one step follow each other closely, and a futex wake-up per parallel region cost
-// a 93-row EPIC step a quarter of its time (bench_blend: 4.6× against full prefill with no spin,
-// 6.6× with it) and 2-thread decode 1.4-1.7×; 0.1 ms is short enough not to starve other work. A
+// a 93-row EPIC step up to a quarter of its time (bench_blend: 4.6× against full prefill with no spin,
+// 5.0-6.6× with it) and 2-thread decode 1.4-1.7×; 0.1 ms is short enough not to starve other work. A
 // value the user set is kept. Returns normally (no re-exec) if the variable is set or exec fails.
 void ensure_passive_omp_wait(char** argv);
 
