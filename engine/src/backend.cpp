@@ -37,6 +37,15 @@ void rerotate_host_keys(const ModelConfig& cfg, const float* inv_freq, float* k,
   }
 }
 
+void Backend::write_rerotated(KvStorage& st, std::span<const int32_t> blocks, int t0, int n, const float* k,
+                              const float* v, int64_t delta) const {
+  const KvLayout& L = st.layout();
+  const size_t floats = static_cast<size_t>(L.num_layers) * n * L.token_floats();
+  std::vector<float> rotated(k, k + floats);
+  rerotate_keys(rotated.data(), static_cast<size_t>(L.num_layers) * n, delta);
+  st.write_tokens_all_layers(blocks, t0, n, rotated.data(), v);
+}
+
 LayerQkv qkv_view(int layer, std::span<const StepRow> rows, const LayerShape& shape, float* qkv, size_t stride) {
   const size_t q_dim = static_cast<size_t>(shape.num_heads) * shape.head_dim;
   const size_t kv_dim = static_cast<size_t>(shape.num_kv_heads) * shape.head_dim;

@@ -119,6 +119,12 @@ class Backend {
                         const int32_t* q_pos, float* out, float* lse) = 0;
   // In place on host keys k: [rows, num_kv_heads, head_dim]; see Model::rerotate_keys.
   virtual void rerotate_keys(float* k, size_t rows, int64_t delta) const = 0;
+  // Writes tokens [t0, t0 + n) of every layer into `blocks` of st (storage from make_kv_storage):
+  // k, v host f32 [num_layers][n, num_kv_heads, head_dim], k rotated for positions `delta` lower
+  // than where it lands and re-rotated on the way (as rerotate_keys: the same bits); k and v are
+  // not changed (Model::append_shifted). The default re-rotates a copy of k, then writes every layer.
+  virtual void write_rerotated(KvStorage& st, std::span<const int32_t> blocks, int t0, int n, const float* k,
+                               const float* v, int64_t delta) const;
   // Bytes of weights read per decoded token (for benchmarks' bandwidth bounds).
   virtual size_t weight_bytes() const = 0;
 };

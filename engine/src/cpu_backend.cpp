@@ -41,6 +41,21 @@ void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
   rerotate_host_keys(cfg_, inv_freq_.data(), k, rows, delta);
 }
 
+void CpuBackend::write_rerotated(KvStorage& st, std::span<const int32_t> blocks, int t0, int n, const float* k,
+                                 const float* v, int64_t delta) const {
+  // Runs on the stepping thread (the pool's owner), so the parallel region uses its OpenMP team.
+  // HostKvStorage writes of different layers touch disjoint memory.
+  const KvLayout& L = st.layout();
+  const size_t per_layer = static_cast<size_t>(n) * L.token_floats();
+#pragma omp parallel for schedule(static) if (L.num_layers > 1 && per_layer >= 4096)
+  for (int l = 0; l < L.num_layers; ++l) {
+    thread_local std::vector<float> rotated;
+    rotated.assign(k + l * per_layer, k + (l + 1) * per_layer);
+    rerotate_host_keys(cfg_, inv_freq_.data(), rotated.data(), static_cast<size_t>(n), delta);
+    st.write_tokens(l, blocks, t0, n, rotated.data(), v + l * per_layer);
+  }
+}
+
 Status CpuBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,
                           const int32_t* q_pos, float* out, float* lse) {
   RAGD_ASSIGN_OR_RETURN(HostKvStorage * kvs, host_storage(pool));

@@ -31,6 +31,9 @@ class CpuBackend final : public Backend {
   Status attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q, const int32_t* q_pos,
                 float* out, float* lse) override;
   void rerotate_keys(float* k, size_t rows, int64_t delta) const override;
+  // Layers in parallel, each re-rotated in a per-thread copy while it is in cache.
+  void write_rerotated(KvStorage& st, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v,
+                       int64_t delta) const override;
   size_t weight_bytes() const override { return weight_bytes_; }
 
  private:

@@ -257,9 +257,16 @@ void BlockTable::write(KvPool& pool, int layer, int t0, int n, const float* k_sr
 }
 
 bool BlockTable::append(KvPool& pool, int n, const float* k_src, const float* v_src) {
+  return append_with(pool, n, [&](KvStorage& st, std::span<const int32_t> blocks, int t0) {
+    st.write_tokens_all_layers(blocks, t0, n, k_src, v_src);
+  });
+}
+
+bool BlockTable::append_with(KvPool& pool, int n,
+                             const std::function<void(KvStorage&, std::span<const int32_t>, int)>& write) {
   if (!reserve(pool, n)) return false;
   check_writable(pool, num_tokens_, n);
-  pool.storage().write_tokens_all_layers(blocks_, num_tokens_, n, k_src, v_src);
+  write(pool.storage(), blocks_, num_tokens_);
   commit(n);
   return true;
 }

@@ -39,6 +39,15 @@ class ModelImpl final : public Model {
     backend_->rerotate_keys(k, rows, delta);
     return Status::OK();
   }
+  Status append_shifted(BlockTable& table, int n, const float* k, const float* v, int64_t delta) override {
+    if (n < 0) return Status::InvalidArgument("append_shifted: n = " + std::to_string(n));
+    const bool ok = table.append_with(*pool_, n, [&](KvStorage& st, std::span<const int32_t> blocks, int t0) {
+      if (delta == 0) st.write_tokens_all_layers(blocks, t0, n, k, v);
+      else backend_->write_rerotated(st, blocks, t0, n, k, v, delta);
+    });
+    if (!ok) return Status::ResourceExhausted("append_shifted: KV pool has no room for " + std::to_string(n) + " more tokens");
+    return Status::OK();
+  }
   Status attend(const BlockTable& table, int layer, std::span<const float> q, std::span<const int32_t> q_pos,
                 float* out, float* lse) override;
   Status embed(std::span<const int32_t> tokens, std::vector<float>* out, SentencePooling pooling) override;

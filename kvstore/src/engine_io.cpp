@@ -37,6 +37,14 @@ HostKv host_kv(const SegmentBuffer& seg) {
   return kv;
 }
 
+KvData host_kv_view(const SegmentBuffer& seg, HostKv* keep) {
+  if (seg.header().dtype != KvDtype::kF32) {
+    *keep = host_kv(seg);
+    return keep->data();
+  }
+  return {seg.num_tokens(), static_cast<int>(seg.header().first_position), seg.k_all(), seg.v_all()};
+}
+
 Status append_segment(const SegmentBuffer& seg, engine::KvPool& pool, engine::BlockTable& table) {
   const SegmentHeader& h = seg.header();
   const engine::KvLayout& L = pool.layout();

@@ -48,15 +48,10 @@ Result<std::vector<kvstore::HostKv>> compute_chunk_kv(engine::Model& model, cons
   return kv;
 }
 
-Status place_chunk(engine::Model& model, kvstore::HostKv& kv, engine::BlockTable& table) {
-  engine::KvPool& pool = model.kv_pool();
-  const engine::KvLayout& L = pool.layout();
+Status place_chunk(engine::Model& model, const kvstore::KvData& kv, engine::BlockTable& table) {
   const int64_t delta = static_cast<int64_t>(table.num_tokens()) - kv.first_position;
-  if (delta != 0) {
-    RAGD_RETURN_IF_ERROR(model.rerotate_keys(kv.k.data(), static_cast<size_t>(L.num_layers) * kv.num_tokens, delta));
-    kv.first_position += static_cast<int>(delta);
-  }
-  if (!table.append(pool, kv.num_tokens, kv.k.data(), kv.v.data()))
+  if (delta != 0) return model.append_shifted(table, kv.num_tokens, kv.k, kv.v, delta);
+  if (!table.append(model.kv_pool(), kv.num_tokens, kv.k, kv.v))
     return Status::ResourceExhausted(fmt::format("place_chunk: KV pool has no room for {} more tokens", kv.num_tokens));
   return Status::OK();
 }

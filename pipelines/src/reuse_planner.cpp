@@ -232,9 +232,12 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   auto doc_tokens = [&](size_t j) {
     return prompt.subspan(p.ends[j - 1], p.ends[j] - p.ends[j - 1]);
   };
-  // Chunk KV per document: loaded from the chunk cache (src = the tier it came from), or computed
-  // now after the head (no src).
-  std::vector<std::optional<kvstore::HostKv>> kv(n);
+  // Chunk KV per document (k null: not there): a view of a segment loaded from the chunk cache (src
+  // = the tier it came from; `held` keeps it alive, `owned` holds a widened copy), or computed now
+  // after the head (no src, in `owned`). An f32 segment is placed from its own bytes, not copied.
+  std::vector<kvstore::KvData> kv(n);
+  std::vector<kvstore::HostKv> owned(n);
+  std::vector<kvstore::SegmentRef> held(n);
   std::vector<std::optional<kvstore::Tier>> src(n);
   if (p.chunk_load && p.chunk_load->done()) {
     const kvstore::LoadHandle& h = *p.chunk_load;
@@ -244,7 +247,8 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
       const kvstore::SegmentRef seg = h.segment(i);
       if (!seg || seg->num_tokens() != p.ends[j] - p.ends[j - 1] || static_cast<int>(seg->header().first_position) != head_len)
         continue;
-      kv[j] = kvstore::host_kv(*seg);
+      held[j] = seg;
+      kv[j] = kvstore::host_kv_view(*seg, &owned[j]);
       src[j] = h.source(i);
     }
   }
@@ -253,7 +257,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   int side_blocks = 0;
   const int bs = pool_.layout().block_size;
   for (size_t j = d; j < n; ++j) {
-    if (kv[j]) continue;
+    if (kv[j].k) continue;
     missing.push_back(j);
     missing_tokens.push_back(doc_tokens(j));
     side_blocks += (head_len % bs + static_cast<int>(doc_tokens(j).size()) + bs - 1) / bs + 1;
@@ -277,16 +281,17 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
       auto r = store_.insert_chunk(kvstore::chunk_key(p.docs[0], p.docs[j]), (*fresh)[i].data(), p.scope, doc_tokens(j));
       if (!r.ok()) log::pipelines()->warn("chunk kv insert failed: {}", r.status().to_string());
       in->computed += (*fresh)[i].num_tokens;
-      kv[j] = std::move((*fresh)[i]);
+      owned[j] = std::move((*fresh)[i]);
+      kv[j] = owned[j].data();
     }
   }
   chunk_ms = ms_since(t_chunk);
   const auto t_place = BClock::now();
   std::vector<BlendDoc> docs;
   for (size_t j = d; j < n; ++j) {
-    const int len = kv[j]->num_tokens;
+    const int len = kv[j].num_tokens;
     if (!ensure_free(table.blocks_needed(pool_, len))) return give_up("no KV pool room to place chunk KV");
-    if (Status st = place_chunk(model_, *kv[j], table); !st.ok()) return give_up(st.to_string());
+    if (Status st = place_chunk(model_, kv[j], table); !st.ok()) return give_up(st.to_string());
     docs.push_back({p.ends[j - 1], len, /*in_place=*/j == 1});
   }
   place_ms = ms_since(t_place);
@@ -304,13 +309,13 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
   // Loading controller: the ratio whose per-layer recompute matches the per-layer load time.
   int slow_loaded = 0;
   for (size_t j = d; j < n; ++j)
-    if (src[j] && *src[j] != kvstore::Tier::kHbm) slow_loaded += kv[j]->num_tokens;
+    if (src[j] && *src[j] != kvstore::Tier::kHbm) slow_loaded += kv[j].num_tokens;
   if (slow_loaded > 0 && p.chunk_load && row_layer_ms_ > 0 && st->placed > 0) {
     const int layers = model_.config().num_hidden_layers;
     st->ratio_floor = std::min(1.0, p.chunk_load->elapsed_ms() / (row_layer_ms_ * layers * st->placed));
   }
   for (size_t j = d; j < n; ++j) {
-    const int len = kv[j]->num_tokens;
+    const int len = kv[j].num_tokens;
     in->tokens += len;
     if (!src[j]) continue;  // computed in this run
     const kvstore::Tier t = *src[j];
@@ -323,7 +328,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
 }
 
 void ReusePlanner::blend_deferred(ReusePlan& p, size_t d, std::span<const size_t> missing,
-                                  std::vector<std::optional<kvstore::HostKv>>& kv,
+                                  std::span<const kvstore::KvData> kv,
                                   const std::vector<std::optional<kvstore::Tier>>& src, engine::BlockTable& table,
                                   const std::function<bool(int)>& ensure_free, Installed* in) {
   const size_t n = p.docs.size();
@@ -341,8 +346,8 @@ void ReusePlanner::blend_deferred(ReusePlan& p, size_t d, std::span<const size_t
   for (size_t j = d; j < n; ++j) {
     const int start = p.ends[j - 1], len = p.ends[j] - start;
     if (!ensure_free(table.blocks_needed(pool_, len))) return give_up("no KV pool room to place chunk KV");
-    if (kv[j]) {
-      if (Status st = place_chunk(model_, *kv[j], table); !st.ok()) return give_up(st.to_string());
+    if (kv[j].k) {
+      if (Status st = place_chunk(model_, kv[j], table); !st.ok()) return give_up(st.to_string());
       docs.push_back({start, len, /*in_place=*/j == 1, /*fresh=*/false});
     } else {
       if (!table.reserve(pool_, len)) return give_up("no KV pool room for a first-seen document");

@@ -126,7 +126,7 @@ class ReusePlanner {
              const std::function<bool(int)>& ensure_free, Installed* in);
   // blend() with the repair deferred to the run's first prefill step (blend_step.h).
   void blend_deferred(ReusePlan& plan, size_t d, std::span<const size_t> missing,
-                      std::vector<std::optional<kvstore::HostKv>>& kv, const std::vector<std::optional<kvstore::Tier>>& src,
+                      std::span<const kvstore::KvData> kv, const std::vector<std::optional<kvstore::Tier>>& src,
                       engine::BlockTable& table, const std::function<bool(int)>& ensure_free, Installed* in);
   // Computes and caches the chunk KV of the first-seen documents of a deferred repair.
   void publish_pending_chunks(ReusePlan& plan, const engine::BlockTable& table, std::span<const int32_t> prompt);

@@ -24,6 +24,7 @@
 #include <faiss/index_io.h>
 
 #include "durable_file.h"
+#include "flat_scan.h"
 #include "ragd/common/check.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/log.h"
@@ -261,7 +262,8 @@ struct VectorIndex::Impl {
       index->search(static_cast<idx_t>(n), q, k, D->data(), I->data(), &p);
       return;
     }
-    // Flat, staging and HNSW: an IndexIDMap2 over an index of internal ids. FAISS 1.7.3's
+    // Flat, staging and HNSW: an IndexIDMap2 over an index of internal ids (a flat one scanned by
+    // flat_ip_topk, flat_scan.h). FAISS 1.7.3's
     // IndexIDMap refuses search parameters, so the inner index is searched (with a selector that
     // translates internal ids) and the answers are mapped to external ids here. FAISS 1.7.3 also
     // ignores SearchParametersHNSW::efSearch, so a non-default efSearch is set on the index by a
@@ -271,7 +273,13 @@ struct VectorIndex::Impl {
     faiss::SearchParametersHNSW p;  // a SearchParameters that HNSW also accepts
     if (sp.filter) p.sel = &sel;
     if (faiss::HNSW* h = hnsw()) p.efSearch = h->efSearch;
-    idmap->index->search(static_cast<idx_t>(n), q, k, D->data(), I->data(), sp.filter ? &p : nullptr);
+    const auto* flat = dynamic_cast<const faiss::IndexFlat*>(idmap->index);
+    if (flat != nullptr && flat->metric_type == faiss::METRIC_INNER_PRODUCT) {  // Flat, and IVF staging
+      flat_ip_topk(flat->get_xb(), static_cast<size_t>(flat->ntotal), static_cast<size_t>(flat->d), q, n,
+                   static_cast<size_t>(k), sp.filter ? &sel : nullptr, D->data(), I->data());
+    } else {
+      idmap->index->search(static_cast<idx_t>(n), q, k, D->data(), I->data(), sp.filter ? &p : nullptr);
+    }
     for (auto& l : *I)
       if (l >= 0) l = idmap->id_map[static_cast<size_t>(l)];
   }

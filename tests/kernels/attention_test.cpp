@@ -237,6 +237,42 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PrefillPositionsTest,
                                            PosCase{33, 129, 2, 3, true}, PosCase{129, 300, 4, 16, true},
                                            PosCase{1, 7, 2, 1, true}));
 
+// Queries in position order, as an EPIC step lays them out (16 repair rows at the start of each of
+// four documents, then the question): the rows that see nothing of a later key chunk skip it. Over
+// contiguous keys and over keys with explicit positions and holes; AVX-512 tiles (d 64) and sgemm
+// (d 48); odd tile sizes (GQA group 3).
+TEST(PrefillPositions, SortedRowsSkipKeyChunksTheyCannotSee) {
+  const int kvh = 2, group = 3, heads = kvh * group, len = 901;
+  std::vector<int32_t> q_pos;
+  for (int start : {45, 255, 466, 677})
+    for (int i = 0; i < 16; ++i) q_pos.push_back(start + i);
+  for (int p = 870; p < len; ++p) q_pos.push_back(p);
+  const int n_q = static_cast<int>(q_pos.size());
+  for (const int d : {64, 48}) {
+    for (const bool with_key_pos : {false, true}) {
+      const uint32_t seed = static_cast<uint32_t>(500 + d + (with_key_pos ? 1 : 0));
+      auto q = random_vec(static_cast<size_t>(n_q) * heads * d, seed, -2.0f, 2.0f);
+      auto kc = random_vec(static_cast<size_t>(len) * kvh * d, seed + 1, -2.0f, 2.0f);
+      auto vc = random_vec(static_cast<size_t>(len) * kvh * d, seed + 2);
+      PagedData paged(kc, vc, len, kvh, d, 16, seed + 3);
+      std::vector<int32_t> key_pos;
+      if (with_key_pos) {  // slot order, every 11th slot a hole
+        key_pos.resize(len);
+        std::iota(key_pos.begin(), key_pos.end(), 0);
+        for (int j = 5; j < len; j += 11) key_pos[j] = kNoPosition;
+        paged.view.key_pos = key_pos.data();
+      }
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      std::vector<float> out(q.size()), lse(static_cast<size_t>(n_q) * heads);
+      ASSERT_TRUE(attention_prefill_positions(q.data(), n_q, heads, paged.view, scale, q_pos.data(), out.data(),
+                                              lse.data()).ok());
+      std::vector<double> ref_o, ref_l;
+      ref_attention_positions(q, n_q, heads, kc, vc, len, kvh, d, scale, q_pos, key_pos, &ref_o, &ref_l);
+      expect_matches(out, lse, ref_o, ref_l, d, "sorted d=" + std::to_string(d) + (with_key_pos ? " key_pos" : ""));
+    }
+  }
+}
+
 // The positions form with q_pos = i + q_offset is the q_offset form (same path, same bits).
 TEST(PrefillPositions, ContiguousPositionsEqualQOffsetBitwise) {
   const int n_q = 33, kvh = 2, heads = 4, d = 64, off = 70, len = off + n_q;

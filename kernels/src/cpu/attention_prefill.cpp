@@ -143,6 +143,10 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
     kv_end = std::max(kv_end, sc.lim[i]);
   }
   if (by_pos) kv_end = q_max >= 0 ? kv.kv_len : 0;
+  // Queries in position order (a prefill, or an approximate-reuse step whose repair rows precede
+  // the question): the rows that see nothing of a key chunk form a prefix of the tile, which that
+  // chunk skips. An EPIC step of 93 rows over 4 documents computes about a quarter fewer scores.
+  const bool sorted = std::is_sorted(sc.qp.begin(), sc.qp.begin() + ni);
   sc.k.resize(static_cast<size_t>(kKeyChunk) * d);
   sc.v.resize(static_cast<size_t>(kKeyChunk) * d);
   if (tiles) sc.kt.resize(static_cast<size_t>(kKeyChunk) * d);
@@ -151,8 +155,8 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
     const int n = std::min(kKeyChunk, kv_end - j0);
     const int32_t* kp = by_pos ? kv.key_pos + j0 : nullptr;
     bool chunk_full = true;  // by_pos: every key of the chunk visible to every row of the tile
+    int32_t kmin = kNoPosition, kmax = 0;  // by_pos: the chunk's smallest and largest key position
     if (by_pos) {
-      int32_t kmin = kNoPosition, kmax = 0;
       for (int j = 0; j < n; ++j) {
         kmin = std::min(kmin, kp[j]);
         kmax = std::max(kmax, kp[j]);
@@ -160,6 +164,19 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
       if (kmin > q_max) continue;  // nothing here for this tile
       chunk_full = kmax <= q_min;
     }
+    // Token rows [i_first, ni) see some key of the chunk (all of them when !sorted): only their
+    // score rows [r0, rows) take part in this chunk; the others keep their running state.
+    int i_first = 0;
+    if (sorted) {
+      if (by_pos) {
+        while (i_first < ni && sc.qp[i_first] < kmin) ++i_first;
+      } else {
+        while (i_first < ni && sc.lim[i_first] <= j0) ++i_first;
+      }
+      if (i_first == ni) continue;
+    }
+    const int r0 = i_first * group, rc = rows - r0;
+    const float* qc = sc.q.data() + static_cast<size_t>(r0) * d;
     gather_kv(kv, g, j0, n, sc.k.data(), sc.v.data());
     // ns: columns of the score rows (n, or n rounded up to 16 for the AVX-512 tiles).
     const int ns = tiles ? (n + 15) / 16 * 16 : n;
@@ -170,45 +187,45 @@ void prefill_task(const float* q, int num_heads, const PagedKv& kv, float scale,
         for (int j = n; j < ns; ++j) dst[j] = 0.0f;
       }
       std::fill(sc.v.begin() + static_cast<size_t>(n) * d, sc.v.begin() + static_cast<size_t>(ns) * d, 0.0f);
-      detail::attention_scores_avx512(rows, ns, d, sc.q.data(), sc.kt.data(), sc.s.data());
-      for (int r = 0; r < rows; ++r) {
+      detail::attention_scores_avx512(rc, ns, d, qc, sc.kt.data(), sc.s.data());
+      for (int r = 0; r < rc; ++r) {
         float* sr = sc.s.data() + static_cast<size_t>(r) * ns;
         for (int j = n; j < ns; ++j) sr[j] = kNegInf;
       }
     } else {
-      gemm(false, true, rows, n, d, 1.0f, sc.q.data(), d, sc.k.data(), d, 0.0f, sc.s.data(), n);
+      gemm(false, true, rc, n, d, 1.0f, qc, d, sc.k.data(), d, 0.0f, sc.s.data(), n);
     }
     if (!by_pos && j0 + n > lim_min) {  // chunk reaches past some row's limit
-      for (int i = 0; i < ni; ++i) {
+      for (int i = i_first; i < ni; ++i) {
         for (int jh = 0; jh < group; ++jh) {
-          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * ns;
+          float* sr = sc.s.data() + static_cast<size_t>((i - i_first) * group + jh) * ns;
           for (int j = std::max(0, sc.lim[i] - j0); j < n; ++j) sr[j] = kNegInf;
         }
       }
     } else if (by_pos && !chunk_full) {
-      for (int i = 0; i < ni; ++i) {
+      for (int i = i_first; i < ni; ++i) {
         const int32_t p = sc.qp[i];
         for (int jh = 0; jh < group; ++jh) {
-          float* sr = sc.s.data() + static_cast<size_t>(i * group + jh) * ns;
+          float* sr = sc.s.data() + static_cast<size_t>((i - i_first) * group + jh) * ns;
           for (int j = 0; j < n; ++j) sr[j] = kp[j] > p ? kNegInf : sr[j];
         }
       }
     }
     if (avx512) {
-      detail::softmax_chunk_avx512(rows, ns, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+      detail::softmax_chunk_avx512(rc, ns, sc.s.data(), sc.m.data() + r0, sc.l.data() + r0, alpha.data() + r0);
     } else {
-      softmax_chunk(rows, ns, sc.s.data(), sc.m.data(), sc.l.data(), alpha.data());
+      softmax_chunk(rc, ns, sc.s.data(), sc.m.data() + r0, sc.l.data() + r0, alpha.data() + r0);
     }
-    for (int r = 0; r < rows; ++r) {
+    for (int r = r0; r < rows; ++r) {
       if (alpha[r] != 1.0f) {
         float* o = sc.o.data() + static_cast<size_t>(r) * d;
         for (int c = 0; c < d; ++c) o[c] *= alpha[r];
       }
     }
     if (tiles) {
-      detail::attention_pv_avx512(rows, ns, d, sc.s.data(), sc.v.data(), sc.o.data());
+      detail::attention_pv_avx512(rc, ns, d, sc.s.data(), sc.v.data(), sc.o.data() + static_cast<size_t>(r0) * d);
     } else {
-      gemm(false, false, rows, d, n, 1.0f, sc.s.data(), n, sc.v.data(), d, 1.0f, sc.o.data(), d);
+      gemm(false, false, rc, d, n, 1.0f, sc.s.data(), n, sc.v.data(), d, 1.0f, sc.o.data() + static_cast<size_t>(r0) * d, d);
     }
   }
   for (int i = 0; i < ni; ++i) {

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -132,6 +133,11 @@ class BlockTable {
   // KvStorage::write_tokens_all_layers, commit. k_src/v_src: [num_layers][n, kv_heads, head_dim].
   // False when the pool is full.
   bool append(KvPool& pool, int n, const float* k_src, const float* v_src);
+  // The same with the writing left to `write(storage, blocks, t0)`, which must fill slots
+  // [t0, t0 + n) of every layer of the table's blocks (e.g. keys re-rotated on the way:
+  // Model::append_shifted). Reserve, write, commit; false (nothing changed) when the pool is full.
+  bool append_with(KvPool& pool, int n,
+                   const std::function<void(KvStorage& storage, std::span<const int32_t> blocks, int t0)>& write);
 
  private:
   // True when the next token goes into a partially filled block that other tables share.

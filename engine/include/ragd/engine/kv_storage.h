@@ -96,6 +96,10 @@ class HostKvStorage final : public KvStorage {
   void copy_block(int32_t dst, int32_t src) override;
   void read(int layer, int32_t block, int slot, int n, float* k, float* v) const override;
   void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) override;
+  // Layers in parallel on the calling thread's OpenMP team (BlockTable::append runs on the thread
+  // that steps the model, whose team the kernels use too).
+  void write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k,
+                               const float* v) override;
 
   // Base of one layer's arrays (block 0), for paged kernels: values of layout().dtype.
   void* k_layer(int layer) { return k_[layer].get(); }

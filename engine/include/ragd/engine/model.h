@@ -173,6 +173,14 @@ class Model {
     return Status::Unimplemented("rerotate_keys: this model does not support position-shifted KV reuse");
   }
 
+  // Appends n tokens of imported KV of every layer to `table` (k, v as BlockTable::append) whose
+  // keys were rotated for positions `delta` lower than the slots they land in: re-rotated on the way
+  // (the same bits as rerotate_keys, then BlockTable::append), k and v are not changed.
+  // ResourceExhausted (table unchanged) when the pool has no room; Unimplemented as rerotate_keys.
+  virtual Status append_shifted(BlockTable& table, int n, const float* k, const float* v, int64_t delta) {
+    return Status::Unimplemented("append_shifted: this model does not support position-shifted KV reuse");
+  }
+
   // Attention of n_q given queries over one layer of a sequence's KV, masked by position: query i
   // sees the keys of `table` whose stored position is <= q_pos[i]. q: [n_q, num_attention_heads,
   // head_dim] post-RoPE f32; out: same shape; lse: [n_q, num_attention_heads] natural log (-inf

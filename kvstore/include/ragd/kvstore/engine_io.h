@@ -34,6 +34,9 @@ Result<HostKv> gather_kv(const engine::KvPool& pool, const engine::BlockTable& t
 // The K and V of every layer of `seg` as f32 (bf16 widens exactly), first_position = the position
 // its first token had when K was computed (segment header).
 HostKv host_kv(const SegmentBuffer& seg);
+// K and V of seg as f32 host arrays: a view of the segment's own bytes for kF32 (nothing copied;
+// valid while seg lives), else widened into *keep.
+KvData host_kv_view(const SegmentBuffer& seg, HostKv* keep);
 
 // Appends seg's tokens to `table`. FailedPrecondition when the segment's shape does not match the
 // pool's layout; ResourceExhausted (table unchanged) when the pool has no room.

@@ -70,8 +70,12 @@ Result<std::vector<kvstore::HostKv>> compute_chunk_kv(engine::Model& model, cons
                                                       std::span<const std::span<const int32_t>> docs);
 
 // Appends kv (computed at kv.first_position) to the end of `table`, re-rotating K to the table's
-// end position. kv.k is changed in place. ResourceExhausted (table unchanged) when the pool is full.
-Status place_chunk(engine::Model& model, kvstore::HostKv& kv, engine::BlockTable& table);
+// end position as it is stored (Model::append_shifted; kv is not changed). ResourceExhausted
+// (table unchanged) when the pool is full.
+Status place_chunk(engine::Model& model, const kvstore::KvData& kv, engine::BlockTable& table);
+inline Status place_chunk(engine::Model& model, const kvstore::HostKv& kv, engine::BlockTable& table) {
+  return place_chunk(model, kv.data(), table);
+}
 
 // The repair step over the placed `docs` of `table` (whose slots hold their placed KV); tokens:
 // the whole prompt. Runs nothing for r = 0 / k = 0 or when every document is in place.
