@@ -2,11 +2,42 @@
 """Serving rates for `ragctl simulate` from light-load measured runs.
 
   bench/sim/calibrate.py PLAN.json BENCH_C1.json KV_BYTES_PER_TOKEN [MAX_BATCH_TOKENS [DENSE_MODEL]]
-      [--publish MISS_C1.json --publish-sim "SIMULATE ARGS"] [--wake OPEN.json --wake-sim "SIMULATE ARGS"]
+      [--steps STEPS.json] [--publish MISS_C1.json --publish-sim "SIMULATE ARGS"]
+      [--wake OPEN.json --wake-sim "SIMULATE ARGS"] [--check CN.json --check-sim "SIMULATE ARGS"]
+      [--wake-after SECONDS]
       > rates.json
 
-DENSE_MODEL: roofline (default; a GPU) or additive (a CPU, where reading the weights and computing
-do not overlap): how a step's dense part grows with its tokens (sim/include/ragd/sim/cost_model.h).
+DENSE_MODEL: roofline (default; a GPU), additive (a CPU, where reading the weights and computing
+do not overlap) or measured (needs --steps): how a step's dense part grows with its tokens
+(sim/include/ragd/sim/cost_model.h).
+
+--steps STEPS.json (`ragctl simulate-steps --model M --json STEPS.json`: batched engine steps of
+serving shapes, timed in one process on the daemon's engine code, no daemon) gives the engine part
+of a step instead of interpolating between plan's two points:
+  dense_curve      the single prefills of n tokens without logits, less their causal attention at
+                   plan's attention rate (made non-decreasing)
+  sample_s         per sampled row (the LM head's row and its logits): the decode batches of k
+                   sequences less dense_curve(k) and their KV reads, least squares per row
+  prefill_context_s per cached token behind a prefill item (its KV is read from memory): what the
+                   prefills after C cached tokens with their row take beyond the terms above
+The idle gaps' cost is printed (the kernels' threads sleep; after long gaps the whole process is
+cold), not used: the daemon's HTTP and retrieval threads run just before each step.
+The LM head's weights are read once per step that samples (the intercept of the decode batches):
+that is in step_overhead_s (every decode step samples). The mixed shapes (decodes beside a
+prefill) are not fitted: their measured times against the model's are printed as a check. With
+--steps the one-client fit below compares the client's TTFT (not the daemon's forward time, which
+leaves out the scheduler's work around a step) with the modelled retrieval, network and prefill
+steps, and takes means of the retrieval and network times (see below).
+  wake_s           (with --steps) the per-request time of the line above: what a request that
+                   finds the replica idle loses beyond its steps, paid by a step after the replica
+                   idled wake_after_s (--wake-after, default 0.0005: between back-to-back steps
+                   and one client's gap between requests); a request batched into running steps
+                   does not pay it. admit_s is 0.
+  engine_slowdown  (with --steps) the line's slope less 1: the engine terms in the daemon against
+                   simulate-steps alone; step_overhead_s is TPOT less the slowed decode step.
+  --wake OPEN.json, --check CN.json (with --steps) runs compared, not fitted: the simulated mean
+                   TTFT of `ragctl SIMULATE_ARGS` against theirs (e.g. the mostly-hit requests at
+                   2 req/s and from 4 clients).
 
 PLAN.json: `ragctl plan --model M --json` (the engine's kernel rates, measured here).
 BENCH_C1.json: `ragctl bench --concurrency 1 --json` on the same daemon config (one request at a
@@ -14,11 +45,11 @@ time, so every step holds one request), or several, comma-separated (e.g. a most
 mostly-miss run without reuse, so that the prefill line spans short and long prefills and no
 publication is in it). Each one's first request (a cold daemon: page faults, first allocations) is
 left out. Fitted over the others:
-  retrieval_s      median of the daemon's timings.retrieval_ms
-  network_s        half the median of (client TTFT - daemon timings.ttft_ms)
+  retrieval_s      median of the daemon's timings.retrieval_ms (the mean with --steps)
+  network_s        half the median of (client TTFT - daemon timings.ttft_ms) (the mean with --steps)
   step_overhead_s  mean time per output token after the first ((e2e - TTFT) / (tokens - 1)) - the
                    modelled decode step (decode_dense_s + KV streaming)
-  admit_s, prefill_token_s
+  admit_s, prefill_token_s (without --steps)
                    least squares of (measured prefill_ms - the modelled prefill steps) on the prompt
                    tokens each request computed: what a serving prefill costs beyond the kernel
                    rates, per request and per token
@@ -31,6 +62,8 @@ the mean carries the background load a run pays.
                    --workload calib-miss.txt --retrieved calib-miss.retrieved.jsonl --set
                    concurrency=1) gives the measured mean end-to-end time, first request left out
                    on both sides. Everything else is fixed first, from BENCH_C1.json.
+  wake_s           (without --steps, with --wake) by bisection so that `ragctl WAKE_SIM_ARGS`
+                   gives the mean TTFT of OPEN.json (the mostly-hit requests at 2 req/s)
 Everything else stays the kernel rates' (or the simulator's defaults).
 """
 import json
@@ -78,6 +111,16 @@ def fit(out, field, runs, simulate, key, hi):
         return x, want, sim(x)
 
 
+def check(out, runs, simulate, key):
+    """The measured mean `key` of the runs and the simulated one with the rates as they are."""
+    want = statistics.mean(mean_of(p, key) for p in runs.split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        rates, res = os.path.join(tmp, "rates.json"), os.path.join(tmp, "sim.json")
+        json.dump(out, open(rates, "w"))
+        subprocess.run(simulate + ["--rates", rates, "--json", res], check=True, capture_output=True)
+        return want, mean_of(res, key)
+
+
 def take(argv, flag):
     if flag not in argv:
         return argv, None
@@ -85,12 +128,72 @@ def take(argv, flag):
     return argv[:i] + argv[i + 2:], argv[i + 1]
 
 
+def step_rates(steps_path, rates, bpt):
+    """The engine part of a step from `ragctl simulate-steps` timings (see above), and the check rows."""
+    d = json.load(open(steps_path))
+    ctx, steps = d["context"], d["steps"]
+    attn = lambda start, n: (n * start + n * (n + 1) / 2) / rates["attn_pairs_per_s"]
+    kv = lambda c: c * bpt / rates["kv_read_bytes_per_s"]
+    curve = []
+    for s in sorted((s for s in steps if s["decodes"] == 0 and s["start"] == 0 and not s["logits"]), key=lambda s: s["prefill"]):
+        v = max(s["seconds"] - attn(0, s["prefill"]), curve[-1][1] if curve else 1e-9)
+        curve.append([s["prefill"], float("%.5g" % v)])
+    pts = dict(curve)
+    ks = sorted(pts)
+
+    def dense(t):
+        if t <= ks[0]:
+            return pts[ks[0]]
+        if t >= ks[-1]:
+            return pts[ks[-1]] + (t - ks[-1]) / rates["dense_tokens_per_s"]
+        hi = next(k for k in ks if k >= t)
+        lo = max(k for k in ks if k < t)
+        return pts[lo] + (pts[hi] - pts[lo]) * (t - lo) / (hi - lo)
+
+    # Decode batches: decode(k) - dense(k) - k kv(ctx + 1) = logits_step + k * sample_s (least
+    # squares): the LM head's weights are read once per step that samples, each row adds a little.
+    dec = [(s["decodes"], s["seconds"] - dense(s["decodes"]) - s["decodes"] * kv(ctx + 1))
+           for s in steps if s["prefill"] == 0 and s["decodes"] > 0]
+    mk, my = statistics.mean(k for k, _ in dec), statistics.mean(y for _, y in dec)
+    sample = max(0.0, sum((k - mk) * (y - my) for k, y in dec) / sum((k - mk) ** 2 for k, _ in dec))
+    logits_step = max(0.0, my - sample * mk)
+    # A prefill after ctx cached tokens with its row: what is left over the model above, per cached token.
+    hits = [s for s in steps if s["decodes"] == 0 and s["start"] > 0 and s["logits"]]
+    left = [s["seconds"] - (dense(s["prefill"]) + attn(s["start"], s["prefill"]) + logits_step + sample) for s in hits]
+    context = max(0.0, sum(left) / sum(s["start"] for s in hits)) if hits else 0.0
+
+    def model(s):
+        m = dense(s["decodes"] + s["prefill"]) + s["decodes"] * (kv(ctx + 1) + sample) + logits_step
+        if s["prefill"]:
+            m += attn(s["start"], s["prefill"]) + context * s["start"] + sample
+        return m
+
+    checks = [(s["decodes"], s["prefill"], s["start"], s["seconds"], model(s)) for s in steps if s["logits"]]
+    # Wake-up: the same step after the engine idled for gap_s, less the step back to back.
+    idle = sorted((i["gap_s"], i["seconds"]) for i in d.get("idle", []))
+    wake = None
+    if idle and idle[0][0] == 0:
+        base = idle[0][1]
+        extra = [(g, t - base) for g, t in idle[1:]]
+        top = max(e for _, e in extra)
+        after = next(g for g, e in extra if e >= top / 2)  # the first gap that pays at least half the most
+        cost = statistics.median(e for g, e in extra if g >= after)
+        wake = (after, max(0.0, cost), extra)
+    return curve, sample, logits_step, context, dense, checks, wake
+
+
 def main():
     argv = sys.argv
+    argv, steps_path = take(argv, "--steps")
     argv, miss = take(argv, "--publish")
     argv, publish_sim = take(argv, "--publish-sim")
     argv, wake = take(argv, "--wake")
     argv, wake_sim = take(argv, "--wake-sim")
+    argv, split = take(argv, "--check")
+    argv, split_sim = take(argv, "--check-sim")
+    argv, wake_after = take(argv, "--wake-after")
+    if (split is None) != (split_sim is None):
+        sys.exit("--check needs --check-sim")
     if (miss is None) != (publish_sim is None) or (wake is None) != (wake_sim is None):
         sys.exit("--publish needs --publish-sim and --wake needs --wake-sim")
     plan = json.load(open(argv[1]))
@@ -98,15 +201,36 @@ def main():
     bpt = float(argv[3])
     budget = int(argv[4]) if len(argv) > 4 else 512
     dense_model = argv[5] if len(argv) > 5 else "roofline"
-    if dense_model not in ("roofline", "additive"):
-        sys.exit("DENSE_MODEL must be roofline or additive")
+    if dense_model not in ("roofline", "additive", "measured"):
+        sys.exit("DENSE_MODEL must be roofline, additive or measured")
+    if (dense_model == "measured") != (steps_path is not None):
+        sys.exit("DENSE_MODEL measured needs --steps, and --steps needs DENSE_MODEL measured")
     rates = plan["rates"] if "rates" in plan else plan
+    sample = 0.0
+    if steps_path:
+        curve, sample, logits_step, context, dense_measured, checks, wake_steps = step_rates(steps_path, rates, bpt)
+        print(f"# steps: LM head {logits_step * 1e3:.3f} ms per sampling step + {sample * 1e3:.3f} ms per row; "
+              f"{context * 1e6:.3f} us per cached token behind a prefill", file=sys.stderr)
+        for k, n, start, got, want in checks:
+            print(f"# step check: {k} decodes + {n}-token prefill after {start}: measured {got * 1e3:.2f} ms, "
+                  f"model {want * 1e3:.2f} ms ({(want / got - 1) * 100:+.0f} %)", file=sys.stderr)
+        if wake_steps:
+            print("# idle gap -> extra step time: " + ", ".join(f"{g * 1e3:g} ms {e * 1e3:+.2f}" for g, e in wake_steps[2]),
+                  file=sys.stderr)
     samples = [s for b in benches for r in b["runs"] for s in r["samples"][1:] if s.get("ok") and "timings" in s]
-    retrieval = statistics.median(s["timings"]["retrieval_ms"] for s in samples) / 1e3
-    network = max(0.0, statistics.median(s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples) / 2e3)
+    # With --steps, means: the client's side and the HTTP threads (rare delays of several ms) and the
+    # retrieval threads work beside the engine, so their tails lengthen a request's path, not the
+    # engine's steps; a median would leave them to the per-request overhead fitted below, which
+    # the simulator charges inside a step.
+    typical = statistics.mean if steps_path else statistics.median
+    retrieval = typical(s["timings"]["retrieval_ms"] for s in samples) / 1e3
+    network = max(0.0, typical(s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples) / 2e3)
     ctx = statistics.mean(s["usage"]["prompt_tokens"] + s["tokens"] / 2 for s in samples)
     itl = statistics.mean((s["e2e_ms"] - s["ttft_ms"]) / (s["tokens"] - 1) for s in samples if s["tokens"] > 1) / 1e3
-    decode = rates["decode_dense_s"] + ctx * bpt / rates["kv_read_bytes_per_s"]
+    if steps_path:
+        decode = dense_measured(1) + sample + ctx * bpt / rates["kv_read_bytes_per_s"]
+    else:
+        decode = rates["decode_dense_s"] + ctx * bpt / rates["kv_read_bytes_per_s"]
     step_overhead = max(0.0, itl - decode)
 
     def modelled_prefill(prompt, reused):  # the simulator's steps for one request alone
@@ -114,26 +238,65 @@ def main():
         while start < prompt:
             n = min(budget, prompt - start)
             pairs = n * start + n * (n + 1) / 2
-            if dense_model == "additive":
+            if dense_model == "measured":
+                dense = dense_measured(n) + (sample if start + n >= prompt else 0.0)
+            elif dense_model == "additive":
                 dense = rates["decode_dense_s"] + (n - 1) / rates["dense_tokens_per_s"]
             else:
                 dense = max(rates["decode_dense_s"], n / rates["dense_tokens_per_s"])
             t += step_overhead + dense + pairs / rates["attn_pairs_per_s"]
+            if dense_model == "measured":
+                t += context * start
             start += n
         return t
 
-    xs, ys = [], []
-    for s in samples:
-        p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
-        xs.append(p - min(r, p - 1))
-        ys.append(s["timings"]["prefill_ms"] / 1e3 - modelled_prefill(p, r))
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx > 0 else 0.0
-    intercept = max(0.0, my - slope * mx)
+    # With --steps, one client's requests (apart by the network both ways and the retrieval) must
+    # find the replica idle for longer than the wake-up threshold: the fit below takes their time
+    # beyond the steps for the wake-up.
+    wake_after_s = float(wake_after) if wake_after else 0.0005
+    if steps_path and 2 * network + retrieval <= wake_after_s:
+        sys.exit(f"one client's gap {(2 * network + retrieval) * 1e3:.2f} ms is within the wake-up threshold "
+                 f"{wake_after_s * 1e3:g} ms (--wake-after)")
+
+    slowdown = 0.0
+    if steps_path:
+        # One-client TTFT = network both ways + retrieval + per-request time + its steps, each
+        # step_overhead_s + (1 + slowdown) * engine; and the mean time per output token = step_overhead_s
+        # + (1 + slowdown) * the decode step's engine part. So TTFT - network - retrieval - steps * TPOT
+        # = per-request time + (1 + slowdown) * (engine - steps * decode): a least-squares line.
+        def engine_steps(prompt, reused):
+            e, n, start = 0.0, 0, min(reused, prompt - 1)
+            while start < prompt:
+                k = min(budget, prompt - start)
+                e += dense_measured(k) + (sample if start + k >= prompt else 0.0) + context * start
+                e += (k * start + k * (k + 1) / 2) / rates["attn_pairs_per_s"]
+                start, n = start + k, n + 1
+            return e, n
+
+        xs, ys = [], []
+        for s in samples:
+            e, n = engine_steps(s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values()))
+            xs.append(e - n * decode)
+            ys.append(s["ttft_ms"] / 1e3 - 2 * network - retrieval - n * itl)
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        g = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        slowdown = max(0.0, g - 1)
+        intercept = max(0.0, my - (1 + slowdown) * mx)
+        step_overhead = max(0.0, itl - (1 + slowdown) * decode)
+        slope = 0.0
+    else:
+        xs, ys = [], []
+        for s in samples:
+            p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
+            xs.append(p - min(r, p - 1))
+            ys.append(s["timings"]["prefill_ms"] / 1e3 - modelled_prefill(p, r))
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx > 0 else 0.0
+        intercept = max(0.0, my - slope * mx)
     out = dict(rates)
     out["source"] = "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + ", ".join(
-        p for p in [argv[2], miss, wake] if p)
+        p for p in [steps_path, argv[2], miss, wake, split] if p)
     out["serving"] = {
         "retrieval_s": round(retrieval, 6),
         "network_s": round(network, 6),
@@ -142,18 +305,38 @@ def main():
         "prefill_token_s": round(slope, 9),
         "dense_model": dense_model,
     }
+    if steps_path:
+        out["serving"]["dense_curve"] = curve
+        out["serving"]["sample_s"] = round(sample, 7)
+        out["serving"]["prefill_context_s"] = float("%.4g" % context)
+        out["serving"]["engine_slowdown"] = round(slowdown, 4)
+        # The one-client time per request beyond its steps is paid after the replica idled: it is
+        # the wake-up (see above), and nothing is charged at admission.
+        out["serving"]["wake_s"] = round(intercept, 6)
+        out["serving"]["wake_after_s"] = wake_after_s
+        out["serving"]["admit_s"] = 0.0
     note = ""
     if miss:
         x, want, got = fit(out, "publish_s_per_byte", miss, shlex.split(publish_sim), "e2e_ms", 1e-8)
         out["serving"]["publish_s_per_byte"] = float("%.4g" % x)
         note += f"; publication {x * 1e9:.3f} ns/byte (mean e2e {want:.1f} ms measured, {got:.1f} ms simulated)"
-    if wake:
+    if wake and steps_path:  # a check: the wake-up comes from the one-client fit
+        want, got = check(out, wake, shlex.split(wake_sim), "ttft_ms")
+        note += f"; check {wake.split(',')[0]}...: mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated"
+    elif wake:
         x, want, got = fit(out, "wake_s", wake, shlex.split(wake_sim), "ttft_ms", 1e-3)
         out["serving"]["wake_s"] = round(x, 6)
-        note += f"; wake-up {x * 1e3:.2f} ms (mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated)"
+        after = out["serving"].get("wake_after_s")
+        note += (f"; wake-up {x * 1e3:.2f} ms" + (f" after {after * 1e3:g} ms idle" if after else "") +
+                 f" (mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated)")
+    if split:  # a check, not fitted
+        want, got = check(out, split, shlex.split(split_sim), "ttft_ms")
+        note += f"; check {split.split(',')[0]}...: mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated"
     json.dump(out, sys.stdout, indent=1)
     print()
-    print(f"# mean TPOT {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; prefill residual "
+    print(f"# mean TPOT {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; "
+          f"{'TTFT' if steps_path else 'prefill'} residual "
+          f"{'(engine slowdown %.1f %%) ' % (slowdown * 100) if steps_path else ''}"
           f"{intercept * 1e3:.2f} ms + {slope * 1e6:.1f} us/token over {len(xs)} requests{note}", file=sys.stderr)
 
 

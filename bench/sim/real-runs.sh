@@ -2,9 +2,12 @@
 # The real side of the simulator validation (docs/benchmarks.md, "Fleet simulator"): one workload's
 # load levels, each run twice (run 1 of every level, then run 2, so that drift shows as spread),
 # against a fresh daemon per run. Hold the build lock around it, so that the runs are quiet:
-#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|C-fcfs|C-sjf|A-none|calib|calib-load|tiny [REPEATS]
+#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|B-c4|C-fcfs|C-sjf|C-r2|A-none|calib|calib-load|calib-c4|tiny [REPEATS]
 # Results: $VAL_DIR/NAME-RUN.json (bench JSON), NAME-RUN.txt, NAME-RUN.load (load average before).
-# Environment as validate.sh (VAL_DIR, BUILD).
+# Environment as validate.sh (VAL_DIR; BUILD: the folder whose bin/ holds the ragd and ragctl to run,
+# default build: copy them to a folder of their own first, so that a rebuild of build/ during the
+# runs does not change the binary under measurement; PIPELINES), and FIRST_RUN (default 1): the
+# number of the first repeat (FIRST_RUN=3 ... 4 adds runs 3-6 beside existing runs 1-2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 V=bench/sim/validation
@@ -15,7 +18,8 @@ run() {  # NAME CONFIG TOPICS BENCH_ARGS...
   bench/sim/validate.sh "$name-$k" "$config" "$topics" -- "$@" > /dev/null
   echo "$name-$k $(date -u +%T) $(cat "${VAL_DIR:-/tmp/ragd-simval}/$name-$k.load")"
 }
-for k in $(seq 1 "$repeats"); do
+first=${FIRST_RUN:-1}
+for k in $(seq "$first" $((first + repeats - 1))); do
   case $group in
     A)
       run uniform-r1 $V/ragd.toml 200 --workload $V/uniform.jsonl --rate 1
@@ -32,6 +36,9 @@ for k in $(seq 1 "$repeats"); do
     C-sjf)
       run mixed-sjf-r1 $V/ragd-sjf.toml 12 --workload $V/mixed.jsonl --rate 1
       run mixed-sjf-r2 $V/ragd-sjf.toml 12 --workload $V/mixed.jsonl --rate 2 ;;
+    C-r2)  # more repeats of C at 2 req/s, fcfs and sjf in alternation (the policies' p99 ordering)
+      run mixed-fcfs-r2 $V/ragd.toml 12 --workload $V/mixed.jsonl --rate 2
+      run mixed-sjf-r2 $V/ragd-sjf.toml 12 --workload $V/mixed.jsonl --rate 2 ;;
     calib)  # calibration (bench/sim/calibrate.py): one client; mostly hits, mostly misses, the
             # same misses without reuse (pipeline qa-none: nothing published)
       run calib-hit $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 1
@@ -40,6 +47,10 @@ for k in $(seq 1 "$repeats"); do
     calib-load)  # calibration of what one client does not show: the mostly-hit requests arriving
                  # at an idle engine (2 req/s) and batched with each other (4 clients)
       run calib-hit-r2 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --rate 2
+      run calib-hit-c4 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 4 ;;
+    B-c4)  # more repeats of B at 4 clients (closed loop: which requests share a step varies run to run)
+      run zipf-c4 $V/ragd.toml 12 --workload $V/zipf.jsonl --concurrency 4 ;;
+    calib-c4)  # more repeats of the 4-client calibration run
       run calib-hit-c4 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 4 ;;
     A-none)  # workload A without reuse (pipeline qa-none): the miss overhead of reuse, against A
       run uniform-none-c2 $V/ragd.toml 200 --workload $V/uniform-none.jsonl --concurrency 2 ;;

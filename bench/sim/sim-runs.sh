@@ -3,20 +3,22 @@
 # every row of bench/sim/real-runs.sh simulated on RATES, then bench/sim/compare.py against the
 # real runs (NAME-1.json, NAME-2.json in $VAL_DIR).
 #   bench/sim/sim-runs.sh RATES [MODEL]      (MODEL default $VAL_DIR/model)
+# Every real run of a row is compared (NAME-1.json, NAME-2.json and any further repeats).
+# Environment: VAL_DIR, BUILD (its bin/ragctl simulates) or RAGCTL (that binary).
 # Workloads A and B are generated (the same requests the real runs sent, arrivals=bench) with the
 # documents the real retriever returns for each request (--retrieved, bench/sim/retrieved.py);
 # C replays each row's first real run's prompt and answer lengths and arrival instants (qa-none:
 # nothing is reused).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BIN=${BUILD:-build}/bin
+RAGCTL=${RAGCTL:-${BUILD:-build}/bin/ragctl}
 DIR=${VAL_DIR:-/tmp/ragd-simval}
 V=bench/sim/validation
 rates=$1 model=${2:-$DIR/model}
 sim() {  # NAME CONFIG ARGS...
   local name=$1 config=$2
   shift 2
-  "$BIN/ragctl" simulate --config "$config" --rates "$rates" --model "$model" --json "$DIR/sim-$name.json" "$@" \
+  "$RAGCTL" simulate --config "$config" --rates "$rates" --model "$model" --json "$DIR/sim-$name.json" "$@" \
     > "$DIR/sim-$name.txt"
 }
 A=(--workload $V/uniform.txt --retrieved $V/uniform.retrieved.jsonl)
@@ -33,7 +35,7 @@ sim mixed-fcfs-c2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-c2-1.json" --se
 sim mixed-sjf-r1 $V/ragd-sjf.toml --workload "trace:$DIR/mixed-sjf-r1-1.json"
 sim mixed-sjf-r2 $V/ragd-sjf.toml --workload "trace:$DIR/mixed-sjf-r2-1.json"
 rows=()
-row() { rows+=("$1" "$DIR/sim-$2.json" "$DIR/$2-1.json,$DIR/$2-2.json"); }
+row() { rows+=("$1" "$DIR/sim-$2.json" "$(ls "$DIR/$2"-[0-9].json | sort -V | paste -sd,)"); }
 row "A uniform, 1 req/s" uniform-r1
 row "A uniform, 2 req/s" uniform-r2
 row "A uniform, 2 clients" uniform-c2

@@ -21,6 +21,14 @@ Status ModelShape::validate() const {
 
 double CostModel::dense_s(int tokens) const {
   if (tokens <= 0) return 0;
+  const auto& c = serving.dense_curve;
+  if (!c.empty()) {
+    if (tokens <= c.front().first) return c.front().second;
+    if (tokens >= c.back().first) return c.back().second + (tokens - c.back().first) / engine.dense_tokens_per_s;
+    auto hi = std::lower_bound(c.begin(), c.end(), tokens, [](const std::pair<int, double>& p, int t) { return p.first < t; });
+    auto lo = hi - 1;
+    return lo->second + (hi->second - lo->second) * (tokens - lo->first) / (hi->first - lo->first);
+  }
   if (serving.dense_additive) return engine.decode_dense_s + (tokens - 1) / engine.dense_tokens_per_s;
   return std::max(engine.decode_dense_s, tokens / engine.dense_tokens_per_s);
 }
@@ -43,6 +51,27 @@ double CostModel::prefill_s(double cached, double fresh) const {
 
 namespace {
 
+// serving.dense_curve: [[tokens, seconds], ...], tokens strictly ascending integers >= 1, seconds
+// positive and not decreasing.
+Status parse_dense_curve(simdjson::dom::element value, std::vector<std::pair<int, double>>* out) {
+  const Status bad = Status::InvalidArgument(
+      "rates: serving.dense_curve must be a non-empty array of [tokens, seconds] pairs, tokens ascending integers >= 1, "
+      "seconds positive and not decreasing");
+  simdjson::dom::array points;
+  if (value.get(points) != simdjson::SUCCESS || points.size() == 0) return bad;
+  out->clear();
+  for (simdjson::dom::element p : points) {
+    simdjson::dom::array pair;
+    if (p.get(pair) != simdjson::SUCCESS || pair.size() != 2) return bad;
+    double t = 0, s = 0;
+    if (pair.at(0).get(t) != simdjson::SUCCESS || pair.at(1).get(s) != simdjson::SUCCESS) return bad;
+    if (!(t >= 1 && t <= 1e9 && t == std::floor(t)) || !std::isfinite(s) || s <= 0) return bad;
+    if (!out->empty() && (t <= out->back().first || s < out->back().second)) return bad;
+    out->emplace_back(static_cast<int>(t), s);
+  }
+  return Status::OK();
+}
+
 // The engine rates' JSON text with the "serving" object taken out, and the serving rates parsed.
 Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
   struct Field {
@@ -52,18 +81,27 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
   };
   Field fields[] = {{"step_overhead_s", &out->step_overhead_s, true},   {"sample_s", &out->sample_s, true},
                     {"prefill_token_s", &out->prefill_token_s, true},   {"admit_s", &out->admit_s, true},
+                    {"prefill_context_s", &out->prefill_context_s, true},
+                    {"request_s", &out->request_s, true},
+                    {"engine_slowdown", &out->engine_slowdown, true},
                     {"retrieval_s", &out->retrieval_s, true},           {"network_s", &out->network_s, true},
                     {"dram_bytes_per_s", &out->dram_bytes_per_s, false}, {"ssd_bytes_per_s", &out->ssd_bytes_per_s, false},
                     {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},
                     {"remote_latency_s", &out->remote_latency_s, true},
                     {"publish_s_per_byte", &out->publish_s_per_byte, true},
                     {"wake_s", &out->wake_s, true},                     {"wake_after_s", &out->wake_after_s, true}};
+  bool measured = false;
   for (auto [key, value] : obj) {
     if (key == "dense_model") {
       std::string_view v;
-      if (value.get(v) != simdjson::SUCCESS || (v != "roofline" && v != "additive"))
-        return Status::InvalidArgument("rates: serving.dense_model must be \"roofline\" or \"additive\"");
+      if (value.get(v) != simdjson::SUCCESS || (v != "roofline" && v != "additive" && v != "measured"))
+        return Status::InvalidArgument("rates: serving.dense_model must be \"roofline\", \"additive\" or \"measured\"");
       out->dense_additive = v == "additive";
+      measured = v == "measured";
+      continue;
+    }
+    if (key == "dense_curve") {
+      RAGD_RETURN_IF_ERROR(parse_dense_curve(value, &out->dense_curve));
       continue;
     }
     Field* f = nullptr;
@@ -76,6 +114,10 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
                                      (f->may_be_zero ? "non-negative" : "positive") + " number");
     *f->value = v;
   }
+  if (measured && out->dense_curve.empty())
+    return Status::InvalidArgument("rates: serving.dense_model \"measured\" needs serving.dense_curve");
+  if (!measured && !out->dense_curve.empty())
+    return Status::InvalidArgument("rates: serving.dense_curve is used only with serving.dense_model \"measured\"");
   return Status::OK();
 }
 

@@ -37,7 +37,14 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
   ++outstanding_;
   ++queued_;
   const SimRequest& r = reqs_[i];
+  // request_s: the request's way to the scheduler beside the engine (it occupies neither the
+  // engine nor a retrieval thread), after its retrieval.
+  const double beside = cost_.serving.request_s;
   if (!r.retrieval) {  // a plain prompt: no retrieval, nothing to look up
+    if (beside > 0) {
+      q.push(now + beside, EventKind::kRetrievalDone, index_, i);
+      return true;
+    }
     host_.advance(now);
     host_.lookup(r, now);
     add(i, 0, now, q);
@@ -47,7 +54,7 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
   const double start = std::max(now, *it);
   *it = start + cost_.serving.retrieval_s;
   rec.retrieval_ms = (*it - now) * 1e3;
-  q.push(*it, EventKind::kRetrievalDone, index_, i);
+  q.push(*it + beside, EventKind::kRetrievalDone, index_, i);
   return true;
 }
 
@@ -82,13 +89,21 @@ void Replica::add(size_t i, int hint_tokens, double now, EventQueue& q) {
 }
 
 double Replica::step_seconds(const pipelines::StepPlan& plan) {
-  double s = cost_.serving.step_overhead_s + cost_.dense_s(plan.tokens);
+  // The engine's own work (dense layers, attention, KV reads, sampled rows), slowed by what else
+  // runs on the replica's cores (engine_slowdown), then the serving terms beside it.
+  double e = cost_.dense_s(plan.tokens);
+  double s = cost_.serving.step_overhead_s;
   for (const pipelines::BatchItem& it : plan.items) {
-    if (it.prefill) s += cost_.prefill_attention_s(it.start, it.n) + cost_.serving.prefill_token_s * it.n;
-    else s += cost_.decode_attention_s(it.start + 1);
+    if (it.prefill) {
+      e += cost_.prefill_attention_s(it.start, it.n) + cost_.serving.prefill_context_s * it.start;
+      s += cost_.serving.prefill_token_s * it.n;
+    } else {
+      e += cost_.decode_attention_s(it.start + 1);
+    }
     if (live_[req_index(it.id)].admit_s < 0) s += cost_.serving.admit_s;  // admitted by this step
-    if (it.sample) s += cost_.serving.sample_s;
+    if (it.sample) e += cost_.serving.sample_s;
   }
+  s += e * (1.0 + cost_.serving.engine_slowdown);
   return s + host_.take_transfer_s();
 }
 

@@ -51,6 +51,50 @@ TEST(SimCostModel, StepCostsFollowTheRates) {
   EXPECT_DOUBLE_EQ(c->decode_attention_s(100), 100 * 256 / 1e10);  // 2*2*2*8*4 = 256 B/token
 }
 
+TEST(SimCostModel, MeasuredDenseCurveIsInterpolated) {
+  // Points at 1, 8 and 32 tokens; between them a straight line, below the first its value, past
+  // the last 1 / dense_tokens_per_s (1 ms at 1000 tokens/s) per token more.
+  auto c = parse_cost_model(kRates + R"(, "serving": {"dense_model": "measured",
+                                          "dense_curve": [[1, 0.004], [8, 0.011], [32, 0.023]]}})",
+                            ModelShape{2, 2, 8, 4});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  // A naive reference: find the segment by a linear scan.
+  const std::vector<std::pair<double, double>> pts = {{1, 0.004}, {8, 0.011}, {32, 0.023}};
+  auto reference = [&](int t) {
+    if (t <= 1) return 0.004;
+    if (t >= 32) return 0.023 + (t - 32) * 0.001;
+    for (size_t i = 1; i < pts.size(); ++i)
+      if (t <= pts[i].first)
+        return pts[i - 1].second + (pts[i].second - pts[i - 1].second) * (t - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
+    return -1.0;
+  };
+  for (int t : {1, 2, 5, 8, 9, 20, 31, 32, 33, 100}) EXPECT_NEAR(c->dense_s(t), reference(t), 1e-15) << t;
+  EXPECT_DOUBLE_EQ(c->dense_s(4), 0.007);   // 4 ms + 3 / 7 of 7 ms
+  EXPECT_DOUBLE_EQ(c->dense_s(20), 0.017);  // 11 ms + 12 / 24 of 12 ms
+  EXPECT_DOUBLE_EQ(c->dense_s(132), 0.123); // 23 ms + 100 ms
+  EXPECT_EQ(c->dense_s(0), 0);
+  // PGDSF's whole-prefill cost takes the same dense part.
+  EXPECT_DOUBLE_EQ(c->prefill_s(0, 20), 0.017 + 210 / 2e9);
+}
+
+TEST(SimCostModel, RefusesBadDenseCurvesNamingTheField) {
+  auto with = [](const std::string& serving) {
+    return parse_cost_model(kRates + R"(, "serving": {)" + serving + "}}", ModelShape{}).status();
+  };
+  expect_refused(with(R"("dense_model": "measured")"), "needs serving.dense_curve");
+  expect_refused(with(R"("dense_model": "additive", "dense_curve": [[1, 0.1]])"), "only with");
+  expect_refused(with(R"("dense_curve": [[1, 0.1]])"), "only with");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [[2, 0.1], [2, 0.2]])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [[1, 0.2], [2, 0.1]])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [[0, 0.1]])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [[1.5, 0.1]])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [[1, 0]])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": [[1, 0.1, 3]])"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "measured", "dense_curve": {"1": 0.1})"), "serving.dense_curve");
+  expect_refused(with(R"("dense_model": "linear")"), "serving.dense_model");
+}
+
 TEST(SimCostModel, AcceptsPlanJsonOutput) {
   auto c = parse_cost_model(R"({"tokens": 4096, "threads_per_worker": 2, "rates": )" + kRates +
                                 R"(}, "plans": [], "serving": {"step_overhead_s": 0.001}})",

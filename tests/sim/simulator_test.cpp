@@ -210,6 +210,87 @@ TEST(Simulator, ClosedLoopClientsSendBackToBack) {
   EXPECT_NEAR(ttft / 500, 2 * service * 1e3, 0.05);  // every request waits for one service time
 }
 
+TEST(Simulator, RequestLatencyBesideTheEngineIsHiddenByAnotherClient) {
+  // The constant 20 ms single-step request of ClosedLoopClientsSendBackToBack with 5 ms of
+  // request_s (on the request's way to the scheduler, beside the engine). One client pays it in
+  // series: 25 ms per request, TTFT 25 ms. Two clients on one slot: each request's 5 ms pass while
+  // the other one runs, so only the first is paid (500 x 20 ms + 5 ms). admit_s = 5 ms instead
+  // is engine time: 500 x 25 ms whatever the clients.
+  SimOptions o = testing::small_fleet();
+  o.scheduler.max_running = 1;
+  WorkloadSpec w;
+  w.prompt_tokens = {{{200, 1.0}}};
+  w.answer_tokens = {{{1, 1.0}}};
+  w.requests = 500;
+  CostModel beside = testing::simple_cost();
+  const double service = beside.dense_s(200) + beside.prefill_attention_s(0, 200);
+  beside.serving.request_s = 0.005;
+  CostModel inside = testing::simple_cost();
+  inside.serving.admit_s = 0.005;
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  o.closed_loop_clients = 1;
+  auto one = simulate(o, beside, *reqs);
+  ASSERT_TRUE(one.ok());
+  EXPECT_NEAR(one->duration_s, 500 * (service + 0.005), 1e-9);
+  for (const auto& x : one->records) EXPECT_NEAR(x.ttft_ms, (service + 0.005) * 1e3, 1e-9);
+  o.closed_loop_clients = 2;
+  auto two = simulate(o, beside, *reqs);
+  auto two_inside = simulate(o, inside, *reqs);
+  ASSERT_TRUE(two.ok() && two_inside.ok());
+  EXPECT_NEAR(two->duration_s, 500 * service + 0.005, 1e-9);
+  EXPECT_NEAR(two_inside->duration_s, 500 * (service + 0.005), 1e-9);
+}
+
+TEST(Simulator, BatchedStepsCostTheMeasuredCurveAtTheirTokenCount) {
+  // A measured dense curve (1 token 4 ms, 8 tokens 11 ms, 32 tokens 23 ms) and 1 ms per sampled
+  // row. Two clients send a 24-token prompt for 2 answer tokens at 0; the first is admitted alone:
+  // step A = dense(24) + one row = 19 + 1 ms. Step B batches its decode with the second prompt:
+  // 25 tokens, dense(25) = 11 + 17 / 24 * 12 = 19.5 ms, two rows 2 ms. So the first request ends
+  // at 41.5 ms, and the second gets its first token then.
+  SimOptions o = testing::small_fleet();
+  WorkloadSpec w;
+  w.prompt_tokens = {{{24, 1.0}}};
+  w.answer_tokens = {{{2, 1.0}}};
+  w.requests = 2;
+  CostModel cost = testing::simple_cost();
+  cost.serving.dense_curve = {{1, 0.004}, {8, 0.011}, {32, 0.023}};
+  cost.serving.sample_s = 0.001;
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  o.closed_loop_clients = 2;
+  auto r = simulate(o, cost, *reqs);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->records.size(), 2u);
+  EXPECT_NEAR(r->records[0].ttft_ms, 20.0, 1e-6);
+  EXPECT_NEAR(r->records[0].e2e_ms, 41.5, 1e-6);
+  EXPECT_NEAR(r->records[1].ttft_ms, 41.5, 1e-6);
+}
+
+TEST(Simulator, EngineSlowdownScalesTheEngineTermsOnly) {
+  // The two-client case above with a 25 % engine slowdown and 2 ms of step overhead: the engine
+  // terms (dense part, rows) take 1.25 times as long, the overhead does not. Step A = 2 + 1.25 * 20
+  // = 27 ms, step B = 2 + 1.25 * 21.5 = 28.875 ms.
+  SimOptions o = testing::small_fleet();
+  WorkloadSpec w;
+  w.prompt_tokens = {{{24, 1.0}}};
+  w.answer_tokens = {{{2, 1.0}}};
+  w.requests = 2;
+  CostModel cost = testing::simple_cost();
+  cost.serving.dense_curve = {{1, 0.004}, {8, 0.011}, {32, 0.023}};
+  cost.serving.sample_s = 0.001;
+  cost.serving.step_overhead_s = 0.002;
+  cost.serving.engine_slowdown = 0.25;
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  o.closed_loop_clients = 2;
+  auto r = simulate(o, cost, *reqs);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->records.size(), 2u);
+  EXPECT_NEAR(r->records[0].ttft_ms, 27.0, 1e-6);
+  EXPECT_NEAR(r->records[1].ttft_ms, 27.0 + 28.875, 1e-6);
+}
+
 TEST(Simulator, RetrievalNoiseLowersTheHitRateOnly) {
   SimOptions o = testing::small_fleet();
   WorkloadSpec w = rag_workload();

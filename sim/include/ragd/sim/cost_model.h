@@ -3,13 +3,20 @@
 // The engine part is seqparallel::KernelRates (what `ragctl plan` measures on this machine, or a
 // GPU run's rates.json such as bench/rates/h200-llama3-8b.json). One engine step that feeds T
 // tokens costs
-//   step = step_overhead_s + sample_s * rows sampled + prefill_token_s * prefill tokens fed
+//   step = step_overhead_s + prefill_token_s * prefill tokens fed
 //        + admit_s * requests admitted in this step
-//        + max(decode_dense_s, T / dense_tokens_per_s)            dense layers, "roofline" (a GPU: the
+//        + (1 + engine_slowdown) * engine, where engine =
+//            max(decode_dense_s, T / dense_tokens_per_s)            dense layers, "roofline" (a GPU: the
 //                                                                  weight read hides the compute)
-//          or decode_dense_s + (T - 1) / dense_tokens_per_s         "additive" (a CPU: they do not overlap)
-//        + Σ prefill items  (n * start + n (n + 1) / 2) / attn_pairs_per_s     causal attention
-//        + Σ decode items   context * kv_bytes_per_token / kv_read_bytes_per_s  KV streaming
+//            or decode_dense_s + (T - 1) / dense_tokens_per_s       "additive" (a CPU: they do not overlap)
+//            or dense_curve(T)                                       "measured": the forward time of
+//               single T-token steps without logits, less their causal attention, measured at several
+//               T (`ragctl simulate-steps`, bench/sim/calibrate.py --steps) and interpolated linearly
+//               between them; past the last point it grows at 1 / dense_tokens_per_s
+//          + Σ prefill items  (n * start + n (n + 1) / 2) / attn_pairs_per_s   causal attention
+//                             + prefill_context_s * start        reading the cached context's KV
+//          + Σ decode items   context * kv_bytes_per_token / kv_read_bytes_per_s  KV streaming
+//          + sample_s * rows sampled
 // Serving costs that kernel rates do not cover come from an optional "serving" object in the same
 // file (every field optional, defaults below): retrieval, network, tier transfers, per-step
 // overhead. A file written by `ragctl plan --json` (rates under "rates") is accepted as is.
@@ -19,6 +26,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "ragd/common/status.h"
 #include "ragd/seqparallel/perf_model.h"
@@ -38,11 +47,28 @@ struct ModelShape {
 // Serving costs outside the engine (the rates file's "serving" object).
 struct ServingRates {
   double step_overhead_s = 0.0;       // per engine step: scheduling, launch, bookkeeping; default 0
-  double sample_s = 0.0;              // per sampled row (softmax + draw over the vocabulary); default 0
+  double sample_s = 0.0;              // per sampled row (its LM-head row, softmax + draw over the vocabulary;
+                                      // with measured steps the LM head's weight read, once per step
+                                      // that samples, is in step_overhead_s); default 0
   double prefill_token_s = 0.0;       // per prefill token fed, beyond the kernel rates (KV writes, RoPE,
                                       // embedding, bookkeeping); default 0
   double admit_s = 0.0;               // per request admitted (KV install, first-step setup); default 0
-  bool dense_additive = false;        // "dense_model": "roofline" (default) | "additive" (see above)
+  // The engine terms (dense part, attention, KV reads, sampled rows) of every step take this much
+  // longer (a fraction): what the replica's other threads and the machine take from the engine's
+  // cores beyond the isolated steps `ragctl simulate-steps` measured; fitted by
+  // bench/sim/calibrate.py on one-client runs. Default 0.
+  double engine_slowdown = 0.0;
+  double request_s = 0.0;             // per request, on its way to the scheduler beside the engine (HTTP
+                                      // threads, hand-over between threads, a sleeping scheduler thread's
+                                      // wake-up): latency that occupies neither the engine nor a retrieval
+                                      // thread, paid after the retrieval; default 0
+  double prefill_context_s = 0.0;     // per cached token behind a prefill item (its KV is read from
+                                      // memory, not just written as in plan's attention measurement); default 0
+  bool dense_additive = false;        // "dense_model": "roofline" (default) | "additive" | "measured" (see above)
+  // "dense_curve": [[tokens, seconds], ...], tokens strictly ascending integers >= 1, seconds positive and
+  // not decreasing; given exactly when "dense_model" is "measured": the dense part measured at the
+  // step sizes a replica runs rather than drawn between plan's one-token and 1024-token points.
+  std::vector<std::pair<int, double>> dense_curve;
   double retrieval_s = 0.002;         // one retrieval (embed + search + fetch + prompt build); default 2 ms
   double network_s = 0.0002;          // client <-> replica, one way; default 0.2 ms
   double dram_bytes_per_s = 20e9;     // DRAM -> pool copies; default 20 GB/s
