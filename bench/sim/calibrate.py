@@ -4,7 +4,7 @@
   bench/sim/calibrate.py PLAN.json BENCH_C1.json KV_BYTES_PER_TOKEN [MAX_BATCH_TOKENS [DENSE_MODEL]]
       [--steps STEPS.json] [--publish MISS_C1.json --publish-sim "SIMULATE ARGS"]
       [--wake OPEN.json --wake-sim "SIMULATE ARGS"] [--check CN.json --check-sim "SIMULATE ARGS"]
-      [--wake-after SECONDS]
+      [--wake-after SECONDS] [--wake-tokens N] [--wake-constant]
       > rates.json
 
 DENSE_MODEL: roofline (default; a GPU), additive (a CPU, where reading the weights and computing
@@ -28,11 +28,18 @@ prefill) are not fitted: their measured times against the model's are printed as
 --steps the one-client fit below compares the client's TTFT (not the daemon's forward time, which
 leaves out the scheduler's work around a step) with the modelled retrieval, network and prefill
 steps, and takes means of the retrieval and network times (see below).
-  wake_s           (with --steps) the per-request time of the line above: what a request that
-                   finds the replica idle loses beyond its steps, paid by a step after the replica
-                   idled wake_after_s (--wake-after, default 0.0005: between back-to-back steps
-                   and one client's gap between requests); a request batched into running steps
-                   does not pay it. admit_s is 0.
+  wake_quantiles   (with --steps) the per-request time of the line above, drawn per request (not
+                   a constant): what a request that finds the replica idle loses beyond its steps,
+                   paid by a step after the replica idled wake_after_s (--wake-after, default
+                   0.0005: between back-to-back steps and one client's gap between requests); a
+                   request batched into running steps does not pay it. admit_s is 0. Its
+                   distribution: each one-client cache hit's own time beyond the line's slope
+                   (TTFT - network - retrieval - steps x TPOT - slope x (engine - steps x decode), the
+                   hits: at most --wake-tokens computed tokens, default 64, one step), 21
+                   quantiles (every 5 %), shifted so that their mean is the line's intercept (the
+                   mean over every request). Only the hits: a long prefill's point also carries the
+                   engine's speed on that run (a few % of 100+ ms), which is no per-request time.
+                   --wake-constant writes the intercept as the constant wake_s instead.
   engine_slowdown  (with --steps) the line's slope less 1: the engine terms in the daemon against
                    simulate-steps alone; step_overhead_s is TPOT less the slowed decode step.
   --wake OPEN.json, --check CN.json (with --steps) runs compared, not fitted: the simulated mean
@@ -192,6 +199,9 @@ def main():
     argv, split = take(argv, "--check")
     argv, split_sim = take(argv, "--check-sim")
     argv, wake_after = take(argv, "--wake-after")
+    argv, wake_tokens = take(argv, "--wake-tokens")
+    wake_constant = "--wake-constant" in argv
+    argv = [a for a in argv if a != "--wake-constant"]
     if (split is None) != (split_sim is None):
         sys.exit("--check needs --check-sim")
     if (miss is None) != (publish_sim is None) or (wake is None) != (wake_sim is None):
@@ -273,15 +283,31 @@ def main():
                 start, n = start + k, n + 1
             return e, n
 
-        xs, ys = [], []
+        xs, ys, hit = [], [], []
         for s in samples:
-            e, n = engine_steps(s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values()))
+            p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
+            e, n = engine_steps(p, r)
             xs.append(e - n * decode)
             ys.append(s["ttft_ms"] / 1e3 - 2 * network - retrieval - n * itl)
+            hit.append(p - min(r, p - 1) <= int(wake_tokens or 64))
         mx, my = statistics.mean(xs), statistics.mean(ys)
         g = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         slowdown = max(0.0, g - 1)
         intercept = max(0.0, my - (1 + slowdown) * mx)
+        # The hits' own times beyond the line's slope, as 21 quantiles shifted to the intercept's mean.
+        own = sorted(y - (1 + slowdown) * x for x, y, h in zip(xs, ys, hit) if h)
+        if len(own) < 10 and not wake_constant:
+            sys.exit(f"{len(own)} one-client hits (at most {int(wake_tokens or 64)} computed tokens): too few for "
+                     "the wake-up's distribution (--wake-tokens, --wake-constant)")
+
+        def quantile(v, p):
+            k = p * (len(v) - 1)
+            i = min(int(k), len(v) - 2)
+            return v[i] + (v[i + 1] - v[i]) * (k - i)
+
+        quants = [quantile(own, i / 20) for i in range(21)] if len(own) >= 2 else [0.0, 0.0]
+        mean_q = sum(quants[i] + quants[i + 1] for i in range(20)) / 40
+        quants = [round(q + intercept - mean_q, 6) for q in quants]
         step_overhead = max(0.0, itl - (1 + slowdown) * decode)
         slope = 0.0
     else:
@@ -312,7 +338,10 @@ def main():
         out["serving"]["engine_slowdown"] = round(slowdown, 4)
         # The one-client time per request beyond its steps is paid after the replica idled: it is
         # the wake-up (see above), and nothing is charged at admission.
-        out["serving"]["wake_s"] = round(intercept, 6)
+        if wake_constant:
+            out["serving"]["wake_s"] = round(intercept, 6)
+        else:
+            out["serving"]["wake_quantiles"] = quants
         out["serving"]["wake_after_s"] = wake_after_s
         out["serving"]["admit_s"] = 0.0
     note = ""
@@ -338,6 +367,11 @@ def main():
           f"{'TTFT' if steps_path else 'prefill'} residual "
           f"{'(engine slowdown %.1f %%) ' % (slowdown * 100) if steps_path else ''}"
           f"{intercept * 1e3:.2f} ms + {slope * 1e6:.1f} us/token over {len(xs)} requests{note}", file=sys.stderr)
+    if steps_path and not wake_constant:
+        print(f"# wake-up drawn from {len(own)} one-client hits: p10 {quants[2] * 1e3:.2f} ms, p25 {quants[5] * 1e3:.2f}, "
+              f"p50 {quants[10] * 1e3:.2f}, p75 {quants[15] * 1e3:.2f}, p90 {quants[18] * 1e3:.2f}, max "
+              f"{quants[20] * 1e3:.2f}, mean {intercept * 1e3:.2f} (shifted {(intercept - mean_q) * 1e3:+.2f})",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

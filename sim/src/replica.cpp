@@ -118,11 +118,23 @@ void Replica::start_step(double now, EventQueue& q) {
     return;
   }
   const bool woke = !stepping_ && now - idle_since_ >= cost_.serving.wake_after_s;
+  double wake = 0;
+  if (woke) {  // drawn for the first request this step admits (a resumed one's own id otherwise)
+    uint64_t key = plan_.items.front().id;
+    for (const pipelines::BatchItem& it : plan_.items)
+      if (live_[req_index(it.id)].admit_s < 0) {
+        key = it.id;
+        break;
+      }
+    wake = cost_.wake_draw(reqs_[req_index(key)].id);
+  }
   stepping_ = true;
   ++steps_;
   host_.engine_busy(now);
-  // The copy that was running when the engine woke up shares the cores with this step.
-  const double dt = step_seconds(plan_) + host_.take_background_s() + (woke ? cost_.serving.wake_s : 0.0);
+  // The copy that was running when the engine woke up shares the cores with this step. A drawn
+  // wake-up below zero (the measured time under the modelled steps) shortens the step, never
+  // below nothing.
+  const double dt = std::max(0.0, step_seconds(plan_) + host_.take_background_s() + wake);
   for (const pipelines::BatchItem& it : plan_.items) {
     host_.reserve(it.id, it.start + it.n);
     LiveRequest& l = live_[req_index(it.id)];

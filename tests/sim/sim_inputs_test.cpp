@@ -2,10 +2,12 @@
 // written; bad ones are refused with a message that names the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "ragd/sim/cost_model.h"
 #include "ragd/sim/sweep.h"
@@ -93,6 +95,61 @@ TEST(SimCostModel, RefusesBadDenseCurvesNamingTheField) {
   expect_refused(with(R"("dense_model": "measured", "dense_curve": [[1, 0.1, 3]])"), "serving.dense_curve");
   expect_refused(with(R"("dense_model": "measured", "dense_curve": {"1": 0.1})"), "serving.dense_curve");
   expect_refused(with(R"("dense_model": "linear")"), "serving.dense_model");
+}
+
+TEST(SimCostModel, ParsesWakeQuantilesAndRefusesBadOnes) {
+  auto c = parse_cost_model(kRates + R"(, "serving": {"wake_quantiles": [-0.001, 0.001, 0.002, 0.02]}})", ModelShape{});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->serving.wake_quantiles, (std::vector<double>{-0.001, 0.001, 0.002, 0.02}));
+  // The piecewise-linear distribution's mean: the mean of its segments' midpoints.
+  EXPECT_DOUBLE_EQ(c->wake_mean(), (0.0 + 0.0015 + 0.011) / 3);
+  auto with = [](const std::string& serving) {
+    return parse_cost_model(kRates + R"(, "serving": {)" + serving + "}}", ModelShape{}).status();
+  };
+  expect_refused(with(R"("wake_quantiles": [0.001])"), "serving.wake_quantiles");
+  expect_refused(with(R"("wake_quantiles": [0.002, 0.001])"), "serving.wake_quantiles");
+  expect_refused(with(R"("wake_quantiles": [0.001, "x"])"), "serving.wake_quantiles");
+  expect_refused(with(R"("wake_quantiles": [0, 1e9])"), "serving.wake_quantiles");
+  expect_refused(with(R"("wake_quantiles": 0.001)"), "serving.wake_quantiles");
+  expect_refused(with(R"("wake_s": 0.003, "wake_quantiles": [0, 0.001])"), "exclude each other");
+}
+
+TEST(SimCostModel, WakeDrawsFollowTheQuantilesAndDependOnTheKeyOnly) {
+  CostModel c;
+  c.serving.wake_s = 0.004;
+  EXPECT_EQ(c.wake_draw(7), 0.004);  // no quantiles: the constant
+  c.serving.wake_s = 0;
+  c.serving.wake_quantiles = {-0.001, 0.0005, 0.002, 0.003, 0.012};
+  // Naive reference: the empirical distribution of 200,000 draws (keys 1..N) against the inverse
+  // distribution function written out by hand; u spreads evenly over [0, 1), so each of the four
+  // segments is equally likely and uniform inside, and the empirical p-quantile is the exact one
+  // within a tolerance of 0.01 in probability (far above an even spread's 1 / N), turned into
+  // seconds by the steepest segment's slope, 0.009 s over a quarter: 0.036 s per unit.
+  const int n = 200000;
+  std::vector<double> d;
+  for (int k = 1; k <= n; ++k) d.push_back(c.wake_draw(static_cast<uint64_t>(k)));
+  EXPECT_EQ(c.wake_draw(12345), c.wake_draw(12345));  // a key's draw is fixed
+  double sum = 0;
+  for (double v : d) sum += v;
+  EXPECT_NEAR(sum / n, c.wake_mean(), 0.0002);
+  // Every run of 40 consecutive ids, and every 7th id, sees the mean within 10 % of the range.
+  for (int start : {1, 1000, 77777}) {
+    double run = 0, every = 0;
+    for (int k = 0; k < 40; ++k) run += d[static_cast<size_t>(start - 1 + k)], every += c.wake_draw(static_cast<uint64_t>(start + 7 * k));
+    EXPECT_NEAR(run / 40, c.wake_mean(), 0.0013) << "from " << start;
+    EXPECT_NEAR(every / 40, c.wake_mean(), 0.0013) << "every 7th from " << start;
+  }
+  EXPECT_DOUBLE_EQ(c.wake_mean(), (-0.00025 + 0.00125 + 0.0025 + 0.0075) / 4);
+  std::sort(d.begin(), d.end());
+  EXPECT_GE(d.front(), -0.001);
+  EXPECT_LE(d.back(), 0.012);
+  auto exact = [](double p) {  // by hand: segments of probability 1/4 each
+    const double q[] = {-0.001, 0.0005, 0.002, 0.003, 0.012};
+    const int i = std::min(3, static_cast<int>(p * 4));
+    return q[i] + (q[i + 1] - q[i]) * (p * 4 - i);
+  };
+  for (double p : {0.05, 0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 0.95, 0.99})
+    EXPECT_NEAR(d[static_cast<size_t>(p * n)], exact(p), 0.01 * 0.036) << "p " << p;
 }
 
 TEST(SimCostModel, AcceptsPlanJsonOutput) {

@@ -24,6 +24,7 @@
 // Thread-safety: value types; the functions are pure.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -87,9 +88,18 @@ struct ServingRates {
   // wake_s more (the scheduler thread and the kernels' worker threads were asleep, caches cold).
   // The threshold is far above the sub-millisecond gaps between one client's requests (so the
   // one-client calibration runs, which fit admit_s, see none) and below the gaps of open-loop
-  // arrivals; wake_s is fitted by bench/sim/calibrate.py from an open-loop run. Default 0.
+  // arrivals; wake_s is fitted by bench/sim/calibrate.py from an open-loop run (with measured steps,
+  // from the one-client runs: --wake-constant). Default 0.
   double wake_s = 0.0;
   double wake_after_s = 0.005;
+  // The wake-up drawn per request instead of the constant wake_s (the two exclude each other):
+  // seconds at equally spaced probabilities 0, 1/(n-1), .., 1 (n >= 2, not decreasing; values may
+  // be negative, where the measured time falls below the modelled steps), a piecewise-linear
+  // inverse distribution function. The step that wakes draws the value of the first request it
+  // admits, from that request's id alone (wake_draw): the same request draws the same time in
+  // every run, sweep point and fleet size. Fitted by bench/sim/calibrate.py (--steps) from the
+  // one-client runs' time per request beyond the modelled steps.
+  std::vector<double> wake_quantiles;
 };
 
 struct CostModel {
@@ -107,6 +117,13 @@ struct CostModel {
   double prefill_s(double cached, double fresh) const;
   // Moving `bytes` at `bytes_per_s` after `latency_s`.
   static double transfer_s(double bytes, double bytes_per_s, double latency_s) { return latency_s + bytes / bytes_per_s; }
+  // The wake-up of a step that admits the request with id `key` after the engine idled:
+  // serving.wake_s, or the wake_quantiles' inverse distribution function at u = frac(key x the
+  // golden ratio) (a low-discrepancy sequence over the request ids: consecutive requests' draws
+  // spread evenly over the distribution).
+  double wake_draw(uint64_t key) const;
+  // The mean of that draw (wake_s, or the piecewise-linear distribution's mean).
+  double wake_mean() const;
 };
 
 // Parses a rates file (see above) for a model of `shape`. InvalidArgument naming the field:
