@@ -71,6 +71,11 @@ double CostModel::wake_mean() const {
   return s / static_cast<double>(q.size() - 1);
 }
 
+double CostModel::arrival_contention_s() const {
+  if (serving.host_cores > 0 && serving.host_cores > engine.threads) return 0.0;
+  return serving.arrival_cpu_s;
+}
+
 namespace {
 
 // serving.wake_quantiles: at least two finite numbers (seconds, within +-1 h), not decreasing.
@@ -127,7 +132,8 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
                     {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},
                     {"remote_latency_s", &out->remote_latency_s, true},
                     {"publish_s_per_byte", &out->publish_s_per_byte, true},
-                    {"wake_s", &out->wake_s, true},                     {"wake_after_s", &out->wake_after_s, true}};
+                    {"wake_s", &out->wake_s, true},                     {"wake_after_s", &out->wake_after_s, true},
+                    {"arrival_cpu_s", &out->arrival_cpu_s, true},       {"host_cores", &out->host_cores, true}};
   bool measured = false;
   for (auto [key, value] : obj) {
     if (key == "dense_model") {
@@ -158,6 +164,8 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
   }
   if (measured && out->dense_curve.empty())
     return Status::InvalidArgument("rates: serving.dense_model \"measured\" needs serving.dense_curve");
+  if (out->host_cores != std::floor(out->host_cores))
+    return Status::InvalidArgument("rates: serving.host_cores must be a whole number of cores");
   if (!out->wake_quantiles.empty() && out->wake_s > 0)
     return Status::InvalidArgument("rates: serving.wake_s and serving.wake_quantiles exclude each other");
   if (!measured && !out->dense_curve.empty())

@@ -36,6 +36,9 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
   ++mine;
   ++outstanding_;
   ++queued_;
+  // An arrival at a stepping engine: its HTTP, retrieval and prompt building take a core from the
+  // engine's threads; the next step is that much longer (an idle engine loses nothing).
+  if (stepping_) contention_s_ += cost_.arrival_contention_s();
   const SimRequest& r = reqs_[i];
   // request_s: the request's way to the scheduler beside the engine (it occupies neither the
   // engine nor a retrieval thread), after its retrieval.
@@ -113,6 +116,7 @@ void Replica::start_step(double now, EventQueue& q) {
   if (plan_.items.empty()) {
     if (stepping_) idle_since_ = now;
     stepping_ = false;
+    contention_s_ = 0;  // the work ran on the cores the idle engine left
     host_.take_transfer_s();
     host_.engine_idle(now);
     return;
@@ -133,8 +137,10 @@ void Replica::start_step(double now, EventQueue& q) {
   host_.engine_busy(now);
   // The copy that was running when the engine woke up shares the cores with this step. A drawn
   // wake-up below zero (the measured time under the modelled steps) shortens the step, never
-  // below nothing.
-  const double dt = std::max(0.0, step_seconds(plan_) + host_.take_background_s() + wake);
+  // below nothing. Requests that arrived during the previous step lengthen this one
+  // (arrival_cpu_s each).
+  const double dt = std::max(0.0, step_seconds(plan_) + host_.take_background_s() + wake) + contention_s_;
+  contention_s_ = 0;
   for (const pipelines::BatchItem& it : plan_.items) {
     host_.reserve(it.id, it.start + it.n);
     LiveRequest& l = live_[req_index(it.id)];

@@ -56,6 +56,7 @@ class Replica {
   std::vector<double> retrieval_free_at_;  // per retrieval thread
   pipelines::StepPlan plan_;
   bool stepping_ = false;
+  double contention_s_ = 0;  // arrivals' work beside the stepping engine, charged to its next step
   double idle_since_ = 0;  // when the engine last ran out of work (stepping_ false)
   int outstanding_ = 0;  // accepted, not finished
   int queued_ = 0;       // accepted, not admitted yet

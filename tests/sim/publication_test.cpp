@@ -197,6 +197,69 @@ TEST(SimWake, EachWokenStepPaysItsRequestsDrawAndTheRunIsDeterministic) {
   EXPECT_GT(hi, 2.0);  // and some from the tail
 }
 
+TEST(SimContention, EachArrivalAtABusyEngineAddsArrivalCpuSToItsBusyTime) {
+  // Prompts only (no retrieval), 400 tokens, one output token, 100 requests/s for 1 s: 40 ms of
+  // work arrives every 10 ms, so after the first request the engine never idles and every other
+  // arrival finds it stepping. With the roofline and free attention every step costs 0.1 ms per
+  // token it feeds (each feeds at least 50; attention at 1e12 pairs/s adds 8 us in all), so the
+  // naive reference is a single server that finishes all tokens plus one arrival_cpu_s per busy
+  // arrival: the last step ends at first arrival + tokens x 0.1 ms (within 20 us) + (n - 1) x
+  // arrival_cpu_s (that difference exact up to rounding).
+  SimOptions o = testing::small_fleet();
+  o.max_queue = 1000;
+  WorkloadSpec w;
+  w.prompt_tokens = {{{400, 1.0}}};
+  w.answer_tokens = {{{1, 1.0}}};
+  w.arrivals = Arrivals::kUniform;
+  w.rate = 100;
+  w.requests = 100;
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  CostModel base = testing::simple_cost();
+  CostModel busy = base;
+  busy.serving.arrival_cpu_s = 0.002;
+  auto a = simulate(o, base, *reqs);
+  auto b = simulate(o, busy, *reqs);
+  auto b2 = simulate(o, busy, *reqs);
+  ASSERT_TRUE(a.ok() && b.ok() && b2.ok());
+  const double first = (*reqs)[0].arrival_s, tokens = 400.0 * 100;
+  EXPECT_NEAR(a->duration_s, first + tokens * 1e-4, 2e-5);
+  EXPECT_NEAR(b->duration_s - a->duration_s, 99 * 0.002, 1e-9);
+  for (size_t i = 0; i < reqs->size(); ++i) {
+    EXPECT_TRUE(b->records[i].ok);
+    EXPECT_GE(b->records[i].ttft_ms, a->records[i].ttft_ms - 1e-9);  // only ever later
+    EXPECT_EQ(b->records[i].ttft_ms, b2->records[i].ttft_ms);          // seeded: the same records
+  }
+  // A core left to the other threads (host_cores above the engine's threads): nothing is charged.
+  CostModel spare = busy;
+  spare.engine.threads = 2;
+  spare.serving.host_cores = 4;
+  auto c = simulate(o, spare, *reqs);
+  ASSERT_TRUE(c.ok());
+  EXPECT_DOUBLE_EQ(c->duration_s, a->duration_s);
+}
+
+TEST(SimContention, ArrivalsAtAnIdleEngineCostNothing) {
+  // One 20 ms request every 100 ms: every arrival finds the engine idle, so the records are those
+  // of the run without contention.
+  SimOptions o = testing::small_fleet();
+  WorkloadSpec w;
+  w.prompt_tokens = {{{200, 1.0}}};
+  w.answer_tokens = {{{1, 1.0}}};
+  w.arrivals = Arrivals::kUniform;
+  w.rate = 10;
+  w.requests = 50;
+  auto reqs = generate_requests(w);
+  ASSERT_TRUE(reqs.ok());
+  CostModel base = testing::simple_cost();
+  CostModel busy = base;
+  busy.serving.arrival_cpu_s = 0.002;
+  auto a = simulate(o, base, *reqs);
+  auto b = simulate(o, busy, *reqs);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t i = 0; i < reqs->size(); ++i) EXPECT_EQ(b->records[i].ttft_ms, a->records[i].ttft_ms);
+}
+
 TEST(SimRetrieved, ParsesListsAndRefusesBadLinesNamingThem) {
   auto l = parse_retrieved_lists("{\"docs\": [[40, 183], [38, 181]]}\n\n{\"docs\": [[7, 12]]}\n", "r.jsonl");
   ASSERT_TRUE(l.ok()) << l.status().to_string();

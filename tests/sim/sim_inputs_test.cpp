@@ -114,6 +114,23 @@ TEST(SimCostModel, ParsesWakeQuantilesAndRefusesBadOnes) {
   expect_refused(with(R"("wake_s": 0.003, "wake_quantiles": [0, 0.001])"), "exclude each other");
 }
 
+TEST(SimCostModel, ParsesArrivalContentionAndAppliesItOnlyWhenTheEngineFillsTheCores) {
+  auto c = parse_cost_model(kRates + R"(, "serving": {"arrival_cpu_s": 0.001, "host_cores": 2}})", ModelShape{});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->serving.arrival_cpu_s, 0.001);
+  c->engine.threads = 2;  // the engine's threads hold both cores
+  EXPECT_DOUBLE_EQ(c->arrival_contention_s(), 0.001);
+  c->serving.host_cores = 4;  // two cores left to the other threads
+  EXPECT_DOUBLE_EQ(c->arrival_contention_s(), 0.0);
+  c->serving.host_cores = 0;  // not given: charged as set
+  EXPECT_DOUBLE_EQ(c->arrival_contention_s(), 0.001);
+  auto with = [](const std::string& serving) {
+    return parse_cost_model(kRates + R"(, "serving": {)" + serving + "}}", ModelShape{}).status();
+  };
+  expect_refused(with(R"("arrival_cpu_s": -0.001)"), "serving.arrival_cpu_s");
+  expect_refused(with(R"("host_cores": 2.5)"), "serving.host_cores");
+}
+
 TEST(SimCostModel, WakeDrawsFollowTheQuantilesAndDependOnTheKeyOnly) {
   CostModel c;
   c.serving.wake_s = 0.004;

@@ -100,6 +100,19 @@ struct ServingRates {
   // every run, sweep point and fleet size. Fitted by bench/sim/calibrate.py (--steps) from the
   // one-client runs' time per request beyond the modelled steps.
   std::vector<double> wake_quantiles;
+  // Contention: engine time lost per request that arrives while the engine is stepping, on a
+  // host whose cores the engine's threads fill (the rates' `threads` >= host_cores): the
+  // request's HTTP parsing, tokenization, retrieval (embedding, vector search) and prompt
+  // building run on a core one of the engine's threads holds, and a parallel region waits for
+  // its slowest thread. Paid by the step that starts after the arrival (the step in flight has
+  // its end already; a step's length, not its start, is what the work delays); an arrival at an
+  // idle engine costs none of it (that request's wake-up, above, carries its own). Fitted by
+  // bench/sim/calibrate.py (--contention) on a closed-loop calibration run, where every arrival
+  // finds the engine busy. Default 0.
+  double arrival_cpu_s = 0.0;
+  // The host's cores; 0 (default): not given, arrival_cpu_s applies whenever it is set. With
+  // host_cores > the rates' threads a core is left to the other threads and nothing is charged.
+  double host_cores = 0.0;
 };
 
 struct CostModel {
@@ -124,6 +137,9 @@ struct CostModel {
   double wake_draw(uint64_t key) const;
   // The mean of that draw (wake_s, or the piecewise-linear distribution's mean).
   double wake_mean() const;
+  // Engine time a stepping engine loses per arriving request: serving.arrival_cpu_s, or 0 when
+  // the engine's threads leave a core free (serving.host_cores > engine.threads).
+  double arrival_contention_s() const;
 };
 
 // Parses a rates file (see above) for a model of `shape`. InvalidArgument naming the field:
