@@ -359,6 +359,51 @@ TEST(Model, RerotateKeysMatchesKeysComputedAtShiftedPositions) {
   b.release(f.model->kv_pool());
 }
 
+// append_shifted stores what rerotate_keys + BlockTable::append store, bit for bit, for every KV
+// dtype (the rotation happens in f32 before the pool's conversion); its inputs are not changed; a
+// pool without room refuses it and leaves the table as it was.
+TEST(Model, AppendShiftedEqualsRerotateThenAppend) {
+  for (const kernels::KvDtype dt : {kernels::KvDtype::kF32, kernels::KvDtype::kBF16, kernels::KvDtype::kInt8}) {
+    Fixture f(Variant::kLlama3Rope, 5, 8u << 20, 1, WeightFormat::kAuto, dt);
+    KvPool& pool = f.model->kv_pool();
+    const int L = f.cfg.num_hidden_layers, n = 23, head = 9, delta = 37;
+    const size_t tf = static_cast<size_t>(f.cfg.kv_dim()), per = static_cast<size_t>(L) * n * tf;
+    std::mt19937 rng(71);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::vector<float> k(per), v(per), head_kv(static_cast<size_t>(L) * head * tf);
+    for (float& x : k) x = u(rng);
+    for (float& x : v) x = u(rng);
+    for (float& x : head_kv) x = u(rng);
+    const std::vector<float> k0 = k, v0 = v;
+    BlockTable a, b;
+    ASSERT_TRUE(a.append(pool, head, head_kv.data(), head_kv.data()));
+    ASSERT_TRUE(b.append(pool, head, head_kv.data(), head_kv.data()));
+    ASSERT_TRUE(f.model->append_shifted(a, n, k.data(), v.data(), delta).ok());
+    EXPECT_EQ(k, k0);
+    EXPECT_EQ(v, v0);
+    std::vector<float> kr = k;
+    ASSERT_TRUE(f.model->rerotate_keys(kr.data(), static_cast<size_t>(L) * n, delta).ok());
+    ASSERT_TRUE(b.append(pool, n, kr.data(), v.data()));
+    ASSERT_EQ(a.num_tokens(), head + n);
+    for (int l = 0; l < L; ++l) {
+      std::vector<float> ka(n * tf), va(n * tf), kb(n * tf), vb(n * tf);
+      a.read(pool, l, head, n, ka.data(), va.data());
+      b.read(pool, l, head, n, kb.data(), vb.data());
+      EXPECT_EQ(ka, kb) << "layer " << l << " dtype " << static_cast<int>(dt);
+      EXPECT_EQ(va, vb) << "layer " << l << " dtype " << static_cast<int>(dt);
+    }
+    // No room: refused, the table unchanged.
+    const int before = a.num_tokens();
+    const size_t too_many = pool.num_blocks() * static_cast<size_t>(pool.layout().block_size) + 1;
+    std::vector<float> big(static_cast<size_t>(L) * too_many * tf, 0.5f);
+    const Status st = f.model->append_shifted(a, static_cast<int>(too_many), big.data(), big.data(), delta);
+    EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.to_string();
+    EXPECT_EQ(a.num_tokens(), before);
+    a.release(pool);
+    b.release(pool);
+  }
+}
+
 // ---- bad input: one test per case, each checking that the message names the problem -----------
 
 Result<std::unique_ptr<Model>> create_with(const ModelConfig& cfg, TinyWeights w, const ModelOptions& o = {}) {
