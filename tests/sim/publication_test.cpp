@@ -33,6 +33,18 @@ WorkloadSpec all_miss(int requests, int docs_per_query) {
   return w;
 }
 
+// Single-prompt requests (no documents) at a fixed rate: `tokens` of prompt and one answer token
+// each, so every request is one prefill step.
+WorkloadSpec spaced_steps(int tokens, double rate, int requests) {
+  WorkloadSpec w;
+  w.prompt_tokens = {{{tokens, 1.0}}};
+  w.answer_tokens = {{{1, 1.0}}};
+  w.arrivals = Arrivals::kUniform;
+  w.rate = rate;
+  w.requests = requests;
+  return w;
+}
+
 SimOptions with_dram() {
   SimOptions o = testing::small_fleet();
   o.kv.dram_bytes = 1ull << 30;  // copies have somewhere to go
@@ -137,12 +149,7 @@ TEST(SimWake, AStepAfterALongIdleGapCostsWakeS) {
   // pays wake_s once. One client with 1 ms between requests (its retrieval; the first one too)
   // never lets it sleep past wake_after_s (5 ms) and never pays it.
   SimOptions o = testing::small_fleet();
-  WorkloadSpec w;
-  w.prompt_tokens = {{{200, 1.0}}};
-  w.answer_tokens = {{{1, 1.0}}};
-  w.arrivals = Arrivals::kUniform;
-  w.rate = 10;
-  w.requests = 50;
+  const WorkloadSpec w = spaced_steps(200, 10, 50);
   auto reqs = generate_requests(w);
   ASSERT_TRUE(reqs.ok());
   CostModel base = testing::simple_cost();
@@ -170,12 +177,7 @@ TEST(SimWake, EachWokenStepPaysItsRequestsDrawAndTheRunIsDeterministic) {
   // mean against the distribution's (200 draws spread over 14 ms: within 0.9 ms, 3 standard errors
   // of independent draws); a second run gives the same records.
   SimOptions o = testing::small_fleet();
-  WorkloadSpec w;
-  w.prompt_tokens = {{{200, 1.0}}};
-  w.answer_tokens = {{{1, 1.0}}};
-  w.arrivals = Arrivals::kUniform;
-  w.rate = 10;
-  w.requests = 200;
+  const WorkloadSpec w = spaced_steps(200, 10, 200);
   auto reqs = generate_requests(w);
   ASSERT_TRUE(reqs.ok());
   CostModel base = testing::simple_cost();
@@ -207,12 +209,7 @@ TEST(SimContention, EachArrivalAtABusyEngineAddsArrivalCpuSToItsBusyTime) {
   // arrival_cpu_s (that difference exact up to rounding).
   SimOptions o = testing::small_fleet();
   o.max_queue = 1000;
-  WorkloadSpec w;
-  w.prompt_tokens = {{{400, 1.0}}};
-  w.answer_tokens = {{{1, 1.0}}};
-  w.arrivals = Arrivals::kUniform;
-  w.rate = 100;
-  w.requests = 100;
+  const WorkloadSpec w = spaced_steps(400, 100, 100);
   auto reqs = generate_requests(w);
   ASSERT_TRUE(reqs.ok());
   CostModel base = testing::simple_cost();
@@ -243,12 +240,7 @@ TEST(SimContention, ArrivalsAtAnIdleEngineCostNothing) {
   // One 20 ms request every 100 ms: every arrival finds the engine idle, so the records are those
   // of the run without contention.
   SimOptions o = testing::small_fleet();
-  WorkloadSpec w;
-  w.prompt_tokens = {{{200, 1.0}}};
-  w.answer_tokens = {{{1, 1.0}}};
-  w.arrivals = Arrivals::kUniform;
-  w.rate = 10;
-  w.requests = 50;
+  const WorkloadSpec w = spaced_steps(200, 10, 50);
   auto reqs = generate_requests(w);
   ASSERT_TRUE(reqs.ok());
   CostModel base = testing::simple_cost();

@@ -242,6 +242,22 @@ TEST(Simulator, RequestLatencyBesideTheEngineIsHiddenByAnotherClient) {
   EXPECT_NEAR(two_inside->duration_s, 500 * (service + 0.005), 1e-9);
 }
 
+// Two 24-token prompts for 2 answer tokens each, and a cost with a measured dense curve (1 token
+// 4 ms, 8 tokens 11 ms, 32 tokens 23 ms) and 1 ms per sampled row.
+WorkloadSpec two_short_prompts() {
+  WorkloadSpec w;
+  w.prompt_tokens = {{{24, 1.0}}};
+  w.answer_tokens = {{{2, 1.0}}};
+  w.requests = 2;
+  return w;
+}
+CostModel curve_cost() {
+  CostModel cost = testing::simple_cost();
+  cost.serving.dense_curve = {{1, 0.004}, {8, 0.011}, {32, 0.023}};
+  cost.serving.sample_s = 0.001;
+  return cost;
+}
+
 TEST(Simulator, BatchedStepsCostTheMeasuredCurveAtTheirTokenCount) {
   // A measured dense curve (1 token 4 ms, 8 tokens 11 ms, 32 tokens 23 ms) and 1 ms per sampled
   // row. Two clients send a 24-token prompt for 2 answer tokens at 0; the first is admitted alone:
@@ -249,13 +265,8 @@ TEST(Simulator, BatchedStepsCostTheMeasuredCurveAtTheirTokenCount) {
   // 25 tokens, dense(25) = 11 + 17 / 24 * 12 = 19.5 ms, two rows 2 ms. So the first request ends
   // at 41.5 ms, and the second gets its first token then.
   SimOptions o = testing::small_fleet();
-  WorkloadSpec w;
-  w.prompt_tokens = {{{24, 1.0}}};
-  w.answer_tokens = {{{2, 1.0}}};
-  w.requests = 2;
-  CostModel cost = testing::simple_cost();
-  cost.serving.dense_curve = {{1, 0.004}, {8, 0.011}, {32, 0.023}};
-  cost.serving.sample_s = 0.001;
+  const WorkloadSpec w = two_short_prompts();
+  CostModel cost = curve_cost();
   auto reqs = generate_requests(w);
   ASSERT_TRUE(reqs.ok());
   o.closed_loop_clients = 2;
@@ -272,13 +283,8 @@ TEST(Simulator, EngineSlowdownScalesTheEngineTermsOnly) {
   // terms (dense part, rows) take 1.25 times as long, the overhead does not. Step A = 2 + 1.25 * 20
   // = 27 ms, step B = 2 + 1.25 * 21.5 = 28.875 ms.
   SimOptions o = testing::small_fleet();
-  WorkloadSpec w;
-  w.prompt_tokens = {{{24, 1.0}}};
-  w.answer_tokens = {{{2, 1.0}}};
-  w.requests = 2;
-  CostModel cost = testing::simple_cost();
-  cost.serving.dense_curve = {{1, 0.004}, {8, 0.011}, {32, 0.023}};
-  cost.serving.sample_s = 0.001;
+  const WorkloadSpec w = two_short_prompts();
+  CostModel cost = curve_cost();
   cost.serving.step_overhead_s = 0.002;
   cost.serving.engine_slowdown = 0.25;
   auto reqs = generate_requests(w);
