@@ -183,15 +183,21 @@ TEST(Simulator, SharedRemoteTierServesOtherReplicasMisses) {
   EXPECT_GT(hit_rate(*remote), hit_rate(*local));
 }
 
+// n requests of a 200-token prompt and one answer token: one prefill step each.
+WorkloadSpec single_step_requests(int n) {
+  WorkloadSpec w;
+  w.prompt_tokens = {{{200, 1.0}}};
+  w.answer_tokens = {{{1, 1.0}}};
+  w.requests = n;
+  return w;
+}
+
 TEST(Simulator, ClosedLoopClientsSendBackToBack) {
   // One client, a constant 20 ms single-step request, no network: the n requests run back to back,
   // never queue, and take n * 20 ms. Two clients on one slot: each request waits for the other's.
   SimOptions o = testing::small_fleet();
   o.scheduler.max_running = 1;
-  WorkloadSpec w;
-  w.prompt_tokens = {{{200, 1.0}}};
-  w.answer_tokens = {{{1, 1.0}}};
-  w.requests = 500;
+  const WorkloadSpec w = single_step_requests(500);
   const CostModel cost = testing::simple_cost();
   const double service = cost.dense_s(200) + cost.prefill_attention_s(0, 200);
   auto reqs = generate_requests(w);
@@ -218,10 +224,7 @@ TEST(Simulator, RequestLatencyBesideTheEngineIsHiddenByAnotherClient) {
   // is engine time: 500 x 25 ms whatever the clients.
   SimOptions o = testing::small_fleet();
   o.scheduler.max_running = 1;
-  WorkloadSpec w;
-  w.prompt_tokens = {{{200, 1.0}}};
-  w.answer_tokens = {{{1, 1.0}}};
-  w.requests = 500;
+  const WorkloadSpec w = single_step_requests(500);
   CostModel beside = testing::simple_cost();
   const double service = beside.dense_s(200) + beside.prefill_attention_s(0, 200);
   beside.serving.request_s = 0.005;
