@@ -4,10 +4,12 @@
 // the same queries.
 //
 //   bench_retrieval [--chunks 100000] [--chunk-tokens 64] [--queries 1000]
-//                   [--types "Flat;IVF1024,Flat;HNSW32"] [--tokenizer path/tokenizer.json]
+//                   [--types "Flat;faiss-Flat;IVF1024,Flat;HNSW32"] [--tokenizer path/tokenizer.json]
 //                   [--dir /tmp/x] [--threads 1] [--vectors 100000] [--vector-dim 128]
 // --vectors N first measures the bare VectorIndex on N clustered synthetic vectors (recall@10 of
-// each type against Flat at default search params, latency); --chunks 0 skips the corpus part.
+// each type against Flat at default search params, latency; `faiss-Flat` is FAISS's own
+// IndexFlatIP::search on the same vectors, the baseline of ragd's BLAS flat scan); --chunks 0
+// skips the corpus part.
 // --tenants T (default 0 = off) adds tenant isolation: vector i (document i) belongs to tenant
 // i % (T + 1), 0 being shared. The vector part then compares, per index type and for each query
 // of one tenant (its own + the shared vectors): no filter (not isolated), the search-time
@@ -19,6 +21,8 @@
 // Without --tokenizer a built-in word tokenizer (one token per word / punctuation byte) chunks
 // the text; with one, the engine's tokenizer does. Documents are synthetic: topic vocabularies of
 // pseudo-words, seeded, so runs are repeatable.
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,6 +35,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <faiss/IndexFlat.h>
 
 #include "ragd/engine/tokenizer.h"
 #include "ragd/retrieval/corpus.h"
@@ -136,6 +142,31 @@ void vector_section(size_t n, int dim, size_t nq, const std::string& types, int 
     std::string spec = types.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
     pos = semi == std::string::npos ? types.size() + 1 : semi + 1;
     if (spec.empty()) continue;
+    if (spec == "faiss-Flat") {  // the baseline: FAISS's own IndexFlatIP::search, one query per call
+      omp_set_num_threads(threads > 0 ? threads : omp_get_max_threads());
+      faiss::IndexFlatIP flat(dim);
+      auto t0 = Clock::now();
+      flat.add(static_cast<faiss::Index::idx_t>(n), xb.data());
+      const double add_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::vector<double> lat;
+      std::vector<float> d(10);
+      std::vector<faiss::Index::idx_t> l(10);
+      size_t hit = 0, tot = 0;
+      for (size_t q = 0; q < nq; ++q) {
+        auto q0 = Clock::now();
+        flat.search(1, &xq[q * static_cast<size_t>(dim)], 10, d.data(), l.data());
+        lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - q0).count());
+        if (q < ref.size()) {
+          std::set<uint64_t> s(ref[q].begin(), ref[q].end());
+          for (auto x : l) hit += x >= 0 && s.count(static_cast<uint64_t>(x) + 1);
+          tot += ref[q].size();
+        }
+      }
+      const double recall = tot ? static_cast<double>(hit) / static_cast<double>(tot) : 1.0;
+      std::printf("%-14s %10.2f %10.3f %10.3f %9.4f\n", spec.c_str(), add_s, pct(lat, 0.5), pct(lat, 0.99), recall);
+      std::fflush(stdout);
+      continue;
+    }
     VectorIndexOptions o;
     o.spec = spec;
     o.dim = dim;
@@ -304,7 +335,7 @@ double pct(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   size_t target_chunks = 100000, nq = 1000, vectors = 100000;
   int chunk_tokens = 64, threads = 1, vdim = 128;
-  std::string types = "Flat;IVF1024,Flat;HNSW32", tokenizer_path, dir = "/tmp/ragd-retrieval-bench";
+  std::string types = "Flat;faiss-Flat;IVF1024,Flat;HNSW32", tokenizer_path, dir = "/tmp/ragd-retrieval-bench";
   int tenants = 0;
   std::string tenant_types = "Flat;IVF1024,Flat;HNSW32";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -373,7 +404,7 @@ int main(int argc, char** argv) {
     size_t semi = types.find(';', pos);
     std::string spec = types.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
     pos = semi == std::string::npos ? types.size() + 1 : semi + 1;
-    if (spec.empty()) continue;
+    if (spec.empty() || spec == "faiss-Flat") continue;  // a bare-index baseline only
     std::string d = dir + "/" + spec;
     std::filesystem::remove_all(d);
     CorpusOptions o;
