@@ -343,7 +343,11 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
       if (getenv("RAGD_BENCH_VERBOSE")) {
         std::string got;
         for (const auto& id : got_ids) got += id + " ";
-        std::fprintf(stderr, "%s -> %s\n", queries[i].c_str(), got.c_str());
+        std::fprintf(stderr, "%s -> %s| ttft %.1f prefill %.1f admit %.1f place %.1f chunk %.1f repair %.1f, "
+                     "placed %d repaired %d recomputed %d\n",
+                     queries[i].c_str(), got.c_str(), o.ttft_ms, tm.prefill_ms, tm.admit_ms, tm.blend_place_ms,
+                     tm.blend_chunk_ms, tm.blend_repair_ms, o.usage.blended_tokens, o.usage.repaired_tokens,
+                     o.usage.recomputed_tokens);
       }
       wanted += static_cast<long>(drawn[i].size());
     }

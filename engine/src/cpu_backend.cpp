@@ -47,12 +47,19 @@ void CpuBackend::write_rerotated(KvStorage& st, std::span<const int32_t> blocks,
   // HostKvStorage writes of different layers touch disjoint memory.
   const KvLayout& L = st.layout();
   const size_t per_layer = static_cast<size_t>(n) * L.token_floats();
-#pragma omp parallel for schedule(static) if (L.num_layers > 1 && per_layer >= 4096)
-  for (int l = 0; l < L.num_layers; ++l) {
+  auto layer = [&](int l) {
     thread_local std::vector<float> rotated;
     rotated.assign(k + l * per_layer, k + (l + 1) * per_layer);
     rerotate_host_keys(cfg_, inv_freq_.data(), rotated.data(), static_cast<size_t>(n), delta);
     st.write_tokens(l, blocks, t0, n, rotated.data(), v + l * per_layer);
+  };
+  // A branch, not `parallel for if (...)`: an inactive region around the rotation (which opens a
+  // region of its own past 16 rows) would make that inner region a nested team of new threads.
+  if (L.num_layers > 1 && per_layer >= 4096) {
+#pragma omp parallel for schedule(static)
+    for (int l = 0; l < L.num_layers; ++l) layer(l);
+  } else {
+    for (int l = 0; l < L.num_layers; ++l) layer(l);
   }
 }
 

@@ -277,14 +277,21 @@ Status run_prefill(const char* name, const float* q, int n_q, int num_heads, con
   const int tile = (n_q + want - 1) / want;
   const int tiles = (n_q + tile - 1) / tile;  // <= want, every one non-empty
   const int tasks = kv.num_kv_heads * tiles;
-  // Later tiles see more keys under the causal mask: dynamic scheduling, largest first.
-#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1)
-  for (int t = 0; t < tasks; ++t) {
+  auto task = [&](int t) {
     const int ti = tiles - 1 - t / kv.num_kv_heads;
     const int g = t % kv.num_kv_heads;
     const int i0 = ti * tile;
     prefill_task(q, num_heads, kv, scale, mask, g, i0, std::min(tile, n_q - i0), out, lse);
+  };
+  // Later tiles see more keys under the causal mask: dynamic scheduling, largest first. One task
+  // runs outside any region: inside an inactive one, the sgemm path's own OpenMP region (OpenBLAS)
+  // would start a nested team of new threads.
+  if (tasks == 1) {
+    task(0);
+    return Status::OK();
   }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int t = 0; t < tasks; ++t) task(t);
   return Status::OK();
 }
 
