@@ -54,6 +54,15 @@ publication is in it). Each one's first request (a cold daemon: page faults, fir
 left out. Fitted over the others:
   retrieval_s      median of the daemon's timings.retrieval_ms (the mean with --steps)
   network_s        half the median of (client TTFT - daemon timings.ttft_ms) (the mean with --steps)
+  network_quantiles (with --steps) the distribution of that difference, 21 quantiles (every 5 %):
+                   drawn per request by a seeded simulation (`ragctl simulate --replications N`),
+                   half on the way in and half on the way back; an unseeded one uses network_s
+  step_noise_quantiles (with --steps) the engine's own noise: each one-client request of at least
+                   256 tokens that reused nothing (the misses without reuse), its daemon prefill_ms
+                   against a least-squares line over its computed tokens, as a relative deviation;
+                   21 quantiles shifted to mean 0 (the mean is engine_slowdown's). A seeded
+                   simulation draws one per step (the deviations of a request's steps taken as
+                   moving together, as a drifting machine speed does)
   step_overhead_s  mean time per output token after the first ((e2e - TTFT) / (tokens - 1)) - the
                    modelled decode step (decode_dense_s + KV streaming)
   admit_s, prefill_token_s (without --steps)
@@ -126,6 +135,47 @@ def check(out, runs, simulate, key):
         json.dump(out, open(rates, "w"))
         subprocess.run(simulate + ["--rates", rates, "--json", res], check=True, capture_output=True)
         return want, mean_of(res, key)
+
+
+def quantiles(v, n=21):
+    """n values of the piecewise-linear inverse distribution function of v at 0, 1/(n-1), .., 1."""
+    v = sorted(v)
+
+    def at(p):
+        k = p * (len(v) - 1)
+        i = min(int(k), len(v) - 2)
+        return v[i] + (v[i + 1] - v[i]) * (k - i)
+    return [at(i / (n - 1)) for i in range(n)]
+
+
+def network_quantiles(samples):
+    """Client TTFT less the daemon's (seconds), 21 quantiles: the per-request network noise."""
+    return [round(max(0.0, q) / 1e3, 7) for q in quantiles([s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples])]
+
+
+def step_noise_quantiles(samples, min_tokens=256):
+    """The misses' (nothing reused) prefill time against a line over their tokens, relative, 21 quantiles
+    shifted to mean 0: the engine's noise per step (None with fewer than 10 such requests)."""
+    pts = []
+    for s in samples:
+        p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
+        if r == 0 and p >= min_tokens:
+            pts.append((p - r, s["timings"]["prefill_ms"]))
+    if len(pts) < 10:
+        return None
+    mx = statistics.mean(x for x, _ in pts)
+    my = statistics.mean(y for _, y in pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    b = sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx > 0 else 0.0
+    rel = [y / (my + b * (x - mx)) - 1 for x, y in pts]
+    q = quantiles(rel)
+    mean_q = sum(q[i] + q[i + 1] for i in range(len(q) - 1)) / (2 * (len(q) - 1))
+    return [round(v - mean_q, 5) for v in q]
+
+
+def one_client_samples(benches):
+    """The one-client runs' finished requests with timings, each run's first (cold) request left out."""
+    return [s for b in benches for r in b["runs"] for s in r["samples"][1:] if s.get("ok") and "timings" in s]
 
 
 def take(argv, flag):
@@ -227,7 +277,7 @@ def main():
         if wake_steps:
             print("# idle gap -> extra step time: " + ", ".join(f"{g * 1e3:g} ms {e * 1e3:+.2f}" for g, e in wake_steps[2]),
                   file=sys.stderr)
-    samples = [s for b in benches for r in b["runs"] for s in r["samples"][1:] if s.get("ok") and "timings" in s]
+    samples = one_client_samples(benches)
     # With --steps, means: the client's side and the HTTP threads (rare delays of several ms) and the
     # retrieval threads work beside the engine, so their tails lengthen a request's path, not the
     # engine's steps; a median would leave them to the per-request overhead fitted below, which
@@ -336,6 +386,10 @@ def main():
         out["serving"]["sample_s"] = round(sample, 7)
         out["serving"]["prefill_context_s"] = float("%.4g" % context)
         out["serving"]["engine_slowdown"] = round(slowdown, 4)
+        out["serving"]["network_quantiles"] = network_quantiles(samples)
+        noise = step_noise_quantiles(samples)
+        if noise:
+            out["serving"]["step_noise_quantiles"] = noise
         # The one-client time per request beyond its steps is paid after the replica idled: it is
         # the wake-up (see above), and nothing is charged at admission.
         if wake_constant:

@@ -10,6 +10,16 @@ error against the real runs' mean (points for the hit rate) and the real runs' o
 their range, relative to their mean). A mark (*) after the error means it misses the target
 (TTFT p50 and req/s 10 %, TTFT p99 20 %, hit rate 2 points; TPOT has none). Markdown on stdout,
 then how many rows meet each target.
+
+  bench/sim/compare.py NAME DET.json,REP.json REAL1.json[,...] ...
+
+With two simulations per row, the deterministic run (DET.json) and one with replications (REP.json:
+`ragctl simulate --replications N`, its "replications" object), a second table: per metric the
+real runs' mean, the deterministic run and its error, and the replications' median, its error and
+their 10th-90th percentile range (`in` when the real mean lies inside it). The replications' median
+is what the targets are counted on (a closed loop's tail depends on the phase between its clients,
+which one deterministic run fixes at one arbitrary value); the deterministic run's count is given
+beside it.
 """
 import json
 import statistics
@@ -28,8 +38,63 @@ def summary(path):
             "tpot": r["tpot_ms"]["p50"], "hit": 100.0 * reused / prompt if prompt else 0.0}
 
 
+REP_KEYS = {"p50": "ttft_p50_ms", "p99": "ttft_p99_ms", "rps": "req_per_s", "tpot": "tpot_p50_ms", "hit": "hit_pct"}
+
+
+def replicated(path):
+    m = json.load(open(path))["replications"][0]["metrics"]
+    return {k: m[v] for k, v in REP_KEYS.items()}, json.load(open(path))["replications"][0]["n"]
+
+
+def err_of(k, sim, m):
+    if k == "hit":
+        return sim - m, abs(sim - m) <= TARGETS[k]
+    e = 100 * (sim / m - 1) if m else 0.0
+    return e, k not in TARGETS or abs(e) <= TARGETS[k]
+
+
+def both(a):
+    keys = [("p50", "%.1f"), ("p99", "%.1f"), ("rps", "%.2f"), ("hit", "%.1f")]
+    n = None
+    rows_out = []
+    met = {"det": {k: 0 for k in TARGETS}, "rep": {k: 0 for k in TARGETS}}
+    inside = {k: 0 for k in TARGETS}
+    rows = 0
+    for i in range(0, len(a), 3):
+        name = a[i]
+        det_path, rep_path = a[i + 1].split(",")
+        det = summary(det_path)
+        rep, n = replicated(rep_path)
+        reals = [summary(p) for p in a[i + 2].split(",")]
+        rows += 1
+        cells = []
+        for k, f in keys:
+            m = statistics.mean(r[k] for r in reals)
+            e1, ok1 = err_of(k, det[k], m)
+            e2, ok2 = err_of(k, rep[k]["median"], m)
+            met["det"][k] += ok1
+            met["rep"][k] += ok2
+            within = rep[k]["p10"] <= m <= rep[k]["p90"]
+            inside[k] += within
+            unit = "" if k == "hit" else " %"
+            fe = "%+.1f" if k == "hit" else "%+.0f"
+            cells.append((f % m) + " / " + (f % det[k]) + " (" + (fe % e1) + unit + ("" if ok1 else "*") + ") / " +
+                         (f % rep[k]["median"]) + " (" + (fe % e2) + unit + ("" if ok2 else "*") + "; " +
+                         (f % rep[k]["p10"]) + "-" + (f % rep[k]["p90"]) + (", in" if within else "") + ")")
+        rows_out.append(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"| workload | TTFT p50 ms: real mean / deterministic (err) / median of {n} (err; p10-p90) | TTFT p99 ms | req/s | hit % (points) |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows_out))
+    print()
+    print(f"within target, median of {n} replications: " + ", ".join(f"{k} {met['rep'][k]}/{rows}" for k in TARGETS))
+    print("within target, deterministic run: " + ", ".join(f"{k} {met['det'][k]}/{rows}" for k in TARGETS))
+    print("real mean inside the replications' p10-p90: " + ", ".join(f"{k} {inside[k]}/{rows}" for k in TARGETS))
+
+
 def main():
     a = sys.argv[1:]
+    if a and "," in a[1]:
+        return both(a)
     keys = [("p50", "%.1f"), ("p99", "%.1f"), ("rps", "%.2f"), ("tpot", "%.2f"), ("hit", "%.1f")]
     print("| workload | TTFT p50 ms real / sim (err; real spread) | TTFT p99 ms | req/s | TPOT p50 ms | hit % (points) |")
     print("|---|---|---|---|---|---|")

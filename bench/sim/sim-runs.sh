@@ -4,7 +4,10 @@
 # real runs (NAME-1.json, NAME-2.json in $VAL_DIR).
 #   bench/sim/sim-runs.sh RATES [MODEL]      (MODEL default $VAL_DIR/model)
 # Every real run of a row is compared (NAME-1.json, NAME-2.json and any further repeats).
-# Environment: VAL_DIR, BUILD (its bin/ragctl simulates) or RAGCTL (that binary).
+# Environment: VAL_DIR, BUILD (its bin/ragctl simulates) or RAGCTL (that binary); REPS=N also
+# simulates every row with N replications of the per-request noise (sim-NAME-rep.json; seed SEED,
+# default 1) and prints a second table: the deterministic run and the replications' median against
+# the real runs (bench/sim/compare.py), the targets counted on the median.
 # Workloads A and B are generated (the same requests the real runs sent, arrivals=bench) with the
 # documents the real retriever returns for each request (--retrieved, bench/sim/retrieved.py);
 # C replays each row's first real run's prompt and answer lengths and arrival instants (qa-none:
@@ -15,11 +18,16 @@ RAGCTL=${RAGCTL:-${BUILD:-build}/bin/ragctl}
 DIR=${VAL_DIR:-/tmp/ragd-simval}
 V=bench/sim/validation
 rates=$1 model=${2:-$DIR/model}
+REPS=${REPS:-0} SEED=${SEED:-1}
 sim() {  # NAME CONFIG ARGS...
   local name=$1 config=$2
   shift 2
   "$RAGCTL" simulate --config "$config" --rates "$rates" --model "$model" --json "$DIR/sim-$name.json" "$@" \
     > "$DIR/sim-$name.txt"
+  if [ "$REPS" -gt 0 ]; then
+    "$RAGCTL" simulate --config "$config" --rates "$rates" --model "$model" --json "$DIR/sim-$name-rep.json" \
+      --replications "$REPS" --seed "$SEED" "$@" > "$DIR/sim-$name-rep.txt"
+  fi
 }
 A=(--workload $V/uniform.txt --retrieved $V/uniform.retrieved.jsonl)
 B=(--workload $V/zipf.txt --retrieved $V/zipf.retrieved.jsonl)
@@ -34,8 +42,13 @@ sim mixed-fcfs-r2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-r2-1.json"
 sim mixed-fcfs-c2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-c2-1.json" --set concurrency=2
 sim mixed-sjf-r1 $V/ragd-sjf.toml --workload "trace:$DIR/mixed-sjf-r1-1.json"
 sim mixed-sjf-r2 $V/ragd-sjf.toml --workload "trace:$DIR/mixed-sjf-r2-1.json"
-rows=()
-row() { rows+=("$1" "$DIR/sim-$2.json" "$(ls "$DIR/$2"-[0-9].json | sort -V | paste -sd,)"); }
+rows=() reps=()
+row() {
+  local real
+  real=$(ls "$DIR/$2"-[0-9].json | sort -V | paste -sd,)
+  rows+=("$1" "$DIR/sim-$2.json" "$real")
+  reps+=("$1" "$DIR/sim-$2.json,$DIR/sim-$2-rep.json" "$real")
+}
 row "A uniform, 1 req/s" uniform-r1
 row "A uniform, 2 req/s" uniform-r2
 row "A uniform, 2 clients" uniform-c2
@@ -48,3 +61,7 @@ row "C mixed, fcfs, 2 clients" mixed-fcfs-c2
 row "C mixed, sjf, 1 req/s" mixed-sjf-r1
 row "C mixed, sjf, 2 req/s" mixed-sjf-r2
 python3 bench/sim/compare.py "${rows[@]}"
+if [ "$REPS" -gt 0 ]; then
+  echo
+  python3 bench/sim/compare.py "${reps[@]}"
+fi

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include <simdjson.h>
@@ -49,18 +50,50 @@ double CostModel::prefill_s(double cached, double fresh) const {
   return dense_s(static_cast<int>(std::ceil(fresh))) + pairs / engine.attn_pairs_per_s;
 }
 
-double CostModel::wake_draw(uint64_t key) const {
+namespace {
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+double unit(uint64_t z) { return static_cast<double>(z >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+double CostModel::quantile_at(const std::vector<double>& q, double u) {
+  const double x = u * static_cast<double>(q.size() - 1);
+  const size_t i = std::min(static_cast<size_t>(x), q.size() - 2);
+  return q[i] + (q[i + 1] - q[i]) * (x - static_cast<double>(i));
+}
+
+double CostModel::wake_draw(uint64_t key, uint64_t noise_seed) const {
   const std::vector<double>& q = serving.wake_quantiles;
   if (q.empty()) return serving.wake_s;
   // u = frac(key x the golden ratio) in 64-bit fixed point (a Weyl sequence): the ids of any run of
   // consecutive requests, or of every m-th one, spread evenly over [0, 1), so a few dozen requests
   // already see the distribution's mean (independent draws of a tail like the measured one, a
-  // tenth over 11 ms, move the mean of 30 requests by about 1.5 ms).
-  const uint64_t z = key * 0x9e3779b97f4a7c15ULL;
-  const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
-  const double x = u * static_cast<double>(q.size() - 1);
-  const size_t i = std::min(static_cast<size_t>(x), q.size() - 2);
-  return q[i] + (q[i + 1] - q[i]) * (x - static_cast<double>(i));
+  // tenth over 11 ms, move the mean of 30 requests by about 1.5 ms). A noise seed adds a fraction
+  // drawn from it (mod 1): another value for each request, the same even spread.
+  uint64_t z = key * 0x9e3779b97f4a7c15ULL;
+  if (noise_seed != 0) z += mix64(noise_seed ^ 0x5741'4b45'5345'4544ULL);
+  return quantile_at(q, unit(z));
+}
+
+double CostModel::network_leg_s(uint64_t key, uint64_t noise_seed) const {
+  const std::vector<double>& q = serving.network_quantiles;
+  if (noise_seed == 0 || q.empty()) return serving.network_s;
+  // Independent draws per (seed, request): the client's delays have no order to keep even.
+  return 0.5 * quantile_at(q, unit(mix64(mix64(noise_seed) ^ mix64(key ^ 0x4E45'5457'4F52'4B00ULL))));
+}
+
+double CostModel::step_noise_factor(int replica, uint64_t step, uint64_t noise_seed) const {
+  const std::vector<double>& q = serving.step_noise_quantiles;
+  if (noise_seed == 0 || q.empty()) return 1.0;
+  const uint64_t key = mix64(static_cast<uint64_t>(replica) ^ 0x5354'4550'0000'0000ULL) ^ step;
+  return 1.0 + quantile_at(q, unit(mix64(mix64(noise_seed ^ 0x454E'4749'4E45'0000ULL) ^ mix64(key))));
 }
 
 double CostModel::wake_mean() const {
@@ -78,16 +111,24 @@ double CostModel::arrival_contention_s() const {
 
 namespace {
 
-// serving.wake_quantiles: at least two finite numbers (seconds, within +-1 h), not decreasing.
-Status parse_wake_quantiles(simdjson::dom::element value, std::vector<double>* out) {
-  const Status bad = Status::InvalidArgument(
-      "rates: serving.wake_quantiles must be an array of at least two numbers of seconds, not decreasing");
+// serving.wake_quantiles, network_quantiles (seconds), step_noise_quantiles (fractions): at least
+// two finite numbers in [lo, hi], not decreasing.
+std::string format_double(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+Status parse_quantiles(simdjson::dom::element value, std::vector<double>* out, const char* name, double lo, double hi) {
+  const Status bad = Status::InvalidArgument(std::string("rates: serving.") + name + " must be an array of at least two " +
+                                             "numbers in [" + format_double(lo) + ", " + format_double(hi) +
+                                             "], not decreasing");
   simdjson::dom::array points;
   if (value.get(points) != simdjson::SUCCESS || points.size() < 2) return bad;
   out->clear();
   for (simdjson::dom::element p : points) {
     double v = 0;
-    if (p.get(v) != simdjson::SUCCESS || !std::isfinite(v) || std::fabs(v) > 3600) return bad;
+    if (p.get(v) != simdjson::SUCCESS || !std::isfinite(v) || v < lo || v > hi) return bad;
     if (!out->empty() && v < out->back()) return bad;
     out->push_back(v);
   }
@@ -149,7 +190,15 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
       continue;
     }
     if (key == "wake_quantiles") {
-      RAGD_RETURN_IF_ERROR(parse_wake_quantiles(value, &out->wake_quantiles));
+      RAGD_RETURN_IF_ERROR(parse_quantiles(value, &out->wake_quantiles, "wake_quantiles", -3600, 3600));
+      continue;
+    }
+    if (key == "network_quantiles") {
+      RAGD_RETURN_IF_ERROR(parse_quantiles(value, &out->network_quantiles, "network_quantiles", 0, 3600));
+      continue;
+    }
+    if (key == "step_noise_quantiles") {
+      RAGD_RETURN_IF_ERROR(parse_quantiles(value, &out->step_noise_quantiles, "step_noise_quantiles", -0.99, 10));
       continue;
     }
     Field* f = nullptr;

@@ -106,7 +106,8 @@ double Replica::step_seconds(const pipelines::StepPlan& plan) {
     if (live_[req_index(it.id)].admit_s < 0) s += cost_.serving.admit_s;  // admitted by this step
     if (it.sample) e += cost_.serving.sample_s;
   }
-  s += e * (1.0 + cost_.serving.engine_slowdown);
+  const double noise = cost_.step_noise_factor(index_, static_cast<uint64_t>(steps_), opts_.noise_seed);
+  s += e * (1.0 + cost_.serving.engine_slowdown) * noise;
   return s + host_.take_transfer_s();
 }
 
@@ -130,7 +131,7 @@ void Replica::start_step(double now, EventQueue& q) {
         key = it.id;
         break;
       }
-    wake = cost_.wake_draw(reqs_[req_index(key)].id);
+    wake = cost_.wake_draw(reqs_[req_index(key)].id, opts_.noise_seed);
   }
   stepping_ = true;
   ++steps_;
@@ -163,7 +164,7 @@ void Replica::on_step_done(double now, EventQueue& q) {
     LiveRequest& l = live_[i];
     if (it.sample) {
       if (l.generated == 0) {
-        rec.ttft_ms = (now - r.arrival_s + cost_.serving.network_s) * 1e3;
+        rec.ttft_ms = (now - r.arrival_s + cost_.network_leg_s(r.id, opts_.noise_seed)) * 1e3;
         rec.prefill_ms = (now - l.admit_s) * 1e3;
       } else if (opts_.keep_itl) {
         rec.itl_ms.push_back((now - l.last_token_s) * 1e3);
@@ -176,7 +177,7 @@ void Replica::on_step_done(double now, EventQueue& q) {
       rec.reused = host_.reused(it.id);
       rec.tokens = l.generated;
       rec.prompt_tokens = r.prompt_tokens;
-      rec.e2e_ms = (now - r.arrival_s + cost_.serving.network_s) * 1e3;
+      rec.e2e_ms = (now - r.arrival_s + cost_.network_leg_s(r.id, opts_.noise_seed)) * 1e3;
       rec.ok = true;
       sched_.finish(it.id, host_);
       host_.forget(it.id);

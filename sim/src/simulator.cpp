@@ -122,18 +122,19 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
   // Closed loop: no arrival horizon is known beforehand; sample every second.
   const double period = opts.series_period_s > 0 ? opts.series_period_s : horizon > 0 ? std::max(1e-3, horizon / 200) : 1.0;
   size_t next_send = 0;  // closed loop: the next request a client sends
+  auto leg = [&](size_t i) { return cost.network_leg_s(requests[i].id, opts.noise_seed); };
   auto send = [&](double t) {
     if (next_send >= requests.size()) return;
     closed[next_send].arrival_s = t;
     res.records[next_send].arrival_s = t;
-    q.push(t + cost.serving.network_s, EventKind::kArrival, -1, next_send);
+    q.push(t + leg(next_send), EventKind::kArrival, -1, next_send);
     ++next_send;
   };
   if (opts.closed_loop_clients > 0) {
     for (int c = 0; c < opts.closed_loop_clients; ++c) send(0);
   } else {
     for (size_t i = 0; i < requests.size(); ++i)
-      q.push(requests[i].arrival_s + cost.serving.network_s, EventKind::kArrival, -1, i);
+      q.push(requests[i].arrival_s + leg(i), EventKind::kArrival, -1, i);
   }
   q.push(0, EventKind::kSample, -1, 0);
   auto sample = [&](double t) {
@@ -160,17 +161,15 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
       case EventKind::kArrival: {
         const int k = router.pick(requests[e.index], reps);
         // A refusal leaves the record not ok; its client (closed loop) sends the next one.
-        if (!reps[k]->accept(e.index, e.t, q) && opts.closed_loop_clients > 0) send(e.t + cost.serving.network_s);
+        if (!reps[k]->accept(e.index, e.t, q) && opts.closed_loop_clients > 0) send(e.t + leg(e.index));
         break;
       }
       case EventKind::kRetrievalDone: reps[e.replica]->on_retrieval_done(e.index, e.t, q); break;
       case EventKind::kLoadDone: reps[e.replica]->on_load_done(e.index, e.t, q); break;
       case EventKind::kStepDone:
         reps[e.replica]->on_step_done(e.t, q);
-        for (size_t i : reps[e.replica]->take_finished()) {
-          (void)i;
-          if (opts.closed_loop_clients > 0) send(e.t + cost.serving.network_s);  // the stream's end reached the client
-        }
+        for (size_t i : reps[e.replica]->take_finished())
+          if (opts.closed_loop_clients > 0) send(e.t + leg(i));  // the stream's end reached the client
         break;
       case EventKind::kSample:
         sample(e.t);
@@ -199,6 +198,40 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
     res.remote_misses = remote->misses();
   }
   return res;
+}
+
+Result<std::vector<SimResult>> simulate_replications(const SimOptions& opts, const CostModel& cost,
+                                                     const std::vector<SimRequest>& requests, int n, uint64_t seed) {
+  if (n < 1) return Status::InvalidArgument("simulate: replications must be >= 1, got " + std::to_string(n));
+  if (seed < 1) return Status::InvalidArgument("simulate: a replication seed must be >= 1 (0 is the run without noise)");
+  std::vector<SimResult> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    SimOptions o = opts;
+    o.noise_seed = seed + static_cast<uint64_t>(r);
+    auto res = simulate(o, cost, requests);
+    if (!res.ok()) return res.status();
+    out.push_back(std::move(res).value());
+  }
+  return out;
+}
+
+Spread spread_of(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double p) {
+    const double x = p * static_cast<double>(v.size() - 1);
+    const size_t i = std::min(static_cast<size_t>(x), v.size() - 1);
+    const size_t j = std::min(i + 1, v.size() - 1);
+    return v[i] + (v[j] - v[i]) * (x - static_cast<double>(i));
+  };
+  s.median = at(0.5);
+  s.p10 = at(0.1);
+  s.p90 = at(0.9);
+  s.min = v.front();
+  s.max = v.back();
+  return s;
 }
 
 }  // namespace ragd::sim

@@ -114,6 +114,24 @@ TEST(SimCostModel, ParsesWakeQuantilesAndRefusesBadOnes) {
   expect_refused(with(R"("wake_s": 0.003, "wake_quantiles": [0, 0.001])"), "exclude each other");
 }
 
+TEST(SimCostModel, ParsesNetworkQuantilesAndRefusesBadOnes) {
+  auto c = parse_cost_model(kRates + R"(, "serving": {"network_quantiles": [0.0003, 0.0005, 0.004]}})", ModelShape{});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->serving.network_quantiles, (std::vector<double>{0.0003, 0.0005, 0.004}));
+  auto with = [](const std::string& serving) {
+    return parse_cost_model(kRates + R"(, "serving": {)" + serving + "}}", ModelShape{}).status();
+  };
+  expect_refused(with(R"("network_quantiles": [0.001])"), "serving.network_quantiles");
+  expect_refused(with(R"("network_quantiles": [-0.001, 0.001])"), "serving.network_quantiles");
+  expect_refused(with(R"("network_quantiles": [0.002, 0.001])"), "serving.network_quantiles");
+  expect_refused(with(R"("network_quantiles": "x")"), "serving.network_quantiles");
+  auto d = parse_cost_model(kRates + R"(, "serving": {"step_noise_quantiles": [-0.02, 0.0, 0.07]}})", ModelShape{});
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->serving.step_noise_quantiles, (std::vector<double>{-0.02, 0.0, 0.07}));
+  expect_refused(with(R"("step_noise_quantiles": [-1, 0.1])"), "serving.step_noise_quantiles");
+  expect_refused(with(R"("step_noise_quantiles": [0.1, 0.0])"), "serving.step_noise_quantiles");
+}
+
 TEST(SimCostModel, ParsesArrivalContentionAndAppliesItOnlyWhenTheEngineFillsTheCores) {
   auto c = parse_cost_model(kRates + R"(, "serving": {"arrival_cpu_s": 0.001, "host_cores": 2}})", ModelShape{});
   ASSERT_TRUE(c.ok()) << c.status().to_string();

@@ -4,7 +4,7 @@
 //   ragctl simulate [--config ragd.toml] --rates R.json (--model DIR | --preset NAME)
 //                   --workload SPEC|FILE|trace:BENCH.json [--replicas N] [--router leastconn|hash|kv-aware]
 //                   [--set key=value ...] [--sweep key=a..b] [--slo-ttft-ms MS]
-//                   [--out report.html] [--json result.json]
+//                   [--replications N] [--seed S] [--out report.html] [--json result.json]
 //
 // The config's [runtime] table gives the scheduler (policy, budget, slots, preemption), the KV pool,
 // the tiers and the eviction policy, retrieval threads and the queue limit, exactly as the daemon
@@ -15,7 +15,14 @@
 // offered rate (Poisson, seeded); `--retrieved FILE` (bench/sim/retrieved.py: what the real
 // retriever returns for each request) gives a trace, or a generated workload, the documents each
 // request really retrieved, so that a replayed trace reuses KV as the daemon did.
+// --replications N (and --seed S, default 1) runs every point N times with the per-request noise
+// seeded S, S + 1, .. (sim/simulator.h: noise_seed; the rates' network_quantiles and
+// step_noise_quantiles, and the wake-up draws): the JSON's "replications" and the report give each metric's median over them and its
+// 10th-90th percentile range; the bench runs shown are the first replication's. Without either
+// option one deterministic run, without noise.
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +37,7 @@
 
 #include "bench_report.h"
 #include "command.h"
+#include "ragd/common/json_writer.h"
 #include "enum_option.h"
 #include "ragd/daemon/config.h"
 #include "ragd/engine/model_config.h"
@@ -54,7 +62,54 @@ struct SimArgs {
   bool kv_dtype_set = false;
   double slo_ttft_ms = 1000;
   bool no_itl = false;
+  int replications = 1;
+  uint64_t seed = 0;  // 0: not given (1 with --replications)
 };
+
+// The metrics summarised over replications, in this order (names as in the JSON).
+constexpr const char* kRepMetrics[] = {"ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "ttft_mean_ms", "req_per_s",
+                                       "tpot_p50_ms",  "e2e_p50_ms",  "e2e_p99_ms",  "hit_pct"};
+constexpr size_t kRepCount = std::size(kRepMetrics);
+
+std::array<double, kRepCount> rep_metrics(const BenchRun& run, const sim::SimResult& res) {
+  double sum = 0;
+  long n = 0;
+  for (const sim::SimRecord& r : res.records)
+    if (r.ok && r.ttft_ms >= 0) {
+      sum += r.ttft_ms;
+      ++n;
+    }
+  return {run.ttft_ms.p50, run.ttft_ms.p90,   run.ttft_ms.p99, n > 0 ? sum / n : 0.0,         run.req_per_s,
+          run.tpot_ms.p50, run.e2e_ms.p50,    run.e2e_ms.p99,  100 * sim_tier_hits(res).total()};
+}
+
+// One point's replications: its label, their seeds and every metric's values in replication order.
+struct RepPoint {
+  std::string label;
+  uint64_t seed = 0;
+  std::array<std::vector<double>, kRepCount> values;
+};
+
+// The "replications" array of the JSON: per point, per metric, median / p10 / p90 / min / max and
+// the values.
+std::string replications_json(const std::vector<RepPoint>& points) {
+  JsonWriter w;
+  w.begin_array();
+  for (const RepPoint& p : points) {
+    w.begin_object().key("label").value(p.label).key("n").value(static_cast<int64_t>(p.values[0].size()));
+    w.key("seed").value(static_cast<int64_t>(p.seed)).key("metrics").begin_object();
+    for (size_t m = 0; m < kRepCount; ++m) {
+      const sim::Spread s = sim::spread_of(p.values[m]);
+      w.key(kRepMetrics[m]).begin_object().key("median").value(s.median).key("p10").value(s.p10);
+      w.key("p90").value(s.p90).key("min").value(s.min).key("max").value(s.max).key("values").begin_array();
+      for (double v : p.values[m]) w.value(v);
+      w.end_array().end_object();
+    }
+    w.end_object().end_object();
+  }
+  w.end_array();
+  return w.take();
+}
 
 Result<std::string> read_file(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
@@ -217,6 +272,7 @@ int run_simulate(const SimArgs& a) {
   }
   std::vector<std::unique_ptr<sim::SimResult>> kept;
   std::vector<std::string> labels;
+  std::vector<RepPoint> rep_points;
   double capacity = 0;
   const std::string mode = sweep.key.empty() ? "simulate" : "simulate/" + sweep.key;
   for (const std::string& v : sweep.values) {
@@ -235,8 +291,19 @@ int run_simulate(const SimArgs& a) {
       if (Status st = emit_bench_workload(*reqs, a.emit); !st.ok()) return fail(st);
       std::printf("wrote %s (%zu requests for ragctl bench --workload)\n", a.emit.c_str(), reqs->size());
     }
+    const bool replicate = a.replications > 1 || a.seed != 0;
+    const uint64_t seed = a.seed != 0 ? a.seed : 1;
     const auto t0 = std::chrono::steady_clock::now();
-    auto res = sim::simulate(o, *cost, *reqs);
+    Result<sim::SimResult> res = Status::Internal("not simulated");
+    std::vector<sim::SimResult> reps;
+    if (replicate) {
+      auto all = sim::simulate_replications(o, *cost, *reqs, a.replications, seed);
+      if (!all.ok()) return fail(all.status());
+      reps = std::move(all).value();
+      res = std::move(reps.front());
+    } else {
+      res = sim::simulate(o, *cost, *reqs);
+    }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!res.ok()) return fail(res.status());
     const double rate = w.concurrency > 0 ? 0 : trace.empty() ? w.rate : (reqs->size() / std::max(1e-9, reqs->back().arrival_s));
@@ -244,6 +311,25 @@ int run_simulate(const SimArgs& a) {
     label += " (" + std::to_string(o.replicas) + " replica" + (o.replicas > 1 ? "s" : "") + ")";
     BenchRun run = sim_bench_run(*res, label, mode, rate);
     const TierHits h = sim_tier_hits(*res);
+    if (replicate) {
+      RepPoint p;
+      p.label = label;
+      p.seed = seed;
+      for (size_t k = 0; k < reps.size(); ++k) {
+        const sim::SimResult& x = k == 0 ? *res : reps[k];
+        const auto m = rep_metrics(k == 0 ? run : sim_bench_run(x, label, mode, rate), x);
+        for (size_t j = 0; j < kRepCount; ++j) p.values[j].push_back(m[j]);
+      }
+      reps.clear();
+      std::printf("%-34s %d replications (noise seeds %llu..%llu): median [p10, p90]\n", label.c_str(), a.replications,
+                  static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + a.replications - 1));
+      for (size_t j = 0; j < kRepCount; ++j) {
+        const sim::Spread sp = sim::spread_of(p.values[j]);
+        std::printf("  %-13s %10.3f [%.3f, %.3f]\n", kRepMetrics[j], sp.median, sp.p10, sp.p90);
+      }
+      rep_points.push_back(std::move(p));
+      std::printf("  the first replication:\n");
+    }
     long refused = 0;
     for (const auto& x : res->records) refused += x.refused;
     std::printf("%-34s n=%d refused=%ld unfinished=%ld  req/s %.2f  tok/s %.1f  hit %.1f %% (hbm %.1f dram %.1f ssd %.1f remote %.1f)\n",
@@ -280,11 +366,31 @@ int run_simulate(const SimArgs& a) {
       rc = 2;
     }
   };
-  if (!a.json.empty()) write(a.json, bench_result_json(result));
+  if (!a.json.empty()) {
+    std::string text = bench_result_json(result);
+    if (!rep_points.empty()) {  // bench's object, plus the replications
+      const size_t end = text.rfind('}');
+      text.insert(end, ",\"replications\":" + replications_json(rep_points));
+    }
+    write(a.json, text);
+  }
   if (!a.out.empty()) {
     std::vector<const sim::SimResult*> ptrs;
     for (const auto& k : kept) ptrs.push_back(k.get());
-    write(a.out, insert_section(render_bench_report({result}), render_sim_section(labels, ptrs)));
+    std::string page = insert_section(render_bench_report({result}), render_sim_section(labels, ptrs));
+    if (!rep_points.empty()) {
+      std::vector<RepSummary> sums;
+      for (const RepPoint& p : rep_points) {
+        RepSummary r;
+        r.label = p.label;
+        r.n = static_cast<int>(p.values[0].size());
+        r.seed = p.seed;
+        for (size_t j = 0; j < kRepCount; ++j) r.metrics.emplace_back(kRepMetrics[j], sim::spread_of(p.values[j]));
+        sums.push_back(std::move(r));
+      }
+      page = insert_section(std::move(page), render_replications_section(sums));
+    }
+    write(a.out, page);
   }
   return rc;
 }
@@ -312,6 +418,12 @@ Registration reg("simulate", "simulate a fleet in virtual time: the real schedul
                    sub.add_option("--retrieved", a->retrieved,
                                   "what the real retriever returned per request (bench/sim/retrieved.py JSONL): "
                                   "each request's documents and their lengths");
+                   sub.add_option("--replications", a->replications,
+                                  "run every point N times with seeded per-request noise and report each metric's "
+                                  "median and p10-p90 over them (default 1: one deterministic run)")
+                       ->check(CLI::Range(1, 100000));
+                   sub.add_option("--seed", a->seed, "noise seed of the first replication (default 1; >= 1)")
+                       ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
                    sub.add_option("--out", a->out, "HTML report");
                    sub.add_option("--json", a->json, "results as `ragctl bench --json` writes them");
                    return [a]() { return run_simulate(*a); };

@@ -181,6 +181,28 @@ std::string render_sim_section(const std::vector<std::string>& labels, const std
   return o + "</section>";
 }
 
+std::string render_replications_section(const std::vector<RepSummary>& points) {
+  std::string o = "<section><h2>Replications</h2><p>Each point simulated again with other seeds of the per-request "
+                  "noise (the client's side drawn per request, each engine step's deviation, the wake-up draws "
+                  "shifted): each metric's median over the replications, their 10th and 90th percentiles, smallest "
+                  "and largest. The runs above are the first replication's.</p>";
+  for (const RepSummary& p : points) {
+    char head[96];
+    std::snprintf(head, sizeof head, " (%d replications, seeds %llu..%llu)", p.n, static_cast<unsigned long long>(p.seed),
+                  static_cast<unsigned long long>(p.seed + static_cast<uint64_t>(std::max(0, p.n - 1))));
+    o += "<h3>" + esc(p.label) + head + "</h3><table><tr><th>metric</th><th>median</th><th>p10</th><th>p90</th>"
+         "<th>min</th><th>max</th></tr>";
+    for (const auto& [name, s] : p.metrics) {
+      char row[256];
+      std::snprintf(row, sizeof row, "<td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td></tr>", s.median,
+                    s.p10, s.p90, s.min, s.max);
+      o += "<tr><td>" + esc(name) + "</td>" + row;
+    }
+    o += "</table>";
+  }
+  return o + "</section>";
+}
+
 std::string insert_section(std::string page, const std::string& section) {
   const size_t at = page.rfind("</main>");
   if (at == std::string::npos) return page + section;

@@ -6,7 +6,9 @@
 // Thread-safety: functions only.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_report.h"
@@ -26,6 +28,16 @@ TierHits sim_tier_hits(const sim::SimResult& r);
 
 // The extra HTML section for the points of a run (labels parallel to results).
 std::string render_sim_section(const std::vector<std::string>& labels, const std::vector<const sim::SimResult*>& results);
+
+// A metric summarised over replications (`ragctl simulate --replications`).
+struct RepSummary {
+  std::string label;
+  int n = 0;
+  uint64_t seed = 0;
+  std::vector<std::pair<std::string, sim::Spread>> metrics;
+};
+// The replications' section: per point, each metric's median and p10-p90 over the replications.
+std::string render_replications_section(const std::vector<RepSummary>& points);
 
 // Inserts `section` before the closing tags of a page render_bench_report() wrote.
 std::string insert_section(std::string page, const std::string& section);

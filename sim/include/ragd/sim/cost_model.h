@@ -5,7 +5,8 @@
 // tokens costs
 //   step = step_overhead_s + prefill_token_s * prefill tokens fed
 //        + admit_s * requests admitted in this step
-//        + (1 + engine_slowdown) * engine, where engine =
+//        + (1 + engine_slowdown) * engine [* (1 + a drawn step_noise_quantiles value, with a noise
+//          seed only)], where engine =
 //            max(decode_dense_s, T / dense_tokens_per_s)            dense layers, "roofline" (a GPU: the
 //                                                                  weight read hides the compute)
 //            or decode_dense_s + (T - 1) / dense_tokens_per_s       "additive" (a CPU: they do not overlap)
@@ -100,6 +101,21 @@ struct ServingRates {
   // every run, sweep point and fleet size. Fitted by bench/sim/calibrate.py (--steps) from the
   // one-client runs' time per request beyond the modelled steps.
   std::vector<double> wake_quantiles;
+  // Per-request noise of the client's side: client TTFT less the daemon's (both ways of the
+  // network, the HTTP threads, the client), seconds at equally spaced probabilities 0, 1/(n-1),
+  // .., 1 (n >= 2, not decreasing, >= 0), a piecewise-linear inverse distribution function; fitted
+  // by bench/sim/calibrate.py from the one-client calibration runs. Used only by a seeded
+  // simulation (SimOptions::noise_seed, `ragctl simulate --replications / --seed`): each request
+  // draws its own value independently, half of it on the way in and half on the way back (its
+  // first token and its stream's end); unseeded, both ways take network_s.
+  std::vector<double> network_quantiles;
+  // Per-step noise of the engine: the relative deviation of a step's engine terms (after
+  // engine_slowdown) from the model, at equally spaced probabilities (n >= 2, not decreasing, each
+  // in (-1, 10]); fitted by bench/sim/calibrate.py from the one-client misses without reuse (each
+  // request's prefill time against a least-squares line over its computed tokens). Used only by a
+  // seeded simulation: each step draws its own factor (1 + draw), independently per replica, step
+  // and seed; unseeded, the factor is 1.
+  std::vector<double> step_noise_quantiles;
   // Contention: engine time lost per request that arrives while the engine is stepping, on a
   // host whose cores the engine's threads fill (the rates' `threads` >= host_cores): the
   // request's HTTP parsing, tokenization, retrieval (embedding, vector search) and prompt
@@ -134,7 +150,18 @@ struct CostModel {
   // serving.wake_s, or the wake_quantiles' inverse distribution function at u = frac(key x the
   // golden ratio) (a low-discrepancy sequence over the request ids: consecutive requests' draws
   // spread evenly over the distribution).
-  double wake_draw(uint64_t key) const;
+  // With a noise seed (not 0) the sequence is shifted by a fraction drawn from the seed: each
+  // request draws another value, the sequence keeps its even spread.
+  double wake_draw(uint64_t key, uint64_t noise_seed = 0) const;
+  // One way of request `key`'s network: serving.network_s, or with a noise seed (not 0) and
+  // network_quantiles half of a value drawn from them, independently per request and seed.
+  double network_leg_s(uint64_t key, uint64_t noise_seed = 0) const;
+  // A piecewise-linear inverse distribution function (values at equally spaced probabilities)
+  // at u in [0, 1).
+  // The engine-term factor of step `step` of replica `replica`: 1, or with a noise seed (not 0)
+  // and step_noise_quantiles 1 + a value drawn from them.
+  double step_noise_factor(int replica, uint64_t step, uint64_t noise_seed = 0) const;
+  static double quantile_at(const std::vector<double>& q, double u);
   // The mean of that draw (wake_s, or the piecewise-linear distribution's mean).
   double wake_mean() const;
   // Engine time a stepping engine loses per arriving request: serving.arrival_cpu_s, or 0 when

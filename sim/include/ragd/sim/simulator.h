@@ -52,6 +52,10 @@ struct SimOptions {
   // Closed loop: this many clients, each sending its next request (in request order) when the
   // previous one's stream ended; request arrival times are then ignored. 0 = open loop (default).
   int closed_loop_clients = 0;
+  // Per-request noise (cost_model.h: network_quantiles drawn per request, the wake-up draws
+  // shifted): 0 (default) = none, the deterministic run; any other value seeds the draws, so the
+  // same seed gives the same result and replications take one seed each (simulate_replications).
+  uint64_t noise_seed = 0;
   Status validate() const;          // InvalidArgument naming the field
 };
 
@@ -95,5 +99,19 @@ struct SimResult {
 
 // Runs the requests (ids must be unique, arrival order) through a fleet of opts.replicas.
 [[nodiscard]] Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const std::vector<SimRequest>& requests);
+
+// Replications: the same requests n times, replication r (0-based) with noise_seed = seed + r
+// (seed >= 1), so that a closed loop's phases (which requests collide) are sampled rather than
+// fixed by one deterministic run. Results in replication order.
+[[nodiscard]] Result<std::vector<SimResult>> simulate_replications(const SimOptions& opts, const CostModel& cost,
+                                                                   const std::vector<SimRequest>& requests, int n,
+                                                                   uint64_t seed);
+
+// A metric over replications: median, 10th and 90th percentiles (linear interpolation between
+// order statistics, numpy's default), smallest and largest. Empty input: all zero.
+struct Spread {
+  double median = 0, p10 = 0, p90 = 0, min = 0, max = 0;
+};
+Spread spread_of(std::vector<double> values);
 
 }  // namespace ragd::sim
