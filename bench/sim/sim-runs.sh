@@ -8,10 +8,10 @@
 # simulates every row with N replications of the per-request noise (sim-NAME-rep.json; seed SEED,
 # default 1) and prints a second table: the deterministic run and the replications' median against
 # the real runs (bench/sim/compare.py), the targets counted on the median.
-# Workloads A and B are generated (the same requests the real runs sent, arrivals=bench) with the
+# Every row replays its first real run's prompt and answer lengths and arrival instants (the
+# same requests: a generated workload gives every question the same token count); A and B add the
 # documents the real retriever returns for each request (--retrieved, bench/sim/retrieved.py);
-# C replays each row's first real run's prompt and answer lengths and arrival instants (qa-none:
-# nothing is reused).
+# C is qa-none (nothing is reused).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAGCTL=${RAGCTL:-${BUILD:-build}/bin/ragctl}
@@ -29,14 +29,17 @@ sim() {  # NAME CONFIG ARGS...
       --replications "$REPS" --seed "$SEED" "$@" > "$DIR/sim-$name-rep.txt"
   fi
 }
-A=(--workload $V/uniform.txt --retrieved $V/uniform.retrieved.jsonl)
-B=(--workload $V/zipf.txt --retrieved $V/zipf.retrieved.jsonl)
-sim uniform-r1 $V/ragd.toml "${A[@]}" --set rate=1
-sim uniform-r2 $V/ragd.toml "${A[@]}" --set rate=2
-sim uniform-c2 $V/ragd.toml "${A[@]}" --set concurrency=2
-sim zipf-r2 $V/ragd.toml "${B[@]}" --set rate=2
-sim zipf-r6 $V/ragd.toml "${B[@]}" --set rate=6
-sim zipf-c4 $V/ragd.toml "${B[@]}" --set concurrency=4
+# A and B: each request's own prompt and answer lengths (its question's tokens) and arrival
+# instant from the row's first real run, the documents the real retriever returned for it, a
+# 45-token prompt head.
+A=(--retrieved $V/uniform.retrieved.jsonl --set prefix_tokens=45)
+B=(--retrieved $V/zipf.retrieved.jsonl --set prefix_tokens=45)
+sim uniform-r1 $V/ragd.toml --workload "trace:$DIR/uniform-r1-1.json" "${A[@]}"
+sim uniform-r2 $V/ragd.toml --workload "trace:$DIR/uniform-r2-1.json" "${A[@]}"
+sim uniform-c2 $V/ragd.toml --workload "trace:$DIR/uniform-c2-1.json" "${A[@]}" --set concurrency=2
+sim zipf-r2 $V/ragd.toml --workload "trace:$DIR/zipf-r2-1.json" "${B[@]}"
+sim zipf-r6 $V/ragd.toml --workload "trace:$DIR/zipf-r6-1.json" "${B[@]}"
+sim zipf-c4 $V/ragd.toml --workload "trace:$DIR/zipf-c4-1.json" "${B[@]}" --set concurrency=4
 sim mixed-fcfs-r1 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-r1-1.json"
 sim mixed-fcfs-r2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-r2-1.json"
 sim mixed-fcfs-c2 $V/ragd.toml --workload "trace:$DIR/mixed-fcfs-c2-1.json" --set concurrency=2
