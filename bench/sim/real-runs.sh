@@ -2,7 +2,7 @@
 # The real side of the simulator validation (docs/benchmarks.md, "Fleet simulator"): one workload's
 # load levels, each run twice (run 1 of every level, then run 2, so that drift shows as spread),
 # against a fresh daemon per run. Hold the build lock around it, so that the runs are quiet:
-#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|B-c4|C-fcfs|C-sjf|C-r2|A-none|calib|calib-load|calib-c4|tiny [REPEATS]
+#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|B-c4|c2|C-fcfs|C-sjf|C-r2|A-none|calib|calib-load|calib-c4|tiny [REPEATS]
 # Results: $VAL_DIR/NAME-RUN.json (bench JSON), NAME-RUN.txt, NAME-RUN.load (load average before).
 # Environment as validate.sh (VAL_DIR; BUILD: the folder whose bin/ holds the ragd and ragctl to run,
 # default build: copy them to a folder of their own first, so that a rebuild of build/ during the
@@ -50,6 +50,10 @@ for k in $(seq "$first" $((first + repeats - 1))); do
       run calib-hit-c4 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 4 ;;
     B-c4)  # more repeats of B at 4 clients (closed loop: which requests share a step varies run to run)
       run zipf-c4 $V/ragd.toml 12 --workload $V/zipf.jsonl --concurrency 4 ;;
+    c2)  # more repeats of the 2-client closed loops of A and C (which long prompts collide varies
+         # run to run)
+      run uniform-c2 $V/ragd.toml 200 --workload $V/uniform.jsonl --concurrency 2
+      run mixed-fcfs-c2 $V/ragd.toml 12 --workload $V/mixed.jsonl --concurrency 2 ;;
     calib-c4)  # more repeats of the 4-client calibration run
       run calib-hit-c4 $V/ragd.toml 12 --workload $V/calib-hit.jsonl --concurrency 4 ;;
     A-none)  # workload A without reuse (pipeline qa-none): the miss overhead of reuse, against A
