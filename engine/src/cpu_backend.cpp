@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "layer_loop.h"
 #include "ragd/kernels/activation.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/gemm.h"
@@ -47,20 +48,12 @@ void CpuBackend::write_rerotated(KvStorage& st, std::span<const int32_t> blocks,
   // HostKvStorage writes of different layers touch disjoint memory.
   const KvLayout& L = st.layout();
   const size_t per_layer = static_cast<size_t>(n) * L.token_floats();
-  auto layer = [&](int l) {
+  for_each_layer(L.num_layers, per_layer, [&](int l) {
     thread_local std::vector<float> rotated;
     rotated.assign(k + l * per_layer, k + (l + 1) * per_layer);
     rerotate_host_keys(cfg_, inv_freq_.data(), rotated.data(), static_cast<size_t>(n), delta);
     st.write_tokens(l, blocks, t0, n, rotated.data(), v + l * per_layer);
-  };
-  // A branch, not `parallel for if (...)`: an inactive region around the rotation (which opens a
-  // region of its own past 16 rows) would make that inner region a nested team of new threads.
-  if (L.num_layers > 1 && per_layer >= 4096) {
-#pragma omp parallel for schedule(static)
-    for (int l = 0; l < L.num_layers; ++l) layer(l);
-  } else {
-    for (int l = 0; l < L.num_layers; ++l) layer(l);
-  }
+  });
 }
 
 Status CpuBackend::attend(KvPool& pool, const BlockTable& table, int layer, const float* q, int n_q,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "layer_loop.h"
 #include "ragd/common/check.h"
 
 namespace ragd::engine {
@@ -63,12 +64,8 @@ void KvStorage::read_tokens_all_layers(std::span<const int32_t> blocks, int t0, 
 void HostKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k,
                                             const float* v) {
   const size_t per_layer = static_cast<size_t>(n) * layout().token_floats();
-  if (layout().num_layers > 1 && per_layer >= 4096) {
-#pragma omp parallel for schedule(static)
-    for (int l = 0; l < layout().num_layers; ++l) write_tokens(l, blocks, t0, n, k + l * per_layer, v + l * per_layer);
-  } else {
-    KvStorage::write_tokens_all_layers(blocks, t0, n, k, v);
-  }
+  for_each_layer(layout().num_layers, per_layer,
+                 [&](int l) { write_tokens(l, blocks, t0, n, k + l * per_layer, v + l * per_layer); });
 }
 
 HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStorage(layout, num_blocks) {

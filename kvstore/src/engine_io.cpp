@@ -53,14 +53,9 @@ Status append_segment(const SegmentBuffer& seg, engine::KvPool& pool, engine::Bl
     return Status::FailedPrecondition(fmt::format(
         "append_segment: segment {} x {} x {} ({}) does not match the pool layout {} x {} x {}", h.num_layers,
         h.num_kv_heads, h.head_dim, kv_dtype_name(h.dtype), L.num_layers, L.num_kv_heads, L.head_dim));
-  bool ok = false;
-  if (h.dtype == KvDtype::kF32) {
-    ok = table.append(pool, seg.num_tokens(), seg.k_all(), seg.v_all());
-  } else {  // widened on the way (exact), stored again in the pool's type
-    const HostKv kv = host_kv(seg);
-    ok = table.append(pool, kv.num_tokens, kv.k.data(), kv.v.data());
-  }
-  if (!ok)
+  HostKv widened;  // bf16 widens exactly, stored again in the pool's type
+  const KvData kv = host_kv_view(seg, &widened);
+  if (!table.append(pool, kv.num_tokens, kv.k, kv.v))
     return Status::ResourceExhausted(fmt::format("append_segment: KV pool has no room for {} more tokens", seg.num_tokens()));
   return Status::OK();
 }

@@ -233,11 +233,11 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     return prompt.subspan(p.ends[j - 1], p.ends[j] - p.ends[j - 1]);
   };
   // Chunk KV per document (k null: not there): a view of a segment loaded from the chunk cache (src
-  // = the tier it came from; `held` keeps it alive, `owned` holds a widened copy), or computed now
-  // after the head (no src, in `owned`). An f32 segment is placed from its own bytes, not copied.
+  // = the tier it came from; p.chunk_load holds the segment until install() returns, `owned` a
+  // widened copy), or computed now after the head (no src, in `owned`). An f32 segment is placed
+  // from its own bytes, not copied.
   std::vector<kvstore::KvData> kv(n);
   std::vector<kvstore::HostKv> owned(n);
-  std::vector<kvstore::SegmentRef> held(n);
   std::vector<std::optional<kvstore::Tier>> src(n);
   if (p.chunk_load && p.chunk_load->done()) {
     const kvstore::LoadHandle& h = *p.chunk_load;
@@ -247,7 +247,6 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
       const kvstore::SegmentRef seg = h.segment(i);
       if (!seg || seg->num_tokens() != p.ends[j] - p.ends[j - 1] || static_cast<int>(seg->header().first_position) != head_len)
         continue;
-      held[j] = seg;
       kv[j] = kvstore::host_kv_view(*seg, &owned[j]);
       src[j] = h.source(i);
     }

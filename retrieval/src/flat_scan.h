@@ -3,10 +3,11 @@
 // 1.7.3's one-query path: Debian's FAISS is built without its SIMD dispatch, so that path scores
 // each pair with a scalar loop (about 3 ms for 130 vectors of 16,384 dims; BLAS is ~10× faster).
 //
-// Results match IndexFlatIP::search with the same selector: per query the k best rows by score
-// (of equal scores the lower rows), best first, equal scores by descending row as FAISS lists them; rows the selector refuses are never candidates;
-// missing entries are row -1 with score -FLT_MAX. Scores differ from FAISS's only by float
-// summation order.
+// Results match IndexFlatIP::search with the same selector: the rows are ranked in FAISS's own
+// heap (faiss/utils/Heap.h), fed in the order FAISS's scan feeds it, so the k rows kept and their
+// order (ties included) are FAISS's; rows the selector refuses are never candidates; missing
+// entries are row -1 with score -FLT_MAX. Scores differ from FAISS's only by float summation
+// order.
 //
 // Thread-safety: a pure function; OpenBLAS uses the calling thread's OpenMP thread count.
 #pragma once
