@@ -7,6 +7,8 @@
 
 #include <simdjson.h>
 
+#include "mix64.h"
+
 namespace ragd::sim {
 
 Status ModelShape::validate() const {
@@ -52,18 +54,12 @@ double CostModel::prefill_s(double cached, double fresh) const {
 
 namespace {
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 double unit(uint64_t z) { return static_cast<double>(z >> 11) * 0x1.0p-53; }
 
 }  // namespace
 
 double CostModel::quantile_at(const std::vector<double>& q, double u) {
+  if (q.size() == 1) return q[0];
   const double x = u * static_cast<double>(q.size() - 1);
   const size_t i = std::min(static_cast<size_t>(x), q.size() - 2);
   return q[i] + (q[i + 1] - q[i]) * (x - static_cast<double>(i));

@@ -5,6 +5,7 @@
 
 #include "ragd/sim/event_queue.h"
 #include "ragd/sim/shared_remote.h"
+#include "mix64.h"
 #include "replica.h"
 
 namespace ragd::sim {
@@ -24,13 +25,6 @@ Status SimOptions::validate() const {
 }
 
 namespace {
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 class Router {
  public:
@@ -220,15 +214,9 @@ Spread spread_of(std::vector<double> v) {
   Spread s;
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
-  auto at = [&](double p) {
-    const double x = p * static_cast<double>(v.size() - 1);
-    const size_t i = std::min(static_cast<size_t>(x), v.size() - 1);
-    const size_t j = std::min(i + 1, v.size() - 1);
-    return v[i] + (v[j] - v[i]) * (x - static_cast<double>(i));
-  };
-  s.median = at(0.5);
-  s.p10 = at(0.1);
-  s.p90 = at(0.9);
+  s.median = CostModel::quantile_at(v, 0.5);
+  s.p10 = CostModel::quantile_at(v, 0.1);
+  s.p90 = CostModel::quantile_at(v, 0.9);
   s.min = v.front();
   s.max = v.back();
   return s;

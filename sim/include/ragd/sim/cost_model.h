@@ -156,11 +156,11 @@ struct CostModel {
   // One way of request `key`'s network: serving.network_s, or with a noise seed (not 0) and
   // network_quantiles half of a value drawn from them, independently per request and seed.
   double network_leg_s(uint64_t key, uint64_t noise_seed = 0) const;
-  // A piecewise-linear inverse distribution function (values at equally spaced probabilities)
-  // at u in [0, 1).
   // The engine-term factor of step `step` of replica `replica`: 1, or with a noise seed (not 0)
   // and step_noise_quantiles 1 + a value drawn from them.
   double step_noise_factor(int replica, uint64_t step, uint64_t noise_seed = 0) const;
+  // A piecewise-linear inverse distribution function (values at equally spaced probabilities,
+  // non-empty) at u in [0, 1]; on sorted values, their interpolated u-quantile (spread_of).
   static double quantile_at(const std::vector<double>& q, double u);
   // The mean of that draw (wake_s, or the piecewise-linear distribution's mean).
   double wake_mean() const;
