@@ -3,7 +3,8 @@
 
   bench/sim/calibrate.py PLAN.json BENCH_C1.json KV_BYTES_PER_TOKEN [MAX_BATCH_TOKENS [DENSE_MODEL]]
       [--steps STEPS.json] [--publish MISS_C1.json --publish-sim "SIMULATE ARGS"]
-      [--wake OPEN.json --wake-sim "SIMULATE ARGS"] [--check CN.json --check-sim "SIMULATE ARGS"]
+      [--wake OPEN.json --wake-sim "SIMULATE ARGS"] [--rows CN.json --rows-sim "SIMULATE ARGS"]
+      [--check CN.json --check-sim "SIMULATE ARGS"]
       [--wake-after SECONDS] [--wake-tokens N] [--wake-constant]
       > rates.json
 
@@ -42,6 +43,12 @@ steps, and takes means of the retrieval and network times (see below).
                    --wake-constant writes the intercept as the constant wake_s instead.
   engine_slowdown  (with --steps) the line's slope less 1: the engine terms in the daemon against
                    simulate-steps alone; step_overhead_s is TPOT less the slowed decode step.
+  --rows CN.json   (with --steps, --rows-sim "SIMULATE ARGS") the serving work per streamed row, from
+                   runs with several clients (e.g. the mostly-hit requests from 4 clients): a step of
+                   k sequences streams k tokens, and their HTTP write and a co-located client's read
+                   take the engine's cores. By bisection, so that the simulated mean TPOT matches
+                   theirs; moved from step_overhead_s to sample_s, so that one client's decode step
+                   (one row) stays as fitted.
   --wake OPEN.json, --check CN.json (with --steps) runs compared, not fitted: the simulated mean
                    TTFT of `ragctl SIMULATE_ARGS` against theirs (e.g. the mostly-hit requests at
                    2 req/s and from 4 clients).
@@ -92,20 +99,28 @@ import tempfile
 
 
 def mean_of(path, key):
-    """Mean `key` (e2e_ms, ttft_ms) of a bench / simulate JSON's first run, first request left out."""
+    """Mean `key` (e2e_ms, ttft_ms, or tpot_ms: (e2e - TTFT) / (tokens - 1)) of a bench / simulate
+    JSON's first run, first request left out."""
     r = json.load(open(path))["runs"][0]
-    return statistics.mean(s[key] for s in r["samples"][1:] if s.get("ok"))
+    ok = [s for s in r["samples"][1:] if s.get("ok")]
+    if key == "tpot_ms":
+        return statistics.mean((s["e2e_ms"] - s["ttft_ms"]) / (s["tokens"] - 1) for s in ok if s["tokens"] > 1)
+    return statistics.mean(s[key] for s in ok)
 
 
 def fit(out, field, runs, simulate, key, hi):
     """serving[field] by bisection so that the simulated mean `key` of `simulate` matches the runs
-    (comma-separated: the mean of their means); monotone in the field."""
+    (comma-separated: the mean of their means); monotone in the field. `field` is a serving key, or
+    a function that sets the rates for a value."""
     want = statistics.mean(mean_of(p, key) for p in runs.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         rates, res = os.path.join(tmp, "rates.json"), os.path.join(tmp, "sim.json")
 
         def sim(x):
-            out["serving"][field] = x
+            if callable(field):
+                field(x)
+            else:
+                out["serving"][field] = x
             json.dump(out, open(rates, "w"))
             subprocess.run(simulate + ["--rates", rates, "--json", res], check=True, capture_output=True)
             return mean_of(res, key)
@@ -248,6 +263,8 @@ def main():
     argv, wake_sim = take(argv, "--wake-sim")
     argv, split = take(argv, "--check")
     argv, split_sim = take(argv, "--check-sim")
+    argv, rows = take(argv, "--rows")
+    argv, rows_sim = take(argv, "--rows-sim")
     argv, wake_after = take(argv, "--wake-after")
     argv, wake_tokens = take(argv, "--wake-tokens")
     wake_constant = "--wake-constant" in argv
@@ -256,6 +273,8 @@ def main():
         sys.exit("--check needs --check-sim")
     if (miss is None) != (publish_sim is None) or (wake is None) != (wake_sim is None):
         sys.exit("--publish needs --publish-sim and --wake needs --wake-sim")
+    if (rows is None) != (rows_sim is None) or (rows is not None and steps_path is None):
+        sys.exit("--rows needs --rows-sim and --steps")
     plan = json.load(open(argv[1]))
     benches = [json.load(open(p)) for p in argv[2].split(",")]
     bpt = float(argv[3])
@@ -372,7 +391,7 @@ def main():
         intercept = max(0.0, my - slope * mx)
     out = dict(rates)
     out["source"] = "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + ", ".join(
-        p for p in [steps_path, argv[2], miss, wake, split] if p)
+        p for p in [steps_path, argv[2], miss, wake, rows, split] if p)
     out["serving"] = {
         "retrieval_s": round(retrieval, 6),
         "network_s": round(network, 6),
@@ -403,6 +422,21 @@ def main():
         x, want, got = fit(out, "publish_s_per_byte", miss, shlex.split(publish_sim), "e2e_ms", 1e-8)
         out["serving"]["publish_s_per_byte"] = float("%.4g" % x)
         note += f"; publication {x * 1e9:.3f} ns/byte (mean e2e {want:.1f} ms measured, {got:.1f} ms simulated)"
+    if rows:
+        # The serving work per streamed token (the HTTP thread's write, a co-located client's read,
+        # their wake-ups) shares the engine's cores: one client's decode step carries one row's in
+        # step_overhead_s (fitted above), a step of k sequences k times that. Moved from the step
+        # to the row, so that one client's TPOT stays as fitted.
+        base_sample, base_over = out["serving"]["sample_s"], out["serving"]["step_overhead_s"]
+
+        def per_row(x):
+            x = min(x, base_over)
+            out["serving"]["sample_s"] = round(base_sample + x, 7)
+            out["serving"]["step_overhead_s"] = round(base_over - x, 7)
+        x, want, got = fit(out, per_row, rows, shlex.split(rows_sim), "tpot_ms", 1e-4)
+        per_row(x)
+        note += (f"; per streamed row {min(x, base_over) * 1e3:.3f} ms" + (" (capped at the step overhead)" if x > base_over else "") +
+                 f" (mean TPOT {want:.2f} ms measured, {got:.2f} ms simulated)")
     if wake and steps_path:  # a check: the wake-up comes from the one-client fit
         want, got = check(out, wake, shlex.split(wake_sim), "ttft_ms")
         note += f"; check {wake.split(',')[0]}...: mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated"
