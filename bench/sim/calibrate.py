@@ -36,7 +36,8 @@ steps, and takes means of the retrieval and network times (see below).
                    request batched into running steps does not pay it. admit_s is 0. Its
                    distribution: each one-client cache hit's own time beyond the line's slope
                    (TTFT - network - retrieval - steps x TPOT - slope x (engine - steps x decode), the
-                   hits: at most --wake-tokens computed tokens, default 64, one step), 21
+                   hits: at most --wake-tokens computed tokens, default 64, one step), less its own
+                   client side beyond the mean (network_quantiles draws that spread already), 21
                    quantiles (every 5 %), shifted so that their mean is the line's intercept (the
                    mean over every request). Only the hits: a long prefill's point also carries the
                    engine's speed on that run (a few % of 100+ ms), which is no per-request time.
@@ -352,19 +353,22 @@ def main():
                 start, n = start + k, n + 1
             return e, n
 
-        xs, ys, hit = [], [], []
+        xs, ys, hit, client = [], [], [], []
         for s in samples:
             p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
             e, n = engine_steps(p, r)
             xs.append(e - n * decode)
             ys.append(s["ttft_ms"] / 1e3 - 2 * network - retrieval - n * itl)
             hit.append(p - min(r, p - 1) <= int(wake_tokens or 64))
+            client.append((s["ttft_ms"] - s["timings"]["ttft_ms"]) / 1e3 - 2 * network)
         mx, my = statistics.mean(xs), statistics.mean(ys)
         g = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         slowdown = max(0.0, g - 1)
         intercept = max(0.0, my - (1 + slowdown) * mx)
-        # The hits' own times beyond the line's slope, as 21 quantiles shifted to the intercept's mean.
-        own = sorted(y - (1 + slowdown) * x for x, y, h in zip(xs, ys, hit) if h)
+        # The hits' own times beyond the line's slope, as 21 quantiles shifted to the intercept's mean;
+        # less each request's own client side beyond its mean: a seeded simulation draws that from
+        # network_quantiles, so leaving it in would count its spread twice.
+        own = sorted(y - (1 + slowdown) * x - c for x, y, h, c in zip(xs, ys, hit, client) if h)
         if len(own) < 10 and not wake_constant:
             sys.exit(f"{len(own)} one-client hits (at most {int(wake_tokens or 64)} computed tokens): too few for "
                      "the wake-up's distribution (--wake-tokens, --wake-constant)")
