@@ -269,7 +269,10 @@ def main():
     argv, wake_after = take(argv, "--wake-after")
     argv, wake_tokens = take(argv, "--wake-tokens")
     wake_constant = "--wake-constant" in argv
-    argv = [a for a in argv if a != "--wake-constant"]
+    wake_open = "--wake-open" in argv
+    argv = [a for a in argv if a not in ("--wake-constant", "--wake-open")]
+    if wake_open and (wake is None or steps_path is None or wake_constant):
+        sys.exit("--wake-open needs --wake and --steps, and not --wake-constant")
     if (split is None) != (split_sim is None):
         sys.exit("--check needs --check-sim")
     if (miss is None) != (publish_sim is None) or (wake is None) != (wake_sim is None):
@@ -381,6 +384,24 @@ def main():
         quants = [quantile(own, i / 20) for i in range(21)] if len(own) >= 2 else [0.0, 0.0]
         mean_q = sum(quants[i] + quants[i + 1] for i in range(20)) / 40
         quants = [round(q + intercept - mean_q, 6) for q in quants]
+        wake_mean, wake_source = intercept, "one-client"
+        if wake_open:
+            # The open-loop runs' hits instead: each finds the replica idle after a real idle gap
+            # (one client's gap is a few ms, with its previous request's last tokens still being
+            # written and read). The same time beyond the steps, from the daemon's TTFT (the client
+            # side is drawn apart), at its own mean.
+            open_own = []
+            for s in one_client_samples([json.load(open(p)) for p in wake.split(",")]):
+                p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
+                if p - min(r, p - 1) > int(wake_tokens or 64):
+                    continue
+                e, n = engine_steps(p, r)
+                open_own.append(s["timings"]["ttft_ms"] / 1e3 - retrieval - n * itl - (1 + slowdown) * (e - n * decode))
+            if len(open_own) < 10:
+                sys.exit(f"{len(open_own)} hits in --wake runs: too few for --wake-open")
+            own = sorted(open_own)
+            quants = [round(quantile(own, i / 20), 6) for i in range(21)]
+            wake_mean, wake_source = sum(quants[i] + quants[i + 1] for i in range(20)) / 40, "open-loop"
         step_overhead = max(0.0, itl - (1 + slowdown) * decode)
         slope = 0.0
     else:
@@ -460,10 +481,10 @@ def main():
           f"{'(engine slowdown %.1f %%) ' % (slowdown * 100) if steps_path else ''}"
           f"{intercept * 1e3:.2f} ms + {slope * 1e6:.1f} us/token over {len(xs)} requests{note}", file=sys.stderr)
     if steps_path and not wake_constant:
-        print(f"# wake-up drawn from {len(own)} one-client hits: p10 {quants[2] * 1e3:.2f} ms, p25 {quants[5] * 1e3:.2f}, "
+        print(f"# wake-up drawn from {len(own)} {wake_source} hits: p10 {quants[2] * 1e3:.2f} ms, p25 {quants[5] * 1e3:.2f}, "
               f"p50 {quants[10] * 1e3:.2f}, p75 {quants[15] * 1e3:.2f}, p90 {quants[18] * 1e3:.2f}, max "
-              f"{quants[20] * 1e3:.2f}, mean {intercept * 1e3:.2f} (shifted {(intercept - mean_q) * 1e3:+.2f})",
-              file=sys.stderr)
+              f"{quants[20] * 1e3:.2f}, mean {wake_mean * 1e3:.2f}" +
+              (f" (shifted {(intercept - mean_q) * 1e3:+.2f})" if not wake_open else ""), file=sys.stderr)
 
 
 if __name__ == "__main__":
