@@ -279,6 +279,8 @@ def main():
         sys.exit("--publish needs --publish-sim and --wake needs --wake-sim")
     if (rows is None) != (rows_sim is None) or (rows is not None and steps_path is None):
         sys.exit("--rows needs --rows-sim and --steps")
+    if len(argv) < 4:
+        sys.exit(__doc__)
     plan = json.load(open(argv[1]))
     benches = [json.load(open(p)) for p in argv[2].split(",")]
     bpt = float(argv[3])
