@@ -19,7 +19,8 @@ import json
 import os
 import random
 
-from rag_world import Pools, make_episode, make_passage, make_question, _answers_question
+from rag_world import (QUESTIONS, VARIED_QUESTIONS, Pools, _answers_question, make_episode, make_passage,
+                       make_question, use_question_forms)
 
 SYSTEM_TEXT = "You are a helpful assistant. Answer the question using the context.\nContext:\nQuestion: \n"
 
@@ -112,8 +113,12 @@ def main():
     ap.add_argument("--fresh-names", action="store_true",
                     help="make up new training names and places for every episode instead of drawing them from the "
                          "fixed training pools (the test pools and the evaluation set are unchanged)")
+    ap.add_argument("--question-forms", choices=["base", "varied"], default="base",
+                    help="the wordings of the training questions: base (the committed model's) or varied (many more "
+                         "templates, word orders and paraphrased verbs; the evaluation set keeps the base ones)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    use_question_forms(VARIED_QUESTIONS if args.question_forms == "varied" else QUESTIONS)
     pools = Pools(fresh_train=args.fresh_names)
     rng = random.Random(args.seed)
     tok_lines = [SYSTEM_TEXT] * 50
@@ -135,6 +140,7 @@ def main():
     with open(os.path.join(args.out, "tokenizer_text.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(tok_lines) + "\n")
     if args.eval_dir:
+        use_question_forms(QUESTIONS)
         os.makedirs(args.eval_dir, exist_ok=True)
         corpus, qs = eval_set(pools, seed=20261123)
         write_jsonl(os.path.join(args.eval_dir, "corpus.jsonl"), corpus)

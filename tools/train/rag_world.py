@@ -118,6 +118,56 @@ QUESTIONS = [
     ("where", "At which place did {person} examine the {noun}?"),
     ("how_many", None),  # the topic fact's own question
 ]
+# More wordings of the same questions for training (`make_data.py --question-forms varied`): other
+# verbs, word orders, imperatives, the fact before the question word, possessives, wordings that do
+# not copy the passage's verbs. The base forms are among them.
+VARIED_QUESTIONS = QUESTIONS[:-1] + [
+    ("who", "Who was it that worked on the {noun} at {place}?"),
+    ("who", "Name the person who looked into the {noun} at {place}."),
+    ("who", "At {place}, who researched the {noun}?"),
+    ("who", "The {noun} at {place} was studied by whom?"),
+    ("who", "Whose work at {place} concerned the {noun}?"),
+    ("who", "Tell me who investigated the {noun} at {place}."),
+    ("who", "Who did the research on the {noun} of {place}?"),
+    ("who", "Which scientist took up the {noun} at {place}?"),
+    ("who", "who looked at the {noun} at {place}"),
+    ("when", "What year did {person} take up the {noun} at {place}?"),
+    ("when", "{person} began on the {noun} at {place} in what year?"),
+    ("when", "In what year did the work of {person} on the {noun} at {place} start?"),
+    ("when", "When was the {noun} at {place} first studied by {person}?"),
+    ("when", "Give the year {person} started on the {noun} at {place}."),
+    ("when", "At {place}, when did {person} begin with the {noun}?"),
+    ("when", "what year did {person} start on the {noun} of {place}"),
+    ("where", "Where was the {noun} that {person} studied?"),
+    ("where", "In which place did {person} work on the {noun}?"),
+    ("where", "{person} examined the {noun} where?"),
+    ("where", "Which site did {person} choose for studying the {noun}?"),
+    ("where", "Name the place where {person} looked at the {noun}."),
+    ("where", "Where did the research of {person} on the {noun} take place?"),
+    ("where", "where did {person} work on the {noun}"),
+    ("how_many", None),
+]
+# Held-out wordings, never generated for training: the robustness check (tools/train/reword_eval.py
+# rewrites the evaluation questions with them; same fact, same gold passage).
+REWORDED_QUESTIONS = [
+    ("who", "Who carried out the study of the {noun} in {place}?"),
+    ("who", "Which person was behind the research into the {noun} at {place}?"),
+    ("who", "Can you tell me who analysed the {noun} at {place}?"),
+    ("who", "The study of the {noun} at {place}: who did it?"),
+    ("when", "In what year did {person} first turn to the {noun} at {place}?"),
+    ("when", "When did the research of {person} into the {noun} at {place} begin?"),
+    ("when", "Which year marks the start of the work {person} did on the {noun} at {place}?"),
+    ("where", "Where was {person} based while studying the {noun}?"),
+    ("where", "Which location did {person} study the {noun} in?"),
+    ("where", "Where did {person} carry out research into the {noun}?"),
+]
+_forms = QUESTIONS
+
+
+def use_question_forms(forms):
+    """The question forms make_question draws from (QUESTIONS unless changed)."""
+    global _forms
+    _forms = forms
 
 _ONSETS = ["b", "br", "c", "ch", "d", "dr", "f", "g", "gr", "h", "j", "k", "l", "m", "n", "p", "r", "s", "sh",
            "st", "t", "th", "v", "w", "z", "tr", "kl", "sk"]
@@ -214,7 +264,7 @@ def make_passage(rng, pools, split, topic=None, person=None, place=None, noun=No
 
 
 def make_question(rng, p, kind=None):
-    forms = [q for q in QUESTIONS if kind is None or q[0] == kind]
+    forms = [q for q in _forms if kind is None or q[0] == kind]
     kind, tmpl = rng.choice(forms)
     if kind == "how_many":
         _, q, unit = FACTS[p["topic"]][p["fact"]]
