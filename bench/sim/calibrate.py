@@ -358,52 +358,56 @@ def main():
                 start, n = start + k, n + 1
             return e, n
 
-        xs, ys, hit, client = [], [], [], []
+        xs, ys = [], []
         for s in samples:
             p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
             e, n = engine_steps(p, r)
             xs.append(e - n * decode)
             ys.append(s["ttft_ms"] / 1e3 - 2 * network - retrieval - n * itl)
-            hit.append(p - min(r, p - 1) <= int(wake_tokens or 64))
-            client.append((s["ttft_ms"] - s["timings"]["ttft_ms"]) / 1e3 - 2 * network)
         mx, my = statistics.mean(xs), statistics.mean(ys)
         g = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         slowdown = max(0.0, g - 1)
         intercept = max(0.0, my - (1 + slowdown) * mx)
-        # The hits' own times beyond the line's slope, as 21 quantiles shifted to the intercept's mean;
-        # less each request's own client side beyond its mean: a seeded simulation draws that from
-        # network_quantiles, so leaving it in would count its spread twice.
-        own = sorted(y - (1 + slowdown) * x - c for x, y, h, c in zip(xs, ys, hit, client) if h)
-        if len(own) < 10 and not wake_constant:
-            sys.exit(f"{len(own)} one-client hits (at most {int(wake_tokens or 64)} computed tokens): too few for "
-                     "the wake-up's distribution (--wake-tokens, --wake-constant)")
+        hit_tokens = int(wake_tokens or 64)
+
+        def hits_beyond_line(requests):
+            """Each cache hit's (at most hit_tokens computed, one step) time beyond the line's slope,
+            sorted: its point on the line less the slope's part, from the daemon's TTFT rather than the
+            client's. A seeded simulation draws the client side from network_quantiles, so its
+            spread left in here would count twice."""
+            own = []
+            for s in requests:
+                p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
+                if p - min(r, p - 1) > hit_tokens:
+                    continue
+                e, n = engine_steps(p, r)
+                own.append(s["timings"]["ttft_ms"] / 1e3 - retrieval - n * itl - (1 + slowdown) * (e - n * decode))
+            return sorted(own)
 
         def quantile(v, p):
             k = p * (len(v) - 1)
             i = min(int(k), len(v) - 2)
             return v[i] + (v[i + 1] - v[i]) * (k - i)
 
-        quants = [quantile(own, i / 20) for i in range(21)] if len(own) >= 2 else [0.0, 0.0]
-        mean_q = sum(quants[i] + quants[i + 1] for i in range(20)) / 40
-        quants = [round(q + intercept - mean_q, 6) for q in quants]
-        wake_mean, wake_source = intercept, "one-client"
         if wake_open:
-            # The open-loop runs' hits instead: each finds the replica idle after a real idle gap
-            # (one client's gap is a few ms, with its previous request's last tokens still being
-            # written and read). The same time beyond the steps, from the daemon's TTFT (the client
-            # side is drawn apart), at its own mean.
-            open_own = []
-            for s in one_client_samples([json.load(open(p)) for p in wake.split(",")]):
-                p, r = s["usage"]["prompt_tokens"], sum(s["usage"]["reused_tokens"].values())
-                if p - min(r, p - 1) > int(wake_tokens or 64):
-                    continue
-                e, n = engine_steps(p, r)
-                open_own.append(s["timings"]["ttft_ms"] / 1e3 - retrieval - n * itl - (1 + slowdown) * (e - n * decode))
-            if len(open_own) < 10:
-                sys.exit(f"{len(open_own)} hits in --wake runs: too few for --wake-open")
-            own = sorted(open_own)
+            # The open-loop runs' hits: each finds the replica idle after a real idle gap (one client's
+            # gap is a few ms, with its previous request's last tokens still being written and read),
+            # at their own mean.
+            own = hits_beyond_line(one_client_samples([json.load(open(p)) for p in wake.split(",")]))
+            if len(own) < 10:
+                sys.exit(f"{len(own)} hits in --wake runs: too few for --wake-open")
             quants = [round(quantile(own, i / 20), 6) for i in range(21)]
             wake_mean, wake_source = sum(quants[i] + quants[i + 1] for i in range(20)) / 40, "open-loop"
+        else:
+            # The one-client hits, as 21 quantiles shifted to the intercept's mean.
+            own = hits_beyond_line(samples)
+            if len(own) < 10 and not wake_constant:
+                sys.exit(f"{len(own)} one-client hits (at most {hit_tokens} computed tokens): too few for "
+                         "the wake-up's distribution (--wake-tokens, --wake-constant)")
+            quants = [quantile(own, i / 20) for i in range(21)] if len(own) >= 2 else [0.0, 0.0]
+            mean_q = sum(quants[i] + quants[i + 1] for i in range(20)) / 40
+            quants = [round(q + intercept - mean_q, 6) for q in quants]
+            wake_mean, wake_source = intercept, "one-client"
         step_overhead = max(0.0, itl - (1 + slowdown) * decode)
         slope = 0.0
     else:
