@@ -20,7 +20,7 @@ import os
 import random
 
 from rag_world import (QUESTIONS, VARIED_QUESTIONS, Pools, _answers_question, make_episode, make_passage,
-                       make_question, use_question_forms)
+                       make_question)
 
 SYSTEM_TEXT = "You are a helpful assistant. Answer the question using the context.\nContext:\nQuestion: \n"
 
@@ -36,7 +36,7 @@ def spaced(episode):
     return episode
 
 
-def add_turns(rng, episode, passages, turns):
+def add_turns(rng, episode, passages, turns, forms=QUESTIONS):
     """Up to turns - 1 follow-up questions about the episode's passages (each answered by exactly
     one of them): more answer tokens per context token, and questions about different passages of
     the same context."""
@@ -45,7 +45,7 @@ def add_turns(rng, episode, passages, turns):
         if len(follow) >= turns - 1:
             break
         p = rng.choice(passages)
-        kind, q, a = make_question(rng, p)
+        kind, q, a = make_question(rng, p, forms=forms)
         if " " + a in asked or any(_answers_question(o, p, kind) for o in passages if o is not p):
             continue
         asked.add(" " + a)
@@ -118,7 +118,7 @@ def main():
                          "templates, word orders and paraphrased verbs; the evaluation set keeps the base ones)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    use_question_forms(VARIED_QUESTIONS if args.question_forms == "varied" else QUESTIONS)
+    forms = VARIED_QUESTIONS if args.question_forms == "varied" else QUESTIONS
     pools = Pools(fresh_train=args.fresh_names)
     rng = random.Random(args.seed)
     tok_lines = [SYSTEM_TEXT] * 50
@@ -127,20 +127,19 @@ def main():
         rows = []
         for _ in range(int(count * args.scale)):
             ep = spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard, keep_passages=args.turns > 1,
-                                     retrieval_like=args.hard or args.retrieval_like))
+                                     retrieval_like=args.hard or args.retrieval_like, forms=forms))
             if args.turns > 1:
-                add_turns(rng, ep, ep.pop("passage_facts"), args.turns)
+                add_turns(rng, ep, ep.pop("passage_facts"), args.turns, forms)
             rows.append(ep)
         write_jsonl(os.path.join(args.out, f"stage{s}.jsonl"), rows)
         if s == 2:
             for r in rows[:6000]:
                 tok_lines += r["passages"] + [r["question"], r["answer"]]
     write_jsonl(os.path.join(args.out, "val.jsonl"),
-                [spaced(make_episode(random.Random(args.seed * 1000 + i), pools, "test", 4, 0.6)) for i in range(400)])
+                [spaced(make_episode(random.Random(args.seed * 1000 + i), pools, "test", 4, 0.6, forms=forms)) for i in range(400)])
     with open(os.path.join(args.out, "tokenizer_text.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(tok_lines) + "\n")
     if args.eval_dir:
-        use_question_forms(QUESTIONS)
         os.makedirs(args.eval_dir, exist_ok=True)
         corpus, qs = eval_set(pools, seed=20261123)
         write_jsonl(os.path.join(args.eval_dir, "corpus.jsonl"), corpus)

@@ -161,13 +161,6 @@ REWORDED_QUESTIONS = [
     ("where", "Which location did {person} study the {noun} in?"),
     ("where", "Where did {person} carry out research into the {noun}?"),
 ]
-_forms = QUESTIONS
-
-
-def use_question_forms(forms):
-    """The question forms make_question draws from (QUESTIONS unless changed)."""
-    global _forms
-    _forms = forms
 
 _ONSETS = ["b", "br", "c", "ch", "d", "dr", "f", "g", "gr", "h", "j", "k", "l", "m", "n", "p", "r", "s", "sh",
            "st", "t", "th", "v", "w", "z", "tr", "kl", "sk"]
@@ -263,8 +256,9 @@ def make_passage(rng, pools, split, topic=None, person=None, place=None, noun=No
                 unit=unit, title=f"{topic.title()} at {place}")
 
 
-def make_question(rng, p, kind=None):
-    forms = [q for q in _forms if kind is None or q[0] == kind]
+def make_question(rng, p, kind=None, forms=QUESTIONS):
+    """A question about passage p from one of `forms` (of `kind`, or any): (kind, question, answer)."""
+    forms = [q for q in forms if kind is None or q[0] == kind]
     kind, tmpl = rng.choice(forms)
     if kind == "how_many":
         _, q, unit = FACTS[p["topic"]][p["fact"]]
@@ -304,12 +298,13 @@ def _answers_question(p, gold, kind):
     return p["place"] == gold["place"] and p["topic"] == gold["topic"]
 
 
-def make_episode(rng, pools, split, n_passages, hard_fraction, keep_passages=False, retrieval_like=False):
+def make_episode(rng, pools, split, n_passages, hard_fraction, keep_passages=False, retrieval_like=False,
+                 forms=QUESTIONS):
     """A RAG episode: passages (one gold, the rest distractors), a question and its answer. With
     keep_passages the passages' facts are kept under "passage_facts" (for follow-up questions);
     retrieval_like adds the distractors a retriever puts next to the gold passage (_distractor)."""
     gold = make_passage(rng, pools, split)
-    kind, question, answer = make_question(rng, gold)
+    kind, question, answer = make_question(rng, gold, forms=forms)
     passages = [gold]
     while len(passages) < n_passages:
         d = _distractor(rng, pools, split, gold, rng.random() < hard_fraction, retrieval_like)
