@@ -18,6 +18,12 @@ DIR=${VAL_DIR:-/tmp/ragd-simval}
 PIPES=${PIPELINES:-configs/pipelines}
 name=$1 config=$2 topics=$3
 shift 4
+# A measured run is evidence: never overwrite one (two groups of real-runs.sh share run names, e.g.
+# calib-load and calib-c4 both write calib-hit-c4-K; pick FIRST_RUN past the existing ones).
+if [[ -e "$DIR/$name.json" ]]; then
+  echo "validate.sh: $DIR/$name.json exists; not overwriting a measured run (remove it or pick another FIRST_RUN)" >&2
+  exit 1
+fi
 data="$DIR/data-$topics"
 rm -rf "$data/kvcache"
 port=$((20000 + RANDOM % 20000))
