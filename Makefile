@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval eval-encoders console-test-deps
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval eval-encoders console-test-deps retrieval-quality-anchor
 
 all: build
 
@@ -85,6 +85,14 @@ eval: build
 # the hashing embedder and the generator's reranker: EM, gold@k, TTFT (scripts/eval-encoders.sh).
 eval-encoders: build
 	./scripts/eval-encoders.sh $(BUILD)
+
+# The retrieval-quality benchmark's anchor (bench/retrieval-quality): installs the two document
+# sets from Debian packages if missing (python3.11-doc's library reference, bash-doc's
+# bashref.pdf), runs Xapian stand-alone on them (defaults and probe variants) and scores every
+# ranking with score.py. Rankings and summaries in bench/retrieval-quality/results. Not part of
+# `make test`; builds nothing.
+retrieval-quality-anchor:
+	./bench/retrieval-quality/run-anchor.sh
 
 # ThreadSanitizer build of the concurrent modules, run on their tests.
 tsan: deps
