@@ -11,6 +11,7 @@ out="${1:-results}"
 mkdir -p "$out"
 
 ./fetch-docs.sh
+./check-questions.py
 
 # python3-xapian is a module of Debian's interpreter, which may not be the first python3 on PATH.
 py=/usr/bin/python3
