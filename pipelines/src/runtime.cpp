@@ -108,12 +108,15 @@ class CorpusDocuments final : public DocumentApi {
   void set_reranker(std::unique_ptr<retrieval::CrossEncoderReranker> r) { reranker_ = std::move(r); }
 
  private:
-  // A replica's refusal to write is the caller's to read (403 with its message), not a server
-  // state to hide.
+  // A replica's refusal to write is the caller's to read (403), not a server state to hide. The
+  // corpus's message names the primary's directory: the log keeps it, the caller gets the fixed
+  // message (client-facing messages never carry server paths).
   template <typename T>
   Result<T> replica_refusal(Result<T> r) const {
-    if (!r.ok() && corpus_->is_replica() && r.status().code() == StatusCode::kFailedPrecondition)
-      return Status::PermissionDenied(r.status().message());
+    if (!r.ok() && corpus_->is_replica() && r.status().code() == StatusCode::kFailedPrecondition) {
+      log::pipelines()->info("document write refused: {}", r.status().to_string());
+      return Status::PermissionDenied(retrieval::kReplicaReadOnly);
+    }
     return r;
   }
   std::shared_ptr<retrieval::Corpus> corpus_;
