@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ragd/common/utf8.h"
+
 namespace ragd {
 
 void json_escape(std::string& out, std::string_view s) {
@@ -32,22 +34,8 @@ void json_escape(std::string& out, std::string_view s) {
       ++i;
       continue;
     }
-    // Validate one UTF-8 sequence; replace invalid bytes with U+FFFD.
-    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    uint32_t cp = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; ok && k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (ok) {
-      // Reject overlong forms, surrogates and out-of-range code points.
-      if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-          cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        ok = false;
-    }
-    if (ok) {
+    // One UTF-8 sequence; invalid bytes become U+FFFD.
+    if (const size_t len = utf8_sequence_length(s, i); len > 0) {
       out.append(s.data() + i, len);
       i += len;
     } else {

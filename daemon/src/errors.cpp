@@ -6,26 +6,12 @@
 
 namespace ragd::daemon {
 
-namespace {
-// A whole message quotes a few clipped inputs at most; this caps one built elsewhere (a module's
-// Status text passed through from_status) in case it quotes input that was not clipped.
-constexpr size_t kMessageMaxBytes = 1024;
-}  // namespace
-
-std::string clip_input(std::string_view s, size_t max_bytes) {
-  if (s.size() <= max_bytes) return std::string(s);
-  size_t cut = max_bytes;
-  // s[cut] is the first byte left out: while it continues a character, that character goes too.
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(s.substr(0, cut)) + "\u2026(" + std::to_string(s.size()) + " bytes)";
-}
-
 HttpResponse error_response(int status, const std::string& code, const std::string& message, const std::string& param) {
   HttpResponse r;
   r.status = status;
   JsonWriter w;
   w.begin_object().key("error").begin_object();
-  w.key("code").value(code).key("message").value(clip_input(message, kMessageMaxBytes));
+  w.key("code").value(code).key("message").value(clip_input(message, kEchoMessageMaxBytes));
   w.key("type").value(status >= 500 ? "server_error" : "invalid_request_error");
   if (param.empty()) w.key("param").null();
   else w.key("param").value(clip_input(param));
@@ -51,7 +37,8 @@ ApiError document_not_found(const std::string& id) {
 ApiError from_status(const Status& st, int retry_after_s, const std::string& request_id) {
   // Messages of these codes describe the request; the rest may describe the server.
   auto hidden = [&](int status, const char* code, const char* message) {
-    log::daemon()->error("{} {} -> {}: {}", request_id.empty() ? "-" : request_id, code, status, st.to_string());
+    log::daemon()->error("{} {} -> {}: {}", request_id.empty() ? "-" : request_id, code, status,
+                         clip_input(st.to_string(), kEchoMessageMaxBytes));
     std::string m = message;
     if (!request_id.empty()) m += " (request " + request_id + ")";
     return ApiError{status, code, m, "", {}};

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ragd/common/echo.h"
 #include "ragd/common/status.h"
 #include "ragd/daemon/server.h"
 
@@ -27,13 +28,8 @@ struct ApiError {
   bool failed() const { return status != 0; }
 };
 
-// Client input quoted in an error message or a log line (a model name, a field name, a path, a
-// tenant): at most `max_bytes` of it, cut on a UTF-8 character boundary, then "…" and the
-// original length, e.g. "aaaa…(1048576 bytes)". Input within the cap comes back as it is. Every
-// place that echoes a client-supplied value goes through this, so that a 1 MB value costs a short
-// body and a short log line instead of a copy of itself on every request.
-inline constexpr size_t kEchoMaxBytes = 128;
-std::string clip_input(std::string_view s, size_t max_bytes = kEchoMaxBytes);
+// Client input quoted in a message goes through clip_input (ragd/common/echo.h): 128 bytes, then
+// "…(N bytes)".
 
 // error_response(status, code, message, param) is declared in server.h (the transport uses it).
 HttpResponse to_response(const ApiError& e);

@@ -180,7 +180,7 @@ ApiError ApiImpl::require_ready() const {
 
 HttpResponse ApiImpl::transport_error(int status, const std::string& code, const std::string& message) {
   metrics_.http_requests->inc({"transport", "-", std::to_string(status)});
-  log::daemon()->warn("transport rejected a request: {} {}", status, message);
+  log::daemon()->warn("transport rejected a request: {} {}", status, clip_input(message, kEchoMessageMaxBytes));
   return error_response(status, code, message);
 }
 
@@ -252,7 +252,8 @@ std::shared_ptr<WsHandler> ApiImpl::open_ws(const HttpRequest& req, std::shared_
     *reject = to_response(e);
     reject->headers.emplace_back("X-Request-Id", ctx.id);
     metrics_.http_requests->inc({ctx.route, "GET", std::to_string(e.status)});
-    log::daemon()->info("{} websocket {} rejected: {} {}", ctx.id, clip_input(req.path), e.status, e.message);
+    log::daemon()->info("{} websocket {} rejected: {} {}", ctx.id, clip_input(req.path), e.status,
+                        clip_input(e.message, kEchoMessageMaxBytes));
     return nullptr;
   };
   if (req.path != "/v1/stream") return rejected({404, "route_not_found", "no WebSocket endpoint at " + clip_input(req.path), "", {}});

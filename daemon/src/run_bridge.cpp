@@ -78,7 +78,7 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       return track->client_gone ? false : consumer(ev);
     }
     if (ev.kind == RunEvent::Kind::kError) {
-      log::daemon()->warn("{} run failed: {}", track->id, ev.error.to_string());
+      log::daemon()->warn("{} run failed: {}", track->id, clip_input(ev.error.to_string(), kEchoMessageMaxBytes));
       if (track->hung_up.load()) track->client_gone = true;
       finish(track->client_gone ? "disconnected" : "error");
       return track->client_gone ? false : consumer(ev);

@@ -106,7 +106,7 @@ std::string event_json(const RunEvent& ev, const std::string& run_id) {
     case RunEvent::Kind::kError: {
       ApiError e = from_status(ev.error, 1, run_id);
       w.key("event").value("error").key("id").value(run_id).key("error").begin_object();
-      w.key("code").value(e.code).key("message").value(e.message).end_object();
+      w.key("code").value(e.code).key("message").value(clip_input(e.message, kEchoMessageMaxBytes)).end_object();
       break;
     }
   }
@@ -118,8 +118,9 @@ std::string error_event_json(const ApiError& e, const std::string& run_id) {
   JsonWriter w;
   w.begin_object().key("event").value("error");
   if (!run_id.empty()) w.key("id").value(run_id);
-  w.key("error").begin_object().key("code").value(e.code).key("message").value(e.message);
-  if (!e.param.empty()) w.key("param").value(e.param);
+  // Bounded as error_response bounds a body: the message may quote the request.
+  w.key("error").begin_object().key("code").value(e.code).key("message").value(clip_input(e.message, kEchoMessageMaxBytes));
+  if (!e.param.empty()) w.key("param").value(clip_input(e.param));
   w.key("status").value(e.status).end_object().end_object();
   return w.take();
 }

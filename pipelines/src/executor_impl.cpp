@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "ragd/common/check.h"
+#include "ragd/common/echo.h"
 #include "ragd/common/log.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
@@ -157,9 +158,9 @@ Status ExecutorImpl::include_document(const std::string& id, const std::string& 
     if (h.chunk.doc_id == id) return Status::OK();
   RAGD_ASSIGN_OR_RETURN(auto doc, corpus_->get_document(id, tenant));
   if (!doc || doc->chunk_ids.empty())
-    return Status::InvalidArgument("context_must_include: no document '" + id + "'");
+    return Status::InvalidArgument("context_must_include: no document '" + clip_input(id) + "'");
   RAGD_ASSIGN_OR_RETURN(auto chunks, corpus_->get_chunks(std::span(doc->chunk_ids).first(1)));
-  if (chunks.empty() || !chunks[0]) return Status::InvalidArgument("context_must_include: document '" + id + "' has no chunk");
+  if (chunks.empty() || !chunks[0]) return Status::InvalidArgument("context_must_include: document '" + clip_input(id) + "' has no chunk");
   retrieval::Hit h;
   h.score = hits->empty() ? 0.0f : hits->back().score;
   h.tenant = doc->tenant;
@@ -780,7 +781,8 @@ void ExecutorImpl::fail(uint64_t sid, const Status& st) {
   auto it = runs_.find(sid);
   if (it == runs_.end()) return;
   Run& r = *it->second;
-  log::pipelines()->warn("[{}] run failed: {}", r.rr.id, st.to_string());
+  // The message may quote request values: bounded like every echo (common/echo.h).
+  log::pipelines()->warn("[{}] run failed: {}", r.rr.id, clip_input(st.to_string(), kEchoMessageMaxBytes));
   if (sched_->contains(sid)) sched_->cancel(sid, *kv_host_); else kv_host_->release(sid);
   RunEvent ev;
   ev.kind = RunEvent::Kind::kError;

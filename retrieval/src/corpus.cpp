@@ -19,6 +19,7 @@
 
 #include "doc_store.h"
 #include "durable_file.h"
+#include "ragd/common/echo.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/log.h"
 #include "ragd/engine/tokenizer.h"
@@ -614,7 +615,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
     RAGD_ASSIGN_OR_RETURN(auto own, m.store->get_document(document_key(d.tenant, d.id)));
     if (own) continue;
     RAGD_ASSIGN_OR_RETURN(auto shared, m.store->get_document(document_key("", d.id)));
-    if (shared) return Status::PermissionDenied("document '" + d.id + "' is shared and read-only");
+    if (shared) return Status::PermissionDenied("document '" + clip_input(d.id) + "' is shared and read-only");
   }
   std::unordered_map<std::string, size_t> last_of;  // a repeated key: the last one wins
   for (size_t i = 0; i < docs.size(); ++i) last_of[document_key(docs[i].tenant, docs[i].id)] = i;
@@ -624,7 +625,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   std::vector<std::pair<std::string, std::vector<uint64_t>>> owned;  // tenant, chunk ids written
   for (size_t i = 0; i < docs.size(); ++i) {
     const Document& d = docs[i];
-    std::string who = d.id.empty() ? "#" + std::to_string(i) : d.id;
+    std::string who = d.id.empty() ? "#" + std::to_string(i) : clip_input(d.id);  // quoted back to the client
     auto reject = [&](std::string why) {
       ++sum.rejected;
       sum.problems.push_back({who, std::move(why)});
@@ -742,7 +743,7 @@ Result<bool> Corpus::remove_document(const std::string& id, const std::string& t
   if (!d) {
     if (tenant.empty()) return false;
     RAGD_ASSIGN_OR_RETURN(auto shared, m.store->get_document(document_key("", id)));
-    if (shared) return Status::PermissionDenied("document '" + id + "' is shared and read-only");
+    if (shared) return Status::PermissionDenied("document '" + clip_input(id) + "' is shared and read-only");
     return false;
   }
   Mutation mut;
