@@ -216,6 +216,28 @@ TEST_F(HttpTest, MinPIsARunParameter) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","min_p":1.5})"), 400, "invalid_request",
                "min_p");
 }
+// cache_salt is 1..256 characters, as documented: code points, not bytes (security issue 48; 256
+// two- and four-byte characters were refused as over the limit). The same on the OpenAI route.
+TEST_F(HttpTest, CacheSaltCountsCharactersNotBytes) {
+  std::string at_limit;
+  for (int i = 0; i < 128; ++i) at_limit += "\xC3\xA9";          // é: 2 bytes
+  for (int i = 0; i < 128; ++i) at_limit += "\xF0\x9F\x98\x80";  // U+1F600: 4 bytes
+  ASSERT_EQ(at_limit.size(), 768u);
+  const std::string run = R"({"query":"q","max_tokens":1,"cache_salt":")";
+  const std::string chat = R"({"messages":[{"role":"user","content":"q"}],"max_tokens":1,"cache_salt":")";
+  for (const std::string& body : {run, chat}) {
+    const std::string route = body == run ? "/v1/pipelines/default/runs" : "/v1/chat/completions";
+    auto r = call("POST", route, body + at_limit + "\"}");
+    ASSERT_EQ(r.status, 200) << route << ": " << r.body.substr(0, 300);
+    EXPECT_EQ(ex_.last_request().cache_salt, at_limit) << route;
+    r = call("POST", route, body + at_limit + "\xC3\xA9\"}");  // 257 characters
+    expect_error(r, 400, "invalid_request", "cache_salt must be 1..256 characters");
+    EXPECT_EQ(Json(r.body).str("/error/param"), "cache_salt") << r.body;
+    EXPECT_EQ(call("POST", route, body + std::string(256, 's') + "\"}").status, 200) << route;
+    expect_error(call("POST", route, body + std::string(257, 's') + "\"}"), 400, "invalid_request",
+                 "cache_salt must be 1..256 characters");
+  }
+}
 TEST_F(HttpTest, UnknownReuseMode) {
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","reuse":"magic"})"), 400, "invalid_request",
                "'reuse' must be one of none | prefix | knowledge_tree | cacheblend | epic | auto; got 'magic'");

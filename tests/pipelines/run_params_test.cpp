@@ -74,6 +74,31 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
   EXPECT_EQ(find_run_param("query"), nullptr);  // a route field, not a run parameter
 }
 
+// cache_salt counts characters (code points) as documented, not bytes; a salt that is not UTF-8 is
+// refused naming the field (security issue 48).
+TEST(RunParams, CacheSaltLimitIsInCharacters) {
+  const ParamDef* d = find_run_param("cache_salt");
+  ASSERT_NE(d, nullptr);
+  auto set = [&](std::string s) {
+    RunRequest r;
+    Status st = d->set(r, ParamValue(s));
+    if (st.ok()) EXPECT_EQ(r.cache_salt, s);
+    return st;
+  };
+  std::string three;  // 256 three-byte characters (U+20AC)
+  for (int i = 0; i < 256; ++i) three += "\xE2\x82\xAC";
+  EXPECT_TRUE(set(three).ok());
+  EXPECT_EQ(set(three + "a").message(), "cache_salt must be 1..256 characters");
+  EXPECT_TRUE(set(std::string(256, 'a')).ok());
+  EXPECT_FALSE(set(std::string(257, 'a')).ok());
+  EXPECT_FALSE(set("").ok());
+  for (const char* bad : {"\xC3", "ok\xFF", "\xED\xA0\x80" /* a surrogate */, "\xC0\xAF" /* overlong */}) {
+    Status st = set(bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(st.message(), "cache_salt is not valid UTF-8");
+  }
+}
+
 TEST(RunParams, RangesGiveOneMessage) {
   EXPECT_TRUE(kRangeRecomputeRatio.check("recompute_ratio", 0.5).ok());
   Status st = kRangeEpicK.check("epic_k", 5000);

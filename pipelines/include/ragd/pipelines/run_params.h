@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/common/utf8.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/param_range.h"
 
@@ -203,10 +204,13 @@ inline constexpr ParamDef kRunParamDefs[] = {
      }},
     {"cache_salt", ParamType::kString, {}, {}, "none",
      "scopes KV reuse: runs reuse each other's document KV (every tier, the shared remote one included) only "
-     "when their tenant and cache_salt are equal; the pipeline's own system prompt is shared. 1..256 characters",
+     "when their tenant and cache_salt are equal; the pipeline's own system prompt is shared. 1..256 characters "
+     "(Unicode code points, not bytes; a salt that is not valid UTF-8 is a 400 naming it)",
      [](RunRequest& r, const ParamValue& v) {
        const std::string& s = param_as<std::string>(v);
-       if (s.empty() || s.size() > 256) return Status::InvalidArgument("cache_salt must be 1..256 characters");
+       // Characters as documented, not bytes: 256 of "é" are 512 bytes and within the limit.
+       if (find_invalid_utf8(s) != std::string::npos) return Status::InvalidArgument("cache_salt is not valid UTF-8");
+       if (s.empty() || utf8_length(s) > 256) return Status::InvalidArgument("cache_salt must be 1..256 characters");
        r.cache_salt = s;
        return Status::OK();
      }},
