@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "ragd/common/enum_names.h"
+#include "ragd/common/utf8.h"
 
 namespace ragd::daemon {
 namespace {
@@ -303,6 +304,11 @@ Status apply_node(DaemonConfig& cfg, const std::string& key, const toml::node& n
 
 }  // namespace
 
+// An API key as messages and --print-config show it: its first 4 characters, never the secret.
+static std::string key_hint(const std::string& k) {
+  return k.size() > 4 ? k.substr(0, utf8_floor(k, 4)) + "..." : std::string("...");
+}
+
 static Status validate_options(const DaemonConfig& c);
 
 Status apply_toml(DaemonConfig& cfg, const std::string& toml_text, const std::string& source_name) {
@@ -395,6 +401,29 @@ static Status validate_options(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(positive("limits.max_concurrent_per_tenant", c.limits.max_concurrent_per_tenant));
   if (c.limits.retry_after_s < 0) return Status::InvalidArgument("limits.retry_after_s: must be >= 0");
   if (!enum_known(c.log_level)) return Status::InvalidArgument("log_level: value out of range");
+  // A key in both tables would silently become an admin key: refused, whichever sources gave it.
+  for (const auto& [key, admin_tenant] : c.auth.admin_keys)
+    if (auto it = c.auth.keys.find(key); it != c.auth.keys.end())
+      return Status::InvalidArgument("auth: API key '" + key_hint(key) + "' is in both [auth.keys] (tenant '" + it->second +
+                                     "') and [auth.admin_keys] (tenant '" + admin_tenant +
+                                     "'); a key has one role: remove it from one of them (--api-key / --admin-key included)");
+  return Status::OK();
+}
+
+Status apply_key_flag(DaemonConfig& cfg, bool admin, const std::string& key_eq_tenant) {
+  const std::string flag = admin ? "--admin-key" : "--api-key";
+  const auto eq = key_eq_tenant.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == key_eq_tenant.size())
+    return Status::InvalidArgument(flag + ": expected KEY=TENANT");
+  const std::string key = key_eq_tenant.substr(0, eq), tenant = key_eq_tenant.substr(eq + 1);
+  auto& keys = admin ? cfg.auth.admin_keys : cfg.auth.keys;
+  // The same key for another tenant (from the file or an earlier flag) would move a tenant's key
+  // to another tenant without a word.
+  if (auto it = keys.find(key); it != keys.end() && it->second != tenant)
+    return Status::InvalidArgument(flag + ": API key '" + key_hint(key) + "' is already in [" +
+                                   (admin ? "auth.admin_keys" : "auth.keys") + "] for tenant '" + it->second +
+                                   "', not '" + tenant + "'");
+  keys[key] = tenant;
   return Status::OK();
 }
 
@@ -441,7 +470,7 @@ std::string to_toml(const DaemonConfig& cfg_in, bool show_secrets) {
   auto print_keys = [&](const char* table, const std::map<std::string, std::string>& keys) {
     os << "[" << table << "]\n";
     for (const auto& [k, t] : keys) {
-      std::string shown = show_secrets ? k : (k.size() > 4 ? k.substr(0, 4) + "..." : std::string("..."));
+      std::string shown = show_secrets ? k : key_hint(k);
       os << toml_quote(shown) << " = " << toml_quote(t) << "\n";
     }
   };

@@ -149,18 +149,10 @@ int main(int argc, char** argv) {
     Status st = daemon::apply_override(cfg, k, v);
     if (!st.ok()) return die(st.with_context("flag"));
   }
-  for (const auto& kv : api_keys) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
-      return die(Status::InvalidArgument("--api-key: expected KEY=TENANT"));
-    cfg.auth.keys[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& kv : admin_keys) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
-      return die(Status::InvalidArgument("--admin-key: expected KEY=TENANT"));
-    cfg.auth.admin_keys[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  for (const auto& kv : api_keys)
+    if (Status st = daemon::apply_key_flag(cfg, false, kv); !st.ok()) return die(st);
+  for (const auto& kv : admin_keys)
+    if (Status st = daemon::apply_key_flag(cfg, true, kv); !st.ok()) return die(st);
   if (Status st = daemon::validate(cfg); !st.ok()) return die(st);
   if (print_config) {
     std::cout << daemon::to_toml(cfg, show_secrets);

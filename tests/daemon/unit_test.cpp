@@ -324,6 +324,48 @@ TEST(Config, MetricsRequireKeyNeedsApiKeys) {
   EXPECT_NE(st.message().find("server.metrics_require_key: expected boolean"), std::string::npos) << st.message();
 }
 
+// One key in both [auth.keys] and [auth.admin_keys] would silently be an admin key (security issue
+// 48, item 3): refused from a file, from a file and a flag, from two flags, naming the key by its
+// first 4 characters only and both tables; a flag giving a key of the table to another tenant too.
+TEST(Config, KeyInBothTablesIsRefusedWithoutPrintingIt) {
+  const std::string key = "sk-shared-0123456789";
+  auto expect_refusal = [&](const Status& st, const std::string& what) {
+    ASSERT_FALSE(st.ok()) << what;
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(st.message().find("'sk-s...'"), std::string::npos) << what << ": " << st.message();
+    EXPECT_EQ(st.message().find(key), std::string::npos) << what << ": the secret is printed: " << st.message();
+  };
+  auto expect_both_tables = [&](const Status& st, const std::string& what) {
+    expect_refusal(st, what);
+    EXPECT_NE(st.message().find("[auth.keys] (tenant 'acme')"), std::string::npos) << what << ": " << st.message();
+    EXPECT_NE(st.message().find("[auth.admin_keys] (tenant 'ops')"), std::string::npos) << what << ": " << st.message();
+  };
+  const std::string file = "[auth.keys]\n\"" + key + "\" = \"acme\"\n";
+  DaemonConfig in_file;
+  expect_both_tables(apply_toml(in_file, file + "[auth.admin_keys]\n\"" + key + "\" = \"ops\"\n", "k.toml"), "one file");
+  DaemonConfig file_and_flag;
+  ASSERT_TRUE(apply_toml(file_and_flag, file).ok());
+  ASSERT_TRUE(apply_key_flag(file_and_flag, true, key + "=ops").ok());
+  expect_both_tables(validate(file_and_flag), "file and --admin-key");
+  DaemonConfig flags;
+  ASSERT_TRUE(apply_key_flag(flags, false, key + "=acme").ok());
+  ASSERT_TRUE(apply_key_flag(flags, true, key + "=ops").ok());
+  expect_both_tables(validate(flags), "--api-key and --admin-key");
+  // The same key again for another tenant of the same table: refused; for the same tenant: as before.
+  DaemonConfig again;
+  ASSERT_TRUE(apply_toml(again, file).ok());
+  Status st = apply_key_flag(again, false, key + "=globex");
+  expect_refusal(st, "--api-key remapping a key of the file");
+  EXPECT_NE(st.message().find("for tenant 'acme', not 'globex'"), std::string::npos) << st.message();
+  EXPECT_EQ(again.auth.keys.at(key), "acme");
+  EXPECT_TRUE(apply_key_flag(again, false, key + "=acme").ok());
+  // Distinct keys in the two tables are what the tables are for.
+  ASSERT_TRUE(apply_key_flag(again, true, "sk-root-0123456789=ops").ok());
+  EXPECT_TRUE(validate(again).ok());
+  EXPECT_FALSE(apply_key_flag(again, true, "=ops").ok());
+  EXPECT_FALSE(apply_key_flag(again, true, "sk-root").ok());
+}
+
 TEST(JsonWriter, EscapesAndNests) {
   JsonWriter w;
   w.begin_object().key("s").value("a\"b\\c\n\x01").key("n").value(-7).key("u").value(uint64_t{18446744073709551615ull});

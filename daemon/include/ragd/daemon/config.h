@@ -82,10 +82,16 @@ struct DaemonConfig {
 // the key's type. Also used by the named flags (--listen, --model, ...).
 [[nodiscard]] Status apply_override(DaemonConfig& cfg, const std::string& key, const std::string& value);
 
+// One --api-key / --admin-key flag ("KEY=TENANT") into [auth.keys] / [auth.admin_keys]. Refused:
+// no '=' or an empty side; a key the table already maps to another tenant (the message names the
+// key by its first 4 characters only).
+[[nodiscard]] Status apply_key_flag(DaemonConfig& cfg, bool admin, const std::string& key_eq_tenant);
+
 // Checks cross-field constraints (ranges, listen address; the [runtime] table through
 // RuntimeOptions::validate, the check open_runtime runs). Names the key on failure. apply_toml
 // runs the checks one source can answer alone; call this on the whole config once flags (API keys
-// included) are applied: it also refuses server.metrics_require_key without any API key.
+// included) are applied: it also refuses server.metrics_require_key without any API key and a key
+// in both [auth.keys] and [auth.admin_keys] (named by its first 4 characters, never in full).
 [[nodiscard]] Status validate(const DaemonConfig& cfg);
 
 // The effective config as TOML (API keys are masked unless show_secrets).
