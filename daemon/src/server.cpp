@@ -509,6 +509,7 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
       ws->run(parser_->release());
       return;
     }
+    http11_ = parser_->get().version() >= 11;
     HttpRequest req = to_request(parser_->get(), remote_);
     if (!connection_limit_.empty()) {
       req.connection_limit = connection_limit_;
@@ -565,11 +566,18 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   }
 
   // While a request waits for its answer, or a stream is being sent, nobody reads the request side:
-  // watch it so that a client that goes away (closes, or shuts down its sending side) is noticed at
-  // once and its work cancelled, rather than at the next write. Bytes that come while an answer is
-  // pending (a pipelined request) are kept for the next read, up to max_header_bytes.
+  // watch it so that a client that goes away is noticed at once and its work cancelled, rather
+  // than at the next write. Bytes that come while an answer is pending (a pipelined request) are
+  // kept for the next read, up to max_header_bytes. End of stream is not a client gone: a client
+  // may shut down only its sending side after a complete request (shutdown(SHUT_WR), `nc -N`) and
+  // still read the answer, so the answer is written; probe_peer() tells the two apart.
   void watch() {
     if (watching_ || closed_ || finished_) return;
+    if (peer_shut_) {
+      // Nothing more can be read. A stream's own writes notice a client that is gone.
+      if (awaiting_response_ && !streaming_) probe_peer();
+      return;
+    }
     const bool keep = !streaming_;
     if (keep && buffer_.size() >= sh_->opts.max_header_bytes) return;
     watching_ = true;
@@ -591,11 +599,39 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
       }
       return;
     }
+    if (ec == net::error::eof) {
+      log::daemon()->debug("http {} shut down its sending side; the answer is still sent", remote_);
+      peer_shut_ = true;
+      return watch();
+    }
     if (ec) {
       log::daemon()->info("http {} client went away {}", remote_, streaming_ ? "mid-stream" : "before the response");
       return do_close();
     }
     watch();
+  }
+
+  // After end of stream, whether the client only shut down its sending side or closed its socket,
+  // only a write can tell: a closed socket answers data with a reset. HTTP/1.1 lets a server send
+  // interim 1xx responses before the final one and clients must skip them (RFC 9110 §15.2), so
+  // the probe is "102 Processing". A reset puts an error on the socket: the client went away and
+  // the request is cancelled, as when the watch sees a reset. HTTP/1.0 has no interim responses:
+  // the answer is written and a client gone is noticed by that write.
+  void probe_peer() {
+    if (!http11_) return;
+    if (!probing_) {
+      probing_ = true;
+      stream_.socket().async_wait(tcp::socket::wait_error,
+                                  [self = shared_from_this()](beast::error_code ec) { self->on_probe(ec); });
+    }
+    enqueue("HTTP/1.1 102 Processing\r\n\r\n", false);
+  }
+
+  void on_probe(beast::error_code ec) {
+    probing_ = false;
+    if (ec || closed_) return;  // cancelled: the connection is closing
+    log::daemon()->info("http {} client went away {}", remote_, streaming_ ? "mid-stream" : "before the response");
+    do_close();
   }
 
   void enqueue(std::string s, bool counted) {
@@ -670,6 +706,9 @@ class HttpSession : public SessionBase, public StreamWriter, public std::enable_
   bool close_after_response_ = false, head_request_ = false;
   bool awaiting_first_bytes_ = false, deadline_passed_ = false, awaiting_response_ = false;
   bool watching_ = false, read_when_watch_ends_ = false;
+  bool http11_ = true;      // the request being answered is HTTP/1.1 (interim responses allowed)
+  bool peer_shut_ = false;  // the client shut down its sending side (end of stream read)
+  bool probing_ = false;    // probe_peer's wait for a socket error is pending
   uint64_t read_gen_ = 0;
   std::shared_ptr<CancelSignal> cancel_;  // of the request awaiting its answer
   After after_write_ = After::kNone;

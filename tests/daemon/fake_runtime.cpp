@@ -178,6 +178,8 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
 }
 
 Result<pipelines::IngestSummary> FakeDocuments::ingest(std::vector<pipelines::DocumentInput> docs) {
+  for (const auto& d : docs)  // as embedding a real document takes a while
+    if (d.text.find("slow") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::lock_guard<std::mutex> l(mu_);
   pipelines::IngestSummary s;
   // As the corpus: a tenant updates its own document even when a shared one has the same id.

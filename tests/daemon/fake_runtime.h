@@ -3,7 +3,7 @@
 // containing "slow" sleep 20 ms per token, "big" makes 64 KiB tokens, "FAIL" ends in an error
 // after one token, "queued" sends its sources and then waits, counted by stats() as waiting for
 // the scheduler (not running), until admit_queued(). Records what it was asked so tests can check
-// request parsing.
+// request parsing. A document whose text contains "slow" takes 200 ms to ingest.
 // Thread-safety: thread-safe (one worker thread per run, joined on destruction).
 #pragma once
 

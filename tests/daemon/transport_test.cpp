@@ -1,6 +1,8 @@
 // The transport under hostile or careless clients, over the fake runtime: connection caps with
 // health endpoints still answered, the first-bytes deadline, 408 for a request that never
-// completes, cancellation of non-streaming runs whose client went away, WebSocket close codes.
+// completes, cancellation of non-streaming runs whose client went away, the whole answer for a
+// client that only shut down its sending side, WebSocket close codes.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -203,6 +205,101 @@ TEST_F(DisconnectTest, PipelinedRequestWhileWaitingIsStillServed) {
   EXPECT_NE(got.find("\"finish_reason\":\"length\""), std::string::npos) << got;
   EXPECT_NE(got.find("{\"status\":\"ok\"}"), std::string::npos) << got;
   EXPECT_EQ(ex_.cancels(), 0);
+}
+
+// A client that shuts down its sending side after a complete request (shutdown(SHUT_WR), as
+// `nc -N` does) still reads its whole answer, then the server closes (security issue 48: it got
+// nothing, and a posted document was stored but never acknowledged). Before the final response an
+// HTTP/1.1 client may get interim "102 Processing" responses (the probe that tells a half-closed
+// client from one that closed, which is still cancelled: DisconnectTest above).
+class HalfCloseTest : public ServerFixture {
+ protected:
+  void SetUp() override { start(); }
+  // Sends `raw`, shuts down the sending side, reads until the server closes. *interim: the 1xx
+  // responses before the final one, each checked to be a bare "102 Processing".
+  std::string final_response(const std::string& raw, int* interim = nullptr) {
+    HttpClient c("127.0.0.1", port_);
+    EXPECT_TRUE(c.connect().ok());
+    EXPECT_TRUE(c.send_raw(raw).ok());
+    EXPECT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+    bool closed = false;
+    std::string got = read_until_close(c.fd(), 20000, &closed);
+    EXPECT_TRUE(closed) << "the server did not close the connection after the answer: " << got.substr(0, 300);
+    int n = 0;
+    const std::string kProcessing = "HTTP/1.1 102 Processing\r\n\r\n";
+    while (got.rfind("HTTP/1.1 1", 0) == 0) {
+      EXPECT_EQ(got.rfind(kProcessing, 0), 0u) << got.substr(0, 100);
+      got = got.substr(std::min(got.size(), got.find("\r\n\r\n") + 4));
+      ++n;
+    }
+    if (interim) *interim = n;
+    return got;
+  }
+};
+
+TEST_F(HalfCloseTest, PlainAnswerArrivesInFull) {
+  int interim = -1;
+  // 5 slow tokens: the server sees the end of stream long before the answer.
+  const std::string got =
+      final_response(raw_request("POST", "/v1/pipelines/default/runs", R"({"query":"slow","max_tokens":5,"seed":1})"), &interim);
+  ASSERT_EQ(got.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << got;
+  const size_t body_at = got.find("\r\n\r\n");
+  ASSERT_NE(body_at, std::string::npos) << got;
+  const std::string body = got.substr(body_at + 4);
+  EXPECT_NE(got.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos) << got;
+  Json j(body);
+  ASSERT_TRUE(j.ok) << body;
+  EXPECT_EQ(j.str("/output"), "w1 w2 w3 w4 w5 ") << body;
+  EXPECT_EQ(j.num("/usage/completion_tokens"), 5) << body;
+  EXPECT_EQ(interim, 1);  // one probe; the client read it and stayed
+  EXPECT_EQ(ex_.cancels(), 0);
+}
+
+TEST_F(HalfCloseTest, StreamedAnswerArrivesInFull) {
+  const std::string got = final_response(
+      raw_request("POST", "/v1/pipelines/default/runs", R"({"query":"slow","max_tokens":5,"seed":1,"stream":true})"));
+  ASSERT_EQ(got.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << got;
+  EXPECT_NE(got.find("text/event-stream"), std::string::npos) << got;
+  for (int i = 1; i <= 5; ++i) EXPECT_NE(got.find("\"text\":\"w" + std::to_string(i) + " \""), std::string::npos) << i << ": " << got;
+  EXPECT_NE(got.find("event: done"), std::string::npos) << got;
+  EXPECT_EQ(got.substr(got.size() - 5), "0\r\n\r\n") << "the chunked body is not terminated: " << got;
+  EXPECT_EQ(ex_.cancels(), 0);
+}
+
+TEST_F(HalfCloseTest, PostedDocumentIsAcknowledged) {
+  // Its text makes the fake store take 200 ms, as embedding a real document does.
+  const std::string got =
+      final_response(raw_request("POST", "/v1/documents", R"({"id":"half-closed","text":"slow to embed"})"));
+  ASSERT_EQ(got.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << got;
+  Json j(got.substr(got.find("\r\n\r\n") + 4));
+  ASSERT_TRUE(j.ok) << got;
+  EXPECT_EQ(j.num("/ingested"), 1) << got;
+  auto r = call("GET", "/v1/documents/half-closed");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/text"), "slow to embed");
+}
+
+TEST_F(HalfCloseTest, Http10GetsNoInterimResponse) {
+  // RFC 9110 15.2: no 1xx to an HTTP/1.0 client; the answer still comes.
+  std::string raw = raw_request("POST", "/v1/pipelines/default/runs", R"({"query":"slow","max_tokens":3,"seed":1})");
+  raw.replace(raw.find("HTTP/1.1"), 8, "HTTP/1.0");
+  int interim = -1;
+  const std::string got = final_response(raw, &interim);
+  EXPECT_EQ(interim, 0);
+  EXPECT_NE(got.find(" 200 OK\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("\"output\":\"w1 w2 w3 \""), std::string::npos) << got;
+}
+
+// Pipelined requests sent before the end of stream are all answered, in order.
+TEST_F(HalfCloseTest, PipelinedRequestsBeforeTheEndAreAllAnswered) {
+  const std::string got = final_response(
+      raw_request("POST", "/v1/pipelines/default/runs", R"({"query":"slow","max_tokens":2,"seed":1})") +
+      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  const size_t first = got.find("\"output\":\"w1 w2 \"");
+  const size_t second = got.find("{\"status\":\"ok\"}");
+  EXPECT_NE(first, std::string::npos) << got;
+  EXPECT_NE(second, std::string::npos) << got;
+  EXPECT_LT(first, second) << got;
 }
 
 class WsCloseTest : public ServerFixture {
