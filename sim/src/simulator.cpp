@@ -1,6 +1,7 @@
 #include "ragd/sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "ragd/sim/event_queue.h"
@@ -22,6 +23,29 @@ Status SimOptions::validate() const {
   if (series_period_s < 0) return bad("series_period_s must be >= 0");
   if (closed_loop_clients < 0) return bad("concurrency must be >= 0, got " + std::to_string(closed_loop_clients));
   return Status::OK();
+}
+
+SimMemoryEstimate estimate_memory_per_request(const WorkloadSpec& spec, const SimOptions& opts) {
+  // A heap block: the bytes asked for, rounded up to 16, plus malloc's 16-byte header.
+  auto heap = [](uint64_t bytes) -> uint64_t { return bytes == 0 ? 0 : (bytes + 15) / 16 * 16 + 16; };
+  // A vector filled by push_back: its capacity is the next power of two.
+  auto grown = [](uint64_t n) -> uint64_t {
+    uint64_t c = 1;
+    while (c < n) c *= 2;
+    return n == 0 ? 0 : c;
+  };
+  const uint64_t segments = spec.docs > 0 && spec.reuse ? (spec.prefix_tokens > 0) + spec.docs_per_query : 0;
+  // The gaps of a request: answer_tokens - 1 doubles, as expected over the answer-length mixture.
+  double itl = 0, weights = 0;
+  for (const auto& [len, w] : spec.answer_tokens.parts) {
+    itl += w * static_cast<double>(heap(grown(static_cast<uint64_t>(std::max(len, 1))) * sizeof(double)));
+    weights += w;
+  }
+  SimMemoryEstimate e;
+  const uint64_t request = 2 * sizeof(SimRequest) + heap(grown(segments) * sizeof(PathSegment));
+  e.request = request * (opts.closed_loop_clients > 0 ? 2 : 1) + sizeof(LiveRequest) + 2 * sizeof(Event);
+  e.record = sizeof(SimRecord) + (opts.keep_itl && weights > 0 ? static_cast<uint64_t>(std::ceil(itl / weights)) : 0);
+  return e;
 }
 
 namespace {

@@ -233,6 +233,13 @@ Status WorkloadSpec::validate() const {
   return Status::OK();
 }
 
+long max_requests(const WorkloadSpec& s) {
+  if (s.duration_s <= 0 || s.rate <= 0) return s.requests;
+  const double mean = s.rate * s.duration_s;
+  const double most = s.arrivals == Arrivals::kUniform ? std::floor(mean) : mean + 6 * std::sqrt(mean) + 16;
+  return most >= static_cast<double>(s.requests) ? s.requests : static_cast<long>(most);
+}
+
 Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& s) {
   RAGD_RETURN_IF_ERROR(s.validate());
   std::mt19937_64 rng(s.seed);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -33,7 +34,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (auto& [sub, action] : actions)
-    if (sub->parsed()) return action();
+  for (auto& [sub, action] : actions) {
+    if (!sub->parsed()) continue;
+    // A command sizes its work first where it can (simulate refuses a workload that cannot fit);
+    // an allocation that fails anyway ends the command with a message, not std::terminate.
+    try {
+      return action();
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "ragctl %s: out of memory\n", sub->get_name().c_str());
+      return 2;
+    }
+  }
   return 2;
 }

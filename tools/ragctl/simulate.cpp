@@ -38,6 +38,7 @@
 #include "bench_report.h"
 #include "command.h"
 #include "ragd/common/json_writer.h"
+#include "ragd/common/process.h"
 #include "enum_option.h"
 #include "ragd/daemon/config.h"
 #include "ragd/engine/model_config.h"
@@ -56,7 +57,8 @@ namespace {
 struct SimArgs {
   std::string config, rates, model, preset, workload, sweep, out, json, emit, retrieved;
   std::vector<std::string> sets;
-  int replicas = 0;  // 0 = keep (1)
+  int replicas = 1;
+  bool replicas_set = false;  // --replicas given (else the fleet's default, 1)
   std::string router;
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   bool kv_dtype_set = false;
@@ -204,6 +206,45 @@ Status emit_bench_workload(const std::vector<sim::SimRequest>& reqs, const std::
   return Status::OK();
 }
 
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+// What a generated workload's requests will take, estimated before any is generated: the
+// simulator's share (sim::estimate_memory_per_request) and the report's (a BenchSample per request
+// with its copy of the gaps, and the percentile arrays summarize_bench_run sorts). Each sweep
+// point's report is kept for the JSON; its SimResult too when a report or JSON is written; the
+// requests, the simulator's state and the replications' records only while the point runs.
+// InvalidArgument with the estimate and the limit when it is more than the memory left
+// (ragd::available_memory: MemAvailable, the cgroup's limit, RLIMIT_AS).
+Status check_memory(const std::vector<std::pair<sim::SimOptions, sim::WorkloadSpec>>& points, int replications,
+                    bool keep_results) {
+  double kept = 0, transient = 0;
+  long most_requests = 0;
+  double most_per_request = 0;
+  for (const auto& [o, w] : points) {
+    const long n = sim::max_requests(w);
+    const sim::SimMemoryEstimate e = sim::estimate_memory_per_request(w, o);
+    const double gaps = static_cast<double>(e.record - sizeof(sim::SimRecord));
+    const double report = sizeof(BenchSample) + 48 + 2 * 4 * sizeof(double) + 3 * gaps;  // 48: an error string
+    const double held = report + (keep_results ? static_cast<double>(e.record) : 0);
+    const double running = static_cast<double>(e.request) + static_cast<double>(e.record) * replications;
+    kept += n * held;
+    transient = std::max(transient, n * running);
+    if (n > most_requests) most_requests = n, most_per_request = held + running;
+  }
+  const double need = kept + transient;
+  const AvailableMemory avail = available_memory();
+  if (avail.source.empty() || need <= static_cast<double>(avail.bytes)) return Status::OK();
+  return Status::InvalidArgument(
+      "--workload: the simulation needs about " + gib(need) + " (" + std::to_string(most_requests) + " requests at about " +
+      std::to_string(static_cast<long>(most_per_request)) + " bytes each, estimated), more than the " +
+      gib(static_cast<double>(avail.bytes)) + " of memory available (" + avail.source +
+      "); lower requests=, or set duration_s=, or pass --no-itl");
+}
+
 int fail(const Status& st) {
   std::fprintf(stderr, "ragctl simulate: %s\n", st.message().c_str());
   return 2;
@@ -222,7 +263,9 @@ int run_simulate(const SimArgs& a) {
   auto base = fleet_options(cfg, *shape);
   if (!base.ok()) return fail(base.status());
   base->keep_itl = !a.no_itl;
-  if (a.replicas > 0) base->replicas = a.replicas;
+  if (a.replicas_set)  // the simulator's range and message: "replicas: expected an integer in [1, 4096], ..."
+    if (Status st = sim::apply_sim_key(*base, *shape, "replicas", std::to_string(a.replicas)); !st.ok())
+      return fail(Status::InvalidArgument("--" + st.message()));
   if (!a.router.empty())
     if (Status st = sim::apply_sim_key(*base, *shape, "router", a.router); !st.ok()) return fail(st);
 
@@ -260,6 +303,18 @@ int run_simulate(const SimArgs& a) {
       return fail(Status::InvalidArgument("--sweep " + sweep.key + ": a trace workload has no workload keys to sweep"));
   } else {
     sweep.values.push_back("");
+  }
+  if (trace.empty()) {  // a trace's requests are already in memory, as its file's records
+    std::vector<std::pair<sim::SimOptions, sim::WorkloadSpec>> points;
+    for (const std::string& v : sweep.values) {
+      auto& [o, w] = points.emplace_back(*base, spec);
+      if (!sweep.key.empty())
+        if (Status st = sim::apply_key(o, w, *shape, sweep.key, v); !st.ok()) return fail(st);
+      o.closed_loop_clients = w.concurrency;
+      if (Status st = w.validate(); !st.ok()) return fail(st);
+    }
+    const int held = a.replications > 1 || a.seed != 0 ? a.replications : 1;
+    if (Status st = check_memory(points, held, !a.out.empty() || !a.json.empty()); !st.ok()) return fail(st);
   }
 
   BenchResult result;
@@ -405,7 +460,8 @@ Registration reg("simulate", "simulate a fleet in virtual time: the real schedul
                    sub.add_option("--workload", a->workload,
                                   "generator spec (key=value,...), a file of them, or trace:BENCH.json")
                        ->required();
-                   sub.add_option("--replicas", a->replicas, "replicas (default 1)");
+                   sub.add_option("--replicas", a->replicas, "replicas, 1..4096 (default 1)")
+                       ->each([a](const std::string&) { a->replicas_set = true; });
                    sub.add_option("--router", a->router, "leastconn | hash | kv-aware (default leastconn)");
                    sub.add_option("--set", a->sets, "key=value override of a fleet or workload key (repeatable)");
                    sub.add_option("--sweep", a->sweep, "key=a..b (doubling), key=a..b:step or key=v1,v2,...");

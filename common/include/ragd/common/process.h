@@ -3,11 +3,23 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace ragd {
 
 // Resident set size of this process in bytes (/proc/self/statm); 0 where unavailable. Any thread.
 size_t resident_bytes();
+
+// Memory this process can still take, in bytes, and what limits it: the least of the machine's
+// MemAvailable (/proc/meminfo), its cgroup's limit less its usage (v2 memory.max / memory.current
+// or v1 memory.limit_in_bytes / memory.usage_in_bytes, the cgroup and its ancestors) and
+// RLIMIT_AS less the address space in use. `source` names the one that gave `bytes` ("MemAvailable",
+// "cgroup memory limit", "RLIMIT_AS"); bytes = 0 and source "" when none can be read. Any thread.
+struct AvailableMemory {
+  size_t bytes = 0;
+  std::string source;
+};
+AvailableMemory available_memory();
 
 // OpenMP's default spin-waiting makes compute threads fight everything else on a busy or small
 // machine (measured: 9.7 vs 1087 tokens/s for the tiny model on 2 shared cores). libgomp reads

@@ -97,6 +97,18 @@ struct SimResult {
   std::vector<std::array<kvstore::TierCounters, 3>> tiers;  // per replica, at the end
 };
 
+// Memory a simulation of a generated workload holds per request, an upper estimate in bytes, so
+// that a workload that cannot fit is refused before anything is allocated (ragctl simulate).
+// `request`: the generated request and its path, the simulator's per-request state and arrival
+// event, and the closed loop's copy of the requests; held once. `record`: its SimRecord, with one
+// double per generated token when opts.keep_itl; held once per SimResult kept (replications).
+// Vectors grown by doubling count at twice their size.
+struct SimMemoryEstimate {
+  uint64_t request = 0;
+  uint64_t record = 0;
+};
+SimMemoryEstimate estimate_memory_per_request(const WorkloadSpec& spec, const SimOptions& opts);
+
 // Runs the requests (ids must be unique, arrival order) through a fleet of opts.replicas.
 [[nodiscard]] Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const std::vector<SimRequest>& requests);
 

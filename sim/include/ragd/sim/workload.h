@@ -107,6 +107,11 @@ bool is_workload_key(std::string_view key);
 // The requests of a spec (validated first), in arrival order, ids 1..n.
 [[nodiscard]] Result<std::vector<SimRequest>> generate_requests(const WorkloadSpec& spec);
 
+// The most requests generate_requests(spec) can return, without generating them: `requests`, or
+// fewer when duration_s ends the arrivals first (rate × duration_s, plus six standard deviations
+// for Poisson arrivals).
+long max_requests(const WorkloadSpec& spec);
+
 // What a real retriever returned for each request of a workload (bench/sim/retrieved.py writes it
 // from `ragctl search` on the served corpus): one JSON object per line, {"docs": [[ID, TOKENS], ...]},
 // the documents (chunks) in prompt order with their token counts. InvalidArgument naming the line.
