@@ -12,6 +12,7 @@
 import argparse
 import http.client
 import json
+import os
 import random
 import statistics
 import sys
@@ -270,7 +271,9 @@ def cmd_capture(a):
                 info["metrics"][name] = [f"unreachable: {e}"]
     import subprocess
     try:
+        auth = {"REDISCLI_AUTH": open(env["REDIS_PASSWORD_FILE"]).read().strip()} if env.get("REDIS_PASSWORD_FILE") else {}
         out = subprocess.run(["redis-cli", "-p", env["REDIS_PORT"], "info"], capture_output=True, text=True,
+                             env={**os.environ, **auth},
                              timeout=10).stdout
         for line in out.splitlines():
             k, _, v = line.strip().partition(":")
@@ -544,6 +547,51 @@ def cmd_summary(a):
     print("\n".join(md))
 
 
+def cmd_mac(a):
+    """Part (m): the MAC's cost. Pairs of fleets, sealed (the default) and trust_unauthenticated,
+    each running the sharing script (B's remote hits) and the Zipf load; medians over the pairs."""
+    d = a.dir
+    rows = {}
+    for mode in ("on", "off"):
+        share, runs = [], []
+        for p in range(1, a.pairs + 1):
+            try:
+                share += load(f"{d}/mac-{mode}-sharing-{p}.json")["reps"]
+                runs.append(load(f"{d}/mac-{mode}-load-{p}.json"))
+            except FileNotFoundError:
+                continue
+        if not share or not runs:
+            sys.exit(f"mac: no runs with the MAC {mode} in {d}")
+        remote_hits = [s["ttft_ms"] for r in runs for s in r["samples"]
+                       if s and s["ok"] and s["usage"]["reused_tokens"].get("remote", 0) * 2 >= s["usage"]["prompt_tokens"]]
+        ok = sum(1 for r in runs for s in r["samples"] if s and s["ok"])
+        rows[mode] = {"sharing_reps": len(share),
+                      "b_remote_ttft_p50": statistics.median(r["b_remote_ttft_ms"] for r in share),
+                      "b_kv_load_ms_p50": statistics.median(r["b_timings"]["kv_load_ms"] for r in share),
+                      "remote_tokens_p50": statistics.median(r["b_usage"]["reused_tokens"]["remote"] for r in share),
+                      "load_runs": len(runs), "load_ok": ok,
+                      "load_rps": ok / sum(r["wall_s"] for r in runs),
+                      "load_remote_hits": len(remote_hits),
+                      "load_remote_hit_ttft_p50": pct(remote_hits, 50) if remote_hits else float("nan"),
+                      "same_outputs": sum(r["same_output"] for r in share)}
+    on, off = rows["on"], rows["off"]
+    rows["ratio_on_over_off"] = {k: on[k] / off[k] for k in ("b_remote_ttft_p50", "load_remote_hit_ttft_p50", "load_rps")}
+    with open(f"{d}/mac-summary.json", "w") as f:
+        json.dump(rows, f, indent=1)
+    md = [f"Machine: {a.machine}\n", "| MAC | B's remote-hit TTFT p50 (sharing) | B's KV load p50 | remote tokens p50 | "
+          "Zipf load: req/s | remote hits: n, TTFT p50 | greedy output identical |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for mode in ("off", "on"):
+        r = rows[mode]
+        md.append(f"| {mode} | {r['b_remote_ttft_p50']:.1f} ms | {r['b_kv_load_ms_p50']:.1f} ms | {r['remote_tokens_p50']:.0f} | "
+                  f"{r['load_rps']:.2f} | {r['load_remote_hits']}, {r['load_remote_hit_ttft_p50']:.1f} ms | "
+                  f"{r['same_outputs']} / {r['sharing_reps']} |")
+    q = rows["ratio_on_over_off"]
+    md.append(f"\nOn / off: remote-hit TTFT {q['b_remote_ttft_p50']:.3f}x (sharing), "
+              f"{q['load_remote_hit_ttft_p50']:.3f}x (Zipf load); throughput {q['load_rps']:.3f}x.")
+    open(f"{d}/mac-results.md", "w").write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -579,8 +627,12 @@ def main():
     m.add_argument("--without-runs", nargs="*", default=[])
     m.add_argument("--reference", default="")
     m.add_argument("--machine", default="")
+    mc = sub.add_parser("mac", help="part (m): the remote values' MAC on against off")
+    mc.add_argument("--dir", required=True)
+    mc.add_argument("--pairs", type=int, default=2)
+    mc.add_argument("--machine", default="")
     a = p.parse_args()
-    {"load": cmd_load, "sharing": cmd_sharing, "capture": cmd_capture, "summary": cmd_summary}[a.cmd](a)
+    {"load": cmd_load, "sharing": cmd_sharing, "capture": cmd_capture, "summary": cmd_summary, "mac": cmd_mac}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@
 #   (d) tiny     Redis with maxmemory 8mb (allkeys-lru)
 #   (e) rejoin   the workload once, the replicas restarted with empty local tiers (Redis kept), the
 #                workload again: what a replica that joins or restarts gets from a warm Redis
+#   (m) mac      the remote values' MAC on (default) and off (trust_unauthenticated), alternating
+#                pairs (FLEET_BENCH_MAC_PAIRS, 2): B's remote-hit TTFT (sharing) and the Zipf load
 # Results: $FLEET_BENCH_DIR/results (per-request JSON, *-info.json counters, results.md, summary.json).
 # Knobs: FLEET_BENCH_DIR (default BUILD/fleet-bench), FLEET_BENCH_REQUESTS (400),
 # FLEET_BENCH_TOPICS (100: 400 documents), FLEET_BENCH_CONCURRENCY (4), FLEET_BENCH_PAIRS (2: runs
 # without / with the tier), FLEET_BENCH_REPS (8: sharing questions), FLEET_BENCH_KILL_S (10),
-# FLEET_BENCH_DOWN_S (10), FLEET_BENCH_TINY (8mb), FLEET_BENCH_PARTS ("a b c d e"),
+# FLEET_BENCH_DOWN_S (10), FLEET_BENCH_TINY (8mb), FLEET_BENCH_PARTS ("a b c d e"; "m" on request),
 # FLEET_BENCH_SET (extra `ragd --set` options for every daemon, space-separated).
 set -euo pipefail
 BUILD=${1:-build}
@@ -141,6 +143,28 @@ if [[ " $PARTS " == *" e "* ]]; then
     capture "rejoin-$mode" "remote=$([[ $mode == remote ]] && echo 1 || echo 0)"
     stop_fleet
   done
+fi
+
+if [[ " $PARTS " == *" m "* ]]; then
+  # The cost of the remote values' MAC: fleets with it (default) and without it
+  # (trust_unauthenticated), alternating, the order swapped in every other pair against drift.
+  MAC_PAIRS=${FLEET_BENCH_MAC_PAIRS:-2}
+  for p in $(seq 1 "$MAC_PAIRS"); do
+    order="on off"; (( p % 2 == 0 )) && order="off on"
+    for mode in $order; do
+      step "(m) MAC $mode, pair $p: sharing ($REPS questions), then $REQ requests Zipf(0.9)"
+      opts=(--corpus "$CORPUS"); [[ $mode == off ]] && opts+=(--no-mac)
+      rm -rf "$DIR/run-mac"
+      start_fleet "$DIR/run-mac" "${opts[@]}"
+      $PY sharing --primary "$PRIMARY_URL" --url-a "$URL_replica_1" --url-b "$URL_replica_2" --reps "$REPS" \
+        --seed "$((100 + p))" --out "$RES/mac-$mode-sharing-$p.json"
+      load "mac-$mode-load-$p"
+      capture "mac-$mode-load-$p" remote=1 "mac=$mode"
+      stop_fleet
+    done
+  done
+  machine="$(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1))"
+  $PY mac --dir "$RES" --pairs "$MAC_PAIRS" --machine "$machine"
 fi
 
 step "summary (results in $RES; $(( $(date +%s) - T0 )) s)"

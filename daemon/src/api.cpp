@@ -32,7 +32,8 @@ ServingMetrics::ServingMetrics(MetricsRegistry& reg) {
   cache_misses = &reg.gauge("ragd_kv_cache_misses", "KV cache misses per tier (cumulative, mirrored from the executor)", {"tier"}).restrict();
   remote_events = &reg.gauge("ragd_kv_remote_events",
                              "Remote KV tier (Redis) events since start: hits, misses, puts, puts_dropped, errors, skipped "
-                             "(breaker open), checksum_failures, format_rejects, partial_misses, breaker_trips",
+                             "(breaker open), checksum_failures, mac_failures (forged or another fleet secret), format_rejects, "
+                             "partial_misses, breaker_trips",
                              {"event"}).restrict();
   remote_bytes = &reg.gauge("ragd_kv_remote_bytes", "Bytes read from / written to the remote KV tier since start", {"direction"}).restrict();
   remote_breaker = &reg.gauge("ragd_kv_remote_breaker_open", "1 while the remote KV tier's circuit breaker is open (serving by recompute)").restrict();
@@ -49,6 +50,8 @@ ServingMetrics::ServingMetrics(MetricsRegistry& reg) {
   kv_events_events = &reg.gauge("ragd_kv_events_events", "KV events published (cumulative)");
   kv_events_dropped = &reg.gauge("ragd_kv_events_dropped", "KV events dropped because the publisher's queue was full (subscribers then get AllBlocksCleared and a resync)");
   kv_events_replays = &reg.gauge("ragd_kv_events_replays", "KV-event replay requests served (cumulative)");
+  kv_events_auth_denied = &reg.gauge("ragd_kv_events_auth_denied",
+                                     "KV-event subscribers refused by CURVE: a client key not in the allowed list (cumulative)");
   ready = &reg.gauge("ragd_ready", "1 when the runtime is loaded and serving");
 }
 

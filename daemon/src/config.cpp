@@ -162,9 +162,32 @@ const std::vector<Field>& fields() {
       RAGD_F("kvstore.remote.max_value_bytes", Type::kSize, "largest Redis value: a segment is stored in pieces of at most this many bytes", runtime.kv_remote.max_value_bytes),
       RAGD_F("kvstore.remote.ttl_s", Type::kInt, "expiry of every value in seconds; 0 = none (Redis's maxmemory policy evicts)", runtime.kv_remote.ttl_s),
       RAGD_F("kvstore.remote.write_queue_bytes", Type::kSize, "segments queued for writing behind; beyond it writes are dropped (counted)", runtime.kv_remote.write_queue_bytes),
+      RAGD_F("kvstore.remote.secret_file", Type::kString,
+             "file holding the fleet secret (>= 16 bytes, the same on every replica): every value is sealed with a MAC "
+             "under it and checked before use; required unless trust_unauthenticated", runtime.kv_remote.secret_file),
+      RAGD_E("kvstore.remote.mac", "MAC over every Redis value", runtime.kv_remote.mac),
+      RAGD_F("kvstore.remote.trust_unauthenticated", Type::kBool,
+             "use values from Redis without a MAC: only for a Redis no one else can write to (anyone who can may put KV "
+             "into any tenant's prompt)", runtime.kv_remote.trust_unauthenticated),
+      RAGD_F("kvstore.remote.password_file", Type::kString, "file holding the Redis password (AUTH on every connection); \"\" = no AUTH",
+             runtime.kv_remote.password_file),
+      RAGD_F("kvstore.remote.username", Type::kString, "Redis ACL user for AUTH; \"\" = the default user", runtime.kv_remote.username),
       RAGD_F("events.kv_endpoint", Type::kString,
-             "ZeroMQ PUB endpoint for KV events (vLLM format), e.g. tcp://*:5557 (bound when it has * or :: or is "
-             "ipc:// / inproc://, connected otherwise); \"\" = off", runtime.kv_events.endpoint),
+             "ZeroMQ PUB endpoint for KV events (vLLM format), e.g. tcp://127.0.0.1:5557 with kv_socket = \"bind\"; \"\" = off. "
+             "The stream carries the token ids of every tenant's documents unless kv_token_ids = false: keep it on "
+             "loopback / IPC or use CURVE (docs/design/kv-events.md)", runtime.kv_events.endpoint),
+      RAGD_E("events.kv_socket",
+             "auto: bind when the endpoint has * or :: or is ipc:// / inproc://, connect otherwise (vLLM's rule); "
+             "bind / connect: always", runtime.kv_events.mode),
+      RAGD_F("events.kv_token_ids", Type::kBool,
+             "BlockStored carries the blocks' token ids (vLLM's format); false: an empty list (block hashes only, no document text)",
+             runtime.kv_events.token_ids),
+      RAGD_F("events.kv_curve_secret_key_file", Type::kString,
+             "ZeroMQ CURVE: file with the publisher's Z85 secret key (`ragctl curve-keypair`); the PUB and replay "
+             "sockets then authenticate and encrypt; \"\" = plaintext", runtime.kv_events.curve_secret_key_file),
+      RAGD_F("events.kv_curve_allowed_clients_file", Type::kString,
+             "ZeroMQ CURVE: file with the Z85 public keys of the subscribers allowed (one per line); required with CURVE",
+             runtime.kv_events.curve_allowed_clients_file),
       RAGD_F("events.kv_replay_endpoint", Type::kString,
              "ZeroMQ ROUTER endpoint (bound) where subscribers ask for missed KV-event batches; \"\" = no replay",
              runtime.kv_events.replay_endpoint),
@@ -429,6 +452,9 @@ Status apply_key_flag(DaemonConfig& cfg, bool admin, const std::string& key_eq_t
 
 Status validate(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(validate_options(c));
+  // The remote tier's options (its trust rule joins url and secret_file, which may come from
+  // different sources): checked on the whole config, so --print-config refuses what open would.
+  RAGD_RETURN_IF_ERROR(c.runtime.kv_remote.validate());
   // API keys may come from flags after the file: checked on the whole config only.
   if (c.server.metrics_require_key && c.auth.keys.empty() && c.auth.admin_keys.empty())
     return Status::InvalidArgument(

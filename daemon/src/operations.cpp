@@ -75,7 +75,7 @@ std::string ApiImpl::render_metrics(bool full) {
       metrics_.cache_misses->set({"remote"}, static_cast<double>(r.misses));
       const std::pair<const char*, uint64_t> ev[] = {
           {"hits", r.hits}, {"misses", r.misses}, {"puts", r.puts}, {"puts_dropped", r.puts_dropped},
-          {"errors", r.errors}, {"skipped", r.skipped}, {"checksum_failures", r.checksum_failures},
+          {"errors", r.errors}, {"skipped", r.skipped}, {"checksum_failures", r.checksum_failures}, {"mac_failures", r.mac_failures},
           {"format_rejects", r.format_rejects}, {"partial_misses", r.partial_misses}, {"breaker_trips", r.breaker_trips}};
       for (const auto& [name, v] : ev) metrics_.remote_events->set({name}, static_cast<double>(v));
       metrics_.remote_bytes->set({"read"}, static_cast<double>(r.hit_bytes));
@@ -86,6 +86,7 @@ std::string ApiImpl::render_metrics(bool full) {
     metrics_.kv_events_events->set({}, static_cast<double>(st.kv_events_events));
     metrics_.kv_events_dropped->set({}, static_cast<double>(st.kv_events_dropped));
     metrics_.kv_events_replays->set({}, static_cast<double>(st.kv_events_replays));
+    metrics_.kv_events_auth_denied->set({}, static_cast<double>(st.kv_events_auth_denied));
   }
   return reg_.render(full);
 }

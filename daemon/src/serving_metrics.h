@@ -46,6 +46,7 @@ struct ServingMetrics {
   MetricFamily* kv_events_events;
   MetricFamily* kv_events_dropped;
   MetricFamily* kv_events_replays;
+  MetricFamily* kv_events_auth_denied;
 };
 
 }  // namespace ragd::daemon

@@ -25,6 +25,7 @@ trap '"$HERE/fleet.sh" stop' EXIT
 "$HERE/fleet.sh" start
 # shellcheck disable=SC1091
 source "$FLEET_DIR/fleet.env"
+REDISCLI_AUTH=$(cat "$REDIS_PASSWORD_FILE"); export REDISCLI_AUTH
 
 step "2. one question on replica-1, then on replica-2: the second loads the documents' KV from Redis"
 ask() {  # URL -> the run's JSON

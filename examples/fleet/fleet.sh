@@ -23,6 +23,8 @@
 #                        snapshot: each replica serves its own `ragctl snapshot` of it, as a replica on
 #                        another host would [FLEET_REPLICA_MODE, default secondary]
 #   --no-remote          replicas without the shared tier ([kvstore.remote] url = "") [FLEET_REMOTE=0]
+#   --no-mac             Redis values without the fleet MAC (kvstore.remote.trust_unauthenticated, for
+#                        measuring the MAC's cost) [FLEET_MAC=0]; default: sealed with RUN/secrets/fleet.key
 #   --redis-maxmemory M  Redis maxmemory [FLEET_REDIS_MAXMEMORY, default 2gb]
 #   --redis-policy P     Redis maxmemory-policy [FLEET_REDIS_POLICY, default allkeys-lru]
 #   --threads N          compute threads per replica [FLEET_THREADS, default cores / replicas, at least 1]
@@ -30,7 +32,8 @@
 #   --set KEY=VALUE      passed to every ragd as --set (repeatable) [FLEET_SET, space-separated]
 #
 # Replicas start with empty local KV tiers (their directories are recreated); Redis starts empty
-# (no persistence). The primary's corpus stays in RUN/primary between starts.
+# (no persistence) and requires the password in RUN/secrets/redis.pass (redis-cli: export
+# REDISCLI_AUTH="$(cat RUN/secrets/redis.pass)"). The primary's corpus stays in RUN/primary between starts.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -45,6 +48,7 @@ REPLICAS=${FLEET_REPLICAS:-2}
 CORPUS=${FLEET_CORPUS:-synthetic:100}
 REPLICA_MODE=${FLEET_REPLICA_MODE:-secondary}
 REMOTE=${FLEET_REMOTE:-1}
+MAC=${FLEET_MAC:-1}
 REDIS_MAXMEMORY=${FLEET_REDIS_MAXMEMORY:-2gb}
 REDIS_POLICY=${FLEET_REDIS_POLICY:-allkeys-lru}
 THREADS=${FLEET_THREADS:-}
@@ -61,6 +65,7 @@ while [[ $# -gt 0 ]]; do
     --corpus) CORPUS=$2; shift 2 ;;
     --replica-mode) REPLICA_MODE=$2; shift 2 ;;
     --no-remote) REMOTE=0; shift ;;
+    --no-mac) MAC=0; shift ;;
     --redis-maxmemory) REDIS_MAXMEMORY=$2; shift 2 ;;
     --redis-policy) REDIS_POLICY=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
@@ -74,6 +79,17 @@ mkdir -p "$RUN"
 RUN=$(cd "$RUN" && pwd)
 PIDS=$RUN/pids
 LOGS=$RUN/logs
+# The fleet's secrets, made once per run directory (readable by this user only): the fleet secret
+# every replica seals and checks Redis values with (kvstore.remote.secret_file), and Redis's
+# password (requirepass; kvstore.remote.password_file; redis-cli reads REDISCLI_AUTH).
+SECRETS=$RUN/secrets
+if [[ ! -s $SECRETS/fleet.key || ! -s $SECRETS/redis.pass ]]; then
+  (umask 077; mkdir -p "$SECRETS"
+   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$SECRETS/fleet.key"
+   head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$SECRETS/redis.pass")
+fi
+REDISCLI_AUTH=$(cat "$SECRETS/redis.pass")
+export REDISCLI_AUTH
 
 log() { printf 'fleet: %s\n' "$*"; }
 die() { printf 'fleet: %s\n' "$*" >&2; exit 1; }
@@ -134,7 +150,9 @@ stop_one() {  # NAME: TERM, up to 20 s to exit, then KILL
 }
 
 start_redis() {  # PORT
-  spawn redis redis-server "$HERE/redis.conf" --port "$1" --dir "$RUN" \
+  # The shipped redis.conf plus the password, in a file only this user reads (not on the command line).
+  (umask 077; printf 'include %s\nrequirepass %s\n' "$HERE/redis.conf" "$REDISCLI_AUTH" > "$SECRETS/redis.conf")
+  spawn redis redis-server "$SECRETS/redis.conf" --port "$1" --dir "$RUN" \
     --maxmemory "$REDIS_MAXMEMORY" --maxmemory-policy "$REDIS_POLICY" --save "" --appendonly no
   for _ in $(seq 1 100); do redis-cli -p "$1" ping > /dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$1" ping > /dev/null || die "redis did not start (log: $LOGS/redis.log)"
@@ -246,7 +264,12 @@ cmd_start() {
   log "redis on 127.0.0.1:$redis_port (maxmemory $REDIS_MAXMEMORY, $REDIS_POLICY, no persistence)"
   start_redis "$redis_port"
 
-  local set_args=() s
+  local set_args=(--set "kvstore.remote.password_file=$SECRETS/redis.pass") s
+  if [[ $MAC == 1 ]]; then
+    set_args+=(--set "kvstore.remote.secret_file=$SECRETS/fleet.key")
+  else
+    set_args+=(--set "kvstore.remote.trust_unauthenticated=true")
+  fi
   for s in "${SETS[@]}"; do [[ -n $s ]] && set_args+=(--set "$s"); done
 
   log "primary on 127.0.0.1:$primary_port (data $RUN/primary)"
@@ -314,6 +337,9 @@ cmd_start() {
     echo "REDIS_MAXMEMORY=$REDIS_MAXMEMORY"
     echo "REDIS_POLICY=$REDIS_POLICY"
     echo "REDIS_URL=$redis_url"
+    echo "REDIS_PASSWORD_FILE=$SECRETS/redis.pass"
+    echo "FLEET_SECRET_FILE=$SECRETS/fleet.key"
+    echo "MAC=$MAC"
     echo "REMOTE_URL=$remote_url"
     echo "MODEL=$MODEL"
     echo "REPLICAS=$REPLICAS"

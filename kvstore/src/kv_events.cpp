@@ -1,7 +1,11 @@
 #include "ragd/kvstore/kv_events.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <zmq.hpp>
@@ -181,20 +185,62 @@ const NodeBlocks* KvEventTracker::blocks(const Hash128& key) const {
 
 // ---- publisher -----------------------------------------------------------------------------------
 
+// Publisher thread only, after start().
 struct KvEventPublisher::Sockets {
   zmq::context_t ctx{1};
+  // The ZAP handler (ZeroMQ's authentication protocol, RFC 27) with CURVE: bound before the
+  // sockets it guards, so that no handshake is ever answered without it.
+  std::optional<zmq::socket_t> zap;
+  std::set<std::string> allowed;  // client public keys, 32 raw bytes each
   zmq::socket_t pub{ctx, zmq::socket_type::pub};
   std::optional<zmq::socket_t> replay;
-  std::deque<std::pair<uint64_t, std::string>> buffer;  // (seq, payload), publisher thread only
+  std::deque<std::pair<uint64_t, std::string>> buffer;  // (seq, payload)
   uint64_t next_seq = 0;
 };
 
 namespace {
 
 // vLLM's rule (ZmqEventPublisher): bind a wildcard / IPC / in-process endpoint, connect otherwise.
-bool should_bind(const std::string& ep) {
+bool should_bind(const std::string& ep, KvEventsSocketMode mode) {
+  if (mode == KvEventsSocketMode::kBind) return true;
+  if (mode == KvEventsSocketMode::kConnect) return false;
   return ep.find('*') != std::string::npos || ep.find("::") != std::string::npos || ep.rfind("ipc://", 0) == 0 ||
          ep.rfind("inproc://", 0) == 0;
+}
+
+// An IPv6 address ("tcp://[::1]:P", "tcp://[::]:P") needs the socket's IPv6 option, without which
+// libzmq answers ENODEV.
+void open_endpoint(zmq::socket_t& sock, const std::string& ep, bool bind) {
+  if (ep.find('[') != std::string::npos || ep.find("::") != std::string::npos) sock.set(zmq::sockopt::ipv6, 1);
+  if (bind) sock.bind(ep);
+  else sock.connect(ep);
+}
+
+Result<std::string> read_small_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::InvalidArgument(fmt::format("kv events: cannot read the {} file '{}'", what, path));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > (1u << 20)) return Status::InvalidArgument(fmt::format("kv events: the {} file '{}' is over 1 MiB", what, path));
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// 40 Z85 characters -> 32 bytes.
+Result<std::string> z85_key(const std::string& z85, const std::string& where) {
+  if (z85.size() != 40)
+    return Status::InvalidArgument(fmt::format("kv events: {}: a CURVE key is 40 Z85 characters, got {}", where, z85.size()));
+  std::string raw(32, '\0');
+  if (zmq_z85_decode(reinterpret_cast<uint8_t*>(raw.data()), z85.c_str()) == nullptr)
+    return Status::InvalidArgument(fmt::format("kv events: {}: not a Z85 key", where));
+  return raw;
 }
 
 std::string be64(uint64_t v) {
@@ -214,26 +260,81 @@ double unix_seconds() {
 
 KvEventPublisher::KvEventPublisher(const KvEventsOptions& opts) : opt_(opts), sock_(std::make_unique<Sockets>()) {}
 
+Result<CurveKeyPair> make_curve_keypair() {
+  char pub[41] = {}, sec[41] = {};
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return Status::InvalidArgument(fmt::format("CURVE key pair: {} (libzmq without CURVE?)", zmq_strerror(zmq_errno())));
+  return CurveKeyPair{pub, sec};
+}
+
+Result<std::string> curve_public_key(const std::string& secret_z85) {
+  RAGD_RETURN_IF_ERROR(z85_key(secret_z85, "secret key").status());
+  char pub[41] = {};
+  if (zmq_curve_public(pub, secret_z85.c_str()) != 0)
+    return Status::InvalidArgument(fmt::format("CURVE public key: {}", zmq_strerror(zmq_errno())));
+  return std::string(pub);
+}
+
 Result<std::unique_ptr<KvEventPublisher>> KvEventPublisher::start(const KvEventsOptions& opts) {
   if (opts.endpoint.empty()) return Status::InvalidArgument("kv events: no endpoint");
   if (opts.block_size <= 0) return Status::InvalidArgument("kv events: block_size must be positive");
   if (opts.max_queue == 0) return Status::InvalidArgument("kv events: max_queue must be positive");
+  const bool curve = !opts.curve_secret_key_file.empty();
+  if (!curve && !opts.curve_allowed_clients_file.empty())
+    return Status::InvalidArgument("kv events: curve_allowed_clients_file is set without curve_secret_key_file");
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(opts));
   Sockets& s = *p->sock_;
+  std::string secret;
+  if (curve) {
+    if (!zmq_has("curve")) return Status::InvalidArgument("kv events: this libzmq was built without CURVE");
+    if (opts.curve_allowed_clients_file.empty())
+      return Status::InvalidArgument(
+          "kv events: CURVE needs curve_allowed_clients_file (the public keys of the routers allowed to subscribe)");
+    RAGD_ASSIGN_OR_RETURN(std::string sf, read_small_file(opts.curve_secret_key_file, "CURVE secret key"));
+    secret = trim(sf);
+    RAGD_RETURN_IF_ERROR(z85_key(secret, "curve_secret_key_file").status());
+    RAGD_ASSIGN_OR_RETURN(std::string af, read_small_file(opts.curve_allowed_clients_file, "CURVE allowed clients"));
+    std::istringstream lines(af);
+    std::string line;
+    for (int n = 1; std::getline(lines, line); ++n) {
+      line = trim(line);
+      if (line.empty() || line[0] == '#') continue;  // whole-line comments only: '#' is a Z85 digit
+      RAGD_ASSIGN_OR_RETURN(std::string raw, z85_key(line, fmt::format("curve_allowed_clients_file line {}", n)));
+      s.allowed.insert(std::move(raw));
+    }
+    if (s.allowed.empty())
+      return Status::InvalidArgument(fmt::format("kv events: no client key in '{}'", opts.curve_allowed_clients_file));
+  }
+  const bool bind = should_bind(opts.endpoint, opts.mode);
   try {
+    if (curve) {
+      s.zap.emplace(s.ctx, zmq::socket_type::rep);
+      s.zap->set(zmq::sockopt::linger, 0);
+      s.zap->bind("inproc://zeromq.zap.01");
+    }
+    auto secure = [&](zmq::socket_t& sock) {
+      if (!curve) return;
+      sock.set(zmq::sockopt::curve_server, 1);
+      sock.set(zmq::sockopt::curve_secretkey, secret);
+      sock.set(zmq::sockopt::zap_domain, "ragd-kv-events");
+    };
     s.pub.set(zmq::sockopt::linger, 1000);
-    if (should_bind(opts.endpoint)) s.pub.bind(opts.endpoint);
-    else s.pub.connect(opts.endpoint);
+    secure(s.pub);
+    open_endpoint(s.pub, opts.endpoint, bind);
     if (!opts.replay_endpoint.empty()) {
       s.replay.emplace(s.ctx, zmq::socket_type::router);
       s.replay->set(zmq::sockopt::linger, 0);
-      s.replay->bind(opts.replay_endpoint);
+      secure(*s.replay);
+      open_endpoint(*s.replay, opts.replay_endpoint, /*bind=*/true);
     }
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument(fmt::format("kv events: endpoint {} / replay {}: {}", opts.endpoint,
                                                opts.replay_endpoint, e.what()));
   }
-  log::kvstore()->info("kv events: publishing on {} (topic '{}'), replay on {}", opts.endpoint, opts.topic,
+  log::kvstore()->info("kv events: {} {} (topic '{}', {}, token ids {}), replay on {}",
+                       bind ? "publishing on" : "publishing to (connected)", opts.endpoint, opts.topic,
+                       curve ? fmt::format("CURVE, {} allowed client keys", s.allowed.size()) : "plaintext: no authentication",
+                       opts.token_ids ? "included" : "left out",
                        opts.replay_endpoint.empty() ? "-" : opts.replay_endpoint);
   p->thread_ = std::thread([raw = p.get()] { raw->run(); });
   return p;
@@ -242,6 +343,7 @@ Result<std::unique_ptr<KvEventPublisher>> KvEventPublisher::start(const KvEvents
 KvEventPublisher::~KvEventPublisher() { stop(); }
 
 void KvEventPublisher::publish(KvEvent e) {
+  if (!opt_.token_ids) e.token_ids.clear();
   std::lock_guard<std::mutex> l(mu_);
   if (stopping_) return;
   if (queue_.size() >= opt_.max_queue) {
@@ -256,7 +358,10 @@ void KvEventPublisher::publish(KvEvent e) {
 void KvEventPublisher::publish_unbounded(std::vector<KvEvent> events) {
   std::lock_guard<std::mutex> l(mu_);
   if (stopping_) return;
-  for (KvEvent& e : events) queue_.push_back(std::move(e));
+  for (KvEvent& e : events) {
+    if (!opt_.token_ids) e.token_ids.clear();
+    queue_.push_back(std::move(e));
+  }
   cv_.notify_one();
 }
 
@@ -271,7 +376,7 @@ void KvEventPublisher::stop() {
 }
 
 KvEventCounters KvEventPublisher::counters() const {
-  return {batches_.load(), events_.load(), dropped_.load(), replays_.load()};
+  return {batches_.load(), events_.load(), dropped_.load(), replays_.load(), auth_denied_.load()};
 }
 
 void KvEventPublisher::run() {
@@ -314,21 +419,61 @@ void KvEventPublisher::run() {
       }
     }
   };
+  // ZAP requests (RFC 27): [version, request id, domain, address, identity, mechanism, client key];
+  // the answer [version, request id, status, text, user id, metadata].
+  auto serve_zap = [&] {
+    while (s.zap) {
+      std::vector<zmq::message_t> req;
+      zmq::recv_result_t r;
+      try {
+        r = zmq::recv_multipart(*s.zap, std::back_inserter(req), zmq::recv_flags::dontwait);
+      } catch (const zmq::error_t& e) {
+        log::kvstore()->warn("kv events: ZAP request: {}", e.what());
+        return;
+      }
+      if (!r) return;
+      bool ok = req.size() >= 7 && req[5].to_string_view() == "CURVE" && req[6].size() == 32 &&
+                s.allowed.count(req[6].to_string()) > 0;
+      if (!ok) {
+        auth_denied_.fetch_add(1, std::memory_order_relaxed);
+        log::kvstore()->warn("kv events: refused a subscriber from {}: its key is not in the allowed list",
+                             req.size() > 3 ? req[3].to_string() : std::string("?"));
+      }
+      const std::string version = req.empty() ? "1.0" : req[0].to_string();
+      const std::string id = req.size() > 1 ? req[1].to_string() : std::string();
+      try {
+        const auto more = zmq::send_flags::sndmore;
+        s.zap->send(zmq::buffer(version), more);
+        s.zap->send(zmq::buffer(id), more);
+        s.zap->send(ok ? zmq::str_buffer("200") : zmq::str_buffer("400"), more);
+        s.zap->send(ok ? zmq::str_buffer("OK") : zmq::str_buffer("key not allowed"), more);
+        s.zap->send(zmq::str_buffer("router"), more);
+        s.zap->send(zmq::const_buffer(), zmq::send_flags::none);
+      } catch (const zmq::error_t& e) {
+        log::kvstore()->warn("kv events: ZAP answer: {}", e.what());
+      }
+    }
+  };
+  const bool polled = s.replay.has_value() || s.zap.has_value();
   std::vector<KvEvent> batch;
   for (;;) {
     bool stopping = false;
     {
       std::unique_lock<std::mutex> l(mu_);
-      if (!s.replay) cv_.wait_for(l, std::chrono::milliseconds(10), [&] { return stopping_ || !queue_.empty(); });
+      if (!polled) cv_.wait_for(l, std::chrono::milliseconds(10), [&] { return stopping_ || !queue_.empty(); });
       stopping = stopping_;
       batch.swap(queue_);
     }
-    if (s.replay && !stopping && batch.empty()) {
-      zmq::pollitem_t items[] = {{s.replay->handle(), 0, ZMQ_POLLIN, 0}};
+    if (polled && !stopping && batch.empty()) {
+      zmq::pollitem_t items[2];
+      int n = 0;
+      if (s.replay) items[n++] = {s.replay->handle(), 0, ZMQ_POLLIN, 0};
+      if (s.zap) items[n++] = {s.zap->handle(), 0, ZMQ_POLLIN, 0};
       try {
-        zmq::poll(items, 1, std::chrono::milliseconds(5));
+        zmq::poll(items, n, std::chrono::milliseconds(5));
       } catch (const zmq::error_t&) {
       }
+      serve_zap();
       serve_replays();
       std::lock_guard<std::mutex> l(mu_);
       stopping = stopping_;
@@ -353,6 +498,7 @@ void KvEventPublisher::run() {
       }
       batch.clear();
     }
+    serve_zap();
     if (s.replay) serve_replays();
     if (stopping) {
       std::lock_guard<std::mutex> l(mu_);

@@ -863,6 +863,7 @@ Stats KvStore::stats() const {
     s.kv_events_events = e.events;
     s.kv_events_dropped = e.dropped;
     s.kv_events_replays = e.replays;
+    s.kv_events_auth_denied = e.auth_denied;
   }
   for (int t = 0; t < kNumTiers; ++t) {
     const Tier tier = static_cast<Tier>(t);
@@ -891,8 +892,9 @@ Status KvStore::check_invariants() const {
 }
 
 std::string Stats::to_json() const {
-  std::string s = fmt::format(R"({{"policy":{},"kv_events":{{"batches":{},"events":{},"dropped":{},"replays":{}}},"tiers":{{)",
-                              json_quote(policy), kv_events_batches, kv_events_events, kv_events_dropped, kv_events_replays);
+  std::string s = fmt::format(R"({{"policy":{},"kv_events":{{"batches":{},"events":{},"dropped":{},"replays":{},"auth_denied":{}}},"tiers":{{)",
+                              json_quote(policy), kv_events_batches, kv_events_events, kv_events_dropped, kv_events_replays,
+                              kv_events_auth_denied);
   for (int t = 0; t < kNumTiers; ++t) {
     const TierStats& x = tiers[t];
     s += fmt::format(
@@ -906,9 +908,9 @@ std::string Stats::to_json() const {
       format_rejects, ssd_errors, json_quote(ssd_error), tree_nodes, pinned_nodes, restored_segments, copies, copies_skipped);
   const RemoteStats& r = remote;
   s += fmt::format(
-      R"(,"remote_loads":{},"remote_load_tokens":{},"remote":{{"enabled":{},"breaker":{},"last_error":{},"gets":{},"hits":{},"misses":{},"hit_bytes":{},"puts":{},"put_bytes":{},"puts_dropped":{},"errors":{},"skipped":{},"checksum_failures":{},"format_rejects":{},"partial_misses":{},"breaker_trips":{},"queued_bytes":{}}}}})",
+      R"(,"remote_loads":{},"remote_load_tokens":{},"remote":{{"enabled":{},"breaker":{},"last_error":{},"gets":{},"hits":{},"misses":{},"hit_bytes":{},"puts":{},"put_bytes":{},"puts_dropped":{},"errors":{},"skipped":{},"checksum_failures":{},"mac_failures":{},"format_rejects":{},"partial_misses":{},"breaker_trips":{},"queued_bytes":{}}}}})",
       remote_loads, remote_load_tokens, r.enabled ? "true" : "false", json_quote(r.breaker), json_quote(r.last_error), r.gets,
-      r.hits, r.misses, r.hit_bytes, r.puts, r.put_bytes, r.puts_dropped, r.errors, r.skipped, r.checksum_failures,
+      r.hits, r.misses, r.hit_bytes, r.puts, r.put_bytes, r.puts_dropped, r.errors, r.skipped, r.checksum_failures, r.mac_failures,
       r.format_rejects, r.partial_misses, r.breaker_trips, r.queued_bytes);
   return s;
 }

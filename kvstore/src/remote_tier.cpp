@@ -11,6 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -26,26 +30,31 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kMaxBackoff{30000};
 }  // namespace
 
-Status RemoteOptions::validate() const {
-  if (url.empty()) return Status::OK();
-  RAGD_RETURN_IF_ERROR(parse_redis_urls(url).status());
-  if (timeout_ms < 1 || timeout_ms > 60000)
-    return Status::InvalidArgument(fmt::format("kvstore.remote.timeout_ms must be in 1..60000, got {}", timeout_ms));
-  if (max_value_bytes < (64u << 10) || max_value_bytes > (512ull << 20))
-    return Status::InvalidArgument(
-        fmt::format("kvstore.remote.max_value_bytes must be in 65536..536870912 (Redis's value limit), got {}", max_value_bytes));
-  if (write_queue_bytes == 0) return Status::InvalidArgument("kvstore.remote.write_queue_bytes must be positive");
-  if (ttl_s < 0) return Status::InvalidArgument(fmt::format("kvstore.remote.ttl_s must be >= 0, got {}", ttl_s));
-  if (breaker_backoff_ms < 1) return Status::InvalidArgument("kvstore.remote.breaker_backoff_ms must be positive");
-  if (key_prefix.find_first_of("{}") != std::string::npos)
-    return Status::InvalidArgument("kvstore.remote key prefix must not contain '{' or '}' (the segment key is the hash tag)");
-  return Status::OK();
+
+namespace {
+
+// A secret or password from a file: the whole file, less one trailing newline (as `echo` or
+// `openssl rand -hex` write it). Errors name the option and the path, never the contents.
+Result<std::string> read_secret(const std::string& path, const char* option) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::InvalidArgument(fmt::format("{}: cannot read '{}'", option, path));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > 4096) return Status::InvalidArgument(fmt::format("{}: '{}' is over 4 KiB", option, path));
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  if (!s.empty() && s.back() == '\r') s.pop_back();
+  if (s.empty()) return Status::InvalidArgument(fmt::format("{}: '{}' is empty", option, path));
+  return s;
 }
+
+}  // namespace
 
 struct RemoteTier::Impl {
   RemoteOptions opt;
   KvFormat fmt;
   RedisOptions ro;
+  std::optional<ValueMac> mac;  // unset only with trust_unauthenticated
 
   // Connections for get(): one per concurrent reader.
   std::mutex cmu;
@@ -169,6 +178,10 @@ struct RemoteTier::Impl {
       st.hit_bytes += (*r)->size();
     } else if (r.status().code() == StatusCode::kNotFound) {
       count(&RemoteStats::misses);
+    } else if (r.status().code() == StatusCode::kUnauthenticated) {
+      count(&RemoteStats::mac_failures);
+      log::kvstore()->error("remote kv tier: value under {} refused: {} (a miss: recompute; the value is ignored)",
+                            key.to_hex(), r.status().message());
     } else if (r.status().code() == StatusCode::kCorruption) {
       count(&RemoteStats::checksum_failures);
       log::kvstore()->error("remote kv tier: {} (a miss: recompute)", r.status().to_string());
@@ -186,13 +199,19 @@ struct RemoteTier::Impl {
     RAGD_ASSIGN_OR_RETURN(auto first, client.get_many(std::span<const std::string>(&k0, 1)));
     if (first.empty() || !first[0]) return Status::NotFound("remote kv tier: no segment " + key.to_hex());
     std::string buf = std::move(*first[0]);
+    // Sealed values start with the MAC envelope; nothing but the header's length is used before
+    // the MAC is checked over the whole value.
+    const size_t env = mac ? ValueMac::kEnvelopeBytes : 0;
+    if (mac && (buf.size() < env || std::memcmp(buf.data(), "RGDA", 4) != 0))
+      return Status::Unauthenticated("not a sealed value (no MAC envelope): written without the fleet secret, or not by ragd");
     const auto* b = reinterpret_cast<const std::byte*>(buf.data());
-    RAGD_ASSIGN_OR_RETURN(SegmentHeader h, decode_segment_header({b, buf.size()}));
-    RAGD_RETURN_IF_ERROR(check_segment_format(h, fmt));
-    if (h.key != key)
-      return Status::FailedPrecondition(
-          fmt::format("remote kv segment under {} carries key {}", key.to_hex(), h.key.to_hex()));
-    const uint64_t total = h.total_bytes();
+    auto hr = decode_segment_header({b + env, buf.size() - env});
+    if (!hr.ok()) {
+      if (mac) return Status::Unauthenticated("sealed value with an unreadable segment header: " + hr.status().message());
+      return hr.status();
+    }
+    const SegmentHeader h = *hr;
+    const uint64_t total = env + h.total_bytes();
     const uint64_t piece = buf.size();
     if (piece > total) return Status::Corruption(fmt::format("remote kv segment {}: first piece longer than the segment", key.to_hex()));
     const uint64_t n = (total + piece - 1) / piece;
@@ -214,8 +233,13 @@ struct RemoteTier::Impl {
         buf += *v;
       }
     }
-    RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg,
-                          SegmentBuffer::parse({reinterpret_cast<const std::byte*>(buf.data()), buf.size()}, /*verify_payload=*/true));
+    const std::span<const std::byte> whole{reinterpret_cast<const std::byte*>(buf.data()), buf.size()};
+    if (mac) RAGD_RETURN_IF_ERROR(mac->verify(piece_key(key, 0), whole.first(env), whole.subspan(env)));
+    RAGD_RETURN_IF_ERROR(check_segment_format(h, fmt));
+    if (h.key != key)
+      return Status::FailedPrecondition(
+          fmt::format("remote kv segment under {} carries key {}", key.to_hex(), h.key.to_hex()));
+    RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg, SegmentBuffer::parse(whole.subspan(env), /*verify_payload=*/true));
     return SegmentRef(std::move(seg));
   }
 
@@ -244,7 +268,14 @@ struct RemoteTier::Impl {
     if (!wclient) {
       RAGD_ASSIGN_OR_RETURN(wclient, RedisClient::connect(ro));
     }
-    const auto bytes = seg.bytes();
+    const auto seg_bytes = seg.bytes();
+    std::string sealed;
+    std::span<const std::byte> bytes = seg_bytes;
+    if (mac) {
+      sealed = mac->seal(piece_key(seg.header().key, 0), seg_bytes);
+      sealed.append(reinterpret_cast<const char*>(seg_bytes.data()), seg_bytes.size());
+      bytes = {reinterpret_cast<const std::byte*>(sealed.data()), sealed.size()};
+    }
     const uint64_t piece = opt.max_value_bytes;
     const uint64_t n = (bytes.size() + piece - 1) / piece;
     std::vector<std::pair<std::string, std::string>> kvs;
@@ -364,6 +395,18 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& opts, 
   m.fmt = fmt;
   m.ro.seeds = std::move(seeds);
   m.ro.timeout = std::chrono::milliseconds(opts.timeout_ms);
+  if (!opts.secret_file.empty()) {
+    RAGD_ASSIGN_OR_RETURN(std::string secret, read_secret(opts.secret_file, "kvstore.remote.secret_file"));
+    RAGD_ASSIGN_OR_RETURN(ValueMac mac, ValueMac::from_secret(secret, opts.mac));
+    m.mac = mac;
+  } else {
+    log::kvstore()->warn("remote KV tier: trust_unauthenticated: values from {} are used without a MAC; anyone who can "
+                         "write to it can put KV into any tenant's prompt", opts.url);
+  }
+  if (!opts.password_file.empty()) {
+    RAGD_ASSIGN_OR_RETURN(m.ro.password, read_secret(opts.password_file, "kvstore.remote.password_file"));
+    m.ro.username = opts.username;
+  }
   m.backoff = std::chrono::milliseconds(opts.breaker_backoff_ms);
   m.st.enabled = true;
   auto c = RedisClient::connect(m.ro);

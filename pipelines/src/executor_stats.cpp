@@ -83,11 +83,13 @@ ExecutorStats ExecutorImpl::stats() const {
   const kvstore::RemoteStats& r = k.remote;
   x.remote = {r.enabled, r.breaker == "open", r.hits, r.misses, r.hit_bytes, r.puts, r.put_bytes, r.puts_dropped, r.errors,
               r.skipped, r.checksum_failures, r.format_rejects, r.partial_misses, r.breaker_trips, k.remote_load_tokens,
-              r.last_error};
+              0, r.last_error};
+  x.remote.mac_failures = r.mac_failures;
   x.kv_events_batches = k.kv_events_batches;
   x.kv_events_events = k.kv_events_events;
   x.kv_events_dropped = k.kv_events_dropped;
   x.kv_events_replays = k.kv_events_replays;
+  x.kv_events_auth_denied = k.kv_events_auth_denied;
   return x;
 }
 

@@ -1,6 +1,7 @@
 // Two real ragd replicas sharing one Redis as their remote KV tier: the second answers like the
 // first, reusing the first's document KV from Redis; tenant and cache_salt scopes hold across the
 // replicas; the pipeline's own head is shared; a dead Redis costs no request.
+#include <fstream>
 #include <regex>
 
 #include "../kvstore/redis_test_util.h"
@@ -44,13 +45,20 @@ class RemoteKvTest : public E2eTest {
   void TearDown() override { rt::stop_redis(redis_.pid); }
 
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(redis_.port); }
+  // The fleet secret every replica seals and checks Redis values with.
+  std::string secret_file() const {
+    const auto path = dir_ / "fleet.key";
+    if (!std::filesystem::exists(path)) std::ofstream(path) << "0f9e8d7c6b5a49382716051f2e3d4c5b\n";
+    return path.string();
+  }
 
   // A replica: the primary's corpus as a read-only secondary, its own scratch / SSD tier, the
   // shared Redis.
   void start_replica(Daemon& d, const std::string& name, bool primary) {
     std::vector<std::string> args = {kBin + "/ragd", "--model", (dir_ / "model").string(), "--listen", "127.0.0.1:0",
                                      "--threads", "2", "--set", "kvstore.remote.url=" + url(), "--set",
-                                     "kvstore.remote.timeout_ms=200"};
+                                     "kvstore.remote.timeout_ms=200", "--set",
+                                     "kvstore.remote.secret_file=" + secret_file()};
     if (primary) {
       args.insert(args.end(), {"--data", primary_dir_.string()});
     } else {

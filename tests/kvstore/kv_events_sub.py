@@ -16,7 +16,10 @@ Usage:
   kv_events_sub.py decode FILE                        prints the msgpack object in FILE as JSON
 
 EXPECT_JSON: {"block_size": 16, "path_tokens": [...], "removed_after_eviction": true,
-              "extra_root_tokens": [...]}
+              "extra_root_tokens": [...],
+              "curve_server_key": Z85, "curve_public_key": Z85, "curve_secret_key": Z85 (optional: CURVE),
+              "token_ids": false (optional: BlockStored carries no token ids; chains are checked by hash),
+              "expect_nothing": true (optional: an unauthorized subscriber; passes when nothing arrives)}
 Exit status 0 when every check passes; the reason is printed otherwise.
 """
 import json
@@ -27,6 +30,7 @@ import msgpack
 import zmq
 
 MEDIUMS = {"GPU", "CPU", "DISK", None}
+EXPECT = {}  # the expectation of the running check (set by main)
 
 
 def fail(msg):
@@ -60,8 +64,10 @@ def decode_batch(payload):
                 fail("parent_block_hash: %r" % (parent,))
             if not all(isinstance(t, int) for t in tokens):
                 fail("token_ids are not ints")
-            if len(tokens) != len(hashes) * block_size:
+            if len(tokens) != len(hashes) * block_size and not (tokens == [] and EXPECT.get("token_ids") is False):
                 fail("token_ids (%d) != blocks (%d) * block_size (%d)" % (len(tokens), len(hashes), block_size))
+            if tokens and EXPECT.get("token_ids") is False:
+                fail("token ids published where they were to be left out")
             if lora_id is not None:
                 fail("lora_id is not nil")
             if medium not in MEDIUMS:
@@ -91,7 +97,15 @@ def check(events, expect):
     stored_gpu = [e for e in events if e["tag"] == "BlockStored" and e["medium"] == "GPU"]
     # The path's events: those whose tokens continue the path, in order.
     chain, tokens, last = [], [], None
+    no_ids = expect.get("token_ids") is False
     for e in stored_gpu:
+        if no_ids:
+            # Without token ids a router follows hashes: the chain's next event names its last hash as parent.
+            if e["parent"] == last and e["hashes"] and len(tokens) < len(path) // bs * bs:
+                chain.append(e)
+                tokens += path[len(tokens):len(tokens) + len(e["hashes"]) * bs]
+                last = e["hashes"][-1]
+            continue
         if e["parent"] == last and path[len(tokens):len(tokens) + len(e["tokens"])] == e["tokens"] and e["tokens"]:
             chain.append(e)
             tokens += e["tokens"]
@@ -108,7 +122,7 @@ def check(events, expect):
     hashes = [h for e in chain for h in e["hashes"]]
     if len(set(hashes)) != len(hashes):
         fail("repeated block hashes along the path")
-    if expect.get("extra_root_tokens"):
+    if expect.get("extra_root_tokens") and not no_ids:
         extra = expect["extra_root_tokens"]
         n = len(extra) // bs * bs
         if not any(e["parent"] is None and e["tokens"] == extra[:n] for e in stored_gpu):
@@ -137,9 +151,18 @@ def satisfied(events, expect):
         return False
 
 
+def secure(sock, expect):
+    """ZeroMQ CURVE as a client, when the expectation carries keys."""
+    if expect.get("curve_server_key"):
+        sock.curve_serverkey = expect["curve_server_key"].encode()
+        sock.curve_publickey = expect["curve_public_key"].encode()
+        sock.curve_secretkey = expect["curve_secret_key"].encode()
+
+
 def live(endpoint, expect):
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
+    secure(sub, expect)
     sub.setsockopt(zmq.SUBSCRIBE, expect.get("topic", "").encode())
     sub.connect(endpoint)
     time.sleep(0.5)  # PUB/SUB joins asynchronously
@@ -161,6 +184,11 @@ def live(endpoint, expect):
             fail("seq frame of %d bytes" % len(seq_b))
         seqs.append(int.from_bytes(seq_b, "big"))
         events += decode_batch(payload)
+    if expect.get("expect_nothing"):
+        if seqs:
+            fail("an unauthorized subscriber received %d messages" % len(seqs))
+        print("ok nothing received", flush=True)
+        return
     if not seqs:
         fail("no messages")
     if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
@@ -174,12 +202,16 @@ def live(endpoint, expect):
 def replay(endpoint, expect):
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
+    secure(s, expect)
     s.connect(endpoint)
     s.send_multipart([b"", (0).to_bytes(8, "big")])
     events, seqs = [], []
     end = (-1).to_bytes(8, "big", signed=True)
     while True:
         if not s.poll(5000):
+            if expect.get("expect_nothing") and not seqs:
+                print("ok nothing received", flush=True)
+                return
             fail("replay: no answer (got %d batches)" % len(seqs))
         frames = s.recv_multipart()
         if len(frames) != 3 or frames[0] != b"":
@@ -218,6 +250,7 @@ def main():
         return
     with open(sys.argv[3]) as f:
         expect = json.load(f)
+    EXPECT.update(expect)
     if mode == "live":
         live(sys.argv[2], expect)
     elif mode == "replay":

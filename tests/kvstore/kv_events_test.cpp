@@ -11,11 +11,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <chrono>
 #include <random>
 #include <string>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "../../kvstore/src/msgpack_writer.h"
 #include "kv_test_util.h"
@@ -252,14 +255,44 @@ int free_port() {
   return port;
 }
 
+bool port_bindable(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
 std::string json_ints(const std::vector<int32_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s + "]";
 }
 
-TEST(KvEvents, StorePublishesPathEvictionAndReplaysToLateSubscriber) {
-  SKIP_WITHOUT_PYTHON();
+// CURVE keys of a publisher and its subscribers, in files as an operator keeps them.
+struct CurveSetup {
+  CurveKeyPair server, client, stranger;
+  std::string secret_file, allowed_file;
+};
+CurveSetup make_curve_setup() {
+  CurveSetup c;
+  c.server = *make_curve_keypair();
+  c.client = *make_curve_keypair();
+  c.stranger = *make_curve_keypair();
+  c.secret_file = temp_path("server.key");
+  std::ofstream(c.secret_file) << c.server.secret_key << "\n";
+  c.allowed_file = temp_path("allowed.keys");
+  std::ofstream(c.allowed_file) << "# the router\n" << c.client.public_key << "\n\n";
+  return c;
+}
+
+// A store publishes a path, an eviction and a second root; a live subscriber written per vLLM's
+// definitions checks the stream, a late one replays it. With CURVE, only the allowed key gets
+// anything: a plaintext subscriber and a stranger's key, live and by replay, get nothing.
+void store_publishes_and_replays(bool curve, bool token_ids) {
   const KvFormat f = testing::test_format();
   const auto head = testing::doc_tokens(100, 20), a = testing::doc_tokens(101, 13), b = testing::doc_tokens(102, 31),
              c = testing::doc_tokens(103, 16);
@@ -268,14 +301,34 @@ TEST(KvEvents, StorePublishesPathEvictionAndReplaysToLateSubscriber) {
   path.insert(path.end(), b.begin(), b.end());
   const int pub_port = free_port(), replay_port = free_port();
 
-  const std::string expect = temp_path("expect.json");
-  std::ofstream(expect) << fmt::format(
-      R"({{"block_size": 16, "path_tokens": {}, "extra_root_tokens": {}, "removed_after_eviction": true, "demoted_to_cpu": true, "topic": "kv@ragd", "timeout_s": 20}})",
-      json_ints(path), json_ints(c));
+  const CurveSetup keys = curve ? make_curve_setup() : CurveSetup{};
+  auto expectation = [&](const std::string& name, const CurveKeyPair* as, bool nothing) {
+    const std::string file = temp_path(name);
+    std::string extra;
+    if (as)
+      extra += fmt::format(R"(, "curve_server_key": "{}", "curve_public_key": "{}", "curve_secret_key": "{}")",
+                           keys.server.public_key, as->public_key, as->secret_key);
+    if (!token_ids) extra += R"(, "token_ids": false)";
+    if (nothing) extra += R"(, "expect_nothing": true)";
+    std::ofstream(file) << fmt::format(
+        R"({{"block_size": 16, "path_tokens": {}, "extra_root_tokens": {}, "removed_after_eviction": true, "demoted_to_cpu": true, "topic": "kv@ragd", "timeout_s": {}{}}})",
+        json_ints(path), json_ints(c), nothing ? 6 : 20, extra);
+    return file;
+  };
+  const std::string expect = expectation("expect.json", curve ? &keys.client : nullptr, false);
 
-  // The live subscriber joins first (it says "ready" once connected).
+  // The live subscribers join first (each says "ready" once connected).
   FILE* live = ::popen(fmt::format("{} {} live tcp://127.0.0.1:{} {}", kPython, kSub, pub_port, expect).c_str(), "r");
   ASSERT_NE(live, nullptr);
+  std::vector<FILE*> intruders;
+  std::vector<std::string> intruder_files;
+  if (curve) {
+    intruder_files = {expectation("plain.json", nullptr, true), expectation("stranger.json", &keys.stranger, true)};
+    for (const auto& f : intruder_files) {
+      intruders.push_back(::popen(fmt::format("{} {} live tcp://127.0.0.1:{} {}", kPython, kSub, pub_port, f).c_str(), "r"));
+      ASSERT_NE(intruders.back(), nullptr);
+    }
+  }
 
   Options o;
   o.eviction = EvictionPolicy::kLru;
@@ -284,6 +337,11 @@ TEST(KvEvents, StorePublishesPathEvictionAndReplaysToLateSubscriber) {
   o.events.endpoint = fmt::format("tcp://*:{}", pub_port);
   o.events.replay_endpoint = fmt::format("tcp://*:{}", replay_port);
   o.events.topic = "kv@ragd";
+  o.events.token_ids = token_ids;
+  if (curve) {
+    o.events.curve_secret_key_file = keys.secret_file;
+    o.events.curve_allowed_clients_file = keys.allowed_file;
+  }
   auto store = KvStore::open(o, f);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   KvStore& s = **store;
@@ -291,6 +349,10 @@ TEST(KvEvents, StorePublishesPathEvictionAndReplaysToLateSubscriber) {
   char line[256] = {};
   ASSERT_NE(std::fgets(line, sizeof line, live), nullptr);
   ASSERT_STREQ(line, "ready\n");
+  for (FILE* p : intruders) {
+    ASSERT_NE(std::fgets(line, sizeof line, p), nullptr);
+    ASSERT_STREQ(line, "ready\n");
+  }
 
   const Hash128 dh = doc_key(head), da = doc_key(a), db = doc_key(b), dc = doc_key(c);
   const auto kh = testing::make_kv(f, 20, 1), ka = testing::make_kv(f, 13, 2), kb = testing::make_kv(f, 31, 3),
@@ -314,19 +376,170 @@ TEST(KvEvents, StorePublishesPathEvictionAndReplaysToLateSubscriber) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
   EXPECT_NE(out.find("ok live"), std::string::npos) << out;
 
+  for (size_t i = 0; i < intruders.size(); ++i) {
+    std::string iout;
+    while (std::fgets(line, sizeof line, intruders[i])) iout += line;
+    const int ist = ::pclose(intruders[i]);
+    EXPECT_TRUE(WIFEXITED(ist) && WEXITSTATUS(ist) == 0) << intruder_files[i] << ": " << iout;
+    EXPECT_NE(iout.find("ok nothing received"), std::string::npos) << iout;
+  }
+
   // A late subscriber gets every batch again from the ROUTER, from seq 0.
   auto [rc, rout] = run(fmt::format("{} {} replay tcp://127.0.0.1:{} {}", kPython, kSub, replay_port, expect));
   EXPECT_EQ(rc, 0) << rout;
   EXPECT_NE(rout.find("ok replay"), std::string::npos) << rout;
+  for (const auto& file : intruder_files) {
+    auto [irc, iout] = run(fmt::format("{} {} replay tcp://127.0.0.1:{} {}", kPython, kSub, replay_port, file));
+    EXPECT_EQ(irc, 0) << iout;
+    EXPECT_NE(iout.find("ok nothing received"), std::string::npos) << file << ": " << iout;
+  }
 
   const Stats stats = s.stats();
   EXPECT_GE(stats.kv_events_batches, 1u);
   EXPECT_GE(stats.kv_events_events, 6u);  // 4 path/root stores, 1 demotion store, 1 removal
   EXPECT_EQ(stats.kv_events_dropped, 0u);
-  EXPECT_EQ(stats.kv_events_replays, 1u);
+  EXPECT_EQ(stats.kv_events_replays, 1u);  // intruders' replay requests never reach the ROUTER
+  if (curve) EXPECT_GE(stats.kv_events_auth_denied, 2u);  // the stranger's key, live and replay
+  else EXPECT_EQ(stats.kv_events_auth_denied, 0u);
   EXPECT_NE(stats.to_json().find(R"("kv_events":{"batches":)"), std::string::npos);
   s.close();
   std::remove(expect.c_str());
+  for (const auto& file : intruder_files) std::remove(file.c_str());
+}
+
+TEST(KvEvents, StorePublishesPathEvictionAndReplaysToLateSubscriber) {
+  SKIP_WITHOUT_PYTHON();
+  store_publishes_and_replays(/*curve=*/false, /*token_ids=*/true);
+}
+
+TEST(KvEvents, CurveStreamReachesOnlyTheAllowedSubscriber) {
+  SKIP_WITHOUT_PYTHON();
+  store_publishes_and_replays(/*curve=*/true, /*token_ids=*/true);
+}
+
+TEST(KvEvents, TokenIdsCanBeLeftOut) {
+  SKIP_WITHOUT_PYTHON();
+  store_publishes_and_replays(/*curve=*/false, /*token_ids=*/false);
+}
+
+// ---- sockets -------------------------------------------------------------------------------------
+
+// Publishes a one-event batch every 20 ms for `ms` and counts what `sub` receives.
+int publish_and_count(KvEventPublisher& pub, zmq::socket_t& sub, int ms) {
+  int got = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    KvEvent e;
+    e.kind = KvEvent::Kind::kBlockRemoved;
+    e.block_hashes = {42};
+    pub.publish(e);
+    zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(20)) > 0) {
+      std::vector<zmq::message_t> msg;
+      while (zmq::recv_multipart(sub, std::back_inserter(msg), zmq::recv_flags::dontwait)) {
+        EXPECT_EQ(msg.size(), 3u);
+        ++got;
+        msg.clear();
+      }
+    }
+  }
+  return got;
+}
+
+zmq::socket_t subscriber(zmq::context_t& ctx, const std::string& ep, const CurveKeyPair* client = nullptr,
+                         const std::string& server_key = {}) {
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "");
+  if (ep.find('[') != std::string::npos) sub.set(zmq::sockopt::ipv6, 1);
+  if (client) {
+    sub.set(zmq::sockopt::curve_serverkey, server_key);
+    sub.set(zmq::sockopt::curve_publickey, client->public_key);
+    sub.set(zmq::sockopt::curve_secretkey, client->secret_key);
+  }
+  sub.connect(ep);
+  return sub;
+}
+
+bool ipv6_loopback() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// tcp://127.0.0.1:P is connected to under vLLM's rule; with mode bind it is served on loopback,
+// and so is tcp://[::1]:P (which stopped the process with ENODEV without the IPv6 option).
+TEST(KvEvents, BindsLoopbackOnlyEndpoints) {
+  std::vector<std::string> eps = {fmt::format("tcp://127.0.0.1:{}", free_port())};
+  if (ipv6_loopback()) eps.push_back(fmt::format("tcp://[::1]:{}", free_port()));
+  for (const std::string& ep : eps) {
+    SCOPED_TRACE(ep);
+    KvEventsOptions o;
+    o.endpoint = ep;
+    o.mode = KvEventsSocketMode::kBind;
+    auto pub = KvEventPublisher::start(o);
+    ASSERT_TRUE(pub.ok()) << pub.status().to_string();
+    zmq::context_t ctx;
+    auto sub = subscriber(ctx, ep);
+    EXPECT_GT(publish_and_count(**pub, sub, 1500), 0);
+    (*pub)->stop();
+  }
+  // Under vLLM's rule a loopback address is connected to, not bound: nobody listens there.
+  const std::string ep = fmt::format("tcp://127.0.0.1:{}", free_port());
+  KvEventsOptions o;
+  o.endpoint = ep;
+  auto pub = KvEventPublisher::start(o);
+  ASSERT_TRUE(pub.ok());
+  EXPECT_TRUE(port_bindable(std::stoi(ep.substr(ep.rfind(':') + 1)))) << "auto mode bound a loopback endpoint";
+}
+
+// The unauthorized: no key, the wrong server key, a key not in the allowed list. None receives a
+// message while the allowed key receives them; the stranger's handshakes are counted.
+TEST(KvEvents, CurveRefusesSubscribersWithoutAnAllowedKey) {
+  const CurveSetup keys = make_curve_setup();
+  KvEventsOptions o;
+  o.endpoint = fmt::format("tcp://127.0.0.1:{}", free_port());
+  o.mode = KvEventsSocketMode::kBind;
+  o.curve_secret_key_file = keys.secret_file;
+  o.curve_allowed_clients_file = keys.allowed_file;
+  auto pub = KvEventPublisher::start(o);
+  ASSERT_TRUE(pub.ok()) << pub.status().to_string();
+  zmq::context_t ctx;
+  const CurveKeyPair wrong_server = *make_curve_keypair();
+  auto plain = subscriber(ctx, o.endpoint);
+  auto wrong = subscriber(ctx, o.endpoint, &keys.client, wrong_server.public_key);
+  auto stranger = subscriber(ctx, o.endpoint, &keys.stranger, keys.server.public_key);
+  auto allowed = subscriber(ctx, o.endpoint, &keys.client, keys.server.public_key);
+  EXPECT_GT(publish_and_count(**pub, allowed, 1500), 0);
+  for (zmq::socket_t* s : {&plain, &wrong, &stranger}) EXPECT_EQ(publish_and_count(**pub, *s, 500), 0);
+  EXPECT_GE((*pub)->counters().auth_denied, 1u);
+  (*pub)->stop();
+}
+
+TEST(KvEvents, CurveConfigurationErrorsAreClear) {
+  const CurveSetup keys = make_curve_setup();
+  KvEventsOptions o;
+  o.endpoint = fmt::format("tcp://127.0.0.1:{}", free_port());
+  o.mode = KvEventsSocketMode::kBind;
+  o.curve_secret_key_file = keys.secret_file;
+  auto no_list = KvEventPublisher::start(o);
+  ASSERT_FALSE(no_list.ok());
+  EXPECT_NE(no_list.status().message().find("curve_allowed_clients_file"), std::string::npos);
+  o.curve_allowed_clients_file = temp_path("bad.keys");
+  std::ofstream(o.curve_allowed_clients_file) << keys.client.public_key << "\nnot-a-key\n";
+  auto bad = KvEventPublisher::start(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status().message();
+  o.curve_allowed_clients_file = keys.allowed_file;
+  o.curve_secret_key_file = "/nonexistent/server.key";
+  EXPECT_FALSE(KvEventPublisher::start(o).ok());
+  EXPECT_EQ(*curve_public_key(keys.server.secret_key), keys.server.public_key);
+  EXPECT_FALSE(curve_public_key("short").ok());
 }
 
 TEST(KvEvents, BadEndpointFailsOpen) {

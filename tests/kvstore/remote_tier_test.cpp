@@ -1,11 +1,15 @@
 // The remote KV tier against real Redis servers (one server, and a 3-node Redis Cluster): sharing
 // between two stores (as two replicas would), scopes, bad values as misses, the circuit breaker,
-// Redis's own eviction, segments cut into pieces.
+// Redis's own eviction, segments cut into pieces; trust: values sealed with the fleet secret's MAC
+// (a forged value under another tenant's key is refused), Redis AUTH (password, ACL user).
 #include "ragd/kvstore/kv_store.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -25,13 +29,28 @@ using Clock = std::chrono::steady_clock;
 
 std::string url_of(int port) { return "redis://127.0.0.1:" + std::to_string(port); }
 
-Options remote_options(const std::string& url) {
+// A file holding `contents` under the test's temp dir (secrets, passwords).
+std::string write_file(const std::string& name, const std::string& contents) {
+  const std::string path = ::testing::TempDir() + "ragd_remote_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << contents;
+  return path;
+}
+
+const std::string& fleet_secret_file() {
+  static const std::string path = write_file("fleet.key", "3f1c9a7e5b2d4c6e8a0b1d3f5e7c9a1b\n");
+  return path;
+}
+
+// Sealed with the test fleet's secret unless `sealed` is false (trust_unauthenticated).
+Options remote_options(const std::string& url, bool sealed = true) {
   Options o;
   o.hbm_bytes = 64 << 20;
   o.remote.url = url;
   o.remote.timeout_ms = 200;
   o.remote.max_value_bytes = 64 << 10;  // the smallest piece: segments below span several values
   o.remote.breaker_backoff_ms = 100;
+  if (sealed) o.remote.secret_file = fleet_secret_file();
+  else o.remote.trust_unauthenticated = true;
   return o;
 }
 
@@ -181,12 +200,13 @@ TEST_F(RemoteTierTest, AnotherScopeNeverReusesIt) {
   EXPECT_TRUE(load_missing(*d, {5}, "globex")->node_ok(0));
 }
 
+// Without a MAC (trust_unauthenticated) the checksums and the format check still catch accidents.
 TEST_F(RemoteTierTest, CorruptOrForeignValuesAreMissesWithAMetric) {
-  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  auto a = open_store(remote_options(url_of(redis_.port), /*sealed=*/false), f_);
   insert_path(*a, f_, {1, 2}, 77);
   a->drain_writes();
   // A flipped byte in the middle piece of node 0.
-  Options o = remote_options(url_of(redis_.port));
+  Options o = remote_options(url_of(redis_.port), /*sealed=*/false);
   auto probe = RemoteTier::open(o.remote, f_);
   ASSERT_TRUE(probe.ok());
   const Hash128 k0 = child_key(tree_scope_key(f_, ""), dk(1));
@@ -223,6 +243,193 @@ TEST_F(RemoteTierTest, CorruptOrForeignValuesAreMissesWithAMetric) {
   auto d = open_store(o, f_);
   EXPECT_FALSE(load_missing(*d, {7})->node_ok(0));
   EXPECT_EQ(d->stats().remote.partial_misses, 1u);
+}
+
+// ---- trust -------------------------------------------------------------------------------------
+
+// What an attacker who can write to Redis (but lacks the fleet secret) does: tenant B's key, a
+// well-formed segment for it whose KV is tenant A's, checksums recomputed, written raw. `envelope`:
+// the MAC envelope copied from A's own sealed value (a replay of a real seal), or none.
+// A raw Redis client on the test's server (binary-safe reads and writes, as an attacker's).
+std::unique_ptr<RedisClient> raw_client(int port) {
+  RedisOptions ro;
+  ro.seeds = {RedisEndpoint{"127.0.0.1", port}};
+  ro.timeout = std::chrono::milliseconds(1000);
+  auto c = RedisClient::connect(ro);
+  RAGD_CHECK(c.ok()) << c.status().to_string();
+  return std::move(c).value();
+}
+
+void forge_into(int port, const RemoteTier& probe, const KvFormat& f, const Hash128& b_key, const Hash128& b_parent,
+                uint64_t b_doc, uint64_t a_doc, int tokens, const std::string& envelope) {
+  SegmentIdentity id;
+  id.key = b_key;
+  id.parent_key = b_parent;
+  id.doc_key = dk(b_doc);
+  auto kv = make_kv(f, tokens, a_doc);  // A's KV
+  auto seg = SegmentBuffer::build(f, id, kv.data());
+  ASSERT_TRUE(seg.ok());
+  const auto bytes = (*seg)->bytes();
+  const std::pair<std::string, std::string> value{
+      probe.piece_key(b_key, 0), envelope + std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())};
+  ASSERT_TRUE(raw_client(port)->set_many(std::span(&value, 1), 0).ok());
+}
+
+// The reproduction of the cross-tenant injection: without a MAC the forged value is served into
+// B's prompt (A's KV); with the fleet's MAC it is a miss counted in mac_failures, and nothing of it
+// reaches a local tier.
+TEST_F(RemoteTierTest, ForgedValueUnderAnotherTenantsKeyIsRefusedByTheMac) {
+  const int tokens = 20;  // one piece: the forged value is written as one Redis value
+  for (bool sealed : {false, true}) {
+    SCOPED_TRACE(sealed ? "sealed" : "trust_unauthenticated");
+    redis_cli(redis_.port, {"FLUSHALL"});
+    Options o = remote_options(url_of(redis_.port), sealed);
+    o.tenant_isolation = true;  // keys carry the tenant, as the daemon's are with API keys
+    auto a = open_store(o, f_);
+    insert_path(*a, f_, {41}, tokens, "acme");  // A's secret document
+    a->drain_writes();
+    auto probe = RemoteTier::open(o.remote, f_);
+    ASSERT_TRUE(probe.ok());
+    const Hash128 a_key = child_key(tree_scope_key(f_, "acme"), dk(41));
+    EXPECT_EQ(redis_cli(redis_.port, {"GETRANGE", (*probe)->piece_key(a_key, 0), "0", "3"}) == "RGDA", sealed);
+    std::string envelope;
+    if (sealed) {  // A's real envelope, copied byte for byte
+      const std::string k = (*probe)->piece_key(a_key, 0);
+      auto got = raw_client(redis_.port)->get_many(std::span(&k, 1));
+      ASSERT_TRUE(got.ok() && (*got)[0].has_value());
+      envelope = (*got)[0]->substr(0, ValueMac::kEnvelopeBytes);
+    }
+    const Hash128 b_root = tree_scope_key(f_, "globex");
+    const Hash128 b_key = child_key(b_root, dk(42));
+    forge_into(redis_.port, **probe, f_, b_key, b_root, 42, 41, tokens, envelope);
+
+    auto b = open_store(o, f_);  // another replica: nothing local
+    auto h = load_missing(*b, {42}, "globex");
+    const Stats st = b->stats();
+    if (!sealed) {
+      // Today's hole, kept visible: the checksums pass and A's KV would enter B's prompt.
+      ASSERT_TRUE(h->node_ok(0));
+      expect_kv(*h->segment(0), f_, 41);
+      EXPECT_EQ(st.remote.mac_failures, 0u);
+      continue;
+    }
+    EXPECT_FALSE(h->node_ok(0));
+    EXPECT_EQ(st.remote.hits, 0u);
+    EXPECT_EQ(st.remote.mac_failures, 1u);
+    // Never promoted: B's tree holds nothing for the key, in any tier.
+    EXPECT_TRUE(b->lookup(keys_of({42}), "globex").nodes.empty());
+    // A forged value without any envelope is refused the same way.
+    forge_into(redis_.port, **probe, f_, b_key, b_root, 42, 41, tokens, "");
+    EXPECT_FALSE(load_missing(*b, {42}, "globex")->node_ok(0));
+    EXPECT_EQ(b->stats().remote.mac_failures, 2u);
+    // And B's own document, sealed by a replica with the secret, is served.
+    redis_cli(redis_.port, {"DEL", (*probe)->piece_key(b_key, 0)});  // the forged one
+    auto a2 = open_store(o, f_);
+    insert_path(*a2, f_, {42}, tokens, "globex");
+    a2->drain_writes();
+    auto c = open_store(o, f_);
+    auto hc = load_missing(*c, {42}, "globex");
+    ASSERT_TRUE(hc->node_ok(0));
+    expect_kv(*hc->segment(0), f_, 42);
+  }
+}
+
+// Replicas with different fleet secrets do not use each other's values (and do not erase them).
+TEST_F(RemoteTierTest, AnotherFleetSecretIsAMiss) {
+  auto a = open_store(remote_options(url_of(redis_.port)), f_);
+  insert_path(*a, f_, {3}, 77);  // 3 pieces
+  a->drain_writes();
+  Options other = remote_options(url_of(redis_.port));
+  other.remote.secret_file = write_file("other.key", "a different fleet secret, 40 bytes long..");
+  auto b = open_store(other, f_);
+  EXPECT_FALSE(load_missing(*b, {3})->node_ok(0));
+  EXPECT_EQ(b->stats().remote.mac_failures, 1u);
+  // The value is still there for the replicas that hold the right secret.
+  auto c = open_store(remote_options(url_of(redis_.port)), f_);
+  auto h = load_missing(*c, {3});
+  ASSERT_TRUE(h->node_ok(0));
+  expect_kv(*h->segment(0), f_, 3);
+  // HMAC-SHA-256 instead of GMAC: shares between replicas that use it, refused by a GMAC one.
+  Options hm = remote_options(url_of(redis_.port));
+  hm.remote.mac = MacAlgorithm::kHmacSha256;
+  auto d = open_store(hm, f_);
+  insert_path(*d, f_, {4}, 77);
+  d->drain_writes();
+  auto e = open_store(hm, f_);
+  ASSERT_TRUE(load_missing(*e, {4})->node_ok(0));
+  auto g = open_store(remote_options(url_of(redis_.port)), f_);
+  EXPECT_FALSE(load_missing(*g, {4})->node_ok(0));
+  EXPECT_EQ(g->stats().remote.mac_failures, 1u);
+}
+
+TEST(RemoteTierOptions, RefusesUnauthenticatedValuesUnlessTrusted) {
+  RemoteOptions o;
+  o.url = "redis://127.0.0.1:6379";
+  Status s = o.validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("secret_file"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("trust_unauthenticated"), std::string::npos) << s.message();
+  o.trust_unauthenticated = true;
+  EXPECT_TRUE(o.validate().ok());
+  o.trust_unauthenticated = false;
+  o.secret_file = write_file("short.key", "too short\n");
+  EXPECT_TRUE(o.validate().ok());  // the file is read when the tier opens
+  auto t = RemoteTier::open(o, test_format(4, 4, 16));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("at least 16"), std::string::npos) << t.status().message();
+  EXPECT_EQ(t.status().message().find("too short"), std::string::npos) << "the secret must not be echoed";
+  o.secret_file = "/nonexistent/fleet.key";
+  EXPECT_FALSE(RemoteTier::open(o, test_format(4, 4, 16)).ok());
+  o.secret_file = fleet_secret_file();
+  o.username = "ragd";
+  EXPECT_FALSE(o.validate().ok()) << "a username without a password";
+}
+
+// Redis AUTH: without the password nothing is read or written; with it (default user, then an ACL
+// user limited to ragd's keys) replicas share; a wrong one is refused with Redis's words.
+TEST(RemoteTierAuth, PasswordAndAclUser) {
+  if (!redis_available()) GTEST_SKIP() << kRedisMissing;
+  RedisTempDir dir;
+  const std::string pw = "p4ss-for-the-test-redis";
+  ::setenv("REDISCLI_AUTH", pw.c_str(), 1);  // the helpers' redis-cli (readiness PING, ACL below)
+  RedisProcess r = start_redis(dir.path / "redis", {"--requirepass", pw});
+  RedisGuard guard(r);
+  ASSERT_GT(r.pid, 0);
+  const KvFormat f = test_format(4, 4, 16);
+  Options o = remote_options(url_of(r.port));
+  {  // no AUTH: NOAUTH on every call; nothing written, nothing read
+    auto a = open_store(o, f);
+    insert_path(*a, f, {1}, 30);
+    a->drain_writes();
+    EXPECT_EQ(a->stats().remote.puts, 0u);
+    EXPECT_GE(a->stats().remote.puts_dropped, 1u);
+  }
+  o.remote.password_file = write_file("redis.pass", pw + "\n");
+  auto a = open_store(o, f);
+  insert_path(*a, f, {1}, 30);
+  a->drain_writes();
+  EXPECT_EQ(a->stats().remote.puts, 1u);
+  auto b = open_store(o, f);
+  ASSERT_TRUE(load_missing(*b, {1})->node_ok(0));
+  // An ACL user that may touch only ragd's keys.
+  ASSERT_EQ(redis_cli(r.port, {"ACL", "SETUSER", "ragd", "on", ">user-pw-1234", "~ragd:kv:*", "+@all"}), "OK");
+  Options u = o;
+  u.remote.username = "ragd";
+  u.remote.password_file = write_file("user.pass", "user-pw-1234");
+  auto c = open_store(u, f);
+  ASSERT_TRUE(load_missing(*c, {1})->node_ok(0));
+  insert_path(*c, f, {2}, 30);
+  c->drain_writes();
+  EXPECT_EQ(c->stats().remote.puts, 1u);
+  // A wrong password: the tier opens (the breaker keeps probing), says why, reads nothing.
+  Options w = o;
+  w.remote.password_file = write_file("wrong.pass", "not-the-password");
+  auto d = open_store(w, f);
+  EXPECT_FALSE(load_missing(*d, {1})->node_ok(0));
+  const std::string why = d->stats().remote.last_error;
+  EXPECT_NE(why.find("WRONGPASS"), std::string::npos) << why;
+  EXPECT_EQ(why.find("not-the-password"), std::string::npos) << "the password must not be echoed";
+  ::unsetenv("REDISCLI_AUTH");
 }
 
 // A dead Redis costs one timeout, then the breaker answers at once; a restarted Redis is found

@@ -3,11 +3,12 @@
 // (llm-d, NVIDIA Dynamo, SGLang's gateway) can route by what ragd holds. docs/design/kv-events.md
 // has the format, the block mapping and the limits.
 //
-//   KvEventsOptions     endpoint "" = off
+//   KvEventsOptions     endpoint "" = off; bind / connect; CURVE keys; token ids or hashes only
 //   map_node_blocks()   the blocks a tree node owns (pure)
 //   KvEventTracker      tree tier changes -> BlockStored / BlockRemoved (KvStore's mutex held)
 //   KvEventPublisher    batches events into EventBatch messages on a ZMQ PUB socket, keeps the last
-//                       batches for replay on a ROUTER socket; its own thread, never blocks a caller
+//                       batches for replay on a ROUTER socket; its own thread, never blocks a caller;
+//                       with CURVE, its ZAP handler admits only the allowed client keys
 //   encode_event_batch  the msgpack payload of one batch
 //
 // Thread-safety: map_node_blocks / encode_event_batch are pure; KvEventTracker is not thread-safe
@@ -29,22 +30,46 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/kvstore/knowledge_tree.h"
 
 namespace ragd::kvstore {
 
+// How the PUB endpoint is opened. kAuto is vLLM's rule: bound when it contains '*' or '::' or
+// starts with ipc:// or inproc://, connected otherwise. kBind binds any endpoint (so
+// tcp://127.0.0.1:P and tcp://[::1]:P can be served on loopback only); kConnect connects.
+enum class KvEventsSocketMode : uint8_t { kAuto, kBind, kConnect };
+inline constexpr auto kKvEventsSocketModeNames = make_enum_names<KvEventsSocketMode>(
+    "kv_events socket mode",
+    {{KvEventsSocketMode::kAuto, "auto"}, {KvEventsSocketMode::kBind, "bind"}, {KvEventsSocketMode::kConnect, "connect"}});
+constexpr const auto& ragd_enum_names(KvEventsSocketMode) { return kKvEventsSocketModeNames; }
+static_assert(enum_names_valid(kKvEventsSocketModeNames));
+
+// What the stream reveals: BlockStored carries the token ids of every stored block of every tenant
+// (a subscriber with the model's tokenizer reads the documents), unless token_ids is false; block
+// hashes and the medium carry no text. docs/design/kv-events.md says how to keep it to the routers.
 struct KvEventsOptions {
-  // ZMQ endpoint of the PUB socket ("" = no events). Bound when it contains '*' or '::' or starts
-  // with ipc:// or inproc://, connected otherwise (vLLM's rule), e.g. "tcp://*:5557".
+  // ZMQ endpoint of the PUB socket ("" = no events), e.g. "tcp://127.0.0.1:5557" with mode kBind,
+  // or "ipc:///run/ragd/kv-events".
   std::string endpoint;
+  KvEventsSocketMode mode = KvEventsSocketMode::kAuto;
   // ZMQ endpoint of the replay ROUTER socket (always bound); "" = no replay.
   std::string replay_endpoint;
   std::string topic;               // first frame of every message; default "" (vLLM's default)
   int block_size = 16;             // tokens per announced block when there is no engine pool
   size_t buffer_batches = 10000;   // batches kept for replay
   size_t max_queue = 100000;       // events waiting for the publisher; beyond it they are dropped
+  // BlockStored's token_ids field: true = the tokens (vLLM's format, for routers that hash tokens
+  // themselves); false = an empty list (routers that match block hashes only; no document text).
+  bool token_ids = true;
+  // ZeroMQ CURVE (authentication + encryption) on the PUB and the replay ROUTER. A file holding the
+  // server's secret key in Z85 (40 characters; `ragctl curve-keypair` makes one); "" = plaintext.
+  std::string curve_secret_key_file;
+  // With CURVE: a file of the client public keys allowed to subscribe (Z85, one per line, '#'
+  // comments on their own lines). Required with CURVE; a handshake by any other key is refused (counted).
+  std::string curve_allowed_clients_file;
 };
 
 // One event, as vLLM's KVCacheEvent subclasses.
@@ -132,7 +157,17 @@ class KvEventTracker {
 
 struct KvEventCounters {
   uint64_t batches = 0, events = 0, dropped = 0, replays = 0;
+  uint64_t auth_denied = 0;  // CURVE handshakes refused: a client key not in the allowed list
 };
+
+// A CURVE key pair in Z85 (40 characters each), from libzmq. InvalidArgument when libzmq was built
+// without CURVE.
+struct CurveKeyPair {
+  std::string public_key, secret_key;
+};
+Result<CurveKeyPair> make_curve_keypair();
+// The public key of a Z85 secret key. InvalidArgument when it is not 40 Z85 characters.
+Result<std::string> curve_public_key(const std::string& secret_z85);
 
 class KvEventPublisher {
  public:
@@ -165,7 +200,7 @@ class KvEventPublisher {
   std::vector<KvEvent> queue_;  // guarded by mu_
   bool stopping_ = false;       // guarded by mu_
   std::atomic<bool> resync_{false};
-  std::atomic<uint64_t> batches_{0}, events_{0}, dropped_{0}, replays_{0};
+  std::atomic<uint64_t> batches_{0}, events_{0}, dropped_{0}, replays_{0}, auth_denied_{0};
   std::thread thread_;
 };
 

@@ -185,6 +185,7 @@ struct Stats {
   // KV events (Options::events): batches / events published, events dropped (queue full), replay
   // requests served.
   uint64_t kv_events_batches = 0, kv_events_events = 0, kv_events_dropped = 0, kv_events_replays = 0;
+  uint64_t kv_events_auth_denied = 0;  // CURVE handshakes refused (a key not in the allowed list)
   uint64_t load_failures = 0;      // nodes a load could not deliver (-> recompute)
   uint64_t checksum_failures = 0;  // segments whose checksum did not match
   uint64_t format_rejects = 0;     // segments of another model / dtype / layout

@@ -52,6 +52,10 @@ struct RedisOptions {
   std::vector<RedisEndpoint> seeds;             // at least one
   std::chrono::milliseconds timeout{100};       // connect and per reply
   int max_redirects = 5;                        // MOVED / ASK hops per command before giving up
+  // AUTH on every connection when password is set (Redis 6 ACL user, or the default user when
+  // username is empty). A refusal is PermissionDenied with the server's message.
+  std::string username;
+  std::string password;
 };
 
 struct RedisClientStats {

@@ -16,6 +16,16 @@
 // piece evicted by Redis — is a miss with a metric (format_rejects, checksum_failures,
 // partial_misses), never KV in a prompt.
 //
+// Trust. Checksums catch accidents, not an adversary: anyone who can write to Redis could store a
+// well-formed segment with recomputed checksums under another tenant's key. So every value is
+// sealed (value_mac.h: a keyed MAC under the fleet secret, over the Redis key and the whole
+// segment) and verified before the segment is parsed for use; a value that fails is a miss counted
+// in mac_failures, ignored (left in Redis: a replica with a wrong secret must not erase the
+// fleet's values) and never promoted to a local tier. Redis AUTH (password, ACL user) keeps
+// others from reading the KV at all. Without a secret the tier refuses to open unless
+// trust_unauthenticated says Redis is private. Stored value (pieces split as above):
+//   [MAC envelope, ValueMac::kEnvelopeBytes] [segment bytes]     (trust_unauthenticated: segment only)
+//
 // Writes are behind: put() queues a segment (bounded by write_queue_bytes; beyond it the put is
 // dropped and counted) for one background writer thread. Eviction is Redis's own (maxmemory +
 // maxmemory-policy, allkeys-lru or allkeys-lfu), optionally with a TTL per value (ttl_s).
@@ -38,6 +48,7 @@
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/kvstore/segment.h"
+#include "ragd/kvstore/value_mac.h"
 
 namespace ragd::kvstore {
 
@@ -50,6 +61,17 @@ struct RemoteOptions {
   size_t write_queue_bytes = 256ull << 20;  // queued puts; beyond it puts are dropped; default 256 MiB
   int breaker_backoff_ms = 1000;          // first probe delay after a failure (doubles up to 30 s)
   std::string key_prefix = "ragd:kv:";    // every key starts with it
+  // Trust. Whoever can write to this Redis can put KV into any tenant's prompt unless values are
+  // authenticated: every value is sealed with a keyed MAC under the fleet secret (value_mac.h) and
+  // checked before use. secret_file: a file holding the fleet secret (>= 16 bytes; the same on every
+  // replica; e.g. `openssl rand -hex 32`). Without it the tier refuses to open unless
+  // trust_unauthenticated is set (only for a Redis no one else can reach).
+  std::string secret_file;
+  MacAlgorithm mac = MacAlgorithm::kGmacAes256;  // gmac-aes256 (default) | hmac-sha256
+  bool trust_unauthenticated = false;
+  // Redis AUTH: a file holding the password ("" = no AUTH) and the ACL user ("" = default user).
+  std::string password_file;
+  std::string username;
   Status validate() const;                // InvalidArgument naming the field
 };
 
@@ -63,6 +85,7 @@ struct RemoteStats {
   uint64_t errors = 0;               // Redis calls that failed
   uint64_t skipped = 0;              // gets answered at once while the breaker was open
   uint64_t checksum_failures = 0, format_rejects = 0, partial_misses = 0;
+  uint64_t mac_failures = 0;         // values refused by the MAC: forged, moved, or another secret
   uint64_t breaker_trips = 0;
   uint64_t queued_bytes = 0;
 };

@@ -53,10 +53,12 @@ struct ExecutorStats {
     bool enabled = false, breaker_open = false;
     uint64_t hits = 0, misses = 0, hit_bytes = 0, puts = 0, put_bytes = 0, puts_dropped = 0, errors = 0, skipped = 0;
     uint64_t checksum_failures = 0, format_rejects = 0, partial_misses = 0, breaker_trips = 0, loaded_tokens = 0;
+    uint64_t mac_failures = 0;  // values whose MAC did not verify (forged, or another fleet secret)
     std::string last_error;
   } remote;
   // KV events (events.kv_endpoint): batches / events published, events dropped, replays served
   uint64_t kv_events_batches = 0, kv_events_events = 0, kv_events_dropped = 0, kv_events_replays = 0;
+  uint64_t kv_events_auth_denied = 0;  // CURVE handshakes refused
   // reuse, summed over finished runs
   long runs_with_reuse = 0;
   long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, reused_remote = 0, recomputed = 0;
@@ -97,13 +99,15 @@ inline std::string ExecutorStats::to_json() const {
   w.key("restored_segments").value(restored_segments).key("ssd_error").value(ssd_error);
   w.key("copies").value(copies).key("copies_skipped").value(copies_skipped);
   w.key("kv_events").begin_object().key("batches").value(kv_events_batches).key("events").value(kv_events_events);
-  w.key("dropped").value(kv_events_dropped).key("replays").value(kv_events_replays).end_object();
+  w.key("dropped").value(kv_events_dropped).key("replays").value(kv_events_replays);
+  w.key("auth_denied").value(kv_events_auth_denied).end_object();
   w.end_object();
   w.key("remote").begin_object().key("enabled").value(remote.enabled).key("breaker_open").value(remote.breaker_open);
   w.key("hits").value(remote.hits).key("misses").value(remote.misses).key("hit_bytes").value(remote.hit_bytes);
   w.key("loaded_tokens").value(remote.loaded_tokens).key("puts").value(remote.puts).key("put_bytes").value(remote.put_bytes);
   w.key("puts_dropped").value(remote.puts_dropped).key("errors").value(remote.errors).key("skipped").value(remote.skipped);
-  w.key("checksum_failures").value(remote.checksum_failures).key("format_rejects").value(remote.format_rejects);
+  w.key("checksum_failures").value(remote.checksum_failures).key("mac_failures").value(remote.mac_failures);
+  w.key("format_rejects").value(remote.format_rejects);
   w.key("partial_misses").value(remote.partial_misses).key("breaker_trips").value(remote.breaker_trips);
   w.key("last_error").value(remote.last_error).end_object();
   w.key("tiers").begin_object();
