@@ -1,5 +1,5 @@
-// Document readers: .txt/.text, .md/.markdown, .html/.htm (parsed with gumbo, script/style
-// dropped, block elements become paragraph breaks), .jsonl (one {"id","title","text"} record a
+// Document readers: .txt/.text, .md/.markdown, .html/.htm (parsed with gumbo, the page's
+// main content, block elements become paragraph breaks), .jsonl (one {"id","title","text"} record a
 // line), and directories walked recursively (hidden entries skipped, symlinked directories not
 // followed). Files that cannot become documents are skipped with a reason and counted, never
 // fatal: binary data, invalid UTF-8, empty text, a line longer than max_line_bytes, a file larger
@@ -7,8 +7,10 @@
 // Thread-safety: free functions over their arguments; safe from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ragd/common/status.h"
@@ -56,12 +58,31 @@ ReadResult read_input_file(const std::string& path, const ReaderOptions& opts = 
 // Same, from bytes already in memory; `path` picks the format and names the source.
 ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts = {});
 
-// Visible text and <title> of an HTML page. Block elements become "\n\n", <br> becomes "\n",
-// runs of whitespace collapse to one space (except inside <pre>).
-struct HtmlText {
-  std::string title;
-  std::string text;
+// One heading's stretch of HtmlText::text: from the heading's own paragraph up to the next heading
+// (or the end). `path` holds the enclosing headings' texts, outermost first ("json", "Basic Usage");
+// text before the first heading is a section with an empty path. Sections tile the text in order.
+struct HtmlSection {
+  std::vector<std::string> path;
+  size_t byte_begin = 0;  // offset into HtmlText::text
+  size_t byte_end = 0;    // exclusive
 };
-HtmlText html_to_text(std::string_view html);
+
+// Text of an HTML page. Block elements become "\n\n", <br> becomes "\n", runs of whitespace
+// collapse to one space (except inside <pre>); headings stay in `text` as their own paragraphs.
+struct HtmlText {
+  std::string title;    // <title>, whitespace-collapsed, as written (site suffix included)
+  std::string heading;  // the page's top heading: the first of the highest level present (h1, else h2, ...)
+  std::string text;
+  std::vector<HtmlSection> sections;
+};
+
+struct HtmlOptions {
+  // true: the page's main content only (see html_text.cpp for the rules: landmarks and hidden
+  // elements removed, <main> / role="main" / a single <article> preferred, link-dense and
+  // navigation blocks dropped; the plain visible text when the rules would leave no paragraph).
+  // false: all visible text, as a browser's "select all" would copy it.
+  bool main_content = true;
+};
+HtmlText html_to_text(std::string_view html, const HtmlOptions& opts = {});
 
 }  // namespace ragd::retrieval
