@@ -1,7 +1,7 @@
-// Document readers (retrieval/src/reader.cpp, html_text.cpp): the first input byte picks the file
-// type the rest is read as (.html, .md, .jsonl, .txt, .htm, .markdown), and whether small reader
-// limits apply (so the too-long-line and too-large paths are reached). HTML also goes straight
-// through html_to_text.
+// Document readers (retrieval/src/reader.cpp, html_text.cpp, pdf_text.cpp): the first input byte
+// picks the file name the rest is read under (.html, .md, .jsonl, .txt, .htm, .markdown, .pdf, no
+// extension; the content can still make it PDF or HTML), and whether small reader limits apply (so
+// the too-long-line and too-large paths are reached). HTML also goes straight through html_to_text.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,9 +11,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  static const char* const kNames[] = {"doc.html", "doc.md", "corpus.jsonl", "notes.txt", "page.htm", "readme.markdown"};
+  static const char* const kNames[] = {"doc.html", "doc.md",  "corpus.jsonl", "notes.txt",
+                                       "page.htm", "readme.markdown", "manual.pdf", "report"};
   const uint8_t sel = data[0];
-  const std::string name = kNames[(sel & 0x7f) % 6];
+  const std::string name = kNames[(sel & 0x7f) % 8];
   std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   ragd::retrieval::ReaderOptions opts;
   if (sel & 0x80) {

@@ -7,6 +7,8 @@
 
 #include <simdjson.h>
 
+#include "pdf_text.h"
+#include "ragd/common/echo.h"
 #include "ragd/retrieval/text_util.h"
 
 namespace fs = std::filesystem;
@@ -15,16 +17,72 @@ namespace ragd::retrieval {
 
 namespace {
 
-enum class Format { kText, kMarkdown, kHtml, kJsonl, kUnsupported };
+enum class Format { kText, kMarkdown, kHtml, kJsonl, kPdf, kUnsupported };
+
+// The extensions each format is known by; the content can still overrule them (read_input_bytes).
+struct FormatExtensions {
+  Format format;
+  const char* extensions[4];
+};
+constexpr FormatExtensions kFormats[] = {
+    {Format::kText, {".txt", ".text"}},
+    {Format::kMarkdown, {".md", ".markdown"}},
+    {Format::kHtml, {".html", ".htm", ".xhtml"}},
+    {Format::kJsonl, {".jsonl", ".ndjson"}},
+    {Format::kPdf, {".pdf"}},
+};
 
 Format format_of(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (ext == ".txt" || ext == ".text") return Format::kText;
-  if (ext == ".md" || ext == ".markdown") return Format::kMarkdown;
-  if (ext == ".html" || ext == ".htm" || ext == ".xhtml") return Format::kHtml;
-  if (ext == ".jsonl" || ext == ".ndjson") return Format::kJsonl;
+  for (const auto& f : kFormats)
+    for (const char* e : f.extensions)
+      if (e && ext == e) return f.format;
   return Format::kUnsupported;
+}
+
+// How many leading bytes the content checks look at.
+constexpr size_t kSniffBytes = 1024;
+
+// An HTML page by its first bytes: "<!DOCTYPE html" or "<html", possibly after a byte order mark,
+// whitespace, an XML declaration or comments.
+bool looks_like_html(std::string_view bytes) {
+  std::string head(bytes.substr(0, kSniffBytes));
+  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string_view h = head;
+  if (h.substr(0, 3) == "\xEF\xBB\xBF") h.remove_prefix(3);
+  size_t p = 0;
+  while (p < h.size() && is_space_byte(static_cast<unsigned char>(h[p]))) ++p;
+  h.remove_prefix(p);
+  if (h.rfind("<!doctype html", 0) == 0 || h.rfind("<html", 0) == 0) return true;
+  if (h.rfind("<?xml", 0) == 0 || h.rfind("<!--", 0) == 0) return h.find("<html") != std::string_view::npos;
+  return false;
+}
+
+// Common binary formats by their magic bytes, to say what a file is when it is not read.
+std::string binary_kind(std::string_view b) {
+  struct Magic {
+    std::string_view bytes;
+    const char* name;
+  };
+  static constexpr Magic kMagic[] = {
+      {"\x89PNG\r\n\x1a\n", "PNG image"},
+      {"\xFF\xD8\xFF", "JPEG image"},
+      {"GIF8", "GIF image"},
+      {"PK\x03\x04", "ZIP archive (docx, xlsx, odt and epub are ZIP too)"},
+      {"\x1F\x8B", "gzip data"},
+      {"\x7F" "ELF", "ELF executable"},
+      {"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1", "OLE2 file (.doc, .xls, .ppt)"},
+      {"{\\rtf", "RTF document"},
+      {"%!PS", "PostScript"},
+      {"\x28\xB5\x2F\xFD", "zstd data"},
+      {"\xFD" "7zXZ", "xz data"},
+  };
+  for (const auto& m : kMagic)
+    if (b.substr(0, m.bytes.size()) == m.bytes) return m.name;
+  if (b.size() >= 4 && b.substr(0, 3) == "BZh" && b[3] >= '1' && b[3] <= '9') return "bzip2 data";
+  if (b.size() >= 12 && b.substr(0, 4) == "RIFF" && b.substr(8, 4) == "WEBP") return "WebP image";
+  return "";
 }
 
 bool hidden(const fs::path& p) {
@@ -81,8 +139,42 @@ std::string first_line_title(std::string_view text, bool markdown) {
   return "";
 }
 
+// A JSONL record's "metadata" into `out`, or the reason the record is rejected.
+std::string read_metadata(simdjson::dom::element m, std::vector<std::pair<std::string, std::string>>* out) {
+  simdjson::dom::object obj;
+  if (m.get(obj)) return "field 'metadata' must be an object of string, number, bool or list values";
+  auto scalar = [](simdjson::dom::element_type t) {
+    using T = simdjson::dom::element_type;
+    return t == T::STRING || t == T::INT64 || t == T::UINT64 || t == T::DOUBLE || t == T::BOOL;
+  };
+  // A cap keeps the duplicate check below cheap on a hostile 1 MiB record.
+  constexpr size_t kMaxKeys = 256;
+  if (obj.size() > kMaxKeys) return "field 'metadata' has more than " + std::to_string(kMaxKeys) + " keys";
+  for (auto field : obj) {
+    std::string key(field.key);
+    std::string where = "metadata key '" + clip_input(key) + "'";
+    if (key.empty()) return "field 'metadata' has an empty key";
+    for (const auto& kv : *out)
+      if (kv.first == key) return where + " appears twice";
+    auto t = field.value.type();
+    simdjson::dom::array list;
+    if (!field.value.get(list)) {
+      for (auto item : list)
+        if (!scalar(item.type())) return where + ": a list may hold only strings, numbers and bools";
+    } else if (!scalar(t)) {
+      return where + " must be a string, number, bool or list of those, not " +
+             (t == simdjson::dom::element_type::NULL_VALUE ? "null" : "an object");
+    }
+    out->emplace_back(std::move(key), simdjson::minify(field.value));
+  }
+  return "";
+}
+
 void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOptions& opts, ReadResult* r) {
   simdjson::dom::parser parser;
+  // Keys a record may have; any other is noted once per file (with its count and first line).
+  static constexpr std::string_view kKnownKeys[] = {"id", "title", "text", "url", "metadata"};
+  std::vector<std::pair<std::string, std::pair<size_t, size_t>>> unknown;  // key -> (records, first line)
   size_t p = 0, line_no = 0;
   while (p < bytes.size()) {
     size_t e = bytes.find('\n', p);
@@ -133,9 +225,60 @@ void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOpt
     }
     if (!obj["title"].get(sv)) d.title = std::string(sv);
     d.source = where;
+    auto url = obj["url"];
+    if (url.error() != simdjson::NO_SUCH_FIELD) {
+      if (url.get(sv) || trim(sv).empty()) {
+        r->skipped.push_back({where, "field 'url' must be a non-empty string"});
+        continue;
+      }
+      d.source = std::string(sv);
+    }
+    auto meta = obj["metadata"];
+    if (meta.error() != simdjson::NO_SUCH_FIELD) {
+      if (std::string why = read_metadata(meta.value_unsafe(), &d.metadata); !why.empty()) {
+        r->skipped.push_back({where, why});
+        continue;
+      }
+    }
+    for (auto field : obj) {
+      if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), field.key) != std::end(kKnownKeys)) continue;
+      auto it = std::find_if(unknown.begin(), unknown.end(), [&](const auto& u) { return u.first == field.key; });
+      if (it != unknown.end()) ++it->second.first;
+      else if (unknown.size() < 16) unknown.push_back({std::string(field.key), {1, line_no}});
+    }
     r->documents.push_back(std::move(d));
   }
   if (r->documents.empty() && r->skipped.empty()) r->skipped.push_back({path, "empty file"});
+  for (const auto& [key, n] : unknown)
+    r->notes.push_back({path, "key '" + clip_input(key) + "' not read (" + std::to_string(n.first) +
+                                  (n.first == 1 ? " record" : " records") + ", first on line " +
+                                  std::to_string(n.second) + "); the keys read are id, title, text, url, metadata"});
+}
+
+Format sniff_format(std::string_view head) {
+  if (looks_like_pdf(head)) return Format::kPdf;
+  if (looks_like_html(head)) return Format::kHtml;
+  return Format::kUnsupported;
+}
+
+// One Document per page with text (see reader.h for ids and titles).
+void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
+  auto pdf = pdf_to_text(bytes);
+  if (!pdf.ok()) {
+    r->skipped.push_back({path, pdf.status().message()});
+    return;
+  }
+  std::string base = pdf->title.empty() ? fs::path(path).filename().string() : pdf->title;
+  if (base.size() > 200) base.resize(utf8_floor(base, 200));
+  for (auto& page : pdf->pages) {
+    Document d;
+    d.id = path + "#page=" + std::to_string(page.number);
+    d.source = d.id;
+    d.title = base + " \u2014 page " + std::to_string(page.number);
+    d.text = std::move(page.text);
+    r->documents.push_back(std::move(d));
+  }
+  r->empty_pages += static_cast<uint64_t>(pdf->empty_pages);
 }
 
 }  // namespace
@@ -159,6 +302,7 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
       continue;
     }
     std::vector<InputFile> found;
+    std::vector<SkippedInput> left_out;  // sorted like `found`, so runs list them the same way
     fs::recursive_directory_iterator it(abs, fs::directory_options::skip_permission_denied, ec), end;
     if (ec) return Status::InvalidArgument(p + ": " + ec.message());
     for (; it != end; it.increment(ec)) {
@@ -178,13 +322,27 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
       if (!de.is_regular_file(ec)) continue;
       std::string path = de.path().lexically_normal().string();
       if (format_of(path) == Format::kUnsupported) {
-        skipped->push_back({path, "unsupported file type '" + de.path().extension().string() + "'"});
-        continue;
+        // Content decides for an unknown extension: a PDF or an HTML page is read whatever its name.
+        std::string head(kSniffBytes, '\0');
+        std::ifstream in(path, std::ios::binary);
+        in.read(head.data(), static_cast<std::streamsize>(head.size()));
+        head.resize(static_cast<size_t>(in.gcount()));
+        if (sniff_format(head) == Format::kUnsupported) {
+          std::string ext = de.path().extension().string();
+          std::string why = ext.empty() ? "unsupported file type (no extension)"
+                                        : "unsupported file type '" + clip_input(ext) + "'";
+          if (std::string kind = binary_kind(head); !kind.empty()) why += " (" + kind + ")";
+          left_out.push_back({path, why, SkipKind::kUnsupported});
+          continue;
+        }
       }
       found.push_back({path, de.file_size(ec), de.path().lexically_normal().lexically_relative(abs).string()});
     }
     std::sort(found.begin(), found.end(), [](const InputFile& a, const InputFile& b) { return a.path < b.path; });
     out.insert(out.end(), found.begin(), found.end());
+    std::sort(left_out.begin(), left_out.end(),
+              [](const SkippedInput& a, const SkippedInput& b) { return a.path < b.path; });
+    skipped->insert(skipped->end(), left_out.begin(), left_out.end());
   }
   return out;
 }
@@ -193,7 +351,8 @@ void relabel_documents(const InputFile& f, ReadResult* r) {
   if (f.id.empty()) return;
   auto relabel = [&](std::string& s) {
     if (s == f.path) s = f.id;
-    else if (s.size() > f.path.size() && s.compare(0, f.path.size(), f.path) == 0 && s[f.path.size()] == ':')
+    else if (s.size() > f.path.size() && s.compare(0, f.path.size(), f.path) == 0 &&
+             (s[f.path.size()] == ':' || s[f.path.size()] == '#'))
       s = f.id + s.substr(f.path.size());
   };
   for (auto& d : r->documents) {
@@ -204,11 +363,35 @@ void relabel_documents(const InputFile& f, ReadResult* r) {
 
 ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts) {
   ReadResult r;
-  Format f = format_of(path);
+  if (bytes.size() > opts.max_file_bytes) {
+    r.skipped.push_back({path, check_bytes(bytes, opts)});
+    return r;
+  }
+  // Content first: a PDF is a PDF whatever its name; a .pdf that is not one was mislabelled (and
+  // used to be ingested as text); an HTML page saved as .txt or without an extension is HTML.
+  const Format by_name = format_of(path);
+  const Format by_content = sniff_format(bytes.substr(0, kSniffBytes));
+  if (by_content == Format::kPdf) {
+    read_pdf(path, bytes, &r);
+    return r;
+  }
+  if (by_name == Format::kPdf) {
+    std::string why = "not a PDF (no %PDF- header)";
+    if (std::string kind = binary_kind(bytes); !kind.empty()) why += ": " + kind;
+    r.skipped.push_back({path, why});
+    return r;
+  }
+  Format f = by_name;
+  if (by_content == Format::kHtml && (f == Format::kText || f == Format::kUnsupported)) f = Format::kHtml;
+  if (f == Format::kUnsupported) f = Format::kText;  // a file named directly is read as text
+  if (std::string kind = binary_kind(bytes); !kind.empty()) {
+    r.skipped.push_back({path, "unsupported format: " + kind, SkipKind::kUnsupported});
+    return r;
+  }
   if (f == Format::kJsonl) {
     // Records are checked one by one; a bad record does not sink the file.
-    if (bytes.size() > opts.max_file_bytes || bytes.find('\0') != std::string_view::npos) {
-      r.skipped.push_back({path, check_bytes(bytes, opts)});
+    if (size_t nul = bytes.find('\0'); nul != std::string_view::npos) {
+      r.skipped.push_back({path, "binary file (NUL byte at offset " + std::to_string(nul) + ")", SkipKind::kUnsupported});
       return r;
     }
     ReaderOptions o = opts;
@@ -223,7 +406,8 @@ ReadResult read_input_bytes(const std::string& path, std::string_view bytes, con
   }
   std::string why = check_bytes(bytes, opts);
   if (!why.empty()) {
-    r.skipped.push_back({path, why});
+    // Binary data in a text-named file is a format ragd does not read; the rest is a broken file.
+    r.skipped.push_back({path, why, why.rfind("binary file", 0) == 0 ? SkipKind::kUnsupported : SkipKind::kRejected});
     return r;
   }
   Document d;
@@ -247,18 +431,22 @@ ReadResult read_input_bytes(const std::string& path, std::string_view bytes, con
 }
 
 ReadResult read_input_file(const std::string& path, const ReaderOptions& opts) {
+  auto skip = [&](std::string why) {
+    ReadResult r;
+    r.skipped.push_back({path, std::move(why)});
+    return r;
+  };
   std::error_code ec;
   uint64_t size = fs::file_size(path, ec);
-  if (ec) return ReadResult{{}, {{path, "cannot stat: " + ec.message()}}};
+  if (ec) return skip("cannot stat: " + ec.message());
   if (size > opts.max_file_bytes)
-    return ReadResult{{}, {{path, "file larger than max_file_bytes (" + std::to_string(size) + " > " +
-                                      std::to_string(opts.max_file_bytes) + ")"}}};
+    return skip("file larger than max_file_bytes (" + std::to_string(size) + " > " + std::to_string(opts.max_file_bytes) + ")");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return ReadResult{{}, {{path, "cannot open for reading"}}};
+  if (!in) return skip("cannot open for reading");
   std::string bytes(size, '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(size));
   bytes.resize(static_cast<size_t>(in.gcount()));
-  if (in.bad()) return ReadResult{{}, {{path, "read error"}}};
+  if (in.bad()) return skip("read error");
   return read_input_bytes(path, bytes, opts);
 }
 

@@ -131,7 +131,8 @@ TEST(Reader, WalksDirectoriesRecursively) {
   write(d / "sub/deeper/x.md", "# x");
   write(d / "sub/page.html", "<p>hi</p>");
   write(d / "sub/recs.jsonl", "{\"text\":\"t\"}");
-  write(d / "sub/manual.pdf", "%PDF");
+  write(d / "sub/manual.pdf", "%PDF");  // listed by its name; reading it tells it is no PDF
+  write(d / "sub/photo.png", "\x89PNG\r\n");
   write(d / ".git/config", "ignored");
   write(d / ".hidden.txt", "ignored");
   std::vector<SkippedInput> skipped;
@@ -139,10 +140,12 @@ TEST(Reader, WalksDirectoriesRecursively) {
   ASSERT_TRUE(files.ok()) << files.status().to_string();
   std::vector<std::string> names;
   for (const auto& f : *files) names.push_back(f.path.substr(d.path().size() + 1));
-  EXPECT_EQ(names, (std::vector<std::string>{"sub/deeper/x.md", "sub/page.html", "sub/recs.jsonl", "top.txt"}));
-  const SkippedInput* pdf = find_skip(skipped, "manual.pdf");
-  ASSERT_NE(pdf, nullptr);
-  EXPECT_NE(pdf->reason.find("unsupported file type '.pdf'"), std::string::npos);
+  EXPECT_EQ(names, (std::vector<std::string>{"sub/deeper/x.md", "sub/manual.pdf", "sub/page.html", "sub/recs.jsonl",
+                                              "top.txt"}));
+  const SkippedInput* png = find_skip(skipped, "photo.png");
+  ASSERT_NE(png, nullptr);
+  EXPECT_NE(png->reason.find("unsupported file type '.png'"), std::string::npos);
+  EXPECT_EQ(png->kind, SkipKind::kUnsupported);
   EXPECT_EQ(find_skip(skipped, ".git"), nullptr);
 }
 

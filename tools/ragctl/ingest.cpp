@@ -1,10 +1,16 @@
 // ragctl ingest PATH... [--data DIR | --url http://host:port] [--chunk-tokens N] [--embedder NAME]
 //                      [--embedder-model DIR [--embedder-pooling P] [--query-prefix S] [--document-prefix S]]
-//                      [--index SPEC] [--model DIR]
-// Reads .txt/.md/.html/.jsonl files and directories, and either writes them into a data
-// directory (chunk, embed, index; durable per batch) or sends them to a running daemon's
-// document API (POST /v1/documents). Shows a progress bar on a terminal, periodic lines otherwise,
-// and a summary with skip reasons.
+//                      [--index SPEC] [--model DIR] [--skip-unsupported]
+// Reads .txt/.md/.html/.jsonl/.pdf files and directories (formats by content, reader.h), and either
+// writes them into a data directory (chunk, embed, index; durable per batch) or sends them to a
+// running daemon's document API (POST /v1/documents). Shows a progress bar on a terminal, periodic
+// lines otherwise, and a summary with the reason for every file or record left out.
+// Exit status: 0 when every input became documents; 3 when the run finished (what was read is
+// ingested and durable) but some input did not: a rejected file or record (damaged, encrypted or
+// image-only PDF, invalid UTF-8, malformed JSONL, ...), a document the corpus refused, or a file of
+// a format ragd does not read. --skip-unsupported accepts the last kind only (counted and listed,
+// exit 0); rejections still give 3, since they are files the user meant to ingest. 1 is a failure
+// (corpus, daemon), 2 a usage error.
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,7 +54,11 @@ struct IngestArgs {
   std::string index;
   double batch_mb = 4.0;
   bool quiet = false;
+  bool skip_unsupported = false;  // files of unsupported formats do not make the exit status 3
 };
+
+// Exit status when the run finished but some input did not become documents (see the top).
+constexpr int kExitInputsLeftOut = 3;
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -218,6 +228,8 @@ uint64_t json_count(const std::string& body, const std::string& key) {
 struct Totals {
   IngestSummary sum;
   std::vector<SkippedInput> skipped;  // files/records that never became documents
+  std::vector<InputNote> notes;       // read, with something not used (JSONL keys)
+  uint64_t empty_pages = 0;           // PDF pages without text
 };
 
 int run_ingest(const IngestArgs& a) {
@@ -333,6 +345,8 @@ int run_ingest(const IngestArgs& a) {
     ReadResult r = read_input_file(f.path);
     relabel_documents(f, &r);  // ids relative to the ingest root: no server paths shown to clients
     tot.skipped.insert(tot.skipped.end(), r.skipped.begin(), r.skipped.end());
+    tot.notes.insert(tot.notes.end(), r.notes.begin(), r.notes.end());
+    tot.empty_pages += r.empty_pages;
     for (auto& d : r.documents) {
       batch_bytes += d.text.size();
       batch.push_back(std::move(d));
@@ -356,12 +370,16 @@ int run_ingest(const IngestArgs& a) {
 
   double el = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto& s = tot.sum;
-  std::printf("ingested %zu, unchanged %zu, replaced %zu, rejected %zu, skipped %zu\n", s.ingested, s.unchanged,
-              s.replaced, s.rejected, tot.skipped.size());
+  size_t unsupported = 0, rejected_inputs = 0;
+  for (const auto& k : tot.skipped) ++(k.kind == SkipKind::kUnsupported ? unsupported : rejected_inputs);
+  std::printf("ingested %zu, unchanged %zu, replaced %zu, rejected %zu, skipped %zu (%zu rejected, %zu unsupported)\n",
+              s.ingested, s.unchanged, s.replaced, s.rejected, tot.skipped.size(), rejected_inputs, unsupported);
   std::printf("chunks +%llu -%llu; %.2f MB of text in %.2f s (%.2f MB/s, %.0f chunks/s)\n",
               static_cast<unsigned long long>(s.chunks_added), static_cast<unsigned long long>(s.chunks_removed),
               static_cast<double>(s.bytes) / 1e6, el, el > 0 ? static_cast<double>(done_bytes) / 1e6 / el : 0.0,
               el > 0 ? static_cast<double>(s.chunks_added) / el : 0.0);
+  if (tot.empty_pages > 0)
+    std::printf("PDF pages without text, left out: %llu\n", static_cast<unsigned long long>(tot.empty_pages));
   if (corpus) {
     auto st = corpus->stats();
     std::printf("corpus: %llu documents, %llu chunks, index %s (%s), embedder %s\n",
@@ -369,23 +387,48 @@ int run_ingest(const IngestArgs& a) {
                 st.index_spec.c_str(), st.index_trained ? "trained" : "staging, exact until trained",
                 st.embedder.c_str());
   }
-  // Skip reasons, grouped; the first few paths of each.
-  std::map<std::string, std::vector<std::string>> by_reason;
+  // What was left out and why, grouped by reason: every rejected file (each is one the user meant
+  // to ingest, up to 20 a reason), the first few of the rest.
+  struct Group {
+    size_t show = 3;
+    std::vector<std::string> items;
+  };
+  std::map<std::string, Group> by_reason;
   for (const auto& k : tot.skipped) {
     std::string key = k.reason.substr(0, k.reason.find(" at byte"));
     key = key.substr(0, key.find(" ("));
-    by_reason[key].push_back(k.path + ": " + k.reason);
+    key = key.substr(0, key.find(": "));
+    const bool unsup = k.kind == SkipKind::kUnsupported;
+    Group& g = by_reason[(unsup ? "unsupported: " : "rejected: ") + key];
+    if (!unsup) g.show = 20;
+    g.items.push_back(k.path + ": " + k.reason);
   }
-  for (const auto& k : s.problems) by_reason["rejected: " + k.reason.substr(0, k.reason.find(" ("))].push_back(k.path + ": " + k.reason);
-  for (const auto& [reason, items] : by_reason) {
-    std::printf("  %zu x %s\n", items.size(), reason.c_str());
-    for (size_t i = 0; i < items.size() && i < 3; ++i) std::printf("      %s\n", items[i].c_str());
-    if (items.size() > 3) std::printf("      ... and %zu more\n", items.size() - 3);
+  for (const auto& k : s.problems) {
+    Group& g = by_reason["rejected by the corpus: " + k.reason.substr(0, k.reason.find(" ("))];
+    g.show = 20;
+    g.items.push_back(k.path + ": " + k.reason);
+  }
+  for (const auto& n : tot.notes) by_reason["note: " + n.note.substr(0, n.note.find(" ("))].items.push_back(n.path + ": " + n.note);
+  for (const auto& [reason, g] : by_reason) {
+    std::printf("  %zu x %s\n", g.items.size(), reason.c_str());
+    for (size_t i = 0; i < g.items.size() && i < g.show; ++i) std::printf("      %s\n", g.items[i].c_str());
+    if (g.items.size() > g.show) std::printf("      ... and %zu more\n", g.items.size() - g.show);
+  }
+  const size_t refused = rejected_inputs + s.problems.size();
+  if (refused > 0 || (unsupported > 0 && !a.skip_unsupported)) {
+    std::string what;
+    if (refused > 0) what = std::to_string(refused) + (refused == 1 ? " input rejected" : " inputs rejected");
+    if (unsupported > 0 && !a.skip_unsupported)
+      what += (what.empty() ? "" : ", ") + std::to_string(unsupported) +
+              (unsupported == 1 ? " file of an unsupported format" : " files of unsupported formats") +
+              " (--skip-unsupported accepts those)";
+    std::fprintf(stderr, "ragctl ingest: %s; the rest is ingested (reasons above)\n", what.c_str());
+    return kExitInputsLeftOut;
   }
   return 0;
 }
 
-Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .jsonl, directories)",
+Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .jsonl .pdf, directories)",
                  [](CLI::App& sub) -> Action {
                    auto a = std::make_shared<IngestArgs>();
                    sub.add_option("paths", a->paths, "files and directories to ingest")->required();
@@ -410,6 +453,15 @@ Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .js
                                   "FAISS index: Flat, HNSW32, IVF1024,Flat, IVF1024,PQ32 (default: the corpus's, else Flat)");
                    sub.add_option("--batch-mb", a->batch_mb, "MB of text per durable batch")->capture_default_str();
                    sub.add_flag("-q,--quiet", a->quiet, "no progress output");
+                   sub.add_flag("--skip-unsupported", a->skip_unsupported,
+                                "files of formats ragd does not read (images, archives, unknown extensions) are "
+                                "listed but do not make the exit status 3; rejected files (damaged, encrypted or "
+                                "image-only PDF, invalid UTF-8, malformed JSONL) still do");
+                   sub.footer(
+                       "Formats by content, then extension: PDF (one document per page, id FILE#page=N), HTML, "
+                       "Markdown, text, JSONL {id, title, text, url, metadata}.\n"
+                       "Exit status: 0 every input ingested; 3 finished, but some input was rejected or of an "
+                       "unsupported format (the rest is ingested; see the summary); 1 failure; 2 usage.");
                    return [a]() { return run_ingest(*a); };
                  });
 

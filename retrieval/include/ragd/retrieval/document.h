@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ragd::retrieval {
@@ -16,6 +17,10 @@ struct Document {
   std::string text;    // required, valid UTF-8, non-empty
   std::string source;  // where it came from (path, path:line, URL); defaults to id when empty
   std::string tenant;  // owner; "" = shared (offline ingestion, operators). Ids are per owner.
+  // A JSONL record's "metadata": (key, the value as minified JSON text), in the record's order;
+  // values are strings, numbers, bools or lists of those (the reader checks). Read, not yet
+  // persisted by the corpus.
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 // A piece of a document's text of at most Chunker's chunk_tokens tokens.

@@ -1,10 +1,30 @@
-// Document readers: .txt/.text, .md/.markdown, .html/.htm (parsed with gumbo, the page's
-// main content, block elements become paragraph breaks), .jsonl (one {"id","title","text"} record a
-// line), and directories walked recursively (hidden entries skipped, symlinked directories not
-// followed). Files that cannot become documents are skipped with a reason and counted, never
-// fatal: binary data, invalid UTF-8, empty text, a line longer than max_line_bytes, a file larger
-// than max_file_bytes, an unsupported extension, a malformed JSONL record.
-// Thread-safety: free functions over their arguments; safe from any thread.
+// Document readers. A file's format is picked by its content first and its extension second:
+//   - PDF: any file that starts "%PDF-", whatever its name, read through poppler (pdf_text.h). One
+//     Document per page with text, so pages stay citable: id "<file id>#page=N" (N the 1-based
+//     physical page, not the printed label), source "<path>#page=N", title "<the PDF's info Title,
+//     else the file name> — page N". Pages without text are left out and counted
+//     (ReadResult::empty_pages). Rejected with the reason: a .pdf without the header ("not a PDF (no
+//     %PDF- header)"), an encrypted PDF, a damaged one, one with no text on any page ("image-only
+//     PDF (no text layer): OCR it first").
+//   - HTML: .html/.htm/.xhtml, and a .txt/.text or unknown-extension file whose first bytes are
+//     HTML ("<!DOCTYPE html" or "<html", possibly after an XML declaration or a comment). Parsed with
+//     gumbo (html_text.cpp): the page's main content, block elements become paragraph breaks.
+//   - Markdown (.md/.markdown) and text (.txt/.text; a file named directly is read as text whatever
+//     its extension, unless its content is PDF or HTML).
+//   - JSONL (.jsonl/.ndjson): one record a line. "text" (string) is required; "id" a string or an
+//     integer (default "PATH:LINE"); "title" a string; "url" a string, which becomes the
+//     Document's source; "metadata" an object whose values are strings, numbers, bools or lists of
+//     those, kept in Document::metadata (any other value rejects the record, naming the key). Other
+//     keys are not read: each file gets one note naming them (ReadResult::notes), not an error.
+// Directories are walked recursively (hidden entries skipped, symlinked directories not followed);
+// a file with an unknown extension is included when its first bytes are PDF or HTML.
+// Files and records that cannot become documents are skipped with a reason and counted, never
+// fatal, in two kinds (SkipKind): unsupported (a format ragd does not read: an unknown extension,
+// binary data such as an image or an archive) and rejected (a readable format, but this file or
+// record is broken: a damaged, encrypted or image-only PDF, invalid UTF-8, empty text, a line longer
+// than max_line_bytes, a file larger than max_file_bytes, a malformed JSONL record).
+// Thread-safety: free functions over their arguments; safe from any thread (PDF reading is
+// serialized process-wide, see pdf_text.h).
 #pragma once
 
 #include <cstddef>
@@ -23,9 +43,21 @@ struct ReaderOptions {
   uint64_t max_line_bytes = 1ull << 20;    // a longer line skips the file (or JSONL record); 1 MiB
 };
 
+enum class SkipKind {
+  kRejected,     // a readable format, but this file or record is broken
+  kUnsupported,  // a format ragd does not read (`ragctl ingest --skip-unsupported` accepts these)
+};
+
 struct SkippedInput {
   std::string path;    // file path, or "path:line" for a JSONL record
   std::string reason;  // "binary file", "invalid UTF-8 at byte 17", "empty file", ...
+  SkipKind kind = SkipKind::kRejected;
+};
+
+// Something a reader did not use but that did not stop the file: JSONL keys it does not read.
+struct InputNote {
+  std::string path;
+  std::string note;
 };
 
 struct InputFile {
@@ -46,16 +78,21 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
 struct ReadResult {
   std::vector<Document> documents;
   std::vector<SkippedInput> skipped;
+  std::vector<InputNote> notes;
+  uint64_t empty_pages = 0;  // PDF pages without text, left out
 };
 
 // Gives the documents read from `f` ids (and sources) relative to the ingest root: a document
-// whose id is `f.path` gets `f.id`, and a JSONL record named "PATH:LINE" gets "ID:LINE".
+// whose id is `f.path` gets `f.id`, a JSONL record named "PATH:LINE" gets "ID:LINE", and a PDF
+// page "PATH#page=N" gets "ID#page=N".
 void relabel_documents(const InputFile& f, ReadResult* r);
 
-// Reads one file by its extension. I/O errors (unreadable file) are reported as skipped too.
+// Reads one file, its format picked by content and extension (above). I/O errors (unreadable
+// file) are reported as skipped too.
 ReadResult read_input_file(const std::string& path, const ReaderOptions& opts = {});
 
-// Same, from bytes already in memory; `path` picks the format and names the source.
+// Same, from bytes already in memory; `path` names the source and its extension is the format's
+// second clue.
 ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts = {});
 
 // One heading's stretch of HtmlText::text: from the heading's own paragraph up to the next heading

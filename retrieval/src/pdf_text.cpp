@@ -1,0 +1,284 @@
+#include "pdf_text.h"
+
+#include <poppler/cpp/poppler-document.h>
+#include <poppler/cpp/poppler-global.h>
+#include <poppler/cpp/poppler-page.h>
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <mutex>
+
+#include "ragd/common/echo.h"
+#include "ragd/common/utf8.h"
+#include "ragd/retrieval/text_util.h"
+
+namespace ragd::retrieval {
+
+namespace {
+
+std::mutex& pdf_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// What poppler reported during the current pdf_to_text call (its first few messages).
+// guarded by pdf_mutex()
+std::vector<std::string>* g_poppler_errors = nullptr;
+
+void on_poppler_error(const std::string& msg, void*) {
+  if (!g_poppler_errors || g_poppler_errors->size() >= 4) return;
+  std::string m = msg;
+  // poppler-cpp prefixes "poppler/<category>: "; the category adds nothing for a reader.
+  if (m.rfind("poppler/", 0) == 0) {
+    size_t c = m.find(": ");
+    if (c != std::string::npos) m = m.substr(c + 2);
+  }
+  while (!m.empty() && is_space_byte(static_cast<unsigned char>(m.back()))) m.pop_back();
+  if (!m.empty()) g_poppler_errors->push_back(std::move(m));
+}
+
+std::string_view trim_view(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_space_byte(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && is_space_byte(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// Valid UTF-8 with line ends as "\n", page breaks as paragraph breaks, other control characters
+// and soft hyphens dropped, tabs as spaces and ligatures spelled out.
+std::string normalize(std::string_view raw) {
+  static const char* const kLigatures[] = {"ff", "fi", "fl", "ffi", "ffl", "st", "st"};  // U+FB00..FB06
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size();) {
+    size_t n = utf8_sequence_length(raw, i);
+    if (n == 0) {  // poppler gives valid UTF-8; a stray byte is dropped rather than trusted
+      ++i;
+      continue;
+    }
+    unsigned char c = static_cast<unsigned char>(raw[i]);
+    if (n == 1) {
+      if (c == '\r') {
+        if (i + 1 >= raw.size() || raw[i + 1] != '\n') out += '\n';
+      } else if (c == '\f') {
+        out += "\n\n";
+      } else if (c == '\t' || c == '\v') {
+        out += ' ';
+      } else if (c >= 0x20 || c == '\n') {
+        out += static_cast<char>(c);
+      }
+    } else if (n == 2 && c == 0xC2 && static_cast<unsigned char>(raw[i + 1]) == 0xAD) {
+      // soft hyphen: invisible unless at a line end, where it only marks a break
+    } else if (n == 3 && c == 0xEF && static_cast<unsigned char>(raw[i + 1]) == 0xAC &&
+               static_cast<unsigned char>(raw[i + 2]) <= 0x86) {
+      out += kLigatures[static_cast<unsigned char>(raw[i + 2]) - 0x80];
+    } else {
+      out.append(raw.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+// A poppler message as part of a reason: valid UTF-8 on one line, clipped (it may quote the file).
+std::string reason_text(const std::string& msg) {
+  std::string m = normalize(msg);
+  for (auto& ch : m)
+    if (ch == '\n') ch = ' ';
+  return clip_input(m, 200);
+}
+
+bool all_of(std::string_view s, std::string_view set) {
+  return !s.empty() && s.find_first_not_of(set) == std::string_view::npos;
+}
+
+// A block that is only a page number: "14", "xii", "Page 3", "- 7 -".
+bool page_number_block(std::string_view b) {
+  std::string s(trim_view(b));
+  if (s.find('\n') != std::string::npos || s.size() > 16) return false;
+  std::string lower = s;
+  for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::string_view v = lower;
+  if (v.rfind("page ", 0) == 0) v.remove_prefix(5);
+  if (v.size() >= 2 && v.front() == '-' && v.back() == '-') v = trim_view(v.substr(1, v.size() - 2));
+  if (all_of(v, "0123456789") && v.size() <= 5) return true;
+  // Roman numerals (front matter); all one case in the original, so "Mix" is not one.
+  std::string_view orig = trim_view(s);
+  bool one_case = all_of(orig, "ivxlcdm") || all_of(orig, "IVXLCDM");
+  return one_case && v.size() <= 6 && all_of(v, "ivxlcdm");
+}
+
+bool ends_sentence(std::string_view line) {
+  while (!line.empty() && (line.back() == ')' || line.back() == '"' || line.back() == '\'')) line.remove_suffix(1);
+  return !line.empty() && (line.back() == '.' || line.back() == '!' || line.back() == '?' || line.back() == ':');
+}
+
+bool ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Dot leaders of a table of contents or an index ("Pipelines . . . . . . 10") become " … ": dozens
+// of "." tokens a line are noise to both indexes. Sets *had when the line had one: such a line is
+// an entry of its own, never joined to the next.
+std::string collapse_leaders(std::string_view line, bool* had) {
+  std::string out;
+  for (size_t i = 0; i < line.size();) {
+    if (line[i] == '.') {
+      size_t j = i, dots = 0;
+      while (j < line.size() && (line[j] == '.' || line[j] == ' ')) dots += line[j++] == '.';
+      if (dots >= 4) {
+        while (!out.empty() && out.back() == ' ') out.pop_back();
+        out += j < line.size() ? " \u2026 " : " \u2026";
+        *had = true;
+        i = j;
+        continue;
+      }
+      out.append(line.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    out += line[i++];
+  }
+  return out;
+}
+
+// One text block (lines without a blank line between them) as paragraphs.
+std::string tidy_block(const std::vector<std::string_view>& raw_lines) {
+  std::vector<std::string> lines(raw_lines.size());
+  std::vector<bool> entry(raw_lines.size());
+  for (size_t i = 0; i < raw_lines.size(); ++i) {
+    bool had = false;
+    lines[i] = collapse_leaders(raw_lines[i], &had);
+    entry[i] = had;
+  }
+  std::vector<size_t> len(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) len[i] = utf8_length(lines[i]);
+  // The block's measure: the 80th percentile of its line lengths, so one overlong line (poppler
+  // appends the rest of the next line after joining a hyphenated word) does not raise it.
+  std::vector<size_t> sorted = len;
+  std::sort(sorted.begin(), sorted.end());
+  size_t measure = sorted[(sorted.size() - 1) * 4 / 5];
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    out.append(l);
+    if (i + 1 == lines.size()) break;
+    std::string_view next = lines[i + 1];
+    const bool full = !entry[i] && !entry[i + 1] && measure >= 30 && len[i] * 4 >= measure * 3;
+    if (full && l.size() >= 2 && l.back() == '-' && ascii_letter(l[l.size() - 2]) && !next.empty() &&
+        next[0] >= 'a' && next[0] <= 'z') {
+      out.pop_back();  // "expres-" + "sion": a word split at the line end
+    } else if (full) {
+      out += ' ';  // a wrapped line of the same paragraph
+    } else if (ends_sentence(l)) {
+      out += "\n\n";  // a short line closing a sentence ends its paragraph
+    } else {
+      out += '\n';  // a heading, a code line, a list item: kept on its own line
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool looks_like_pdf(std::string_view bytes) {
+  std::string_view head = bytes.substr(0, 1024);
+  size_t p = 0;
+  if (head.substr(0, 3) == "\xEF\xBB\xBF") p = 3;
+  while (p < head.size() && is_space_byte(static_cast<unsigned char>(head[p]))) ++p;
+  if (head.substr(p, 5) == "%PDF-") return true;
+  // Junk before the header is accepted only when it is binary (a wrapper such as MacBinary), so a
+  // text file that merely mentions "%PDF-" stays text.
+  size_t at = head.find("%PDF-");
+  if (at == std::string_view::npos) return false;
+  std::string_view before = head.substr(0, at);
+  return before.find('\0') != std::string_view::npos || find_invalid_utf8(before) != std::string_view::npos;
+}
+
+std::string tidy_pdf_page_text(std::string_view raw) {
+  std::string text = normalize(raw);
+  // Blocks: runs of non-blank lines.
+  std::vector<std::vector<std::string_view>> blocks(1);
+  std::string_view all = text;
+  size_t p = 0;
+  while (p <= all.size()) {
+    size_t e = all.find('\n', p);
+    if (e == std::string_view::npos) e = all.size();
+    std::string_view line = trim_view(all.substr(p, e - p));
+    if (line.empty()) {
+      if (!blocks.back().empty()) blocks.emplace_back();
+    } else {
+      blocks.back().push_back(line);
+    }
+    p = e + 1;
+  }
+  if (blocks.back().empty()) blocks.pop_back();
+  std::vector<std::string> tidied;
+  for (const auto& b : blocks) tidied.push_back(tidy_block(b));
+  // Running page numbers sit in the first or last two blocks of a page.
+  for (size_t i = 0; i < tidied.size(); ++i) {
+    if ((i < 2 || i + 2 >= tidied.size()) && page_number_block(tidied[i])) tidied[i].clear();
+  }
+  std::string out;
+  for (const auto& b : tidied) {
+    if (b.empty()) continue;
+    if (!out.empty()) out += "\n\n";
+    out += b;
+  }
+  return out;
+}
+
+Result<PdfText> pdf_to_text(std::string_view bytes) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return Status::InvalidArgument("PDF larger than 2 GiB");
+  std::lock_guard<std::mutex> lock(pdf_mutex());
+  static std::once_flag once;
+  std::call_once(once, [] { poppler::set_debug_error_function(&on_poppler_error, nullptr); });
+  std::vector<std::string> errors;
+  g_poppler_errors = &errors;
+  struct Reset {
+    ~Reset() { g_poppler_errors = nullptr; }
+  } reset;
+  auto first_error = [&](const char* fallback) { return errors.empty() ? std::string(fallback) : reason_text(errors.front()); };
+
+  // load_from_raw_data reads `bytes` in place (no copy); they outlive `doc`.
+  std::unique_ptr<poppler::document> doc(
+      poppler::document::load_from_raw_data(bytes.data(), static_cast<int>(bytes.size())));
+  if (!doc) return Status::InvalidArgument("damaged PDF: " + first_error("poppler cannot open it"));
+  // A file encrypted with an empty user password opens unlocked and is read like any other.
+  if (doc->is_locked())
+    return Status::InvalidArgument("encrypted PDF: it needs a password to open; decrypt it first (e.g. qpdf --decrypt)");
+  PdfText out;
+  out.page_count = doc->pages();
+  if (out.page_count <= 0) return Status::InvalidArgument("damaged PDF: " + first_error("no pages"));
+  {
+    poppler::byte_array t = doc->get_title().to_utf8();
+    std::string title = normalize(std::string_view(t.data(), t.size()));
+    for (auto& ch : title)
+      if (ch == '\n') ch = ' ';
+    out.title = std::string(trim_view(title));
+  }
+  for (int i = 0; i < out.page_count; ++i) {
+    std::unique_ptr<poppler::page> page(doc->create_page(i));
+    std::string text;
+    if (page) {
+      poppler::byte_array raw = page->text(poppler::rectf(), poppler::page::non_raw_non_physical_layout).to_utf8();
+      text = tidy_pdf_page_text(std::string_view(raw.data(), raw.size()));
+    }
+    if (text.empty()) {
+      ++out.empty_pages;
+      continue;
+    }
+    out.pages.push_back({i + 1, std::move(text)});
+  }
+  if (out.pages.empty()) {
+    // A broken content stream also leaves pages blank; say so rather than blame the scan. poppler-cpp
+    // reports warnings and errors alike, so the other explanation is named too.
+    if (!errors.empty())
+      return Status::InvalidArgument("damaged PDF: " + reason_text(errors.front()) +
+                                     "; no page has text (if it opens elsewhere, it is image-only: OCR it first)");
+    return Status::InvalidArgument("image-only PDF (no text layer): OCR it first (" + std::to_string(out.page_count) +
+                                   (out.page_count == 1 ? " page" : " pages") + ", none with text)");
+  }
+  return out;
+}
+
+}  // namespace ragd::retrieval

@@ -1,0 +1,132 @@
+// `ragctl ingest` through the real command line: what is left out is listed with its reason, and the
+// exit status says whether everything was ingested (issue 49: a directory whose every file was
+// skipped exited 0). 3 = finished, but input was rejected or of an unsupported format;
+// --skip-unsupported accepts the unsupported ones only.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pdf_fixture.h"
+
+namespace ragd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using retrieval::testing::make_pdf;
+using retrieval::testing::pdf_text_page;
+using retrieval::testing::PdfSpec;
+
+struct Ran {
+  int status = -1;  // exit status; -1 when ended by a signal
+  std::string out, err;
+};
+
+class IngestCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(RAGD_BIN_DIR "/ragctl")) GTEST_SKIP() << "bin/ragctl not built";
+    dir_ = fs::temp_directory_path() / ("ragd_ingest_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "in");
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  void write(const std::string& rel, const std::string& bytes) {
+    fs::create_directories((dir_ / "in" / rel).parent_path());
+    std::ofstream(dir_ / "in" / rel, std::ios::binary) << bytes;
+  }
+
+  // ragctl ingest <dir>/in into a fresh data directory, plus `extra` arguments.
+  Ran ingest(const std::vector<std::string>& extra) {
+    fs::remove_all(dir_ / "data");
+    const std::string out_path = (dir_ / "out").string(), err_path = (dir_ / "err").string();
+    std::vector<std::string> argv_s = {RAGD_BIN_DIR "/ragctl", "ingest", (dir_ / "in").string(), "--data",
+                                       (dir_ / "data").string(), "--model", RAGD_SOURCE_DIR "/models/ragd-qa",
+                                       "--quiet"};
+    argv_s.insert(argv_s.end(), extra.begin(), extra.end());
+    pid_t pid = fork();
+    if (pid == 0) {
+      int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(o, 1);
+      dup2(e, 2);
+      std::vector<char*> argv;
+      for (auto& a : argv_s) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    auto slurp = [](const std::string& p) {
+      std::ifstream in(p);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    return Ran{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path), slurp(err_path)};
+  }
+
+  fs::path dir_;
+};
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string tiny_pdf() {
+  PdfSpec spec;
+  spec.pages = {pdf_text_page({"Zebras graze on the first page."}), pdf_text_page({"Giraffes browse on the second page."})};
+  return make_pdf(spec);
+}
+
+TEST_F(IngestCliTest, EverythingReadExitsZero) {
+  write("notes.txt", "Plain notes about herons.\n");
+  write("manual.pdf", tiny_pdf());
+  Ran r = ingest({});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "ingested 3,")) << r.out;  // the text file and two pages
+  EXPECT_TRUE(has(r.out, "skipped 0 ")) << r.out;
+}
+
+TEST_F(IngestCliTest, RejectedFileMakesTheExitNonZeroWithTheReason) {
+  write("notes.txt", "Plain notes about herons.\n");
+  write("fake.pdf", "Text saved under a PDF name.\n");
+  PdfSpec locked;
+  locked.pages = {pdf_text_page({"Secret."})};
+  locked.encrypted = true;
+  write("locked.pdf", make_pdf(locked));
+  for (const auto& extra : {std::vector<std::string>{}, std::vector<std::string>{"--skip-unsupported"}}) {
+    Ran r = ingest(extra);
+    EXPECT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "ingested 1,")) << r.out;  // the rest is ingested
+    EXPECT_TRUE(has(r.out, "fake.pdf: not a PDF (no %PDF- header)")) << r.out;
+    EXPECT_TRUE(has(r.out, "locked.pdf: encrypted PDF")) << r.out;
+    EXPECT_TRUE(has(r.err, "2 inputs rejected")) << r.err;
+  }
+}
+
+TEST_F(IngestCliTest, UnsupportedFilesNeedSkipUnsupported) {
+  write("notes.txt", "Plain notes about herons.\n");
+  write("photo.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
+  Ran r = ingest({});
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "photo.png: unsupported file type '.png' (PNG image)")) << r.out;
+  EXPECT_TRUE(has(r.err, "--skip-unsupported")) << r.err;
+  r = ingest({"--skip-unsupported"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "ingested 1,")) << r.out;
+  EXPECT_TRUE(has(r.out, "(0 rejected, 1 unsupported)")) << r.out;  // still counted and listed
+  EXPECT_TRUE(has(r.out, "photo.png")) << r.out;
+}
+
+}  // namespace
+}  // namespace ragd::testing
