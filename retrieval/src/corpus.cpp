@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "doc_store.h"
+#include "lexical_index.h"
 #include "durable_file.h"
 #include "ragd/common/echo.h"
 #include "ragd/common/hash.h"
@@ -123,6 +124,12 @@ struct Corpus::Impl {
   // Swapped (replica: a newly published index) only under owner_mu held exclusively; readers
   // hold owner_mu shared, or take a reference with current_index().
   std::shared_ptr<VectorIndex> index;
+  // BM25 over the chunks (lexical_index.h): <dir>/lexical, a replica's in its own directory; in
+  // memory for a read-only corpus whose on-disk copy lags the store. Follows the store like the
+  // vector index and is committed with it (save_locked), before the log is pruned.
+  std::unique_ptr<LexicalIndex> lexical;
+  bool lexical_on_disk = false;
+  uint64_t lexical_seq = 0;  // the store seq the lexical index reflects; guarded by write_mu
   std::optional<Chunker> chunker;
   std::string tokenizer_fp;  // "" when no tokenizer
 
@@ -147,6 +154,89 @@ struct Corpus::Impl {
   bool stopping = false;     // guarded by stop_mu
 
   std::string index_path() const { return src + "/index.faiss"; }
+  std::string lexical_path() const { return dir + "/lexical"; }
+
+  // The lexical entries of stored chunks (owner and title from their documents).
+  Status lexical_add(const std::vector<std::optional<StoredChunk>>& chunks) {
+    std::unordered_map<std::string, std::string> titles;  // document key -> title
+    std::vector<std::string> owners;
+    std::vector<LexicalDoc> docs;
+    owners.reserve(chunks.size());
+    for (const auto& c : chunks) {
+      if (!c) continue;
+      std::string tenant, id;
+      if (!split_document_key(c->chunk.doc_id, &tenant, &id))
+        return Status::Corruption("docstore: chunk " + std::to_string(c->chunk.id) + ": malformed document key");
+      auto it = titles.find(c->chunk.doc_id);
+      if (it == titles.end()) {
+        RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(c->chunk.doc_id));
+        it = titles.emplace(c->chunk.doc_id, d ? d->title : std::string()).first;
+      }
+      owners.push_back(std::move(tenant));
+      docs.push_back({c->chunk.id, owners.back(), it->second, c->chunk.text});
+    }
+    return lexical->add(docs);
+  }
+
+  // Every stored chunk into an empty lexical index.
+  Status lexical_rebuild() {
+    RAGD_RETURN_IF_ERROR(lexical->clear());
+    std::vector<std::optional<StoredChunk>> batch;
+    Status st = Status::OK();
+    RAGD_RETURN_IF_ERROR(store->for_each_chunk([&](const StoredChunk& c) {
+      batch.emplace_back(c);
+      if (batch.size() >= 4096) {
+        st = lexical_add(batch);
+        batch.clear();
+      }
+      return st.ok();
+    }));
+    RAGD_RETURN_IF_ERROR(st);
+    RAGD_RETURN_IF_ERROR(lexical_add(batch));
+    log::retrieval()->info("rebuilt the lexical index from {} stored chunks", store->num_chunks());
+    return Status::OK();
+  }
+
+  // Brings the lexical index to the store's sequence number: the log after its commit when the
+  // log still holds it, else a rebuild. Commits when it lives on disk and is writable.
+  Status lexical_catch_up(uint64_t from_seq) {
+    bool rebuild = from_seq > store->seq();
+    if (!rebuild && from_seq < store->seq()) {
+      RAGD_ASSIGN_OR_RETURN(auto entries, store->log_after(from_seq));
+      if (entries.empty() || entries.front().seq != from_seq + 1) {
+        rebuild = true;
+      } else {
+        for (const auto& e : entries) {
+          RAGD_RETURN_IF_ERROR(lexical->remove(e.removed));
+          RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(e.added));
+          RAGD_RETURN_IF_ERROR(lexical_add(chunks));
+        }
+      }
+    }
+    if (rebuild) RAGD_RETURN_IF_ERROR(lexical_rebuild());
+    if (lexical_on_disk && (rebuild || from_seq != store->seq())) RAGD_RETURN_IF_ERROR(lexical->commit(store->seq()));
+    lexical_seq = store->seq();
+    return Status::OK();
+  }
+
+  Status open_lexical() {
+    if (opts.read_only && !replica) {
+      // Beside a writer: its committed index when that covers the store, else one in memory.
+      auto ro = LexicalIndex::open_read_only(lexical_path());
+      if (ro.ok() && (*ro)->committed_seq() == store->seq()) {
+        lexical = std::move(ro).value();
+        return Status::OK();
+      }
+      RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open_memory());
+      return lexical_rebuild();
+    }
+    RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open(lexical_path()));
+    lexical_on_disk = true;
+    const uint64_t from = lexical->committed_seq();
+    if (from == 0 && lexical->size() == 0 && store->num_chunks() > 0)
+      log::retrieval()->info("{}: no lexical index yet; building it from the document store", lexical_path());
+    return lexical_catch_up(from);
+  }
 
   std::shared_ptr<VectorIndex> current_index() const {
     std::shared_lock lk(owner_mu);
@@ -264,6 +354,7 @@ struct Corpus::Impl {
     if (opts.read_only) return Status::OK();
     VectorIndex::FileInfo fi{store->seq(), embedder->identity()};
     RAGD_RETURN_IF_ERROR(index->save(index_path(), fi));
+    if (lexical && lexical_on_disk) RAGD_RETURN_IF_ERROR(lexical->commit(fi.seq));
     index_saved_seq = fi.seq;
     changes_since_save = 0;
     last_save = Clock::now();
@@ -393,6 +484,8 @@ struct Corpus::Impl {
       // fi.seq > seq: published after the batches this round read; taken next round.
     }
     RAGD_ASSIGN_OR_RETURN(bool contiguous, follow_log_locked());
+    // The lexical copy follows on its own: the log after what it covers, or a rebuild.
+    RAGD_RETURN_IF_ERROR(lexical_catch_up(lexical_seq));
     if (contiguous) {
       log_gaps = 0;
       return Status::OK();
@@ -581,6 +674,7 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     }
   }
   if (rebuild) RAGD_RETURN_IF_ERROR(m->rebuild_index());
+  RAGD_RETURN_IF_ERROR(m->open_lexical());
   if (!m->opts.read_only) {
     std::lock_guard lk(m->write_mu);
     RAGD_RETURN_IF_ERROR(m->maybe_save_locked());
@@ -702,6 +796,22 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   }
   sum.chunks_added = new_chunks.size();
   sum.chunks_removed = removed_ids.size();
+  // The lexical entries: owner and title per chunk, from the documents of this call.
+  std::unordered_map<std::string, const StoredDocument*> doc_of;
+  for (const auto& sd : mut.put_documents) doc_of.emplace(sd.id, &sd);
+  // The mutation is consumed by the store: `lex` views copies that outlive it.
+  std::vector<std::string> lex_strings;  // per chunk: owner, title, text
+  lex_strings.reserve(new_chunks.size() * 3);
+  for (const auto& c : new_chunks) {
+    const StoredDocument* sd = doc_of.at(c.chunk.doc_id);
+    lex_strings.push_back(sd->tenant);
+    lex_strings.push_back(sd->title);
+    lex_strings.push_back(c.chunk.text);
+  }
+  std::vector<LexicalDoc> lex;
+  lex.reserve(new_chunks.size());
+  for (size_t i = 0; i < new_chunks.size(); ++i)
+    lex.push_back({new_chunks[i].chunk.id, lex_strings[3 * i], lex_strings[3 * i + 1], lex_strings[3 * i + 2]});
   mut.put_chunks = std::move(new_chunks);
   mut.delete_chunks = removed_ids;
   RAGD_ASSIGN_OR_RETURN(sum.seq, m.store->apply(std::move(mut)));  // durable from here on
@@ -711,6 +821,9 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   m.clear_owner(removed_ids);
   for (const auto& [tenant, ids] : owned) m.set_owner(ids, tenant);
   RAGD_RETURN_IF_ERROR(m.index->add(add_ids, add_vecs));
+  RAGD_RETURN_IF_ERROR(m.lexical->remove(removed_ids));
+  RAGD_RETURN_IF_ERROR(m.lexical->add(lex));
+  m.lexical_seq = sum.seq;
   m.changes_since_save += add_ids.size() + removed_ids.size();
   Status st = m.maybe_save_locked();
   if (!st.ok()) log::retrieval()->error("saving the vector index: {}", st.to_string());
@@ -751,6 +864,8 @@ Result<bool> Corpus::remove_document(const std::string& id, const std::string& t
   mut.delete_chunks = d->chunk_ids;
   RAGD_RETURN_IF_ERROR(m.store->apply(std::move(mut)).status());
   RAGD_RETURN_IF_ERROR(m.index->remove(d->chunk_ids).status());
+  RAGD_RETURN_IF_ERROR(m.lexical->remove(d->chunk_ids));
+  m.lexical_seq = m.store->seq();
   m.clear_owner(d->chunk_ids);
   m.changes_since_save += d->chunk_ids.size();
   Status st = m.maybe_save_locked();
@@ -769,25 +884,78 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
                                                            const ReadScope& scope, const SearchParams& params) const {
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
   if (queries.empty()) return std::vector<std::vector<Hit>>{};
-  std::vector<float> q;
+  Impl& m = *impl_;
+  const RetrievalMode mode = params.mode.value_or(default_mode());
   for (const auto& text : queries) {
-    RAGD_ASSIGN_OR_RETURN(auto v, impl_->embed_query(text));
-    q.insert(q.end(), v.begin(), v.end());
+    if (text.empty()) return Status::InvalidArgument("search: empty query");
+    if (size_t bad = find_invalid_utf8(text); bad != std::string::npos)
+      return Status::InvalidArgument("search: query is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
-  std::vector<std::vector<Neighbor>> res;
-  {
-    std::shared_lock lk(impl_->owner_mu);
-    auto filter = impl_->filter_for(scope);
+  // Each list is as long as the fusion looks (hybrid) or as the caller asked.
+  const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates) : k;
+  std::vector<std::vector<Neighbor>> dense(queries.size()), lexical(queries.size());
+  if (mode != RetrievalMode::kLexical) {
+    std::vector<float> q;
+    for (const auto& text : queries) {
+      RAGD_ASSIGN_OR_RETURN(auto v, m.embed_query(text));
+      q.insert(q.end(), v.begin(), v.end());
+    }
+    std::shared_lock lk(m.owner_mu);
+    auto filter = m.filter_for(scope);
     SearchParams p = params;
     if (filter) p.filter = &*filter;
-    RAGD_ASSIGN_OR_RETURN(res, impl_->index->search(q, k, p));
+    RAGD_ASSIGN_OR_RETURN(dense, m.index->search(q, n, p));
+  }
+  if (mode != RetrievalMode::kDense) {
+    std::optional<std::vector<std::string>> owners;
+    if (!scope.is_everything()) {
+      owners.emplace(1, std::string());  // the shared chunks
+      if (!scope.tenant_name().empty()) owners->push_back(scope.tenant_name());
+    }
+    for (size_t i = 0; i < queries.size(); ++i) {
+      RAGD_ASSIGN_OR_RETURN(auto hits, m.lexical->search(queries[i], n, owners));
+      for (const LexicalHit& h : hits) lexical[i].push_back({h.chunk_id, static_cast<float>(h.score)});
+    }
   }
   std::vector<std::vector<Hit>> out;
-  for (const auto& r : res) {
-    RAGD_ASSIGN_OR_RETURN(auto hits, impl_->hits_for(r, scope));
+  for (size_t i = 0; i < queries.size(); ++i) {
+    std::vector<Neighbor> ranked;
+    if (mode == RetrievalMode::kDense) ranked = std::move(dense[i]);
+    else if (mode == RetrievalMode::kLexical) ranked = std::move(lexical[i]);
+    else ranked = fuse_reciprocal_rank(dense[i], lexical[i], m.opts.hybrid, k);
+    RAGD_ASSIGN_OR_RETURN(auto hits, m.hits_for(ranked, scope));
+    if (hits.size() > static_cast<size_t>(k)) hits.resize(static_cast<size_t>(k));
     out.push_back(std::move(hits));
   }
   return out;
+}
+
+std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
+                                           const HybridOptions& opts, int k) {
+  std::unordered_map<uint64_t, double> score;
+  std::vector<uint64_t> order;  // first appearance, for ties
+  auto add = [&](std::span<const Neighbor> list, double weight) {
+    const size_t n = std::min(list.size(), static_cast<size_t>(std::max(k, opts.candidates)));
+    for (size_t r = 0; r < n; ++r) {
+      auto [it, fresh] = score.emplace(list[r].id, 0.0);
+      if (fresh) order.push_back(list[r].id);
+      it->second += weight / (opts.rrf_k + static_cast<double>(r + 1));
+    }
+  };
+  add(dense, 1.0);
+  add(lexical, opts.lexical_weight);
+  std::vector<Neighbor> fused;
+  fused.reserve(order.size());
+  for (uint64_t id : order) fused.push_back({id, static_cast<float>(score[id])});
+  std::stable_sort(fused.begin(), fused.end(), [](const Neighbor& a, const Neighbor& b) { return a.score > b.score; });
+  // Hits of documents removed since the lists were made are dropped later: keep a few spare.
+  if (fused.size() > static_cast<size_t>(k) * 2) fused.resize(static_cast<size_t>(k) * 2);
+  return fused;
+}
+
+RetrievalMode Corpus::default_mode() const {
+  if (impl_->opts.mode) return *impl_->opts.mode;
+  return impl_->embedder->identity().rfind("hashing", 0) == 0 ? RetrievalMode::kLexical : RetrievalMode::kHybrid;
 }
 
 Status Corpus::search_progressive(std::string_view query, int k, std::span<const int> stages,
@@ -866,6 +1034,9 @@ Status Corpus::check_consistency() const {
   if (index->size() != chunks)
     return Status::Corruption("vector index holds " + std::to_string(index->size()) + " vectors, store has " +
                               std::to_string(chunks) + " chunks");
+  if (m.lexical->size() != chunks)
+    return Status::Corruption("lexical index holds " + std::to_string(m.lexical->size()) + " chunks, store has " +
+                              std::to_string(chunks));
   if (m.store->num_chunks() != chunks || m.store->num_documents() != docs)
     return Status::Corruption("manifest counters (" + std::to_string(m.store->num_documents()) + " documents, " +
                               std::to_string(m.store->num_chunks()) + " chunks) disagree with the store (" +

@@ -76,7 +76,13 @@ TEST(Corpus, IngestSearchReingestReplaceRemove) {
   EXPECT_EQ(h.title, docs[7].title);
   EXPECT_EQ(h.chunk.text, docs[7].text.substr(h.chunk.byte_begin, h.chunk.byte_end - h.chunk.byte_begin));
   EXPECT_EQ(w.tok->decode(h.chunk.token_ids), h.chunk.text);
-  EXPECT_GT(h.score, 0.2f);
+  // Dense alone: the hit's score is the embedder's similarity (hybrid scores are fused ranks).
+  SearchParams dense;
+  dense.mode = RetrievalMode::kDense;
+  auto dh = corpus.search(query_from(docs[7].text), 3, ReadScope::everything(), dense);
+  ASSERT_TRUE(dh.ok() && !dh->empty());
+  EXPECT_EQ((*dh)[0].chunk.doc_id, docs[7].id);
+  EXPECT_GT((*dh)[0].score, 0.2f);
 
   // Unchanged: nothing written.
   uint64_t seq = corpus.stats().seq;

@@ -97,16 +97,22 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
       auto d = (*c)->get_document(id);
       ASSERT_TRUE(d.ok());
       ASSERT_TRUE(d->has_value()) << "acknowledged document " << id << " lost in round " << round;
-      // Searchable: a query made from its sentences finds it (exact search over all lists).
-      SearchParams sp;
-      sp.nprobe = 8;
-      auto hits = (*c)->search(query_from(all[id].text), 5, ReadScope::everything(), sp);
-      ASSERT_TRUE(hits.ok());
-      for (const auto& h : *hits)
-        if (h.chunk.doc_id == id) {
-          ++found;
-          break;
-        }
+      // Searchable in both indexes: a query made from its sentences finds it lexically and by
+      // vector (exact search over all lists).
+      int in_both = 0;
+      for (RetrievalMode mode : {RetrievalMode::kLexical, RetrievalMode::kDense}) {
+        SearchParams sp;
+        sp.nprobe = 8;
+        sp.mode = mode;
+        auto hits = (*c)->search(query_from(all[id].text), 5, ReadScope::everything(), sp);
+        ASSERT_TRUE(hits.ok());
+        for (const auto& h : *hits)
+          if (h.chunk.doc_id == id) {
+            ++in_both;
+            break;
+          }
+      }
+      found += in_both == 2;
     }
     EXPECT_EQ(found, acked.size()) << "round " << round;
     std::printf("round %d: killed after %zu acknowledged documents; %zu acknowledged in total, %llu stored\n",

@@ -1,13 +1,20 @@
-// ragctl search "text" [-k 5] [--data DIR] [--json]: nearest chunks of a corpus with score, source,
-// chunk offsets and a snippet. Opens the data directory read-only, so it works beside a running
-// writer.
+// ragctl search "text" [-k 5] [--data DIR] [--json] [--mode hybrid|lexical|dense]: the best chunks
+// of a corpus with score, source, chunk offsets and a snippet. Opens the data directory read-only,
+// so it works beside a running writer.
+// ragctl search --queries Q.jsonl --out R.jsonl: one search per line of Q ({"id", "question"}), one
+// line per query in R: {"id", "ranked": [{"doc", "source", "title", "score", "chunk_id"}, ...]}
+// (the retrieval-quality benchmark's format, bench/retrieval-quality).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include <fstream>
+#include <optional>
+
 #include <CLI/CLI.hpp>
+#include <simdjson.h>
 
 #include "command.h"
 #include "ragd/engine/tokenizer.h"
@@ -28,7 +35,28 @@ struct SearchArgs {
   int nprobe = 0;
   int ef_search = 0;
   int snippet = 240;
+  std::optional<RetrievalMode> mode;
+  std::string queries, out;
+  HybridOptions hybrid;
 };
+
+// {"id": ..., "question": ...} per line -> (id, question). Errors name the line.
+Result<std::vector<std::pair<std::string, std::string>>> read_queries(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument("cannot read " + path);
+  std::vector<std::pair<std::string, std::string>> out;
+  simdjson::dom::parser parser;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    simdjson::dom::element doc;
+    std::string_view id, q;
+    if (parser.parse(line).get(doc) || doc["id"].get(id) || doc["question"].get(q))
+      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": expected {\"id\": string, \"question\": string}");
+    out.emplace_back(std::string(id), std::string(q));
+  }
+  return out;
+}
 
 // Whitespace collapsed, cut at `max` bytes on a UTF-8 boundary.
 std::string snippet_of(const std::string& text, int max) {
@@ -49,6 +77,10 @@ std::string snippet_of(const std::string& text, int max) {
 }
 
 int run_search(const SearchArgs& a) {
+  if (a.query.empty() && a.queries.empty()) {
+    std::fprintf(stderr, "ragctl search: give a query or --queries FILE\n");
+    return 2;
+  }
   const char* env_data = std::getenv("RAGD_DATA");
   std::string data = !a.data.empty() ? a.data : (env_data && *env_data ? env_data : "./data");
   const char* env_model = std::getenv("RAGD_MODEL");
@@ -62,6 +94,7 @@ int run_search(const SearchArgs& a) {
   CorpusOptions o;
   o.read_only = true;
   o.embedder.model_dir = "";
+  o.hybrid = a.hybrid;
   auto c = Corpus::open(data, o, tok);
   if (!c.ok()) {
     std::fprintf(stderr, "ragctl search: %s\n", c.status().to_string().c_str());
@@ -70,6 +103,42 @@ int run_search(const SearchArgs& a) {
   SearchParams sp;
   sp.nprobe = a.nprobe;
   sp.ef_search = a.ef_search;
+  sp.mode = a.mode;
+  if (!a.queries.empty()) {
+    auto qs = read_queries(a.queries);
+    if (!qs.ok()) {
+      std::fprintf(stderr, "ragctl search: %s\n", qs.status().to_string().c_str());
+      return 2;
+    }
+    std::ofstream out(a.out.empty() ? "/dev/stdout" : a.out);
+    for (const auto& [id, q] : *qs) {
+      auto hits = (*c)->search(q, a.k, retrieval::ReadScope::everything(), sp);
+      if (!hits.ok()) {
+        std::fprintf(stderr, "ragctl search: query %s: %s\n", id.c_str(), hits.status().to_string().c_str());
+        return 1;
+      }
+      std::string line = "{\"id\":";
+      append_json_string(&line, id);
+      line += ",\"ranked\":[";
+      for (size_t i = 0; i < hits->size(); ++i) {
+        const Hit& h = (*hits)[i];
+        if (i) line += ',';
+        line += "{\"doc\":";
+        append_json_string(&line, h.chunk.doc_id);
+        line += ",\"source\":";
+        append_json_string(&line, h.source);
+        line += ",\"title\":";
+        append_json_string(&line, h.title);
+        char num[96];
+        std::snprintf(num, sizeof num, ",\"score\":%.6f,\"chunk_id\":%llu}", static_cast<double>(h.score),
+                      static_cast<unsigned long long>(h.chunk.id));
+        line += num;
+      }
+      line += "]}\n";
+      out << line;
+    }
+    return 0;
+  }
   auto hits = (*c)->search(a.query, a.k, retrieval::ReadScope::everything(), sp);
   if (!hits.ok()) {
     std::fprintf(stderr, "ragctl search: %s\n", hits.status().to_string().c_str());
@@ -127,7 +196,24 @@ int run_search(const SearchArgs& a) {
 Registration reg("search", "nearest chunks of an ingested corpus, with scores, sources and snippets",
                  [](CLI::App& sub) -> Action {
                    auto a = std::make_shared<SearchArgs>();
-                   sub.add_option("query", a->query, "query text")->required();
+                   auto* query = sub.add_option("query", a->query, "query text");
+                   auto* queries = sub.add_option("--queries", a->queries,
+                                                  "JSONL file of {\"id\", \"question\"}: one search each");
+                   query->excludes(queries);
+                   sub.add_option("--out", a->out, "with --queries: where the results go (default stdout)");
+                   sub.add_option("--lexical-weight", a->hybrid.lexical_weight,
+                                  "hybrid: weight of the lexical ranking in the fusion (dense = 1)")
+                       ->capture_default_str();
+                   sub.add_option("--candidates", a->hybrid.candidates, "hybrid: hits taken from each ranking")
+                       ->capture_default_str();
+                   sub.add_option_function<std::string>(
+                       "--mode",
+                       [a](const std::string& v) {
+                         auto m = parse_enum<RetrievalMode>(v, "--mode");
+                         if (!m.ok()) throw CLI::ValidationError(m.status().message());
+                         a->mode = *m;
+                       },
+                       "hybrid | lexical | dense (default: the corpus's, hybrid)");
                    sub.add_option("-k", a->k, "hits to return")->capture_default_str();
                    sub.add_option("--data", a->data, "data directory (default $RAGD_DATA or ./data)");
                    sub.add_option("--model", a->model, "model directory (only for the 'model' embedder)");

@@ -4,6 +4,8 @@
 //   <data>/LOCK          flock held by the one writer (pid inside); a second writer fails clearly
 //   <data>/docstore/     RocksDB: documents, chunks (text, token ids, offsets, vector), manifest
 //   <data>/index.faiss   vector index (VectorIndex file: FAISS payload + embedder, spec, seq)
+//   <data>/lexical/      lexical index (Xapian, BM25 over title + chunk text; lexical_index.h),
+//                        committed with index.faiss and recording the store seq it covers
 //
 // Ingest: each document is validated, hashed (title + text), compared with the stored version
 // (unchanged = no-op; changed = its chunks are replaced), chunked, embedded (title + chunk text),
@@ -17,7 +19,7 @@
 // Tenants: every document belongs to one tenant or is shared (Document::tenant ""). Each owner has
 // its own id space; the owner is stored with the document, in the same batch (see doc_store.h).
 // Every search takes a ReadScope, with no default, and filters inside the vector search (an
-// IdFilter over chunk owners), so a tenant's top-k is the k best of its own and the shared chunks;
+// IdFilter over chunk owners) and inside the lexical match (owner terms, a boolean filter), so a tenant's top-k is the k best of its own and the shared chunks;
 // fetch_hits() drops any hit the scope does not see. A store written before
 // tenants existed reads as all-shared. A document record that cannot be read (checksum, format,
 // owner) makes open() fail: ownership never fails open.
@@ -85,6 +87,12 @@ struct CorpusOptions {
   // open() is the replica's own scratch. "" = off (default).
   std::string secondary_of;
   int catch_up_ms = 1000;      // replica: how often it reads the primary's new writes (ms); default 1000
+  // Searches without a mode of their own: hybrid (lexical + dense, fused), lexical or dense.
+  // Unset: by the embedder — hybrid with a semantic one (an encoder or the model), lexical with
+  // the hashing embedder, whose vectors are hashed words: a weaker lexical signal than BM25 that
+  // only lowered every fused ranking measured (docs/benchmarks.md, retrieval quality).
+  std::optional<RetrievalMode> mode;
+  HybridOptions hybrid;
 };
 
 // The message of every write refused by a replica.
@@ -162,8 +170,16 @@ struct CorpusStats {
   bool index_trained = true;
 };
 
+// Reciprocal rank fusion of a dense and a lexical ranking (best first): every chunk scores the sum
+// over the lists of weight / (rrf_k + rank), ranks from 1, the first opts.candidates of each; best
+// first, ties in order of first appearance (dense before lexical); at most 2k kept. Pure.
+std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
+                                           const HybridOptions& opts, int k);
+
 class Corpus {
  public:
+  // The mode of searches that name none (CorpusOptions::mode, or the embedder's default).
+  RetrievalMode default_mode() const;
   // `tokenizer` is needed to ingest (chunking) and by the "model" embedder; may be null for a
   // read-only corpus with the hashing embedder.
   static Result<std::unique_ptr<Corpus>> open(const std::string& data_dir, const CorpusOptions& opts,

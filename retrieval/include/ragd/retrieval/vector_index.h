@@ -25,6 +25,8 @@
 // `omp_threads` (set on the calling thread).
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/retrieval/retrieval_mode.h"
 
 namespace ragd::retrieval {
 
@@ -59,6 +62,9 @@ class IdFilter {
 };
 
 struct SearchParams {
+  // Corpus searches: lexical, dense or hybrid; unset = the corpus's default (CorpusOptions::mode).
+  // The vector index itself ignores it.
+  std::optional<RetrievalMode> mode;
   int nprobe = 0;     // IVF lists to scan; 0 = index default
   int ef_search = 0;  // HNSW candidate list size; 0 = index default (raised to k when smaller)
   const IdFilter* filter = nullptr;  // not owned; nullptr = every id

@@ -1,0 +1,220 @@
+#include "lexical_index.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fmt/format.h>
+#include <xapian.h>
+
+namespace ragd::retrieval {
+
+namespace {
+
+// Function words of English questions and prose: they carry no topic, and in a question ("how do
+// I ...", "what is the ...") they would otherwise outweigh the one content word that matters.
+constexpr const char* kStopwords[] = {
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
+    "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he",
+    "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+    "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once",
+    "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some",
+    "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this",
+    "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where",
+    "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves", "s", "t", "d", "ll", "m", "re", "ve", "don", "doesn", "isn", "aren", "can't", "cannot", "want",
+    "need", "way", "get", "use", "using", "there's", "what's", "how's", "let", "tell", "please", "explain"};
+
+constexpr const char* kSeqKey = "ragd_seq";
+constexpr const char* kOwnerPrefix = "XO";
+
+std::string id_term(uint64_t id) { return "Q" + std::to_string(id); }
+
+}  // namespace
+
+struct LexicalIndex::Impl {
+  mutable std::mutex mu;
+  std::optional<Xapian::WritableDatabase> wdb;  // writable (disk or memory)
+  std::optional<Xapian::Database> rdb;          // read-only
+  Xapian::Stem stem{"english"};
+  Xapian::SimpleStopper stopper{std::begin(kStopwords), std::end(kStopwords)};
+  Xapian::TermGenerator tg;
+  uint64_t seq = 0;
+
+  Impl() {
+    tg.set_stemmer(stem);
+    tg.set_stopper(&stopper);
+    tg.set_stemming_strategy(Xapian::TermGenerator::STEM_SOME);
+    tg.set_stopper_strategy(Xapian::TermGenerator::STOP_ALL);
+  }
+  const Xapian::Database& db() const { return wdb ? static_cast<const Xapian::Database&>(*wdb) : *rdb; }
+  void load_seq() {
+    const std::string v = db().get_metadata(kSeqKey);
+    seq = 0;
+    std::from_chars(v.data(), v.data() + v.size(), seq);
+  }
+};
+
+LexicalIndex::LexicalIndex() : impl_(std::make_unique<Impl>()) {}
+LexicalIndex::~LexicalIndex() = default;
+
+Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open(const std::string& path) {
+  std::unique_ptr<LexicalIndex> x(new LexicalIndex());
+  try {
+    x->impl_->wdb.emplace(path, Xapian::DB_CREATE_OR_OPEN);
+    x->impl_->load_seq();
+  } catch (const Xapian::Error& e) {
+    return Status::IOError(fmt::format("lexical index {}: {}", path, e.get_description()));
+  }
+  return x;
+}
+
+Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_read_only(const std::string& path) {
+  std::unique_ptr<LexicalIndex> x(new LexicalIndex());
+  try {
+    x->impl_->rdb.emplace(path);
+    x->impl_->load_seq();
+  } catch (const Xapian::DatabaseOpeningError& e) {
+    return Status::NotFound(fmt::format("lexical index {}: {}", path, e.get_description()));
+  } catch (const Xapian::Error& e) {
+    return Status::IOError(fmt::format("lexical index {}: {}", path, e.get_description()));
+  }
+  return x;
+}
+
+Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_memory() {
+  std::unique_ptr<LexicalIndex> x(new LexicalIndex());
+  try {
+    x->impl_->wdb.emplace(std::string(), Xapian::DB_BACKEND_INMEMORY);
+  } catch (const Xapian::Error& e) {
+    return Status::Internal(fmt::format("lexical index in memory: {}", e.get_description()));
+  }
+  return x;
+}
+
+Status LexicalIndex::add(std::span<const LexicalDoc> docs) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  try {
+    for (const LexicalDoc& d : docs) {
+      Xapian::Document doc;
+      m.tg.set_document(doc);
+      if (!d.title.empty()) {
+        m.tg.index_text(std::string(d.title), 2);  // the title counts twice
+        m.tg.increase_termpos();
+      }
+      m.tg.index_text(std::string(d.text));
+      const std::string q = id_term(d.chunk_id);
+      doc.add_boolean_term(q);
+      doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));
+      doc.set_data(std::to_string(d.chunk_id));
+      m.wdb->replace_document(q, doc);
+    }
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index add: " + e.get_description());
+  }
+  return Status::OK();
+}
+
+Status LexicalIndex::remove(std::span<const uint64_t> ids) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  try {
+    for (uint64_t id : ids) m.wdb->delete_document(id_term(id));
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index remove: " + e.get_description());
+  }
+  return Status::OK();
+}
+
+Status LexicalIndex::clear() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  try {
+    // Every chunk carries exactly one owner term, so the owner terms' postings list them all.
+    std::vector<Xapian::docid> all;
+    for (auto t = m.wdb->allterms_begin(kOwnerPrefix); t != m.wdb->allterms_end(kOwnerPrefix); ++t)
+      for (auto p = m.wdb->postlist_begin(*t); p != m.wdb->postlist_end(*t); ++p) all.push_back(*p);
+    for (Xapian::docid d : all) m.wdb->delete_document(d);
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index clear: " + e.get_description());
+  }
+  return Status::OK();
+}
+
+Status LexicalIndex::commit(uint64_t seq) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> l(m.mu);
+  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  try {
+    m.wdb->set_metadata(kSeqKey, std::to_string(seq));
+    m.wdb->commit();
+    m.seq = seq;
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index commit: " + e.get_description());
+  }
+  return Status::OK();
+}
+
+uint64_t LexicalIndex::committed_seq() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->seq;
+}
+
+uint64_t LexicalIndex::size() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->db().get_doccount();
+}
+
+Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int k,
+                                                     const std::optional<std::vector<std::string>>& owners) const {
+  Impl& m = *impl_;
+  std::vector<LexicalHit> out;
+  if (k <= 0) return out;
+  std::lock_guard<std::mutex> l(m.mu);
+  try {
+    Xapian::QueryParser qp;
+    qp.set_stemmer(m.stem);
+    qp.set_stopper(&m.stopper);
+    qp.set_stemming_strategy(Xapian::QueryParser::STEM_SOME);
+    qp.set_default_op(Xapian::Query::OP_OR);
+    qp.set_database(m.db());
+    const std::string q(query);
+    Xapian::Query parsed;
+    try {
+      parsed = qp.parse_query(q, Xapian::QueryParser::FLAG_PHRASE | Xapian::QueryParser::FLAG_LOVEHATE);
+    } catch (const Xapian::QueryParserError&) {
+      parsed = qp.parse_query(q, 0);  // plain words
+    }
+    if (parsed.empty()) return out;
+    if (owners) {
+      std::vector<Xapian::Query> terms;
+      for (const std::string& o : *owners) terms.emplace_back(kOwnerPrefix + o);
+      parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, Xapian::Query(Xapian::Query::OP_OR, terms.begin(), terms.end()));
+    }
+    Xapian::Enquire enq(m.db());
+    enq.set_query(parsed);
+    enq.set_weighting_scheme(Xapian::BM25Weight());
+    // Xapian breaks ties by its own document numbers, which depend on the order chunks were added
+    // (a rebuilt index or a replica numbers them differently): fetch a few more and break ties by
+    // chunk id, so every copy of the index ranks alike.
+    const Xapian::MSet ms = enq.get_mset(0, static_cast<Xapian::doccount>(k) + 16);
+    for (auto it = ms.begin(); it != ms.end(); ++it) {
+      const std::string data = it.get_document().get_data();
+      uint64_t id = 0;
+      std::from_chars(data.data(), data.data() + data.size(), id);
+      out.push_back({id, it.get_weight()});
+    }
+    std::sort(out.begin(), out.end(), [](const LexicalHit& a, const LexicalHit& b) {
+      return a.score != b.score ? a.score > b.score : a.chunk_id < b.chunk_id;
+    });
+    if (out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical search: " + e.get_description());
+  }
+  return out;
+}
+
+}  // namespace ragd::retrieval

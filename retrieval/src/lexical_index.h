@@ -1,0 +1,82 @@
+// LexicalIndex: BM25 over chunk text with Xapian (Debian's libxapian 1.4), the lexical half of
+// hybrid retrieval. A derived index, like the vector index: the document store is the truth, and
+// this index records the store sequence number it covers (metadata "ragd_seq", written with every
+// commit), so that after a crash the corpus replays the store's log after it (replace / delete by
+// chunk id are idempotent) or rebuilds it from the stored chunks.
+//
+// One Xapian document per chunk:
+//   terms     the chunk's title (wdf x2, the title counts twice) and text, English stemmer
+//             (STEM_SOME: stemmed terms "Z..." plus the unstemmed forms), stopwords left out
+//   "Q<id>"   unique id term (the chunk id, decimal): replace and delete by it
+//   "XO<owner>" boolean owner term: "XO" for shared chunks, "XO<tenant>" for a tenant's; a
+//             search is filtered by these inside the match (OP_FILTER), never after it
+//   data      the chunk id, decimal
+// Queries go through Xapian's QueryParser with the same stemmer and stopper, terms OR-ed, phrases
+// ("...") honoured; a query Xapian cannot parse is retried as plain words.
+//
+// Storage: a Xapian glass database directory (<data>/lexical); `open_memory()` builds one in
+// memory (read-only corpora whose on-disk index lags the store).
+//
+// Thread-safety: internally synchronised by one mutex (Xapian objects are not thread-safe):
+// searches are serialised with each other and with updates; each takes about a millisecond.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ragd/common/status.h"
+
+namespace ragd::retrieval {
+
+struct LexicalDoc {
+  uint64_t chunk_id = 0;
+  std::string_view owner;  // "" = shared
+  std::string_view title;
+  std::string_view text;
+};
+
+struct LexicalHit {
+  uint64_t chunk_id = 0;
+  double score = 0;  // BM25
+};
+
+class LexicalIndex {
+ public:
+  // Opens (creating) the database directory `path` for writing.
+  static Result<std::unique_ptr<LexicalIndex>> open(const std::string& path);
+  // Opens `path` read-only (committed state only); NotFound when there is no database.
+  static Result<std::unique_ptr<LexicalIndex>> open_read_only(const std::string& path);
+  // An empty in-memory index (writable, never committed anywhere).
+  static Result<std::unique_ptr<LexicalIndex>> open_memory();
+  ~LexicalIndex();
+
+  // Adds or replaces the chunks (by id).
+  Status add(std::span<const LexicalDoc> docs);
+  // Removes the chunks with these ids (absent ids are ignored).
+  Status remove(std::span<const uint64_t> ids);
+  // Deletes every chunk (a rebuild).
+  Status clear();
+  // Makes the changes durable, recording that the index covers the store up to `seq`.
+  Status commit(uint64_t seq);
+  // The store sequence number of the last commit (0 = none).
+  uint64_t committed_seq() const;
+  uint64_t size() const;
+
+  // The k best chunks for `query` among those whose owner is in `owners` (nullopt = every owner;
+  // "" in the list = the shared chunks). An empty or stopword-only query has no hits.
+  Result<std::vector<LexicalHit>> search(std::string_view query, int k,
+                                         const std::optional<std::vector<std::string>>& owners) const;
+
+ private:
+  LexicalIndex();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ragd::retrieval

@@ -1,0 +1,168 @@
+// LexicalIndex (Xapian BM25): stemming and stopwords, the title's weight, owners filtered inside
+// the match (a filtered top-k holds k when k match), replace / remove by chunk id, commit and the
+// sequence number across reopen; fuse_reciprocal_rank against a naive reference.
+#include "lexical_index.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ragd/retrieval/corpus.h"
+#include "test_util.h"
+
+namespace ragd::retrieval {
+namespace {
+
+std::vector<uint64_t> ids_of(const std::vector<LexicalHit>& hits) {
+  std::vector<uint64_t> v;
+  for (const auto& h : hits) v.push_back(h.chunk_id);
+  return v;
+}
+
+TEST(LexicalIndex, StemsDropsStopwordsAndWeighsTheTitle) {
+  auto x = LexicalIndex::open_memory();
+  ASSERT_TRUE(x.ok());
+  const std::vector<LexicalDoc> docs = {
+      {1, "", "", "The parser reads JSON documents and returns Python objects."},
+      {2, "", "", "Sockets connect two processes over a network."},
+      {3, "", "Parsing dates", "Convert strings into datetime values."},
+      {4, "", "", "It is what it is, and the rest is as it was."},
+  };
+  ASSERT_TRUE((*x)->add(docs).ok());
+  EXPECT_EQ((*x)->size(), 4u);
+  // "parse" meets "Parsing" (both stem to "pars"); "parser" is another stem.
+  auto h = (*x)->search("how do I parse a date?", 5, std::nullopt);
+  ASSERT_TRUE(h.ok());
+  ASSERT_FALSE(h->empty());
+  EXPECT_EQ((*h)[0].chunk_id, 3u);
+  // Only stopwords: no hits, not every document.
+  auto stop = (*x)->search("what is it and how is it", 5, std::nullopt);
+  ASSERT_TRUE(stop.ok());
+  EXPECT_TRUE(stop->empty()) << stop->size();
+  // Plural and verb forms meet their stems.
+  auto s = (*x)->search("socket connection", 5, std::nullopt);
+  ASSERT_TRUE(s.ok());
+  ASSERT_FALSE(s->empty());
+  EXPECT_EQ((*s)[0].chunk_id, 2u);
+  // The same words in the title rank above the body (the title counts twice).
+  ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{5, "", "", "Convert strings into datetime values. Parsing dates."}}).ok());
+  auto t = (*x)->search("parsing dates", 2, std::nullopt);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].chunk_id, 3u);
+  // Punctuation a query parser could choke on is plain words.
+  auto odd = (*x)->search("what does \"-k\" AND (json OR", 5, std::nullopt);
+  ASSERT_TRUE(odd.ok()) << odd.status().to_string();
+}
+
+// Owners are boolean terms inside the match: a tenant's top-k is the k best of its own and the
+// shared chunks even when another tenant's chunks score higher, and never includes them.
+TEST(LexicalIndex, OwnerFilterIsInsideTheMatchAndTopKStaysK) {
+  auto x = LexicalIndex::open_memory();
+  ASSERT_TRUE(x.ok());
+  std::vector<std::string> texts;
+  std::vector<LexicalDoc> docs;
+  texts.reserve(90);
+  for (int i = 0; i < 90; ++i) {
+    // alpha's chunks repeat the query word most: they would fill a post-filtered top-k.
+    const int reps = i < 30 ? 6 : 1;
+    std::string t;
+    for (int r = 0; r < reps; ++r) t += "kingfisher ";
+    t += "filler text number " + std::to_string(i);
+    texts.push_back(t);
+  }
+  const char* owners[] = {"alpha", "beta", ""};
+  for (int i = 0; i < 90; ++i) docs.push_back({static_cast<uint64_t>(100 + i), owners[i / 30], "", texts[static_cast<size_t>(i)]});
+  ASSERT_TRUE((*x)->add(docs).ok());
+  auto beta = (*x)->search("kingfisher", 7, std::vector<std::string>{"", "beta"});
+  ASSERT_TRUE(beta.ok());
+  ASSERT_EQ(beta->size(), 7u);
+  for (uint64_t id : ids_of(*beta)) EXPECT_GE(id, 130u) << "alpha's chunk in beta's results";
+  auto shared = (*x)->search("kingfisher", 40, std::vector<std::string>{""});
+  ASSERT_TRUE(shared.ok());
+  EXPECT_EQ(shared->size(), 30u);
+  for (uint64_t id : ids_of(*shared)) EXPECT_GE(id, 160u);
+  auto all = (*x)->search("kingfisher", 5, std::nullopt);
+  ASSERT_TRUE(all.ok());
+  for (uint64_t id : ids_of(*all)) EXPECT_LT(id, 130u);  // alpha's score highest
+}
+
+TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
+  testing::TempDir dir;
+  const std::string path = (std::filesystem::path(dir.path()) / "lexical").string();
+  {
+    auto x = LexicalIndex::open(path);
+    ASSERT_TRUE(x.ok()) << x.status().to_string();
+    EXPECT_EQ((*x)->committed_seq(), 0u);
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "albatross over the ocean"}, {8, "t", "", "penguin on ice"}}).ok());
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "heron in the marsh"}}).ok());  // replaced
+    EXPECT_EQ((*x)->size(), 2u);
+    EXPECT_TRUE((*x)->search("albatross", 3, std::nullopt)->empty());
+    EXPECT_EQ(ids_of(*(*x)->search("heron", 3, std::nullopt)), std::vector<uint64_t>{7});
+    ASSERT_TRUE((*x)->commit(41).ok());
+    const uint64_t none[] = {99};
+    ASSERT_TRUE((*x)->remove(none).ok());  // absent: ignored
+    const uint64_t eight[] = {8};
+    ASSERT_TRUE((*x)->remove(eight).ok());
+    EXPECT_EQ((*x)->size(), 1u);
+    // Not committed: a reader of the committed state still sees chunk 8.
+    auto ro = LexicalIndex::open_read_only(path);
+    ASSERT_TRUE(ro.ok());
+    EXPECT_EQ((*ro)->committed_seq(), 41u);
+    EXPECT_EQ(ids_of(*(*ro)->search("penguin", 3, std::nullopt)), std::vector<uint64_t>{8});
+    EXPECT_FALSE((*ro)->add(std::vector<LexicalDoc>{{9, "", "", "x"}}).ok());
+    ASSERT_TRUE((*x)->commit(42).ok());
+  }
+  auto x = LexicalIndex::open(path);
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ((*x)->committed_seq(), 42u);
+  EXPECT_EQ((*x)->size(), 1u);
+  ASSERT_TRUE((*x)->clear().ok());
+  EXPECT_EQ((*x)->size(), 0u);
+  EXPECT_EQ(LexicalIndex::open_read_only((std::filesystem::path(dir.path()) / "none").string()).status().code(), StatusCode::kNotFound);
+}
+
+// Naive RRF: sum over lists of weight / (k0 + rank) for the first `candidates` of each.
+TEST(Fusion, ReciprocalRankFusionMatchesANaiveReference) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<Neighbor> dense, lexical;
+    const int nd = static_cast<int>(rng() % 40), nl = static_cast<int>(rng() % 40);
+    std::vector<uint64_t> pool(60);
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = 1000 + i;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (int i = 0; i < nd; ++i) dense.push_back({pool[static_cast<size_t>(i)], 1.0f - 0.01f * static_cast<float>(i)});
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (int i = 0; i < nl; ++i) lexical.push_back({pool[static_cast<size_t>(i)], 30.0f - static_cast<float>(i)});
+    HybridOptions o;
+    o.candidates = 1 + static_cast<int>(rng() % 30);
+    o.rrf_k = 1 + static_cast<int>(rng() % 80);
+    o.lexical_weight = 0.5 + (rng() % 5);
+    const int k = 1 + static_cast<int>(rng() % 12);
+    std::map<uint64_t, double> want;
+    const int n = std::max(k, o.candidates);
+    for (int r = 0; r < std::min(nd, n); ++r) want[dense[static_cast<size_t>(r)].id] += 1.0 / (o.rrf_k + r + 1);
+    for (int r = 0; r < std::min(nl, n); ++r) want[lexical[static_cast<size_t>(r)].id] += o.lexical_weight / (o.rrf_k + r + 1);
+    auto got = fuse_reciprocal_rank(dense, lexical, o, k);
+    ASSERT_LE(got.size(), std::min<size_t>(want.size(), static_cast<size_t>(2 * k)));
+    if (want.size() <= static_cast<size_t>(2 * k)) ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(want.count(got[i].id));
+      EXPECT_NEAR(got[i].score, want[got[i].id], 1e-6);
+      if (i > 0) EXPECT_GE(got[i - 1].score, got[i].score);
+    }
+    // Nothing left out scores above the last one kept.
+    if (!got.empty())
+      for (const auto& [id, sc] : want)
+        if (std::none_of(got.begin(), got.end(), [&](const Neighbor& g) { return g.id == id; }))
+          EXPECT_LE(sc, got.back().score + 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace ragd::retrieval
