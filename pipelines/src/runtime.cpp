@@ -226,6 +226,7 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     co.index_spec = "";
     co.secondary_of = opts.data_replica_of;  // a replica: data_dir is its scratch (and SSD KV tier)
     co.catch_up_ms = opts.replica_catch_up_ms;
+    co.mode = opts.retrieval_mode;
     RAGD_ASSIGN_OR_RETURN(std::unique_ptr<retrieval::Corpus> corpus,
                           retrieval::Corpus::open(opts.data_dir, co,
                                                   deps.tokenizer));

@@ -885,7 +885,7 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
   if (queries.empty()) return std::vector<std::vector<Hit>>{};
   Impl& m = *impl_;
-  const RetrievalMode mode = params.mode.value_or(default_mode());
+  const RetrievalMode mode = params.mode != RetrievalMode::kAuto ? params.mode : default_mode();
   for (const auto& text : queries) {
     if (text.empty()) return Status::InvalidArgument("search: empty query");
     if (size_t bad = find_invalid_utf8(text); bad != std::string::npos)
@@ -954,7 +954,7 @@ std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std:
 }
 
 RetrievalMode Corpus::default_mode() const {
-  if (impl_->opts.mode) return *impl_->opts.mode;
+  if (impl_->opts.mode != RetrievalMode::kAuto) return impl_->opts.mode;
   return impl_->embedder->identity().rfind("hashing", 0) == 0 ? RetrievalMode::kLexical : RetrievalMode::kHybrid;
 }
 

@@ -22,6 +22,7 @@
 
 #include "../../kvstore/src/msgpack_writer.h"
 #include "kv_test_util.h"
+#include "redis_test_util.h"
 #include "ragd/kvstore/keys.h"
 #include "ragd/kvstore/kv_store.h"
 
@@ -255,16 +256,6 @@ int free_port() {
   return port;
 }
 
-bool port_bindable(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
 
 std::string json_ints(const std::vector<int32_t>& v) {
   std::string s = "[";
@@ -495,7 +486,7 @@ TEST(KvEvents, BindsLoopbackOnlyEndpoints) {
   o.endpoint = ep;
   auto pub = KvEventPublisher::start(o);
   ASSERT_TRUE(pub.ok());
-  EXPECT_TRUE(port_bindable(std::stoi(ep.substr(ep.rfind(':') + 1)))) << "auto mode bound a loopback endpoint";
+  EXPECT_TRUE(testing::port_bindable(std::stoi(ep.substr(ep.rfind(':') + 1)))) << "auto mode bound a loopback endpoint";
 }
 
 // The unauthorized: no key, the wrong server key, a key not in the allowed list. None receives a

@@ -35,7 +35,7 @@ struct SearchArgs {
   int nprobe = 0;
   int ef_search = 0;
   int snippet = 240;
-  std::optional<RetrievalMode> mode;
+  RetrievalMode mode = RetrievalMode::kAuto;
   std::string queries, out;
   HybridOptions hybrid;
 };
@@ -213,7 +213,8 @@ Registration reg("search", "nearest chunks of an ingested corpus, with scores, s
                          if (!m.ok()) throw CLI::ValidationError(m.status().message());
                          a->mode = *m;
                        },
-                       "hybrid | lexical | dense (default: the corpus's, hybrid)");
+                       "auto | hybrid | lexical | dense (default auto: the corpus's — lexical with the hashing "
+                       "embedder, hybrid with a semantic one)");
                    sub.add_option("-k", a->k, "hits to return")->capture_default_str();
                    sub.add_option("--data", a->data, "data directory (default $RAGD_DATA or ./data)");
                    sub.add_option("--model", a->model, "model directory (only for the 'model' embedder)");

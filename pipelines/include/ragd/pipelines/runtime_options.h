@@ -22,6 +22,7 @@
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/blend_fidelity.h"
 #include "ragd/pipelines/scheduler.h"
+#include "ragd/retrieval/retrieval_mode.h"
 #include "ragd/seqparallel/partition.h"
 #include "ragd/seqparallel/sp_group.h"
 
@@ -119,6 +120,11 @@ struct RuntimeOptions {
   // Cross-encoder (BertForSequenceClassification) serving /v1/rerank; "" (default) = none.
   std::string rerank_model_dir;
   int chunk_tokens = 256;            // tokens per document chunk at ingest; default 256
+  // How searches find passages: dense (default, as before the lexical index) | auto (lexical with
+  // the hashing embedder, hybrid with a semantic one: the better ranking on real documents,
+  // docs/benchmarks.md) | hybrid | lexical (retrieval/retrieval_mode.h). The daemon's default stays
+  // dense until the test fixtures built on dense rankings move over.
+  retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kDense;
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
   RuntimeTestHooks test_hooks;       // tests and benchmarks only (see RuntimeTestHooks)
 

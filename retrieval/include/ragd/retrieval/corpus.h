@@ -88,10 +88,10 @@ struct CorpusOptions {
   std::string secondary_of;
   int catch_up_ms = 1000;      // replica: how often it reads the primary's new writes (ms); default 1000
   // Searches without a mode of their own: hybrid (lexical + dense, fused), lexical or dense.
-  // Unset: by the embedder — hybrid with a semantic one (an encoder or the model), lexical with
+  // auto: by the embedder — hybrid with a semantic one (an encoder or the model), lexical with
   // the hashing embedder, whose vectors are hashed words: a weaker lexical signal than BM25 that
   // only lowered every fused ranking measured (docs/benchmarks.md, retrieval quality).
-  std::optional<RetrievalMode> mode;
+  RetrievalMode mode = RetrievalMode::kAuto;
   HybridOptions hybrid;
 };
 

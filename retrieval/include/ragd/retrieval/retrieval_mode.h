@@ -9,10 +9,14 @@
 
 namespace ragd::retrieval {
 
-enum class RetrievalMode : uint8_t { kHybrid, kLexical, kDense };
+// kAuto: the next level's choice (a search: its corpus's mode; a corpus: its embedder's default,
+// Corpus::default_mode()).
+enum class RetrievalMode : uint8_t { kAuto, kHybrid, kLexical, kDense };
 inline constexpr auto kRetrievalModeNames = make_enum_names<RetrievalMode>(
-    "retriever mode",
-    {{RetrievalMode::kHybrid, "hybrid"}, {RetrievalMode::kLexical, "lexical"}, {RetrievalMode::kDense, "dense"}});
+    "retriever mode", {{RetrievalMode::kAuto, "auto"},
+                       {RetrievalMode::kHybrid, "hybrid"},
+                       {RetrievalMode::kLexical, "lexical"},
+                       {RetrievalMode::kDense, "dense"}});
 constexpr const auto& ragd_enum_names(RetrievalMode) { return kRetrievalModeNames; }
 static_assert(enum_names_valid(kRetrievalModeNames));
 

@@ -62,9 +62,9 @@ class IdFilter {
 };
 
 struct SearchParams {
-  // Corpus searches: lexical, dense or hybrid; unset = the corpus's default (CorpusOptions::mode).
+  // Corpus searches: lexical, dense or hybrid; auto = the corpus's default (Corpus::default_mode).
   // The vector index itself ignores it.
-  std::optional<RetrievalMode> mode;
+  RetrievalMode mode = RetrievalMode::kAuto;
   int nprobe = 0;     // IVF lists to scan; 0 = index default
   int ef_search = 0;  // HNSW candidate list size; 0 = index default (raised to k when smaller)
   const IdFilter* filter = nullptr;  // not owned; nullptr = every id
