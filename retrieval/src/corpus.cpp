@@ -822,7 +822,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   for (const auto& [tenant, ids] : owned) m.set_owner(ids, tenant);
   RAGD_RETURN_IF_ERROR(m.index->add(add_ids, add_vecs));
   RAGD_RETURN_IF_ERROR(m.lexical->remove(removed_ids));
-  RAGD_RETURN_IF_ERROR(m.lexical->add(lex));
+  RAGD_RETURN_IF_ERROR(m.lexical->add(lex, /*fresh=*/true));  // ids just reserved: never indexed
   m.lexical_seq = sum.seq;
   m.changes_since_save += add_ids.size() + removed_ids.size();
   Status st = m.maybe_save_locked();

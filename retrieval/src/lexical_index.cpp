@@ -91,7 +91,7 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_memory() {
   return x;
 }
 
-Status LexicalIndex::add(std::span<const LexicalDoc> docs) {
+Status LexicalIndex::add(std::span<const LexicalDoc> docs, bool fresh) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> l(m.mu);
   if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
@@ -108,7 +108,8 @@ Status LexicalIndex::add(std::span<const LexicalDoc> docs) {
       doc.add_boolean_term(q);
       doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));
       doc.set_data(std::to_string(d.chunk_id));
-      m.wdb->replace_document(q, doc);
+      if (fresh) m.wdb->add_document(doc);
+      else m.wdb->replace_document(q, doc);
     }
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index add: " + e.get_description());

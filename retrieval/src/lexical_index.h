@@ -56,8 +56,9 @@ class LexicalIndex {
   static Result<std::unique_ptr<LexicalIndex>> open_memory();
   ~LexicalIndex();
 
-  // Adds or replaces the chunks (by id).
-  Status add(std::span<const LexicalDoc> docs);
+  // Adds or replaces the chunks (by id). `fresh`: the caller knows none of the ids is in the index
+  // (new chunk ids at ingest): added without the lookup a replace costs.
+  Status add(std::span<const LexicalDoc> docs, bool fresh = false);
   // Removes the chunks with these ids (absent ids are ignored).
   Status remove(std::span<const uint64_t> ids);
   // Deletes every chunk (a rebuild).
