@@ -100,10 +100,10 @@ Status LexicalIndex::add(std::span<const LexicalDoc> docs, bool fresh) {
       Xapian::Document doc;
       m.tg.set_document(doc);
       if (!d.title.empty()) {
-        m.tg.index_text(std::string(d.title), 2);  // the title counts twice
+        m.tg.index_text_without_positions(std::string(d.title), 2);  // the title counts twice
         m.tg.increase_termpos();
       }
-      m.tg.index_text(std::string(d.text));
+      m.tg.index_text_without_positions(std::string(d.text));
       const std::string q = id_term(d.chunk_id);
       doc.add_boolean_term(q);
       doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));

@@ -6,13 +6,15 @@
 //
 // One Xapian document per chunk:
 //   terms     the chunk's title (wdf x2, the title counts twice) and text, English stemmer
-//             (STEM_SOME: stemmed terms "Z..." plus the unstemmed forms), stopwords left out
+//             (STEM_SOME: stemmed terms "Z..." plus the unstemmed forms), stopwords left out;
+//             no positions: they made ingest 1.5x slower and the index 20 % larger for no
+//             measured gain on the retrieval benchmark (a quoted phrase then matches as AND)
 //   "Q<id>"   unique id term (the chunk id, decimal): replace and delete by it
 //   "XO<owner>" boolean owner term: "XO" for shared chunks, "XO<tenant>" for a tenant's; a
 //             search is filtered by these inside the match (OP_FILTER), never after it
 //   data      the chunk id, decimal
-// Queries go through Xapian's QueryParser with the same stemmer and stopper, terms OR-ed, phrases
-// ("...") honoured; a query Xapian cannot parse is retried as plain words.
+// Queries go through Xapian's QueryParser with the same stemmer and stopper, terms OR-ed; a query
+// Xapian cannot parse is retried as plain words.
 //
 // Storage: a Xapian glass database directory (<data>/lexical); `open_memory()` builds one in
 // memory (read-only corpora whose on-disk index lags the store).
