@@ -410,6 +410,9 @@ int main(int argc, char** argv) {
     CorpusOptions o;
     o.chunker.chunk_tokens = chunk_tokens;
     o.index_spec = spec;
+    // The index types are compared by their vector searches (a corpus's auto mode would search
+    // the lexical index with the hashing embedder).
+    o.mode = RetrievalMode::kDense;
     o.index.omp_threads = threads;
     o.index_save_every_chunks = 1ull << 40;  // one save at the end, timed with the ingest
     o.index_save_interval_s = 1e9;
