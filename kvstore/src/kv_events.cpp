@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 
 #include "msgpack_writer.h"
 #include "ragd/common/log.h"
+#include "ragd/common/text_file.h"
 #include "ragd/kvstore/keys.h"
 
 namespace ragd::kvstore {
@@ -217,12 +217,9 @@ void open_endpoint(zmq::socket_t& sock, const std::string& ep, bool bind) {
 }
 
 Result<std::string> read_small_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::InvalidArgument(fmt::format("kv events: cannot read the {} file '{}'", what, path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
-  if (s.size() > (1u << 20)) return Status::InvalidArgument(fmt::format("kv events: the {} file '{}' is over 1 MiB", what, path));
+  auto s = read_text_file(path, std::string(what) + " file");
+  if (!s.ok()) return Status::InvalidArgument("kv events: " + s.status().message());
+  if (s->size() > (1u << 20)) return Status::InvalidArgument(fmt::format("kv events: the {} file '{}' is over 1 MiB", what, path));
   return s;
 }
 

@@ -12,8 +12,6 @@
 #include <vector>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -21,6 +19,7 @@
 #include <unistd.h>
 
 #include "ragd/common/log.h"
+#include "ragd/common/text_file.h"
 #include "ragd/kvstore/redis_client.h"
 
 namespace ragd::kvstore {
@@ -36,11 +35,9 @@ namespace {
 // A secret or password from a file: the whole file, less one trailing newline (as `echo` or
 // `openssl rand -hex` write it). Errors name the option and the path, never the contents.
 Result<std::string> read_secret(const std::string& path, const char* option) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::InvalidArgument(fmt::format("{}: cannot read '{}'", option, path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+  auto r = read_text_file(path, option);
+  if (!r.ok()) return Status::InvalidArgument(r.status().message());
+  std::string s = std::move(r).value();
   if (s.size() > 4096) return Status::InvalidArgument(fmt::format("{}: '{}' is over 4 KiB", option, path));
   if (!s.empty() && s.back() == '\n') s.pop_back();
   if (!s.empty() && s.back() == '\r') s.pop_back();
