@@ -6,51 +6,11 @@
 
 #include <sys/socket.h>
 
+#include "../run_capture.h"
 #include "real_daemon.h"
 
 namespace ragd::testing {
 namespace {
-
-// Runs `args` to completion: exit status, stdout, stderr.
-struct Ran {
-  int status = -1;
-  std::string out, err;
-};
-Ran run_capture(const std::vector<std::string>& args) {
-  const fs::path base = fs::temp_directory_path() / ("ragd_hard_" + std::to_string(getpid()));
-  const std::string out_path = base.string() + ".out", err_path = base.string() + ".err";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  Ran r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path), slurp(err_path)};
-  fs::remove(out_path);
-  fs::remove(err_path);
-  return r;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 using HardeningE2eTest = E2eTest;
 
@@ -97,7 +57,7 @@ TEST_F(HardeningE2eTest, HugeRequestValueIsClippedInTheAnswerAndTheLog) {
   EXPECT_LT(r.body.size(), 2048u) << r.body.substr(0, 300);
   EXPECT_EQ(r.body.find(std::string(129, 'Z')), std::string::npos);
   d_.stop();  // the log is complete
-  const std::string text = slurp(log);
+  const std::string text = slurp_file(log);
   EXPECT_NE(text.find(len), std::string::npos) << "the failures are not logged";
   EXPECT_EQ(text.find(std::string(129, 'Z')), std::string::npos) << "the log quotes more than 128 bytes of the value";
   for (size_t b = 0, e; b < text.size(); b = e + 1) {
@@ -133,7 +93,7 @@ TEST_F(HardeningE2eTest, ReplicaRefusalNamesNoServerPath) {
     EXPECT_EQ(r.body.find('/'), std::string::npos) << "a path in the answer: " << r.body;
   }
   d_.stop();
-  EXPECT_NE(slurp(log).find(primary.string()), std::string::npos) << "the log lost the primary's directory";
+  EXPECT_NE(slurp_file(log).find(primary.string()), std::string::npos) << "the log lost the primary's directory";
 }
 
 // A client that shuts down its sending side after a complete POST /v1/documents (`nc -N`) had its

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../run_capture.h"
 #include "pdf_fixture.h"
 
 namespace ragd::testing {
@@ -23,11 +24,6 @@ namespace fs = std::filesystem;
 using retrieval::testing::make_pdf;
 using retrieval::testing::pdf_text_page;
 using retrieval::testing::PdfSpec;
-
-struct Ran {
-  int status = -1;  // exit status; -1 when ended by a signal
-  std::string out, err;
-};
 
 class IngestCliTest : public ::testing::Test {
  protected:
@@ -49,32 +45,11 @@ class IngestCliTest : public ::testing::Test {
   // ragctl ingest <dir>/in into a fresh data directory, plus `extra` arguments.
   Ran ingest(const std::vector<std::string>& extra) {
     fs::remove_all(dir_ / "data");
-    const std::string out_path = (dir_ / "out").string(), err_path = (dir_ / "err").string();
     std::vector<std::string> argv_s = {RAGD_BIN_DIR "/ragctl", "ingest", (dir_ / "in").string(), "--data",
                                        (dir_ / "data").string(), "--model", RAGD_SOURCE_DIR "/models/ragd-qa",
                                        "--quiet"};
     argv_s.insert(argv_s.end(), extra.begin(), extra.end());
-    pid_t pid = fork();
-    if (pid == 0) {
-      int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(o, 1);
-      dup2(e, 2);
-      std::vector<char*> argv;
-      for (auto& a : argv_s) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    auto slurp = [](const std::string& p) {
-      std::ifstream in(p);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return ss.str();
-    };
-    return Ran{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path), slurp(err_path)};
+    return run_capture(argv_s);
   }
 
   fs::path dir_;

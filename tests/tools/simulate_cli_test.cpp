@@ -4,6 +4,8 @@
 // under a memory limit); --replicas must be 1..4096 (0 and -3 ran one replica).
 #include <gtest/gtest.h>
 
+#include "../run_capture.h"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -20,46 +22,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int status = -1;  // exit status; -1 when ended by a signal
-  std::string out, err;
-};
-
 // Runs ragctl simulate with `args`; `as_limit` > 0 sets RLIMIT_AS (bytes) in the child first.
 Ran simulate(const std::vector<std::string>& args, rlim_t as_limit = 0) {
-  const fs::path base = fs::temp_directory_path() / ("ragd_sim_cli_" + std::to_string(getpid()));
-  const std::string out_path = base.string() + ".out", err_path = base.string() + ".err";
   std::vector<std::string> argv_s = {RAGD_BIN_DIR "/ragctl", "simulate", "--rates",
                                      RAGD_SOURCE_DIR "/bench/rates/h200-llama3-8b.json", "--preset", "llama3-8b"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (as_limit > 0) {
-      rlimit rl{as_limit, as_limit};
-      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
-    }
-    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  Ran r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out_path), slurp(err_path)};
-  fs::remove(out_path);
-  fs::remove(err_path);
-  return r;
+  return run_capture(argv_s, as_limit);
 }
 
 constexpr rlim_t kTwoGiB = rlim_t{2} << 30;
