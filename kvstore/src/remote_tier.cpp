@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include <cstring>
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -199,7 +198,7 @@ struct RemoteTier::Impl {
     // Sealed values start with the MAC envelope; nothing but the header's length is used before
     // the MAC is checked over the whole value.
     const size_t env = mac ? ValueMac::kEnvelopeBytes : 0;
-    if (mac && (buf.size() < env || std::memcmp(buf.data(), "RGDA", 4) != 0))
+    if (mac && !ValueMac::looks_sealed({reinterpret_cast<const std::byte*>(buf.data()), buf.size()}))
       return Status::Unauthenticated("not a sealed value (no MAC envelope): written without the fleet secret, or not by ragd");
     const auto* b = reinterpret_cast<const std::byte*>(buf.data());
     auto hr = decode_segment_header({b + env, buf.size() - env});
@@ -265,23 +264,25 @@ struct RemoteTier::Impl {
     if (!wclient) {
       RAGD_ASSIGN_OR_RETURN(wclient, RedisClient::connect(ro));
     }
+    // The stored value is [envelope][segment]; pieces are cut from that concatenation directly.
     const auto seg_bytes = seg.bytes();
-    std::string sealed;
-    std::span<const std::byte> bytes = seg_bytes;
-    if (mac) {
-      sealed = mac->seal(piece_key(seg.header().key, 0), seg_bytes);
-      sealed.append(reinterpret_cast<const char*>(seg_bytes.data()), seg_bytes.size());
-      bytes = {reinterpret_cast<const std::byte*>(sealed.data()), sealed.size()};
-    }
+    const std::string envelope = mac ? mac->seal(piece_key(seg.header().key, 0), seg_bytes) : std::string();
+    const uint64_t total = envelope.size() + seg_bytes.size();
     const uint64_t piece = opt.max_value_bytes;
-    const uint64_t n = (bytes.size() + piece - 1) / piece;
+    const uint64_t n = (total + piece - 1) / piece;
     std::vector<std::pair<std::string, std::string>> kvs;
     kvs.reserve(n);
     for (uint64_t i = n; i-- > 0;) {  // piece 0 last: a reader that finds it finds the rest
       const uint64_t at = i * piece;
-      const uint64_t len = std::min<uint64_t>(piece, bytes.size() - at);
-      kvs.emplace_back(piece_key(seg.header().key, static_cast<uint32_t>(i)),
-                       std::string(reinterpret_cast<const char*>(bytes.data()) + at, len));
+      const uint64_t len = std::min<uint64_t>(piece, total - at);
+      std::string value;
+      value.reserve(len);
+      if (at < envelope.size()) value.append(envelope, at, std::min<uint64_t>(len, envelope.size() - at));
+      if (value.size() < len) {
+        const uint64_t from = at + value.size() - envelope.size();  // offset into the segment
+        value.append(reinterpret_cast<const char*>(seg_bytes.data()) + from, len - value.size());
+      }
+      kvs.emplace_back(piece_key(seg.header().key, static_cast<uint32_t>(i)), std::move(value));
     }
     const auto t0 = Clock::now();
     Status s = wclient->set_many(kvs, static_cast<uint32_t>(opt.ttl_s));

@@ -109,9 +109,13 @@ std::string ValueMac::seal(std::string_view context, std::span<const std::byte> 
   return env;
 }
 
+bool ValueMac::looks_sealed(std::span<const std::byte> value) {
+  return value.size() >= kEnvelopeBytes && std::memcmp(value.data(), kMagic, 4) == 0;
+}
+
 Status ValueMac::verify(std::string_view context, std::span<const std::byte> envelope,
                         std::span<const std::byte> payload) const {
-  if (envelope.size() < kEnvelopeBytes || std::memcmp(envelope.data(), kMagic, 4) != 0)
+  if (!looks_sealed(envelope))
     return Status::Unauthenticated("not a sealed value (no MAC envelope): written without the fleet secret, or not by ragd");
   const auto* e = reinterpret_cast<const uint8_t*>(envelope.data());
   if (e[4] != kVersion) return Status::Unauthenticated(fmt::format("MAC envelope version {} is not {}", e[4], kVersion));

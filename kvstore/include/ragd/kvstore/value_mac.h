@@ -44,6 +44,10 @@ class ValueMac {
   // InvalidArgument when the secret is shorter than kMinSecretBytes.
   static Result<ValueMac> from_secret(std::string_view secret, MacAlgorithm alg);
 
+  // Whether `value` starts with a whole envelope of this format (no key needed: a shape check that
+  // lets a reader tell an unsealed value from a sealed one before it parses anything).
+  static bool looks_sealed(std::span<const std::byte> value);
+
   // The envelope (kEnvelopeBytes) to store before `payload` under `context`.
   std::string seal(std::string_view context, std::span<const std::byte> payload) const;
   // OK when `envelope` (at least kEnvelopeBytes; only the first kEnvelopeBytes are read) is a seal
