@@ -87,8 +87,37 @@ Result<Chunker> Chunker::create(const engine::Tokenizer& tokenizer, const Chunke
   return Chunker(tokenizer, opts);
 }
 
-std::vector<Chunk> Chunker::chunk(std::string_view doc_id, std::string_view text) const {
+std::vector<Chunk> Chunker::chunk(std::string_view doc_id, std::string_view text,
+                                  std::span<const Section> sections) const {
+  std::vector<Chunk> chunks;
+  bool valid = true;
+  uint64_t at = 0;
+  for (const Section& s : sections) {
+    if (s.byte_begin < at || s.byte_end < s.byte_begin || s.byte_end > text.size()) valid = false;
+    at = s.byte_end;
+  }
+  if (!valid || sections.empty()) {
+    chunk_range(doc_id, text, 0, text.size(), 0, {}, &chunks);
+    return chunks;
+  }
+  static const std::vector<std::string> kNoPath;
+  size_t tokens = 0;
+  at = 0;
+  for (const Section& s : sections) {
+    if (s.byte_begin > at) tokens += chunk_range(doc_id, text, at, s.byte_begin, tokens, kNoPath, &chunks);
+    tokens += chunk_range(doc_id, text, s.byte_begin, s.byte_end, tokens, s.path, &chunks);
+    at = s.byte_end;
+  }
+  if (at < text.size()) chunk_range(doc_id, text, at, text.size(), tokens, kNoPath, &chunks);
+  return chunks;
+}
+
+size_t Chunker::chunk_range(std::string_view doc_id, std::string_view full, size_t begin, size_t end,
+                            size_t token_base, const std::vector<std::string>& path,
+                            std::vector<Chunk>* out) const {
   const size_t max_tok = static_cast<size_t>(opts_.chunk_tokens);
+  // Offsets below are into `text`, the range; `begin` shifts them back into the document.
+  std::string_view text = full.substr(begin, end - begin);
   std::vector<Unit> sentences;
   split_sentences(text, &sentences);
 
@@ -158,16 +187,17 @@ std::vector<Chunk> Chunker::chunk(std::string_view doc_id, std::string_view text
     para_rest[i] = units[i].tokens.size() + ((i + 1 < units.size() && !units[i + 1].para_start) ? para_rest[i + 1] : 0);
   }
 
-  std::vector<Chunk> chunks;
+  std::vector<Chunk>& chunks = *out;
   auto emit = [&](size_t s, size_t e) {
     Chunk c;
     c.doc_id = std::string(doc_id);
     c.index = static_cast<uint32_t>(chunks.size());
-    c.byte_begin = units[s].begin;
-    c.byte_end = units[e - 1].end;
-    c.token_begin = tok_prefix[s];
-    c.token_end = tok_prefix[e];
-    c.text = std::string(text.substr(c.byte_begin, c.byte_end - c.byte_begin));
+    c.byte_begin = begin + units[s].begin;
+    c.byte_end = begin + units[e - 1].end;
+    c.token_begin = token_base + tok_prefix[s];
+    c.token_end = token_base + tok_prefix[e];
+    c.section = path;
+    c.text = std::string(full.substr(c.byte_begin, c.byte_end - c.byte_begin));
     c.token_ids.reserve(c.token_end - c.token_begin);
     for (size_t i = s; i < e; ++i) c.token_ids.insert(c.token_ids.end(), units[i].tokens.begin(), units[i].tokens.end());
     bool blank = std::all_of(c.text.begin(), c.text.end(), [](char ch) { return is_space_byte(ch); });
@@ -194,7 +224,7 @@ std::vector<Chunk> Chunker::chunk(std::string_view doc_id, std::string_view text
     s = ns;
   }
   if (s < units.size()) emit(s, units.size());
-  return chunks;
+  return tok_prefix[units.size()];
 }
 
 }  // namespace ragd::retrieval

@@ -22,6 +22,10 @@ class Encoder {
     u64(s.size());
     b_.append(s);
   }
+  void strs(const std::vector<std::string>& v) {
+    u64(v.size());
+    for (const auto& x : v) str(x);
+  }
   template <typename T>
   void array(const std::vector<T>& v) {
     u64(v.size());
@@ -61,6 +65,15 @@ class Decoder {
     std::string s(b_.substr(pos_, n));
     pos_ += n;
     return s;
+  }
+  std::vector<std::string> strs() {
+    uint64_t n = u64();
+    std::vector<std::string> v;
+    // each string takes at least its 8-byte length: a count beyond that is a bad record
+    if (!ok_ || (b_.size() - pos_) / 8 < n) { ok_ = false; return v; }
+    v.reserve(n);
+    for (uint64_t i = 0; i < n && ok_; ++i) v.push_back(str());
+    return v;
   }
   template <typename T>
   std::vector<T> array() {

@@ -72,7 +72,30 @@ std::string tokenizer_fingerprint(const engine::Tokenizer& tok) {
 DocumentInfo to_info(const StoredDocument& d) {
   std::string tenant, id;
   if (!split_document_key(d.id, &tenant, &id)) id = d.id;
-  return DocumentInfo{id, d.source, d.title, d.tenant, d.content_hash.to_hex(), d.bytes, d.seq, d.chunk_ids};
+  DocumentInfo info;
+  info.id = std::move(id);
+  info.source = d.source;
+  info.title = d.title;
+  info.url = d.url;
+  info.format = d.format;
+  info.page = d.page;
+  info.metadata = d.metadata;
+  info.tenant = d.tenant;
+  info.content_hash = d.content_hash.to_hex();
+  info.bytes = d.bytes;
+  info.seq = d.seq;
+  info.chunk_ids = d.chunk_ids;
+  return info;
+}
+
+// A chunk's section path as one line: the headings joined by " / ".
+std::string section_line(const std::vector<std::string>& path) {
+  std::string out;
+  for (const auto& h : path) {
+    if (!out.empty()) out += " / ";
+    out += h;
+  }
+  return out;
 }
 
 // Identity of a published index file: save() renames a new file into place, so a new generation
@@ -159,9 +182,10 @@ struct Corpus::Impl {
   // The lexical entries of stored chunks (owner and title from their documents).
   Status lexical_add(const std::vector<std::optional<StoredChunk>>& chunks) {
     std::unordered_map<std::string, std::string> titles;  // document key -> title
-    std::vector<std::string> owners;
+    std::vector<std::string> owners, sections;
     std::vector<LexicalDoc> docs;
     owners.reserve(chunks.size());
+    sections.reserve(chunks.size());
     for (const auto& c : chunks) {
       if (!c) continue;
       std::string tenant, id;
@@ -173,7 +197,8 @@ struct Corpus::Impl {
         it = titles.emplace(c->chunk.doc_id, d ? d->title : std::string()).first;
       }
       owners.push_back(std::move(tenant));
-      docs.push_back({c->chunk.id, owners.back(), it->second, c->chunk.text});
+      sections.push_back(section_line(c->chunk.section));
+      docs.push_back({c->chunk.id, owners.back(), it->second, sections.back(), c->chunk.text});
     }
     return lexical->add(docs);
   }
@@ -373,8 +398,8 @@ struct Corpus::Impl {
     std::vector<uint64_t> ids;
     for (const auto& n : nb) ids.push_back(n.id);
     RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(ids));
-    // key -> source, title; nullopt when the document has no record
-    std::unordered_map<std::string, std::optional<std::pair<std::string, std::string>>> docs;
+    // key -> its record; nullopt when the document has no record
+    std::unordered_map<std::string, std::optional<StoredDocument>> docs;
     std::vector<Hit> out;
     for (size_t i = 0; i < nb.size(); ++i) {
       if (!chunks[i]) continue;  // removed since the index answered
@@ -390,11 +415,16 @@ struct Corpus::Impl {
       if (it == docs.end()) {
         RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(key));
         // No record: the document was removed since (or, on a replica, is not visible yet).
-        it = docs.emplace(key, d ? std::make_optional(std::make_pair(d->source, d->title)) : std::nullopt).first;
+        it = docs.emplace(key, std::move(d)).first;
       }
       if (!it->second) continue;
-      h.source = it->second->first;
-      h.title = it->second->second;
+      const StoredDocument& d = *it->second;
+      h.source = d.source;
+      h.title = d.title;
+      h.url = d.url;
+      h.format = d.format;
+      h.page = d.page;
+      h.metadata = d.metadata;
       out.push_back(std::move(h));
     }
     return out;
@@ -739,28 +769,58 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
       continue;
     }
     if (find_invalid_utf8(d.title) != std::string::npos) { reject("title is not valid UTF-8"); continue; }
+    if (find_invalid_utf8(d.url) != std::string::npos) { reject("url is not valid UTF-8"); continue; }
+    if (find_invalid_utf8(d.format) != std::string::npos) { reject("format is not valid UTF-8"); continue; }
+    if (std::any_of(d.sections.begin(), d.sections.end(), [](const Section& sec) {
+          return std::any_of(sec.path.begin(), sec.path.end(),
+                             [](const std::string& p) { return find_invalid_utf8(p) != std::string::npos; });
+        })) {
+      reject("a section heading is not valid UTF-8");
+      continue;
+    }
+    if (std::any_of(d.metadata.begin(), d.metadata.end(), [](const auto& kv) {
+          return find_invalid_utf8(kv.first) != std::string::npos || find_invalid_utf8(kv.second) != std::string::npos;
+        })) {
+      reject("metadata is not valid UTF-8");
+      continue;
+    }
     Hasher128 h;
     h.str(d.title).str(d.text);
+    // The citation fields and metadata are part of the version: a change to them alone replaces
+    // the document (its chunks carry the section paths).
+    h.str(d.url).str(d.format).u64(d.page).u64(d.metadata.size());
+    for (const auto& [k, v] : d.metadata) h.str(k).str(v);
+    h.u64(d.sections.size());
+    for (const Section& sec : d.sections) {
+      h.u64(sec.byte_begin).u64(sec.byte_end).u64(sec.path.size());
+      for (const auto& p : sec.path) h.str(p);
+    }
     Hash128 hash = h.digest();
     RAGD_ASSIGN_OR_RETURN(auto existing, m.store->get_document(key));
     if (existing && existing->content_hash == hash) {
       ++sum.unchanged;
       continue;
     }
-    std::vector<Chunk> chunks = m.chunker->chunk(key, d.text);
+    std::vector<Chunk> chunks = m.chunker->chunk(key, d.text, d.sections);
     if (chunks.empty()) { reject("empty text"); continue; }
     StoredDocument sd;
     sd.id = key;
     sd.tenant = d.tenant;
     sd.source = d.source.empty() ? d.id : d.source;
     sd.title = d.title;
+    sd.url = d.url;
+    sd.format = d.format;
+    sd.page = d.page;
+    sd.metadata = d.metadata;
     sd.content_hash = hash;
     sd.bytes = d.text.size();
     uint64_t first = m.store->reserve_chunk_ids(chunks.size());
     for (size_t c = 0; c < chunks.size(); ++c) {
       chunks[c].id = first + c;
       sd.chunk_ids.push_back(first + c);
-      embed_texts.push_back(d.title.empty() ? chunks[c].text : d.title + "\n" + chunks[c].text);
+      std::string head = d.title;
+      if (!chunks[c].section.empty()) head += (head.empty() ? "" : "\n") + section_line(chunks[c].section);
+      embed_texts.push_back(head.empty() ? chunks[c].text : head + "\n" + chunks[c].text);
       new_chunks.push_back(StoredChunk{std::move(chunks[c]), {}, 0});
     }
     if (existing) {
@@ -800,18 +860,20 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   std::unordered_map<std::string, const StoredDocument*> doc_of;
   for (const auto& sd : mut.put_documents) doc_of.emplace(sd.id, &sd);
   // The mutation is consumed by the store: `lex` views copies that outlive it.
-  std::vector<std::string> lex_strings;  // per chunk: owner, title, text
-  lex_strings.reserve(new_chunks.size() * 3);
+  std::vector<std::string> lex_strings;  // per chunk: owner, title, section, text
+  lex_strings.reserve(new_chunks.size() * 4);
   for (const auto& c : new_chunks) {
     const StoredDocument* sd = doc_of.at(c.chunk.doc_id);
     lex_strings.push_back(sd->tenant);
     lex_strings.push_back(sd->title);
+    lex_strings.push_back(section_line(c.chunk.section));
     lex_strings.push_back(c.chunk.text);
   }
   std::vector<LexicalDoc> lex;
   lex.reserve(new_chunks.size());
   for (size_t i = 0; i < new_chunks.size(); ++i)
-    lex.push_back({new_chunks[i].chunk.id, lex_strings[3 * i], lex_strings[3 * i + 1], lex_strings[3 * i + 2]});
+    lex.push_back({new_chunks[i].chunk.id, lex_strings[4 * i], lex_strings[4 * i + 1], lex_strings[4 * i + 2],
+                   lex_strings[4 * i + 3]});
   mut.put_chunks = std::move(new_chunks);
   mut.delete_chunks = removed_ids;
   RAGD_ASSIGN_OR_RETURN(sum.seq, m.store->apply(std::move(mut)));  // durable from here on

@@ -16,7 +16,10 @@ namespace ragd::retrieval {
 namespace {
 
 constexpr uint8_t kRecordVersion = 1;
-constexpr uint8_t kDocumentVersion = 2;  // v2 = v1 + owner tenant; v1 documents are shared
+// v2 = v1 + owner tenant (v1 documents are shared); v3 = v2 + url, format, page, metadata
+constexpr uint8_t kDocumentVersionTenant = 2;
+constexpr uint8_t kDocumentVersion = 3;
+constexpr uint8_t kChunkVersion = 2;  // v2 = v1 + section path
 constexpr char kTenantMark = '\x01';
 enum Cf : size_t { kDefault = 0, kDocuments = 1, kChunks = 2, kManifest = 3 };
 const char* const kCfNames[] = {"default", "documents", "chunks", "manifest"};
@@ -33,6 +36,14 @@ std::string encode_document(const StoredDocument& d) {
   e.u64(d.bytes);
   e.u64(d.seq);
   e.array(d.chunk_ids);
+  e.str(d.url);
+  e.str(d.format);
+  e.u32(d.page);
+  e.u64(d.metadata.size());
+  for (const auto& [k, v] : d.metadata) {
+    e.str(k);
+    e.str(v);
+  }
   return e.finish();
 }
 
@@ -41,7 +52,7 @@ Result<StoredDocument> decode_document(const std::string& id, std::string_view r
   StoredDocument d;
   d.id = id;
   uint8_t v = dc.u8();
-  if (v == kDocumentVersion) d.tenant = dc.str();
+  if (v >= kDocumentVersionTenant) d.tenant = dc.str();
   d.source = dc.str();
   d.title = dc.str();
   d.content_hash.lo = dc.u64();
@@ -49,7 +60,17 @@ Result<StoredDocument> decode_document(const std::string& id, std::string_view r
   d.bytes = dc.u64();
   d.seq = dc.u64();
   d.chunk_ids = dc.array<uint64_t>();
-  if (!dc.done() || (v != kRecordVersion && v != kDocumentVersion))
+  if (v >= kDocumentVersion) {
+    d.url = dc.str();
+    d.format = dc.str();
+    d.page = dc.u32();
+    uint64_t n = dc.u64();
+    for (uint64_t i = 0; i < n && dc.ok(); ++i) {
+      std::string k = dc.str();
+      d.metadata.emplace_back(std::move(k), dc.str());
+    }
+  }
+  if (!dc.done() || v < kRecordVersion || v > kDocumentVersion)
     return Status::Corruption("docstore: document record '" + id + "': bad record (checksum or format)");
   std::string key_tenant, key_id;
   if (!split_document_key(id, &key_tenant, &key_id) || key_tenant != d.tenant)
@@ -60,7 +81,7 @@ Result<StoredDocument> decode_document(const std::string& id, std::string_view r
 std::string encode_chunk(const StoredChunk& s) {
   const Chunk& c = s.chunk;
   Encoder e;
-  e.u8(kRecordVersion);
+  e.u8(kChunkVersion);
   e.str(c.doc_id);
   e.u32(c.index);
   e.u64(c.byte_begin);
@@ -71,6 +92,7 @@ std::string encode_chunk(const StoredChunk& s) {
   e.array(c.token_ids);
   e.array(s.vector);
   e.u64(s.seq);
+  e.strs(c.section);
   return e.finish();
 }
 
@@ -90,7 +112,8 @@ Result<StoredChunk> decode_chunk(uint64_t id, std::string_view rec) {
   c.token_ids = dc.array<int32_t>();
   s.vector = dc.array<float>();
   s.seq = dc.u64();
-  if (!dc.done() || v != kRecordVersion) return Status::Corruption("docstore: chunk " + std::to_string(id) + ": bad record");
+  if (v >= kChunkVersion) c.section = dc.strs();
+  if (!dc.done() || v < kRecordVersion || v > kChunkVersion) return Status::Corruption("docstore: chunk " + std::to_string(id) + ": bad record");
   return s;
 }
 

@@ -1,8 +1,10 @@
 // DocStore: the RocksDB half of a corpus (private to the retrieval module).
 //
 // Column families:
-//   documents  document key      -> owner tenant, source, title, content hash, byte size, seq, chunk ids
-//   chunks     be64(chunk id)    -> doc id, index, byte/token offsets, text, token ids, vector, seq
+//   documents  document key      -> owner tenant, source, title, content hash, byte size, seq, chunk ids,
+//                                   url, format, page, metadata (v3)
+//   chunks     be64(chunk id)    -> doc id, index, byte/token offsets, text, token ids, vector, seq,
+//                                   section path (v2)
 //   manifest   "seq", "next_chunk_id", "num_chunks", "num_docs", "embedder", "index_spec",
 //              "dim", "tokenizer" -> values;  "log/" + be64(seq) -> chunk ids added and removed
 // Every record ends with an xxh3-64 checksum; a mismatch reads as Corruption naming the key.
@@ -53,6 +55,11 @@ struct StoredDocument {
   std::string tenant;  // owner; "" = shared
   std::string source;
   std::string title;
+  // Citation fields and metadata (document record version 3; older records read as empty).
+  std::string url;
+  std::string format;
+  uint32_t page = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;  // key, minified JSON value
   Hash128 content_hash;
   uint64_t bytes = 0;  // text size
   uint64_t seq = 0;    // sequence number of the batch that wrote it

@@ -26,6 +26,10 @@ constexpr const char* kStopwords[] = {
 
 constexpr const char* kSeqKey = "ragd_seq";
 constexpr const char* kOwnerPrefix = "XO";
+constexpr unsigned kTitleWeight = 2;    // wdf per title word
+// wdf per section-heading word: the heading is also the first paragraph of its section's first
+// chunk; weights 0-3 measured within two questions of each other (docs/benchmarks.md)
+constexpr unsigned kSectionWeight = 1;
 
 std::string id_term(uint64_t id) { return "Q" + std::to_string(id); }
 
@@ -100,7 +104,11 @@ Status LexicalIndex::add(std::span<const LexicalDoc> docs, bool fresh) {
       Xapian::Document doc;
       m.tg.set_document(doc);
       if (!d.title.empty()) {
-        m.tg.index_text_without_positions(std::string(d.title), 2);  // the title counts twice
+        m.tg.index_text_without_positions(std::string(d.title), kTitleWeight);
+        m.tg.increase_termpos();
+      }
+      if (!d.section.empty()) {
+        m.tg.index_text_without_positions(std::string(d.section), kSectionWeight);
         m.tg.increase_termpos();
       }
       m.tg.index_text_without_positions(std::string(d.text));
@@ -197,7 +205,7 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
     }
     Xapian::Enquire enq(m.db());
     enq.set_query(parsed);
-    enq.set_weighting_scheme(Xapian::BM25Weight());
+    enq.set_weighting_scheme(Xapian::BM25Weight());  // k1 1, b 0.5: k1 0.9-1.5, b 0.4-0.75 measured the same
     // Xapian breaks ties by its own document numbers, which depend on the order chunks were added
     // (a rebuilt index or a replica numbers them differently): fetch a few more and break ties by
     // chunk id, so every copy of the index ranks alike.

@@ -5,7 +5,8 @@
 // chunk id are idempotent) or rebuilds it from the stored chunks.
 //
 // One Xapian document per chunk:
-//   terms     the chunk's title (wdf x2, the title counts twice) and text, English stemmer
+//   terms     the chunk's title (wdf x kTitleWeight), section path (x kSectionWeight) and text,
+//             English stemmer
 //             (STEM_SOME: stemmed terms "Z..." plus the unstemmed forms), stopwords left out;
 //             no positions: they made ingest 1.5x slower and the index 20 % larger for no
 //             measured gain on the retrieval benchmark (a quoted phrase then matches as AND)
@@ -40,6 +41,7 @@ struct LexicalDoc {
   uint64_t chunk_id = 0;
   std::string_view owner;  // "" = shared
   std::string_view title;
+  std::string_view section;  // the chunk's section path, headings joined by " / "
   std::string_view text;
 };
 

@@ -119,6 +119,49 @@ std::string check_bytes(std::string_view bytes, const ReaderOptions& opts) {
   return "";
 }
 
+// Markdown's ATX headings ("# A", "## B ##", up to three spaces of indent; not inside ``` or ~~~
+// fences) cut the text into sections: each from its heading line to the next heading line, its
+// path the enclosing headings, outermost first. Text before the first heading is left to the
+// chunker as a section without a path. Setext headings (underlined) are not recognised.
+std::vector<Section> markdown_sections(std::string_view text) {
+  std::vector<Section> out;
+  std::vector<std::pair<int, std::string>> stack;  // (level, heading) of the open headings
+  std::string_view fence;                           // the open code fence's marker, "" = none
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    size_t indent = 0;
+    while (indent < line.size() && indent < 4 && line[indent] == ' ') ++indent;
+    std::string_view body = line.substr(indent);
+    if (indent < 4 && (body.rfind("```", 0) == 0 || body.rfind("~~~", 0) == 0)) {
+      std::string_view marker = body.substr(0, 3);
+      if (fence.empty()) fence = marker;
+      else if (fence == marker) fence = {};
+    } else if (fence.empty() && indent < 4 && !body.empty() && body[0] == '#') {
+      int level = 0;
+      while (level < static_cast<int>(body.size()) && body[level] == '#') ++level;
+      if (level <= 6 && (static_cast<size_t>(level) == body.size() || body[level] == ' ' || body[level] == '\t')) {
+        std::string_view h = trim(body.substr(level));
+        while (!h.empty() && h.back() == '#') h.remove_suffix(1);  // closing sequence
+        h = trim(h);
+        if (!out.empty()) out.back().byte_end = pos;
+        while (!stack.empty() && stack.back().first >= level) stack.pop_back();
+        stack.emplace_back(level, std::string(h));
+        Section sec;
+        for (const auto& [lv, t] : stack)
+          if (!t.empty()) sec.path.push_back(t);
+        sec.byte_begin = pos;
+        sec.byte_end = text.size();
+        out.push_back(std::move(sec));
+      }
+    }
+    pos = eol + 1;
+  }
+  return out;
+}
+
 std::string first_line_title(std::string_view text, bool markdown) {
   size_t p = 0;
   while (p < text.size()) {
@@ -232,7 +275,9 @@ void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOpt
         continue;
       }
       d.source = std::string(sv);
+      d.url = d.source;
     }
+    d.format = "jsonl";
     auto meta = obj["metadata"];
     if (meta.error() != simdjson::NO_SUCH_FIELD) {
       if (std::string why = read_metadata(meta.value_unsafe(), &d.metadata); !why.empty()) {
@@ -275,6 +320,8 @@ void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
     d.id = path + "#page=" + std::to_string(page.number);
     d.source = d.id;
     d.title = base + " \u2014 page " + std::to_string(page.number);
+    d.format = "pdf";
+    d.page = static_cast<uint32_t>(page.number);
     d.text = std::move(page.text);
     r->documents.push_back(std::move(d));
   }
@@ -421,9 +468,13 @@ ReadResult read_input_bytes(const std::string& path, std::string_view bytes, con
     }
     d.title = std::move(h.title);
     d.text = std::move(h.text);
+    d.format = "html";
+    for (auto& sec : h.sections) d.sections.push_back(Section{std::move(sec.path), sec.byte_begin, sec.byte_end});
   } else {
     d.text = std::string(bytes);
     d.title = first_line_title(d.text, f == Format::kMarkdown);
+    d.format = f == Format::kMarkdown ? "markdown" : "text";
+    if (f == Format::kMarkdown) d.sections = markdown_sections(d.text);
   }
   if (d.title.empty()) d.title = fs::path(path).filename().string();
   r.documents.push_back(std::move(d));

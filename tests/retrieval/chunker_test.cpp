@@ -1,5 +1,7 @@
 #include "ragd/retrieval/chunker.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -62,6 +64,88 @@ TEST(Chunker, TilesTextWithinTokenBudgetOddSizes) {
       check_tiling(f.tok, text, chunks, max_tokens, false);
     }
   }
+}
+
+// Sections (headings): chunks tile each section on its own, never straddle a boundary, and carry
+// the section's path; text before the first section gets an empty path.
+TEST(Chunker, ChunksEachSectionOnItsOwnWithItsPath) {
+  Fixture f;
+  std::mt19937_64 rng(23);
+  for (int max_tokens : {17, 64, 200}) {
+    for (int doc = 0; doc < 6; ++doc) {
+      std::string text = make_text(rng, f.topic, f.common, 3 + static_cast<int>(rng() % 8));
+      // Cut at a random subset of paragraph starts.
+      std::vector<uint64_t> cuts;
+      for (size_t p = text.find("\n\n"); p != std::string::npos; p = text.find("\n\n", p + 2)) {
+        size_t start = text.find_first_not_of(" \n\t", p);
+        if (start != std::string::npos && rng() % 2) cuts.push_back(start);
+      }
+      std::vector<Section> sections;
+      for (size_t i = 0; i < cuts.size(); ++i) {
+        Section s;
+        s.path = {"h" + std::to_string(doc), "sub " + std::to_string(i)};
+        s.byte_begin = cuts[i];
+        s.byte_end = i + 1 < cuts.size() ? cuts[i + 1] : text.size();
+        sections.push_back(std::move(s));
+      }
+      ChunkerOptions o;
+      o.chunk_tokens = max_tokens;
+      o.overlap_tokens = max_tokens / 4;
+      auto ch = Chunker::create(f.tok, o);
+      ASSERT_TRUE(ch.ok());
+      auto chunks = ch->chunk("doc", text, sections);
+      ASSERT_FALSE(chunks.empty());
+      size_t covered_to = 0;
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        const Chunk& c = chunks[i];
+        SCOPED_TRACE("max " + std::to_string(max_tokens) + " doc " + std::to_string(doc) + " chunk " + std::to_string(i));
+        EXPECT_EQ(c.index, i);
+        EXPECT_LE(c.token_ids.size(), static_cast<size_t>(max_tokens));
+        EXPECT_EQ(c.text, text.substr(c.byte_begin, c.byte_end - c.byte_begin));
+        EXPECT_EQ(spell(f.tok, c.token_ids), c.text);
+        EXPECT_EQ(c.token_ids.size(), c.token_end - c.token_begin);
+        // the section that holds the chunk's first byte holds all of it
+        const Section* home = nullptr;
+        for (const auto& s : sections)
+          if (c.byte_begin >= s.byte_begin && c.byte_begin < s.byte_end) home = &s;
+        if (home) {
+          EXPECT_LE(c.byte_end, home->byte_end);
+          EXPECT_EQ(c.section, home->path);
+        } else {
+          EXPECT_TRUE(c.section.empty());
+          if (!sections.empty()) EXPECT_LE(c.byte_end, sections.front().byte_begin);
+        }
+        if (i > 0) {
+          EXPECT_LE(chunks[i - 1].token_begin, c.token_begin);
+          EXPECT_LE(chunks[i - 1].byte_begin, c.byte_begin);
+        }
+        covered_to = std::max<size_t>(covered_to, c.byte_end);
+      }
+      EXPECT_EQ(covered_to, text.size());
+      // every section's first byte starts a chunk
+      for (const auto& s : sections)
+        EXPECT_TRUE(std::any_of(chunks.begin(), chunks.end(), [&](const Chunk& c) { return c.byte_begin == s.byte_begin; }))
+            << "section at " << s.byte_begin;
+    }
+  }
+}
+
+TEST(Chunker, IgnoresSectionsOutOfOrderOrRange) {
+  Fixture f;
+  std::mt19937_64 rng(5);
+  std::string text = make_text(rng, f.topic, f.common, 4);
+  auto ch = Chunker::create(f.tok, {});
+  ASSERT_TRUE(ch.ok());
+  std::vector<Section> bad = {{{"b"}, 10, 20}, {{"a"}, 0, 5}};
+  auto plain = ch->chunk("doc", text);
+  auto got = ch->chunk("doc", text, bad);
+  ASSERT_EQ(got.size(), plain.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].byte_begin, plain[i].byte_begin);
+    EXPECT_TRUE(got[i].section.empty());
+  }
+  std::vector<Section> past_end = {{{"x"}, 0, text.size() + 1}};
+  EXPECT_TRUE(ch->chunk("doc", text, past_end).front().section.empty());
 }
 
 TEST(Chunker, BreaksAtSentenceEnds) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -166,6 +167,81 @@ TEST(Corpus, PersistsAcrossReopenAndUsesSavedIndex) {
   auto ing = (*c)->ingest(docs);
   ASSERT_FALSE(ing.ok());
   EXPECT_NE(ing.status().message().find("read-only"), std::string::npos);
+}
+
+// Citation fields (url, format, page, metadata) and section paths are stored with the document and
+// its chunks, come back in every mode's hits and in get_document after a reopen; a section heading
+// is searchable lexically in every chunk of its section; a change to metadata alone replaces the
+// document.
+TEST(Corpus, CitationFieldsAndSectionsSurviveReopen) {
+  World w;
+  TempDir dir;
+  auto docs = w.docs(8, 17, 6);
+  Document& d = docs[2];
+  d.url = "https://example.org/guide#install";
+  d.format = "html";
+  d.page = 7;
+  d.metadata = {{"lang", "\"en\""}, {"year", "2021"}, {"tags", "[\"a\",1]"}};
+  size_t mid = d.text.find("\n\n", d.text.size() / 3);
+  ASSERT_NE(mid, std::string::npos);
+  mid = d.text.find_first_not_of("\n", mid);
+  d.sections = {{{"Guide"}, 0, mid}, {{"Guide", "Zygomorphic installation"}, mid, d.text.size()}};
+  {
+    auto c = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+    auto sum = c->ingest(docs);
+    ASSERT_TRUE(sum.ok()) << sum.status().to_string();
+    EXPECT_EQ(sum->ingested, 8u);
+  }
+  CorpusOptions ro = small_opts();
+  ro.read_only = true;
+  auto c = std::move(Corpus::open(dir.path(), ro, nullptr)).value();
+  auto info = c->get_document(d.id);
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->url, d.url);
+  EXPECT_EQ((*info)->format, "html");
+  EXPECT_EQ((*info)->page, 7u);
+  EXPECT_EQ((*info)->metadata, d.metadata);
+  // The heading word is in no chunk's text: only the section path holds it.
+  for (const auto& doc : docs) ASSERT_EQ(doc.text.find("Zygomorphic"), std::string::npos);
+  SearchParams lex;
+  lex.mode = RetrievalMode::kLexical;
+  auto hits = c->search("zygomorphic", 20, ReadScope::everything(), lex);
+  ASSERT_TRUE(hits.ok()) << hits.status().to_string();
+  auto chunks_in_second = std::count_if((*info)->chunk_ids.begin(), (*info)->chunk_ids.end(), [&](uint64_t id) {
+    auto ch = c->get_chunks(std::span<const uint64_t>(&id, 1));
+    return ch.ok() && (*ch)[0] && (*ch)[0]->byte_begin >= mid;
+  });
+  ASSERT_GT(chunks_in_second, 1);  // more than the heading's own chunk
+  EXPECT_EQ(static_cast<long>(hits->size()), chunks_in_second);
+  for (const auto& h : *hits) {
+    EXPECT_EQ(h.chunk.doc_id, d.id);
+    EXPECT_EQ(h.chunk.section, (std::vector<std::string>{"Guide", "Zygomorphic installation"}));
+    EXPECT_GE(h.chunk.byte_begin, mid);
+    EXPECT_EQ(h.url, d.url);
+    EXPECT_EQ(h.page, 7u);
+    EXPECT_EQ(h.format, "html");
+    EXPECT_EQ(h.metadata, d.metadata);
+  }
+  SearchParams dense;
+  dense.mode = RetrievalMode::kDense;
+  auto dh = c->search(query_from(d.text), 3, ReadScope::everything(), dense);
+  ASSERT_TRUE(dh.ok());
+  ASSERT_FALSE(dh->empty());
+  EXPECT_EQ((*dh)[0].chunk.doc_id, d.id);
+  EXPECT_EQ((*dh)[0].url, d.url);
+  EXPECT_FALSE((*dh)[0].chunk.section.empty());
+  c.reset();
+  // Metadata alone changed: the document is replaced, not kept as unchanged.
+  auto wc = std::move(Corpus::open(dir.path(), small_opts(), w.tok)).value();
+  docs[2].metadata[1].second = "2022";
+  auto again = wc->ingest(docs);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->replaced, 1u);
+  EXPECT_EQ(again->unchanged, 7u);
+  auto gi = wc->get_document(d.id);
+  ASSERT_TRUE(gi.ok() && gi->has_value());
+  EXPECT_EQ((*gi)->metadata[1].second, "2022");
+  EXPECT_TRUE(wc->check_consistency().ok());
 }
 
 TEST(Corpus, CorruptedDocumentStoreFailsTheOpenNamingIt) {
@@ -487,9 +563,17 @@ TEST(CorpusTenants, StoreWithoutOwnersIsAllShared) {
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE((*c)->ingest(docs).ok());
   }
-  // v2 shared record = 0x02, u64 0 (empty tenant), v1 fields..., xxh3; v1 = 0x01, v1 fields..., xxh3.
-  rewrite_documents(dir.path(), [](const std::string&, std::string v) {
-    std::string body = std::string(1, '\x01') + v.substr(9, v.size() - 9 - 8);
+  // v3 shared record = 0x03, u64 0 (empty tenant), v1 fields..., then the citation fields (empty
+  // url and format: two u64 0; page u32 0; no metadata: u64 0 = 28 bytes), xxh3;
+  // v2 = 0x02 and the same without the citation fields; v1 = 0x01, v1 fields..., xxh3.
+  // Every other document becomes v1, the rest v2: both older versions read as shared.
+  int n = 0;
+  rewrite_documents(dir.path(), [&n](const std::string&, std::string v) {
+    constexpr size_t kCitationTail = 8 + 8 + 4 + 8;
+    EXPECT_EQ(v[0], '\x03');
+    std::string body = (n++ % 2 == 0)
+        ? std::string(1, '\x01') + v.substr(9, v.size() - 9 - 8 - kCitationTail)
+        : std::string(1, '\x02') + v.substr(1, v.size() - 1 - 8 - kCitationTail);
     uint64_t sum = xxh3_64(body.data(), body.size());
     body.append(reinterpret_cast<const char*>(&sum), 8);
     return body;

@@ -48,6 +48,9 @@ TEST(PdfReader, OneDocumentPerPageWithPageIds) {
   EXPECT_FALSE(contains(r.documents[0].text, "zebras"));
   EXPECT_EQ(r.documents[1].id, "/data/in/tiny.pdf#page=2");
   EXPECT_EQ(r.documents[1].title, "Tiny Test \u2014 page 2");
+  EXPECT_EQ(r.documents[0].page, 1u);
+  EXPECT_EQ(r.documents[1].page, 2u);
+  EXPECT_EQ(r.documents[1].format, "pdf");
   EXPECT_EQ(r.documents[1].text, "Page two talks about zebras.");
   EXPECT_EQ(r.empty_pages, 0u);
 
@@ -72,6 +75,7 @@ TEST(PdfReader, PagesWithoutTextAreLeftOutAndCounted) {
   ASSERT_EQ(r.documents.size(), 2u);
   EXPECT_EQ(r.documents[0].id, "/x/mixed.pdf#page=1");
   EXPECT_EQ(r.documents[1].id, "/x/mixed.pdf#page=3");  // physical page numbers, not positions
+  EXPECT_EQ(r.documents[1].page, 3u);
   EXPECT_EQ(r.documents[1].text, "After the picture.");
   EXPECT_EQ(r.empty_pages, 1u);
 }

@@ -37,6 +37,45 @@ TEST(Reader, TextAndMarkdownTitles) {
   EXPECT_EQ(b.documents[0].text, "# Markdown Heading\n\nSome *body*.\n");
 }
 
+// Markdown ATX headings become sections with their paths; '#' lines inside code fences do not.
+TEST(Reader, MarkdownSectionsByHeading) {
+  std::string md =
+      "Intro before any heading.\n\n"
+      "# Guide\n\nTop text.\n\n"
+      "## Install ##\n\nRun it.\n\n```sh\n# not a heading\n```\n\n"
+      "### From source\n\nBuild it.\n\n"
+      "## Use\n\nCall it.\n"
+      "####### seven hashes is text\n";
+  auto r = read_input_bytes("/x/guide.md", md);
+  ASSERT_EQ(r.documents.size(), 1u);
+  const Document& d = r.documents[0];
+  EXPECT_EQ(d.format, "markdown");
+  ASSERT_EQ(d.sections.size(), 4u);
+  using Path = std::vector<std::string>;
+  EXPECT_EQ(d.sections[0].path, (Path{"Guide"}));
+  EXPECT_EQ(d.sections[1].path, (Path{"Guide", "Install"}));
+  EXPECT_EQ(d.sections[2].path, (Path{"Guide", "Install", "From source"}));
+  EXPECT_EQ(d.sections[3].path, (Path{"Guide", "Use"}));
+  EXPECT_EQ(d.sections[0].byte_begin, md.find("# Guide"));
+  for (size_t i = 0; i + 1 < d.sections.size(); ++i) EXPECT_EQ(d.sections[i].byte_end, d.sections[i + 1].byte_begin);
+  EXPECT_EQ(d.sections[3].byte_end, md.size());
+  EXPECT_NE(md.substr(d.sections[1].byte_begin, d.sections[1].byte_end - d.sections[1].byte_begin).find("# not a heading"),
+            std::string::npos);
+}
+
+// HTML headings become sections (the reader passes html_to_text's through) and the format is kept.
+TEST(Reader, HtmlDocumentCarriesSections) {
+  auto r = read_input_bytes("/x/p.html",
+                            "<!DOCTYPE html><html><head><title>P</title></head><body><main><h1>Top</h1><p>a.</p>"
+                            "<h2>Part</h2><p>b.</p></main></body></html>");
+  ASSERT_EQ(r.documents.size(), 1u);
+  const Document& d = r.documents[0];
+  EXPECT_EQ(d.format, "html");
+  ASSERT_FALSE(d.sections.empty());
+  EXPECT_EQ(d.sections.back().path, (std::vector<std::string>{"Top", "Part"}));
+  EXPECT_EQ(d.text.substr(d.sections.back().byte_begin, 4), "Part");
+}
+
 TEST(Reader, HtmlThroughParser) {
   auto h = html_to_text(
       "<!DOCTYPE html><html><head><title> The  Page </title><style>p{color:red}</style>"
@@ -72,6 +111,8 @@ TEST(Reader, JsonlRecordsAndBadRecords) {
   EXPECT_EQ(r.documents[0].title, "T1");
   EXPECT_EQ(r.documents[0].text, "alpha text");
   EXPECT_EQ(r.documents[0].source, "/data/recs.jsonl:1");
+  EXPECT_EQ(r.documents[0].format, "jsonl");
+  EXPECT_TRUE(r.documents[0].url.empty());
   EXPECT_EQ(r.documents[1].id, "7");
   EXPECT_EQ(r.documents[2].id, "/data/recs.jsonl:4");
   ASSERT_EQ(r.skipped.size(), 4u);

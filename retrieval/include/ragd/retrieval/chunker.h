@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -36,12 +37,21 @@ class Chunker {
 
   // Chunks `text` (valid UTF-8). Whitespace-only pieces produce no chunk; an empty or
   // whitespace-only text gives no chunks. Chunk ids are left 0.
-  std::vector<Chunk> chunk(std::string_view doc_id, std::string_view text) const;
+  // `sections` (in order, not overlapping, within the text; see Section): each is chunked on its
+  // own, so no chunk (and no overlap) crosses a heading, and each chunk carries its section's path.
+  // Text outside them is chunked as sections with an empty path. Sections out of order or out of
+  // range are ignored (the text is then chunked as one piece).
+  std::vector<Chunk> chunk(std::string_view doc_id, std::string_view text,
+                           std::span<const Section> sections = {}) const;
 
   const ChunkerOptions& options() const { return opts_; }
 
  private:
   Chunker(const engine::Tokenizer& tok, const ChunkerOptions& opts) : tok_(&tok), opts_(opts) {}
+  // Chunks text[begin, end) into `out`, token offsets counted from `token_base`; returns the
+  // tokens the range encoded to.
+  size_t chunk_range(std::string_view doc_id, std::string_view text, size_t begin, size_t end,
+                     size_t token_base, const std::vector<std::string>& path, std::vector<Chunk>* out) const;
   const engine::Tokenizer* tok_;
   ChunkerOptions opts_;
 };

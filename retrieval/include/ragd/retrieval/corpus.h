@@ -142,6 +142,9 @@ class ReadScope {
 
 struct DocumentInfo {
   std::string id, source, title;
+  std::string url, format;   // as ingested (Document::url, ::format)
+  uint32_t page = 0;         // PDF page documents: the 1-based page; 0 = none
+  std::vector<std::pair<std::string, std::string>> metadata;  // key, minified JSON value
   std::string tenant;        // owner; "" = shared
   std::string content_hash;  // 32 hex digits
   uint64_t bytes = 0;
@@ -154,7 +157,11 @@ struct Hit {
   std::string tenant;  // owner of the document; "" = shared (the KV scope of its chunks)
   std::string source;  // the document's source (path or the id given at ingest)
   std::string title;
-  Chunk chunk;         // id, doc id (as its owner named it), offsets, text, token ids
+  std::string url;     // the document's citation fields (Document::url, ::format, ::page)
+  std::string format;
+  uint32_t page = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;  // the document's, key -> JSON value
+  Chunk chunk;         // id, doc id (as its owner named it), offsets, section path, text, token ids
   std::vector<float> vector;  // the chunk's stored embedding (the index scores it by inner product)
 };
 

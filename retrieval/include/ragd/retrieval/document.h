@@ -9,6 +9,16 @@
 
 namespace ragd::retrieval {
 
+// A stretch of a document's text under one heading: [byte_begin, byte_end) of Document::text, and
+// the headings that enclose it, outermost first ({"json — JSON encoder and decoder", "Basic
+// Usage"}); text before the first heading has an empty path. A document's sections are in text
+// order and do not overlap; text outside every section is chunked as a section with an empty path.
+struct Section {
+  std::vector<std::string> path;
+  uint64_t byte_begin = 0;
+  uint64_t byte_end = 0;
+};
+
 // One document handed to ingestion. `id` is the stable key (a file's absolute path, or the id a
 // JSONL record or an API client gave); re-ingesting the same id replaces or keeps the document.
 struct Document {
@@ -17,9 +27,14 @@ struct Document {
   std::string text;    // required, valid UTF-8, non-empty
   std::string source;  // where it came from (path, path:line, URL); defaults to id when empty
   std::string tenant;  // owner; "" = shared (offline ingestion, operators). Ids are per owner.
-  // A JSONL record's "metadata": (key, the value as minified JSON text), in the record's order;
-  // values are strings, numbers, bools or lists of those (the reader checks). Read, not yet
-  // persisted by the corpus.
+  // Citation fields, stored with the document and returned with every passage cut from it.
+  std::string url;     // a JSONL record's "url", an API client's; "" = none
+  std::string format;  // "html", "pdf", "markdown", "text", "jsonl", or what the client said; "" = unknown
+  uint32_t page = 0;   // 1-based physical page of a PDF page's document; 0 = not a page
+  // Headings (HTML, Markdown): chunks never straddle a section, and each carries its path.
+  std::vector<Section> sections;
+  // "metadata": (key, the value as minified JSON text), in the record's order; values are strings,
+  // numbers, bools or lists of those (the reader and the API check). Stored with the document.
   std::vector<std::pair<std::string, std::string>> metadata;
 };
 
@@ -35,6 +50,7 @@ struct Chunk {
   uint64_t byte_end = 0;
   uint64_t token_begin = 0;
   uint64_t token_end = 0;
+  std::vector<std::string> section;  // the section path of the chunk's text (see Section)
   std::string text;                // == document.text.substr(byte_begin, byte_end - byte_begin)
   std::vector<int32_t> token_ids;  // [token_end - token_begin]
 };

@@ -8,8 +8,12 @@
 //     PDF (no text layer): OCR it first").
 //   - HTML: .html/.htm/.xhtml, and a .txt/.text or unknown-extension file whose first bytes are
 //     HTML ("<!DOCTYPE html" or "<html", possibly after an XML declaration or a comment). Parsed with
-//     gumbo (html_text.cpp): the page's main content, block elements become paragraph breaks.
-//   - Markdown (.md/.markdown) and text (.txt/.text; a file named directly is read as text whatever
+//     gumbo (html_text.cpp): the page's main content, block elements become paragraph breaks, the
+//     headings become Document::sections.
+//   Every document says its format (Document::format); a PDF page its page (Document::page); a
+//   JSONL record's "url" is its Document::url (and source).
+//   - Markdown (.md/.markdown): sections by ATX heading (Document::sections; reader.cpp's
+//     markdown_sections) and text (.txt/.text; a file named directly is read as text whatever
 //     its extension, unless its content is PDF or HTML).
 //   - JSONL (.jsonl/.ndjson): one record a line. "text" (string) is required; "id" a string or an
 //     integer (default "PATH:LINE"); "title" a string; "url" a string, which becomes the
