@@ -13,4 +13,12 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/sentence_pooling.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/stream_decoder.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/chat_template.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/text.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/value.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/methods.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/lexer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/parser.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/eval.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/jinja/filters.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/sampler.cpp)
