@@ -58,7 +58,7 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       model_name_(std::move(deps.model_name)),
       reranker_(std::move(deps.reranker)),
       cross_encoders_(std::move(deps.cross_encoders)) {
-  prompts_ = std::make_unique<PromptBuilder>(*tok_, model_->config());
+  prompts_ = std::make_unique<PromptBuilder>(*tok_, model_->config(), std::move(deps.chat_template));
   retrieval_pool_ = std::make_unique<FairPool>(static_cast<size_t>(std::max(1, opts.retrieval_threads)),
                                                static_cast<size_t>(std::max(1, opts.max_queue)),
                                                static_cast<size_t>(std::max(0, opts.retrieval_threads_per_tenant)),
@@ -237,7 +237,10 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       r->path.assign(p.segs.begin(), p.segs.end() - 1);
     }
   } else if (!q.messages.empty()) {
-    r->prompt = prompts_->build_chat(q.messages);
+    // The model's template may refuse a conversation (raise_exception): a 400 with its message.
+    auto prompt = prompts_->build_chat(q.messages);
+    if (prompt.ok()) r->prompt = std::move(*prompt);
+    else r->set_failure("chat template", prompt.status());
   } else {
     r->prompt = prompts_->build_raw(q.prompt);
   }

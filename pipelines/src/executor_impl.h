@@ -83,6 +83,8 @@ class ExecutorImpl final : public Executor,
   struct Deps {
     std::unique_ptr<engine::Model> model;
     std::shared_ptr<const engine::Tokenizer> tokenizer;
+    // The model's own chat template (null: it ships none, or it did not compile): PromptBuilder.
+    std::shared_ptr<const engine::ModelChatTemplate> chat_template;
     std::shared_ptr<retrieval::Corpus> corpus;  // null: pipelines with top_k > 0 fail
     std::vector<PipelineSpec> pipelines;
     std::string model_name;

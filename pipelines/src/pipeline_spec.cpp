@@ -175,10 +175,12 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "question_prefix", &s.question_prefix));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "chat_template", &s.chat_template));
-  // "auto" (the model's own, PromptBuilder) or a name of engine's chat template table.
-  if (s.chat_template != "auto" && !engine::parse_chat_template(s.chat_template).ok())
+  // "model" (the model's own template, else as "auto"), "auto" (a built-in picked by the tokenizer;
+  // PromptBuilder) or a name of engine's built-in chat template table.
+  if (s.chat_template != "model" && s.chat_template != "auto" && !engine::parse_chat_template(s.chat_template).ok())
     return r.field_err("prompt", "chat_template",
-                       "must be one of auto | " + enum_choices<engine::ChatTemplate>() + "; got '" + s.chat_template + "'");
+                       "must be one of model | auto | " + enum_choices<engine::ChatTemplate>() + "; got '" +
+                           s.chat_template + "'");
   std::string mode(reuse_mode_name(s.reuse));
   RAGD_RETURN_IF_ERROR(r.str("reuse", "mode", &mode));
   auto m = parse_reuse_mode(mode);

@@ -1,5 +1,7 @@
 #include "ragd/pipelines/prompt_builder.h"
 
+#include "ragd/common/log.h"
+
 namespace ragd::pipelines {
 
 namespace {
@@ -12,7 +14,9 @@ std::vector<int32_t> PromptSegments::flat() const {
   return out;
 }
 
-PromptBuilder::PromptBuilder(const engine::Tokenizer& tok, const engine::ModelConfig& cfg) : tok_(tok) {
+PromptBuilder::PromptBuilder(const engine::Tokenizer& tok, const engine::ModelConfig& cfg,
+                             std::shared_ptr<const engine::ModelChatTemplate> model_template)
+    : tok_(tok), model_(std::move(model_template)) {
   if (tok.token_to_id("<|start_header_id|>")) auto_ = engine::ChatTemplate::kLlama3;
   else if (tok.token_to_id("<|im_start|>")) auto_ = engine::ChatTemplate::kChatML;
   else if (cfg.architecture == engine::Architecture::kMistral || tok.token_to_id("[INST]")) auto_ = engine::ChatTemplate::kMistral;
@@ -21,7 +25,7 @@ PromptBuilder::PromptBuilder(const engine::Tokenizer& tok, const engine::ModelCo
 }
 
 engine::ChatTemplate PromptBuilder::resolve(const std::string& name) const {
-  if (name.empty() || name == "auto") return auto_;
+  if (name.empty() || name == "auto" || name == "model") return auto_;
   auto t = engine::parse_chat_template(name);
   return t.ok() ? *t : auto_;
 }
@@ -33,18 +37,38 @@ std::vector<int32_t> PromptBuilder::encode_head(const std::string& text) const {
   return ids;
 }
 
+std::optional<std::string> PromptBuilder::render_model_rag(const std::string& system_prompt) const {
+  std::vector<engine::ChatMessage> msgs;
+  if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
+  msgs.push_back({"user", std::string(kMarker)});
+  auto r = model_->render(msgs, true);
+  if (r.ok()) return std::move(*r);
+  if (!system_prompt.empty()) {
+    // Templates without a system role (they raise on one): the system prompt opens the user turn.
+    const std::vector<engine::ChatMessage> merged = {{"user", system_prompt + "\n\n" + std::string(kMarker)}};
+    auto m = model_->render(merged, true);
+    if (m.ok()) return std::move(*m);
+  }
+  if (!warned_->exchange(true))
+    log::pipelines()->warn("{}: cannot render a RAG prompt ({}); using the built-in '{}' template", model_->origin(),
+                           r.status().message(), enum_name(auto_));
+  return std::nullopt;
+}
+
 PromptSegments PromptBuilder::build_rag(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
                                         const std::string& question) const {
   const engine::ChatTemplate t = resolve(spec.chat_template);
+  std::optional<std::string> model_rendered;
+  if (uses_model_template(spec.chat_template)) model_rendered = render_model_rag(spec.system_prompt);
   std::string head, tail;
-  if (t == engine::ChatTemplate::kNone) {
+  if (!model_rendered && t == engine::ChatTemplate::kNone) {
     head = spec.system_prompt + "\n\n" + spec.context_header;
     tail = spec.question_prefix + question + "\nAnswer:";
   } else {
     std::vector<engine::ChatMessage> msgs;
     if (!spec.system_prompt.empty()) msgs.push_back({"system", spec.system_prompt});
     msgs.push_back({"user", std::string(kMarker)});
-    const std::string rendered = engine::apply_chat_template(t, msgs, true);
+    const std::string rendered = model_rendered ? *model_rendered : engine::apply_chat_template(t, msgs, true);
     const size_t pos = rendered.find(kMarker);
     head = rendered.substr(0, pos == std::string::npos ? rendered.size() : pos) + spec.context_header;
     tail = spec.question_prefix + question + (pos == std::string::npos ? "" : rendered.substr(pos + kMarker.size()));
@@ -62,7 +86,11 @@ PromptSegments PromptBuilder::build_rag(const PipelineSpec& spec, std::span<cons
   return p;
 }
 
-std::vector<int32_t> PromptBuilder::build_chat(std::span<const engine::ChatMessage> messages) const {
+Result<std::vector<int32_t>> PromptBuilder::build_chat(std::span<const engine::ChatMessage> messages) const {
+  if (model_ != nullptr) {
+    RAGD_ASSIGN_OR_RETURN(const std::string text, model_->render(messages, true));
+    return encode_head(text);
+  }
   const engine::ChatTemplate t = auto_;
   if (t == engine::ChatTemplate::kNone) {
     std::string text;

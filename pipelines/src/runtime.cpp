@@ -178,6 +178,14 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));
+  // The model's own chat template, compiled now ([prompt] chat_template = "model", the default, and
+  // chat completions use it). One that does not compile leaves the built-in templates in charge.
+  if (auto own = engine::ModelChatTemplate::load(opts.model_dir); !own.ok()) {
+    log::pipelines()->warn("model chat template not usable, using the built-in templates: {}", own.status().message());
+  } else if (*own != nullptr) {
+    log::pipelines()->info("chat template: the model's own ({})", (*own)->origin());
+    deps.chat_template = std::move(*own);
+  }
   // A reranker (a second copy of the model, for the retrieval threads) when a pipeline asks the
   // generator to rerank; a cross-encoder stage per [retriever] rerank_model directory.
   auto reranks = [](const PipelineSpec& s) {

@@ -89,7 +89,7 @@ TEST(PipelineSpec, UnknownKey) { expect_error("[retriever]\ntopk = 1", "unknown 
 TEST(PipelineSpec, WrongType) { expect_error("[retriever]\ntop_k = \"four\"", "top_k: must be an integer"); }
 TEST(PipelineSpec, OutOfRange) { expect_error("[retriever]\ntop_k = 1000", "top_k: must be in [0, 64], got 1000"); }
 TEST(PipelineSpec, BadReuseMode) { expect_error("[reuse]\nmode = \"cacheblend2\"", "[reuse] mode: reuse must be one of none | prefix | knowledge_tree | cacheblend | epic | auto; got 'cacheblend2'"); }
-TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "[prompt] chat_template: must be one of auto | llama3 | chatml | mistral | none; got 'jinja'"); }
+TEST(PipelineSpec, BadTemplate) { expect_error("[prompt]\nchat_template = \"jinja\"", "[prompt] chat_template: must be one of model | auto | llama3 | chatml | mistral | none; got 'jinja'"); }
 TEST(PipelineSpec, RerankKeepsAtMostTopKOfOneShotRuns) {
   auto s = parse_pipeline_spec("[retriever]\ntop_k = 5\nrerank = 2\n", "r.toml");
   ASSERT_TRUE(s.ok()) << s.status().to_string();

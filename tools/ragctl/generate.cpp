@@ -19,6 +19,7 @@
 #include "enum_option.h"
 #include "ragd/common/json_writer.h"
 #include "ragd/engine/model.h"
+#include "ragd/engine/model_chat_template.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
 
@@ -68,7 +69,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-// The chat template: tokenizer_config.json "ragd_chat_template" if present, else by architecture.
+// The built-in chat template: tokenizer_config.json "ragd_chat_template" if present, else by architecture.
 ChatTemplate pick_template(const std::string& dir, const ModelConfig& cfg, const Tokenizer& tok) {
   std::ifstream in(fs::path(dir) / "tokenizer_config.json");
   std::stringstream ss;
@@ -104,8 +105,16 @@ Status run(const Args& a) {
   if (!a.prompt_ids.empty()) {
     RAGD_ASSIGN_OR_RETURN(prompt, parse_ids(a.prompt_ids));
   } else if (a.chat) {
+    // The model's own chat template when it ships one, else a built-in.
     const ChatMessage msg{"user", a.prompt};
-    prompt = tok->encode(apply_chat_template(pick_template(a.model, cfg, *tok), {&msg, 1}), /*add_bos=*/false);
+    RAGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelChatTemplate> own, ModelChatTemplate::load(a.model));
+    std::string text;
+    if (own != nullptr) {
+      RAGD_ASSIGN_OR_RETURN(text, own->render(std::span<const ChatMessage>(&msg, 1)));
+    } else {
+      text = apply_chat_template(pick_template(a.model, cfg, *tok), {&msg, 1});
+    }
+    prompt = tok->encode(text, /*add_bos=*/false);
   } else {
     prompt = tok->encode(a.prompt, /*add_bos=*/true);
   }

@@ -5,7 +5,7 @@
 //                rerank = 0 (keep this many of the top_k after reranking them with the model: reranker.h)
 //                rerank_model = "" (a cross-encoder directory scores instead of the generator)
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
-//                question_prefix = "\nQuestion: ", chat_template = "auto"  (auto|llama3|chatml|mistral|none)
+//                question_prefix = "\nQuestion: ", chat_template = "model"  (model|auto|llama3|chatml|mistral|none)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic | auto),
 //                recompute_ratio = 0.15 (cacheblend, 0..1), epic_k = 16 (epic, 0..4096)
 //   [iterative]  retrieval_interval = 16, query_window = 16, overlap = "none" (none | piperag |
@@ -56,7 +56,10 @@ struct PipelineSpec {
   std::string context_header = "Context:\n";
   std::string separator = "\n\n";
   std::string question_prefix = "\nQuestion: ";
-  std::string chat_template = "auto";
+  // "model": the model's own chat template (tokenizer_config.json / chat_template.jinja), or "auto"
+  // when it ships none; "auto": a built-in picked by the tokenizer's special tokens; or a built-in
+  // name (llama3 | chatml | mistral | none).
+  std::string chat_template = "model";
   ReuseMode reuse = kDefaultPipelineReuse;
   BlendParams blend;                // parameters of the approximate modes
   // Set: an iterative pipeline (retrieval during generation, iterative.h); unset: one-shot.
