@@ -178,9 +178,14 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   const auto t0 = Clock::now();
   r->timings.retrieval_queue_ms = ms_between(r->t_submit, t0);
   const RunRequest& q = r->rr;
-  if (r->res.speculative_prefill && corpus_) {
+  // Speculative prefill speculates on the early stages of the vector index's progressive search.
+  // A lexical or hybrid search has no stages and another result than the vector search: those
+  // runs search once, as without the flag (the run a speculative one must equal).
+#if RAGD_HAVE_RETRIEVAL
+  if (r->res.speculative_prefill && corpus_ && corpus_->default_mode() == retrieval::RetrievalMode::kDense) {
     return prepare_speculative(std::move(r));
   }
+#endif
   if (r->res.spec) {
     int k = retrieval_k(*r);
     std::vector<ContextDoc> ctx;

@@ -11,9 +11,11 @@ namespace {
 class SpecPrefillTest : public ExecutorTest {
  protected:
   // 240 passages over 40 topics in an IVF index of 8 lists (or `index`), then the runtime on the
-  // same data dir. With `private_docs`, tenant "alpha" owns 24 more passages, on the same topics,
-  // each holding a secret word.
-  Runtime open_ivf(const std::string& data, const std::string& index = "IVF8,Flat", bool private_docs = false) {
+  // same data dir, searching in `mode`: dense by default, the staged vector search that speculative
+  // prefill speculates on. With `private_docs`, tenant "alpha" owns 24 more passages, on the same
+  // topics, each holding a secret word.
+  Runtime open_ivf(const std::string& data, const std::string& index = "IVF8,Flat", bool private_docs = false,
+                   retrieval::RetrievalMode mode = retrieval::RetrievalMode::kDense) {
     {
       auto tok = engine::Tokenizer::from_file(*root_ + "/model/tokenizer.json");
       EXPECT_TRUE(tok.ok());
@@ -48,7 +50,9 @@ class SpecPrefillTest : public ExecutorTest {
     write_file(fs::path(*root_) / "pipelines" / "spec.toml",
                "[pipeline]\nname = \"spec\"\n[retriever]\ntop_k = 3\nnprobe = 8\n[reuse]\nmode = \"none\"\n"
                "[generation]\nmax_tokens = 6\n");
-    return open(options(data), false);
+    RuntimeOptions o = options(data);
+    o.retrieval_mode = mode;
+    return open(o, false);
   }
   static std::function<void(RunRequest&)> spec(bool on) {
     return [on](RunRequest& r) { r.speculative_prefill = on; };
@@ -189,6 +193,29 @@ TEST_F(SpecPrefillTest, SingleStageIndexRunsThePlainRun) {
   }
   close(rt);
   fs::remove_all(data);
+  fs::remove(fs::path(*root_) / "pipelines" / "spec.toml");
+}
+
+// Lexical and hybrid searches have no stages: the flag changes nothing, the run is the plain one
+// with that mode's passages (not the vector index's, which the staged search would give).
+TEST_F(SpecPrefillTest, LexicalAndHybridSearchesRunThePlainRun) {
+  for (retrieval::RetrievalMode mode : {retrieval::RetrievalMode::kLexical, retrieval::RetrievalMode::kHybrid}) {
+    SCOPED_TRACE(std::string(enum_name(mode)));
+    const std::string data = tmpdir(std::string("spec_prefill_") + std::string(enum_name(mode)));
+    Runtime rt = open_ivf(data, "IVF8,Flat", false, mode);
+    for (int i = 0; i < 8; ++i) {
+      const std::string q = std::string(kTopics[(i * 5) % 12]) + " part " + std::to_string(i);
+      RunOutput plain = run(*rt.executor, "spec", q, 6, spec(false));
+      RunOutput sp = run(*rt.executor, "spec", q, 6, spec(true));
+      ASSERT_EQ(plain.sources.size(), 3u) << q;
+      EXPECT_FALSE(sp.usage.speculative_prefill) << q;
+      EXPECT_EQ(ids(plain), ids(sp)) << q;
+      EXPECT_EQ(sp.usage.prompt_tokens, plain.usage.prompt_tokens) << q;
+      expect_same(plain, sp, std::string(enum_name(mode)) + ": " + q);
+    }
+    close(rt);
+    fs::remove_all(data);
+  }
   fs::remove(fs::path(*root_) / "pipelines" / "spec.toml");
 }
 
