@@ -154,8 +154,8 @@ const std::vector<Field>& fields() {
              runtime.rerank_model_dir),
       RAGD_F("runtime.chunk_tokens", Type::kInt, "tokens per document chunk at ingest", runtime.chunk_tokens),
       RAGD_E("runtime.retrieval_mode",
-             "how searches find passages (default dense, as before); auto = lexical with the hashing embedder, hybrid "
-             "with a semantic one: the better ranking on real documents (docs/design/retrieval.md)",
+             "how searches find passages (default auto: lexical with the hashing embedder, hybrid with a semantic one, "
+             "the better ranking on real documents); hybrid | lexical | dense (docs/design/retrieval.md)",
              runtime.retrieval_mode),
       // events: KV-cache events in vLLM's KV-event format (docs/design/kv-events.md)
       // kvstore.remote: the shared KV tier below SSD

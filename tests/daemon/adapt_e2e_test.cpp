@@ -26,9 +26,12 @@ class AdaptE2eTest : public E2eTest {
 
 TEST_F(AdaptE2eTest, UsageAdaptMetricsAndOverridesOutsideTheCandidates) {
   start_daemon("data_adapt", {"--pipelines", pipelines("adapt_ok", kSpec)});
+  // Both documents match the question's words (the daemon's auto retrieval is lexical with the
+  // hashing embedder), so candidate "two" (top_k 2) finds two sources.
   auto r = call("POST", "/v1/documents",
                 R"({"documents":[{"id":"kv","text":"The KV cache stores attention keys and values for reuse."},)"
-                R"({"id":"rag","text":"Retrieval augmented generation puts retrieved documents in the prompt."}]})");
+                R"({"id":"rag","text":"Retrieval augmented generation puts retrieved documents in the prompt; )"
+                R"(the KV cache stores their keys and values."}]})");
   ASSERT_EQ(r.status, 200) << r.body;
   r = get("/v1/pipelines/qa-adapt");
   ASSERT_EQ(r.status, 200) << r.body;

@@ -325,8 +325,9 @@ TEST(Config, RemoteTierNeedsAFleetSecretOrExplicitTrust) {
   const std::string printed = to_toml(t, false);
   EXPECT_NE(printed.find("kv_socket = \"bind\""), std::string::npos);
   EXPECT_NE(printed.find("mac = \"gmac-aes256\""), std::string::npos);
-  // The retrieval mode, by name (dense by default).
-  EXPECT_NE(printed.find("retrieval_mode = \"dense\""), std::string::npos);
+  // The retrieval mode, by name (auto by default).
+  EXPECT_NE(printed.find("retrieval_mode = \"auto\""), std::string::npos);
+  EXPECT_EQ(t.runtime.retrieval_mode, retrieval::RetrievalMode::kAuto);
   ASSERT_TRUE(apply_override(t, "runtime.retrieval_mode", "lexical").ok());
   EXPECT_EQ(t.runtime.retrieval_mode, retrieval::RetrievalMode::kLexical);
   const Status bad = apply_override(t, "runtime.retrieval_mode", "bm25");

@@ -55,7 +55,8 @@ class AdaptExecutorTest : public ExecutorTest {
 TEST_F(AdaptExecutorTest, RunsReportTheirChoiceAndUseItsPassages) {
   const std::string data = tmpdir("adapt");
   Runtime rt = open(options(data), true);
-  const char* q = "harbor ship sailor anchor";
+  // Words of three documents (harbor first, then river and castle): "wide" (top 3) finds three.
+  const char* q = "harbor ship sailor anchor near the river bank and the castle wall";
   // Auto, balanced: "wide" (0.9) is best; "rerank" (0.8) and "one" (0.5) are not within 0.02.
   RunOutput a = run(*rt.executor, "adapt", q);
   ASSERT_TRUE(a.usage.adapt.has_value());
@@ -141,13 +142,15 @@ TEST_F(AdaptExecutorTest, OverridesOutsideTheCandidatesAreRefusedAtSubmit) {
 TEST_F(AdaptExecutorTest, IterativePipelinesChooseBeforeTheFirstSearch) {
   const std::string data = tmpdir("adapt_iter");
   Runtime rt = open(options(data), true);
-  RunOutput a = run(*rt.executor, "adapt-iter", "volcano lava magma", 12);
+  // Words of two documents (volcano, river): top_k 2 finds two.
+  const char* q = "volcano lava magma beside the river delta";
+  RunOutput a = run(*rt.executor, "adapt-iter", q, 12);
   ASSERT_TRUE(a.usage.adapt.has_value());
   EXPECT_FALSE(a.usage.adapt->signals.retrieved);
   EXPECT_EQ(a.usage.adapt->choice, "k2-interval3");  // within the SLO and the better prior
   EXPECT_EQ(a.sources.size(), 2u);
   EXPECT_GE(a.usage.searches, 12 / 3);  // a search every 3 tokens (the first included)
-  RunOutput b = run(*rt.executor, "adapt-iter", "volcano lava magma", 12, [](RunRequest& r) { r.retrieval_interval = 6; });
+  RunOutput b = run(*rt.executor, "adapt-iter", q, 12, [](RunRequest& r) { r.retrieval_interval = 6; });
   EXPECT_EQ(b.usage.adapt->choice, "k1-interval6");
   EXPECT_EQ(b.sources.size(), 1u);
   EXPECT_LT(b.usage.searches, a.usage.searches);

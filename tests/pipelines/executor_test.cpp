@@ -13,7 +13,9 @@
 namespace ragd::pipelines {
 namespace {
 
-const char* kQueries[] = {"volcano magma eruption", "chess knight gambit", "volcano magma eruption",
+// Each shares words with two documents (the runtime's default retrieval is lexical with the
+// hashing embedder), so the pipelines' top 2 are two documents: volcano + river, chess + castle.
+const char* kQueries[] = {"volcano magma eruption flood", "chess knight gambit", "volcano magma eruption flood",
                           "chess knight gambit"};
 
 TEST_F(ExecutorTest, ReuseModesGiveTheSameGreedyOutputsAsNoReuse) {
@@ -305,10 +307,13 @@ TEST_F(ExecutorTest, RunStateRollbackWithTheModelRegeneratesIdenticalTokens) {
 
 TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
   const std::string data = tmpdir("preempt");
+  // More tokens than a 16-token block holds: every run's decode takes a new block, whatever its
+  // prompt's length, so runs sharing the full pool preempt one another.
+  constexpr int kTokens = 20;
   std::vector<RunOutput> seq;
   {
     Runtime rt = open(options(data), true);
-    for (const char* q : kQueries) seq.push_back(run(*rt.executor, "none", q, 12));
+    for (const char* q : kQueries) seq.push_back(run(*rt.executor, "none", q, kTokens));
     rt.stop();
   }
   for (const char* mode : {"swap", "recompute"}) {
@@ -323,7 +328,7 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
       RunRequest r;
       r.pipeline = "none";
       r.query = kQueries[i];
-      r.overrides.max_tokens = 12;
+      r.overrides.max_tokens = kTokens;
       r.sampling.ignore_eos = true;
       ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
     }
@@ -455,10 +460,18 @@ TEST_F(ExecutorTest, BadRequestsAreRejectedWithClearErrors) {
 }
 
 // Queries whose top-2 sets overlap in different combinations, so that documents recur after other
-// documents than the ones they were first cached after (what the approximate modes are for).
-const char* kMixQueries[] = {"volcano magma eruption", "chess knight gambit",  "castle knight siege moat",
-                             "volcano ash crater",     "harbor ship anchor",   "river delta flood water",
-                             "chess bishop rook",      "glacier ice frozen",   "harbor sailor tide port"};
+// documents than the ones they were first cached after (what the approximate modes are for). Each
+// names words of four topics, most of the first, then the second, one each of two more: the top 2
+// and the top 4 are those documents in every retrieval mode (lexical: by the words they share).
+const char* kMixQueries[] = {"volcano magma eruption, river flood, glacier, harbor",
+                             "chess gambit rook, castle siege, crater, espresso",
+                             "castle siege moat, chess bishop, delta, tomato",
+                             "volcano ash crater, glacier frozen, bishop, bread",
+                             "harbor ship anchor, volcano lava, espresso, rocket",
+                             "river delta water, harbor tide, moat, violin",
+                             "chess opening rook, volcano magma, anchor, parser",
+                             "glacier ice arctic, river sediment, tower, tomato",
+                             "harbor sailor port, river bank, gambit, coffee"};
 
 // CacheBlend with every row recomputed and EPIC with whole documents recomputed are full prefills:
 // the same greedy tokens and log-probabilities as no reuse, while documents are placed from the

@@ -20,6 +20,14 @@ namespace {
 
 class IterativeTest : public ExecutorTest {
  protected:
+  // Dense retrieval: these tests need contexts that the generated text changes, and only the
+  // hashing embedder's vectors move with every generated token (a lexical search of the random
+  // model's byte-level text matches no document word, so its context would never change).
+  RuntimeOptions options(const std::string& data) {
+    RuntimeOptions o = ExecutorTest::options(data);
+    o.retrieval_mode = retrieval::RetrievalMode::kDense;
+    return o;
+  }
   // Contexts as (from_token, sorted ids): speculated and real scores may rank equal sets apart.
   static std::vector<std::pair<int, std::vector<std::string>>> contexts(const RunOutput& o) {
     auto c = o.contexts;

@@ -120,11 +120,10 @@ struct RuntimeOptions {
   // Cross-encoder (BertForSequenceClassification) serving /v1/rerank; "" (default) = none.
   std::string rerank_model_dir;
   int chunk_tokens = 256;            // tokens per document chunk at ingest; default 256
-  // How searches find passages: dense (default, as before the lexical index) | auto (lexical with
-  // the hashing embedder, hybrid with a semantic one: the better ranking on real documents,
-  // docs/benchmarks.md) | hybrid | lexical (retrieval/retrieval_mode.h). The daemon's default stays
-  // dense until the test fixtures built on dense rankings move over.
-  retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kDense;
+  // How searches find passages: auto (default: lexical with the hashing embedder, hybrid with a
+  // semantic one: the better ranking on real documents, docs/benchmarks.md) | hybrid | lexical |
+  // dense (the vector index alone, as before the lexical index) (retrieval/retrieval_mode.h).
+  retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kAuto;
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
   RuntimeTestHooks test_hooks;       // tests and benchmarks only (see RuntimeTestHooks)
 
