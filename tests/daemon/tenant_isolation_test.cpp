@@ -2,15 +2,22 @@
 // secret) nor reuse KV that A computed, on every pipeline kind (one-shot "default", a rerank
 // pipeline, an iterative one) x request flag (speculative_prefill, reuse mode, overlap,
 // context_must_include, top_k) x route (REST JSON, REST SSE, WebSocket /v1/stream, chat
-// completions with "pipeline"). The shared corpus is generated sentences behind a trained IVF
-// index (`ragctl ingest --index IVF8,Flat`); the daemon is the real one with the tiny random model.
+// completions with "pipeline") x retrieval mode (dense, lexical, hybrid: runtime.retrieval_mode).
+// The shared corpus is generated sentences behind a trained IVF index (`ragctl ingest --index
+// IVF8,Flat`) and its lexical index; the daemon is the real one with the tiny random model.
 //
 // Controls, so that every check can fail: A retrieves its own documents on the same path; A reuses
 // its own KV; tenant D ("delta") owns copies of B's documents and sends every request B sends, in
 // the same order but before A's run, so B's answers (sources, prompt length, reused tokens) must
 // equal D's: any difference is A's run showing through.
 //
+// The tenant filter is inside each search, not applied to its result: A's four documents are the
+// best matches of the question in every mode (A's top 4 is A's own, checked), so B's top 4 would
+// come back empty if the filter came after the match; B sees at least four matching chunks of its
+// own and shared ones, and must get four.
+//
 // RAGD_E2E_BIN_DIR=DIR runs these tests against the ragd and ragctl of another build.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -33,10 +40,18 @@ const std::vector<std::pair<std::string, std::string>> kDocsA = {
     {"vault-rotation", "The vault password rotates: swordfish this month. The vault password log is private."},
     {"vault-backup", "Backup vault password: swordfish. The vault password opens the backup vault."},
 };
+// B's (and D's) own documents; two share a word with kQuery, as do kSharedVault's three shared
+// ones: B sees five chunks that match the question lexically (any k up to 4 fills), all of them
+// weaker matches than every one of A's.
 const std::vector<std::pair<std::string, std::string>> kDocsB = {
-    {"b1", "Bananas are yellow fruit rich in potassium."},
+    {"b1", "Bananas are yellow fruit rich in potassium. The fruit stall has no password."},
     {"b2", "The garden has roses and tulips in spring."},
-    {"b3", "Trains run on rails between the cities."},
+    {"b3", "Trains run on rails between the cities; the station keeps tickets in a vault."},
+};
+const std::vector<std::pair<std::string, std::string>> kSharedVault = {
+    {"sv1", "The museum keeps its old coins in a vault below the square."},
+    {"sv2", "Every clerk at the harbor office chooses a new password each spring."},
+    {"sv3", "The bakery oven has a timer, and the bakery door a lock without a password."},
 };
 const char* const kReuseModes[] = {"none", "prefix", "knowledge_tree", "cacheblend", "epic"};
 const char* const kOverlaps[] = {"none", "piperag", "speculative", "both"};
@@ -242,6 +257,7 @@ class TenantIsolationTest : public E2eTest {
  protected:
   static void SetUpTestSuite() {
     E2eTest::SetUpTestSuite();
+    setup_error_.clear();
     if (dir_.empty() || !model_ok_) return;
     // Shared corpus: 320 one-chunk documents, enough to train IVF8 (8 lists x 30 points).
     std::mt19937 rng(7);
@@ -260,6 +276,7 @@ class TenantIsolationTest : public E2eTest {
                   pick(place) + ". ";
         out << R"({"id":"s)" << i << R"(","text":")" << text << "\"}\n";
       }
+      for (const auto& [id, text] : kSharedVault) out << R"({"id":")" << id << R"(","text":")" << text << "\"}\n";
     }
     write_pipelines(dir_ / "iso_pipelines");
     for (const auto& [data, index] : {std::pair<std::string, std::string>{"iso_ivf_seed", "IVF8,Flat"}, {"iso_flat_seed", "Flat"}}) {
@@ -426,9 +443,13 @@ class TenantIsolationTest : public E2eTest {
   static inline std::string setup_error_;
 };
 
+// The enumeration, once per retrieval mode (the daemon's runtime.retrieval_mode).
+class TenantIsolationModeTest : public TenantIsolationTest, public ::testing::WithParamInterface<const char*> {};
+
 // The enumeration on the IVF index: per case and route, D runs, A runs (positive control), B runs.
-TEST_F(TenantIsolationTest, NoPipelineFlagOrRouteShowsBAnythingOfA) {
-  ASSERT_NO_FATAL_FAILURE(start("iso_ivf_seed", "iso_enum"));
+TEST_P(TenantIsolationModeTest, NoPipelineFlagOrRouteShowsBAnythingOfA) {
+  const std::string mode = GetParam();
+  ASSERT_NO_FATAL_FAILURE(start("iso_ivf_seed", "iso_enum_" + mode, {"--set", "runtime.retrieval_mode=" + mode}));
   std::vector<Case> cases;
   for (Kind k : kKinds)
     for (const char* reuse : kReuseModes)
@@ -474,6 +495,12 @@ TEST_F(TenantIsolationTest, NoPipelineFlagOrRouteShowsBAnythingOfA) {
         continue;
       }
       if (!a.served() || !has_a_document(a)) fail("positive control: A retrieves its own document", name, clip(a.raw));
+      // A's top 4 is A's own: ahead of everything B sees, so B's full top 4 below shows the filter
+      // inside the match.
+      if (a.served() && c.kind == Kind::kOneShot && c.top_k == 4 && !a.contexts.empty() &&
+          (a.contexts[0].size() != 4 ||
+           !std::all_of(a.contexts[0].begin(), a.contexts[0].end(), [&](const SourceRef& s) { return a_chunks_.count(s.chunk_id) > 0; })))
+        fail("control: A's top 4 is not A's own documents", name, join(a.doc_ids()));
       if (!b.served()) {
         fail("B's run failed", name, clip(b.raw));
         continue;
@@ -516,6 +543,9 @@ TEST_F(TenantIsolationTest, NoPipelineFlagOrRouteShowsBAnythingOfA) {
   print_summary(n);
   EXPECT_EQ(d_.stop(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, TenantIsolationModeTest, ::testing::Values("dense", "lexical", "hybrid"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // A tenant's first run after A ran the same request (shared documents only, so that the KV could
 // serve both) reuses nothing; A's own repeat reuses (control). One fresh tenant per case.
