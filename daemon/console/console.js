@@ -282,12 +282,27 @@
     $('sources-empty').hidden = sources.length > 0;
     if (!sources.length) $('sources-empty').textContent = 'No sources were retrieved for this run.';
     for (const s of sources) {
-      const link = el('a', { href: '/v1/documents/' + encodeURIComponent(s.doc_id), class: 'doc-link', text: s.doc_id });
-      link.addEventListener('click', (ev) => { ev.preventDefault(); openDocument(s.doc_id); });
+      // The citation: the title links to the document's URL when it has one (else to the stored
+      // document), then the section path and the page.
+      const label = s.title || s.doc_id;
+      const cite = s.url && /^https?:\/\//i.test(s.url)
+        ? el('a', { href: s.url, class: 'doc-link cite', text: label, target: '_blank', rel: 'noopener noreferrer' })
+        : el('a', { href: '/v1/documents/' + encodeURIComponent(s.doc_id), class: 'doc-link cite', text: label });
+      if (!(s.url && /^https?:\/\//i.test(s.url))) {
+        cite.addEventListener('click', (ev) => { ev.preventDefault(); openDocument(s.doc_id); });
+      }
+      const where = [];
+      if (Array.isArray(s.section) && s.section.length) where.push(s.section.join(' \u203a '));
+      if (s.page) where.push('page ' + s.page);
+      const docLink = el('a', { href: '/v1/documents/' + encodeURIComponent(s.doc_id), class: 'doc-link', text: s.doc_id });
+      docLink.addEventListener('click', (ev) => { ev.preventDefault(); openDocument(s.doc_id); });
       ol.append(el('li', {},
-        el('div', { class: 'meta' }, link,
+        el('div', { class: 'meta' }, cite,
+          el('span', { class: 'section', text: where.join(' \u00b7 ') })),
+        el('div', { class: 'meta' }, docLink,
           el('span', { class: 'score', text: 'score ' + Number(s.score).toFixed(3) }),
-          el('span', { class: 'score', text: 'chunk ' + s.chunk_id })),
+          el('span', { class: 'score', text: 'chunk ' + s.chunk_id }),
+          el('span', { class: 'score', text: 'bytes ' + s.byte_begin + '\u2013' + s.byte_end })),
         el('p', { class: 'snippet', text: s.snippet || '' })));
     }
   }

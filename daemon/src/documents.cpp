@@ -23,7 +23,7 @@ ApiError parse_document(simdjson::dom::element el, const std::string& where, pip
   simdjson::dom::object o;
   if (el.get_object().get(o)) return bad_request(where, "'" + where + "' must be an object with 'id' and 'text'");
   Fields f(o, where + ".");
-  if (auto e = f.only({"id", "title", "text", "source", "metadata"}); e.failed()) return e;
+  if (auto e = f.only({"id", "title", "text", "source", "url", "format", "metadata"}); e.failed()) return e;
   if (auto e = f.str("id", &d->id, true); e.failed()) return e;
   if (d->id.empty()) return bad_request(where + ".id", "field '" + where + ".id' must not be empty");
   if (d->id.size() > 512) return bad_request(where + ".id", "field '" + where + ".id' is longer than 512 bytes");
@@ -33,6 +33,17 @@ ApiError parse_document(simdjson::dom::element el, const std::string& where, pip
   if (auto e = f.str("text", &d->text, true); e.failed()) return e;
   if (auto e = f.str("title", &d->title); e.failed()) return e;
   if (auto e = f.str("source", &d->source); e.failed()) return e;
+  if (auto e = f.str("url", &d->url); e.failed()) return e;
+  if (auto e = f.str("format", &d->format); e.failed()) return e;
+  if (!d->format.empty() && d->format != "text" && d->format != "markdown" && d->format != "html")
+    return bad_request(where + ".format", "field '" + where + ".format' must be one of text, markdown, html");
+  if (auto m = f.get("metadata")) {
+    // Its values are checked by the corpus's one metadata reader (retrieval/reader.h), which
+    // names the key; the request then fails whole with a 400.
+    if (m->type() != simdjson::dom::element_type::OBJECT)
+      return bad_request(where + ".metadata", "field '" + where + ".metadata' must be an object");
+    d->metadata_json = simdjson::minify(*m);
+  }
   return {};
 }
 }  // namespace
@@ -107,6 +118,14 @@ void ApiImpl::documents_get(const ReqCtx& ctx, const std::string& id, Responder 
     }
     JsonWriter w;
     w.begin_object().key("id").value(res->id).key("title").value(res->title).key("source").value(res->source);
+    w.key("url");
+    if (res->url.empty()) w.null();
+    else w.value(res->url);
+    w.key("format").value(res->format);
+    if (res->page > 0) w.key("page").value(static_cast<uint64_t>(res->page));
+    w.key("metadata").begin_object();
+    for (const auto& [k, v] : res->metadata) w.key(k).raw(v);
+    w.end_object();
     w.key("shared").value(res->tenant.empty());
     w.key("content_hash").value(res->content_hash).key("chunk_ids").begin_array();
     for (uint64_t c : res->chunk_ids) w.value(c);

@@ -142,6 +142,12 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   if (auto e = f.str("pipeline", &run.pipeline); e.failed()) return e;
   if (auto e = f.integer("retrieval_top_k", &iv, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
   if (present) run.retrieval_top_k = static_cast<int>(iv);
+  if (f.has("retrieval_mode")) {  // the run parameter's choices and message
+    std::string mode;
+    if (auto e = f.str("retrieval_mode", &mode); e.failed()) return e;
+    if (Status st = pipelines::find_run_param("retrieval_mode")->set(run, pipelines::ParamValue(std::move(mode))); !st.ok())
+      return bad_request("retrieval_mode", st.message());
+  }
   if (!run.pipeline.empty()) {
     // The pipeline's existence and defaults are the executor's (an unknown one: 404 from start_run).
     if (chat) {

@@ -11,6 +11,16 @@ void write_sources(JsonWriter& w, const std::vector<pipelines::Source>& s) {
     w.begin_object();
     w.key("doc_id").value(src.doc_id).key("chunk_id").value(src.chunk_id);
     w.key("score").value(src.score).key("snippet").value(src.snippet);
+    // Citation: where the passage is, to link and quote it.
+    w.key("title").value(src.title).key("url");
+    if (src.url.empty()) w.null();
+    else w.value(src.url);
+    w.key("section").begin_array();
+    for (const auto& h : src.section) w.value(h);
+    w.end_array().key("page");
+    if (src.page == 0) w.null();
+    else w.value(static_cast<uint64_t>(src.page));
+    w.key("byte_begin").value(src.byte_begin).key("byte_end").value(src.byte_end);
     w.end_object();
   }
   w.end_array();

@@ -182,7 +182,9 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   // A lexical or hybrid search has no stages and another result than the vector search: those
   // runs search once, as without the flag (the run a speculative one must equal).
 #if RAGD_HAVE_RETRIEVAL
-  if (r->res.speculative_prefill && corpus_ && corpus_->default_mode() == retrieval::RetrievalMode::kDense) {
+  if (r->res.speculative_prefill && corpus_ &&
+      (r->res.retrieval_mode == retrieval::RetrievalMode::kAuto ? corpus_->default_mode() : r->res.retrieval_mode) ==
+          retrieval::RetrievalMode::kDense) {
     return prepare_speculative(std::move(r));
   }
 #endif
@@ -195,7 +197,8 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       const int fetch = it ? it->fetch() : k;  // as the unit's later searches
       const std::string query[1] = {q.query};
       SearchOutcome o =
-          std::move(search_passages(query, q.tenant, k, fetch, r->res.spec->nprobe, q.context_must_include, vectors)[0]);
+          std::move(search_passages(query, q.tenant, k, fetch, r->res.spec->nprobe, r->res.retrieval_mode,
+                                    q.context_must_include, vectors)[0]);
       if (!o.status.ok()) {
         r->set_failure("retrieval", o.status);
       } else {

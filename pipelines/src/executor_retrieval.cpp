@@ -7,6 +7,7 @@
 
 #include "executor_impl.h"
 #include "ragd/common/log.h"
+#include "ragd/common/utf8.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
 #endif
@@ -18,7 +19,16 @@ ContextDoc ExecutorImpl::context_doc(retrieval::Hit& h) const {
   ContextDoc d;
   d.chunk_id = h.chunk.id;
   d.tokens = h.chunk.token_ids.empty() ? tok_->encode(h.chunk.text, false, false) : std::move(h.chunk.token_ids);
-  d.source = Source{h.chunk.doc_id, h.chunk.id, h.score, h.chunk.text.substr(0, 240)};
+  d.source.doc_id = h.chunk.doc_id;
+  d.source.chunk_id = h.chunk.id;
+  d.source.score = h.score;
+  d.source.snippet = h.chunk.text.substr(0, utf8_floor(h.chunk.text, std::min<size_t>(240, h.chunk.text.size())));
+  d.source.title = h.title;
+  d.source.url = h.url;
+  d.source.section = h.chunk.section;
+  d.source.page = h.page;
+  d.source.byte_begin = h.chunk.byte_begin;
+  d.source.byte_end = h.chunk.byte_end;
   return d;
 }
 #endif
@@ -39,8 +49,8 @@ void ExecutorImpl::rank_hits(std::vector<retrieval::Hit>& hits, size_t from) {
 }
 
 std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::string> queries, const std::string& tenant,
-                                                         int k, int fetch, int nprobe, const std::string& must_include,
-                                                         bool vectors) {
+                                                         int k, int fetch, int nprobe, retrieval::RetrievalMode mode,
+                                                         const std::string& must_include, bool vectors) {
   std::vector<SearchOutcome> out(queries.size());
   for (auto& o : out) o.nprobe = nprobe;
   auto fail_all = [&](const Status& st) {
@@ -55,6 +65,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.test_hooks.search_delay_ms));
   retrieval::SearchParams sp;
   sp.nprobe = nprobe;
+  sp.mode = mode;
   // The request's tenant sees its own documents and the shared ones, filtered inside the search.
   auto batch = corpus_->search_batch(queries, std::max(k, fetch), retrieval::ReadScope::tenant(tenant), sp);
   if (!batch.ok()) return fail_all(batch.status());
@@ -85,7 +96,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
   search_time_.observe(nprobe, ms);
   return out;
 #else
-  (void)tenant, (void)k, (void)fetch, (void)must_include, (void)vectors, (void)t0;
+  (void)tenant, (void)k, (void)fetch, (void)mode, (void)must_include, (void)vectors, (void)t0;
   return fail_all(Status::FailedPrecondition("this build has no retrieval module"));
 #endif
 }
@@ -94,8 +105,9 @@ bool ExecutorImpl::issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, s
                                 int fetch, int nprobe, bool vectors) {
   const Run& r = *runs_.at(sid);
   auto task = [this, sid, ticket, epoch, queries = std::move(queries), tenant = r.rr.tenant,
-               must = r.rr.context_must_include, k = retrieval_k(r), fetch, nprobe, vectors] {
-    SearchDone d{sid, ticket, epoch, search_passages(queries, tenant, k, fetch, nprobe, must, vectors)};
+               must = r.rr.context_must_include, k = retrieval_k(r), fetch, nprobe, mode = r.res.retrieval_mode,
+               vectors] {
+    SearchDone d{sid, ticket, epoch, search_passages(queries, tenant, k, fetch, nprobe, mode, must, vectors)};
     std::lock_guard<std::mutex> lk(mu_);
     searches_done_.push_back(std::move(d));
     cv_.notify_all();

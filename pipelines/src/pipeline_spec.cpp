@@ -46,8 +46,8 @@ class Reader {
   Status check_keys() const {
     static const std::map<std::string, std::set<std::string>> kAllowed = {
         {"pipeline", {"name", "description"}},
-        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank", "rerank_model"}},
-        {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template"}},
+        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank", "rerank_model", "mode"}},
+        {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template", "number_passages"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
                        "max_nprobe", "query_lag"}},
@@ -156,6 +156,13 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "top_k", ParamRange{0, kRangeRetrievalTopK.hi}, &v));
   s.top_k = static_cast<int>(v);
   RAGD_RETURN_IF_ERROR(r.str("retriever", "index", &s.index));
+  {
+    std::string mode(enum_name(s.retrieval_mode));
+    RAGD_RETURN_IF_ERROR(r.str("retriever", "mode", &mode));
+    auto m = parse_enum<retrieval::RetrievalMode>(mode);
+    if (!m.ok()) return r.field_err("retriever", "mode", m.status().message());
+    s.retrieval_mode = *m;
+  }
   v = s.nprobe;
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "nprobe", 1, 65536, &v));
   s.nprobe = static_cast<int>(v);
@@ -174,6 +181,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.str("prompt", "context_header", &s.context_header));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "question_prefix", &s.question_prefix));
+  RAGD_RETURN_IF_ERROR(r.boolean("prompt", "number_passages", &s.number_passages));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "chat_template", &s.chat_template));
   // "model" (the model's own template, else as "auto"), "auto" (a built-in picked by the tokenizer;
   // PromptBuilder) or a name of engine's built-in chat template table.

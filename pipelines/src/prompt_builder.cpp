@@ -77,7 +77,9 @@ PromptSegments PromptBuilder::build_rag(const PipelineSpec& spec, std::span<cons
   p.segs.push_back(encode_head(head));
   const std::vector<int32_t> sep = tok_.encode(spec.separator, false, false);
   for (const auto& d : docs) {
-    std::vector<int32_t> ids = d;
+    std::vector<int32_t> ids;
+    if (spec.number_passages) ids = tok_.encode("[" + std::to_string(p.segs.size()) + "] ", false, false);
+    ids.insert(ids.end(), d.begin(), d.end());
     ids.insert(ids.end(), sep.begin(), sep.end());
     p.segs.push_back(std::move(ids));
   }

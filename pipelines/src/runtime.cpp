@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "ragd/common/echo.h"
 #include "ragd/common/log.h"
 #include "cross_encoder_stage.h"
 #include "executor_impl.h"
@@ -43,8 +44,37 @@ class CorpusDocuments final : public DocumentApi {
   Result<IngestSummary> ingest(std::vector<DocumentInput> docs) override {
     std::vector<retrieval::Document> in;
     in.reserve(docs.size());
-    for (auto& d : docs)
-      in.push_back({std::move(d.id), std::move(d.title), std::move(d.text), std::move(d.source), std::move(d.tenant)});
+    for (size_t i = 0; i < docs.size(); ++i) {
+      DocumentInput& d = docs[i];
+      retrieval::Document r;
+      if (!d.metadata_json.empty()) {
+        if (std::string why = retrieval::parse_metadata_json(d.metadata_json, &r.metadata); !why.empty())
+          return Status::InvalidArgument("document " + std::to_string(i) + " ('" + clip_input(d.id) + "'): " + why);
+      }
+      const std::string who = "document " + std::to_string(i) + " ('" + clip_input(d.id) + "'): ";
+      r.id = std::move(d.id);
+      r.title = std::move(d.title);
+      r.source = std::move(d.source);
+      r.tenant = std::move(d.tenant);
+      r.url = std::move(d.url);
+      if (d.format.empty() || d.format == "text") {
+        r.text = std::move(d.text);
+        r.format = "text";
+      } else if (d.format == "markdown" || d.format == "html") {
+        const bool html = d.format == "html";
+        retrieval::ReadResult rr = retrieval::read_input_bytes(html ? "document.html" : "document.md", d.text);
+        if (rr.documents.empty())
+          return Status::InvalidArgument(who + (rr.skipped.empty() ? std::string("no text") : rr.skipped.front().reason));
+        retrieval::Document& read = rr.documents.front();
+        if (r.title.empty() && read.title != (html ? "document.html" : "document.md")) r.title = std::move(read.title);
+        r.text = std::move(read.text);
+        r.sections = std::move(read.sections);
+        r.format = d.format;
+      } else {
+        return Status::InvalidArgument(who + "format must be text, markdown or html, not '" + clip_input(d.format) + "'");
+      }
+      in.push_back(std::move(r));
+    }
     RAGD_ASSIGN_OR_RETURN(retrieval::IngestSummary s, replica_refusal(corpus_->ingest(in)));
     IngestSummary o;
     o.ingested = static_cast<int>(s.ingested);
@@ -64,6 +94,10 @@ class CorpusDocuments final : public DocumentApi {
     o.title = info->title;
     o.source = info->source;
     o.content_hash = info->content_hash;
+    o.url = info->url;
+    o.format = info->format;
+    o.page = info->page;
+    o.metadata = info->metadata;
     o.tenant = info->tenant;
     o.chunk_ids = info->chunk_ids;
     RAGD_ASSIGN_OR_RETURN(auto chunks, corpus_->get_chunks(info->chunk_ids));

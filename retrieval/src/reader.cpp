@@ -213,6 +213,18 @@ std::string read_metadata(simdjson::dom::element m, std::vector<std::pair<std::s
   return "";
 }
 
+}  // namespace
+
+std::string parse_metadata_json(std::string_view json, std::vector<std::pair<std::string, std::string>>* out) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element el;
+  if (auto err = parser.parse(json.data(), json.size(), true).get(el); err)
+    return std::string("field 'metadata' is not valid JSON: ") + simdjson::error_message(err);
+  return read_metadata(el, out);
+}
+
+namespace {
+
 void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOptions& opts, ReadResult* r) {
   simdjson::dom::parser parser;
   // Keys a record may have; any other is noted once per file (with its count and first line).

@@ -119,6 +119,44 @@ TEST_F(E2eTest, RoutesStreamsCancelAndCleanShutdown) {
 
 // SIGTERM: new connections are still accepted while in-flight runs finish, so that health probes
 // see /readyz 503 (and new runs are refused with 503) instead of a refused connection.
+// Citations: a document's url, metadata, format and headings go in through POST /v1/documents and
+// come back in GET /v1/documents/{id} and in every source of a run (section path, byte range);
+// metadata that is not an object of allowed values is a 400 naming the key, and nothing is written.
+TEST_F(E2eTest, SourcesCarryCitations) {
+  start_daemon("data_cite");
+  auto r = call("POST", "/v1/documents",
+                R"({"id":"guide","url":"https://example.org/guide","format":"markdown","metadata":{"lang":"en","year":2024},)"
+                R"("text":"# Guide\n\nIntro words.\n\n## Zebra care\n\nZebras eat grass and drink water every day.\n"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = get("/v1/documents/guide");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json doc(r.body);
+  EXPECT_EQ(doc.str("/url"), "https://example.org/guide");
+  EXPECT_EQ(doc.str("/format"), "markdown");
+  EXPECT_EQ(doc.str("/title"), "Guide");  // the first heading, as `ragctl ingest` titles Markdown
+  EXPECT_EQ(doc.str("/metadata/lang"), "en");
+  EXPECT_EQ(doc.num("/metadata/year"), 2024);
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"what do zebras eat?","max_tokens":2,"top_k":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json run(r.body);
+  ASSERT_EQ(run.size("/sources"), 1u) << r.body;
+  EXPECT_EQ(run.str("/sources/0/doc_id"), "guide");
+  EXPECT_EQ(run.str("/sources/0/title"), "Guide");
+  EXPECT_EQ(run.str("/sources/0/url"), "https://example.org/guide");
+  EXPECT_EQ(run.str("/sources/0/section/0"), "Guide");
+  EXPECT_EQ(run.str("/sources/0/section/1"), "Zebra care");
+  const std::string text = doc.str("/text");
+  const auto b = static_cast<size_t>(run.num("/sources/0/byte_begin")), e = static_cast<size_t>(run.num("/sources/0/byte_end"));
+  ASSERT_LT(b, e);
+  ASSERT_LE(e, text.size());
+  EXPECT_NE(text.substr(b, e - b).find("Zebras eat grass"), std::string::npos) << text.substr(b, e - b);
+  expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","metadata":{"tags":{"a":1}}})"), 400,
+               "invalid_request", "metadata key 'tags'");
+  expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","format":"pdf"})"), 400, "invalid_request",
+               "format");
+  EXPECT_EQ(get("/v1/documents/bad").status, 404);
+}
+
 TEST_F(E2eTest, ReadyzAnswers503WhileDraining) {
   start_daemon("data_drain");
   ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"a","text":"alpha beta gamma delta"})").status, 200);

@@ -27,6 +27,7 @@ name = "qa"
 description = "d"
 [retriever]
 top_k = 7
+mode = "lexical"
 index = "IVF64,Flat"
 nprobe = 3
 [prompt]
@@ -34,6 +35,7 @@ system = "sys"
 context_header = "C:"
 separator = "|"
 question_prefix = "Q:"
+number_passages = true
 chat_template = "chatml"
 [reuse]
 mode = "prefix"
@@ -55,6 +57,8 @@ extractive = true
   EXPECT_EQ(s->context_header, "C:");
   EXPECT_EQ(s->separator, "|");
   EXPECT_EQ(s->question_prefix, "Q:");
+  EXPECT_TRUE(s->number_passages);
+  EXPECT_EQ(s->retrieval_mode, retrieval::RetrievalMode::kLexical);
   EXPECT_EQ(s->chat_template, "chatml");
   EXPECT_EQ(s->reuse, ReuseMode::kPrefix);
   EXPECT_EQ(s->max_tokens, 33);
@@ -85,6 +89,13 @@ void expect_error(const std::string& text, const std::string& needle) {
 
 TEST(PipelineSpec, SyntaxErrorNamesFileAndLine) { expect_error("[retriever\ntop_k = 1", "bad.toml:1"); }
 TEST(PipelineSpec, UnknownTable) { expect_error("[retreiver]\ntop_k = 1", "unknown table [retreiver]"); }
+TEST(PipelineSpec, RetrieverModeIsOneOfTheModes) {
+  expect_error("[retriever]\nmode = \"bm25\"", "mode");
+  auto s = parse_pipeline_spec("", "d.toml");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->retrieval_mode, retrieval::RetrievalMode::kAuto);
+  EXPECT_FALSE(s->number_passages);
+}
 TEST(PipelineSpec, UnknownKey) { expect_error("[retriever]\ntopk = 1", "unknown key 'topk'"); }
 TEST(PipelineSpec, WrongType) { expect_error("[retriever]\ntop_k = \"four\"", "top_k: must be an integer"); }
 TEST(PipelineSpec, OutOfRange) { expect_error("[retriever]\ntop_k = 1000", "top_k: must be in [0, 64], got 1000"); }

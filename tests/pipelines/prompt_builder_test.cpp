@@ -2,6 +2,8 @@
 // and chats render through it, segment boundaries still fall where the built-in templates put
 // them, templates that refuse a system turn get it inside the user turn, and "auto" / built-in
 // names keep the built-in templates.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "ragd/engine/model_chat_template.h"
@@ -121,6 +123,32 @@ TEST(PromptBuilderModelTemplate, ChatsRenderThroughTheModelTemplateAndItsErrorsR
   ASSERT_FALSE(err.ok());
   EXPECT_EQ(err.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(err.status().message(), "test template: line 1: the last message must be the user's");
+}
+
+// [prompt] number_passages: each passage's segment starts "[n] " (n = its rank, from 1), the
+// passage's own tokens follow unchanged, and without the option the segments are the passages.
+TEST(PromptBuilderNumbering, PassagesStartWithTheirNumber) {
+  auto tok = tokenizer();
+  engine::ModelConfig cfg;
+  PromptBuilder pb(*tok, cfg);
+  PipelineSpec spec;
+  spec.chat_template = "none";
+  const auto d = docs(*tok);
+  const PromptSegments plain = pb.build_rag(spec, d, "Q");
+  spec.number_passages = true;
+  const PromptSegments numbered = pb.build_rag(spec, d, "Q");
+  ASSERT_EQ(numbered.segs.size(), plain.segs.size());
+  EXPECT_EQ(numbered.segs.front(), plain.segs.front());
+  EXPECT_EQ(numbered.segs.back(), plain.segs.back());
+  for (size_t i = 0; i < d.size(); ++i) {
+    const std::string label = "[" + std::to_string(i + 1) + "] ";
+    EXPECT_EQ(tok->decode(numbered.segs[i + 1]), label + tok->decode(plain.segs[i + 1]));
+    // the passage's tokens are the chunk's own, after the label's
+    const auto& seg = numbered.segs[i + 1];
+    const auto lab = tok->encode(label, false, false);
+    ASSERT_GE(seg.size(), lab.size() + d[i].size());
+    EXPECT_TRUE(std::equal(d[i].begin(), d[i].end(), seg.begin() + static_cast<std::ptrdiff_t>(lab.size())));
+  }
 }
 
 }  // namespace

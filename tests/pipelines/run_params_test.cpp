@@ -68,7 +68,7 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
                          r.sampling.ignore_eos != before.sampling.ignore_eos || r.sampling.min_p != before.sampling.min_p ||
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
-                         r.slo_ttft_ms != before.slo_ttft_ms;
+                         r.slo_ttft_ms != before.slo_ttft_ms || r.retrieval_mode != before.retrieval_mode;
     EXPECT_TRUE(changed) << d.name << " set nothing";
   }
   EXPECT_EQ(find_run_param("query"), nullptr);  // a route field, not a run parameter
@@ -140,6 +140,13 @@ TEST(RunParams, ResolveRunAppliesEveryDefaultOnce) {
   EXPECT_EQ(r->reuse, ReuseMode::kEpic);
   EXPECT_EQ(r->blend.epic_k, 8);
   EXPECT_FALSE(r->speculative_prefill);
+  // The retrieval mode: the request's, else the spec's (whose auto is the corpus's).
+  EXPECT_EQ(r->retrieval_mode, retrieval::RetrievalMode::kAuto);
+  spec.retrieval_mode = retrieval::RetrievalMode::kHybrid;
+  EXPECT_EQ(resolve_run(req, &spec)->retrieval_mode, retrieval::RetrievalMode::kHybrid);
+  req.retrieval_mode = retrieval::RetrievalMode::kDense;
+  EXPECT_EQ(resolve_run(req, &spec)->retrieval_mode, retrieval::RetrievalMode::kDense);
+  req.retrieval_mode.reset();
   // Reranking pipelines never speculate.
   spec.rerank = 1;
   req.context_must_include.clear();
@@ -165,6 +172,10 @@ TEST(RunParams, ResolveRunAppliesEveryDefaultOnce) {
   EXPECT_EQ(resolve_run(plain, nullptr)->reuse, ReuseMode::kPrefix);
   plain.reuse = ReuseMode::kCacheBlend;
   EXPECT_FALSE(resolve_run(plain, nullptr).ok());
+  plain.reuse.reset();
+  plain.retrieval_mode = retrieval::RetrievalMode::kLexical;  // a plain run searches nothing
+  EXPECT_NE(resolve_run(plain, nullptr).status().message().find("retrieval_mode"), std::string::npos);
+  plain.retrieval_mode.reset();
   // Iterative pipelines: the spec's parameters with the request's overrides.
   PipelineSpec iter;
   iter.iterative = IterativeParams{};

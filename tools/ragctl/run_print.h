@@ -44,6 +44,22 @@ inline void print_sources(simdjson::dom::element sources) {
     if (snippet.size() > 100) snippet = snippet.substr(0, 97) + "...";
     std::printf("  [%d] %s#%.0f  score %.3f  %s\n", ++i, jstr(s, "/doc_id").c_str(), jnum(s, "/chunk_id"),
                 jnum(s, "/score"), snippet.c_str());
+    // The citation line: title, section path, page, url.
+    std::string cite = jstr(s, "/title");
+    simdjson::dom::array sec;
+    if (!s["section"].get_array().get(sec)) {
+      std::string path;
+      for (auto h : sec) {
+        std::string_view v;
+        if (h.get_string().get(v)) continue;
+        if (!path.empty()) path += " > ";
+        path += v;
+      }
+      if (!path.empty()) cite += (cite.empty() ? "" : " \u2014 ") + path;
+    }
+    if (double page = jnum(s, "/page"); page > 0) cite += ", page " + std::to_string(static_cast<long>(page));
+    if (std::string url = jstr(s, "/url"); !url.empty()) cite += "  <" + url + ">";
+    if (!cite.empty()) std::printf("      %s\n", cite.c_str());
   }
 }
 

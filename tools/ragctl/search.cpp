@@ -166,6 +166,16 @@ int run_search(const SearchArgs& a) {
       append_json_string(&out, h.source);
       out += ",\"title\":";
       append_json_string(&out, h.title);
+      out += ",\"url\":";
+      append_json_string(&out, h.url);
+      out += ",\"format\":";
+      append_json_string(&out, h.format);
+      out += ",\"page\":" + std::to_string(h.page) + ",\"section\":[";
+      for (size_t s = 0; s < h.chunk.section.size(); ++s) {
+        if (s) out += ',';
+        append_json_string(&out, h.chunk.section[s]);
+      }
+      out += ']';
       out += ",\"snippet\":";
       append_json_string(&out, snippet_of(h.chunk.text, a.snippet));
       out += ",\"text\":";
@@ -188,6 +198,11 @@ int run_search(const SearchArgs& a) {
                 static_cast<unsigned long long>(h.chunk.byte_end), static_cast<unsigned long long>(h.chunk.token_begin),
                 static_cast<unsigned long long>(h.chunk.token_end));
     if (!h.title.empty()) std::printf("   %s\n", h.title.c_str());
+    std::string where;
+    for (const auto& s : h.chunk.section) where += (where.empty() ? "" : " > ") + s;
+    if (h.page > 0) where += (where.empty() ? "page " : ", page ") + std::to_string(h.page);
+    if (!h.url.empty()) where += (where.empty() ? "" : "  ") + ("<" + h.url + ">");
+    if (!where.empty()) std::printf("   %s\n", where.c_str());
     std::printf("   %s\n", snippet_of(h.chunk.text, a.snippet).c_str());
   }
   return 0;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ragd/retrieval/retrieval_mode.h"
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/sampler.h"
@@ -93,6 +94,9 @@ struct RunRequest {
   std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
   int retrieval_top_k = -1;       // passages retrieved; -1 = pipeline default
+  // lexical, dense or hybrid search; unset = the pipeline's ([retriever] mode), whose auto is the
+  // corpus's default
+  std::optional<retrieval::RetrievalMode> retrieval_mode;
   std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
   std::optional<double> recompute_ratio;  // CacheBlend; unset = pipeline default (BlendParams)
   std::optional<int> epic_k;              // EPIC; unset = pipeline default (BlendParams)
@@ -124,11 +128,18 @@ struct RunRequest {
   std::optional<double> slo_ttft_ms;
 };
 
+// A passage in a run's context, with what an application needs to cite it.
 struct Source {
   std::string doc_id;
   uint64_t chunk_id = 0;
   float score = 0.0f;
-  std::string snippet;
+  std::string snippet;               // the passage's first 240 bytes (cut at a UTF-8 boundary)
+  std::string title;                 // the document's title
+  std::string url;                   // the document's url ("" = none)
+  std::vector<std::string> section;  // the passage's section path, outermost heading first
+  uint32_t page = 0;                 // PDF page (1-based); 0 = not a page
+  uint64_t byte_begin = 0;           // the passage's bytes [byte_begin, byte_end) of the document text
+  uint64_t byte_end = 0;
 };
 
 struct Usage {

@@ -1,11 +1,13 @@
 // Pipeline specs: one TOML file per pipeline in the pipelines directory.
 //
 //   [pipeline]   name = "docs-qa"          (default: file stem), description = "..."
-//   [retriever]  top_k = 4, index = "Flat", nprobe = 8, speculative_prefill = false,
+//   [retriever]  top_k = 4, mode = "auto" (auto|hybrid|lexical|dense), index = "Flat", nprobe = 8,
+//                speculative_prefill = false,
 //                rerank = 0 (keep this many of the top_k after reranking them with the model: reranker.h)
 //                rerank_model = "" (a cross-encoder directory scores instead of the generator)
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
-//                question_prefix = "\nQuestion: ", chat_template = "model"  (model|auto|llama3|chatml|mistral|none)
+//                question_prefix = "\nQuestion: ", number_passages = false ("[n] " before each passage),
+//                chat_template = "model"  (model|auto|llama3|chatml|mistral|none)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic | auto),
 //                recompute_ratio = 0.15 (cacheblend, 0..1), epic_k = 16 (epic, 0..4096)
 //   [iterative]  retrieval_interval = 16, query_window = 16, overlap = "none" (none | piperag |
@@ -51,11 +53,18 @@ struct PipelineSpec {
   // retrieval/reranker.h), loaded once per directory at start-up.
   int rerank = 0;
   std::string rerank_model;  // "" = the generator (UPR)
+  // [retriever] mode: hybrid | lexical | dense | auto (the corpus's default: lexical with the
+  // hashing embedder, hybrid with a semantic one). A request's retrieval_mode wins.
+  retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kAuto;
   // prompt: [system prefix][context_header][doc1 + separator]...[question_prefix + question][suffix]
   std::string system_prompt = "You are a helpful assistant. Answer the question using the context.";
   std::string context_header = "Context:\n";
   std::string separator = "\n\n";
   std::string question_prefix = "\nQuestion: ";
+  // true: each passage starts "[n] " (n = its rank in the prompt, from 1; sources are listed in
+  // the same order), so answers can cite [n]. Knowledge-tree and prefix reuse are unchanged (a
+  // path fixes every passage's rank); CacheBlend / EPIC reuse a passage only at the same rank.
+  bool number_passages = false;
   // "model": the model's own chat template (tokenizer_config.json / chat_template.jinja), or "auto"
   // when it ships none; "auto": a built-in picked by the tokenizer's special tokens; or a built-in
   // name (llama3 | chatml | mistral | none).

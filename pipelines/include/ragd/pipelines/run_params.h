@@ -69,6 +69,7 @@ std::string run_param_doc_rows();
 struct ResolvedRun {
   const PipelineSpec* spec = nullptr;  // null: a plain run (no retrieval)
   int retrieval_k = 0;                 // passages retrieved (0: none)
+  retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kAuto;  // kAuto: the corpus's
   engine::SamplingParams sampling;
   ReuseMode reuse = kDefaultPlainRunReuse;
   BlendParams blend;
@@ -105,6 +106,16 @@ inline constexpr ParamDef kRunParamDefs[] = {
      "passages retrieved (the same range as OpenAI `retrieval_top_k`)",
      [](RunRequest& r, const ParamValue& v) {
        r.retrieval_top_k = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
+    {"retrieval_mode", ParamType::kEnum, {}, "auto | hybrid | lexical | dense", "pipeline's (auto: the corpus's)",
+     "how passages are searched: BM25 over words (lexical), the embedder's vectors (dense), both fused by "
+     "reciprocal rank (hybrid); auto = lexical with the hashing embedder, hybrid with a semantic one "
+     "([design/retrieval.md](design/retrieval.md))",
+     [](RunRequest& r, const ParamValue& v) {
+       Result<retrieval::RetrievalMode> m = parse_enum<retrieval::RetrievalMode>(param_as<std::string>(v));
+       if (!m.ok()) return m.status();
+       r.retrieval_mode = *m;
        return Status::OK();
      }},
     {"max_tokens", ParamType::kInt, kRangeMaxTokens, {}, "pipeline's (256)", "tokens generated at most",

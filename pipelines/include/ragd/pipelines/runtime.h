@@ -24,6 +24,12 @@ struct DocumentInput {
   std::string text;
   std::string source;  // path or URL it came from (informational)
   std::string tenant;  // owner; "" = shared (read-only to tenants). Each owner has its own ids.
+  std::string url;     // cited with its passages ("" = none)
+  std::string metadata_json;  // a JSON object of string / number / bool / list values; "" = none
+  // How `text` is read: "text" (as is; "" too), "markdown" (sections by heading) or "html" (the
+  // page's main content, sections by heading; the <title> when `title` is empty), by the readers
+  // `ragctl ingest` uses (retrieval/reader.h). Another value: InvalidArgument.
+  std::string format;
 };
 
 struct IngestSummary {
@@ -34,6 +40,9 @@ struct IngestSummary {
 
 struct DocumentInfo {
   std::string id, title, source, content_hash;
+  std::string url, format;
+  uint32_t page = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;  // key, minified JSON value
   std::string tenant;  // owner; "" = shared
   std::vector<uint64_t> chunk_ids;
   std::string text;  // concatenated chunk texts
@@ -56,7 +65,8 @@ class DocumentApi {
  public:
   virtual ~DocumentApi() = default;
   // Acknowledged (OK) only once durable, ownership included. PermissionDenied (nothing written)
-  // when a tenant's document names a shared document's id.
+  // when a tenant's document names a shared document's id; InvalidArgument (nothing written)
+  // naming the document when its metadata is not an object of the allowed values.
   virtual Result<IngestSummary> ingest(std::vector<DocumentInput> docs) = 0;
   // `tenant`'s own document `id`, else the shared one ("" = shared only); NotFound otherwise.
   virtual Result<DocumentInfo> get(const std::string& id, const std::string& tenant) const = 0;

@@ -73,6 +73,12 @@ struct InputFile {
 };
 
 
+// Checks and reads a "metadata" JSON object (JSONL records, the document API): values strings,
+// numbers, bools or lists of those, keys non-empty and distinct, at most 256. Appends (key, the
+// value as minified JSON) to `out` in the object's order; returns "" on success, else the reason
+// ("metadata key 'x' must be a string, number, bool or list of those, not an object").
+std::string parse_metadata_json(std::string_view json, std::vector<std::pair<std::string, std::string>>* out);
+
 // Expands files and directories into the list of readable files (sorted within each directory).
 // A path that does not exist is an InvalidArgument error naming it; unsupported files found while
 // walking a directory are appended to `skipped`.
