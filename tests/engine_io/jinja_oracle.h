@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -46,12 +47,15 @@ inline JinjaOutcome render_with_ragd(const JinjaCase& c) {
 }
 
 // A python3 with jinja2, or empty (the reason in *why).
+// RAGD_JINJA_PYTHON picks another interpreter (another jinja2 version).
 inline std::string find_python_with_jinja2(std::string* why) {
-  for (const char* py : {"/usr/bin/python3", "/usr/local/bin/python3"}) {
+  std::vector<std::string> candidates = {"/usr/bin/python3", "/usr/local/bin/python3"};
+  if (const char* py = std::getenv("RAGD_JINJA_PYTHON")) candidates = {py};
+  for (const std::string& py : candidates) {
     if (!std::filesystem::exists(py)) continue;
     Ran r = run_capture({py, "-c", "import jinja2"});
     if (r.status == 0) return py;
-    *why = std::string(py) + " has no jinja2 (Debian: apt-get install python3-jinja2)";
+    *why = py + " has no jinja2 (Debian: apt-get install python3-jinja2)";
   }
   if (why->empty()) *why = "no python3 found";
   return {};

@@ -272,7 +272,7 @@ class ProgramGenerator {
 
   std::string str_expr(int d) {
     if (d <= 0) return chance(0.5) ? str_lit() : "s";
-    switch (pick(24)) {
+    switch (pick(27)) {
       case 0: case 1: return str_lit();
       case 2: return "s";
       case 3: {
@@ -300,6 +300,11 @@ class ProgramGenerator {
       case 20: return one({"xs", "d", "words", "xs[1:]", "messages[:1]", "d.keys()|list", "nothing", "flag", "(1, 'a')"}) + std::string("|string");
       case 21: return "strftime_now('%Y-%m-%d')";
       case 22: return "words|map('upper')|join";
+      case 23: return one({"d|dictsort|string", "(xs|unique|list)|string", "(xs|batch(2)|list)|string",
+                           "words|map('length')|join(',')", "(s.split(','))|string", "messages|map(attribute='name', default='?')|join",
+                           "(messages|first)|string", "d|items|map('first')|join", "xs|select('odd')|join('+')"});
+      case 24: return loops_.empty() ? "s" : "loop.cycle('odd', 'even', 'third')";
+      case 25: return "(" + str_expr(d - 1) + ")|" + one({"indent(2)", "indent(1, true)", "center(9)", "replace(' ', '')", "trim('ax')", "default('dflt', true)"});
       default: return "(messages|rejectattr('role', 'eq', 'tool')|list|length)|string";
     }
   }
