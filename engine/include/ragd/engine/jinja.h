@@ -11,7 +11,7 @@
 // tuples, namespace attributes, block set with filters), with, filter blocks, macros (defaults,
 // keyword arguments, varargs / kwargs), print, HF's generation block; literals, subscripts and
 // slices, attributes, calls, every operator and test jinja2 defines, the filters and Python
-// str / dict / list methods templates call (docs/chat-templates.md lists them). Anything else fails
+// str / dict / list methods templates call (docs/design/chat-templates.md lists them). Anything else fails
 // at compile time with a Status naming the line and the construct; runtime failures
 // (raise_exception, type errors, undefined misuse) are a Status with the message and the line.
 //
