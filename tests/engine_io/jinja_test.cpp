@@ -86,6 +86,12 @@ TEST(Jinja, MalformedTemplatesGiveClearErrors) {
             "t.jinja: line 1: non-default argument follows default argument");
   EXPECT_EQ(compile_error("{{ x is defined is defined }}"), "t.jinja: line 1: You cannot chain multiple tests with is");
   EXPECT_EQ(compile_error("{% raw %}never closed"), "t.jinja: line 1: Missing end of raw directive");
+  EXPECT_EQ(compile_error("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"),
+            "t.jinja: line 1: nested deeper than 256 levels");
+  EXPECT_EQ(compile_error("{{ " + std::string(3000, '-') + "1 }}"), "t.jinja: line 1: nested deeper than 256 levels");
+  std::string ifs;
+  for (int i = 0; i < 1000; ++i) ifs += "{% if x %}";
+  EXPECT_EQ(compile_error(ifs), "t.jinja: line 1: nested deeper than 256 levels");
   EXPECT_EQ(compile_error("{{ 99999999999999999999 }}"),
             "t.jinja: line 1: integer literal too large (ragd's integers are 64-bit)");
 }

@@ -91,6 +91,17 @@ class Parser {
     return n;
   }
 
+  // Nesting guard: deeply nested expressions or blocks are refused rather than overflowing the
+  // stack (here, and when the tree is evaluated).
+  static constexpr int kMaxDepth = 256;
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxDepth) p.error(p.cur().line, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~Nest() { --p.depth_; }
+  };
+
   template <typename T>
   std::unique_ptr<T> node(int line) {
     auto n = std::make_unique<T>();
@@ -102,6 +113,7 @@ class Parser {
 
   // Parses until a block tag whose name is in `ends` (the stream is left on that name) or the end.
   Body subparse(std::vector<std::string_view> ends, std::string_view opener = {}, int opener_line = 0) {
+    Nest nest(*this);
     Body body;
     open_.push_back({ends, opener, opener_line});
     struct Pop {
@@ -366,7 +378,10 @@ class Parser {
     return t;
   }
 
-  ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
+  ExprPtr parse_expression(bool with_condexpr) {
+    Nest nest(*this);
+    return with_condexpr ? parse_condexpr() : parse_or();
+  }
 
   ExprPtr parse_condexpr() {
     int line = cur().line;
@@ -405,6 +420,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nest nest(*this);
     if (is_name("not")) {
       auto u = node<UnaryExpr>(cur().line);
       next();
@@ -494,6 +510,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     const int line = cur().line;
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
@@ -759,6 +776,7 @@ class Parser {
   int loop_depth_ = 0;
   std::vector<MacroStmt*> macros_;
   std::vector<OpenBlock> open_;  // blocks being parsed, innermost last
+  int depth_ = 0;
 };
 
 }  // namespace
