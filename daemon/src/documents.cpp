@@ -23,7 +23,8 @@ ApiError parse_document(simdjson::dom::element el, const std::string& where, pip
   simdjson::dom::object o;
   if (el.get_object().get(o)) return bad_request(where, "'" + where + "' must be an object with 'id' and 'text'");
   Fields f(o, where + ".");
-  if (auto e = f.only({"id", "title", "text", "source", "url", "format", "metadata"}); e.failed()) return e;
+  if (auto e = f.only({"id", "title", "text", "source", "url", "format", "page", "sections", "metadata"}); e.failed())
+    return e;
   if (auto e = f.str("id", &d->id, true); e.failed()) return e;
   if (d->id.empty()) return bad_request(where + ".id", "field '" + where + ".id' must not be empty");
   if (d->id.size() > 512) return bad_request(where + ".id", "field '" + where + ".id' is longer than 512 bytes");
@@ -35,8 +36,35 @@ ApiError parse_document(simdjson::dom::element el, const std::string& where, pip
   if (auto e = f.str("source", &d->source); e.failed()) return e;
   if (auto e = f.str("url", &d->url); e.failed()) return e;
   if (auto e = f.str("format", &d->format); e.failed()) return e;
-  if (!d->format.empty() && d->format != "text" && d->format != "markdown" && d->format != "html")
-    return bad_request(where + ".format", "field '" + where + ".format' must be one of text, markdown, html");
+  if (!d->format.empty() && d->format != "text" && d->format != "markdown" && d->format != "html" &&
+      d->format != "pdf" && d->format != "jsonl")
+    return bad_request(where + ".format", "field '" + where + ".format' must be one of text, markdown, html, pdf, jsonl");
+  int64_t page = 0;
+  bool present = false;
+  if (auto e = f.integer("page", &page, 1, 1 << 30, &present); e.failed()) return e;
+  if (present) d->page = static_cast<uint32_t>(page);
+  if (auto secs = f.get("sections")) {
+    // [{"path": ["Heading", "Sub"], "byte_begin": N, "byte_end": N}, ...]: headings already found.
+    simdjson::dom::array arr;
+    const std::string sw = where + ".sections";
+    if (secs->get_array().get(arr)) return bad_request(sw, "field '" + sw + "' must be an array");
+    size_t i = 0;
+    for (auto el : arr) {
+      const std::string ew = sw + "[" + std::to_string(i++) + "]";
+      simdjson::dom::object o;
+      if (el.get_object().get(o)) return bad_request(ew, "'" + ew + "' must be an object");
+      Fields sf(o, ew + ".");
+      if (auto e = sf.only({"path", "byte_begin", "byte_end"}); e.failed()) return e;
+      retrieval::Section s;
+      if (auto e = sf.string_list("path", &s.path); e.failed()) return e;
+      int64_t b = 0, en = 0;
+      if (auto e = sf.integer("byte_begin", &b, 0, INT64_MAX, &present); e.failed()) return e;
+      if (auto e = sf.integer("byte_end", &en, 0, INT64_MAX, &present); e.failed()) return e;
+      s.byte_begin = static_cast<uint64_t>(b);
+      s.byte_end = static_cast<uint64_t>(en);
+      d->sections.push_back(std::move(s));
+    }
+  }
   if (auto m = f.get("metadata")) {
     // Its values are checked by the corpus's one metadata reader (retrieval/reader.h), which
     // names the key; the request then fails whole with a 400.

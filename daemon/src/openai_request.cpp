@@ -142,6 +142,10 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   if (auto e = f.str("pipeline", &run.pipeline); e.failed()) return e;
   if (auto e = f.integer("retrieval_top_k", &iv, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
   if (present) run.retrieval_top_k = static_cast<int>(iv);
+  if (auto fl = f.get("filter")) {  // the run parameter's: parsed when the run is resolved
+    if (fl->type() != simdjson::dom::element_type::OBJECT) return bad_request("filter", "field 'filter' must be an object");
+    run.filter_json = simdjson::minify(*fl);
+  }
   if (f.has("retrieval_mode")) {  // the run parameter's choices and message
     std::string mode;
     if (auto e = f.str("retrieval_mode", &mode); e.failed()) return e;

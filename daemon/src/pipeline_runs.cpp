@@ -54,6 +54,13 @@ ApiError decode_run_params(const Fields& f, pipelines::RunRequest* out) {
         value = std::move(v);
         break;
       }
+      case ParamType::kObject: {
+        auto el = f.get(name.c_str());
+        if (!el || el->type() != simdjson::dom::element_type::OBJECT)
+          return bad_request(name, "field '" + name + "' must be an object");
+        value = simdjson::minify(*el);
+        break;
+      }
       case ParamType::kSeed: {
         uint64_t v = 0;
         if (auto e = f.seed(name.c_str(), &v, &present); e.failed()) return e;

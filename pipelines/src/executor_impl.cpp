@@ -182,7 +182,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   // A lexical or hybrid search has no stages and another result than the vector search: those
   // runs search once, as without the flag (the run a speculative one must equal).
 #if RAGD_HAVE_RETRIEVAL
-  if (r->res.speculative_prefill && corpus_ &&
+  if (r->res.speculative_prefill && corpus_ && !r->res.filter &&
       (r->res.retrieval_mode == retrieval::RetrievalMode::kAuto ? corpus_->default_mode() : r->res.retrieval_mode) ==
           retrieval::RetrievalMode::kDense) {
     return prepare_speculative(std::move(r));
@@ -198,7 +198,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       const std::string query[1] = {q.query};
       SearchOutcome o =
           std::move(search_passages(query, q.tenant, k, fetch, r->res.spec->nprobe, r->res.retrieval_mode,
-                                    q.context_must_include, vectors)[0]);
+                                    r->res.filter.get(), q.context_must_include, vectors)[0]);
       if (!o.status.ok()) {
         r->set_failure("retrieval", o.status);
       } else {

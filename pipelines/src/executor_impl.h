@@ -219,7 +219,8 @@ class ExecutorImpl final : public Executor,
   // asked.
   std::vector<SearchOutcome> search_passages(std::span<const std::string> queries, const std::string& tenant, int k,
                                              int fetch, int nprobe, retrieval::RetrievalMode mode,
-                                             const std::string& must_include, bool vectors);
+                                             const retrieval::MetadataFilter* filter, const std::string& must_include,
+                                             bool vectors);
   // Sequence parallelism (executor_sp.cpp, sequence_parallel_route.h): whether a run takes the
   // route, and running it there from prefill to its end (the batch waits meanwhile).
   bool sp_route(const Run& r) const;

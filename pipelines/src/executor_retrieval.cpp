@@ -50,6 +50,7 @@ void ExecutorImpl::rank_hits(std::vector<retrieval::Hit>& hits, size_t from) {
 
 std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::string> queries, const std::string& tenant,
                                                          int k, int fetch, int nprobe, retrieval::RetrievalMode mode,
+                                                         const retrieval::MetadataFilter* filter,
                                                          const std::string& must_include, bool vectors) {
   std::vector<SearchOutcome> out(queries.size());
   for (auto& o : out) o.nprobe = nprobe;
@@ -66,6 +67,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
   retrieval::SearchParams sp;
   sp.nprobe = nprobe;
   sp.mode = mode;
+  sp.metadata = filter;
   // The request's tenant sees its own documents and the shared ones, filtered inside the search.
   auto batch = corpus_->search_batch(queries, std::max(k, fetch), retrieval::ReadScope::tenant(tenant), sp);
   if (!batch.ok()) return fail_all(batch.status());
@@ -96,7 +98,7 @@ std::vector<SearchOutcome> ExecutorImpl::search_passages(std::span<const std::st
   search_time_.observe(nprobe, ms);
   return out;
 #else
-  (void)tenant, (void)k, (void)fetch, (void)mode, (void)must_include, (void)vectors, (void)t0;
+  (void)tenant, (void)k, (void)fetch, (void)mode, (void)filter, (void)must_include, (void)vectors, (void)t0;
   return fail_all(Status::FailedPrecondition("this build has no retrieval module"));
 #endif
 }
@@ -106,8 +108,8 @@ bool ExecutorImpl::issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, s
   const Run& r = *runs_.at(sid);
   auto task = [this, sid, ticket, epoch, queries = std::move(queries), tenant = r.rr.tenant,
                must = r.rr.context_must_include, k = retrieval_k(r), fetch, nprobe, mode = r.res.retrieval_mode,
-               vectors] {
-    SearchDone d{sid, ticket, epoch, search_passages(queries, tenant, k, fetch, nprobe, mode, must, vectors)};
+               filter = r.res.filter, vectors] {
+    SearchDone d{sid, ticket, epoch, search_passages(queries, tenant, k, fetch, nprobe, mode, filter.get(), must, vectors)};
     std::lock_guard<std::mutex> lk(mu_);
     searches_done_.push_back(std::move(d));
     cv_.notify_all();

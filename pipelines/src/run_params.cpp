@@ -82,6 +82,14 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     if (req.query.empty()) return Status::InvalidArgument("query must not be empty");
     out.retrieval_k = req.retrieval_top_k >= 0 ? req.retrieval_top_k : spec->top_k;
     out.retrieval_mode = req.retrieval_mode.value_or(spec->retrieval_mode);
+    if (!req.filter_json.empty()) {
+#if RAGD_HAVE_RETRIEVAL
+      RAGD_ASSIGN_OR_RETURN(auto f, retrieval::parse_metadata_filter(req.filter_json));
+      if (!f.empty()) out.filter = std::make_shared<const retrieval::MetadataFilter>(std::move(f));
+#else
+      return Status::InvalidArgument("filter: this build has no retrieval module");
+#endif
+    }
     out.rerank = spec->rerank;
     if (spec->adapt) {
       RAGD_ASSIGN_OR_RETURN(out.adapt, resolve_adapt(req, *spec));
@@ -95,8 +103,9 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     }
   } else if (req.adapt || req.adapt_objective || req.slo_ttft_ms) {
     return Status::InvalidArgument("adapt, adapt_objective and slo_ttft_ms apply to adaptive pipelines only");
-  } else if (req.retrieval_mode) {
-    return Status::InvalidArgument("retrieval_mode applies to pipeline runs only (a plain run searches nothing)");
+  } else if (req.retrieval_mode || !req.filter_json.empty()) {
+    return Status::InvalidArgument(std::string(req.retrieval_mode ? "retrieval_mode" : "filter") +
+                                   " applies to pipeline runs only (a plain run searches nothing)");
   } else if (req.messages.empty() && req.prompt.empty()) {
     return Status::InvalidArgument("one of messages or prompt is required");
   }

@@ -57,9 +57,19 @@ class CorpusDocuments final : public DocumentApi {
       r.source = std::move(d.source);
       r.tenant = std::move(d.tenant);
       r.url = std::move(d.url);
-      if (d.format.empty() || d.format == "text") {
+      r.page = d.page;
+      if (d.format.empty() || d.format == "text" || d.format == "pdf" || d.format == "jsonl" || !d.sections.empty()) {
+        // As is (already extracted when sections are given); sections out of order or range are
+        // refused here rather than ignored by the chunker.
+        uint64_t at = 0;
+        for (const auto& sec : d.sections) {
+          if (sec.byte_begin < at || sec.byte_end < sec.byte_begin || sec.byte_end > d.text.size())
+            return Status::InvalidArgument(who + "sections must be in order, not overlap, and lie within the text");
+          at = sec.byte_end;
+        }
         r.text = std::move(d.text);
-        r.format = "text";
+        r.sections = std::move(d.sections);
+        r.format = d.format.empty() ? "text" : d.format;
       } else if (d.format == "markdown" || d.format == "html") {
         const bool html = d.format == "html";
         retrieval::ReadResult rr = retrieval::read_input_bytes(html ? "document.html" : "document.md", d.text);
@@ -71,7 +81,8 @@ class CorpusDocuments final : public DocumentApi {
         r.sections = std::move(read.sections);
         r.format = d.format;
       } else {
-        return Status::InvalidArgument(who + "format must be text, markdown or html, not '" + clip_input(d.format) + "'");
+        return Status::InvalidArgument(who + "format must be text, markdown, html, pdf or jsonl, not '" +
+                                       clip_input(d.format) + "'");
       }
       in.push_back(std::move(r));
     }

@@ -88,6 +88,31 @@ DocumentInfo to_info(const StoredDocument& d) {
   return info;
 }
 
+// The filter fields of a document (metadata_filter.h): its metadata's canonical values and the
+// file-derived format, page and path.
+std::vector<std::pair<std::string, std::string>> filter_fields(const StoredDocument& d) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, v] : d.metadata)
+    for (auto& c : canonical_metadata_values(v)) out.emplace_back(k, std::move(c));
+  if (!d.format.empty()) out.emplace_back("format", canonical_string(d.format));
+  if (d.page > 0) out.emplace_back("page", canonical_number(d.page));
+  if (!d.source.empty()) out.emplace_back("path", canonical_string(d.source));
+  return out;
+}
+
+// Admits the chunks that pass `inner` (when set) and are in the sorted `allowed`.
+class AllowListFilter final : public IdFilter {
+ public:
+  AllowListFilter(const IdFilter* inner, const std::vector<uint64_t>& allowed) : inner_(inner), allowed_(allowed) {}
+  bool allowed(uint64_t id) const override {
+    return (!inner_ || inner_->allowed(id)) && std::binary_search(allowed_.begin(), allowed_.end(), id);
+  }
+
+ private:
+  const IdFilter* inner_;
+  const std::vector<uint64_t>& allowed_;
+};
+
 // A chunk's section path as one line: the headings joined by " / ".
 std::string section_line(const std::vector<std::string>& path) {
   std::string out;
@@ -181,7 +206,11 @@ struct Corpus::Impl {
 
   // The lexical entries of stored chunks (owner and title from their documents).
   Status lexical_add(const std::vector<std::optional<StoredChunk>>& chunks) {
-    std::unordered_map<std::string, std::string> titles;  // document key -> title
+    struct DocFields {
+      std::string title;
+      std::vector<std::pair<std::string, std::string>> fields;
+    };
+    std::unordered_map<std::string, DocFields> titles;  // document key -> title, filter fields
     std::vector<std::string> owners, sections;
     std::vector<LexicalDoc> docs;
     owners.reserve(chunks.size());
@@ -194,11 +223,13 @@ struct Corpus::Impl {
       auto it = titles.find(c->chunk.doc_id);
       if (it == titles.end()) {
         RAGD_ASSIGN_OR_RETURN(auto d, store->get_document(c->chunk.doc_id));
-        it = titles.emplace(c->chunk.doc_id, d ? d->title : std::string()).first;
+        DocFields f;
+        if (d) f = {d->title, filter_fields(*d)};
+        it = titles.emplace(c->chunk.doc_id, std::move(f)).first;
       }
       owners.push_back(std::move(tenant));
       sections.push_back(section_line(c->chunk.section));
-      docs.push_back({c->chunk.id, owners.back(), it->second, sections.back(), c->chunk.text});
+      docs.push_back({c->chunk.id, owners.back(), it->second.title, sections.back(), c->chunk.text, it->second.fields});
     }
     return lexical->add(docs);
   }
@@ -373,6 +404,18 @@ struct Corpus::Impl {
       log::retrieval()->info("replayed {} store batches after index seq {}: +{} -{} vectors", entries.size(), after,
                              added, removed);
     return Status::OK();
+  }
+
+  // Commits the lexical index after a change (caller holds the ingest mutex). Searches on Xapian
+  // 1.4's writable glass database miss documents added after a deletion while those changes are
+  // pending, when a boolean filter term (the owner "XO") has a long posting list: a tenant's search
+  // would not find a replaced document until the next commit. Committing every change keeps the
+  // searched state the committed one (and the lexical index durable with the store). A failed
+  // commit is logged: the store is the truth, and the next open replays its log.
+  void commit_lexical_locked() {
+    if (!lexical_on_disk) return;
+    Status st = lexical->commit(lexical_seq);
+    if (!st.ok()) log::retrieval()->error("committing the lexical index: {}", st.to_string());
   }
 
   Status save_locked() {
@@ -858,7 +901,11 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   sum.chunks_removed = removed_ids.size();
   // The lexical entries: owner and title per chunk, from the documents of this call.
   std::unordered_map<std::string, const StoredDocument*> doc_of;
-  for (const auto& sd : mut.put_documents) doc_of.emplace(sd.id, &sd);
+  std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> fields_of;
+  for (const auto& sd : mut.put_documents) {
+    doc_of.emplace(sd.id, &sd);
+    fields_of.emplace(sd.id, filter_fields(sd));
+  }
   // The mutation is consumed by the store: `lex` views copies that outlive it.
   std::vector<std::string> lex_strings;  // per chunk: owner, title, section, text
   lex_strings.reserve(new_chunks.size() * 4);
@@ -873,7 +920,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   lex.reserve(new_chunks.size());
   for (size_t i = 0; i < new_chunks.size(); ++i)
     lex.push_back({new_chunks[i].chunk.id, lex_strings[4 * i], lex_strings[4 * i + 1], lex_strings[4 * i + 2],
-                   lex_strings[4 * i + 3]});
+                   lex_strings[4 * i + 3], fields_of.at(new_chunks[i].chunk.doc_id)});
   mut.put_chunks = std::move(new_chunks);
   mut.delete_chunks = removed_ids;
   RAGD_ASSIGN_OR_RETURN(sum.seq, m.store->apply(std::move(mut)));  // durable from here on
@@ -886,6 +933,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   RAGD_RETURN_IF_ERROR(m.lexical->remove(removed_ids));
   RAGD_RETURN_IF_ERROR(m.lexical->add(lex, /*fresh=*/true));  // ids just reserved: never indexed
   m.lexical_seq = sum.seq;
+  m.commit_lexical_locked();
   m.changes_since_save += add_ids.size() + removed_ids.size();
   Status st = m.maybe_save_locked();
   if (!st.ok()) log::retrieval()->error("saving the vector index: {}", st.to_string());
@@ -928,6 +976,7 @@ Result<bool> Corpus::remove_document(const std::string& id, const std::string& t
   RAGD_RETURN_IF_ERROR(m.index->remove(d->chunk_ids).status());
   RAGD_RETURN_IF_ERROR(m.lexical->remove(d->chunk_ids));
   m.lexical_seq = m.store->seq();
+  m.commit_lexical_locked();
   m.clear_owner(d->chunk_ids);
   m.changes_since_save += d->chunk_ids.size();
   Status st = m.maybe_save_locked();
@@ -955,6 +1004,12 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   }
   // Each list is as long as the fusion looks (hybrid) or as the caller asked.
   const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates) : k;
+  const bool filtered = params.metadata && !params.metadata->empty();
+  std::optional<std::vector<std::string>> owners;  // the lexical index's owner terms of the scope
+  if (!scope.is_everything()) {
+    owners.emplace(1, std::string());  // the shared chunks
+    if (!scope.tenant_name().empty()) owners->push_back(scope.tenant_name());
+  }
   std::vector<std::vector<Neighbor>> dense(queries.size()), lexical(queries.size());
   if (mode != RetrievalMode::kLexical) {
     std::vector<float> q;
@@ -962,20 +1017,25 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
       RAGD_ASSIGN_OR_RETURN(auto v, m.embed_query(text));
       q.insert(q.end(), v.begin(), v.end());
     }
+    // A metadata filter: the chunks it admits, from the lexical index's terms, as an allow-list
+    // inside the vector search.
+    std::optional<std::vector<uint64_t>> allowed;
+    if (filtered) {
+      RAGD_ASSIGN_OR_RETURN(allowed, m.lexical->matching(*params.metadata, owners));
+    }
     std::shared_lock lk(m.owner_mu);
     auto filter = m.filter_for(scope);
     SearchParams p = params;
     if (filter) p.filter = &*filter;
-    RAGD_ASSIGN_OR_RETURN(dense, m.index->search(q, n, p));
+    std::optional<AllowListFilter> allow;
+    if (allowed) p.filter = &allow.emplace(p.filter, *allowed);
+    if (!allowed || !allowed->empty()) {
+      RAGD_ASSIGN_OR_RETURN(dense, m.index->search(q, n, p));
+    }
   }
   if (mode != RetrievalMode::kDense) {
-    std::optional<std::vector<std::string>> owners;
-    if (!scope.is_everything()) {
-      owners.emplace(1, std::string());  // the shared chunks
-      if (!scope.tenant_name().empty()) owners->push_back(scope.tenant_name());
-    }
     for (size_t i = 0; i < queries.size(); ++i) {
-      RAGD_ASSIGN_OR_RETURN(auto hits, m.lexical->search(queries[i], n, owners));
+      RAGD_ASSIGN_OR_RETURN(auto hits, m.lexical->search(queries[i], n, owners, filtered ? params.metadata : nullptr));
       for (const LexicalHit& h : hits) lexical[i].push_back({h.chunk_id, static_cast<float>(h.score)});
     }
   }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <fmt/format.h>
 #include <xapian.h>
+#include "ragd/common/hash.h"
 
 namespace ragd::retrieval {
 
@@ -32,6 +33,48 @@ constexpr unsigned kTitleWeight = 2;    // wdf per title word
 constexpr unsigned kSectionWeight = 1;
 
 std::string id_term(uint64_t id) { return "Q" + std::to_string(id); }
+
+constexpr char kFieldSep = '\x1f';
+constexpr size_t kMaxTermBytes = 200;  // Xapian's limit is 245
+
+// The boolean term of one (key, canonical value).
+std::string field_term(std::string_view key, std::string_view value) {
+  std::string t = "XM";
+  t += key;
+  t += kFieldSep;
+  t += value;
+  if (t.size() <= kMaxTermBytes) return t;
+  return fmt::format("XH{:016x}", xxh3_64(t.data() + 2, t.size() - 2));
+}
+
+// The boolean query of a filter's conditions (all of them); MatchNothing when a condition can
+// match no term of this index.
+Xapian::Query filter_query(const Xapian::Database& db, const MetadataFilter& f) {
+  std::vector<Xapian::Query> all;
+  for (const MetadataCondition& c : f.all) {
+    std::vector<Xapian::Query> any;
+    if (c.op == MetadataCondition::Op::kIn) {
+      for (const auto& v : c.values) any.emplace_back(field_term(c.key, v));
+    } else {
+      const std::string prefix = "XM" + c.key + kFieldSep + "n:";
+      for (auto t = db.allterms_begin(prefix); t != db.allterms_end(prefix); ++t) {
+        const std::string term = *t;
+        double v = 0;
+        auto r = std::from_chars(term.data() + prefix.size(), term.data() + term.size(), v);
+        if (r.ec == std::errc() && r.ptr == term.data() + term.size() && c.in_range(v)) any.emplace_back(term);
+      }
+    }
+    if (any.empty()) return Xapian::Query::MatchNothing;
+    all.emplace_back(Xapian::Query::OP_OR, any.begin(), any.end());
+  }
+  return Xapian::Query(Xapian::Query::OP_AND, all.begin(), all.end());
+}
+
+Xapian::Query owner_query(const std::vector<std::string>& owners) {
+  std::vector<Xapian::Query> terms;
+  for (const std::string& o : owners) terms.emplace_back(kOwnerPrefix + o);
+  return Xapian::Query(Xapian::Query::OP_OR, terms.begin(), terms.end());
+}
 
 }  // namespace
 
@@ -115,6 +158,7 @@ Status LexicalIndex::add(std::span<const LexicalDoc> docs, bool fresh) {
       const std::string q = id_term(d.chunk_id);
       doc.add_boolean_term(q);
       doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));
+      for (const auto& [key, value] : d.fields) doc.add_boolean_term(field_term(key, value));
       doc.set_data(std::to_string(d.chunk_id));
       if (fresh) m.wdb->add_document(doc);
       else m.wdb->replace_document(q, doc);
@@ -178,7 +222,8 @@ uint64_t LexicalIndex::size() const {
 }
 
 Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int k,
-                                                     const std::optional<std::vector<std::string>>& owners) const {
+                                                     const std::optional<std::vector<std::string>>& owners,
+                                                     const MetadataFilter* filter) const {
   Impl& m = *impl_;
   std::vector<LexicalHit> out;
   if (k <= 0) return out;
@@ -198,11 +243,8 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
       parsed = qp.parse_query(q, 0);  // plain words
     }
     if (parsed.empty()) return out;
-    if (owners) {
-      std::vector<Xapian::Query> terms;
-      for (const std::string& o : *owners) terms.emplace_back(kOwnerPrefix + o);
-      parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, Xapian::Query(Xapian::Query::OP_OR, terms.begin(), terms.end()));
-    }
+    if (owners) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, owner_query(*owners));
+    if (filter && !filter->empty()) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, filter_query(m.db(), *filter));
     Xapian::Enquire enq(m.db());
     enq.set_query(parsed);
     enq.set_weighting_scheme(Xapian::BM25Weight());  // k1 1, b 0.5: k1 0.9-1.5, b 0.4-0.75 measured the same
@@ -223,6 +265,33 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical search: " + e.get_description());
   }
+  return out;
+}
+
+Result<std::vector<uint64_t>> LexicalIndex::matching(const MetadataFilter& filter,
+                                                     const std::optional<std::vector<std::string>>& owners) const {
+  Impl& m = *impl_;
+  std::vector<uint64_t> out;
+  std::lock_guard<std::mutex> l(m.mu);
+  try {
+    Xapian::Query q = filter_query(m.db(), filter);
+    if (owners) q = Xapian::Query(Xapian::Query::OP_FILTER, q, owner_query(*owners));
+    Xapian::Enquire enq(m.db());
+    enq.set_query(q);
+    enq.set_weighting_scheme(Xapian::BoolWeight());
+    enq.set_docid_order(Xapian::Enquire::ASCENDING);
+    const Xapian::MSet ms = enq.get_mset(0, m.db().get_doccount());
+    out.reserve(ms.size());
+    for (auto it = ms.begin(); it != ms.end(); ++it) {
+      const std::string data = it.get_document().get_data();
+      uint64_t id = 0;
+      std::from_chars(data.data(), data.data() + data.size(), id);
+      out.push_back(id);
+    }
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical filter: " + e.get_description());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -13,6 +13,9 @@
 //   "Q<id>"   unique id term (the chunk id, decimal): replace and delete by it
 //   "XO<owner>" boolean owner term: "XO" for shared chunks, "XO<tenant>" for a tenant's; a
 //             search is filtered by these inside the match (OP_FILTER), never after it
+//   "XM<key>\x1f<value>" boolean metadata terms (metadata_filter.h): a filter is a boolean query
+//             over them inside the match (OP_FILTER); a numeric range is the OR of the key's number
+//             terms in range (found by walking the key's terms)
 //   data      the chunk id, decimal
 // Queries go through Xapian's QueryParser with the same stemmer and stopper, terms OR-ed; a query
 // Xapian cannot parse is retried as plain words.
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/retrieval/metadata_filter.h"
 
 namespace ragd::retrieval {
 
@@ -43,6 +47,9 @@ struct LexicalDoc {
   std::string_view title;
   std::string_view section;  // the chunk's section path, headings joined by " / "
   std::string_view text;
+  // Filter fields of its document: (key, canonical value) pairs (metadata_filter.h), indexed as
+  // boolean terms "XM<key>\x1f<value>" (hashed to "XH<hex>" when longer than 200 bytes).
+  std::span<const std::pair<std::string, std::string>> fields;
 };
 
 struct LexicalHit {
@@ -75,7 +82,12 @@ class LexicalIndex {
 
   // The k best chunks for `query` among those whose owner is in `owners` (nullopt = every owner;
   // "" in the list = the shared chunks). An empty or stopword-only query has no hits.
+  // `filter` (nullable): only chunks whose document satisfies it.
   Result<std::vector<LexicalHit>> search(std::string_view query, int k,
+                                         const std::optional<std::vector<std::string>>& owners,
+                                         const MetadataFilter* filter = nullptr) const;
+  // Every chunk id that satisfies `filter` among `owners` (the dense search's allow-list), sorted.
+  Result<std::vector<uint64_t>> matching(const MetadataFilter& filter,
                                          const std::optional<std::vector<std::string>>& owners) const;
 
  private:

@@ -150,9 +150,20 @@ TEST_F(E2eTest, SourcesCarryCitations) {
   ASSERT_LT(b, e);
   ASSERT_LE(e, text.size());
   EXPECT_NE(text.substr(b, e - b).find("Zebras eat grass"), std::string::npos) << text.substr(b, e - b);
+  // Metadata filters inside the search: a matching filter keeps the source, another leaves none.
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","max_tokens":1,"top_k":1,"filter":{"year":{"gte":2020}}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/sources/0/doc_id"), "guide");
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","max_tokens":1,"top_k":1,"filter":{"lang":"fr"}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/sources"), 0u) << r.body;
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","filter":{"year":{"gteq":1}}})"), 400,
+               "invalid_request", "filter key 'year'");
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","filter":[1]})"), 400, "invalid_request",
+               "filter");
   expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","metadata":{"tags":{"a":1}}})"), 400,
                "invalid_request", "metadata key 'tags'");
-  expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","format":"pdf"})"), 400, "invalid_request",
+  expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","format":"docx"})"), 400, "invalid_request",
                "format");
   EXPECT_EQ(get("/v1/documents/bad").status, 404);
 }

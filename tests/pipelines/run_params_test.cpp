@@ -46,6 +46,7 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
       case ParamType::kString: v = std::string("doc-7"); break;
       case ParamType::kStringList: v = std::vector<std::string>{"END"}; break;
       case ParamType::kSeed: v = uint64_t{12345}; break;
+      case ParamType::kObject: v = std::string(R"({"lang":"en"})"); break;
       case ParamType::kEnum: {
         const std::string first(d.choices.substr(0, d.choices.find(' ')));
         const std::string last(d.choices.substr(d.choices.rfind(' ') + 1));
@@ -68,7 +69,8 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
                          r.sampling.ignore_eos != before.sampling.ignore_eos || r.sampling.min_p != before.sampling.min_p ||
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
-                         r.slo_ttft_ms != before.slo_ttft_ms || r.retrieval_mode != before.retrieval_mode;
+                         r.slo_ttft_ms != before.slo_ttft_ms || r.retrieval_mode != before.retrieval_mode ||
+                         r.filter_json != before.filter_json;
     EXPECT_TRUE(changed) << d.name << " set nothing";
   }
   EXPECT_EQ(find_run_param("query"), nullptr);  // a route field, not a run parameter

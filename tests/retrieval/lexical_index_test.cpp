@@ -28,10 +28,10 @@ TEST(LexicalIndex, StemsDropsStopwordsAndWeighsTheTitle) {
   auto x = LexicalIndex::open_memory();
   ASSERT_TRUE(x.ok());
   const std::vector<LexicalDoc> docs = {
-      {1, "", "", "The parser reads JSON documents and returns Python objects."},
-      {2, "", "", "Sockets connect two processes over a network."},
-      {3, "", "Parsing dates", "Convert strings into datetime values."},
-      {4, "", "", "It is what it is, and the rest is as it was."},
+      {1, "", "", "", "The parser reads JSON documents and returns Python objects."},
+      {2, "", "", "", "Sockets connect two processes over a network."},
+      {3, "", "Parsing dates", "", "Convert strings into datetime values."},
+      {4, "", "", "", "It is what it is, and the rest is as it was."},
   };
   ASSERT_TRUE((*x)->add(docs).ok());
   EXPECT_EQ((*x)->size(), 4u);
@@ -50,7 +50,7 @@ TEST(LexicalIndex, StemsDropsStopwordsAndWeighsTheTitle) {
   ASSERT_FALSE(s->empty());
   EXPECT_EQ((*s)[0].chunk_id, 2u);
   // The same words in the title rank above the body (the title counts twice).
-  ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{5, "", "", "Convert strings into datetime values. Parsing dates."}}).ok());
+  ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{5, "", "", "", "Convert strings into datetime values. Parsing dates."}}).ok());
   auto t = (*x)->search("parsing dates", 2, std::nullopt);
   ASSERT_TRUE(t.ok());
   ASSERT_EQ(t->size(), 2u);
@@ -77,7 +77,7 @@ TEST(LexicalIndex, OwnerFilterIsInsideTheMatchAndTopKStaysK) {
     texts.push_back(t);
   }
   const char* owners[] = {"alpha", "beta", ""};
-  for (int i = 0; i < 90; ++i) docs.push_back({static_cast<uint64_t>(100 + i), owners[i / 30], "", texts[static_cast<size_t>(i)]});
+  for (int i = 0; i < 90; ++i) docs.push_back({static_cast<uint64_t>(100 + i), owners[i / 30], "", "", texts[static_cast<size_t>(i)]});
   ASSERT_TRUE((*x)->add(docs).ok());
   auto beta = (*x)->search("kingfisher", 7, std::vector<std::string>{"", "beta"});
   ASSERT_TRUE(beta.ok());
@@ -99,8 +99,8 @@ TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
     auto x = LexicalIndex::open(path);
     ASSERT_TRUE(x.ok()) << x.status().to_string();
     EXPECT_EQ((*x)->committed_seq(), 0u);
-    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "albatross over the ocean"}, {8, "t", "", "penguin on ice"}}).ok());
-    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "heron in the marsh"}}).ok());  // replaced
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "", "albatross over the ocean"}, {8, "t", "", "", "penguin on ice"}}).ok());
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "", "heron in the marsh"}}).ok());  // replaced
     EXPECT_EQ((*x)->size(), 2u);
     EXPECT_TRUE((*x)->search("albatross", 3, std::nullopt)->empty());
     EXPECT_EQ(ids_of(*(*x)->search("heron", 3, std::nullopt)), std::vector<uint64_t>{7});
@@ -115,7 +115,7 @@ TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
     ASSERT_TRUE(ro.ok());
     EXPECT_EQ((*ro)->committed_seq(), 41u);
     EXPECT_EQ(ids_of(*(*ro)->search("penguin", 3, std::nullopt)), std::vector<uint64_t>{8});
-    EXPECT_FALSE((*ro)->add(std::vector<LexicalDoc>{{9, "", "", "x"}}).ok());
+    EXPECT_FALSE((*ro)->add(std::vector<LexicalDoc>{{9, "", "", "", "x"}}).ok());
     ASSERT_TRUE((*x)->commit(42).ok());
   }
   auto x = LexicalIndex::open(path);

@@ -316,6 +316,42 @@ int run_ingest(const IngestArgs& a) {
         append_json_string(&body, batch[i].text);
         body += ",\"source\":";
         append_json_string(&body, batch[i].source);
+        // What the reader found, so the daemon's copy cites like a local ingest's: the text is
+        // already extracted (sections given), the format is its label.
+        const Document& d = batch[i];
+        if (!d.url.empty()) {
+          body += ",\"url\":";
+          append_json_string(&body, d.url);
+        }
+        if (!d.format.empty()) {
+          body += ",\"format\":";
+          // (an HTML page without headings would be parsed again as HTML: sent as text)
+          append_json_string(&body, d.format == "html" && d.sections.empty() ? std::string("text") : d.format);
+        }
+        if (d.page > 0) body += ",\"page\":" + std::to_string(d.page);
+        if (!d.metadata.empty()) {
+          body += ",\"metadata\":{";
+          for (size_t m = 0; m < d.metadata.size(); ++m) {
+            if (m) body += ',';
+            append_json_string(&body, d.metadata[m].first);
+            body += ':';
+            body += d.metadata[m].second;  // minified JSON, checked by the reader
+          }
+          body += '}';
+        }
+        if (!d.sections.empty()) {
+          body += ",\"sections\":[";
+          for (size_t s = 0; s < d.sections.size(); ++s) {
+            const Section& sec = d.sections[s];
+            body += s ? ",{\"path\":[" : "{\"path\":[";
+            for (size_t h = 0; h < sec.path.size(); ++h) {
+              if (h) body += ',';
+              append_json_string(&body, sec.path[h]);
+            }
+            body += "],\"byte_begin\":" + std::to_string(sec.byte_begin) + ",\"byte_end\":" + std::to_string(sec.byte_end) + '}';
+          }
+          body += ']';
+        }
         body += '}';
       }
       body += "]}";
@@ -331,9 +367,9 @@ int run_ingest(const IngestArgs& a) {
       tot.sum.ingested += json_count(r->body, "ingested");
       tot.sum.unchanged += json_count(r->body, "unchanged");
       tot.sum.replaced += json_count(r->body, "replaced");
-      tot.sum.rejected += json_count(r->body, "rejected");
-      tot.sum.chunks_added += json_count(r->body, "chunks_added");
-      tot.sum.chunks_removed += json_count(r->body, "chunks_removed");
+      // The daemon's summary (docs/api.md): skipped = documents it refused, chunks = chunks written.
+      tot.sum.rejected += json_count(r->body, "skipped");
+      tot.sum.chunks_added += json_count(r->body, "chunks");
       for (const auto& d : batch) tot.sum.bytes += d.text.size();
     }
     batch.clear();

@@ -1,4 +1,4 @@
-// ragctl search "text" [-k 5] [--data DIR] [--json] [--mode hybrid|lexical|dense]: the best chunks
+// ragctl search "text" [-k 5] [--data DIR] [--json] [--mode hybrid|lexical|dense] [--filter JSON]: the best chunks
 // of a corpus with score, source, chunk offsets and a snippet. Opens the data directory read-only,
 // so it works beside a running writer.
 // ragctl search --queries Q.jsonl --out R.jsonl: one search per line of Q ({"id", "question"}), one
@@ -36,6 +36,7 @@ struct SearchArgs {
   int ef_search = 0;
   int snippet = 240;
   RetrievalMode mode = RetrievalMode::kAuto;
+  std::string filter;  // metadata filter, JSON (retrieval/metadata_filter.h)
   std::string queries, out;
   HybridOptions hybrid;
 };
@@ -104,6 +105,16 @@ int run_search(const SearchArgs& a) {
   sp.nprobe = a.nprobe;
   sp.ef_search = a.ef_search;
   sp.mode = a.mode;
+  MetadataFilter filter;
+  if (!a.filter.empty()) {
+    auto f = parse_metadata_filter(a.filter);
+    if (!f.ok()) {
+      std::fprintf(stderr, "ragctl search: --filter: %s\n", f.status().message().c_str());
+      return 2;
+    }
+    filter = std::move(f).value();
+    sp.metadata = &filter;
+  }
   if (!a.queries.empty()) {
     auto qs = read_queries(a.queries);
     if (!qs.ok()) {
@@ -230,6 +241,9 @@ Registration reg("search", "nearest chunks of an ingested corpus, with scores, s
                        },
                        "auto | hybrid | lexical | dense (default auto: the corpus's — lexical with the hashing "
                        "embedder, hybrid with a semantic one)");
+                   sub.add_option("--filter", a->filter,
+                                  "metadata filter, JSON: {\"lang\":\"en\",\"year\":{\"gte\":2020},\"format\":\"pdf\"} "
+                                  "(keys: metadata, format, page, path; operators eq, in, gt, gte, lt, lte)");
                    sub.add_option("-k", a->k, "hits to return")->capture_default_str();
                    sub.add_option("--data", a->data, "data directory (default $RAGD_DATA or ./data)");
                    sub.add_option("--model", a->model, "model directory (only for the 'model' embedder)");

@@ -97,6 +97,9 @@ struct RunRequest {
   // lexical, dense or hybrid search; unset = the pipeline's ([retriever] mode), whose auto is the
   // corpus's default
   std::optional<retrieval::RetrievalMode> retrieval_mode;
+  // Metadata filter of the searches (retrieval/metadata_filter.h's JSON form); "" = none. Parsed
+  // (and refused with the key named) when the run is resolved.
+  std::string filter_json;
   std::optional<ReuseMode> reuse; // unset = pipeline default (prefix for plain runs)
   std::optional<double> recompute_ratio;  // CacheBlend; unset = pipeline default (BlendParams)
   std::optional<int> epic_k;              // EPIC; unset = pipeline default (BlendParams)

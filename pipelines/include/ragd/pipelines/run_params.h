@@ -24,11 +24,13 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+#include <memory>
 
 #include "ragd/common/status.h"
 #include "ragd/common/utf8.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/param_range.h"
+#include "ragd/retrieval/metadata_filter.h"
 
 namespace ragd::pipelines {
 
@@ -39,10 +41,11 @@ inline constexpr int kDefaultMaxTokens = 256;                       // plain run
 inline constexpr ReuseMode kDefaultPlainRunReuse = ReuseMode::kPrefix;  // runs without documents
 inline constexpr ReuseMode kDefaultPipelineReuse = ReuseMode::kKnowledgeTree;  // PipelineSpec::reuse
 
-enum class ParamType : uint8_t { kInt, kNumber, kBool, kString, kStringList, kSeed, kEnum };
+enum class ParamType : uint8_t { kInt, kNumber, kBool, kString, kStringList, kSeed, kEnum, kObject };
 
 // A decoded JSON value: kInt int64_t, kNumber double, kBool bool, kString / kEnum string,
-// kStringList vector<string>, kSeed uint64_t (-1 already turned into a random seed).
+// kStringList vector<string>, kSeed uint64_t (-1 already turned into a random seed), kObject a
+// JSON object as its minified text (string; the row's consumer parses it).
 using ParamValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>, uint64_t>;
 
 struct ParamDef {
@@ -70,6 +73,7 @@ struct ResolvedRun {
   const PipelineSpec* spec = nullptr;  // null: a plain run (no retrieval)
   int retrieval_k = 0;                 // passages retrieved (0: none)
   retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kAuto;  // kAuto: the corpus's
+  std::shared_ptr<const retrieval::MetadataFilter> filter;  // the request's filter; null = none
   engine::SamplingParams sampling;
   ReuseMode reuse = kDefaultPlainRunReuse;
   BlendParams blend;
@@ -116,6 +120,15 @@ inline constexpr ParamDef kRunParamDefs[] = {
        Result<retrieval::RetrievalMode> m = parse_enum<retrieval::RetrievalMode>(param_as<std::string>(v));
        if (!m.ok()) return m.status();
        r.retrieval_mode = *m;
+       return Status::OK();
+     }},
+    {"filter", ParamType::kObject, {}, {}, "none",
+     "only passages of documents whose metadata match, applied inside the search (a filtered top-k holds k passages "
+     "when k qualify): `{\"lang\": \"en\", \"year\": {\"gte\": 2020}, \"tags\": {\"in\": [\"a\", \"b\"]}}`; "
+     "keys are metadata keys or `format`, `page`, `path`; operators eq, in, gt, gte, lt, lte "
+     "([design/retrieval.md](design/retrieval.md)); a malformed filter is a 400 naming the key",
+     [](RunRequest& r, const ParamValue& v) {
+       r.filter_json = param_as<std::string>(v);
        return Status::OK();
      }},
     {"max_tokens", ParamType::kInt, kRangeMaxTokens, {}, "pipeline's (256)", "tokens generated at most",
@@ -293,6 +306,7 @@ inline std::string run_param_doc_rows() {
       case ParamType::kString: type = "string"; break;
       case ParamType::kStringList: type = "string or [string]"; break;
       case ParamType::kSeed: type = "int"; break;
+      case ParamType::kObject: type = "object"; break;
       case ParamType::kEnum: {
         std::string c(d.choices);
         for (size_t at = c.find(" | "); at != std::string::npos; at = c.find(" | ")) c.replace(at, 3, "` / `");

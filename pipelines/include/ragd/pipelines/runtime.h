@@ -14,6 +14,7 @@
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/seqparallel/communicator.h"
 #include "ragd/pipelines/executor.h"
+#include "ragd/retrieval/document.h"
 #include "ragd/pipelines/runtime_options.h"  // RuntimeOptions: the daemon's [runtime] table
 
 namespace ragd::pipelines {
@@ -28,8 +29,11 @@ struct DocumentInput {
   std::string metadata_json;  // a JSON object of string / number / bool / list values; "" = none
   // How `text` is read: "text" (as is; "" too), "markdown" (sections by heading) or "html" (the
   // page's main content, sections by heading; the <title> when `title` is empty), by the readers
-  // `ragctl ingest` uses (retrieval/reader.h). Another value: InvalidArgument.
+  // `ragctl ingest` uses (retrieval/reader.h); "pdf" and "jsonl" label text already extracted.
+  // With `sections` given the text is already extracted and the format is only its label.
   std::string format;
+  uint32_t page = 0;  // a PDF page's 1-based page; 0 = none
+  std::vector<retrieval::Section> sections;  // headings, already found (ragctl ingest --url)
 };
 
 struct IngestSummary {

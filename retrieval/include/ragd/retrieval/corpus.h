@@ -59,6 +59,7 @@
 #include "ragd/retrieval/chunker.h"
 #include "ragd/retrieval/document.h"
 #include "ragd/retrieval/embedder.h"
+#include "ragd/retrieval/metadata_filter.h"
 #include "ragd/retrieval/reader.h"
 #include "ragd/retrieval/vector_index.h"
 

@@ -39,6 +39,8 @@
 
 namespace ragd::retrieval {
 
+struct MetadataFilter;  // metadata_filter.h
+
 struct VectorIndexOptions {
   std::string spec = "Flat";       // factory string, see above; default "Flat"
   int dim = 384;                   // vector dimension; default 384
@@ -68,6 +70,9 @@ struct SearchParams {
   int nprobe = 0;     // IVF lists to scan; 0 = index default
   int ef_search = 0;  // HNSW candidate list size; 0 = index default (raised to k when smaller)
   const IdFilter* filter = nullptr;  // not owned; nullptr = every id
+  // Corpus searches: only chunks of documents that satisfy it, inside both searches
+  // (metadata_filter.h); not owned; nullptr or empty = no filter. The vector index ignores it.
+  const MetadataFilter* metadata = nullptr;
 };
 
 struct Neighbor {
