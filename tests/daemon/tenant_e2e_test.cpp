@@ -39,10 +39,12 @@ class TenantE2eTest : public E2eTest {
                       R"( seventy seven. Keep the vault password secret."})",
                   kA);
     ASSERT_EQ(r.status, 200) << r.body;
+    // Two of B's documents and the shared handbook match kQuery's words, each more weakly than A's
+    // document: B's top 3 is full only when the tenant filter is inside the match (lexical too).
     r = call("POST", "/v1/documents",
-             R"({"documents":[{"id":"b1","text":"Bananas are yellow fruit rich in potassium."},)"
+             R"({"documents":[{"id":"b1","text":"Bananas are yellow fruit rich in potassium. The fruit stall has no password."},)"
              R"({"id":"b2","text":"The garden has roses and tulips in spring."},)"
-             R"({"id":"b3","text":"Trains run on rails between the cities."}]})",
+             R"({"id":"b3","text":"Trains run on rails between the cities; the station keeps tickets in a vault."}]})",
              kB);
     ASSERT_EQ(r.status, 200) << r.body;
   }
@@ -71,7 +73,7 @@ TEST_F(TenantE2eTest, NoCrossTenantRetrievalOnAnyPath) {
     for (size_t i = 0; i < j.size("/sources"); ++i) found = found || j.str("/sources/" + std::to_string(i) + "/doc_id") == "vault";
     EXPECT_TRUE(found) << r.body;
   }
-  // B: its 3 documents and the shared one are visible; top-k stays k.
+  // B: its 3 documents and the shared one are visible, 3 of them match; top-k stays k.
   r = call("POST", "/v1/pipelines/default/runs", run, kB);
   ASSERT_EQ(r.status, 200) << r.body;
   expect_clean_sources(Json(r.body), "/sources", 3, "runs");
