@@ -5,7 +5,7 @@
 //   <data>/docstore/     RocksDB: documents, chunks (text, token ids, offsets, vector), manifest
 //   <data>/index.faiss   vector index (VectorIndex file: FAISS payload + embedder, spec, seq)
 //   <data>/lexical/      lexical index (Xapian, BM25 over title + chunk text; lexical_index.h),
-//                        committed with index.faiss and recording the store seq it covers
+//                        committed after every change (and with index.faiss), recording the store seq it covers
 //
 // Ingest: each document is validated, hashed (title + text), compared with the stored version
 // (unchanged = no-op; changed = its chunks are replaced), chunked, embedded (title + chunk text),
