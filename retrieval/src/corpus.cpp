@@ -1148,6 +1148,13 @@ Status Corpus::check_consistency() const {
                                "' is missing from the vector index");
       return false;
     }
+    Result<bool> in_lexical = m.lexical->contains(c.chunk.id);
+    if (!in_lexical.ok() || !*in_lexical) {
+      bad = in_lexical.ok() ? Status::Corruption("chunk " + std::to_string(c.chunk.id) + " of document '" +
+                                                 c.chunk.doc_id + "' is missing from the lexical index")
+                            : in_lexical.status();
+      return false;
+    }
     return true;
   }));
   RAGD_RETURN_IF_ERROR(bad);

@@ -221,6 +221,15 @@ uint64_t LexicalIndex::size() const {
   return impl_->db().get_doccount();
 }
 
+Result<bool> LexicalIndex::contains(uint64_t id) const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  try {
+    return impl_->db().term_exists(id_term(id));
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical index lookup: " + e.get_description());
+  }
+}
+
 Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int k,
                                                      const std::optional<std::vector<std::string>>& owners,
                                                      const MetadataFilter* filter) const {

@@ -79,6 +79,8 @@ class LexicalIndex {
   // The store sequence number of the last commit (0 = none).
   uint64_t committed_seq() const;
   uint64_t size() const;
+  // Whether chunk `id` is in the index (its unique id term has a document).
+  Result<bool> contains(uint64_t id) const;
 
   // The k best chunks for `query` among those whose owner is in `owners` (nullopt = every owner;
   // "" in the list = the shared chunks). An empty or stopword-only query has no hits.

@@ -110,6 +110,9 @@ TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
     const uint64_t eight[] = {8};
     ASSERT_TRUE((*x)->remove(eight).ok());
     EXPECT_EQ((*x)->size(), 1u);
+    EXPECT_FALSE(*(*x)->contains(8));
+    EXPECT_TRUE(*(*x)->contains(7));
+    EXPECT_FALSE(*(*x)->contains(99));
     // Not committed: a reader of the committed state still sees chunk 8.
     auto ro = LexicalIndex::open_read_only(path);
     ASSERT_TRUE(ro.ok());

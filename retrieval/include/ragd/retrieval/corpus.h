@@ -240,7 +240,7 @@ class Corpus {
   // Writes index.faiss now (atomic) and drops the replay log it covers.
   Status save_index();
   // Full cross-check: every document's chunks exist and point back to it, every chunk belongs to
-  // a document that lists it, the index holds exactly the stored chunk ids, counters match.
+  // a document that lists it, both indexes hold exactly the stored chunk ids, counters match.
   Status check_consistency() const;
 
   CorpusStats stats() const;
