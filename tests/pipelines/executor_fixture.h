@@ -23,6 +23,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
 #include "run_state.h"
+#include "tiny_bpe.h"
 #include "tiny_model.h"
 
 namespace ragd::pipelines {
@@ -42,12 +43,8 @@ void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std:
 // A tiny random Llama (2 layers, 4 heads, 2 KV heads, head_dim 16, vocab 512) with N(0, 1/fan_in)
 // weights and a byte-level BPE trained on the built-in sample.
 std::string make_model(const std::string& dir) {
-  engine::BpeTrainOptions topts;
-  topts.vocab_size = 400;
-  topts.pad_to = 512;
-  auto tok_json = engine::train_byte_level_bpe(engine::builtin_training_text(), topts);
-  EXPECT_TRUE(tok_json.ok());
-  auto tok = engine::Tokenizer::from_json(*tok_json, "tokenizer.json");
+  const std::string tok_json = testing::tiny_bpe_json();
+  auto tok = engine::Tokenizer::from_json(tok_json, "tokenizer.json");
   EXPECT_TRUE(tok.ok());
   engine::ModelConfig c = engine::testing::tiny_config(engine::testing::Variant::kLlama);
   c.vocab_size = 512;
@@ -58,7 +55,7 @@ std::string make_model(const std::string& dir) {
   const std::map<std::string, engine::OwnedTensor> t = engine::random_weight_tensors(c, 1234);
   fs::create_directories(dir);
   write_file(fs::path(dir) / "config.json", c.to_json());
-  write_file(fs::path(dir) / "tokenizer.json", *tok_json);
+  write_file(fs::path(dir) / "tokenizer.json", tok_json);
   EXPECT_TRUE(engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok());
   return dir;
 }

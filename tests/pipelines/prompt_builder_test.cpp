@@ -8,21 +8,13 @@
 
 #include "ragd/engine/model_chat_template.h"
 #include "ragd/engine/tokenizer.h"
+#include "tiny_bpe.h"
 #include "ragd/pipelines/prompt_builder.h"
 
 namespace ragd::pipelines {
 namespace {
 
-std::unique_ptr<engine::Tokenizer> tokenizer() {
-  engine::BpeTrainOptions o;
-  o.vocab_size = 400;
-  o.pad_to = 512;
-  auto json = engine::train_byte_level_bpe(engine::builtin_training_text(), o);
-  EXPECT_TRUE(json.ok());
-  auto tok = engine::Tokenizer::from_json(*json, "tokenizer.json");
-  EXPECT_TRUE(tok.ok());
-  return std::move(tok).value();
-}
+std::unique_ptr<engine::Tokenizer> tokenizer() { return testing::tiny_bpe_tokenizer(); }
 
 std::shared_ptr<const engine::ModelChatTemplate> model_template(std::string_view src) {
   auto t = engine::ModelChatTemplate::from_source(

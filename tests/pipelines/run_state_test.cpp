@@ -8,21 +8,13 @@
 
 #include "extractive.h"
 #include "ragd/engine/tokenizer.h"
+#include "tiny_bpe.h"
 #include "run_state.h"
 
 namespace ragd::pipelines {
 namespace {
 
-std::unique_ptr<engine::Tokenizer> tokenizer() {
-  engine::BpeTrainOptions o;
-  o.vocab_size = 400;
-  o.pad_to = 512;
-  auto json = engine::train_byte_level_bpe(engine::builtin_training_text(), o);
-  EXPECT_TRUE(json.ok());
-  auto tok = engine::Tokenizer::from_json(*json, "tokenizer.json");
-  EXPECT_TRUE(tok.ok());
-  return std::move(tok).value();
-}
+std::unique_ptr<engine::Tokenizer> tokenizer() { return testing::tiny_bpe_tokenizer(); }
 
 // Seeded pseudo-random logits that depend on the whole history (like a model would), over the
 // byte tokens only so every token decodes to text.
