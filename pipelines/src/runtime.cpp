@@ -61,12 +61,8 @@ class CorpusDocuments final : public DocumentApi {
       if (d.format.empty() || d.format == "text" || d.format == "pdf" || d.format == "jsonl" || !d.sections.empty()) {
         // As is (already extracted when sections are given); sections out of order or range are
         // refused here rather than ignored by the chunker.
-        uint64_t at = 0;
-        for (const auto& sec : d.sections) {
-          if (sec.byte_begin < at || sec.byte_end < sec.byte_begin || sec.byte_end > d.text.size())
-            return Status::InvalidArgument(who + "sections must be in order, not overlap, and lie within the text");
-          at = sec.byte_end;
-        }
+        if (!retrieval::sections_fit(d.sections, d.text.size()))
+          return Status::InvalidArgument(who + "sections must be in order, not overlap, and lie within the text");
         r.text = std::move(d.text);
         r.sections = std::move(d.sections);
         r.format = d.format.empty() ? "text" : d.format;

@@ -90,19 +90,13 @@ Result<Chunker> Chunker::create(const engine::Tokenizer& tokenizer, const Chunke
 std::vector<Chunk> Chunker::chunk(std::string_view doc_id, std::string_view text,
                                   std::span<const Section> sections) const {
   std::vector<Chunk> chunks;
-  bool valid = true;
-  uint64_t at = 0;
-  for (const Section& s : sections) {
-    if (s.byte_begin < at || s.byte_end < s.byte_begin || s.byte_end > text.size()) valid = false;
-    at = s.byte_end;
-  }
-  if (!valid || sections.empty()) {
+  if (sections.empty() || !sections_fit(sections, text.size())) {
     chunk_range(doc_id, text, 0, text.size(), 0, {}, &chunks);
     return chunks;
   }
   static const std::vector<std::string> kNoPath;
   size_t tokens = 0;
-  at = 0;
+  uint64_t at = 0;
   for (const Section& s : sections) {
     if (s.byte_begin > at) tokens += chunk_range(doc_id, text, at, s.byte_begin, tokens, kNoPath, &chunks);
     tokens += chunk_range(doc_id, text, s.byte_begin, s.byte_end, tokens, s.path, &chunks);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,16 @@ struct Section {
   uint64_t byte_begin = 0;
   uint64_t byte_end = 0;
 };
+
+// Whether `sections` are in order, do not overlap and lie within a text of `text_bytes` bytes.
+inline bool sections_fit(std::span<const Section> sections, uint64_t text_bytes) {
+  uint64_t at = 0;
+  for (const Section& s : sections) {
+    if (s.byte_begin < at || s.byte_end < s.byte_begin || s.byte_end > text_bytes) return false;
+    at = s.byte_end;
+  }
+  return true;
+}
 
 // One document handed to ingestion. `id` is the stable key (a file's absolute path, or the id a
 // JSONL record or an API client gave); re-ingesting the same id replaces or keeps the document.
