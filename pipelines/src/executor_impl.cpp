@@ -105,6 +105,10 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     spec = &*it;
   }
   RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
+  for (size_t i = 0; i < req.prompt_ids.size(); ++i)
+    if (req.prompt_ids[i] < 0 || req.prompt_ids[i] >= tok_->vocab_size())
+      return Status::InvalidArgument("prompt token id " + std::to_string(req.prompt_ids[i]) + " at index " + std::to_string(i) +
+                                     " is outside the vocabulary [0, " + std::to_string(tok_->vocab_size()) + ")");
   r->kv.reuse.mode = r->res.reuse;
   r->kv.reuse.blend = r->res.blend;
   r->kv.reuse.scope = kvstore::kv_scope(req.kv_scope, req.cache_salt);
@@ -249,6 +253,8 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     auto prompt = prompts_->build_chat(q.messages);
     if (prompt.ok()) r->prompt = std::move(*prompt);
     else r->set_failure("chat template", prompt.status());
+  } else if (!q.prompt_ids.empty()) {
+    r->prompt = q.prompt_ids;
   } else {
     r->prompt = prompts_->build_raw(q.prompt);
   }

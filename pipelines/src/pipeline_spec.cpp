@@ -22,6 +22,7 @@ PipelineInfo PipelineSpec::info() const {
   i.top_k = top_k;
   i.index = index;
   i.max_tokens = max_tokens;
+  i.number_passages = number_passages;
   if (iterative) {
     i.kind = "iterative";
     i.overlap = std::string(overlap_name(iterative->overlap));

@@ -80,6 +80,7 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     return kRangeRetrievalTopK.check("top_k", req.retrieval_top_k);
   if (spec) {
     if (req.query.empty()) return Status::InvalidArgument("query must not be empty");
+    if (!req.prompt_ids.empty()) return Status::InvalidArgument("a pipeline run's query is text: prompt token ids apply to plain runs only");
     out.retrieval_k = req.retrieval_top_k >= 0 ? req.retrieval_top_k : spec->top_k;
     out.retrieval_mode = req.retrieval_mode.value_or(spec->retrieval_mode);
     if (!req.filter_json.empty()) {
@@ -106,8 +107,10 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
   } else if (req.retrieval_mode || !req.filter_json.empty()) {
     return Status::InvalidArgument(std::string(req.retrieval_mode ? "retrieval_mode" : "filter") +
                                    " applies to pipeline runs only (a plain run searches nothing)");
-  } else if (req.messages.empty() && req.prompt.empty()) {
+  } else if (req.messages.empty() && req.prompt.empty() && req.prompt_ids.empty()) {
     return Status::InvalidArgument("one of messages or prompt is required");
+  } else if (!req.prompt_ids.empty() && (!req.messages.empty() || !req.prompt.empty())) {
+    return Status::InvalidArgument("prompt token ids go alone: not with messages or a text prompt");
   }
   // Iterative retrieval.
   if (spec && spec->iterative) {

@@ -93,6 +93,9 @@ struct RunRequest {
   std::string query;              // RAG question (pipeline runs)
   std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
+  // Plain completions: the prompt as token ids, used as given (no BOS added) in place of `prompt`
+  // when non-empty. Every id must be in the tokenizer's vocabulary (InvalidArgument naming it).
+  std::vector<int32_t> prompt_ids;
   int retrieval_top_k = -1;       // passages retrieved; -1 = pipeline default
   // lexical, dense or hybrid search; unset = the pipeline's ([retriever] mode), whose auto is the
   // corpus's default
@@ -222,6 +225,7 @@ struct PipelineInfo {
   int top_k = 4;
   std::string index;  // FAISS factory string
   int max_tokens = 256;
+  bool number_passages = false;   // [prompt] number_passages: passage n starts "[n] " (sources[n-1])
   std::string kind = "one_shot";  // one_shot | iterative
   std::string overlap;            // iterative: the default overlap mode
   int retrieval_interval = 0;     // iterative: generated tokens between retrievals
