@@ -1,10 +1,14 @@
 // OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models.
 // Unknown request fields are ignored (SDKs send extras); known ones are type- and range-checked.
-// Extension fields: "pipeline" (retrieval through a ragd pipeline; the last user message is the
-// query) and "retrieval_top_k"; responses then carry "ragd": {"sources", "timings", "usage"}.
+// A pipeline runs when `model` is its id (openai_models.h) or the "pipeline" extension field names
+// it; the query is the conversation's recent user turns (rag_query.h); "retrieval_top_k",
+// "retrieval_mode" and "filter" shape its search; responses then carry "ragd": {"sources",
+// "timings", "usage"} and, for pipelines that number their passages, url_citation annotations.
 #include <cctype>
 
 #include "openai_encode.h"
+#include "openai_models.h"
+#include "rag_query.h"
 #include "ragd/common/log.h"
 
 namespace ragd::daemon {
@@ -17,6 +21,27 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A pipeline run's pipeline (the model's id, or the "pipeline" field: both may be sent when they
+// agree) and query (chat: rag_query's rule; completions: the prompt).
+ApiError set_rag_query(const ServedModel& served, bool chat, pipelines::RunRequest* run) {
+  if (served.kind == ServedModel::Kind::kPipeline) {
+    if (!run->pipeline.empty() && run->pipeline != served.pipeline)
+      return bad_request("pipeline", "field 'pipeline' names '" + clip_input(run->pipeline) + "' but model '" + served.id +
+                                         "' is pipeline '" + served.pipeline + "'");
+    run->pipeline = served.pipeline;
+  }
+  if (run->pipeline.empty()) return {};
+  // The pipeline's existence and defaults are the executor's (an unknown one: 404 from start_run).
+  if (chat) {
+    run->query = rag_query(run->messages);
+    if (run->query.empty()) return bad_request("messages", "a pipeline run needs a non-empty user message as its query");
+  } else {
+    if (!run->prompt_ids.empty()) return bad_request("prompt", "a pipeline's query is text: field 'prompt' must be a string");
+    run->query = run->prompt;
+  }
+  return {};
+}
+
 }  // namespace
 
 void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Responder respond, bool chat) {
@@ -24,23 +49,25 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
   Fields f(obj);
   pipelines::Executor* ex = executor();
-  const std::string model_name = ex->model_name();
+  const ModelCatalog catalog = ModelCatalog::of(*ex);
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));
-  if (!model.empty() && model != model_name && model != "ragd")
-    return respond(to_response({404, "model_not_found", "model '" + clip_input(model) + "' is not served here (serving '" + model_name + "')", "model", {}}));
+  ServedModel served;
+  if (auto e = catalog.resolve(model, &served); e.failed()) return respond(to_response(e));
   // parse
   OaiRequest parsed;
   if (auto e = parse_openai_request(f, chat, &parsed); e.failed()) return respond(to_response(e));
   pipelines::RunRequest run = std::move(parsed.run);
+  if (auto e = set_rag_query(served, chat, &run); e.failed()) return respond(to_response(e));
   run.id = ctx.id;
   run.tenant = ctx.tenant;
   if (ctx.authed_by_key) run.kv_scope = run.tenant;  // tenants never reuse each other's KV
   auto st = std::make_shared<OaiState>();
   st->chat = chat;
   st->id = (chat ? "chatcmpl-" : "cmpl-") + ctx.id;
-  st->model = model_name;
+  st->model = served.id;
   st->created = unix_now();
+  if (const ServedModel* p = catalog.pipeline(run.pipeline)) st->annotate = chat && p->number_passages;
   st->include_usage = parsed.include_usage;
   st->want_logprobs = parsed.want_logprobs;
   const bool stream = parsed.stream;
@@ -48,7 +75,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(run.tenant, &slot); e.failed()) return respond(to_response(e));
   log::daemon()->info("{} {} model={} pipeline='{}' stream={}", ctx.id, chat ? "chat completion" : "completion",
-                      model_name, clip_input(run.pipeline), stream);
+                      clip_input(served.id), clip_input(run.pipeline), stream);
   // respond
   if (stream) {
     auto bridge = std::make_shared<SseBridge>();
@@ -147,19 +174,32 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
 }
 
 void ApiImpl::models(const ReqCtx& ctx, const std::string& id, Responder respond) {
-  const std::string name = executor()->model_name();
-  auto write_model = [&](JsonWriter& w) {
-    w.begin_object().key("id").value(name).key("object").value("model").key("created").value(created_unix_);
-    w.key("owned_by").value("ragd").end_object();
+  (void)ctx;
+  const ModelCatalog catalog = ModelCatalog::of(*executor());
+  const std::string& generator = catalog.models.front().id;
+  auto write_model = [&](JsonWriter& w, const ServedModel& m) {
+    w.begin_object().key("id").value(m.id).key("object").value("model").key("created").value(created_unix_);
+    w.key("owned_by").value("ragd");
+    if (m.kind == ServedModel::Kind::kPipeline) {
+      // vLLM lists adapters with their base model as "parent"; what the pipeline is goes in "ragd".
+      w.key("root").value(generator).key("parent").value(generator);
+      w.key("ragd").begin_object().key("kind").value("pipeline").key("pipeline").value(m.pipeline);
+      w.key("description").value(m.description).key("number_passages").value(m.number_passages).end_object();
+    } else {
+      w.key("root").value(generator).key("parent").null();
+      w.key("ragd").begin_object().key("kind").value("generator").end_object();
+    }
+    w.end_object();
   };
   JsonWriter w;
   if (id.empty()) {
     w.begin_object().key("object").value("list").key("data").begin_array();
-    write_model(w);
+    for (const auto& m : catalog.models) write_model(w, m);
     w.end_array().end_object();
   } else {
-    if (id != name) return respond(to_response({404, "model_not_found", "model '" + clip_input(id) + "' is not served here", "model", {}}));
-    write_model(w);
+    ServedModel m;
+    if (auto e = catalog.resolve(id, &m); e.failed()) return respond(to_response(e));
+    write_model(w, m);
   }
   HttpResponse r;
   r.body = w.take();

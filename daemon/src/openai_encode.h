@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api_impl.h"
+#include "openai_citations.h"
 #include "run_events.h"
 
 namespace ragd::daemon {
@@ -24,6 +25,11 @@ struct OaiState {
   int want_logprobs = 0;  // chat: 1 when logprobs; completions: the requested number
   std::string output;                                 // guarded by mu (non-streaming)
   std::vector<pipelines::Source> sources;             // guarded by mu (non-streaming)
+  // Chat answers of pipelines that number their passages carry url_citation annotations
+  // (openai_citations.h): the answer so far and the contexts it was written under, streaming too.
+  bool annotate = false;
+  std::string answer;
+  std::vector<CitationContext> contexts;
   std::vector<std::pair<std::string, float>> tokens;  // guarded by mu (non-streaming)
   bool sent_role = false;                             // streaming: events arrive in order
 };
@@ -37,7 +43,8 @@ struct OaiRequest {
 };
 
 // Parses and validates `f` (unknown fields are ignored, as SDKs send extras). Whether the
-// "pipeline" extension names a pipeline, and every default, is the executor's.
+// "pipeline" extension names a pipeline, and every default, is the executor's; the route sets a
+// pipeline run's query (rag_query.h).
 ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out);
 
 // Consumers of a run's events: SSE chunks ("data: {...}" ... "data: [DONE]"), or one JSON answer.

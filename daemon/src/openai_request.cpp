@@ -152,19 +152,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
     if (Status st = pipelines::find_run_param("retrieval_mode")->set(run, pipelines::ParamValue(std::move(mode))); !st.ok())
       return bad_request("retrieval_mode", st.message());
   }
-  if (!run.pipeline.empty()) {
-    // The pipeline's existence and defaults are the executor's (an unknown one: 404 from start_run).
-    if (chat) {
-      for (auto it = run.messages.rbegin(); it != run.messages.rend(); ++it)
-        if (it->role == "user") {
-          run.query = it->content;
-          break;
-        }
-      if (run.query.empty()) return bad_request("messages", "a pipeline run needs a non-empty user message as its query");
-    } else {
-      run.query = run.prompt;
-    }
-  }
+  // The pipeline (this field or the model's id) and its query are set by the route (openai.cpp).
   return {};
 }
 

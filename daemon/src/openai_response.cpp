@@ -97,6 +97,19 @@ std::string chunk_json(const OaiState& s, const std::string* delta_text, bool ro
   return w.take();
 }
 
+// The chunk that carries a streamed answer's citations, after its last content (indices into the
+// whole answer), as OpenAI streams annotations in a delta.
+std::string annotations_chunk_json(const OaiState& s) {
+  JsonWriter w;
+  w.begin_object().key("id").value(s.id).key("object").value("chat.completion.chunk");
+  w.key("created").value(s.created).key("model").value(s.model).key("choices").begin_array().begin_object();
+  w.key("index").value(0).key("delta").begin_object().key("annotations");
+  write_url_citations(w, s.answer, s.contexts);
+  w.end_object().key("logprobs").null().key("finish_reason").null();
+  w.end_object().end_array().end_object();
+  return w.take();
+}
+
 }  // namespace
 
 RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::shared_ptr<OaiState> st) {
@@ -104,6 +117,7 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
       std::string out;
       switch (ev.kind) {
         case RunEvent::Kind::kSources: {
+          if (st->annotate) st->contexts.push_back({st->answer.size(), ev.sources});
           JsonWriter w;
           w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion.chunk" : "text_completion");
           w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().end_array();
@@ -119,6 +133,7 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
             out += sse_frame(nullptr, chunk_json(*st, &kEmpty, true, "", nullptr));
             st->sent_role = true;
           }
+          if (st->annotate) st->answer += ev.text;
           std::pair<std::string, float> lp{ev.text, ev.logprob};
           if (!ev.text.empty() || st->want_logprobs)
             out += sse_frame(nullptr, chunk_json(*st, &ev.text, false, "", st->want_logprobs ? &lp : nullptr));
@@ -129,6 +144,8 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
             static const std::string kEmpty;
             out += sse_frame(nullptr, chunk_json(*st, &kEmpty, true, "", nullptr));
           }
+          if (st->chat && st->annotate && !find_citations(st->answer, st->contexts).empty())
+            out += sse_frame(nullptr, annotations_chunk_json(*st));
           out += sse_frame(nullptr, chunk_json(*st, nullptr, false, ev.finish_reason.empty() ? "stop" : ev.finish_reason, nullptr));
           if (st->include_usage) {
             JsonWriter w;
@@ -163,7 +180,10 @@ RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder resp
   return [st, respond](const RunEvent& ev) {
     std::lock_guard<std::mutex> l(st->mu);
     switch (ev.kind) {
-      case RunEvent::Kind::kSources: st->sources = ev.sources; break;
+      case RunEvent::Kind::kSources:
+        st->sources = ev.sources;
+        if (st->annotate) st->contexts.push_back({st->output.size(), ev.sources});
+        break;
       case RunEvent::Kind::kToken:
         st->output += ev.text;
         if (st->want_logprobs) st->tokens.emplace_back(ev.text, ev.logprob);
@@ -175,7 +195,12 @@ RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder resp
         w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().begin_object();
         w.key("index").value(0);
         if (st->chat) {
-          w.key("message").begin_object().key("role").value("assistant").key("content").value(st->output).end_object();
+          w.key("message").begin_object().key("role").value("assistant").key("content").value(st->output);
+          if (st->annotate) {
+            w.key("annotations");
+            write_url_citations(w, st->output, st->contexts);
+          }
+          w.end_object();
           if (st->want_logprobs) {
             w.key("logprobs").begin_object().key("content").begin_array();
             for (const auto& t : st->tokens) write_token_logprob(w, t.first, t.second);
