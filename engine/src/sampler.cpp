@@ -99,11 +99,14 @@ size_t draw_index(std::span<const W> w, double target) {
 }  // namespace
 
 SampleResult sample_reference(std::span<const float> logits, std::span<const int32_t> history,
-                              const SamplingParams& p, std::mt19937_64& rng) {
+                              const SamplingParams& p, std::mt19937_64& rng, const TokenMask* mask) {
   SampleResult r;
   std::vector<float> l(logits.begin(), logits.end());
   const int v = static_cast<int>(l.size());
   if (v == 0) return r;
+  if (mask)
+    for (int i = 0; i < v; ++i)
+      if (!mask->allows(i)) l[static_cast<size_t>(i)] = -INFINITY;
   apply_penalties(l, history, p);
   auto log_softmax = [&](int32_t id) {
     const double mx = *std::max_element(logits.begin(), logits.end());
@@ -159,14 +162,31 @@ SampleResult sample_reference(std::span<const float> logits, std::span<const int
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 
-SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+void apply_token_mask(std::span<float> logits, const TokenMask& mask) {
+  const size_t v = logits.size();
+  for (size_t w = 0; w * 64 < v; ++w) {
+    const uint64_t bits = w < mask.words.size() ? mask.words[w] : 0;
+    const size_t end = std::min(v, (w + 1) * 64);
+    if (bits == ~uint64_t{0} && end - w * 64 == 64) continue;
+    for (size_t i = w * 64; i < end; ++i)
+      if (((bits >> (i - w * 64)) & 1u) == 0) logits[i] = -INFINITY;
+  }
+}
+
+SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, const TokenMask* mask) {
   SampleResult r;
   const auto v = static_cast<int32_t>(logits.size());
   if (v == 0) return r;
-  // Penalised logits: a copy only when there are penalties (a 128 k row is half a megabyte).
+  // Masked, then penalised logits: a copy only when there is a mask or penalties (a 128 k row is
+  // half a megabyte).
   std::span<const float> x = logits;
-  if (p_.has_penalties() && !history.empty()) {
+  if (mask) {
     scratch_.assign(logits.begin(), logits.end());
+    apply_token_mask(scratch_, *mask);
+    x = scratch_;
+  }
+  if (p_.has_penalties() && !history.empty()) {
+    if (x.data() != scratch_.data()) scratch_.assign(logits.begin(), logits.end());
     apply_penalties(scratch_, history, p_);
     x = scratch_;
   }

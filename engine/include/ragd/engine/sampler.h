@@ -4,14 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ragd/common/status.h"
+#include "ragd/engine/token_mask.h"
 
 namespace ragd::engine {
+
+struct ConstraintSpec;  // constraint_spec.h
 
 struct SamplingParams {
   float temperature = 0.0f;        // 0 = greedy
@@ -26,6 +30,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS unless ignore_eos
   std::vector<std::string> stop;        // stop strings (matched on decoded text)
   bool ignore_eos = false;
+  // Structured output (constraint_spec.h): the output must match this JSON Schema / regex / choice;
+  // null = unconstrained. The executor compiles it (ConstraintCache) and masks every step.
+  std::shared_ptr<const ConstraintSpec> constraint;
 
   Status validate() const;  // ranges: temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, ...
   bool has_penalties() const;  // any of repetition / presence / frequency is on
@@ -40,6 +47,8 @@ struct SampleResult {
 // token), then presence (once per distinct token) and frequency (per occurrence) penalties to
 // logits in place. Ids outside [0, logits.size()) in history are ignored.
 void apply_penalties(std::span<float> logits, std::span<const int32_t> history, const SamplingParams& p);
+// Sets the logits of the ids `mask` does not allow to -inf, in place.
+void apply_token_mask(std::span<float> logits, const TokenMask& mask);
 
 // Natural-log softmax of one id under logits (fp32 e^x, fp64 sum: kernels::sum_exp).
 float log_softmax_at(std::span<const float> logits, int32_t id);
@@ -52,17 +61,19 @@ SampleResult greedy_pick(std::span<const float> logits);
 // or temperature, then (when a filter is on) every candidate sorted by logit descending with ids
 // ascending on ties (else ids in order), fp64 weights, top-k, top-p over the fp64 total, min-p, one
 // draw from `rng`; logprob by an fp64 log-softmax. O(V log V) per call.
+// With `mask` (constrained decoding), the logits of the ids it does not allow are -inf first.
 SampleResult sample_reference(std::span<const float> logits, std::span<const int32_t> history,
-                              const SamplingParams& p, std::mt19937_64& rng);
+                              const SamplingParams& p, std::mt19937_64& rng, const TokenMask* mask = nullptr);
 
-// Order of operations: penalties -> greedy argmax (temperature 0; ties -> lowest id) or
+// Order of operations: constraint mask (disallowed ids -> -inf) -> penalties -> greedy argmax (temperature 0; ties -> lowest id) or
 // temperature -> top-k -> top-p -> min-p -> draw from the renormalised distribution with a
 // mt19937_64 seeded by params.seed.
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
-  // history: prompt + generated ids (for penalties).
-  SampleResult sample(std::span<const float> logits, std::span<const int32_t> history);
+  // history: prompt + generated ids (for penalties). mask: the ids a constraint allows (null = all);
+  // it must allow at least one id of the row. logprob stays that of the raw logits.
+  SampleResult sample(std::span<const float> logits, std::span<const int32_t> history, const TokenMask* mask = nullptr);
   const SamplingParams& params() const { return p_; }
 
  private:

@@ -1,0 +1,165 @@
+// TokenVocabulary (the vocabulary's trie) and CompiledConstraint (lazy DFA + memoised masks).
+#include "ragd/engine/token_constraint.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "lazy_dfa.h"
+#include "nfa_builder.h"
+
+namespace ragd::engine {
+
+namespace {
+constexpr size_t kMaxDfaStates = 200'000;
+constexpr size_t kMaxMemoMasks = 4096;  // 4096 masks of a 152 k vocabulary: 78 MB at most
+}  // namespace
+
+std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_tokenizer(const Tokenizer& tok) {
+  std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
+  for (int32_t id = 0; id < tok.vocab_size(); ++id)
+    if (!tok.is_special(id)) bytes[static_cast<size_t>(id)] = tok.token_bytes(id);
+  return from_bytes(std::move(bytes), tok.leading_strip());
+}
+
+std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_bytes(std::vector<std::string> bytes, int leading_strip) {
+  return std::shared_ptr<const TokenVocabulary>(new TokenVocabulary(std::move(bytes), leading_strip));
+}
+
+TokenVocabulary::TokenVocabulary(std::vector<std::string> bytes, int leading_strip)
+    : bytes_(std::move(bytes)), leading_strip_(leading_strip) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < bytes_.size(); ++i)
+    if (!bytes_[i].empty() && bytes_[i].size() < 65535) ids.push_back(static_cast<int32_t>(i));
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return bytes_[static_cast<size_t>(a)] != bytes_[static_cast<size_t>(b)] ? bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)] : a < b;
+  });
+  // Preorder trie: `path` holds the open nodes (one per byte of the previous token's prefix).
+  std::vector<uint32_t> path;
+  std::string prev;
+  for (int32_t id : ids) {
+    const std::string& s = bytes_[static_cast<size_t>(id)];
+    size_t common = 0;
+    while (common < prev.size() && common < s.size() && prev[common] == s[common]) ++common;
+    while (path.size() > common) {
+      trie_[path.back()].end = static_cast<uint32_t>(trie_.size());
+      path.pop_back();
+    }
+    for (size_t k = path.size(); k < s.size(); ++k) {
+      TrieNode n;
+      n.byte = static_cast<uint8_t>(s[k]);
+      n.depth = static_cast<uint16_t>(k + 1);
+      n.tok_begin = n.tok_end = static_cast<uint32_t>(trie_tokens_.size());
+      path.push_back(static_cast<uint32_t>(trie_.size()));
+      trie_.push_back(n);
+    }
+    TrieNode& leaf = trie_[path.back()];
+    if (leaf.tok_begin == leaf.tok_end) leaf.tok_begin = static_cast<uint32_t>(trie_tokens_.size());
+    trie_tokens_.push_back(id);
+    leaf.tok_end = static_cast<uint32_t>(trie_tokens_.size());
+    max_depth_ = std::max(max_depth_, static_cast<int>(s.size()));
+    prev = s;
+  }
+  while (!path.empty()) {
+    trie_[path.back()].end = static_cast<uint32_t>(trie_.size());
+    path.pop_back();
+  }
+}
+
+CompiledConstraint::CompiledConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      dfa_(std::make_unique<constraint::LazyDfa>(grammar_->nfa(), kMaxDfaStates)) {}
+
+CompiledConstraint::~CompiledConstraint() = default;
+
+Result<std::shared_ptr<const CompiledConstraint::Mask>> CompiledConstraint::mask(int32_t state, bool strip_leading) const {
+  strip_leading = strip_leading && vocab_->leading_strip() > 0;
+  const int64_t key = static_cast<int64_t>(state) * 2 + (strip_leading ? 1 : 0);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) {
+    ++stats_.mask_hits;
+    return it->second;
+  }
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto m = compute_locked(state, strip_leading);
+    stats_.mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ++stats_.masks_computed;
+    if (memo_.size() >= kMaxMemoMasks) memo_.clear();
+    memo_.emplace(key, m);
+    return m;
+  } catch (const constraint::GrammarError& e) {
+    return Status::ResourceExhausted(e.what());
+  }
+}
+
+std::shared_ptr<const CompiledConstraint::Mask> CompiledConstraint::compute_locked(int32_t state, bool strip_leading) const {
+  auto m = std::make_shared<Mask>((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
+  auto set = [&](int32_t id) { (*m)[static_cast<size_t>(id) / 64] |= uint64_t{1} << (static_cast<uint32_t>(id) % 64); };
+  if (strip_leading) {
+    // First token of a decoder that strips leading spaces: token by token (once per request).
+    for (int32_t id = 0; id < vocab_->size(); ++id) {
+      std::string_view b = vocab_->bytes(id);
+      if (b.empty()) continue;
+      size_t k = 0;
+      while (k < b.size() && k < static_cast<size_t>(vocab_->leading_strip()) && b[k] == ' ') ++k;
+      int32_t s = state;
+      for (size_t i = k; i < b.size() && s != constraint::LazyDfa::kDead; ++i) s = dfa_->next(s, static_cast<uint8_t>(b[i]));
+      if (s != constraint::LazyDfa::kDead) set(id);
+    }
+    return m;
+  }
+  // One walk of the trie; a rejected prefix skips its subtree.
+  const auto& trie = vocab_->trie();
+  const auto& toks = vocab_->trie_tokens();
+  std::vector<int32_t> at(static_cast<size_t>(vocab_->max_depth()) + 1);
+  at[0] = state;
+  for (size_t i = 0; i < trie.size();) {
+    const TokenVocabulary::TrieNode& n = trie[i];
+    const int32_t s = dfa_->next(at[n.depth - 1u], n.byte);
+    if (s == constraint::LazyDfa::kDead) {
+      i = n.end;
+      continue;
+    }
+    at[n.depth] = s;
+    for (uint32_t k = n.tok_begin; k < n.tok_end; ++k) set(toks[k]);
+    ++i;
+  }
+  return m;
+}
+
+int32_t CompiledConstraint::advance(int32_t state, std::string_view bytes) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  try {
+    for (char c : bytes) {
+      state = dfa_->next(state, static_cast<uint8_t>(c));
+      if (state == constraint::LazyDfa::kDead) return kRejected;
+    }
+  } catch (const constraint::GrammarError&) {
+    return kRejected;
+  }
+  return state;
+}
+
+bool CompiledConstraint::accepting(int32_t state) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return dfa_->accepting(state);
+}
+
+bool CompiledConstraint::can_continue(int32_t state) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return dfa_->can_continue(state);
+}
+
+CompiledConstraint::Stats CompiledConstraint::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Stats s = stats_;
+  s.dfa_states = dfa_->num_states();
+  return s;
+}
+
+}  // namespace ragd::engine
