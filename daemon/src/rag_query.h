@@ -17,7 +17,7 @@
 
 namespace ragd::daemon {
 
-inline constexpr int kRagQueryUserTurns = 2;
+inline constexpr int kRagQueryUserTurns = 3;
 
 // The query of `messages` by the rule above; "" when no user message has text.
 std::string rag_query(const std::vector<engine::ChatMessage>& messages, int user_turns = kRagQueryUserTurns);
