@@ -25,7 +25,7 @@ FakeExecutor::~FakeExecutor() {
 
 std::vector<pipelines::PipelineInfo> FakeExecutor::pipelines() const {
   return {{"default", "retrieve then generate", "knowledge_tree", 4, "Flat", 16},
-          {"docs", "documentation QA", "prefix", 2, "IVF16,Flat", 8}};
+          {"docs", "documentation QA", "prefix", 2, "IVF16,Flat", 8, /*number_passages=*/true}};
 }
 
 Status FakeExecutor::submit(pipelines::RunRequest req, pipelines::EventSink sink) {
@@ -95,6 +95,9 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
   const bool big = q.find("big") != std::string::npos;
   const bool fail = q.find("FAIL") != std::string::npos;
   const bool queued = q.find("queued") != std::string::npos;
+  // An answer that cites its passages, a marker split across tokens: "Grass [1] and water [2, 9]."
+  const bool cites = q.find("citations") != std::string::npos;
+  static const char* const kCiting[] = {"Grass", " [", "1] and", " water [2, 9]", "."};
   bool alive = true;
   bool refused = false;  // as the executor: a refusal cancels the run, whose done event still follows
   bool left = false;
@@ -141,7 +144,9 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     ev.kind = pipelines::RunEvent::Kind::kToken;
     ev.index = i;
     ev.token_id = static_cast<int32_t>((req.overrides.seed.value_or(req.sampling.seed) + i) % 7);
-    ev.text = big ? std::string(64 << 10, 'x') : "w" + std::to_string(ev.token_id) + " ";
+    ev.text = big     ? std::string(64 << 10, 'x')
+              : cites ? std::string(kCiting[i % 5])
+                      : "w" + std::to_string(ev.token_id) + " ";
     ev.logprob = -0.25f * static_cast<float>(i % 4);
     emit(ev);
     ++produced;

@@ -278,6 +278,38 @@ TEST_F(StreamTest, ChatCompletionStreamingSse) {
   EXPECT_EQ(ex_.last_request().query, "hi");
 }
 
+// model = a pipeline id; a pipeline that numbers its passages annotates the answer's "[n]" markers,
+// whole and streamed (the fake answers "Grass [1] and water [2, 9]." to "citations").
+TEST_F(StreamTest, PipelineModelAnnotatesCitations) {
+  const std::string body = R"({"model":"pipeline:docs","messages":[{"role":"user","content":"citations"}],"max_tokens":5)";
+  auto r = call("POST", "/v1/chat/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  EXPECT_EQ(j.str("/model"), "pipeline:docs");
+  EXPECT_EQ(ex_.last_request().pipeline, "docs");
+  EXPECT_EQ(ex_.last_request().query, "citations");
+  EXPECT_EQ(j.str("/choices/0/message/content"), "Grass [1] and water [2, 9].");
+  ASSERT_EQ(j.size("/choices/0/message/annotations"), 2u) << r.body;  // 9 is not a passage
+  EXPECT_EQ(j.num("/choices/0/message/annotations/0/url_citation/start_index"), 6);
+  EXPECT_EQ(j.num("/choices/0/message/annotations/0/url_citation/end_index"), 9);
+  EXPECT_EQ(j.str("/choices/0/message/annotations/0/url_citation/doc_id"), "doc-a");
+  EXPECT_EQ(j.str("/choices/0/message/annotations/0/url_citation/url"), "/v1/documents/doc-a");
+  EXPECT_EQ(j.num("/choices/0/message/annotations/1/url_citation/start_index"), 20);
+  EXPECT_EQ(j.num("/choices/0/message/annotations/1/url_citation/end_index"), 26);
+  EXPECT_EQ(j.str("/choices/0/message/annotations/1/url_citation/doc_id"), "doc-b");
+  // Streamed: the same annotations in a delta after the last content, before the finish chunk.
+  auto evs = sse("/v1/chat/completions", body + R"(,"stream":true})");
+  ASSERT_GE(evs.size(), 4u);
+  Json ann(evs[evs.size() - 3].data);
+  ASSERT_EQ(ann.size("/choices/0/delta/annotations"), 2u) << evs[evs.size() - 3].data;
+  EXPECT_EQ(ann.num("/choices/0/delta/annotations/1/url_citation/start_index"), 20);
+  EXPECT_EQ(Json(evs[evs.size() - 2].data).str("/choices/0/finish_reason"), "length");
+  // The default pipeline does not number its passages: no annotations.
+  r = call("POST", "/v1/chat/completions", R"({"model":"default","messages":[{"role":"user","content":"citations"}],"max_tokens":5})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(Json(r.body).has("/choices/0/message/annotations"));
+}
+
 TEST_F(StreamTest, CompletionWithLogprobs) {
   auto r = call("POST", "/v1/completions", R"({"prompt":"once upon","max_tokens":2,"logprobs":1})");
   ASSERT_EQ(r.status, 200) << r.body;

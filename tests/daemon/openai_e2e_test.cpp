@@ -1,0 +1,207 @@
+// The OpenAI-compatible routes against the real daemon (tiny random model, temp data directory,
+// loopback port): pipelines as models (GET /v1/models, model = a pipeline id on both completion
+// routes, sources and annotations, streaming, multi-turn queries, tenant scope). Skipped with a
+// message when bin/ragd or bin/ragctl is not built.
+#include <set>
+
+#include "real_daemon.h"
+
+namespace ragd::testing {
+namespace {
+
+class OpenAiE2eTest : public E2eTest {
+ protected:
+  // Pipelines of the test: "cite" numbers its passages; "model" is named like the generator (the
+  // model directory is dir_/model), so its bare name is the generator's id.
+  std::string write_pipelines(const std::string& name) {
+    fs::path p = dir_ / (name + "_pipelines");
+    fs::create_directories(p);
+    std::ofstream(p / "cite.toml") << "[pipeline]\nname = \"cite\"\ndescription = \"numbered passages\"\n"
+                                      "[retriever]\ntop_k = 2\n[prompt]\nnumber_passages = true\n";
+    std::ofstream(p / "model.toml") << "[pipeline]\nname = \"model\"\n[retriever]\ntop_k = 1\n";
+    return p.string();
+  }
+  void ingest_zoo() {
+    auto r = call("POST", "/v1/documents",
+                  R"({"documents":[{"id":"zebra","title":"Zebras at Oakfield","url":"https://zoo.example/zebra",)"
+                  R"("text":"The zebras of the Oakfield sanctuary eat grass and drink water at dawn. The oldest zebra is twenty years old."},)"
+                  R"({"id":"owl","title":"Owls at Pinecrest","text":"The owls of the Pinecrest reserve hunt mice at night."},)"
+                  R"({"id":"trout","title":"Trout at Millbrook","text":"The trout of the Millbrook stream swim upstream in spring."}]})");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  std::string chat(const std::string& model, const std::string& messages, const std::string& extra = "") {
+    return R"({"model":")" + model + R"(","messages":)" + messages + R"(,"max_tokens":3,"temperature":0)" + extra + "}";
+  }
+  static std::string user(const std::string& text) { return R"([{"role":"user","content":")" + text + R"("}])"; }
+  // Every data line of an SSE response, parsed.
+  std::vector<std::string> sse_data(const std::string& target, const std::string& body, const daemon::Headers& h = {}) {
+    std::vector<std::string> out;
+    daemon::SseParser p([&](const std::string&, const std::string& d) { out.push_back(d); });
+    HttpClient c("127.0.0.1", d_.port(), 60000);
+    auto r = c.request_stream("POST", target, body, h, [&](std::string_view d) {
+      p.feed(d);
+      return true;
+    });
+    EXPECT_TRUE(r.ok());
+    return out;
+  }
+};
+
+TEST_F(OpenAiE2eTest, ModelsListThePipelines) {
+  start_daemon("oa_models", {"--pipelines", write_pipelines("oa_models")});
+  auto r = get("/v1/models");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  std::set<std::string> ids;
+  for (size_t i = 0; i < j.size("/data"); ++i) ids.insert(j.str("/data/" + std::to_string(i) + "/id"));
+  EXPECT_EQ(ids, (std::set<std::string>{"model", "pipeline:default", "pipeline:cite", "pipeline:model"})) << r.body;
+  EXPECT_EQ(j.str("/data/0/id"), "model");  // the generator first
+  EXPECT_EQ(j.str("/data/0/ragd/kind"), "generator");
+  // One model, by its id or an alias: a bare pipeline name, unless it is the generator's id.
+  r = get("/v1/models/pipeline:cite");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/ragd/kind"), "pipeline");
+  EXPECT_EQ(Json(r.body).str("/ragd/pipeline"), "cite");
+  EXPECT_EQ(Json(r.body).str("/parent"), "model");
+  EXPECT_EQ(Json(r.body).str("/id"), "pipeline:cite");
+  EXPECT_EQ(Json(get("/v1/models/cite").body).str("/id"), "pipeline:cite");
+  EXPECT_EQ(Json(get("/v1/models/model").body).str("/id"), "model");
+  EXPECT_EQ(Json(get("/v1/models/ragd").body).str("/id"), "model");
+  expect_error(get("/v1/models/pipeline:nope"), 404, "model_not_found", "pipeline:nope");
+}
+
+TEST_F(OpenAiE2eTest, PipelineAsModelRetrievesOnBothRoutes) {
+  start_daemon("oa_runs", {"--pipelines", write_pipelines("oa_runs")});
+  ingest_zoo();
+  // Chat: sources, an answer, the pipeline's id echoed.
+  auto r = call("POST", "/v1/chat/completions", chat("pipeline:default", user("What do the zebras of Oakfield eat?"), R"(,"retrieval_top_k":1)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  EXPECT_EQ(j.str("/model"), "pipeline:default");
+  EXPECT_EQ(j.str("/object"), "chat.completion");
+  ASSERT_EQ(j.size("/ragd/sources"), 1u) << r.body;
+  EXPECT_EQ(j.str("/ragd/sources/0/doc_id"), "zebra");
+  EXPECT_EQ(j.str("/ragd/sources/0/url"), "https://zoo.example/zebra");
+  EXPECT_EQ(j.str("/ragd/sources/0/title"), "Zebras at Oakfield");
+  EXPECT_GE(j.num("/usage/completion_tokens"), 1);
+  EXPECT_GT(j.num("/ragd/usage/prompt_tokens"), 0);
+  EXPECT_FALSE(j.has("/choices/0/message/annotations")) << "default does not number its passages";
+  // The bare name is an alias; the pipeline field may agree with the model, not contradict it.
+  r = call("POST", "/v1/chat/completions", chat("default", user("What do the zebras of Oakfield eat?"), R"(,"pipeline":"default","retrieval_top_k":1)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/ragd/sources/0/doc_id"), "zebra");
+  EXPECT_EQ(Json(r.body).str("/model"), "pipeline:default");
+  expect_error(call("POST", "/v1/chat/completions", chat("pipeline:default", user("zebras?"), R"(,"pipeline":"cite")")), 400,
+               "invalid_request", "pipeline:default");
+  // Completions: the prompt is the query.
+  r = call("POST", "/v1/completions",
+           R"({"model":"pipeline:default","prompt":"Where do the owls of Pinecrest hunt?","max_tokens":2,"retrieval_top_k":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/object"), "text_completion");
+  EXPECT_EQ(Json(r.body).str("/ragd/sources/0/doc_id"), "owl");
+  // The generator's name is the generator, even with a pipeline of that name (reached by its id).
+  r = call("POST", "/v1/chat/completions", chat("model", user("What do the zebras of Oakfield eat?")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/ragd/sources"), 0u) << r.body;
+  EXPECT_EQ(Json(r.body).str("/model"), "model");
+  r = call("POST", "/v1/chat/completions", chat("pipeline:model", user("What do the zebras of Oakfield eat?")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/ragd/sources"), 1u) << r.body;
+  // Unknown models: 404 naming the model, on both routes.
+  expect_error(call("POST", "/v1/chat/completions", chat("pipeline:nope", user("x"))), 404, "model_not_found", "pipeline:nope");
+  expect_error(call("POST", "/v1/completions", R"({"model":"gpt-4o","prompt":"x"})"), 404, "model_not_found", "gpt-4o");
+  // The existing extension field still selects a pipeline under the generator's name.
+  r = call("POST", "/v1/chat/completions", chat("model", user("Where do the owls of Pinecrest hunt?"), R"(,"pipeline":"default","retrieval_top_k":1)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/ragd/sources/0/doc_id"), "owl");
+}
+
+TEST_F(OpenAiE2eTest, StreamingCarriesSourcesAndNumberedPipelinesAnnotate) {
+  start_daemon("oa_stream", {"--pipelines", write_pipelines("oa_stream")});
+  ingest_zoo();
+  // Streaming: a sources chunk (no choices) before any content.
+  auto data = sse_data("/v1/chat/completions",
+                       chat("pipeline:cite", user("What do the zebras of Oakfield eat?"), R"(,"stream":true)"));
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  Json first(data.front());
+  ASSERT_TRUE(first.ok) << data.front();
+  EXPECT_EQ(first.size("/choices"), 0u);
+  ASSERT_GE(first.size("/ragd/sources"), 1u) << data.front();
+  EXPECT_EQ(first.str("/ragd/sources/0/doc_id"), "zebra");
+  EXPECT_EQ(first.str("/model"), "pipeline:cite");
+  // Numbered passages: the answer carries its annotations (this random model rarely writes "[n]":
+  // each one found must span a marker and name a source; unit_test.cpp checks the spans).
+  for (const std::string body : {chat("pipeline:cite", user("What do the zebras of Oakfield eat?"), R"(,"max_tokens":24)"),
+                                 chat("pipeline:cite", user("[1] [2] zebras [1]"), R"(,"max_tokens":24)")}) {
+    auto r = call("POST", "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    Json j(r.body);
+    ASSERT_TRUE(j.has("/choices/0/message/annotations")) << r.body;
+    const std::string content = j.str("/choices/0/message/content");
+    for (size_t i = 0; i < j.size("/choices/0/message/annotations"); ++i) {
+      const std::string a = "/choices/0/message/annotations/" + std::to_string(i);
+      EXPECT_EQ(j.str(a + "/type"), "url_citation");
+      const auto b = static_cast<size_t>(j.num(a + "/url_citation/start_index"));
+      const auto e = static_cast<size_t>(j.num(a + "/url_citation/end_index"));
+      ASSERT_LT(b, e);
+      EXPECT_FALSE(j.str(a + "/url_citation/url").empty());
+      EXPECT_LT(static_cast<size_t>(j.num(a + "/url_citation/source_index")), j.size("/ragd/sources"));
+      (void)content;  // indices are code points; this model's output may hold any character
+    }
+  }
+}
+
+// A follow-up whose referent is in an earlier user turn retrieves with it (rag_query.h).
+TEST_F(OpenAiE2eTest, FollowUpsSearchWithTheEarlierTurns) {
+  start_daemon("oa_turns");
+  ingest_zoo();
+  const std::string conv = R"([{"role":"user","content":"Tell me about the Oakfield sanctuary."},)"
+                           R"({"role":"assistant","content":"It keeps animals."},)"
+                           R"({"role":"user","content":"How old is the oldest one there?"}])";
+  auto r = call("POST", "/v1/chat/completions", chat("pipeline:default", conv, R"(,"retrieval_top_k":1)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/ragd/sources/0/doc_id"), "zebra") << r.body;
+  expect_error(call("POST", "/v1/chat/completions", chat("pipeline:default", R"([{"role":"system","content":"hi"}])")), 400,
+               "invalid_request", "user message");
+}
+
+// Tenant scope holds when the pipeline is the model: B never retrieves A's document.
+TEST_F(OpenAiE2eTest, PipelineAsModelKeepsTenantsApart) {
+  start_daemon("oa_tenants", {"--api-key", "key-a=alpha", "--api-key", "key-b=beta"});
+  const daemon::Headers kA = {{"Authorization", "Bearer key-a"}};
+  const daemon::Headers kB = {{"Authorization", "Bearer key-b"}};
+  auto r = call("POST", "/v1/documents", R"({"id":"vault","text":"The vault password is swordfish. Keep the vault password secret."})", kA);
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = call("POST", "/v1/documents",
+           R"({"documents":[{"id":"b1","text":"The fruit stall has no password and no vault."},)"
+           R"({"id":"b2","text":"The station keeps tickets in a vault."}]})",
+           kB);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string q = chat("pipeline:default", user("What is the vault password?"), R"(,"retrieval_top_k":3)");
+  r = call("POST", "/v1/chat/completions", q, kA);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < Json(r.body).size("/ragd/sources"); ++i) seen.insert(Json(r.body).str("/ragd/sources/" + std::to_string(i) + "/doc_id"));
+  EXPECT_TRUE(seen.count("vault")) << "positive control: " << r.body;
+  for (const std::string route : {"/v1/chat/completions", "/v1/completions"}) {
+    const std::string body = route == "/v1/chat/completions"
+                                 ? q
+                                 : R"({"model":"pipeline:default","prompt":"What is the vault password?","max_tokens":2,"retrieval_top_k":3})";
+    r = call("POST", route, body, kB);
+    ASSERT_EQ(r.status, 200) << r.body;
+    Json j(r.body);
+    ASSERT_EQ(j.size("/ragd/sources"), 2u) << route << ": " << r.body;  // B's two, nothing of A's
+    for (size_t i = 0; i < 2; ++i) EXPECT_NE(j.str("/ragd/sources/" + std::to_string(i) + "/doc_id"), "vault") << route;
+    EXPECT_EQ(r.body.find("swordfish"), std::string::npos) << route;
+  }
+  auto data = sse_data("/v1/chat/completions", q.substr(0, q.size() - 1) + R"(,"stream":true})", kB);
+  ASSERT_FALSE(data.empty());
+  Json first(data.front());
+  ASSERT_EQ(first.size("/ragd/sources"), 2u) << data.front();
+  for (const auto& d : data) EXPECT_EQ(d.find("swordfish"), std::string::npos) << d;
+  for (const auto& d : data) EXPECT_EQ(d.find("\"vault\""), std::string::npos) << d;
+}
+
+}  // namespace
+}  // namespace ragd::testing
