@@ -1,5 +1,6 @@
 // Parsing of OpenAI-compatible completion requests.
 #include "openai_encode.h"
+#include "openai_structured.h"
 #include "ragd/pipelines/run_params.h"
 
 namespace ragd::daemon {
@@ -152,6 +153,8 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
     if (Status st = pipelines::find_run_param("retrieval_mode")->set(run, pipelines::ParamValue(std::move(mode))); !st.ok())
       return bad_request("retrieval_mode", st.message());
   }
+  // Structured output: response_format / guided_* (openai_structured.h).
+  if (auto e = parse_structured_output(f, &run); e.failed()) return e;
   // The pipeline (this field or the model's id) and its query are set by the route (openai.cpp).
   return {};
 }

@@ -94,6 +94,13 @@ std::vector<PipelineInfo> ExecutorImpl::pipelines() const {
   return v;
 }
 
+engine::ConstraintCache& ExecutorImpl::constraints() {
+  std::call_once(constraints_once_, [this] {
+    constraints_ = std::make_unique<engine::ConstraintCache>(engine::TokenVocabulary::from_tokenizer(*tok_));
+  });
+  return *constraints_;
+}
+
 Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
   if (stopping_) return Status::Unavailable("executor is stopping");
   if (!sink) return Status::InvalidArgument("submit: no event sink");
@@ -105,6 +112,10 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     spec = &*it;
   }
   RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
+  if (r->res.sampling.constraint) {
+    // Compiled (or found in the cache) now, so that a bad schema is the caller's 400.
+    RAGD_ASSIGN_OR_RETURN(r->constraint, constraints().get(*r->res.sampling.constraint));
+  }
   for (size_t i = 0; i < req.prompt_ids.size(); ++i)
     if (req.prompt_ids[i] < 0 || req.prompt_ids[i] >= tok_->vocab_size())
       return Status::InvalidArgument("prompt token id " + std::to_string(req.prompt_ids[i]) + " at index " + std::to_string(i) +
@@ -380,6 +391,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   for (int32_t t : q.res.sampling.stop_token_ids) stop_ids.push_back(t);
   q.state.emplace(q.prompt, q.res.sampling, *tok_, std::move(stop_ids), max_new);
   q.state->set_extractive(q.res.extractive);
+  q.state->set_constraint(q.constraint);
   q.usage.prompt_tokens = prompt_len;
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);

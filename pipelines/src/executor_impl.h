@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "ragd/common/fair_pool.h"
+#include "ragd/engine/constraint_cache.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/kvstore/engine_io.h"
@@ -140,6 +141,8 @@ class ExecutorImpl final : public Executor,
     std::unique_ptr<IterativeRag> iter;  // iterative pipelines: the unit, from submit on
     // One-shot runs with speculative prefill: the unit, from the first candidates on.
     std::unique_ptr<SpeculativePrefill> spec_prefill;
+    // Structured output: the request's constraint compiled for this tokenizer (null: none).
+    std::shared_ptr<const engine::CompiledConstraint> constraint;
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
@@ -250,6 +253,10 @@ class ExecutorImpl final : public Executor,
   std::vector<PipelineSpec> specs_;
   std::string model_name_;
   std::unique_ptr<PromptBuilder> prompts_;
+  // Structured output: compiled constraints by spec (thread-safe; built on the first constrained run).
+  engine::ConstraintCache& constraints();
+  std::once_flag constraints_once_;
+  std::unique_ptr<engine::ConstraintCache> constraints_;
   std::unique_ptr<Reranker> reranker_;  // used by the retrieval threads (it is thread-safe)
   std::map<std::string, std::unique_ptr<PassageReranker>> cross_encoders_;  // by directory; thread-safe stages
   std::unique_ptr<kvstore::KvStore> store_;

@@ -21,7 +21,7 @@ int32_t RunState::advance(std::span<const float> logits) { return accept(sample(
 
 bool RunState::greedy_pick_suffices() const {
   const engine::SamplingParams& p = sampler_.params();
-  return !extractive_ && p.temperature == 0.0f && !p.has_penalties();
+  return !extractive_ && !constraint_ && p.temperature == 0.0f && !p.has_penalties();
 }
 
 engine::SampleResult RunState::sample(std::span<const float> logits) {
@@ -32,7 +32,17 @@ engine::SampleResult RunState::sample(std::span<const float> logits) {
                          stop_ids_, masked_);
     logits = masked_;
   }
+  if (constraint_) {
+    const engine::TokenMask m = constraint_->mask();
+    return sampler_.sample(logits, tokens_, &m);
+  }
   return sampler_.sample(logits, tokens_);
+}
+
+void RunState::set_constraint(std::shared_ptr<const engine::CompiledConstraint> c) {
+  RAGD_CHECK(generated() == 0) << "set_constraint() after " << generated() << " generated tokens";
+  if (c) constraint_.emplace(std::move(c), stop_ids_);
+  else constraint_.reset();
 }
 
 int32_t RunState::accept(const engine::SampleResult& s) {
@@ -41,6 +51,10 @@ int32_t RunState::accept(const engine::SampleResult& s) {
   const bool is_stop_id = std::find(stop_ids_.begin(), stop_ids_.end(), s.token) != stop_ids_.end();
   std::string text = is_stop_id ? std::string() : decoder_->push(s.token);
   if (is_stop_id) finish_reason_ = "stop";
+  if (constraint_ && !is_stop_id) {
+    RAGD_CHECK(constraint_->accept(s.token)) << "token " << s.token << " was sampled outside the constraint's mask";
+    if (constraint_->complete()) finish_reason_ = "stop";  // nothing can follow a complete value
+  }
   if (!text.empty() && !stop_strings_.empty()) {
     const size_t before = out_text_.size();
     out_text_ += text;
@@ -90,7 +104,8 @@ void RunState::push_event(RunEvent ev) {
 }
 
 RunState::Checkpoint RunState::checkpoint() const {
-  return Checkpoint{tokens_.size(), generated(), sampler_, *decoder_, out_text_, finish_reason_, events_.size()};
+  return Checkpoint{tokens_.size(), generated(), sampler_, *decoder_, out_text_, finish_reason_, events_.size(),
+                    constraint_ ? constraint_->num_accepted() : 0};
 }
 
 void RunState::restore(const Checkpoint& cp) {
@@ -103,6 +118,7 @@ void RunState::restore(const Checkpoint& cp) {
   out_text_ = cp.out_text;
   finish_reason_ = cp.finish_reason;
   events_.resize(cp.events);
+  if (constraint_) constraint_->rollback(cp.constraint_tokens);
 }
 
 bool RunState::release(const EventSink& sink) {

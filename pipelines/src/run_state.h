@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ragd/engine/constraint_matcher.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/executor.h"
@@ -41,6 +42,7 @@ class RunState {
     std::string out_text;     // decoded text seen by the stop-string matcher
     std::string finish_reason;
     size_t events = 0;        // produced events
+    size_t constraint_tokens = 0;  // tokens the constraint matcher had accepted
   };
 
   // prompt: token ids; stop_ids: ids that end the run (EOS unless ignored, stop_token_ids).
@@ -74,8 +76,13 @@ class RunState {
 
   // Extractive answers (extractive.h): every later token is sampled under the prompt-span mask.
   void set_extractive(bool on) { extractive_ = on; }
+  // Structured output (constraint_matcher.h): every later token is sampled under the constraint's
+  // mask, the stop ids only once the output is complete; a complete output that nothing can
+  // continue ends the run ("stop"). Set before the first token.
+  void set_constraint(std::shared_ptr<const engine::CompiledConstraint> c);
+  bool constrained() const { return constraint_.has_value(); }
   // The next token needs only the greedy pick of its logits row (temperature 0, no penalties, no
-  // extractive mask): the engine can return that pick (SeqStep::Logits::kGreedy) instead of the row.
+  // extractive mask, no constraint): the engine can return that pick (SeqStep::Logits::kGreedy) instead of the row.
   bool greedy_pick_suffices() const;
 
   void set_auto_commit(bool on);
@@ -110,6 +117,7 @@ class RunState {
   bool auto_commit_ = true;
   bool extractive_ = false;
   std::vector<float> masked_;  // extractive: the masked copy of a logits row
+  std::optional<engine::ConstraintMatcher> constraint_;
 };
 
 }  // namespace ragd::pipelines

@@ -20,7 +20,10 @@ Result<std::shared_ptr<const CompiledConstraint>> ConstraintCache::get(const Con
   }
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::shared_ptr<const Grammar>> g = compile_grammar(spec);
-  if (!g.ok()) return g.status();
+  if (!g.ok()) {
+    if (spec.origin.empty()) return g.status();
+    return Status(g.status().code(), spec.origin + ": " + g.status().message());
+  }
   auto c = std::make_shared<const CompiledConstraint>(*g, vocab_);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lk(mu_);

@@ -44,34 +44,31 @@ Frag nonneg_range(NfaBuilder& b, int64_t lo, int64_t hi) {
   return alts.size() == 1 ? alts[0] : b.alt(alts);
 }
 
+// A fraction whose last digit is not 0 (so n.f > n): "." [0-9]{0,k-1} [1-9].
 Frag fraction(NfaBuilder& b) {
-  return b.seq({b.literal("."), b.repeat([&]() { return b.byte_range('0', '9'); }, 1, kMaxFractionDigits)});
-}
-
-// Magnitudes m with int part n: n alone when n in [bare_lo, bare_hi], n.fraction when n in
-// [frac_lo, frac_hi]; std::nullopt when none.
-std::optional<Frag> magnitudes(NfaBuilder& b, int64_t bare_lo, int64_t bare_hi, int64_t frac_lo, int64_t frac_hi) {
-  std::vector<Frag> alts;
-  if (bare_lo <= bare_hi) alts.push_back(nonneg_range(b, bare_lo, bare_hi));
-  if (frac_lo <= frac_hi) alts.push_back(b.seq({nonneg_range(b, frac_lo, frac_hi), fraction(b)}));
-  if (alts.empty()) return std::nullopt;
-  return alts.size() == 1 ? alts[0] : b.alt(alts);
+  return b.seq({b.literal("."), b.repeat([&]() { return b.byte_range('0', '9'); }, 0, kMaxFractionDigits - 1),
+                b.byte_range('1', '9')});
 }
 
 int64_t clamp_floor(double v) { return static_cast<int64_t>(std::floor(std::clamp(v, -1e15, 1e15))); }
 int64_t clamp_ceil(double v) { return static_cast<int64_t>(std::ceil(std::clamp(v, -1e15, 1e15))); }
 
-// Magnitudes in the interval from a (exclusive or not) to z (exclusive or not), 0 <= a <= z, with
-// an integer part of at least min_int.
-std::optional<Frag> magnitude_interval(NfaBuilder& b, double a, bool a_excl, double z, bool z_excl, int64_t min_int,
+// Magnitudes in the interval from a (exclusive or not) to z (exclusive or not), 0 <= a <= z:
+// integers n (n >= bare_min), and unless `integer` n.f with a non-zero fraction. Sound bounds:
+//   n alone: n >= a (n > a when exclusive), n <= z (n < z when exclusive);
+//   n.f:     n >= a when a is an integer (n.f > n >= a), else n >= ceil(a); n + 1 <= z.
+std::optional<Frag> magnitude_interval(NfaBuilder& b, double a, bool a_excl, double z, bool z_excl, int64_t bare_min,
                                        bool integer) {
   const bool a_int = std::floor(a) == a, z_int = std::floor(z) == z;
-  int64_t lo = a_int && a_excl ? clamp_floor(a) + 1 : clamp_ceil(a);
-  lo = std::max(lo, min_int);
+  const int64_t bare_lo = std::max(a_int && a_excl ? clamp_floor(a) + 1 : clamp_ceil(a), bare_min);
   const int64_t bare_hi = std::min(z_int && z_excl ? clamp_floor(z) - 1 : clamp_floor(z), kMaxMagnitude);
-  // n.f < n + 1 <= z: n <= floor(z) - 1 (whether z is exclusive or not).
+  const int64_t frac_lo = clamp_ceil(a);
   const int64_t frac_hi = integer ? -1 : std::min(clamp_floor(z) - 1, kMaxMagnitude);
-  return magnitudes(b, lo, bare_hi, lo, frac_hi);
+  std::vector<Frag> alts;
+  if (bare_lo <= bare_hi) alts.push_back(nonneg_range(b, bare_lo, bare_hi));
+  if (frac_lo <= frac_hi) alts.push_back(b.seq({nonneg_range(b, frac_lo, frac_hi), fraction(b)}));
+  if (alts.empty()) return std::nullopt;
+  return alts.size() == 1 ? alts[0] : b.alt(alts);
 }
 
 }  // namespace
@@ -98,7 +95,7 @@ Frag emit_number(NfaBuilder& b, const NumberBounds& nb, bool integer) {
     const bool a_excl = lo >= 0 && lo_excl;
     if (auto f = magnitude_interval(b, std::max(lo, 0.0), a_excl, hi, hi_excl, 0, integer)) alts.push_back(*f);
   }
-  // Negative values -m: m in (max(-hi, 0), -lo], integer part >= 1 (no "-0", no "-0.5").
+  // Negative values -m: m in (max(-hi, 0), -lo]; never "-0" (an integer part 0 only with a fraction).
   if (lo < 0) {
     const double a = hi < 0 ? -hi : 0.0;
     const bool a_excl = hi < 0 ? hi_excl : true;

@@ -1,6 +1,6 @@
 // JSON numbers within bounds, as NFA fragments. Integers are written without leading zeros and
-// never as "-0"; numbers get an optional fraction of 1..kMaxFractionDigits digits and never an
-// exponent. Bounds are clamped to ±kMaxMagnitude, so every number output is bounded in length.
+// never as "-0"; numbers get an optional fraction of 1..kMaxFractionDigits digits whose last digit
+// is not 0, and never an exponent. Bounds are clamped to ±kMaxMagnitude, so every number output is bounded in length.
 // The sets are sound, not complete: every output lies within the bounds, but a number type with
 // non-integer bounds may lose values near them (e.g. maximum 2.5 allows up to 1.999999 and 2).
 // Thread-safety: pure functions.

@@ -21,6 +21,8 @@ struct Re {
 const CodePointSet kDigit = {{'0', '9'}};
 const CodePointSet kWord = normalize({{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}});
 const CodePointSet kSpace = normalize({{'\t', '\r'}, {' ', ' '}});  // \t \n \v \f \r and space
+// What Python's \s matches within ASCII (also the separators \x1c-\x1f): complements leave it out.
+const CodePointSet kSpaceWide = normalize({{'\t', '\r'}, {0x1C, 0x1F}, {' ', ' '}});
 const CodePointSet kAscii = {{0, 0x7F}};
 
 class Parser {
@@ -130,7 +132,7 @@ class Parser {
       case 's': mark(); return set_of(kSpace);
       case 'D': mark(); return set_of(intersect(complement(kDigit), kAscii));
       case 'W': mark(); return set_of(intersect(complement(kWord), kAscii));
-      case 'S': mark(); return set_of(intersect(complement(kSpace), kAscii));
+      case 'S': mark(); return set_of(intersect(complement(kSpaceWide), kAscii));
       case 'n': return set_of({{'\n', '\n'}});
       case 't': return set_of({{'\t', '\t'}});
       case 'r': return set_of({{'\r', '\r'}});
@@ -195,9 +197,10 @@ class Parser {
       s = unite(std::move(s), item);
     }
     if (!negate) return s;
-    CodePointSet c = complement(s);
-    // Python's \d \w \s are wider than ours: their complement within ASCII is a subset of Python's.
-    return shorthand ? intersect(c, kAscii) : c;
+    // Python's \d \w \s are wider than ours: their complement within ASCII (without the separators
+    // Python's \s also matches) is a subset of Python's.
+    if (shorthand) return intersect(complement(unite(s, kSpaceWide)), kAscii);
+    return complement(s);
   }
 
   int number() {

@@ -22,6 +22,9 @@ struct ConstraintSpec {
   // JSON kinds: whitespace bytes (space, \n, \t) allowed between two JSON tokens. 0 (default) =
   // compact output; a bounded schema then has a bounded output.
   int max_whitespace = 0;
+  // Where the spec came from ("response_format.json_schema.schema"): prefixes compile errors. Not
+  // part of the cache key.
+  std::string origin;
 
   // A key that identifies the spec for caching (every field, length-prefixed).
   std::string cache_key() const {
