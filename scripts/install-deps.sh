@@ -18,7 +18,7 @@ PKGS=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libxxhash-dev libpcre2-dev
   libgumbo-dev libpoppler-cpp-dev poppler-utils libopenmpi-dev openmpi-bin wrk python3 curl
   redis-server libhiredis-dev libzmq3-dev cppzmq-dev libssl-dev libxapian-dev haproxy python3-zmq python3-msgpack libicu-dev
-  python3-jinja2
+  python3-jinja2 python3-jsonschema
 )
 
 if [[ "${1:-}" == "--browser" ]]; then PKGS+=(chromium); fi
