@@ -18,6 +18,12 @@
 // measures Corpus::search unscoped and scoped to the query document's tenant.
 //   --tenant-types "Flat;IVF1024,Flat;HNSW32" picks the types of the tenant comparison.
 //
+// The corpus part's rows: a type as in --types, searched in --mode (dense by default, the
+// vector index alone; lexical or hybrid search the BM25 index too); a type suffixed "/nolexical"
+// (e.g. "Flat/nolexical") is a corpus that keeps no lexical index (CorpusOptions::lexical_index
+// off), the ingest baseline of the lexical index's cost measured in the same run. Each row reports
+// the data directory's size on disk and the process's resident memory after the queries.
+//
 // Without --tokenizer a built-in word tokenizer (one token per word / punctuation byte) chunks
 // the text; with one, the engine's tokenizer does. Documents are synthetic: topic vocabularies of
 // pseudo-words, seeded, so runs are repeatable.
@@ -332,12 +338,25 @@ double pct(std::vector<double> v, double p) {
 
 }  // namespace
 
+// The process's resident set (VmRSS), MB; 0 when /proc is not there.
+double resident_mb() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::atof(line + 6);
+  std::fclose(f);
+  return kb / 1024.0;
+}
+
 int main(int argc, char** argv) {
   size_t target_chunks = 100000, nq = 1000, vectors = 100000;
   int chunk_tokens = 64, threads = 1, vdim = 128;
   std::string types = "Flat;faiss-Flat;IVF1024,Flat;HNSW32", tokenizer_path, dir = "/tmp/ragd-retrieval-bench";
   int tenants = 0;
   std::string tenant_types = "Flat;IVF1024,Flat;HNSW32";
+  RetrievalMode mode = RetrievalMode::kDense;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--chunks") target_chunks = std::stoul(argv[i + 1]);
@@ -351,7 +370,11 @@ int main(int argc, char** argv) {
     else if (a == "--vector-dim") vdim = std::stoi(argv[i + 1]);
     else if (a == "--tenants") tenants = std::stoi(argv[i + 1]);
     else if (a == "--tenant-types") tenant_types = argv[i + 1];
-    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    else if (a == "--mode") {
+      auto m = parse_enum<RetrievalMode>(argv[i + 1]);
+      if (!m.ok() || *m == RetrievalMode::kAuto) { std::fprintf(stderr, "--mode: dense, lexical or hybrid\n"); return 2; }
+      mode = *m;
+    } else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   if (tenants < 0 || tenants > 200) { std::fprintf(stderr, "--tenants must be in [0, 200]\n"); return 2; }
   if (vectors > 0 && !types.empty()) vector_section(vectors, vdim, nq, types, threads);
@@ -396,8 +419,9 @@ int main(int argc, char** argv) {
   for (const auto& d : docs) text_bytes += d.text.size();
   std::printf("corpus: %zu documents, %.1f MB of text, chunk_tokens %d, %zu queries\n", docs.size(),
               static_cast<double>(text_bytes) / 1e6, chunk_tokens, nq);
-  std::printf("%-14s %9s %10s %11s %10s %10s %10s %9s\n", "index", "chunks", "ingest MB/s", "chunks/s", "q p50 ms",
-              "q p99 ms", "q mean ms", "recall@10");
+  std::printf("queries: %s search\n", std::string(enum_name(mode)).c_str());
+  std::printf("%-16s %9s %10s %11s %10s %10s %10s %9s %8s %8s\n", "index", "chunks", "ingest MB/s", "chunks/s", "q p50 ms",
+              "q p99 ms", "q mean ms", "recall@10", "disk MB", "RSS MB");
   std::map<std::string, std::vector<std::vector<uint64_t>>> results;
   size_t pos = 0;
   while (pos <= types.size()) {
@@ -405,14 +429,23 @@ int main(int argc, char** argv) {
     std::string spec = types.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
     pos = semi == std::string::npos ? types.size() + 1 : semi + 1;
     if (spec.empty() || spec == "faiss-Flat") continue;  // a bare-index baseline only
-    std::string d = dir + "/" + spec;
+    const std::string row = spec;
+    const std::string kNoLexical = "/nolexical";
+    const bool no_lexical = spec.size() > kNoLexical.size() && spec.ends_with(kNoLexical);
+    if (no_lexical) spec.resize(spec.size() - kNoLexical.size());
+    if (no_lexical && mode != RetrievalMode::kDense) {
+      std::fprintf(stderr, "%s: a corpus without a lexical index answers only dense searches\n", row.c_str());
+      return 2;
+    }
+    std::string d = dir + "/" + spec + (no_lexical ? "-nolexical" : "");
     std::filesystem::remove_all(d);
     CorpusOptions o;
     o.chunker.chunk_tokens = chunk_tokens;
     o.index_spec = spec;
-    // The index types are compared by their vector searches (a corpus's auto mode would search
-    // the lexical index with the hashing embedder).
-    o.mode = RetrievalMode::kDense;
+    o.lexical_index = !no_lexical;
+    // By default the index types are compared by their vector searches (a corpus's auto mode
+    // would search the lexical index with the hashing embedder).
+    o.mode = mode;
     o.index.omp_threads = threads;
     o.index_save_every_chunks = 1ull << 40;  // one save at the end, timed with the ingest
     o.index_save_interval_s = 1e9;
@@ -439,7 +472,7 @@ int main(int argc, char** argv) {
       ids.push_back(std::move(v));
     }
     double recall = 1.0;
-    if (results.count("Flat")) {
+    if (results.count("Flat") && row != "Flat") {
       size_t hit = 0, tot = 0;
       const auto& ref = results["Flat"];
       for (size_t q = 0; q < ids.size(); ++q) {
@@ -463,15 +496,19 @@ int main(int argc, char** argv) {
     double mean = 0;
     for (double l : lat) mean += l;
     mean /= static_cast<double>(lat.size());
-    std::printf("%-14s %9llu %10.2f %11.0f %10.3f %10.3f %10.3f %9s\n", spec.c_str(),
+    uintmax_t disk = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(d))
+      if (e.is_regular_file()) disk += e.file_size();
+    std::printf("%-16s %9llu %10.2f %11.0f %10.3f %10.3f %10.3f %9s %8.1f %8.0f\n", row.c_str(),
                 static_cast<unsigned long long>(stats.chunks), static_cast<double>(text_bytes) / 1e6 / ingest_s,
                 static_cast<double>(stats.chunks) / ingest_s, pct(lat, 0.5), pct(lat, 0.99), mean,
-                spec == "Flat" ? "(ref)" : std::to_string(recall).substr(0, 6).c_str());
+                row == "Flat" ? "(ref)" : std::to_string(recall).substr(0, 6).c_str(), static_cast<double>(disk) / 1e6,
+                resident_mb());
     if (tenants > 0)
-      std::printf("%-14s scoped to one of %d tenants: q p50 %.3f ms, q p99 %.3f ms\n", spec.c_str(), tenants,
+      std::printf("%-16s scoped to one of %d tenants: q p50 %.3f ms, q p99 %.3f ms\n", row.c_str(), tenants,
                   pct(scoped_lat, 0.5), pct(scoped_lat, 0.99));
     std::fflush(stdout);
-    results[spec] = std::move(ids);
+    results[row] = std::move(ids);
   }
   std::filesystem::remove_all(dir);
   return 0;

@@ -158,6 +158,37 @@ class OwnerFilter final : public IdFilter {
   uint32_t tenant_;
 };
 
+// Adds a batch's fresh chunks to the lexical index on its own thread (LexicalIndex is internally
+// synchronised). Unless keep() is called (the batch is durable), the destructor waits for the
+// thread and takes the chunks out again. Not thread-safe: owned by one ingest call.
+class LexicalWriter {
+ public:
+  LexicalWriter(LexicalIndex& index, std::span<const LexicalDoc> docs)
+      : index_(index), thread_([this, docs] { status_ = index_.add(docs, /*fresh=*/true); }) {
+    ids_.reserve(docs.size());
+    for (const LexicalDoc& d : docs) ids_.push_back(d.chunk_id);
+  }
+  LexicalWriter(const LexicalWriter&) = delete;
+  LexicalWriter& operator=(const LexicalWriter&) = delete;
+  ~LexicalWriter() {
+    (void)wait();
+    if (!kept_) (void)index_.remove(ids_);
+  }
+  void keep() { kept_ = true; }
+  // Waits for the thread; its status.
+  Status wait() {
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+
+ private:
+  LexicalIndex& index_;
+  std::vector<uint64_t> ids_;
+  Status status_ = Status::OK();
+  bool kept_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+
 }  // namespace
 
 struct Corpus::Impl {
@@ -279,7 +310,7 @@ struct Corpus::Impl {
     if (opts.read_only && !replica) {
       // Beside a writer: its committed index when that covers the store, else one in memory.
       auto ro = LexicalIndex::open_read_only(lexical_path());
-      if (ro.ok() && (*ro)->committed_seq() == store->seq()) {
+      if (ro.ok() && (*ro)->committed_seq() == store->seq() && (*ro)->format_current()) {
         lexical = std::move(ro).value();
         return Status::OK();
       }
@@ -288,6 +319,20 @@ struct Corpus::Impl {
     }
     RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open(lexical_path()));
     lexical_on_disk = true;
+    if (!lexical->format_current()) {
+      // Written by an older term scheme: its terms would not match this build's queries.
+      log::retrieval()->info("{}: lexical index written by an older term scheme; rebuilding it from the document store",
+                             lexical_path());
+      lexical.reset();
+      std::error_code ec;
+      fs::remove_all(lexical_path(), ec);
+      if (ec) return Status::IOError("removing " + lexical_path() + ": " + ec.message());
+      RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open(lexical_path()));
+      RAGD_RETURN_IF_ERROR(lexical_rebuild());
+      RAGD_RETURN_IF_ERROR(lexical->commit(store->seq()));
+      lexical_seq = store->seq();
+      return Status::OK();
+    }
     const uint64_t from = lexical->committed_seq();
     if (from == 0 && lexical->size() == 0 && store->num_chunks() > 0)
       log::retrieval()->info("{}: no lexical index yet; building it from the document store", lexical_path());
@@ -413,7 +458,7 @@ struct Corpus::Impl {
   // searched state the committed one (and the lexical index durable with the store). A failed
   // commit is logged: the store is the truth, and the next open replays its log.
   void commit_lexical_locked() {
-    if (!lexical_on_disk) return;
+    if (!lexical || !lexical_on_disk) return;
     Status st = lexical->commit(lexical_seq);
     if (!st.ok()) log::retrieval()->error("committing the lexical index: {}", st.to_string());
   }
@@ -558,7 +603,7 @@ struct Corpus::Impl {
     }
     RAGD_ASSIGN_OR_RETURN(bool contiguous, follow_log_locked());
     // The lexical copy follows on its own: the log after what it covers, or a rebuild.
-    RAGD_RETURN_IF_ERROR(lexical_catch_up(lexical_seq));
+    if (lexical) RAGD_RETURN_IF_ERROR(lexical_catch_up(lexical_seq));
     if (contiguous) {
       log_gaps = 0;
       return Status::OK();
@@ -747,7 +792,7 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     }
   }
   if (rebuild) RAGD_RETURN_IF_ERROR(m->rebuild_index());
-  RAGD_RETURN_IF_ERROR(m->open_lexical());
+  if (opts.lexical_index) RAGD_RETURN_IF_ERROR(m->open_lexical());
   if (!m->opts.read_only) {
     std::lock_guard lk(m->write_mu);
     RAGD_RETURN_IF_ERROR(m->maybe_save_locked());
@@ -878,27 +923,6 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   }
   if (mut.put_documents.empty()) return sum;
 
-  // Embed outside any index lock; searches go on meanwhile. The title is embedded with every
-  // chunk: it often names the topic that the chunk's own sentences only imply.
-  const size_t dim = static_cast<size_t>(m.embedder->dim());
-  std::vector<float> vecs;
-  for (size_t b = 0; b < new_chunks.size(); b += m.opts.embed_batch) {
-    size_t e = std::min(new_chunks.size(), b + m.opts.embed_batch);
-    std::vector<std::string_view> texts;
-    for (size_t i = b; i < e; ++i) texts.push_back(embed_texts[i]);
-    RAGD_RETURN_IF_ERROR(m.embedder->embed(texts, &vecs));
-    for (size_t i = b; i < e; ++i) new_chunks[i].vector.assign(vecs.begin() + (i - b) * dim, vecs.begin() + (i - b + 1) * dim);
-  }
-  std::vector<uint64_t> add_ids;
-  std::vector<float> add_vecs;
-  add_ids.reserve(new_chunks.size());
-  add_vecs.reserve(new_chunks.size() * dim);
-  for (const auto& c : new_chunks) {
-    add_ids.push_back(c.chunk.id);
-    add_vecs.insert(add_vecs.end(), c.vector.begin(), c.vector.end());
-  }
-  sum.chunks_added = new_chunks.size();
-  sum.chunks_removed = removed_ids.size();
   // The lexical entries: owner and title per chunk, from the documents of this call.
   std::unordered_map<std::string, const StoredDocument*> doc_of;
   std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> fields_of;
@@ -921,23 +945,75 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   for (size_t i = 0; i < new_chunks.size(); ++i)
     lex.push_back({new_chunks[i].chunk.id, lex_strings[4 * i], lex_strings[4 * i + 1], lex_strings[4 * i + 2],
                    lex_strings[4 * i + 3], fields_of.at(new_chunks[i].chunk.doc_id)});
+  // The lexical entries are written on a second thread while this one embeds and stores the
+  // batch: Xapian's indexing is as costly as the rest of ingest, and the two overlap on two cores.
+  // Entries written before the store batch is durable can be met by a search, which drops them
+  // (hits are resolved against the store); if the batch is not stored they are taken out again.
+  // They are committed (with the removals of replaced chunks) only once the batch is durable.
+  std::optional<LexicalWriter> lex_writer;
+  if (m.lexical) lex_writer.emplace(*m.lexical, lex);
+  // Embed outside any index lock; searches go on meanwhile. The title is embedded with every
+  // chunk: it often names the topic that the chunk's own sentences only imply.
+  const size_t dim = static_cast<size_t>(m.embedder->dim());
+  std::vector<float> vecs;
+  for (size_t b = 0; b < new_chunks.size(); b += m.opts.embed_batch) {
+    size_t e = std::min(new_chunks.size(), b + m.opts.embed_batch);
+    std::vector<std::string_view> texts;
+    for (size_t i = b; i < e; ++i) texts.push_back(embed_texts[i]);
+    RAGD_RETURN_IF_ERROR(m.embedder->embed(texts, &vecs));
+    for (size_t i = b; i < e; ++i) new_chunks[i].vector.assign(vecs.begin() + (i - b) * dim, vecs.begin() + (i - b + 1) * dim);
+  }
+  sum.chunks_added = new_chunks.size();
+  sum.chunks_removed = removed_ids.size();
+  std::vector<uint64_t> add_ids;
+  std::vector<float> add_vecs;
+  add_ids.reserve(new_chunks.size());
+  add_vecs.reserve(new_chunks.size() * dim);
+  for (const auto& c : new_chunks) {
+    add_ids.push_back(c.chunk.id);
+    add_vecs.insert(add_vecs.end(), c.vector.begin(), c.vector.end());
+  }
+  sum.chunks_added = new_chunks.size();
+  sum.chunks_removed = removed_ids.size();
   mut.put_chunks = std::move(new_chunks);
   mut.delete_chunks = removed_ids;
   RAGD_ASSIGN_OR_RETURN(sum.seq, m.store->apply(std::move(mut)));  // durable from here on
+  if (lex_writer) lex_writer->keep();
   // The index follows the store; if this fails the next open replays the store's log. Owners
   // are known before the vectors become searchable.
   RAGD_RETURN_IF_ERROR(m.index->remove(removed_ids).status());
   m.clear_owner(removed_ids);
   for (const auto& [tenant, ids] : owned) m.set_owner(ids, tenant);
   RAGD_RETURN_IF_ERROR(m.index->add(add_ids, add_vecs));
-  RAGD_RETURN_IF_ERROR(m.lexical->remove(removed_ids));
-  RAGD_RETURN_IF_ERROR(m.lexical->add(lex, /*fresh=*/true));  // ids just reserved: never indexed
-  m.lexical_seq = sum.seq;
+  if (lex_writer) {
+    RAGD_RETURN_IF_ERROR(lex_writer->wait());
+    RAGD_RETURN_IF_ERROR(m.lexical->remove(removed_ids));
+    m.lexical_seq = sum.seq;
+  }
   m.commit_lexical_locked();
   m.changes_since_save += add_ids.size() + removed_ids.size();
   Status st = m.maybe_save_locked();
   if (!st.ok()) log::retrieval()->error("saving the vector index: {}", st.to_string());
   return sum;
+}
+
+Status Corpus::reindex() {
+  Impl& m = *impl_;
+  if (m.opts.read_only) return m.read_only_error();
+  std::lock_guard lk(m.write_mu);
+  RAGD_ASSIGN_OR_RETURN(std::shared_ptr<VectorIndex> fresh, m.index_from_store());
+  {
+    std::unique_lock ol(m.owner_mu);
+    m.index = std::move(fresh);
+  }
+  if (m.lexical) {
+    RAGD_RETURN_IF_ERROR(m.lexical_rebuild());
+    m.lexical_seq = m.store->seq();
+  }
+  RAGD_RETURN_IF_ERROR(m.save_locked());
+  log::retrieval()->info("reindexed {}: {} vectors, {} lexical entries", m.dir, m.index->size(),
+                         m.lexical ? m.lexical->size() : 0);
+  return Status::OK();
 }
 
 Result<std::optional<DocumentInfo>> Corpus::get_document(const std::string& id) const {
@@ -974,9 +1050,11 @@ Result<bool> Corpus::remove_document(const std::string& id, const std::string& t
   mut.delete_chunks = d->chunk_ids;
   RAGD_RETURN_IF_ERROR(m.store->apply(std::move(mut)).status());
   RAGD_RETURN_IF_ERROR(m.index->remove(d->chunk_ids).status());
-  RAGD_RETURN_IF_ERROR(m.lexical->remove(d->chunk_ids));
-  m.lexical_seq = m.store->seq();
-  m.commit_lexical_locked();
+  if (m.lexical) {
+    RAGD_RETURN_IF_ERROR(m.lexical->remove(d->chunk_ids));
+    m.lexical_seq = m.store->seq();
+    m.commit_lexical_locked();
+  }
   m.clear_owner(d->chunk_ids);
   m.changes_since_save += d->chunk_ids.size();
   Status st = m.maybe_save_locked();
@@ -997,6 +1075,10 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   if (queries.empty()) return std::vector<std::vector<Hit>>{};
   Impl& m = *impl_;
   const RetrievalMode mode = params.mode != RetrievalMode::kAuto ? params.mode : default_mode();
+  const bool filtered = params.metadata && !params.metadata->empty();
+  if (!m.lexical && (mode != RetrievalMode::kDense || filtered))
+    return Status::FailedPrecondition(std::string("search: this corpus keeps no lexical index (lexical_index = false): ") +
+                                      (filtered ? "metadata filters need it" : "lexical and hybrid search need it"));
   for (const auto& text : queries) {
     if (text.empty()) return Status::InvalidArgument("search: empty query");
     if (size_t bad = find_invalid_utf8(text); bad != std::string::npos)
@@ -1004,7 +1086,6 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   }
   // Each list is as long as the fusion looks (hybrid) or as the caller asked.
   const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates) : k;
-  const bool filtered = params.metadata && !params.metadata->empty();
   std::optional<std::vector<std::string>> owners;  // the lexical index's owner terms of the scope
   if (!scope.is_everything()) {
     owners.emplace(1, std::string());  // the shared chunks
@@ -1076,6 +1157,7 @@ std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std:
 }
 
 RetrievalMode Corpus::default_mode() const {
+  if (!impl_->lexical) return RetrievalMode::kDense;
   if (impl_->opts.mode != RetrievalMode::kAuto) return impl_->opts.mode;
   return impl_->embedder->identity().rfind("hashing", 0) == 0 ? RetrievalMode::kLexical : RetrievalMode::kHybrid;
 }
@@ -1148,6 +1230,7 @@ Status Corpus::check_consistency() const {
                                "' is missing from the vector index");
       return false;
     }
+    if (!m.lexical) return true;
     Result<bool> in_lexical = m.lexical->contains(c.chunk.id);
     if (!in_lexical.ok() || !*in_lexical) {
       bad = in_lexical.ok() ? Status::Corruption("chunk " + std::to_string(c.chunk.id) + " of document '" +
@@ -1163,7 +1246,7 @@ Status Corpus::check_consistency() const {
   if (index->size() != chunks)
     return Status::Corruption("vector index holds " + std::to_string(index->size()) + " vectors, store has " +
                               std::to_string(chunks) + " chunks");
-  if (m.lexical->size() != chunks)
+  if (m.lexical && m.lexical->size() != chunks)
     return Status::Corruption("lexical index holds " + std::to_string(m.lexical->size()) + " chunks, store has " +
                               std::to_string(chunks));
   if (m.store->num_chunks() != chunks || m.store->num_documents() != docs)

@@ -26,6 +26,11 @@ constexpr const char* kStopwords[] = {
     "need", "way", "get", "use", "using", "there's", "what's", "how's", "let", "tell", "please", "explain"};
 
 constexpr const char* kSeqKey = "ragd_seq";
+// The term scheme's version: 2 = STEM_ALL english, no positions, title x2, section x1. An index
+// without the key was written by version 1 (STEM_SOME).
+constexpr const char* kTermsKey = "ragd_terms";
+constexpr const char* kTermsVersion = "2";
+constexpr size_t kAddSlice = 256;  // chunks added per lock hold
 constexpr const char* kOwnerPrefix = "XO";
 constexpr unsigned kTitleWeight = 2;    // wdf per title word
 // wdf per section-heading word: the heading is also the first paragraph of its section's first
@@ -90,7 +95,7 @@ struct LexicalIndex::Impl {
   Impl() {
     tg.set_stemmer(stem);
     tg.set_stopper(&stopper);
-    tg.set_stemming_strategy(Xapian::TermGenerator::STEM_SOME);
+    tg.set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
     tg.set_stopper_strategy(Xapian::TermGenerator::STOP_ALL);
   }
   const Xapian::Database& db() const { return wdb ? static_cast<const Xapian::Database&>(*wdb) : *rdb; }
@@ -139,6 +144,12 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_memory() {
 }
 
 Status LexicalIndex::add(std::span<const LexicalDoc> docs, bool fresh) {
+  for (size_t b = 0; b < docs.size(); b += kAddSlice)
+    RAGD_RETURN_IF_ERROR(add_slice(docs.subspan(b, std::min(kAddSlice, docs.size() - b)), fresh));
+  return Status::OK();
+}
+
+Status LexicalIndex::add_slice(std::span<const LexicalDoc> docs, bool fresh) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> l(m.mu);
   if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
@@ -203,6 +214,7 @@ Status LexicalIndex::commit(uint64_t seq) {
   if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
   try {
     m.wdb->set_metadata(kSeqKey, std::to_string(seq));
+    m.wdb->set_metadata(kTermsKey, kTermsVersion);
     m.wdb->commit();
     m.seq = seq;
   } catch (const Xapian::Error& e) {
@@ -219,6 +231,12 @@ uint64_t LexicalIndex::committed_seq() const {
 uint64_t LexicalIndex::size() const {
   std::lock_guard<std::mutex> l(impl_->mu);
   return impl_->db().get_doccount();
+}
+
+bool LexicalIndex::format_current() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  const Xapian::Database& db = impl_->db();
+  return db.get_doccount() == 0 || db.get_metadata(kTermsKey) == kTermsVersion;
 }
 
 Result<bool> LexicalIndex::contains(uint64_t id) const {
@@ -241,7 +259,7 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
     Xapian::QueryParser qp;
     qp.set_stemmer(m.stem);
     qp.set_stopper(&m.stopper);
-    qp.set_stemming_strategy(Xapian::QueryParser::STEM_SOME);
+    qp.set_stemming_strategy(Xapian::QueryParser::STEM_ALL);
     qp.set_default_op(Xapian::Query::OP_OR);
     qp.set_database(m.db());
     const std::string q(query);

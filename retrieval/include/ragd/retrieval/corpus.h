@@ -94,6 +94,10 @@ struct CorpusOptions {
   // only lowered every fused ranking measured (docs/benchmarks.md, retrieval quality).
   RetrievalMode mode = RetrievalMode::kAuto;
   HybridOptions hybrid;
+  // Keep the lexical (BM25) index. Off: a dense-only corpus — ingest about half the work, no
+  // lexical or hybrid search and no metadata filters (both answer FailedPrecondition); a lexical
+  // index left in the directory is brought up to date when a later open turns it back on.
+  bool lexical_index = true;
 };
 
 // The message of every write refused by a replica.
@@ -239,6 +243,10 @@ class Corpus {
 
   // Writes index.faiss now (atomic) and drops the replay log it covers.
   Status save_index();
+  // Rebuilds both indexes from the document store (the vector index from the stored embeddings,
+  // the lexical index from the stored chunks) and saves them: after an upgrade, or when either is
+  // suspect. Writers only; searches meanwhile may miss chunks of the lexical index.
+  Status reindex();
   // Full cross-check: every document's chunks exist and point back to it, every chunk belongs to
   // a document that lists it, both indexes hold exactly the stored chunk ids, counters match.
   Status check_consistency() const;

@@ -1,0 +1,174 @@
+// Rebuilding a corpus's indexes from its store: Corpus::reindex, the lexical index of an older term
+// scheme rebuilt at open, and a corpus that keeps no lexical index (CorpusOptions::lexical_index).
+#include "ragd/retrieval/corpus.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include <xapian.h>
+
+#include "test_util.h"
+
+namespace ragd::retrieval {
+namespace {
+
+using testing::TempDir;
+
+struct Words {
+  std::vector<std::string> vocab = testing::make_vocabulary(3000, 17);
+  std::shared_ptr<testing::WordTokenizer> tok = std::make_shared<testing::WordTokenizer>(vocab);
+  std::vector<std::string> common{vocab.begin(), vocab.begin() + 200};
+
+  std::vector<Document> docs(size_t n, uint64_t seed) const {
+    std::mt19937_64 rng(seed);
+    std::vector<Document> out;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t base = 200 + (i * 37) % (vocab.size() - 240);
+      std::vector<std::string> topic(vocab.begin() + static_cast<long>(base), vocab.begin() + static_cast<long>(base + 37));
+      Document d;
+      d.id = "d" + std::to_string(seed) + "-" + std::to_string(i);
+      d.title = topic[0] + " " + topic[1];
+      d.text = testing::make_text(rng, topic, common, 2 + static_cast<int>(rng() % 3));
+      d.metadata = {{"n", std::to_string(i % 5)}};
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+};
+
+CorpusOptions opts() {
+  CorpusOptions o;
+  o.chunker.chunk_tokens = 48;
+  return o;
+}
+
+// Chunk ids of every search (lexical and dense, one per document title), in order.
+std::vector<std::vector<uint64_t>> rankings(const Corpus& c, const std::vector<Document>& docs, RetrievalMode mode) {
+  SearchParams p;
+  p.mode = mode;
+  std::vector<std::vector<uint64_t>> out;
+  for (const Document& d : docs) {
+    auto hits = c.search(d.title, 7, ReadScope::everything(), p);
+    EXPECT_TRUE(hits.ok()) << hits.status().to_string();
+    std::vector<uint64_t> ids;
+    if (hits.ok())
+      for (const Hit& h : *hits) ids.push_back(h.chunk.id);
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+TEST(CorpusReindex, RebuildsBothIndexesThatThenRankAsBefore) {
+  Words w;
+  TempDir dir;
+  const auto docs = w.docs(61, 3);
+  auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  ASSERT_TRUE(c->ingest(docs).ok());
+  ASSERT_TRUE(c->remove_document(docs[4].id).ok());  // a hole in the chunk ids
+  const auto lexical = rankings(*c, docs, RetrievalMode::kLexical);
+  const auto dense = rankings(*c, docs, RetrievalMode::kDense);
+  size_t found = 0;
+  for (const auto& r : lexical) found += !r.empty();
+  EXPECT_GE(found, docs.size() - 1);
+  ASSERT_TRUE(c->reindex().ok());
+  EXPECT_TRUE(c->check_consistency().ok());
+  EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
+  EXPECT_EQ(rankings(*c, docs, RetrievalMode::kDense), dense);
+  // And after a reopen (what reindex saved).
+  c.reset();
+  c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());
+  EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
+}
+
+TEST(CorpusReindex, ReadOnlyCorpusRefusesIt) {
+  Words w;
+  TempDir dir;
+  { ASSERT_TRUE(std::move(Corpus::open(dir.path(), opts(), w.tok)).value()->ingest(w.docs(5, 1)).ok()); }
+  CorpusOptions ro = opts();
+  ro.read_only = true;
+  auto c = std::move(Corpus::open(dir.path(), ro, w.tok)).value();
+  EXPECT_FALSE(c->reindex().ok());
+}
+
+// A lexical index written by another term scheme (an older release) does not match this build's
+// queries: the open rebuilds it from the store, whatever else it held.
+TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
+  Words w;
+  TempDir dir;
+  const auto docs = w.docs(23, 5);
+  std::vector<std::vector<uint64_t>> lexical;
+  {
+    auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+    ASSERT_TRUE(c->ingest(docs).ok());
+    lexical = rankings(*c, docs, RetrievalMode::kLexical);
+  }
+  {
+    Xapian::WritableDatabase db(dir / "lexical", Xapian::DB_OPEN);
+    EXPECT_EQ(db.get_metadata("ragd_terms"), "2");
+    Xapian::Document stale;
+    stale.add_term("stalestaleword");
+    stale.add_boolean_term("Q999999");
+    stale.add_boolean_term("XO");
+    stale.set_data("999999");
+    db.add_document(stale);
+    db.set_metadata("ragd_terms", "1");
+    db.commit();
+  }
+  auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());  // the stale entry is gone: sizes agree
+  EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
+  c.reset();
+  Xapian::Database db(dir / "lexical");
+  EXPECT_EQ(db.get_metadata("ragd_terms"), "2");
+  EXPECT_FALSE(db.term_exists("stalestaleword"));
+}
+
+TEST(CorpusReindex, CorpusWithoutLexicalIndexSearchesDenseAndSaysWhatItLacks) {
+  Words w;
+  TempDir dir;
+  const auto docs = w.docs(17, 9);
+  CorpusOptions dense_only = opts();
+  dense_only.lexical_index = false;
+  {
+    auto c = std::move(Corpus::open(dir.path(), dense_only, w.tok)).value();
+    ASSERT_TRUE(c->ingest(docs).ok());
+    EXPECT_EQ(c->default_mode(), RetrievalMode::kDense);
+    auto hits = c->search(docs[3].title, 3, ReadScope::everything());
+    ASSERT_TRUE(hits.ok()) << hits.status().to_string();
+    EXPECT_FALSE(hits->empty());
+    for (RetrievalMode m : {RetrievalMode::kLexical, RetrievalMode::kHybrid}) {
+      SearchParams p;
+      p.mode = m;
+      auto r = c->search(docs[3].title, 3, ReadScope::everything(), p);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+      EXPECT_NE(r.status().message().find("lexical_index = false"), std::string::npos) << r.status().message();
+    }
+    auto f = parse_metadata_filter(R"({"n": 1})");
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    SearchParams p;
+    p.mode = RetrievalMode::kDense;
+    p.metadata = &*f;
+    auto r = c->search(docs[3].title, 3, ReadScope::everything(), p);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("metadata filters"), std::string::npos) << r.status().message();
+    ASSERT_TRUE(c->remove_document(docs[0].id).ok());
+    EXPECT_TRUE(c->check_consistency().ok());
+  }
+  // Turned on again: the open builds the lexical index from the store.
+  auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());
+  SearchParams lex;
+  lex.mode = RetrievalMode::kLexical;
+  auto hits = c->search(docs[5].title, 3, ReadScope::everything(), lex);
+  ASSERT_TRUE(hits.ok());
+  ASSERT_FALSE(hits->empty());
+  EXPECT_EQ((*hits)[0].chunk.doc_id, docs[5].id);
+}
+
+}  // namespace
+}  // namespace ragd::retrieval
