@@ -49,11 +49,13 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
   Fields f(obj);
   pipelines::Executor* ex = executor();
-  const ModelCatalog catalog = ModelCatalog::of(*ex);
+  const ModelCatalog catalog = ModelCatalog::of(*ex, documents());
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));
   ServedModel served;
-  if (auto e = catalog.resolve(model, &served); e.failed()) return respond(to_response(e));
+  if (auto e = catalog.resolve_for(model, ServedModel::Kind::kGenerator, chat ? "/v1/chat/completions" : "/v1/completions", &served);
+      e.failed())
+    return respond(to_response(e));
   // parse
   OaiRequest parsed;
   if (auto e = parse_openai_request(f, chat, &parsed); e.failed()) return respond(to_response(e));
@@ -88,36 +90,75 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   cancel_on_disconnect(req, ctx.id);
 }
 
+namespace {
+
+// An /v1/embeddings input: strings, or token ids (one array of integers, or an array of them).
+ApiError parse_embedding_input(const Fields& f, std::vector<std::string>* texts, std::vector<std::vector<int32_t>>* ids) {
+  auto in = f.get("input");
+  if (!in) return bad_request("input", "field 'input' is required");
+  const char* kShape = "field 'input' must be a string, an array of strings, an array of token ids or an array of such arrays";
+  auto token_ids = [](simdjson::dom::array a, const std::string& where, std::vector<int32_t>* out) -> ApiError {
+    size_t k = 0;
+    for (auto t : a) {
+      int64_t v = 0;
+      if (t.get_int64().get(v) || v < 0 || v > INT32_MAX)
+        return bad_request(where, "field '" + where + "[" + std::to_string(k) + "]' must be a token id (an integer >= 0)");
+      out->push_back(static_cast<int32_t>(v));
+      ++k;
+    }
+    if (out->empty()) return bad_request(where, "field '" + where + "' must not be empty");
+    return {};
+  };
+  std::string_view sv;
+  simdjson::dom::array arr;
+  if (!in->get_string().get(sv)) {
+    texts->emplace_back(sv);
+    return {};
+  }
+  if (in->get_array().get(arr)) return bad_request("input", kShape);
+  if (arr.size() > 0 && arr.at(0).type() != simdjson::dom::element_type::STRING &&
+      arr.at(0).type() != simdjson::dom::element_type::ARRAY) {
+    ids->emplace_back();
+    return token_ids(arr, "input", &ids->back());
+  }
+  size_t i = 0;
+  for (auto el : arr) {
+    const std::string where = "input[" + std::to_string(i++) + "]";
+    simdjson::dom::array inner;
+    if (!el.get_string().get(sv)) {
+      if (!ids->empty()) return bad_request(where, "field 'input' mixes strings and token ids");
+      texts->emplace_back(sv);
+    } else if (!el.get_array().get(inner)) {
+      if (!texts->empty()) return bad_request(where, "field 'input' mixes strings and token ids");
+      ids->emplace_back();
+      if (auto e = token_ids(inner, where, &ids->back()); e.failed()) return e;
+    } else {
+      return bad_request(where, "field '" + where + "' must be a string or an array of token ids");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {
   simdjson::dom::object obj;
   if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
   Fields f(obj);
-  const std::string model_name = executor()->model_name();
+  const ModelCatalog catalog = ModelCatalog::of(*executor(), documents());
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));
-  if (!model.empty() && model != model_name && model != "ragd")
-    return respond(to_response({404, "model_not_found", "model '" + clip_input(model) + "' is not served here (serving '" + model_name + "')", "model", {}}));
-  auto in = f.get("input");
-  if (!in) return respond(to_response(bad_request("input", "field 'input' is required")));
+  ServedModel served;
+  if (auto e = catalog.resolve_for(model, ServedModel::Kind::kEmbedder, "/v1/embeddings", &served); e.failed())
+    return respond(to_response(e));
+  // Responses name the embedder (the generator's id when nothing embeds: the call then fails).
+  const std::string model_name = served.id;
   std::vector<std::string> texts;
-  std::string_view sv;
-  simdjson::dom::array arr;
-  if (!in->get_string().get(sv)) {
-    texts.emplace_back(sv);
-  } else if (!in->get_array().get(arr)) {
-    size_t i = 0;
-    for (auto el : arr) {
-      if (el.get_string().get(sv))
-        return respond(to_response(bad_request("input[" + std::to_string(i) + "]",
-                                               "field 'input[" + std::to_string(i) + "]' must be a string (token-id inputs are not supported)")));
-      texts.emplace_back(sv);
-      ++i;
-    }
-  } else {
-    return respond(to_response(bad_request("input", "field 'input' must be a string or an array of strings")));
-  }
-  if (texts.empty()) return respond(to_response(bad_request("input", "field 'input' must not be empty")));
-  if (texts.size() > 2048) return respond(to_response(bad_request("input", "field 'input' has more than 2048 entries")));
+  std::vector<std::vector<int32_t>> ids;
+  if (auto e = parse_embedding_input(f, &texts, &ids); e.failed()) return respond(to_response(e));
+  const size_t n_inputs = texts.size() + ids.size();
+  if (n_inputs == 0) return respond(to_response(bad_request("input", "field 'input' must not be empty")));
+  if (n_inputs > 2048) return respond(to_response(bad_request("input", "field 'input' has more than 2048 entries")));
   for (size_t i = 0; i < texts.size(); ++i)
     if (texts[i].empty())
       return respond(to_response(bad_request("input[" + std::to_string(i) + "]", "field 'input[" + std::to_string(i) + "]' must not be empty")));
@@ -131,16 +172,20 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(ctx.tenant, &slot); e.failed()) return respond(to_response(e));
   auto self = shared_from_this();
-  bool queued = blocking_.submit([self, texts = std::move(texts), format, dims, has_dims, model_name, respond, slot]() {
+  bool queued = blocking_.submit([self, texts = std::move(texts), ids = std::move(ids), format, dims, has_dims, model_name,
+                                  respond, slot]() {
     pipelines::DocumentApi* docs = self->documents();
     if (!docs) return respond(to_response({503, "not_ready", "runtime is not available", "", {}}));
-    auto res = docs->embed(texts);
+    auto res = ids.empty() ? docs->embed(texts) : docs->embed_ids(ids);
+    if (!res.ok() && res.status().code() == StatusCode::kFailedPrecondition && !ids.empty())
+      return respond(to_response(bad_request("input", res.status().message())));
     if (!res.ok()) return respond(to_response(from_status(res.status(), self->cfg_.limits.retry_after_s)));
     const auto& vecs = *res;
     if (has_dims && !vecs.empty() && static_cast<int64_t>(vecs[0].size()) != dims)
       return respond(to_response(bad_request("dimensions", "this embedder produces " + std::to_string(vecs[0].size()) +
                                                                " dimensions; got dimensions = " + std::to_string(dims))));
-    int64_t words = 0;
+    int64_t words = 0;  // token-id inputs: their ids
+    for (const auto& v : ids) words += static_cast<int64_t>(v.size());
     for (const auto& t : texts) {
       bool in_word = false;
       for (char c : t) {
@@ -163,7 +208,7 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
       w.end_object();
     }
     w.end_array().key("model").value(model_name);
-    // The daemon has no tokenizer for the embedder: usage counts whitespace-separated words.
+    // Text inputs: the daemon has no tokenizer for the embedder, usage counts whitespace-separated words.
     w.key("usage").begin_object().key("prompt_tokens").value(words).key("total_tokens").value(words).end_object();
     w.end_object();
     HttpResponse r;
@@ -175,7 +220,7 @@ void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder re
 
 void ApiImpl::models(const ReqCtx& ctx, const std::string& id, Responder respond) {
   (void)ctx;
-  const ModelCatalog catalog = ModelCatalog::of(*executor());
+  const ModelCatalog catalog = ModelCatalog::of(*executor(), documents());
   const std::string& generator = catalog.models.front().id;
   auto write_model = [&](JsonWriter& w, const ServedModel& m) {
     w.begin_object().key("id").value(m.id).key("object").value("model").key("created").value(created_unix_);
@@ -185,9 +230,15 @@ void ApiImpl::models(const ReqCtx& ctx, const std::string& id, Responder respond
       w.key("root").value(generator).key("parent").value(generator);
       w.key("ragd").begin_object().key("kind").value("pipeline").key("pipeline").value(m.pipeline);
       w.key("description").value(m.description).key("number_passages").value(m.number_passages).end_object();
-    } else {
+    } else if (m.kind == ServedModel::Kind::kGenerator) {
       w.key("root").value(generator).key("parent").null();
       w.key("ragd").begin_object().key("kind").value("generator").end_object();
+    } else {
+      const bool emb = m.kind == ServedModel::Kind::kEmbedder;
+      w.key("root").value(m.encoder.name).key("parent").null();
+      w.key("ragd").begin_object().key("kind").value(emb ? "embedder" : "reranker").key("identity").value(m.encoder.identity);
+      if (emb) w.key("dimensions").value(m.encoder.dim);
+      w.key("route").value(emb ? "/v1/embeddings" : "/v1/rerank").end_object();
     }
     w.end_object();
   };

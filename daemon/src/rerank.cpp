@@ -3,12 +3,14 @@
 //   -> {"id", "object": "rerank", "model", "results": [{"index", "relevance_score", "document"?: {"text"}}],
 //       "usage": {"total_tokens"}}
 // Results are ordered by relevance_score (highest first), top_n of them (default all). The scores
-// are the cross-encoder's raw logits (runtime.rerank_model_dir). Pairs longer than the model's limit
+// are the cross-encoder's raw logits (runtime.rerank_model_dir). "model" is the cross-encoder's id
+// (rerank:<directory name>, GET /v1/models), the generator's or absent. Pairs longer than the model's limit
 // are truncated (the document loses tokens first), never refused.
 #include <algorithm>
 #include <numeric>
 
 #include "openai_encode.h"
+#include "openai_models.h"
 
 namespace ragd::daemon {
 
@@ -43,6 +45,13 @@ void ApiImpl::rerank(const ReqCtx& ctx, const HttpRequest& req, Responder respon
   if (auto e = f.boolean("return_documents", &return_documents); e.failed()) return respond(to_response(e));
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));
+  {  // the cross-encoder's id, or the generator's (or none) as before; responses name the reranker
+    ServedModel served;
+    const ModelCatalog catalog = ModelCatalog::of(*executor(), documents());
+    if (auto e = catalog.resolve_for(model, ServedModel::Kind::kReranker, "/v1/rerank", &served); e.failed())
+      return respond(to_response(e));
+    if (served.kind == ServedModel::Kind::kReranker) model = served.id;
+  }
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(ctx.tenant, &slot); e.failed()) return respond(to_response(e));
   auto self = shared_from_this();

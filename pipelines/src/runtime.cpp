@@ -37,6 +37,13 @@ namespace {
 }
 
 #if RAGD_HAVE_RETRIEVAL
+// A checkpoint directory's name ("/models/bge-small/" -> "bge-small").
+std::string dir_name(const std::string& dir) {
+  std::filesystem::path p(dir);
+  std::string n = p.filename().string();
+  return n.empty() ? p.parent_path().filename().string() : n;
+}
+
 class CorpusDocuments final : public DocumentApi {
  public:
   explicit CorpusDocuments(std::shared_ptr<retrieval::Corpus> c) : corpus_(std::move(c)) {}
@@ -139,6 +146,32 @@ class CorpusDocuments final : public DocumentApi {
     return out;
   }
 
+  Result<std::vector<std::vector<float>>> embed_ids(const std::vector<std::vector<int32_t>>& inputs) const override {
+    if (!ids_tokenizer_)
+      return Status::FailedPrecondition("the embedder '" + embedder_.name +
+                                        "' has a tokenizer of its own: send text (token ids are the served model's)");
+    std::vector<std::string> texts;
+    texts.reserve(inputs.size());
+    const int32_t vocab = ids_tokenizer_->vocab_size();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      for (size_t j = 0; j < inputs[i].size(); ++j)
+        if (inputs[i][j] < 0 || inputs[i][j] >= vocab)
+          return Status::InvalidArgument("input[" + std::to_string(i) + "][" + std::to_string(j) + "]: token id " +
+                                         std::to_string(inputs[i][j]) + " is outside the vocabulary [0, " +
+                                         std::to_string(vocab) + ")");
+      texts.push_back(ids_tokenizer_->decode(inputs[i], /*skip_special=*/true));
+    }
+    return embed(texts);
+  }
+  EncoderInfo embedder_info() const override { return embedder_; }
+  EncoderInfo reranker_info() const override { return reranker_info_; }
+  // What the daemon lists; `ids_tokenizer` decodes token-id inputs (null: the embedder has a
+  // tokenizer of its own, and token ids are refused).
+  void set_served(EncoderInfo embedder, std::shared_ptr<const engine::Tokenizer> ids_tokenizer) {
+    embedder_ = std::move(embedder);
+    ids_tokenizer_ = std::move(ids_tokenizer);
+  }
+
   Result<std::vector<float>> rerank(const std::string& query, const std::vector<std::string>& documents) const override {
     if (!reranker_) return DocumentApi::rerank(query, documents);
     std::vector<std::string_view> views(documents.begin(), documents.end());
@@ -146,7 +179,10 @@ class CorpusDocuments final : public DocumentApi {
     RAGD_RETURN_IF_ERROR(reranker_->score(query, views, &scores));
     return scores;
   }
-  void set_reranker(std::unique_ptr<retrieval::CrossEncoderReranker> r) { reranker_ = std::move(r); }
+  void set_reranker(std::unique_ptr<retrieval::CrossEncoderReranker> r, std::string name) {
+    reranker_info_ = {std::move(name), r->identity(), 0};
+    reranker_ = std::move(r);
+  }
 
  private:
   // A replica's refusal to write is the caller's to read (403), not a server state to hide. The
@@ -162,6 +198,8 @@ class CorpusDocuments final : public DocumentApi {
   }
   std::shared_ptr<retrieval::Corpus> corpus_;
   std::unique_ptr<retrieval::CrossEncoderReranker> reranker_;  // immutable after open; score() is thread-safe
+  EncoderInfo embedder_, reranker_info_;                         // immutable after open
+  std::shared_ptr<const engine::Tokenizer> ids_tokenizer_;        // immutable after open
 };
 #endif
 
@@ -281,10 +319,21 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
                                                   deps.tokenizer));
     deps.corpus = std::shared_ptr<retrieval::Corpus>(std::move(corpus));
     auto corpus_docs = std::make_unique<CorpusDocuments>(deps.corpus);
+    {
+      // Listed by its directory's name. Token-id inputs are the served model's ids: the hashing
+      // embedder has no tokenizer (the corpus chunks with the model's), and the model embedder on
+      // the generator's own directory shares it; any other checkpoint has a tokenizer of its own.
+      const retrieval::Embedder& e = deps.corpus->embedder();
+      const bool hashing = e.name() == "hashing";
+      const bool own_dir = opts.embedder_model_dir.empty() || opts.embedder_model_dir == opts.model_dir;
+      const std::string dir = own_dir ? opts.model_dir : opts.embedder_model_dir;
+      EncoderInfo info{hashing ? std::string("hashing") : dir_name(dir), e.identity(), e.dim()};
+      corpus_docs->set_served(std::move(info), hashing || own_dir ? deps.tokenizer : nullptr);
+    }
     if (!opts.rerank_model_dir.empty()) {
       RAGD_ASSIGN_OR_RETURN(auto reranker, retrieval::CrossEncoderReranker::load(opts.rerank_model_dir));
       log::pipelines()->info("reranker {}: {}", opts.rerank_model_dir, reranker->identity());
-      corpus_docs->set_reranker(std::move(reranker));
+      corpus_docs->set_reranker(std::move(reranker), dir_name(opts.rerank_model_dir));
     }
     docs = std::move(corpus_docs);
 #endif

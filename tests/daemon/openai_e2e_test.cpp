@@ -54,7 +54,7 @@ TEST_F(OpenAiE2eTest, ModelsListThePipelines) {
   Json j(r.body);
   std::set<std::string> ids;
   for (size_t i = 0; i < j.size("/data"); ++i) ids.insert(j.str("/data/" + std::to_string(i) + "/id"));
-  EXPECT_EQ(ids, (std::set<std::string>{"model", "pipeline:default", "pipeline:cite", "pipeline:model"})) << r.body;
+  EXPECT_EQ(ids, (std::set<std::string>{"model", "pipeline:default", "pipeline:cite", "pipeline:model", "embedding:hashing"})) << r.body;
   EXPECT_EQ(j.str("/data/0/id"), "model");  // the generator first
   EXPECT_EQ(j.str("/data/0/ragd/kind"), "generator");
   // One model, by its id or an alias: a bare pipeline name, unless it is the generator's id.
@@ -201,6 +201,61 @@ TEST_F(OpenAiE2eTest, PipelineAsModelKeepsTenantsApart) {
   ASSERT_EQ(first.size("/ragd/sources"), 2u) << data.front();
   for (const auto& d : data) EXPECT_EQ(d.find("swordfish"), std::string::npos) << d;
   for (const auto& d : data) EXPECT_EQ(d.find("\"vault\""), std::string::npos) << d;
+}
+
+
+// The embedder and the cross-encoder under their own ids (embedding:<name>, rerank:<name>), still
+// answering to the generator's; token-id inputs on /v1/embeddings (the served model's ids).
+TEST_F(OpenAiE2eTest, EncodersHaveTheirOwnIds) {
+  ASSERT_EQ(run_cmd({kBin + "/ragctl", "make-model", "--preset", "bert-tiny", "--reranker", "--out", (dir_ / "ce-tiny").string()}), 0);
+  start_daemon("oa_encoders", {"--set", "runtime.rerank_model_dir=" + (dir_ / "ce-tiny").string()});
+  auto r = get("/v1/models");
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::set<std::string> ids;
+  Json j(r.body);
+  for (size_t i = 0; i < j.size("/data"); ++i) ids.insert(j.str("/data/" + std::to_string(i) + "/id"));
+  EXPECT_TRUE(ids.count("embedding:hashing")) << r.body;
+  EXPECT_TRUE(ids.count("rerank:ce-tiny")) << r.body;
+  r = get("/v1/models/embedding:hashing");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/ragd/kind"), "embedder");
+  EXPECT_EQ(Json(r.body).num("/ragd/dimensions"), 384);
+  // Embeddings by the embedder's id, the generator's (as before) or none: the same vectors.
+  r = call("POST", "/v1/embeddings", R"({"model":"embedding:hashing","input":"zebras eat grass"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/model"), "embedding:hashing");
+  const std::string by_id = Json(r.body).has("/data/0/embedding/3") ? std::to_string(Json(r.body).dbl("/data/0/embedding/3")) : "";
+  r = call("POST", "/v1/embeddings", R"({"model":"model","input":"zebras eat grass"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(std::to_string(Json(r.body).dbl("/data/0/embedding/3")), by_id);
+  expect_error(call("POST", "/v1/embeddings", R"({"model":"rerank:ce-tiny","input":"x"})"), 400, "invalid_request", "embedding:hashing");
+  expect_error(call("POST", "/v1/embeddings", R"({"model":"pipeline:default","input":"x"})"), 400, "invalid_request", "/v1/embeddings");
+  expect_error(call("POST", "/v1/chat/completions", chat("embedding:hashing", user("x"))), 400, "invalid_request", "pipeline:default");
+  expect_error(call("POST", "/v1/embeddings", R"({"model":"text-embedding-3-small","input":"x"})"), 404, "model_not_found",
+               "text-embedding-3-small");
+  // Token ids: one array, or an array of them; their text's embedding; usage counts the ids.
+  r = call("POST", "/v1/embeddings", R"({"model":"embedding:hashing","input":[[5,6,7],[8,9]]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/data"), 2u);
+  EXPECT_EQ(Json(r.body).num("/usage/prompt_tokens"), 5);
+  r = call("POST", "/v1/embeddings", R"({"input":[5,6,7]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/data"), 1u);
+  EXPECT_EQ(Json(r.body).size("/data/0/embedding"), 384u);
+  expect_error(call("POST", "/v1/embeddings", R"({"input":[[1,2],"x"]})"), 400, "invalid_request", "mixes");
+  expect_error(call("POST", "/v1/embeddings", R"({"input":[1,-2]})"), 400, "invalid_request", "token id");
+  expect_error(call("POST", "/v1/embeddings", R"({"input":[[1,99999999]]})"), 400, "invalid_request", "outside the vocabulary");
+  // Rerank by the cross-encoder's id; the response names it.
+  const std::string docs = R"(,"query":"what do zebras eat?","documents":["zebras eat grass","owls hunt mice"]})";
+  r = call("POST", "/v1/rerank", R"({"model":"rerank:ce-tiny")" + docs);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/model"), "rerank:ce-tiny");
+  EXPECT_EQ(Json(r.body).size("/results"), 2u);
+  r = call("POST", "/v1/rerank", R"({"model":"model")" + docs);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/model"), "rerank:ce-tiny");
+  expect_error(call("POST", "/v1/rerank", R"({"model":"embedding:hashing")" + docs), 400, "invalid_request", "rerank:ce-tiny");
+  expect_error(call("POST", "/v1/rerank", R"({"model":"bge-reranker")" + docs), 404, "model_not_found", "bge-reranker");
 }
 
 }  // namespace

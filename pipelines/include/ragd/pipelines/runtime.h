@@ -65,6 +65,13 @@ struct DocumentPage {
   bool has_more = false;  // more entries follow the last one returned
 };
 
+// An embedder or a cross-encoder as the daemon lists it (GET /v1/models).
+struct EncoderInfo {
+  std::string name;      // the checkpoint directory's name; "hashing" for the hashing embedder; "" = none
+  std::string identity;  // retrieval's identity string (kind, fingerprint, dimension, pooling)
+  int dim = 0;           // embedders: the dimension of a vector
+};
+
 class DocumentApi {
  public:
   virtual ~DocumentApi() = default;
@@ -84,6 +91,16 @@ class DocumentApi {
   virtual Result<DocumentPage> list(const std::string& tenant, const std::string& after, size_t limit) const = 0;
   // Embeddings with the corpus embedder (for /v1/embeddings).
   virtual Result<std::vector<std::vector<float>>> embed(const std::vector<std::string>& texts) const = 0;
+  // Embeddings of token-id inputs. The ids are the served model's tokenizer's (the ids the corpus
+  // chunks with and /v1/completions takes): decoded, then embedded as text. InvalidArgument naming
+  // an id outside the vocabulary; FailedPrecondition when the embedder has a tokenizer of its own.
+  virtual Result<std::vector<std::vector<float>>> embed_ids(const std::vector<std::vector<int32_t>>& inputs) const {
+    (void)inputs;
+    return Status::FailedPrecondition("token-id inputs need a corpus");
+  }
+  // What embeds and what reranks; name "" = none.
+  virtual EncoderInfo embedder_info() const { return {}; }
+  virtual EncoderInfo reranker_info() const { return {}; }
   // Relevance scores of `documents` for `query` with the cross-encoder of runtime.rerank_model_dir
   // (for /v1/rerank), one per document in input order. FailedPrecondition when none is configured.
   virtual Result<std::vector<float>> rerank(const std::string& query, const std::vector<std::string>& documents) const {
