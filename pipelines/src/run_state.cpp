@@ -4,6 +4,7 @@
 
 #include "extractive.h"
 #include "ragd/common/check.h"
+#include "ragd/common/log.h"
 
 namespace ragd::pipelines {
 
@@ -52,8 +53,14 @@ int32_t RunState::accept(const engine::SampleResult& s) {
   std::string text = is_stop_id ? std::string() : decoder_->push(s.token);
   if (is_stop_id) finish_reason_ = "stop";
   if (constraint_ && !is_stop_id) {
-    RAGD_CHECK(constraint_->accept(s.token)) << "token " << s.token << " was sampled outside the constraint's mask";
-    if (constraint_->complete()) finish_reason_ = "stop";  // nothing can follow a complete value
+    if (!constraint_->accept(s.token)) {
+      // Only when the mask allowed no id of the logits row (a tokenizer with more ids than the
+      // model's rows): the run ends rather than write outside the constraint.
+      log::pipelines()->error("token {} is outside the constraint's mask; the constrained run ends", s.token);
+      finish_reason_ = "stop";
+    } else if (constraint_->complete()) {
+      finish_reason_ = "stop";  // nothing can follow a complete value
+    }
   }
   if (!text.empty() && !stop_strings_.empty()) {
     const size_t before = out_text_.size();

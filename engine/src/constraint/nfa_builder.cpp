@@ -193,9 +193,28 @@ void NfaBuilder::utf8_range(int32_t from, int32_t to, uint32_t lo, uint32_t hi) 
   std::string a, b;
   append_utf8(a, lo);
   append_utf8(b, hi);
+  // Trailing full continuation bytes (80-BF) go through the fragment's shared tail nodes: tail_[k]
+  // reaches `to` after k of them (most multi-byte ranges end that way).
+  size_t full = 0;
+  while (full + 1 < a.size() && static_cast<uint8_t>(a[a.size() - 1 - full]) == 0x80 &&
+         static_cast<uint8_t>(b[b.size() - 1 - full]) == 0xBF)
+    ++full;
+  auto tail = [&](size_t k) {
+    while (tail_.size() <= k) {
+      if (tail_.empty()) {
+        tail_.push_back(to);
+        continue;
+      }
+      const int32_t n = node();
+      edge(n, 0x80, 0xBF, tail_.back());
+      tail_.push_back(n);
+    }
+    return tail_[k];
+  };
   int32_t at = from;
-  for (size_t k = 0; k < a.size(); ++k) {
-    const int32_t nx = k + 1 == a.size() ? to : node();
+  const size_t lead = a.size() - full;
+  for (size_t k = 0; k < lead; ++k) {
+    const int32_t nx = k + 1 == lead ? tail(full) : node();
     edge(at, static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]), nx);
     at = nx;
   }
@@ -203,7 +222,9 @@ void NfaBuilder::utf8_range(int32_t from, int32_t to, uint32_t lo, uint32_t hi) 
 
 Frag NfaBuilder::code_points(const CodePointSet& set) {
   Frag f{node(), node()};
+  tail_.clear();
   for (auto [lo, hi] : intersect(set, CodePointSet{{0, 0xD7FF}, {0xE000, kMaxCodePoint}})) utf8_range(f.in, f.out, lo, hi);
+  tail_.clear();
   return f;
 }
 

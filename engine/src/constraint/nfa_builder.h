@@ -67,6 +67,7 @@ class NfaBuilder {
   void utf8_range(int32_t from, int32_t to, uint32_t lo, uint32_t hi);
   size_t max_nodes_;
   ByteNfa nfa_;
+  std::vector<int32_t> tail_;  // code_points(): shared continuation-byte tails of the current fragment
 };
 
 }  // namespace ragd::engine::constraint

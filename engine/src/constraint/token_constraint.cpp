@@ -14,7 +14,9 @@ namespace ragd::engine {
 
 namespace {
 constexpr size_t kMaxDfaStates = 200'000;
-constexpr size_t kMaxMemoMasks = 4096;  // 4096 masks of a 152 k vocabulary: 78 MB at most
+// Memoised masks per compiled constraint, in bytes (1,680 masks of a 152 k vocabulary): past it the
+// memo starts over (the states met since are computed again).
+constexpr size_t kMaxMemoBytes = size_t{32} << 20;
 }  // namespace
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_tokenizer(const Tokenizer& tok) {
@@ -89,7 +91,7 @@ Result<std::shared_ptr<const CompiledConstraint::Mask>> CompiledConstraint::mask
     auto m = compute_locked(state, strip_leading);
     stats_.mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ++stats_.masks_computed;
-    if (memo_.size() >= kMaxMemoMasks) memo_.clear();
+    if ((memo_.size() + 1) * m->size() * sizeof(uint64_t) > kMaxMemoBytes) memo_.clear();
     memo_.emplace(key, m);
     return m;
   } catch (const constraint::GrammarError& e) {

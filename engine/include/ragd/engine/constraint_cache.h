@@ -20,7 +20,7 @@ namespace ragd::engine {
 
 class ConstraintCache {
  public:
-  explicit ConstraintCache(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity = 64);
+  explicit ConstraintCache(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity = 32);
   // InvalidArgument naming the problem when the spec does not compile (compile_grammar).
   Result<std::shared_ptr<const CompiledConstraint>> get(const ConstraintSpec& spec);
 

@@ -13,6 +13,8 @@
 // Special tokens (Tokenizer::is_special) and tokens with no bytes are never allowed by a grammar;
 // the caller (ConstraintMatcher) adds the stop ids when the output is complete.
 //
+// Memory: a mask is one bit per id (19 KB at 152 k ids); a compiled constraint keeps at most 32 MB
+// of them (then starts over) and its DFA at most 200 k states.
 // Thread-safety: TokenVocabulary is immutable. CompiledConstraint is thread-safe: its DFA and its
 // mask memo are guarded by one mutex (held while a missing mask is computed: sequences of the same
 // schema wait for it rather than compute it twice); masks are returned as shared immutable vectors.
