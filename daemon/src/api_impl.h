@@ -40,7 +40,9 @@
 
 namespace ragd::daemon {
 
-class SseBridge;  // run_events.h
+class SseBridge;    // run_events.h
+struct OaiRequest;  // openai_encode.h
+struct OaiState;    // openai_encode.h
 
 using Clock = std::chrono::steady_clock;
 
@@ -135,6 +137,15 @@ class ApiImpl : public std::enable_shared_from_this<ApiImpl> {
   // rerank.cpp: POST /v1/rerank (Cohere / Jina shape)
   void rerank(const ReqCtx& ctx, const HttpRequest& req, Responder respond);
   void models(const ReqCtx& ctx, const std::string& id, Responder respond);
+  // openai.cpp: a request of several choices (n > 1, several prompts), parsed.
+  void choices(const ReqCtx& ctx, const HttpRequest& req, Responder respond, OaiRequest parsed,
+               pipelines::RunRequest run, std::shared_ptr<OaiState> st, std::shared_ptr<void> slot);
+  // openai_fanout.cpp: the runs of one request's choices (n > 1, several prompts), consumers[k]
+  // for runs[k]: the first now, the others once it has published the prompt's KV (its second token
+  // or its end) so that they reuse it. A later run that cannot start gets an error event. On
+  // failure of the first nothing was submitted.
+  ApiError start_choices(std::vector<pipelines::RunRequest> runs, std::vector<RunConsumer> consumers,
+                         const std::string& route, std::shared_ptr<void> slot);
 
   // documents.cpp
   void documents_post(const ReqCtx& ctx, const HttpRequest& req, Responder respond);

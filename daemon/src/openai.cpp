@@ -6,7 +6,11 @@
 // "timings", "usage"} and, for pipelines that number their passages, url_citation annotations.
 #include <cctype>
 
+#include <random>
+
 #include "openai_encode.h"
+#include "openai_fanout.h"
+#include "openai_fields.h"
 #include "openai_models.h"
 #include "rag_query.h"
 #include "ragd/common/log.h"
@@ -48,6 +52,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   simdjson::dom::object obj;
   if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
   Fields f(obj);
+  if (auto e = check_request_fields(f, chat); e.failed()) return respond(to_response(e));
   pipelines::Executor* ex = executor();
   const ModelCatalog catalog = ModelCatalog::of(*ex, documents());
   std::string model;
@@ -79,6 +84,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   log::daemon()->info("{} {} model={} pipeline='{}' stream={}", ctx.id, chat ? "chat completion" : "completion",
                       clip_input(served.id), clip_input(run.pipeline), stream);
   // respond
+  if (parsed.n > 1 || !parsed.more_prompts.empty()) return choices(ctx, req, respond, std::move(parsed), std::move(run), st, std::move(slot));
   if (stream) {
     auto bridge = std::make_shared<SseBridge>();
     ApiError e = start_run(std::move(run), ctx.route, std::move(slot), openai_stream_consumer(bridge, st));
@@ -88,6 +94,60 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   ApiError e = start_run(std::move(run), ctx.route, std::move(slot), openai_collect_consumer(st, respond));
   if (e.failed()) return respond(to_response(e));
   cancel_on_disconnect(req, ctx.id);
+}
+
+void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respond, OaiRequest parsed,
+                      pipelines::RunRequest run, std::shared_ptr<OaiState> st, std::shared_ptr<void> slot) {
+  if (!run.pipeline.empty() && !parsed.more_prompts.empty())
+    return respond(to_response(bad_request("prompt", "a pipeline run takes one prompt (its query): send one string")));
+  // Choice i of every prompt samples with seed + i: distinct choices, reproducible when seeded.
+  uint64_t seed = 0;
+  if (parsed.seeded) seed = *run.overrides.seed;
+  else seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  std::vector<OaiRequest::Prompt> prompts(1);
+  prompts.insert(prompts.end(), parsed.more_prompts.begin(), parsed.more_prompts.end());
+  auto gather = std::make_shared<OaiGather>();
+  gather->n = parsed.n;
+  std::vector<pipelines::RunRequest> runs;
+  for (size_t p = 0; p < prompts.size(); ++p)
+    for (int i = 0; i < parsed.n; ++i) {
+      const int index = static_cast<int>(p) * parsed.n + i;
+      pipelines::RunRequest r = run;
+      if (p > 0) r.prompt = prompts[p].text, r.prompt_ids = prompts[p].ids;
+      if (index > 0) r.id = ctx.id + "-" + std::to_string(index);
+      r.overrides.seed = seed + static_cast<uint64_t>(i);
+      runs.push_back(std::move(r));
+      auto c = std::make_shared<OaiState>();
+      c->chat = st->chat;
+      c->index = index;
+      c->gather = gather;
+      c->id = st->id;
+      c->model = st->model;
+      c->created = st->created;
+      c->include_usage = st->include_usage;
+      c->want_logprobs = st->want_logprobs;
+      c->annotate = st->annotate;
+      gather->choices.push_back(std::move(c));
+    }
+  gather->remaining = static_cast<int>(runs.size());
+  std::vector<RunConsumer> consumers;
+  std::vector<std::string> ids;
+  for (const auto& r : runs) ids.push_back(r.id);
+  if (parsed.stream) {
+    auto bridge = std::make_shared<SseBridge>();
+    for (const auto& c : gather->choices) consumers.push_back(openai_stream_consumer(bridge, c));
+    ApiError e = start_choices(std::move(runs), std::move(consumers), ctx.route, std::move(slot));
+    if (e.failed()) return respond(to_response(e));
+    return respond(sse_response(bridge, ctx.id));  // the other choices end when their writes fail
+  }
+  for (const auto& c : gather->choices) consumers.push_back(openai_collect_consumer(c, respond));
+  ApiError e = start_choices(std::move(runs), std::move(consumers), ctx.route, std::move(slot));
+  if (e.failed()) return respond(to_response(e));
+  if (req.cancel)
+    req.cancel->on_cancel([self = shared_from_this(), ids] {
+      log::daemon()->info("{} client went away before the answer", ids.front());
+      for (const auto& id : ids) self->hang_up(id);
+    });
 }
 
 namespace {

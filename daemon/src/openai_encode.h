@@ -15,10 +15,14 @@
 
 namespace ragd::daemon {
 
-// What an OpenAI response needs besides the run's events.
+struct OaiGather;  // openai_fanout.h
+
+// What an OpenAI response needs besides the run's events: one per choice (one run each).
 struct OaiState {
   std::mutex mu;
   bool chat = true;
+  int index = 0;                        // the choice's index
+  std::shared_ptr<OaiGather> gather;    // the request's other choices (n > 1, several prompts); null = one
   std::string id, model;
   int64_t created = 0;
   bool include_usage = false;
@@ -32,7 +36,14 @@ struct OaiState {
   std::vector<CitationContext> contexts;
   std::vector<std::pair<std::string, float>> tokens;  // guarded by mu (non-streaming)
   bool sent_role = false;                             // streaming: events arrive in order
+  // The run's end (guarded by mu; read by the gather once every run has ended).
+  std::string finish;
+  pipelines::Usage usage;
+  pipelines::Timings timings;
 };
+
+// Choices one request may ask for: n times the prompts. Each is a run.
+inline constexpr int kMaxChoices = 16;
 
 // A parsed /v1/chat/completions or /v1/completions body.
 struct OaiRequest {
@@ -40,17 +51,31 @@ struct OaiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int want_logprobs = 0;       // chat: 1 when logprobs; completions: 1 when a number was asked
+  int n = 1;                   // choices per prompt
+  bool seeded = false;         // the request named a seed (choice i then samples with seed + i)
+  // /v1/completions with several prompts: the second and later ones (`run` holds the first), each
+  // a text or token ids.
+  struct Prompt {
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Prompt> more_prompts;
 };
 
-// Parses and validates `f` (unknown fields are ignored, as SDKs send extras). Whether the
+// Parses and validates `f` (openai_fields.h decides which fields may be there). Whether the
 // "pipeline" extension names a pipeline, and every default, is the executor's; the route sets a
 // pipeline run's query (rag_query.h).
 ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out);
 
 // Consumers of a run's events: SSE chunks ("data: {...}" ... "data: [DONE]"), or one JSON answer.
+// With a gather (st->gather), each run is one choice: sources go out once, the answer (or
+// [DONE]) once every run has ended, a failed run's error at once and alone.
 RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::shared_ptr<OaiState> st);
 RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder respond);
 
 std::string base64(const uint8_t* p, size_t n);
+
+// The whole (non-streaming) answer of `choices` (every run ended), in index order.
+std::string completion_json(const std::vector<const OaiState*>& choices);
 
 }  // namespace ragd::daemon

@@ -30,6 +30,54 @@ ApiError parse_content(simdjson::dom::element el, const std::string& where, std:
   return {};
 }
 
+// One prompt of /v1/completions: a string or token ids.
+ApiError parse_prompt(simdjson::dom::element el, const std::string& where, OaiRequest::Prompt* out) {
+  std::string_view sv;
+  simdjson::dom::array ids;
+  if (!el.get_string().get(sv)) {
+    out->text = std::string(sv);
+    return {};
+  }
+  if (el.get_array().get(ids)) return bad_request(where, "field '" + where + "' must be a string or an array of token ids");
+  size_t k = 0;
+  for (auto t : ids) {
+    int64_t v = 0;
+    if (t.get_int64().get(v) || v < 0 || v > INT32_MAX)
+      return bad_request(where, "field '" + where + "[" + std::to_string(k) + "]' must be a token id (an integer >= 0)");
+    out->ids.push_back(static_cast<int32_t>(v));
+    ++k;
+  }
+  if (out->ids.empty()) return bad_request(where, "field '" + where + "' must not be an empty array of token ids");
+  return {};
+}
+
+// `prompt` as OpenAI takes it: a string, token ids, or an array of strings or of token-id arrays
+// (one choice per prompt and n).
+ApiError parse_prompts(const Fields& f, OaiRequest* out) {
+  auto p = f.get("prompt");
+  if (!p) return bad_request("prompt", "field 'prompt' is required");
+  std::vector<OaiRequest::Prompt> prompts(1);
+  simdjson::dom::array arr;
+  const bool many = !p->get_array().get(arr) && arr.size() > 0 &&
+                    (arr.at(0).type() == simdjson::dom::element_type::STRING || arr.at(0).type() == simdjson::dom::element_type::ARRAY);
+  if (!many) {
+    if (auto e = parse_prompt(*p, "prompt", &prompts[0]); e.failed()) return e;
+  } else {
+    prompts.clear();
+    size_t i = 0;
+    for (auto el : arr) {
+      prompts.emplace_back();
+      if (auto e = parse_prompt(el, "prompt[" + std::to_string(i++) + "]", &prompts.back()); e.failed()) return e;
+    }
+  }
+  if (prompts.size() > static_cast<size_t>(kMaxChoices))
+    return bad_request("prompt", "field 'prompt' has more than " + std::to_string(kMaxChoices) + " prompts");
+  out->run.prompt = std::move(prompts[0].text);
+  out->run.prompt_ids = std::move(prompts[0].ids);
+  out->more_prompts.assign(std::make_move_iterator(prompts.begin() + 1), std::make_move_iterator(prompts.end()));
+  return {};
+}
+
 }  // namespace
 
 ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
@@ -57,17 +105,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
     }
     if (run.messages.empty()) return bad_request("messages", "field 'messages' must not be empty");
   } else {
-    auto p = f.get("prompt");
-    if (!p) return bad_request("prompt", "field 'prompt' is required");
-    std::string_view sv;
-    simdjson::dom::array arr;
-    if (!p->get_string().get(sv)) {
-      run.prompt = std::string(sv);
-    } else if (!p->get_array().get(arr) && arr.size() == 1 && !arr.at(0).get_string().get(sv)) {
-      run.prompt = std::string(sv);
-    } else {
-      return bad_request("prompt", "field 'prompt' must be a string (or an array of exactly one string)");
-    }
+    if (auto e = parse_prompts(f, out); e.failed()) return e;
     bool echo = false;
     if (auto e = f.boolean("echo", &echo); e.failed()) return e;
     if (echo) return bad_request("echo", "'echo' is not supported");
@@ -75,8 +113,25 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   }
   int64_t iv = 0;
   bool present = false;
-  if (auto e = f.integer("n", &iv, 1, 1, &present); e.failed()) return bad_request("n", "only n = 1 is supported");
-  if (auto e = f.integer("best_of", &iv, 1, 1, &present); e.failed()) return bad_request("best_of", "only best_of = 1 is supported");
+  if (auto e = f.integer("n", &iv, 1, kMaxChoices, &present); e.failed()) return e;
+  if (present) out->n = static_cast<int>(iv);
+  if (auto e = f.integer("best_of", &iv, 1, kMaxChoices, &present); e.failed()) return e;
+  if (present && iv != out->n)
+    return bad_request("best_of", "best_of other than n (ranking candidates) is not implemented: got best_of = " +
+                                      std::to_string(iv) + ", n = " + std::to_string(out->n));
+  if (out->n * (1 + static_cast<int>(out->more_prompts.size())) > kMaxChoices)
+    return bad_request("n", "n times the number of prompts must be at most " + std::to_string(kMaxChoices));
+  if (auto e = f.boolean("ignore_eos", &run.sampling.ignore_eos); e.failed()) return e;
+  if (auto ids = f.get("stop_token_ids")) {  // vLLM's: generation also ends at these ids
+    simdjson::dom::array a;
+    if (ids->get_array().get(a)) return bad_request("stop_token_ids", "field 'stop_token_ids' must be an array of token ids");
+    for (auto t : a) {
+      int64_t v = 0;
+      if (t.get_int64().get(v) || v < 0 || v > INT32_MAX)
+        return bad_request("stop_token_ids", "field 'stop_token_ids' must be an array of token ids (integers >= 0)");
+      run.sampling.stop_token_ids.push_back(static_cast<int32_t>(v));
+    }
+  }
   // Generation parameters go into the request's overrides, so that they win over a pipeline's
   // defaults exactly when the client sent them (pipelines::resolve_run applies the rest).
   pipelines::RunOverrides& ov = run.overrides;
@@ -109,6 +164,7 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   uint64_t seed = 0;
   if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
   if (present) ov.seed = seed;
+  out->seeded = present;
   if (f.has("cache_salt")) {  // as vLLM accepts it; its range and message are the run parameter's
     std::string salt;
     if (auto e = f.str("cache_salt", &salt); e.failed()) return e;

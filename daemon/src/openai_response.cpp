@@ -1,5 +1,6 @@
 // Encoding of OpenAI-compatible responses: streaming chunks and whole answers.
 #include "openai_encode.h"
+#include "openai_fanout.h"
 
 namespace ragd::daemon {
 
@@ -41,6 +42,40 @@ void write_oai_usage(JsonWriter& w, const pipelines::Usage& u) {
   w.end_object();
 }
 
+// OpenAI's usage of several choices: each prompt's tokens once (its first choice's), every
+// choice's completion tokens, the first choices' reused tokens.
+void write_oai_usage_of(JsonWriter& w, const std::vector<const OaiState*>& choices, int n) {
+  if (choices.size() == 1) return write_oai_usage(w, choices[0]->usage);
+  pipelines::Usage u;
+  int cached = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const pipelines::Usage& c = choices[i]->usage;
+    if (i % static_cast<size_t>(n) == 0) u.prompt_tokens += c.prompt_tokens, cached += c.reused_tokens();
+    u.completion_tokens += c.completion_tokens;
+  }
+  w.begin_object().key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
+  w.key("total_tokens").value(u.prompt_tokens + u.completion_tokens);
+  w.key("prompt_tokens_details").begin_object().key("cached_tokens").value(cached).end_object();
+  w.end_object();
+}
+
+// ragd's usage and timings (the first choice's) and, for several choices, each one's usage.
+void write_ragd_usage(JsonWriter& w, const std::vector<const OaiState*>& choices) {
+  w.key("usage");
+  write_usage(w, choices[0]->usage);
+  w.key("timings");
+  write_timings(w, choices[0]->timings);
+  if (choices.size() > 1) {
+    w.key("choices").begin_array();
+    for (const OaiState* c : choices) {
+      w.begin_object().key("index").value(c->index).key("usage");
+      write_usage(w, c->usage);
+      w.end_object();
+    }
+    w.end_array();
+  }
+}
+
 void write_token_logprob(JsonWriter& w, const std::string& text, float lp) {
   w.begin_object().key("token").value(text).key("logprob").value(lp).key("bytes").begin_array();
   for (unsigned char c : text) w.value(static_cast<int>(c));
@@ -73,7 +108,7 @@ std::string chunk_json(const OaiState& s, const std::string* delta_text, bool ro
   JsonWriter w;
   w.begin_object().key("id").value(s.id).key("object").value(s.chat ? "chat.completion.chunk" : "text_completion");
   w.key("created").value(s.created).key("model").value(s.model).key("choices").begin_array().begin_object();
-  w.key("index").value(0);
+  w.key("index").value(s.index);
   if (s.chat) {
     w.key("delta").begin_object();
     if (role) w.key("role").value("assistant");
@@ -103,7 +138,7 @@ std::string annotations_chunk_json(const OaiState& s) {
   JsonWriter w;
   w.begin_object().key("id").value(s.id).key("object").value("chat.completion.chunk");
   w.key("created").value(s.created).key("model").value(s.model).key("choices").begin_array().begin_object();
-  w.key("index").value(0).key("delta").begin_object().key("annotations");
+  w.key("index").value(s.index).key("delta").begin_object().key("annotations");
   write_url_citations(w, s.answer, s.contexts);
   w.end_object().key("logprobs").null().key("finish_reason").null();
   w.end_object().end_array().end_object();
@@ -118,6 +153,7 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
       switch (ev.kind) {
         case RunEvent::Kind::kSources: {
           if (st->annotate) st->contexts.push_back({st->answer.size(), ev.sources});
+          if (st->gather && !st->gather->first_sources()) break;  // the choices share their sources
           JsonWriter w;
           w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion.chunk" : "text_completion");
           w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().end_array();
@@ -147,16 +183,26 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
           if (st->chat && st->annotate && !find_citations(st->answer, st->contexts).empty())
             out += sse_frame(nullptr, annotations_chunk_json(*st));
           out += sse_frame(nullptr, chunk_json(*st, nullptr, false, ev.finish_reason.empty() ? "stop" : ev.finish_reason, nullptr));
+          {
+            std::lock_guard<std::mutex> l(st->mu);
+            st->finish = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
+            st->usage = ev.usage;
+            st->timings = ev.timings;
+          }
+          if (st->gather) {  // this choice's end goes out before the request's end can
+            const bool sent = bridge->send(std::move(out));
+            out.clear();
+            if (!st->gather->run_ended()) return sent;  // others still run
+          }
+          const std::vector<const OaiState*> all = st->gather ? st->gather->all() : std::vector<const OaiState*>{st.get()};
           if (st->include_usage) {
             JsonWriter w;
             w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion.chunk" : "text_completion");
             w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().end_array();
             w.key("usage");
-            write_oai_usage(w, ev.usage);
-            w.key("ragd").begin_object().key("usage");
-            write_usage(w, ev.usage);
-            w.key("timings");
-            write_timings(w, ev.timings);
+            write_oai_usage_of(w, all, st->gather ? st->gather->n : 1);
+            w.key("ragd").begin_object();
+            write_ragd_usage(w, all);
             w.end_object().end_object();
             out += sse_frame(nullptr, w.str());
           }
@@ -164,6 +210,7 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
           break;
         }
         case RunEvent::Kind::kError: {
+          if (st->gather && !st->gather->fail()) return false;  // the request already ended
           ApiError err = from_status(ev.error, 1);
           HttpResponse r = to_response(err);
           out = sse_frame(nullptr, r.body) + "data: [DONE]\n\n";
@@ -174,6 +221,50 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
       if (ev.kind == RunEvent::Kind::kDone || ev.kind == RunEvent::Kind::kError) bridge->finish();
       return ok;
     };
+}
+
+std::string completion_json(const std::vector<const OaiState*>& choices) {
+  const OaiState& s0 = *choices.front();
+  const int n = s0.gather ? s0.gather->n : 1;
+  JsonWriter w;
+  w.begin_object().key("id").value(s0.id).key("object").value(s0.chat ? "chat.completion" : "text_completion");
+  w.key("created").value(s0.created).key("model").value(s0.model).key("choices").begin_array();
+  for (const OaiState* c : choices) {
+    w.begin_object().key("index").value(c->index);
+    if (c->chat) {
+      w.key("message").begin_object().key("role").value("assistant").key("content").value(c->output);
+      if (c->annotate) {
+        w.key("annotations");
+        write_url_citations(w, c->output, c->contexts);
+      }
+      w.end_object();
+      if (c->want_logprobs) {
+        w.key("logprobs").begin_object().key("content").begin_array();
+        for (const auto& t : c->tokens) write_token_logprob(w, t.first, t.second);
+        w.end_array().end_object();
+      } else {
+        w.key("logprobs").null();
+      }
+    } else {
+      w.key("text").value(c->output);
+      if (c->want_logprobs) {
+        w.key("logprobs");
+        write_completion_logprobs(w, c->tokens);
+      } else {
+        w.key("logprobs").null();
+      }
+    }
+    w.key("finish_reason").value(c->finish);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("usage");
+  write_oai_usage_of(w, choices, n);
+  w.key("ragd").begin_object().key("sources");
+  write_sources(w, s0.sources);
+  write_ragd_usage(w, choices);
+  w.end_object().end_object();
+  return w.take();
 }
 
 RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder respond) {
@@ -188,48 +279,16 @@ RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder resp
         st->output += ev.text;
         if (st->want_logprobs) st->tokens.emplace_back(ev.text, ev.logprob);
         break;
-      case RunEvent::Kind::kError: respond(to_response(from_status(ev.error, 1))); break;
+      case RunEvent::Kind::kError:
+        if (!st->gather || st->gather->fail()) respond(to_response(from_status(ev.error, 1)));
+        break;
       case RunEvent::Kind::kDone: {
-        JsonWriter w;
-        w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion" : "text_completion");
-        w.key("created").value(st->created).key("model").value(st->model).key("choices").begin_array().begin_object();
-        w.key("index").value(0);
-        if (st->chat) {
-          w.key("message").begin_object().key("role").value("assistant").key("content").value(st->output);
-          if (st->annotate) {
-            w.key("annotations");
-            write_url_citations(w, st->output, st->contexts);
-          }
-          w.end_object();
-          if (st->want_logprobs) {
-            w.key("logprobs").begin_object().key("content").begin_array();
-            for (const auto& t : st->tokens) write_token_logprob(w, t.first, t.second);
-            w.end_array().end_object();
-          } else {
-            w.key("logprobs").null();
-          }
-        } else {
-          w.key("text").value(st->output);
-          if (st->want_logprobs) {
-            w.key("logprobs");
-            write_completion_logprobs(w, st->tokens);
-          } else {
-            w.key("logprobs").null();
-          }
-        }
-        w.key("finish_reason").value(ev.finish_reason.empty() ? "stop" : ev.finish_reason);
-        w.end_object().end_array();
-        w.key("usage");
-        write_oai_usage(w, ev.usage);
-        w.key("ragd").begin_object().key("sources");
-        write_sources(w, st->sources);
-        w.key("usage");
-        write_usage(w, ev.usage);
-        w.key("timings");
-        write_timings(w, ev.timings);
-        w.end_object().end_object();
+        st->finish = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
+        st->usage = ev.usage;
+        st->timings = ev.timings;
+        if (st->gather && !st->gather->run_ended()) break;  // the last run to end answers
         HttpResponse r;
-        r.body = w.take();
+        r.body = completion_json(st->gather ? st->gather->all() : std::vector<const OaiState*>{st.get()});
         respond(std::move(r));
         break;
       }

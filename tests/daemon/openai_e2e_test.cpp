@@ -4,6 +4,7 @@
 // message when bin/ragd or bin/ragctl is not built.
 #include <set>
 
+#include "ragd/engine/tokenizer.h"
 #include "real_daemon.h"
 
 namespace ragd::testing {
@@ -256,6 +257,131 @@ TEST_F(OpenAiE2eTest, EncodersHaveTheirOwnIds) {
   EXPECT_EQ(Json(r.body).str("/model"), "rerank:ce-tiny");
   expect_error(call("POST", "/v1/rerank", R"({"model":"embedding:hashing")" + docs), 400, "invalid_request", "rerank:ce-tiny");
   expect_error(call("POST", "/v1/rerank", R"({"model":"bge-reranker")" + docs), 404, "model_not_found", "bge-reranker");
+}
+
+
+// n > 1: n choices, each sampling with seed + its index (distinct with temperature > 0, identical
+// when greedy), the later ones reusing the prompt's KV that the first one computed.
+TEST_F(OpenAiE2eTest, SeveralChoices) {
+  start_daemon("oa_n");
+  auto contents = [](const Json& j, const std::string& field) {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < j.size("/choices"); ++i) {
+      EXPECT_EQ(j.num("/choices/" + std::to_string(i) + "/index"), static_cast<int64_t>(i));
+      v.push_back(j.str("/choices/" + std::to_string(i) + field));
+    }
+    return v;
+  };
+  const std::string msgs = R"([{"role":"user","content":"Tell me a long story about the sea and the ships on it."}])";
+  auto r = call("POST", "/v1/chat/completions", R"({"messages":)" + msgs + R"(,"n":3,"max_tokens":12,"temperature":1.5,"seed":7,"ignore_eos":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  ASSERT_EQ(j.size("/choices"), 3u) << r.body;
+  auto sampled = contents(j, "/message/content");
+  EXPECT_EQ(std::set<std::string>(sampled.begin(), sampled.end()).size(), 3u) << r.body;
+  EXPECT_EQ(j.num("/usage/completion_tokens"), 36);
+  EXPECT_EQ(j.num("/usage/prompt_tokens"), j.num("/ragd/choices/0/usage/prompt_tokens"));
+  // The later choices reused the first one's prompt KV.
+  for (int i = 1; i < 3; ++i) {
+    const std::string u = "/ragd/choices/" + std::to_string(i) + "/usage";
+    EXPECT_GT(j.num(u + "/reused_tokens/hbm") + j.num(u + "/reused_tokens/dram") + j.num(u + "/reused_tokens/ssd"), 0) << r.body;
+  }
+  // Seeded: the same choices again.
+  r = call("POST", "/v1/chat/completions", R"({"messages":)" + msgs + R"(,"n":3,"max_tokens":12,"temperature":1.5,"seed":7,"ignore_eos":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(contents(Json(r.body), "/message/content"), sampled);
+  // n = 1 with seed 8 is choice 1 of the request above (seed + index).
+  r = call("POST", "/v1/chat/completions", R"({"messages":)" + msgs + R"(,"max_tokens":12,"temperature":1.5,"seed":8,"ignore_eos":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).str("/choices/0/message/content"), sampled[1]);
+  // Greedy: identical choices.
+  r = call("POST", "/v1/completions", R"({"prompt":"Once upon a time","n":4,"max_tokens":6,"temperature":0,"logprobs":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto greedy = contents(Json(r.body), "/text");
+  ASSERT_EQ(greedy.size(), 4u);
+  for (const auto& g : greedy) EXPECT_EQ(g, greedy[0]);
+  EXPECT_EQ(Json(r.body).size("/choices/3/logprobs/tokens"), 6u);
+  // Streaming: every choice's chunks carry its index; one finish per choice, one [DONE].
+  std::vector<std::string> data;
+  {
+    daemon::SseParser p([&](const std::string&, const std::string& d) { data.push_back(d); });
+    HttpClient c("127.0.0.1", d_.port(), 60000);
+    ASSERT_TRUE(c.request_stream("POST", "/v1/chat/completions",
+                                 R"({"messages":)" + msgs + R"(,"n":2,"max_tokens":5,"temperature":0.8,"stream":true,)"
+                                 R"("stream_options":{"include_usage":true}})",
+                                 {}, [&](std::string_view d) {
+                                   p.feed(d);
+                                   return true;
+                                 }).ok());
+  }
+  ASSERT_FALSE(data.empty());
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_EQ(std::count(data.begin(), data.end(), "[DONE]"), 1);
+  int finishes[2] = {0, 0};
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    Json c(data[i]);
+    ASSERT_TRUE(c.ok) << data[i];
+    if (c.size("/choices") == 0) continue;
+    const auto idx = c.num("/choices/0/index");
+    ASSERT_TRUE(idx == 0 || idx == 1) << data[i];
+    simdjson::dom::element fr = c.at("/choices/0/finish_reason");
+    if (!fr.is_null()) ++finishes[idx];
+  }
+  EXPECT_EQ(finishes[0], 1);
+  EXPECT_EQ(finishes[1], 1);
+  EXPECT_EQ(Json(data[data.size() - 2]).num("/usage/completion_tokens"), 10) << data[data.size() - 2];
+  expect_error(call("POST", "/v1/completions", R"({"prompt":"x","n":17})"), 400, "invalid_request", "'n'");
+  expect_error(call("POST", "/v1/completions", R"({"prompt":"x","n":2,"best_of":3})"), 400, "invalid_request", "best_of");
+}
+
+// prompt as token ids (one array, or several prompts) gives what the same text gives.
+TEST_F(OpenAiE2eTest, TokenIdPromptsEqualTextPrompts) {
+  start_daemon("oa_ids");
+  auto tok = engine::Tokenizer::from_file((dir_ / "model" / "tokenizer.json").string());
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  const std::string text = "The lighthouse keepers climbed the steps every evening";
+  std::vector<int32_t> ids = (*tok)->encode(text, false, true);
+  if (auto bos = (*tok)->bos_id()) ids.insert(ids.begin(), *bos);  // as a text prompt is prefixed
+  std::string arr = "[";
+  for (size_t i = 0; i < ids.size(); ++i) arr += (i ? "," : "") + std::to_string(ids[i]);
+  arr += "]";
+  const std::string tail = R"(,"max_tokens":8,"temperature":0,"logprobs":1})";
+  auto by_text = call("POST", "/v1/completions", R"({"prompt":")" + text + "\"" + tail);
+  auto by_ids = call("POST", "/v1/completions", R"({"prompt":)" + arr + tail);
+  ASSERT_EQ(by_text.status, 200) << by_text.body;
+  ASSERT_EQ(by_ids.status, 200) << by_ids.body;
+  EXPECT_EQ(Json(by_ids.body).str("/choices/0/text"), Json(by_text.body).str("/choices/0/text"));
+  EXPECT_EQ(Json(by_ids.body).num("/usage/prompt_tokens"), static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(Json(by_ids.body).num("/usage/prompt_tokens"), Json(by_text.body).num("/usage/prompt_tokens"));
+  // Several prompts, text and ids mixed: one choice each, in order.
+  auto both = call("POST", "/v1/completions", R"({"prompt":[")" + text + R"(",)" + arr + R"(,"Another prompt"])" + tail);
+  ASSERT_EQ(both.status, 200) << both.body;
+  Json b(both.body);
+  ASSERT_EQ(b.size("/choices"), 3u) << both.body;
+  EXPECT_EQ(b.str("/choices/0/text"), Json(by_text.body).str("/choices/0/text"));
+  EXPECT_EQ(b.str("/choices/1/text"), Json(by_text.body).str("/choices/0/text"));
+  EXPECT_EQ(b.num("/choices/2/index"), 2);
+  expect_error(call("POST", "/v1/completions", R"({"prompt":[1,99999999]})"), 400, "invalid_request", "outside the vocabulary");
+  expect_error(call("POST", "/v1/completions", R"({"prompt":[1,-5]})"), 400, "invalid_request", "prompt[1]");
+  expect_error(call("POST", "/v1/completions", R"({"prompt":[]})"), 400, "invalid_request", "prompt");
+  expect_error(call("POST", "/v1/completions", R"({"model":"pipeline:default","prompt":[1,2,3]})"), 400, "invalid_request", "text");
+}
+
+// A field that is not implemented is a 400 naming it, unless documented as accepted and ignored.
+TEST_F(OpenAiE2eTest, RequestFieldsAreImplementedIgnoredOrRefused) {
+  start_daemon("oa_fields");
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}],"max_tokens":2)";
+  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"logit_bias":{"5":10}})"), 400, "invalid_request",
+               "'logit_bias' is not implemented");
+  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"tools":[]})"), 400, "invalid_request", "'tools'");
+  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"temprature":0.5})"), 400, "invalid_request",
+               "unknown field 'temprature'");
+  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"prompt":"x"})"), 400, "invalid_request", "'prompt'");
+  expect_error(call("POST", "/v1/completions", R"({"prompt":"x","top_logprobs":2})"), 400, "invalid_request", "'top_logprobs'");
+  auto r = call("POST", "/v1/chat/completions", "{" + msgs + R"(,"user":"u-42","store":false,"metadata":{"k":"v"},"stop":["zz"],"seed":3})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = call("POST", "/v1/completions", R"({"prompt":"hello","max_tokens":3,"user":"u-42","stop_token_ids":[0]})");
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 }  // namespace

@@ -232,7 +232,7 @@ TEST_F(StreamTest, ChatCompletionNonStreaming) {
   auto r = call("POST", "/v1/chat/completions",
                 R"({"model":"fake-llama","messages":[{"role":"system","content":"be brief"},)"
                 R"({"role":"user","content":[{"type":"text","text":"hello"}]}],"max_tokens":3,"seed":0,)"
-                R"("stop":["\n\n"],"logprobs":true,"temperature":0.2,"some_unknown_sdk_field":1})");
+                R"("stop":["\n\n"],"logprobs":true,"temperature":0.2,"user":"accepted-and-ignored"})");
   ASSERT_EQ(r.status, 200) << r.body;
   Json j(r.body);
   EXPECT_EQ(j.str("/object"), "chat.completion");
@@ -331,14 +331,16 @@ TEST_F(StreamTest, OpenAiBadInputs) {
                "'messages' must be an array");
   expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"wizard","content":"x"}]})"), 400,
                "invalid_request", "'messages[0].role' must be system, user or assistant");
-  expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":2})"), 400,
-               "invalid_request", "n = 1");
+  expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":17})"), 400,
+               "invalid_request", "'n'");
+  expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"some_sdk_field":1})"),
+               400, "invalid_request", "unknown field 'some_sdk_field'");
   expect_error(call("POST", "/v1/chat/completions", R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}]})"),
                404, "model_not_found", "gpt-9");
   expect_error(call("POST", "/v1/chat/completions",
                     R"({"messages":[{"role":"user","content":"x"}],"pipeline":"nope"})"),
                404, "pipeline_not_found", "nope");
-  expect_error(call("POST", "/v1/completions", R"({"prompt":["a","b"]})"), 400, "invalid_request", "'prompt'");
+  expect_error(call("POST", "/v1/completions", R"({"prompt":["a",{"b":1}]})"), 400, "invalid_request", "'prompt[1]'");
   expect_error(call("POST", "/v1/completions", R"({"prompt":"a","top_p":0})"), 400, "invalid_request", "'top_p'");
 }
 

@@ -1,0 +1,19 @@
+// Private to the daemon: which top-level request fields the OpenAI completion routes take.
+//
+// Every field of a /v1/chat/completions or /v1/completions body is one of
+//   implemented          parsed and honoured (parse_openai_request, parse_structured_output)
+//   accepted, ignored    documented in docs/api.md with why it changes nothing here
+//                        (user, store, metadata, service_tier, parallel_tool_calls)
+// and anything else is a 400 naming it: "not implemented" for fields OpenAI or vLLM define that
+// ragd does not honour (logit_bias, tools, ...), "unknown field" otherwise. vLLM's list of
+// accepted fields was the guide.
+// Thread-safety: a pure function.
+#pragma once
+
+#include "json_fields.h"
+
+namespace ragd::daemon {
+
+ApiError check_request_fields(const Fields& f, bool chat);
+
+}  // namespace ragd::daemon
