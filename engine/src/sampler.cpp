@@ -164,14 +164,43 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 
 void apply_token_mask(std::span<float> logits, const TokenMask& mask) {
   const size_t v = logits.size();
-  for (size_t w = 0; w * 64 < v; ++w) {
-    const uint64_t bits = w < mask.words.size() ? mask.words[w] : 0;
-    const size_t end = std::min(v, (w + 1) * 64);
-    if (bits == ~uint64_t{0} && end - w * 64 == 64) continue;
-    for (size_t i = w * 64; i < end; ++i)
-      if (((bits >> (i - w * 64)) & 1u) == 0) logits[i] = -INFINITY;
+  for (size_t b = 0; b < v; b += 64) {
+    const size_t n = std::min<size_t>(64, v - b);
+    const uint64_t valid = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    const uint64_t bits = (b / 64 < mask.words.size() ? mask.words[b / 64] : 0) & valid;
+    if (bits == valid) continue;
+    if (bits == 0) {
+      std::fill_n(logits.data() + b, n, -INFINITY);
+      continue;
+    }
+    for (uint64_t z = ~bits & valid; z != 0; z &= z - 1) logits[b + static_cast<size_t>(__builtin_ctzll(z))] = -INFINITY;
   }
 }
+
+namespace {
+
+// dst = src with the ids `mask` does not allow at -inf: whole words copied or filled, mixed words
+// bit by bit over their allowed ids.
+void copy_masked(std::span<const float> src, const TokenMask& mask, std::vector<float>& dst) {
+  const size_t v = src.size();
+  dst.resize(v);
+  for (size_t b = 0; b < v; b += 64) {
+    const size_t n = std::min<size_t>(64, v - b);
+    const uint64_t valid = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    const uint64_t bits = (b / 64 < mask.words.size() ? mask.words[b / 64] : 0) & valid;
+    if (bits == valid) {
+      std::copy_n(src.data() + b, n, dst.data() + b);
+      continue;
+    }
+    std::fill_n(dst.data() + b, n, -INFINITY);
+    for (uint64_t a = bits; a != 0; a &= a - 1) {
+      const size_t i = b + static_cast<size_t>(__builtin_ctzll(a));
+      dst[i] = src[i];
+    }
+  }
+}
+
+}  // namespace
 
 SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, const TokenMask* mask) {
   SampleResult r;
@@ -181,8 +210,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   // half a megabyte).
   std::span<const float> x = logits;
   if (mask) {
-    scratch_.assign(logits.begin(), logits.end());
-    apply_token_mask(scratch_, *mask);
+    copy_masked(logits, *mask, scratch_);
     x = scratch_;
   }
   if (p_.has_penalties() && !history.empty()) {

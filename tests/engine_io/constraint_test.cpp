@@ -312,6 +312,10 @@ TEST(ConstraintSampler, MaskedDrawEqualsReference) {
       for (int k = 0; k < keep; ++k) allowed.insert(static_cast<int32_t>(rng() % static_cast<uint64_t>(v)));
       for (int32_t id : allowed) words[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
       TokenMask mask{words};
+      std::vector<float> in_place = logits;
+      apply_token_mask(in_place, mask);
+      for (int i = 0; i < v; ++i)
+        ASSERT_EQ(std::isinf(in_place[static_cast<size_t>(i)]), !allowed.count(i)) << "v " << v << " id " << i;
       SamplingParams p;
       p.seed = static_cast<uint64_t>(round);
       p.temperature = round % 4 == 0 ? 0.0f : 0.8f;
