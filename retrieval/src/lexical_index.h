@@ -5,7 +5,7 @@
 // chunk id are idempotent) or rebuilds it from the stored chunks.
 //
 // One Xapian document per chunk:
-//   terms     the chunk's title (wdf x kTitleWeight), section path (x kSectionWeight) and text,
+//   terms     the chunk's title (wdf x kTitleWeight), section heading (x kSectionWeight) and text,
 //             English stemmer, every word stemmed (STEM_ALL, unprefixed), stopwords left out.
 //             STEM_ALL rather than Xapian's default STEM_SOME (stemmed "Z..." terms plus the
 //             unstemmed forms): half the postings, ingest 1.5x faster, the same hit@k on the
@@ -49,7 +49,7 @@ struct LexicalDoc {
   uint64_t chunk_id = 0;
   std::string_view owner;  // "" = shared
   std::string_view title;
-  std::string_view section;  // the chunk's section path, headings joined by " / "
+  std::string_view section;  // the chunk's section heading (corpus.cpp: the deepest of its path)
   std::string_view text;
   // Filter fields of its document: (key, canonical value) pairs (metadata_filter.h), indexed as
   // boolean terms "XM<key>\x1f<value>" (hashed to "XH<hex>" when longer than 200 bytes).

@@ -3,6 +3,7 @@
 #include <poppler/cpp/poppler-document.h>
 #include <poppler/cpp/poppler-global.h>
 #include <poppler/cpp/poppler-page.h>
+#include <poppler/cpp/poppler-toc.h>
 
 #include <algorithm>
 #include <climits>
@@ -141,14 +142,32 @@ std::string collapse_leaders(std::string_view line, bool* had) {
   return out;
 }
 
-// One text block (lines without a blank line between them) as paragraphs.
-std::string tidy_block(const std::vector<std::string_view>& raw_lines) {
+// A title or a line as compared: trimmed, inner runs of spaces as one.
+std::string heading_key(std::string_view s) {
+  std::string out;
+  for (char c : trim_view(s)) {
+    if (is_space_byte(static_cast<unsigned char>(c))) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// One text block (lines without a blank line between them) as paragraphs. Lines that are outline
+// titles (`outline` non-null) are paragraphs of their own; their offsets in the result and outline
+// entries are appended to *heads.
+std::string tidy_block(const std::vector<std::string_view>& raw_lines, OutlineMatcher* outline,
+                       std::vector<PdfHeading>* heads) {
   std::vector<std::string> lines(raw_lines.size());
   std::vector<bool> entry(raw_lines.size());
+  std::vector<std::optional<size_t>> heading(raw_lines.size());
   for (size_t i = 0; i < raw_lines.size(); ++i) {
     bool had = false;
     lines[i] = collapse_leaders(raw_lines[i], &had);
     entry[i] = had;
+    if (outline && !had) heading[i] = outline->match(lines[i]);
   }
   std::vector<size_t> len(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) len[i] = utf8_length(lines[i]);
@@ -160,11 +179,14 @@ std::string tidy_block(const std::vector<std::string_view>& raw_lines) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string_view l = lines[i];
+    if (heading[i]) heads->push_back({out.size(), *heading[i]});
     out.append(l);
     if (i + 1 == lines.size()) break;
     std::string_view next = lines[i + 1];
     const bool full = !entry[i] && !entry[i + 1] && measure >= 30 && len[i] * 4 >= measure * 3;
-    if (full && l.size() >= 2 && l.back() == '-' && ascii_letter(l[l.size() - 2]) && !next.empty() &&
+    if (heading[i] || heading[i + 1]) {
+      out += "\n\n";  // a section heading is a paragraph of its own
+    } else if (full && l.size() >= 2 && l.back() == '-' && ascii_letter(l[l.size() - 2]) && !next.empty() &&
         next[0] >= 'a' && next[0] <= 'z') {
       out.pop_back();  // "expres-" + "sion": a word split at the line end
     } else if (full) {
@@ -178,7 +200,87 @@ std::string tidy_block(const std::vector<std::string_view>& raw_lines) {
   return out;
 }
 
+// The outline's entries in document order (depth first), each as its chain of titles. Bounded: a
+// damaged or hostile outline cannot make this walk long.
+void walk_outline(const poppler::toc_item* item, std::vector<std::string>* path,
+                  std::vector<std::vector<std::string>>* out) {
+  constexpr size_t kMaxEntries = 20000, kMaxDepth = 12;
+  for (const poppler::toc_item* child : item->children()) {
+    if (out->size() >= kMaxEntries) return;
+    poppler::byte_array t = child->title().to_utf8();
+    std::string title = heading_key(normalize(std::string_view(t.data(), t.size())));
+    if (title.empty()) continue;
+    path->push_back(std::move(title));
+    out->push_back(*path);
+    if (path->size() < kMaxDepth) walk_outline(child, path, out);
+    path->pop_back();
+  }
+}
+
 }  // namespace
+
+OutlineMatcher::OutlineMatcher(std::vector<std::string> titles) : titles_(std::move(titles)) {}
+
+namespace {
+
+// A heading's number, as books print it before the title the outline gives without it: "3.5.4",
+// "A.1", "2.", "IV", optionally after "Chapter" / "Appendix" / "Section" / "Part". The rest of
+// `key` after it and one space; `key` itself when it has none.
+std::string_view without_number(std::string_view key) {
+  std::string_view v = key;
+  for (std::string_view word : {"Chapter ", "Appendix ", "Section ", "Part "})
+    if (v.substr(0, word.size()) == word) {
+      v.remove_prefix(word.size());
+      break;
+    }
+  size_t i = 0;
+  auto alnum = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); };
+  while (i < v.size() && i < 16 && (alnum(v[i]) || v[i] == '.')) ++i;
+  if (i == 0 || i >= v.size() || v[i] != ' ') return key;
+  std::string_view num = v.substr(0, i);
+  // A number has a digit, or is one capital letter (an appendix) or a roman numeral.
+  const bool digit = num.find_first_of("0123456789") != std::string_view::npos;
+  const bool letter = num.size() <= 2 && num[0] >= 'A' && num[0] <= 'Z';
+  const bool roman = num.find_first_not_of("IVXLC.") == std::string_view::npos;
+  if (!digit && !letter && !roman) return key;
+  return v.substr(i + 1);
+}
+
+}  // namespace
+
+std::optional<size_t> OutlineMatcher::match(std::string_view line) {
+  if (next_ >= titles_.size() || line.size() > 400) return std::nullopt;
+  const std::string key = heading_key(line);
+  const std::string_view bare = without_number(key);
+  const size_t end = std::min(titles_.size(), next_ + kWindow);
+  for (size_t i = next_; i < end; ++i) {
+    if (titles_[i] == key || titles_[i] == bare) {
+      next_ = i + 1;
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::vector<Section>> pdf_page_sections(const PdfText& pdf) {
+  std::vector<std::vector<Section>> out(pdf.pages.size());
+  const std::vector<std::string>* path = nullptr;  // the section in effect
+  for (size_t p = 0; p < pdf.pages.size(); ++p) {
+    const PdfPageText& page = pdf.pages[p];
+    const uint64_t size = page.text.size();
+    std::vector<Section>& secs = out[p];
+    uint64_t first = page.headings.empty() ? size : page.headings.front().byte;
+    if (path && first > 0) secs.push_back({*path, 0, first});
+    for (size_t h = 0; h < page.headings.size(); ++h) {
+      const PdfHeading& hd = page.headings[h];
+      if (hd.entry >= pdf.outline.size()) continue;
+      path = &pdf.outline[hd.entry];
+      const uint64_t end = h + 1 < page.headings.size() ? page.headings[h + 1].byte : size;
+      if (end > hd.byte) secs.push_back({*path, hd.byte, end});
+    }
+  }
+  return out;
+}
 
 bool looks_like_pdf(std::string_view bytes) {
   std::string_view head = bytes.substr(0, 1024);
@@ -194,7 +296,7 @@ bool looks_like_pdf(std::string_view bytes) {
   return before.find('\0') != std::string_view::npos || find_invalid_utf8(before) != std::string_view::npos;
 }
 
-std::string tidy_pdf_page_text(std::string_view raw) {
+std::string tidy_pdf_page_text(std::string_view raw, OutlineMatcher* outline, std::vector<PdfHeading>* headings) {
   std::string text = normalize(raw);
   // Blocks: runs of non-blank lines.
   std::vector<std::vector<std::string_view>> blocks(1);
@@ -213,16 +315,19 @@ std::string tidy_pdf_page_text(std::string_view raw) {
   }
   if (blocks.back().empty()) blocks.pop_back();
   std::vector<std::string> tidied;
-  for (const auto& b : blocks) tidied.push_back(tidy_block(b));
+  std::vector<std::vector<PdfHeading>> heads(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) tidied.push_back(tidy_block(blocks[i], outline, &heads[i]));
   // Running page numbers sit in the first or last two blocks of a page.
   for (size_t i = 0; i < tidied.size(); ++i) {
     if ((i < 2 || i + 2 >= tidied.size()) && page_number_block(tidied[i])) tidied[i].clear();
   }
   std::string out;
-  for (const auto& b : tidied) {
-    if (b.empty()) continue;
+  for (size_t i = 0; i < tidied.size(); ++i) {
+    if (tidied[i].empty()) continue;
     if (!out.empty()) out += "\n\n";
-    out += b;
+    if (headings)
+      for (const PdfHeading& h : heads[i]) headings->push_back({out.size() + h.byte, h.entry});
+    out += tidied[i];
   }
   return out;
 }
@@ -256,18 +361,28 @@ Result<PdfText> pdf_to_text(std::string_view bytes) {
       if (ch == '\n') ch = ' ';
     out.title = std::string(trim_view(title));
   }
+  std::unique_ptr<poppler::toc> toc(doc->create_toc());
+  if (toc && toc->root()) {
+    std::vector<std::string> path;
+    walk_outline(toc->root(), &path, &out.outline);
+  }
+  std::vector<std::string> titles;
+  for (const auto& p : out.outline) titles.push_back(p.back());
+  OutlineMatcher matcher(std::move(titles));
   for (int i = 0; i < out.page_count; ++i) {
     std::unique_ptr<poppler::page> page(doc->create_page(i));
     std::string text;
+    std::vector<PdfHeading> headings;
     if (page) {
       poppler::byte_array raw = page->text(poppler::rectf(), poppler::page::non_raw_non_physical_layout).to_utf8();
-      text = tidy_pdf_page_text(std::string_view(raw.data(), raw.size()));
+      text = tidy_pdf_page_text(std::string_view(raw.data(), raw.size()), out.outline.empty() ? nullptr : &matcher,
+                                &headings);
     }
     if (text.empty()) {
       ++out.empty_pages;
       continue;
     }
-    out.pages.push_back({i + 1, std::move(text)});
+    out.pages.push_back({i + 1, std::move(text), std::move(headings)});
   }
   if (out.pages.empty()) {
     // A broken content stream also leaves pages blank; say so rather than blame the scan. poppler-cpp

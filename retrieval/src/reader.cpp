@@ -327,7 +327,9 @@ void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
   }
   std::string base = pdf->title.empty() ? fs::path(path).filename().string() : pdf->title;
   if (base.size() > 200) base.resize(utf8_floor(base, 200));
-  for (auto& page : pdf->pages) {
+  const std::vector<std::vector<Section>> sections = pdf_page_sections(*pdf);
+  for (size_t i = 0; i < pdf->pages.size(); ++i) {
+    PdfPageText& page = pdf->pages[i];
     Document d;
     d.id = path + "#page=" + std::to_string(page.number);
     d.source = d.id;
@@ -335,6 +337,7 @@ void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
     d.format = "pdf";
     d.page = static_cast<uint32_t>(page.number);
     d.text = std::move(page.text);
+    d.sections = sections[i];
     r->documents.push_back(std::move(d));
   }
   r->empty_pages += static_cast<uint64_t>(pdf->empty_pages);

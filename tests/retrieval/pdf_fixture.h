@@ -14,6 +14,9 @@ struct PdfSpec {
   // An /Encrypt dictionary (standard handler, RC4 40-bit) whose user password is not the empty
   // one: readers cannot open the file without a password.
   bool encrypted = false;
+  // Top-level outline (bookmark) titles, in order; none = no /Outlines. Titles only, no
+  // destinations: readers match them against the pages' lines.
+  std::vector<std::string> outline;
 };
 
 // A content stream that writes `lines` of text top to bottom.
@@ -34,7 +37,10 @@ inline std::string make_pdf(const PdfSpec& spec) {
   const size_t n = spec.pages.size();
   std::string kids;
   for (size_t i = 0; i < n; ++i) kids += (i ? " " : "") + std::to_string(4 + 2 * i) + " 0 R";
-  objs.push_back("<< /Type /Catalog /Pages 2 0 R >>");
+  // Outline objects go after the pages: the catalog refers to them by number.
+  const size_t outline_root = spec.outline.empty() ? 0 : 3 + 2 * n + 1;
+  objs.push_back(outline_root ? "<< /Type /Catalog /Pages 2 0 R /Outlines " + std::to_string(outline_root) + " 0 R >>"
+                              : "<< /Type /Catalog /Pages 2 0 R >>");
   objs.push_back("<< /Type /Pages /Kids [" + kids + "] /Count " + std::to_string(n) + " >>");
   objs.push_back("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>");
   for (size_t i = 0; i < n; ++i) {
@@ -42,6 +48,17 @@ inline std::string make_pdf(const PdfSpec& spec) {
                    "/Contents " + std::to_string(5 + 2 * i) + " 0 R >>");
     objs.push_back("<< /Length " + std::to_string(spec.pages[i].size()) + " >>\nstream\n" + spec.pages[i] +
                    "\nendstream");
+  }
+  if (outline_root) {
+    const size_t m = spec.outline.size();
+    objs.push_back("<< /Type /Outlines /First " + std::to_string(outline_root + 1) + " 0 R /Last " +
+                   std::to_string(outline_root + m) + " 0 R /Count " + std::to_string(m) + " >>");
+    for (size_t i = 0; i < m; ++i) {
+      std::string item = "<< /Title (" + spec.outline[i] + ") /Parent " + std::to_string(outline_root) + " 0 R";
+      if (i > 0) item += " /Prev " + std::to_string(outline_root + i) + " 0 R";
+      if (i + 1 < m) item += " /Next " + std::to_string(outline_root + i + 2) + " 0 R";
+      objs.push_back(item + " >>");
+    }
   }
   std::string trailer = "/Root 1 0 R";
   if (!spec.title.empty()) {

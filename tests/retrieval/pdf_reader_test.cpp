@@ -260,6 +260,78 @@ TEST(PdfText, TidyShortensDotLeadersOneEntryALine) {
 
 // The Bash Reference Manual as Debian 12's bash-doc (5.2.15) ships it: 196 pages; physical page 21
 // (printed "15") holds the sentence below, wrapped over three lines (`pdftotext -f 21 -l 21`).
+TEST(PdfOutline, MatcherFindsTitlesInOrderWithOrWithoutTheirNumbers) {
+  OutlineMatcher m({"Introduction", "What is Bash?", "Shell Syntax", "Quoting", "Chapter Notes"});
+  EXPECT_FALSE(m.match("Introduction \u2026 1").has_value());    // a contents line
+  EXPECT_FALSE(m.match("An Introduction").has_value());           // a line that only contains it
+  EXPECT_FALSE(m.match("Quoting is hard.").has_value());
+  EXPECT_EQ(m.match("1 Introduction"), std::optional<size_t>(0));
+  EXPECT_FALSE(m.match("Introduction").has_value());              // found already: not again
+  EXPECT_EQ(m.match("  1.1   What is Bash? "), std::optional<size_t>(1));
+  EXPECT_EQ(m.match("3.1.2 Quoting"), std::optional<size_t>(3));  // "Shell Syntax" skipped over
+  EXPECT_FALSE(m.match("Shell Syntax").has_value());               // and not looked for again
+  EXPECT_FALSE(m.match("3.1.2Quoting").has_value());
+  EXPECT_EQ(m.match("Appendix B Chapter Notes"), std::optional<size_t>(4));
+  // Beyond the window: an entry far ahead is not taken by a stray line.
+  std::vector<std::string> many;
+  for (int i = 0; i < 40; ++i) many.push_back("Entry " + std::to_string(i));
+  OutlineMatcher w(many);
+  const std::string far = "Entry " + std::to_string(OutlineMatcher::kWindow + 2);
+  EXPECT_FALSE(w.match(far).has_value());  // entries 0 .. kWindow-1 are looked for
+  EXPECT_EQ(w.match("Entry 2"), std::optional<size_t>(2));
+  EXPECT_EQ(w.match(far), std::optional<size_t>(OutlineMatcher::kWindow + 2));  // now 3 .. kWindow+2
+}
+
+TEST(PdfOutline, PageSectionsCarryThePathAcrossPages) {
+  PdfText pdf;
+  pdf.outline = {{"A"}, {"A", "B"}, {"C"}};
+  pdf.pages.push_back({1, "front matter", {}});
+  pdf.pages.push_back({2, "xx\n\nA\n\nbody a\n\nB\n\nbody b", {{4, 0}, {13, 1}}});
+  pdf.pages.push_back({3, "more of b", {}});
+  pdf.pages.push_back({4, "C\n\nbody c", {{0, 2}}});
+  const auto s = pdf_page_sections(pdf);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_TRUE(s[0].empty());  // before the first heading: no section
+  ASSERT_EQ(s[1].size(), 2u);
+  EXPECT_EQ(s[1][0].path, (std::vector<std::string>{"A"}));
+  EXPECT_EQ(s[1][0].byte_begin, 4u);
+  EXPECT_EQ(s[1][0].byte_end, 13u);
+  EXPECT_EQ(s[1][1].path, (std::vector<std::string>{"A", "B"}));
+  EXPECT_EQ(s[1][1].byte_end, pdf.pages[1].text.size());
+  ASSERT_EQ(s[2].size(), 1u);
+  EXPECT_EQ(s[2][0].path, (std::vector<std::string>{"A", "B"}));
+  EXPECT_EQ(s[2][0].byte_begin, 0u);
+  ASSERT_EQ(s[3].size(), 1u);
+  EXPECT_EQ(s[3][0].path, (std::vector<std::string>{"C"}));
+  for (size_t p = 0; p < s.size(); ++p) EXPECT_TRUE(sections_fit(s[p], pdf.pages[p].text.size()));
+}
+
+TEST(PdfReader, OutlineTitlesBecomeSectionsOfThePages) {
+  PdfSpec spec;
+  spec.pages = {pdf_text_page({"1 Introduction", "The tool reads files and writes reports for every run."}),
+                pdf_text_page({"It keeps going after errors.", "2 Usage", "Run it with a file name."})};
+  spec.outline = {"Introduction", "Usage"};
+  auto r = read_input_bytes("guide.pdf", make_pdf(spec));
+  ASSERT_TRUE(r.skipped.empty()) << r.skipped[0].reason;
+  ASSERT_EQ(r.documents.size(), 2u);
+  const Document& p1 = r.documents[0];
+  ASSERT_EQ(p1.sections.size(), 1u);
+  EXPECT_EQ(p1.sections[0].path, (std::vector<std::string>{"Introduction"}));
+  EXPECT_EQ(p1.text.substr(p1.sections[0].byte_begin, 14), "1 Introduction");
+  const Document& p2 = r.documents[1];
+  ASSERT_EQ(p2.sections.size(), 2u) << p2.text;
+  EXPECT_EQ(p2.sections[0].path, (std::vector<std::string>{"Introduction"}));
+  EXPECT_EQ(p2.sections[0].byte_begin, 0u);
+  EXPECT_EQ(p2.sections[1].path, (std::vector<std::string>{"Usage"}));
+  EXPECT_EQ(p2.text.substr(p2.sections[1].byte_begin), "2 Usage\n\nRun it with a file name.");
+  // Without an outline: no sections.
+  spec.outline.clear();
+  auto plain = read_input_bytes("guide.pdf", make_pdf(spec));
+  ASSERT_EQ(plain.documents.size(), 2u);
+  EXPECT_TRUE(plain.documents[0].sections.empty());
+  EXPECT_TRUE(plain.documents[1].sections.empty());
+}
+
 TEST(PdfReader, RealManualFromDebianBashDoc) {
   const std::string path = "/usr/share/doc/bash/bashref.pdf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not installed (Debian package bash-doc)";
@@ -284,6 +356,18 @@ TEST(PdfReader, RealManualFromDebianBashDoc) {
     EXPECT_EQ(d.source, "bashref.pdf#page=21");
     EXPECT_TRUE(d.text.rfind("Chapter 3: Basic Shell Features\n\n", 0) == 0) << d.text.substr(0, 200);
     EXPECT_FALSE(contains(d.text, "\n\n15\n\n")) << "the running page number stays out";
+  }
+  // Sections from the manual's outline: page 40 continues "Shell Parameter Expansion" and starts
+  // "3.5.4 Command Substitution" on a line of its own.
+  for (const auto& d : r.documents) {
+    if (d.id != "bashref.pdf#page=40") continue;
+    ASSERT_GE(d.sections.size(), 2u);
+    EXPECT_EQ(d.sections[0].byte_begin, 0u);
+    EXPECT_EQ(d.sections[0].path,
+              (std::vector<std::string>{"Basic Shell Features", "Shell Expansions", "Shell Parameter Expansion"}));
+    EXPECT_EQ(d.sections[1].path,
+              (std::vector<std::string>{"Basic Shell Features", "Shell Expansions", "Command Substitution"}));
+    EXPECT_EQ(d.text.substr(d.sections[1].byte_begin, 28), "3.5.4 Command Substitution\n\n");
   }
 }
 
