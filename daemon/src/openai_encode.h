@@ -17,6 +17,13 @@ namespace ragd::daemon {
 
 struct OaiGather;  // openai_fanout.h
 
+// A generated token's logprob and its step's likeliest tokens (requests with logprobs).
+struct OaiToken {
+  std::string text;
+  float logprob = 0.0f;
+  std::vector<pipelines::TokenLogprob> top;  // best first; empty unless top_logprobs was asked
+};
+
 // What an OpenAI response needs besides the run's events: one per choice (one run each).
 struct OaiState {
   std::mutex mu;
@@ -34,7 +41,7 @@ struct OaiState {
   bool annotate = false;
   std::string answer;
   std::vector<CitationContext> contexts;
-  std::vector<std::pair<std::string, float>> tokens;  // guarded by mu (non-streaming)
+  std::vector<OaiToken> tokens;                       // guarded by mu (non-streaming)
   bool sent_role = false;                             // streaming: events arrive in order
   // The run's end (guarded by mu; read by the gather once every run has ended).
   std::string finish;

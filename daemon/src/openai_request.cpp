@@ -183,10 +183,13 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
     bool lp = false;
     if (auto e = f.boolean("logprobs", &lp); e.failed()) return e;
     if (auto e = f.integer("top_logprobs", &iv, 0, 20, &present); e.failed()) return e;
+    if (present && iv > 0 && !lp) return bad_request("top_logprobs", "field 'top_logprobs' needs \"logprobs\": true");
     out->want_logprobs = lp ? 1 : 0;
+    if (present) run.top_logprobs = static_cast<int>(iv);
   } else {
     if (auto e = f.integer("logprobs", &iv, 0, 5, &present); e.failed()) return e;
     out->want_logprobs = present ? 1 : 0;
+    if (present) run.top_logprobs = static_cast<int>(iv);  // OpenAI: the likeliest `logprobs` tokens
   }
   run.want_logprobs = out->want_logprobs > 0;
   if (auto e = f.boolean("stream", &out->stream); e.failed()) return e;

@@ -76,35 +76,52 @@ void write_ragd_usage(JsonWriter& w, const std::vector<const OaiState*>& choices
   }
 }
 
-void write_token_logprob(JsonWriter& w, const std::string& text, float lp) {
-  w.begin_object().key("token").value(text).key("logprob").value(lp).key("bytes").begin_array();
-  for (unsigned char c : text) w.value(static_cast<int>(c));
-  w.end_array().key("top_logprobs").begin_array();
-  w.begin_object().key("token").value(text).key("logprob").value(lp).key("bytes").begin_array();
-  for (unsigned char c : text) w.value(static_cast<int>(c));
-  w.end_array().end_object();
+void write_bytes(JsonWriter& w, const std::string& b) {
+  w.key("bytes").begin_array();
+  for (unsigned char c : b) w.value(static_cast<int>(c));
+  w.end_array();
+}
+
+// Chat: {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}...]}; an
+// alternative's token is its bytes as text (U+FFFD for part of a character; "bytes" has them all).
+void write_token_logprob(JsonWriter& w, const OaiToken& t) {
+  w.begin_object().key("token").value(t.text).key("logprob").value(t.logprob);
+  write_bytes(w, t.text);
+  w.key("top_logprobs").begin_array();
+  for (const auto& a : t.top) {
+    w.begin_object().key("token").value(a.bytes).key("logprob").value(a.logprob);
+    write_bytes(w, a.bytes);
+    w.end_object();
+  }
   w.end_array().end_object();
 }
 
-void write_completion_logprobs(JsonWriter& w, const std::vector<std::pair<std::string, float>>& toks) {
+// Completions: "top_logprobs" maps each step's likeliest tokens to their logprobs (the sampled
+// token alone when no alternatives were asked for).
+void write_completion_logprobs(JsonWriter& w, const std::vector<OaiToken>& toks) {
   w.begin_object().key("tokens").begin_array();
-  for (const auto& t : toks) w.value(t.first);
+  for (const auto& t : toks) w.value(t.text);
   w.end_array().key("token_logprobs").begin_array();
-  for (const auto& t : toks) w.value(t.second);
+  for (const auto& t : toks) w.value(t.logprob);
   w.end_array().key("top_logprobs").begin_array();
-  for (const auto& t : toks) w.begin_object().key(t.first).value(t.second).end_object();
+  for (const auto& t : toks) {
+    w.begin_object();
+    if (t.top.empty()) w.key(t.text).value(t.logprob);
+    for (const auto& a : t.top) w.key(a.bytes).value(a.logprob);
+    w.end_object();
+  }
   w.end_array().key("text_offset").begin_array();
   size_t off = 0;
   for (const auto& t : toks) {
     w.value(static_cast<uint64_t>(off));
-    off += t.first.size();
+    off += t.text.size();
   }
   w.end_array().end_object();
 }
 
 // One streaming chunk. `delta_text` null = no content; `finish` "" = null.
 std::string chunk_json(const OaiState& s, const std::string* delta_text, bool role, const std::string& finish,
-                       const std::pair<std::string, float>* lp) {
+                       const OaiToken* lp) {
   JsonWriter w;
   w.begin_object().key("id").value(s.id).key("object").value(s.chat ? "chat.completion.chunk" : "text_completion");
   w.key("created").value(s.created).key("model").value(s.model).key("choices").begin_array().begin_object();
@@ -116,7 +133,7 @@ std::string chunk_json(const OaiState& s, const std::string* delta_text, bool ro
     w.end_object();
     if (lp) {
       w.key("logprobs").begin_object().key("content").begin_array();
-      write_token_logprob(w, lp->first, lp->second);
+      write_token_logprob(w, *lp);
       w.end_array().end_object();
     } else {
       w.key("logprobs").null();
@@ -170,7 +187,7 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
             st->sent_role = true;
           }
           if (st->annotate) st->answer += ev.text;
-          std::pair<std::string, float> lp{ev.text, ev.logprob};
+          const OaiToken lp{ev.text, ev.logprob, ev.top_logprobs};
           if (!ev.text.empty() || st->want_logprobs)
             out += sse_frame(nullptr, chunk_json(*st, &ev.text, false, "", st->want_logprobs ? &lp : nullptr));
           break;
@@ -240,7 +257,7 @@ std::string completion_json(const std::vector<const OaiState*>& choices) {
       w.end_object();
       if (c->want_logprobs) {
         w.key("logprobs").begin_object().key("content").begin_array();
-        for (const auto& t : c->tokens) write_token_logprob(w, t.first, t.second);
+        for (const auto& t : c->tokens) write_token_logprob(w, t);
         w.end_array().end_object();
       } else {
         w.key("logprobs").null();
@@ -277,7 +294,7 @@ RunConsumer openai_collect_consumer(std::shared_ptr<OaiState> st, Responder resp
         break;
       case RunEvent::Kind::kToken:
         st->output += ev.text;
-        if (st->want_logprobs) st->tokens.emplace_back(ev.text, ev.logprob);
+        if (st->want_logprobs) st->tokens.push_back({ev.text, ev.logprob, ev.top_logprobs});
         break;
       case RunEvent::Kind::kError:
         if (!st->gather || st->gather->fail()) respond(to_response(from_status(ev.error, 1)));

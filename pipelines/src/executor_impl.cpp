@@ -390,6 +390,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   }
   for (int32_t t : q.res.sampling.stop_token_ids) stop_ids.push_back(t);
   q.state.emplace(q.prompt, q.res.sampling, *tok_, std::move(stop_ids), max_new);
+  if (q.rr.want_logprobs) q.state->set_top_logprobs(q.rr.top_logprobs);
   q.state->set_extractive(q.res.extractive);
   q.state->set_constraint(q.constraint);
   q.usage.prompt_tokens = prompt_len;

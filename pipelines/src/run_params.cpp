@@ -76,6 +76,8 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
   ResolvedRun out;
   out.spec = spec;
   // Retrieval.
+  if (req.top_logprobs < 0 || req.top_logprobs > 20)
+    return Status::InvalidArgument("top_logprobs must be in 0..20, got " + std::to_string(req.top_logprobs));
   if (req.retrieval_top_k > kRangeRetrievalTopK.hi)
     return kRangeRetrievalTopK.check("top_k", req.retrieval_top_k);
   if (spec) {

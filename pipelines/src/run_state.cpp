@@ -16,17 +16,45 @@ RunState::RunState(std::vector<int32_t> prompt, const engine::SamplingParams& sa
       stop_strings_(sampling.stop),
       stop_ids_(std::move(stop_ids)),
       sampler_(sampling),
-      decoder_(std::in_place, tok) {}
+      decoder_(std::in_place, tok),
+      tok_(&tok) {}
 
 int32_t RunState::advance(std::span<const float> logits) { return accept(sample(logits)); }
 
 bool RunState::greedy_pick_suffices() const {
   const engine::SamplingParams& p = sampler_.params();
-  return !extractive_ && !constraint_ && p.temperature == 0.0f && !p.has_penalties();
+  return !extractive_ && !constraint_ && top_logprobs_ == 0 && p.temperature == 0.0f && !p.has_penalties();
 }
+
+namespace {
+
+// The n likeliest tokens of a logits row, best first (ties: lower id), with their log-softmax.
+std::vector<TokenLogprob> likeliest(std::span<const float> logits, int n, const engine::Tokenizer& tok) {
+  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::vector<int32_t> heap;  // the best n so far; heap front = the worst of them
+  heap.reserve(static_cast<size_t>(n) + 1);
+  for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+    if (static_cast<int>(heap.size()) == n && !better(i, heap.front())) continue;
+    heap.push_back(i);
+    std::push_heap(heap.begin(), heap.end(), better);
+    if (static_cast<int>(heap.size()) > n) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.pop_back();
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), better);
+  std::vector<TokenLogprob> out;
+  if (heap.empty()) return out;
+  const float lse = logits[heap.front()] - engine::log_softmax_at(logits, heap.front());
+  for (int32_t id : heap) out.push_back({id, tok.token_bytes(id), logits[id] - lse});
+  return out;
+}
+
+}  // namespace
 
 engine::SampleResult RunState::sample(std::span<const float> logits) {
   RAGD_CHECK(finish_reason_.empty()) << "sample() after the run finished (" << finish_reason_ << ")";
+  if (top_logprobs_ > 0) top_ = likeliest(logits, top_logprobs_, *tok_);
   if (extractive_) {
     masked_.assign(logits.begin(), logits.end());
     mask_to_prompt_spans(std::span<const int32_t>(tokens_).first(static_cast<size_t>(prompt_len_)), generated_tokens(),
@@ -84,6 +112,8 @@ int32_t RunState::accept(const engine::SampleResult& s) {
   ev.token_id = s.token;
   ev.text = std::move(text);
   ev.logprob = s.logprob;
+  ev.top_logprobs = std::move(top_);
+  top_.clear();
   events_.push_back(std::move(ev));
   if (auto_commit_) committed_ = events_.size();
   return s.token;

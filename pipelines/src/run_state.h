@@ -84,6 +84,9 @@ class RunState {
   // The next token needs only the greedy pick of its logits row (temperature 0, no penalties, no
   // extractive mask, no constraint): the engine can return that pick (SeqStep::Logits::kGreedy) instead of the row.
   bool greedy_pick_suffices() const;
+  // Every later token event also carries the logprobs of the `n` likeliest tokens of its step,
+  // under the raw logits (0 = none, the default): sample() finds them, accept() attaches them.
+  void set_top_logprobs(int n) { top_logprobs_ = n; }
 
   void set_auto_commit(bool on);
   // Every event produced so far becomes final (releasable).
@@ -117,6 +120,9 @@ class RunState {
   bool auto_commit_ = true;
   bool extractive_ = false;
   std::vector<float> masked_;  // extractive: the masked copy of a logits row
+  const engine::Tokenizer* tok_ = nullptr;  // the alternatives' bytes
+  int top_logprobs_ = 0;
+  std::vector<TokenLogprob> top_;  // the last sample()'s likeliest tokens, until accept()
   std::optional<engine::ConstraintMatcher> constraint_;
 };
 

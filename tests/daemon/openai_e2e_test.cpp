@@ -384,5 +384,44 @@ TEST_F(OpenAiE2eTest, RequestFieldsAreImplementedIgnoredOrRefused) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+
+// logprobs / top_logprobs on both routes: the likeliest tokens of every step, best first, the
+// greedy token first among them.
+TEST_F(OpenAiE2eTest, TopLogprobsOnBothRoutes) {
+  start_daemon("oa_logprobs");
+  auto r = call("POST", "/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"Name three colours."}],"max_tokens":5,"temperature":0,)"
+                R"("logprobs":true,"top_logprobs":3,"ignore_eos":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  ASSERT_EQ(j.size("/choices/0/logprobs/content"), 5u) << r.body;
+  for (size_t i = 0; i < 5; ++i) {
+    const std::string t = "/choices/0/logprobs/content/" + std::to_string(i);
+    ASSERT_EQ(j.size(t + "/top_logprobs"), 3u) << r.body;
+    EXPECT_NEAR(j.dbl(t + "/top_logprobs/0/logprob"), j.dbl(t + "/logprob"), 1e-4) << "greedy: the likeliest token";
+    EXPECT_GE(j.dbl(t + "/top_logprobs/0/logprob"), j.dbl(t + "/top_logprobs/1/logprob"));
+    EXPECT_GE(j.dbl(t + "/top_logprobs/1/logprob"), j.dbl(t + "/top_logprobs/2/logprob"));
+    EXPECT_LE(j.dbl(t + "/top_logprobs/0/logprob"), 0.0);
+  }
+  // Without top_logprobs: no alternatives; the same text (the greedy path and the sampled one agree).
+  auto plain = call("POST", "/v1/chat/completions",
+                    R"({"messages":[{"role":"user","content":"Name three colours."}],"max_tokens":5,"temperature":0,"ignore_eos":true})");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(Json(plain.body).str("/choices/0/message/content"), j.str("/choices/0/message/content"));
+  expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})"), 400,
+               "invalid_request", "logprobs");
+  expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})"),
+               400, "invalid_request", "top_logprobs");
+  // Completions: logprobs = the number of likeliest tokens per step.
+  r = call("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0,"logprobs":2,"ignore_eos":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json c(r.body);
+  ASSERT_EQ(c.size("/choices/0/logprobs/top_logprobs"), 4u) << r.body;
+  simdjson::dom::object first;
+  ASSERT_FALSE(c.at("/choices/0/logprobs/top_logprobs/0").get_object().get(first));
+  EXPECT_GE(first.size(), 1u);
+  EXPECT_LE(first.size(), 2u);  // two tokens of the same bytes would share a key
+}
+
 }  // namespace
 }  // namespace ragd::testing

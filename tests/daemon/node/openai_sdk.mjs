@@ -85,6 +85,29 @@ const norm = Math.hypot(...emb.data[1].embedding);
 assert.ok(Number.isFinite(norm) && norm > 0, `bad embedding norm ${norm}`);
 console.log(`embeddings: dim ${emb.data[0].embedding.length}`);
 
+// A pipeline as the model: listed by /v1/models, its answer carries ragd.sources.
+assert.ok(models.data.some((m) => m.id === 'pipeline:default'), 'pipeline:default is not listed');
+await fetch(`${base}/v1/documents`, {
+  method: 'POST',
+  headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
+  body: JSON.stringify({ id: 'kv', text: 'The KV cache stores the attention keys and values of earlier tokens.' }),
+});
+const rag = await client.chat.completions.create({
+  model: 'pipeline:default',
+  messages: [{ role: 'user', content: 'What does the KV cache store?' }],
+  max_tokens: 4,
+  temperature: 0,
+});
+assert.equal(rag.model, 'pipeline:default');
+assert.ok(Array.isArray(rag.ragd?.sources) && rag.ragd.sources.length >= 1, 'no sources');
+console.log(`pipeline: ${rag.ragd.sources.length} sources, first ${rag.ragd.sources[0].doc_id}`);
+
+// n > 1: one choice per index.
+const two = await client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'Say something.' }], n: 2, max_tokens: 3, temperature: 0.8, seed: 3,
+});
+assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+
 // Errors surface as SDK exceptions with the status and message.
 await assert.rejects(
   client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], temperature: 5 }),

@@ -124,6 +124,9 @@ struct RunRequest {
   // (server configuration) is shared across tenants and salts; documents never are.
   std::string cache_salt;
   bool want_logprobs = false;
+  // With want_logprobs: also the logprobs of this many likeliest tokens at every step (0..20),
+  // under the raw logits like the sampled token's (RunEvent::top_logprobs).
+  int top_logprobs = 0;
   // Pipeline runs: a document id whose first chunk must be in the context. When retrieval did not
   // return it, it replaces the lowest-ranked chunk (evaluation with the gold passage forced in).
   std::string context_must_include;
@@ -200,6 +203,13 @@ struct Timings {
   double blend_chunk_ms = 0, blend_place_ms = 0, blend_repair_ms = 0;
 };
 
+// One of the likeliest tokens at a step (RunRequest::top_logprobs).
+struct TokenLogprob {
+  int32_t token_id = -1;
+  std::string bytes;  // the token's raw bytes (may be part of a UTF-8 character)
+  float logprob = 0.0f;
+};
+
 struct RunEvent {
   enum class Kind : uint8_t { kSources, kToken, kDone, kError };
   Kind kind = Kind::kToken;
@@ -209,6 +219,7 @@ struct RunEvent {
   int32_t token_id = -1;        // kToken
   std::string text;             // kToken: newly completed UTF-8 text (may be empty)
   float logprob = 0.0f;         // kToken
+  std::vector<TokenLogprob> top_logprobs;  // kToken: the likeliest tokens, best first (top_logprobs)
   std::string finish_reason;    // kDone: "stop" | "length" | "cancelled"
   Usage usage;                  // kDone
   Timings timings;              // kDone
