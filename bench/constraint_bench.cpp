@@ -269,10 +269,11 @@ int main(int argc, char** argv) {
   auto grammar = compile_grammar(ConstraintSpec{"json_schema", kSchema, {}, 0, ""});
   for (int batch : a.batches) {
     (void)decode_run(*model, batch, a, nullptr, stop_ids, 1);  // warm-up
-    auto cold_c = std::make_shared<const CompiledConstraint>(*grammar, vocab);
-    const RunStats cold = decode_run(*model, batch, a, cold_c, stop_ids, 7);
     RunStats plain, warm;
     plain.decode_ms = warm.decode_ms = 1e300;
+    plain = decode_run(*model, batch, a, nullptr, stop_ids, 7);
+    auto cold_c = std::make_shared<const CompiledConstraint>(*grammar, vocab);
+    const RunStats cold = decode_run(*model, batch, a, cold_c, stop_ids, 7);
     for (int r = 0; r < a.reps; ++r) {
       RunStats p = decode_run(*model, batch, a, nullptr, stop_ids, 7);
       if (p.decode_ms < plain.decode_ms) plain = p;

@@ -70,7 +70,7 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
                          r.slo_ttft_ms != before.slo_ttft_ms || r.retrieval_mode != before.retrieval_mode ||
-                         r.filter_json != before.filter_json;
+                         r.filter_json != before.filter_json || r.sampling.constraint != before.sampling.constraint;
     EXPECT_TRUE(changed) << d.name << " set nothing";
   }
   EXPECT_EQ(find_run_param("query"), nullptr);  // a route field, not a run parameter

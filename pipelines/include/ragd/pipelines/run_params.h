@@ -28,6 +28,7 @@
 
 #include "ragd/common/status.h"
 #include "ragd/common/utf8.h"
+#include "ragd/engine/constraint_spec.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/param_range.h"
 #include "ragd/retrieval/metadata_filter.h"
@@ -103,6 +104,18 @@ namespace detail {
 template <class T>
 const T& param_as(const ParamValue& v) {
   return std::get<T>(v);
+}
+
+// guided_json / guided_regex / guided_choice: the run's constraint (one of them at most).
+inline Status set_constraint(RunRequest& r, const char* kind, std::string source, std::vector<std::string> choices) {
+  if (r.sampling.constraint) return Status::InvalidArgument("only one of guided_json, guided_regex and guided_choice may be given");
+  engine::ConstraintSpec c;
+  c.kind = kind;
+  c.source = std::move(source);
+  c.choices = std::move(choices);
+  c.origin = c.kind == "json_schema" ? "guided_json" : c.kind == "regex" ? "guided_regex" : "guided_choice";
+  r.sampling.constraint = std::make_shared<const engine::ConstraintSpec>(std::move(c));
+  return Status::OK();
 }
 
 inline constexpr ParamDef kRunParamDefs[] = {
@@ -215,6 +228,18 @@ inline constexpr ParamDef kRunParamDefs[] = {
      [](RunRequest& r, const ParamValue& v) {
        r.overrides.extractive = param_as<bool>(v);
        return Status::OK();
+     }},
+    {"guided_json", ParamType::kObject, {}, {}, "none",
+     "structured output: the answer is JSON valid against this JSON Schema (keywords and limits: "
+     "[Structured output](#structured-output)); a keyword outside them is a 400 naming it. At most one `guided_*`",
+     [](RunRequest& r, const ParamValue& v) { return set_constraint(r, "json_schema", param_as<std::string>(v), {}); }},
+    {"guided_regex", ParamType::kString, {}, {}, "none",
+     "structured output: the answer matches this regular expression as a whole (Python `re` subset, "
+     "[Structured output](#structured-output))",
+     [](RunRequest& r, const ParamValue& v) { return set_constraint(r, "regex", param_as<std::string>(v), {}); }},
+    {"guided_choice", ParamType::kStringList, {}, {}, "none", "structured output: the answer is exactly one of these strings",
+     [](RunRequest& r, const ParamValue& v) {
+       return set_constraint(r, "choice", {}, param_as<std::vector<std::string>>(v));
      }},
     {"logprobs", ParamType::kBool, {}, {}, "false", "each token event carries its log-probability",
      [](RunRequest& r, const ParamValue& v) {
