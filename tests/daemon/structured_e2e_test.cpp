@@ -98,6 +98,19 @@ TEST_F(StructuredE2eTest, StreamingAndPipelineAsModel) {
   EXPECT_EQ(finish, "stop");
   EXPECT_TRUE(Json(text).ok) << text;
   EXPECT_TRUE(Json(text).has("/score")) << text;
+  // The ragd pipeline-run API takes the same constraints as run parameters.
+  r = call("POST", "/v1/pipelines/default/runs",
+           R"({"query":"What do zebras eat?","temperature":1,"seed":5,"max_tokens":50,"guided_choice":["grass","meat"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string out = Json(r.body).str("/output");
+  EXPECT_TRUE(out == "grass" || out == "meat") << r.body;
+  EXPECT_EQ(Json(r.body).str("/finish_reason"), "stop");
+  r = call("POST", "/v1/pipelines/default/runs",
+           R"({"query":"q","max_tokens":400,"temperature":1,"guided_json":)" + std::string(kAnswerSchema) + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(Json(Json(r.body).str("/output")).has("/score")) << r.body;
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","guided_regex":"a","guided_choice":["b"]})"), 400,
+               "invalid_request", "only one of");
 }
 
 TEST_F(StructuredE2eTest, BadConstraintsAreNamed) {
