@@ -1,5 +1,7 @@
 // OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models.
-// Unknown request fields are ignored (SDKs send extras); known ones are type- and range-checked.
+// A completion request's fields are implemented, accepted and ignored, or a 400 naming them
+// (openai_fields.h); the implemented ones are type- and range-checked. n > 1 and several prompts
+// run one run per choice (openai_fanout.h).
 // A pipeline runs when `model` is its id (openai_models.h) or the "pipeline" extension field names
 // it; the query is the conversation's recent user turns (rag_query.h); "retrieval_top_k",
 // "retrieval_mode" and "filter" shape its search; responses then carry "ragd": {"sources",

@@ -94,6 +94,13 @@ TEST_F(OpenAiE2eTest, PipelineAsModelRetrievesOnBothRoutes) {
   EXPECT_EQ(Json(r.body).str("/model"), "pipeline:default");
   expect_error(call("POST", "/v1/chat/completions", chat("pipeline:default", user("zebras?"), R"(,"pipeline":"cite")")), 400,
                "invalid_request", "pipeline:default");
+  // The run's filter and cache_salt, as through the pipeline field: no document has lang = fr.
+  r = call("POST", "/v1/chat/completions",
+           chat("pipeline:default", user("What do the zebras of Oakfield eat?"), R"(,"filter":{"lang":"fr"},"cache_salt":"s1")"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r.body).size("/ragd/sources"), 0u) << r.body;
+  expect_error(call("POST", "/v1/chat/completions", chat("pipeline:default", user("zebras?"), R"(,"filter":{"year":{"gteq":1}})")), 400,
+               "invalid_request", "filter key 'year'");
   // Completions: the prompt is the query.
   r = call("POST", "/v1/completions",
            R"({"model":"pipeline:default","prompt":"Where do the owls of Pinecrest hunt?","max_tokens":2,"retrieval_top_k":1})");
