@@ -64,6 +64,7 @@ const std::vector<std::pair<std::string, std::string>> kCompileSet = {
     {"array of 50 strings <= 100 chars", R"({"type":"array","items":{"type":"string","maxLength":100},"maxItems":50})"},
     {"recursive tree ($ref)", R"({"$defs":{"n":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}},"required":["v"]}},"$ref":"#/$defs/n"})"},
     {"integer range -123456..987654", R"({"type":"integer","minimum":-123456,"maximum":987654})"},
+    {"any JSON value ({}, 5 levels)", "{}"},
 };
 
 struct Args {

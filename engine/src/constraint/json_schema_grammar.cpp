@@ -209,8 +209,24 @@ class SchemaCompiler {
 
   Frag array(const std::function<Frag()>& item, int min_items, int max_items) {
     if (max_items == 0) return b_.seq({b_.literal("["), ws(), b_.literal("]")});
-    Frag items = b_.seq({item(), b_.repeat([&]() { return b_.seq({punct(","), item()}); }, std::max(min_items - 1, 0),
-                                           max_items < 0 ? -1 : max_items - 1)});
+    Frag items;
+    if (max_items < 0) {
+      // max(min, 1) copies of the item, the last one looping back through a comma: one copy of an
+      // unbounded item (nested open values stay linear in their depth).
+      std::vector<Frag> parts;
+      Frag last;
+      for (int i = 0; i < std::max(min_items, 1); ++i) {
+        if (i > 0) parts.push_back(punct(","));
+        last = item();
+        parts.push_back(last);
+      }
+      Frag sep = punct(",");
+      b_.eps(last.out, sep.in);
+      b_.eps(sep.out, last.in);
+      items = b_.seq(parts);
+    } else {
+      items = b_.seq({item(), b_.repeat([&]() { return b_.seq({punct(","), item()}); }, std::max(min_items - 1, 0), max_items - 1)});
+    }
     if (min_items == 0) items = b_.opt(items);
     return b_.seq({b_.literal("["), ws(), items, ws(), b_.literal("]")});
   }

@@ -83,7 +83,22 @@ Frag emit_int_range(NfaBuilder& b, int64_t lo, int64_t hi) {
   return alts.size() == 1 ? alts[0] : b.alt(alts);
 }
 
+namespace {
+// Unbounded magnitudes: 0 | [1-9][0-9]{0,14} (no leading zeros, at most 15 digits).
+Frag any_magnitude(NfaBuilder& b, bool allow_zero) {
+  Frag nonzero = b.seq({b.byte_range('1', '9'), b.repeat([&]() { return b.byte_range('0', '9'); }, 0, 14)});
+  return allow_zero ? b.alt({b.literal("0"), nonzero}) : nonzero;
+}
+}  // namespace
+
 Frag emit_number(NfaBuilder& b, const NumberBounds& nb, bool integer) {
+  if (!nb.min && !nb.max) {
+    // No bounds: the short form. Negative: "-" then a non-zero integer part, or "0" with a fraction.
+    if (integer) return b.alt({any_magnitude(b, true), b.seq({b.literal("-"), any_magnitude(b, false)})});
+    Frag neg = b.seq({b.literal("-"), b.alt({b.seq({any_magnitude(b, false), b.opt(fraction(b))}),
+                                             b.seq({b.literal("0"), fraction(b)})})});
+    return b.alt({b.seq({any_magnitude(b, true), b.opt(fraction(b))}), neg});
+  }
   const double big = static_cast<double>(kMaxMagnitude);
   const double lo = nb.min ? std::max(*nb.min, -big) : -big;
   const double hi = nb.max ? std::min(*nb.max, big) : big;
