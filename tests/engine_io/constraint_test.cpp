@@ -120,6 +120,46 @@ TEST(ConstraintGrammar, JsonSchemaShapes) {
   EXPECT_TRUE(ch->accepts_prefix("ye"));
 }
 
+// Hostile input: random patterns and mutated schemas compile or are refused with InvalidArgument,
+// never crash; deep nesting is refused, not a stack overflow.
+TEST(ConstraintGrammar, RandomAndHostileInputsAreRefusedCleanly) {
+  std::mt19937_64 rng(99);
+  const std::string meta = "ab()[]{}|*+?.^$\\-,0123456789dws:P<>=!";
+  for (int k = 0; k < 3000; ++k) {
+    std::string p;
+    for (size_t n = rng() % 24; n > 0; --n) p.push_back(meta[rng() % meta.size()]);
+    auto g = compile_grammar(regex(p));
+    if (!g.ok()) EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << p;
+  }
+  const std::string base = R"({"type":"object","properties":{"a":{"type":"array","items":{"enum":[1,"x"]},"maxItems":3},)"
+                           R"("b":{"anyOf":[{"type":"string","pattern":"^[a-z]+$"},{"$ref":"#/$defs/n"}]}},"required":["a"],)"
+                           R"("$defs":{"n":{"type":"integer","minimum":-5,"maximum":5}}})";
+  const std::string junk = "{}[]:,\"0123456789-.etruanlf ";
+  for (int k = 0; k < 3000; ++k) {
+    std::string s = base;
+    for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) {
+      const size_t at = rng() % s.size();
+      switch (rng() % 3) {
+        case 0: s.erase(at, 1); break;
+        case 1: s.insert(at, 1, junk[rng() % junk.size()]); break;
+        default: s[at] = junk[rng() % junk.size()]; break;
+      }
+    }
+    auto g = compile_grammar(schema(s));
+    if (!g.ok()) EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << s;
+  }
+  auto deep = compile_grammar(regex(std::string(100000, '(') + "a" + std::string(100000, ')')));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested"), std::string::npos) << deep.status().message();
+  std::string nested = "true";
+  for (int d = 0; d < 5000; ++d) nested = R"({"type":"array","items":)" + nested + "}";
+  auto deep_schema = compile_grammar(schema(nested));
+  EXPECT_FALSE(deep_schema.ok());  // beyond simdjson's 1024 levels: not valid JSON to the parser
+  auto huge = compile_grammar(regex("((a{1000}){1000}){1000}"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("exceeds"), std::string::npos) << huge.status().message();
+}
+
 TEST(ConstraintGrammar, IntegerRangesMatchBruteForce) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 60; ++round) {

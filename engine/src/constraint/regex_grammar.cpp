@@ -9,6 +9,7 @@ namespace ragd::engine::constraint {
 namespace {
 
 constexpr int kMaxRepeat = 10000;
+constexpr int kMaxGroupDepth = 256;  // nested groups (the parser and the emitter recurse)
 
 struct Re {
   enum class Kind : uint8_t { kSet, kSeq, kAlt, kRepeat };
@@ -80,6 +81,7 @@ class Parser {
     const uint32_t c = cps_[pos_++];
     switch (c) {
       case '(': {
+        if (++depth_ > kMaxGroupDepth) fail(fmt::format("groups nested deeper than {}", kMaxGroupDepth));
         if (peek('?')) {
           ++pos_;
           if (peek(':')) {
@@ -96,6 +98,7 @@ class Parser {
         Re inner = alternation();
         if (!peek(')')) fail("missing ')'");
         ++pos_;
+        --depth_;
         return inner;
       }
       case '[': return set_of(char_class());
@@ -252,6 +255,7 @@ class Parser {
   std::string_view where_;
   std::vector<uint32_t> cps_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 Frag emit(NfaBuilder& b, const Re& r, bool json_string) {
