@@ -122,7 +122,7 @@ void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respo
       auto c = std::make_shared<OaiState>();
       c->chat = st->chat;
       c->index = index;
-      c->gather = gather;
+      c->gather = gather.get();
       c->id = st->id;
       c->model = st->model;
       c->created = st->created;
@@ -135,14 +135,16 @@ void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respo
   std::vector<RunConsumer> consumers;
   std::vector<std::string> ids;
   for (const auto& r : runs) ids.push_back(r.id);
+  // Each consumer keeps the gather (and so every choice's state) alive until its run is over.
+  auto owning = [gather](RunConsumer c) -> RunConsumer { return [gather, c](const pipelines::RunEvent& ev) { return c(ev); }; };
   if (parsed.stream) {
     auto bridge = std::make_shared<SseBridge>();
-    for (const auto& c : gather->choices) consumers.push_back(openai_stream_consumer(bridge, c));
+    for (const auto& c : gather->choices) consumers.push_back(owning(openai_stream_consumer(bridge, c)));
     ApiError e = start_choices(std::move(runs), std::move(consumers), ctx.route, std::move(slot));
     if (e.failed()) return respond(to_response(e));
     return respond(sse_response(bridge, ctx.id));  // the other choices end when their writes fail
   }
-  for (const auto& c : gather->choices) consumers.push_back(openai_collect_consumer(c, respond));
+  for (const auto& c : gather->choices) consumers.push_back(owning(openai_collect_consumer(c, respond)));
   ApiError e = start_choices(std::move(runs), std::move(consumers), ctx.route, std::move(slot));
   if (e.failed()) return respond(to_response(e));
   if (req.cancel)

@@ -29,7 +29,9 @@ struct OaiState {
   std::mutex mu;
   bool chat = true;
   int index = 0;                        // the choice's index
-  std::shared_ptr<OaiGather> gather;    // the request's other choices (n > 1, several prompts); null = one
+  // The request's choices (n > 1, several prompts); null = one. Owned by the request's consumers
+  // (the gather owns the states: no cycle).
+  OaiGather* gather = nullptr;
   std::string id, model;
   int64_t created = 0;
   bool include_usage = false;

@@ -4,6 +4,8 @@
 // The first run starts alone; the others start once it has produced its second token (or ended),
 // when the executor has published the prompt's KV: they reuse it from the KV cache (prefix or
 // knowledge-tree reuse) instead of computing it again, which their usage shows as reused tokens.
+// Ownership: the gather owns every choice's state; each run's consumer owns the gather; a state
+// points back at its gather without owning it.
 // Thread-safety: a run's consumer calls are ordered; different runs' may come concurrently from
 // executor threads. OaiGather's counters are guarded by mu; `choices` is fixed before any run starts.
 #pragma once
