@@ -137,6 +137,42 @@ TEST(RunState, AutoCommitReleasesEveryTokenAndStopStringsEndTheRun) {
   EXPECT_EQ(client.seen[1].text, "");  // the stop string is not sent
 }
 
+// top_logprobs: every token event carries the n likeliest tokens of its step, best first (ties:
+// lower id), with their log-softmax under the raw logits, against a double-precision reference;
+// such a run never takes the greedy-pick shortcut.
+TEST(RunState, TopLogprobsAreTheLikeliestTokensOfTheRawLogits) {
+  auto tok = tokenizer();
+  RunState s({'a', 'b'}, sampling(), *tok, {}, 9);
+  s.set_top_logprobs(5);
+  EXPECT_FALSE(s.greedy_pick_suffices());
+  Client client;
+  for (int step = 0; step < 9 && s.finish_reason().empty(); ++step) {
+    std::vector<float> l = logits_for(s.tokens());
+    l['c'] = l['d'];  // a tie: 'c' (the lower id) ranks first of the two
+    double m = -1e300, z = 0;
+    for (float x : l) m = std::max(m, static_cast<double>(x));
+    for (float x : l) z += std::exp(static_cast<double>(x) - m);
+    std::vector<int32_t> order(l.size());
+    for (size_t i = 0; i < l.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    s.advance(l);
+    ASSERT_TRUE(s.release(client.sink()));
+    const RunEvent& ev = client.seen.back();
+    ASSERT_EQ(ev.top_logprobs.size(), 5u);
+    for (size_t k = 0; k < 5; ++k) {
+      EXPECT_EQ(ev.top_logprobs[k].token_id, order[k]) << "step " << step << " rank " << k;
+      EXPECT_NEAR(ev.top_logprobs[k].logprob, static_cast<double>(l[order[k]]) - m - std::log(z), 1e-4);
+      EXPECT_EQ(ev.top_logprobs[k].bytes, tok->token_bytes(order[k]));
+    }
+  }
+  RunState plain({'a'}, engine::SamplingParams{}, *tok, {}, 2);
+  EXPECT_TRUE(plain.greedy_pick_suffices());
+  plain.advance(logits_for(plain.tokens()));
+  Client c2;
+  ASSERT_TRUE(plain.release(c2.sink()));
+  EXPECT_TRUE(c2.seen.back().top_logprobs.empty());
+}
+
 // Extractive answers: the naive reference is "is the answer so far a run of the prompt, and is the
 // next token one that follows such a run".
 bool occurs(const std::vector<int32_t>& hay, const std::vector<int32_t>& needle) {
