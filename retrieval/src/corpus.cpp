@@ -1091,7 +1091,10 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
       return Status::InvalidArgument("search: query is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
   // Each list is as long as the fusion looks (hybrid) or as the caller asked.
-  const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates) : k;
+  const bool evidence = mode == RetrievalMode::kLexical && m.opts.evidence.weight > 0;
+  const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates)
+                : evidence                     ? std::max(k, m.opts.evidence.candidates)
+                                               : k;
   std::optional<std::vector<std::string>> owners;  // the lexical index's owner terms of the scope
   if (!scope.is_everything()) {
     owners.emplace(1, std::string());  // the shared chunks
@@ -1133,10 +1136,45 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
     else if (mode == RetrievalMode::kLexical) ranked = std::move(lexical[i]);
     else ranked = fuse_reciprocal_rank(dense[i], lexical[i], m.opts.hybrid, k);
     RAGD_ASSIGN_OR_RETURN(auto hits, m.hits_for(ranked, scope));
+    if (evidence) apply_document_evidence(m.opts.evidence, &hits);
     if (hits.size() > static_cast<size_t>(k)) hits.resize(static_cast<size_t>(k));
     out.push_back(std::move(hits));
   }
   return out;
+}
+
+void apply_document_evidence(const DocumentEvidence& opts, std::vector<Hit>* hits) {
+  // Scores of each document's hits, best first (hits arrive best first).
+  std::unordered_map<std::string, std::vector<float>> of_doc;
+  auto key = [](const Hit& h) { return h.tenant + '\x01' + h.chunk.doc_id; };
+  for (const Hit& h : *hits) of_doc[key(h)].push_back(h.score);
+  std::vector<std::pair<float, size_t>> order;
+  order.reserve(hits->size());
+  for (size_t i = 0; i < hits->size(); ++i) {
+    const Hit& h = (*hits)[i];
+    const std::vector<float>& all = of_doc[key(h)];
+    // The best `chunks` of the document's other hits: all of them but this one.
+    double extra = 0;
+    int used = 0;
+    bool self_skipped = false;
+    for (float s : all) {
+      if (!self_skipped && s == h.score) {
+        self_skipped = true;
+        continue;
+      }
+      if (used++ >= opts.chunks) break;
+      extra += s;
+    }
+    order.emplace_back(static_cast<float>(h.score + opts.weight * extra), i);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<Hit> out;
+  out.reserve(hits->size());
+  for (const auto& [score, i] : order) {
+    out.push_back(std::move((*hits)[i]));
+    out.back().score = score;
+  }
+  *hits = std::move(out);
 }
 
 std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,

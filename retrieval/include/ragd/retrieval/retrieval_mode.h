@@ -28,4 +28,15 @@ struct HybridOptions {
   double lexical_weight = 1.0;  // weight of the lexical list's terms (1 = plain RRF)
 };
 
+// Document evidence in lexical search: a chunk's BM25 score is raised by `weight` times the scores
+// of up to `chunks` other chunks of its document among the first `candidates` hits — a page with
+// several passages on the question is more likely the one that answers it than a page with one
+// stray match. Weight and count chosen on a held-out split of the retrieval benchmark (even
+// question ids; docs/benchmarks.md). weight 0 = off.
+struct DocumentEvidence {
+  double weight = 0.05;
+  int chunks = 8;
+  int candidates = 30;  // at least the k asked for
+};
+
 }  // namespace ragd::retrieval
