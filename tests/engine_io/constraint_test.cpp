@@ -246,6 +246,7 @@ const std::vector<ConstraintSpec>& walk_specs() {
       ConstraintSpec{"json_object", "", {}, 0},
       regex("(ab|c[0-9]{2,3})+x?"),
       ConstraintSpec{"choice", "", {"true", "tree", "trust", "1"}, 0},
+      schema(R"({"type":"object","properties":{"t":{"type":"string","maxLength":120},"n":{"type":"integer"}},"required":["t"]})"),
   };
   return specs;
 }
@@ -283,7 +284,7 @@ TEST(ConstraintMask, MatchesBruteForceAlongRandomWalksAndRollbacks) {
         std::vector<std::vector<uint64_t>> masks;
         std::vector<std::string> prefixes;
         const std::string what = "vocab " + std::to_string(n) + " spec " + std::to_string(si) + " seed " + std::to_string(seed);
-        for (int step = 0; step < 40 && !m.complete(); ++step) {
+        for (int step = 0; step < 60 && !m.complete(); ++step) {
           TokenMask mk = m.mask();
           expect_mask_matches(g, *vocab, prefix, mk, false, what);
           if (HasFatalFailure()) return;
@@ -321,6 +322,37 @@ TEST(ConstraintMask, FirstTokenWithLeadingStrip) {
   expect_mask_matches(*g, *vocab, "", m.mask(), true, "first token");
   EXPECT_TRUE(m.accept(vocab->size() - 2));  // " {" -> "{"
   expect_mask_matches(*g, *vocab, "{", m.mask(), false, "second token");
+}
+
+// The states of a long bounded string that still have room for the longest token share one class
+// and so one mask: far fewer trie walks than states, the masks still those of brute force (above).
+TEST(ConstraintMask, LongBoundedStringsShareMasks) {
+  std::vector<std::string> bytes = {""};
+  for (char c = 'a'; c <= 'z'; ++c) bytes.emplace_back(1, c), bytes.push_back(std::string(3, c));
+  bytes.push_back("\"");
+  bytes.push_back("ab\"");
+  auto vocab = TokenVocabulary::from_bytes(bytes);
+  auto g = compile(schema(R"({"type":"string","maxLength":3000})"));
+  auto c = std::make_shared<const CompiledConstraint>(g, vocab);
+  ConstraintMatcher m(c, {0});
+  ASSERT_TRUE(m.accept(vocab->size() - 2));  // the opening quote
+  std::string prefix = "\"";
+  std::mt19937_64 rng(4);
+  for (int step = 0; step < 600; ++step) {
+    TokenMask mk = m.mask();
+    if (step % 50 == 0) expect_mask_matches(*g, *vocab, prefix, mk, false, "long string");
+    std::vector<int32_t> body;
+    for (int32_t id = 1; id < vocab->size(); ++id)
+      if (mk.allows(id) && vocab->bytes(id).find('"') == std::string::npos) body.push_back(id);
+    if (body.empty()) expect_mask_matches(*g, *vocab, prefix, mk, false, "long string");
+    ASSERT_FALSE(body.empty()) << "step " << step << " after " << prefix.size() << " bytes";
+    const int32_t t = body[rng() % body.size()];
+    ASSERT_TRUE(m.accept(t));
+    prefix += vocab->bytes(t);
+  }
+  const auto st = c->stats();
+  EXPECT_GT(st.dfa_states, 600u);
+  EXPECT_LT(st.masks_computed, 20u) << "states " << st.dfa_states << ", classes " << st.classes;
 }
 
 TEST(ConstraintMask, CacheSharesCompiledConstraints) {

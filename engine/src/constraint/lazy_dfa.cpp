@@ -18,6 +18,8 @@ LazyDfa::LazyDfa(const ByteNfa& nfa, size_t max_states) : nfa_(nfa), max_states_
     cls_[static_cast<size_t>(b)] = static_cast<uint8_t>(c);
   }
   ncls_ = static_cast<size_t>(c + 1);
+  class_byte_.assign(ncls_, 0);
+  for (int b = 255; b >= 0; --b) class_byte_[cls_[static_cast<size_t>(b)]] = static_cast<uint8_t>(b);
   std::vector<int32_t> start{nfa.start};
   std::vector<int32_t> stack{nfa.start};
   seen_[static_cast<size_t>(nfa.start)] = 1;

@@ -26,6 +26,9 @@ class LazyDfa {
     const int32_t t = trans_[at];
     return t != kUnknown ? t : build(s, byte);
   }
+  // Byte classes: bytes no NFA edge tells apart; next_class(s, c) = next(s, any byte of class c).
+  size_t num_classes() const { return ncls_; }
+  int32_t next_class(int32_t s, size_t c) { return next(s, class_byte_[c]); }
   bool accepting(int32_t s) const { return (flags_[static_cast<size_t>(s)] & kAccepting) != 0; }
   bool can_continue(int32_t s) const { return (flags_[static_cast<size_t>(s)] & kContinues) != 0; }
   size_t num_states() const { return sets_.size(); }
@@ -39,6 +42,7 @@ class LazyDfa {
   const ByteNfa& nfa_;
   size_t max_states_;
   std::array<uint8_t, 256> cls_{};
+  std::vector<uint8_t> class_byte_;  // a byte of each class
   size_t ncls_ = 1;
   std::vector<int32_t> trans_;  // [state * ncls_ + class]
   std::vector<std::vector<int32_t>> sets_;

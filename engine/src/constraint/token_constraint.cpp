@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -17,6 +18,14 @@ constexpr size_t kMaxDfaStates = 200'000;
 // Memoised masks per compiled constraint, in bytes (1,680 masks of a 152 k vocabulary): past it the
 // memo starts over (the states met since are computed again).
 constexpr size_t kMaxMemoBytes = size_t{32} << 20;
+// State classes: refinement steps a new state may take, classes kept before they start over, and
+// failures after which a constraint stops classifying (its states are too varied to share masks).
+constexpr size_t kClassBudget = 2048;
+constexpr size_t kMaxClasses = 400'000;
+constexpr size_t kMaxClassFailures = 64;
+constexpr int32_t kNoClass = -2;
+constexpr int32_t kDeadClass = -1;
+struct OverBudget {};
 }  // namespace
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_tokenizer(const Tokenizer& tok) {
@@ -77,17 +86,68 @@ CompiledConstraint::CompiledConstraint(std::shared_ptr<const Grammar> grammar, s
 
 CompiledConstraint::~CompiledConstraint() = default;
 
+void CompiledConstraint::reset_classes_locked() const {
+  class_at_.clear();
+  class_ids_.clear();
+  state_class_.clear();
+  memo_.clear();  // its class keys name the classes just dropped
+}
+
+// Class of `s` at `depth`: dead / alive at depth 0; then the classes at depth - 1 of its successor
+// on every byte class. Equal classes at depth d: the same byte strings of length <= d keep both
+// states alive, so the same tokens of at most d bytes are allowed from both.
+int32_t CompiledConstraint::refine_locked(int32_t s, int depth, size_t& budget) const {
+  if (s == constraint::LazyDfa::kDead) return kDeadClass;
+  if (depth == 0) return 0;
+  const int64_t key = static_cast<int64_t>(s) * (vocab_->max_depth() + 1) + depth;
+  if (auto it = class_at_.find(key); it != class_at_.end()) return it->second;
+  if (budget == 0) throw OverBudget{};
+  --budget;
+  const size_t n = dfa_->num_classes();
+  std::string sig(sizeof(int32_t) * (n + 1), '\0');
+  std::memcpy(sig.data(), &depth, sizeof(int32_t));
+  for (size_t c = 0; c < n; ++c) {
+    const int32_t child = refine_locked(dfa_->next_class(s, c), depth - 1, budget);
+    std::memcpy(sig.data() + sizeof(int32_t) * (c + 1), &child, sizeof(int32_t));
+  }
+  auto [it, fresh] = class_ids_.emplace(std::move(sig), static_cast<int32_t>(class_ids_.size()) + 1);
+  class_at_.emplace(key, it->second);
+  return it->second;
+}
+
+int32_t CompiledConstraint::class_locked(int32_t state) const {
+  if (classes_off_ || vocab_->max_depth() == 0) return kNoClass;
+  if (auto it = state_class_.find(state); it != state_class_.end()) return it->second;
+  if (class_ids_.size() > kMaxClasses) reset_classes_locked();
+  size_t budget = kClassBudget;
+  int32_t c = kNoClass;
+  try {
+    c = refine_locked(state, vocab_->max_depth(), budget);
+  } catch (const OverBudget&) {
+    ++stats_.unclassed;
+    if (++class_failures_ > kMaxClassFailures && class_failures_ > state_class_.size()) classes_off_ = true;
+  } catch (const constraint::GrammarError&) {
+    classes_off_ = true;  // the exploration reached the DFA's state limit: masks by state from now on
+    c = kNoClass;
+  }
+  state_class_.emplace(state, c);
+  return c;
+}
+
 Result<std::shared_ptr<const CompiledConstraint::Mask>> CompiledConstraint::mask(int32_t state, bool strip_leading) const {
   strip_leading = strip_leading && vocab_->leading_strip() > 0;
-  const int64_t key = static_cast<int64_t>(state) * 2 + (strip_leading ? 1 : 0);
   std::lock_guard<std::mutex> lk(mu_);
-  auto it = memo_.find(key);
-  if (it != memo_.end()) {
-    ++stats_.mask_hits;
-    return it->second;
-  }
   try {
     const auto t0 = std::chrono::steady_clock::now();
+    // Memo keys: a class (negative) when the state has one, else the state itself.
+    const int32_t cls = strip_leading ? kNoClass : class_locked(state);
+    const int64_t key = cls >= 0 ? -1 - static_cast<int64_t>(cls) : static_cast<int64_t>(state) * 2 + (strip_leading ? 1 : 0);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) {
+      ++stats_.mask_hits;
+      stats_.mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return it->second;
+    }
     auto m = compute_locked(state, strip_leading);
     stats_.mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ++stats_.masks_computed;
@@ -161,6 +221,7 @@ CompiledConstraint::Stats CompiledConstraint::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   Stats s = stats_;
   s.dfa_states = dfa_->num_states();
+  s.classes = class_ids_.size();
   return s;
 }
 

@@ -9,6 +9,12 @@
 // so after the first requests of a schema nearly every step is a lookup. This is the
 // context-independent precomputation of XGrammar done lazily; the grammar kinds ragd compiles are
 // regular (recursion is expanded to a bounded depth), so no token is context-dependent.
+// States that differ only beyond the longest token share a mask: a state's class is its behaviour
+// over every byte string up to the vocabulary's longest token (dead or alive after each), computed
+// by bounded partition refinement (exact, interned), and masks are memoised by class. The states of
+// a long bounded string (`maxLength: 10000`) that still have room for the longest token all fall in
+// one class, so they cost one trie walk instead of one each (XGrammar issues #465 / #852). The
+// refinement has a budget per state; a state over it keeps a mask of its own.
 //
 // Special tokens (Tokenizer::is_special) and tokens with no bytes are never allowed by a grammar;
 // the caller (ConstraintMatcher) adds the stop ids when the output is complete.
@@ -97,18 +103,31 @@ class CompiledConstraint {
     size_t dfa_states = 0;
     size_t masks_computed = 0;  // trie walks
     size_t mask_hits = 0;       // memo lookups that found the mask
-    double mask_ms = 0;         // time in trie walks
+    double mask_ms = 0;         // time in trie walks and state classes
+    size_t classes = 0;         // distinct state classes (masks are memoised by class)
+    size_t unclassed = 0;       // states whose class went over the budget
   };
   Stats stats() const;
 
  private:
   std::shared_ptr<const Mask> compute_locked(int32_t state, bool strip_leading) const;
+  // The state's class up to the longest token (kNoClass when over the budget); mu_ held.
+  int32_t class_locked(int32_t state) const;
+  int32_t refine_locked(int32_t state, int depth, size_t& budget) const;
+  void reset_classes_locked() const;
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   mutable std::mutex mu_;
   mutable std::unique_ptr<constraint::LazyDfa> dfa_;                        // guarded by mu_
   mutable std::unordered_map<int64_t, std::shared_ptr<const Mask>> memo_;   // guarded by mu_; key: state * 2 + strip
   mutable Stats stats_;                                                     // guarded by mu_
+  // Classes (guarded by mu_): (state, depth) -> class id; signature -> class id; state -> its class
+  // at the longest token's depth (kNoClass: over the budget).
+  mutable std::unordered_map<int64_t, int32_t> class_at_;
+  mutable std::unordered_map<std::string, int32_t> class_ids_;
+  mutable std::unordered_map<int32_t, int32_t> state_class_;
+  mutable size_t class_failures_ = 0;
+  mutable bool classes_off_ = false;
 };
 
 }  // namespace ragd::engine
