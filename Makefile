@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval eval-encoders console-test-deps retrieval-quality-anchor
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
 
 all: build
 
@@ -68,6 +68,13 @@ console-test-deps:
 	@./scripts/install-deps.sh --browser
 	@command -v npm >/dev/null || { echo "console-test-deps: npm is not installed"; exit 1; }
 	cd tests/console && npm ci --no-audit --no-fund
+
+# The OpenAI clients' test (ctest openai_clients, run by `make test`): the official openai SDK,
+# LangChain.js and LlamaIndex.TS from the npm registry, pinned in tests/clients/package-lock.json.
+# Without them that test skips with a message.
+clients-test-deps:
+	@command -v npm >/dev/null || { echo "clients-test-deps: npm is not installed"; exit 1; }
+	cd tests/clients && npm ci --no-audit --no-fund
 
 # Trains the QA model into models/ragd-qa (scripts/train-model.sh): the committed model's recipe
 # where PyTorch sees a GPU (4.5 minutes of training on an H200), else the earlier CPU recipe (four
