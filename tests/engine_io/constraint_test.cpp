@@ -435,6 +435,27 @@ TEST(ConstraintMask, RealQwenVocabulary) {
     prefix += vocab->bytes(next);
   }
   EXPECT_FALSE(m.accepting());
+  // A long single-byte repetition: its states share masks by class even under Qwen's 128-byte
+  // longest token.
+  auto rg = compile(regex("[a-z]{0,3000}"));
+  auto rc = std::make_shared<const CompiledConstraint>(rg, vocab);
+  ConstraintMatcher rm(rc, (*tok)->eos_ids());
+  std::mt19937_64 rng(8);
+  std::string text;
+  for (int step = 0; step < 150; ++step) {
+    TokenMask mk = rm.mask();
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < vocab->size(); ++id)
+      if (mk.allows(id) && !vocab->bytes(id).empty()) allowed.push_back(id);
+    ASSERT_FALSE(allowed.empty());
+    const int32_t t = allowed[rng() % allowed.size()];
+    ASSERT_TRUE(rm.accept(t));
+    text += vocab->bytes(t);
+  }
+  EXPECT_TRUE(rg->accepts_prefix(text));
+  const auto st = rc->stats();
+  EXPECT_LT(st.masks_computed, 30u) << "DFA states " << st.dfa_states << ", classes " << st.classes << ", over budget "
+                                    << st.unclassed;
 }
 
 }  // namespace

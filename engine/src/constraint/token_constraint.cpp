@@ -22,7 +22,7 @@ constexpr size_t kMaxMemoBytes = size_t{32} << 20;
 // failures after which a constraint stops classifying (its states are too varied to share masks).
 constexpr size_t kClassBudget = 2048;
 constexpr size_t kMaxClasses = 400'000;
-constexpr size_t kMaxClassFailures = 64;
+constexpr size_t kMaxClassFailures = 16;
 constexpr int32_t kNoClass = -2;
 constexpr int32_t kDeadClass = -1;
 struct OverBudget {};
@@ -125,7 +125,10 @@ int32_t CompiledConstraint::class_locked(int32_t state) const {
     c = refine_locked(state, vocab_->max_depth(), budget);
   } catch (const OverBudget&) {
     ++stats_.unclassed;
-    if (++class_failures_ > kMaxClassFailures && class_failures_ > state_class_.size()) classes_off_ = true;
+    // Classes that do not pay (most states over the budget: long multi-byte futures, such as JSON
+    // strings under a 128-byte longest token) are switched off: masks by state from then on.
+    const size_t classed = state_class_.size() - class_failures_;
+    if (++class_failures_ > kMaxClassFailures && class_failures_ > 2 * classed) classes_off_ = true;
   } catch (const constraint::GrammarError&) {
     classes_off_ = true;  // the exploration reached the DFA's state limit: masks by state from now on
     c = kNoClass;

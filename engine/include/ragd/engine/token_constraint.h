@@ -13,8 +13,10 @@
 // over every byte string up to the vocabulary's longest token (dead or alive after each), computed
 // by bounded partition refinement (exact, interned), and masks are memoised by class. The states of
 // a long bounded string (`maxLength: 10000`) that still have room for the longest token all fall in
-// one class, so they cost one trie walk instead of one each (XGrammar issues #465 / #852). The
-// refinement has a budget per state; a state over it keeps a mask of its own.
+// one class, so they cost one trie walk instead of one each (XGrammar issues #465 / #852) — when
+// the refinement stays within its budget per state: single-byte repetitions (`[a-z0-9]{0,5000}`)
+// do; a JSON string's characters (multi-byte UTF-8, escapes) under a 128-byte longest token do
+// not, and a constraint whose states mostly go over the budget stops classifying (masks by state).
 //
 // Special tokens (Tokenizer::is_special) and tokens with no bytes are never allowed by a grammar;
 // the caller (ConstraintMatcher) adds the stop ids when the output is complete.
