@@ -43,7 +43,8 @@ bool in(const std::array<std::string_view, N>& a, std::string_view k) {
 
 ApiError check_request_fields(const Fields& f, bool chat) {
   for (auto [k, v] : f.object()) {
-    (void)v;
+    if (v.is_null()) continue;  // null is absent, as Fields reads it
+    if (k == "logit_bias" && v.type() == simdjson::dom::element_type::OBJECT && v.get_object().size() == 0) continue;  // no bias
     if (in(kBoth, k) || in(kIgnored, k) || (chat ? in(kChatOnly, k) : in(kCompletionsOnly, k))) continue;
     const std::string field = clip_input(k);
     if (in(kNotImplemented, k))

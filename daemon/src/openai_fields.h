@@ -6,7 +6,8 @@
 //                        (user, store, metadata, service_tier, parallel_tool_calls)
 // and anything else is a 400 naming it: "not implemented" for fields OpenAI or vLLM define that
 // ragd does not honour (logit_bias, tools, ...), "unknown field" otherwise. vLLM's list of
-// accepted fields was the guide.
+// accepted fields was the guide. A field whose value is null is absent; an empty logit_bias asks
+// for nothing and is accepted.
 // Thread-safety: a pure function.
 #pragma once
 

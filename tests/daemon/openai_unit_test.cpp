@@ -1,6 +1,7 @@
 // The OpenAI routes' pure parts: model ids (openai_models.h), citations (openai_citations.h) and
 // the multi-turn query rule (rag_query.h).
 #include "openai_citations.h"
+#include "openai_fields.h"
 #include "openai_models.h"
 #include "rag_query.h"
 #include "test_util.h"
@@ -91,6 +92,26 @@ TEST(ModelIds, PrefixedPipelinesAliasesAndTheGeneratorFirst) {
   EXPECT_NE(e.message.find("pipeline:docs"), std::string::npos) << e.message;
   EXPECT_EQ(ModelCatalog::generator_id("pipeline:x"), "ragd");
   EXPECT_EQ(ModelCatalog::generator_id("Llama-3-8B"), "Llama-3-8B");
+}
+
+
+TEST(OpenAiFields, ImplementedIgnoredOrRefusedByName) {
+  auto check = [](const std::string& body, bool chat) {
+    simdjson::dom::object o;
+    EXPECT_FALSE(parse_object(body, &o).failed()) << body;
+    return check_request_fields(Fields(o), chat);
+  };
+  EXPECT_FALSE(check(R"({"model":"m","messages":[],"n":2,"user":"u","store":false,"logit_bias":{},"tools":null})", true).failed());
+  EXPECT_FALSE(check(R"({"prompt":"p","echo":false,"response_format":{"type":"text"},"pipeline":"default"})", false).failed());
+  ApiError e = check(R"({"messages":[],"logit_bias":{"1":5}})", true);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "logit_bias");
+  EXPECT_NE(e.message.find("not implemented"), std::string::npos) << e.message;
+  e = check(R"({"messages":[],"temprature":1})", true);
+  EXPECT_EQ(e.param, "temprature");
+  EXPECT_NE(e.message.find("unknown field"), std::string::npos) << e.message;
+  EXPECT_NE(check(R"({"prompt":"p","top_logprobs":1})", false).message.find("/v1/chat/completions"), std::string::npos);
+  EXPECT_NE(check(R"({"messages":[],"prompt":"p"})", true).message.find("/v1/completions"), std::string::npos);
 }
 
 }  // namespace
