@@ -22,7 +22,7 @@ constexpr size_t kMaxMemoBytes = size_t{32} << 20;
 // failures after which a constraint stops classifying (its states are too varied to share masks).
 constexpr size_t kClassBudget = 2048;
 constexpr size_t kMaxClasses = 400'000;
-constexpr size_t kMaxClassFailures = 16;
+constexpr size_t kMaxClassFailures = 8;
 constexpr int32_t kNoClass = -2;
 constexpr int32_t kDeadClass = -1;
 struct OverBudget {};
