@@ -235,7 +235,9 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
             auto ce = cross_encoders_.find(rm);
             rr = ce == cross_encoders_.end() ? nullptr : ce->second.get();
           }
-          Status rs = rr ? rr->keep_best(*r->res.spec, q.query, q.kv_scope, &ctx, r->res.rerank)
+          // The passages' prompt heads hold the tenant's documents: cached under the request's KV
+          // scope, tenant and cache_salt both, like every other reusable KV.
+          Status rs = rr ? rr->keep_best(*r->res.spec, q.query, r->kv.reuse.scope, &ctx, r->res.rerank)
                          : Status::FailedPrecondition("pipeline '" + r->res.spec->name +
                                                       "' reranks, but the runtime has no reranker" +
                                                       (rm.empty() ? std::string() : " for " + rm));

@@ -51,6 +51,11 @@ ExecutorStats ExecutorImpl::stats() const {
     std::lock_guard<std::mutex> lk(mu_);
     x.queued = pending_ + static_cast<int>(inbox_.size());
   }
+  if (reranker_) {
+    const Reranker::Stats r = reranker_->stats();
+    x.rerank_head_hits = r.head_hits;
+    x.rerank_head_misses = r.head_misses;
+  }
   const kvstore::Stats k = store_->stats();
   x.eviction = k.policy;
   for (int t = 0; t < kvstore::kNumTiers; ++t) {

@@ -889,3 +889,57 @@ TEST_F(ExecutorTest, SmallPoolMakesProgressWhileDocumentCopiesHoldBlocks) {
 
 }  // namespace
 }  // namespace ragd::pipelines
+
+namespace ragd::pipelines {
+namespace {
+
+// The generator's reranker caches each passage's prompt head (the tenant's documents) under the
+// request's whole KV scope: the same tenant with another cache_salt prefills its own heads, the
+// same salt again finds them.
+TEST_F(ExecutorTest, RerankerHeadsAreCachedPerTenantAndCacheSalt) {
+  const std::string data = tmpdir("rerank-salt");
+  const std::string pipes = tmpdir("rerank-salt-pipelines");
+  write_file(fs::path(pipes) / "rr.toml",
+             "[pipeline]\nname = \"rr\"\n[retriever]\ntop_k = 3\nrerank = 1\n[reuse]\nmode = \"none\"\n"
+             "[generation]\nmax_tokens = 3\n");
+  RuntimeOptions o = options(data);
+  o.pipelines_dir = pipes;
+  Runtime rt = open(o, true);
+  auto with = [](std::string tenant, std::string salt) {
+    return [tenant, salt](RunRequest& r) {
+      r.kv_scope = tenant;
+      r.cache_salt = salt;
+    };
+  };
+  const std::string q = kQueries[0];
+  auto stats = [&] { return rt.executor->stats(); };
+  const ExecutorStats s0 = stats();
+  RunOutput a = run(*rt.executor, "rr", q, 3, with("acme", "s1"));
+  const ExecutorStats s1 = stats();
+  ASSERT_EQ(a.sources.size(), 1u);
+  const uint64_t m = s1.rerank_head_misses - s0.rerank_head_misses;  // one head per passage reranked
+  ASSERT_GE(m, 2u);
+  EXPECT_EQ(s1.rerank_head_hits, s0.rerank_head_hits);
+  run(*rt.executor, "rr", q, 3, with("acme", "s1"));
+  const ExecutorStats s2 = stats();
+  EXPECT_EQ(s2.rerank_head_hits - s1.rerank_head_hits, m) << "the same tenant and salt reuse the heads";
+  EXPECT_EQ(s2.rerank_head_misses, s1.rerank_head_misses);
+  RunOutput b = run(*rt.executor, "rr", q, 3, with("acme", "s2"));
+  const ExecutorStats s3 = stats();
+  EXPECT_EQ(s3.rerank_head_misses - s2.rerank_head_misses, m) << "another cache_salt reused heads of s1";
+  EXPECT_EQ(s3.rerank_head_hits, s2.rerank_head_hits);
+  run(*rt.executor, "rr", q, 3, with("other", "s1"));
+  const ExecutorStats s4 = stats();
+  EXPECT_EQ(s4.rerank_head_misses - s3.rerank_head_misses, m) << "another tenant reused acme's heads";
+  // Whose cache the heads came from changes nothing in the answer.
+  EXPECT_EQ(a.tokens, b.tokens);
+  ASSERT_EQ(b.sources.size(), 1u);
+  EXPECT_EQ(a.sources[0].chunk_id, b.sources[0].chunk_id);
+  EXPECT_NE(stats().to_json().find("\"reranker\":{\"head_hits\""), std::string::npos);
+  close(rt);
+  fs::remove_all(data);
+  fs::remove_all(pipes);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines

@@ -69,6 +69,9 @@ struct ExecutorStats {
   // yet) and that mode's self-check fidelity.
   std::string reuse_auto;
   double reuse_auto_kl = 0, reuse_auto_agreement = 0;
+  // The generator's reranker (rerank pipelines without a rerank_model): passage prompt heads found
+  // in its cache / prefilled (cached per request KV scope: tenant and cache_salt).
+  uint64_t rerank_head_hits = 0, rerank_head_misses = 0;
 
   std::string to_json() const;
 };
@@ -128,6 +131,8 @@ inline std::string ExecutorStats::to_json() const {
   w.key("auto").begin_object().key("choice").value(reuse_auto).key("first_token_kl").value(reuse_auto_kl);
   w.key("greedy_agreement").value(reuse_auto_agreement).end_object();
   w.end_object();
+  w.key("reranker").begin_object().key("head_hits").value(rerank_head_hits);
+  w.key("head_misses").value(rerank_head_misses).end_object();
   w.end_object();
   return w.take();
 }
