@@ -67,6 +67,16 @@ TEST_F(StructuredE2eTest, CompletionsRegexAndChoice) {
     EXPECT_TRUE(choice == "supported" || choice == "refuted" || choice == "not enough info") << choice;
     EXPECT_EQ(Json(r.body).str("/choices/0/finish_reason"), "stop");
   }
+  // n choices: each run has its own matcher.
+  auto r = call("POST", "/v1/completions", R"({"prompt":"Verdict:","temperature":1,"max_tokens":50,"seed":11,"n":3,)"
+                                           R"("guided_choice":["supported","refuted","not enough info"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j(r.body);
+  ASSERT_EQ(j.size("/choices"), 3u) << r.body;
+  for (int i = 0; i < 3; ++i) {
+    const std::string c = j.str("/choices/" + std::to_string(i) + "/text");
+    EXPECT_TRUE(c == "supported" || c == "refuted" || c == "not enough info") << r.body;
+  }
 }
 
 TEST_F(StructuredE2eTest, StreamingAndPipelineAsModel) {
