@@ -96,6 +96,13 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
     }
     track->finished = true;
     ApiError e = from_status(st, cfg_.limits.retry_after_s, id);
+    // A constraint the executor could not compile names its request field first (ConstraintSpec::origin).
+    if (st.code() == StatusCode::kInvalidArgument)
+      for (const char* field : {"response_format.json_schema.schema", "response_format", "guided_json", "guided_regex", "guided_choice"})
+        if (st.message().rfind(std::string(field) + ": ", 0) == 0) {
+          e.param = field;
+          break;
+        }
     if (st.code() == StatusCode::kNotFound)  // the executor knows the pipelines; the name is the client's
       e = {404, "pipeline_not_found", "unknown pipeline '" + clip_input(pipeline) + "'", "pipeline", {}};
     return e;

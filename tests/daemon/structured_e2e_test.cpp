@@ -128,9 +128,13 @@ TEST_F(StructuredE2eTest, BadConstraintsAreNamed) {
   expect_error(call("POST", "/v1/chat/completions",
                     chat(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"array","uniqueItems":true}}})")),
                400, "invalid_request", "uniqueItems");
-  expect_error(call("POST", "/v1/chat/completions",
-                    chat(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","multipleOf":2}}})")),
-               400, "invalid_request", "response_format.json_schema.schema");
+  auto bad = call("POST", "/v1/chat/completions",
+                  chat(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","multipleOf":2}}})"));
+  expect_error(bad, 400, "invalid_request", "multipleOf");
+  EXPECT_EQ(Json(bad.body).str("/error/param"), "response_format.json_schema.schema") << bad.body;
+  bad = call("POST", "/v1/completions", R"({"prompt":"x","guided_regex":"a{3,1}"})");
+  expect_error(bad, 400, "invalid_request", "m < n");
+  EXPECT_EQ(Json(bad.body).str("/error/param"), "guided_regex") << bad.body;
   expect_error(call("POST", "/v1/chat/completions", chat(R"(,"response_format":{"type":"yaml"})")), 400, "invalid_request",
                "response_format.type");
   expect_error(call("POST", "/v1/chat/completions", chat(R"(,"response_format":{"type":"json_object"},"guided_regex":"a+")")), 400,
