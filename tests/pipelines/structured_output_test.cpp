@@ -8,6 +8,8 @@
 
 #include <cstdio>
 
+#include "ragd/engine/constraint_cache.h"
+#include "ragd/engine/constraint_matcher.h"
 #include "ragd/engine/constraint_spec.h"
 #include "structured_schemas.h"
 
@@ -155,6 +157,57 @@ TEST_F(StructuredOutputTest, EveryOutputValidatesAcrossSchemasWeightsAndSeeds) {
   std::printf("%zu constrained runs, %zu ended complete (stop), %zu tokens; the longest output (%zu bytes): %s\n",
               all.size(), stops, tokens, longest, longest_text.c_str());
   validate(all, *tok, "property");
+}
+
+// The same property over a real 151 k-token byte-level vocabulary (Qwen3's, when
+// tests/engine_io/fetch_tokenizer_references.sh has fetched it), without a model: each step draws
+// among the allowed tokens (a third of the time among those holding a closing character, so that
+// strings end), and the walk stops when the value is complete or, once accepting, by chance.
+TEST_F(StructuredOutputTest, RealVocabularyWalksValidate) {
+  const std::string path = std::string(RAGD_SOURCE_DIR) + "/examples/tokenizers/qwen3/tokenizer.json";
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path << " (tests/engine_io/fetch_tokenizer_references.sh)";
+  auto tok = engine::Tokenizer::from_file(path);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  engine::ConstraintCache cache(engine::TokenVocabulary::from_tokenizer(**tok));
+  const auto& vocab = *cache.vocabulary();
+  std::vector<char> closing(static_cast<size_t>(vocab.size()), 0);
+  for (int32_t id = 0; id < vocab.size(); ++id)
+    closing[static_cast<size_t>(id)] = vocab.bytes(id).find_first_of("\"]}") != std::string::npos;
+  std::vector<Job> jobs = make_jobs(110, 77);
+  std::mt19937_64 rng(21);
+  size_t unfinished = 0;
+  for (Job& j : jobs) {
+    auto c = cache.get(*j.spec);
+    ASSERT_TRUE(c.ok()) << j.spec_json << ": " << c.status().to_string();
+    engine::ConstraintMatcher m(*c, {});
+    std::vector<int32_t> allowed, closers;
+    for (int step = 0; step < 800 && !m.complete(); ++step) {
+      if (m.accepting() && rng() % 4 == 0) break;
+      const engine::TokenMask mk = m.mask();
+      allowed.clear();
+      closers.clear();
+      for (size_t w = 0; w < mk.words.size(); ++w)
+        for (uint64_t bits = mk.words[w]; bits != 0; bits &= bits - 1) {
+          const auto id = static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits)));
+          allowed.push_back(id);
+          if (closing[static_cast<size_t>(id)]) closers.push_back(id);
+        }
+      if (allowed.empty()) break;
+      const auto& from = !closers.empty() && rng() % 3 == 0 ? closers : allowed;
+      const int32_t t = from[rng() % from.size()];
+      ASSERT_TRUE(m.accept(t));
+      j.out.tokens.push_back(t);
+    }
+    j.out.finish = m.accepting() ? "stop" : "length";
+    unfinished += !m.accepting();
+  }
+  size_t tokens = 0;
+  for (const Job& j : jobs) tokens += j.out.tokens.size();
+  std::printf("%zu walks over %d ids (%zu tokens), %zu unfinished after 800 tokens (left out); e.g. %s\n", jobs.size(),
+              vocab.size(), tokens, unfinished, (*tok)->decode(jobs[20].out.tokens, true).c_str());
+  EXPECT_LT(unfinished, jobs.size() / 10);
+  std::erase_if(jobs, [](const Job& j) { return j.out.finish != "stop"; });
+  validate(jobs, **tok, "qwen_vocab");
 }
 
 TEST_F(StructuredOutputTest, ReuseModesAndIterativeRag) {
