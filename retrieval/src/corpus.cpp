@@ -457,11 +457,13 @@ struct Corpus::Impl {
     return Status::OK();
   }
 
-  // Commits the lexical index after a change (caller holds the ingest mutex). Searches on Xapian
-  // 1.4's writable glass database miss documents added after a deletion while those changes are
-  // pending, when a boolean filter term (the owner "XO") has a long posting list: a tenant's search
-  // would not find a replaced document until the next commit. Committing every change keeps the
-  // searched state the committed one (and the lexical index durable with the store). A failed
+  // Commits the lexical index after a change (caller holds the ingest mutex). On Xapian 1.4's
+  // writable glass database, once it has seen a deletion, a search filtered by a boolean term with
+  // a long posting list (the owner "XO") misses every document added since the last commit, while
+  // committed documents stay visible (reproduced with python3-xapian): a tenant's search would not
+  // find a replaced or new document until the next commit. So every change is committed before it
+  // is acknowledged; the entries the writer thread adds before the store write are invisible to
+  // such searches until then, which is what an unacknowledged batch should be anyway. A failed
   // commit is logged: the store is the truth, and the next open replays its log.
   void commit_lexical_locked() {
     if (!lexical || !lexical_on_disk) return;
