@@ -11,7 +11,7 @@
 
 #include "ragd/common/status.h"
 #include "ragd/pipelines/pipeline_spec.h"
-#include "speculation_cache.h"  // ContextDoc
+#include "context_doc.h"
 
 namespace ragd::pipelines {
 

@@ -25,7 +25,7 @@
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "passage_reranker.h"
-#include "speculation_cache.h"  // ContextDoc
+#include "context_doc.h"
 
 namespace ragd::pipelines {
 

@@ -9,34 +9,14 @@
 // Thread-safety: not thread-safe; one run's, on the scheduler thread.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
-#include "ragd/pipelines/executor.h"
+#include "context_doc.h"
 
 namespace ragd::pipelines {
-
-// One passage of an iterative run's context.
-struct ContextDoc {
-  uint64_t chunk_id = 0;
-  std::vector<int32_t> tokens;  // as laid out in the prompt
-  Source source;
-};
-
-// Prompt order: by chunk id, so that the same set of passages always gives the same prompt.
-inline void sort_prompt_order(std::vector<ContextDoc>& docs) {
-  std::sort(docs.begin(), docs.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.chunk_id < b.chunk_id; });
-}
-// The passages' chunk ids, in their order.
-inline std::vector<uint64_t> chunk_ids(const std::vector<ContextDoc>& docs) {
-  std::vector<uint64_t> v;
-  v.reserve(docs.size());
-  for (const auto& d : docs) v.push_back(d.chunk_id);
-  return v;
-}
 
 class SpeculationCache {
  public:
