@@ -204,7 +204,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   }
 #endif
   if (r->res.spec) {
-    int k = retrieval_k(*r);
+    int k = r->res.retrieval_k;
     std::vector<ContextDoc> ctx;
     if (k > 0) {
       IterativeRag* it = r->iter.get();
@@ -221,7 +221,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         o.hits.resize(std::min<size_t>(o.hits.size(), k));
         if (r->res.adapt && !it) {
           adapt_run(*r, &o.hits);  // sets the run's top_k and rerank from the chosen candidate
-          k = retrieval_k(*r);
+          k = r->res.retrieval_k;
           o.hits.resize(std::min<size_t>(o.hits.size(), k));
         }
         ctx = std::move(o.hits);
@@ -284,7 +284,7 @@ void ExecutorImpl::prepare_speculative(std::unique_ptr<Run> r) {
   s.t_start = t0;
   s.corpus = corpus_.get();
   s.query = r->rr.query;
-  s.k = retrieval_k(*r);
+  s.k = r->res.retrieval_k;
   s.nprobe = r->res.spec->nprobe;
   s.scope = &scope;
   s.delay_ms = opts_.test_hooks.search_delay_ms;

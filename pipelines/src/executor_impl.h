@@ -146,8 +146,6 @@ class ExecutorImpl final : public Executor,
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
-  // Passages a pipeline run retrieves.
-  static int retrieval_k(const Run& r) { return r.res.retrieval_k; }
   void prepare(std::unique_ptr<Run> r);  // retrieval pool: retrieval + prompt + reuse lookup
   // Retrieval pool: a speculative prefill's progressive search (SpeculativePrefill::search), whose
   // first candidates already hand the run to the scheduler.

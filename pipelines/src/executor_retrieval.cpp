@@ -107,7 +107,7 @@ bool ExecutorImpl::issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, s
                                 int fetch, int nprobe, bool vectors) {
   const Run& r = *runs_.at(sid);
   auto task = [this, sid, ticket, epoch, queries = std::move(queries), tenant = r.rr.tenant,
-               must = r.rr.context_must_include, k = retrieval_k(r), fetch, nprobe, mode = r.res.retrieval_mode,
+               must = r.rr.context_must_include, k = r.res.retrieval_k, fetch, nprobe, mode = r.res.retrieval_mode,
                filter = r.res.filter, vectors] {
     SearchDone d{sid, ticket, epoch, search_passages(queries, tenant, k, fetch, nprobe, mode, filter.get(), must, vectors)};
     std::lock_guard<std::mutex> lk(mu_);
