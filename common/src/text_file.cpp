@@ -14,4 +14,12 @@ Result<std::string> read_text_file(const std::string& path, std::string_view wha
   return ss.str();
 }
 
+Status write_text_file(const std::string& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) return Status::IOError(path + ": write failed");
+  return Status::OK();
+}
+
 }  // namespace ragd

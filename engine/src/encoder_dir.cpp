@@ -1,3 +1,4 @@
+#include "ragd/common/text_file.h"
 #include "ragd/engine/encoder_dir.h"
 
 #include <algorithm>
@@ -16,13 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream o(path, std::ios::binary);
-  o << text;
-  o.close();
-  if (!o) return Status::IOError(fmt::format("{}: write failed", path.string()));
-  return Status::OK();
-}
 
 }  // namespace
 
@@ -39,16 +33,16 @@ Status write_random_encoder_dir(const std::string& dir_name, const EncoderDirOpt
   WordPieceVocabOptions vo;
   vo.vocab_size = c.vocab_size;
   RAGD_ASSIGN_OR_RETURN(std::string tok_json, build_wordpiece_tokenizer_json(builtin_training_text(), vo));
-  RAGD_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", tok_json));
+  RAGD_RETURN_IF_ERROR(write_text_file((dir / "tokenizer.json").string(), tok_json));
   const int max_len = std::min(o.max_seq_length, c.max_tokens());
-  RAGD_RETURN_IF_ERROR(write_text(
-      dir / "tokenizer_config.json",
+  RAGD_RETURN_IF_ERROR(write_text_file(
+      (dir / "tokenizer_config.json").string(),
       fmt::format("{{\n  \"tokenizer_class\": \"BertTokenizer\",\n  \"do_lower_case\": true,\n  \"cls_token\": \"[CLS]\",\n"
                   "  \"sep_token\": \"[SEP]\",\n  \"pad_token\": \"[PAD]\",\n  \"unk_token\": \"[UNK]\",\n"
                   "  \"mask_token\": \"[MASK]\",\n  \"model_max_length\": {}\n}}\n",
                   max_len)));
   BertConfig stored = c;
-  RAGD_RETURN_IF_ERROR(write_text(dir / "config.json", stored.to_json()));
+  RAGD_RETURN_IF_ERROR(write_text_file((dir / "config.json").string(), stored.to_json()));
 
   auto tensors = random_bert_tensors(c, o.seed);
   if (c.is_classifier()) {  // HF names of BertForSequenceClassification: the encoder under "bert."

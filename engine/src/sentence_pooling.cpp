@@ -17,13 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 
 
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IOError(fmt::format("{}: cannot write", path.string()));
-  return Status::OK();
-}
 
 }  // namespace
 
@@ -34,21 +27,21 @@ Status write_sentence_pooling(const std::string& dir_name, int hidden_size, cons
       "  {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}";
   if (spec.normalize)
     modules += ",\n  {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", \"type\": \"sentence_transformers.models.Normalize\"}";
-  RAGD_RETURN_IF_ERROR(write_text(dir / "modules.json", modules + "\n]\n"));
+  RAGD_RETURN_IF_ERROR(write_text_file((dir / "modules.json").string(), modules + "\n]\n"));
   std::error_code ec;
   fs::create_directories(dir / "1_Pooling", ec);
   if (spec.normalize && !ec) fs::create_directories(dir / "2_Normalize", ec);
   if (ec) return Status::IOError(fmt::format("{}: cannot create module directories: {}", dir_name, ec.message()));
   const SentencePooling p = spec.pooling;
-  RAGD_RETURN_IF_ERROR(write_text(
-      dir / "1_Pooling" / "config.json",
+  RAGD_RETURN_IF_ERROR(write_text_file(
+      (dir / "1_Pooling" / "config.json").string(),
       fmt::format("{{\n  \"word_embedding_dimension\": {},\n  \"pooling_mode_cls_token\": {},\n"
                   "  \"pooling_mode_mean_tokens\": {},\n  \"pooling_mode_max_tokens\": false,\n"
                   "  \"pooling_mode_mean_sqrt_len_tokens\": false,\n  \"pooling_mode_weightedmean_tokens\": false,\n"
                   "  \"pooling_mode_lasttoken\": {}\n}}\n",
                   hidden_size, p == SentencePooling::kCls, p == SentencePooling::kMean, p == SentencePooling::kLastToken)));
   if (spec.max_seq_length > 0)
-    RAGD_RETURN_IF_ERROR(write_text(dir / "sentence_bert_config.json",
+    RAGD_RETURN_IF_ERROR(write_text_file((dir / "sentence_bert_config.json").string(),
                                     fmt::format("{{\n  \"max_seq_length\": {},\n  \"do_lower_case\": false\n}}\n",
                                                 spec.max_seq_length)));
   return Status::OK();

@@ -26,6 +26,7 @@
 
 #include "command.h"
 #include "make_encoder.h"
+#include "ragd/common/text_file.h"
 #include "ragd/common/hash.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
@@ -137,13 +138,6 @@ std::vector<std::pair<TensorSpec, Init>> tensor_plan(const ModelConfig& c, DType
   return v;
 }
 
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream o(path, std::ios::binary);
-  o << text;
-  o.close();
-  if (!o) return Status::IOError(fmt::format("{}: write failed", path.string()));
-  return Status::OK();
-}
 
 struct Args {
   std::string preset = "small";
@@ -216,17 +210,17 @@ Status run(const Args& a) {
   fs::create_directories(a.out, ec);
   if (ec) return Status::IOError(fmt::format("{}: cannot create directory: {}", a.out, ec.message()));
   const fs::path dir(a.out);
-  RAGD_RETURN_IF_ERROR(write_text(dir / "config.json", c.to_json()));
-  RAGD_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", tok_json));
+  RAGD_RETURN_IF_ERROR(write_text_file((dir / "config.json").string(), c.to_json()));
+  RAGD_RETURN_IF_ERROR(write_text_file((dir / "tokenizer.json").string(), tok_json));
   std::string eos_list;
   for (size_t i = 0; i < c.eos_token_ids.size(); ++i) eos_list += fmt::format("{}{}", i ? ", " : "", c.eos_token_ids[i]);
-  RAGD_RETURN_IF_ERROR(write_text(
-      dir / "generation_config.json",
+  RAGD_RETURN_IF_ERROR(write_text_file(
+      (dir / "generation_config.json").string(),
       fmt::format("{{\n  \"bos_token_id\": {},\n  \"eos_token_id\": [{}],\n  \"do_sample\": false,\n"
                   "  \"temperature\": 1.0,\n  \"top_p\": 1.0,\n  \"max_new_tokens\": 256\n}}\n",
                   c.bos_token_id, eos_list)));
-  RAGD_RETURN_IF_ERROR(write_text(
-      dir / "tokenizer_config.json",
+  RAGD_RETURN_IF_ERROR(write_text_file(
+      (dir / "tokenizer_config.json").string(),
       fmt::format("{{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"bos_token\": \"<|begin_of_text|>\",\n"
                   "  \"eos_token\": \"{}\",\n  \"model_max_length\": {},\n  \"ragd_chat_template\": \"{}\"\n}}\n",
                   p.chat_template == "chatml" ? "<|im_end|>" : "<|eot_id|>", c.max_position_embeddings,

@@ -1,4 +1,4 @@
-// Whole small files (configs, JSON descriptions) read into a string.
+// Whole small files (configs, JSON descriptions) read into a string, or written from one.
 // Thread-safety: pure function.
 #pragma once
 
@@ -12,5 +12,8 @@ namespace ragd {
 // The bytes of `path`. NotFound "<path>: cannot open <what>" when it cannot be opened; IOError when
 // reading fails part way.
 Result<std::string> read_text_file(const std::string& path, std::string_view what = "file");
+
+// Writes `text` as the whole of `path` (created or truncated). IOError "<path>: write failed".
+Status write_text_file(const std::string& path, std::string_view text);
 
 }  // namespace ragd
