@@ -76,7 +76,11 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   st->id = (chat ? "chatcmpl-" : "cmpl-") + ctx.id;
   st->model = served.id;
   st->created = unix_now();
-  if (const ServedModel* p = catalog.pipeline(run.pipeline)) st->annotate = chat && p->number_passages;
+  if (const ServedModel* p = catalog.pipeline(run.pipeline)) {
+    st->annotate = chat && p->number_passages;
+    st->footer = p->sources_footer;
+    st->numbered = p->number_passages;
+  }
   st->include_usage = parsed.include_usage;
   st->want_logprobs = parsed.want_logprobs;
   const bool stream = parsed.stream;
@@ -129,6 +133,8 @@ void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respo
       c->include_usage = st->include_usage;
       c->want_logprobs = st->want_logprobs;
       c->annotate = st->annotate;
+      c->footer = st->footer;
+      c->numbered = st->numbered;
       gather->choices.push_back(std::move(c));
     }
   gather->remaining = static_cast<int>(runs.size());

@@ -1,6 +1,7 @@
 // Citations of a RAG answer as url_citation annotations (openai_citations.h).
 #include "openai_citations.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace ragd::daemon {
@@ -57,6 +58,29 @@ std::vector<Citation> find_citations(const std::string& answer, const std::vecto
       }
     }
     if (!utf8_continuation(answer[i])) ++cp;
+  }
+  return out;
+}
+
+std::string sources_footer(const std::vector<pipelines::Source>& sources, bool numbered) {
+  if (sources.empty()) return {};
+  std::string out = "\n\nSources:";
+  std::vector<std::string> seen;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const pipelines::Source& s = sources[i];
+    std::string where;
+    for (const auto& h : s.section) where += (where.empty() ? "" : " > ") + h;
+    if (s.page > 0) where += (where.empty() ? "page " : ", page ") + std::to_string(s.page);
+    std::string line = (s.title.empty() ? s.doc_id : s.title) + " \u2014 " + (s.url.empty() ? document_route(s.doc_id) : s.url);
+    if (!where.empty()) line += " (" + where + ")";
+    // A numbered passage keeps its line even when it repeats another's: answers cite it by number.
+    if (!numbered) {
+      if (std::find(seen.begin(), seen.end(), line) != seen.end()) continue;
+      seen.push_back(line);
+    }
+    out += "\n";
+    if (numbered) out += "[" + std::to_string(i + 1) + "] ";
+    out += line;
   }
   return out;
 }

@@ -39,6 +39,14 @@ std::vector<Citation> find_citations(const std::string& answer, const std::vecto
 // Writes the annotations array of `answer` (possibly empty).
 void write_url_citations(JsonWriter& w, const std::string& answer, const std::vector<CitationContext>& contexts);
 
+// The text a sources_footer pipeline appends to its answer: "\n\nSources:\n" and one line a
+// source, "[n] " first when `numbered` (n = its passage number), then the title (else the doc id),
+// " — " and the url (else the document's route), the section path joined by " > " and "page N"
+// when known: "[1] Zebras at Oakfield — https://zoo.example/zebra (Habitat > Water, page 3)".
+// Unnumbered, a line that repeats an earlier one (another passage of the same section) is left
+// out. "" when there are no sources.
+std::string sources_footer(const std::vector<pipelines::Source>& sources, bool numbered);
+
 // "/v1/documents/<id>" with the id percent-encoded as encodeURIComponent does.
 std::string document_route(const std::string& doc_id);
 

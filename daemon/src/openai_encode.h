@@ -41,6 +41,10 @@ struct OaiState {
   // Chat answers of pipelines that number their passages carry url_citation annotations
   // (openai_citations.h): the answer so far and the contexts it was written under, streaming too.
   bool annotate = false;
+  // Pipelines with sources_footer: the answer's text ends with its sources (openai_citations.h),
+  // numbered "[n]" when the pipeline numbers its passages; the latest context's sources.
+  bool footer = false, numbered = false;
+  std::vector<pipelines::Source> footer_sources;
   std::string answer;
   std::vector<CitationContext> contexts;
   std::vector<OaiToken> tokens;                       // guarded by mu (non-streaming)

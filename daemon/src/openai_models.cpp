@@ -23,6 +23,7 @@ ModelCatalog ModelCatalog::of(const pipelines::Executor& ex, const pipelines::Do
     m.pipeline = p.name;
     m.description = p.description;
     m.number_passages = p.number_passages;
+    m.sources_footer = p.sources_footer;
     c.models.push_back(std::move(m));
   }
   if (docs) {

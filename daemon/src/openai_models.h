@@ -41,6 +41,7 @@ struct ServedModel {
   std::string pipeline;            // kPipeline: the pipeline's name
   std::string description;         // kPipeline: the spec's description
   bool number_passages = false;    // kPipeline: passages are numbered "[n] " in the prompt
+  bool sources_footer = false;     // kPipeline: answers end with their sources (openai_citations.h)
   pipelines::EncoderInfo encoder;  // kEmbedder, kReranker
 };
 

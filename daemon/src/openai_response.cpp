@@ -170,6 +170,7 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
       switch (ev.kind) {
         case RunEvent::Kind::kSources: {
           if (st->annotate) st->contexts.push_back({st->answer.size(), ev.sources});
+          if (st->footer) st->footer_sources = ev.sources;
           if (st->gather && !st->gather->first_sources()) break;  // the choices share their sources
           JsonWriter w;
           w.begin_object().key("id").value(st->id).key("object").value(st->chat ? "chat.completion.chunk" : "text_completion");
@@ -196,6 +197,10 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
           if (st->chat && !st->sent_role) {
             static const std::string kEmpty;
             out += sse_frame(nullptr, chunk_json(*st, &kEmpty, true, "", nullptr));
+          }
+          if (st->footer) {
+            const std::string footer = sources_footer(st->footer_sources, st->numbered);
+            if (!footer.empty()) out += sse_frame(nullptr, chunk_json(*st, &footer, false, "", nullptr));
           }
           if (st->chat && st->annotate && !find_citations(st->answer, st->contexts).empty())
             out += sse_frame(nullptr, annotations_chunk_json(*st));
@@ -249,7 +254,8 @@ std::string completion_json(const std::vector<const OaiState*>& choices) {
   for (const OaiState* c : choices) {
     w.begin_object().key("index").value(c->index);
     if (c->chat) {
-      w.key("message").begin_object().key("role").value("assistant").key("content").value(c->output);
+      w.key("message").begin_object().key("role").value("assistant");
+      w.key("content").value(c->footer ? c->output + sources_footer(c->sources, c->numbered) : c->output);
       if (c->annotate) {
         w.key("annotations");
         write_url_citations(w, c->output, c->contexts);
@@ -263,7 +269,7 @@ std::string completion_json(const std::vector<const OaiState*>& choices) {
         w.key("logprobs").null();
       }
     } else {
-      w.key("text").value(c->output);
+      w.key("text").value(c->footer ? c->output + sources_footer(c->sources, c->numbered) : c->output);
       if (c->want_logprobs) {
         w.key("logprobs");
         write_completion_logprobs(w, c->tokens);

@@ -23,6 +23,7 @@ PipelineInfo PipelineSpec::info() const {
   i.index = index;
   i.max_tokens = max_tokens;
   i.number_passages = number_passages;
+  i.sources_footer = sources_footer;
   if (iterative) {
     i.kind = "iterative";
     i.overlap = std::string(overlap_name(iterative->overlap));
@@ -48,7 +49,7 @@ class Reader {
     static const std::map<std::string, std::set<std::string>> kAllowed = {
         {"pipeline", {"name", "description"}},
         {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank", "rerank_model", "mode"}},
-        {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template", "number_passages"}},
+        {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template", "number_passages", "sources_footer"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
                        "max_nprobe", "query_lag"}},
@@ -183,6 +184,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.str("prompt", "separator", &s.separator));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "question_prefix", &s.question_prefix));
   RAGD_RETURN_IF_ERROR(r.boolean("prompt", "number_passages", &s.number_passages));
+  RAGD_RETURN_IF_ERROR(r.boolean("prompt", "sources_footer", &s.sources_footer));
   RAGD_RETURN_IF_ERROR(r.str("prompt", "chat_template", &s.chat_template));
   // "model" (the model's own template, else as "auto"), "auto" (a built-in picked by the tokenizer;
   // PromptBuilder) or a name of engine's built-in chat template table.

@@ -169,6 +169,21 @@ await check("langchain: a pipeline as the model answers the corpus's question", 
   assert.equal(r.response_metadata.model_name ?? r.response_metadata.model, "pipeline:default");
 });
 
+await check("langchain: a RAG answer with its sources, nothing but the base URL and the model name", async () => {
+  const r = await lc("pipeline:footnoted", { maxTokens: 16 }).invoke(question);
+  const text = String(r.content);
+  const at = text.indexOf("\n\nSources:\n");
+  assert.ok(at >= 0, `no sources in ${JSON.stringify(text)}`);
+  const lines = text.slice(at + "\n\nSources:\n".length).split("\n");
+  assert.ok(lines.length >= 1 && lines.every((l, i) => l.startsWith(`[${i + 1}] `)), JSON.stringify(lines));
+  assert.ok(lines.some((l) => l.includes("Coral Reefs at Wouthton") && l.includes("/v1/documents/qa-0000")),
+            `gold passage not cited: ${JSON.stringify(lines)}`);
+  // Streamed, the same text.
+  let streamed = "";
+  for await (const chunk of await lc("pipeline:footnoted", { maxTokens: 16 }).stream(question)) streamed += chunk.content;
+  assert.equal(streamed, text);
+});
+
 await check("langchain: withStructuredOutput (JSON schema) returns a validated object", async () => {
   const schema = z.object({ name: z.string().max(24), year: z.number().int().min(1000).max(2100) });
   const m = lc(generator, { temperature: 0.7, maxTokens: 64 }).withStructuredOutput(schema, { method: "jsonSchema", name: "fact" });

@@ -35,6 +35,9 @@ mkdir -p "$tmp/pipelines"
 cp "$root"/configs/pipelines/*.toml "$tmp/pipelines/"
 sed -e 's/^name = "default"/name = "cited"/' -e 's/^\[prompt\]/[prompt]\nnumber_passages = true/' \
   "$root/configs/pipelines/default.toml" >"$tmp/pipelines/cited.toml"
+# ... and one whose answers end with their sources (for clients that keep only the text).
+sed -e 's/^name = "default"/name = "footnoted"/' -e 's/^\[prompt\]/[prompt]\nnumber_passages = true\nsources_footer = true/' \
+  "$root/configs/pipelines/default.toml" >"$tmp/pipelines/footnoted.toml"
 
 "$bin/ragd" --model "$model" --data "$tmp/data" --pipelines "$tmp/pipelines" --listen 127.0.0.1:0 \
   >"$tmp/out.log" 2>"$tmp/err.log" &

@@ -60,6 +60,26 @@ TEST(OpenAiCitations, AnnotationsJson) {
   EXPECT_EQ(document_route("a b/c"), "/v1/documents/a%20b%2Fc");
 }
 
+TEST(OpenAiCitations, SourcesFooterNumberedOrNot) {
+  pipelines::Source a = source("a b", "");
+  a.section = {"Habitat", "Water"};
+  a.page = 3;
+  pipelines::Source k = source("k", "https://x.example/k");
+  pipelines::Source a2 = a;  // another passage of the same section
+  a2.chunk_id = 7;
+  const std::vector<pipelines::Source> all = {a, k, a2};
+  EXPECT_EQ(sources_footer(all, true),
+            "\n\nSources:\n[1] T a b \u2014 /v1/documents/a%20b (Habitat > Water, page 3)\n"
+            "[2] T k \u2014 https://x.example/k\n[3] T a b \u2014 /v1/documents/a%20b (Habitat > Water, page 3)");
+  EXPECT_EQ(sources_footer(all, false),
+            "\n\nSources:\nT a b \u2014 /v1/documents/a%20b (Habitat > Water, page 3)\nT k \u2014 https://x.example/k");
+  pipelines::Source untitled = source("u");
+  untitled.title.clear();
+  untitled.page = 9;
+  EXPECT_EQ(sources_footer({untitled}, false), "\n\nSources:\nu \u2014 /v1/documents/u (page 9)");
+  EXPECT_EQ(sources_footer({}, true), "");
+}
+
 TEST(RagQuery, LastUserTurnsOldestFirst) {
   std::vector<engine::ChatMessage> m = {{"system", "be brief"}, {"user", "one"},  {"assistant", "A"},
                                         {"user", "two"},         {"user", "  "},    {"assistant", "B"},

@@ -237,6 +237,7 @@ struct PipelineInfo {
   std::string index;  // FAISS factory string
   int max_tokens = 256;
   bool number_passages = false;   // [prompt] number_passages: passage n starts "[n] " (sources[n-1])
+  bool sources_footer = false;    // [prompt] sources_footer: OpenAI answers end with their sources
   std::string kind = "one_shot";  // one_shot | iterative
   std::string overlap;            // iterative: the default overlap mode
   int retrieval_interval = 0;     // iterative: generated tokens between retrievals

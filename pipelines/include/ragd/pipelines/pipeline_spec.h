@@ -7,7 +7,8 @@
 //                rerank_model = "" (a cross-encoder directory scores instead of the generator)
 //   [prompt]     system = "...", context_header = "Context:\n", separator = "\n\n",
 //                question_prefix = "\nQuestion: ", number_passages = false ("[n] " before each passage),
-//                chat_template = "model"  (model|auto|llama3|chatml|mistral|none)
+//                chat_template = "model"  (model|auto|llama3|chatml|mistral|none),
+//                sources_footer = false (OpenAI routes: the answer ends with a "Sources:" list)
 //   [reuse]      mode = "knowledge_tree"   (none | prefix | knowledge_tree | cacheblend | epic | auto),
 //                recompute_ratio = 0.15 (cacheblend, 0..1), epic_k = 16 (epic, 0..4096)
 //   [iterative]  retrieval_interval = 16, query_window = 16, overlap = "none" (none | piperag |
@@ -65,6 +66,11 @@ struct PipelineSpec {
   // the same order), so answers can cite [n]. Knowledge-tree and prefix reuse are unchanged (a
   // path fixes every passage's rank); CacheBlend / EPIC reuse a passage only at the same rank.
   bool number_passages = false;
+  // true: on the OpenAI routes the answer's text ends with a list of its sources ("\n\nSources:\n
+  // [1] Title — url, section, page N"), for clients that keep only the message's text (LangChain's
+  // ChatOpenAI drops annotations and ragd's fields). The REST and WebSocket APIs send sources as
+  // data and are unchanged.
+  bool sources_footer = false;
   // "model": the model's own chat template (tokenizer_config.json / chat_template.jinja), or "auto"
   // when it ships none; "auto": a built-in picked by the tokenizer's special tokens; or a built-in
   // name (llama3 | chatml | mistral | none).
