@@ -227,12 +227,13 @@ Sample run_one(const daemon::Url& u, const Args& a, const Req& q, const std::str
   return s;
 }
 
-BenchRun summarize(const std::string& label, const std::string& mode, double rate, std::vector<Sample> ss,
-                   double wall) {
+BenchRun summarize(const std::string& label, const std::string& mode, double rate, uint64_t seed,
+                   std::vector<Sample> ss, double wall) {
   BenchRun r;
   r.label = label;
   r.mode = mode;
   r.rate = rate;
+  if (rate > 0) r.seed = seed;
   r.wall_s = wall;
   r.samples = std::move(ss);
   summarize_bench_run(r);
@@ -251,13 +252,20 @@ std::vector<Sample> drive(const daemon::Url& u, const Args& a, const std::vector
     for (size_t i = 0; i < reqs.size(); ++i) {
       t += gap(rng);
       std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t)));
-      th.emplace_back([&, i] { out[i] = run_one(u, a, reqs[i], reuse); });
+      th.emplace_back([&, i, t] {
+        out[i] = run_one(u, a, reqs[i], reuse);
+        out[i].sent_s = t;  // the schedule's instant (a replay sends it then)
+      });
     }
   } else {
     std::atomic<size_t> next{0};
     for (int c = 0; c < std::max(1, concurrency); ++c)
       th.emplace_back([&] {
-        for (size_t i; (i = next++) < reqs.size();) out[i] = run_one(u, a, reqs[i], reuse);
+        for (size_t i; (i = next++) < reqs.size();) {
+          const double sent = std::chrono::duration<double>(Clock::now() - t0).count();
+          out[i] = run_one(u, a, reqs[i], reuse);
+          out[i].sent_s = sent;
+        }
       });
   }
   for (auto& t : th) t.join();
@@ -368,7 +376,7 @@ int run(const Args& a) {
     if (rates.empty()) {
       double wall = 0;
       auto ss = drive(*u, a, reqs, m, a.rate, a.rate > 0 ? 0 : std::max(1, a.concurrency), &wall);
-      runs.push_back(summarize(name, name, a.rate, std::move(ss), wall));
+      runs.push_back(summarize(name, name, a.rate, a.seed, std::move(ss), wall));
       print_summary(runs.back());
       for (const auto& s : runs.back().samples)
         if (!s.ok) {
@@ -381,7 +389,8 @@ int run(const Args& a) {
     for (double r : rates) {
       double wall = 0;
       auto ss = drive(*u, a, reqs, m, r, 0, &wall);
-      runs.push_back(summarize(name + " @" + std::to_string(r).substr(0, 5) + " req/s", name, r, std::move(ss), wall));
+      runs.push_back(
+          summarize(name + " @" + std::to_string(r).substr(0, 5) + " req/s", name, r, a.seed, std::move(ss), wall));
       print_summary(runs.back());
       if (runs.back().failed == 0 && runs.back().ttft_ms.p99 <= a.slo_ttft_ms) capacity = std::max(capacity, r);
     }

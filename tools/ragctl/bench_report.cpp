@@ -102,6 +102,7 @@ Status parse_sample(const std::string& source, element e, const std::string& pat
   RAGD_RETURN_IF_ERROR(r.num("e2e_ms", &s->e2e_ms));
   RAGD_RETURN_IF_ERROR(r.integer("tokens", &s->tokens));
   RAGD_RETURN_IF_ERROR(r.str("error", &s->error));
+  RAGD_RETURN_IF_ERROR(r.num("sent_s", &s->sent_s));
   object u;
   RAGD_RETURN_IF_ERROR(r.sub("usage", &u, &s->has_usage));
   if (s->has_usage) {
@@ -143,6 +144,11 @@ Status parse_run(const std::string& source, element e, const std::string& path, 
   RAGD_RETURN_IF_ERROR(r.str("mode", &run->mode));
   if (run->mode.empty()) run->mode = run->label.substr(0, run->label.find(" @"));  // files without "mode"
   RAGD_RETURN_IF_ERROR(r.num("rate", &run->rate));
+  double seed = 0;
+  RAGD_RETURN_IF_ERROR(r.num("seed", &seed));
+  if (seed < 0 || seed > 9007199254740992.0 || seed != static_cast<double>(static_cast<uint64_t>(seed)))
+    return r.error("seed", "expected a non-negative integer");
+  run->seed = static_cast<uint64_t>(seed);
   RAGD_RETURN_IF_ERROR(r.integer("requests", &run->requests));
   RAGD_RETURN_IF_ERROR(r.integer("failed", &run->failed));
   RAGD_RETURN_IF_ERROR(r.num("wall_s", &run->wall_s));
@@ -917,6 +923,7 @@ std::string bench_result_json(const BenchResult& res) {
   for (const auto& r : res.runs) {
     w.begin_object();
     w.key("label").value(r.label).key("mode").value(r.mode).key("rate").value(r.rate);
+    if (r.seed != 0 && r.seed <= (uint64_t{1} << 53)) w.key("seed").value(r.seed);  // exact as a JSON number
     w.key("requests").value(r.requests).key("failed").value(r.failed).key("wall_s").value(r.wall_s);
     w.key("req_per_s").value(r.req_per_s).key("tokens_per_s").value(r.tokens_per_s);
     w.key("normalized_latency_ms_per_token").value(r.norm_latency_ms_per_token);
@@ -930,6 +937,7 @@ std::string bench_result_json(const BenchResult& res) {
         w.begin_object().key("ok").value(s.ok);
         if (s.ttft_ms >= 0) w.key("ttft_ms").value(s.ttft_ms);
         w.key("e2e_ms").value(s.e2e_ms).key("tokens").value(s.tokens);
+        if (s.sent_s >= 0) w.key("sent_s").value(s.sent_s);
         if (!s.error.empty()) w.key("error").value(s.error);
         if (s.has_usage) {
           w.key("usage").begin_object().key("prompt_tokens").value(s.prompt_tokens);

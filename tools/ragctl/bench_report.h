@@ -44,6 +44,9 @@ struct BenchSample {
   bool has_timings = false;
   BenchTimings timings;
   std::string error;  // failed requests: what went wrong
+  // When the client sent it, seconds after its run began (-1: not recorded, files written before
+  // `sent_s` existed): what a replay (`ragctl simulate --workload trace:`) sends it at.
+  double sent_s = -1;
 
   int reused() const { return reused_hbm + reused_dram + reused_ssd + reused_remote; }
 };
@@ -57,6 +60,7 @@ struct BenchRun {
   std::string label;  // "default/prefix @2.000 req/s"
   std::string mode;   // "default/prefix": runs of one sweep share it
   double rate = 0;    // offered Poisson rate, req/s; 0 = closed loop
+  uint64_t seed = 0;  // open loop: the arrivals' seed (ragctl bench --seed); 0 = not recorded
   int requests = 0, failed = 0;
   double wall_s = 0, req_per_s = 0, tokens_per_s = 0, norm_latency_ms_per_token = 0;
   BenchPercentiles ttft_ms, itl_ms, tpot_ms, e2e_ms;

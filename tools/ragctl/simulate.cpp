@@ -11,8 +11,9 @@
 // reads them; --set overrides any fleet or workload key (sim/sweep.h). The report is the one
 // `ragctl bench` renders, plus a simulation section (memory per tier over time, hit rate per tier);
 // the JSON is bench's format, so `ragctl bench-report real.json sim.json` compares the two.
-// A trace (`ragctl bench --json` output) replays its requests' prompt and answer lengths at its
-// offered rate (Poisson, seeded); `--retrieved FILE` (bench/sim/retrieved.py: what the real
+// A trace (`ragctl bench --json` output) replays its requests' prompt and answer lengths at the
+// instants the bench sent them (files without them: at its offered rate, Poisson, with the run's
+// recorded seed; bench_trace.h); `--retrieved FILE` (bench/sim/retrieved.py: what the real
 // retriever returns for each request) gives a trace, or a generated workload, the documents each
 // request really retrieved, so that a replayed trace reuses KV as the daemon did.
 // --replications N (and --seed S, default 1) runs every point N times with the per-request noise
@@ -36,6 +37,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_report.h"
+#include "bench_trace.h"
 #include "command.h"
 #include "ragd/common/json_writer.h"
 #include "ragd/common/process.h"
@@ -157,37 +159,11 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
   return o;
 }
 
-// A bench result's requests replayed: lengths from its records, each run's arrivals at its offered
-// rate as `ragctl bench --rate R --seed S` sent them (std::exponential_distribution over
-// std::mt19937_64(seed), a fresh engine per run; a closed-loop run replays at its achieved rate),
-// the runs one after the other. Every request is a retrieval; without --retrieved it has no
-// document ids, so nothing is reused.
+// A bench result's requests replayed (bench_trace.h).
 Result<std::vector<sim::SimRequest>> trace_requests(const std::string& path, uint64_t seed) {
   auto br = load_bench_result(path);
   if (!br.ok()) return br.status();
-  std::vector<sim::SimRequest> out;
-  double t0 = 0;
-  for (const BenchRun& run : br->runs) {
-    const double rate = run.rate > 0 ? run.rate : run.req_per_s;
-    if (rate <= 0) return Status::InvalidArgument(path + ": run '" + run.label + "' has no rate to replay");
-    std::mt19937_64 rng(seed);
-    std::exponential_distribution<double> gap(rate);
-    double t = t0;
-    for (const BenchSample& s : run.samples) {
-      t += gap(rng);  // drawn for every request sent, as the bench does
-      if (!s.ok || !s.has_usage || s.prompt_tokens < 1 || s.tokens < 1) continue;
-      sim::SimRequest r;
-      r.id = out.size() + 1;
-      r.arrival_s = t;
-      r.prompt_tokens = s.prompt_tokens;
-      r.answer_tokens = s.tokens;
-      r.retrieval = true;
-      out.push_back(r);
-    }
-    t0 = t;
-  }
-  if (out.empty()) return Status::InvalidArgument(path + ": no finished request with usage to replay");
-  return out;
+  return tools::trace_requests(*br, path, seed);
 }
 
 // The generated requests as a `ragctl bench --workload` file: one synthetic query per request naming
