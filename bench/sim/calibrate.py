@@ -99,6 +99,20 @@ import sys
 import tempfile
 
 
+# Fitted terms that cannot be negative are clamped at 0; a clamp that changes a value is reported
+# (on stderr and in the output's "fit_warnings") with the raw value, since it means the model does
+# not describe this machine's measurements there.
+FIT_WARNINGS = []
+
+
+def at_least_zero(name, raw):
+    if raw < 0:
+        FIT_WARNINGS.append({"term": name, "raw": raw, "used": 0.0})
+        print(f"calibrate.py: warning: {name} fitted as {raw:.6g}, clamped to 0", file=sys.stderr)
+        return 0.0
+    return raw
+
+
 def mean_of(path, key):
     """Mean `key` (e2e_ms, ttft_ms, or tpot_ms: (e2e - TTFT) / (tokens - 1)) of a bench / simulate
     JSON's first run, first request left out."""
@@ -228,12 +242,12 @@ def step_rates(steps_path, rates, bpt):
     dec = [(s["decodes"], s["seconds"] - dense(s["decodes"]) - s["decodes"] * kv(ctx + 1))
            for s in steps if s["prefill"] == 0 and s["decodes"] > 0]
     mk, my = statistics.mean(k for k, _ in dec), statistics.mean(y for _, y in dec)
-    sample = max(0.0, sum((k - mk) * (y - my) for k, y in dec) / sum((k - mk) ** 2 for k, _ in dec))
-    logits_step = max(0.0, my - sample * mk)
+    sample = at_least_zero("sample_s", sum((k - mk) * (y - my) for k, y in dec) / sum((k - mk) ** 2 for k, _ in dec))
+    logits_step = at_least_zero("logits_step_s", my - sample * mk)
     # A prefill after ctx cached tokens with its row: what is left over the model above, per cached token.
     hits = [s for s in steps if s["decodes"] == 0 and s["start"] > 0 and s["logits"]]
     left = [s["seconds"] - (dense(s["prefill"]) + attn(s["start"], s["prefill"]) + logits_step + sample) for s in hits]
-    context = max(0.0, sum(left) / sum(s["start"] for s in hits)) if hits else 0.0
+    context = at_least_zero("context_s_per_token", sum(left) / sum(s["start"] for s in hits)) if hits else 0.0
 
     def model(s):
         m = dense(s["decodes"] + s["prefill"]) + s["decodes"] * (kv(ctx + 1) + sample) + logits_step
@@ -309,14 +323,14 @@ def main():
     # the simulator charges inside a step.
     typical = statistics.mean if steps_path else statistics.median
     retrieval = typical(s["timings"]["retrieval_ms"] for s in samples) / 1e3
-    network = max(0.0, typical(s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples) / 2e3)
+    network = at_least_zero("network_s", typical(s["ttft_ms"] - s["timings"]["ttft_ms"] for s in samples) / 2e3)
     ctx = statistics.mean(s["usage"]["prompt_tokens"] + s["tokens"] / 2 for s in samples)
     itl = statistics.mean((s["e2e_ms"] - s["ttft_ms"]) / (s["tokens"] - 1) for s in samples if s["tokens"] > 1) / 1e3
     if steps_path:
         decode = dense_measured(1) + sample + ctx * bpt / rates["kv_read_bytes_per_s"]
     else:
         decode = rates["decode_dense_s"] + ctx * bpt / rates["kv_read_bytes_per_s"]
-    step_overhead = max(0.0, itl - decode)
+    step_overhead = at_least_zero("step_overhead_s", itl - decode)
 
     def modelled_prefill(prompt, reused):  # the simulator's steps for one request alone
         t, start = 0.0, min(reused, prompt - 1)
@@ -366,8 +380,8 @@ def main():
             ys.append(s["ttft_ms"] / 1e3 - 2 * network - retrieval - n * itl)
         mx, my = statistics.mean(xs), statistics.mean(ys)
         g = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        slowdown = max(0.0, g - 1)
-        intercept = max(0.0, my - (1 + slowdown) * mx)
+        slowdown = at_least_zero("engine_slowdown", g - 1)
+        intercept = at_least_zero("per_request_intercept_s", my - (1 + slowdown) * mx)
         hit_tokens = int(wake_tokens or 64)
 
         def hits_beyond_line(requests):
@@ -408,7 +422,7 @@ def main():
             mean_q = sum(quants[i] + quants[i + 1] for i in range(20)) / 40
             quants = [round(q + intercept - mean_q, 6) for q in quants]
             wake_mean, wake_source = intercept, "one-client"
-        step_overhead = max(0.0, itl - (1 + slowdown) * decode)
+        step_overhead = at_least_zero("step_overhead_s", itl - (1 + slowdown) * decode)
         slope = 0.0
     else:
         xs, ys = [], []
@@ -418,8 +432,8 @@ def main():
             ys.append(s["timings"]["prefill_ms"] / 1e3 - modelled_prefill(p, r))
         mx, my = statistics.mean(xs), statistics.mean(ys)
         sxx = sum((x - mx) ** 2 for x in xs)
-        slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx > 0 else 0.0
-        intercept = max(0.0, my - slope * mx)
+        slope = at_least_zero("admit_s_per_token", sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx > 0 else 0.0
+        intercept = at_least_zero("admit_s", my - slope * mx)
     out = dict(rates)
     out["source"] = "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + ", ".join(
         p for p in [steps_path, argv[2], miss, wake, rows, split] if p)
@@ -480,6 +494,8 @@ def main():
     if split:  # a check, not fitted
         want, got = check(out, split, shlex.split(split_sim), "ttft_ms")
         note += f"; check {split.split(',')[0]}...: mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated"
+    if FIT_WARNINGS:
+        out["fit_warnings"] = FIT_WARNINGS
     json.dump(out, sys.stdout, indent=1)
     print()
     print(f"# mean TPOT {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; "

@@ -246,6 +246,7 @@ Result<CostModel> parse_cost_model(std::string_view json, const ModelShape& shap
       RAGD_RETURN_IF_ERROR(parse_serving(s, &m.serving));
       continue;
     }
+    if (key == "fit_warnings") continue;  // bench/sim/calibrate.py's clamped terms: for people, not the model
     if (!first) engine += ",";
     first = false;
     engine += "\"" + std::string(key) + "\":" + simdjson::minify(value);

@@ -205,6 +205,13 @@ TEST(SimCostModel, RefusesBadRatesNamingTheField) {
   expect_refused(parse_cost_model(kRates + R"(, "serving": {"retrieval_ms": 3}})", ModelShape{}).status(), "retrieval_ms");
   expect_refused(parse_cost_model(kRates + R"(, "serving": 3})", ModelShape{}).status(), "serving");
   expect_refused(parse_cost_model(kRates + "}", ModelShape{0, 8, 128, 2}).status(), "layers");
+  // calibrate.py's report of clamped terms is for people: accepted, the rates unchanged.
+  auto with = parse_cost_model(kRates + R"(, "fit_warnings": [{"term": "admit_s", "raw": -0.002, "used": 0}]})",
+                               ModelShape{});
+  ASSERT_TRUE(with.ok()) << with.status().to_string();
+  auto without = parse_cost_model(kRates + "}", ModelShape{});
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(with->engine.dense_tokens_per_s, without->engine.dense_tokens_per_s);
 }
 
 TEST(SimWorkload, ParsesSpecsAndMixtures) {
