@@ -380,8 +380,10 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   // A sequence-parallel run holds its share of the tokens in each worker's pool (sharded_sequence.h).
   const size_t need = sp ? static_cast<size_t>(sp_->kv_blocks_per_worker(prompt_len, max_new))
                          : static_cast<size_t>((prompt_len + max_new + bs - 1) / bs) + 1;
+  // Never servable by this configuration, whatever the load: the caller's error (HTTP 400 naming the
+  // limit), not a capacity one a client would retry (429).
   if (need > pool.num_blocks())
-    return fail(sid, Status::ResourceExhausted("prompt of " + std::to_string(prompt_len) + " tokens + max_tokens " +
+    return fail(sid, Status::InvalidArgument("prompt of " + std::to_string(prompt_len) + " tokens + max_tokens " +
                                                std::to_string(max_new) + " needs " + std::to_string(need) +
                                                " KV blocks; the pool has " + std::to_string(pool.num_blocks()) +
                                                " (raise kv_pool_bytes)"));

@@ -150,7 +150,7 @@ TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
     const Status& got = out.error;
     const std::string what = "pool of " + std::to_string(blocks) + " blocks, share " + std::to_string(share);
     if (blocks < share) {
-      EXPECT_EQ(got.code(), StatusCode::kResourceExhausted) << what << ": " << got.to_string();
+      EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << what << ": " << got.to_string();
       EXPECT_NE(got.message().find("needs " + std::to_string(share) + " KV blocks; the pool has " + std::to_string(blocks)),
                 std::string::npos)
           << what << ": " << got.to_string();
