@@ -97,6 +97,7 @@ std::vector<PipelineInfo> ExecutorImpl::pipelines() const {
 engine::ConstraintCache& ExecutorImpl::constraints() {
   std::call_once(constraints_once_, [this] {
     constraints_ = std::make_unique<engine::ConstraintCache>(engine::TokenVocabulary::from_tokenizer(*tok_));
+    constraints_ready_.store(true, std::memory_order_release);
   });
   return *constraints_;
 }

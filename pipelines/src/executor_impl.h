@@ -255,6 +255,7 @@ class ExecutorImpl final : public Executor,
   engine::ConstraintCache& constraints();
   std::once_flag constraints_once_;
   std::unique_ptr<engine::ConstraintCache> constraints_;
+  std::atomic<bool> constraints_ready_{false};  // constraints_ built (stats() reads it from any thread)
   std::unique_ptr<Reranker> reranker_;  // used by the retrieval threads (it is thread-safe)
   std::map<std::string, std::unique_ptr<PassageReranker>> cross_encoders_;  // by directory; thread-safe stages
   std::unique_ptr<kvstore::KvStore> store_;

@@ -56,6 +56,13 @@ ExecutorStats ExecutorImpl::stats() const {
     x.rerank_head_hits = r.head_hits;
     x.rerank_head_misses = r.head_misses;
   }
+  if (constraints_ready_.load(std::memory_order_acquire)) {
+    const engine::ConstraintCache::Stats c = constraints_->stats();
+    x.constraint_hits = c.hits;
+    x.constraint_misses = c.misses;
+    x.constraint_entries = c.entries;
+    x.constraint_compile_ms = c.compile_ms;
+  }
   const kvstore::Stats k = store_->stats();
   x.eviction = k.policy;
   for (int t = 0; t < kvstore::kNumTiers; ++t) {

@@ -270,6 +270,19 @@ TEST_F(StructuredOutputTest, LengthCutAndBadSchemas) {
   });
   EXPECT_EQ(out.finish, "length");
   EXPECT_EQ(out.tokens.size(), 3u);
+  // The same schema again is a cache hit; the stats say so (/v1/cache/stats, /metrics).
+  const ExecutorStats s1 = rt.executor->stats();
+  EXPECT_EQ(s1.constraint_misses, 1u);
+  EXPECT_EQ(s1.constraint_entries, 1u);
+  run(*rt.executor, "", "", 2, [](RunRequest& r) {
+    r.prompt = "y";
+    r.sampling.constraint = std::make_shared<const engine::ConstraintSpec>(engine::ConstraintSpec{
+        "json_schema", R"({"type":"object","properties":{"a":{"type":"string","minLength":20}},"required":["a"]})", {}, 0});
+  });
+  const ExecutorStats s2 = rt.executor->stats();
+  EXPECT_EQ(s2.constraint_hits, s1.constraint_hits + 1);
+  EXPECT_EQ(s2.constraint_misses, 1u);
+  EXPECT_NE(s2.to_json().find("\"constraints\":{\"hits\":"), std::string::npos);
   RunRequest r;
   r.prompt = "x";
   r.sampling.constraint = std::make_shared<const engine::ConstraintSpec>(

@@ -72,6 +72,10 @@ struct ExecutorStats {
   // The generator's reranker (rerank pipelines without a rerank_model): passage prompt heads found
   // in its cache / prefilled (cached per request KV scope: tenant and cache_salt).
   uint64_t rerank_head_hits = 0, rerank_head_misses = 0;
+  // Structured output's compiled constraints (engine::ConstraintCache): lookups that found one /
+  // compiled one, schemas held, and the compile time of the misses.
+  uint64_t constraint_hits = 0, constraint_misses = 0, constraint_entries = 0;
+  double constraint_compile_ms = 0;
 
   std::string to_json() const;
 };
@@ -133,6 +137,8 @@ inline std::string ExecutorStats::to_json() const {
   w.end_object();
   w.key("reranker").begin_object().key("head_hits").value(rerank_head_hits);
   w.key("head_misses").value(rerank_head_misses).end_object();
+  w.key("constraints").begin_object().key("hits").value(constraint_hits).key("misses").value(constraint_misses);
+  w.key("entries").value(constraint_entries).key("compile_ms").value(constraint_compile_ms).end_object();
   w.end_object();
   return w.take();
 }
