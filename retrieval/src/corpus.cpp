@@ -971,8 +971,6 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
     RAGD_RETURN_IF_ERROR(m.embedder->embed(texts, &vecs));
     for (size_t i = b; i < e; ++i) new_chunks[i].vector.assign(vecs.begin() + (i - b) * dim, vecs.begin() + (i - b + 1) * dim);
   }
-  sum.chunks_added = new_chunks.size();
-  sum.chunks_removed = removed_ids.size();
   std::vector<uint64_t> add_ids;
   std::vector<float> add_vecs;
   add_ids.reserve(new_chunks.size());

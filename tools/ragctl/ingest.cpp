@@ -27,6 +27,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "env_or.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/retrieval/corpus.h"
 #include "ragd/retrieval/reader.h"
@@ -59,11 +60,6 @@ struct IngestArgs {
 
 // Exit status when the run finished but some input did not become documents (see the top).
 constexpr int kExitInputsLeftOut = 3;
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
 
 std::string fmt_duration(double s) {
   if (!(s >= 0) || s > 359999) return "--:--";

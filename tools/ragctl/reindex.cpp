@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "env_or.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/retrieval/corpus.h"
 
@@ -24,11 +25,6 @@ struct ReindexArgs {
   std::string data;
   std::string model;
 };
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
 
 int run_reindex(const ReindexArgs& a) {
   const std::string data = a.data.empty() ? env_or("RAGD_DATA", "./data") : a.data;
