@@ -63,4 +63,57 @@ std::string apply_chat_template(ChatTemplate t, std::span<const ChatMessage> mes
   return s;
 }
 
+std::string_view builtin_tool_call_format(ChatTemplate t) {
+  switch (t) {
+    case ChatTemplate::kLlama3: return "llama3_json";
+    case ChatTemplate::kMistral: return "mistral";
+    default: return "hermes";
+  }
+}
+
+std::vector<ChatMessage> fold_tools_into_messages(const ToolCallFormat& f, std::span<const ChatMessage> messages,
+                                                  std::span<const ToolDef> tools) {
+  std::string guide;
+  if (!tools.empty()) {
+    guide = "You can call these functions; each line gives one, with the JSON Schema of its arguments:\n";
+    for (const ToolDef& t : tools) {
+      guide += "{\"name\": \"" + t.name + "\"";
+      if (!t.description.empty()) {
+        guide += ", \"description\": \"";
+        for (char c : t.description) {
+          if (c == '"' || c == '\\') guide += '\\';
+          if (c == '\n') {
+            guide += "\\n";
+            continue;
+          }
+          guide += c;
+        }
+        guide += "\"";
+      }
+      guide += ", \"parameters\": " + (t.parameters.empty() ? std::string("{}") : t.parameters) + "}\n";
+    }
+    guide += "\nTo call a function, answer with " + f.render_calls({{"", "NAME", "{ARGUMENTS}"}}) +
+             ", the arguments as a JSON object; several calls are written one after another.";
+  }
+  std::vector<ChatMessage> out;
+  if (!guide.empty() && (messages.empty() || messages.front().role != "system")) out.push_back({"system", guide, {}, "", ""});
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    ChatMessage c{m.role, m.content, {}, "", ""};
+    if (i == 0 && m.role == "system" && !guide.empty()) c.content = std::string(trim(m.content)) + "\n\n" + guide;
+    if (m.role == "assistant" && !m.tool_calls.empty())
+      c.content = (m.content.empty() ? "" : m.content + "\n") + f.render_calls(m.tool_calls);
+    if (m.role == "tool") {
+      c.role = "user";
+      c.content = "<tool_response>\n" + m.content + "\n</tool_response>";
+    }
+    // Consecutive tool results are one user turn (templates that alternate roles want that).
+    if (c.role == "user" && m.role == "tool" && !out.empty() && i > 0 && messages[i - 1].role == "tool")
+      out.back().content += "\n" + c.content;
+    else
+      out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace ragd::engine

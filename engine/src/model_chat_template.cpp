@@ -46,6 +46,7 @@ Result<std::unique_ptr<ModelChatTemplate>> ModelChatTemplate::from_source(std::s
   RAGD_ASSIGN_OR_RETURN(t->default_, jinja::Template::compile(source, origin));
   if (special_tokens.is_dict()) t->special_tokens_ = special_tokens.entries();
   t->origin_ = std::move(origin);
+  t->tool_format_ = detect_tool_call_format(source, "hermes");
   return t;
 }
 
@@ -75,6 +76,7 @@ Result<std::unique_ptr<ModelChatTemplate>> ModelChatTemplate::from_tokenizer_con
   RAGD_ASSIGN_OR_RETURN(auto t, from_source(default_src, specials, origin + " chat_template 'default'"));
   if (has_tool) {
     RAGD_ASSIGN_OR_RETURN(t->tool_use_, jinja::Template::compile(tool_src, origin + " chat_template 'tool_use'"));
+    t->tool_format_ = detect_tool_call_format(tool_src, t->tool_format_.name);
   }
   t->origin_ = origin + " chat_template";
   return t;
@@ -115,12 +117,56 @@ Result<std::string> ModelChatTemplate::render(const Request& r, const jinja::Ren
   return t.render(jinja::Value::dict(std::move(ctx)), o);
 }
 
-Result<std::string> ModelChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+jinja::Value ModelChatTemplate::message_value(const ChatMessage& m) {
+  std::vector<std::pair<std::string, jinja::Value>> d;
+  d.emplace_back("role", m.role);
+  // transformers' convention (and vLLM's): an assistant turn that only calls tools has no content.
+  if (m.role == "assistant" && !m.tool_calls.empty() && m.content.empty()) d.emplace_back("content", jinja::Value());
+  else d.emplace_back("content", m.content);
+  if (!m.tool_calls.empty()) {
+    std::vector<jinja::Value> calls;
+    for (const ToolCall& c : m.tool_calls) {
+      // Templates render arguments with tojson: a dict, as transformers passes it; text that is
+      // not a JSON object stays a string.
+      jinja::Value args = c.arguments;
+      if (auto v = jinja::Value::from_json(c.arguments); v.ok() && v->is_dict()) args = std::move(*v);
+      std::vector<std::pair<std::string, jinja::Value>> call;
+      if (!c.id.empty()) call.emplace_back("id", c.id);
+      call.emplace_back("type", "function");
+      call.emplace_back("function", jinja::Value::dict({{"name", c.name}, {"arguments", std::move(args)}}));
+      calls.push_back(jinja::Value::dict(std::move(call)));
+    }
+    d.emplace_back("tool_calls", jinja::Value::list(std::move(calls)));
+  }
+  if (!m.tool_call_id.empty()) d.emplace_back("tool_call_id", m.tool_call_id);
+  if (!m.name.empty()) d.emplace_back("name", m.name);
+  return jinja::Value::dict(std::move(d));
+}
+
+jinja::Value ModelChatTemplate::tools_value(std::span<const ToolDef> tools) {
+  if (tools.empty()) return jinja::Value();
+  std::vector<jinja::Value> out;
+  for (const ToolDef& t : tools) {
+    std::vector<std::pair<std::string, jinja::Value>> fn;
+    fn.emplace_back("name", t.name);
+    if (!t.description.empty()) fn.emplace_back("description", t.description);
+    jinja::Value params = jinja::Value::dict({{"type", "object"}, {"properties", jinja::Value::dict({})}});
+    if (!t.parameters.empty())
+      if (auto v = jinja::Value::from_json(t.parameters); v.ok()) params = std::move(*v);
+    fn.emplace_back("parameters", std::move(params));
+    out.push_back(jinja::Value::dict({{"type", "function"}, {"function", jinja::Value::dict(std::move(fn))}}));
+  }
+  return jinja::Value::list(std::move(out));
+}
+
+Result<std::string> ModelChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                              std::span<const ToolDef> tools) const {
   Request r;
   std::vector<jinja::Value> ms;
   ms.reserve(messages.size());
-  for (const ChatMessage& m : messages) ms.push_back(jinja::Value::dict({{"role", m.role}, {"content", m.content}}));
+  for (const ChatMessage& m : messages) ms.push_back(message_value(m));
   r.messages = jinja::Value::list(std::move(ms));
+  r.tools = tools_value(tools);
   r.add_generation_prompt = add_generation_prompt;
   return render(r);
 }

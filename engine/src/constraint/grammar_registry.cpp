@@ -8,6 +8,7 @@
 #include "nfa_builder.h"
 #include "ragd/engine/grammar.h"
 #include "regex_grammar.h"
+#include "tool_call_grammar.h"
 
 namespace ragd::engine {
 
@@ -41,6 +42,7 @@ const GrammarKind kKinds[] = {
        }
        return b.alt(alts);
      }},
+    {"tool_calls", [](NfaBuilder& b, const ConstraintSpec& s) { return constraint::emit_tool_calls(b, s.source, s.max_whitespace); }},
 };
 
 // NFA simulation: the epsilon closure of `set` (in place, sorted, unique).

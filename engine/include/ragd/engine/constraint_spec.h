@@ -12,10 +12,11 @@ namespace ragd::engine {
 
 struct ConstraintSpec {
   // The grammar kind by name (grammar.h: grammar_kind_names()): "json_schema", "json_object",
-  // "regex", "choice".
+  // "regex", "choice", "tool_calls".
   std::string kind;
   // json_schema: the schema as JSON text; regex: the pattern (Python `re` syntax subset, matched
-  // against the whole output); otherwise unused.
+  // against the whole output); tool_calls: the tools and the format as JSON
+  // (constraint/tool_call_grammar.h); otherwise unused.
   std::string source;
   // choice: the output is exactly one of these strings.
   std::vector<std::string> choices;

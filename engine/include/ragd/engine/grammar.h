@@ -2,7 +2,7 @@
 // bytes with epsilon moves) that accepts exactly the outputs the spec allows. Independent of any
 // vocabulary: token_constraint.h binds a Grammar to a tokenizer's vocabulary.
 //
-// Kinds form a registry (constraint/grammar_registry.cpp): json_schema, json_object, regex,
+// Kinds form a registry (constraint/grammar_registry.cpp): json_schema, json_object, regex, tool_calls,
 // choice; a kind is chosen by name. JSON Schema keywords supported and the limits of the
 // automaton are listed in docs/api.md ("Structured output"); an unsupported keyword is an
 // InvalidArgument naming it and its JSON pointer.

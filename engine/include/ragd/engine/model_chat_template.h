@@ -23,6 +23,7 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/jinja.h"
 #include "ragd/engine/tokenizer.h"
+#include "ragd/engine/tool_calls.h"
 
 namespace ragd::engine {
 
@@ -52,7 +53,19 @@ class ModelChatTemplate {
   // Errors: InvalidArgument with the template's message (raise_exception's text, a type error),
   // prefixed by the origin and line.
   Result<std::string> render(const Request& r, const jinja::RenderOptions& o = {}) const;
-  Result<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt = true) const;
+  // A conversation (tool calls and results included) and the tools it may call.
+  Result<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt = true,
+                             std::span<const ToolDef> tools = {}) const;
+  // A message as transformers passes it: role, content (null for an assistant turn that only calls
+  // tools), tool_calls [{id, type: "function", function: {name, arguments (a dict)}}],
+  // tool_call_id, name.
+  static jinja::Value message_value(const ChatMessage& m);
+  // Tools as transformers passes them: [{type: "function", function: {name, description, parameters}}].
+  static jinja::Value tools_value(std::span<const ToolDef> tools);
+
+  // How this template writes tool calls (detect_tool_call_format on its source; hermes when it
+  // shows none).
+  const ToolCallFormat& tool_call_format() const { return tool_format_; }
 
   // "chat_template.jinja" or "tokenizer_config.json chat_template" (", named 'default'").
   const std::string& origin() const { return origin_; }
@@ -63,6 +76,7 @@ class ModelChatTemplate {
   std::unique_ptr<jinja::Template> default_, tool_use_;
   std::vector<std::pair<std::string, jinja::Value>> special_tokens_;
   std::string origin_;
+  ToolCallFormat tool_format_;
 };
 
 }  // namespace ragd::engine

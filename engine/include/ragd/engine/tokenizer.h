@@ -15,6 +15,7 @@
 
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
+#include "ragd/engine/tool_calls.h"
 
 namespace ragd::engine {
 
@@ -94,11 +95,23 @@ inline constexpr auto kChatTemplateNames = make_enum_names<ChatTemplate>(
 constexpr const auto& ragd_enum_names(ChatTemplate) { return kChatTemplateNames; }
 static_assert(enum_names_valid(kChatTemplateNames));
 struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant"
+  std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
+  std::vector<ToolCall> tool_calls = {};  // assistant turns that called functions (tool_calls.h)
+  std::string tool_call_id = {};          // tool turns: the call this result answers
+  std::string name = {};                  // tool turns: the function's name, when known
 };
 inline Result<ChatTemplate> parse_chat_template(std::string_view name) { return parse_enum<ChatTemplate>(name); }
 std::string apply_chat_template(ChatTemplate t, std::span<const ChatMessage> messages,
                                 bool add_generation_prompt = true);
+// The tool calls a built-in template's model is taught: hermes, except llama3 (llama3_json) and
+// mistral (mistral).
+std::string_view builtin_tool_call_format(ChatTemplate t);
+// A conversation with tools, for templates that know no tools (the built-ins): the tools and the
+// way to call them (`f`) join the system message (one is added first when there is none),
+// assistant calls become their text in `f`, tool results become user turns
+// "<tool_response>\n...\n</tool_response>".
+std::vector<ChatMessage> fold_tools_into_messages(const ToolCallFormat& f, std::span<const ChatMessage> messages,
+                                                  std::span<const ToolDef> tools);
 
 }  // namespace ragd::engine
