@@ -83,6 +83,7 @@ void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Respon
   }
   st->include_usage = parsed.include_usage;
   st->want_logprobs = parsed.want_logprobs;
+  if (chat) st->tools = make_tool_state(run, ex->tool_call_format(), "call_" + ctx.id + "_");
   const bool stream = parsed.stream;
   // run
   std::shared_ptr<void> slot;
@@ -135,6 +136,7 @@ void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respo
       c->annotate = st->annotate;
       c->footer = st->footer;
       c->numbered = st->numbered;
+      if (st->tools) c->tools = make_tool_state(run, st->tools->format, "call_" + ctx.id + "_" + std::to_string(index) + "_");
       gather->choices.push_back(std::move(c));
     }
   gather->remaining = static_cast<int>(runs.size());

@@ -11,6 +11,7 @@
 
 #include "api_impl.h"
 #include "openai_citations.h"
+#include "openai_tools.h"
 #include "run_events.h"
 
 namespace ragd::daemon {
@@ -48,6 +49,8 @@ struct OaiState {
   std::string answer;
   std::vector<CitationContext> contexts;
   std::vector<OaiToken> tokens;                       // guarded by mu (non-streaming)
+  // Runs with tools (openai_tools.h): how to read calls out of the answer; null without.
+  std::shared_ptr<OaiToolState> tools;
   bool sent_role = false;                             // streaming: events arrive in order
   // The run's end (guarded by mu; read by the gather once every run has ended).
   std::string finish;

@@ -19,14 +19,14 @@ constexpr std::array kBoth = {
     "pipeline"sv, "retrieval_top_k"sv, "retrieval_mode"sv, "filter"sv,
     // structured output (openai_structured.h)
     "response_format"sv, "guided_json"sv, "guided_regex"sv, "guided_choice"sv, "guided_whitespace_max"sv};
-constexpr std::array kChatOnly = {"messages"sv, "top_logprobs"sv};
+constexpr std::array kChatOnly = {"messages"sv, "top_logprobs"sv, "tools"sv, "tool_choice"sv, "parallel_tool_calls"sv};
 // echo (false only) and suffix (refused with its own message) are parsed by parse_openai_request.
 constexpr std::array kCompletionsOnly = {"prompt"sv, "echo"sv, "suffix"sv};
 // Accepted and ignored: they ask for nothing a ragd answer would change.
-constexpr std::array kIgnored = {"user"sv, "store"sv, "metadata"sv, "service_tier"sv, "parallel_tool_calls"sv};
+constexpr std::array kIgnored = {"user"sv, "store"sv, "metadata"sv, "service_tier"sv};
 // Defined by OpenAI or vLLM, not honoured here.
 constexpr std::array kNotImplemented = {
-    "logit_bias"sv, "tools"sv, "tool_choice"sv, "functions"sv, "function_call"sv, "audio"sv, "modalities"sv,
+    "logit_bias"sv, "functions"sv, "function_call"sv, "audio"sv, "modalities"sv,
     "prediction"sv, "reasoning_effort"sv, "web_search_options"sv, "min_tokens"sv, "use_beam_search"sv,
     "length_penalty"sv, "prompt_logprobs"sv, "guided_grammar"sv, "guided_decoding_backend"sv, "structured_outputs"sv,
     "chat_template"sv, "chat_template_kwargs"sv, "documents"sv, "add_generation_prompt"sv, "continue_final_message"sv,

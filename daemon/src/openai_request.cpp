@@ -1,6 +1,7 @@
 // Parsing of OpenAI-compatible completion requests.
 #include "openai_encode.h"
 #include "openai_structured.h"
+#include "openai_tools.h"
 #include "ragd/pipelines/run_params.h"
 
 namespace ragd::daemon {
@@ -96,11 +97,21 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
       engine::ChatMessage cm;
       if (auto e = mf.str("role", &cm.role, true); e.failed()) return e;
       if (cm.role == "developer") cm.role = "system";
-      if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-        return bad_request(where + ".role", "field '" + where + ".role' must be system, user or assistant; got '" + clip_input(cm.role) + "'");
+      if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
+        return bad_request(where + ".role", "field '" + where + ".role' must be system, user, assistant or tool; got '" + clip_input(cm.role) + "'");
+      if (cm.role == "assistant")
+        if (auto tc = mf.get("tool_calls"))
+          if (auto e = parse_message_tool_calls(*tc, where + ".tool_calls", &cm.tool_calls); e.failed()) return e;
+      if (cm.role == "tool") {
+        if (auto e = mf.str("tool_call_id", &cm.tool_call_id, true); e.failed()) return e;
+        if (auto e = mf.str("name", &cm.name); e.failed()) return e;
+      }
       auto content = mf.get("content");
-      if (!content) return bad_request(where + ".content", "field '" + where + ".content' is required");
-      if (auto e = parse_content(*content, where + ".content", &cm.content); e.failed()) return e;
+      // An assistant turn that only calls tools has no content (null or absent), as OpenAI sends it.
+      if (!content && !(cm.role == "assistant" && !cm.tool_calls.empty()))
+        return bad_request(where + ".content", "field '" + where + ".content' is required");
+      if (content)
+        if (auto e = parse_content(*content, where + ".content", &cm.content); e.failed()) return e;
       run.messages.push_back(std::move(cm));
     }
     if (run.messages.empty()) return bad_request("messages", "field 'messages' must not be empty");
@@ -214,6 +225,9 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
   }
   // Structured output: response_format / guided_* (openai_structured.h).
   if (auto e = parse_structured_output(f, &run); e.failed()) return e;
+  // Tool calling (openai_tools.h).
+  if (chat)
+    if (auto e = parse_tools(f, &run); e.failed()) return e;
   // The pipeline (this field or the model's id) and its query are set by the route (openai.cpp).
   return {};
 }

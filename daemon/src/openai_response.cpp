@@ -162,6 +162,26 @@ std::string annotations_chunk_json(const OaiState& s) {
   return w.take();
 }
 
+// A chunk whose delta carries tool calls (openai_tools.h).
+std::string tool_chunk_json(const OaiState& s, const std::vector<engine::ToolCallStream::Delta::Call>& calls) {
+  JsonWriter w;
+  w.begin_object().key("id").value(s.id).key("object").value("chat.completion.chunk");
+  w.key("created").value(s.created).key("model").value(s.model).key("choices").begin_array().begin_object();
+  w.key("index").value(s.index).key("delta").begin_object().key("tool_calls");
+  write_tool_call_deltas(w, calls, s.tools->id_prefix);
+  w.end_object().key("logprobs").null().key("finish_reason").null();
+  w.end_object().end_array().end_object();
+  return w.take();
+}
+
+// A streamed piece of an answer with tools: its content (when any, or with logprobs) and its calls.
+std::string tool_delta_frames(const OaiState& s, const engine::ToolCallStream::Delta& d, const OaiToken* lp) {
+  std::string out;
+  if (!d.content.empty() || lp) out += sse_frame(nullptr, chunk_json(s, &d.content, false, "", lp));
+  if (!d.calls.empty()) out += sse_frame(nullptr, tool_chunk_json(s, d.calls));
+  return out;
+}
+
 }  // namespace
 
 RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::shared_ptr<OaiState> st) {
@@ -189,6 +209,10 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
           }
           if (st->annotate) st->answer += ev.text;
           const OaiToken lp{ev.text, ev.logprob, ev.top_logprobs};
+          if (st->tools) {
+            out += tool_delta_frames(*st, st->tools->stream->feed(ev.text), st->want_logprobs ? &lp : nullptr);
+            break;
+          }
           if (!ev.text.empty() || st->want_logprobs)
             out += sse_frame(nullptr, chunk_json(*st, &ev.text, false, "", st->want_logprobs ? &lp : nullptr));
           break;
@@ -204,10 +228,15 @@ RunConsumer openai_stream_consumer(std::shared_ptr<SseBridge> bridge, std::share
           }
           if (st->chat && st->annotate && !find_citations(st->answer, st->contexts).empty())
             out += sse_frame(nullptr, annotations_chunk_json(*st));
-          out += sse_frame(nullptr, chunk_json(*st, nullptr, false, ev.finish_reason.empty() ? "stop" : ev.finish_reason, nullptr));
+          std::string finish = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
+          if (st->tools) {
+            out += tool_delta_frames(*st, st->tools->stream->finish(), nullptr);
+            finish = tool_finish_reason(*st->tools, st->tools->stream->num_calls(), finish);
+          }
+          out += sse_frame(nullptr, chunk_json(*st, nullptr, false, finish, nullptr));
           {
             std::lock_guard<std::mutex> l(st->mu);
-            st->finish = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
+            st->finish = finish;
             st->usage = ev.usage;
             st->timings = ev.timings;
           }
@@ -253,7 +282,28 @@ std::string completion_json(const std::vector<const OaiState*>& choices) {
   w.key("created").value(s0.created).key("model").value(s0.model).key("choices").begin_array();
   for (const OaiState* c : choices) {
     w.begin_object().key("index").value(c->index);
-    if (c->chat) {
+    std::string finish = c->finish;
+    if (c->chat && c->tools) {
+      // An answer with tools: its calls, and the text before them (null when none).
+      engine::ToolOutput o = engine::parse_tool_calls(c->tools->format, c->output);
+      w.key("message").begin_object().key("role").value("assistant").key("content");
+      if (o.calls.empty()) w.value(o.content);
+      else if (o.content.empty()) w.null();
+      else w.value(o.content);
+      if (!o.calls.empty()) {
+        w.key("tool_calls");
+        write_tool_calls(w, o.calls, c->tools->id_prefix);
+      }
+      w.end_object();
+      finish = tool_finish_reason(*c->tools, o.calls.size(), finish);
+      if (c->want_logprobs) {
+        w.key("logprobs").begin_object().key("content").begin_array();
+        for (const auto& t : c->tokens) write_token_logprob(w, t);
+        w.end_array().end_object();
+      } else {
+        w.key("logprobs").null();
+      }
+    } else if (c->chat) {
       w.key("message").begin_object().key("role").value("assistant");
       w.key("content").value(c->footer ? c->output + sources_footer(c->sources, c->numbered) : c->output);
       if (c->annotate) {
@@ -277,7 +327,7 @@ std::string completion_json(const std::vector<const OaiState*>& choices) {
         w.key("logprobs").null();
       }
     }
-    w.key("finish_reason").value(c->finish);
+    w.key("finish_reason").value(finish);
     w.end_object();
   }
   w.end_array();

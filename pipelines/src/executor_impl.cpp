@@ -9,6 +9,7 @@
 #include "ragd/common/log.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
+#include "tool_constraint.h"
 #endif
 
 namespace ragd::pipelines {
@@ -112,6 +113,9 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
     if (it == specs_.end()) return Status::NotFound("pipeline '" + req.pipeline + "' not found");
     spec = &*it;
   }
+  // Tools: the answer follows the model's tool-call format (a 400 for tools it cannot honour).
+  RAGD_ASSIGN_OR_RETURN(auto tool_spec, tool_constraint(req, prompts_->tool_call_format()));
+  if (tool_spec) req.sampling.constraint = std::move(tool_spec);
   RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
   if (r->res.sampling.constraint) {
     // Compiled (or found in the cache) now, so that a bad schema is the caller's 400.
@@ -264,7 +268,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
     }
   } else if (!q.messages.empty()) {
     // The model's template may refuse a conversation (raise_exception): a 400 with its message.
-    auto prompt = prompts_->build_chat(q.messages);
+    auto prompt = prompts_->build_chat(q.messages, q.tools);
     if (prompt.ok()) r->prompt = std::move(*prompt);
     else r->set_failure("chat template", prompt.status());
   } else if (!q.prompt_ids.empty()) {

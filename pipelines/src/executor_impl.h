@@ -107,6 +107,7 @@ class ExecutorImpl final : public Executor,
   std::vector<PipelineInfo> pipelines() const override;
   bool ready() const override { return !stopping_.load(); }
   std::string model_name() const override { return model_name_; }
+  engine::ToolCallFormat tool_call_format() const override { return prompts_->tool_call_format(); }
   ExecutorStats stats() const override;
   // Drains queued and running requests, joins the threads, moves the pool's cached KV down to
   // DRAM / SSD and flushes the SSD tier. Idempotent.

@@ -1,5 +1,7 @@
 #include "ragd/pipelines/prompt_builder.h"
 
+#include <algorithm>
+
 #include "ragd/common/log.h"
 
 namespace ragd::pipelines {
@@ -88,10 +90,19 @@ PromptSegments PromptBuilder::build_rag(const PipelineSpec& spec, std::span<cons
   return p;
 }
 
-Result<std::vector<int32_t>> PromptBuilder::build_chat(std::span<const engine::ChatMessage> messages) const {
+Result<std::vector<int32_t>> PromptBuilder::build_chat(std::span<const engine::ChatMessage> messages,
+                                                       std::span<const engine::ToolDef> tools) const {
   if (model_ != nullptr) {
-    RAGD_ASSIGN_OR_RETURN(const std::string text, model_->render(messages, true));
+    RAGD_ASSIGN_OR_RETURN(const std::string text, model_->render(messages, true, tools));
     return encode_head(text);
+  }
+  std::vector<engine::ChatMessage> folded;
+  const bool has_tools = !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const engine::ChatMessage& m) {
+    return m.role == "tool" || !m.tool_calls.empty();
+  });
+  if (has_tools) {
+    folded = engine::fold_tools_into_messages(tool_call_format(), messages, tools);
+    messages = folded;
   }
   const engine::ChatTemplate t = auto_;
   if (t == engine::ChatTemplate::kNone) {
@@ -101,6 +112,11 @@ Result<std::vector<int32_t>> PromptBuilder::build_chat(std::span<const engine::C
     return encode_head(text);
   }
   return encode_head(engine::apply_chat_template(t, messages, true));
+}
+
+engine::ToolCallFormat PromptBuilder::tool_call_format() const {
+  if (model_ != nullptr) return model_->tool_call_format();
+  return *engine::tool_call_format(engine::builtin_tool_call_format(auto_));
 }
 
 std::vector<int32_t> PromptBuilder::build_raw(const std::string& prompt) const { return encode_head(prompt); }

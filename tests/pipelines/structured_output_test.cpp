@@ -259,6 +259,82 @@ TEST_F(StructuredOutputTest, ReuseModesAndIterativeRag) {
   validate(jobs, *tok, "reuse");
 }
 
+// Tool calls: each format x tool_choice (required / auto) x parallel or single calls, tools whose
+// parameters are generated schemas; and runs through the chat path (RunRequest::tools), whose
+// format is the model's. The validator parses calls with its own reader of each format and
+// validates every call's arguments against its tool's schema.
+TEST_F(StructuredOutputTest, ToolCallsParseAndValidate) {
+  auto tok = testing::tiny_bpe_tokenizer();
+  const std::string data = tmpdir("structured-tools");
+  Runtime rt = open(big_options(data, *root_ + "/model"), false);
+  testing::SchemaGenerator gen(4242);
+  auto tools_json = [&](size_t n, std::vector<engine::ToolDef>* defs) {
+    std::string t = "[";
+    for (size_t k = 0; k < n; ++k) {
+      const std::string params = R"({"type":"object","properties":{"value":)" + gen.schema() + R"(,"note":{"type":"string","maxLength":8}},"required":["value"]})";
+      const std::string name = "fn_" + std::to_string(k) + (k % 2 ? "-x" : "");
+      t += (k ? "," : "") + std::string(R"({"name":")") + name + R"(","parameters":)" + params + "}";
+      if (defs) defs->push_back({name, "", params});
+    }
+    return t + "]";
+  };
+  std::vector<Job> jobs;
+  for (const std::string& format : engine::tool_call_format_names())
+    for (int mode = 0; mode < 4; ++mode)
+      for (int rep = 0; rep < 4; ++rep) {
+        const std::string spec = R"({"format":")" + format + R"(","tools":)" + tools_json(1 + rep % 3, nullptr) +
+                                 R"(,"min_calls":1,"max_calls":)" + (mode % 2 ? "1" : "0") + R"(,"text":)" + (mode >= 2 ? "true" : "false") + "}";
+        jobs.push_back(Job{"tool_calls", spec, std::make_shared<const engine::ConstraintSpec>(engine::ConstraintSpec{"tool_calls", spec, {}, rep % 2, "tools"}), {}});
+      }
+  run_all(*rt.executor, jobs, 16, [&](RunRequest& r, size_t i) {
+    r.sampling.max_tokens = 400;
+    r.sampling.seed = 31 + i;
+    r.sampling.temperature = i % 3 == 0 ? 0.0f : 1.0f;
+  });
+  if (HasFatalFailure()) return;
+  // The chat path: tools and tool_choice on the request, the model's format.
+  const std::string format = rt.executor->tool_call_format().name;
+  std::vector<Job> chat;
+  std::vector<std::vector<engine::ToolDef>> defs(24);
+  for (size_t i = 0; i < defs.size(); ++i) {
+    const std::string tj = tools_json(1 + i % 3, &defs[i]);
+    const bool one = i % 3 == 0;
+    const std::string spec = R"({"format":")" + format + R"(","tools":)" + tj + R"(,"min_calls":1,"max_calls":)" + (one ? "1" : "0") +
+                             R"(,"text":)" + (i % 2 ? "true" : "false") + "}";
+    chat.push_back(Job{"tool_calls", spec, nullptr, {}});
+  }
+  run_all(*rt.executor, chat, 8, [&](RunRequest& r, size_t i) {
+    r.prompt.clear();
+    r.sampling.max_tokens = 400;
+    r.sampling.constraint = nullptr;
+    r.messages = {{"user", "Call a function."}};
+    r.tools = defs[i];
+    r.tool_choice.mode = i % 2 ? ToolChoice::Mode::kAuto : ToolChoice::Mode::kRequired;
+    r.parallel_tool_calls = i % 3 != 0;
+    r.sampling.seed = 7 + i;
+    r.sampling.temperature = 1.0f;
+  });
+  if (HasFatalFailure()) return;
+  for (auto& j : chat) jobs.push_back(std::move(j));
+  close(rt);
+  // A random model rarely ends an answer: free text (auto) runs to max_tokens, which the validator
+  // accepts when no call was started; calls cut by max_tokens (parallel calls that go on) are
+  // left out and counted.
+  size_t cut_calls = 0;
+  std::erase_if(jobs, [&](const Job& j) {
+    if (j.out.finish == "stop") return false;
+    const std::string fmt_name = j.spec_json.substr(11, j.spec_json.find('"', 11) - 11);
+    const engine::ToolCallFormat f = *engine::tool_call_format(fmt_name);
+    const std::string text = tok->decode(j.out.tokens, true);
+    const bool calls_started = f.trigger().empty() ? text.rfind('{', 0) == 0 : text.find(f.trigger().substr(0, f.trigger().find('\n'))) != std::string::npos;
+    cut_calls += calls_started;
+    return calls_started;
+  });
+  std::printf("%zu tool-call runs validated, %zu left out (calls cut by max_tokens)\n", jobs.size(), cut_calls);
+  EXPECT_LT(cut_calls * 5, jobs.size()) << "most runs end their calls";
+  validate(jobs, *tok, "tools");
+}
+
 TEST_F(StructuredOutputTest, LengthCutAndBadSchemas) {
   const std::string data = tmpdir("structured-misc");
   Runtime rt = open(big_options(data, *root_ + "/model"), false);

@@ -157,7 +157,16 @@ Frag emit_tool_calls(NfaBuilder& b, std::string_view spec_json, int max_whitespa
     if (t["name"].get_string().get(name) || !valid_name(name))
       throw GrammarError(fmt::format("tools[{}].name must match [A-Za-z0-9_-]{{1,64}}", i));
     Tool tool{std::string(name), ""};
-    if (auto ps = t["parameters"]; !ps.error() && ps.type() != element_type::NULL_VALUE) tool.parameters = simdjson::minify(ps.value_unsafe());
+    if (auto ps = t["parameters"]; !ps.error() && ps.type() != element_type::NULL_VALUE) {
+      tool.parameters = simdjson::minify(ps.value_unsafe());
+      // Arguments carry the properties the schema lists and no others (OpenAI's strict mode
+      // requires additionalProperties false; a tool without it would let a model invent keys).
+      simdjson::dom::object po;
+      if (!ps.get_object().get(po) && !po["properties"].error() && po["additionalProperties"].error()) {
+        tool.parameters.pop_back();
+        tool.parameters += po.size() > 0 ? ",\"additionalProperties\":false}" : "\"additionalProperties\":false}";
+      }
+    }
     tools.push_back(std::move(tool));
   }
   int64_t min_calls = 1, max_calls = 0;

@@ -3,7 +3,8 @@
 //    "min_calls": 1, "max_calls": 0, "text": false}
 // The output is the calls as the format writes them (ToolCallFormat::render_calls, tool_calls.h):
 // between min_calls and max_calls calls (0 = no bound), each naming one of the tools, its
-// arguments an object of its parameter schema (json_schema_grammar.h; no schema = `{}`). With
+// arguments an object of its parameter schema (json_schema_grammar.h; no schema = `{}`; an object
+// schema that lists "properties" takes no others unless it says additionalProperties). With
 // "text": true the output may instead be free text, or free text followed by the calls: the text
 // never contains the format's trigger (the calls start at the first one); for a format without a
 // trigger (llama3_json) the output is either the calls or text that does not start with '{'.

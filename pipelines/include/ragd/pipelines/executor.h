@@ -25,6 +25,7 @@
 #include "ragd/common/status.h"
 #include "ragd/engine/sampler.h"
 #include "ragd/engine/tokenizer.h"
+#include "ragd/engine/tool_calls.h"
 #include "ragd/pipelines/adapt_policy.h"
 #include "ragd/pipelines/executor_stats.h"
 #include "ragd/pipelines/iterative.h"
@@ -86,6 +87,13 @@ struct RunOverrides {
   std::optional<bool> extractive;   // [generation] extractive of the pipeline
 };
 
+// How a chat run may call the functions of RunRequest::tools (OpenAI's tool_choice).
+struct ToolChoice {
+  enum class Mode : uint8_t { kAuto, kNone, kRequired, kFunction };
+  Mode mode = Mode::kAuto;
+  std::string function;  // kFunction: the function the answer must call
+};
+
 struct RunRequest {
   std::string id;                 // request id (set by the daemon; logged on every line)
   std::string tenant = "default";
@@ -93,6 +101,13 @@ struct RunRequest {
   std::string query;              // RAG question (pipeline runs)
   std::vector<engine::ChatMessage> messages;  // chat completions (template applied by executor)
   std::string prompt;             // raw completion prompt (used when messages empty and no pipeline)
+  // Chat runs: functions the model may call (OpenAI's tools; the template shows them to the
+  // model). Unless tool_choice is none, the answer is constrained to the model's tool-call format
+  // (tool_constraint.h): auto = text or calls, required = calls, kFunction = one call of it;
+  // parallel_tool_calls = false allows one call. Not with a pipeline, nor with another constraint.
+  std::vector<engine::ToolDef> tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
   // Plain completions: the prompt as token ids, used as given (no BOS added) in place of `prompt`
   // when non-empty. Every id must be in the tokenizer's vocabulary (InvalidArgument naming it).
   std::vector<int32_t> prompt_ids;
@@ -258,6 +273,9 @@ class Executor {
   virtual std::vector<PipelineInfo> pipelines() const = 0;
   virtual bool ready() const = 0;
   virtual std::string model_name() const = 0;
+  // How the model writes tool calls (its template's format; hermes for built-in chatml), so that
+  // answers can be read back (engine::parse_tool_calls / ToolCallStream).
+  virtual engine::ToolCallFormat tool_call_format() const { return *engine::tool_call_format("hermes"); }
   // Cache, scheduler and reuse stats (for /v1/cache/stats and /metrics).
   virtual ExecutorStats stats() const = 0;
   std::string stats_json() const { return stats().to_json(); }

@@ -52,7 +52,12 @@ class PromptBuilder {
                            const std::string& question) const;
   // The model's own template when it has one (its errors, e.g. raise_exception's "roles must
   // alternate", are InvalidArgument), else the "auto" built-in.
-  Result<std::vector<int32_t>> build_chat(std::span<const engine::ChatMessage> messages) const;
+  // With tools: the model's template gets them as transformers passes them; a built-in template
+  // gets them folded into the conversation (engine::fold_tools_into_messages).
+  Result<std::vector<int32_t>> build_chat(std::span<const engine::ChatMessage> messages,
+                                          std::span<const engine::ToolDef> tools = {}) const;
+  // How the model writes tool calls: its own template's format, else the built-in's.
+  engine::ToolCallFormat tool_call_format() const;
   std::vector<int32_t> build_raw(const std::string& prompt) const;
 
  private:
