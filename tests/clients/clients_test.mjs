@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { ChatOpenAI, OpenAIEmbeddings } from "@langchain/openai";
+import { tool } from "@langchain/core/tools";
+import { ToolMessage } from "@langchain/core/messages";
 import { OpenAI as LlamaOpenAI } from "@llamaindex/openai";
 import { z } from "zod";
 
@@ -150,6 +152,47 @@ await check("openai: a field ragd does not implement is a 400 naming it", async 
   );
 });
 
+// A function the model may call; arguments are constrained to its schema.
+const weatherParams = {
+  type: "object",
+  properties: { city: { type: "string", maxLength: 20 }, unit: { enum: ["celsius", "fahrenheit"] } },
+  required: ["city", "unit"],
+  additionalProperties: false,
+};
+const weatherTool = { type: "function", function: { name: "get_weather", description: "Current weather in a city.", parameters: weatherParams } };
+function checkWeatherArgs(args) {
+  const a = typeof args === "string" ? JSON.parse(args) : args;
+  assert.equal(typeof a.city, "string");
+  assert.ok(["celsius", "fahrenheit"].includes(a.unit), JSON.stringify(a));
+  assert.deepEqual(Object.keys(a).sort(), ["city", "unit"]);
+}
+
+await check("openai: a tool-calling round trip (tool_calls, then the tool's result, then an answer)", async () => {
+  const messages = [{ role: "user", content: "What is the weather in Oslo?" }];
+  const r = await client.chat.completions.create({
+    model: generator, temperature: 0.7, seed: 3, max_tokens: 80, messages, tools: [weatherTool], tool_choice: "required",
+  });
+  const msg = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, "tool_calls");
+  assert.ok(msg.tool_calls && msg.tool_calls.length >= 1, JSON.stringify(msg));
+  for (const c of msg.tool_calls) {
+    assert.ok(c.id.startsWith("call_"));
+    assert.equal(c.function.name, "get_weather");
+    checkWeatherArgs(c.function.arguments);
+  }
+  messages.push(msg);
+  for (const c of msg.tool_calls) messages.push({ role: "tool", tool_call_id: c.id, content: JSON.stringify({ temperature: 3 }) });
+  const answer = await client.chat.completions.create({ model: generator, temperature: 0, max_tokens: 12, messages, tools: [weatherTool] });
+  assert.ok(["stop", "length", "tool_calls"].includes(answer.choices[0].finish_reason));
+  // Streamed: the SDK's stream helper puts the deltas back together into the same calls.
+  const stream = client.chat.completions.stream({
+    model: generator, temperature: 0.7, seed: 3, max_tokens: 80, messages: messages.slice(0, 1), tools: [weatherTool], tool_choice: "required",
+  });
+  const final = await stream.finalChatCompletion();
+  assert.deepEqual(final.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
+                   msg.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+});
+
 // --- LangChain.js
 const lc = (model, extra = {}) =>
   new ChatOpenAI({ model, apiKey, configuration: { baseURL: base }, temperature: 0, maxTokens: 12, maxRetries: 0, ...extra });
@@ -191,6 +234,30 @@ await check("langchain: withStructuredOutput (JSON schema) returns a validated o
   schema.parse(v);
 });
 
+await check("langchain: bindTools round trip with a forced tool, then the ToolMessage", async () => {
+  const getWeather = tool(async ({ city }) => JSON.stringify({ city, temperature: 3 }), {
+    name: "get_weather",
+    description: "Current weather in a city.",
+    schema: z.object({ city: z.string().max(20), unit: z.enum(["celsius", "fahrenheit"]) }),
+  });
+  const m = lc(generator, { temperature: 0.7, maxTokens: 80 }).bindTools([getWeather], { tool_choice: "get_weather" });
+  const ai = await m.invoke("What is the weather in Oslo?");
+  assert.equal(ai.tool_calls.length, 1, JSON.stringify(ai));
+  assert.equal(ai.tool_calls[0].name, "get_weather");
+  checkWeatherArgs(ai.tool_calls[0].args);
+  const result = await getWeather.invoke(ai.tool_calls[0].args);
+  const answer = await lc(generator).bindTools([getWeather]).invoke([
+    ["user", "What is the weather in Oslo?"], ai, new ToolMessage({ content: result, tool_call_id: ai.tool_calls[0].id }),
+  ]);
+  assert.ok(answer.content !== undefined);
+});
+
+await check("langchain: withStructuredOutput through function calling", async () => {
+  const schema = z.object({ name: z.string().max(24), year: z.number().int().min(1000).max(2100) });
+  const m = lc(generator, { temperature: 0.7, maxTokens: 64 }).withStructuredOutput(schema, { method: "functionCalling", name: "fact" });
+  schema.parse(await m.invoke("Give the name and the year."));
+});
+
 await check("langchain: embeddings", async () => {
   const e = new OpenAIEmbeddings({ model: "embedding:hashing", apiKey, configuration: { baseURL: base }, maxRetries: 0 });
   const v = await e.embedQuery("coral reef");
@@ -215,6 +282,26 @@ await check("llamaindex: a pipeline as the model, sources in the raw response", 
   assert.ok(String(r.message.content).length > 0);
   const sources = r.raw?.ragd?.sources ?? [];
   assert.ok(sources.some((s) => s.doc_id === goldDoc), "gold passage not in the raw response's sources");
+});
+
+await check("llamaindex: a tool call with tools and tool_choice, then the tool's result", async () => {
+  const weather = { metadata: { name: "get_weather", description: "Current weather in a city.", parameters: weatherParams } };
+  const m = new LlamaOpenAI({ model: generator, apiKey, baseURL: base, temperature: 0.7, maxTokens: 80, maxRetries: 0,
+                              additionalChatOptions: { tool_choice: "required", parallel_tool_calls: false } });
+  const r = await m.chat({ messages: [{ role: "user", content: "What is the weather in Oslo?" }], tools: [weather] });
+  const calls = r.message.options?.toolCall ?? [];
+  assert.equal(calls.length, 1, JSON.stringify(r.message));
+  assert.equal(calls[0].name, "get_weather");
+  checkWeatherArgs(calls[0].input);
+  const answer = await li(generator).chat({
+    messages: [
+      { role: "user", content: "What is the weather in Oslo?" },
+      r.message,
+      { role: "user", content: JSON.stringify({ temperature: 3 }), options: { toolResult: { id: calls[0].id, result: "3", isError: false } } },
+    ],
+    tools: [weather],
+  });
+  assert.ok(typeof answer.message.content === "string");
 });
 
 console.log(failures ? `${failures} check(s) failed` : "all checks passed");
