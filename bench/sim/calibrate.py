@@ -6,6 +6,7 @@
       [--wake OPEN.json --wake-sim "SIMULATE ARGS"] [--rows CN.json --rows-sim "SIMULATE ARGS"]
       [--check CN.json --check-sim "SIMULATE ARGS"]
       [--wake-after SECONDS] [--wake-tokens N] [--wake-constant]
+      [--report REPORT.json] [--source TEXT]
       > rates.json
 
 DENSE_MODEL: roofline (default; a GPU), additive (a CPU, where reading the weights and computing
@@ -89,6 +90,15 @@ the mean carries the background load a run pays.
   wake_s           (without --steps, with --wake) by bisection so that `ragctl WAKE_SIM_ARGS`
                    gives the mean TTFT of OPEN.json (the mostly-hit requests at 2 req/s)
 Everything else stays the kernel rates' (or the simulator's defaults).
+
+--report REPORT.json writes what the fit found, for a caller that checks it (`ragctl calibrate`):
+  "line"      the one-client least-squares line (requests, intercept_s, slope, the residuals' root mean
+              square and largest absolute value in seconds, with the terms as used, clamps applied)
+  "checks"    each measured mean against the simulated one: "publish", "rows" (fitted by bisection:
+              how close the bisection got), "wake", "check" (not fitted)
+  "step_checks" the mixed engine steps against the model (with --steps)
+  "warnings"  the clamps, as in "fit_warnings"
+--source TEXT replaces the output's "source" string (default: the files it was fitted on).
 """
 import json
 import os
@@ -103,9 +113,13 @@ import tempfile
 # (on stderr and in the output's "fit_warnings") with the raw value, since it means the model does
 # not describe this machine's measurements there.
 FIT_WARNINGS = []
+# What --report writes (see above).
+REPORT = {"checks": [], "warnings": FIT_WARNINGS}
 
 
 def at_least_zero(name, raw):
+    # A term fitted twice (step_overhead_s: before and after the engine slowdown) keeps its last clamp.
+    FIT_WARNINGS[:] = [w for w in FIT_WARNINGS if w["term"] != name]
     if raw < 0:
         FIT_WARNINGS.append({"term": name, "raw": raw, "used": 0.0})
         print(f"calibrate.py: warning: {name} fitted as {raw:.6g}, clamped to 0", file=sys.stderr)
@@ -282,6 +296,8 @@ def main():
     argv, rows_sim = take(argv, "--rows-sim")
     argv, wake_after = take(argv, "--wake-after")
     argv, wake_tokens = take(argv, "--wake-tokens")
+    argv, report_path = take(argv, "--report")
+    argv, source_text = take(argv, "--source")
     wake_constant = "--wake-constant" in argv
     wake_open = "--wake-open" in argv
     argv = [a for a in argv if a not in ("--wake-constant", "--wake-open")]
@@ -310,6 +326,8 @@ def main():
         curve, sample, logits_step, context, dense_measured, checks, wake_steps = step_rates(steps_path, rates, bpt)
         print(f"# steps: LM head {logits_step * 1e3:.3f} ms per sampling step + {sample * 1e3:.3f} ms per row; "
               f"{context * 1e6:.3f} us per cached token behind a prefill", file=sys.stderr)
+        REPORT["step_checks"] = [{"decodes": k, "prefill": n, "start": start, "measured_s": got, "model_s": want}
+                                 for k, n, start, got, want in checks]
         for k, n, start, got, want in checks:
             print(f"# step check: {k} decodes + {n}-token prefill after {start}: measured {got * 1e3:.2f} ms, "
                   f"model {want * 1e3:.2f} ms ({(want / got - 1) * 100:+.0f} %)", file=sys.stderr)
@@ -434,8 +452,15 @@ def main():
         sxx = sum((x - mx) ** 2 for x in xs)
         slope = at_least_zero("admit_s_per_token", sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx) if sxx > 0 else 0.0
         intercept = at_least_zero("admit_s", my - slope * mx)
+    # The line's residuals with the terms as used (a clamp shows as residuals that no longer average 0).
+    used_slope = 1 + slowdown if steps_path else slope
+    residuals = [y - (intercept + used_slope * x) for x, y in zip(xs, ys)]
+    REPORT["line"] = {"requests": len(xs), "intercept_s": intercept, "slope": used_slope,
+                      "residual_mean_s": statistics.mean(residuals),
+                      "residual_rms_s": statistics.mean(r * r for r in residuals) ** 0.5,
+                      "residual_max_abs_s": max(abs(r) for r in residuals)}
     out = dict(rates)
-    out["source"] = "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + ", ".join(
+    out["source"] = source_text or "ragctl plan on this machine; serving fitted by bench/sim/calibrate.py on " + ", ".join(
         p for p in [steps_path, argv[2], miss, wake, rows, split] if p)
     out["serving"] = {
         "retrieval_s": round(retrieval, 6),
@@ -466,6 +491,7 @@ def main():
     if miss:
         x, want, got = fit(out, "publish_s_per_byte", miss, shlex.split(publish_sim), "e2e_ms", 1e-8)
         out["serving"]["publish_s_per_byte"] = float("%.4g" % x)
+        REPORT["checks"].append({"name": "publish", "fitted": True, "metric": "mean e2e ms", "measured": want, "simulated": got})
         note += f"; publication {x * 1e9:.3f} ns/byte (mean e2e {want:.1f} ms measured, {got:.1f} ms simulated)"
     if rows:
         # The serving work per streamed token (the HTTP thread's write, a co-located client's read,
@@ -480,22 +506,29 @@ def main():
             out["serving"]["step_overhead_s"] = round(base_over - x, 7)
         x, want, got = fit(out, per_row, rows, shlex.split(rows_sim), "tpot_ms", 1e-4)
         per_row(x)
+        REPORT["checks"].append({"name": "rows", "fitted": True, "metric": "mean TPOT ms", "measured": want, "simulated": got})
         note += (f"; per streamed row {min(x, base_over) * 1e3:.3f} ms" + (" (capped at the step overhead)" if x > base_over else "") +
                  f" (mean TPOT {want:.2f} ms measured, {got:.2f} ms simulated)")
     if wake and steps_path:  # a check: the wake-up comes from the one-client fit
         want, got = check(out, wake, shlex.split(wake_sim), "ttft_ms")
         note += f"; check {wake.split(',')[0]}...: mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated"
+        REPORT["checks"].append({"name": "wake", "fitted": False, "metric": "mean TTFT ms", "measured": want, "simulated": got})
     elif wake:
         x, want, got = fit(out, "wake_s", wake, shlex.split(wake_sim), "ttft_ms", 1e-3)
         out["serving"]["wake_s"] = round(x, 6)
+        REPORT["checks"].append({"name": "wake", "fitted": True, "metric": "mean TTFT ms", "measured": want, "simulated": got})
         after = out["serving"].get("wake_after_s")
         note += (f"; wake-up {x * 1e3:.2f} ms" + (f" after {after * 1e3:g} ms idle" if after else "") +
                  f" (mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated)")
     if split:  # a check, not fitted
         want, got = check(out, split, shlex.split(split_sim), "ttft_ms")
         note += f"; check {split.split(',')[0]}...: mean TTFT {want:.1f} ms measured, {got:.1f} ms simulated"
+        REPORT["checks"].append({"name": "check", "fitted": False, "metric": "mean TTFT ms", "measured": want, "simulated": got})
     if FIT_WARNINGS:
         out["fit_warnings"] = FIT_WARNINGS
+    if report_path:
+        with open(report_path, "w") as f:
+            json.dump(REPORT, f, indent=1)
     json.dump(out, sys.stdout, indent=1)
     print()
     print(f"# mean TPOT {itl * 1e3:.2f} ms, modelled decode {decode * 1e3:.2f} ms at {ctx:.0f} tokens; "

@@ -246,7 +246,9 @@ Result<CostModel> parse_cost_model(std::string_view json, const ModelShape& shap
       RAGD_RETURN_IF_ERROR(parse_serving(s, &m.serving));
       continue;
     }
-    if (key == "fit_warnings") continue;  // bench/sim/calibrate.py's clamped terms: for people, not the model
+    // bench/sim/calibrate.py's clamped terms and `ragctl calibrate`'s record of what it ran and how
+    // well it fitted: for people, not the model.
+    if (key == "fit_warnings" || key == "calibration") continue;
     if (!first) engine += ",";
     first = false;
     engine += "\"" + std::string(key) + "\":" + simdjson::minify(value);
