@@ -4,8 +4,11 @@
 // times and the per-step mask time.
 //
 //   bench_constraint --preset small|qwen2-0.5b [--batches 1,16] [--prompt 32] [--decode 32]
-//                    [--threads N] [--tokenizer PATH] [--reps 2] [--schema record|long]
+//                    [--threads N] [--tokenizer PATH] [--reps 2] [--schema record|long|tools]
 // --schema long: {"content": a string of maxLength 10000} (the schema of XGrammar issue #852).
+// --schema tools: tool calling with tool_choice auto (grammar kind tool_calls, hermes format): free
+// text that cannot hold "<tool_call>", or calls of two tools whose arguments are the record above
+// and a small object.
 //
 // The vocabulary the masks run over: --tokenizer (a tokenizer.json), else examples/tokenizers/
 // qwen3/tokenizer.json for qwen2-0.5b (151 k byte-level tokens; fetched by
@@ -77,6 +80,16 @@ struct Args {
 };
 
 const char* kLongSchema = R"({"type":"object","properties":{"content":{"type":"string","maxLength":10000}},"required":["content"]})";
+
+ConstraintSpec decode_spec(const std::string& which) {
+  if (which == "long") return ConstraintSpec{"json_schema", kLongSchema, {}, 0, ""};
+  if (which == "tools")
+    return ConstraintSpec{"tool_calls",
+                          std::string(R"({"format":"hermes","text":true,"tools":[{"name":"record_answer","parameters":)") + kSchema +
+                              R"(},{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":30},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city","unit"]}}]})",
+                          {}, 0, ""};
+  return ConstraintSpec{"json_schema", kSchema, {}, 0, ""};
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -273,7 +286,7 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-11s %10s %9s %8s %12s %13s %14s %7s\n", "batch", "mode", "tok/s", "overhead", "parts", "mask us/tok",
               "sample us/tok", "advance us/tok", "values");
   std::printf("# decode schema: %s\n", a.schema.c_str());
-  auto grammar = compile_grammar(ConstraintSpec{"json_schema", a.schema == "long" ? kLongSchema : kSchema, {}, 0, ""});
+  auto grammar = compile_grammar(decode_spec(a.schema));
   for (int batch : a.batches) {
     (void)decode_run(*model, batch, a, nullptr, stop_ids, 1);  // warm-up
     RunStats plain, warm;

@@ -22,5 +22,4 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/jinja/eval.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/jinja/filters.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/model_chat_template.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/src/tool_calls.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/sampler.cpp)
