@@ -25,6 +25,11 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   return len;
 }
 
+size_t utf8_char_len(std::string_view s, size_t i) {
+  const size_t n = utf8_sequence_length(s, i);
+  return n == 0 ? 1 : n;
+}
+
 size_t find_invalid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -46,6 +51,69 @@ size_t utf8_length(std::string_view s) {
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
+}
+
+char32_t utf8_decode_at(std::string_view s, size_t i, size_t* len) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  const size_t n = utf8_sequence_length(s, i);
+  *len = n == 0 ? 1 : n;
+  if (n == 0) return 0xFFFD;
+  if (n == 1) return b0;
+  char32_t c = b0 & (0xFF >> (n + 1));
+  for (size_t k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return c;
+}
+
+std::u32string utf8_decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n;
+    out.push_back(utf8_decode_at(s, i, &n));
+    i += n;
+  }
+  return out;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+std::string utf8_encode(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) append_utf8(out, c);
+  return out;
+}
+
+std::string sanitize_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
 }
 
 }  // namespace ragd

@@ -10,24 +10,6 @@ namespace ragd::engine::bpe {
 
 namespace {
 
-void append_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 struct ByteTables {
   std::array<std::string, 256> to_unicode;
   std::array<int16_t, 512> from_cp;  // code point -> byte, -1 when unmapped (all mapped cps < 512)
@@ -37,7 +19,7 @@ struct ByteTables {
     for (int b = 0; b < 256; ++b) {
       const bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       const uint32_t cp = keep ? static_cast<uint32_t>(b) : next++;
-      append_utf8(cp, &to_unicode[b]);
+      append_utf8(to_unicode[b], cp);
       from_cp[cp] = static_cast<uint8_t>(b);
     }
   }
@@ -52,51 +34,13 @@ const ByteTables& tables() {
 
 const std::array<std::string, 256>& byte_to_unicode() { return tables().to_unicode; }
 
-size_t utf8_char_len(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) { n = 2; cp = c & 0x1F; }
-  else if (c >= 0xE0 && c <= 0xEF) { n = 3; cp = c & 0x0F; }
-  else if (c >= 0xF0 && c <= 0xF4) { n = 4; cp = c & 0x07; }
-  else return 1;
-  if (i + n > s.size()) return 1;
-  for (size_t k = 1; k < n; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xC0) != 0x80) return 1;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-    return 1;
-  return n;
-}
-
-std::string sanitize_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_char_len(s, i);
-    if (n == 1 && static_cast<unsigned char>(s[i]) >= 0x80) {
-      out += "\xEF\xBF\xBD";
-    } else {
-      out.append(s.data() + i, n);
-    }
-    i += n;
-  }
-  return out;
-}
-
 bool unicode_to_bytes(std::string_view token, std::string* out) {
   const auto& from = tables().from_cp;
   out->clear();
   for (size_t i = 0; i < token.size();) {
-    const size_t n = utf8_char_len(token, i);
-    uint32_t cp = static_cast<unsigned char>(token[i]);
-    if (n > 1) {
-      cp &= (0xFF >> (n + 1));
-      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(token[i + k]) & 0x3F);
-    }
+    size_t n;
+    const char32_t c = utf8_decode_at(token, i, &n);
+    const uint32_t cp = n == 1 ? static_cast<unsigned char>(token[i]) : c;  // an invalid byte stands for itself
     if (cp >= from.size() || from[cp] < 0) return false;
     out->push_back(static_cast<char>(from[cp]));
     i += n;

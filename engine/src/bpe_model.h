@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ragd/common/utf8.h"  // utf8_char_len, sanitize_utf8
+
 namespace ragd::engine::bpe {
 
 // GPT-2's reversible byte <-> printable-unicode mapping used by byte-level BPE vocabularies:
@@ -17,11 +19,6 @@ namespace ragd::engine::bpe {
 const std::array<std::string, 256>& byte_to_unicode();  // UTF-8 text of each byte's symbol
 // Inverse over a token string; false when it contains a character outside the mapping.
 bool unicode_to_bytes(std::string_view token, std::string* out);
-
-// Length of the UTF-8 sequence starting at s[i] if it is valid, else 1 (an invalid byte).
-size_t utf8_char_len(std::string_view s, size_t i);
-// Replaces invalid UTF-8 sequences with U+FFFD.
-std::string sanitize_utf8(std::string_view s);
 
 // Transparent hash: unordered_map<std::string, ...> lookups by string_view without a copy.
 struct StringHash {

@@ -3,7 +3,7 @@
 // and flush() equals decode() of the same ids.
 #include "ragd/engine/tokenizer.h"
 
-#include "bpe_model.h"
+#include "ragd/common/utf8.h"
 
 namespace ragd::engine {
 
@@ -57,7 +57,7 @@ std::string StreamDecoder::push(int32_t id) {
       ++i;
       continue;
     }
-    const size_t n = bpe::utf8_char_len(pending_, i);
+    const size_t n = utf8_char_len(pending_, i);
     if (n > 1) {
       out.append(pending_, i, n);
       i += n;
@@ -73,7 +73,7 @@ std::string StreamDecoder::push(int32_t id) {
 }
 
 std::string StreamDecoder::flush() {
-  std::string out = bpe::sanitize_utf8(pending_);
+  std::string out = sanitize_utf8(pending_);
   pending_.clear();
   return out;
 }

@@ -580,7 +580,7 @@ std::string TokenizerImpl::decode(std::span<const int32_t> ids, bool skip_specia
     }
     first = false;
   }
-  return bpe::sanitize_utf8(raw);
+  return sanitize_utf8(raw);
 }
 
 Result<std::string> read_file(const std::string& path) {

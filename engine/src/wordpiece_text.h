@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ragd/common/utf8.h"  // utf8_decode, append_utf8: text in and out of code points
+
 namespace ragd::engine::wordpiece {
 
 struct NormalizerOptions {
@@ -16,10 +18,6 @@ struct NormalizerOptions {
   bool strip_accents = true;         // NFD, then combining marks (Mn) dropped
   bool lowercase = true;             // per-character lower case
 };
-
-// UTF-8 -> code points; an invalid byte becomes U+FFFD.
-void utf8_decode(std::string_view s, std::u32string* out);
-void utf8_append(char32_t c, std::string* out);
 
 bool is_whitespace(char32_t c);    // \t \n \r and the Unicode White_Space property
 bool is_control(char32_t c);       // general category C* except \t \n \r

@@ -22,43 +22,6 @@ namespace ragd::engine {
 
 namespace wordpiece {
 
-void utf8_decode(std::string_view s, std::u32string* out) {
-  out->clear();
-  out->reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t n = bpe::utf8_char_len(s, i);
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    char32_t c;
-    if (n == 1) {
-      c = b0 < 0x80 ? b0 : 0xFFFD;  // an invalid byte
-    } else {
-      c = b0 & (0xFF >> (n + 1));
-      for (size_t k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    }
-    out->push_back(c);
-    i += n;
-  }
-}
-
-void utf8_append(char32_t c, std::string* out) {
-  if (c < 0x80) {
-    out->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
-
 bool is_whitespace(char32_t c) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
   return c >= 0x80 ? u_isUWhiteSpace(static_cast<UChar32>(c)) : (c == 0x0B || c == 0x0C);
@@ -174,10 +137,10 @@ void pre_tokenize(const std::u32string& text, bool split_punctuation, std::vecto
       flush();
     } else if (split_punctuation && is_punctuation(c)) {
       flush();
-      utf8_append(c, &cur);
+      append_utf8(cur, c);
       flush();
     } else {
-      utf8_append(c, &cur);
+      append_utf8(cur, c);
     }
   }
   flush();
@@ -229,8 +192,7 @@ class WordPieceImpl final : public WordPieceTokenizer {
   }
 
   std::vector<std::string> pre_tokenize(std::string_view text) const override {
-    std::u32string u;
-    wordpiece::utf8_decode(text, &u);
+    std::u32string u = utf8_decode(text);
     wordpiece::normalize(&u, norm_);
     std::vector<std::string> words;
     wordpiece::pre_tokenize(u, split_punct_, &words);
@@ -520,7 +482,7 @@ Status WordPieceImpl::load(std::string_view json, std::string_view src) {
 
 void WordPieceImpl::encode_word(std::string_view word, std::vector<int32_t>* out) const {
   std::vector<size_t> bounds;  // byte offset of each character, then the end
-  for (size_t i = 0; i < word.size(); i += bpe::utf8_char_len(word, i)) bounds.push_back(i);
+  for (size_t i = 0; i < word.size(); i += utf8_char_len(word, i)) bounds.push_back(i);
   const size_t n = bounds.size();
   bounds.push_back(word.size());
   if (n > max_chars_) {
@@ -622,7 +584,7 @@ std::string WordPieceImpl::decode(std::span<const int32_t> ids, bool skip_specia
       pos += to.size();
     }
   }
-  return bpe::sanitize_utf8(out);
+  return sanitize_utf8(out);
 }
 
 }  // namespace

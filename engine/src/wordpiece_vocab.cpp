@@ -48,8 +48,7 @@ Result<std::string> build_wordpiece_tokenizer_json(std::string_view sample, cons
     if (tokens.size() < cap && have.insert(t).second) tokens.push_back(t);
   };
 
-  std::u32string text;
-  wordpiece::utf8_decode(sample, &text);
+  std::u32string text = utf8_decode(sample);
   wordpiece::normalize(&text, wordpiece::NormalizerOptions{});
   std::vector<std::string> words;
   wordpiece::pre_tokenize(text, /*split_punctuation=*/true, &words);
@@ -59,16 +58,15 @@ Result<std::string> build_wordpiece_tokenizer_json(std::string_view sample, cons
   std::map<std::string, int> word_counts, suffix_counts;
   for (const auto& w : words) {
     ++word_counts[w];
-    std::u32string cps;
-    wordpiece::utf8_decode(w, &cps);
+    const std::u32string cps = utf8_decode(w);
     for (char32_t c : cps) {
       std::string s;
-      wordpiece::utf8_append(c, &s);
+      append_utf8(s, c);
       chars.insert(s);
     }
     for (size_t len = 2; len <= 4 && len < cps.size(); ++len) {
       std::string s = "##";
-      for (size_t k = cps.size() - len; k < cps.size(); ++k) wordpiece::utf8_append(cps[k], &s);
+      for (size_t k = cps.size() - len; k < cps.size(); ++k) append_utf8(s, cps[k]);
       ++suffix_counts[s];
     }
   }

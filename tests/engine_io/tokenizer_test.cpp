@@ -10,30 +10,13 @@
 
 #include <simdjson.h>
 
+#include "ragd/common/utf8.h"
 #include "ragd/engine/tokenizer.h"
 
 using namespace ragd::engine;
 using ::testing::HasSubstr;
 
 namespace {
-
-void put_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // Random valid UTF-8 mixing ASCII words, whitespace runs, accents, combining marks, CJK, emoji,
 // supplementary planes and arbitrary code points.
@@ -56,7 +39,7 @@ std::string random_unicode(std::mt19937_64& rng, int n_chars) {
       default:
         do cp = in(0x80, 0x10FFFF); while (cp >= 0xD800 && cp <= 0xDFFF);
     }
-    put_utf8(cp, &s);
+    ragd::append_utf8(s, cp);
   }
   return s;
 }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ragd/common/utf8.h"  // append_utf8: byte ranges of code point ranges
 #include "ragd/engine/grammar.h"
 
 namespace ragd::engine::constraint {
@@ -31,8 +32,6 @@ CodePointSet unite(CodePointSet a, const CodePointSet& b);
 // Code points that can stand unescaped inside a JSON string: U+0020.. except '"' and '\',
 // surrogates excluded.
 const CodePointSet& json_unescaped_chars();
-// Appends the UTF-8 encoding of `cp` to `out`.
-void append_utf8(std::string& out, uint32_t cp);
 
 struct Frag {
   int32_t in = 0, out = 0;

@@ -29,15 +29,9 @@ const CodePointSet kAscii = {{0, 0x7F}};
 class Parser {
  public:
   Parser(std::string_view pattern, std::string_view where) : where_(where) {
-    // Decode UTF-8 into code points (the pattern came from JSON: valid UTF-8).
-    for (size_t i = 0; i < pattern.size();) {
-      const auto c = static_cast<unsigned char>(pattern[i]);
-      const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-      uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
-      for (int k = 1; k < n; ++k) cp = (cp << 6) | (i + k < pattern.size() ? (static_cast<unsigned char>(pattern[i + k]) & 0x3F) : 0);
-      cps_.push_back(cp);
-      i += static_cast<size_t>(n);
-    }
+    // Code points of the pattern (it came from JSON: valid UTF-8).
+    const std::u32string cps = utf8_decode(pattern);
+    cps_.assign(cps.begin(), cps.end());
   }
 
   Re parse() {

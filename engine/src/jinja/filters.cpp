@@ -163,7 +163,7 @@ Value f_center(Ctx&, const Value& v, const CallArgs& a) {
   auto p = a.bind("center", {"width"});
   const int64_t width = int_param(p[0], 80, "center");
   const std::string s = v.str();
-  const auto len = static_cast<int64_t>(text::length(s));
+  const auto len = static_cast<int64_t>(utf8_length(s));
   if (width <= len) return s;
   const int64_t total = width - len, left = total / 2 + (total & width & 1);
   return std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' ');
@@ -354,9 +354,9 @@ Value f_replace(Ctx&, const Value& v, const CallArgs& a) {
 Value f_reverse(Ctx&, const Value& v, const CallArgs& a) {
   a.bind("reverse", {});
   if (v.is_string()) {
-    std::u32string u = text::decode(v.as_string());
+    std::u32string u = utf8_decode(v.as_string());
     std::reverse(u.begin(), u.end());
-    return text::encode(u);
+    return utf8_encode(u);
   }
   std::vector<Value> items = iterate(v);
   std::reverse(items.begin(), items.end());
@@ -435,7 +435,7 @@ Value f_sum(Ctx&, const Value& v, const CallArgs& a) {
 Value f_title(Ctx&, const Value& v, const CallArgs& a) {
   a.bind("title", {});
   // jinja2: split before runs of [-\s({[<], then item[0].upper() + item[1:].lower() per piece.
-  const std::u32string u = text::decode(v.str());
+  const std::u32string u = utf8_decode(v.str());
   auto is_sep = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || text::is_space(c); };
   std::string out;
   size_t i = 0;
@@ -443,12 +443,12 @@ Value f_title(Ctx&, const Value& v, const CallArgs& a) {
     size_t j = i;
     const bool sep = is_sep(u[i]);
     while (j < u.size() && is_sep(u[j]) == sep) ++j;
-    const std::string piece = text::encode(std::u32string_view(u).substr(i, j - i));
+    const std::string piece = utf8_encode(std::u32string_view(u).substr(i, j - i));
     if (sep) {
       out += piece;
     } else {
-      out += text::upper(text::encode(std::u32string_view(u).substr(i, 1)));
-      out += text::lower(text::encode(std::u32string_view(u).substr(i + 1, j - i - 1)));
+      out += text::upper(utf8_encode(std::u32string_view(u).substr(i, 1)));
+      out += text::lower(utf8_encode(std::u32string_view(u).substr(i + 1, j - i - 1)));
     }
     i = j;
   }
@@ -510,10 +510,10 @@ Value f_wordcount(Ctx&, const Value& v, const CallArgs& a) {
   a.bind("wordcount", {});
   int64_t n = 0;
   bool in_word = false;
-  for (char32_t c : text::decode(v.str())) {
+  for (char32_t c : utf8_decode(v.str())) {
     bool known = false;
     std::string one;
-    text::append_utf8(one, c);
+    append_utf8(one, c);
     const bool w = c == '_' || text::predicate("isalnum", one, &known);
     if (w && !in_word) ++n;
     in_word = w;

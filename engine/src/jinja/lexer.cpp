@@ -93,7 +93,7 @@ Result<std::string> decode_string(std::string_view raw) {
   // backslashreplace: non-ASCII characters become \xNN / \uNNNN / \UNNNNNNNN first.
   std::string ascii;
   char buf[16];
-  for (char32_t c : text::decode(raw)) {
+  for (char32_t c : utf8_decode(raw)) {
     if (c < 0x80) {
       ascii.push_back(static_cast<char>(c));
     } else {
@@ -164,7 +164,7 @@ Result<std::string> decode_string(std::string_view raw) {
     }
     if (cp >= 0xD800 && cp <= 0xDFFF)
       return Status::InvalidArgument("unsupported construct: a surrogate escape in a string literal");
-    text::append_utf8(out, cp);
+    append_utf8(out, cp);
   }
   return out;
 }
@@ -375,9 +375,9 @@ class Lexer {
         if (at(pos_, o)) op = o;
       if (op.empty() && kOps1.find(c) != std::string_view::npos) op = s.substr(pos_, 1);
       if (op.empty()) {
-        char32_t cp = text::decode(s.substr(pos_, 4)).front();
+        char32_t cp = utf8_decode(s.substr(pos_, 4)).front();
         std::string shown;
-        text::append_utf8(shown, cp);
+        append_utf8(shown, cp);
         return error(pos_, "unexpected char '" + shown + "'");
       }
       if (op == "(" || op == "[" || op == "{") {

@@ -69,9 +69,9 @@ Value pad(const Value& self, const CallArgs& args, const char* what, int where /
   auto a = args.bind(what, {"width", "fillchar"});
   const int64_t width = int_arg(a[0], 0, what);
   const std::string fill = a[1] ? str_arg(a[1], what) : " ";
-  if (text::length(fill) != 1) fail(std::string(what) + "() argument 2 must be a single character");
+  if (utf8_length(fill) != 1) fail(std::string(what) + "() argument 2 must be a single character");
   const std::string& s = self.as_string();
-  const auto len = static_cast<int64_t>(text::length(s));
+  const auto len = static_cast<int64_t>(utf8_length(s));
   if (width <= len) return s;
   const int64_t total = width - len;
   int64_t left = 0;
@@ -158,7 +158,7 @@ Value str_method(const std::string& name, const Value& self, const CallArgs& arg
   if (name == "zfill") {
     auto a = args.bind(name, {"width"});
     const int64_t width = int_arg(a[0], 0, name);
-    const auto len = static_cast<int64_t>(text::length(s));
+    const auto len = static_cast<int64_t>(utf8_length(s));
     if (width <= len) return s;
     std::string sign, body = s;
     if (!s.empty() && (s[0] == '+' || s[0] == '-')) sign = s.substr(0, 1), body = s.substr(1);
@@ -170,7 +170,7 @@ Value str_method(const std::string& name, const Value& self, const CallArgs& arg
   }
   if (name == "isprintable") {
     noargs();
-    for (char32_t c : text::decode(s))
+    for (char32_t c : utf8_decode(s))
       if (!text::is_printable(c)) return false;
     return true;
   }

@@ -469,11 +469,11 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
       for (int64_t i = b; i > e; i += st) picks.push_back(static_cast<size_t>(i));
   };
   if (obj.is_string()) {
-    const std::u32string u = text::decode(obj.as_string());
+    const std::u32string u = utf8_decode(obj.as_string());
     collect(static_cast<int64_t>(u.size()));
     std::u32string out;
     for (size_t i : picks) out.push_back(u[i]);
-    return text::encode(out);
+    return utf8_encode(out);
   }
   if (is_indexable_seq(obj)) {
     const auto items = obj.items();
@@ -496,10 +496,10 @@ Value getitem(const Value& obj, const Value& key) {
   } else if ((obj.is_string() || is_indexable_seq(obj)) && is_intlike(key)) {
     int64_t i = key.as_int();
     if (obj.is_string()) {
-      const std::u32string u = text::decode(obj.as_string());
+      const std::u32string u = utf8_decode(obj.as_string());
       const auto n = static_cast<int64_t>(u.size());
       if (i < 0) i += n;
-      if (i >= 0 && i < n) return text::encode(std::u32string_view(u).substr(static_cast<size_t>(i), 1));
+      if (i >= 0 && i < n) return utf8_encode(std::u32string_view(u).substr(static_cast<size_t>(i), 1));
     } else {
       const auto items = obj.items();
       const auto n = static_cast<int64_t>(items.size());
@@ -554,7 +554,7 @@ std::vector<Value> iterate(const Value& v) {
 int64_t length(const Value& v) {
   switch (v.type()) {
     case Value::Type::kUndefined: return 0;
-    case Value::Type::kString: return static_cast<int64_t>(text::length(v.as_string()));
+    case Value::Type::kString: return static_cast<int64_t>(utf8_length(v.as_string()));
     case Value::Type::kList: return static_cast<int64_t>(v.items().size());
     case Value::Type::kDict: return static_cast<int64_t>(v.entries().size());
     default: fail("object of type '" + type_name(v) + "' has no len()");

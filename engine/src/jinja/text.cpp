@@ -15,32 +15,11 @@ namespace ragd::engine::jinja::text {
 
 namespace {
 
-// Decodes one UTF-8 sequence at s[i]; returns its length (an invalid byte decodes as U+FFFD, length 1).
+// The character at s[i] in *out; returns its byte length (an invalid byte: U+FFFD, length 1).
 size_t decode_one(std::string_view s, size_t i, char32_t* out) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    *out = b0;
-    return 1;
-  }
-  int n = 0;
-  char32_t c = 0;
-  if ((b0 & 0xE0) == 0xC0) n = 2, c = b0 & 0x1F;
-  else if ((b0 & 0xF0) == 0xE0) n = 3, c = b0 & 0x0F;
-  else if ((b0 & 0xF8) == 0xF0) n = 4, c = b0 & 0x07;
-  if (n == 0 || i + static_cast<size_t>(n) > s.size()) {
-    *out = 0xFFFD;
-    return 1;
-  }
-  for (int k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-    if ((b & 0xC0) != 0x80) {
-      *out = 0xFFFD;
-      return 1;
-    }
-    c = (c << 6) | (b & 0x3F);
-  }
-  *out = c;
-  return static_cast<size_t>(n);
+  size_t n;
+  *out = utf8_decode_at(s, i, &n);
+  return n;
 }
 
 icu::UnicodeString to_icu(std::string_view s) {
@@ -115,48 +94,6 @@ std::vector<size_t> cp_offsets(std::string_view s) {
 
 }  // namespace
 
-std::u32string decode(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    char32_t c;
-    i += decode_one(s, i, &c);
-    out.push_back(c);
-  }
-  return out;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
-
-std::string encode(std::u32string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char32_t c : s) append_utf8(out, c);
-  return out;
-}
-
-size_t length(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 bool is_space(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
   return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
@@ -193,14 +130,14 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
     if (e < b) e = b;
     return std::string(s.substr(b, e - b));
   }
-  const std::u32string set = decode(*chars);
-  const std::u32string u = decode(s);
+  const std::u32string set = utf8_decode(*chars);
+  const std::u32string u = utf8_decode(s);
   size_t b = 0, e = u.size();
   if (left)
     while (b < e && set.find(u[b]) != std::u32string::npos) ++b;
   if (right)
     while (e > b && set.find(u[e - 1]) != std::u32string::npos) --e;
-  return encode(std::u32string_view(u).substr(b, e - b));
+  return utf8_encode(std::u32string_view(u).substr(b, e - b));
 }
 
 std::vector<std::string> split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {
@@ -322,11 +259,11 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
 int64_t find(std::string_view s, std::string_view sub, bool last) {
   const size_t j = last ? s.rfind(sub) : s.find(sub);
   if (j == std::string_view::npos) return -1;
-  return static_cast<int64_t>(length(s.substr(0, j)));
+  return static_cast<int64_t>(utf8_length(s.substr(0, j)));
 }
 
 int64_t count(std::string_view s, std::string_view sub) {
-  if (sub.empty()) return static_cast<int64_t>(length(s)) + 1;
+  if (sub.empty()) return static_cast<int64_t>(utf8_length(s)) + 1;
   int64_t n = 0;
   for (size_t i = s.find(sub); i != std::string_view::npos; i = s.find(sub, i + sub.size())) ++n;
   return n;
@@ -394,7 +331,7 @@ std::string swapcase(std::string_view s) {
 
 bool predicate(std::string_view name, std::string_view s, bool* known) {
   *known = true;
-  const std::u32string u = decode(s);
+  const std::u32string u = utf8_decode(s);
   auto all = [&](auto f) {
     if (u.empty()) return false;
     for (char32_t c : u)

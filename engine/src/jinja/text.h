@@ -9,13 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace ragd::engine::jinja::text {
+#include "ragd/common/utf8.h"  // utf8_decode / utf8_encode / utf8_length: code points in and out
 
-// Decodes UTF-8; an invalid byte becomes U+FFFD.
-std::u32string decode(std::string_view s);
-void append_utf8(std::string& out, char32_t c);
-std::string encode(std::u32string_view s);
-size_t length(std::string_view s);  // code points
+namespace ragd::engine::jinja::text {
 
 // Python's str.isspace for one code point (the set str.split() and str.strip() use).
 bool is_space(char32_t c);

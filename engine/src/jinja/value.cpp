@@ -203,7 +203,7 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
       }
       size_t n = 1;
       while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
-      const std::u32string cps = text::decode(s.substr(i, n));
+      const std::u32string cps = utf8_decode(s.substr(i, n));
       for (char32_t c : cps) {
         if (c >= 0x10000) {
           const char32_t v = c - 0x10000;
