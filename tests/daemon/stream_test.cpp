@@ -330,7 +330,7 @@ TEST_F(StreamTest, OpenAiBadInputs) {
   expect_error(call("POST", "/v1/chat/completions", R"({"messages":"hi"})"), 400, "invalid_request",
                "'messages' must be an array");
   expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"wizard","content":"x"}]})"), 400,
-               "invalid_request", "'messages[0].role' must be system, user or assistant");
+               "invalid_request", "'messages[0].role' must be system, user, assistant or tool");
   expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":17})"), 400,
                "invalid_request", "'n'");
   expect_error(call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"some_sdk_field":1})"),
