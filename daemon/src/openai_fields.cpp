@@ -16,7 +16,7 @@ constexpr std::array kBoth = {
     "presence_penalty"sv, "frequency_penalty"sv, "repetition_penalty"sv, "seed"sv, "stop"sv, "stop_token_ids"sv,
     "ignore_eos"sv, "n"sv, "best_of"sv, "logprobs"sv, "stream"sv, "stream_options"sv, "cache_salt"sv,
     // RAG extensions
-    "pipeline"sv, "retrieval_top_k"sv, "retrieval_mode"sv, "filter"sv,
+    "pipeline"sv, "retrieval_top_k"sv, "retrieval_mode"sv, "filter"sv, "speculative_k"sv,
     // structured output (openai_structured.h)
     "response_format"sv, "guided_json"sv, "guided_regex"sv, "guided_choice"sv, "guided_whitespace_max"sv};
 constexpr std::array kChatOnly = {"messages"sv, "top_logprobs"sv, "tools"sv, "tool_choice"sv, "parallel_tool_calls"sv};

@@ -182,6 +182,13 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
     if (Status st = pipelines::find_run_param("cache_salt")->set(run, pipelines::ParamValue(std::move(salt))); !st.ok())
       return bad_request("cache_salt", st.message());
   }
+  if (f.has("speculative_k")) {  // ragd's extension; range and message are the run parameter's
+    if (auto e = f.integer("speculative_k", &iv, static_cast<int64_t>(pipelines::kRangeSpeculativeK.lo),
+                           static_cast<int64_t>(pipelines::kRangeSpeculativeK.hi), &present);
+        e.failed())
+      return e;
+    run.speculative_k = static_cast<int>(iv);
+  }
   if (f.has("stop")) {
     std::vector<std::string> stop;
     if (auto e = f.string_list("stop", &stop); e.failed()) return e;

@@ -406,6 +406,8 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);
   if (sp) return run_sequence_parallel(q);
+  // Speculative decoding: n-gram drafts, for runs that do not roll back on their own (iterative).
+  if (const int k = q.rr.speculative_k.value_or(opts_.speculative_k); k > 0 && !q.iter) q.drafter.emplace(k);
   if (q.iter) {
     q.iter->start(*q.state, *this);
     if (q.iter->failure()) return fail(sid, *q.iter->failure());
@@ -505,7 +507,53 @@ void ExecutorImpl::loop() {
   publish_stats();
 }
 
+void ExecutorImpl::plan_drafts() {
+  std::vector<Run*> decoding;
+  for (auto& [sid, r] : runs_) {
+    if (!r->drafter || !r->state || !r->state->finish_reason().empty() || r->state->generated() == 0) continue;
+    if (!sched_->contains(sid) || sched_->kv_tokens(sid) != sched_->seq_len(sid) - 1) continue;  // not decoding next
+    decoding.push_back(r.get());
+  }
+  if (decoding.empty() || static_cast<int>(decoding.size()) > opts_.speculative_max_decodes) {
+    for (Run* r : decoding) r->draft.clear();
+    return;
+  }
+  for (Run* r : decoding) {
+    const RunState& s = *r->state;
+    r->draft = r->drafter->draft(s.tokens());
+    // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
+    const size_t room = static_cast<size_t>(std::max(0, s.max_new_tokens() - s.generated() - 1));
+    if (r->draft.size() > room) r->draft.resize(room);
+    sched_->set_draft(r->sid, static_cast<int>(r->draft.size()));
+  }
+}
+
+void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepOutput& out, size_t item) {
+  // Row j holds the distribution of the token after the fed token and drafts 1..j. The token drawn
+  // from it (this run's sampler and RNG, as a step of its own would draw it) is taken; when it is
+  // the next draft, the next row stands too. So the output is the one decoding without drafts
+  // gives, greedy or sampled, and every draft accepted saved a step.
+  const int k = it.draft;
+  int accepted = 0;
+  std::string reason;
+  for (int j = 0; j <= k; ++j) {
+    const std::span<const float> row = out.row(out.row_begin[item] + j);
+    const engine::SampleResult pick = r.state->sample(row);
+    reason = on_sampled(r, row, pick);
+    if (!reason.empty() || j == k || pick.token != r.draft[static_cast<size_t>(j)]) break;
+    ++accepted;
+  }
+  r.drafter->observe(k, accepted);
+  r.usage.drafted_tokens += k;
+  r.usage.accepted_tokens += accepted;
+  ++r.usage.draft_steps;
+  r.draft.clear();
+  sched_->settle_draft(r.sid, k, accepted, *kv_host_);
+  if (!reason.empty()) finish(r.sid, reason);
+}
+
 void ExecutorImpl::step() {
+  plan_drafts();
   StepPlan plan = sched_->schedule(*kv_host_);
   if (plan.items.empty()) {
     // Nothing can run (every request waits for memory held by cache or swapped KV): back off, with
@@ -541,6 +589,16 @@ void ExecutorImpl::step() {
     s.logits = !it.sample ? engine::SeqStep::Logits::kNone
                : greedy_on_engine(r) ? engine::SeqStep::Logits::kGreedy
                                      : engine::SeqStep::Logits::kLast;
+    if (it.draft > 0) {
+      // The decode token, then the draft: every row's logits come back for verification.
+      RAGD_CHECK(static_cast<int>(r.draft.size()) == it.draft) << "request " << r.rr.id << ": draft changed under its step";
+      const size_t b = batch.size();
+      if (ids.empty()) ids.resize(plan.items.size()), slots.resize(plan.items.size());
+      ids[b].assign(1, r.state->tokens()[static_cast<size_t>(it.start)]);
+      ids[b].insert(ids[b].end(), r.draft.begin(), r.draft.end());
+      s.tokens = ids[b];
+      s.logits = engine::SeqStep::Logits::kAll;
+    }
     if (r.kv.reuse.pending) {
       const size_t b = batch.size();
       if (ids.empty()) ids.resize(plan.items.size()), slots.resize(plan.items.size());
@@ -583,6 +641,10 @@ void ExecutorImpl::step() {
     if (f == runs_.end()) continue;
     Run& r = *f->second;
     if (it.prefill && r.t_first == Clock::time_point{}) r.timings.prefill_ms += ms_between(t0, t1);
+    if (it.draft > 0) {
+      verify_draft(r, it, out, i);
+      continue;
+    }
     const bool row = it.sample && out.picks[i].token < 0;  // a pick came back instead of the row
     after_feed(r, row ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample, picks[i]);
   }
@@ -624,7 +686,7 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const BatchItem& it = plan.items[i];
     auto f = runs_.find(it.id);
-    if (!it.sample || f == runs_.end()) continue;
+    if (!it.sample || it.draft > 0 || f == runs_.end()) continue;  // drafts are verified row by row
     if (out.picks[i].token >= 0) {  // the engine's greedy pick
       picks[i] = out.picks[i];
       continue;

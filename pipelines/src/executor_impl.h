@@ -39,6 +39,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ngram_drafter.h"
 #include "ragd/common/fair_pool.h"
 #include "ragd/engine/constraint_cache.h"
 #include "ragd/engine/model.h"
@@ -144,6 +145,10 @@ class ExecutorImpl final : public Executor,
     std::unique_ptr<SpeculativePrefill> spec_prefill;
     // Structured output: the request's constraint compiled for this tokenizer (null: none).
     std::shared_ptr<const engine::CompiledConstraint> constraint;
+    // Speculative decoding (ngram_drafter.h): the run's drafter (null: off) and the draft its next
+    // decode step verifies (scheduler thread).
+    std::optional<NgramDrafter> drafter;
+    std::vector<int32_t> draft;
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
@@ -173,6 +178,10 @@ class ExecutorImpl final : public Executor,
   // `pick`: the token already drawn from `logits` (step() samples a batch's rows together).
   void after_feed(Run& r, std::span<const float> logits, bool sampled,
                   const std::optional<engine::SampleResult>& pick = std::nullopt);
+  // Speculative decoding, scheduler thread: drafts for the runs about to decode (before a plan),
+  // and a step's verification of run r's draft (rows: its 1 + draft logits rows, in order).
+  void plan_drafts();
+  void verify_draft(Run& r, const BatchItem& it, const engine::StepOutput& out, size_t item);
   // The RAG prompt of run `r` over `docs` (prompt order).
   PromptSegments rag_prompt(const Run& r, const std::vector<ContextDoc>& docs) const;
 #if RAGD_HAVE_RETRIEVAL

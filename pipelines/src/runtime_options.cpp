@@ -2,6 +2,7 @@
 // Options. Uses only the modules' public headers (tables and value types), never their code, so
 // the daemon's config layer links it alone (ragd_pipelines_options).
 #include "ragd/pipelines/runtime_options.h"
+#include "ragd/pipelines/param_range.h"
 
 #include <filesystem>
 #include <string>
@@ -36,6 +37,8 @@ Status RuntimeOptions::validate() const {
   RAGD_RETURN_IF_ERROR(known("runtime.sp_transport", sp_transport));
   RAGD_RETURN_IF_ERROR(known("runtime.embedder", embedder));
   RAGD_RETURN_IF_ERROR(at_least("runtime.max_batch_tokens", max_batch_tokens, 1));
+  RAGD_RETURN_IF_ERROR(kRangeSpeculativeK.check("runtime.speculative_k", speculative_k));
+  RAGD_RETURN_IF_ERROR((ParamRange{1, 256}.check("runtime.speculative_max_decodes", speculative_max_decodes)));
   RAGD_RETURN_IF_ERROR(at_least("runtime.max_running", max_running, 1));
   RAGD_RETURN_IF_ERROR(at_least("runtime.max_queue", max_queue, 1));
   RAGD_RETURN_IF_ERROR(at_least("runtime.kv_block_size", kv_block_size, 1));

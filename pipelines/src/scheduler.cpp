@@ -160,15 +160,17 @@ StepPlan Scheduler::schedule(KvHost& host) {
     }
     return lo;
   };
-  auto add_item = [&](Seq& s, int n) {
-    const int nb = host.blocks_needed(s.info.id, n);
+  auto add_item = [&](Seq& s, int n, int draft = 0) {
+    const int nb = host.blocks_needed(s.info.id, n + draft);
     reserved += nb;
     BatchItem it;
     it.id = s.info.id;
     it.start = s.computed;
-    it.n = n;
+    it.n = n + draft;
+    it.draft = draft;
     it.sample = s.computed + n == s.len();
     it.prefill = !(s.generated > 0 && s.len() - s.computed == 1);
+    n += draft;
     plan.items.push_back(it);
     plan.tokens += n;
     budget -= n;
@@ -193,7 +195,10 @@ StepPlan Scheduler::schedule(KvHost& host) {
       bool ok = fits(s->info.id, want);
       while (!ok && preempt_one(host, s, &plan, &planned)) ok = fits(s->info.id, want);
       if (ok) {
-        add_item(*s, want);
+        // A draft rides along when the budget and the pool take it as they are (never preempts).
+        const int draft = decode && s->draft > 0 && budget >= 1 + s->draft && fits(s->info.id, 1 + s->draft) ? s->draft : 0;
+        s->draft = 0;
+        add_item(*s, want, draft);
         continue;
       }
       if (!decode) {
@@ -328,6 +333,7 @@ StepPlan Scheduler::schedule(KvHost& host) {
     budget -= std::min(extra, std::max(0, budget));
   }
   RAGD_CHECK(plan.tokens <= opts_.max_batch_tokens);
+  for (auto& [id, s] : seqs_) s.draft = 0;  // a draft is for the plan it was set before
   return plan;
 }
 
@@ -343,6 +349,23 @@ void Scheduler::commit(const StepPlan& plan) {
     vtc_[s.info.tenant] += it.prefill ? opts_.fair_prefill_weight * it.n : opts_.fair_decode_weight * it.n;
     if (it.sample) ++s.generated;
   }
+}
+
+void Scheduler::set_draft(uint64_t id, int n) {
+  auto it = seqs_.find(id);
+  if (it != seqs_.end()) it->second.draft = std::max(0, n);
+}
+
+void Scheduler::settle_draft(uint64_t id, int draft, int accepted, KvHost& host) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Seq& s = it->second;
+  RAGD_CHECK(accepted >= 0 && accepted <= draft) << "request " << id << ": " << accepted << " of " << draft << " drafts accepted";
+  s.generated += accepted;
+  s.computed -= draft - accepted;
+  s.served -= draft - accepted;
+  if (draft > accepted) host.truncate(id, s.computed);
+  stats_.tokens_decode -= draft - accepted;
 }
 
 void Scheduler::finish(uint64_t id, KvHost& host) {

@@ -66,6 +66,7 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
                          r.recompute_ratio != before.recompute_ratio || r.epic_k != before.epic_k || r.overlap != before.overlap ||
                          r.retrieval_interval != before.retrieval_interval ||
                          r.speculative_prefill != before.speculative_prefill || r.want_logprobs != before.want_logprobs ||
+                         r.speculative_k != before.speculative_k ||
                          r.sampling.ignore_eos != before.sampling.ignore_eos || r.sampling.min_p != before.sampling.min_p ||
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||

@@ -126,6 +126,9 @@ struct RunRequest {
   std::optional<int> retrieval_interval;
   // One-shot pipelines: override of the spec's [retriever] speculative_prefill.
   std::optional<bool> speculative_prefill;
+  // Speculative decoding: draft tokens per decode step at most (n-gram drafts from the run's own
+  // tokens); 0 = off; unset = RuntimeOptions::speculative_k.
+  std::optional<int> speculative_k;
   // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
   // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
   // Plain runs: everything from here, `overrides` on top.
@@ -195,6 +198,9 @@ struct Usage {
   // Sequence parallelism: the prompt was long enough to be split across this many workers (ring
   // prefill, sharded decode); 0 = one worker.
   int sp_workers = 0;
+  // Speculative decoding: draft tokens verified, and of them accepted (each accepted one is a
+  // token that cost no step of its own); verification steps.
+  int drafted_tokens = 0, accepted_tokens = 0, draft_steps = 0;
   // Adaptive pipelines: the configuration chosen for this run and why (usage.adapt).
   std::optional<AdaptReport> adapt;
 };

@@ -251,6 +251,14 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.sampling.ignore_eos = param_as<bool>(v);
        return Status::OK();
      }},
+    {"speculative_k", ParamType::kInt, kRangeSpeculativeK, {}, "server's (`runtime.speculative_k`, 0)",
+     "speculative decoding: up to this many draft tokens per decode step, drafted from the run's own prompt and "
+     "output (n-gram lookup) and verified in one step; the output is the same as without it (greedy and seeded "
+     "sampling alike); 0 = off",
+     [](RunRequest& r, const ParamValue& v) {
+       r.speculative_k = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
     {"cache_salt", ParamType::kString, {}, {}, "none",
      "scopes KV reuse: runs reuse each other's document KV (every tier, the shared remote one included) only "
      "when their tenant and cache_salt are equal; the pipeline's own system prompt is shared. 1..256 characters "

@@ -76,6 +76,12 @@ struct RuntimeOptions {
   int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
   int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
   int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
+  // Speculative decoding (n-gram drafts from each run's own tokens): draft tokens per decode step at
+  // most, 0..16; 0 = off (default); a request's speculative_k overrides it. Drafts ride only while
+  // at most speculative_max_decodes runs decode at once (beyond, verification costs more than it
+  // saves on a CPU); 1..256, default 4.
+  int speculative_k = 0;
+  int speculative_max_decodes = 4;
   size_t kv_pool_bytes = engine::ModelOptions{}.kv_pool_bytes;  // in-engine KV pool = the HBM tier; 512 MiB
   size_t dram_cache_bytes = kvstore::Options{}.dram_bytes;      // DRAM tier; 1 GiB
   size_t ssd_cache_bytes = kvstore::Options{}.ssd_bytes;        // SSD tier (RocksDB in data_dir/kvcache); 8 GiB; 0 = off

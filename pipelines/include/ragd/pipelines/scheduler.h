@@ -128,6 +128,10 @@ struct BatchItem {
   int n = 0;            // tokens fed
   bool sample = false;  // the step produces the next token for this request
   bool prefill = true;  // false for a single-token decode
+  // Speculative decoding: the decode token is followed by this many draft tokens (the caller's,
+  // set_draft) in the same item (n = 1 + draft); every row is verified, and settle_draft() keeps
+  // the accepted ones.
+  int draft = 0;
 };
 
 struct StepPlan {
@@ -155,6 +159,14 @@ class Scheduler {
   StepPlan schedule(KvHost& host);
   // Applies a finished step: every item's tokens are now in its KV; sampled items got a token.
   void commit(const StepPlan& plan);
+  // Speculative decoding: the next decode step of `id` may carry `n` draft tokens after its decode
+  // token, when the step's token budget and the KV pool allow them without preempting anyone (else
+  // it decodes one token). Cleared by every schedule(). Unknown ids are ignored.
+  void set_draft(uint64_t id, int n);
+  // After a step that carried a draft: the first `accepted` draft tokens were taken (plus the
+  // token sampled after them); the KV of the rejected ones goes (host.truncate) and the request
+  // now has accepted + 1 new tokens (commit() counted one).
+  void settle_draft(uint64_t id, int draft, int accepted, KvHost& host);
   // The request finished (stop / length); releases its KV. Unknown ids are ignored.
   void finish(uint64_t id, KvHost& host);
   // Removes a request in any state; releases its KV. False when unknown.
@@ -205,6 +217,7 @@ class Scheduler {
     long served = 0;       // tokens fed (MLFQ attained service)
     double predicted_out = 0;
     bool held = false;     // waiting for something outside the scheduler (a search)
+    int draft = 0;         // draft tokens its next decode may carry (set_draft)
     int len() const { return info.prompt_tokens + generated; }
   };
 
