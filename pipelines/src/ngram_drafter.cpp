@@ -23,8 +23,18 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, int k, int max
   return {};
 }
 
+std::vector<int32_t> NgramDrafter::draft(std::span<const int32_t> tokens) {
+  if (cool_ > 0) {
+    --cool_;
+    return {};
+  }
+  return ngram_draft(tokens, k_);
+}
+
 void NgramDrafter::observe(int drafted, int accepted) {
   if (drafted <= 0) return;
+  misses_ = accepted == 0 ? misses_ + 1 : 0;
+  if (misses_ >= 2) misses_ = 0, cool_ = kCoolSteps;
   if (accepted == drafted) k_ = std::min(max_k_, k_ + 2);
   else if (accepted == 0) k_ = std::max(1, k_ / 2);
   else k_ = std::max(1, std::min(max_k_, accepted + 1));

@@ -6,7 +6,9 @@
 // the sequence and no model.
 //
 // NgramDrafter also keeps the run's draft length: it grows after a draft that was accepted whole
-// and shrinks after one that was not, within [1, max_k].
+// and shrinks after one that was not, within [1, max_k]; after two drafts in a row of which
+// nothing was accepted it drafts nothing for the next kCoolSteps decode steps (a run whose output
+// does not copy stops paying for verification rows).
 // Thread-safety: a value type owned by one run (the scheduler thread).
 #pragma once
 
@@ -21,8 +23,10 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, int k, int max
 
 class NgramDrafter {
  public:
+  static constexpr int kCoolSteps = 8;
   explicit NgramDrafter(int max_k) : max_k_(max_k < 1 ? 1 : max_k), k_(max_k_ < 4 ? max_k_ : 4) {}
-  std::vector<int32_t> draft(std::span<const int32_t> tokens) const { return ngram_draft(tokens, k_); }
+  // The draft for the next decode step (empty while cooling down; each call is one step).
+  std::vector<int32_t> draft(std::span<const int32_t> tokens);
   // After a verification: `drafted` tokens proposed, the first `accepted` of them taken.
   void observe(int drafted, int accepted);
   int k() const { return k_; }
@@ -30,6 +34,8 @@ class NgramDrafter {
  private:
   int max_k_;
   int k_;
+  int misses_ = 0;  // drafts in a row of which nothing was accepted
+  int cool_ = 0;    // decode steps left without drafts
 };
 
 }  // namespace ragd::pipelines

@@ -49,6 +49,14 @@ TEST(NgramDrafter, MatchesNaiveSearchAndAdaptsK) {
   d.observe(4, 2);
   EXPECT_EQ(d.k(), 3);
   EXPECT_TRUE(ngram_draft(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());
+  // Two drafts in a row with nothing accepted: no drafts for kCoolSteps steps, then drafts again.
+  const std::vector<int32_t> loop = {5, 6, 7, 5, 6, 7, 5, 6};
+  NgramDrafter c(8);
+  EXPECT_FALSE(c.draft(loop).empty());
+  c.observe(4, 0);
+  c.observe(2, 0);
+  for (int i = 0; i < NgramDrafter::kCoolSteps; ++i) EXPECT_TRUE(c.draft(loop).empty()) << i;
+  EXPECT_FALSE(c.draft(loop).empty());
 }
 
 class SpeculativeDecodingTest : public ExecutorTest {
