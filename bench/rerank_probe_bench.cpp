@@ -369,9 +369,9 @@ int main(int argc, char** argv) {
     args.push_back(c);
     cfg_text += (cfg_text.empty() ? "" : " ") + c;
   }
-  BenchDaemon d;
+  RagdProcess d;
   std::string err;
-  if (!d.start(args, o.work + "/ragd.log", &err)) {
+  if (!d.start_ready(args, &err, o.work + "/ragd.log", kDaemonStartMs)) {
     std::fprintf(stderr, "bench_rerank_probe: %s\n", err.c_str());
     return 1;
   }

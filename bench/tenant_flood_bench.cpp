@@ -426,10 +426,10 @@ int main(int argc, char** argv) {
       args.push_back("--set");
       args.push_back(c);
     }
-    BenchDaemon d;
+    RagdProcess d;
     std::string err;
     const std::string log = o.work + "/ragd-" + std::to_string(n) + ".log";
-    if (!d.start(args, log, &err)) {
+    if (!d.start_ready(args, &err, log, kDaemonStartMs)) {
       std::fprintf(stderr, "bench_tenant_flood: %s\n", err.c_str());
       return 1;
     }

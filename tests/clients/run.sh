@@ -8,6 +8,7 @@
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+. "$root/tests/ragd_start.sh"
 bin="${1:?usage: run.sh BIN_DIR}"
 if ! command -v node >/dev/null 2>&1; then echo "SKIP: node is not installed"; exit 77; fi
 if [ ! -d "$here/node_modules/openai" ] || [ ! -d "$here/node_modules/@langchain/openai" ] ||
@@ -23,8 +24,7 @@ model="$root/models/ragd-qa"
 if [ ! -f "$model/model.safetensors" ]; then echo "SKIP: $model is missing"; exit 77; fi
 
 tmp="$(mktemp -d)"
-pid=""
-cleanup() { if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$tmp"; }
+cleanup() { ragd_stop; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 head -n 60 "$root/examples/qa_eval/corpus.jsonl" >"$tmp/corpus.jsonl"
@@ -39,24 +39,11 @@ sed -e 's/^name = "default"/name = "cited"/' -e 's/^\[prompt\]/[prompt]\nnumber_
 sed -e 's/^name = "default"/name = "footnoted"/' -e 's/^\[prompt\]/[prompt]\nnumber_passages = true\nsources_footer = true/' \
   "$root/configs/pipelines/default.toml" >"$tmp/pipelines/footnoted.toml"
 
-"$bin/ragd" --model "$model" --data "$tmp/data" --pipelines "$tmp/pipelines" --listen 127.0.0.1:0 \
-  >"$tmp/out.log" 2>"$tmp/err.log" &
-pid=$!
-addr=""
-for _ in $(seq 1 600); do
-  addr="$(sed -n 's/^ragd listening on \(http:\/\/.*\)$/\1/p' "$tmp/out.log" 2>/dev/null | head -1 || true)"
-  [ -n "$addr" ] && break
-  if ! kill -0 "$pid" 2>/dev/null; then echo "ragd exited:"; cat "$tmp/err.log"; exit 1; fi
-  sleep 0.1
-done
-[ -n "$addr" ] || { echo "ragd did not print its address"; cat "$tmp/err.log"; exit 1; }
-for _ in $(seq 1 600); do
-  curl -fsS "$addr/readyz" >/dev/null 2>&1 && break
-  if ! kill -0 "$pid" 2>/dev/null; then echo "ragd exited:"; cat "$tmp/err.log"; exit 1; fi
-  sleep 0.1
-done
-echo "ragd at $addr"
-RAGD_URL="$addr" CORPUS="$tmp/corpus.jsonl" node "$here/clients_test.mjs"
+ragd_start "$tmp" ragd 60 "$bin/ragd" --model "$model" --data "$tmp/data" --pipelines "$tmp/pipelines" \
+  --listen 127.0.0.1:0
+ragd_wait_ready 60
+echo "ragd at $ragd_addr"
+RAGD_URL="$ragd_addr" CORPUS="$tmp/corpus.jsonl" node "$here/clients_test.mjs"
 rc=$?
 if [ $rc -ne 0 ]; then echo "--- ragd stderr (tail)"; tail -n 40 "$tmp/err.log"; fi
 exit $rc

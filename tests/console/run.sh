@@ -7,6 +7,7 @@
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+. "$root/tests/ragd_start.sh"
 bin="${1:?usage: run.sh BIN_DIR}"
 chromium="${RAGD_CHROMIUM:-$(command -v chromium || true)}"
 if ! command -v node >/dev/null 2>&1; then echo "SKIP: node is not installed"; exit 77; fi
@@ -21,8 +22,7 @@ fi
 if [ ! -x "$bin/ragd" ] || [ ! -x "$bin/ragctl" ]; then echo "SKIP: $bin/ragd or $bin/ragctl is not built"; exit 77; fi
 
 tmp="$(mktemp -d)"
-pid=""
-cleanup() { if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$tmp"; }
+cleanup() { ragd_stop; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 # The committed trained model answers the corpus's questions; a tiny random one still streams.
@@ -39,24 +39,14 @@ head -n 40 "$root/examples/qa_eval/corpus.jsonl" >"$tmp/corpus.jsonl"
 
 # Auth on: an admin key (full cache view) for the console; a small body limit so that the
 # "too large" error is cheap to provoke.
-"$bin/ragd" --model "$model" --data "$tmp/data" --listen 127.0.0.1:0 \
-  --admin-key sk-console-admin=ops --api-key sk-console-user=acme \
-  --set server.max_body_bytes=262144 >"$tmp/out.log" 2>"$tmp/err.log" &
-pid=$!
-addr=""
-for _ in $(seq 1 600); do
-  addr="$(sed -n 's/^ragd listening on \(http:\/\/.*\)$/\1/p' "$tmp/out.log" 2>/dev/null | head -1 || true)"
-  [ -n "$addr" ] && break
-  if ! kill -0 "$pid" 2>/dev/null; then echo "ragd exited:"; cat "$tmp/err.log"; exit 1; fi
-  sleep 0.1
-done
-[ -n "$addr" ] || { echo "ragd did not print its address"; cat "$tmp/err.log"; exit 1; }
-echo "ragd at $addr (model $model)"
+ragd_start "$tmp" ragd 60 "$bin/ragd" --model "$model" --data "$tmp/data" --listen 127.0.0.1:0 \
+  --admin-key sk-console-admin=ops --api-key sk-console-user=acme --set server.max_body_bytes=262144
+echo "ragd at $ragd_addr (model $model)"
 
 shots="$root/docs"
 [ "${RAGD_CONSOLE_SCREENSHOTS:-1}" = "0" ] && shots="$tmp/shots"
 mkdir -p "$shots"
-RAGD_URL="$addr" RAGD_ADMIN_KEY=sk-console-admin CHROMIUM="$chromium" SCREENSHOT_DIR="$shots" \
+RAGD_URL="$ragd_addr" RAGD_ADMIN_KEY=sk-console-admin CHROMIUM="$chromium" SCREENSHOT_DIR="$shots" \
   PROFILE_DIR="$tmp/profile" node "$here/console_test.mjs"
 rc=$?
 [ $rc -ne 0 ] && { echo "--- ragd log (tail) ---"; tail -40 "$tmp/err.log"; }

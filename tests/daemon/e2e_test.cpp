@@ -197,8 +197,8 @@ TEST_F(E2eTest, RagctlQueryAndStreamWithCtrlC) {
   start_daemon("data3");
   ASSERT_EQ(call("POST", "/v1/documents", R"({"id":"a","text":"alpha beta gamma delta"})").status, 200);
   std::string url = "http://127.0.0.1:" + std::to_string(d_.port());
-  EXPECT_EQ(run_cmd({kBin + "/ragctl", "query", "alpha?", "--url", url, "--max-tokens", "3"}), 0);
-  EXPECT_EQ(run_cmd({kBin + "/ragctl", "query", "alpha?", "--url", url, "--pipeline", "nope"}), 1);
+  EXPECT_EQ(run_program({kBin + "/ragctl", "query", "alpha?", "--url", url, "--max-tokens", "3"}), 0);
+  EXPECT_EQ(run_program({kBin + "/ragctl", "query", "alpha?", "--url", url, "--pipeline", "nope"}), 1);
   // ragctl stream: SIGINT after the first tokens sends cancel; it prints the final event, exits 130.
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);

@@ -76,7 +76,7 @@ TEST_F(HardeningE2eTest, ReplicaRefusalNamesNoServerPath) {
   const fs::path src = dir_ / "replica_src", primary = dir_ / "replica_primary";
   fs::create_directories(src);
   std::ofstream(src / "a.txt") << "The lighthouse stands on the northern cape.\n";
-  ASSERT_EQ(run_cmd({kBin + "/ragctl", "ingest", src.string(), "--data", primary.string(), "--model",
+  ASSERT_EQ(run_program({kBin + "/ragctl", "ingest", src.string(), "--data", primary.string(), "--model",
                      (dir_ / "model").string()}),
             0);
   const fs::path log = dir_ / "replica.log";

@@ -215,7 +215,7 @@ TEST_F(OpenAiE2eTest, PipelineAsModelKeepsTenantsApart) {
 // The embedder and the cross-encoder under their own ids (embedding:<name>, rerank:<name>), still
 // answering to the generator's; token-id inputs on /v1/embeddings (the served model's ids).
 TEST_F(OpenAiE2eTest, EncodersHaveTheirOwnIds) {
-  ASSERT_EQ(run_cmd({kBin + "/ragctl", "make-model", "--preset", "bert-tiny", "--reranker", "--out", (dir_ / "ce-tiny").string()}), 0);
+  ASSERT_EQ(run_program({kBin + "/ragctl", "make-model", "--preset", "bert-tiny", "--reranker", "--out", (dir_ / "ce-tiny").string()}), 0);
   start_daemon("oa_encoders", {"--set", "runtime.rerank_model_dir=" + (dir_ / "ce-tiny").string()});
   auto r = get("/v1/models");
   ASSERT_EQ(r.status, 200) << r.body;

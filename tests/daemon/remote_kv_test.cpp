@@ -38,7 +38,7 @@ class RemoteKvTest : public E2eTest {
           << " of the town archive, with the river and the bridge. ";
     }
     primary_dir_ = dir_ / ("remote_primary_" + std::to_string(counter_++));
-    ASSERT_EQ(run_cmd({kBin + "/ragctl", "ingest", src.string(), "--data", primary_dir_.string(), "--model",
+    ASSERT_EQ(run_program({kBin + "/ragctl", "ingest", src.string(), "--data", primary_dir_.string(), "--model",
                        (dir_ / "model").string()}),
               0);
   }
@@ -54,7 +54,7 @@ class RemoteKvTest : public E2eTest {
 
   // A replica: the primary's corpus as a read-only secondary, its own scratch / SSD tier, the
   // shared Redis.
-  void start_replica(Daemon& d, const std::string& name, bool primary) {
+  void start_replica(RagdProcess& d, const std::string& name, bool primary) {
     std::vector<std::string> args = {kBin + "/ragd", "--model", (dir_ / "model").string(), "--listen", "127.0.0.1:0",
                                      "--threads", "2", "--set", "kvstore.remote.url=" + url(), "--set",
                                      "kvstore.remote.timeout_ms=200", "--set",
@@ -70,7 +70,7 @@ class RemoteKvTest : public E2eTest {
     ASSERT_TRUE(d.start(args, &err, (dir_ / (name + ".log")).string())) << err;
     ASSERT_TRUE(wait_for([&] { return http(d, "GET", "/readyz").status == 200; }, 60000)) << name << " never ready";
   }
-  static daemon::ClientResponse http(Daemon& d, const std::string& method, const std::string& target,
+  static daemon::ClientResponse http(RagdProcess& d, const std::string& method, const std::string& target,
                                      const std::string& body = "", const daemon::Headers& h = {}) {
     HttpClient c("127.0.0.1", d.port(), 60000);
     auto r = c.request(method, target, body, h);
@@ -80,7 +80,7 @@ class RemoteKvTest : public E2eTest {
     std::string output;
     int64_t prompt = 0, remote = 0, hbm = 0, dram = 0, ssd = 0;
   };
-  static Answer ask(Daemon& d, const daemon::Headers& h, const std::string& extra = "") {
+  static Answer ask(RagdProcess& d, const daemon::Headers& h, const std::string& extra = "") {
     auto r = http(d, "POST", "/v1/pipelines/default/runs", kRun + extra + "}", h);
     EXPECT_EQ(r.status, 200) << r.body;
     Json j(r.body);
@@ -95,14 +95,14 @@ class RemoteKvTest : public E2eTest {
     return a;
   }
   // A metric's value from /metrics (admin view), 0 when absent.
-  static double metric(Daemon& d, const std::string& series) {
+  static double metric(RagdProcess& d, const std::string& series) {
     auto r = http(d, "GET", "/metrics", "", kRoot);
     std::smatch m;
     const std::regex re("\n" + std::regex_replace(series, std::regex(R"([{}"\\])"), R"(\$&)") + " ([0-9.e+-]+)");
     return std::regex_search(r.body, m, re) ? std::stod(m[1]) : 0;
   }
   // Waits until replica d has written at least n segments to Redis.
-  static bool wait_puts(Daemon& d, double n) {
+  static bool wait_puts(RagdProcess& d, double n) {
     return wait_for([&] { return metric(d, R"(ragd_kv_remote_events{event="puts"})") >= n; }, 20000);
   }
 
@@ -113,7 +113,7 @@ class RemoteKvTest : public E2eTest {
 };
 
 TEST_F(RemoteKvTest, ReplicaReusesWhatAnotherComputedAndScopesHold) {
-  Daemon a, b;
+  RagdProcess a, b;
   start_replica(a, "a", /*primary=*/true);
   start_replica(b, "b", /*primary=*/false);
   // alpha on replica A: computed there (head + 3 documents), written behind to Redis.
@@ -163,7 +163,7 @@ TEST_F(RemoteKvTest, ReplicaReusesWhatAnotherComputedAndScopesHold) {
 }
 
 TEST_F(RemoteKvTest, DeadRedisCostsNoRequest) {
-  Daemon a;
+  RagdProcess a;
   start_replica(a, "dead", /*primary=*/true);
   const Answer first = ask(a, kA);
   ASSERT_FALSE(first.output.empty());

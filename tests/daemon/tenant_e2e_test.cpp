@@ -28,7 +28,7 @@ class TenantE2eTest : public E2eTest {
     fs::path src = dir_ / (data + "_src");
     fs::create_directories(src);
     std::ofstream(src / "handbook.txt") << "The company handbook describes the vacation policy and the vault rules.\n";
-    ASSERT_EQ(run_cmd({kBin + "/ragctl", "ingest", src.string(), "--data", (dir_ / data).string(), "--model",
+    ASSERT_EQ(run_program({kBin + "/ragctl", "ingest", src.string(), "--data", (dir_ / data).string(), "--model",
                        (dir_ / "model").string()}),
               0);
     start_daemon(data, kKeys);
