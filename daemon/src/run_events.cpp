@@ -68,6 +68,11 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
   if (u.speculative_prefill) w.key("speculative_prefill").value(true).key("prefill_restarts").value(u.prefill_restarts);
   if (u.sp_workers > 0) w.key("sp_workers").value(u.sp_workers);
+  if (!u.semantic_cache.empty()) {
+    w.key("semantic_cache").begin_object().key("result").value(u.semantic_cache);
+    if (u.semantic_cache == "hit") w.key("similarity").value(u.semantic_similarity).key("question").value(u.semantic_question);
+    w.end_object();
+  }
   if (u.draft_steps > 0) {
     w.key("speculative_decoding").begin_object().key("drafted_tokens").value(u.drafted_tokens);
     w.key("accepted_tokens").value(u.accepted_tokens).key("steps").value(u.draft_steps).end_object();

@@ -55,6 +55,7 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       sp_(deps.sp ? std::make_unique<SequenceParallelRoute>(std::move(deps.sp), opts.sp_threshold_tokens) : nullptr),
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
+      semantic_(deps.semantic_cache ? std::move(deps.semantic_cache) : std::make_shared<SemanticCache>()),
       specs_(std::move(deps.pipelines)),
       model_name_(std::move(deps.model_name)),
       reranker_(std::move(deps.reranker)),
@@ -259,6 +260,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
       sort_prompt_order(ctx);  // the same set of chunks gives the same path
       if (!emit(*r, ev)) r->error = "cancelled";
     }
+    if (r->error.empty() && r->res.spec->semantic_cache) semantic_lookup(*r, ctx);
     r->timings.retrieval_ms = ms_between(t0, Clock::now());
     if (r->error.empty()) {
       PromptSegments p = rag_prompt(*r, ctx);
@@ -405,6 +407,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   q.usage.prompt_tokens = prompt_len;
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);
+  if (q.semantic_hit) return answer_from_cache(q);
   if (sp) return run_sequence_parallel(q);
   // Speculative decoding: n-gram drafts, for runs that do not roll back on their own (iterative).
   if (const int k = q.rr.speculative_k.value_or(opts_.speculative_k); k > 0 && !q.iter) q.drafter.emplace(k);
@@ -550,6 +553,59 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   r.draft.clear();
   sched_->settle_draft(r.sid, k, accepted, *kv_host_);
   if (!reason.empty()) finish(r.sid, reason);
+}
+
+void ExecutorImpl::semantic_lookup(Run& r, const std::vector<ContextDoc>& ctx) {
+  // Only where an earlier answer is the answer this run would give: greedy, unconstrained, no
+  // logprobs, stop conditions and choice of configuration as the pipeline's.
+  const engine::SamplingParams& sp = r.res.sampling;
+  if (sp.temperature != 0.0f || sp.constraint || r.rr.want_logprobs || !sp.stop_token_ids.empty() || r.rr.overrides.stop ||
+      r.res.adapt || !r.rr.tools.empty() || r.rr.query.empty() || !corpus_)
+    return;
+  auto emb = corpus_->embed_query(r.rr.query);
+  if (!emb.ok() || emb->empty()) {
+    log::pipelines()->warn("[{}] semantic cache: the question could not be embedded: {}", r.rr.id,
+                           emb.ok() ? std::string("empty vector") : emb.status().to_string());
+    return;
+  }
+  double norm = 0;
+  for (float x : *emb) norm += static_cast<double>(x) * x;
+  if (norm <= 0) return;
+  for (float& x : *emb) x = static_cast<float>(x / std::sqrt(norm));
+  std::vector<uint64_t> chunks;
+  for (const ContextDoc& d : ctx) {
+    chunks.push_back(d.source.chunk_id);
+    if (std::find(r.semantic_docs.begin(), r.semantic_docs.end(), d.source.doc_id) == r.semantic_docs.end())
+      r.semantic_docs.push_back(d.source.doc_id);
+  }
+  r.semantic_key = SemanticCache::key(r.rr.tenant, r.rr.cache_salt, r.res.spec->name, chunks);
+  r.semantic_hit = semantic_->lookup(r.semantic_key, *emb, r.res.spec->semantic_cache->threshold);
+  // An earlier answer longer than this run may write is not this run's answer, nor is one cut at
+  // another max_tokens than this run's.
+  if (r.semantic_hit) {
+    const int n = static_cast<int>(r.semantic_hit->tokens.size());
+    if (n > r.res.sampling.max_tokens || (r.semantic_hit->finish == "length" && n != r.res.sampling.max_tokens)) r.semantic_hit.reset();
+  }
+  r.usage.semantic_cache = r.semantic_hit ? "hit" : "miss";
+  if (r.semantic_hit) {
+    r.usage.semantic_similarity = r.semantic_hit->similarity;
+    r.usage.semantic_question = r.semantic_hit->question;
+  }
+  r.semantic_embedding = std::move(*emb);
+}
+
+void ExecutorImpl::answer_from_cache(Run& r) {
+  RunState& s = *r.state;
+  for (int32_t t : r.semantic_hit->tokens) {
+    engine::SampleResult pick;
+    pick.token = t;
+    s.accept(pick);
+    if (!s.finish_reason().empty()) break;
+  }
+  r.usage.completion_tokens = s.generated();
+  r.t_first = r.t_last = Clock::now();
+  const bool keep = s.release([&](const RunEvent& ev) { return r.sink(ev); });
+  finish(r.sid, !keep ? std::string("cancelled") : s.finish_reason().empty() ? r.semantic_hit->finish : s.finish_reason());
 }
 
 void ExecutorImpl::step() {
@@ -830,6 +886,12 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.timings.blend_chunk_ms = plan.blended.chunk_ms;
   r.timings.blend_place_ms = plan.blended.place_ms;
   r.timings.blend_repair_ms = plan.blended.repair_ms;
+  // A [semantic_cache] pipeline's answer (complete, or cut at max_tokens) is kept for later questions.
+  if (!r.semantic_key.empty() && !r.semantic_hit && (reason == "stop" || reason == "length") && r.state && r.state->generated() > 0) {
+    const auto gen = r.state->generated_tokens();
+    semantic_->insert(r.semantic_key, r.semantic_embedding, r.rr.query, std::vector<int32_t>(gen.begin(), gen.end()), reason,
+                      r.semantic_docs);
+  }
   if (r.iter) {
     r.iter->on_finish(*this, r.usage, r.timings);
   } else if (r.spec_prefill) {

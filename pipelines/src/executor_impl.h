@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "ngram_drafter.h"
+#include "semantic_cache.h"
 #include "ragd/common/fair_pool.h"
 #include "ragd/engine/constraint_cache.h"
 #include "ragd/engine/model.h"
@@ -98,6 +99,8 @@ class ExecutorImpl final : public Executor,
     std::unique_ptr<Reranker> reranker;
     // Pipelines with [retriever] rerank_model: one cross-encoder stage per directory (the key).
     std::map<std::string, std::unique_ptr<PassageReranker>> cross_encoders;
+    // Answers of [semantic_cache] pipelines (shared with the documents API, which invalidates it).
+    std::shared_ptr<SemanticCache> semantic_cache;
   };
   // Opens the kvstore over the model's pool (RuntimeOptions::kvstore) and starts the threads.
   static Result<std::unique_ptr<ExecutorImpl>> create(const RuntimeOptions& opts, Deps deps);
@@ -149,6 +152,12 @@ class ExecutorImpl final : public Executor,
     // decode step verifies (scheduler thread).
     std::optional<NgramDrafter> drafter;
     std::vector<int32_t> draft;
+    // [semantic_cache] pipelines: the run's cache key, question embedding and source documents
+    // (empty key: not looked up), and the earlier answer when the lookup found one.
+    std::string semantic_key;
+    std::vector<float> semantic_embedding;
+    std::vector<std::string> semantic_docs;
+    std::optional<SemanticCache::Hit> semantic_hit;
   };
 
   ExecutorImpl(const RuntimeOptions& opts, Deps deps);
@@ -181,6 +190,10 @@ class ExecutorImpl final : public Executor,
   // Speculative decoding, scheduler thread: drafts for the runs about to decode (before a plan),
   // and a step's verification of run r's draft (rows: its 1 + draft logits rows, in order).
   void plan_drafts();
+  // Semantic reuse (semantic_cache.h): the lookup after a [semantic_cache] pipeline's retrieval
+  // (retrieval thread), and a hit's answer sent as the run's tokens (scheduler thread).
+  void semantic_lookup(Run& r, const std::vector<ContextDoc>& ctx);
+  void answer_from_cache(Run& r);
   void verify_draft(Run& r, const BatchItem& it, const engine::StepOutput& out, size_t item);
   // The RAG prompt of run `r` over `docs` (prompt order).
   PromptSegments rag_prompt(const Run& r, const std::vector<ContextDoc>& docs) const;
@@ -258,6 +271,7 @@ class ExecutorImpl final : public Executor,
   std::unique_ptr<SequenceParallelRoute> sp_;
   std::shared_ptr<const engine::Tokenizer> tok_;
   std::shared_ptr<retrieval::Corpus> corpus_;
+  std::shared_ptr<SemanticCache> semantic_;
   std::vector<PipelineSpec> specs_;
   std::string model_name_;
   std::unique_ptr<PromptBuilder> prompts_;

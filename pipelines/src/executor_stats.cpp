@@ -63,6 +63,13 @@ ExecutorStats ExecutorImpl::stats() const {
     x.constraint_entries = c.entries;
     x.constraint_compile_ms = c.compile_ms;
   }
+  const SemanticCache::Stats sc = semantic_->stats();
+  x.semantic_hits = sc.hits;
+  x.semantic_misses = sc.misses;
+  x.semantic_inserts = sc.inserts;
+  x.semantic_invalidated = sc.invalidated;
+  x.semantic_evicted = sc.evicted;
+  x.semantic_entries = sc.entries;
   const kvstore::Stats k = store_->stats();
   x.eviction = k.policy;
   for (int t = 0; t < kvstore::kNumTiers; ++t) {

@@ -55,6 +55,7 @@ class Reader {
                        "max_nprobe", "query_lag"}},
         {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive"}},
         {"adapt", {"objective", "slo_ttft_ms", "quality_tolerance", "candidates", "profile"}},
+        {"semantic_cache", {"threshold"}},
     };
     for (const auto& [k, v] : root_) {
       const std::string key(k.str());
@@ -241,6 +242,12 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   s.seed = static_cast<uint64_t>(v);
   RAGD_RETURN_IF_ERROR(r.strings("generation", "stop", &s.stop));
   RAGD_RETURN_IF_ERROR(r.boolean("generation", "extractive", &s.extractive));
+  if (root.get("semantic_cache")) {
+    PipelineSpec::SemanticCacheSpec sc;
+    RAGD_RETURN_IF_ERROR(r.real("semantic_cache", "threshold", ParamRange{0.0, 1.0}, &sc.threshold));
+    if (s.iterative) return r.field_err("semantic_cache", "threshold", "a semantic cache is for one-shot pipelines, not iterative ones");
+    s.semantic_cache = sc;
+  }
   if (const toml::node* a = root.get("adapt")) {
     RAGD_ASSIGN_OR_RETURN(AdaptSpec adapt, parse_adapt_table(*a->as_table(), source_name, s.iterative.has_value()));
     if (s.speculative_prefill)

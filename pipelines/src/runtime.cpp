@@ -12,6 +12,7 @@
 #include "ragd/common/log.h"
 #include "cross_encoder_stage.h"
 #include "executor_impl.h"
+#include "semantic_cache.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
 #include "ragd/retrieval/reranker.h"
@@ -46,7 +47,8 @@ std::string dir_name(const std::string& dir) {
 
 class CorpusDocuments final : public DocumentApi {
  public:
-  explicit CorpusDocuments(std::shared_ptr<retrieval::Corpus> c) : corpus_(std::move(c)) {}
+  CorpusDocuments(std::shared_ptr<retrieval::Corpus> c, std::shared_ptr<SemanticCache> semantic)
+      : corpus_(std::move(c)), semantic_(std::move(semantic)) {}
 
   Result<IngestSummary> ingest(std::vector<DocumentInput> docs) override {
     std::vector<retrieval::Document> in;
@@ -90,6 +92,13 @@ class CorpusDocuments final : public DocumentApi {
       in.push_back(std::move(r));
     }
     RAGD_ASSIGN_OR_RETURN(retrieval::IngestSummary s, replica_refusal(corpus_->ingest(in)));
+    if (semantic_ && s.replaced > 0) {
+      // Answers drawn from a replaced document go (the summary counts them; the batch's ids are
+      // a superset). Their context keys already changed with the chunks.
+      std::vector<std::string> ids;
+      for (const auto& d : in) ids.push_back(d.id);
+      semantic_->invalidate(ids);
+    }
     IngestSummary o;
     o.ingested = static_cast<int>(s.ingested);
     o.unchanged = static_cast<int>(s.unchanged);
@@ -123,6 +132,7 @@ class CorpusDocuments final : public DocumentApi {
   Status remove(const std::string& id, const std::string& tenant) override {
     RAGD_ASSIGN_OR_RETURN(bool existed, replica_refusal(corpus_->remove_document(id, tenant)));
     if (!existed) return Status::NotFound("document '" + id + "' not found");
+    if (semantic_) semantic_->invalidate(std::span<const std::string>(&id, 1));  // answers drawn from it go
     return Status::OK();
   }
 
@@ -197,6 +207,7 @@ class CorpusDocuments final : public DocumentApi {
     return r;
   }
   std::shared_ptr<retrieval::Corpus> corpus_;
+  std::shared_ptr<SemanticCache> semantic_;  // answers of [semantic_cache] pipelines (invalidated here)
   std::unique_ptr<retrieval::CrossEncoderReranker> reranker_;  // immutable after open; score() is thread-safe
   EncoderInfo embedder_, reranker_info_;                         // immutable after open
   std::shared_ptr<const engine::Tokenizer> ids_tokenizer_;        // immutable after open
@@ -318,7 +329,8 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
                           retrieval::Corpus::open(opts.data_dir, co,
                                                   deps.tokenizer));
     deps.corpus = std::shared_ptr<retrieval::Corpus>(std::move(corpus));
-    auto corpus_docs = std::make_unique<CorpusDocuments>(deps.corpus);
+    deps.semantic_cache = std::make_shared<SemanticCache>();
+    auto corpus_docs = std::make_unique<CorpusDocuments>(deps.corpus, deps.semantic_cache);
     {
       // Listed by its directory's name. Token-id inputs are the served model's ids: the hashing
       // embedder has no tokenizer (the corpus chunks with the model's), and the model embedder on

@@ -201,6 +201,11 @@ struct Usage {
   // Speculative decoding: draft tokens verified, and of them accepted (each accepted one is a
   // token that cost no step of its own); verification steps.
   int drafted_tokens = 0, accepted_tokens = 0, draft_steps = 0;
+  // [semantic_cache] pipelines: "hit" (the answer is an earlier one's: nothing was prefilled or
+  // decoded) or "miss"; "" = not used. A hit's cosine similarity and the earlier question.
+  std::string semantic_cache;
+  float semantic_similarity = 0;
+  std::string semantic_question;
   // Adaptive pipelines: the configuration chosen for this run and why (usage.adapt).
   std::optional<AdaptReport> adapt;
 };

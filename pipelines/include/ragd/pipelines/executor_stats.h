@@ -76,6 +76,10 @@ struct ExecutorStats {
   // compiled one, schemas held, and the compile time of the misses.
   uint64_t constraint_hits = 0, constraint_misses = 0, constraint_entries = 0;
   double constraint_compile_ms = 0;
+  // Semantic reuse of answers ([semantic_cache] pipelines): questions answered from the cache /
+  // not, answers kept, entries invalidated by document changes, evicted, held.
+  uint64_t semantic_hits = 0, semantic_misses = 0, semantic_inserts = 0, semantic_invalidated = 0, semantic_evicted = 0,
+           semantic_entries = 0;
 
   std::string to_json() const;
 };
@@ -139,6 +143,9 @@ inline std::string ExecutorStats::to_json() const {
   w.key("head_misses").value(rerank_head_misses).end_object();
   w.key("constraints").begin_object().key("hits").value(constraint_hits).key("misses").value(constraint_misses);
   w.key("entries").value(constraint_entries).key("compile_ms").value(constraint_compile_ms).end_object();
+  w.key("semantic_cache").begin_object().key("hits").value(semantic_hits).key("misses").value(semantic_misses);
+  w.key("inserts").value(semantic_inserts).key("invalidated").value(semantic_invalidated).key("evicted").value(semantic_evicted);
+  w.key("entries").value(semantic_entries).end_object();
   w.end_object();
   return w.take();
 }

@@ -90,6 +90,13 @@ struct PipelineSpec {
   // Set: per-query choice among candidate configurations ([adapt], adapt_policy.h); the run's
   // top_k, rerank, extractive and retrieval_interval then come from the chosen candidate.
   std::optional<AdaptSpec> adapt;
+  // Set ([semantic_cache]): a question close enough (cosine of the corpus embedder's vectors >=
+  // threshold) to an earlier one of the same tenant and cache_salt, over the same retrieved
+  // passages, gets the earlier answer (semantic_cache.h). One-shot pipelines only.
+  struct SemanticCacheSpec {
+    double threshold = 0.95;  // 0..1
+  };
+  std::optional<SemanticCacheSpec> semantic_cache;
 
   PipelineInfo info() const;
 };
