@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,20 +27,11 @@
 #include "ragd/kernels/kv_dtype.h"
 #include "ragd/kernels/threads.h"
 
+#include "bench_args.h"
+
 using namespace ragd::kernels;
 
 namespace {
-
-std::vector<int> list(const std::string& s) {
-  std::vector<int> v;
-  for (size_t p = 0; p < s.size();) {
-    size_t e = s.find(',', p);
-    if (e == std::string::npos) e = s.size();
-    v.push_back(std::atoi(s.substr(p, e - p).c_str()));
-    p = e + 1;
-  }
-  return v;
-}
 
 std::vector<KvDtype> dtypes(const std::string& s) {
   std::vector<KvDtype> v;
@@ -88,34 +78,26 @@ struct Stored {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> kv{{"ctx", "200,2000,8000"}, {"seqs", "1,8"}, {"prefill", ""}, {"heads", "8"}, {"kv-heads", "4"},
-                                        {"head-dim", "64"}, {"block", "16"}, {"threads", "1"}, {"reps", "30"},
-                                        {"kv-dtypes", "f32"}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
-      std::fprintf(stderr, "usage: bench_attention [--ctx 200,2000] [--seqs 1,8] [--prefill 2048] [--heads 8] [--kv-heads 4] "
-                           "[--head-dim 64] [--block 16] [--threads 1] [--reps 30] [--kv-dtypes f32,bf16,int8]\n");
-      return 2;
-    }
-    kv[k.substr(2)] = argv[i + 1];
-  }
-  const int nh = std::atoi(kv["heads"].c_str()), nkv = std::atoi(kv["kv-heads"].c_str()),
-            d = std::atoi(kv["head-dim"].c_str()), bs = std::atoi(kv["block"].c_str()),
-            reps = std::atoi(kv["reps"].c_str());
+  std::vector<int> ctxs{200, 2000, 8000}, seq_counts{1, 8}, prefills;
+  int nh = 8, nkv = 4, d = 64, bs = 16, threads = 1, reps = 30;
+  std::string kv_dtypes = "f32";
+  ragd::bench::BenchArgs args("bench_attention");
+  args.list("ctx", &ctxs).list("seqs", &seq_counts).list("prefill", &prefills).opt("heads", &nh).opt("kv-heads", &nkv);
+  args.opt("head-dim", &d).opt("block", &bs).opt("threads", &threads).opt("reps", &reps).opt("kv-dtypes", &kv_dtypes);
+  if (!args.parse(argc, argv)) return 2;
   if (nh <= 0 || nkv <= 0 || nh % nkv != 0 || d <= 0 || bs <= 0 || reps <= 0) {
     std::fprintf(stderr, "bad shape\n");
     return 2;
   }
-  set_num_threads(std::atoi(kv["threads"].c_str()));
+  set_num_threads(threads);
   std::printf("# bench_attention heads=%d kv_heads=%d head_dim=%d block=%d threads=%d kernels=%s\n", nh, nkv, d, bs,
               num_threads(), cpu_summary().c_str());
-  const std::vector<KvDtype> kinds = dtypes(kv["kv-dtypes"]);
+  const std::vector<KvDtype> kinds = dtypes(kv_dtypes);
   std::printf("%-8s %-6s %-5s %12s %10s %16s\n", "ctx", "seqs", "kv", "us/call", "GB/s", "ns/(key,head)");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int ctx : list(kv["ctx"])) {
-    for (int seqs : list(kv["seqs"])) {
+  for (int ctx : ctxs) {
+    for (int seqs : seq_counts) {
       const int per_seq = (ctx + bs - 1) / bs;
       const size_t tok = static_cast<size_t>(nkv) * d;
       std::vector<float> k(static_cast<size_t>(per_seq) * seqs * bs * tok), v(k.size());
@@ -154,7 +136,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (kv["prefill"].empty()) return 0;
+  if (prefills.empty()) return 0;
   // Prefill: one causal sequence, against sgemm's rate on this machine in the same run.
   double peak = 0.0;
   {
@@ -169,7 +151,7 @@ int main(int argc, char** argv) {
   }
   std::printf("# prefill (causal, one sequence); OpenBLAS sgemm 2048^3: %.1f GFLOP/s\n", peak / 1e9);
   std::printf("%-8s %-5s %12s %10s %14s\n", "tokens", "kv", "ms/call", "GFLOP/s", "of sgemm peak");
-  for (int len : list(kv["prefill"])) {
+  for (int len : prefills) {
     const int blocks = (len + bs - 1) / bs;
     const size_t tok = static_cast<size_t>(nkv) * d;
     std::vector<float> k(static_cast<size_t>(blocks) * bs * tok), v(k.size());

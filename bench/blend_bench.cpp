@@ -52,6 +52,7 @@
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
 #include "ragd/pipelines/runtime.h"
+#include "bench_args.h"
 #include "blend_prompts.h"
 #include "run_client.h"
 
@@ -387,56 +388,23 @@ int main(int argc, char** argv) {
   engine::WeightFormat weights = engine::WeightFormat::kAuto;
   std::string modes;
   double zipf = 0.9;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--no-blend-check") {  // random weights fail the self-check: measure the approximate path anyway
-      blend_check = false;
-      continue;
-    }
-    if (a == "--seen") {  // every measured passage seen before, in other combinations
-      seen = true;
-      continue;
-    }
-    if (a == "--compare") {  // also the earlier path: chunk step + repair step at admission
-      compare = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "option %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "--model") model = v;
-    else if (a == "--corpus") corpus_path = v;
-    else if (a == "--questions") qpath = v;
-    else if (a == "--section") section = v;
-    else if (a == "--modes") modes = v;
-    else if (a == "--clients") clients = std::stoi(v);
-    else if (a == "--max-tokens") max_tokens = std::stoi(v);
-    else if (a == "--doc-repeat") doc_repeat = std::stoi(v);
-    else if (a == "--weights") {
-      auto w = parse_enum<engine::WeightFormat>(v, "--weights");
-      if (!w.ok()) {
-        std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
-        return 2;
-      }
-      weights = *w;
-    }
-    else if (a == "--cases") cases = std::stoi(v);
-    else if (a == "--greedy") greedy = std::stoi(v);
-    else if (a == "--requests") requests = std::stoi(v);
-    else if (a == "--warmup") warmup = std::stoi(v);
-    else if (a == "--docs") ndocs = std::stoi(v);
-    else if (a == "--zipf") zipf = std::stod(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else if (a == "--device") device = v;
-    else if (a == "--out") out_dir = v;
-    else if (a == "--json") json_path = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_blend");
+  // --no-blend-check: random weights fail the self-check, so measure the approximate path anyway.
+  // --seen: every measured passage seen before, in other combinations.
+  // --compare: also the earlier path (chunk step + repair step at admission).
+  args.flag("no-blend-check", &blend_check, false).flag("seen", &seen).flag("compare", &compare);
+  args.opt("model", &model).opt("corpus", &corpus_path).opt("questions", &qpath).opt("section", &section);
+  args.opt("modes", &modes).opt("clients", &clients).opt("max-tokens", &max_tokens).opt("doc-repeat", &doc_repeat);
+  args.custom("weights", "auto", [&weights](const std::string& v) {
+    auto w = parse_enum<engine::WeightFormat>(v, "--weights");
+    if (!w.ok()) return w.status().to_string();
+    weights = *w;
+    return std::string();
+  });
+  args.opt("cases", &cases).opt("greedy", &greedy).opt("requests", &requests).opt("warmup", &warmup);
+  args.opt("docs", &ndocs).opt("zipf", &zipf).opt("threads", &threads).opt("device", &device).opt("out", &out_dir);
+  args.opt("json", &json_path);
+  if (!args.parse(argc, argv)) return 2;
   if (model.empty() || (section != "fidelity" && section != "ttft" && section != "both")) {
     std::fprintf(stderr, "usage: bench_blend --model DIR [--section fidelity|ttft|both] ...\n");
     return 2;

@@ -39,7 +39,6 @@
 #include <map>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +52,7 @@
 #include "ragd/pipelines/kv_blend.h"
 #include "ragd/pipelines/pipeline_spec.h"
 #include "ragd/pipelines/prompt_builder.h"
+#include "bench_args.h"
 #include "blend_prompts.h"
 
 using namespace ragd;
@@ -65,13 +65,6 @@ std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> out;
   for (std::string l; std::getline(f, l);)
     if (!l.empty()) out.push_back(l);
-  return out;
-}
-
-std::vector<double> parse_list(const std::string& s) {
-  std::vector<double> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) out.push_back(std::stod(x));
   return out;
 }
 
@@ -246,22 +239,11 @@ int main(int argc, char** argv) {
   std::string model_dir, corpus_path = "examples/qa_eval/corpus.jsonl", qpath = "examples/qa_eval/questions.jsonl";
   int cases = 24, greedy = 32, ndocs = 4, threads = 0;
   std::vector<double> ratios = {0.05, 0.15, 0.30, 0.50}, sel_layers = {1, 2, 4, 6};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--model") model_dir = v;
-    else if (a == "--corpus") corpus_path = v;
-    else if (a == "--questions") qpath = v;
-    else if (a == "--cases") cases = std::stoi(v);
-    else if (a == "--greedy") greedy = std::stoi(v);
-    else if (a == "--docs") ndocs = std::stoi(v);
-    else if (a == "--ratios") ratios = parse_list(v);
-    else if (a == "--layers") sel_layers = parse_list(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_blend_selection");
+  args.opt("model", &model_dir).opt("corpus", &corpus_path).opt("questions", &qpath).opt("cases", &cases);
+  args.opt("greedy", &greedy).opt("docs", &ndocs).list("ratios", &ratios).list("layers", &sel_layers);
+  args.opt("threads", &threads);
+  if (!args.parse(argc, argv)) return 2;
   if (model_dir.empty()) {
     std::fprintf(stderr, "usage: bench_blend_selection --model DIR [--cases N] [--greedy N] [--ratios ...] [--layers ...]\n");
     return 2;

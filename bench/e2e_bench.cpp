@@ -36,6 +36,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
 #include "ragd/pipelines/synthetic_words.h"
+#include "bench_args.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -197,22 +198,11 @@ int main(int argc, char** argv) {
   std::string json_path, device = "cpu";
   int n_req = 40, topics = 12, clients = 1, n_sched = 40, threads = 1;
   double zipf = 0.9;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--out") out_dir = v;
-    else if (a == "--requests") n_req = std::stoi(v);
-    else if (a == "--topics") topics = std::stoi(v);
-    else if (a == "--zipf") zipf = std::stod(v);
-    else if (a == "--clients") clients = std::stoi(v);
-    else if (a == "--sched-requests") n_sched = std::stoi(v);
-    else if (a == "--json") json_path = v;
-    else if (a == "--threads") threads = std::stoi(v);
-    else if (a == "--device") device = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_e2e");
+  args.opt("out", &out_dir).opt("requests", &n_req).opt("topics", &topics).opt("zipf", &zipf);
+  args.opt("clients", &clients).opt("sched-requests", &n_sched).opt("json", &json_path).opt("threads", &threads);
+  args.opt("device", &device);
+  if (!args.parse(argc, argv)) return 2;
   fs::remove_all(out_dir);
   fs::create_directories(out_dir);
   const std::string model = out_dir + "/model", pipes = out_dir + "/pipelines", data = out_dir + "/data";

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +23,8 @@
 #include "ragd/kernels/gemm.h"
 #include "ragd/kernels/threads.h"
 #include "ragd/kernels/weight_matrix.h"
+
+#include "bench_args.h"
 
 namespace {
 
@@ -110,62 +111,43 @@ ModelConfig preset(const std::string& name) {
 
 Args parse(int argc, char** argv) {
   Args a;
-  std::map<std::string, std::string> kv;
-  bool tied = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k == "--tied") {
-      tied = true;
-    } else if (k.rfind("--", 0) == 0 && i + 1 < argc) {
-      kv[k.substr(2)] = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_engine --preset small|qwen2-0.5b [--batches 1,8,32] [--prompt N] "
-                           "[--decode N] [--threads N] [--weights f32|bf16|f16|q8] [--kv-dtype f32|bf16|int8] [--hidden --layers --heads --kv-heads --head-dim "
-                           "--intermediate --vocab --tied]\n");
-      std::exit(2);
-    }
-  }
-  if (kv.count("preset")) a.preset = kv["preset"];
-  a.cfg = preset(a.preset);
-  auto num = [&](const char* key, int* dst) {
-    if (kv.count(key)) *dst = std::atoi(kv[key].c_str()), a.preset = "custom";
+  // Shape flags override the preset's (the preset is then "custom").
+  struct Shape {
+    const char* flag;
+    int ModelConfig::*field;
+    int value = 0;
   };
-  num("hidden", &a.cfg.hidden_size);
-  num("layers", &a.cfg.num_hidden_layers);
-  num("heads", &a.cfg.num_attention_heads);
-  num("kv-heads", &a.cfg.num_key_value_heads);
-  num("head-dim", &a.cfg.head_dim);
-  num("intermediate", &a.cfg.intermediate_size);
-  num("vocab", &a.cfg.vocab_size);
+  Shape shape[] = {{"hidden", &ModelConfig::hidden_size},         {"layers", &ModelConfig::num_hidden_layers},
+                   {"heads", &ModelConfig::num_attention_heads},  {"kv-heads", &ModelConfig::num_key_value_heads},
+                   {"head-dim", &ModelConfig::head_dim},          {"intermediate", &ModelConfig::intermediate_size},
+                   {"vocab", &ModelConfig::vocab_size}};
+  bool tied = false;
+  std::string weights = "f32", kv_dtype = "f32";
+  ragd::bench::BenchArgs args("bench_engine");
+  args.opt("preset", &a.preset).list("batches", &a.batches).opt("prompt", &a.prompt).opt("decode", &a.decode);
+  args.opt("threads", &a.threads).opt("weights", &weights).opt("kv-dtype", &kv_dtype);
+  for (Shape& s : shape) args.opt(s.flag, &s.value, "N");
+  args.flag("tied", &tied);
+  if (!args.parse(argc, argv)) std::exit(2);
+  a.cfg = preset(a.preset);
+  for (const Shape& s : shape)
+    if (args.given(s.flag)) a.cfg.*s.field = s.value, a.preset = "custom";
   if (tied) a.cfg.tie_word_embeddings = true;
-  if (kv.count("prompt")) a.prompt = std::atoi(kv["prompt"].c_str());
-  if (kv.count("decode")) a.decode = std::atoi(kv["decode"].c_str());
-  if (kv.count("threads")) a.threads = std::atoi(kv["threads"].c_str());
-  if (kv.count("weights")) {
-    auto f = parse_weight_format(kv["weights"]);
+  if (args.given("weights")) {
+    auto f = parse_weight_format(weights);
     if (!f.ok()) {
       std::fprintf(stderr, "--weights: %s\n", f.status().to_string().c_str());
       std::exit(2);
     }
     a.weights = *f;
   }
-  if (kv.count("kv-dtype")) {
-    auto d = kernels::parse_kv_dtype(kv["kv-dtype"]);
+  if (args.given("kv-dtype")) {
+    auto d = kernels::parse_kv_dtype(kv_dtype);
     if (!d.ok()) {
       std::fprintf(stderr, "--kv-dtype: %s\n", d.status().to_string().c_str());
       std::exit(2);
     }
     a.kv_dtype = *d;
-  }
-  if (kv.count("batches")) {
-    a.batches.clear();
-    std::string s = kv["batches"];
-    for (size_t p = 0; p < s.size();) {
-      size_t e = s.find(',', p);
-      if (e == std::string::npos) e = s.size();
-      a.batches.push_back(std::atoi(s.substr(p, e - p).c_str()));
-      p = e + 1;
-    }
   }
   bool ok = a.prompt >= 1 && a.decode >= 1 && !a.batches.empty();
   for (int b : a.batches) ok = ok && b >= 1;

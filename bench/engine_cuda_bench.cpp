@@ -21,10 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +31,8 @@
 #include "ragd/engine/random_weights.h"
 #include "ragd/kernels/cuda/device.h"
 #include "ragd/kernels/cuda/memory.h"
+
+#include "bench_args.h"
 
 namespace {
 
@@ -51,14 +51,6 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-std::vector<int> int_list(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) v.push_back(std::atoi(x.c_str()));
-  return v;
 }
 
 // HBM bandwidth: best of 5 device-to-device copies of `bytes` (each byte read once, written once).
@@ -87,36 +79,28 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> kv = {{"preset", "llama3-8b"}, {"device", "cuda:0"}, {"prefill", "4096"},
-                                           {"prompt", "512"},       {"steps", "32"},       {"batches", "1,2,8,32,64"},
-                                           {"doc-tokens", "2048"},  {"question", "64"},    {"kv-gib", "12"},
-                                           {"csv", ""}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = std::string(argv[i]).substr(2);
-    if (std::string(argv[i]).rfind("--", 0) != 0 || !kv.count(k)) {
-      std::fprintf(stderr, "usage: bench_engine_cuda [--preset P] [--device cuda:N] [--prefill N] [--prompt N] "
-                           "[--steps N] [--batches 1,2,8,32,64] [--doc-tokens N] [--question N] [--kv-gib G] [--csv FILE]\n");
-      return 2;
-    }
-    kv[k] = argv[i + 1];
-  }
-  auto cfg_r = preset_config(kv["preset"]);
+  std::string preset_name = "llama3-8b", device_name = "cuda:0", csv;
+  int prefill = 4096, prompt = 512, steps = 32, doc = 2048, question = 64;
+  std::vector<int> batches{1, 2, 8, 32, 64};
+  double kv_gib = 12;
+  ragd::bench::BenchArgs args("bench_engine_cuda");
+  args.opt("preset", &preset_name).opt("device", &device_name).opt("prefill", &prefill).opt("prompt", &prompt);
+  args.opt("steps", &steps).list("batches", &batches).opt("doc-tokens", &doc).opt("question", &question);
+  args.opt("kv-gib", &kv_gib).opt("csv", &csv);
+  if (!args.parse(argc, argv)) return 2;
+  auto cfg_r = preset_config(preset_name);
   if (!cfg_r.ok()) die("preset", cfg_r.status());
   const ModelConfig cfg = *cfg_r;
-  const int device = kv["device"].size() > 5 ? std::atoi(kv["device"].c_str() + 5) : 0;
-  const int prefill = std::atoi(kv["prefill"].c_str()), prompt = std::atoi(kv["prompt"].c_str()),
-            steps = std::atoi(kv["steps"].c_str()), doc = std::atoi(kv["doc-tokens"].c_str()),
-            question = std::atoi(kv["question"].c_str());
-  const std::vector<int> batches = int_list(kv["batches"]);
+  const int device = device_name.size() > 5 ? std::atoi(device_name.c_str() + 5) : 0;
 
   const double bw = measure_bandwidth(device, size_t{2} << 30);
-  std::printf("# bench_engine_cuda preset=%s device=%s: measured HBM bandwidth %.0f GB/s\n", kv["preset"].c_str(),
-              kv["device"].c_str(), bw / 1e9);
+  std::printf("# bench_engine_cuda preset=%s device=%s: measured HBM bandwidth %.0f GB/s\n", preset_name.c_str(),
+              device_name.c_str(), bw / 1e9);
 
   ModelOptions mo;
-  mo.device = kv["device"];
+  mo.device = device_name;
   mo.kv_dtype = kernels::KvDtype::kBF16;
-  mo.kv_pool_bytes = static_cast<size_t>(std::atof(kv["kv-gib"].c_str()) * (1ull << 30));
+  mo.kv_pool_bytes = static_cast<size_t>(kv_gib * (1ull << 30));
   const auto t_load = Clock::now();
   auto mr = Model::create(cfg, make_random_weights(cfg, 1), mo);
   if (!mr.ok()) die("Model::create", mr.status());
@@ -317,8 +301,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_engine_cuda: %zu KV blocks not returned\n", pool.num_blocks() - pool.free_blocks());
     return 1;
   }
-  if (!kv["csv"].empty()) {
-    std::ofstream f(kv["csv"]);
+  if (!csv.empty()) {
+    std::ofstream f(csv);
     f << "kind,params,value,ceiling\n";
     for (const Row& r : rows) f << r.kind << "," << r.params << "," << r.value << "," << r.ceiling << "\n";
   }

@@ -32,6 +32,7 @@
 #include "ragd/pipelines/runtime.h"
 #include "ragd/pipelines/synthetic_words.h"
 #include "ragd/retrieval/corpus.h"
+#include "bench_args.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -124,34 +125,14 @@ struct ModeStats {
 
 int main(int argc, char** argv) {
   std::string out = "/tmp/ragd-iterative-bench", model = "models/ragd-qa", index = "IVF1024,Flat", json_path;
-  std::string delays_arg = "0,20";
+  std::vector<double> delays{0, 20};
   int chunks = 100000, nprobe = 16, requests = 8, max_tokens = 128, interval = 16, top_k = 4, threads = 0, dim = 4096, window = 64;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--out") out = v;
-    else if (a == "--model") model = v;
-    else if (a == "--chunks") chunks = std::stoi(v);
-    else if (a == "--index") index = v;
-    else if (a == "--nprobe") nprobe = std::stoi(v);
-    else if (a == "--requests") requests = std::stoi(v);
-    else if (a == "--max-tokens") max_tokens = std::stoi(v);
-    else if (a == "--interval") interval = std::stoi(v);
-    else if (a == "--top-k") top_k = std::stoi(v);
-    else if (a == "--delays") delays_arg = v;
-    else if (a == "--threads") threads = std::stoi(v);
-    else if (a == "--dim") dim = std::stoi(v);
-    else if (a == "--window") window = std::stoi(v);
-    else if (a == "--json") json_path = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
-  std::vector<double> delays;
-  {
-    std::stringstream ss(delays_arg);
-    for (std::string x; std::getline(ss, x, ',');) delays.push_back(std::stod(x));
-  }
+  ragd::bench::BenchArgs args("bench_iterative");
+  args.opt("out", &out).opt("model", &model).opt("chunks", &chunks).opt("index", &index).opt("nprobe", &nprobe);
+  args.opt("requests", &requests).opt("max-tokens", &max_tokens).opt("interval", &interval).opt("top-k", &top_k);
+  args.list("delays", &delays).opt("threads", &threads).opt("dim", &dim).opt("window", &window);
+  args.opt("json", &json_path);
+  if (!args.parse(argc, argv)) return 2;
   fs::create_directories(out);
   const std::string data = out + "/data", pipes = out + "/pipelines";
   if (!build_corpus(data, model, chunks, index, dim)) return 1;

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +23,8 @@
 #include "ragd/engine/model.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/kernels/kv_dtype.h"
+
+#include "bench_args.h"
 
 using namespace ragd;
 using namespace ragd::engine;
@@ -71,29 +72,24 @@ Run run(Model& m, const std::vector<int32_t>& prompt, int decode, const std::vec
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> kv{{"model", ""}, {"text", ""}, {"prompts", "8"}, {"tokens", "1024"},
-                                        {"decode", "64"}, {"threads", "2"}, {"dtypes", "bf16,int8"}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) die("unknown option " + k);
-    kv[k.substr(2)] = argv[i + 1];
-  }
-  if (kv["model"].empty()) die("--model DIR is required");
-  const int prompts = std::atoi(kv["prompts"].c_str()), tokens = std::atoi(kv["tokens"].c_str()),
-            decode = std::atoi(kv["decode"].c_str()), threads = std::atoi(kv["threads"].c_str());
+  std::string model, text;
+  int prompts = 8, tokens = 1024, decode = 64, threads = 2;
+  std::vector<std::string> dtype_names{"bf16", "int8"};
+  ragd::bench::BenchArgs args("bench_kv_dtype");
+  args.opt("model", &model).opt("text", &text).opt("prompts", &prompts).opt("tokens", &tokens).opt("decode", &decode);
+  args.opt("threads", &threads).list("dtypes", &dtype_names);
+  if (!args.parse(argc, argv)) return 2;
+  if (model.empty()) die("--model DIR is required");
   if (prompts <= 0 || tokens <= 1 || decode < 1) die("--prompts, --tokens and --decode must be positive");
   std::vector<kernels::KvDtype> dtypes;
-  {
-    std::stringstream ss(kv["dtypes"]);
-    for (std::string x; std::getline(ss, x, ',');) {
-      auto d = kernels::parse_kv_dtype(x);
-      if (!d.ok()) die(d.status().to_string());
-      dtypes.push_back(*d);
-    }
+  for (const std::string& x : dtype_names) {
+    auto d = kernels::parse_kv_dtype(x);
+    if (!d.ok()) die(d.status().to_string());
+    dtypes.push_back(*d);
   }
-  auto tok = Tokenizer::from_file(kv["model"] + "/tokenizer.json");
+  auto tok = Tokenizer::from_file(model + "/tokenizer.json");
   if (!tok.ok()) die(tok.status().to_string());
-  std::ifstream in(kv["text"].empty() ? kv["model"] + "/README.md" : kv["text"]);
+  std::ifstream in(text.empty() ? model + "/README.md" : text);
   if (!in) die("cannot read the text");
   std::stringstream ss;
   ss << in.rdbuf();
@@ -107,12 +103,12 @@ int main(int argc, char** argv) {
     o.num_threads = threads;
     o.kv_dtype = dt;
     o.kv_pool_bytes = 256ull << 20;
-    auto m = Model::load(kv["model"], o);
+    auto m = Model::load(model, o);
     if (!m.ok()) die(m.status().to_string());
     return std::move(m).value();
   };
   auto ref_model = load(kernels::KvDtype::kF32);
-  std::printf("# bench_kv_dtype model=%s prompts=%d tokens=%d decode=%d threads=%d\n", kv["model"].c_str(), prompts,
+  std::printf("# bench_kv_dtype model=%s prompts=%d tokens=%d decode=%d threads=%d\n", model.c_str(), prompts,
               tokens, decode, threads);
   std::printf("%-5s %14s %22s %18s %20s %14s\n", "kv", "bytes/token", "max|dlogit|/range", "argmax agree",
               "greedy identical", "decode tok/s");

@@ -25,6 +25,8 @@
 #include "ragd/kvstore/engine_io.h"
 #include "ragd/kvstore/kv_store.h"
 
+#include "bench_args.h"
+
 namespace {
 
 using namespace ragd;
@@ -248,17 +250,9 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool hit_only = false;
   std::string ssd_dir = (std::filesystem::temp_directory_path() / ("ragd_kvbench_" + std::to_string(::getpid()))).string();
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
-    else if (a == "--quick") quick = true;
-    else if (a == "--hit-only") hit_only = true;
-    else if (a == "--ssd-dir" && i + 1 < argc) ssd_dir = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: bench_kvstore [--requests N] [--quick] [--hit-only] [--ssd-dir DIR]\n");
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_kvstore");
+  args.opt("requests", &requests).flag("quick", &quick).flag("hit-only", &hit_only).opt("ssd-dir", &ssd_dir, "DIR");
+  if (!args.parse(argc, argv)) return 2;
   if (quick) requests = std::min(requests, 2000);
   log::kvstore()->set_level(spdlog::level::warn);
   const auto t_start = Clock::now();

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +20,8 @@
 #include "ragd/kernels/gemm.h"
 #include "ragd/kernels/threads.h"
 #include "ragd/kernels/weight_matrix.h"
+
+#include "bench_args.h"
 
 using namespace ragd::kernels;
 
@@ -53,33 +54,18 @@ double best_of(int reps, F&& f) {
   return best;
 }
 
-std::vector<int> list(const std::string& s) {
-  std::vector<int> v;
-  for (size_t p = 0; p < s.size();) {
-    size_t e = s.find(',', p);
-    if (e == std::string::npos) e = s.size();
-    v.push_back(std::atoi(s.substr(p, e - p).c_str()));
-    p = e + 1;
-  }
-  return v;
-}
-
 const WeightType kTypes[] = {WeightType::kF32, WeightType::kBF16, WeightType::kF16, WeightType::kQ8};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> kv{{"threads", "1"}, {"rows", "1,8,32,128,512"}, {"reps", "10"}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
-      std::fprintf(stderr, "usage: bench_linear [--threads 1] [--rows 1,8,32,128,512] [--reps 10]\n");
-      return 2;
-    }
-    kv[k.substr(2)] = argv[i + 1];
-  }
-  set_num_threads(std::atoi(kv["threads"].c_str()));
-  const int reps = std::max(1, std::atoi(kv["reps"].c_str()));
+  int threads = 1, reps = 10;
+  std::vector<int> rows{1, 8, 32, 128, 512};
+  ragd::bench::BenchArgs args("bench_linear");
+  args.opt("threads", &threads).list("rows", &rows).opt("reps", &reps);
+  if (!args.parse(argc, argv)) return 2;
+  set_num_threads(threads);
+  reps = std::max(1, reps);
   std::printf("# bench_linear threads=%d kernels=%s\n", num_threads(), cpu_summary().c_str());
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -123,7 +109,7 @@ int main(int argc, char** argv) {
               "rows", "format", "ragd ms", "sgemm ms", "speed-up");
   std::vector<Packed> packed;
   for (WeightType t : kTypes) packed.push_back(pack(w, n, k, t));
-  for (int m : list(kv["rows"])) {
+  for (int m : rows) {
     if (m <= 0) continue;
     const std::vector<float> x = random(static_cast<size_t>(m) * k);
     std::vector<float> y(static_cast<size_t>(m) * n);

@@ -45,6 +45,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_args.h"
 #include "bench_daemon.h"
 
 using namespace ragd;
@@ -311,35 +312,12 @@ std::string classify(const std::string& what, const std::string& pos_name, const
 
 int main(int argc, char** argv) {
   Opts o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--keep") {
-      o.keep = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "bench_rerank_probe: %s needs a value\n", k.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (k == "--trials") o.trials = std::atoi(v.c_str());
-    else if (k == "--shared-trials") o.shared_trials = std::atoi(v.c_str());
-    else if (k == "--doc-words") o.doc_words = std::atoi(v.c_str());
-    else if (k == "--b-top-k") o.b_top_k = std::atoi(v.c_str());
-    else if (k == "--config") o.config.push_back(v);
-    else if (k == "--pipeline") o.pipeline = v;
-    else if (k == "--pipelines") o.pipelines = v;
-    else if (k == "--model") o.model = v;
-    else if (k == "--corpus") o.corpus = v;
-    else if (k == "--seed") o.seed = static_cast<uint32_t>(std::atol(v.c_str()));
-    else if (k == "--bin") o.bin = v;
-    else if (k == "--work") o.work = v;
-    else if (k == "--json") o.json = v;
-    else {
-      std::fprintf(stderr, "bench_rerank_probe: unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
+  BenchArgs cli("bench_rerank_probe");
+  cli.flag("keep", &o.keep).opt("trials", &o.trials).opt("shared-trials", &o.shared_trials).opt("doc-words", &o.doc_words);
+  cli.opt("b-top-k", &o.b_top_k).each("config", &o.config).opt("pipeline", &o.pipeline).opt("pipelines", &o.pipelines);
+  cli.opt("model", &o.model).opt("corpus", &o.corpus).opt("seed", &o.seed).opt("bin", &o.bin).opt("work", &o.work);
+  cli.opt("json", &o.json);
+  if (!cli.parse(argc, argv)) return 2;
   if (o.trials < 4 || o.shared_trials < 0 || o.doc_words < 8) {
     std::fprintf(stderr, "bench_rerank_probe: need --trials >= 4, --doc-words >= 8\n");
     return 2;

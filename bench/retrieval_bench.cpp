@@ -47,6 +47,8 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/retrieval/corpus.h"
 
+#include "bench_args.h"
+
 using namespace ragd;
 using namespace ragd::retrieval;
 using Clock = std::chrono::steady_clock;
@@ -357,25 +359,17 @@ int main(int argc, char** argv) {
   int tenants = 0;
   std::string tenant_types = "Flat;IVF1024,Flat;HNSW32";
   RetrievalMode mode = RetrievalMode::kDense;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--chunks") target_chunks = std::stoul(argv[i + 1]);
-    else if (a == "--chunk-tokens") chunk_tokens = std::stoi(argv[i + 1]);
-    else if (a == "--queries") nq = std::stoul(argv[i + 1]);
-    else if (a == "--types") types = argv[i + 1];
-    else if (a == "--tokenizer") tokenizer_path = argv[i + 1];
-    else if (a == "--dir") dir = argv[i + 1];
-    else if (a == "--threads") threads = std::stoi(argv[i + 1]);
-    else if (a == "--vectors") vectors = std::stoul(argv[i + 1]);
-    else if (a == "--vector-dim") vdim = std::stoi(argv[i + 1]);
-    else if (a == "--tenants") tenants = std::stoi(argv[i + 1]);
-    else if (a == "--tenant-types") tenant_types = argv[i + 1];
-    else if (a == "--mode") {
-      auto m = parse_enum<RetrievalMode>(argv[i + 1]);
-      if (!m.ok() || *m == RetrievalMode::kAuto) { std::fprintf(stderr, "--mode: dense, lexical or hybrid\n"); return 2; }
-      mode = *m;
-    } else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
-  }
+  ragd::bench::BenchArgs args("bench_retrieval");
+  args.opt("chunks", &target_chunks).opt("chunk-tokens", &chunk_tokens).opt("queries", &nq).opt("types", &types);
+  args.opt("tokenizer", &tokenizer_path).opt("dir", &dir).opt("threads", &threads).opt("vectors", &vectors);
+  args.opt("vector-dim", &vdim).opt("tenants", &tenants).opt("tenant-types", &tenant_types);
+  args.custom("mode", "dense", [&mode](const std::string& v) {
+    auto m = parse_enum<RetrievalMode>(v);
+    if (!m.ok() || *m == RetrievalMode::kAuto) return std::string("dense, lexical or hybrid");
+    mode = *m;
+    return std::string();
+  });
+  if (!args.parse(argc, argv)) return 2;
   if (tenants < 0 || tenants > 200) { std::fprintf(stderr, "--tenants must be in [0, 200]\n"); return 2; }
   if (vectors > 0 && !types.empty()) vector_section(vectors, vdim, nq, types, threads);
   if (vectors > 0 && tenants > 0) tenant_section(vectors, vdim, nq, tenants, tenant_types, threads);

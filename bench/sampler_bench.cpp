@@ -13,6 +13,8 @@
 
 #include "ragd/engine/sampler.h"
 
+#include "bench_args.h"
+
 using namespace ragd::engine;
 using Clock = std::chrono::steady_clock;
 
@@ -41,14 +43,9 @@ double us_per_row(int rows, F&& f) {
 
 int main(int argc, char** argv) {
   int rows = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--rows") {
-      rows = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_sampler");
+  args.opt("rows", &rows);
+  if (!args.parse(argc, argv)) return 2;
   struct Config {
     const char* name;
     SamplingParams p;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ragd/pipelines/runtime.h"
+#include "bench_args.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -65,19 +66,10 @@ std::string place_of(const std::string& q) {
 int main(int argc, char** argv) {
   std::string model, original, reworded, source_dir = RAGD_SOURCE_DIR;
   int questions = 300, threads = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
-    if (f == "--model") model = v;
-    else if (f == "--original") original = v;
-    else if (f == "--reworded") reworded = v;
-    else if (f == "--questions") questions = std::stoi(v);
-    else if (f == "--threads") threads = std::stoi(v);
-    else if (f == "--source-dir") source_dir = v;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_semantic_cache");
+  args.opt("model", &model).opt("original", &original).opt("reworded", &reworded).opt("questions", &questions);
+  args.opt("threads", &threads).opt("source-dir", &source_dir);
+  if (!args.parse(argc, argv)) return 2;
   if (model.empty() || original.empty() || reworded.empty()) {
     std::fprintf(stderr, "--model, --original and --reworded are required\n");
     return 2;

@@ -17,10 +17,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +29,8 @@
 #include "ragd/seqparallel/perf_model.h"
 #include "ragd/seqparallel/sharded_sequence.h"
 #include "ragd/seqparallel/thread_communicator.h"
+
+#include "bench_args.h"
 
 using namespace ragd;               // NOLINT
 using namespace ragd::seqparallel;  // NOLINT
@@ -51,14 +51,6 @@ engine::ModelConfig preset(const std::string& name) {
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   return c;
-}
-
-std::vector<int64_t> list(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) v.push_back(std::atoll(x.c_str()));
-  return v;
 }
 
 kernels::KvDtype g_kv_dtype = kernels::KvDtype::kF32;  // --kv-dtype, set once in main
@@ -145,31 +137,25 @@ std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<in
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> kv = {{"preset", "tiny"}, {"tokens", "16384,131072"}, {"workers", "1,2"},
-                                           {"partitions", "zigzag,contiguous"}, {"decode", "16"},
-                                           {"threads-per-worker", "1"}, {"predict", "1048576"},
-                                           {"predict-workers", "1,2,4,8"}, {"kv-dtype", "f32"}, {"chunks", "0"}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    if (k.rfind("--", 0) != 0 || !kv.count(k.substr(2))) {
-      std::fprintf(stderr, "unknown option %s (see the header of bench/seqparallel_bench.cpp)\n", argv[i]);
-      return 2;
-    }
-    kv[k.substr(2)] = argv[i + 1];
-  }
-  const engine::ModelConfig cfg = preset(kv["preset"]);
-  if (auto d = kernels::parse_kv_dtype(kv["kv-dtype"]); d.ok()) {
+  std::string preset_name = "tiny", kv_dtype = "f32";
+  std::vector<int64_t> token_counts{16384, 131072}, workers{1, 2}, predict_workers{1, 2, 4, 8}, chunks{0};
+  std::vector<std::string> partitions{"zigzag", "contiguous"};
+  int decode = 16, threads = 1;
+  int64_t big = 1048576;
+  ragd::bench::BenchArgs args("bench_seqparallel");
+  args.opt("preset", &preset_name).list("tokens", &token_counts).list("workers", &workers).list("partitions", &partitions);
+  args.opt("decode", &decode).opt("threads-per-worker", &threads).opt("predict", &big);
+  args.list("predict-workers", &predict_workers).opt("kv-dtype", &kv_dtype).list("chunks", &chunks);
+  if (!args.parse(argc, argv)) return 2;
+  const engine::ModelConfig cfg = preset(preset_name);
+  if (auto d = kernels::parse_kv_dtype(kv_dtype); d.ok()) {
     g_kv_dtype = *d;
   } else {
     std::fprintf(stderr, "--kv-dtype: %s\n", d.status().to_string().c_str());
     return 2;
   }
-  const int decode = std::atoi(kv["decode"].c_str());
-  const int threads = std::atoi(kv["threads-per-worker"].c_str());
   std::vector<PartitionKind> kinds;
-  for (std::stringstream ss(kv["partitions"]); ;) {
-    std::string x;
-    if (!std::getline(ss, x, ',')) break;
+  for (const std::string& x : partitions) {
     auto k = parse_partition(x);
     if (!k.ok()) {
       std::fprintf(stderr, "%s\n", k.status().to_string().c_str());
@@ -193,20 +179,19 @@ int main(int argc, char** argv) {
   }
   std::printf("# bench_seqparallel preset=%s layers=%d hidden=%d heads=%d/%d head_dim=%d, %s KV, %d thread(s) per "
               "worker, %u hardware threads\n# rates: %s\n",
-              kv["preset"].c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
-              cfg.num_key_value_heads, cfg.head_dim, kv["kv-dtype"].c_str(), threads, std::thread::hardware_concurrency(),
+              preset_name.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+              cfg.num_key_value_heads, cfg.head_dim, kv_dtype.c_str(), threads, std::thread::hardware_concurrency(),
               rates.describe().c_str());
   std::printf("| tokens | workers | partition | prefill s | predicted s | per-worker compute s (min-max) | blocked on ring s "
               "(max) | speedup | compute efficiency | decode ms/token | predicted ms | chunk | ring MB |\n");
   std::printf("|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  const std::vector<int64_t> chunks = list(kv["chunks"]);
-  for (int64_t n : list(kv["tokens"])) {
+  for (int64_t n : token_counts) {
     std::mt19937 g(1);
     std::vector<int32_t> prompt(n);
     for (auto& t : prompt) t = static_cast<int32_t>(g() % cfg.vocab_size);
     double base_s = 0.0, base_compute = 0.0;
     int32_t base_token = -1;
-    for (int64_t w : list(kv["workers"])) {
+    for (int64_t w : workers) {
       for (PartitionKind kind : kinds) {
         for (int64_t chunk : chunks) {
           if (w == 1 && (kind != kinds.front() || chunk != chunks.front())) continue;
@@ -234,12 +219,11 @@ int main(int argc, char** argv) {
       }
     }
   }
-  const int64_t big = std::atoll(kv["predict"].c_str());
   std::printf("\nPredicted for %lld tokens (%s KV):\n\n| workers | prefill s | compute s | exposed ring s | compute "
               "efficiency | decode ms/token | KV GiB per worker |\n|---:|---:|---:|---:|---:|---:|---:|\n",
-              static_cast<long long>(big), kv["kv-dtype"].c_str());
+              static_cast<long long>(big), kv_dtype.c_str());
   double c1 = 0;
-  for (int64_t w : list(kv["predict-workers"])) {
+  for (int64_t w : predict_workers) {
     const Prediction p = predict(cfg, rates, big, static_cast<int>(w), kv_token);
     if (w == 1) c1 = p.prefill_compute_s;
     std::printf("| %lld | %.1f | %.1f | %.2f | %s | %.2f | %.2f |\n", static_cast<long long>(w), p.prefill_s,

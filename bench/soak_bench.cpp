@@ -30,6 +30,8 @@
 
 #include "ragd/daemon/client.h"
 
+#include "bench_args.h"
+
 using namespace ragd;
 using namespace ragd::daemon;
 using Clock = std::chrono::steady_clock;
@@ -218,37 +220,18 @@ double sum_metric(const std::string& text, const std::string& name) {
 
 int main(int argc, char** argv) {
   Opts o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--url") {
-      auto u = parse_url(v);
-      if (!u.ok()) {
-        std::fprintf(stderr, "bench_soak: --url: %s\n", u.status().to_string().c_str());
-        return 2;
-      }
-      o.host = u->host;
-      o.port = u->port;
-    } else if (k == "--clients") {
-      o.clients = std::atoi(v.c_str());
-    } else if (k == "--seconds") {
-      o.seconds = std::atof(v.c_str());
-    } else if (k == "--max-tokens") {
-      o.max_tokens = std::atoi(v.c_str());
-    } else if (k == "--pid") {
-      o.pid = std::atol(v.c_str());
-    } else if (k == "--max-rss-growth") {
-      o.max_rss_growth = std::atof(v.c_str());
-    } else if (k == "--settle-ms") {
-      o.settle_ms = std::atoi(v.c_str());
-    } else if (k == "--health-ms") {
-      o.health_ms = std::atoi(v.c_str());
-    } else if (k == "--seed") {
-      o.seed = static_cast<uint32_t>(std::atol(v.c_str()));
-    } else {
-      std::fprintf(stderr, "bench_soak: unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
+  ragd::bench::BenchArgs args("bench_soak");
+  args.custom("url", "http://HOST:PORT", [&o](const std::string& v) {
+    auto u = parse_url(v);
+    if (!u.ok()) return u.status().to_string();
+    o.host = u->host;
+    o.port = u->port;
+    return std::string();
+  });
+  args.opt("clients", &o.clients).opt("seconds", &o.seconds).opt("max-tokens", &o.max_tokens).opt("pid", &o.pid);
+  args.opt("max-rss-growth", &o.max_rss_growth).opt("settle-ms", &o.settle_ms).opt("health-ms", &o.health_ms);
+  args.opt("seed", &o.seed);
+  if (!args.parse(argc, argv)) return 2;
   if (o.port == 0 || o.clients <= 0 || o.seconds <= 0 || o.max_tokens <= 0) {
     std::fprintf(stderr, "usage: bench_soak --url http://127.0.0.1:PORT [--clients N] [--seconds S] [--pid PID] ...\n");
     return 2;

@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +27,7 @@
 #include <simdjson.h>
 
 #include "ragd/pipelines/runtime.h"
+#include "bench_args.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -47,25 +47,11 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
-    if (f == "--mode") a.mode = v;
-    else if (f == "--model") a.model = v;
-    else if (f == "--source-dir") a.source_dir = v;
-    else if (f == "--questions") a.questions = std::stoi(v);
-    else if (f == "--k") a.k = std::stoi(v);
-    else if (f == "--max-tokens") a.max_tokens = std::stoi(v);
-    else if (f == "--threads") a.threads = std::stoi(v);
-    else if (f == "--reps") a.reps = std::stoi(v);
-    else if (f == "--batches") {
-      a.batches.clear();
-      std::stringstream ss(v);
-      for (std::string x; std::getline(ss, x, ',');) a.batches.push_back(std::stoi(x));
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
-      std::exit(2);
-    }
-  }
+  ragd::bench::BenchArgs args("bench_speculative");
+  args.opt("mode", &a.mode).opt("model", &a.model).opt("source-dir", &a.source_dir).opt("questions", &a.questions);
+  args.opt("k", &a.k).opt("max-tokens", &a.max_tokens).opt("threads", &a.threads).opt("reps", &a.reps);
+  args.list("batches", &a.batches);
+  if (!args.parse(argc, argv)) std::exit(2);
   if (a.model.empty()) {
     std::fprintf(stderr, "--model DIR is required\n");
     std::exit(2);

@@ -38,6 +38,7 @@
 
 #include <sys/socket.h>
 
+#include "bench_args.h"
 #include "bench_daemon.h"
 
 using namespace ragd;
@@ -335,50 +336,19 @@ std::string phase_json(const PhaseResult& r, bool with_b) {
   return j.str();
 }
 
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string tok;
-  while (std::getline(in, tok, ',')) out.push_back(std::atoi(tok.c_str()));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Opts o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--keep") {
-      o.keep = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "bench_tenant_flood: %s needs a value\n", k.c_str());
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (k == "--streams") o.streams = parse_list(v);
-    else if (k == "--seconds") o.seconds = std::atof(v.c_str());
-    else if (k == "--warmup") o.warmup = std::atof(v.c_str());
-    else if (k == "--tail") o.tail = std::atof(v.c_str());
-    else if (k == "--max-tokens") o.max_tokens = std::atoi(v.c_str());
-    else if (k == "--config") o.config.push_back(v);
-    else if (k == "--b-interval") o.b_interval = std::atof(v.c_str());
-    else if (k == "--b-max-tokens") o.b_max_tokens = std::atoi(v.c_str());
-    else if (k == "--b-mode") o.b_closed = v == "closed";
-    else if (k == "--pipeline") o.pipeline = v;
-    else if (k == "--model") o.model = v;
-    else if (k == "--corpus") o.corpus = v;
-    else if (k == "--questions") o.questions = v;
-    else if (k == "--bin") o.bin = v;
-    else if (k == "--work") o.work = v;
-    else if (k == "--json") o.json = v;
-    else {
-      std::fprintf(stderr, "bench_tenant_flood: unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
+  std::string b_mode = o.b_closed ? "closed" : "open";
+  BenchArgs cli("bench_tenant_flood");
+  cli.flag("keep", &o.keep).list("streams", &o.streams).opt("seconds", &o.seconds).opt("warmup", &o.warmup);
+  cli.opt("tail", &o.tail).opt("max-tokens", &o.max_tokens).each("config", &o.config).opt("b-interval", &o.b_interval);
+  cli.opt("b-max-tokens", &o.b_max_tokens).opt("b-mode", &b_mode).opt("pipeline", &o.pipeline).opt("model", &o.model);
+  cli.opt("corpus", &o.corpus).opt("questions", &o.questions).opt("bin", &o.bin).opt("work", &o.work);
+  cli.opt("json", &o.json);
+  if (!cli.parse(argc, argv)) return 2;
+  o.b_closed = b_mode == "closed";
   if (o.streams.empty() || o.seconds <= 0 || o.max_tokens <= 0 || o.b_interval <= 0 || o.b_max_tokens <= 0) {
     std::fprintf(stderr, "bench_tenant_flood: bad options\n");
     return 2;
