@@ -22,11 +22,7 @@ namespace ragd::engine {
 namespace {
 
 using kernels::KvDtype;
-using testing::err;
-using testing::kSelfTol;
-using testing::random_tokens;
-using testing::Reference;
-using testing::Variant;
+using namespace testing;  // model_fixture.h / tiny_model.h: Fixture, Reference, random_tokens, err, tolerances
 
 KvLayout layout(KvDtype dt, int bs = 5) {
   KvLayout l;

@@ -36,6 +36,15 @@ inline double err(std::span<const float> a, std::span<const float> b) {
   return err(a, std::vector<double>(b.begin(), b.end()));
 }
 
+// Runs one step of a single sequence on `m`.
+inline StepOutput one_step(Model& m, BlockTable& t, std::span<const int32_t> toks, SeqStep::Logits mode) {
+  SeqStep s{&t, toks, mode};
+  StepOutput out;
+  const Status st = m.forward({&s, 1}, &out);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return out;
+}
+
 struct Fixture {
   ModelConfig cfg;
   TinyWeights w;
@@ -55,13 +64,8 @@ struct Fixture {
     if (r.ok()) model = std::move(r).value();
   }
 
-  // Runs one step of a single sequence.
   StepOutput step(BlockTable& t, std::span<const int32_t> toks, SeqStep::Logits mode) {
-    SeqStep s{&t, toks, mode};
-    StepOutput out;
-    Status st = model->forward({&s, 1}, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return out;
+    return one_step(*model, t, toks, mode);
   }
 };
 

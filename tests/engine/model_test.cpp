@@ -19,16 +19,7 @@
 namespace ragd::engine {
 namespace {
 
-using testing::err;
-using testing::Fixture;
-using testing::kRefTol;
-using testing::kSelfTol;
-using testing::random_tokens;
-using testing::Reference;
-using testing::tiny_config;
-using testing::tiny_weights;
-using testing::TinyWeights;
-using testing::Variant;
+using namespace testing;  // model_fixture.h / tiny_model.h: Fixture, Reference, random_tokens, err, tolerances
 
 class ModelVsReference : public ::testing::TestWithParam<Variant> {};
 

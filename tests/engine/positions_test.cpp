@@ -28,13 +28,7 @@
 namespace ragd::engine {
 namespace {
 
-using testing::err;
-using testing::Fixture;
-using testing::kRefTol;
-using testing::kSelfTol;
-using testing::random_tokens;
-using testing::Reference;
-using testing::Variant;
+using namespace testing;  // model_fixture.h / tiny_model.h: Fixture, Reference, random_tokens, err, tolerances
 
 constexpr double kKvTol = 1e-5;  // K/V of the same token computed in differently shaped steps
 

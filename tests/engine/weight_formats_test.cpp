@@ -16,14 +16,7 @@
 namespace ragd::engine {
 namespace {
 
-using testing::err;
-using testing::Fixture;
-using testing::kRefTol;
-using testing::kSelfTol;
-using testing::random_tokens;
-using testing::Reference;
-using testing::TinyWeights;
-using testing::Variant;
+using namespace testing;  // model_fixture.h / tiny_model.h: Fixture, Reference, random_tokens, err, tolerances
 
 // The reference's weights with every 2-D matrix rounded as the engine stores it.
 TinyWeights rounded(const Fixture& f, WeightFormat fmt) {

@@ -44,11 +44,7 @@ class BlendFixture : public ::testing::Test {
       for (engine::BlockTable* t : {&dense_, &blend_}) t->release(model_->kv_pool());
   }
   std::vector<float> step(engine::BlockTable& t, std::span<const int32_t> toks, engine::SeqStep::Logits mode) {
-    engine::SeqStep s{&t, toks, mode};
-    engine::StepOutput out;
-    Status st = model_->forward({&s, 1}, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return out.logits;
+    return engine::testing::one_step(*model_, t, toks, mode).logits;
   }
   std::span<const int32_t> span(int b, int n) const { return std::span<const int32_t>(tokens_).subspan(b, n); }
   // Head prefill into the blended table, chunk KV computed after the head, placed in order;

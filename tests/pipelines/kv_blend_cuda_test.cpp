@@ -67,11 +67,7 @@ class KvBlendCuda : public ::testing::Test {
   }
 
   std::vector<float> step(engine::Model& m, BlockTable& t, std::span<const int32_t> toks) {
-    SeqStep s{&t, toks, SeqStep::Logits::kLast};
-    engine::StepOutput out;
-    const Status st = m.forward({&s, 1}, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return out.logits;
+    return engine::testing::one_step(m, t, toks, SeqStep::Logits::kLast).logits;
   }
   std::span<const int32_t> span(int b, int n) const { return std::span<const int32_t>(tokens_).subspan(b, n); }
 
