@@ -30,14 +30,17 @@
 
 #include "ragd/engine/tokenizer.h"
 #include "ragd/pipelines/runtime.h"
-#include "ragd/pipelines/synthetic_words.h"
 #include "ragd/retrieval/corpus.h"
+#include "../tools/ragctl/synthetic_words.h"
 #include "bench_args.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
 using namespace ragd::pipelines;
+using ragd::tools::kSyntheticAskWords;
+using ragd::tools::kSyntheticFillerWords;
+using ragd::tools::synthetic_topic_word;
 
 namespace {
 

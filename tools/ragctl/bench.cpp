@@ -36,7 +36,7 @@
 
 #include "bench_report.h"
 #include "command.h"
-#include "ragd/pipelines/synthetic_words.h"
+#include "synthetic_words.h"
 
 #if __has_include("ragd/daemon/client.h")
 #include <simdjson.h>
@@ -49,9 +49,6 @@ namespace ragd::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using pipelines::kSyntheticAskWords;
-using pipelines::kSyntheticFillerWords;
-using pipelines::synthetic_topic_word;
 
 struct Args {
   std::string url = "http://127.0.0.1:8080";

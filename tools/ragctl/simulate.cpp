@@ -46,12 +46,12 @@
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
 #include "ragd/kernels/kv_dtype.h"
-#include "ragd/pipelines/synthetic_words.h"
 #include "ragd/sim/cost_model.h"
 #include "ragd/sim/simulator.h"
 #include "ragd/sim/sweep.h"
 #include "ragd/sim/workload.h"
 #include "simulate_report.h"
+#include "synthetic_words.h"
 
 namespace ragd::tools {
 namespace {
@@ -171,12 +171,12 @@ Result<std::vector<sim::SimRequest>> trace_requests(const std::string& path, uin
 // it) between two question words that occur in no document, with the request's answer length.
 Status emit_bench_workload(const std::vector<sim::SimRequest>& reqs, const std::string& path) {
   std::ofstream f(path, std::ios::binary);
-  constexpr size_t kAsk = std::size(pipelines::kSyntheticAskWords);
+  constexpr size_t kAsk = std::size(kSyntheticAskWords);
   for (const sim::SimRequest& r : reqs) {
     if (r.topic < 0) return Status::InvalidArgument("--emit-workload needs a topic workload (docs and topic_docs > 0)");
-    f << "{\"query\": \"" << pipelines::kSyntheticAskWords[r.id % kAsk] << " "
-      << pipelines::synthetic_topic_word(static_cast<uint32_t>(r.topic)) << " "
-      << pipelines::kSyntheticAskWords[(r.id / kAsk + 5) % kAsk] << "?\", \"max_tokens\": " << r.answer_tokens << "}\n";
+    f << "{\"query\": \"" << kSyntheticAskWords[r.id % kAsk] << " "
+      << synthetic_topic_word(static_cast<uint32_t>(r.topic)) << " "
+      << kSyntheticAskWords[(r.id / kAsk + 5) % kAsk] << "?\", \"max_tokens\": " << r.answer_tokens << "}\n";
   }
   if (!f) return Status::IOError(path + ": cannot write");
   return Status::OK();

@@ -1,4 +1,5 @@
-// Vocabulary of the synthetic RAG workloads (bench_e2e, `ragctl bench --workload synthetic`):
+// Vocabulary of the synthetic RAG workloads (`ragctl bench --workload synthetic`, `ragctl simulate`'s
+// request files, bench_e2e and bench_iterative):
 // made-up topic words that occur only in their topic's documents, filler words shared by all
 // documents, and question words that occur in no document, so that the retrieved set of a query
 // depends on its topic word only. Thread-safety: pure functions and constants.
@@ -7,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ragd::pipelines {
+namespace ragd::tools {
 
 // A pronounceable word unique to `topic` ("to" + base-12 syllables).
 inline std::string synthetic_topic_word(uint32_t topic) {
@@ -29,4 +30,4 @@ inline constexpr const char* kSyntheticFillerWords[] = {
     "letter", "story",  "window",  "mountain", "signal", "paper", "engine", "forest",
     "music",  "harbor", "silver",  "orbit", "language", "bridge", "morning", "castle"};
 
-}  // namespace ragd::pipelines
+}  // namespace ragd::tools
