@@ -283,32 +283,25 @@ std::string completion_json(const std::vector<const OaiState*>& choices) {
   for (const OaiState* c : choices) {
     w.begin_object().key("index").value(c->index);
     std::string finish = c->finish;
-    if (c->chat && c->tools) {
-      // An answer with tools: its calls, and the text before them (null when none).
-      engine::ToolOutput o = engine::parse_tool_calls(c->tools->format, c->output);
-      w.key("message").begin_object().key("role").value("assistant").key("content");
-      if (o.calls.empty()) w.value(o.content);
-      else if (o.content.empty()) w.null();
-      else w.value(o.content);
-      if (!o.calls.empty()) {
-        w.key("tool_calls");
-        write_tool_calls(w, o.calls, c->tools->id_prefix);
-      }
-      w.end_object();
-      finish = tool_finish_reason(*c->tools, o.calls.size(), finish);
-      if (c->want_logprobs) {
-        w.key("logprobs").begin_object().key("content").begin_array();
-        for (const auto& t : c->tokens) write_token_logprob(w, t);
-        w.end_array().end_object();
-      } else {
-        w.key("logprobs").null();
-      }
-    } else if (c->chat) {
+    if (c->chat) {
       w.key("message").begin_object().key("role").value("assistant");
-      w.key("content").value(c->footer ? c->output + sources_footer(c->sources, c->numbered) : c->output);
-      if (c->annotate) {
-        w.key("annotations");
-        write_url_citations(w, c->output, c->contexts);
+      if (c->tools) {
+        // An answer with tools: its calls, and the text before them (null when none).
+        engine::ToolOutput o = engine::parse_tool_calls(c->tools->format, c->output);
+        w.key("content");
+        if (!o.calls.empty() && o.content.empty()) w.null();
+        else w.value(o.content);
+        if (!o.calls.empty()) {
+          w.key("tool_calls");
+          write_tool_calls(w, o.calls, c->tools->id_prefix);
+        }
+        finish = tool_finish_reason(*c->tools, o.calls.size(), finish);
+      } else {
+        w.key("content").value(c->footer ? c->output + sources_footer(c->sources, c->numbered) : c->output);
+        if (c->annotate) {
+          w.key("annotations");
+          write_url_citations(w, c->output, c->contexts);
+        }
       }
       w.end_object();
       if (c->want_logprobs) {

@@ -25,6 +25,7 @@ ApiError parse_tools(const Fields& f, pipelines::RunRequest* run) {
     simdjson::dom::array arr;
     if (tools->get_array().get(arr)) return bad_request("tools", "field 'tools' must be an array of {type: \"function\", function: {...}}");
     if (arr.size() > kMaxTools) return bad_request("tools", "field 'tools' has more than " + std::to_string(kMaxTools) + " tools");
+    if (arr.size() == 0) return bad_request("tools", "field 'tools' must not be empty (leave it out for no tools)");  // as OpenAI
     size_t i = 0;
     for (auto t : arr) {
       const std::string where = "tools[" + std::to_string(i++) + "]";

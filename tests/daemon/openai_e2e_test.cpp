@@ -380,7 +380,9 @@ TEST_F(OpenAiE2eTest, RequestFieldsAreImplementedIgnoredOrRefused) {
   const std::string msgs = R"("messages":[{"role":"user","content":"hi"}],"max_tokens":2)";
   expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"logit_bias":{"5":10}})"), 400, "invalid_request",
                "'logit_bias' is not implemented");
-  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"tools":[]})"), 400, "invalid_request", "'tools'");
+  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"tools":[]})"), 400, "invalid_request", "'tools' must not be empty");
+  expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"functions":[{"name":"f"}]})"), 400, "invalid_request",
+               "'functions' is not implemented");
   expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"temprature":0.5})"), 400, "invalid_request",
                "unknown field 'temprature'");
   expect_error(call("POST", "/v1/chat/completions", "{" + msgs + R"(,"prompt":"x"})"), 400, "invalid_request", "'prompt'");

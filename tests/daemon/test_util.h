@@ -23,9 +23,20 @@ struct Json {
   explicit Json(const std::string& text) {
     ok = !parser->parse(text.data(), text.size(), true).get(root);
   }
+  // The element at ptr; a failure and JSON null (a parsed "null", so callers never read an empty
+  // element) when it is not there.
   simdjson::dom::element at(const std::string& ptr) const {
     simdjson::dom::element e;
-    if (root.at_pointer(ptr).get(e)) ADD_FAILURE() << "JSON pointer " << ptr << " not found";
+    if (root.at_pointer(ptr).get(e)) {
+      ADD_FAILURE() << "JSON pointer " << ptr << " not found";
+      static thread_local simdjson::dom::parser p;
+      static thread_local simdjson::dom::element null_element = [] {
+        simdjson::dom::element n;
+        (void)p.parse("null", 4).get(n);
+        return n;
+      }();
+      return null_element;
+    }
     return e;
   }
   bool has(const std::string& ptr) const {

@@ -194,6 +194,16 @@ class ExecutorTest : public ::testing::Test {
     return o;
   }
 
+  // A runtime over the corpus (ingested) whose pipelines are one spec, `file` with `toml`, in the
+  // directory `pipelines` (created).
+  Runtime open_with_pipeline(const std::string& data, const std::string& pipelines, const std::string& file,
+                             const std::string& toml) {
+    write_file(fs::path(pipelines) / file, toml);
+    RuntimeOptions o = options(data);
+    o.pipelines_dir = pipelines;
+    return open(o, true);
+  }
+
   Runtime open(const RuntimeOptions& o, bool ingest) {
     auto rt = open_runtime(o);
     EXPECT_TRUE(rt.ok()) << rt.status().to_string();

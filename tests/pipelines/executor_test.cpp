@@ -899,12 +899,9 @@ namespace {
 TEST_F(ExecutorTest, RerankerHeadsAreCachedPerTenantAndCacheSalt) {
   const std::string data = tmpdir("rerank-salt");
   const std::string pipes = tmpdir("rerank-salt-pipelines");
-  write_file(fs::path(pipes) / "rr.toml",
-             "[pipeline]\nname = \"rr\"\n[retriever]\ntop_k = 3\nrerank = 1\n[reuse]\nmode = \"none\"\n"
-             "[generation]\nmax_tokens = 3\n");
-  RuntimeOptions o = options(data);
-  o.pipelines_dir = pipes;
-  Runtime rt = open(o, true);
+  Runtime rt = open_with_pipeline(data, pipes, "rr.toml",
+                                  "[pipeline]\nname = \"rr\"\n[retriever]\ntop_k = 3\nrerank = 1\n[reuse]\nmode = \"none\"\n"
+                                  "[generation]\nmax_tokens = 3\n");
   auto with = [](std::string tenant, std::string salt) {
     return [tenant, salt](RunRequest& r) {
       r.kv_scope = tenant;

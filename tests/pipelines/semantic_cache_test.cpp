@@ -79,12 +79,9 @@ class SemanticCacheTest : public ExecutorTest {};
 TEST_F(SemanticCacheTest, HitsMissesIsolationAndInvalidation) {
   const std::string data = tmpdir("semantic");
   const std::string pdir = tmpdir("semantic-pipelines");
-  write_file(fs::path(pdir) / "sem.toml",
-             "[pipeline]\nname = \"sem\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"none\"\n[generation]\nmax_tokens = 9\n"
-             "[semantic_cache]\nthreshold = 0.9\n");
-  RuntimeOptions o = options(data);
-  o.pipelines_dir = pdir;
-  Runtime rt = open(o, true);
+  Runtime rt = open_with_pipeline(data, pdir, "sem.toml",
+                                  "[pipeline]\nname = \"sem\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"none\"\n"
+                                  "[generation]\nmax_tokens = 9\n[semantic_cache]\nthreshold = 0.9\n");
   Executor& ex = *rt.executor;
   auto ask = [&](const std::string& q, const std::function<void(RunRequest&)>& tweak = {}) {
     return run(ex, "sem", q, 9, [&](RunRequest& r) {
