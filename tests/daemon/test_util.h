@@ -32,7 +32,7 @@ struct Json {
       static thread_local simdjson::dom::parser p;
       static thread_local simdjson::dom::element null_element = [] {
         simdjson::dom::element n;
-        (void)p.parse("null", 4).get(n);
+        if (p.parse("null", 4).get(n)) n = {};
         return n;
       }();
       return null_element;

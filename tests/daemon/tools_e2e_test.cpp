@@ -115,7 +115,7 @@ TEST_F(ToolsE2eTest, AutoStreamingAndFollowUps) {
     if (calls_of(j).empty()) EXPECT_TRUE(j.at("/choices/0/message/content").is_string()) << r.body;
   }
   // Streaming: the deltas put together are the non-streamed answer of the same seed.
-  for (const std::string choice : {R"("required")", R"({"type":"function","function":{"name":"get_weather"}})"}) {
+  for (const std::string& choice : {std::string(R"("required")"), std::string(R"({"type":"function","function":{"name":"get_weather"}})")}) {
     auto whole = call("POST", "/v1/chat/completions", body(R"(,"tool_choice":)" + choice, 5));
     ASSERT_EQ(whole.status, 200) << whole.body;
     const auto expected = calls_of(Json(whole.body));
