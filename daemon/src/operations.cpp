@@ -6,31 +6,6 @@
 namespace ragd::daemon {
 
 namespace {
-// Walks the executor's stats JSON; calls fn(path, value) for every numeric leaf.
-void walk_numbers(simdjson::dom::element e, const std::string& path,
-                  const std::function<void(const std::string&, double)>& fn) {
-  switch (e.type()) {
-    case simdjson::dom::element_type::OBJECT: {
-      simdjson::dom::object o;
-      if (e.get_object().get(o)) break;
-      for (auto [k, v] : o) walk_numbers(v, path.empty() ? std::string(k) : path + "." + std::string(k), fn);
-      break;
-    }
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-    case simdjson::dom::element_type::DOUBLE: {
-      double d = 0;
-      if (!e.get_double().get(d)) fn(path, d);
-      break;
-    }
-    case simdjson::dom::element_type::BOOL: {
-      bool b = false;
-      if (!e.get_bool().get(b)) fn(path, b ? 1 : 0);
-      break;
-    }
-    default: break;
-  }
-}
 
 // Runs as the scheduler counts them: running = in its running batch; waiting = every other run
 // the executor holds (in retrieval / prompt building, loading KV from DRAM / SSD, waiting for
@@ -55,12 +30,8 @@ std::string ApiImpl::render_metrics(bool full) {
     const RunCounts rc = run_counts(st);
     metrics_.running->set({}, rc.running);
     metrics_.waiting->set({}, rc.waiting);
-    const std::string js = st.to_json();
-    thread_local simdjson::dom::parser parser;
-    simdjson::dom::element doc;
     metrics_.executor_stat->clear();
-    if (!parser.parse(js.data(), js.size(), true).get(doc))
-      walk_numbers(doc, "", [&](const std::string& path, double v) { metrics_.executor_stat->set({path}, v); });
+    st.for_each_number([&](const std::string& path, double v) { metrics_.executor_stat->set({path}, v); });
     static constexpr const char* kTiers[] = {"hbm", "dram", "ssd"};  // index = kvstore::Tier
     for (size_t t = 0; t < st.tiers.size(); ++t) {
       metrics_.kv_bytes->set({kTiers[t]}, static_cast<double>(st.tiers[t].used_bytes));
@@ -123,7 +94,6 @@ std::string ApiImpl::cache_stats_json(const ReqCtx& ctx) {
     return w.take();
   }
   const pipelines::ExecutorStats st = ex ? ex->stats() : pipelines::ExecutorStats{};
-  const std::string js = ex ? st.to_json() : "";
   const RunCounts rc = ex ? run_counts(st) : RunCounts{};
   w.key("requests").begin_object().key("running").value(rc.running).key("waiting").value(rc.waiting);
   {
@@ -131,10 +101,8 @@ std::string ApiImpl::cache_stats_json(const ReqCtx& ctx) {
     w.key("in_flight").value(static_cast<int64_t>(runs_.size()));
   }
   w.end_object();
-  // The executor's stats, verbatim when it is valid JSON.
-  thread_local simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (!js.empty() && !parser.parse(js.data(), js.size(), true).get(doc)) w.key("executor").raw(js);
+  // The executor's stats (JsonWriter output: valid JSON); null before the runtime is up.
+  if (ex) w.key("executor").raw(st.to_json());
   else w.key("executor").null();
   w.end_object();
   return w.take();

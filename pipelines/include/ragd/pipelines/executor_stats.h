@@ -1,12 +1,17 @@
 // ExecutorStats: a typed snapshot of the executor (scheduler, engine pool, the KV cache's tiers,
-// reuse) for /v1/cache/stats and /metrics; to_json() is its JSON form. Header-only so that the
-// daemon's HTTP layer can use it without linking the pipelines library.
+// reuse) for /v1/cache/stats and /metrics; to_json() is its JSON form, for_each_number() its
+// numbers by JSON path. Header-only so that the daemon's HTTP layer can use it without linking the
+// pipelines library.
 // Thread-safety: a value type.
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "ragd/common/json_writer.h"
 
@@ -82,72 +87,193 @@ struct ExecutorStats {
            semantic_entries = 0;
 
   std::string to_json() const;
+
+  // Calls fn(path, value) for every number and bool of the JSON form, by its dotted path
+  // ("scheduler.steps", "tiers.hbm.hits", "constraints.compile_ms"): bools as 1 / 0, doubles as the
+  // JSON form carries them (7 significant digits; non-finite ones, written as null, are left out),
+  // so that /metrics (ragd_executor_stat) and /v1/cache/stats show the same values.
+  template <class Fn>
+  void for_each_number(Fn&& fn) const;
+
+  // Every field in the JSON form's order and nesting: v.begin(key) / v.end() around an object,
+  // v.field(key, value) with a std::string, bool, int64_t, uint64_t or double. to_json() and
+  // for_each_number() are the two visitors, so the names exist once.
+  template <class V>
+  void visit(V& v) const;
 };
 
-inline std::string ExecutorStats::to_json() const {
+template <class V>
+void ExecutorStats::visit(V& v) const {
   static constexpr const char* kTierNames[] = {"hbm", "dram", "ssd"};
-  JsonWriter w;
-  w.begin_object();
-  w.key("model").value(model);
-  w.key("scheduler").begin_object();
-  w.key("policy").value(policy).key("steps").value(int64_t{steps}).key("waiting").value(waiting);
-  w.key("running").value(running).key("swapped").value(swapped).key("loading").value(loading).key("queued").value(queued);
-  w.key("admitted").value(int64_t{admitted}).key("finished").value(int64_t{finished});
-  w.key("cancelled").value(int64_t{cancelled}).key("swaps_out").value(int64_t{swaps_out});
-  w.key("swaps_in").value(int64_t{swaps_in}).key("drops").value(int64_t{drops});
-  w.key("share_preemptions").value(int64_t{share_preemptions});
-  w.key("tokens_prefill").value(int64_t{tokens_prefill}).key("tokens_decode").value(int64_t{tokens_decode});
-  w.key("length_predictor").begin_object().key("samples").value(int64_t{length_samples}).key("mae").value(length_mae);
-  w.key("within_2x").value(length_within_2x).end_object();
-  w.end_object();
-  w.key("kv_pool").begin_object().key("blocks").value(pool_blocks).key("free_blocks").value(pool_free_blocks);
-  w.key("used_blocks").value(pool_blocks - pool_free_blocks).key("block_size").value(pool_block_size).key("bytes").value(pool_bytes).key("swap_bytes").value(swap_bytes);
-  w.key("kv_dtype").value(pool_kv_dtype);
-  w.end_object();
-  w.key("cache").begin_object().key("eviction").value(eviction).key("nodes").value(cache_nodes);
-  w.key("pinned").value(cache_pinned).key("lookups").value(cache_lookups).key("lookup_misses").value(cache_lookup_misses);
-  w.key("load_failures").value(load_failures).key("checksum_failures").value(checksum_failures);
-  w.key("restored_segments").value(restored_segments).key("ssd_error").value(ssd_error);
-  w.key("copies").value(copies).key("copies_skipped").value(copies_skipped);
-  w.key("kv_events").begin_object().key("batches").value(kv_events_batches).key("events").value(kv_events_events);
-  w.key("dropped").value(kv_events_dropped).key("replays").value(kv_events_replays);
-  w.key("auth_denied").value(kv_events_auth_denied).end_object();
-  w.end_object();
-  w.key("remote").begin_object().key("enabled").value(remote.enabled).key("breaker_open").value(remote.breaker_open);
-  w.key("hits").value(remote.hits).key("misses").value(remote.misses).key("hit_bytes").value(remote.hit_bytes);
-  w.key("loaded_tokens").value(remote.loaded_tokens).key("puts").value(remote.puts).key("put_bytes").value(remote.put_bytes);
-  w.key("puts_dropped").value(remote.puts_dropped).key("errors").value(remote.errors).key("skipped").value(remote.skipped);
-  w.key("checksum_failures").value(remote.checksum_failures).key("mac_failures").value(remote.mac_failures);
-  w.key("format_rejects").value(remote.format_rejects);
-  w.key("partial_misses").value(remote.partial_misses).key("breaker_trips").value(remote.breaker_trips);
-  w.key("last_error").value(remote.last_error).end_object();
-  w.key("tiers").begin_object();
+  v.field("model", model);
+  v.begin("scheduler");
+  v.field("policy", policy);
+  v.field("steps", int64_t{steps});
+  v.field("waiting", int64_t{waiting});
+  v.field("running", int64_t{running});
+  v.field("swapped", int64_t{swapped});
+  v.field("loading", int64_t{loading});
+  v.field("queued", int64_t{queued});
+  v.field("admitted", int64_t{admitted});
+  v.field("finished", int64_t{finished});
+  v.field("cancelled", int64_t{cancelled});
+  v.field("swaps_out", int64_t{swaps_out});
+  v.field("swaps_in", int64_t{swaps_in});
+  v.field("drops", int64_t{drops});
+  v.field("share_preemptions", int64_t{share_preemptions});
+  v.field("tokens_prefill", int64_t{tokens_prefill});
+  v.field("tokens_decode", int64_t{tokens_decode});
+  v.begin("length_predictor");
+  v.field("samples", int64_t{length_samples});
+  v.field("mae", length_mae);
+  v.field("within_2x", length_within_2x);
+  v.end();
+  v.end();
+  v.begin("kv_pool");
+  v.field("blocks", pool_blocks);
+  v.field("free_blocks", pool_free_blocks);
+  v.field("used_blocks", pool_blocks - pool_free_blocks);
+  v.field("block_size", pool_block_size);
+  v.field("bytes", pool_bytes);
+  v.field("swap_bytes", swap_bytes);
+  v.field("kv_dtype", pool_kv_dtype);
+  v.end();
+  v.begin("cache");
+  v.field("eviction", eviction);
+  v.field("nodes", cache_nodes);
+  v.field("pinned", cache_pinned);
+  v.field("lookups", cache_lookups);
+  v.field("lookup_misses", cache_lookup_misses);
+  v.field("load_failures", load_failures);
+  v.field("checksum_failures", checksum_failures);
+  v.field("restored_segments", restored_segments);
+  v.field("ssd_error", ssd_error);
+  v.field("copies", copies);
+  v.field("copies_skipped", copies_skipped);
+  v.begin("kv_events");
+  v.field("batches", kv_events_batches);
+  v.field("events", kv_events_events);
+  v.field("dropped", kv_events_dropped);
+  v.field("replays", kv_events_replays);
+  v.field("auth_denied", kv_events_auth_denied);
+  v.end();
+  v.end();
+  v.begin("remote");
+  v.field("enabled", remote.enabled);
+  v.field("breaker_open", remote.breaker_open);
+  v.field("hits", remote.hits);
+  v.field("misses", remote.misses);
+  v.field("hit_bytes", remote.hit_bytes);
+  v.field("loaded_tokens", remote.loaded_tokens);
+  v.field("puts", remote.puts);
+  v.field("put_bytes", remote.put_bytes);
+  v.field("puts_dropped", remote.puts_dropped);
+  v.field("errors", remote.errors);
+  v.field("skipped", remote.skipped);
+  v.field("checksum_failures", remote.checksum_failures);
+  v.field("mac_failures", remote.mac_failures);
+  v.field("format_rejects", remote.format_rejects);
+  v.field("partial_misses", remote.partial_misses);
+  v.field("breaker_trips", remote.breaker_trips);
+  v.field("last_error", remote.last_error);
+  v.end();
+  v.begin("tiers");
   for (size_t t = 0; t < tiers.size(); ++t) {
     const TierUsage& u = tiers[t];
-    w.key(kTierNames[t]).begin_object().key("enabled").value(u.enabled).key("capacity_bytes").value(u.capacity_bytes);
-    w.key("used_bytes").value(u.used_bytes).key("entries").value(u.entries).key("hits").value(u.hits);
-    w.key("hit_tokens").value(u.hit_tokens).key("evictions").value(u.evictions).key("loads").value(u.loads);
-    w.end_object();
+    v.begin(kTierNames[t]);
+    v.field("enabled", u.enabled);
+    v.field("capacity_bytes", u.capacity_bytes);
+    v.field("used_bytes", u.used_bytes);
+    v.field("entries", u.entries);
+    v.field("hits", u.hits);
+    v.field("hit_tokens", u.hit_tokens);
+    v.field("evictions", u.evictions);
+    v.field("loads", u.loads);
+    v.end();
   }
-  w.end_object();
-  w.key("reuse").begin_object().key("runs").value(int64_t{runs_with_reuse}).key("hbm_tokens").value(int64_t{reused_hbm});
-  w.key("dram_tokens").value(int64_t{reused_dram}).key("ssd_tokens").value(int64_t{reused_ssd});
-  w.key("remote_tokens").value(int64_t{reused_remote});
-  w.key("recomputed_tokens").value(int64_t{recomputed}).key("approximate_runs").value(int64_t{approximate_runs});
-  w.key("blended_tokens").value(int64_t{blended_tokens}).key("repaired_tokens").value(int64_t{repaired_tokens});
-  w.key("blend_fallbacks").value(int64_t{blend_fallbacks});
-  w.key("auto").begin_object().key("choice").value(reuse_auto).key("first_token_kl").value(reuse_auto_kl);
-  w.key("greedy_agreement").value(reuse_auto_agreement).end_object();
-  w.end_object();
-  w.key("reranker").begin_object().key("head_hits").value(rerank_head_hits);
-  w.key("head_misses").value(rerank_head_misses).end_object();
-  w.key("constraints").begin_object().key("hits").value(constraint_hits).key("misses").value(constraint_misses);
-  w.key("entries").value(constraint_entries).key("compile_ms").value(constraint_compile_ms).end_object();
-  w.key("semantic_cache").begin_object().key("hits").value(semantic_hits).key("misses").value(semantic_misses);
-  w.key("inserts").value(semantic_inserts).key("invalidated").value(semantic_invalidated).key("evicted").value(semantic_evicted);
-  w.key("entries").value(semantic_entries).end_object();
-  w.end_object();
-  return w.take();
+  v.end();
+  v.begin("reuse");
+  v.field("runs", int64_t{runs_with_reuse});
+  v.field("hbm_tokens", int64_t{reused_hbm});
+  v.field("dram_tokens", int64_t{reused_dram});
+  v.field("ssd_tokens", int64_t{reused_ssd});
+  v.field("remote_tokens", int64_t{reused_remote});
+  v.field("recomputed_tokens", int64_t{recomputed});
+  v.field("approximate_runs", int64_t{approximate_runs});
+  v.field("blended_tokens", int64_t{blended_tokens});
+  v.field("repaired_tokens", int64_t{repaired_tokens});
+  v.field("blend_fallbacks", int64_t{blend_fallbacks});
+  v.begin("auto");
+  v.field("choice", reuse_auto);
+  v.field("first_token_kl", reuse_auto_kl);
+  v.field("greedy_agreement", reuse_auto_agreement);
+  v.end();
+  v.end();
+  v.begin("reranker");
+  v.field("head_hits", rerank_head_hits);
+  v.field("head_misses", rerank_head_misses);
+  v.end();
+  v.begin("constraints");
+  v.field("hits", constraint_hits);
+  v.field("misses", constraint_misses);
+  v.field("entries", constraint_entries);
+  v.field("compile_ms", constraint_compile_ms);
+  v.end();
+  v.begin("semantic_cache");
+  v.field("hits", semantic_hits);
+  v.field("misses", semantic_misses);
+  v.field("inserts", semantic_inserts);
+  v.field("invalidated", semantic_invalidated);
+  v.field("evicted", semantic_evicted);
+  v.field("entries", semantic_entries);
+  v.end();
+}
+
+inline std::string ExecutorStats::to_json() const {
+  struct Writer {
+    JsonWriter w;
+    void begin(const char* key) { w.key(key).begin_object(); }
+    void end() { w.end_object(); }
+    void field(const char* key, const std::string& s) { w.key(key).value(s); }
+    void field(const char* key, bool b) { w.key(key).value(b); }
+    void field(const char* key, int64_t n) { w.key(key).value(n); }
+    void field(const char* key, uint64_t n) { w.key(key).value(n); }
+    void field(const char* key, double d) { w.key(key).value(d); }
+  } v;
+  v.w.begin_object();
+  visit(v);
+  v.w.end_object();
+  return v.w.take();
+}
+
+template <class Fn>
+void ExecutorStats::for_each_number(Fn&& fn) const {
+  struct Walker {
+    Fn& fn;
+    std::string path;
+    std::vector<size_t> marks;  // path length before each open object
+    std::string at(const char* key) const { return path.empty() ? std::string(key) : path + "." + key; }
+    void begin(const char* key) {
+      marks.push_back(path.size());
+      path = at(key);
+    }
+    void end() {
+      path.resize(marks.back());
+      marks.pop_back();
+    }
+    void field(const char*, const std::string&) {}
+    void field(const char* key, bool b) { fn(at(key), b ? 1.0 : 0.0); }
+    void field(const char* key, int64_t n) { fn(at(key), static_cast<double>(n)); }
+    void field(const char* key, uint64_t n) { fn(at(key), static_cast<double>(n)); }
+    void field(const char* key, double d) {
+      if (!std::isfinite(d)) return;  // the JSON form writes null
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.7g", d);  // JsonWriter's precision
+      const double v = std::strtod(buf, nullptr);
+      fn(at(key), v == 0 ? 0.0 : v);  // -0 is written "-0", an integer: read back as 0
+    }
+  } w{fn, {}, {}};
+  visit(w);
 }
 
 }  // namespace ragd::pipelines
