@@ -46,7 +46,9 @@ class ToolsE2eTest : public E2eTest {
       EXPECT_LE(a.str("/city").size(), 16u * 4) << c.arguments;
       const std::string unit = a.str("/unit");
       EXPECT_TRUE(unit == "celsius" || unit == "fahrenheit") << c.arguments;
-      if (a.has("/days")) EXPECT_TRUE(a.num("/days") >= 1 && a.num("/days") <= 7) << c.arguments;
+      if (a.has("/days")) {
+        EXPECT_TRUE(a.num("/days") >= 1 && a.num("/days") <= 7) << c.arguments;
+      }
       simdjson::dom::object o;
       ASSERT_FALSE(a.root.get_object().get(o));
       for (auto [k, v] : o) {
@@ -112,7 +114,9 @@ TEST_F(ToolsE2eTest, AutoStreamingAndFollowUps) {
     ASSERT_EQ(r.status, 200) << r.body;
     Json j(r.body);
     for (const Call& c : calls_of(j)) check_call(c);
-    if (calls_of(j).empty()) EXPECT_TRUE(j.at("/choices/0/message/content").is_string()) << r.body;
+    if (calls_of(j).empty()) {
+      EXPECT_TRUE(j.at("/choices/0/message/content").is_string()) << r.body;
+    }
   }
   // Streaming: the deltas put together are the non-streamed answer of the same seed.
   for (const std::string& choice : {std::string(R"("required")"), std::string(R"({"type":"function","function":{"name":"get_weather"}})")}) {
