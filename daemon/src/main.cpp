@@ -30,7 +30,7 @@
 #include "ragd/pipelines/runtime.h"
 #include "ragd/seqparallel/mpi_communicator.h"
 #include "ragd/seqparallel/nccl_communicator.h"
-#include "ragd/seqparallel/sp_group.h"
+#include "ragd/seqparallel/sp_group.h"  // SpTransport
 
 using namespace ragd;
 
@@ -66,21 +66,10 @@ bool launched_by_mpi() {
   return false;
 }
 
-// A rank > 0 of `mpirun -np N ragd`: loads the model and serves rank 0's sequence-parallel
-// commands until it shuts the group down.
+// A rank > 0 of `mpirun -np N ragd`: the runtime serves rank 0's sequence-parallel commands until
+// it shuts the group down.
 int serve_rank(const daemon::DaemonConfig& cfg, seqparallel::Communicator& comm) {
-  auto fail = [&](const Status& st) {
-    std::fprintf(stderr, "ragd rank %d: %s\n", comm.rank(), st.to_string().c_str());
-    comm.abort(st);
-    return 1;
-  };
-  auto mo = cfg.runtime.model_options();
-  if (!mo.ok()) return fail(mo.status());
-  auto model = engine::Model::load(cfg.runtime.model_dir, *mo);
-  if (!model.ok()) return fail(model.status());
-  log::daemon()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
-  Status st = seqparallel::serve_after_barrier(**model, comm, cfg.runtime.sp_partition);
-  if (!st.ok()) {
+  if (Status st = pipelines::serve_sp_rank(cfg.runtime, comm); !st.ok()) {
     std::fprintf(stderr, "ragd rank %d: %s\n", comm.rank(), st.to_string().c_str());
     return 1;
   }

@@ -376,4 +376,18 @@ Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqpara
   return std::move(*r);
 }
 
+Status serve_sp_rank(const RuntimeOptions& opts, seqparallel::Communicator& comm) {
+  auto fail = [&](const Status& st) {
+    log::pipelines()->error("rank {} of {}: {}", comm.rank(), comm.size(), st.to_string());
+    comm.abort(st);
+    return st;
+  };
+  auto mo = opts.model_options();
+  if (!mo.ok()) return fail(mo.status());
+  auto model = engine::Model::load(opts.model_dir, *mo);
+  if (!model.ok()) return fail(model.status());
+  log::pipelines()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
+  return seqparallel::serve_after_barrier(**model, comm, opts.sp_partition);
+}
+
 }  // namespace ragd::pipelines

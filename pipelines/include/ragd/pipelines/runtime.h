@@ -121,4 +121,11 @@ struct Runtime {
 // (sp_workers must then be 1).
 Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm = nullptr);
 
+// The runtime of a rank > 0 of such a job: loads the model `opts` names and serves rank 0's
+// sequence-parallel commands (seqparallel::serve_after_barrier) until rank 0 shuts the group down;
+// blocks until then, on the calling thread. A model that does not load is logged and aborts the
+// group (comm.abort: rank 0 waits at the barrier for this rank), and is returned; so is a failure
+// while serving.
+[[nodiscard]] Status serve_sp_rank(const RuntimeOptions& opts, seqparallel::Communicator& comm);
+
 }  // namespace ragd::pipelines
