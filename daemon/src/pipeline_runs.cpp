@@ -72,7 +72,7 @@ ApiError decode_run_params(const Fields& f, pipelines::RunRequest* out) {
       // A value the row's own check refuses (e.g. cache_salt's length): its message names the field.
       if (d.type != ParamType::kEnum) return bad_request(name, std::string(st.message()));
       const std::string got = std::holds_alternative<std::string>(value) ? std::get<std::string>(value) : std::string();
-      return bad_request(name, "field '" + name + "' must be one of " + std::string(d.choices) + "; got '" +
+      return bad_request(name, "field '" + name + "' must be one of " + d.choices() + "; got '" +
                                    clip_input(got) + "'");
     }
   }

@@ -48,11 +48,22 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
       case ParamType::kSeed: v = uint64_t{12345}; break;
       case ParamType::kObject: v = std::string(R"({"lang":"en"})"); break;
       case ParamType::kEnum: {
-        const std::string first(d.choices.substr(0, d.choices.find(' ')));
-        const std::string last(d.choices.substr(d.choices.rfind(' ') + 1));
-        EXPECT_TRUE(d.set(r, last).ok()) << d.name << " " << last;
+        // Every choice the table lists sets the field; a name outside them is refused.
+        ASSERT_NE(d.choices, nullptr) << d.name;
+        const std::string all = d.choices();
+        std::vector<std::string> names;
+        for (size_t b = 0, e; b < all.size(); b = e + 3) {
+          e = all.find(" | ", b);
+          if (e == std::string::npos) e = all.size();
+          names.push_back(all.substr(b, e - b));
+        }
+        ASSERT_GE(names.size(), 2u) << d.name << ": " << all;
+        for (const std::string& n : names) {
+          RunRequest each;
+          EXPECT_TRUE(d.set(each, n).ok()) << d.name << " " << n;
+        }
         EXPECT_FALSE(d.set(r, std::string("no-such-choice")).ok()) << d.name;
-        v = first;
+        v = names.front();
         break;
       }
     }

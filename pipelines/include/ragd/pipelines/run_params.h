@@ -53,7 +53,9 @@ struct ParamDef {
   std::string_view name;
   ParamType type;
   ParamRange range{};             // kInt / kNumber
-  std::string_view choices;       // kEnum: "a | b | c" (the error and the docs list them)
+  // kEnum: the choices "a | b | c" (the error and the docs list them), from the enum's own name
+  // table (common/enum_names.h: enum_choices), so they never drift from what the parser takes.
+  std::string (*choices)() = nullptr;
   std::string_view default_doc;   // where the default comes from (docs)
   std::string_view doc;           // what it does (docs)
   // Stores a decoded, type- and range-checked value into the request. kEnum: InvalidArgument
@@ -125,7 +127,7 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.retrieval_top_k = static_cast<int>(param_as<int64_t>(v));
        return Status::OK();
      }},
-    {"retrieval_mode", ParamType::kEnum, {}, "auto | hybrid | lexical | dense", "pipeline's (auto: the corpus's)",
+    {"retrieval_mode", ParamType::kEnum, {}, [] { return enum_choices<retrieval::RetrievalMode>(); }, "pipeline's (auto: the corpus's)",
      "how passages are searched: BM25 over words (lexical), the embedder's vectors (dense), both fused by "
      "reciprocal rank (hybrid); auto = lexical with the hashing embedder, hybrid with a semantic one "
      "([design/retrieval.md](design/retrieval.md))",
@@ -178,7 +180,7 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.overrides.stop = param_as<std::vector<std::string>>(v);
        return Status::OK();
      }},
-    {"reuse", ParamType::kEnum, {}, "none | prefix | knowledge_tree | cacheblend | epic | auto", "pipeline's",
+    {"reuse", ParamType::kEnum, {}, [] { return enum_choices<ReuseMode>(); }, "pipeline's",
      "where the prompt's KV comes from; `cacheblend` and `epic` are approximate (see below); `auto` picks, per model, "
      "the fastest approximate mode whose reuse self-check passes, else exact (its choice in `usage.reuse_note`)",
      [](RunRequest& r, const ParamValue& v) {
@@ -198,7 +200,7 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.epic_k = static_cast<int>(param_as<int64_t>(v));
        return Status::OK();
      }},
-    {"overlap", ParamType::kEnum, {}, "none | piperag | speculative | both", "pipeline's",
+    {"overlap", ParamType::kEnum, {}, [] { return enum_choices<RetrievalOverlap>(); }, "pipeline's",
      "iterative pipelines only (400 otherwise): how searches during generation overlap with decoding "
      "([design/iterative.md](design/iterative.md))",
      [](RunRequest& r, const ParamValue& v) {
@@ -290,7 +292,7 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.adapt = s;
        return Status::OK();
      }},
-    {"adapt_objective", ParamType::kEnum, {}, "quality | balanced | latency", "pipeline's `[adapt]` (balanced)",
+    {"adapt_objective", ParamType::kEnum, {}, [] { return enum_choices<AdaptObjective>(); }, "pipeline's `[adapt]` (balanced)",
      "adaptive pipelines only: `quality` takes the best estimated answer, `balanced` the fastest candidate within "
      "the pipeline's quality tolerance of the best, `latency` the best one predicted within `slo_ttft_ms`",
      [](RunRequest& r, const ParamValue& v) {
@@ -341,7 +343,7 @@ inline std::string run_param_doc_rows() {
       case ParamType::kSeed: type = "int"; break;
       case ParamType::kObject: type = "object"; break;
       case ParamType::kEnum: {
-        std::string c(d.choices);
+        std::string c = d.choices();
         for (size_t at = c.find(" | "); at != std::string::npos; at = c.find(" | ")) c.replace(at, 3, "` / `");
         type = "`" + c + "`";
         break;
