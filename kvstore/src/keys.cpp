@@ -14,18 +14,18 @@ Hash128 doc_key(std::span<const int32_t> tokens) {
 
 namespace {
 
-Hash128 scope_key(std::string_view kind, const KvFormat& f, std::string_view tenant) {
+Hash128 scope_key(std::string_view kind, const KvFormat& f, std::string_view scope) {
   Hasher128 h;
   h.str(kind).h128(f.model_fingerprint).u64(static_cast<uint64_t>(f.dtype)).u64(f.layout_version);
   h.u64(static_cast<uint64_t>(f.num_layers)).u64(static_cast<uint64_t>(f.num_kv_heads)).u64(static_cast<uint64_t>(f.head_dim));
-  h.u64(f.k_rotated ? 1 : 0).str(tenant);
+  h.u64(f.k_rotated ? 1 : 0).str(scope);
   return h.digest();
 }
 
 }  // namespace
 
-Hash128 tree_scope_key(const KvFormat& f, std::string_view tenant) { return scope_key("ragd.kv.tree.v1", f, tenant); }
-Hash128 chunk_scope_key(const KvFormat& f, std::string_view tenant) { return scope_key("ragd.kv.chunk.v1", f, tenant); }
+Hash128 tree_scope_key(const KvFormat& f, std::string_view scope) { return scope_key("ragd.kv.tree.v1", f, scope); }
+Hash128 chunk_scope_key(const KvFormat& f, std::string_view scope) { return scope_key("ragd.kv.chunk.v1", f, scope); }
 
 Hash128 child_key(const Hash128& parent_key, const Hash128& doc) {
   Hasher128 h;

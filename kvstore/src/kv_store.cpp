@@ -526,9 +526,9 @@ static PathNode to_path_node(const TreeNodeInfo& i) {
   return p;
 }
 
-LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view tenant, bool pin) {
+LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view scope, bool pin) {
   StoreCore& c = *core_;
-  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
   LookupResult r;
   std::lock_guard<std::mutex> lock(c.mu);
   std::vector<TreeNodeInfo> path = c.tree->match(root, docs, /*touch=*/true);
@@ -546,9 +546,9 @@ LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view ten
   return r;
 }
 
-MatchResult KvStore::match(std::span<const Hash128> docs, std::string_view tenant, bool pin, bool touch) {
+MatchResult KvStore::match(std::span<const Hash128> docs, std::string_view scope, bool pin, bool touch) {
   StoreCore& c = *core_;
-  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
   MatchResult m;
   std::lock_guard<std::mutex> lock(c.mu);
   std::vector<TreeNodeInfo> path = c.tree->match(root, docs, touch);
@@ -591,10 +591,10 @@ engine::BlockTable KvStore::fork_pool(const Hash128& key) {
 
 namespace {
 // The tree key of document `doc` under the path `parent_docs`, in the scope of model + KV format
-// (+ tenant when isolation is on): one key scheme for every tier.
+// (+ the request's KV scope when isolation is on): one key scheme for every tier.
 SegmentIdentity tree_identity(const StoreCore& c, std::span<const Hash128> parent_docs, const Hash128& doc,
-                              std::string_view tenant) {
-  Hash128 parent = tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+                              std::string_view scope) {
+  Hash128 parent = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
   for (const Hash128& d : parent_docs) parent = child_key(parent, d);
   SegmentIdentity id;
   id.key = child_key(parent, doc);
@@ -606,14 +606,14 @@ SegmentIdentity tree_identity(const StoreCore& c, std::span<const Hash128> paren
 }  // namespace
 
 Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
-                                          const engine::BlockTable& table, int begin, int end, std::string_view tenant,
+                                          const engine::BlockTable& table, int begin, int end, std::string_view scope,
                                           std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
   if (!c.opt.pool) return Status::FailedPrecondition("kvstore: insert_pool without an engine pool");
   if (begin < 0 || end <= begin || end > table.num_tokens())
     return Status::InvalidArgument(fmt::format("kvstore: insert_pool tokens [{}, {}) outside a sequence of {}", begin, end,
                                                table.num_tokens()));
-  const SegmentIdentity id = tree_identity(c, parent_docs, doc, tenant);
+  const SegmentIdentity id = tree_identity(c, parent_docs, doc, scope);
   InsertResult r;
   r.key = id.key;
   SegmentHeader h;
@@ -631,7 +631,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   const bool known = c.tree->info(id.key).has_value();  // then: touch it, give it the pool copy back
   std::vector<SsdAction> actions;
   if (c.events && !tokens.empty())
-    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{}),
+    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
                          tokens, end - begin);
   PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
   r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
@@ -740,9 +740,9 @@ void KvStore::detach_pool() {
   if (!c.closed) c.submit_actions_locked(actions);
 }
 
-ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::string_view tenant, bool pin) {
+ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::string_view scope, bool pin) {
   StoreCore& c = *core_;
-  const Hash128 root = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  const Hash128 root = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
   ChunkLookupResult r;
   std::lock_guard<std::mutex> lock(c.mu);
   for (const Hash128& d : docs) {
@@ -765,16 +765,16 @@ ChunkLookupResult KvStore::lookup_chunks(std::span<const Hash128> docs, std::str
 }
 
 Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
-                                     std::string_view tenant, std::span<const int32_t> tokens) {
+                                     std::string_view scope, std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
-  const SegmentIdentity id = tree_identity(c, parent_docs, doc, tenant);
+  const SegmentIdentity id = tree_identity(c, parent_docs, doc, scope);
   RAGD_ASSIGN_OR_RETURN(std::shared_ptr<SegmentBuffer> seg, SegmentBuffer::build(c.fmt, id, kv));
   InsertResult r;
   r.key = id.key;
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
   if (c.events && !tokens.empty())
-    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{}),
+    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
                          tokens, kv.num_tokens);
   std::vector<SsdAction> actions;
   r.outcome = c.tree->insert(id.parent_key, parent_docs.empty(), seg, &actions, &r.tier);
@@ -783,11 +783,11 @@ Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const
   return r;
 }
 
-Result<InsertResult> KvStore::insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant,
+Result<InsertResult> KvStore::insert_chunk(const Hash128& doc, const KvData& kv, std::string_view scope,
                                            std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
   SegmentIdentity id;
-  id.parent_key = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? tenant : std::string_view{});
+  id.parent_key = chunk_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
   id.key = child_key(id.parent_key, doc);
   id.doc_key = doc;
   id.is_chunk = true;

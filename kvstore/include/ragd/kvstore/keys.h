@@ -8,7 +8,8 @@
 //
 //   doc key      the token ids of one document / chunk (tag "ragd.kv.doc.v1")
 //   scope keys   roots: model fingerprint, KV dtype, layout version, shape, RoPE convention and the
-//                tenant ("" when tenant isolation is off) — one for the knowledge tree
+//                request's KV scope (kv_scope(): tenant and cache_salt; "" when tenant isolation is
+//                off) — one for the knowledge tree
 //                ("ragd.kv.tree.v1"), one for the flat chunk cache ("ragd.kv.chunk.v1")
 //   child key    a document under its parent: tree node = child_key(parent node or tree scope, doc);
 //                chunk-cache entry = child_key(chunk scope, chunk_key(head, doc)) ("ragd.kv.node.v1")
@@ -36,19 +37,19 @@ struct KvFormat;  // segment.h
 // The token ids of one document / chunk.
 Hash128 doc_key(std::span<const int32_t> tokens);
 // Root of a knowledge tree: model fingerprint + dtype + layout version + shape + RoPE convention
-// (+ tenant when tenant isolation is on; pass "" otherwise).
-Hash128 tree_scope_key(const KvFormat& fmt, std::string_view tenant);
+// (+ the KV scope, kv_scope(), when tenant isolation is on; pass "" otherwise).
+Hash128 tree_scope_key(const KvFormat& fmt, std::string_view scope);
 // Root of the flat position-independent chunk cache for the same scope.
-Hash128 chunk_scope_key(const KvFormat& fmt, std::string_view tenant);
+Hash128 chunk_scope_key(const KvFormat& fmt, std::string_view scope);
 // Key of a document under its parent (parent key = parent node key, or the scope key at depth 0).
 Hash128 child_key(const Hash128& parent_key, const Hash128& doc);
 // Chunk-cache document key of `doc` computed right after the prompt head `head` (both doc_key()s),
 // so every prompt with the same head shares the entry. The store adds the scope (child_key under
-// chunk_scope_key(), tenant included).
+// chunk_scope_key(), the KV scope included).
 Hash128 chunk_key(const Hash128& head, const Hash128& doc);
 // A request's KV scope: the tenant ("" when tenant isolation is off or the request is anonymous)
 // and its cache_salt (OpenAI's / vLLM's request field; "" = none). Requests share reusable KV only
-// when their scopes are equal. The result is what the store's `tenant` arguments take.
+// when their scopes are equal. The result is what the store's `scope` arguments take.
 std::string kv_scope(std::string_view tenant, std::string_view cache_salt);
 // A document's key inside a scope, for paths whose head is shared across scopes (the pipeline's own
 // system prompt, which is server configuration): the tree root and the head are unscoped, every

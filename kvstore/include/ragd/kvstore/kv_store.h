@@ -23,11 +23,11 @@
 //   store->reclaim_pool([&] { return pool.free_blocks() >= need; }); // pool pressure
 //
 // Typical use without a pool:
-//   auto hit = store->lookup(doc_keys, tenant);           // longest cached path, pinned
+//   auto hit = store->lookup(doc_keys, scope);            // longest cached path, pinned
 //   auto h = store->load(hit.nodes);                       // async: SSD/DRAM -> host staging, promotes
 //   ... each step: h->layers_ready(i) / h->node_ready(i); never wait inside a step ...
 //   table.append(pool, seg->num_tokens(), seg->k_all(), seg->v_all());
-//   store->insert(parent_docs, doc, {n, first_pos, k, v}, tenant);   // after prefill
+//   store->insert(parent_docs, doc, {n, first_pos, k, v}, scope);    // after prefill
 //   hit.pin.release();                                    // request end (or let it go out of scope)
 //
 // Failures: a checksum mismatch or a segment of another model/format is a miss (the node is dropped
@@ -87,7 +87,7 @@ struct Options {
   EvictionPolicy eviction = EvictionPolicy::kPgdsf;  // over every tier (eviction.h); default pgdsf
   int io_threads = 2;                  // transfer engine threads (loads)
   size_t io_queue = 4096;              // most queued loads; beyond it load() fails fast (recompute)
-  bool tenant_isolation = false;       // tenant name joins every key
+  bool tenant_isolation = false;       // the request's KV scope (kv_scope(): tenant, cache_salt) joins every key
   // KV events in vLLM's format over ZeroMQ (kv_events.h; docs/design/kv-events.md); endpoint "" =
   // off (default). In pool mode the announced block size is the pool's.
   KvEventsOptions events;
@@ -212,20 +212,23 @@ class KvStore {
   void close();
   const KvFormat& format() const;
 
+  // `scope` below: the request's KV scope (kv_scope(): tenant and cache_salt), which joins every key
+  // when Options::tenant_isolation; ignored otherwise.
+  //
   // Knowledge tree: longest cached path along `docs` (document keys, doc_key()). Counts an access
   // of each matched node; pins them when `pin`.
-  LookupResult lookup(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);
+  LookupResult lookup(std::span<const Hash128> docs, std::string_view scope = {}, bool pin = true);
   // Inserts the KV of `doc` under the cached path `parent_docs` (which must be fully cached:
   // kParentMissing otherwise). Soft outcomes: kExists, kParentMissing, kNoSpace.
   // `tokens`: the document's token ids, for KV events (kv_events.h); a node inserted without them
   // is not announced.
   Result<InsertResult> insert(std::span<const Hash128> parent_docs, const Hash128& doc, const KvData& kv,
-                              std::string_view tenant = {}, std::span<const int32_t> tokens = {});
+                              std::string_view scope = {}, std::span<const int32_t> tokens = {});
 
   // ---- pool mode (Options::pool) ----
   // lookup() split by where the KV is: the pool prefix and the DRAM / SSD rest. Any thread.
   // touch=false: no access is counted (a re-check of an earlier match).
-  MatchResult match(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true, bool touch = true);
+  MatchResult match(std::span<const Hash128> docs, std::string_view scope = {}, bool pin = true, bool touch = true);
   // Scheduler thread: a table sharing the pool blocks of tokens [0, end) of node `key`'s path
   // (empty when the node is no longer in the pool).
   engine::BlockTable fork_pool(const Hash128& key);
@@ -238,7 +241,7 @@ class KvStore {
   // demoted when it is evicted from the pool. The caller never waits for it.
   // An existing node is touched and, if it left the pool, gets the fork back.
   Result<InsertResult> insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
-                                   const engine::BlockTable& table, int begin, int end, std::string_view tenant = {},
+                                   const engine::BlockTable& table, int begin, int end, std::string_view scope = {},
                                    std::span<const int32_t> tokens = {});  // tokens [begin, end), for KV events
   // Any thread: waits until every pool-to-DRAM copy started so far is in its tier (tests, stop).
   void wait_copies();
@@ -260,9 +263,9 @@ class KvStore {
   void detach_pool();
 
   // Flat position-independent chunk cache (keys without parent), beside the tree.
-  ChunkLookupResult lookup_chunks(std::span<const Hash128> docs, std::string_view tenant = {}, bool pin = true);
+  ChunkLookupResult lookup_chunks(std::span<const Hash128> docs, std::string_view scope = {}, bool pin = true);
   // tokens: the chunk's own token ids, for KV events.
-  Result<InsertResult> insert_chunk(const Hash128& doc, const KvData& kv, std::string_view tenant = {},
+  Result<InsertResult> insert_chunk(const Hash128& doc, const KvData& kv, std::string_view scope = {},
                                     std::span<const int32_t> tokens = {});
 
   // Starts an asynchronous load of `nodes` (from a lookup, still pinned) into host memory; loaded
