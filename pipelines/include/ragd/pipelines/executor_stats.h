@@ -96,8 +96,9 @@ struct ExecutorStats {
   void for_each_number(Fn&& fn) const;
 
   // Every field in the JSON form's order and nesting: v.begin(key) / v.end() around an object,
-  // v.field(key, value) with a std::string, bool, int64_t, uint64_t or double. to_json() and
-  // for_each_number() are the two visitors, so the names exist once.
+  // v.field(key, value) with a std::string, bool, int64_t, uint64_t or double (each returns the
+  // visitor, so calls chain). to_json() and for_each_number() are the two visitors, so the names
+  // exist once.
   template <class V>
   void visit(V& v) const;
 };
@@ -106,139 +107,70 @@ template <class V>
 void ExecutorStats::visit(V& v) const {
   static constexpr const char* kTierNames[] = {"hbm", "dram", "ssd"};
   v.field("model", model);
-  v.begin("scheduler");
-  v.field("policy", policy);
-  v.field("steps", int64_t{steps});
-  v.field("waiting", int64_t{waiting});
-  v.field("running", int64_t{running});
-  v.field("swapped", int64_t{swapped});
-  v.field("loading", int64_t{loading});
-  v.field("queued", int64_t{queued});
-  v.field("admitted", int64_t{admitted});
-  v.field("finished", int64_t{finished});
-  v.field("cancelled", int64_t{cancelled});
-  v.field("swaps_out", int64_t{swaps_out});
-  v.field("swaps_in", int64_t{swaps_in});
-  v.field("drops", int64_t{drops});
-  v.field("share_preemptions", int64_t{share_preemptions});
-  v.field("tokens_prefill", int64_t{tokens_prefill});
-  v.field("tokens_decode", int64_t{tokens_decode});
-  v.begin("length_predictor");
-  v.field("samples", int64_t{length_samples});
-  v.field("mae", length_mae);
-  v.field("within_2x", length_within_2x);
+  v.begin("scheduler").field("policy", policy).field("steps", int64_t{steps}).field("waiting", int64_t{waiting});
+  v.field("running", int64_t{running}).field("swapped", int64_t{swapped}).field("loading", int64_t{loading});
+  v.field("queued", int64_t{queued}).field("admitted", int64_t{admitted}).field("finished", int64_t{finished});
+  v.field("cancelled", int64_t{cancelled}).field("swaps_out", int64_t{swaps_out}).field("swaps_in", int64_t{swaps_in});
+  v.field("drops", int64_t{drops}).field("share_preemptions", int64_t{share_preemptions});
+  v.field("tokens_prefill", int64_t{tokens_prefill}).field("tokens_decode", int64_t{tokens_decode});
+  v.begin("length_predictor").field("samples", int64_t{length_samples}).field("mae", length_mae);
+  v.field("within_2x", length_within_2x).end();
+  v.end();
+  v.begin("kv_pool").field("blocks", pool_blocks).field("free_blocks", pool_free_blocks);
+  v.field("used_blocks", pool_blocks - pool_free_blocks).field("block_size", pool_block_size);
+  v.field("bytes", pool_bytes).field("swap_bytes", swap_bytes).field("kv_dtype", pool_kv_dtype);
+  v.end();
+  v.begin("cache").field("eviction", eviction).field("nodes", cache_nodes).field("pinned", cache_pinned);
+  v.field("lookups", cache_lookups).field("lookup_misses", cache_lookup_misses).field("load_failures", load_failures);
+  v.field("checksum_failures", checksum_failures).field("restored_segments", restored_segments);
+  v.field("ssd_error", ssd_error).field("copies", copies).field("copies_skipped", copies_skipped);
+  v.begin("kv_events").field("batches", kv_events_batches).field("events", kv_events_events);
+  v.field("dropped", kv_events_dropped).field("replays", kv_events_replays).field("auth_denied", kv_events_auth_denied);
   v.end();
   v.end();
-  v.begin("kv_pool");
-  v.field("blocks", pool_blocks);
-  v.field("free_blocks", pool_free_blocks);
-  v.field("used_blocks", pool_blocks - pool_free_blocks);
-  v.field("block_size", pool_block_size);
-  v.field("bytes", pool_bytes);
-  v.field("swap_bytes", swap_bytes);
-  v.field("kv_dtype", pool_kv_dtype);
-  v.end();
-  v.begin("cache");
-  v.field("eviction", eviction);
-  v.field("nodes", cache_nodes);
-  v.field("pinned", cache_pinned);
-  v.field("lookups", cache_lookups);
-  v.field("lookup_misses", cache_lookup_misses);
-  v.field("load_failures", load_failures);
-  v.field("checksum_failures", checksum_failures);
-  v.field("restored_segments", restored_segments);
-  v.field("ssd_error", ssd_error);
-  v.field("copies", copies);
-  v.field("copies_skipped", copies_skipped);
-  v.begin("kv_events");
-  v.field("batches", kv_events_batches);
-  v.field("events", kv_events_events);
-  v.field("dropped", kv_events_dropped);
-  v.field("replays", kv_events_replays);
-  v.field("auth_denied", kv_events_auth_denied);
-  v.end();
-  v.end();
-  v.begin("remote");
-  v.field("enabled", remote.enabled);
-  v.field("breaker_open", remote.breaker_open);
-  v.field("hits", remote.hits);
-  v.field("misses", remote.misses);
-  v.field("hit_bytes", remote.hit_bytes);
-  v.field("loaded_tokens", remote.loaded_tokens);
-  v.field("puts", remote.puts);
-  v.field("put_bytes", remote.put_bytes);
-  v.field("puts_dropped", remote.puts_dropped);
-  v.field("errors", remote.errors);
-  v.field("skipped", remote.skipped);
-  v.field("checksum_failures", remote.checksum_failures);
-  v.field("mac_failures", remote.mac_failures);
-  v.field("format_rejects", remote.format_rejects);
-  v.field("partial_misses", remote.partial_misses);
-  v.field("breaker_trips", remote.breaker_trips);
-  v.field("last_error", remote.last_error);
+  v.begin("remote").field("enabled", remote.enabled).field("breaker_open", remote.breaker_open);
+  v.field("hits", remote.hits).field("misses", remote.misses).field("hit_bytes", remote.hit_bytes);
+  v.field("loaded_tokens", remote.loaded_tokens).field("puts", remote.puts).field("put_bytes", remote.put_bytes);
+  v.field("puts_dropped", remote.puts_dropped).field("errors", remote.errors).field("skipped", remote.skipped);
+  v.field("checksum_failures", remote.checksum_failures).field("mac_failures", remote.mac_failures);
+  v.field("format_rejects", remote.format_rejects).field("partial_misses", remote.partial_misses);
+  v.field("breaker_trips", remote.breaker_trips).field("last_error", remote.last_error);
   v.end();
   v.begin("tiers");
   for (size_t t = 0; t < tiers.size(); ++t) {
     const TierUsage& u = tiers[t];
-    v.begin(kTierNames[t]);
-    v.field("enabled", u.enabled);
-    v.field("capacity_bytes", u.capacity_bytes);
-    v.field("used_bytes", u.used_bytes);
-    v.field("entries", u.entries);
-    v.field("hits", u.hits);
-    v.field("hit_tokens", u.hit_tokens);
-    v.field("evictions", u.evictions);
-    v.field("loads", u.loads);
+    v.begin(kTierNames[t]).field("enabled", u.enabled).field("capacity_bytes", u.capacity_bytes);
+    v.field("used_bytes", u.used_bytes).field("entries", u.entries).field("hits", u.hits);
+    v.field("hit_tokens", u.hit_tokens).field("evictions", u.evictions).field("loads", u.loads);
     v.end();
   }
   v.end();
-  v.begin("reuse");
-  v.field("runs", int64_t{runs_with_reuse});
-  v.field("hbm_tokens", int64_t{reused_hbm});
-  v.field("dram_tokens", int64_t{reused_dram});
-  v.field("ssd_tokens", int64_t{reused_ssd});
-  v.field("remote_tokens", int64_t{reused_remote});
-  v.field("recomputed_tokens", int64_t{recomputed});
-  v.field("approximate_runs", int64_t{approximate_runs});
-  v.field("blended_tokens", int64_t{blended_tokens});
-  v.field("repaired_tokens", int64_t{repaired_tokens});
-  v.field("blend_fallbacks", int64_t{blend_fallbacks});
-  v.begin("auto");
-  v.field("choice", reuse_auto);
-  v.field("first_token_kl", reuse_auto_kl);
-  v.field("greedy_agreement", reuse_auto_agreement);
+  v.begin("reuse").field("runs", int64_t{runs_with_reuse}).field("hbm_tokens", int64_t{reused_hbm});
+  v.field("dram_tokens", int64_t{reused_dram}).field("ssd_tokens", int64_t{reused_ssd});
+  v.field("remote_tokens", int64_t{reused_remote}).field("recomputed_tokens", int64_t{recomputed});
+  v.field("approximate_runs", int64_t{approximate_runs}).field("blended_tokens", int64_t{blended_tokens});
+  v.field("repaired_tokens", int64_t{repaired_tokens}).field("blend_fallbacks", int64_t{blend_fallbacks});
+  v.begin("auto").field("choice", reuse_auto).field("first_token_kl", reuse_auto_kl);
+  v.field("greedy_agreement", reuse_auto_agreement).end();
   v.end();
-  v.end();
-  v.begin("reranker");
-  v.field("head_hits", rerank_head_hits);
-  v.field("head_misses", rerank_head_misses);
-  v.end();
-  v.begin("constraints");
-  v.field("hits", constraint_hits);
-  v.field("misses", constraint_misses);
-  v.field("entries", constraint_entries);
-  v.field("compile_ms", constraint_compile_ms);
-  v.end();
-  v.begin("semantic_cache");
-  v.field("hits", semantic_hits);
-  v.field("misses", semantic_misses);
-  v.field("inserts", semantic_inserts);
-  v.field("invalidated", semantic_invalidated);
-  v.field("evicted", semantic_evicted);
-  v.field("entries", semantic_entries);
-  v.end();
+  v.begin("reranker").field("head_hits", rerank_head_hits).field("head_misses", rerank_head_misses).end();
+  v.begin("constraints").field("hits", constraint_hits).field("misses", constraint_misses);
+  v.field("entries", constraint_entries).field("compile_ms", constraint_compile_ms).end();
+  v.begin("semantic_cache").field("hits", semantic_hits).field("misses", semantic_misses);
+  v.field("inserts", semantic_inserts).field("invalidated", semantic_invalidated);
+  v.field("evicted", semantic_evicted).field("entries", semantic_entries).end();
 }
 
 inline std::string ExecutorStats::to_json() const {
   struct Writer {
     JsonWriter w;
-    void begin(const char* key) { w.key(key).begin_object(); }
-    void end() { w.end_object(); }
-    void field(const char* key, const std::string& s) { w.key(key).value(s); }
-    void field(const char* key, bool b) { w.key(key).value(b); }
-    void field(const char* key, int64_t n) { w.key(key).value(n); }
-    void field(const char* key, uint64_t n) { w.key(key).value(n); }
-    void field(const char* key, double d) { w.key(key).value(d); }
+    Writer& begin(const char* key) { return w.key(key).begin_object(), *this; }
+    Writer& end() { return w.end_object(), *this; }
+    Writer& field(const char* key, const std::string& s) { return w.key(key).value(s), *this; }
+    Writer& field(const char* key, bool b) { return w.key(key).value(b), *this; }
+    Writer& field(const char* key, int64_t n) { return w.key(key).value(n), *this; }
+    Writer& field(const char* key, uint64_t n) { return w.key(key).value(n), *this; }
+    Writer& field(const char* key, double d) { return w.key(key).value(d), *this; }
   } v;
   v.w.begin_object();
   visit(v);
@@ -253,24 +185,30 @@ void ExecutorStats::for_each_number(Fn&& fn) const {
     std::string path;
     std::vector<size_t> marks;  // path length before each open object
     std::string at(const char* key) const { return path.empty() ? std::string(key) : path + "." + key; }
-    void begin(const char* key) {
+    Walker& begin(const char* key) {
       marks.push_back(path.size());
       path = at(key);
+      return *this;
     }
-    void end() {
+    Walker& end() {
       path.resize(marks.back());
       marks.pop_back();
+      return *this;
     }
-    void field(const char*, const std::string&) {}
-    void field(const char* key, bool b) { fn(at(key), b ? 1.0 : 0.0); }
-    void field(const char* key, int64_t n) { fn(at(key), static_cast<double>(n)); }
-    void field(const char* key, uint64_t n) { fn(at(key), static_cast<double>(n)); }
-    void field(const char* key, double d) {
-      if (!std::isfinite(d)) return;  // the JSON form writes null
+    Walker& field(const char*, const std::string&) { return *this; }
+    Walker& field(const char* key, bool b) { return number(key, b ? 1.0 : 0.0); }
+    Walker& field(const char* key, int64_t n) { return number(key, static_cast<double>(n)); }
+    Walker& field(const char* key, uint64_t n) { return number(key, static_cast<double>(n)); }
+    Walker& field(const char* key, double d) {
+      if (!std::isfinite(d)) return *this;  // the JSON form writes null
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.7g", d);  // JsonWriter's precision
       const double v = std::strtod(buf, nullptr);
-      fn(at(key), v == 0 ? 0.0 : v);  // -0 is written "-0", an integer: read back as 0
+      return number(key, v == 0 ? 0.0 : v);  // -0 is written "-0", an integer: read back as 0
+    }
+    Walker& number(const char* key, double v) {
+      fn(at(key), v);
+      return *this;
     }
   } w{fn, {}, {}};
   visit(w);
