@@ -1,6 +1,8 @@
 // The request fields the OpenAI completion routes take (openai_fields.h).
 #include "openai_fields.h"
 
+#include "ragd/pipelines/run_params.h"
+
 #include <algorithm>
 #include <array>
 #include <string_view>
@@ -11,12 +13,14 @@ namespace {
 
 using namespace std::string_view_literals;
 
+// Besides the run parameter table's rows that have an openai_name (max_tokens, temperature, top_p,
+// min_p, seed, stop, ignore_eos, cache_salt, speculative_k, retrieval_top_k, retrieval_mode,
+// filter: run_param_decode.h).
 constexpr std::array kBoth = {
-    "model"sv, "max_tokens"sv, "max_completion_tokens"sv, "temperature"sv, "top_p"sv, "top_k"sv, "min_p"sv,
-    "presence_penalty"sv, "frequency_penalty"sv, "repetition_penalty"sv, "seed"sv, "stop"sv, "stop_token_ids"sv,
-    "ignore_eos"sv, "n"sv, "best_of"sv, "logprobs"sv, "stream"sv, "stream_options"sv, "cache_salt"sv,
-    // RAG extensions
-    "pipeline"sv, "retrieval_top_k"sv, "retrieval_mode"sv, "filter"sv, "speculative_k"sv,
+    "model"sv, "max_completion_tokens"sv, "top_k"sv, "presence_penalty"sv, "frequency_penalty"sv, "repetition_penalty"sv,
+    "stop_token_ids"sv, "n"sv, "best_of"sv, "logprobs"sv, "stream"sv, "stream_options"sv,
+    // RAG extension
+    "pipeline"sv,
     // structured output (openai_structured.h)
     "response_format"sv, "guided_json"sv, "guided_regex"sv, "guided_choice"sv, "guided_whitespace_max"sv};
 constexpr std::array kChatOnly = {"messages"sv, "top_logprobs"sv, "tools"sv, "tool_choice"sv, "parallel_tool_calls"sv};
@@ -46,6 +50,9 @@ ApiError check_request_fields(const Fields& f, bool chat) {
     if (v.is_null()) continue;  // null is absent, as Fields reads it
     if (k == "logit_bias" && v.type() == simdjson::dom::element_type::OBJECT && v.get_object().size() == 0) continue;  // no bias
     if (in(kBoth, k) || in(kIgnored, k) || (chat ? in(kChatOnly, k) : in(kCompletionsOnly, k))) continue;
+    if (std::any_of(pipelines::run_param_defs().begin(), pipelines::run_param_defs().end(),
+                    [&](const pipelines::ParamDef& d) { return !d.openai_name.empty() && d.openai_name == k; }))
+      continue;
     const std::string field = clip_input(k);
     if (in(kNotImplemented, k))
       return bad_request(field, "field '" + field + "' is not implemented by ragd (docs/api.md lists the fields it takes)");

@@ -3,6 +3,7 @@
 #include "openai_structured.h"
 #include "openai_tools.h"
 #include "ragd/pipelines/run_params.h"
+#include "run_param_decode.h"
 
 namespace ragd::daemon {
 
@@ -132,7 +133,6 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
                                       std::to_string(iv) + ", n = " + std::to_string(out->n));
   if (out->n * (1 + static_cast<int>(out->more_prompts.size())) > kMaxChoices)
     return bad_request("n", "n times the number of prompts must be at most " + std::to_string(kMaxChoices));
-  if (auto e = f.boolean("ignore_eos", &run.sampling.ignore_eos); e.failed()) return e;
   if (auto ids = f.get("stop_token_ids")) {  // vLLM's: generation also ends at these ids
     simdjson::dom::array a;
     if (ids->get_array().get(a)) return bad_request("stop_token_ids", "field 'stop_token_ids' must be an array of token ids");
@@ -143,59 +143,37 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
       run.sampling.stop_token_ids.push_back(static_cast<int32_t>(v));
     }
   }
+  // The fields shared with the ragd routes (max_tokens, temperature, top_p, min_p, seed, stop,
+  // ignore_eos, cache_salt, speculative_k, and the RAG extensions retrieval_top_k, retrieval_mode,
+  // filter) decode by their rows of the run parameter table: the same types, ranges and messages.
   // Generation parameters go into the request's overrides, so that they win over a pipeline's
   // defaults exactly when the client sent them (pipelines::resolve_run applies the rest).
+  if (auto e = decode_run_params(f, RunRoute::kOpenAi, &run); e.failed()) return e;
   pipelines::RunOverrides& ov = run.overrides;
-  auto& sp = run.sampling;  // parameters pipeline specs do not set: penalties, min_p
-  if (auto e = f.integer("max_tokens", &iv, static_cast<int64_t>(pipelines::kRangeMaxTokens.lo), static_cast<int64_t>(pipelines::kRangeMaxTokens.hi), &present); e.failed()) return e;
-  if (present) ov.max_tokens = static_cast<int>(iv);
+  auto& sp = run.sampling;  // parameters pipeline specs do not set: penalties
   if (auto e = f.integer("max_completion_tokens", &iv, static_cast<int64_t>(pipelines::kRangeMaxTokens.lo), static_cast<int64_t>(pipelines::kRangeMaxTokens.hi), &present);
       e.failed())
     return e;
-  if (present) ov.max_tokens = static_cast<int>(iv);
-  double d = 0;
-  if (auto e = f.number("temperature", &d, pipelines::kRangeTemperature.lo, pipelines::kRangeTemperature.hi, &present); e.failed())
-    return e;
+  if (present) ov.max_tokens = static_cast<int>(iv);  // OpenAI's newer name for max_tokens
   // OpenAI's default temperature (1.0) is this route's default: it counts as set, for plain and
   // pipeline runs alike.
-  ov.temperature = present ? static_cast<float>(d) : 1.0f;
-  if (auto e = f.number("top_p", &d, pipelines::kRangeTopP.lo, pipelines::kRangeTopP.hi, &present); e.failed()) return e;
-  if (present) ov.top_p = static_cast<float>(d);
+  if (!ov.temperature) ov.temperature = 1.0f;
+  double d = 0;
   if (auto e = f.number("presence_penalty", &d, -2.0, 2.0, &present); e.failed()) return e;
   if (present) sp.presence_penalty = static_cast<float>(d);
   if (auto e = f.number("frequency_penalty", &d, -2.0, 2.0, &present); e.failed()) return e;
   if (present) sp.frequency_penalty = static_cast<float>(d);
   if (auto e = f.number("repetition_penalty", &d, 0.01, 10.0, &present); e.failed()) return e;
   if (present) sp.repetition_penalty = static_cast<float>(d);
-  if (auto e = f.number("min_p", &d, pipelines::kRangeMinP.lo, pipelines::kRangeMinP.hi, &present); e.failed()) return e;
-  if (present) sp.min_p = static_cast<float>(d);
+  // Sampling top-k (on the ragd routes `top_k` is the passages retrieved: retrieval_top_k here).
   if (auto e = f.integer("top_k", &iv, static_cast<int64_t>(pipelines::kRangeSamplingTopK.lo), static_cast<int64_t>(pipelines::kRangeSamplingTopK.hi), &present); e.failed())
     return e;
   if (present) ov.sampling_top_k = static_cast<int>(iv);
-  uint64_t seed = 0;
-  if (auto e = f.seed("seed", &seed, &present); e.failed()) return e;
-  if (present) ov.seed = seed;
-  out->seeded = present;
-  if (f.has("cache_salt")) {  // as vLLM accepts it; its range and message are the run parameter's
-    std::string salt;
-    if (auto e = f.str("cache_salt", &salt); e.failed()) return e;
-    if (Status st = pipelines::find_run_param("cache_salt")->set(run, pipelines::ParamValue(std::move(salt))); !st.ok())
-      return bad_request("cache_salt", st.message());
-  }
-  if (f.has("speculative_k")) {  // ragd's extension; range and message are the run parameter's
-    if (auto e = f.integer("speculative_k", &iv, static_cast<int64_t>(pipelines::kRangeSpeculativeK.lo),
-                           static_cast<int64_t>(pipelines::kRangeSpeculativeK.hi), &present);
-        e.failed())
-      return e;
-    run.speculative_k = static_cast<int>(iv);
-  }
-  if (f.has("stop")) {
-    std::vector<std::string> stop;
-    if (auto e = f.string_list("stop", &stop); e.failed()) return e;
-    if (stop.size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
-    for (const auto& s : stop)
-      if (s.empty()) return bad_request("stop", "field 'stop' contains an empty string");
-    ov.stop = std::move(stop);
+  out->seeded = ov.seed.has_value();
+  if (ov.stop) {  // OpenAI's own limits on stop sequences
+    if (ov.stop->size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");
+    for (const auto& st : *ov.stop)
+      if (st.empty()) return bad_request("stop", "field 'stop' contains an empty string");
   }
   if (chat) {
     bool lp = false;
@@ -216,20 +194,8 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
     if (so->get_object().get(soo)) return bad_request("stream_options", "field 'stream_options' must be an object");
     if (auto e = Fields(soo, "stream_options.").boolean("include_usage", &out->include_usage); e.failed()) return e;
   }
-  // Extension: retrieval through a pipeline.
+  // Extension: retrieval through a pipeline (retrieval_top_k, retrieval_mode and filter: the table's rows above).
   if (auto e = f.str("pipeline", &run.pipeline); e.failed()) return e;
-  if (auto e = f.integer("retrieval_top_k", &iv, kRetrievalTopKMin, kRetrievalTopKMax, &present); e.failed()) return e;
-  if (present) run.retrieval_top_k = static_cast<int>(iv);
-  if (auto fl = f.get("filter")) {  // the run parameter's: parsed when the run is resolved
-    if (fl->type() != simdjson::dom::element_type::OBJECT) return bad_request("filter", "field 'filter' must be an object");
-    run.filter_json = simdjson::minify(*fl);
-  }
-  if (f.has("retrieval_mode")) {  // the run parameter's choices and message
-    std::string mode;
-    if (auto e = f.str("retrieval_mode", &mode); e.failed()) return e;
-    if (Status st = pipelines::find_run_param("retrieval_mode")->set(run, pipelines::ParamValue(std::move(mode))); !st.ok())
-      return bad_request("retrieval_mode", st.message());
-  }
   // Structured output: response_format / guided_* (openai_structured.h).
   if (auto e = parse_structured_output(f, &run); e.failed()) return e;
   // Tool calling (openai_tools.h).

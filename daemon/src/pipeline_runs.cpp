@@ -1,5 +1,6 @@
 // POST /v1/pipelines/{name}/runs and the ragd run body shared with the WebSocket.
 #include "api_impl.h"
+#include "run_param_decode.h"
 #include "ragd/common/log.h"
 #include "ragd/pipelines/run_params.h"
 #include "run_events.h"
@@ -9,75 +10,6 @@ namespace ragd::daemon {
 using pipelines::RunEvent;
 
 namespace {
-
-// Decodes every run parameter of pipelines::run_param_defs() present in the body (type, range
-// and the 400 message from the table) into `out`.
-ApiError decode_run_params(const Fields& f, pipelines::RunRequest* out) {
-  using pipelines::ParamType;
-  for (const pipelines::ParamDef& d : pipelines::run_param_defs()) {
-    const std::string name(d.name);
-    if (!f.has(name.c_str())) continue;
-    pipelines::ParamValue value;
-    bool present = false;
-    switch (d.type) {
-      case ParamType::kInt: {
-        int64_t v = 0;
-        if (auto e = f.integer(name.c_str(), &v, static_cast<int64_t>(d.range.lo), static_cast<int64_t>(d.range.hi), &present);
-            e.failed())
-          return e;
-        value = v;
-        break;
-      }
-      case ParamType::kNumber: {
-        double v = 0;
-        if (auto e = f.number(name.c_str(), &v, d.range.lo, d.range.hi, &present); e.failed()) return e;
-        value = v;
-        break;
-      }
-      case ParamType::kBool: {
-        bool v = false;
-        if (auto e = f.boolean(name.c_str(), &v, &present); e.failed()) return e;
-        value = v;
-        break;
-      }
-      case ParamType::kString:
-      case ParamType::kEnum: {
-        std::string v;
-        if (auto e = f.str(name.c_str(), &v); e.failed()) return e;
-        if (d.type == ParamType::kEnum && v.empty()) continue;  // "" = the default
-        value = std::move(v);
-        break;
-      }
-      case ParamType::kStringList: {
-        std::vector<std::string> v;
-        if (auto e = f.string_list(name.c_str(), &v); e.failed()) return e;
-        value = std::move(v);
-        break;
-      }
-      case ParamType::kObject: {
-        auto el = f.get(name.c_str());
-        if (!el || el->type() != simdjson::dom::element_type::OBJECT)
-          return bad_request(name, "field '" + name + "' must be an object");
-        value = simdjson::minify(*el);
-        break;
-      }
-      case ParamType::kSeed: {
-        uint64_t v = 0;
-        if (auto e = f.seed(name.c_str(), &v, &present); e.failed()) return e;
-        value = v;
-        break;
-      }
-    }
-    if (Status st = d.set(*out, value); !st.ok()) {
-      // A value the row's own check refuses (e.g. cache_salt's length): its message names the field.
-      if (d.type != ParamType::kEnum) return bad_request(name, std::string(st.message()));
-      const std::string got = std::holds_alternative<std::string>(value) ? std::get<std::string>(value) : std::string();
-      return bad_request(name, "field '" + name + "' must be one of " + d.choices() + "; got '" +
-                                   clip_input(got) + "'");
-    }
-  }
-  return {};
-}
 
 // On the pipeline route the pipeline is named by the path: an unknown one is the `name` param.
 ApiError name_param(ApiError e) {
@@ -105,7 +37,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (auto e = f.str("query", &out->query, true); e.failed()) return e;
   if (out->query.empty()) return bad_request("query", "field 'query' must not be empty");
   if (auto e = f.boolean("stream", stream); e.failed()) return e;
-  if (auto e = decode_run_params(f, out); e.failed()) return e;
+  if (auto e = decode_run_params(f, RunRoute::kRagd, out); e.failed()) return e;
   std::string tenant;
   if (auto e = f.str("tenant", &tenant); e.failed()) return e;
   if (!tenant.empty() && ctx.authed_by_key && tenant != ctx.tenant)

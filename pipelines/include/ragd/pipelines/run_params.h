@@ -61,10 +61,16 @@ struct ParamDef {
   // Stores a decoded, type- and range-checked value into the request. kEnum: InvalidArgument
   // for a name that is not one of `choices`.
   Status (*set)(RunRequest&, const ParamValue&);
+  // The field's JSON name on the OpenAI routes (/v1/chat/completions, /v1/completions), where it
+  // is decoded by the same row; "" = a field of the ragd routes only. ("top_k" of a ragd run is
+  // the passages retrieved; on the OpenAI routes that is "retrieval_top_k", and "top_k" is
+  // OpenAI-style sampling top-k, a field of those routes alone.)
+  std::string_view openai_name = {};
 };
 
 // Every field of a ragd run body that sets a run parameter (route fields such as `query`,
-// `stream`, `tenant` and `pipeline` are the daemon's).
+// `stream`, `tenant` and `pipeline` are the daemon's); the rows with an openai_name are decoded
+// the same way on the OpenAI routes.
 std::span<const ParamDef> run_param_defs();
 const ParamDef* find_run_param(std::string_view name);
 // The rows of docs/api.md's run parameter table, one per ParamDef ("| `name` | type | default |
@@ -126,7 +132,8 @@ inline constexpr ParamDef kRunParamDefs[] = {
      [](RunRequest& r, const ParamValue& v) {
        r.retrieval_top_k = static_cast<int>(param_as<int64_t>(v));
        return Status::OK();
-     }},
+     },
+     "retrieval_top_k"},
     {"retrieval_mode", ParamType::kEnum, {}, [] { return enum_choices<retrieval::RetrievalMode>(); }, "pipeline's (auto: the corpus's)",
      "how passages are searched: BM25 over words (lexical), the embedder's vectors (dense), both fused by "
      "reciprocal rank (hybrid); auto = lexical with the hashing embedder, hybrid with a semantic one "
@@ -136,7 +143,8 @@ inline constexpr ParamDef kRunParamDefs[] = {
        if (!m.ok()) return m.status();
        r.retrieval_mode = *m;
        return Status::OK();
-     }},
+     },
+     "retrieval_mode"},
     {"filter", ParamType::kObject, {}, {}, "none",
      "only passages of documents whose metadata match, applied inside the search (a filtered top-k holds k passages "
      "when k qualify): `{\"lang\": \"en\", \"year\": {\"gte\": 2020}, \"tags\": {\"in\": [\"a\", \"b\"]}}`; "
@@ -145,41 +153,48 @@ inline constexpr ParamDef kRunParamDefs[] = {
      [](RunRequest& r, const ParamValue& v) {
        r.filter_json = param_as<std::string>(v);
        return Status::OK();
-     }},
+     },
+     "filter"},
     {"max_tokens", ParamType::kInt, kRangeMaxTokens, {}, "pipeline's (256)", "tokens generated at most",
      [](RunRequest& r, const ParamValue& v) {
        r.overrides.max_tokens = static_cast<int>(param_as<int64_t>(v));
        return Status::OK();
-     }},
+     },
+     "max_tokens"},
     {"temperature", ParamType::kNumber, kRangeTemperature, {}, "pipeline's (0 = greedy)",
      "an explicit value always wins over the pipeline's",
      [](RunRequest& r, const ParamValue& v) {
        r.overrides.temperature = static_cast<float>(param_as<double>(v));
        return Status::OK();
-     }},
+     },
+     "temperature"},
     {"top_p", ParamType::kNumber, kRangeTopP, {}, "pipeline's (1)", "nucleus sampling",
      [](RunRequest& r, const ParamValue& v) {
        r.overrides.top_p = static_cast<float>(param_as<double>(v));
        return Status::OK();
-     }},
+     },
+     "top_p"},
     {"min_p", ParamType::kNumber, kRangeMinP, {}, "0 (off)",
      "drop tokens whose probability is below min_p times the most likely token's",
      [](RunRequest& r, const ParamValue& v) {
        r.sampling.min_p = static_cast<float>(param_as<double>(v));
        return Status::OK();
-     }},
+     },
+     "min_p"},
     {"seed", ParamType::kSeed, {}, {}, "pipeline's (0)",
      "0..2^64-1, or -1 = a random seed drawn for this request (as in llama.cpp); other values 400. The same rule "
      "on the OpenAI routes",
      [](RunRequest& r, const ParamValue& v) {
        r.overrides.seed = param_as<uint64_t>(v);
        return Status::OK();
-     }},
+     },
+     "seed"},
     {"stop", ParamType::kStringList, {}, {}, "pipeline's (none)", "stop strings (a string or an array of strings)",
      [](RunRequest& r, const ParamValue& v) {
        r.overrides.stop = param_as<std::vector<std::string>>(v);
        return Status::OK();
-     }},
+     },
+     "stop"},
     {"reuse", ParamType::kEnum, {}, [] { return enum_choices<ReuseMode>(); }, "pipeline's",
      "where the prompt's KV comes from; `cacheblend` and `epic` are approximate (see below); `auto` picks, per model, "
      "the fastest approximate mode whose reuse self-check passes, else exact (its choice in `usage.reuse_note`)",
@@ -252,7 +267,8 @@ inline constexpr ParamDef kRunParamDefs[] = {
      [](RunRequest& r, const ParamValue& v) {
        r.sampling.ignore_eos = param_as<bool>(v);
        return Status::OK();
-     }},
+     },
+     "ignore_eos"},
     {"speculative_k", ParamType::kInt, kRangeSpeculativeK, {}, "server's (`runtime.speculative_k`, 0)",
      "speculative decoding: up to this many draft tokens per decode step, drafted from the run's own prompt and "
      "output (n-gram lookup) and verified in one step; the output is the same as without it (greedy and seeded "
@@ -260,7 +276,8 @@ inline constexpr ParamDef kRunParamDefs[] = {
      [](RunRequest& r, const ParamValue& v) {
        r.speculative_k = static_cast<int>(param_as<int64_t>(v));
        return Status::OK();
-     }},
+     },
+     "speculative_k"},
     {"cache_salt", ParamType::kString, {}, {}, "none",
      "scopes KV reuse: runs reuse each other's document KV (every tier, the shared remote one included) only "
      "when their tenant and cache_salt are equal; the pipeline's own system prompt is shared. 1..256 characters "
@@ -272,7 +289,8 @@ inline constexpr ParamDef kRunParamDefs[] = {
        if (s.empty() || utf8_length(s) > 256) return Status::InvalidArgument("cache_salt must be 1..256 characters");
        r.cache_salt = s;
        return Status::OK();
-     }},
+     },
+     "cache_salt"},
     {"context_must_include", ParamType::kString, {}, {}, "none",
      "extension (evaluation): a document id whose first chunk is put in the context, replacing the lowest-ranked "
      "retrieved chunk unless retrieval returned it; the caller's own or a shared document, else 400 "
