@@ -25,6 +25,7 @@
 
 #include "ragd/pipelines/runtime.h"
 #include "bench_args.h"
+#include "qa_corpus.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -97,17 +98,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   {
-    std::vector<DocumentInput> docs;
-    std::ifstream in(source_dir + "/examples/qa_eval/corpus.jsonl");
-    simdjson::dom::parser p;
-    for (std::string line; std::getline(in, line);) {
-      simdjson::dom::element e;
-      std::string_view id, title, text;
-      if (p.parse(line).get(e) || e["id"].get_string().get(id) || e["title"].get_string().get(title) || e["text"].get_string().get(text)) continue;
-      DocumentInput d;
-      d.id = std::string(id), d.title = std::string(title), d.text = std::string(text);
-      docs.push_back(std::move(d));
-    }
+    const std::vector<DocumentInput> docs = ragd::bench::read_qa_corpus(source_dir);
     auto s = rt->documents->ingest(docs);
     if (!s.ok()) {
       std::fprintf(stderr, "ingest: %s\n", s.status().to_string().c_str());

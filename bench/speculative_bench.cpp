@@ -28,6 +28,7 @@
 
 #include "ragd/pipelines/runtime.h"
 #include "bench_args.h"
+#include "qa_corpus.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -95,20 +96,7 @@ int qa(const Args& a) {
   const std::string data = (fs::temp_directory_path() / ("ragd_specbench_" + std::to_string(::getpid()))).string();
   fs::remove_all(data);
   Runtime rt = open(a, data, 0, 4);
-  std::vector<DocumentInput> docs;
-  {
-    std::ifstream in(a.source_dir + "/examples/qa_eval/corpus.jsonl");
-    simdjson::dom::parser p;
-    for (std::string line; std::getline(in, line);) {
-      simdjson::dom::element e;
-      if (p.parse(line).get(e)) continue;
-      DocumentInput d;
-      std::string_view id, title, text;
-      if (e["id"].get_string().get(id) || e["title"].get_string().get(title) || e["text"].get_string().get(text)) continue;
-      d.id = std::string(id), d.title = std::string(title), d.text = std::string(text);
-      docs.push_back(std::move(d));
-    }
-  }
+  const std::vector<DocumentInput> docs = ragd::bench::read_qa_corpus(a.source_dir);
   auto ing = rt.documents->ingest(docs);
   if (!ing.ok()) {
     std::fprintf(stderr, "ingest: %s\n", ing.status().to_string().c_str());

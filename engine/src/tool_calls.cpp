@@ -2,6 +2,7 @@
 #include "ragd/engine/tool_calls.h"
 
 #include <array>
+#include <cctype>
 
 namespace ragd::engine {
 
@@ -195,6 +196,13 @@ size_t find_trigger(const ToolCallFormat& f, std::string_view text, size_t from)
 }
 
 }  // namespace
+
+bool valid_tool_name(std::string_view n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
 
 std::string ToolCallFormat::render_call(std::string_view fn, std::string_view arguments) const {
   std::string s = call_begin;

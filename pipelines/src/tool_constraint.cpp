@@ -5,17 +5,6 @@
 
 namespace ragd::pipelines {
 
-namespace {
-
-bool valid_name(const std::string& n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char c : n)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-  return true;
-}
-
-}  // namespace
-
 Result<std::shared_ptr<const engine::ConstraintSpec>> tool_constraint(const RunRequest& r, const engine::ToolCallFormat& f) {
   using Mode = ToolChoice::Mode;
   const ToolChoice& choice = r.tool_choice;
@@ -31,7 +20,7 @@ Result<std::shared_ptr<const engine::ConstraintSpec>> tool_constraint(const RunR
   std::set<std::string> names;
   for (size_t i = 0; i < r.tools.size(); ++i) {
     const std::string& n = r.tools[i].name;
-    if (!valid_name(n))
+    if (!engine::valid_tool_name(n))
       return Status::InvalidArgument("tools[" + std::to_string(i) + "].function.name must match [A-Za-z0-9_-]{1,64}");
     if (!names.insert(n).second) return Status::InvalidArgument("tools[" + std::to_string(i) + "]: function '" + n + "' is given twice");
   }

@@ -21,13 +21,6 @@ struct Tool {
   std::string name, parameters;
 };
 
-bool valid_name(std::string_view n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char c : n)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-  return true;
-}
-
 std::string_view rtrim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   return s;
@@ -154,7 +147,7 @@ Frag emit_tool_calls(NfaBuilder& b, std::string_view spec_json, int max_whitespa
   for (element t : arr) {
     const size_t i = tools.size();
     std::string_view name;
-    if (t["name"].get_string().get(name) || !valid_name(name))
+    if (t["name"].get_string().get(name) || !valid_tool_name(name))
       throw GrammarError(fmt::format("tools[{}].name must match [A-Za-z0-9_-]{{1,64}}", i));
     Tool tool{std::string(name), ""};
     if (auto ps = t["parameters"]; !ps.error() && ps.type() != element_type::NULL_VALUE) {

@@ -24,6 +24,10 @@
 
 namespace ragd::engine {
 
+// A function name a tool may have: [A-Za-z0-9_-]{1,64} (OpenAI's rule; the grammar writes it
+// unescaped inside a JSON string).
+bool valid_tool_name(std::string_view name);
+
 // A function the model may call (OpenAI's tools[i].function).
 struct ToolDef {
   std::string name;         // [A-Za-z0-9_-]{1,64}
