@@ -119,6 +119,12 @@ const std::vector<Field>& fields() {
       RAGD_E("runtime.weights", "weights in memory (auto = the checkpoint's dtype; q8 = 8-bit blocks, quantized at load)", runtime.weights),
       RAGD_E("runtime.kv_dtype", "KV pool storage (bf16 = half the bytes; int8 = a quarter, plus a scale per token and head)", runtime.kv_dtype),
       RAGD_E("runtime.scheduler", "scheduling policy", runtime.scheduler),
+      RAGD_F("runtime.length_model", Type::kString,
+             "srtf: output-length head trained by `ragctl length-train`; \"\" = sjf's estimate less the generated tokens",
+             runtime.length_model),
+      RAGD_F("runtime.length_log", Type::kString,
+             "append one JSON line per finished run (features + output length; holds the questions) for "
+             "`ragctl length-train`; \"\" = off", runtime.length_log),
       RAGD_F("runtime.max_batch_tokens", Type::kInt, "token budget per scheduler step (chunked prefill)", runtime.max_batch_tokens),
       RAGD_F("runtime.max_running", Type::kInt, "concurrent sequences in the running batch", runtime.max_running),
       RAGD_F("runtime.max_queue", Type::kInt, "waiting requests before new ones get 429", runtime.max_queue),

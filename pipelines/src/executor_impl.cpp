@@ -17,7 +17,14 @@ namespace ragd::pipelines {
 Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions& opts, Deps deps) {
   if (!deps.model) return Status::InvalidArgument("executor: no model");
   if (!deps.tokenizer) return Status::InvalidArgument("executor: no tokenizer");
-  RAGD_ASSIGN_OR_RETURN(const SchedulerOptions so, opts.scheduler_options());
+  RAGD_ASSIGN_OR_RETURN(SchedulerOptions so, opts.scheduler_options());
+  if (!opts.length_model.empty()) {
+    RAGD_ASSIGN_OR_RETURN(so.length_model, LengthModel::load(opts.length_model));
+  }
+  std::unique_ptr<LengthLogWriter> length_log;
+  if (!opts.length_log.empty()) {
+    RAGD_ASSIGN_OR_RETURN(length_log, LengthLogWriter::open(opts.length_log));
+  }
   if (opts.max_queue <= 0) return Status::InvalidArgument("executor: max_queue must be positive");
   // The one KV cache: the engine pool is its HBM tier; DRAM always; SSD under the data dir.
   kvstore::Options ko = opts.kvstore_options();
@@ -42,6 +49,7 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
     raw->cv_.notify_all();
   });
   ex->sched_ = std::make_unique<Scheduler>(so);
+  ex->length_log_ = std::move(length_log);
   ex->batch_tokens_ = so.max_batch_tokens;
   ex->kv_host_ = std::make_unique<PoolKvHost>(ex->model_->kv_pool(), *ex->planner_, opts.swap_bytes);
   ex->publish_stats();
@@ -400,7 +408,10 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
     for (int e : cfg.eos_token_ids) stop_ids.push_back(e);
   }
   for (int32_t t : q.res.sampling.stop_token_ids) stop_ids.push_back(t);
-  q.state.emplace(q.prompt, q.res.sampling, *tok_, std::move(stop_ids), max_new);
+  // A benchmark's hidden stop rule ends the run early; the scheduler keeps seeing max_new.
+  q.sched_max_new = max_new;
+  if (opts_.test_hooks.stop_after_tokens) q.hidden_stop = std::max(0, opts_.test_hooks.stop_after_tokens(q.rr.id));
+  q.state.emplace(q.prompt, q.res.sampling, *tok_, std::move(stop_ids), q.hidden_stop > 0 ? std::min(max_new, q.hidden_stop) : max_new);
   if (q.rr.want_logprobs) q.state->set_top_logprobs(q.rr.top_logprobs);
   q.state->set_extractive(q.res.extractive);
   q.state->set_constraint(q.constraint);
@@ -429,14 +440,29 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   if (q.spec_prefill && runs_.count(sid)) q.spec_prefill->on_scheduled(spec_room, *this);
 }
 
+namespace {
+
+// What the length features read of a request: the question of a pipeline run, else the end of the
+// last user message of a chat, else the end of the raw prompt (length_prompt_text).
+std::string length_text(const RunRequest& rr) {
+  if (!rr.query.empty()) return rr.query;
+  for (auto it = rr.messages.rbegin(); it != rr.messages.rend(); ++it)
+    if (it->role == "user") return length_prompt_text(it->content);
+  return length_prompt_text(rr.prompt);
+}
+
+}  // namespace
+
 void ExecutorImpl::schedule_run(Run& q) {
   SeqInfo si;
   si.id = q.sid;
   si.tenant = q.rr.tenant;
   si.pipeline = q.res.spec ? q.res.spec->name : "";
   si.prompt_tokens = q.state->prompt_len();
-  si.max_new_tokens = q.state->max_new_tokens();
+  si.max_new_tokens = q.sched_max_new > 0 ? q.sched_max_new : q.state->max_new_tokens();
   si.cached_tokens_hint = std::min(q.kv.reuse.hint_tokens, si.prompt_tokens);  // ordering (RAGCache)
+  si.text = length_text(q.rr);
+  si.oracle_output_tokens = q.hidden_stop;  // read only with SchedulerOptions::oracle_lengths (benchmarks)
   Status st = sched_->add(si);
   if (!st.ok()) fail(q.sid, st);
 }
@@ -891,6 +917,14 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     const auto gen = r.state->generated_tokens();
     semantic_->insert(r.semantic_key, r.semantic_embedding, r.rr.query, std::vector<int32_t>(gen.begin(), gen.end()), reason,
                       r.semantic_docs);
+  }
+  if (length_log_ && !r.semantic_hit && (reason == "stop" || reason == "length") && r.state) {
+    LengthSample ls;
+    ls.features = {r.res.spec ? r.res.spec->name : "", length_text(r.rr), r.state->prompt_len(),
+                   r.sched_max_new > 0 ? r.sched_max_new : r.state->max_new_tokens()};
+    ls.output_tokens = r.state->generated();
+    ls.finish_reason = reason;
+    length_log_->append(ls);
   }
   if (r.iter) {
     r.iter->on_finish(*this, r.usage, r.timings);

@@ -54,6 +54,7 @@
 #include "ragd/pipelines/runtime.h"
 #include "ragd/seqparallel/sp_group.h"
 #include "ragd/pipelines/scheduler.h"
+#include "ragd/pipelines/length_log.h"
 
 #include "iterative_rag.h"
 #include "kv_host.h"
@@ -152,6 +153,10 @@ class ExecutorImpl final : public Executor,
     // decode step verifies (scheduler thread).
     std::optional<NgramDrafter> drafter;
     std::vector<int32_t> draft;
+    // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
+    // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.
+    int sched_max_new = 0;
+    int hidden_stop = 0;
     // [semantic_cache] pipelines: the run's cache key, question embedding and source documents
     // (empty key: not looked up), and the earlier answer when the lookup found one.
     std::string semantic_key;
@@ -288,6 +293,7 @@ class ExecutorImpl final : public Executor,
   // scheduler thread only
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<PoolKvHost> kv_host_;
+  std::unique_ptr<LengthLogWriter> length_log_;  // runtime.length_log; null = off
   std::unordered_map<uint64_t, std::unique_ptr<Run>> runs_;
   std::unordered_map<std::string, uint64_t> by_name_;
   std::unordered_set<std::string> early_cancels_;  // cancelled while still in retrieval

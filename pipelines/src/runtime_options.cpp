@@ -49,6 +49,9 @@ Status RuntimeOptions::validate() const {
   if (retrieval_threads_per_tenant < 0 || retrieval_threads_per_tenant > retrieval_threads)
     return Status::InvalidArgument("runtime.retrieval_threads_per_tenant must be in [0, runtime.retrieval_threads = " +
                                    std::to_string(retrieval_threads) + "], got " + std::to_string(retrieval_threads_per_tenant));
+  if (!length_model.empty() && scheduler != SchedPolicy::kSrtf)
+    return Status::InvalidArgument("runtime.length_model is read by the srtf scheduler only; runtime.scheduler is " +
+                                   std::string(enum_name(scheduler)));
   RAGD_RETURN_IF_ERROR(at_least("runtime.num_threads", num_threads, 0));
   RAGD_RETURN_IF_ERROR(at_least("runtime.sp_workers", sp_workers, 1));
   RAGD_RETURN_IF_ERROR(at_least("runtime.sp_threshold_tokens", sp_threshold_tokens, 1));
@@ -80,6 +83,7 @@ Result<SchedulerOptions> RuntimeOptions::scheduler_options() const {
   so.max_batch_tokens = max_batch_tokens;
   so.max_running = max_running;
   so.tenant_share = tenant_share_percent / 100.0;
+  so.oracle_lengths = test_hooks.oracle_lengths;  // benchmarks only; length_model is loaded by the executor
   return so;
 }
 

@@ -14,6 +14,7 @@ Scheduler::Scheduler(SchedulerOptions opts) : opts_(opts) {
   opts_.max_running = std::max(1, opts_.max_running);
   opts_.mlfq_base_quantum = std::max(1, opts_.mlfq_base_quantum);
   opts_.mlfq_levels = std::max(1, opts_.mlfq_levels);
+  opts_.srtf_preempt_ratio = std::max(1.0, opts_.srtf_preempt_ratio);
 }
 
 Status Scheduler::add(const SeqInfo& info) {
@@ -28,6 +29,8 @@ Status Scheduler::add(const SeqInfo& info) {
   s.arrival = next_arrival_++;
   s.arrival_step = step_;
   s.predicted_out = predictor_.predict(info.pipeline, info.prompt_tokens, info.max_new_tokens);
+  if (opts_.policy == SchedPolicy::kSrtf && opts_.length_model)
+    s.length_probs = opts_.length_model->probabilities({info.pipeline, info.text, info.prompt_tokens, info.max_new_tokens});
   seqs_.emplace(info.id, std::move(s));
   return Status::OK();
 }
@@ -53,6 +56,13 @@ double Scheduler::priority_key(const Seq& s) const {
       }
       return static_cast<double>(s.arrival);
     }
+    case SchedPolicy::kSrtf: {
+      // Aged requests first, in arrival order (below every estimate, which is >= 1).
+      if (srtf_aged(s)) return -1e12 + static_cast<double>(s.arrival);
+      const int have = std::max(s.computed, opts_.cache_aware ? s.info.cached_tokens_hint : 0);
+      const double prefill_steps = std::max(0, s.len() - have) / static_cast<double>(opts_.max_batch_tokens);
+      return prefill_steps + remaining_estimate(s);
+    }
     case SchedPolicy::kSjf: {
       const int have = std::max(s.computed, opts_.cache_aware ? s.info.cached_tokens_hint : 0);
       const double prefill_steps = std::max(0, s.len() - have) / static_cast<double>(opts_.max_batch_tokens);
@@ -68,6 +78,20 @@ double Scheduler::priority_key(const Seq& s) const {
     }
   }
   return 0;
+}
+
+double Scheduler::remaining_estimate(const Seq& s) const {
+  if (opts_.oracle_lengths && s.info.oracle_output_tokens > 0)
+    return std::max(1, s.info.oracle_output_tokens - s.generated);
+  if (!s.length_probs.empty()) return opts_.length_model->remaining(s.length_probs, s.generated, s.info.max_new_tokens);
+  return std::max(1.0, s.predicted_out - s.generated);
+}
+
+bool Scheduler::srtf_aged(const Seq& s) const { return s.waited > opts_.starvation_window; }
+
+double Scheduler::predicted_remaining(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? -1.0 : remaining_estimate(it->second);
 }
 
 Scheduler::TenantLoad Scheduler::tenant_load() const {
@@ -141,6 +165,8 @@ void Scheduler::preempt(Seq& s, KvHost& host, StepPlan* plan) {
 StepPlan Scheduler::schedule(KvHost& host) {
   ++step_;
   ++stats_.steps;
+  for (auto& [id, s] : seqs_)
+    if (s.state != State::kRunning && !s.held) ++s.waited;
   StepPlan plan;
   int budget = opts_.max_batch_tokens;
   int reserved = 0;  // blocks promised to planned items, not yet allocated by the host
@@ -226,7 +252,12 @@ StepPlan Scheduler::schedule(KvHost& host) {
 
   // 3. Swapped requests come back first when their KV fits (they never preempt others).
   bool blocked = false;
+  const bool srtf = opts_.policy == SchedPolicy::kSrtf;
+  std::vector<Seq*> waiting_now;
+  if (srtf) waiting_now = ordered(State::kWaiting);
   for (Seq* s : ordered(State::kSwapped)) {
+    // srtf: a shorter waiting request goes before a swapped one (it is admitted in 4).
+    if (srtf && !waiting_now.empty() && higher_priority(*waiting_now.front(), *s)) break;
     if (budget <= 0 || running_count() >= opts_.max_running) {
       blocked = true;
       break;
@@ -269,6 +300,24 @@ StepPlan Scheduler::schedule(KvHost& host) {
     evict(*victim);
     return true;
   };
+  // SRTF: a waiting request takes the slot of the running request with the longest predicted
+  // remaining work, when that is more than srtf_preempt_ratio times its own; an aged request is
+  // never the victim, and does not preempt either (it takes the next slot that frees: preempting
+  // for aged requests would age the preempted ones in turn, a convoy).
+  auto srtf_room_for = [&](const Seq& w) {
+    if (srtf_aged(w)) return false;
+    const double kw = priority_key(w);
+    Seq* victim = nullptr;
+    for (auto& [id, r] : seqs_) {
+      if (r.state != State::kRunning || srtf_aged(r)) continue;
+      const double kr = priority_key(r);
+      if (kr > opts_.srtf_preempt_ratio * std::max(kw, 1e-9) && (!victim || higher_priority(*victim, r))) victim = &r;
+    }
+    if (!victim) return false;
+    evict(*victim);
+    ++stats_.srtf_preemptions;
+    return true;
+  };
   // Tenant share: a waiting request of a tenant below its limit takes the slot of the
   // lowest-priority running request of the tenant furthest above the limit.
   auto share_room_for = [&](const Seq& w) {
@@ -302,14 +351,16 @@ StepPlan Scheduler::schedule(KvHost& host) {
     if (std::find(plan.preempted.begin(), plan.preempted.end(), s->info.id) != plan.preempted.end()) continue;
     if (running_count() >= opts_.max_running) {
       const bool mlfq_room = opts_.policy == SchedPolicy::kMlfq && !starved(*s) && demote_for(*s);
-      const bool room = mlfq_room || (!no_share_room.count(s->info.tenant) && share_room_for(*s));
+      const bool srtf_room = !mlfq_room && srtf && srtf_room_for(*s);
+      const bool room = mlfq_room || srtf_room || (!no_share_room.count(s->info.tenant) && share_room_for(*s));
       if (room) no_share_room.clear();
       if (!room) {
-        if (starved(*s) && !tenant_held_back(s->info.tenant)) break;
+        // Nothing passes a starved request (an aged one under srtf) for a slot it cannot have.
+        if ((starved(*s) || (srtf && srtf_aged(*s))) && !tenant_held_back(s->info.tenant)) break;
         no_share_room.insert(s->info.tenant);
         continue;  // a later request of another tenant may still take a share slot
       }
-    } else if (blocked && opts_.policy != SchedPolicy::kMlfq) {
+    } else if (blocked && opts_.policy != SchedPolicy::kMlfq && !srtf) {
       break;  // swapped requests wait for KV and come back first
     }
     const int present = host.admit(s->info.id, reserved);
@@ -325,7 +376,7 @@ StepPlan Scheduler::schedule(KvHost& host) {
       host.release(s->info.id);
       s->state = State::kWaiting;
       s->computed = 0;
-      if (starved(*s)) break;
+      if (starved(*s) || (srtf && srtf_aged(*s))) break;
       continue;
     }
     ++stats_.admitted;

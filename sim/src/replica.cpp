@@ -83,7 +83,10 @@ void Replica::add(size_t i, int hint_tokens, double now, EventQueue& q) {
   si.id = sched_id(i);
   si.tenant = r.tenant == 0 ? "default" : "t" + std::to_string(r.tenant);
   si.prompt_tokens = r.prompt_tokens;
-  si.max_new_tokens = r.answer_tokens;
+  si.max_new_tokens = r.max_tokens > 0 ? std::max(r.max_tokens, r.answer_tokens) : r.answer_tokens;
+  si.text = r.text;
+  si.pipeline = r.pipeline;
+  si.oracle_output_tokens = r.answer_tokens;  // read only with SchedulerOptions::oracle_lengths
   si.cached_tokens_hint = std::min(hint_tokens, r.prompt_tokens);
   Status st = sched_.add(si);
   RAGD_CHECK(st.ok()) << st.to_string();

@@ -126,7 +126,7 @@ const EnumKeyCase kEnumKeys[] = {
     {"log_level", "debug", "trace | debug | info | warn | error | off"},
     {"runtime.weights", "q8", "auto | f32 | bf16 | f16 | q8"},
     {"runtime.kv_dtype", "bf16", "f32 | bf16 | int8"},
-    {"runtime.scheduler", "fair", "fcfs | sjf | mlfq | fair"},
+    {"runtime.scheduler", "fair", "fcfs | sjf | mlfq | fair | srtf"},
     {"runtime.eviction", "lru", "pgdsf | lru | lfu | gdsf"},
     {"runtime.preemption", "recompute", "swap | recompute"},
     {"runtime.sp_partition", "striped", "zigzag | contiguous | striped"},

@@ -272,7 +272,7 @@ TEST_P(PolicyTest, InvariantsAndExactOutputsUnderMemoryPressure) {
 
 INSTANTIATE_TEST_SUITE_P(All, PolicyTest,
                          ::testing::Combine(::testing::Values(SchedPolicy::kFcfs, SchedPolicy::kSjf,
-                                                              SchedPolicy::kMlfq, SchedPolicy::kFair),
+                                                              SchedPolicy::kMlfq, SchedPolicy::kFair, SchedPolicy::kSrtf),
                                             ::testing::Values(PreemptMode::kSwap, PreemptMode::kRecompute)));
 
 TEST(Scheduler, UnpressuredRunMatchesReferenceAndUsesBudget) {
@@ -549,7 +549,7 @@ TEST(Scheduler, ParsesPolicyNames) {
   EXPECT_EQ(*parse_sched_policy("fair"), SchedPolicy::kFair);
   auto bad = parse_sched_policy("lifo");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "scheduler must be one of fcfs | sjf | mlfq | fair; got 'lifo'");
+  EXPECT_EQ(bad.status().message(), "scheduler must be one of fcfs | sjf | mlfq | fair | srtf; got 'lifo'");
   auto badp = parse_preempt_mode("evict");
   ASSERT_FALSE(badp.ok());
   EXPECT_EQ(badp.status().message(), "preemption must be one of swap | recompute; got 'evict'");
@@ -638,6 +638,173 @@ TEST(Scheduler, TruncateAndRewriteContinueFromTheKeptTokens) {
   EXPECT_EQ(sched.truncate(1, 3, host).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(sched.truncate(99, 3, host).code(), StatusCode::kNotFound);
   sched.finish(1, host);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
+
+namespace ragd::pipelines {
+namespace {
+
+// srtf told the true lengths (the benchmark's oracle), one running slot: a short request that
+// arrives while a long one runs takes its slot, finishes first, and the long one resumes exactly.
+TEST(Srtf, PreemptsALongerRunningRequestForAShorterOne) {
+  for (PreemptMode mode : {PreemptMode::kSwap, PreemptMode::kRecompute}) {
+    SchedulerOptions o;
+    o.policy = SchedPolicy::kSrtf;
+    o.oracle_lengths = true;
+    o.preemption = mode;
+    o.max_running = 1;
+    o.max_batch_tokens = 64;
+    Scheduler sched(o);
+    FakeHost host;
+    host.total = 1000;
+    Req longq = make_req(1, "default", 9, 3, 40);
+    longq.info.max_new_tokens = 200;  // the scheduler is not told 40 through max_tokens
+    longq.info.oracle_output_tokens = 40;
+    Req shortq = make_req(2, "default", 5, 4, 3, /*add_at=*/6);
+    shortq.info.max_new_tokens = 200;
+    shortq.info.oracle_output_tokens = 3;
+    SimResult r = simulate(sched, host, {longq, shortq});
+    expect_reference_outputs({longq, shortq}, r);
+    EXPECT_EQ(r.stats.srtf_preemptions, 1);
+    EXPECT_LT(r.finish_step[2], r.finish_step[1]);
+    EXPECT_LE(r.finish_step[2], 7 + 3 + 1) << "the short request waited for the long one";
+  }
+}
+
+// The hysteresis: a waiting request that is not srtf_preempt_ratio times shorter waits.
+TEST(Srtf, DoesNotPreemptForASlightlyShorterRequest) {
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kSrtf;
+  o.oracle_lengths = true;
+  o.max_running = 1;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  Req a = make_req(1, "default", 4, 3, 30);
+  a.info.oracle_output_tokens = 30;
+  Req b = make_req(2, "default", 4, 5, 20, /*add_at=*/3);
+  b.info.oracle_output_tokens = 20;
+  SimResult r = simulate(sched, host, {a, b});
+  EXPECT_EQ(r.stats.srtf_preemptions, 0);
+  EXPECT_LT(r.finish_step[1], r.finish_step[2]);
+}
+
+// Without a trained head srtf falls back to sjf's estimate less the generated tokens; with one, the
+// question decides. Requests arrive together, one slot: the order of completion is the order of
+// the predicted lengths.
+TEST(Srtf, OrdersByTheTrainedHeadsPrediction) {
+  std::vector<LengthSample> train;
+  for (int i = 0; i < 120; ++i) {
+    LengthSample s;
+    s.features = {"qa", i % 2 ? "list every item" : "when was it", 6, 64};
+    s.output_tokens = i % 2 ? 30 : 3;
+    train.push_back(s);
+  }
+  auto m = LengthModel::train(train, LengthTrainOptions{.dim = 64});
+  ASSERT_TRUE(m.ok());
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kSrtf;
+  o.length_model = *m;
+  o.max_running = 1;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  std::vector<Req> reqs;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    Req q = make_req(id, "default", 6, static_cast<int32_t>(id), id <= 3 ? 30 : 3);
+    q.info.pipeline = "qa";
+    q.info.max_new_tokens = 64;
+    q.info.text = id <= 3 ? "list every item" : "when was it";
+    reqs.push_back(q);
+  }
+  SimResult r = simulate(sched, host, reqs);
+  expect_reference_outputs(reqs, r);
+  for (uint64_t shortq = 4; shortq <= 6; ++shortq)
+    for (uint64_t longq = 1; longq <= 3; ++longq)
+      EXPECT_LT(r.finish_step[shortq], r.finish_step[longq]) << shortq << " vs " << longq;
+}
+
+TEST(Srtf, PredictedRemainingIsRevisedWhileDecoding) {
+  std::vector<LengthSample> train;
+  for (int i = 0; i < 200; ++i) {
+    LengthSample s;
+    s.features = {"qa", "tell me", 4, 400};
+    s.output_tokens = i % 2 ? 4 : 100;
+    train.push_back(s);
+  }
+  auto m = LengthModel::train(train, LengthTrainOptions{.dim = 64});
+  ASSERT_TRUE(m.ok());
+  SchedulerOptions o;
+  o.policy = SchedPolicy::kSrtf;
+  o.length_model = *m;
+  Scheduler sched(o);
+  FakeHost host;
+  host.total = 1000;
+  Req q = make_req(1, "default", 4, 7, 20);
+  q.info.pipeline = "qa";
+  q.info.text = "tell me";
+  q.info.max_new_tokens = 400;
+  host.toks[1] = q.prompt;
+  ASSERT_TRUE(sched.add(q.info).ok());
+  const double at_admission = sched.predicted_remaining(1);
+  for (int step = 0; step < 12; ++step) {
+    StepPlan plan = sched.schedule(host);
+    for (const auto& it : plan.items) {
+      host.used += host.blocks_needed(it.id, it.n);
+      auto& kv = host.kv[it.id];
+      kv.insert(kv.end(), host.toks[it.id].begin() + it.start, host.toks[it.id].begin() + it.start + it.n);
+      if (it.sample) host.toks[it.id].push_back(fake_next(kv));
+    }
+    sched.commit(plan);
+  }
+  ASSERT_EQ(sched.generated(1), 12);
+  const double after = sched.predicted_remaining(1);
+  EXPECT_NEAR(at_admission, 52, 8);  // half 4, half 100
+  EXPECT_GT(after, 80) << "past the short range, the run is expected to be long";
+  EXPECT_EQ(sched.predicted_remaining(99), -1);
+}
+
+// The anti-starvation bound: a long request under a stream of short ones that srtf would always
+// prefer still finishes once it has waited starvation_window steps; with a window longer than the
+// stream it finishes last. Both with swap and with recompute preemption.
+TEST(Srtf, StarvationWindowBoundsTheWaitOfALongRequest) {
+  for (PreemptMode mode : {PreemptMode::kSwap, PreemptMode::kRecompute}) {
+    auto run = [&](int window) {
+      SchedulerOptions o;
+      o.policy = SchedPolicy::kSrtf;
+      o.oracle_lengths = true;
+      o.preemption = mode;
+      o.max_running = 1;
+      o.max_batch_tokens = 64;
+      o.starvation_window = window;
+      Scheduler sched(o);
+      FakeHost host;
+      host.total = 1000;
+      std::vector<Req> reqs;
+      Req longq = make_req(1, "default", 7, 5, 20);
+      longq.info.max_new_tokens = 100;
+      longq.info.oracle_output_tokens = 20;
+      reqs.push_back(longq);
+      for (int i = 0; i < 120; ++i) {
+        Req s = make_req(10 + i, "default", 3, 9, 2, /*add_at=*/1 + 2 * i);
+        s.info.max_new_tokens = 100;
+        s.info.oracle_output_tokens = 2;
+        reqs.push_back(s);
+      }
+      SimResult r = simulate(sched, host, reqs);
+      expect_reference_outputs(reqs, r);
+      EXPECT_GT(r.stats.srtf_preemptions, 0);
+      return r;
+    };
+    const SimResult bounded = run(30);
+    // Waited at most the window (+1: it must exceed it), then ran to the end without preemption
+    // (20 decode steps + its prefill, again when recomputed), behind at most one short request.
+    EXPECT_LE(bounded.finish_step.at(1), 30 + 1 + 20 + 2 + 3 + 3);
+    const SimResult unbounded = run(100000);
+    EXPECT_GT(unbounded.finish_step.at(1), 200) << "without the bound the short stream goes first";
+  }
 }
 
 }  // namespace

@@ -54,6 +54,14 @@ struct RuntimeTestHooks {
   // and the repair run as steps of their own at admission, the prompt's rest in the next step
   // (ReusePlanner::set_defer_repair(false)). Default: the repair rides in the first prefill step.
   bool blend_repair_at_admission = false;
+  // BENCHMARKS ONLY (bench_srtf): the workload's hidden stop rule. Called once per run with its id
+  // when the run is prepared; n > 0 ends the run after n generated tokens (as an end-of-sequence
+  // token would; finish_reason "length"), and neither the scheduler nor the length features are
+  // told: they see the request's max_tokens. Unset = none.
+  std::function<int(const std::string&)> stop_after_tokens;
+  // BENCHMARKS ONLY: srtf is told stop_after_tokens' value as the true length (the oracle bound,
+  // SchedulerOptions::oracle_lengths).
+  bool oracle_lengths = false;
 };
 
 // Fields that configure a module take their defaults from that module's Options
@@ -72,7 +80,15 @@ struct RuntimeOptions {
   engine::WeightFormat weights = engine::ModelOptions{}.weights;
   // KV pool storage: f32 | bf16 | int8 (kernels/kv_dtype.h); default f32.
   kernels::KvDtype kv_dtype = engine::ModelOptions{}.kv_dtype;
-  SchedPolicy scheduler = SchedulerOptions{}.policy;           // fcfs | sjf | mlfq | fair; fcfs
+  SchedPolicy scheduler = SchedulerOptions{}.policy;           // fcfs | sjf | mlfq | fair | srtf; fcfs
+  // srtf: a length head trained by `ragctl length-train` (length_model.h); "" (default) = srtf
+  // orders by sjf's estimate (per-pipeline mean + regression on prompt length) less the generated
+  // tokens. Read when the runtime opens; only with scheduler = "srtf".
+  std::string length_model;
+  // The length log (length_log.h): one JSON line per finished run (features + true output length),
+  // appended to this file, what `ragctl length-train` fits a head on. "" (default) = off. The lines
+  // hold the users' questions.
+  std::string length_log;
   int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
   int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
   int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted

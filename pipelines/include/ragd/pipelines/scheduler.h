@@ -12,6 +12,18 @@
 //   fcfs - arrival order; with cache_aware, RAGCache-style: higher cached/computed ratio first.
 //   sjf  - least predicted remaining work first: remaining prefill in steps + predicted output
 //          tokens (OutputLengthPredictor: per-pipeline mean + online regression on prompt length).
+//   srtf - shortest remaining time first, preemptive: least predicted remaining work first, where
+//          the remaining output is revised every step from the tokens generated so far; with a
+//          trained head (SchedulerOptions::length_model, length_model.h) E[L - g | L > g] over its
+//          length-range distribution, else today's sjf estimate less the generated tokens. When
+//          every slot is taken, a waiting request whose remaining work is srtf_preempt_ratio times
+//          shorter than a running one's takes that one's slot (swap or recompute, as below); a
+//          preempted request comes back when it is again among the shortest. Anti-starvation: a
+//          request that has spent more than starvation_window steps waiting or swapped out in all
+//          (counted from its arrival) goes before every request that has not, in arrival order,
+//          is never preempted for srtf and preempts no one: it takes the next slot that frees, and
+//          while it waits for one no request takes a slot by srtf preemption. So no request waits
+//          more than about starvation_window steps plus the work of the aged requests ahead of it.
 //   mlfq - multi-level feedback queue on attained service: a request drops a level each time it
 //          has been served base_quantum * 2^level tokens; lower level first, then arrival.
 //   fair - per-tenant virtual token counters (VTC): the tenant that has been served the fewest
@@ -41,20 +53,25 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
+#include "ragd/pipelines/length_model.h"
 #include "ragd/pipelines/length_predictor.h"
 
 namespace ragd::pipelines {
 
-enum class SchedPolicy : uint8_t { kFcfs, kSjf, kMlfq, kFair };
+enum class SchedPolicy : uint8_t { kFcfs, kSjf, kMlfq, kFair, kSrtf };
 inline constexpr auto kSchedPolicyNames = make_enum_names<SchedPolicy>(
-    "scheduler",
-    {{SchedPolicy::kFcfs, "fcfs"}, {SchedPolicy::kSjf, "sjf"}, {SchedPolicy::kMlfq, "mlfq"}, {SchedPolicy::kFair, "fair"}});
+    "scheduler", {{SchedPolicy::kFcfs, "fcfs"},
+                  {SchedPolicy::kSjf, "sjf"},
+                  {SchedPolicy::kMlfq, "mlfq"},
+                  {SchedPolicy::kFair, "fair"},
+                  {SchedPolicy::kSrtf, "srtf"}});
 constexpr const auto& ragd_enum_names(SchedPolicy) { return kSchedPolicyNames; }
 static_assert(enum_names_valid(kSchedPolicyNames));
 inline std::string_view sched_policy_name(SchedPolicy p) { return enum_name(p); }
@@ -82,6 +99,14 @@ struct SchedulerOptions {
   // Running slots one tenant may hold while another tenant has requests, as a fraction of
   // max_running (policies other than fair; fair uses an equal share). (0, 1]; 1 = no limit.
   double tenant_share = 0.75;
+  // srtf: the trained length head (length_model.h); null (default) = today's sjf estimate.
+  std::shared_ptr<const LengthModel> length_model;
+  // srtf: a waiting request preempts a running one whose predicted remaining work is more than
+  // this many times its own (hysteresis against swapping back and forth); >= 1, default 2.
+  double srtf_preempt_ratio = 2.0;
+  // BENCHMARKS ONLY: srtf orders by SeqInfo::oracle_output_tokens (the true length) instead of a
+  // prediction, the bound a predictor is measured against. Never set by configuration.
+  bool oracle_lengths = false;
 };
 
 // What the scheduler is told about a request (known once retrieval and prompt building are done).
@@ -92,6 +117,8 @@ struct SeqInfo {
   int prompt_tokens = 0;
   int cached_tokens_hint = 0;  // tokens expected to be reused (for ordering; admit() tells the truth)
   int max_new_tokens = 256;
+  std::string text;              // the user's question (length features; srtf with a trained head)
+  int oracle_output_tokens = 0;  // BENCHMARKS ONLY: the true output length (oracle_lengths); 0 = unknown
 };
 
 // The KV side, implemented by the executor over the engine's KvPool (and by fakes in tests).
@@ -144,6 +171,7 @@ struct SchedulerStats {
   long steps = 0, admitted = 0, finished = 0, cancelled = 0;
   long swaps_out = 0, swaps_in = 0, drops = 0;  // preemptions by kind
   long share_preemptions = 0;  // of those, preemptions of a tenant above its share for another's request
+  long srtf_preemptions = 0;   // of those, preemptions of a longer running request for a shorter waiting one
   int waiting = 0, running = 0, swapped = 0;
   long tokens_prefill = 0, tokens_decode = 0;
 };
@@ -200,6 +228,9 @@ class Scheduler {
   int seq_len(uint64_t id) const;
   int kv_tokens(uint64_t id) const;
   int generated(uint64_t id) const;
+  // Predicted remaining output tokens of a request now (the estimate srtf orders by; sjf's for
+  // other policies); -1 when unknown.
+  double predicted_remaining(uint64_t id) const;
   long step() const { return step_; }
   SchedulerStats stats() const;
   const OutputLengthPredictor& predictor() const { return predictor_; }
@@ -218,10 +249,14 @@ class Scheduler {
     double predicted_out = 0;
     bool held = false;     // waiting for something outside the scheduler (a search)
     int draft = 0;         // draft tokens its next decode may carry (set_draft)
+    long waited = 0;       // steps spent waiting or swapped out since arrival (srtf starvation)
+    std::vector<double> length_probs;  // srtf with a trained head: bucket probabilities at admission
     int len() const { return info.prompt_tokens + generated; }
   };
 
   double priority_key(const Seq& s) const;  // lower = served first
+  double remaining_estimate(const Seq& s) const;  // output tokens still to come
+  bool srtf_aged(const Seq& s) const;       // srtf: past its wait bound
   bool starved(const Seq& s) const;
   bool higher_priority(const Seq& a, const Seq& b) const;
   std::vector<Seq*> ordered(State st);

@@ -59,6 +59,13 @@ struct SimRequest {
   bool retrieval = false;    // goes through retrieval (RAG) before the scheduler
   int prompt_tokens = 0;     // whole prompt: path segments + question
   int answer_tokens = 0;     // generated tokens (the run stops there)
+  // What the scheduler is told: max_tokens (0 = answer_tokens, the length itself, as a run cut by
+  // max_tokens) and the question the length features read (srtf with a trained head). With
+  // max_tokens above answer_tokens the length is the request's hidden stop (a model's EOS), and
+  // srtf learns it only with SchedulerOptions::oracle_lengths (benchmarks).
+  int max_tokens = 0;
+  std::string text;
+  std::string pipeline;      // the scheduler's pipeline name (length features); default ""
   std::vector<PathSegment> path;  // empty for plain prompts
 };
 
