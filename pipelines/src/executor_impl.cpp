@@ -9,6 +9,7 @@
 #include "ragd/common/log.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
+#include "ragd/retrieval/lexical_terms.h"
 #include "tool_constraint.h"
 #endif
 
@@ -605,7 +606,26 @@ void ExecutorImpl::semantic_lookup(Run& r, const std::vector<ContextDoc>& ctx) {
       r.semantic_docs.push_back(d.source.doc_id);
   }
   r.semantic_key = SemanticCache::key(r.rr.tenant, r.rr.cache_salt, r.res.spec->name, chunks);
-  r.semantic_hit = semantic_->lookup(r.semantic_key, *emb, r.res.spec->semantic_cache->threshold);
+  const PipelineSpec::SemanticCacheSpec& sc = *r.res.spec->semantic_cache;
+  if (sc.grounding) {
+    std::string passages;
+    for (const ContextDoc& d : ctx) passages += tok_->decode(d.tokens, true) + "\n";
+    std::vector<std::string> terms = retrieval::lexical_terms(r.rr.query);
+    // Words common in what this tenant searches tell no two questions apart: left out.
+    if (sc.grounding_max_share < 1.0) {
+      // Without them (a corpus without a lexical index) every grounded term is compared: fewer
+      // hits, never a false one.
+      auto shares = corpus_->term_shares(terms, retrieval::ReadScope::tenant(r.rr.tenant));
+      if (shares.ok()) {
+        std::vector<std::string> kept;
+        for (size_t i = 0; i < terms.size(); ++i)
+          if ((*shares)[i] <= sc.grounding_max_share) kept.push_back(std::move(terms[i]));
+        terms = std::move(kept);
+      }
+    }
+    r.semantic_grounded = SemanticCache::grounded_terms(r.rr.query, terms, retrieval::lexical_terms(passages));
+  }
+  r.semantic_hit = semantic_->lookup(r.semantic_key, *emb, sc.threshold, sc.grounding ? &r.semantic_grounded : nullptr);
   // An earlier answer longer than this run may write is not this run's answer, nor is one cut at
   // another max_tokens than this run's.
   if (r.semantic_hit) {
@@ -916,7 +936,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   if (!r.semantic_key.empty() && !r.semantic_hit && (reason == "stop" || reason == "length") && r.state && r.state->generated() > 0) {
     const auto gen = r.state->generated_tokens();
     semantic_->insert(r.semantic_key, r.semantic_embedding, r.rr.query, std::vector<int32_t>(gen.begin(), gen.end()), reason,
-                      r.semantic_docs);
+                      r.semantic_docs, r.semantic_grounded);
   }
   if (length_log_ && !r.semantic_hit && (reason == "stop" || reason == "length") && r.state) {
     LengthSample ls;

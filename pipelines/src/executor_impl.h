@@ -162,6 +162,7 @@ class ExecutorImpl final : public Executor,
     std::string semantic_key;
     std::vector<float> semantic_embedding;
     std::vector<std::string> semantic_docs;
+    std::vector<std::string> semantic_grounded;  // grounded terms (semantic_cache.h), when checked
     std::optional<SemanticCache::Hit> semantic_hit;
   };
 

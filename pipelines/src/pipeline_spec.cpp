@@ -55,7 +55,7 @@ class Reader {
                        "max_nprobe", "query_lag"}},
         {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive"}},
         {"adapt", {"objective", "slo_ttft_ms", "quality_tolerance", "candidates", "profile"}},
-        {"semantic_cache", {"threshold"}},
+        {"semantic_cache", {"threshold", "grounding", "grounding_max_share"}},
     };
     for (const auto& [k, v] : root_) {
       const std::string key(k.str());
@@ -245,6 +245,8 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   if (root.get("semantic_cache")) {
     PipelineSpec::SemanticCacheSpec sc;
     RAGD_RETURN_IF_ERROR(r.real("semantic_cache", "threshold", ParamRange{0.0, 1.0}, &sc.threshold));
+    RAGD_RETURN_IF_ERROR(r.boolean("semantic_cache", "grounding", &sc.grounding));
+    RAGD_RETURN_IF_ERROR(r.real("semantic_cache", "grounding_max_share", ParamRange{0.0, 1.0}, &sc.grounding_max_share));
     if (s.iterative) return r.field_err("semantic_cache", "threshold", "a semantic cache is for one-shot pipelines, not iterative ones");
     s.semantic_cache = sc;
   }

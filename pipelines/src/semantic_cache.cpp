@@ -1,7 +1,9 @@
 #include "semantic_cache.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <iterator>
 
 namespace ragd::pipelines {
 
@@ -16,15 +18,48 @@ std::string SemanticCache::key(const std::string& tenant, const std::string& sal
   return k;
 }
 
+std::vector<std::string> SemanticCache::grounded_terms(std::string_view question,
+                                                      std::span<const std::string> question_terms,
+                                                      std::span<const std::string> passage_terms) {
+  std::vector<std::string> out;
+  std::set_intersection(question_terms.begin(), question_terms.end(), passage_terms.begin(), passage_terms.end(),
+                        std::back_inserter(out));
+  // Question words, the word that makes "how" a question of quantity, time or manner, and
+  // negations ("n't" counts as "not"): all stopwords to lexical search, all change the question.
+  static constexpr std::string_view kAsk[] = {"who",  "whom", "whose", "when",    "where",  "why", "which", "what",
+                                              "how",  "many", "much",  "long",    "often",  "old", "far",   "not",
+                                              "no",   "nor",  "never", "without", "except", "cannot"};
+  std::string word;
+  auto flush = [&] {
+    if (std::find(std::begin(kAsk), std::end(kAsk), word) != std::end(kAsk)) out.push_back("?" + word);
+    word.clear();
+  };
+  for (size_t i = 0; i < question.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(question[i]);
+    if (std::isalpha(c)) {
+      word += static_cast<char>(std::tolower(c));
+      continue;
+    }
+    if (c == '\'' && i + 1 < question.size() && (question[i + 1] == 't' || question[i + 1] == 'T') && !word.empty() &&
+        word.back() == 'n' && (i + 2 >= question.size() || !std::isalpha(static_cast<unsigned char>(question[i + 2]))))
+      out.push_back("?not");
+    flush();
+  }
+  flush();
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::optional<SemanticCache::Hit> SemanticCache::lookup(const std::string& key, std::span<const float> embedding,
-                                                        double threshold) {
+                                                        double threshold, const std::vector<std::string>* grounded) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = by_key_.find(key);
   List::iterator best = lru_.end();
   double best_sim = -2;
   if (it != by_key_.end())
     for (List::iterator e : it->second) {
-      if (e->embedding.size() != embedding.size()) continue;
+      if (e->embedding.size() != embedding.size() || (grounded && e->grounded != *grounded)) continue;
       double dot = 0;
       for (size_t i = 0; i < embedding.size(); ++i) dot += static_cast<double>(e->embedding[i]) * embedding[i];
       if (dot > best_sim) best_sim = dot, best = e;
@@ -39,10 +74,12 @@ std::optional<SemanticCache::Hit> SemanticCache::lookup(const std::string& key, 
 }
 
 void SemanticCache::insert(const std::string& key, std::vector<float> embedding, std::string question,
-                           std::vector<int32_t> tokens, std::string finish, std::vector<std::string> doc_ids) {
+                           std::vector<int32_t> tokens, std::string finish, std::vector<std::string> doc_ids,
+                           std::vector<std::string> grounded) {
   if (tokens.empty() || embedding.empty() || max_entries_ == 0) return;
   std::lock_guard<std::mutex> lk(mu_);
-  lru_.push_front(Entry{key, std::move(embedding), std::move(question), std::move(tokens), std::move(finish), std::move(doc_ids)});
+  lru_.push_front(Entry{key, std::move(embedding), std::move(question), std::move(tokens), std::move(finish), std::move(doc_ids),
+                         std::move(grounded)});
   by_key_[key].push_back(lru_.begin());
   ++stats_.inserts;
   while (lru_.size() > max_entries_) {

@@ -1075,6 +1075,18 @@ Result<std::vector<Hit>> Corpus::search(std::string_view query, int k, const Rea
   return std::move(hits[0]);
 }
 
+
+// The lexical index's owner terms a scope sees: the shared chunks ("") and the tenant's; nullopt =
+// every chunk (everything()).
+namespace {
+std::optional<std::vector<std::string>> lexical_owners(const ReadScope& scope) {
+  if (scope.is_everything()) return std::nullopt;
+  std::vector<std::string> owners(1, std::string());
+  if (!scope.tenant_name().empty()) owners.push_back(scope.tenant_name());
+  return owners;
+}
+}  // namespace
+
 Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::string> queries, int k,
                                                            const ReadScope& scope, const SearchParams& params) const {
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
@@ -1095,11 +1107,7 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates)
                 : evidence                     ? std::max(k, m.opts.evidence.candidates)
                                                : k;
-  std::optional<std::vector<std::string>> owners;  // the lexical index's owner terms of the scope
-  if (!scope.is_everything()) {
-    owners.emplace(1, std::string());  // the shared chunks
-    if (!scope.tenant_name().empty()) owners->push_back(scope.tenant_name());
-  }
+  const std::optional<std::vector<std::string>> owners = lexical_owners(scope);
   std::vector<std::vector<Neighbor>> dense(queries.size()), lexical(queries.size());
   if (mode != RetrievalMode::kLexical) {
     std::vector<float> q;
@@ -1219,6 +1227,12 @@ Result<std::vector<Hit>> Corpus::fetch_hits(std::span<const Neighbor> neighbors,
 }
 
 Result<std::vector<float>> Corpus::embed_query(std::string_view query) const { return impl_->embed_query(query); }
+
+Result<std::vector<double>> Corpus::term_shares(std::span<const std::string> terms, const ReadScope& scope) const {
+  const Impl& m = *impl_;
+  if (!m.lexical) return Status::FailedPrecondition("term shares: this corpus keeps no lexical index (lexical_index = false)");
+  return m.lexical->term_shares(terms, lexical_owners(scope));
+}
 
 Result<std::vector<std::vector<int64_t>>> Corpus::coarse_lists(std::span<const float> vectors, int n) const {
   std::shared_lock lk(impl_->owner_mu);

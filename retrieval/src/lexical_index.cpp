@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <xapian.h>
 #include "ragd/common/hash.h"
+#include "ragd/retrieval/lexical_terms.h"
 
 namespace ragd::retrieval {
 
@@ -81,7 +82,28 @@ Xapian::Query owner_query(const std::vector<std::string>& owners) {
   return Xapian::Query(Xapian::Query::OP_OR, terms.begin(), terms.end());
 }
 
+// The one configuration of chunk-text term generation (the index and lexical_terms()).
+void configure_terms(Xapian::TermGenerator& tg, const Xapian::Stem& stem, Xapian::Stopper* stopper) {
+  tg.set_stemmer(stem);
+  tg.set_stopper(stopper);
+  tg.set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
+  tg.set_stopper_strategy(Xapian::TermGenerator::STOP_ALL);
+}
+
 }  // namespace
+
+std::vector<std::string> lexical_terms(std::string_view text) {
+  Xapian::Stem stem("english");
+  Xapian::SimpleStopper stopper(std::begin(kStopwords), std::end(kStopwords));
+  Xapian::TermGenerator tg;
+  configure_terms(tg, stem, &stopper);
+  Xapian::Document doc;
+  tg.set_document(doc);
+  tg.index_text_without_positions(std::string(text));
+  std::vector<std::string> out;
+  for (auto t = doc.termlist_begin(); t != doc.termlist_end(); ++t) out.push_back(*t);
+  return out;  // a document's term list is sorted, each term once
+}
 
 struct LexicalIndex::Impl {
   mutable std::mutex mu;
@@ -92,12 +114,7 @@ struct LexicalIndex::Impl {
   Xapian::TermGenerator tg;
   uint64_t seq = 0;
 
-  Impl() {
-    tg.set_stemmer(stem);
-    tg.set_stopper(&stopper);
-    tg.set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
-    tg.set_stopper_strategy(Xapian::TermGenerator::STOP_ALL);
-  }
+  Impl() { configure_terms(tg, stem, &stopper); }
   const Xapian::Database& db() const { return wdb ? static_cast<const Xapian::Database&>(*wdb) : *rdb; }
   void load_seq() {
     const std::string v = db().get_metadata(kSeqKey);
@@ -291,6 +308,38 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
     if (out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical search: " + e.get_description());
+  }
+  return out;
+}
+
+Result<std::vector<double>> LexicalIndex::term_shares(std::span<const std::string> terms,
+                                                      const std::optional<std::vector<std::string>>& owners) const {
+  Impl& m = *impl_;
+  std::vector<double> out(terms.size(), 0.0);
+  std::lock_guard<std::mutex> l(m.mu);
+  try {
+    const Xapian::Database& db = m.db();
+    // Every chunk carries exactly one owner term: the scope's chunks are the sum of their counts.
+    double total = db.get_doccount();
+    if (owners) {
+      total = 0;
+      for (const std::string& o : *owners) total += db.get_termfreq(kOwnerPrefix + o);
+    }
+    if (total <= 0) return out;
+    for (size_t i = 0; i < terms.size(); ++i) {
+      if (terms[i].empty()) continue;
+      double n = db.get_termfreq(terms[i]);
+      if (owners && n > 0) {
+        Xapian::Enquire enq(db);
+        enq.set_query(Xapian::Query(Xapian::Query::OP_FILTER, Xapian::Query(terms[i]), owner_query(*owners)));
+        enq.set_weighting_scheme(Xapian::BoolWeight());
+        // check_at_least = every document: the count is exact, not an estimate.
+        n = enq.get_mset(0, 0, db.get_doccount()).get_matches_estimated();
+      }
+      out[i] = std::min(1.0, n / total);
+    }
+  } catch (const Xapian::Error& e) {
+    return Status::IOError("lexical term shares: " + e.get_description());
   }
   return out;
 }

@@ -95,6 +95,11 @@ class LexicalIndex {
   Result<std::vector<LexicalHit>> search(std::string_view query, int k,
                                          const std::optional<std::vector<std::string>>& owners,
                                          const MetadataFilter* filter = nullptr) const;
+  // For each term (as lexical_terms() writes them), the share of the chunks of `owners` (nullopt =
+  // every chunk) that hold it, in [0, 1]; 0 for every term when those owners hold no chunk. Counted
+  // exactly inside the owner filter (another tenant's chunks never count).
+  Result<std::vector<double>> term_shares(std::span<const std::string> terms,
+                                          const std::optional<std::vector<std::string>>& owners) const;
   // Every chunk id that satisfies `filter` among `owners` (the dense search's allow-list), sorted.
   Result<std::vector<uint64_t>> matching(const MetadataFilter& filter,
                                          const std::optional<std::vector<std::string>>& owners) const;

@@ -3,7 +3,9 @@
 // executor: a repeated or re-punctuated question gets the earlier answer without a step (usage
 // says hit, the tokens are the earlier answer's), while another tenant, another cache_salt,
 // another question (other passages), sampling, and a changed or removed document all miss — and
-// the stats count hits, misses, inserts and invalidations.
+// the stats count hits, misses, inserts and invalidations. The grounding check: against a
+// reference that also compares the grounded term sets, and through the executor, where a question
+// one number apart (a near-miss its embedding cannot tell) misses with the check and hits without.
 #include "executor_fixture.h"
 
 #include "semantic_cache.h"
@@ -74,7 +76,100 @@ TEST(SemanticCacheUnit, BestAboveThresholdPerKeyLruAndInvalidation) {
   EXPECT_GT(c.stats().evicted, 0u);
 }
 
+TEST(SemanticCacheUnit, GroundingComparesTermSets) {
+  // grounded_terms against a naive intersection.
+  const std::vector<std::string> q = {"11", "erupt", "lava", "magma", "zeta"};
+  const std::vector<std::string> p = {"10", "11", "erupt", "lava", "notes", "volcano"};
+  std::vector<std::string> naive;
+  for (const std::string& t : q)
+    if (std::find(p.begin(), p.end(), t) != p.end()) naive.push_back(t);
+  EXPECT_EQ(SemanticCache::grounded_terms("", q, p), naive);
+  // Question words count, once each, in order with the terms.
+  std::vector<std::string> asked = naive;
+  asked.insert(asked.end(), {"?how", "?many", "?who"});
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(SemanticCache::grounded_terms("Who? How many... who-knows", q, p), asked);
+  // Negations, "n't" included; an apostrophe elsewhere is not one.
+  const std::vector<std::string> none;
+  EXPECT_EQ(SemanticCache::grounded_terms("isn't it", none, none), std::vector<std::string>{"?not"});
+  EXPECT_EQ(SemanticCache::grounded_terms("DOESN'T work without it", none, none), (std::vector<std::string>{"?not", "?without"}));
+  EXPECT_TRUE(SemanticCache::grounded_terms("the cat's n'tx own'td", none, none).empty());
+  // Lookups with term sets: the best cosine among entries of the same key AND the same set.
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> g;
+  const std::vector<std::vector<std::string>> sets = {{}, {"a"}, {"a", "b"}, {"b"}, {"a", "c"}};
+  SemanticCache c(1000);
+  struct Ref {
+    std::vector<float> e;
+    size_t set;
+    int32_t tag;
+  };
+  std::vector<Ref> ref;
+  for (int i = 0; i < 60; ++i) {
+    std::vector<float> e(5);
+    for (float& x : e) x = g(rng);
+    e = unit(e);
+    const size_t set = rng() % sets.size();
+    c.insert("k", e, "", {i}, "stop", {}, sets[set]);
+    ref.push_back({e, set, i});
+  }
+  for (int n = 0; n < 300; ++n) {
+    std::vector<float> e(5);
+    for (float& x : e) x = g(rng);
+    e = unit(e);
+    const size_t set = rng() % sets.size();
+    const bool check = n % 3 != 0;
+    const double th = n % 2 ? 0.3 : 0.8;
+    double best = -2;
+    int32_t tag = -1;
+    for (const Ref& r : ref) {
+      if (check && r.set != set) continue;
+      double d = 0;
+      for (size_t k = 0; k < 5; ++k) d += static_cast<double>(r.e[k]) * e[k];
+      if (d > best) best = d, tag = r.tag;
+    }
+    auto hit = c.lookup("k", e, th, check ? &sets[set] : nullptr);
+    ASSERT_EQ(hit.has_value(), best >= th) << n;
+    if (hit) EXPECT_EQ(hit->tokens, std::vector<int32_t>{tag}) << n;
+  }
+}
+
 class SemanticCacheTest : public ExecutorTest {};
+
+TEST_F(SemanticCacheTest, GroundingRefusesANearMissItsEmbeddingAccepts) {
+  const std::string data = tmpdir("semantic-grounding");
+  const std::string pdir = tmpdir("semantic-grounding-pipelines");
+  const std::string body = "[retriever]\ntop_k = 2\n[reuse]\nmode = \"none\"\n[generation]\nmax_tokens = 5\n"
+                           "[semantic_cache]\nthreshold = 0.5\n";
+  fs::create_directories(pdir);
+  write_file(fs::path(pdir) / "loose.toml", "[pipeline]\nname = \"loose\"\n" + body + "grounding = false\n");
+  Runtime rt = open_with_pipeline(data, pdir, "grounded.toml", "[pipeline]\nname = \"grounded\"\n" + body);
+  Executor& ex = *rt.executor;
+  // doc-0 holds "entry number 11"; no passage holds 12. The two questions share every other word,
+  // retrieve the same passages, and their hashing embeddings are close (cosine above 0.5).
+  const std::string asked = "volcano lava magma eruption entry number 11";
+  const std::string near = "volcano lava magma eruption entry number 12";
+  const std::string reworded = "Please, the eruption of the volcano: lava and magma, entry number 11?";
+  for (const char* p : {"grounded", "loose"}) {
+    const RunOutput first = run(ex, p, asked, 5);
+    ASSERT_TRUE(first.error.ok()) << first.error.to_string();
+    EXPECT_EQ(first.usage.semantic_cache, "miss") << p;
+    const RunOutput second = run(ex, p, near, 5);
+    ASSERT_EQ(second.sources.size(), first.sources.size());
+    for (size_t i = 0; i < first.sources.size(); ++i) EXPECT_EQ(second.sources[i].chunk_id, first.sources[i].chunk_id);
+    EXPECT_EQ(second.usage.semantic_cache, std::string(p) == "loose" ? "hit" : "miss")
+        << p << ": similarity " << second.usage.semantic_similarity;
+    // Another question word, the same content words: another question.
+    if (std::string(p) == "grounded") EXPECT_EQ(run(ex, p, "when " + asked, 5).usage.semantic_cache, "miss");
+    // Another wording that keeps the passages' words: a hit either way.
+    const RunOutput third = run(ex, p, reworded, 5);
+    EXPECT_EQ(third.usage.semantic_cache, "hit") << p;
+    EXPECT_EQ(third.usage.semantic_question, asked) << p;
+  }
+  close(rt);
+  fs::remove_all(data);
+  fs::remove_all(pdir);
+}
 
 TEST_F(SemanticCacheTest, HitsMissesIsolationAndInvalidation) {
   const std::string data = tmpdir("semantic");

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "ragd/retrieval/corpus.h"
+#include "ragd/retrieval/lexical_terms.h"
 #include "test_util.h"
 
 namespace ragd::retrieval {
@@ -58,6 +59,75 @@ TEST(LexicalIndex, StemsDropsStopwordsAndWeighsTheTitle) {
   // Punctuation a query parser could choke on is plain words.
   auto odd = (*x)->search("what does \"-k\" AND (json OR", 5, std::nullopt);
   ASSERT_TRUE(odd.ok()) << odd.status().to_string();
+}
+
+// lexical_terms is the index's own term generation: sorted, each once, stopwords out, stemmed; every
+// content word of a chunk's text gives terms among the text's and finds the chunk as a query.
+TEST(LexicalIndex, LexicalTermsAreTheIndexTerms) {
+  const std::string text = "The cats were running to the Running-track in 1999; cats RUN, the parser parses!";
+  const std::vector<std::string> terms = lexical_terms(text);
+  EXPECT_TRUE(std::is_sorted(terms.begin(), terms.end()));
+  EXPECT_EQ(std::adjacent_find(terms.begin(), terms.end()), terms.end());
+  for (const char* want : {"cat", "run", "1999", "track", "parser", "pars"})
+    EXPECT_NE(std::find(terms.begin(), terms.end(), want), terms.end()) << want;
+  for (const char* stop : {"the", "were", "to", "in"})
+    EXPECT_EQ(std::find(terms.begin(), terms.end(), stop), terms.end()) << stop;
+  auto x = LexicalIndex::open_memory();
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "", text}, {8, "", "", "", "unrelated words only"}}).ok());
+  // Each content word of the text: its terms are among the text's, and as a query it finds the chunk.
+  for (const char* w : {"cats", "running", "Running", "track", "1999", "parser", "parses", "RUN"}) {
+    for (const std::string& t : lexical_terms(w)) EXPECT_TRUE(std::binary_search(terms.begin(), terms.end(), t)) << w;
+    auto h = (*x)->search(w, 2, std::nullopt);
+    ASSERT_TRUE(h.ok());
+    ASSERT_EQ(h->size(), 1u) << w;
+    EXPECT_EQ((*h)[0].chunk_id, 7u) << w;
+  }
+  EXPECT_TRUE(lexical_terms("what is the way to do it").empty());
+}
+
+// term_shares counts exactly inside the owner filter: random chunks of three owners over a small
+// vocabulary, against a naive count of the chunks each scope sees.
+TEST(LexicalIndex, TermSharesCountOnlyTheScopesChunks) {
+  auto x = LexicalIndex::open_memory();
+  ASSERT_TRUE(x.ok());
+  std::mt19937_64 rng(23);
+  const std::vector<std::string> vocab = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"};
+  const std::vector<std::string> owner_names = {"", "t1", "t2"};
+  std::vector<std::string> texts, owners;
+  for (int i = 0; i < 157; ++i) {
+    std::string t;
+    for (const std::string& w : vocab)
+      if (rng() % 3 == 0) t += w + " ";
+    texts.push_back(t.empty() ? "hotel" : t);
+    owners.push_back(owner_names[rng() % 3]);
+  }
+  std::vector<LexicalDoc> docs;
+  for (size_t i = 0; i < texts.size(); ++i) docs.push_back({i + 1, owners[i], "", "", texts[i]});
+  ASSERT_TRUE((*x)->add(docs).ok());
+  std::vector<std::string> terms;
+  for (const std::string& w : vocab) terms.push_back(lexical_terms(w).at(0));
+  terms.push_back("absent");
+  for (const std::optional<std::vector<std::string>>& scope :
+       {std::optional<std::vector<std::string>>{}, std::optional<std::vector<std::string>>{{"", "t1"}},
+        std::optional<std::vector<std::string>>{{"", "t2"}}, std::optional<std::vector<std::string>>{{"t2"}}}) {
+    auto got = (*x)->term_shares(terms, scope);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->size(), terms.size());
+    double seen = 0;
+    std::vector<double> n(terms.size(), 0);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (scope && std::find(scope->begin(), scope->end(), owners[i]) == scope->end()) continue;
+      seen += 1;
+      const std::vector<std::string> held = lexical_terms(texts[i]);
+      for (size_t j = 0; j < terms.size(); ++j) n[j] += std::binary_search(held.begin(), held.end(), terms[j]);
+    }
+    for (size_t j = 0; j < terms.size(); ++j) EXPECT_DOUBLE_EQ((*got)[j], n[j] / seen) << terms[j];
+  }
+  // A scope that holds no chunk: every share 0.
+  auto none = (*x)->term_shares(terms, std::vector<std::string>{"nobody"});
+  ASSERT_TRUE(none.ok());
+  for (double v : *none) EXPECT_EQ(v, 0.0);
 }
 
 // Owners are boolean terms inside the match: a tenant's top-k is the k best of its own and the

@@ -2,10 +2,12 @@
 """Rewrites the evaluation questions (who / when / where) in held-out wordings that the training
 data never uses (rag_world.REWORDED_QUESTIONS): the same fact, the same gold passage and answer.
 Writes both the reworded questions and the same questions in their original wording, so that exact
-match can be compared question for question:
+match can be compared question for question, and near-misses of them (the original wording with one
+field — the topic noun, the place or the person — taken from another question: another fact, one
+word or name apart; "changed" names the field), for the semantic cache's benchmark:
 
     python3 tools/train/reword_eval.py examples/qa_eval/questions.jsonl OUT_DIR
-    -> OUT_DIR/original.jsonl, OUT_DIR/reworded.jsonl  (then `ragctl eval --questions ...`)
+    -> OUT_DIR/original.jsonl, OUT_DIR/reworded.jsonl, OUT_DIR/near_miss.jsonl
 
 How-many questions are left out (their wording is each topic's own). A question that matches no
 base form is refused by line. Standard library only; deterministic.
@@ -34,7 +36,7 @@ def main():
     forms = {}
     for k, t in REWORDED_QUESTIONS:
         forms.setdefault(k, []).append(t)
-    original, reworded = [], []
+    original, reworded, fields_of = [], [], []
     with open(sys.argv[1], encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             q = json.loads(line)
@@ -46,13 +48,26 @@ def main():
             choices = forms[q["kind"]]
             t = choices[len(reworded) % len(choices)]
             original.append(q)
+            fields_of.append((q["kind"], fields))
             reworded.append(dict(q, question=t.format(**fields)))
+    # Near-misses: each field of each question replaced by the next question's different value of it.
+    templates = {k: [t for kk, t in QUESTIONS if kk == k and t] for k in forms}
+    near = []
+    for i, (q, (kind, fields)) in enumerate(zip(original, fields_of)):
+        template = next(t for t in templates[kind] if pattern(t).match(q["question"]))
+        for field in ("noun", "place", "person"):
+            if field not in fields:
+                continue
+            other = next((f[field] for _, f in fields_of[i + 1:] + fields_of[:i] if field in f and f[field] != fields[field]),
+                         None)
+            if other is not None:
+                near.append(dict(q, question=template.format(**dict(fields, **{field: other})), changed=field))
     os.makedirs(sys.argv[2], exist_ok=True)
-    for name, rows in (("original", original), ("reworded", reworded)):
+    for name, rows in (("original", original), ("reworded", reworded), ("near_miss", near)):
         with open(os.path.join(sys.argv[2], name + ".jsonl"), "w", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    print(f"{len(reworded)} questions reworded -> {sys.argv[2]}")
+    print(f"{len(reworded)} questions reworded, {len(near)} near-misses -> {sys.argv[2]}")
 
 
 if __name__ == "__main__":

@@ -94,7 +94,13 @@ struct PipelineSpec {
   // threshold) to an earlier one of the same tenant and cache_salt, over the same retrieved
   // passages, gets the earlier answer (semantic_cache.h). One-shot pipelines only.
   struct SemanticCacheSpec {
-    double threshold = 0.95;  // 0..1
+    double threshold = 0.4;  // 0..1; chosen with grounding on (docs/benchmarks.md)
+    // The questions' grounded terms (their words found in the passages) must be the same set
+    // (semantic_cache.h); default on.
+    bool grounding = true;
+    // Grounded terms held by more than this share of the chunks the tenant searches are too common
+    // to tell two questions apart and are not compared (0..1; 1 = compare every grounded term).
+    double grounding_max_share = 0.2;
   };
   std::optional<SemanticCacheSpec> semantic_cache;
 

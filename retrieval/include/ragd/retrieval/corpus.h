@@ -240,6 +240,10 @@ class Corpus {
   // query). With Hit::vector and coarse_lists(), a caller can score chunks as the index does:
   // iterative RAG's speculation cache.
   Result<std::vector<float>> embed_query(std::string_view query) const;
+  // For each lexical term (lexical_terms.h), the share of the chunks `scope` sees that hold it, in
+  // [0, 1] (how common a word is in what this tenant searches; another tenant's chunks never
+  // count). FailedPrecondition when the corpus keeps no lexical index.
+  Result<std::vector<double>> term_shares(std::span<const std::string> terms, const ReadScope& scope) const;
   // VectorIndex::coarse_lists of the corpus index.
   Result<std::vector<std::vector<int64_t>>> coarse_lists(std::span<const float> vectors, int n) const;
   // Chunks by id; nullopt for ids that do not exist.
