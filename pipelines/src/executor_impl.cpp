@@ -240,6 +240,13 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
           o.hits.resize(std::min<size_t>(o.hits.size(), k));
         }
         ctx = std::move(o.hits);
+        // BM25 scores only (lexical search, auto's choice with a hashing embedder): cosines and
+        // fused ranks lie too close together for a ratio of the first to mean the same.
+        // Not for reranked or adaptive runs: the reranker, or the chosen candidate's top_k, decides.
+        if (!it && r->res.rerank == 0 && !r->res.adapt && corpus_ &&
+            (r->res.retrieval_mode == retrieval::RetrievalMode::kAuto ? corpus_->default_mode() : r->res.retrieval_mode) ==
+                retrieval::RetrievalMode::kLexical)
+          keep_above_score_ratio(ctx, r->res.spec->min_score_ratio);
         if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();
           const bool had_first = !ctx.empty();

@@ -48,7 +48,7 @@ class Reader {
   Status check_keys() const {
     static const std::map<std::string, std::set<std::string>> kAllowed = {
         {"pipeline", {"name", "description"}},
-        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank", "rerank_model", "mode"}},
+        {"retriever", {"top_k", "index", "nprobe", "speculative_prefill", "rerank", "rerank_model", "mode", "min_score_ratio"}},
         {"prompt", {"system", "context_header", "separator", "question_prefix", "chat_template", "number_passages", "sources_footer"}},
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
@@ -170,6 +170,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "nprobe", 1, 65536, &v));
   s.nprobe = static_cast<int>(v);
   RAGD_RETURN_IF_ERROR(r.boolean("retriever", "speculative_prefill", &s.speculative_prefill));
+  RAGD_RETURN_IF_ERROR(r.real("retriever", "min_score_ratio", ParamRange{0.0, 1.0}, &s.min_score_ratio));
   v = s.rerank;
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "rerank", ParamRange{0, kRangeRetrievalTopK.hi}, &v));
   s.rerank = static_cast<int>(v);

@@ -84,7 +84,7 @@ void write_pipelines(const std::string& dir) {
   fs::create_directories(dir);
   for (const char* mode : {"none", "prefix", "knowledge_tree", "cacheblend", "epic"}) {
     write_file(fs::path(dir) / (std::string(mode) + ".toml"),
-               std::string("[pipeline]\nname = \"") + mode + "\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"" + mode +
+               std::string("[pipeline]\nname = \"") + mode + "\"\n[retriever]\ntop_k = 2\nmin_score_ratio = 0\n[reuse]\nmode = \"" + mode +
                    "\"\n[generation]\nmax_tokens = 7\n");
   }
   // Iterative pipelines (retrieval every 4 tokens; overlap per request); no document KV is cached,

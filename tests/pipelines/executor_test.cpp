@@ -10,6 +10,8 @@
 
 #include "executor_fixture.h"
 
+#include "context_doc.h"
+
 namespace ragd::pipelines {
 namespace {
 
@@ -936,6 +938,65 @@ TEST_F(ExecutorTest, RerankerHeadsAreCachedPerTenantAndCacheSalt) {
   close(rt);
   fs::remove_all(data);
   fs::remove_all(pipes);
+}
+
+// [retriever] min_score_ratio: the helper against a naive filter on random scores, then through the
+// executor, where the passages kept are those of the same search without the cut whose score is at
+// least the ratio of the best one's.
+TEST(MinScoreRatio, KeepsTheFirstAndThoseAboveTheRatio) {
+  std::mt19937_64 rng(31);
+  std::uniform_real_distribution<double> u(0.0, 10.0);
+  for (int n = 0; n < 200; ++n) {
+    std::vector<ContextDoc> docs(1 + rng() % 7);
+    for (size_t i = 0; i < docs.size(); ++i) {
+      docs[i].chunk_id = i;
+      docs[i].source.score = static_cast<float>(u(rng));
+    }
+    std::sort(docs.begin(), docs.end(), [](const ContextDoc& a, const ContextDoc& b) { return a.source.score > b.source.score; });
+    if (n % 10 == 0) docs[0].source.score = 0;  // no positive first score: nothing is cut
+    const double ratio = n % 4 == 0 ? 0.0 : u(rng) / 10.0;
+    std::vector<uint64_t> want;
+    for (size_t i = 0; i < docs.size(); ++i)
+      if (i == 0 || ratio <= 0 || !(docs[0].source.score > 0) || docs[i].source.score >= ratio * docs[0].source.score)
+        want.push_back(docs[i].chunk_id);
+    keep_above_score_ratio(docs, ratio);
+    EXPECT_EQ(chunk_ids(docs), want) << n;
+  }
+}
+
+TEST_F(ExecutorTest, MinScoreRatioLeavesWeakPassagesOut) {
+  const std::string data = tmpdir("min-ratio");
+  const std::string pdir = tmpdir("min-ratio-pipelines");
+  fs::create_directories(pdir);
+  const std::string body = "[reuse]\nmode = \"none\"\n[generation]\nmax_tokens = 3\n";
+  write_file(fs::path(pdir) / "all.toml", "[pipeline]\nname = \"all\"\n[retriever]\ntop_k = 4\nmode = \"lexical\"\nmin_score_ratio = 0\n" + body);
+  Runtime rt = open_with_pipeline(data, pdir, "cut.toml",
+                                  "[pipeline]\nname = \"cut\"\n[retriever]\ntop_k = 4\nmode = \"lexical\"\n"
+                                  "min_score_ratio = 0.6\n" + body);
+  Executor& ex = *rt.executor;
+  int cut_some = 0;
+  for (const char* q : {"volcano lava notes", "glacier moraine ice entry", "notes about the entry number 48 describes",
+                        "volcano glacier desert"}) {
+    const RunOutput all = run(ex, "all", q, 3);
+    const RunOutput cut = run(ex, "cut", q, 3);
+    ASSERT_TRUE(all.error.ok() && cut.error.ok()) << q;
+    ASSERT_FALSE(all.sources.empty()) << q;
+    // Sources go out in prompt order: compare as sets, against the best score of the uncut search.
+    float top = 0;
+    for (const Source& s : all.sources) top = std::max(top, s.score);
+    std::vector<uint64_t> want, got;
+    for (const Source& s : all.sources)
+      if (s.score >= 0.6 * top) want.push_back(s.chunk_id);
+    for (const Source& s : cut.sources) got.push_back(s.chunk_id);
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << q;
+    cut_some += got.size() < all.sources.size();
+  }
+  EXPECT_GT(cut_some, 0) << "no question had a passage below the ratio: the test shows nothing";
+  close(rt);
+  fs::remove_all(data);
+  fs::remove_all(pdir);
 }
 
 }  // namespace
