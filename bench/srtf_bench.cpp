@@ -1,7 +1,7 @@
 // Output-length prediction and shortest-remaining-first scheduling, measured in process on the real
 // Executor (no HTTP), with the simulator's prediction of the same table beside it.
 //
-//   bench_srtf [--out DIR] [--train N] [--requests N] [--loads 0.6,0.9] [--max-running R]
+//   bench_srtf [--out DIR] [--train N] [--requests N] [--loads 0.7,0.95] [--max-running R]
 //              [--rounds K] [--threads T] [--hidden H] [--layers L] [--seed S] [--json FILE]
 //
 // Model: a random-weight Llama-shaped model (--layers 8, --hidden 512) with a trained BPE tokenizer.
@@ -143,6 +143,7 @@ std::vector<Req> workload(int n, uint64_t seed, const std::string& tag) {
 
 struct Outcome {
   bool ok = false;
+  int length = 0;  // the request's hidden length (its class in the report: short <= 16 tokens)
   double ttft_ms = 0, e2e_ms = 0;
   int prompt_tokens = 0, tokens = 0;
   std::vector<double> itl_ms;
@@ -155,7 +156,7 @@ Outcome run_one(Executor& ex, const Req& q) {
   rr.sampling.max_tokens = kMaxTokens;
   rr.sampling.ignore_eos = true;
   const bench::Observed o = bench::run_and_wait(ex, std::move(rr));
-  return {o.ok, o.ttft_ms, o.e2e_ms, o.usage.prompt_tokens, o.tokens, o.itl_ms};
+  return {o.ok, 0, o.ttft_ms, o.e2e_ms, o.usage.prompt_tokens, o.tokens, o.itl_ms};
 }
 
 std::vector<Outcome> closed_loop(Executor& ex, const std::vector<Req>& reqs, int clients, double* wall_s) {
@@ -186,6 +187,7 @@ std::vector<Outcome> open_loop(Executor& ex, const std::vector<Req>& reqs) {
 
 struct Row {
   double ttft_p50 = 0, ttft_p99 = 0, e2e_p50 = 0, e2e_p99 = 0, e2e_mean = 0;
+  double short_mean = 0, long_mean = 0;  // mean e2e of requests of <= 16 tokens, of the others
   int failed = 0;
 };
 
@@ -202,7 +204,8 @@ Row summarize(const std::vector<double>& ttft, const std::vector<double>& e2e, i
 
 Row summarize(const std::vector<Outcome>& os) {
   std::vector<double> ttft, e2e;
-  int failed = 0;
+  int failed = 0, n_short = 0, n_long = 0;
+  double s_short = 0, s_long = 0;
   for (const Outcome& o : os) {
     if (!o.ok) {
       ++failed;
@@ -210,8 +213,13 @@ Row summarize(const std::vector<Outcome>& os) {
     }
     ttft.push_back(o.ttft_ms);
     e2e.push_back(o.e2e_ms);
+    (o.length <= 16 ? s_short : s_long) += o.e2e_ms;
+    ++(o.length <= 16 ? n_short : n_long);
   }
-  return summarize(ttft, e2e, failed);
+  Row r = summarize(ttft, e2e, failed);
+  r.short_mean = n_short ? s_short / n_short : 0;
+  r.long_mean = n_long ? s_long / n_long : 0;
+  return r;
 }
 
 Row summarize(const sim::SimResult& r) {
@@ -253,7 +261,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   int n_train = 400, n_req = 160, max_running = 4, threads = 1, hidden = 512, layers = 8, rounds = 2;
   uint64_t seed = 1;
-  std::vector<double> loads = {0.6, 0.9};
+  std::vector<double> loads = {0.7, 0.95};
   bench::BenchArgs args("bench_srtf");
   args.opt("out", &out_dir).opt("train", &n_train).opt("requests", &n_req).list("loads", &loads);
   args.opt("max-running", &max_running).opt("threads", &threads).opt("seed", &seed).opt("json", &json_path);
@@ -459,15 +467,23 @@ int main(int argc, char** argv) {
     auto r = sim::simulate(so, c, cal_sim);
     return r.ok() && r->duration_s > 0 ? cal_sim.size() / r->duration_s : 0.0;
   };
-  double lo = 0, hi = 4;
-  if (sim_capacity(0) > capacity) {
+  // In [-0.5, 4]: below zero when the measured step times above came out slower than the steps of
+  // the capacity run (a busy moment of the machine).
+  double lo = -0.5, hi = 4, slowdown = 0;  // the simulated capacity falls as the slowdown grows
+  if (sim_capacity(lo) <= capacity) {
+    slowdown = lo;
+  } else if (sim_capacity(hi) >= capacity) {
+    slowdown = hi;
+  } else {
     for (int it = 0; it < 30; ++it) {
       const double mid = 0.5 * (lo + hi);
       (sim_capacity(mid) > capacity ? lo : hi) = mid;
     }
+    slowdown = lo;
   }
-  cost.serving.engine_slowdown = lo;
-  std::printf("simulator: engine_slowdown %.3f fitted to the measured capacity (simulated %.2f req/s)\n\n", lo, sim_capacity(lo));
+  cost.serving.engine_slowdown = slowdown;
+  std::printf("simulator: engine_slowdown %.3f fitted to the measured capacity (simulated %.2f req/s)\n\n", slowdown,
+              sim_capacity(slowdown));
 
   // (4) + (5) Each load: the four policies, measured and simulated.
   std::string json = "{\"quality\":{\"today\":{\"tau\":" + std::to_string(qt.tau) + ",\"range_accuracy\":" + std::to_string(qt.acc) +
@@ -499,8 +515,8 @@ int main(int argc, char** argv) {
     }
     std::printf("## Load %.0f %% of capacity: Poisson %.2f req/s, %d requests x %d rounds per policy, max_running %d\n\n",
                 100 * load, rate, n_req, rounds, max_running);
-    std::printf("| policy | TTFT p50 ms | TTFT p99 ms | e2e p50 ms | e2e p99 ms | e2e mean ms | preemptions | sim TTFT p50 | sim TTFT p99 | sim e2e p50 | sim e2e p99 | sim e2e mean |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| policy | TTFT p50 ms | TTFT p99 ms | e2e p50 ms | e2e p99 ms | e2e mean ms | short / long e2e mean ms | preemptions | sim TTFT p50 | sim TTFT p99 | sim e2e p50 | sim e2e p99 | sim e2e mean |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     json += std::string(first_load ? "" : ",") + "{\"load\":" + std::to_string(load) + ",\"rate\":" + std::to_string(rate) + ",\"policies\":{";
     first_load = false;
     std::map<std::string, Row> measured, simulated;
@@ -517,7 +533,8 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "open_runtime: %s\n", rt.status().to_string().c_str());
           return 1;
         }
-        const std::vector<Outcome> os = open_loop(*rt->executor, reqs);
+        std::vector<Outcome> os = open_loop(*rt->executor, reqs);
+        for (size_t i = 0; i < os.size(); ++i) os[i].length = reqs[i].length;
         pooled[p.name].insert(pooled[p.name].end(), os.begin(), os.end());
         const ExecutorStats es = rt->executor->stats();
         preemptions[p.name] += es.swaps_out + es.drops;
@@ -537,8 +554,9 @@ int main(int argc, char** argv) {
       const Row s = summarize(*sr);
       measured[p.name] = m;
       simulated[p.name] = s;
-      std::printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %ld | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", p.name, m.ttft_p50,
-                  m.ttft_p99, m.e2e_p50, m.e2e_p99, m.e2e_mean, preemptions[p.name], s.ttft_p50, s.ttft_p99, s.e2e_p50,
+      std::printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f | %ld | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", p.name,
+                  m.ttft_p50, m.ttft_p99, m.e2e_p50, m.e2e_p99, m.e2e_mean, m.short_mean, m.long_mean, preemptions[p.name],
+                  s.ttft_p50, s.ttft_p99, s.e2e_p50,
                   s.e2e_p99, s.e2e_mean,
                   m.failed ? (" " + std::to_string(m.failed) + " failed").c_str() : "");
       auto row_json = [](const Row& r) {

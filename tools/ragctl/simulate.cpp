@@ -46,6 +46,7 @@
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/presets.h"
 #include "ragd/kernels/kv_dtype.h"
+#include "ragd/pipelines/length_model.h"
 #include "ragd/sim/cost_model.h"
 #include "ragd/sim/simulator.h"
 #include "ragd/sim/sweep.h"
@@ -145,6 +146,13 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
   if (!so.ok()) return so.status();
   sim::SimOptions o;
   o.scheduler = *so;
+  // srtf's length head, as the daemon loads it (a generated workload carries no question text:
+  // the head then reads the pipeline, prompt length and max_tokens only).
+  if (!rt.length_model.empty()) {
+    auto head = pipelines::LengthModel::load(rt.length_model);
+    if (!head.ok()) return head.status();
+    o.scheduler.length_model = *head;
+  }
   o.kv.block_size = rt.kv_block_size;
   const double block = shape.kv_bytes_per_token() * rt.kv_block_size;
   o.kv.pool_blocks = static_cast<int>(std::min(1e9, static_cast<double>(rt.kv_pool_bytes) / block));
