@@ -246,7 +246,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         if (!it && r->res.rerank == 0 && !r->res.adapt && corpus_ &&
             (r->res.retrieval_mode == retrieval::RetrievalMode::kAuto ? corpus_->default_mode() : r->res.retrieval_mode) ==
                 retrieval::RetrievalMode::kLexical)
-          keep_above_score_ratio(ctx, r->res.spec->min_score_ratio);
+          keep_above_score_ratio(ctx, r->res.min_score_ratio);
         if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();
           const bool had_first = !ctx.empty();

@@ -170,7 +170,7 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "nprobe", 1, 65536, &v));
   s.nprobe = static_cast<int>(v);
   RAGD_RETURN_IF_ERROR(r.boolean("retriever", "speculative_prefill", &s.speculative_prefill));
-  RAGD_RETURN_IF_ERROR(r.real("retriever", "min_score_ratio", ParamRange{0.0, 1.0}, &s.min_score_ratio));
+  RAGD_RETURN_IF_ERROR(r.real("retriever", "min_score_ratio", kRangeScoreRatio, &s.min_score_ratio));
   v = s.rerank;
   RAGD_RETURN_IF_ERROR(r.integer("retriever", "rerank", ParamRange{0, kRangeRetrievalTopK.hi}, &v));
   s.rerank = static_cast<int>(v);

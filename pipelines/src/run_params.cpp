@@ -85,6 +85,7 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     if (!req.prompt_ids.empty()) return Status::InvalidArgument("a pipeline run's query is text: prompt token ids apply to plain runs only");
     out.retrieval_k = req.retrieval_top_k >= 0 ? req.retrieval_top_k : spec->top_k;
     out.retrieval_mode = req.retrieval_mode.value_or(spec->retrieval_mode);
+    out.min_score_ratio = req.min_score_ratio.value_or(spec->min_score_ratio);
     if (!req.filter_json.empty()) {
 #if RAGD_HAVE_RETRIEVAL
       RAGD_ASSIGN_OR_RETURN(auto f, retrieval::parse_metadata_filter(req.filter_json));
@@ -106,8 +107,8 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     }
   } else if (req.adapt || req.adapt_objective || req.slo_ttft_ms) {
     return Status::InvalidArgument("adapt, adapt_objective and slo_ttft_ms apply to adaptive pipelines only");
-  } else if (req.retrieval_mode || !req.filter_json.empty()) {
-    return Status::InvalidArgument(std::string(req.retrieval_mode ? "retrieval_mode" : "filter") +
+  } else if (req.retrieval_mode || !req.filter_json.empty() || req.min_score_ratio) {
+    return Status::InvalidArgument(std::string(req.retrieval_mode ? "retrieval_mode" : req.min_score_ratio ? "min_score_ratio" : "filter") +
                                    " applies to pipeline runs only (a plain run searches nothing)");
   } else if (req.messages.empty() && req.prompt.empty() && req.prompt_ids.empty()) {
     return Status::InvalidArgument("one of messages or prompt is required");

@@ -186,7 +186,7 @@ TEST_F(OpenAiE2eTest, PipelineAsModelKeepsTenantsApart) {
            R"({"id":"b2","text":"The station keeps tickets in a vault."}]})",
            kB);
   ASSERT_EQ(r.status, 200) << r.body;
-  const std::string q = chat("pipeline:default", user("What is the vault password?"), R"(,"retrieval_top_k":3)");
+  const std::string q = chat("pipeline:default", user("What is the vault password?"), R"(,"retrieval_top_k":3,"min_score_ratio":0)");
   r = call("POST", "/v1/chat/completions", q, kA);
   ASSERT_EQ(r.status, 200) << r.body;
   std::set<std::string> seen;
@@ -195,7 +195,7 @@ TEST_F(OpenAiE2eTest, PipelineAsModelKeepsTenantsApart) {
   for (const std::string route : {"/v1/chat/completions", "/v1/completions"}) {
     const std::string body = route == "/v1/chat/completions"
                                  ? q
-                                 : R"({"model":"pipeline:default","prompt":"What is the vault password?","max_tokens":2,"retrieval_top_k":3})";
+                                 : R"({"model":"pipeline:default","prompt":"What is the vault password?","max_tokens":2,"retrieval_top_k":3,"min_score_ratio":0})";
     r = call("POST", route, body, kB);
     ASSERT_EQ(r.status, 200) << r.body;
     Json j(r.body);

@@ -63,7 +63,7 @@ class TenantE2eTest : public E2eTest {
 TEST_F(TenantE2eTest, NoCrossTenantRetrievalOnAnyPath) {
   start_with_shared("t_retrieval");
   upload_tenant_documents();
-  const std::string run = R"({"query":")" + kQuery + R"(","top_k":3,"max_tokens":2})";
+  const std::string run = R"({"query":")" + kQuery + R"(","top_k":3,"min_score_ratio":0,"max_tokens":2})";
   // Positive control: A retrieves its own document.
   auto r = call("POST", "/v1/pipelines/default/runs", run, kA);
   ASSERT_EQ(r.status, 200) << r.body;
@@ -84,7 +84,7 @@ TEST_F(TenantE2eTest, NoCrossTenantRetrievalOnAnyPath) {
   });
   HttpClient c("127.0.0.1", d_.port(), 60000);
   auto sr = c.request_stream("POST", "/v1/pipelines/default/runs",
-                             R"({"query":")" + kQuery + R"(","top_k":3,"max_tokens":2,"stream":true})", kB,
+                             R"({"query":")" + kQuery + R"(","top_k":3,"min_score_ratio":0,"max_tokens":2,"stream":true})", kB,
                              [&](std::string_view d) {
                                p.feed(d);
                                return true;
@@ -94,7 +94,7 @@ TEST_F(TenantE2eTest, NoCrossTenantRetrievalOnAnyPath) {
   // WebSocket (browsers put the key in the query string; only this route accepts it there).
   WsClient ws;
   ASSERT_TRUE(ws.connect("127.0.0.1", d_.port(), "/v1/stream?api_key=key-b").ok());
-  ASSERT_TRUE(ws.send_text(R"({"pipeline":"default","query":")" + kQuery + R"(","top_k":3,"max_tokens":2})").ok());
+  ASSERT_TRUE(ws.send_text(R"({"pipeline":"default","query":")" + kQuery + R"(","top_k":3,"min_score_ratio":0,"max_tokens":2})").ok());
   bool saw_sources = false;
   for (;;) {
     auto m = ws.read(60000);
@@ -112,7 +112,7 @@ TEST_F(TenantE2eTest, NoCrossTenantRetrievalOnAnyPath) {
   // Chat completions with a pipeline.
   r = call("POST", "/v1/chat/completions",
            R"({"messages":[{"role":"user","content":")" + kQuery +
-               R"("}],"pipeline":"default","retrieval_top_k":3,"max_tokens":2})",
+               R"("}],"pipeline":"default","retrieval_top_k":3,"min_score_ratio":0,"max_tokens":2})",
            kB);
   ASSERT_EQ(r.status, 200) << r.body;
   expect_clean_sources(Json(r.body), "/ragd/sources", 3, "chat");

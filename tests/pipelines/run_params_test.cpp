@@ -77,7 +77,7 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
                          r.recompute_ratio != before.recompute_ratio || r.epic_k != before.epic_k || r.overlap != before.overlap ||
                          r.retrieval_interval != before.retrieval_interval ||
                          r.speculative_prefill != before.speculative_prefill || r.want_logprobs != before.want_logprobs ||
-                         r.speculative_k != before.speculative_k ||
+                         r.speculative_k != before.speculative_k || r.min_score_ratio != before.min_score_ratio ||
                          r.sampling.ignore_eos != before.sampling.ignore_eos || r.sampling.min_p != before.sampling.min_p ||
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
@@ -161,6 +161,17 @@ TEST(RunParams, ResolveRunAppliesEveryDefaultOnce) {
   req.retrieval_mode = retrieval::RetrievalMode::kDense;
   EXPECT_EQ(resolve_run(req, &spec)->retrieval_mode, retrieval::RetrievalMode::kDense);
   req.retrieval_mode.reset();
+  // The weak-passage cut: the request's, else the spec's; a plain run has no passages to cut.
+  EXPECT_DOUBLE_EQ(resolve_run(req, &spec)->min_score_ratio, spec.min_score_ratio);
+  req.min_score_ratio = 0.25;
+  EXPECT_DOUBLE_EQ(resolve_run(req, &spec)->min_score_ratio, 0.25);
+  {
+    RunRequest plain;
+    plain.prompt = "hello";
+    plain.min_score_ratio = 0.25;
+    EXPECT_NE(resolve_run(plain, nullptr).status().message().find("min_score_ratio"), std::string::npos);
+  }
+  req.min_score_ratio.reset();
   // Reranking pipelines never speculate.
   spec.rerank = 1;
   req.context_must_include.clear();

@@ -115,6 +115,9 @@ struct RunRequest {
   // lexical, dense or hybrid search; unset = the pipeline's ([retriever] mode), whose auto is the
   // corpus's default
   std::optional<retrieval::RetrievalMode> retrieval_mode;
+  // Lexical searches: passages below this fraction of the first one's BM25 score are left out;
+  // unset = the pipeline's ([retriever] min_score_ratio).
+  std::optional<double> min_score_ratio;
   // Metadata filter of the searches (retrieval/metadata_filter.h's JSON form); "" = none. Parsed
   // (and refused with the key named) when the run is resolved.
   std::string filter_json;

@@ -30,6 +30,7 @@ inline constexpr ParamRange kRangeEpicK{0, 4096};
 inline constexpr ParamRange kRangeRetrievalInterval{1, 4096};
 inline constexpr ParamRange kRangeSloTtftMs{1e-9, 3600000};  // ms, > 0
 inline constexpr ParamRange kRangeSpeculativeK{0, 16};  // draft tokens per decode step; 0 = off
+inline constexpr ParamRange kRangeScoreRatio{0.0, 1.0};  // [retriever] min_score_ratio; 0 = off
 
 // A bound or value as messages and docs write it: integers without a point, others without
 // trailing zeros.

@@ -82,6 +82,7 @@ struct ResolvedRun {
   const PipelineSpec* spec = nullptr;  // null: a plain run (no retrieval)
   int retrieval_k = 0;                 // passages retrieved (0: none)
   retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kAuto;  // kAuto: the corpus's
+  double min_score_ratio = 0;          // lexical searches: the cut of weak passages (PipelineSpec)
   std::shared_ptr<const retrieval::MetadataFilter> filter;  // the request's filter; null = none
   engine::SamplingParams sampling;
   ReuseMode reuse = kDefaultPlainRunReuse;
@@ -145,6 +146,15 @@ inline constexpr ParamDef kRunParamDefs[] = {
        return Status::OK();
      },
      "retrieval_mode"},
+    {"min_score_ratio", ParamType::kNumber, kRangeScoreRatio, {}, "pipeline's (0.6)",
+     "lexical searches: passages whose BM25 score is below this fraction of the first one's are left out of the "
+     "prompt (the first always stays); 0 keeps all top_k. Dense and hybrid searches, reranked and adaptive runs "
+     "keep all ([pipelines.md](pipelines.md#retriever))",
+     [](RunRequest& r, const ParamValue& v) {
+       r.min_score_ratio = param_as<double>(v);
+       return Status::OK();
+     },
+     "min_score_ratio"},
     {"filter", ParamType::kObject, {}, {}, "none",
      "only passages of documents whose metadata match, applied inside the search (a filtered top-k holds k passages "
      "when k qualify): `{\"lang\": \"en\", \"year\": {\"gte\": 2020}, \"tags\": {\"in\": [\"a\", \"b\"]}}`; "
