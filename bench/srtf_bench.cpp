@@ -160,29 +160,11 @@ Outcome run_one(Executor& ex, const Req& q) {
 }
 
 std::vector<Outcome> closed_loop(Executor& ex, const std::vector<Req>& reqs, int clients, double* wall_s) {
-  std::vector<Outcome> out(reqs.size());
-  std::atomic<size_t> next{0};
-  const auto t0 = Clock::now();
-  std::vector<std::thread> th;
-  for (int c = 0; c < clients; ++c)
-    th.emplace_back([&] {
-      for (size_t i; (i = next++) < reqs.size();) out[i] = run_one(ex, reqs[i]);
-    });
-  for (auto& t : th) t.join();
-  *wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return out;
+  return bench::closed_loop<Outcome>(reqs, clients, [&](const Req& q) { return run_one(ex, q); }, wall_s);
 }
 
 std::vector<Outcome> open_loop(Executor& ex, const std::vector<Req>& reqs) {
-  std::vector<Outcome> out(reqs.size());
-  const auto t0 = Clock::now();
-  std::vector<std::thread> th;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(reqs[i].arrival_s)));
-    th.emplace_back([&, i] { out[i] = run_one(ex, reqs[i]); });
-  }
-  for (auto& t : th) t.join();
-  return out;
+  return bench::open_loop<Outcome>(reqs, [&](const Req& q) { return run_one(ex, q); }, nullptr);
 }
 
 struct Row {
