@@ -37,6 +37,7 @@
 #include "ragd/pipelines/runtime.h"
 #include "../tools/ragctl/synthetic_words.h"
 #include "bench_args.h"
+#include "random_model_dir.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -51,33 +52,6 @@ namespace {
 
 void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
-// Llama-shaped, 4 layers, hidden 128, 4 heads (2 KV heads, head_dim 32), vocab 512.
-bool make_model(const std::string& dir) {
-  engine::BpeTrainOptions topts;
-  topts.vocab_size = 480;
-  topts.pad_to = 512;
-  auto tok_json = engine::train_byte_level_bpe(engine::builtin_training_text(), topts);
-  if (!tok_json.ok()) return false;
-  auto tok = engine::Tokenizer::from_json(*tok_json, "tokenizer.json");
-  if (!tok.ok()) return false;
-  engine::ModelConfig c;
-  c.architecture = engine::Architecture::kLlama;
-  c.hidden_size = 128;
-  c.intermediate_size = 384;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 32;
-  c.vocab_size = 512;
-  c.max_position_embeddings = 4096;
-  c.rms_norm_eps = 1e-5f;
-  c.bos_token_id = (*tok)->bos_id().value_or(-1);
-  const std::map<std::string, engine::OwnedTensor> t = engine::random_weight_tensors(c, 99);
-  fs::create_directories(dir);
-  write_file(fs::path(dir) / "config.json", c.to_json());
-  write_file(fs::path(dir) / "tokenizer.json", *tok_json);
-  return engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok();
-}
 
 // Question words (kSyntheticAskWords) occur in no document: the retrieved set depends on the topic
 // word only.
@@ -190,7 +164,7 @@ int main(int argc, char** argv) {
   fs::remove_all(out_dir);
   fs::create_directories(out_dir);
   const std::string model = out_dir + "/model", pipes = out_dir + "/pipelines", data = out_dir + "/data";
-  if (!make_model(model)) {
+  if (!bench::make_random_model_dir(model, 128, 4)) {  // 4 heads (2 KV) of 32, vocab 512
     std::fprintf(stderr, "cannot write the model\n");
     return 1;
   }

@@ -55,6 +55,7 @@
 #include "ragd/sim/simulator.h"
 #include "../tools/ragctl/synthetic_words.h"
 #include "bench_args.h"
+#include "random_model_dir.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
@@ -68,32 +69,6 @@ constexpr int kMaxTokens = 512;
 
 void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
-bool make_model(const std::string& dir, int hidden, int layers) {
-  engine::BpeTrainOptions topts;
-  topts.vocab_size = 480;
-  topts.pad_to = 512;
-  auto tok_json = engine::train_byte_level_bpe(engine::builtin_training_text(), topts);
-  if (!tok_json.ok()) return false;
-  auto tok = engine::Tokenizer::from_json(*tok_json, "tokenizer.json");
-  if (!tok.ok()) return false;
-  engine::ModelConfig c;
-  c.architecture = engine::Architecture::kLlama;
-  c.hidden_size = hidden;
-  c.intermediate_size = 3 * hidden;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = hidden / 32;
-  c.num_key_value_heads = std::max(1, hidden / 64);
-  c.head_dim = 32;
-  c.vocab_size = 512;
-  c.max_position_embeddings = 4096;
-  c.rms_norm_eps = 1e-5f;
-  c.bos_token_id = (*tok)->bos_id().value_or(-1);
-  const std::map<std::string, engine::OwnedTensor> t = engine::random_weight_tensors(c, 99);
-  fs::create_directories(dir);
-  write_file(fs::path(dir) / "config.json", c.to_json());
-  write_file(fs::path(dir) / "tokenizer.json", *tok_json);
-  return engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok();
-}
 
 struct Kind {
   const char* prefix;
@@ -256,7 +231,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--hidden must be a multiple of 64, --layers >= 1\n");
     return 2;
   }
-  if (!make_model(model, hidden, layers)) {
+  if (!bench::make_random_model_dir(model, hidden, layers)) {
     std::fprintf(stderr, "cannot write the model\n");
     return 1;
   }
