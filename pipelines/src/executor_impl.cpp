@@ -213,8 +213,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
   // runs search once, as without the flag (the run a speculative one must equal).
 #if RAGD_HAVE_RETRIEVAL
   if (r->res.speculative_prefill && corpus_ && !r->res.filter &&
-      (r->res.retrieval_mode == retrieval::RetrievalMode::kAuto ? corpus_->default_mode() : r->res.retrieval_mode) ==
-          retrieval::RetrievalMode::kDense) {
+      corpus_->resolve_mode(r->res.retrieval_mode) == retrieval::RetrievalMode::kDense) {
     return prepare_speculative(std::move(r));
   }
 #endif
@@ -244,8 +243,7 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
         // fused ranks lie too close together for a ratio of the first to mean the same.
         // Not for reranked or adaptive runs: the reranker, or the chosen candidate's top_k, decides.
         if (!it && r->res.rerank == 0 && !r->res.adapt && corpus_ &&
-            (r->res.retrieval_mode == retrieval::RetrievalMode::kAuto ? corpus_->default_mode() : r->res.retrieval_mode) ==
-                retrieval::RetrievalMode::kLexical)
+            corpus_->resolve_mode(r->res.retrieval_mode) == retrieval::RetrievalMode::kLexical)
           keep_above_score_ratio(ctx, r->res.min_score_ratio);
         if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();

@@ -1092,7 +1092,7 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   if (k < 1 || k > 10000) return Status::InvalidArgument("search: k must be in [1, 10000], got " + std::to_string(k));
   if (queries.empty()) return std::vector<std::vector<Hit>>{};
   Impl& m = *impl_;
-  const RetrievalMode mode = params.mode != RetrievalMode::kAuto ? params.mode : default_mode();
+  const RetrievalMode mode = resolve_mode(params.mode);
   const bool filtered = params.metadata && !params.metadata->empty();
   if (!m.lexical && (mode != RetrievalMode::kDense || filtered))
     return Status::FailedPrecondition(std::string("search: this corpus keeps no lexical index (lexical_index = false): ") +

@@ -198,6 +198,8 @@ class Corpus {
  public:
   // The mode of searches that name none (CorpusOptions::mode, or the embedder's default).
   RetrievalMode default_mode() const;
+  // The mode a search asking `asked` runs in: `asked`, or default_mode() for kAuto.
+  RetrievalMode resolve_mode(RetrievalMode asked) const { return asked != RetrievalMode::kAuto ? asked : default_mode(); }
   // `tokenizer` is needed to ingest (chunking) and by the "model" embedder; may be null for a
   // read-only corpus with the hashing embedder.
   static Result<std::unique_ptr<Corpus>> open(const std::string& data_dir, const CorpusOptions& opts,
