@@ -1,9 +1,10 @@
 #include "semantic_cache.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <iterator>
+
+#include "ragd/retrieval/embedder.h"  // hashing_words
 
 namespace ragd::pipelines {
 
@@ -25,27 +26,15 @@ std::vector<std::string> SemanticCache::grounded_terms(std::string_view question
   std::set_intersection(question_terms.begin(), question_terms.end(), passage_terms.begin(), passage_terms.end(),
                         std::back_inserter(out));
   // Question words, the word that makes "how" a question of quantity, time or manner, and
-  // negations ("n't" counts as "not"): all stopwords to lexical search, all change the question.
+  // negations (a word ending in "n't" counts as "not"): all stopwords to lexical search, all change
+  // the question. Words as the hashing embedder splits them (lowercase, "isn't" whole).
   static constexpr std::string_view kAsk[] = {"who",  "whom", "whose", "when",    "where",  "why", "which", "what",
                                               "how",  "many", "much",  "long",    "often",  "old", "far",   "not",
                                               "no",   "nor",  "never", "without", "except", "cannot"};
-  std::string word;
-  auto flush = [&] {
-    if (std::find(std::begin(kAsk), std::end(kAsk), word) != std::end(kAsk)) out.push_back("?" + word);
-    word.clear();
-  };
-  for (size_t i = 0; i < question.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(question[i]);
-    if (std::isalpha(c)) {
-      word += static_cast<char>(std::tolower(c));
-      continue;
-    }
-    if (c == '\'' && i + 1 < question.size() && (question[i + 1] == 't' || question[i + 1] == 'T') && !word.empty() &&
-        word.back() == 'n' && (i + 2 >= question.size() || !std::isalpha(static_cast<unsigned char>(question[i + 2]))))
-      out.push_back("?not");
-    flush();
+  for (const std::string& w : retrieval::hashing_words(question)) {
+    if (std::find(std::begin(kAsk), std::end(kAsk), w) != std::end(kAsk)) out.push_back("?" + w);
+    else if (w.ends_with("n't")) out.push_back("?not");
   }
-  flush();
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
