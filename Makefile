@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model train-quote-model eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
 
 all: build
 
@@ -82,6 +82,12 @@ clients-test-deps:
 # missing.
 train-model: build
 	./scripts/train-model.sh $(BUILD)
+
+# models/ragd-qa-quote: models/ragd-qa continued on quotation questions (answers that quote their
+# passage whole), the copy-heavy workload of speculative decoding (scripts/train-quote-model.sh;
+# about 45 minutes on 2 CPU cores).
+train-quote-model: build
+	./scripts/train-quote-model.sh $(BUILD)
 
 # Answer accuracy (exact match, F1) of models/ragd-qa on the held-out set: every exact reuse mode,
 # and full prefill vs naive concatenation vs CacheBlend vs EPIC.

@@ -3,16 +3,22 @@
 // hits both alike; outputs are checked identical (token ids).
 //
 //   bench_speculative --mode qa --model models/ragd-qa [--questions N] [--k 8] [--max-tokens 48]
-//       RAG answers of the trained QA model over examples/qa_eval (the built-in "default"
-//       pipeline, greedy, one request at a time): decode tok/s (tokens after the first over the
-//       time after the first token), TTFT, acceptance rate, accepted tokens per verification step,
-//       answer lengths.
+//       [--questions-file examples/qa_eval/questions.jsonl]
+//       RAG answers of a trained QA model over examples/qa_eval (the built-in "default" pipeline,
+//       greedy, one request at a time): decode tok/s (tokens after the first over the time after
+//       the first token), TTFT, acceptance rate, accepted tokens per verification step, answer
+//       lengths. examples/qa_eval/quote_questions.jsonl is the copy-heavy workload (answers that
+//       quote their passage whole; models/ragd-qa-quote answers them).
 //   bench_speculative --mode batch --model DIR [--batches 1,4,16,64] [--k 8] [--max-tokens 64]
+//       [--accept ngram,0,0.5,0.9,1]
 //       Throughput (generated tokens / wall time) of B plain runs submitted at once, greedy with
-//       ignore_eos on a copy-heavy prompt: off, on with the default turn-down
-//       (speculative_max_decodes 4) and on with drafts forced at every batch size (max_decodes
-//       256), to measure where verification stops paying.
-//   Common: [--threads N] [--source-dir DIR] (examples/ is read from it; default: the build's).
+//       ignore_eos, drafts off against drafts on under the step budget (draft_budget.h, the
+//       default) and with every proposed draft token forced in (the budget off). Acceptance
+//       patterns: "ngram" drafts from the prompt (random weights copy little); a number A forces
+//       the pattern: each run drafts its own output (known from the off run) with every draft
+//       token kept right with probability A (so the first wrong one ends the accepted prefix).
+//   Common: [--threads N] [--reps 5] [--source-dir DIR] (examples/ is read from it; default: the
+//   build's).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -41,9 +47,10 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string mode = "qa", model, source_dir = RAGD_SOURCE_DIR;
+  std::string mode = "qa", model, source_dir = RAGD_SOURCE_DIR, questions_file;
   int questions = 60, k = 8, max_tokens = 48, threads = 2, reps = 5;
   std::vector<int> batches = {1, 4, 16, 64};
+  std::vector<std::string> accept = {"ngram", "0", "0.5", "0.9", "1"};
 };
 
 Args parse(int argc, char** argv) {
@@ -51,7 +58,8 @@ Args parse(int argc, char** argv) {
   ragd::bench::BenchArgs args("bench_speculative");
   args.opt("mode", &a.mode).opt("model", &a.model).opt("source-dir", &a.source_dir).opt("questions", &a.questions);
   args.opt("k", &a.k).opt("max-tokens", &a.max_tokens).opt("threads", &a.threads).opt("reps", &a.reps);
-  args.list("batches", &a.batches);
+  args.opt("questions-file", &a.questions_file);
+  args.list("batches", &a.batches).list("accept", &a.accept);
   if (!args.parse(argc, argv)) std::exit(2);
   if (a.model.empty()) {
     std::fprintf(stderr, "--model DIR is required\n");
@@ -74,14 +82,14 @@ std::vector<std::pair<std::string, std::string>> read_jsonl(const std::string& p
   return out;
 }
 
-Runtime open(const Args& a, const std::string& data, int spec_k, int max_decodes) {
+Runtime open(const Args& a, const std::string& data, int spec_k, RuntimeTestHooks hooks = {}) {
   RuntimeOptions o;
   o.model_dir = a.model;
   o.data_dir = data;
   o.num_threads = a.threads;
   o.retrieval_threads = 1;
   o.speculative_k = spec_k;
-  o.speculative_max_decodes = max_decodes;
+  o.test_hooks = std::move(hooks);
   o.max_running = 64;
   o.kv_pool_bytes = 1ull << 30;
   auto rt = open_runtime(o);
@@ -95,14 +103,19 @@ Runtime open(const Args& a, const std::string& data, int spec_k, int max_decodes
 int qa(const Args& a) {
   const std::string data = (fs::temp_directory_path() / ("ragd_specbench_" + std::to_string(::getpid()))).string();
   fs::remove_all(data);
-  Runtime rt = open(a, data, 0, 4);
+  Runtime rt = open(a, data, 0);
   const std::vector<DocumentInput> docs = ragd::bench::read_qa_corpus(a.source_dir);
   auto ing = rt.documents->ingest(docs);
   if (!ing.ok()) {
     std::fprintf(stderr, "ingest: %s\n", ing.status().to_string().c_str());
     return 1;
   }
-  const auto qs = read_jsonl(a.source_dir + "/examples/qa_eval/questions.jsonl", "question", "answer", static_cast<size_t>(a.questions));
+  const std::string qfile = a.questions_file.empty() ? a.source_dir + "/examples/qa_eval/questions.jsonl" : a.questions_file;
+  const auto qs = read_jsonl(qfile, "question", "answer", static_cast<size_t>(a.questions));
+  if (qs.empty()) {
+    std::fprintf(stderr, "no questions in %s\n", qfile.c_str());
+    return 1;
+  }
   struct Sum {
     double decode_ms = 0, ttft_ms = 0;
     long after_first = 0, tokens = 0, drafted = 0, accepted = 0, steps = 0;
@@ -140,8 +153,8 @@ int qa(const Args& a) {
   double mean_len = 0;
   for (int l : lengths) mean_len += l;
   mean_len /= std::max<size_t>(1, lengths.size());
-  std::printf("# qa: %zu questions, model %s, k %d, max_tokens %d, %d threads; identical outputs %d/%zu\n", qs.size(),
-              a.model.c_str(), a.k, a.max_tokens, a.threads, identical, qs.size());
+  std::printf("# qa: %zu questions of %s, model %s, k %d, max_tokens %d, %d threads; identical outputs %d/%zu\n", qs.size(),
+              qfile.c_str(), a.model.c_str(), a.k, a.max_tokens, a.threads, identical, qs.size());
   std::printf("# answer tokens: mean %.1f, median %d, max %d\n", mean_len, lengths.empty() ? 0 : lengths[lengths.size() / 2],
               lengths.empty() ? 0 : lengths.back());
   std::printf("%-6s %12s %10s %10s %10s %12s\n", "drafts", "decode tok/s", "TTFT ms", "drafted", "accepted", "accepted/step");
@@ -160,30 +173,61 @@ int qa(const Args& a) {
   return identical == static_cast<int>(qs.size()) ? 0 : 3;
 }
 
+// A forced acceptance pattern's drafts: run i's own output (from the off run) from its next token
+// on, each token kept right with probability `accept` (a fixed hash of the run, position and
+// round decides), a wrong one a neighbouring id.
+std::vector<int32_t> forced_draft(const std::vector<int32_t>& ref, uint64_t run, int generated, int len, double accept, int rep) {
+  std::vector<int32_t> d;
+  for (int j = 0; j < len && static_cast<size_t>(generated + j) < ref.size(); ++j) {
+    const int32_t t = ref[static_cast<size_t>(generated + j)];
+    uint64_t h = (run * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(generated + j) << 20) ^ static_cast<uint64_t>(rep);
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
+    const bool right = static_cast<double>(h >> 11) * 0x1.0p-53 < accept;
+    d.push_back(right ? t : t > 0 ? t - 1 : t + 1);
+  }
+  return d;
+}
+
 int batch(const Args& a) {
   std::printf("# batch: model %s, k %d, max_tokens %d, %d threads; throughput = generated tokens / wall time, median of %d "
-              "rounds (the modes take turns within a round)\n", a.model.c_str(), a.k, a.max_tokens, a.threads, a.reps);
-  std::printf("%-6s %-22s %12s %9s %10s %10s\n", "batch", "drafts", "tok/s", "vs off", "accepted", "identical");
+              "rounds (the modes take turns within a round); budget = the step budget (default), forced = every proposed "
+              "draft token verified\n", a.model.c_str(), a.k, a.max_tokens, a.threads, a.reps);
+  std::printf("%-6s %-8s %10s %10s %9s %10s %9s %10s %9s\n", "batch", "drafts", "off tok/s", "budget", "vs off", "forced", "vs off",
+              "acc(bud)", "identical");
   const std::string passage = "The archive at Norwell lists the survey of 1874, the survey of 1902 and the survey of 1931; each survey "
                               "names the river, the mill and the bridge.";
-  const struct { const char* name; int k, max_decodes; } modes[] = {{"off", 0, 4}, {"ngram (turn-down 4)", a.k, 4}, {"ngram (forced)", a.k, 256}};
   for (int b : a.batches) {
-    std::vector<double> tps[3];
-    long accepted[3] = {0, 0, 0};
-    bool same[3] = {true, true, true};
-    std::vector<std::vector<int32_t>> ref;
-    for (int rep = 0; rep < a.reps; ++rep)
-      for (int mi = 0; mi < 3; ++mi) {
-        const auto& m = modes[mi];
+    const size_t np = a.accept.size();
+    std::vector<double> off_tps;
+    std::vector<std::vector<double>> tps(np * 2);
+    std::vector<long> accepted(np * 2, 0);
+    std::vector<bool> same(np * 2, true);
+    for (int rep = 0; rep < a.reps; ++rep) {
+      std::vector<std::vector<int32_t>> ref;
+      // Round order: off first (its outputs script the forced patterns), then each pattern under
+      // the budget and forced.
+      for (size_t m = 0; m <= np * 2; ++m) {
+        const bool off = m == 0;
+        const std::string pattern = off ? "" : a.accept[(m - 1) / 2];
+        const bool forced = !off && (m - 1) % 2 == 1;
+        RuntimeTestHooks hooks;
+        hooks.draft_budget_off = forced;
+        if (!off && pattern != "ngram") {
+          const double accept = std::stod(pattern);
+          hooks.draft_source = [&ref, accept, rep](const std::string& id, std::span<const int32_t>, int generated, int len) {
+            return forced_draft(ref[std::stoul(id.substr(1))], std::stoul(id.substr(1)), generated, len, accept, rep);
+          };
+        }
         const std::string data = (fs::temp_directory_path() / ("ragd_specbatch_" + std::to_string(::getpid()))).string();
         fs::remove_all(data);
-        Runtime rt = open(a, data, m.k, m.max_decodes);
+        Runtime rt = open(a, data, off ? 0 : a.k, std::move(hooks));
         std::vector<Observed> outs(static_cast<size_t>(b));
         std::vector<std::thread> th;
         const auto t0 = Clock::now();
         for (int i = 0; i < b; ++i)
           th.emplace_back([&, i] {
             RunRequest r;
+            r.id = "b" + std::to_string(i);
             r.prompt = passage + "\n" + passage + "\nAgain, item " + std::to_string(i) + ": " + passage.substr(0, 40);
             r.sampling.max_tokens = a.max_tokens;
             r.sampling.ignore_eos = true;
@@ -196,19 +240,27 @@ int batch(const Args& a) {
         long tokens = 0, acc = 0;
         std::vector<std::vector<int32_t>> ids;
         for (const auto& o : outs) tokens += o.tokens, acc += o.usage.accepted_tokens, ids.push_back(o.token_ids);
-        tps[mi].push_back(tokens / wall);
-        accepted[mi] = acc;
-        if (mi == 0 && rep == 0) ref = ids;
-        same[mi] = same[mi] && ids == ref;
+        if (off) {
+          off_tps.push_back(tokens / wall);
+          ref = ids;
+        } else {
+          tps[m - 1].push_back(tokens / wall);
+          accepted[m - 1] = acc;
+          same[m - 1] = same[m - 1] && ids == ref;
+        }
         rt.stop();
         rt.executor.reset();
         rt.documents.reset();
         fs::remove_all(data);
       }
+    }
     auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-    for (int mi = 0; mi < 3; ++mi)
-      std::printf("%-6d %-22s %12.1f %8.2fx %10ld %10s\n", b, modes[mi].name, median(tps[mi]), median(tps[mi]) / median(tps[0]),
-                  accepted[mi], same[mi] ? "yes" : "NO");
+    const double off = median(off_tps);
+    for (size_t p = 0; p < np; ++p) {
+      const double bud = median(tps[2 * p]), forced = median(tps[2 * p + 1]);
+      std::printf("%-6d %-8s %10.1f %10.1f %8.2fx %10.1f %8.2fx %10ld %9s\n", b, a.accept[p].c_str(), off, bud, bud / off, forced,
+                  forced / off, accepted[2 * p], same[2 * p] && same[2 * p + 1] ? "yes" : "NO");
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -132,7 +132,8 @@ const std::vector<Field>& fields() {
              "speculative decoding: n-gram draft tokens per decode step at most (0 = off); a request's speculative_k overrides it",
              runtime.speculative_k),
       RAGD_F("runtime.speculative_max_decodes", Type::kInt,
-             "speculative decoding: drafts ride only while at most this many runs decode at once", runtime.speculative_max_decodes),
+             "speculative decoding: no drafts while more than this many runs decode at once (a cap on top of the "
+             "measured step-cost budget; 256 = no cap)", runtime.speculative_max_decodes),
       RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.kv_pool_bytes),
       RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.dram_cache_bytes),
       RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.ssd_cache_bytes),

@@ -39,6 +39,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "draft_budget.h"
 #include "ngram_drafter.h"
 #include "semantic_cache.h"
 #include "ragd/common/fair_pool.h"
@@ -153,6 +154,7 @@ class ExecutorImpl final : public Executor,
     // decode step verifies (scheduler thread).
     std::optional<NgramDrafter> drafter;
     std::vector<int32_t> draft;
+    DraftAcceptance acceptance;  // its per-token acceptance so far (draft_budget.h)
     // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
     // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.
     int sched_max_new = 0;
@@ -317,6 +319,12 @@ class ExecutorImpl final : public Executor,
   // Scheduler thread: the last step planned nothing (every runnable request waits for blocks). The
   // engine is idle then, so queued pool-to-DRAM copies run and give back the blocks they hold.
   bool stalled_ = false;
+  // Scheduler thread: speculative decoding's measured step cost (decode-only steps), the server's
+  // recent per-token acceptance (decayed counts: the prior of a run with few drafts of its own)
+  // and its counters (ExecutorStats::spec_ngram).
+  StepCostModel step_cost_;
+  double recent_accepted_ = 0, recent_rejections_ = 0;
+  ExecutorStats::Speculative spec_counts_;
   uint64_t next_sid_ = 1;                       // guarded by mu_
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;                        // guarded by mu_

@@ -39,6 +39,9 @@ void ExecutorImpl::publish_stats() {
   x.pool_bytes = pool.bytes();
   x.pool_kv_dtype = std::string(kernels::kv_dtype_name(pool.layout().dtype));
   x.swap_bytes = kv_host_->swap_bytes();
+  x.spec_ngram = spec_counts_;
+  x.spec_step_fixed_ms = step_cost_.fixed_s() * 1e3;
+  x.spec_step_per_row_ms = step_cost_.per_row_s() * 1e3;
 }
 
 ExecutorStats ExecutorImpl::stats() const {

@@ -25,8 +25,12 @@ class NgramDrafter {
  public:
   static constexpr int kCoolSteps = 8;
   explicit NgramDrafter(int max_k) : max_k_(max_k < 1 ? 1 : max_k), k_(max_k_ < 4 ? max_k_ : 4) {}
-  // The draft for the next decode step (empty while cooling down; each call is one step).
-  std::vector<int32_t> draft(std::span<const int32_t> tokens);
+  // The draft length for the next decode step: 0 while cooling down, else k() (each call is one
+  // step). A source other than the n-gram lookup drafts that many tokens (benchmarks' scripted
+  // drafts, RuntimeTestHooks::draft_source).
+  int take_length();
+  // The n-gram draft for the next decode step: ngram_draft(tokens, take_length()).
+  std::vector<int32_t> draft(std::span<const int32_t> tokens) { return ngram_draft(tokens, take_length()); }
   // After a verification: `drafted` tokens proposed, the first `accepted` of them taken.
   void observe(int drafted, int accepted);
   int k() const { return k_; }

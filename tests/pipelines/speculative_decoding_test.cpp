@@ -3,10 +3,16 @@
 // is the output without them — greedy and seeded sampling, every reuse mode and pipeline kind,
 // plain runs with a copy-heavy prompt, batched runs, a constraint, stop tokens and max_tokens
 // mid-draft — while drafts were in fact verified and accepted; and the KV pool ends as it does
-// without drafts.
+// without drafts. The step budget (draft_budget.h) against a brute-force optimum, and sampled
+// outputs with drafts against the model's exact distribution (chi-square).
 #include "executor_fixture.h"
 
+#include <algorithm>
+#include <map>
+
+#include "draft_budget.h"
 #include "ngram_drafter.h"
+#include "ragd/engine/model.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -57,6 +63,91 @@ TEST(NgramDrafter, MatchesNaiveSearchAndAdaptsK) {
   c.observe(2, 0);
   for (int i = 0; i < NgramDrafter::kCoolSteps; ++i) EXPECT_TRUE(c.draft(loop).empty()) << i;
   EXPECT_FALSE(c.draft(loop).empty());
+}
+
+
+TEST(StepCostModel, RecoversTheLineAndKeepsItWhileRowsDoNotVary) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    const double a = 1e-3 * (0.5 + static_cast<double>(rng() % 1000) / 100.0);  // 0.5 .. 10.5 ms
+    const double b = 1e-5 * (1.0 + static_cast<double>(rng() % 1000) / 10.0);   // 0.01 .. 1 ms per row
+    std::normal_distribution<double> noise(0.0, 0.01);                            // 1 % noise
+    StepCostModel m;
+    EXPECT_FALSE(m.fitted());
+    for (int i = 0; i < 300; ++i) {
+      const int rows = 1 + static_cast<int>(rng() % 97);
+      m.observe(rows, (a + b * rows) * (1.0 + noise(rng)));
+    }
+    ASSERT_TRUE(m.fitted());
+    EXPECT_NEAR(m.fixed_s(), a, 0.05 * a + 0.5 * b) << trial;
+    EXPECT_NEAR(m.per_row_s(), b, 0.05 * b) << trial;
+    // Once the window holds one row count only, the slope is unidentified: the last fit stays.
+    for (int i = 0; i < StepCostModel::kWindow; ++i) m.observe(64, a + b * 64);
+    const double fixed = m.fixed_s(), per_row = m.per_row_s();
+    for (int i = 0; i < StepCostModel::kWindow; ++i) m.observe(64, 2 * (a + b * 64));
+    EXPECT_EQ(m.fixed_s(), fixed);
+    EXPECT_EQ(m.per_row_s(), per_row);
+  }
+  StepCostModel same;
+  for (int i = 0; i < 50; ++i) same.observe(4, 0.01);
+  EXPECT_FALSE(same.fitted());  // never two row counts: no fit, every draft rides
+  const std::vector<DraftCandidate> c = {{5, 0.1}, {3, 0.9}};
+  EXPECT_EQ(choose_draft_lengths(same, 2, c), (std::vector<int>{5, 3}));
+}
+
+TEST(DraftBudget, MaximisesExpectedTokensPerSecondLikeBruteForce) {
+  // The budget's choice against every choice: expected tokens per modelled second over all
+  // combinations of prefix lengths (small cases), and the expected shapes at the extremes.
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 400; ++trial) {
+    StepCostModel m;
+    const double a = 1e-3 * (0.2 + static_cast<double>(rng() % 100) / 10.0);
+    const double b = 1e-4 * (0.1 + static_cast<double>(rng() % 100) / 10.0);
+    for (int i = 0; i < 20; ++i) m.observe(1 + i % 5, a + b * (1 + i % 5));
+    ASSERT_TRUE(m.fitted());
+    const int decodes = 1 + static_cast<int>(rng() % 6);
+    const int n = 1 + static_cast<int>(rng() % 3);
+    std::vector<DraftCandidate> c(static_cast<size_t>(n));
+    for (auto& x : c) x = {static_cast<int>(rng() % 5), static_cast<double>(rng() % 101) / 100.0};
+    const std::vector<int> got = choose_draft_lengths(m, decodes, c);
+    auto rate = [&](const std::vector<int>& take) {
+      double tokens = decodes, rows = decodes;
+      for (size_t i = 0; i < c.size(); ++i)
+        for (int j = 1; j <= take[i]; ++j) tokens += std::pow(c[i].alpha, j), rows += 1;
+      return tokens / m.seconds(rows);
+    };
+    double best = 0;
+    std::vector<int> take(c.size(), 0);
+    std::function<void(size_t)> all = [&](size_t i) {
+      if (i == c.size()) return void(best = std::max(best, rate(take)));
+      for (int l = 0; l <= c[i].available; ++l) take[i] = l, all(i + 1);
+    };
+    all(0);
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_LE(got[i], c[i].available);
+    EXPECT_NEAR(rate(got), best, 1e-9 * best) << "trial " << trial;
+  }
+  // Batch 1, a step mostly fixed cost: a well-accepted draft rides whole. Batch 64 with rows as
+  // dear as the fixed part: a half-accepted draft does not, a fully accepted one does.
+  StepCostModel cheap, dear;
+  for (int i = 0; i < 20; ++i) cheap.observe(1 + i % 9, 10e-3 + 0.1e-3 * (1 + i % 9));
+  for (int i = 0; i < 20; ++i) dear.observe(1 + i % 9, 1e-3 + 1e-3 * (1 + i % 9));
+  const std::vector<DraftCandidate> good = {{8, 0.9}};
+  EXPECT_EQ(choose_draft_lengths(cheap, 1, good), (std::vector<int>{8}));
+  const std::vector<DraftCandidate> half(64, DraftCandidate{8, 0.5}), whole(64, DraftCandidate{8, 1.0});
+  const std::vector<int> none = choose_draft_lengths(dear, 64, half), full = choose_draft_lengths(dear, 64, whole);
+  EXPECT_EQ(std::count(none.begin(), none.end(), 0), 64);
+  EXPECT_EQ(std::count(full.begin(), full.end(), 8), 64);
+}
+
+TEST(DraftAcceptance, IsTheGeometricEstimate) {
+  DraftAcceptance a;
+  EXPECT_DOUBLE_EQ(a.alpha(0.3), 0.3);  // no drafts of its own: the prior
+  a.observe(4, 4);                        // 4 accepted, no rejection
+  a.observe(4, 1);                        // 1 accepted, then a rejection
+  EXPECT_EQ(a.accepted, 5);
+  EXPECT_EQ(a.rejections, 1);
+  EXPECT_DOUBLE_EQ(a.alpha(0.5, 0.0), 5.0 / 6.0);
+  EXPECT_DOUBLE_EQ(a.alpha(0.5, 4.0), 7.0 / 10.0);
 }
 
 class SpeculativeDecodingTest : public ExecutorTest {
@@ -191,6 +282,188 @@ TEST_F(SpeculativeDecodingTest, BatchedRunsMatchAndThePoolIsTheSame) {
     fs::remove_all(data);
   }
   EXPECT_EQ(outs[0], outs[1]);
+}
+
+
+TEST_F(SpeculativeDecodingTest, KnowledgeTreeAndPoolEndAsWithoutDrafts) {
+  // The same RAG runs (knowledge-tree reuse) in two runtimes, one after the other, with and
+  // without drafts: the same outputs, and the cache ends the same — the same tree nodes and
+  // tokens in each tier, the same pool blocks in use (rejected drafts' KV went back and no draft
+  // KV entered the tree).
+  ExecutorStats end[2];
+  std::vector<std::vector<int32_t>> outs[2];
+  long accepted = 0;
+  for (int spec = 0; spec < 2; ++spec) {
+    const std::string data = tmpdir("specdec-tree-" + std::to_string(spec));
+    RuntimeOptions o = options(data);
+    o.kv_pool_bytes = 16ull << 20;
+    o.speculative_k = spec ? 6 : 0;
+    Runtime rt = open(o, true);
+    for (int i = 0; i < 8; ++i) {
+      RunOutput x = run(*rt.executor, "knowledge_tree", kTopics[i % 5], 24, [&](RunRequest& r) {
+        r.overrides.temperature = i % 2 ? 0.9f : 0.0f;
+        r.overrides.seed = 3 + static_cast<uint64_t>(i);
+      });
+      outs[spec].push_back(x.tokens);
+      accepted += x.usage.accepted_tokens;
+    }
+    ASSERT_TRUE(wait_until([&] { return rt.executor->stats().running == 0; }));
+    // Copies to DRAM and SSD finish in the background: read once the tiers stay still for 0.5 s.
+    auto tiers = [&] {
+      const ExecutorStats x = rt.executor->stats();
+      std::vector<uint64_t> v;
+      for (const TierUsage& t : x.tiers) v.push_back(t.entries), v.push_back(t.used_bytes);
+      return v;
+    };
+    std::vector<uint64_t> last = tiers();
+    for (int still = 0, i = 0; still < 5 && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const std::vector<uint64_t> now = tiers();
+      still = now == last ? still + 1 : 0;
+      last = now;
+    }
+    end[spec] = rt.executor->stats();
+    close(rt);
+    fs::remove_all(data);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_GT(accepted, 0);
+  EXPECT_EQ(end[0].cache_nodes, end[1].cache_nodes);
+  EXPECT_EQ(end[0].pool_free_blocks, end[1].pool_free_blocks);
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(end[0].tiers[t].entries, end[1].tiers[t].entries) << t;
+    EXPECT_EQ(end[0].tiers[t].used_bytes, end[1].tiers[t].used_bytes) << t;
+  }
+  EXPECT_GT(end[1].spec_ngram.drafted, 0u);
+  EXPECT_EQ(end[1].spec_ngram.accepted, static_cast<uint64_t>(accepted));
+  EXPECT_EQ(end[0].spec_ngram.drafted, 0u);
+}
+
+TEST_F(SpeculativeDecodingTest, SampledTokensFollowTheTargetDistribution) {
+  // Four tokens sampled at temperature 1.3 among the top 2 after a fixed prompt of ids: the exact
+  // distribution of the 16 outputs comes from the model's logits at every prefix. Runs with drafts
+  // (the most likely continuation, so that rows are both accepted and rejected, from the first
+  // verification row on) over 3,000 seeds must follow it: chi-square over the 16 outputs below
+  // the 0.1 % critical value (15 degrees of freedom: 37.70). The same counts against the
+  // distribution at temperature 0.8 must exceed it (the test can tell distributions apart).
+  constexpr int kTokens = 4, kRuns = 3000;
+  constexpr float kTemp = 1.3f;
+  const std::vector<int32_t> prompt = {17, 230, 5, 101, 77, 400, 12, 9, 301};
+  engine::ModelOptions mo;
+  mo.num_threads = 1;
+  mo.kv_pool_bytes = 4ull << 20;
+  auto model = engine::Model::load(*root_ + "/model", mo);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto logits_after = [&](const std::vector<int32_t>& seq) {
+    engine::BlockTable t;
+    engine::SeqStep s;
+    s.table = &t;
+    s.tokens = seq;
+    s.logits = engine::SeqStep::Logits::kLast;
+    engine::StepOutput out;
+    EXPECT_TRUE((*model)->forward(std::span<engine::SeqStep>(&s, 1), &out).ok());
+    std::vector<float> row(out.row(0).begin(), out.row(0).end());
+    t.release((*model)->kv_pool());
+    return row;
+  };
+  // The top 2 of a row (logit descending, id ascending on ties) and their probabilities at temp.
+  auto top2 = [](const std::vector<float>& l, float temp) {
+    std::vector<int32_t> idx(l.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(), [&](int32_t x, int32_t y) {
+      return l[static_cast<size_t>(x)] > l[static_cast<size_t>(y)] || (l[static_cast<size_t>(x)] == l[static_cast<size_t>(y)] && x < y);
+    });
+    const double d = (static_cast<double>(l[static_cast<size_t>(idx[1])]) - l[static_cast<size_t>(idx[0])]) / temp;
+    const double p0 = 1.0 / (1.0 + std::exp(d));
+    return std::vector<std::pair<int32_t, double>>{{idx[0], p0}, {idx[1], 1.0 - p0}};
+  };
+  std::map<std::vector<int32_t>, std::vector<float>> rows;  // prefix of outputs -> logits after it
+  std::function<void(std::vector<int32_t>)> expand = [&](std::vector<int32_t> out) {
+    if (static_cast<int>(out.size()) == kTokens) return;
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), out.begin(), out.end());
+    const std::vector<float>& l = rows[out] = logits_after(seq);
+    for (const auto& [tok, p] : top2(l, kTemp)) {
+      std::vector<int32_t> next = out;
+      next.push_back(tok);
+      expand(next);
+    }
+  };
+  expand({});
+  auto exact = [&](float temp) {
+    std::map<std::vector<int32_t>, double> dist;
+    std::function<void(std::vector<int32_t>, double)> walk = [&](std::vector<int32_t> out, double p) {
+      if (static_cast<int>(out.size()) == kTokens) return void(dist[out] = p);
+      for (const auto& [tok, q] : top2(rows.at(out), temp)) {
+        std::vector<int32_t> next = out;
+        next.push_back(tok);
+        walk(next, p * q);
+      }
+    };
+    walk({}, 1.0);
+    return dist;
+  };
+  const auto target = exact(kTemp);
+  ASSERT_EQ(target.size(), 16u);
+  // Drafts: the most likely continuation of the run's outputs so far.
+  const std::string data = tmpdir("specdec-chi2");
+  RuntimeOptions o = options(data);
+  o.speculative_k = 4;
+  o.hbm_cache = false;
+  o.test_hooks.draft_source = [&](const std::string&, std::span<const int32_t> tokens, int generated, int len) {
+    std::vector<int32_t> out(tokens.end() - generated, tokens.end()), d;
+    while (static_cast<int>(d.size()) < len && rows.count(out)) {
+      const int32_t t = top2(rows.at(out), kTemp)[0].first;
+      d.push_back(t);
+      out.push_back(t);
+    }
+    return d;
+  };
+  Runtime rt = open(o, false);
+  std::map<std::vector<int32_t>, int> counts;
+  long drafted = 0, accepted = 0;
+  for (int base = 0; base < kRuns; base += 100) {
+    Collector c;
+    std::vector<RunOutput> out(100);
+    for (int i = 0; i < 100; ++i) {
+      RunRequest r;
+      r.prompt_ids = prompt;
+      r.sampling.max_tokens = kTokens;
+      r.sampling.ignore_eos = true;
+      r.sampling.temperature = kTemp;
+      r.sampling.top_k = 2;
+      r.sampling.seed = 1000 + static_cast<uint64_t>(base + i);
+      ASSERT_TRUE(rt.executor->submit(r, c.sink(&out[static_cast<size_t>(i)])).ok());
+    }
+    for (auto& x : out) {
+      ASSERT_TRUE(c.wait(&x));
+      ASSERT_TRUE(x.error.ok()) << x.error.to_string();
+      ASSERT_EQ(x.tokens.size(), static_cast<size_t>(kTokens));
+      ++counts[x.tokens];
+      drafted += x.usage.drafted_tokens;
+      accepted += x.usage.accepted_tokens;
+    }
+  }
+  close(rt);
+  fs::remove_all(data);
+  std::printf("drafted %ld, accepted %ld\n", drafted, accepted);
+  EXPECT_GT(accepted, kRuns / 2);            // verification rows drew many tokens
+  EXPECT_GT(drafted - accepted, kRuns / 4);  // and rejected many drafts
+  auto chi2 = [&](const std::map<std::vector<int32_t>, double>& dist) {
+    double x = 0;
+    for (const auto& [seq, p] : dist) {
+      const double e = p * kRuns, n = counts.count(seq) ? counts.at(seq) : 0;
+      x += (n - e) * (n - e) / e;
+    }
+    return x;
+  };
+  int outside = 0;
+  for (const auto& [seq, n] : counts) outside += target.count(seq) ? 0 : n;
+  EXPECT_EQ(outside, 0);  // only top-2 tokens were drawn
+  const double x_target = chi2(target), x_other = chi2(exact(0.8f));
+  std::printf("chi-square: %.2f against the target, %.2f against temperature 0.8 (critical 37.70)\n", x_target, x_other);
+  EXPECT_LT(x_target, 37.70);
+  EXPECT_GT(x_other, 37.70);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@ Files under --out:
 and with --eval-dir DIR (the committed evaluation set):
   DIR/corpus.jsonl         {"id", "title", "text"} documents for `ragctl ingest`
   DIR/questions.jsonl      {"id", "question", "answer", "kind", "gold"} (gold = document id)
+  DIR/quote_questions.jsonl  the same for quotation questions (the answer is the gold document's
+                           whole text): the copy-heavy workload of speculative decoding
 
 Standard library only; deterministic for a seed.
 """
@@ -19,7 +21,7 @@ import json
 import os
 import random
 
-from rag_world import (QUESTIONS, VARIED_QUESTIONS, Pools, _answers_question, make_episode, make_passage,
+from rag_world import (QUESTIONS, QUOTE_QUESTIONS, VARIED_QUESTIONS, Pools, _answers_question, make_episode, make_passage,
                        make_question)
 
 SYSTEM_TEXT = "You are a helpful assistant. Answer the question using the context.\nContext:\nQuestion: \n"
@@ -36,7 +38,12 @@ def spaced(episode):
     return episode
 
 
-def add_turns(rng, episode, passages, turns, forms=QUESTIONS):
+def pick_forms(rng, forms, quote_fraction):
+    """The question forms of one question: quotation with probability quote_fraction, else `forms`."""
+    return QUOTE_QUESTIONS if quote_fraction > 0 and rng.random() < quote_fraction else forms
+
+
+def add_turns(rng, episode, passages, turns, forms=QUESTIONS, quote_fraction=0.0):
     """Up to turns - 1 follow-up questions about the episode's passages (each answered by exactly
     one of them): more answer tokens per context token, and questions about different passages of
     the same context."""
@@ -45,7 +52,7 @@ def add_turns(rng, episode, passages, turns, forms=QUESTIONS):
         if len(follow) >= turns - 1:
             break
         p = rng.choice(passages)
-        kind, q, a = make_question(rng, p, forms=forms)
+        kind, q, a = make_question(rng, p, forms=pick_forms(rng, forms, quote_fraction))
         if " " + a in asked or any(_answers_question(o, p, kind) for o in passages if o is not p):
             continue
         asked.add(" " + a)
@@ -95,6 +102,21 @@ def eval_set(pools, seed, docs=320, questions=400):
     return ([dict(id=p["id"], title=p["title"], text=p["text"]) for p in corpus], qs)
 
 
+def quote_eval_set(pools, seed, questions=100):
+    """Quotation questions over the evaluation corpus (eval_set's documents, in order, skipping one
+    whose noun and place another document shares): the answer is the gold document's whole text."""
+    corpus = test_corpus(random.Random(seed), pools, 320, "qa")
+    rng, qs = random.Random(seed + 1), []
+    for gold in corpus:
+        if len(qs) == questions:
+            break
+        if any(_answers_question(o, gold, "quote") for o in corpus if o is not gold):
+            continue
+        k, q, a = make_question(rng, gold, "quote", forms=QUOTE_QUESTIONS)
+        qs.append(dict(id=f"quote{len(qs):03d}", question=q, answer=a, kind=k, gold=gold["id"]))
+    return qs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -116,6 +138,9 @@ def main():
     ap.add_argument("--question-forms", choices=["base", "varied"], default="base",
                     help="the wordings of the training questions: base (the committed model's) or varied (many more "
                          "templates, word orders and paraphrased verbs; the evaluation set keeps the base ones)")
+    ap.add_argument("--quote-fraction", type=float, default=0.0,
+                    help="fraction of training questions that ask to quote the gold passage whole (the answer is the "
+                         "passage's text; default 0, the committed QA model's data)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     forms = VARIED_QUESTIONS if args.question_forms == "varied" else QUESTIONS
@@ -127,9 +152,10 @@ def main():
         rows = []
         for _ in range(int(count * args.scale)):
             ep = spaced(make_episode(rng, pools, "train", rng.randint(lo, hi), hard, keep_passages=args.turns > 1,
-                                     retrieval_like=args.hard or args.retrieval_like, forms=forms))
+                                     retrieval_like=args.hard or args.retrieval_like,
+                                     forms=pick_forms(rng, forms, args.quote_fraction)))
             if args.turns > 1:
-                add_turns(rng, ep, ep.pop("passage_facts"), args.turns, forms)
+                add_turns(rng, ep, ep.pop("passage_facts"), args.turns, forms, args.quote_fraction)
             rows.append(ep)
         write_jsonl(os.path.join(args.out, f"stage{s}.jsonl"), rows)
         if s == 2:
@@ -144,6 +170,7 @@ def main():
         corpus, qs = eval_set(pools, seed=20261123)
         write_jsonl(os.path.join(args.eval_dir, "corpus.jsonl"), corpus)
         write_jsonl(os.path.join(args.eval_dir, "questions.jsonl"), qs)
+        write_jsonl(os.path.join(args.eval_dir, "quote_questions.jsonl"), quote_eval_set(pools, seed=20261123))
         print(f"eval set: {len(corpus)} documents, {len(qs)} questions -> {args.eval_dir}")
     print(f"wrote training data under {args.out}")
 

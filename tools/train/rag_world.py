@@ -147,6 +147,15 @@ VARIED_QUESTIONS = QUESTIONS[:-1] + [
     ("where", "where did {person} work on the {noun}"),
     ("how_many", None),
 ]
+# Quotation questions (`make_data.py --quote-fraction`): the answer is the whole gold passage, word
+# for word, as RAG answers that cite their source are; the passage is the one about the noun at the
+# place (the same keys as "who").
+QUOTE_QUESTIONS = [
+    ("quote", "Quote the passage about the {noun} at {place}."),
+    ("quote", "What do the records say about the {noun} at {place}? Quote them."),
+    ("quote", "Give the exact text on the {noun} at {place}."),
+    ("quote", "Cite what the context says about the {noun} at {place}."),
+]
 # Held-out wordings, never generated for training: the robustness check (tools/train/reword_eval.py
 # rewrites the evaluation questions with them; same fact, same gold passage).
 REWORDED_QUESTIONS = [
@@ -264,7 +273,7 @@ def make_question(rng, p, kind=None, forms=QUESTIONS):
         _, q, unit = FACTS[p["topic"]][p["fact"]]
         return kind, q.format(place=p["place"]), f"{p['n']} {unit}"
     q = tmpl.format(noun=p["noun"], place=p["place"], person=p["person"])
-    answer = {"who": p["person"], "when": str(p["year"]), "where": p["place"]}[kind]
+    answer = {"who": p["person"], "when": str(p["year"]), "where": p["place"], "quote": p["text"]}[kind]
     return kind, q, answer
 
 
@@ -289,7 +298,7 @@ def _distractor(rng, pools, split, gold, hard, retrieval_like=False):
 
 def _answers_question(p, gold, kind):
     """True when passage p could also answer the gold question (its keys all match)."""
-    if kind == "who":
+    if kind in ("who", "quote"):
         return p["noun"] == gold["noun"] and p["place"] == gold["place"]
     if kind == "when":
         return p["person"] == gold["person"] and p["noun"] == gold["noun"] and p["place"] == gold["place"]

@@ -182,6 +182,7 @@ def main():
     ap.add_argument("--start-stage", type=int, default=0, help="curriculum stage to start at (0..2)")
     ap.add_argument("--stage-by", default="", help="F1,F2: advance to stage 1 / 2 at the latest at these fractions "
                                                    "of the budget (default: by answer loss only)")
+    ap.add_argument("--warmup", type=int, default=150, help="steps of linear learning-rate warm-up")
     ap.add_argument("--ckpt-minutes", type=float, default=4.0)
     ap.add_argument("--eval-minutes", type=float, default=4.0)
     args = ap.parse_args()
@@ -262,7 +263,7 @@ def main():
     model.train()
     while time.time() - t_start < budget:
         frac = (time.time() - t_start) / budget
-        lr = lr_at(frac, step, args.lr)
+        lr = lr_at(frac, step, args.lr, args.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
         if stage < 2 and ((stage_steps >= MIN_STAGE_STEPS and ans_avg is not None and ans_avg < ADVANCE_LOSS)

@@ -85,6 +85,15 @@ struct ExecutorStats {
   // not, answers kept, entries invalidated by document changes, evicted, held.
   uint64_t semantic_hits = 0, semantic_misses = 0, semantic_inserts = 0, semantic_invalidated = 0, semantic_evicted = 0,
            semantic_entries = 0;
+  // Speculative decoding (draft_budget.h), per draft method (today one: "ngram", drafts from the
+  // run's own tokens): draft tokens verified and accepted, verification steps, and draft tokens
+  // the drafter proposed that the step budget left out (their rows would have cost more than they
+  // were expected to save). The measured step-cost model the budget decides by (ms; 0 = no fit
+  // yet): t(rows) = step_fixed_ms + step_per_row_ms * rows.
+  struct Speculative {
+    uint64_t drafted = 0, accepted = 0, steps = 0, budget_skipped = 0;
+  } spec_ngram;
+  double spec_step_fixed_ms = 0, spec_step_per_row_ms = 0;
 
   std::string to_json() const;
 
@@ -159,6 +168,11 @@ void ExecutorStats::visit(V& v) const {
   v.begin("semantic_cache").field("hits", semantic_hits).field("misses", semantic_misses);
   v.field("inserts", semantic_inserts).field("invalidated", semantic_invalidated);
   v.field("evicted", semantic_evicted).field("entries", semantic_entries).end();
+  v.begin("speculative_decoding").begin("ngram").field("drafted_tokens", spec_ngram.drafted);
+  v.field("accepted_tokens", spec_ngram.accepted).field("steps", spec_ngram.steps);
+  v.field("acceptance", spec_ngram.drafted ? static_cast<double>(spec_ngram.accepted) / static_cast<double>(spec_ngram.drafted) : 0.0);
+  v.field("budget_skipped_tokens", spec_ngram.budget_skipped).end();
+  v.field("step_fixed_ms", spec_step_fixed_ms).field("step_per_row_ms", spec_step_per_row_ms).end();
 }
 
 inline std::string ExecutorStats::to_json() const {

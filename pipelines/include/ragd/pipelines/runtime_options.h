@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
@@ -62,6 +64,14 @@ struct RuntimeTestHooks {
   // BENCHMARKS ONLY: srtf is told stop_after_tokens' value as the true length (the oracle bound,
   // SchedulerOptions::oracle_lengths).
   bool oracle_lengths = false;
+  // BENCHMARKS AND TESTS ONLY: replaces the n-gram lookup as the source of speculative drafts.
+  // Called on the scheduler thread with the run id, its tokens (prompt and output), the tokens it
+  // generated so far and the draft length its drafter asks for; returns at most that many tokens
+  // (forced acceptance patterns: a benchmark drafts a known continuation, corrupted at chosen
+  // places). The adaptive length, the cool-down and the step budget apply as to n-gram drafts.
+  std::function<std::vector<int32_t>(const std::string&, std::span<const int32_t>, int, int)> draft_source;
+  // BENCHMARKS ONLY: every proposed draft token is verified (the step budget, draft_budget.h, off).
+  bool draft_budget_off = false;
 };
 
 // Fields that configure a module take their defaults from that module's Options
@@ -93,11 +103,12 @@ struct RuntimeOptions {
   int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
   int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
   // Speculative decoding (n-gram drafts from each run's own tokens): draft tokens per decode step at
-  // most, 0..16; 0 = off (default); a request's speculative_k overrides it. Drafts ride only while
-  // at most speculative_max_decodes runs decode at once (beyond, verification costs more than it
-  // saves on a CPU); 1..256, default 4.
+  // most, 0..16; 0 = off (default); a request's speculative_k overrides it. Which draft tokens ride
+  // in a step is the measured step-cost model's choice (draft_budget.h: a draft row rides while
+  // its expected tokens are worth its time); speculative_max_decodes is a hard cap on top: no
+  // drafts while more runs than this decode at once; 1..256, default 256 (no cap).
   int speculative_k = 0;
-  int speculative_max_decodes = 4;
+  int speculative_max_decodes = 256;
   size_t kv_pool_bytes = engine::ModelOptions{}.kv_pool_bytes;  // in-engine KV pool = the HBM tier; 512 MiB
   size_t dram_cache_bytes = kvstore::Options{}.dram_bytes;      // DRAM tier; 1 GiB
   size_t ssd_cache_bytes = kvstore::Options{}.ssd_bytes;        // SSD tier (RocksDB in data_dir/kvcache); 8 GiB; 0 = off
