@@ -4,7 +4,7 @@
 # examples/qa_eval/quote_questions.jsonl). From models/ragd-qa, on fresh episodes (seed 31, training
 # names and places made up anew, 4 questions each) of which 35 % of the questions ask to quote the
 # gold passage whole (tools/train/make_data.py --quote-fraction); the other questions keep the
-# model's earlier skills. CPU by default (about 45 minutes on 2 cores; QUOTE_MINUTES), resumable.
+# model's earlier skills. CPU by default (about 70 minutes on 2 cores; QUOTE_MINUTES), resumable.
 #   QUOTE_TRAIN_DIR (default data/train-quote), QUOTE_MODEL_OUT (default models/ragd-qa-quote),
 #   QUOTE_DEVICE (default cpu), TRAIN_THREADS (default 2), RAGCTL (default BUILD/bin/ragctl).
 set -euo pipefail
@@ -27,7 +27,7 @@ if [[ ! -f "$DIR/val.bin" ]]; then
     "$RAGCTL" encode-episodes --tokenizer "$DIR/tokenizer.json" --in "$DIR/$s.jsonl" --out "$DIR/$s.bin"
   done
 fi
-"$PY" tools/train/train.py --data "$DIR" --out "$DIR/run" --device "${QUOTE_DEVICE:-cpu}" --minutes "${QUOTE_MINUTES:-45}" \
+"$PY" tools/train/train.py --data "$DIR" --out "$DIR/run" --device "${QUOTE_DEVICE:-cpu}" --minutes "${QUOTE_MINUTES:-70}" \
   --hidden 384 --layers 8 --heads 6 --kv-heads 2 --ffn 896 --batch-tokens 2048 --lr 5e-4 --warmup 20 --ctx-weight 0.1 \
   --init-from models/ragd-qa --start-stage 2 --threads "${TRAIN_THREADS:-2}" --eval-minutes 6 --ckpt-minutes 3 --seed 31
 "$PY" tools/train/export_ckpt.py --run "$DIR/run" --out "$DIR/final"

@@ -427,7 +427,10 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   if (q.semantic_hit) return answer_from_cache(q);
   if (sp) return run_sequence_parallel(q);
   // Speculative decoding: n-gram drafts, for runs that do not roll back on their own (iterative).
-  if (const int k = q.rr.speculative_k.value_or(opts_.speculative_k); k > 0 && !q.iter) q.drafter.emplace(k);
+  // The request's k, else the pipeline's, else the server's.
+  const int spec_k = q.rr.speculative_k.value_or(
+      q.res.spec && q.res.spec->speculative_k ? *q.res.spec->speculative_k : opts_.speculative_k);
+  if (spec_k > 0 && !q.iter) q.drafter.emplace(spec_k);
   if (q.iter) {
     q.iter->start(*q.state, *this);
     if (q.iter->failure()) return fail(sid, *q.iter->failure());

@@ -53,7 +53,7 @@ class Reader {
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
                        "max_nprobe", "query_lag"}},
-        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive"}},
+        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive", "speculative_k"}},
         {"adapt", {"objective", "slo_ttft_ms", "quality_tolerance", "candidates", "profile"}},
         {"semantic_cache", {"threshold", "grounding", "grounding_max_share"}},
     };
@@ -243,6 +243,9 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   s.seed = static_cast<uint64_t>(v);
   RAGD_RETURN_IF_ERROR(r.strings("generation", "stop", &s.stop));
   RAGD_RETURN_IF_ERROR(r.boolean("generation", "extractive", &s.extractive));
+  v = -1;
+  RAGD_RETURN_IF_ERROR(r.integer("generation", "speculative_k", kRangeSpeculativeK, &v));
+  if (v >= 0) s.speculative_k = static_cast<int>(v);
   if (root.get("semantic_cache")) {
     PipelineSpec::SemanticCacheSpec sc;
     RAGD_RETURN_IF_ERROR(r.real("semantic_cache", "threshold", ParamRange{0.0, 1.0}, &sc.threshold));

@@ -95,8 +95,11 @@ ExecutorStats filled() {
                       &s.kv_events_dropped, &s.kv_events_replays, &s.kv_events_auth_denied, &s.rerank_head_hits,
                       &s.rerank_head_misses, &s.constraint_hits, &s.constraint_misses, &s.constraint_entries,
                       &s.semantic_hits, &s.semantic_misses, &s.semantic_inserts, &s.semantic_invalidated,
-                      &s.semantic_evicted, &s.semantic_entries})
+                      &s.semantic_evicted, &s.semantic_entries, &s.spec_ngram.drafted, &s.spec_ngram.accepted,
+                      &s.spec_ngram.steps, &s.spec_ngram.budget_skipped})
     *f = static_cast<uint64_t>(next());
+  s.spec_step_fixed_ms = 1.0 / 3.0;
+  s.spec_step_per_row_ms = 2.5e-7;
   s.pool_free_blocks = 5;
   s.pool_bytes = (uint64_t{1} << 60) + 12345;  // beyond 2^53: rounded as a double either way
   s.cache_lookups = std::numeric_limits<uint64_t>::max();
@@ -132,6 +135,8 @@ TEST(ExecutorStatWalk, SamePathsAndValuesAsTheJsonWalk) {
   EXPECT_EQ(typed_walk.at("tiers.dram.enabled"), 0.0);
   EXPECT_EQ(typed_walk.at("remote.enabled"), 1.0);
   EXPECT_EQ(typed_walk.count("model"), 0u);
+  EXPECT_EQ(typed_walk.at("speculative_decoding.ngram.drafted_tokens"), static_cast<double>(s.spec_ngram.drafted));
+  EXPECT_EQ(typed_walk.count("speculative_decoding.step_per_row_ms"), 1u);
 }
 
 TEST(ExecutorStatWalk, DefaultStatsToo) {

@@ -47,6 +47,7 @@ top_k = 5
 seed = 42
 stop = ["END", "###"]
 extractive = true
+speculative_k = 6
 )", "qa.toml");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s->name, "qa");
@@ -68,6 +69,7 @@ extractive = true
   EXPECT_EQ(s->seed, 42u);
   EXPECT_EQ(s->stop, (std::vector<std::string>{"END", "###"}));
   EXPECT_TRUE(s->extractive);
+  EXPECT_EQ(s->speculative_k, 6);
   EXPECT_EQ(s->info().reuse, "prefix");
 }
 
@@ -77,6 +79,7 @@ TEST(PipelineSpec, EmptyFileGivesDefaultsWithFileName) {
   EXPECT_EQ(s->name, "from-stem");
   EXPECT_EQ(s->top_k, 4);
   EXPECT_EQ(s->reuse, ReuseMode::kKnowledgeTree);
+  EXPECT_FALSE(s->speculative_k);  // the server's
 }
 
 void expect_error(const std::string& text, const std::string& needle) {
@@ -161,6 +164,14 @@ TEST(PipelineSpec, BadIterativeFields) {
 }
 TEST(PipelineSpec, BadName) { expect_error("[pipeline]\nname = \"a b\"", "name: must be 1-64"); }
 TEST(PipelineSpec, BadTopP) { expect_error("[generation]\ntop_p = 1.5", "top_p: must be in"); }
+TEST(PipelineSpec, SpeculativeKInRange) {
+  expect_error("[generation]\nspeculative_k = 17", "speculative_k");
+  expect_error("[generation]\nspeculative_k = -1", "speculative_k");
+  expect_error("[generation]\nspeculative_k = \"8\"", "speculative_k: must be an integer");
+  auto off = parse_pipeline_spec("[generation]\nspeculative_k = 0", "x.toml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->speculative_k, 0);  // set to off: the server's default does not apply
+}
 TEST(PipelineSpec, BadExtractive) { expect_error("[generation]\nextractive = \"yes\"", "extractive: must be true or false"); }
 TEST(PipelineSpec, BadStop) { expect_error("[generation]\nstop = [1]", "stop: must be an array of strings"); }
 TEST(PipelineSpec, NonTableSection) { expect_error("reuse = \"none\"", "'reuse' must be a table"); }

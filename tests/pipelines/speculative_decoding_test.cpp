@@ -339,6 +339,28 @@ TEST_F(SpeculativeDecodingTest, KnowledgeTreeAndPoolEndAsWithoutDrafts) {
   EXPECT_EQ(end[0].spec_ngram.drafted, 0u);
 }
 
+TEST_F(SpeculativeDecodingTest, PipelineSpeculativeKAppliesUnlessTheRequestSetsOne) {
+  // [generation] speculative_k of a pipeline drafts for its runs on a server without drafts; a
+  // request's speculative_k = 0 turns it off; outputs equal either way.
+  const std::string data = tmpdir("specdec-pipeline");
+  const std::string pl = tmpdir("specdec-pipeline-specs");
+  Runtime rt = open_with_pipeline(data, pl, "spec.toml",
+                                  "[pipeline]\nname = \"spec\"\n[retriever]\ntop_k = 2\n[reuse]\nmode = \"none\"\n"
+                                  "[generation]\nmax_tokens = 32\nspeculative_k = 6\n");
+  long drafted = 0;
+  for (int i = 0; i < 4; ++i) {
+    RunOutput on = run(*rt.executor, "spec", kTopics[i], 32);
+    RunOutput off = run(*rt.executor, "spec", kTopics[i], 32, [](RunRequest& r) { r.speculative_k = 0; });
+    EXPECT_EQ(on.tokens, off.tokens) << i;
+    EXPECT_EQ(off.usage.drafted_tokens, 0) << i;
+    drafted += on.usage.drafted_tokens;
+  }
+  EXPECT_GT(drafted, 0);
+  close(rt);
+  fs::remove_all(data);
+  fs::remove_all(pl);
+}
+
 TEST_F(SpeculativeDecodingTest, SampledTokensFollowTheTargetDistribution) {
   // Four tokens sampled at temperature 1.3 among the top 2 after a fixed prompt of ids: the exact
   // distribution of the 16 outputs comes from the model's logits at every prefix. Runs with drafts

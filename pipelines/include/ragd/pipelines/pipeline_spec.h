@@ -15,7 +15,9 @@
 //                speculative | both), speculation_cache = 20, max_stride = 8, max_nprobe = 0,
 //                query_lag = 0 (iterative.h); the table makes the pipeline iterative
 //   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."],
-//                extractive = false (answers copied verbatim from the prompt: pipelines/src/extractive.h)
+//                extractive = false (answers copied verbatim from the prompt: pipelines/src/extractive.h),
+//                speculative_k = N (0..16: n-gram draft tokens per decode step; unset = the server's
+//                runtime.speculative_k; a request's speculative_k wins)
 //   [adapt]      candidates = [{top_k = 1}, {top_k = 4, rerank = 1}, ...], objective = "balanced"
 //                (quality | balanced | latency), slo_ttft_ms, quality_tolerance = 0.02,
 //                profile = "<stem>.profile": per-query choice among candidate configurations
@@ -95,6 +97,9 @@ struct PipelineSpec {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool extractive = false;
+  // Speculative decoding's draft tokens per decode step for this pipeline's runs (0 = off); unset =
+  // RuntimeOptions::speculative_k. A request's speculative_k wins.
+  std::optional<int> speculative_k;
   // Set: per-query choice among candidate configurations ([adapt], adapt_policy.h); the run's
   // top_k, rerank, extractive and retrieval_interval then come from the chosen candidate.
   std::optional<AdaptSpec> adapt;
