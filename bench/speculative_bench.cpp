@@ -3,12 +3,13 @@
 // hits both alike; outputs are checked identical (token ids).
 //
 //   bench_speculative --mode qa --model models/ragd-qa [--questions N] [--k 8] [--max-tokens 48]
-//       [--questions-file examples/qa_eval/questions.jsonl]
+//       [--questions-file examples/qa_eval/questions.jsonl] [--budget-off]
 //       RAG answers of a trained QA model over examples/qa_eval (the built-in "default" pipeline,
 //       greedy, one request at a time): decode tok/s (tokens after the first over the time after
 //       the first token), TTFT, acceptance rate, accepted tokens per verification step, answer
 //       lengths. examples/qa_eval/quote_questions.jsonl is the copy-heavy workload (answers that
-//       quote their passage whole; models/ragd-qa-quote answers them).
+//       quote their passage whole; models/ragd-qa-quote answers them). --budget-off verifies every
+//       proposed draft token (the step budget off), for comparison.
 //   bench_speculative --mode batch --model DIR [--batches 1,4,16,64] [--k 8] [--max-tokens 64]
 //       [--accept ngram,0,0.5,0.9,1]
 //       Throughput (generated tokens / wall time) of B plain runs submitted at once, greedy with
@@ -49,6 +50,7 @@ namespace {
 struct Args {
   std::string mode = "qa", model, source_dir = RAGD_SOURCE_DIR, questions_file;
   int questions = 60, k = 8, max_tokens = 48, threads = 2, reps = 5;
+  bool budget_off = false;
   std::vector<int> batches = {1, 4, 16, 64};
   std::vector<std::string> accept = {"ngram", "0", "0.5", "0.9", "1"};
 };
@@ -58,7 +60,7 @@ Args parse(int argc, char** argv) {
   ragd::bench::BenchArgs args("bench_speculative");
   args.opt("mode", &a.mode).opt("model", &a.model).opt("source-dir", &a.source_dir).opt("questions", &a.questions);
   args.opt("k", &a.k).opt("max-tokens", &a.max_tokens).opt("threads", &a.threads).opt("reps", &a.reps);
-  args.opt("questions-file", &a.questions_file);
+  args.opt("questions-file", &a.questions_file).flag("budget-off", &a.budget_off);
   args.list("batches", &a.batches).list("accept", &a.accept);
   if (!args.parse(argc, argv)) std::exit(2);
   if (a.model.empty()) {
@@ -103,7 +105,9 @@ Runtime open(const Args& a, const std::string& data, int spec_k, RuntimeTestHook
 int qa(const Args& a) {
   const std::string data = (fs::temp_directory_path() / ("ragd_specbench_" + std::to_string(::getpid()))).string();
   fs::remove_all(data);
-  Runtime rt = open(a, data, 0);
+  RuntimeTestHooks hooks;
+  hooks.draft_budget_off = a.budget_off;
+  Runtime rt = open(a, data, 0, hooks);
   const std::vector<DocumentInput> docs = ragd::bench::read_qa_corpus(a.source_dir);
   auto ing = rt.documents->ingest(docs);
   if (!ing.ok()) {
@@ -180,8 +184,10 @@ std::vector<int32_t> forced_draft(const std::vector<int32_t>& ref, uint64_t run,
   std::vector<int32_t> d;
   for (int j = 0; j < len && static_cast<size_t>(generated + j) < ref.size(); ++j) {
     const int32_t t = ref[static_cast<size_t>(generated + j)];
-    uint64_t h = (run * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(generated + j) << 20) ^ static_cast<uint64_t>(rep);
-    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
+    uint64_t h = run * 0x9E3779B97F4A7C15ull + (static_cast<uint64_t>(generated + j) << 20) + static_cast<uint64_t>(rep) + 1;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64's finaliser
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
     const bool right = static_cast<double>(h >> 11) * 0x1.0p-53 < accept;
     d.push_back(right ? t : t > 0 ? t - 1 : t + 1);
   }

@@ -7,56 +7,99 @@
 
 namespace ragd::pipelines {
 
-void StepCostModel::observe(int rows, double seconds) {
-  if (rows <= 0 || !(seconds > 0) || !std::isfinite(seconds)) return;
+void StepCostModel::observe(int prefill_rows, int logit_rows, double seconds) {
+  if (prefill_rows < 0 || logit_rows < 0 || prefill_rows + logit_rows == 0 || !(seconds > 0) || !std::isfinite(seconds))
+    return;
   if (window_.size() < static_cast<size_t>(kWindow)) {
-    window_.push_back({rows, seconds});
+    window_.push_back({prefill_rows, logit_rows, seconds});
   } else {
-    window_[next_] = {rows, seconds};
+    window_[next_] = {prefill_rows, logit_rows, seconds};
     next_ = (next_ + 1) % kWindow;
   }
   refit();
 }
 
+namespace {
+
+// Least squares of y over (1, x1[, x2]) on the points `use` keeps; false when singular.
+bool least_squares(const std::vector<double>& x1, const std::vector<double>& x2, const std::vector<double>& y,
+                   const std::vector<char>& use, bool with_x2, double coef[3]) {
+  const int k = with_x2 ? 3 : 2;
+  double m[3][4] = {};
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (!use[i]) continue;
+    const double v[3] = {1.0, x1[i], x2[i]};
+    for (int r = 0; r < k; ++r) {
+      for (int c = 0; c < k; ++c) m[r][c] += v[r] * v[c];
+      m[r][3] += v[r] * y[i];
+    }
+  }
+  for (int c = 0; c < k; ++c) {  // Gauss-Jordan with partial pivoting
+    int p = c;
+    for (int r = c + 1; r < k; ++r)
+      if (std::abs(m[r][c]) > std::abs(m[p][c])) p = r;
+    if (std::abs(m[p][c]) < 1e-9 * (1.0 + std::abs(m[0][0]))) return false;
+    for (int j = 0; j < 4; ++j) std::swap(m[c][j], m[p][j]);
+    for (int r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = m[r][c] / m[c][c];
+      for (int j = c; j < 4; ++j) m[r][j] -= f * m[c][j];
+    }
+  }
+  coef[2] = 0;
+  for (int r = 0; r < k; ++r) coef[r] = m[r][3] / m[r][r];
+  return true;
+}
+
+}  // namespace
+
 void StepCostModel::refit() {
-  if (window_.size() < static_cast<size_t>(kMinSteps)) return;
-  // The median step time of each row count, weighted by its steps: a step slowed by something
-  // else on the machine (another process, a page fault) is one-sided noise that a plain least
-  // squares fit would read as cost.
-  std::map<int, std::vector<double>> by_rows;
-  for (const Obs& o : window_) by_rows[o.rows].push_back(o.seconds);
-  // Every step had the same row count: the slope is not identifiable; the last fit stays.
-  if (by_rows.size() < 2) return;
-  double sw = 0, sx = 0, sy = 0;
-  std::vector<std::pair<double, double>> points;  // (rows, median seconds), weight = steps
-  std::vector<double> weights;
-  for (auto& [rows, t] : by_rows) {
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
-    const double w = static_cast<double>(t.size());
-    points.emplace_back(rows, t[t.size() / 2]);
-    weights.push_back(w);
-    sw += w, sx += w * rows, sy += w * t[t.size() / 2];
+  const size_t n = window_.size();
+  if (n < static_cast<size_t>(kMinSteps)) return;
+  std::vector<double> pre(n), lg(n), y(n);
+  bool logit_vary = false, prefill_vary = false;
+  for (size_t i = 0; i < n; ++i) {
+    pre[i] = window_[i].prefill, lg[i] = window_[i].logits, y[i] = window_[i].seconds;
+    logit_vary = logit_vary || window_[i].logits != window_[0].logits;
+    prefill_vary = prefill_vary || window_[i].prefill != window_[0].prefill;
   }
-  const double mx = sx / sw, my = sy / sw;
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < points.size(); ++i) {
-    const double dx = points[i].first - mx;
-    sxx += weights[i] * dx * dx;
-    sxy += weights[i] * dx * (points[i].second - my);
+  // Every step had the same logit-row count: that slope is not identifiable; the last fit stays.
+  if (!logit_vary) return;
+  std::vector<char> use(n, 1);
+  double c[3];
+  // Twice: the second fit leaves out the steps far slower than the first predicts (another process,
+  // a page fault: one-sided noise a plain fit would read as cost).
+  for (int pass = 0; pass < 2; ++pass) {
+    if (!least_squares(lg, pre, y, use, prefill_vary, c)) return;
+    if (pass == 1) break;
+    std::vector<double> res(n);
+    for (size_t i = 0; i < n; ++i) res[i] = y[i] - (c[0] + c[1] * lg[i] + c[2] * pre[i]);
+    std::vector<double> a = res;
+    for (double& v : a) v = std::abs(v);
+    std::nth_element(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n / 2), a.end());
+    const double mad = a[n / 2];
+    for (size_t i = 0; i < n; ++i) use[i] = res[i] <= 3.0 * mad + 1e-12;
   }
-  // A slope below zero is noise (a step never gets cheaper with rows); the fixed part then takes
-  // the mean. Likewise a negative intercept: the rows take it all.
-  double b = std::max(0.0, sxy / sxx);
-  double a = my - b * mx;
-  if (a < 0) a = 0, b = my / mx;
+  // Costs are not negative: a negative slope is noise (the fixed part then takes the mean), a
+  // negative intercept likewise (the rows take it all).
+  double a = c[0], b = std::max(0.0, c[1]), bp = std::max(0.0, c[2]);
+  if (a < 0) {
+    double sy = 0, sl = 0, sp = 0;
+    for (size_t i = 0; i < n; ++i) sy += y[i], sl += lg[i], sp += pre[i];
+    a = 0;
+    if (b > 0 || bp == 0) b = (sy - bp * sp) / std::max(1.0, sl);
+    b = std::max(0.0, b);
+  }
   fixed_ = a;
   per_row_ = b;
+  per_prefill_row_ = bp;
   fitted_ = true;
 }
 
 std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, std::span<const DraftCandidate> candidates) {
   std::vector<int> take(candidates.size(), 0);
   if (!cost.fitted()) {
+    if (decodes > kUnfittedMaxDecodes) return take;
     for (size_t i = 0; i < candidates.size(); ++i) take[i] = std::max(0, candidates[i].available);
     return take;
   }

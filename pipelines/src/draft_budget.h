@@ -3,15 +3,19 @@
 // A draft token's verification row costs engine time whether or not it is accepted; it pays when
 // the tokens it is expected to add are worth more than the time its row adds. On this machine and
 // model that trade is measured, not assumed:
-//   - StepCostModel fits the engine's step time as t(rows) = fixed + per_row · rows by least
-//     squares over the median time of each row count among the recent decode-only steps (a decode row and a draft row cost the same: each
-//     is one query over the sequence's KV through every layer). With one decode a step is mostly
+//   - StepCostModel fits the engine's step time as t = fixed + per_row · logit rows +
+//     per_prefill_row · prefill rows by least squares over the recent steps (a decode row and a
+//     draft row cost the same: each is one query through every layer, the output head and the
+//     sampler; a prefill row skips the last two), trimming steps slowed by something else. With one decode a step is mostly
 //     fixed cost (the weights are read once per step) and drafts are nearly free; with many, the
 //     per-row cost dominates and a draft row costs about what a decode row does.
 //   - A run's draft token j (1-based) is accepted with probability alpha^j: drafts are verified
 //     in order and the first rejection ends the run's accepted prefix, so alpha is the run's
 //     per-token acceptance (geometric: accepted tokens over accepted tokens plus rejections),
 //     shrunk towards the server's recent acceptance while the run has few drafts of its own.
+//     Copying comes in bursts (a quoted clause is accepted whole, then the answer leaves the
+//     passage), so alpha is kept in two states (DraftHistory): after a verification that took its
+//     whole draft (a copy in progress) and after one that did not.
 //   - choose_draft_lengths takes draft tokens in decreasing alpha^j while the step's expected
 //     tokens per second grow: token j of run i is taken while alpha_i^j · t > T · per_row, where
 //     T is the step's expected tokens and t its modelled time with the tokens already taken. At
@@ -29,43 +33,76 @@ namespace ragd::pipelines {
 
 class StepCostModel {
  public:
-  static constexpr int kWindow = 128;  // recent decode-only steps the fit uses
-  static constexpr int kMinSteps = 8;  // a fit needs this many with at least two row counts
+  static constexpr int kWindow = 128;  // recent steps the fit uses
+  static constexpr int kMinSteps = 8;  // a fit needs this many, with at least two logit-row counts
 
-  // One decode-only engine step: `rows` logits-bearing rows (decodes plus draft rows) in `seconds`.
-  void observe(int rows, double seconds);
-  // A fit exists (the window once held steps of different row counts); the last one stays while
-  // every recent step had the same row count.
+  // One engine step: `prefill_rows` rows that only fill KV (prefill chunks but their last row) and
+  // `logit_rows` rows whose logits are drawn from (decodes, draft rows, a prompt's last row), in
+  // `seconds`. The two cost differently: a logit row also pays the output head and the sampler.
+  void observe(int prefill_rows, int logit_rows, double seconds);
+  // A fit exists (the window once held steps of different logit-row counts); the last one stays
+  // while every recent step had the same count.
   bool fitted() const { return fitted_; }
   double fixed_s() const { return fixed_; }
-  double per_row_s() const { return per_row_; }
-  // Modelled seconds of a step of `rows` rows (0 before a fit).
+  double per_row_s() const { return per_row_; }          // per logit row: what a draft row costs
+  double per_prefill_row_s() const { return per_prefill_row_; }
+  // Modelled seconds of a step of `rows` logit rows and no prefill (0 before a fit).
   double seconds(double rows) const { return fixed_ + per_row_ * rows; }
 
  private:
   void refit();
   struct Obs {
-    int rows;
+    int prefill, logits;
     double seconds;
   };
   std::vector<Obs> window_;  // ring of the last kWindow steps
   size_t next_ = 0;
   bool fitted_ = false;
-  double fixed_ = 0, per_row_ = 0;
+  double fixed_ = 0, per_row_ = 0, per_prefill_row_ = 0;
 };
 
-// Per-token acceptance of one drafting run: accepted draft tokens, and the verifications that
-// ended in a rejection (each rejection is the failed trial of the geometric model).
+// Per-token acceptance: accepted draft tokens, and the verifications that ended in a rejection
+// (each rejection is the failed trial of the geometric model). `decay` < 1 weighs earlier
+// verifications down (the server's counts follow its recent runs).
 struct DraftAcceptance {
-  long accepted = 0, rejections = 0;
-  void observe(int drafted, int accepted_now) {
-    accepted += accepted_now;
-    rejections += accepted_now < drafted ? 1 : 0;
+  double accepted = 0, rejections = 0;
+  void observe(int drafted, int accepted_now, double decay = 1.0) {
+    accepted = decay * accepted + accepted_now;
+    rejections = decay * rejections + (accepted_now < drafted ? 1 : 0);
   }
   // alpha shrunk towards `prior` with the weight of `prior_trials` trials.
   double alpha(double prior, double prior_trials = 4.0) const {
-    return (static_cast<double>(accepted) + prior * prior_trials) /
-           (static_cast<double>(accepted + rejections) + prior_trials);
+    return (accepted + prior * prior_trials) / (accepted + rejections + prior_trials);
+  }
+};
+
+// A drafting run's acceptance in its two states, and the state it is in. The server keeps the
+// same counts, decayed, over every run (the prior of a run with few drafts of its own).
+struct DraftHistory {
+  DraftAcceptance state[2];  // [0] after a rejection (or no draft yet), [1] after a whole draft taken
+  bool copying = false;      // the last verification took its whole draft
+  int turned_down = 0;       // steps in a row whose proposal the budget left out entirely
+  // A run whose proposals the budget keeps leaving out learns nothing new about them, and an
+  // estimate made of a few unlucky drafts would stay low for ever: after this many such steps in a
+  // row its next proposal's first token is verified anyway (a probe: one row, rarer the larger
+  // the batch, where a row is dearer and drafts seldom pay).
+  static int probe_interval(int decodes) { return decodes < 4 ? 8 : 2 * decodes; }
+  // The length to verify of a proposal of `available` tokens the budget kept `take` of.
+  int settle_take(int available, int take, int decodes) {
+    if (available <= 0 || take > 0) return turned_down = 0, take;
+    if (++turned_down < probe_interval(decodes)) return 0;
+    turned_down = 0;
+    return 1;
+  }
+  // The per-token acceptance of the run's next draft, shrunk towards the server's of that state.
+  double alpha(const DraftHistory& server) const {
+    const DraftAcceptance& p = server.state[copying];
+    return state[copying].alpha((p.accepted + 1.0) / (p.accepted + p.rejections + 2.0));
+  }
+  void observe(int drafted, int accepted) {
+    if (drafted <= 0) return;
+    state[copying].observe(drafted, accepted);
+    copying = accepted == drafted;
   }
 };
 
@@ -74,8 +111,12 @@ struct DraftCandidate {
   double alpha = 0.5;  // the run's per-token acceptance
 };
 
+// Before the first fit, drafts ride whole while at most this many runs decode (where a draft row is
+// cheap on any machine), and not at all beyond.
+inline constexpr int kUnfittedMaxDecodes = 4;
+
 // How many of each candidate's draft tokens to verify in a step that decodes `decodes` runs (each
-// decode row yields one token), under `cost` (not fitted: every proposed token rides). Returns one
+// decode row yields one token), under `cost` (not fitted: kUnfittedMaxDecodes). Returns one
 // length per candidate, each in [0, available], a prefix of the run's draft.
 std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, std::span<const DraftCandidate> candidates);
 

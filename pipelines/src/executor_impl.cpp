@@ -558,7 +558,6 @@ void ExecutorImpl::plan_drafts() {
   }
   // Every run's proposal first, then the step budget (draft_budget.h) keeps the prefix of each
   // that is expected to pay for its rows at this batch size.
-  const double prior = (recent_accepted_ + 1.0) / (recent_accepted_ + recent_rejections_ + 2.0);
   std::vector<DraftCandidate> candidates;
   candidates.reserve(decoding.size());
   for (Run* r : decoding) {
@@ -571,16 +570,19 @@ void ExecutorImpl::plan_drafts() {
     // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
     const size_t room = static_cast<size_t>(std::max(0, s.max_new_tokens() - s.generated() - 1));
     if (r->draft.size() > room) r->draft.resize(room);
-    candidates.push_back({static_cast<int>(r->draft.size()), r->acceptance.alpha(prior)});
+    candidates.push_back({static_cast<int>(r->draft.size()), r->drafts.alpha(recent_drafts_)});
   }
   const std::vector<int> take = opts_.test_hooks.draft_budget_off
                                     ? choose_draft_lengths(StepCostModel{}, 0, candidates)  // unfitted: everything rides
                                     : choose_draft_lengths(step_cost_, static_cast<int>(decoding.size()), candidates);
   for (size_t i = 0; i < decoding.size(); ++i) {
     Run* r = decoding[i];
-    spec_counts_.budget_skipped += r->draft.size() - static_cast<size_t>(take[i]);
-    r->draft.resize(static_cast<size_t>(take[i]));
-    sched_->set_draft(r->sid, take[i]);
+    const int n = opts_.test_hooks.draft_budget_off
+                      ? take[i]
+                      : r->drafts.settle_take(candidates[i].available, take[i], static_cast<int>(decoding.size()));
+    spec_counts_.budget_skipped += r->draft.size() - static_cast<size_t>(n);
+    r->draft.resize(static_cast<size_t>(n));
+    sched_->set_draft(r->sid, n);
   }
 }
 
@@ -602,10 +604,9 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   // A run that ended inside its draft (stop, max_tokens) says nothing about the tokens after.
   const int judged = reason.empty() ? k : accepted;
   r.drafter->observe(judged, accepted);
-  r.acceptance.observe(judged, accepted);
   constexpr double kDecay = 0.98;  // the server's acceptance follows its recent verifications
-  recent_accepted_ = kDecay * recent_accepted_ + accepted;
-  recent_rejections_ = kDecay * recent_rejections_ + (accepted < judged ? 1 : 0);
+  if (judged > 0) recent_drafts_.state[r.drafts.copying].observe(judged, accepted, kDecay);
+  r.drafts.observe(judged, accepted);
   spec_counts_.drafted += static_cast<uint64_t>(k);
   spec_counts_.accepted += static_cast<uint64_t>(accepted);
   ++spec_counts_.steps;
@@ -785,13 +786,11 @@ void ExecutorImpl::step() {
     const bool row = it.sample && out.picks[i].token < 0;  // a pick came back instead of the row
     after_feed(r, row ? out.row(out.row_begin[i]) : std::span<const float>(), it.sample, picks[i]);
   }
-  // Decode-only steps (forward, sampling, verification) teach the draft budget what a row costs
-  // on this machine and model (draft_budget.h).
-  if (std::none_of(plan.items.begin(), plan.items.end(), [](const BatchItem& it) { return it.prefill; })) {
-    int rows = 0;
-    for (const BatchItem& it : plan.items) rows += it.n;
-    step_cost_.observe(rows, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
+  // Every step (forward, sampling, verification) teaches the draft budget what a row costs on this
+  // machine and model (draft_budget.h); prefill chunks give it the rows decodes alone seldom span.
+  int logit_rows = 0;
+  for (const BatchItem& it : plan.items) logit_rows += it.sample ? 1 + it.draft : 0;
+  step_cost_.observe(plan.tokens - logit_rows, logit_rows, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 void ExecutorImpl::repair_alone(Run& r) {

@@ -154,7 +154,7 @@ class ExecutorImpl final : public Executor,
     // decode step verifies (scheduler thread).
     std::optional<NgramDrafter> drafter;
     std::vector<int32_t> draft;
-    DraftAcceptance acceptance;  // its per-token acceptance so far (draft_budget.h)
+    DraftHistory drafts;  // its per-token acceptance so far, by state (draft_budget.h)
     // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
     // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.
     int sched_max_new = 0;
@@ -323,7 +323,7 @@ class ExecutorImpl final : public Executor,
   // recent per-token acceptance (decayed counts: the prior of a run with few drafts of its own)
   // and its counters (ExecutorStats::spec_ngram).
   StepCostModel step_cost_;
-  double recent_accepted_ = 0, recent_rejections_ = 0;
+  DraftHistory recent_drafts_;  // by the runs' states, decayed per verification
   ExecutorStats::Speculative spec_counts_;
   uint64_t next_sid_ = 1;                       // guarded by mu_
   std::atomic<bool> stopping_{false};
