@@ -27,14 +27,7 @@ RAGCTL=${RAGCTL:-$BUILD/bin/ragctl}
 TRAIN_DIR=${TRAIN_DIR:-data/train}
 MODEL_OUT=${MODEL_OUT:-models/ragd-qa}
 MINUTES=${TRAIN_MINUTES:-90}
-PY=${PYTHON_TORCH:-/usr/bin/python3}
-[[ -x "$PY" ]] || PY=python3
-
-if ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
-  echo "train-model: installing python3-torch and python3-numpy (Debian)"
-  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-numpy
-fi
+source "$(dirname "$0")/torch-python.sh" train-model
 
 RECIPE=${TRAIN_RECIPE:-}
 if [[ -z "$RECIPE" ]]; then

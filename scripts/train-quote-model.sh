@@ -12,13 +12,7 @@ BUILD=${1:-build}
 RAGCTL=${RAGCTL:-$BUILD/bin/ragctl}
 DIR=${QUOTE_TRAIN_DIR:-data/train-quote}
 OUT=${QUOTE_MODEL_OUT:-models/ragd-qa-quote}
-PY=${PYTHON_TORCH:-/usr/bin/python3}
-[[ -x "$PY" ]] || PY=python3
-if ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
-  echo "train-quote-model: installing python3-torch and python3-numpy (Debian)"
-  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-torch python3-numpy
-fi
+source "$(dirname "$0")/torch-python.sh" train-quote-model
 mkdir -p "$DIR"
 if [[ ! -f "$DIR/val.bin" ]]; then
   python3 tools/train/make_data.py --out "$DIR" --seed 31 --scale 0.15 --turns 4 --fresh-names --quote-fraction 0.35
