@@ -279,7 +279,7 @@ inline constexpr ParamDef kRunParamDefs[] = {
        return Status::OK();
      },
      "ignore_eos"},
-    {"speculative_k", ParamType::kInt, kRangeSpeculativeK, {}, "server's (`runtime.speculative_k`, 0)",
+    {"speculative_k", ParamType::kInt, kRangeSpeculativeK, {}, "the pipeline's (`[generation] speculative_k`), else the server's (`runtime.speculative_k`, 0)",
      "speculative decoding: up to this many draft tokens per decode step, drafted from the run's own prompt and "
      "output (n-gram lookup) and verified in one step; the output is the same as without it (greedy and seeded "
      "sampling alike); 0 = off",
