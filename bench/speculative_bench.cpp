@@ -221,7 +221,8 @@ int batch(const Args& a) {
         if (!off && pattern != "ngram") {
           const double accept = std::stod(pattern);
           hooks.draft_source = [&ref, accept, rep](const std::string& id, std::span<const int32_t>, int generated, int len) {
-            return forced_draft(ref[std::stoul(id.substr(1))], std::stoul(id.substr(1)), generated, len, accept, rep);
+            const size_t run = std::stoul(id.substr(1));  // "b<i>"
+            return forced_draft(ref[run], run, generated, len, accept, rep);
           };
         }
         const std::string data = (fs::temp_directory_path() / ("ragd_specbatch_" + std::to_string(::getpid()))).string();

@@ -6,9 +6,10 @@
 //   - StepCostModel fits the engine's step time as t = fixed + per_row · logit rows +
 //     per_prefill_row · prefill rows by least squares over the recent steps (a decode row and a
 //     draft row cost the same: each is one query through every layer, the output head and the
-//     sampler; a prefill row skips the last two), trimming steps slowed by something else. With one decode a step is mostly
-//     fixed cost (the weights are read once per step) and drafts are nearly free; with many, the
-//     per-row cost dominates and a draft row costs about what a decode row does.
+//     sampler; a prefill row skips the last two), trimming steps slowed by something else. With
+//     one decode a step is mostly fixed cost (the weights are read once per step) and drafts are
+//     nearly free; with many, the per-row cost dominates and a draft row costs about what a decode
+//     row does.
 //   - A run's draft token j (1-based) is accepted with probability alpha^j: drafts are verified
 //     in order and the first rejection ends the run's accepted prefix, so alpha is the run's
 //     per-token acceptance (geometric: accepted tokens over accepted tokens plus rejections),
@@ -96,8 +97,7 @@ struct DraftHistory {
   }
   // The per-token acceptance of the run's next draft, shrunk towards the server's of that state.
   double alpha(const DraftHistory& server) const {
-    const DraftAcceptance& p = server.state[copying];
-    return state[copying].alpha((p.accepted + 1.0) / (p.accepted + p.rejections + 2.0));
+    return state[copying].alpha(server.state[copying].alpha(0.5, 2.0));  // (a + 1) / (a + r + 2)
   }
   void observe(int drafted, int accepted) {
     if (drafted <= 0) return;

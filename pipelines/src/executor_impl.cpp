@@ -572,14 +572,12 @@ void ExecutorImpl::plan_drafts() {
     if (r->draft.size() > room) r->draft.resize(room);
     candidates.push_back({static_cast<int>(r->draft.size()), r->drafts.alpha(recent_drafts_)});
   }
-  const std::vector<int> take = opts_.test_hooks.draft_budget_off
-                                    ? choose_draft_lengths(StepCostModel{}, 0, candidates)  // unfitted: everything rides
-                                    : choose_draft_lengths(step_cost_, static_cast<int>(decoding.size()), candidates);
+  const bool budget = !opts_.test_hooks.draft_budget_off;
+  const int decodes = static_cast<int>(decoding.size());
+  const std::vector<int> take = budget ? choose_draft_lengths(step_cost_, decodes, candidates) : std::vector<int>{};
   for (size_t i = 0; i < decoding.size(); ++i) {
     Run* r = decoding[i];
-    const int n = opts_.test_hooks.draft_budget_off
-                      ? take[i]
-                      : r->drafts.settle_take(candidates[i].available, take[i], static_cast<int>(decoding.size()));
+    const int n = budget ? r->drafts.settle_take(candidates[i].available, take[i], decodes) : candidates[i].available;
     spec_counts_.budget_skipped += r->draft.size() - static_cast<size_t>(n);
     r->draft.resize(static_cast<size_t>(n));
     sched_->set_draft(r->sid, n);
