@@ -84,7 +84,8 @@ def test_corpus(rng, pools, docs, id_prefix):
 
 
 def eval_set(pools, seed, docs=320, questions=400):
-    """Documents from the test pools; each question has exactly one answering document."""
+    """Documents from the test pools (their facts too); each question has exactly one answering
+    document."""
     rng = random.Random(seed)
     corpus = test_corpus(rng, pools, docs, "qa")
     qs, asked = [], set()
@@ -99,14 +100,13 @@ def eval_set(pools, seed, docs=320, questions=400):
         asked.add((gold["id"], kind))
         k, q, a = make_question(rng, gold, kind)
         qs.append(dict(id=f"q{len(qs):04d}", question=q, answer=a, kind=k, gold=gold["id"]))
-    return ([dict(id=p["id"], title=p["title"], text=p["text"]) for p in corpus], qs)
+    return corpus, qs
 
 
-def quote_eval_set(pools, seed, questions=100):
+def quote_eval_set(corpus, seed, questions=100):
     """Quotation questions over the evaluation corpus (eval_set's documents, in order, skipping one
     whose noun and place another document shares): the answer is the gold document's whole text."""
-    corpus = test_corpus(random.Random(seed), pools, 320, "qa")
-    rng, qs = random.Random(seed + 1), []
+    rng, qs = random.Random(seed), []
     for gold in corpus:
         if len(qs) == questions:
             break
@@ -168,9 +168,9 @@ def main():
     if args.eval_dir:
         os.makedirs(args.eval_dir, exist_ok=True)
         corpus, qs = eval_set(pools, seed=20261123)
-        write_jsonl(os.path.join(args.eval_dir, "corpus.jsonl"), corpus)
+        write_jsonl(os.path.join(args.eval_dir, "corpus.jsonl"), [dict(id=p["id"], title=p["title"], text=p["text"]) for p in corpus])
         write_jsonl(os.path.join(args.eval_dir, "questions.jsonl"), qs)
-        write_jsonl(os.path.join(args.eval_dir, "quote_questions.jsonl"), quote_eval_set(pools, seed=20261123))
+        write_jsonl(os.path.join(args.eval_dir, "quote_questions.jsonl"), quote_eval_set(corpus, seed=20261124))
         print(f"eval set: {len(corpus)} documents, {len(qs)} questions -> {args.eval_dir}")
     print(f"wrote training data under {args.out}")
 
