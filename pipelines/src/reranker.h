@@ -37,7 +37,7 @@ class Reranker final : public PassageReranker {
 
   // One score per passage (token ids as laid out in the prompt), higher = more likely the one the
   // question is about. InvalidArgument for an empty question; errors of the model pass through.
-  // `scope`: the run's KV scope (RunRequest::kv_scope).
+  // `scope`: the run's KV scope, tenant and cache_salt (kvstore::kv_scope, as the KvStore keys take it).
   Result<std::vector<double>> score(const PipelineSpec& spec, std::span<const std::vector<int32_t>> docs,
                                     const std::string& question, const std::string& scope);
 
