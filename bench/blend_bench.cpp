@@ -305,8 +305,8 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
       RunRequest rr;
       rr.pipeline = pipeline;
       rr.query = queries[i];
-      rr.overrides.max_tokens = max_tokens;
-      rr.overrides.temperature = 0.0f;
+      rr.sampling.max_tokens = max_tokens;
+      rr.sampling.temperature = 0.0f;
       rr.sampling.ignore_eos = true;
       return bench::run_and_wait(*rt->executor, std::move(rr));
     };

@@ -96,7 +96,7 @@ Result1 run_one(Executor& ex, const Req& q) {
   rr.pipeline = q.pipeline;
   rr.query = q.query;
   rr.tenant = q.tenant;
-  rr.overrides.max_tokens = q.max_tokens;
+  rr.sampling.max_tokens = q.max_tokens;
   rr.sampling.ignore_eos = true;
   const bench::Observed o = bench::run_and_wait(ex, std::move(rr));
   Result1 r;

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     r.pipeline = "sem";
     r.query = q;
     r.tenant = tenant;
-    r.overrides.temperature = 0.0f;
+    r.sampling.temperature = 0.0f;
     return run_and_wait(*rt->executor, r);
   };
   // similarity of a hit; -1 = a miss (other passages, or refused by the grounding check)

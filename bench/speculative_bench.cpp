@@ -133,8 +133,8 @@ int qa(const Args& a) {
       RunRequest r;
       r.pipeline = "default";
       r.query = qs[i].first;
-      r.overrides.max_tokens = a.max_tokens;
-      r.overrides.temperature = 0.0f;
+      r.sampling.max_tokens = a.max_tokens;
+      r.sampling.temperature = 0.0f;
       r.reuse = ReuseMode::kNone;
       r.speculative_k = spec ? a.k : 0;
       r.id = "q" + std::to_string(i) + "-" + std::to_string(spec);

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   req.pipeline = "fuzz";
   req.query = "q";
   (void)ragd::pipelines::resolve_run(req, &*spec);
-  req.overrides.max_tokens = 7;
+  req.sampling.max_tokens = 7;
   (void)ragd::pipelines::resolve_run(req, &*spec);
   return 0;
 }

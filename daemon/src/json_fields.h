@@ -14,15 +14,8 @@
 #include <simdjson.h>
 
 #include "errors.h"
-#include "ragd/pipelines/param_range.h"
 
 namespace ragd::daemon {
-
-// Retrieval top_k a request may ask for, on every route that retrieves: `top_k` of pipeline runs
-// and the WebSocket, `retrieval_top_k` of the OpenAI routes; their messages name this range, the
-// executor's own (pipelines::kRangeRetrievalTopK, declared once in param_range.h).
-inline constexpr int64_t kRetrievalTopKMin = static_cast<int64_t>(pipelines::kRangeRetrievalTopK.lo);
-inline constexpr int64_t kRetrievalTopKMax = static_cast<int64_t>(pipelines::kRangeRetrievalTopK.hi);
 
 // Typed field access on a parsed JSON object. `null` counts as absent.
 class Fields {

@@ -109,7 +109,7 @@ void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respo
     return respond(to_response(bad_request("prompt", "a pipeline run takes one prompt (its query): send one string")));
   // Choice i of every prompt samples with seed + i: distinct choices, reproducible when seeded.
   uint64_t seed = 0;
-  if (parsed.seeded) seed = *run.overrides.seed;
+  if (parsed.seeded) seed = *run.sampling.seed;
   else seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
   std::vector<OaiRequest::Prompt> prompts(1);
   prompts.insert(prompts.end(), parsed.more_prompts.begin(), parsed.more_prompts.end());
@@ -122,7 +122,7 @@ void ApiImpl::choices(const ReqCtx& ctx, const HttpRequest& req, Responder respo
       pipelines::RunRequest r = run;
       if (p > 0) r.prompt = prompts[p].text, r.prompt_ids = prompts[p].ids;
       if (index > 0) r.id = ctx.id + "-" + std::to_string(index);
-      r.overrides.seed = seed + static_cast<uint64_t>(i);
+      r.sampling.seed = seed + static_cast<uint64_t>(i);
       runs.push_back(std::move(r));
       auto c = std::make_shared<OaiState>();
       c->chat = st->chat;

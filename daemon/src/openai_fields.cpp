@@ -13,12 +13,12 @@ namespace {
 
 using namespace std::string_view_literals;
 
-// Besides the run parameter table's rows that have an openai_name (max_tokens, temperature, top_p,
-// min_p, seed, stop, ignore_eos, cache_salt, speculative_k, retrieval_top_k, retrieval_mode,
-// filter: run_param_decode.h).
+// Besides the run parameter table's rows that have an OpenAI name (pipelines::run_param_defs():
+// the sampling parameters, max_tokens and max_completion_tokens, seed, stop, stop_token_ids,
+// ignore_eos, cache_salt, speculative_k, the RAG extensions retrieval_top_k, retrieval_mode,
+// min_score_ratio and filter).
 constexpr std::array kBoth = {
-    "model"sv, "max_completion_tokens"sv, "top_k"sv, "presence_penalty"sv, "frequency_penalty"sv, "repetition_penalty"sv,
-    "stop_token_ids"sv, "n"sv, "best_of"sv, "logprobs"sv, "stream"sv, "stream_options"sv,
+    "model"sv, "n"sv, "best_of"sv, "logprobs"sv, "stream"sv, "stream_options"sv,
     // RAG extension
     "pipeline"sv,
     // structured output (openai_structured.h)
@@ -50,9 +50,7 @@ ApiError check_request_fields(const Fields& f, bool chat) {
     if (v.is_null()) continue;  // null is absent, as Fields reads it
     if (k == "logit_bias" && v.type() == simdjson::dom::element_type::OBJECT && v.get_object().size() == 0) continue;  // no bias
     if (in(kBoth, k) || in(kIgnored, k) || (chat ? in(kChatOnly, k) : in(kCompletionsOnly, k))) continue;
-    if (std::any_of(pipelines::run_param_defs().begin(), pipelines::run_param_defs().end(),
-                    [&](const pipelines::ParamDef& d) { return !d.openai_name.empty() && d.openai_name == k; }))
-      continue;
+    if (pipelines::find_run_param(pipelines::RunRoute::kOpenAi, k)) continue;
     const std::string field = clip_input(k);
     if (in(kNotImplemented, k))
       return bad_request(field, "field '" + field + "' is not implemented by ragd (docs/api.md lists the fields it takes)");

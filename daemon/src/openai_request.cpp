@@ -133,42 +133,18 @@ ApiError parse_openai_request(const Fields& f, bool chat, OaiRequest* out) {
                                       std::to_string(iv) + ", n = " + std::to_string(out->n));
   if (out->n * (1 + static_cast<int>(out->more_prompts.size())) > kMaxChoices)
     return bad_request("n", "n times the number of prompts must be at most " + std::to_string(kMaxChoices));
-  if (auto ids = f.get("stop_token_ids")) {  // vLLM's: generation also ends at these ids
-    simdjson::dom::array a;
-    if (ids->get_array().get(a)) return bad_request("stop_token_ids", "field 'stop_token_ids' must be an array of token ids");
-    for (auto t : a) {
-      int64_t v = 0;
-      if (t.get_int64().get(v) || v < 0 || v > INT32_MAX)
-        return bad_request("stop_token_ids", "field 'stop_token_ids' must be an array of token ids (integers >= 0)");
-      run.sampling.stop_token_ids.push_back(static_cast<int32_t>(v));
-    }
-  }
-  // The fields shared with the ragd routes (max_tokens, temperature, top_p, min_p, seed, stop,
-  // ignore_eos, cache_salt, speculative_k, and the RAG extensions retrieval_top_k, retrieval_mode,
-  // filter) decode by their rows of the run parameter table: the same types, ranges and messages.
-  // Generation parameters go into the request's overrides, so that they win over a pipeline's
-  // defaults exactly when the client sent them (pipelines::resolve_run applies the rest).
+  // Every run parameter (the table's rows with an OpenAI name: max_tokens / max_completion_tokens,
+  // temperature, top_p, top_k (sampling top-k here; the passages retrieved are retrieval_top_k),
+  // min_p, the penalties, seed, stop, stop_token_ids, ignore_eos, cache_salt, speculative_k and the
+  // RAG extensions retrieval_top_k, retrieval_mode, min_score_ratio and filter) decodes by its row
+  // of the run parameter table: the same types, ranges and messages as on the ragd routes.
+  // Generation parameters left unset take a pipeline's defaults (pipelines::resolve_run); a value the
+  // client sent wins.
   if (auto e = decode_run_params(f, RunRoute::kOpenAi, &run); e.failed()) return e;
-  pipelines::RunOverrides& ov = run.overrides;
-  auto& sp = run.sampling;  // parameters pipeline specs do not set: penalties
-  if (auto e = f.integer("max_completion_tokens", &iv, static_cast<int64_t>(pipelines::kRangeMaxTokens.lo), static_cast<int64_t>(pipelines::kRangeMaxTokens.hi), &present);
-      e.failed())
-    return e;
-  if (present) ov.max_tokens = static_cast<int>(iv);  // OpenAI's newer name for max_tokens
+  pipelines::RunSampling& ov = run.sampling;
   // OpenAI's default temperature (1.0) is this route's default: it counts as set, for plain and
   // pipeline runs alike.
   if (!ov.temperature) ov.temperature = 1.0f;
-  double d = 0;
-  if (auto e = f.number("presence_penalty", &d, -2.0, 2.0, &present); e.failed()) return e;
-  if (present) sp.presence_penalty = static_cast<float>(d);
-  if (auto e = f.number("frequency_penalty", &d, -2.0, 2.0, &present); e.failed()) return e;
-  if (present) sp.frequency_penalty = static_cast<float>(d);
-  if (auto e = f.number("repetition_penalty", &d, 0.01, 10.0, &present); e.failed()) return e;
-  if (present) sp.repetition_penalty = static_cast<float>(d);
-  // Sampling top-k (on the ragd routes `top_k` is the passages retrieved: retrieval_top_k here).
-  if (auto e = f.integer("top_k", &iv, static_cast<int64_t>(pipelines::kRangeSamplingTopK.lo), static_cast<int64_t>(pipelines::kRangeSamplingTopK.hi), &present); e.failed())
-    return e;
-  if (present) ov.sampling_top_k = static_cast<int>(iv);
   out->seeded = ov.seed.has_value();
   if (ov.stop) {  // OpenAI's own limits on stop sequences
     if (ov.stop->size() > 4) return bad_request("stop", "field 'stop' has more than 4 sequences");

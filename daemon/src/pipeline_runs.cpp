@@ -25,7 +25,7 @@ ApiError ApiImpl::parse_run_body(const Fields& f, const ReqCtx& ctx, pipelines::
   if (auto e = f.only([&](std::string_view k) {
         if (k == "query" || k == "stream" || k == "tenant") return true;
         if (allow_pipeline_field && (k == "type" || k == "pipeline")) return true;
-        return pipelines::find_run_param(k) != nullptr;
+        return pipelines::find_run_param(RunRoute::kRagd, k) != nullptr;
       });
       e.failed())
     return e;

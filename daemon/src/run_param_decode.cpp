@@ -1,6 +1,7 @@
 // Run parameters decoded from a request body by the table (run_param_decode.h).
 #include "run_param_decode.h"
 
+#include <climits>
 #include <variant>
 
 namespace ragd::daemon {
@@ -8,8 +9,8 @@ namespace ragd::daemon {
 ApiError decode_run_params(const Fields& f, RunRoute route, pipelines::RunRequest* out) {
   using pipelines::ParamType;
   for (const pipelines::ParamDef& d : pipelines::run_param_defs()) {
-    if (route == RunRoute::kOpenAi && d.openai_name.empty()) continue;
-    const std::string name(route == RunRoute::kOpenAi ? d.openai_name : d.name);
+    if (!d.on(route)) continue;
+    const std::string name(d.name(route));
     if (!f.has(name.c_str())) continue;
     pipelines::ParamValue value;
     bool present = false;
@@ -55,6 +56,20 @@ ApiError decode_run_params(const Fields& f, RunRoute route, pipelines::RunReques
         value = simdjson::minify(*el);
         break;
       }
+      case ParamType::kTokenIds: {
+        auto el = f.get(name.c_str());
+        simdjson::dom::array a;
+        if (!el || el->get_array().get(a)) return bad_request(name, "field '" + name + "' must be an array of token ids");
+        std::vector<int32_t> ids;
+        for (auto t : a) {
+          int64_t id = 0;
+          if (t.get_int64().get(id) || id < 0 || id > INT32_MAX)
+            return bad_request(name, "field '" + name + "' must be an array of token ids (integers >= 0)");
+          ids.push_back(static_cast<int32_t>(id));
+        }
+        value = std::move(ids);
+        break;
+      }
       case ParamType::kSeed: {
         uint64_t v = 0;
         if (auto e = f.seed(name.c_str(), &v, &present); e.failed()) return e;
@@ -62,13 +77,9 @@ ApiError decode_run_params(const Fields& f, RunRoute route, pipelines::RunReques
         break;
       }
     }
-    if (Status st = d.set(*out, value); !st.ok()) {
-      // A value the row's own check refuses (e.g. cache_salt's length): its message names the field.
-      if (d.type != ParamType::kEnum) return bad_request(name, std::string(st.message()));
-      const std::string got = std::holds_alternative<std::string>(value) ? std::get<std::string>(value) : std::string();
-      return bad_request(name, "field '" + name + "' must be one of " + d.choices() + "; got '" +
-                                   clip_input(got) + "'");
-    }
+    // A value the row refuses (e.g. cache_salt's length, an enum name outside the choices): the
+    // message names the field.
+    if (Status st = pipelines::set_run_param(d, route, *out, value); !st.ok()) return bad_request(name, std::string(st.message()));
   }
   return {};
 }

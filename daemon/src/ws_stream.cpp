@@ -52,7 +52,7 @@ class WsRunHandler : public WsHandler, public std::enable_shared_from_this<WsRun
       active_ = rc.id;
     }
     log::daemon()->info("{} ws run pipeline '{}' tenant {} max_tokens={}", rc.id, clip_input(run.pipeline), clip_input(run.tenant),
-                        run.sampling.max_tokens);
+                        run.sampling.max_tokens ? std::to_string(*run.sampling.max_tokens) : std::string("default"));
     auto self = shared_from_this();
     std::string rid = rc.id;
     ApiError e = api_->start_run(std::move(run), "/v1/stream", std::move(slot), [self, rid](const RunEvent& ev) {

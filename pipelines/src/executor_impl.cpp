@@ -620,7 +620,7 @@ void ExecutorImpl::semantic_lookup(Run& r, const std::vector<ContextDoc>& ctx) {
   // Only where an earlier answer is the answer this run would give: greedy, unconstrained, no
   // logprobs, stop conditions and choice of configuration as the pipeline's.
   const engine::SamplingParams& sp = r.res.sampling;
-  if (sp.temperature != 0.0f || sp.constraint || r.rr.want_logprobs || !sp.stop_token_ids.empty() || r.rr.overrides.stop ||
+  if (sp.temperature != 0.0f || sp.constraint || r.rr.want_logprobs || !sp.stop_token_ids.empty() || r.rr.sampling.stop ||
       r.res.adapt || !r.rr.tools.empty() || r.rr.query.empty() || !corpus_)
     return;
   auto emb = corpus_->embed_query(r.rr.query);

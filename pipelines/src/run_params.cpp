@@ -51,8 +51,8 @@ Result<AdaptGoal> resolve_adapt(const RunRequest& req, const PipelineSpec& spec)
   if (req.retrieval_top_k >= 0)
     RAGD_RETURN_IF_ERROR(narrow_adapt(a, spec.name, "top_k", req.retrieval_top_k,
                                       [](const AdaptCandidate& c) { return c.top_k; }, &g.allowed));
-  if (req.overrides.extractive)
-    RAGD_RETURN_IF_ERROR(narrow_adapt(a, spec.name, "extractive", *req.overrides.extractive ? 1 : 0,
+  if (req.sampling.extractive)
+    RAGD_RETURN_IF_ERROR(narrow_adapt(a, spec.name, "extractive", *req.sampling.extractive ? 1 : 0,
                                       [](const AdaptCandidate& c) { return c.extractive ? 1 : 0; }, &g.allowed));
   if (req.retrieval_interval && spec.iterative) {
     const int base = spec.iterative->retrieval_interval;
@@ -146,10 +146,9 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
   // reranking pipelines, nor a run with a forced document (those are plain runs).
   out.speculative_prefill = spec && !spec->iterative && spec->rerank == 0 && !spec->adapt && req.context_must_include.empty() &&
                             req.speculative_prefill.value_or(spec->speculative_prefill) && out.retrieval_k > 0;
-  // Generation: a pipeline run starts from its spec's defaults, a plain run from the request's
-  // sampling; explicit overrides win either way.
+  // Generation: built-in defaults, a pipeline run's spec values over them, the request's set values
+  // over both.
   engine::SamplingParams& p = out.sampling;
-  p = req.sampling;
   if (spec) {
     p.max_tokens = spec->max_tokens;
     p.temperature = spec->temperature;
@@ -157,14 +156,23 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
     p.top_k = spec->sampling_top_k;
     p.seed = spec->seed;
     p.stop = spec->stop;
+  } else {
+    p.max_tokens = kDefaultMaxTokens;
   }
-  const RunOverrides& o = req.overrides;
+  const RunSampling& o = req.sampling;
   if (o.max_tokens) p.max_tokens = *o.max_tokens;
   if (o.temperature) p.temperature = *o.temperature;
   if (o.top_p) p.top_p = *o.top_p;
-  if (o.sampling_top_k) p.top_k = *o.sampling_top_k;
+  if (o.top_k) p.top_k = *o.top_k;
   if (o.seed) p.seed = *o.seed;
   if (o.stop) p.stop = *o.stop;
+  if (o.min_p) p.min_p = *o.min_p;
+  if (o.repetition_penalty) p.repetition_penalty = *o.repetition_penalty;
+  if (o.presence_penalty) p.presence_penalty = *o.presence_penalty;
+  if (o.frequency_penalty) p.frequency_penalty = *o.frequency_penalty;
+  p.stop_token_ids = o.stop_token_ids;
+  p.ignore_eos = o.ignore_eos;
+  p.constraint = o.constraint;
   RAGD_RETURN_IF_ERROR(p.validate());
   if (p.max_tokens <= 0) return Status::InvalidArgument("max_tokens must be positive");
   out.extractive = o.extractive.value_or(spec != nullptr && spec->extractive);

@@ -1,5 +1,7 @@
 #include "fake_runtime.h"
 
+#include "ragd/pipelines/run_params.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -127,11 +129,11 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     l.unlock();
     queued_.fetch_sub(1);
   }
-  // As pipelines::resolve_run: an explicit max_tokens, else the pipeline's, else the request's.
-  int n = req.sampling.max_tokens;
+  // As pipelines::resolve_run: an explicit max_tokens, else the pipeline's, else the built-in one.
+  int n = pipelines::kDefaultMaxTokens;
   for (const auto& p : pipelines())
     if (p.name == req.pipeline) n = p.max_tokens;
-  n = req.overrides.max_tokens.value_or(n);
+  n = req.sampling.max_tokens.value_or(n);
   int produced = 0;
   std::string finish = "length";
   for (int i = 0; i < n && alive; ++i) {
@@ -143,7 +145,7 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     pipelines::RunEvent ev;
     ev.kind = pipelines::RunEvent::Kind::kToken;
     ev.index = i;
-    ev.token_id = static_cast<int32_t>((req.overrides.seed.value_or(req.sampling.seed) + i) % 7);
+    ev.token_id = static_cast<int32_t>((req.sampling.seed.value_or(0) + i) % 7);
     ev.text = big     ? std::string(64 << 10, 'x')
               : cites ? std::string(kCiting[i % 5])
                       : "w" + std::to_string(ev.token_id) + " ";

@@ -105,9 +105,9 @@ TEST_F(HttpTest, RunReturnsOutputSourcesUsageTimings) {
   EXPECT_EQ(req.pipeline, "default");
   EXPECT_EQ(req.query, "what is ragd?");
   EXPECT_EQ(req.retrieval_top_k, 3);
-  EXPECT_EQ(req.overrides.max_tokens, 5);
-  EXPECT_EQ(req.overrides.temperature, 0.5f);
-  EXPECT_EQ(req.overrides.seed, 2u);
+  EXPECT_EQ(req.sampling.max_tokens, 5);
+  EXPECT_EQ(req.sampling.temperature, 0.5f);
+  EXPECT_EQ(req.sampling.seed, 2u);
   ASSERT_TRUE(req.reuse.has_value());
   EXPECT_EQ(*req.reuse, pipelines::ReuseMode::kPrefix);
   EXPECT_EQ(req.tenant, "default");
@@ -177,12 +177,12 @@ TEST_F(HttpTest, SeedRuleIsTheSameOnPipelineRunsAndChatCompletions) {
   auto run_seed = [&](const std::string& seed) {
     auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1,"seed":)" + seed + "}");
     EXPECT_EQ(r.status, 200) << r.body;
-    return ex_.last_request().overrides.seed.value_or(0);
+    return ex_.last_request().sampling.seed.value_or(0);
   };
   auto chat_seed = [&](const std::string& seed) {
     auto r = call("POST", "/v1/chat/completions", chat_body + seed + "}");
     EXPECT_EQ(r.status, 200) << r.body;
-    return ex_.last_request().overrides.seed.value_or(0);
+    return ex_.last_request().sampling.seed.value_or(0);
   };
   // -1: a seed drawn per request (two draws agree with probability 2^-64).
   EXPECT_NE(run_seed("-1"), run_seed("-1"));
@@ -212,7 +212,7 @@ TEST_F(HttpTest, StreamNotBoolean) {
 TEST_F(HttpTest, MinPIsARunParameter) {
   auto r = call("POST", "/v1/pipelines/default/runs", R"({"query":"q","max_tokens":1,"min_p":0.2})");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_FLOAT_EQ(ex_.last_request().sampling.min_p, 0.2f);
+  EXPECT_FLOAT_EQ(ex_.last_request().sampling.min_p.value_or(0), 0.2f);
   expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"q","min_p":1.5})"), 400, "invalid_request",
                "min_p");
 }

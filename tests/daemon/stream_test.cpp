@@ -248,9 +248,9 @@ TEST_F(StreamTest, ChatCompletionNonStreaming) {
   ASSERT_EQ(req.messages.size(), 2u);
   EXPECT_EQ(req.messages[1].content, "hello");
   EXPECT_TRUE(req.pipeline.empty());
-  ASSERT_TRUE(req.overrides.stop.has_value());
-  ASSERT_EQ(req.overrides.stop->size(), 1u);
-  EXPECT_EQ((*req.overrides.stop)[0], "\n\n");
+  ASSERT_TRUE(req.sampling.stop.has_value());
+  ASSERT_EQ(req.sampling.stop->size(), 1u);
+  EXPECT_EQ((*req.sampling.stop)[0], "\n\n");
   EXPECT_TRUE(req.want_logprobs);
 }
 

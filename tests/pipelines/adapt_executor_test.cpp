@@ -191,7 +191,7 @@ TEST_F(AdaptExecutorTest, RunsAheadTurnTheChoiceToTheCheapCandidate) {
     RunRequest r;
     r.pipeline = "adapt-load";
     r.query = std::string(kTopics[i % 12]).substr(0, 20);
-    r.overrides.max_tokens = 4;
+    r.sampling.max_tokens = 4;
     r.sampling.ignore_eos = true;
     ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
   }

@@ -204,7 +204,7 @@ TEST_F(AdaptResolve, RequestKnobsNarrowTheCandidatesOrAre400) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "top_k: 3 is not among the [adapt] candidates of pipeline 'qa-adapt' (1 | 4 | 2)");
   q = req();
-  q.overrides.extractive = false;
+  q.sampling.extractive = false;
   r = resolve_run(q, &spec_);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->adapt->allowed, (std::vector<size_t>{0, 1}));
@@ -247,18 +247,18 @@ TEST_F(AdaptResolve, AdaptFieldsOnOtherPipelinesAre400) {
 }
 
 TEST(AdaptParams, RequestRowsDecodeAndCheckRanges) {
-  const ParamDef* a = find_run_param("adapt");
+  const ParamDef* a = find_run_param(RunRoute::kRagd, "adapt");
   ASSERT_NE(a, nullptr);
   RunRequest r;
   ASSERT_TRUE(a->set(r, ParamValue(std::string("best"))).ok());
   EXPECT_EQ(r.adapt, "best");
   EXPECT_FALSE(a->set(r, ParamValue(std::string(""))).ok());
-  const ParamDef* o = find_run_param("adapt_objective");
+  const ParamDef* o = find_run_param(RunRoute::kRagd, "adapt_objective");
   ASSERT_NE(o, nullptr);
   ASSERT_TRUE(o->set(r, ParamValue(std::string("latency"))).ok());
   EXPECT_EQ(r.adapt_objective, AdaptObjective::kLatency);
   EXPECT_FALSE(o->set(r, ParamValue(std::string("fast"))).ok());
-  const ParamDef* slo = find_run_param("slo_ttft_ms");
+  const ParamDef* slo = find_run_param(RunRoute::kRagd, "slo_ttft_ms");
   ASSERT_NE(slo, nullptr);
   EXPECT_FALSE(slo->range.contains(0));
   EXPECT_FALSE(slo->range.contains(-1));

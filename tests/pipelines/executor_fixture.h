@@ -220,7 +220,7 @@ class ExecutorTest : public ::testing::Test {
     RunRequest r;
     r.pipeline = pipeline;
     r.query = query;
-    r.overrides.max_tokens = max_tokens;
+    r.sampling.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
     if (tweak) tweak(r);
     RunOutput out;

@@ -197,8 +197,8 @@ TEST_F(ExecutorTest, ExplicitOverridesWinOverPipelineDefaults) {
   r.pipeline = "hot";
   r.query = q;
   r.sampling.ignore_eos = true;
-  r.overrides.temperature = 0.0f;
-  r.overrides.max_tokens = 256;
+  r.sampling.temperature = 0.0f;
+  r.sampling.max_tokens = 256;
   RunOutput out;
   ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
   ASSERT_TRUE(c.wait(&out));
@@ -235,8 +235,8 @@ TEST_F(ExecutorTest, ExtractiveRunsCopyARunOfThePrompt) {
   for (const bool extractive : {false, true}) {
     RunRequest r;
     r.prompt = prompt;
-    r.overrides.max_tokens = 24;
-    r.overrides.extractive = extractive;
+    r.sampling.max_tokens = 24;
+    r.sampling.extractive = extractive;
     RunOutput out;
     ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
     ASSERT_TRUE(c.wait(&out));
@@ -330,7 +330,7 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
       RunRequest r;
       r.pipeline = "none";
       r.query = kQueries[i];
-      r.overrides.max_tokens = kTokens;
+      r.sampling.max_tokens = kTokens;
       r.sampling.ignore_eos = true;
       ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
     }
@@ -370,7 +370,7 @@ TEST_F(ExecutorTest, RowsSampledInParallelGiveTheSameTokens) {
       RunRequest r;
       r.pipeline = "none";
       r.query = kQueries[i % std::size(kQueries)];
-      r.overrides.max_tokens = 10;
+      r.sampling.max_tokens = 10;
       r.sampling.ignore_eos = true;
       if (i % 2 == 0) {  // half sampled with a seed, half greedy
         r.sampling.temperature = 0.9f;
@@ -396,7 +396,7 @@ TEST_F(ExecutorTest, CancelFreesEverything) {
   RunRequest r;
   r.pipeline = "none";
   r.query = "glacier ice";
-  r.overrides.max_tokens = 200;
+  r.sampling.max_tokens = 200;
   r.sampling.ignore_eos = true;
   RunOutput out;
   Collector c;
@@ -674,7 +674,7 @@ TEST_F(ExecutorTest, FirstTokenArrivesBeforeKvPublication) {
   RunRequest r;
   r.pipeline = "knowledge_tree";
   r.query = "volcano magma eruption";
-  r.overrides.max_tokens = 3;
+  r.sampling.max_tokens = 3;
   r.sampling.ignore_eos = true;
   RunOutput out;
   Collector c;
@@ -738,7 +738,7 @@ TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
       RunRequest r;
       r.pipeline = i % 2 ? "epic" : "cacheblend";
       r.query = kMixQueries[i];
-      r.overrides.max_tokens = kTokens;
+      r.sampling.max_tokens = kTokens;
       r.sampling.ignore_eos = true;
       r.recompute_ratio = 1.0;
       r.epic_k = 4096;
@@ -865,7 +865,7 @@ TEST_F(ExecutorTest, SmallPoolMakesProgressWhileDocumentCopiesHoldBlocks) {
     r.id = id;
     r.pipeline = pipeline;
     r.query = q;
-    r.overrides.max_tokens = max_tokens;
+    r.sampling.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
     ASSERT_TRUE(rt.executor->submit(r, c.sink(out)).ok());
   };

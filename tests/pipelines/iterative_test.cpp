@@ -44,8 +44,8 @@ class IterativeTest : public ExecutorTest {
   static std::function<void(RunRequest&)> with(RetrievalOverlap o, float temperature = 0, uint64_t seed = 0) {
     return [=](RunRequest& r) {
       r.overlap = o;
-      r.overrides.temperature = temperature;
-      r.overrides.seed = seed;
+      r.sampling.temperature = temperature;
+      r.sampling.seed = seed;
     };
   }
 };

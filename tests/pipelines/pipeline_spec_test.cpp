@@ -235,12 +235,12 @@ TEST(PipelineSpec, OverridesAreResolvedOnceAndExplicitValuesWin) {
   EXPECT_TRUE(p.ignore_eos);
   // Explicit values equal to the built-in defaults are honoured.
   const engine::SamplingParams builtin;
-  req.overrides.max_tokens = builtin.max_tokens;
-  req.overrides.temperature = builtin.temperature;
-  req.overrides.top_p = builtin.top_p;
-  req.overrides.sampling_top_k = builtin.top_k;
-  req.overrides.seed = builtin.seed;
-  req.overrides.stop = std::vector<std::string>{};
+  req.sampling.max_tokens = builtin.max_tokens;
+  req.sampling.temperature = builtin.temperature;
+  req.sampling.top_p = builtin.top_p;
+  req.sampling.top_k = builtin.top_k;
+  req.sampling.seed = builtin.seed;
+  req.sampling.stop = std::vector<std::string>{};
   p = resolve_run(req, &spec).value().sampling;
   EXPECT_EQ(p.max_tokens, builtin.max_tokens);
   EXPECT_FLOAT_EQ(p.temperature, 0.0f);
@@ -248,11 +248,11 @@ TEST(PipelineSpec, OverridesAreResolvedOnceAndExplicitValuesWin) {
   EXPECT_EQ(p.top_k, 0);
   EXPECT_EQ(p.seed, 0u);
   EXPECT_TRUE(p.stop.empty());
-  // Plain runs: req.sampling, overrides on top.
+  // Plain runs: the request's values over the built-in defaults.
   RunRequest plain;
   plain.prompt = "p";
   plain.sampling.max_tokens = 9;
-  plain.overrides.temperature = 0.5f;
+  plain.sampling.temperature = 0.5f;
   p = resolve_run(plain, nullptr).value().sampling;
   EXPECT_EQ(p.max_tokens, 9);
   EXPECT_FLOAT_EQ(p.temperature, 0.5f);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -29,14 +31,40 @@ TEST(RunParams, DocsListEveryRowOfTheTable) {
     ++n;
     EXPECT_NE(api.find(row), std::string::npos) << "docs/api.md lacks the row (generated from run_params.h):\n" << row;
   }
-  EXPECT_EQ(n, static_cast<int>(run_param_defs().size()));
+  int ragd_rows = 0;
+  for (const ParamDef& d : run_param_defs()) ragd_rows += d.on(RunRoute::kRagd) ? 1 : 0;
+  EXPECT_EQ(n, ragd_rows);
+  // The OpenAI section names every field the table decodes on those routes.
+  const size_t openai = api.find("## OpenAI-compatible");
+  ASSERT_NE(openai, std::string::npos);
+  for (const ParamDef& d : run_param_defs()) {
+    if (!d.on(RunRoute::kOpenAi)) continue;
+    EXPECT_NE(api.find("`" + std::string(d.names.openai) + "`", openai), std::string::npos)
+        << "docs/api.md's OpenAI section does not name " << d.names.openai;
+  }
 }
 
-TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
-  std::set<std::string_view> names;
+// The choices "a | b | c" of an enum row, in order.
+std::vector<std::string> choices_of(const ParamDef& d) {
+  const std::string all = d.choices();
+  std::vector<std::string> names;
+  for (size_t b = 0, e; b < all.size(); b = e + 3) {
+    e = all.find(" | ", b);
+    if (e == std::string::npos) e = all.size();
+    names.push_back(all.substr(b, e - b));
+  }
+  return names;
+}
+
+TEST(RunParams, NamesAreUniquePerRouteAndEveryRowSetsItsField) {
+  std::set<std::string_view> names[2];
   for (const ParamDef& d : run_param_defs()) {
-    EXPECT_TRUE(names.insert(d.name).second) << d.name;
-    EXPECT_EQ(find_run_param(d.name), &d);
+    EXPECT_NE(d.routes(), 0) << "a row on no route: " << d.names.ragd << d.names.openai;
+    for (RunRoute route : kRunRoutes) {
+      if (!d.on(route)) continue;
+      EXPECT_TRUE(names[static_cast<int>(route)].insert(d.name(route)).second) << d.name(route);
+      EXPECT_EQ(find_run_param(route, d.name(route)), &d);
+    }
     RunRequest r;
     ParamValue v;
     switch (d.type) {
@@ -47,51 +75,142 @@ TEST(RunParams, NamesAreUniqueAndEveryRowSetsItsField) {
       case ParamType::kStringList: v = std::vector<std::string>{"END"}; break;
       case ParamType::kSeed: v = uint64_t{12345}; break;
       case ParamType::kObject: v = std::string(R"({"lang":"en"})"); break;
-      case ParamType::kEnum: {
-        // Every choice the table lists sets the field; a name outside them is refused.
-        ASSERT_NE(d.choices, nullptr) << d.name;
-        const std::string all = d.choices();
-        std::vector<std::string> names;
-        for (size_t b = 0, e; b < all.size(); b = e + 3) {
-          e = all.find(" | ", b);
-          if (e == std::string::npos) e = all.size();
-          names.push_back(all.substr(b, e - b));
-        }
-        ASSERT_GE(names.size(), 2u) << d.name << ": " << all;
-        for (const std::string& n : names) {
-          RunRequest each;
-          EXPECT_TRUE(d.set(each, n).ok()) << d.name << " " << n;
-        }
-        EXPECT_FALSE(d.set(r, std::string("no-such-choice")).ok()) << d.name;
-        v = names.front();
+      case ParamType::kTokenIds: v = std::vector<int32_t>{7, 9}; break;
+      case ParamType::kEnum:
+        ASSERT_NE(d.choices, nullptr) << d.names.ragd;
+        v = choices_of(d).front();
         break;
-      }
     }
     const RunRequest before = r;
-    ASSERT_TRUE(d.set(r, v).ok()) << d.name;
-    // The request changed (a field took the value): compared through the resolved run or the fields.
-    const bool changed = r.retrieval_top_k != before.retrieval_top_k || r.overrides.max_tokens != before.overrides.max_tokens ||
-                         r.overrides.temperature != before.overrides.temperature || r.overrides.top_p != before.overrides.top_p ||
-                         r.overrides.seed != before.overrides.seed || r.overrides.stop != before.overrides.stop ||
-                         r.overrides.extractive != before.overrides.extractive || r.reuse != before.reuse ||
+    ASSERT_TRUE(d.set(r, v).ok()) << d.names.ragd << d.names.openai;
+    // The request changed (a field took the value).
+    const RunSampling& a = r.sampling;
+    const RunSampling& b = before.sampling;
+    const bool changed = r.retrieval_top_k != before.retrieval_top_k || a.max_tokens != b.max_tokens ||
+                         a.temperature != b.temperature || a.top_p != b.top_p || a.top_k != b.top_k || a.seed != b.seed ||
+                         a.stop != b.stop || a.extractive != b.extractive || a.min_p != b.min_p ||
+                         a.presence_penalty != b.presence_penalty || a.frequency_penalty != b.frequency_penalty ||
+                         a.repetition_penalty != b.repetition_penalty || a.stop_token_ids != b.stop_token_ids ||
+                         a.ignore_eos != b.ignore_eos || a.constraint != b.constraint || r.reuse != before.reuse ||
                          r.recompute_ratio != before.recompute_ratio || r.epic_k != before.epic_k || r.overlap != before.overlap ||
                          r.retrieval_interval != before.retrieval_interval ||
                          r.speculative_prefill != before.speculative_prefill || r.want_logprobs != before.want_logprobs ||
                          r.speculative_k != before.speculative_k || r.min_score_ratio != before.min_score_ratio ||
-                         r.sampling.ignore_eos != before.sampling.ignore_eos || r.sampling.min_p != before.sampling.min_p ||
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
                          r.slo_ttft_ms != before.slo_ttft_ms || r.retrieval_mode != before.retrieval_mode ||
-                         r.filter_json != before.filter_json || r.sampling.constraint != before.sampling.constraint;
-    EXPECT_TRUE(changed) << d.name << " set nothing";
+                         r.filter_json != before.filter_json;
+    EXPECT_TRUE(changed) << d.names.ragd << d.names.openai << " set nothing";
   }
-  EXPECT_EQ(find_run_param("query"), nullptr);  // a route field, not a run parameter
+  for (RunRoute route : kRunRoutes) {
+    EXPECT_EQ(find_run_param(route, "query"), nullptr);  // a route field, not a run parameter
+    EXPECT_EQ(find_run_param(route, ""), nullptr);       // "" is "absent on this route", never a name
+  }
+  EXPECT_EQ(find_run_param(RunRoute::kRagd, "retrieval_top_k"), nullptr);
+  EXPECT_EQ(find_run_param(RunRoute::kRagd, "presence_penalty"), nullptr);
+  EXPECT_EQ(find_run_param(RunRoute::kOpenAi, "reuse"), nullptr);
+}
+
+// A pipeline spec under which every choice of `row` resolves (iterative for overlap, adaptive for
+// adapt_objective), and the resolved value's name.
+struct EnumRowCase {
+  std::function<void(PipelineSpec&, RunRequest&)> prepare;
+  std::function<std::string(const ResolvedRun&)> resolved;
+};
+
+std::map<std::string_view, EnumRowCase> enum_row_cases() {
+  std::map<std::string_view, EnumRowCase> m;
+  m["retrieval_mode"] = {[](PipelineSpec&, RunRequest&) {},
+                         [](const ResolvedRun& r) { return std::string(enum_name(r.retrieval_mode)); }};
+  m["reuse"] = {[](PipelineSpec&, RunRequest&) {}, [](const ResolvedRun& r) { return std::string(enum_name(r.reuse)); }};
+  m["overlap"] = {[](PipelineSpec& s, RunRequest&) { s.iterative = IterativeParams{}; },
+                  [](const ResolvedRun& r) { return r.iterative ? std::string(enum_name(r.iterative->overlap)) : "(not iterative)"; }};
+  m["adapt_objective"] = {[](PipelineSpec& s, RunRequest& req) {
+                            AdaptSpec a;
+                            a.candidates.resize(2);
+                            a.candidates[0].name = "small";
+                            a.candidates[1].name = "large";
+                            a.candidates[1].top_k = 4;
+                            s.adapt = std::move(a);
+                            req.slo_ttft_ms = 100;  // latency needs a target
+                          },
+                          [](const ResolvedRun& r) { return r.adapt ? std::string(enum_name(r.adapt->objective)) : "(not adaptive)"; }};
+  return m;
+}
+
+// Every choice of every enum row, decoded on every route that has the row, resolves to the value of
+// that name; a name outside the choices is refused naming the field and listing them.
+TEST(RunParams, EveryEnumChoiceResolvesToItsValue) {
+  const auto cases = enum_row_cases();
+  int rows = 0;
+  for (const ParamDef& d : run_param_defs()) {
+    if (d.type != ParamType::kEnum) continue;
+    ++rows;
+    const std::string_view key = d.on(RunRoute::kRagd) ? d.names.ragd : d.names.openai;
+    auto c = cases.find(key);
+    ASSERT_NE(c, cases.end()) << "enum row '" << key << "' has no case here: add how its value resolves";
+    const std::vector<std::string> choices = choices_of(d);
+    ASSERT_GE(choices.size(), 2u) << key;
+    for (RunRoute route : kRunRoutes) {
+      if (!d.on(route)) continue;
+      for (const std::string& name : choices) {
+        PipelineSpec spec;
+        spec.top_k = 2;
+        RunRequest req;
+        req.pipeline = spec.name;
+        req.query = "q";
+        c->second.prepare(spec, req);
+        ASSERT_TRUE(set_run_param(d, route, req, name).ok()) << key << " " << name;
+        Result<ResolvedRun> r = resolve_run(req, &spec);
+        ASSERT_TRUE(r.ok()) << key << " " << name << ": " << r.status().to_string();
+        EXPECT_EQ(c->second.resolved(*r), name) << key;
+      }
+      RunRequest req;
+      Status st = set_run_param(d, route, req, std::string("no-such-choice"));
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << key;
+      EXPECT_EQ(st.message(), "field '" + std::string(d.name(route)) + "' must be one of " + d.choices() + "; got 'no-such-choice'");
+      for (const std::string& name : choices) EXPECT_NE(st.message().find(name), std::string::npos) << name;
+    }
+  }
+  EXPECT_EQ(rows, static_cast<int>(cases.size())) << "a case for an enum row the table no longer has";
+}
+
+// `top_k` is the passages retrieved on the ragd routes and sampling top-k on the OpenAI routes,
+// where the passages are `retrieval_top_k`.
+TEST(RunParams, TopKIsPassagesOnRagdAndSamplingOnOpenAi) {
+  const ParamDef* ragd = find_run_param(RunRoute::kRagd, "top_k");
+  const ParamDef* oai = find_run_param(RunRoute::kOpenAi, "top_k");
+  ASSERT_NE(ragd, nullptr);
+  ASSERT_NE(oai, nullptr);
+  EXPECT_NE(ragd, oai);
+  EXPECT_EQ(find_run_param(RunRoute::kOpenAi, "retrieval_top_k"), ragd);
+  EXPECT_FALSE(oai->on(RunRoute::kRagd));
+  PipelineSpec spec;
+  spec.top_k = 3;
+  spec.sampling_top_k = 0;
+  auto resolved = [&](const ParamDef* d, RunRoute route) {
+    RunRequest req;
+    req.pipeline = spec.name;
+    req.query = "q";
+    EXPECT_TRUE(set_run_param(*d, route, req, int64_t{5}).ok());
+    Result<ResolvedRun> r = resolve_run(req, &spec);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return *r;
+  };
+  ResolvedRun r = resolved(ragd, RunRoute::kRagd);
+  EXPECT_EQ(r.retrieval_k, 5);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  r = resolved(oai, RunRoute::kOpenAi);
+  EXPECT_EQ(r.retrieval_k, 3);
+  EXPECT_EQ(r.sampling.top_k, 5);
+  EXPECT_EQ(oai->range.hi, kRangeSamplingTopK.hi);
+  EXPECT_EQ(ragd->range.hi, kRangeRetrievalTopK.hi);
 }
 
 // cache_salt counts characters (code points) as documented, not bytes; a salt that is not UTF-8 is
 // refused naming the field (security issue 48).
 TEST(RunParams, CacheSaltLimitIsInCharacters) {
-  const ParamDef* d = find_run_param("cache_salt");
+  const ParamDef* d = find_run_param(RunRoute::kRagd, "cache_salt");
   ASSERT_NE(d, nullptr);
   auto set = [&](std::string s) {
     RunRequest r;
@@ -143,7 +262,7 @@ TEST(RunParams, ResolveRunAppliesEveryDefaultOnce) {
   EXPECT_FALSE(r->iterative.has_value());
   // Request values win; a forced document turns speculative prefill off.
   req.retrieval_top_k = 2;
-  req.overrides.max_tokens = 4;
+  req.sampling.max_tokens = 4;
   req.reuse = ReuseMode::kEpic;
   req.epic_k = 8;
   req.context_must_include = "d1";

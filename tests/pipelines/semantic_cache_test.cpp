@@ -180,7 +180,7 @@ TEST_F(SemanticCacheTest, HitsMissesIsolationAndInvalidation) {
   Executor& ex = *rt.executor;
   auto ask = [&](const std::string& q, const std::function<void(RunRequest&)>& tweak = {}) {
     return run(ex, "sem", q, 9, [&](RunRequest& r) {
-      r.overrides.max_tokens.reset();
+      r.sampling.max_tokens.reset();
       if (tweak) tweak(r);
     });
   };
@@ -203,9 +203,9 @@ TEST_F(SemanticCacheTest, HitsMissesIsolationAndInvalidation) {
   EXPECT_EQ(ask(q, [](RunRequest& r) { r.cache_salt = "s1"; }).usage.semantic_cache, "miss");
   // Another question (other passages): a miss; sampling: not looked up at all.
   EXPECT_EQ(ask("notes about glacier ice valley moraine").usage.semantic_cache, "miss");
-  EXPECT_EQ(ask(q, [](RunRequest& r) { r.overrides.temperature = 0.8f; }).usage.semantic_cache, "");
+  EXPECT_EQ(ask(q, [](RunRequest& r) { r.sampling.temperature = 0.8f; }).usage.semantic_cache, "");
   // Another max_tokens than the cut answer's: not that answer.
-  if (first.finish == "length") EXPECT_EQ(ask(q, [](RunRequest& r) { r.overrides.max_tokens = 12; }).usage.semantic_cache, "miss");
+  if (first.finish == "length") EXPECT_EQ(ask(q, [](RunRequest& r) { r.sampling.max_tokens = 12; }).usage.semantic_cache, "miss");
   // The document changes: its answers go, and the question is answered anew.
   const ExecutorStats s1 = ex.stats();
   EXPECT_GE(s1.semantic_hits, 2u);

@@ -100,7 +100,7 @@ TEST_F(SpecPrefillTest, OutputEqualsTheRunThatWaitedForTheSearch) {
     RunRequest r;
     r.pipeline = "spec";
     r.query = queries[i];
-    r.overrides.max_tokens = 6;
+    r.sampling.max_tokens = 6;
     r.sampling.ignore_eos = true;
     r.speculative_prefill = true;
     ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
@@ -159,7 +159,7 @@ TEST_F(SpecPrefillTest, EveryStageIsSearchedInTheRunsTenantScope) {
       RunRequest r;
       r.pipeline = "spec";
       r.query = "volcano";
-      r.overrides.max_tokens = 2;
+      r.sampling.max_tokens = 2;
       as("beta", on, 3)(r);
       r.context_must_include = id;
       RunOutput out;

@@ -248,9 +248,9 @@ TEST_F(SpeculativeDecodingTest, OutputsAreThoseWithoutDraftsOnEveryPath) {
   for (const char* pl : {"none", "prefix", "knowledge_tree", "cacheblend", "epic", "iter", "hot"})
     for (int i = 0; i < 2; ++i)
       both(std::string("pipeline ") + pl, pl, kTopics[i * 5], 24, [&](RunRequest& r) {
-        r.overrides.max_tokens = 24;
-        r.overrides.temperature = i == 0 ? 0.0f : 1.0f;
-        r.overrides.seed = 5;
+        r.sampling.max_tokens = 24;
+        r.sampling.temperature = i == 0 ? 0.0f : 1.0f;
+        r.sampling.seed = 5;
       });
   // max_tokens that ends inside a draft, a stop token, a constraint, logprobs.
   both("max_tokens mid-draft", "", "", 5, [&](RunRequest& r) { r.prompt = copy_prompt(1); r.sampling.temperature = 0; });
@@ -346,8 +346,8 @@ TEST_F(SpeculativeDecodingTest, KnowledgeTreeAndPoolEndAsWithoutDrafts) {
     Runtime rt = open(o, true);
     for (int i = 0; i < 8; ++i) {
       RunOutput x = run(*rt.executor, "knowledge_tree", kTopics[i % 5], 24, [&](RunRequest& r) {
-        r.overrides.temperature = i % 2 ? 0.9f : 0.0f;
-        r.overrides.seed = 3 + static_cast<uint64_t>(i);
+        r.sampling.temperature = i % 2 ? 0.9f : 0.0f;
+        r.sampling.seed = 3 + static_cast<uint64_t>(i);
       });
       outs[spec].push_back(x.tokens);
       accepted += x.usage.accepted_tokens;

@@ -227,9 +227,9 @@ TEST_F(StructuredOutputTest, ReuseModesAndIterativeRag) {
     r.pipeline = p;
     r.query = kTopics[i % 12];
     r.prompt.clear();
-    r.overrides.max_tokens = 1500;
-    r.overrides.temperature = i % 2 == 0 ? 0.0f : 1.0f;
-    r.overrides.seed = i;
+    r.sampling.max_tokens = 1500;
+    r.sampling.temperature = i % 2 == 0 ? 0.0f : 1.0f;
+    r.sampling.seed = i;
     if (p.rfind("iter", 0) == 0) r.overlap = i % 2 == 0 ? RetrievalOverlap::kSpeculative : RetrievalOverlap::kBoth;
   });
   if (HasFatalFailure()) return;
@@ -241,9 +241,9 @@ TEST_F(StructuredOutputTest, ReuseModesAndIterativeRag) {
     r.pipeline = p;
     r.query = kTopics[i % 12];
     r.prompt.clear();
-    r.overrides.max_tokens = 1500;
-    r.overrides.temperature = i % 2 == 0 ? 0.0f : 1.0f;
-    r.overrides.seed = i;
+    r.sampling.max_tokens = 1500;
+    r.sampling.temperature = i % 2 == 0 ? 0.0f : 1.0f;
+    r.sampling.seed = i;
     if (p.rfind("iter", 0) == 0) r.overlap = i % 2 == 0 ? RetrievalOverlap::kSpeculative : RetrievalOverlap::kBoth;
   });
   if (HasFatalFailure()) return;

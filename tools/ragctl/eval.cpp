@@ -181,8 +181,8 @@ class LocalRunner final : public EvalRunner {
     req.epic_k = reuse.epic_k;
     req.overlap = reuse.overlap;
     if (reuse.overlap && a_.retrieval_interval > 0) req.retrieval_interval = a_.retrieval_interval;
-    req.overrides.temperature = 0.0f;
-    req.overrides.max_tokens = a_.max_tokens;
+    req.sampling.temperature = 0.0f;
+    req.sampling.max_tokens = a_.max_tokens;
     if (gold_context) req.context_must_include = q.gold;
     req.adapt = reuse.adapt;
     if (!a_.adapt_objective.empty()) {

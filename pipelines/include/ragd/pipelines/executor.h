@@ -74,17 +74,28 @@ struct BlendParams {
   }
 };
 
-// Per-request overrides of generation parameters. Unset = the pipeline spec's value (pipeline
-// runs) or RunRequest::sampling's value (plain runs). Resolved once, at submit: an explicit value is
-// honoured even when it equals a built-in default.
-struct RunOverrides {
+// A request's generation parameters, each field once. Unset = the default: on pipeline runs the
+// spec's [generation] value for the fields a spec sets (max_tokens .. extractive), on plain runs and
+// for the other fields the built-in one (engine::SamplingParams's, kDefaultMaxTokens). A set value
+// wins even when it equals a default. resolve_run (run_params.h) turns it into the run's
+// engine::SamplingParams, the one place defaults apply.
+struct RunSampling {
+  // Pipeline specs set these.
   std::optional<int> max_tokens;
   std::optional<float> temperature;
   std::optional<float> top_p;
-  std::optional<int> sampling_top_k;  // sampling top-k (0 = off)
+  std::optional<int> top_k;  // sampling top-k (0 = off); not the passages retrieved (retrieval_top_k)
   std::optional<uint64_t> seed;
   std::optional<std::vector<std::string>> stop;
-  std::optional<bool> extractive;   // [generation] extractive of the pipeline
+  std::optional<bool> extractive;  // [generation] extractive of the pipeline
+  // Specs do not set these.
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<float> presence_penalty;
+  std::optional<float> frequency_penalty;
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS; empty = none
+  bool ignore_eos = false;
+  std::shared_ptr<const engine::ConstraintSpec> constraint;  // null = unconstrained
 };
 
 // How a chat run may call the functions of RunRequest::tools (OpenAI's tool_choice).
@@ -132,11 +143,7 @@ struct RunRequest {
   // Speculative decoding: draft tokens per decode step at most (n-gram drafts from the run's own
   // tokens); 0 = off; unset = RuntimeOptions::speculative_k.
   std::optional<int> speculative_k;
-  // Pipeline runs: max_tokens, temperature, top_p, top_k, seed and stop come from the pipeline spec
-  // unless set in `overrides`; the other fields (penalties, stop ids, ignore_eos) from here.
-  // Plain runs: everything from here, `overrides` on top.
-  engine::SamplingParams sampling;
-  RunOverrides overrides;
+  RunSampling sampling;  // generation parameters; unset ones take the spec's or built-in defaults
   // KV key scope: the tenant scope whose documents the prompt may hold; "" = shared. Runs of
   // different scopes never reuse each other's KV.
   std::string kv_scope;

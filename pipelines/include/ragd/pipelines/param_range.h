@@ -25,6 +25,9 @@ inline constexpr ParamRange kRangeTemperature{0.0, 2.0};
 inline constexpr ParamRange kRangeTopP{1e-9, 1.0};
 inline constexpr ParamRange kRangeSamplingTopK{0, 1 << 20};
 inline constexpr ParamRange kRangeMinP{0.0, 1.0};
+inline constexpr ParamRange kRangePresencePenalty{-2.0, 2.0};    // OpenAI's range; 0 = off
+inline constexpr ParamRange kRangeFrequencyPenalty{-2.0, 2.0};   // OpenAI's range; 0 = off
+inline constexpr ParamRange kRangeRepetitionPenalty{0.01, 10.0};  // 1 = off
 inline constexpr ParamRange kRangeRecomputeRatio{0.0, 1.0};
 inline constexpr ParamRange kRangeEpicK{0, 4096};
 inline constexpr ParamRange kRangeRetrievalInterval{1, 4096};
