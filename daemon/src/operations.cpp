@@ -32,11 +32,10 @@ std::string ApiImpl::render_metrics(bool full) {
     metrics_.waiting->set({}, rc.waiting);
     metrics_.executor_stat->clear();
     st.for_each_number([&](const std::string& path, double v) { metrics_.executor_stat->set({path}, v); });
-    static constexpr const char* kTiers[] = {"hbm", "dram", "ssd"};  // index = kvstore::Tier
-    for (size_t t = 0; t < st.tiers.size(); ++t) {
-      metrics_.kv_bytes->set({kTiers[t]}, static_cast<double>(st.tiers[t].used_bytes));
-      metrics_.cache_hits->set({kTiers[t]}, static_cast<double>(st.tiers[t].hits));
-      metrics_.cache_misses->set({kTiers[t]}, static_cast<double>(st.tiers[t].misses));
+    for (const pipelines::TierUsage& u : st.tiers) {
+      metrics_.kv_bytes->set({u.name}, static_cast<double>(u.used_bytes));
+      metrics_.cache_hits->set({u.name}, static_cast<double>(u.hits));
+      metrics_.cache_misses->set({u.name}, static_cast<double>(u.misses));
     }
     metrics_.reuse_auto->clear();
     if (!st.reuse_auto.empty()) metrics_.reuse_auto->set({st.reuse_auto}, 1);

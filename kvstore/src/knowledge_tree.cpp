@@ -32,41 +32,50 @@ struct Node {
   uint64_t bytes = 0;
   uint32_t num_layers = 0;
   uint8_t tiers = 0;
-  std::array<int, kNumTiers> kids_in{};  // children resident in each tier
+  std::array<int, kMaxTiers> kids_in{};  // children resident in each tier
   int pins = 0;
   double freq = 0;
   uint64_t last = 0;
-  std::array<OrderKey, kNumTiers> entry{};  // valid while in the tier
-  SegmentRef buf[2];                        // HBM role, DRAM
+  std::array<OrderKey, kMaxTiers> entry{};  // valid while in the tier
+  // Memory tiers: the host copy (HBM role without a pool, DRAM). Stored tiers: the queued write.
+  std::array<SegmentRef, kMaxTiers> buf;
   std::unique_ptr<PoolCopy> pool;           // pool mode: the HBM copy
-  SegmentRef ssd_pending;                   // SSD write queued
+  uint8_t pending = 0;                      // stored tiers whose write is queued (bits)
 
   bool in(int t) const { return (tiers >> t) & 1u; }
   uint32_t layers() const { return num_layers; }
 };
 
 constexpr int kHbm = static_cast<int>(Tier::kHbm);
-constexpr int kDram = static_cast<int>(Tier::kDram);
-constexpr int kSsd = static_cast<int>(Tier::kSsd);
 
 }  // namespace
 
 struct KnowledgeTree::Impl {
   TreeOptions opt;
-  std::array<bool, kNumTiers> enabled{true, true, true};
+  std::array<bool, kMaxTiers> enabled{};
   std::unordered_map<Hash128, std::unique_ptr<Node>, Hash128Hasher> nodes;  // non-root nodes
   std::unordered_map<Hash128, std::unique_ptr<Node>, Hash128Hasher> roots;
-  std::array<std::set<OrderKey>, kNumTiers> order;
-  std::array<TierCounters, kNumTiers> ctr{};
+  std::array<std::set<OrderKey>, kMaxTiers> order;
+  std::array<TierCounters, kMaxTiers> ctr{};
   uint64_t tick = 0;
   uint64_t next_uid = 1;
-  uint64_t ssd_pending_bytes = 0;
+  std::array<uint64_t, kMaxTiers> pending_bytes{};  // stored tiers: queued writes
+  int dram = -1;  // the slowest memory tier (write-behind's source); -1 = none
   // Access counts of recently removed nodes (frequency history), bounded FIFO.
   std::unordered_map<Hash128, std::pair<double, uint64_t>, Hash128Hasher> ghost;  // key -> (count, seq)
   std::deque<std::pair<Hash128, uint64_t>> ghost_order;
   uint64_t ghost_seq = 0;
 
-  explicit Impl(TreeOptions o) : opt(std::move(o)) {}
+  explicit Impl(TreeOptions o) : opt(std::move(o)) {
+    for (int t = 0; t < kMaxTiers; ++t) {
+      enabled[t] = in_tree(t);
+      if (memory(t) && t > kHbm) dram = t;
+    }
+  }
+
+  bool memory(int t) const { return opt.kinds[t] == TierKind::kMemory; }
+  bool stored(int t) const { return opt.kinds[t] == TierKind::kStored; }
+  bool in_tree(int t) const { return memory(t) || stored(t); }
 
   Node* find(const Hash128& k) const {
     auto it = nodes.find(k);
@@ -84,23 +93,31 @@ struct KnowledgeTree::Impl {
     return r.get();
   }
 
-  bool usable(int t) const { return enabled[t] && opt.capacity[t] > 0; }
+  bool usable(int t) const { return enabled[t] && in_tree(t) && opt.capacity[t] > 0; }
   bool pool_mode() const { return opt.pool != nullptr; }
 
-  // Queues an SSD copy of a node that just got into DRAM (write-behind), when its parent is on SSD
-  // (or it hangs from a root) and the pending-write budget allows.
-  void write_behind(Node* n, std::vector<SsdAction>* actions) {
-    if (!opt.write_behind || !usable(kSsd) || n->in(kSsd) || !n->in(kDram) || !n->buf[kDram]) return;
-    if (!n->parent->is_root && !n->parent->in(kSsd)) return;
-    if (!ssd_room_for_write(n->bytes)) return;
+  // The first usable stored tier (write-behind's and insert_pool's target); -1 = none.
+  int first_stored() const {
+    for (int t = 0; t < kMaxTiers; ++t)
+      if (stored(t) && usable(t)) return t;
+    return -1;
+  }
+
+  // Queues a stored copy of a node that just got into DRAM (write-behind), when its parent is in
+  // that tier (or it hangs from a root) and the pending-write budget allows.
+  void write_behind(Node* n, std::vector<TierAction>* actions) {
+    const int s = first_stored();
+    if (!opt.write_behind || s < 0 || dram < 0 || n->in(s) || !n->in(dram) || !n->buf[dram]) return;
+    if (!n->parent->is_root && !n->parent->in(s)) return;
+    if (!room_for_write(s, n->bytes)) return;
     n->pins += 1;
     if (!n->parent->is_root) n->parent->pins += 1;
-    const bool ok = make_room(kSsd, n->bytes, actions);
+    const bool ok = make_room(s, n->bytes, actions);
     n->pins -= 1;
     if (!n->parent->is_root) n->parent->pins -= 1;
     if (!ok) return;
-    place(n, kSsd, n->buf[kDram], actions, /*ssd_write=*/true);
-    ctr[kSsd].written_behind += 1;
+    place(n, s, n->buf[dram], actions, /*write=*/true);
+    ctr[s].written_behind += 1;
   }
 
   double primary(const Node* n, int t) const {
@@ -127,13 +144,13 @@ struct KnowledgeTree::Impl {
   void touch(Node* n) {
     n->last = ++tick;
     n->freq += 1;
-    for (int t = 0; t < kNumTiers; ++t)
+    for (int t = 0; t < kMaxTiers; ++t)
       if (n->in(t)) reorder(n, t);
   }
 
   // place() and remove_from() are the only places that set / clear a node's tier bit (and so the
   // only callers of the on_tier_change observer).
-  void place(Node* n, int t, const SegmentRef& seg, std::vector<SsdAction>* actions, bool ssd_write) {
+  void place(Node* n, int t, const SegmentRef& seg, std::vector<TierAction>* actions, bool write) {
     RAGD_CHECK(!n->in(t)) << "node already in tier " << t;
     n->tiers |= static_cast<uint8_t>(1u << t);
     ctr[t].used_bytes += n->bytes;
@@ -143,18 +160,20 @@ struct KnowledgeTree::Impl {
     if (n->kids_in[t] == 0) order[t].insert(n->entry[t]);
     if (t == kHbm && pool_mode()) {
       RAGD_CHECK(n->pool != nullptr) << "pool-mode HBM placement without a pool copy";
-    } else if (t < kSsd) {
+    } else if (memory(t)) {
       n->buf[t] = seg;
-    } else if (ssd_write) {
-      n->ssd_pending = seg;
-      ssd_pending_bytes += n->bytes;
-      if (actions) actions->push_back({SsdAction::Kind::kPut, n->key, n->uid, seg, static_cast<uint32_t>(n->layers())});
+    } else if (write) {
+      n->buf[t] = seg;
+      n->pending |= static_cast<uint8_t>(1u << t);
+      pending_bytes[t] += n->bytes;
+      if (actions)
+        actions->push_back({TierAction::Kind::kPut, tier_at(t), n->key, n->uid, seg, static_cast<uint32_t>(n->layers())});
     }
     if (opt.on_tier_change) opt.on_tier_change(info_of(n), static_cast<Tier>(t), true);
   }
 
   // Removes n from tier t; erases n when it has no tier left. Returns false when n was erased.
-  bool remove_from(Node* n, int t, std::vector<SsdAction>* actions) {
+  bool remove_from(Node* n, int t, std::vector<TierAction>* actions) {
     RAGD_CHECK(n->in(t)) << "node not in tier " << t;
     order[t].erase(n->entry[t]);
     n->tiers &= static_cast<uint8_t>(~(1u << t));
@@ -164,14 +183,11 @@ struct KnowledgeTree::Impl {
     if (t == kHbm && n->pool) {
       opt.pool->release(*n->pool);
       n->pool.reset();
-    } else if (t < kSsd) {
+    } else if (memory(t)) {
       n->buf[t].reset();
     } else {
-      if (n->ssd_pending) {
-        ssd_pending_bytes -= n->bytes;
-        n->ssd_pending.reset();
-      }
-      if (actions) actions->push_back({SsdAction::Kind::kDelete, n->key, n->uid, nullptr, n->layers()});
+      clear_pending(n, t);
+      if (actions) actions->push_back({TierAction::Kind::kDelete, tier_at(t), n->key, n->uid, nullptr, n->layers()});
     }
     if (opt.on_tier_change) opt.on_tier_change(info_of(n), static_cast<Tier>(t), false);
     if (n->tiers == 0) {
@@ -212,11 +228,20 @@ struct KnowledgeTree::Impl {
     return nullptr;
   }
 
-  bool ssd_room_for_write(uint64_t bytes) const { return ssd_pending_bytes + bytes <= opt.ssd_max_pending_bytes; }
+  // A stored tier's write budget: true for any other tier.
+  bool room_for_write(int t, uint64_t bytes) const {
+    return !stored(t) || pending_bytes[t] + bytes <= opt.max_pending_bytes;
+  }
+  void clear_pending(Node* n, int t) {
+    if (!(n->pending & (1u << t))) return;
+    pending_bytes[t] -= n->bytes;
+    n->pending &= static_cast<uint8_t>(~(1u << t));
+    n->buf[t].reset();
+  }
 
   // Makes room for `bytes` more in tier t. False (some evictions may have happened) when pinned
   // or internal nodes block it.
-  bool make_room(int t, uint64_t bytes, std::vector<SsdAction>* actions) {
+  bool make_room(int t, uint64_t bytes, std::vector<TierAction>* actions) {
     if (!usable(t) || bytes > opt.capacity[t]) return false;
     while (ctr[t].used_bytes + bytes > opt.capacity[t]) {
       Node* v = pick_victim(t);
@@ -227,7 +252,7 @@ struct KnowledgeTree::Impl {
   }
 
   // Copies v (and any ancestors missing there) into tier u; all of them are in tier t.
-  bool demote(Node* v, int t, int u, std::vector<SsdAction>* actions) {
+  bool demote(Node* v, int t, int u, std::vector<TierAction>* actions) {
     std::vector<Node*> chain;
     for (Node* a = v; !a->is_root && !a->in(u); a = a->parent) chain.push_back(a);
     std::reverse(chain.begin(), chain.end());
@@ -240,28 +265,28 @@ struct KnowledgeTree::Impl {
     for (Node* a : chain) {
       SegmentRef seg = a->buf[t];
       if (t == kHbm && a->pool) seg = opt.pool->export_segment(info_of(a), *a->pool);
-      if (!seg || (u == kSsd && !ssd_room_for_write(a->bytes)) || !make_room(u, a->bytes, actions)) {
+      if (!seg || !room_for_write(u, a->bytes) || !make_room(u, a->bytes, actions)) {
         ok = false;
         break;
       }
-      place(a, u, seg, actions, /*ssd_write=*/true);
+      place(a, u, seg, actions, /*write=*/true);
       ctr[u].demotions += 1;
-      if (u == kDram) write_behind(a, actions);
+      if (u == dram) write_behind(a, actions);
     }
     for (Node* a : chain) a->pins -= 1;
     if (anchor) anchor->pins -= 1;
     return ok;
   }
 
-  void evict(Node* v, int t, std::vector<SsdAction>* actions) {
+  void evict(Node* v, int t, std::vector<TierAction>* actions) {
     if (opt.policy == EvictionPolicy::kGdsf || opt.policy == EvictionPolicy::kPgdsf)
       ctr[t].clock = std::max(ctr[t].clock, std::get<0>(v->entry[t]));
     ctr[t].evictions += 1;
     bool in_slower = false;
-    for (int u = t + 1; u < kNumTiers; ++u) in_slower |= v->in(u);
-    if (!in_slower && t < kSsd) {
+    for (int u = t + 1; u < kMaxTiers; ++u) in_slower |= v->in(u);
+    if (!in_slower && memory(t)) {
       v->pins += 1;  // not a victim of the cascade below
-      for (int u = t + 1; u < kNumTiers; ++u) {
+      for (int u = t + 1; u < kMaxTiers; ++u) {
         if (usable(u) && demote(v, t, u, actions)) break;
       }
       v->pins -= 1;
@@ -269,7 +294,7 @@ struct KnowledgeTree::Impl {
     remove_from(v, t, actions);
   }
 
-  void drop_subtree(Node* n, int t, std::vector<SsdAction>* actions) {
+  void drop_subtree(Node* n, int t, std::vector<TierAction>* actions) {
     std::vector<Node*> kids;
     for (auto& [d, c] : n->children)
       if (c->in(t)) kids.push_back(c);
@@ -285,7 +310,7 @@ struct KnowledgeTree::Impl {
     i.doc = n->doc;
     i.uid = n->uid;
     i.tiers = n->tiers;
-    for (int t = kNumTiers - 1; t >= 0; --t)
+    for (int t = kMaxTiers - 1; t >= 0; --t)
       if (n->in(t)) i.fastest = static_cast<Tier>(t);
     i.num_tokens = n->tokens;
     i.first_position = n->first_position;
@@ -294,7 +319,7 @@ struct KnowledgeTree::Impl {
     i.bytes = n->bytes;
     i.pins = n->pins;
     i.frequency = n->freq;
-    i.ssd_pending = n->ssd_pending != nullptr;
+    i.pending = n->pending;
     return i;
   }
 
@@ -364,7 +389,7 @@ std::optional<TreeNodeInfo> KnowledgeTree::info(const Hash128& key) const {
 }
 
 KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bool parent_is_root, const SegmentRef& seg,
-                                                   std::vector<SsdAction>* actions, Tier* placed) {
+                                                   std::vector<TierAction>* actions, Tier* placed) {
   Impl& m = *impl_;
   const SegmentHeader& h = seg->header();
   Node* parent = parent_is_root ? m.root(parent_key) : m.find(parent_key);
@@ -377,17 +402,17 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
   Node* n = m.new_node(parent, h, seg->size());
   m.pin_new(n, parent);
   bool ok = false;
-  for (int t = 0; t < kNumTiers && !ok; ++t) {
+  for (int t = 0; t < kMaxTiers && !ok; ++t) {
     if (!m.usable(t) || (t == kHbm && m.pool_mode())) continue;
     if (!parent->is_root && !parent->in(t)) continue;
-    if (t == kSsd && !m.ssd_room_for_write(n->bytes)) continue;
+    if (!m.room_for_write(t, n->bytes)) continue;
     if (!m.make_room(t, n->bytes, actions)) continue;
     n->last = ++m.tick;
     n->freq = 1 + m.recall(n->key);
-    m.place(n, t, seg, actions, /*ssd_write=*/true);
+    m.place(n, t, seg, actions, /*write=*/true);
     m.ctr[t].inserts += 1;
     if (placed) *placed = static_cast<Tier>(t);
-    if (t == kDram) m.write_behind(n, actions);
+    if (t == m.dram) m.write_behind(n, actions);
     ok = true;
   }
   return m.end_insert(n, parent, ok);
@@ -395,7 +420,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert(const Hash128& parent_key, bo
 
 KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_key, bool parent_is_root,
                                                         const SegmentHeader& h, uint64_t bytes, PoolCopy copy,
-                                                        const SegmentRef& seg, std::vector<SsdAction>* actions,
+                                                        const SegmentRef& seg, std::vector<TierAction>* actions,
                                                         Tier* placed) {
   Impl& m = *impl_;
   RAGD_CHECK(m.pool_mode()) << "insert_pool without a pool tier";
@@ -420,7 +445,7 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_ke
   bool ok = false;
   if (m.usable(kHbm) && (parent->is_root || parent->in(kHbm)) && m.make_room(kHbm, n->bytes, actions)) {
     n->pool = std::make_unique<PoolCopy>(std::move(copy));
-    m.place(n, kHbm, nullptr, actions, /*ssd_write=*/false);
+    m.place(n, kHbm, nullptr, actions, /*write=*/false);
     m.ctr[kHbm].inserts += 1;
     if (placed) *placed = Tier::kHbm;
     ok = true;
@@ -428,26 +453,28 @@ KnowledgeTree::InsertOutcome KnowledgeTree::insert_pool(const Hash128& parent_ke
     m.opt.pool->release(copy);
   }
   // The DRAM copy (write-through): a later eviction from the pool is then a drop (swap out once).
-  if (seg && m.usable(kDram) && (parent->is_root || parent->in(kDram)) && m.make_room(kDram, n->bytes, actions)) {
-    m.place(n, kDram, seg, actions, /*ssd_write=*/true);
-    m.ctr[kDram].inserts += 1;
-    if (!ok && placed) *placed = Tier::kDram;
+  const int d = m.dram;
+  if (seg && d >= 0 && m.usable(d) && (parent->is_root || parent->in(d)) && m.make_room(d, n->bytes, actions)) {
+    m.place(n, d, seg, actions, /*write=*/true);
+    m.ctr[d].inserts += 1;
+    if (!ok && placed) *placed = tier_at(d);
     ok = true;
     m.write_behind(n, actions);
   }
-  // No DRAM tier (or no room): the lower copy goes straight to SSD, as a segment insert would,
-  // when there is no pool copy or write-behind asks for a durable one.
-  if ((!ok || m.opt.write_behind) && !n->in(kDram) && seg && m.usable(kSsd) && (parent->is_root || parent->in(kSsd)) && m.ssd_room_for_write(n->bytes) &&
-      m.make_room(kSsd, n->bytes, actions)) {
-    m.place(n, kSsd, seg, actions, /*ssd_write=*/true);
-    m.ctr[kSsd].inserts += 1;
-    if (!ok && placed) *placed = Tier::kSsd;
+  // No DRAM tier (or no room): the lower copy goes straight to the first stored tier, as a segment
+  // insert would, when there is no pool copy or write-behind asks for a durable one.
+  const int s = m.first_stored();
+  if ((!ok || m.opt.write_behind) && (d < 0 || !n->in(d)) && seg && s >= 0 && (parent->is_root || parent->in(s)) &&
+      m.room_for_write(s, n->bytes) && m.make_room(s, n->bytes, actions)) {
+    m.place(n, s, seg, actions, /*write=*/true);
+    m.ctr[s].inserts += 1;
+    if (!ok && placed) *placed = tier_at(s);
     ok = true;
   }
   return m.end_insert(n, parent, ok);
 }
 
-bool KnowledgeTree::promote_pool(const Hash128& key, PoolCopy copy, std::vector<SsdAction>* actions) {
+bool KnowledgeTree::promote_pool(const Hash128& key, PoolCopy copy, std::vector<TierAction>* actions) {
   Impl& m = *impl_;
   RAGD_CHECK(m.pool_mode()) << "promote_pool without a pool tier";
   Node* n = m.find(key);
@@ -458,7 +485,7 @@ bool KnowledgeTree::promote_pool(const Hash128& key, PoolCopy copy, std::vector<
     ok = m.make_room(kHbm, n->bytes, actions);
     if (ok) {
       n->pool = std::make_unique<PoolCopy>(std::move(copy));
-      m.place(n, kHbm, nullptr, actions, /*ssd_write=*/false);
+      m.place(n, kHbm, nullptr, actions, /*write=*/false);
       m.ctr[kHbm].promotions += 1;
     }
     n->pins -= 1;
@@ -473,7 +500,7 @@ const PoolCopy* KnowledgeTree::pool_copy(const Hash128& key) const {
   return n && n->in(kHbm) ? n->pool.get() : nullptr;
 }
 
-bool KnowledgeTree::evict_one(Tier tier, std::vector<SsdAction>* actions) {
+bool KnowledgeTree::evict_one(Tier tier, std::vector<TierAction>* actions) {
   const int t = static_cast<int>(tier);
   Node* v = impl_->pick_victim(t);
   if (!v) return false;
@@ -481,7 +508,7 @@ bool KnowledgeTree::evict_one(Tier tier, std::vector<SsdAction>* actions) {
   return true;
 }
 
-void KnowledgeTree::detach_pool(std::vector<SsdAction>* actions) {
+void KnowledgeTree::detach_pool(std::vector<TierAction>* actions) {
   Impl& m = *impl_;
   for (;;) {
     Node* v = nullptr;
@@ -502,19 +529,28 @@ void KnowledgeTree::detach_pool(std::vector<SsdAction>* actions) {
   }
 }
 
-bool KnowledgeTree::restore_ssd(const SegmentHeader& h) {
+bool KnowledgeTree::restore(Tier tier, const SegmentHeader& h) {
   Impl& m = *impl_;
+  const int t = static_cast<int>(tier);
+  if (!m.stored(t) || !m.enabled[t]) return false;
   Node* parent = h.depth == 0 ? m.root(h.parent_key) : m.find(h.parent_key);
-  if (!parent || (!parent->is_root && !parent->in(kSsd))) return false;
-  if (parent->children.count(h.doc_key) || m.find(h.key)) return false;
-  Node* n = m.new_node(parent, h, h.total_bytes());
+  if (!parent || (!parent->is_root && !parent->in(t))) return false;
+  Node* n = m.find(h.key);
+  if (n) {
+    // Found in an earlier stored tier too: one node, in both.
+    if (n->in(t) || n->parent != parent) return false;
+    m.place(n, t, nullptr, nullptr, /*write=*/false);
+    return true;
+  }
+  if (parent->children.count(h.doc_key)) return false;
+  n = m.new_node(parent, h, h.total_bytes());
   n->last = ++m.tick;
   n->freq = 1;
-  m.place(n, kSsd, nullptr, nullptr, /*ssd_write=*/false);
+  m.place(n, t, nullptr, nullptr, /*write=*/false);
   return true;
 }
 
-bool KnowledgeTree::promote(const Hash128& key, Tier tier, const SegmentRef& seg, std::vector<SsdAction>* actions) {
+bool KnowledgeTree::promote(const Hash128& key, Tier tier, const SegmentRef& seg, std::vector<TierAction>* actions) {
   Impl& m = *impl_;
   const int t = static_cast<int>(tier);
   Node* n = m.find(key);
@@ -522,21 +558,21 @@ bool KnowledgeTree::promote(const Hash128& key, Tier tier, const SegmentRef& seg
   if (n->in(t)) return true;
   if (!m.usable(t) || !seg || (t == kHbm && m.pool_mode())) return false;
   if (!n->parent->is_root && !n->parent->in(t)) return false;
-  if (t == kSsd && !m.ssd_room_for_write(n->bytes)) return false;
+  if (!m.room_for_write(t, n->bytes)) return false;
   n->pins += 1;
   if (!n->parent->is_root) n->parent->pins += 1;
   const bool ok = m.make_room(t, n->bytes, actions);
   if (ok) {
-    m.place(n, t, seg, actions, /*ssd_write=*/true);
+    m.place(n, t, seg, actions, /*write=*/true);
     m.ctr[t].promotions += 1;
-    if (t == kDram) m.write_behind(n, actions);
+    if (t == m.dram) m.write_behind(n, actions);
   }
   n->pins -= 1;
   if (!n->parent->is_root) n->parent->pins -= 1;
   return ok;
 }
 
-void KnowledgeTree::drop_subtree(const Hash128& key, Tier tier, std::vector<SsdAction>* actions) {
+void KnowledgeTree::drop_subtree(const Hash128& key, Tier tier, std::vector<TierAction>* actions) {
   Node* n = impl_->find(key);
   if (!n || !n->in(static_cast<int>(tier))) return;
   impl_->drop_subtree(n, static_cast<int>(tier), actions);
@@ -551,12 +587,13 @@ void KnowledgeTree::disable_tier(Tier tier) {
     for (auto& [d, c] : r->children)
       if (c->in(t)) tops.push_back(c);
   for (Node* c : tops) m.drop_subtree(c, t, nullptr);
-  if (t == kSsd) m.ssd_pending_bytes = 0;
+  m.pending_bytes[t] = 0;
 }
 
-void KnowledgeTree::enforce_capacity(std::vector<SsdAction>* actions) {
+void KnowledgeTree::enforce_capacity(std::vector<TierAction>* actions) {
   Impl& m = *impl_;
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kMaxTiers; ++t) {
+    if (!m.in_tree(t)) continue;
     while (m.ctr[t].used_bytes > m.opt.capacity[t]) {
       Node* v = m.pick_victim(t);
       if (!v) break;
@@ -583,16 +620,17 @@ SegmentRef KnowledgeTree::segment(const Hash128& key, Tier tier) const {
   const Node* n = impl_->find(key);
   const int t = static_cast<int>(tier);
   if (!n || !n->in(t)) return nullptr;
-  return t < kSsd ? n->buf[t] : n->ssd_pending;
+  return n->buf[t];
 }
 
-void KnowledgeTree::ssd_write_done(const Hash128& key, uint64_t uid) {
+void KnowledgeTree::write_done(const Hash128& key, Tier tier, uint64_t uid) {
   Node* n = impl_->find(key);
-  if (!n || n->uid != uid || !n->ssd_pending) return;
-  impl_->ssd_pending_bytes -= n->bytes;
-  n->ssd_pending.reset();
+  if (!n || n->uid != uid) return;
+  impl_->clear_pending(n, static_cast<int>(tier));
 }
 
+TierKind KnowledgeTree::kind(Tier t) const { return impl_->opt.kinds[static_cast<int>(t)]; }
+bool KnowledgeTree::in_tree(Tier t) const { return impl_->in_tree(static_cast<int>(t)); }
 bool KnowledgeTree::tier_enabled(Tier t) const { return impl_->enabled[static_cast<int>(t)]; }
 TierCounters KnowledgeTree::counters(Tier t) const { return impl_->ctr[static_cast<int>(t)]; }
 uint64_t KnowledgeTree::capacity(Tier t) const {
@@ -608,8 +646,7 @@ EvictionPolicy KnowledgeTree::policy() const { return impl_->opt.policy; }
 
 Status KnowledgeTree::check_invariants() const {
   const Impl& m = *impl_;
-  std::array<uint64_t, kNumTiers> used{}, count{}, leaves{};
-  uint64_t pending = 0;
+  std::array<uint64_t, kMaxTiers> used{}, count{}, leaves{}, pending{};
   for (auto& [k, owned] : m.nodes) {
     const Node* n = owned.get();
     const std::string id = k.to_hex();
@@ -618,32 +655,36 @@ Status KnowledgeTree::check_invariants() const {
     auto pit = n->parent->children.find(n->doc);
     if (pit == n->parent->children.end() || pit->second != n) return Status::Internal("node " + id + " not linked under its parent");
     if (!n->parent->is_root && m.nodes.count(n->parent->key) == 0) return Status::Internal("node " + id + " has an erased parent");
-    for (int t = 0; t < kNumTiers; ++t) {
+    for (int t = 0; t < kMaxTiers; ++t) {
       int kids = 0;
       for (auto& [d, c] : n->children) kids += c->in(t);
       if (kids != n->kids_in[t]) return Status::Internal(fmt::format("node {}: kids_in[{}] {} != {}", id, t, n->kids_in[t], kids));
       if (!n->in(t)) {
-        if (t < kSsd && (n->buf[t] || (t == kHbm && n->pool)))
+        if (n->buf[t] || (t == kHbm && n->pool) || (n->pending & (1u << t)))
           return Status::Internal(fmt::format("node {} holds a buffer for tier {} it is not in", id, t));
         continue;
       }
+      if (!m.in_tree(t)) return Status::Internal(fmt::format("node {} in tier {}, which is not the tree's", id, t));
       if (!m.enabled[t]) return Status::Internal(fmt::format("node {} in disabled tier {}", id, t));
       if (!n->parent->is_root && !n->parent->in(t))
         return Status::Internal(fmt::format("node {} in tier {} but its parent is not", id, tier_name(static_cast<Tier>(t))));
       const bool has_copy = (t == kHbm && m.pool_mode()) ? n->pool != nullptr : n->buf[t] != nullptr;
-      if (t < kSsd && !has_copy) return Status::Internal(fmt::format("node {} in tier {} without a buffer", id, t));
+      if (m.memory(t) && !has_copy) return Status::Internal(fmt::format("node {} in tier {} without a buffer", id, t));
+      if (m.stored(t) && (n->buf[t] != nullptr) != (((n->pending >> t) & 1u) != 0))
+        return Status::Internal(fmt::format("node {}: tier {}'s pending write and buffer disagree", id, t));
+      if ((n->pending >> t) & 1u) pending[t] += n->bytes;
       if (m.order[t].count(n->entry[t]) != (n->kids_in[t] == 0 ? 1u : 0u))
         return Status::Internal(fmt::format("node {}: {} the order of tier {}", id, n->kids_in[t] == 0 ? "leaf missing from" : "internal node in", t));
       used[t] += n->bytes;
       count[t] += 1;
       leaves[t] += n->kids_in[t] == 0;
     }
-    if (n->ssd_pending) pending += n->bytes;
   }
   for (auto& [k, r] : m.roots)
     for (auto& [d, c] : r->children)
       if (c->parent != r.get()) return Status::Internal("root child with a wrong parent");
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kMaxTiers; ++t) {
+    if (pending[t] != m.pending_bytes[t]) return Status::Internal(fmt::format("tier {}: pending bytes out of sync", t));
     if (used[t] != m.ctr[t].used_bytes)
       return Status::Internal(fmt::format("tier {}: used {} != sum of node bytes {}", t, m.ctr[t].used_bytes, used[t]));
     if (used[t] > m.opt.capacity[t] && m.enabled[t])
@@ -651,7 +692,6 @@ Status KnowledgeTree::check_invariants() const {
     if (leaves[t] != m.order[t].size() || count[t] != m.ctr[t].nodes)
       return Status::Internal(fmt::format("tier {}: order holds {} entries for {} leaves ({} nodes)", t, m.order[t].size(), leaves[t], count[t]));
   }
-  if (pending != m.ssd_pending_bytes) return Status::Internal("ssd pending bytes out of sync");
   return Status::OK();
 }
 

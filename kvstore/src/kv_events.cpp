@@ -20,7 +20,7 @@ namespace ragd::kvstore {
 const char* event_medium(Tier t) {
   if (t == Tier::kHbm) return "GPU";
   if (t == Tier::kDram) return "CPU";
-  if (t == Tier::kSsd) return "DISK";
+  if (t == Tier::kSsd || static_cast<int>(t) >= kNumBuiltinTiers) return "DISK";  // registered tiers are stored
   return nullptr;
 }
 
@@ -167,7 +167,7 @@ std::vector<KvEvent> KvEventTracker::resync_events() const {
     if (e.announced && !e.blocks.hashes.empty()) order.push_back(&e);
   std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->depth < b->depth; });
   for (const Entry* e : order)
-    for (int t = 0; t < kNumTiers; ++t)
+    for (int t = 0; t < kMaxTiers; ++t)
       if (e->announced & tier_bit(static_cast<Tier>(t))) out.push_back(stored(*e, static_cast<Tier>(t)));
   return out;
 }

@@ -460,4 +460,36 @@ RemoteStats RemoteTier::stats() const {
 
 std::string RemoteTier::piece_key(const Hash128& key, uint32_t piece) const { return impl_->piece_key(key, piece); }
 
+// ---- KvTier ----------------------------------------------------------------------------------------
+
+Status RemoteTier::store(const SegmentRef& seg) {
+  if (put(seg)) return Status::OK();
+  return Status::Unavailable("remote kv tier: put dropped (queue full, breaker open or closed)");
+}
+
+Status RemoteTier::evict(const Hash128& key, uint32_t num_layers) {
+  (void)key;
+  (void)num_layers;
+  return Status::OK();  // Redis evicts by its maxmemory policy; other replicas may still use the value
+}
+
+Status RemoteTier::load(const Hash128& key, const KvFormat& fmt, SegmentSink& sink) {
+  RAGD_ASSIGN_OR_RETURN(SegmentRef seg, get(key));
+  RAGD_RETURN_IF_ERROR(check_segment_format(seg->header(), fmt));
+  sink.begin(seg);
+  sink.layers_ready(static_cast<int>(seg->header().num_layers));  // get() verified every layer
+  return Status::OK();
+}
+
+TierIoStats RemoteTier::io_stats() const {
+  const RemoteStats r = stats();
+  TierIoStats s;
+  s.loads = r.hits;
+  s.load_bytes = r.hit_bytes;
+  s.stores = r.puts;
+  s.store_bytes = r.put_bytes;
+  s.errors = r.errors;
+  return s;
+}
+
 }  // namespace ragd::kvstore

@@ -1,5 +1,6 @@
 #include "ragd/kvstore/ssd_tier.h"
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 
@@ -9,8 +10,6 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
-
-#include <rocksdb/file_system.h>
 
 namespace ragd::kvstore {
 namespace {
@@ -30,6 +29,7 @@ Status to_status(const rocksdb::Status& s, std::string_view what, const std::str
 
 struct SsdTier::Impl {
   SsdTierOptions opts;
+  std::atomic<uint64_t> loads{0}, load_bytes{0}, stores{0}, store_bytes{0}, evictions{0}, errors{0};
   std::unique_ptr<rocksdb::Env> env;  // owns the composite env over an injected file system (outlives db)
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions wopts;
@@ -154,6 +154,57 @@ Status SsdTier::scan_headers(const std::function<void(const Hash128&, std::span<
 
 Status SsdTier::flush() {
   return to_status(impl_->db->Flush(rocksdb::FlushOptions()), "flush", impl_->opts.dir);
+}
+
+// ---- KvTier ----------------------------------------------------------------------------------------
+
+Status SsdTier::store(const SegmentRef& seg) {
+  Status st = put(*seg);
+  if (!st.ok()) {
+    impl_->errors += 1;
+    return st;
+  }
+  impl_->stores += 1;
+  impl_->store_bytes += seg->size();
+  return st;
+}
+
+Status SsdTier::evict(const Hash128& key, uint32_t num_layers) {
+  Status st = remove(key, num_layers);
+  (st.ok() ? impl_->evictions : impl_->errors) += 1;
+  return st;
+}
+
+Status SsdTier::load(const Hash128& key, const KvFormat& fmt, SegmentSink& sink) {
+  uint64_t bytes = 0;
+  Status st = load_layered(
+      key, fmt, sink, [&](std::string* header) { return read_header(key, header); },
+      [&](uint32_t layer, size_t layer_bytes, std::byte* k, std::byte* v) {
+        bytes += 2 * layer_bytes;
+        return read_layer(key, layer, layer_bytes, k, v);
+      });
+  if (st.ok()) {
+    impl_->loads += 1;
+    impl_->load_bytes += bytes;
+  } else if (st.code() != StatusCode::kNotFound) {
+    impl_->errors += 1;
+  }
+  return st;
+}
+
+Status SsdTier::scan(const std::function<void(const Hash128& key, std::span<const std::byte> header)>& fn) {
+  return scan_headers(fn);
+}
+
+TierIoStats SsdTier::io_stats() const {
+  TierIoStats s;
+  s.loads = impl_->loads.load();
+  s.load_bytes = impl_->load_bytes.load();
+  s.stores = impl_->stores.load();
+  s.store_bytes = impl_->store_bytes.load();
+  s.evictions = impl_->evictions.load();
+  s.errors = impl_->errors.load();
+  return s;
 }
 
 }  // namespace ragd::kvstore

@@ -75,9 +75,14 @@ ExecutorStats ExecutorImpl::stats() const {
   x.semantic_entries = sc.entries;
   const kvstore::Stats k = store_->stats();
   x.eviction = k.policy;
-  for (int t = 0; t < kvstore::kNumTiers; ++t) {
+  x.tiers.clear();
+  std::vector<int> ids;  // x.tiers[i] is tier ids[i]
+  for (int t = 0; t < kvstore::kMaxTiers; ++t) {
     const kvstore::TierStats& a = k.tiers[t];
-    TierUsage& b = x.tiers[t];
+    if (a.kind != kvstore::TierKind::kMemory && a.kind != kvstore::TierKind::kStored) continue;
+    ids.push_back(t);
+    TierUsage& b = x.tiers.emplace_back();
+    b.name = a.name;
     b.enabled = a.enabled;
     b.capacity_bytes = a.capacity_bytes;
     b.used_bytes = a.used_bytes;
@@ -88,9 +93,9 @@ ExecutorStats ExecutorImpl::stats() const {
     b.loads = a.loads;
   }
   uint64_t slower = k.lookup_misses;  // a document past the cached path missed every tier
-  for (int t = kvstore::kNumTiers - 1; t >= 0; --t) {
-    x.tiers[t].misses = slower;
-    slower += k.tiers[t].hits;
+  for (size_t i = x.tiers.size(); i-- > 0;) {
+    x.tiers[i].misses = slower;
+    slower += k.tiers[ids[i]].hits;
   }
   x.cache_nodes = k.tree_nodes;
   x.cache_pinned = k.pinned_nodes;

@@ -152,9 +152,9 @@ void SimKvHost::on_tier_change(const kvstore::TreeNodeInfo& n, Tier t, bool ente
   }
 }
 
-void SimKvHost::drain(std::vector<kvstore::SsdAction>& actions) {
+void SimKvHost::drain(std::vector<kvstore::TierAction>& actions) {
   for (const auto& a : actions)
-    if (a.kind == kvstore::SsdAction::Kind::kPut) tree_->ssd_write_done(a.key, a.uid);
+    if (a.kind == kvstore::TierAction::Kind::kPut) tree_->write_done(a.key, a.tier, a.uid);
   actions.clear();
 }
 
@@ -242,7 +242,7 @@ void SimKvHost::reserve(uint64_t id, int kv_tokens) {
 }
 
 bool SimKvHost::ensure_free(int blocks) {
-  std::vector<kvstore::SsdAction> actions;
+  std::vector<kvstore::TierAction> actions;
   while (opts_.pool_blocks - used_blocks_ < blocks) {
     if (!tree_->evict_one(Tier::kHbm, &actions)) {
       drain(actions);
@@ -264,7 +264,7 @@ int SimKvHost::admit(uint64_t id, int keep_free) {
   const int len = sched_ ? sched_->seq_len(id) : r.ends.empty() ? 1 : r.ends.back() + 1;
   RAGD_CHECK(r.kv == 0 && r.copies.empty()) << "sim kv host: admit of a run holding KV";
   ReuseCounts got;
-  std::vector<kvstore::SsdAction> actions;
+  std::vector<kvstore::TierAction> actions;
   // As the reuse planner's install: the part of the path in the pool now (shared blocks), then,
   // on the first admission, the nodes the lookup loaded from below the pool (new blocks, promoted
   // into the pool so later runs find them there).
@@ -318,7 +318,7 @@ int SimKvHost::admit(uint64_t id, int keep_free) {
 void SimKvHost::publish(uint64_t id) {
   Run& r = run(id);
   r.published = true;
-  std::vector<kvstore::SsdAction> actions;
+  std::vector<kvstore::TierAction> actions;
   const bool lower = opts_.dram_bytes > 0 || opts_.ssd_bytes > 0;
   for (size_t i = r.reused_nodes; i < r.keys.size(); ++i) {
     const uint64_t bytes = static_cast<uint64_t>((r.ends[i] - r.begin(i)) * cost_.shape.kv_bytes_per_token());
@@ -372,7 +372,7 @@ void SimKvHost::complete_copy() {
   const auto n = tree_->info(j.key);
   const Tier t = opts_.dram_bytes > 0 ? Tier::kDram : Tier::kSsd;
   if (!n || (n->tiers & kvstore::tier_bit(t))) return;
-  std::vector<kvstore::SsdAction> actions;
+  std::vector<kvstore::TierAction> actions;
   tree_->promote(j.key, t, host_copy_, &actions);
   drain(actions);
 }

@@ -76,9 +76,9 @@ pipelines::ExecutorStats FakeExecutor::stats() const {
   s.running = a - s.waiting;
   s.pool_blocks = 1024;
   s.pool_free_blocks = 1024 - static_cast<uint64_t>(a) * 4;
-  s.tiers[0] = {true, 1048576, static_cast<uint64_t>(a) * 4096, 0, 7, 3, 0, 0, 0};
-  s.tiers[1] = {true, 0, 8192, 0, 2, 1, 0, 0, 0};
-  s.tiers[2] = {true, 0, 65536, 0, 1, 0, 0, 0, 0};
+  s.tiers[0] = {"hbm", true, 1048576, static_cast<uint64_t>(a) * 4096, 0, 7, 3, 0, 0, 0};
+  s.tiers[1] = {"dram", true, 0, 8192, 0, 2, 1, 0, 0, 0};
+  s.tiers[2] = {"ssd", true, 0, 65536, 0, 1, 0, 0, 0, 0};
   if (ssd_tier_failed.load()) {
     s.tiers[2].enabled = false;
     s.ssd_error = "IOError: /srv/secret-volume/kvcache/000042.sst: No space left on device";

@@ -11,6 +11,7 @@
 
 namespace ragd::kvstore {
 namespace {
+constexpr int kTreeTiers = 3;  // the built-in tiers the tree holds: hbm, dram, ssd
 
 const KvFormat kFmt = testing::test_format(1, 1, 4);
 
@@ -39,7 +40,7 @@ struct FakePool final : PoolTier {
 // The observer's replay: tier bits per node, with every report checked against the replay.
 struct Replay {
   std::map<Hash128, uint8_t> tiers;
-  std::array<int, kNumTiers> enters{}, leaves{};
+  std::array<int, kTreeTiers> enters{}, leaves{};
   std::string error;
   void on(const TreeNodeInfo& n, Tier t, bool entered) {
     uint8_t& m = tiers[n.key];
@@ -66,7 +67,7 @@ void expect_same(const Replay& r, const KnowledgeTree& tree, int op) {
     ASSERT_TRUE(info.has_value()) << "op " << op;
     ASSERT_EQ(info->tiers, m) << "op " << op;
   }
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kTreeTiers; ++t) {
     uint64_t in = 0;
     for (const auto& [k, m] : r.tiers) in += (m >> t) & 1;
     ASSERT_EQ(in, tree.counters(static_cast<Tier>(t)).nodes) << "op " << op << " tier " << t;
@@ -79,14 +80,14 @@ void run_random(bool pool_mode, uint64_t seed) {
   TreeOptions o;
   o.capacity = {2500, 5000, 9000};
   o.policy = EvictionPolicy::kLru;
-  o.ssd_max_pending_bytes = 1ull << 40;
+  o.max_pending_bytes = 1ull << 40;
   o.write_behind = seed % 2 == 0;
   if (pool_mode) o.pool = &pool;
   o.on_tier_change = [&](const TreeNodeInfo& n, Tier t, bool e) { rep.on(n, t, e); };
   KnowledgeTree tree(o);
   const Hash128 root{11, 12};
   std::mt19937_64 rng(seed);
-  std::vector<SsdAction> actions;
+  std::vector<TierAction> actions;
   std::vector<std::pair<Hash128, uint64_t>> pins;
   for (int op = 0; op < 2500; ++op) {
     const int kind = static_cast<int>(rng() % 100);
@@ -111,7 +112,7 @@ void run_random(bool pool_mode, uint64_t seed) {
       if (pool_mode && rng() % 2) tree.promote_pool(k, PoolCopy{}, &actions);
       else if (s) tree.promote(k, static_cast<Tier>(rng() % 2), s, &actions);
     } else if (kind < 70) {
-      tree.evict_one(static_cast<Tier>(rng() % kNumTiers), &actions);
+      tree.evict_one(static_cast<Tier>(rng() % kTreeTiers), &actions);
     } else if (kind < 78) {
       const Hash128 k = keys[rng() % keys.size()];
       pins.emplace_back(k, tree.pin(k));
@@ -122,20 +123,20 @@ void run_random(bool pool_mode, uint64_t seed) {
       }
     } else if (kind < 94) {
       const Hash128 k = keys[rng() % keys.size()];
-      tree.drop_subtree(k, static_cast<Tier>(rng() % kNumTiers), &actions);
+      tree.drop_subtree(k, static_cast<Tier>(rng() % kTreeTiers), &actions);
     } else if (kind < 96 && pool_mode) {
       tree.detach_pool(&actions);
     } else if (kind == 99 && op > 2000 && tree.tier_enabled(Tier::kSsd)) {
       tree.disable_tier(Tier::kSsd);
     }
-    for (SsdAction& a : actions)
-      if (a.kind == SsdAction::Kind::kPut) tree.ssd_write_done(a.key, a.uid);
+    for (TierAction& a : actions)
+      if (a.kind == TierAction::Kind::kPut) tree.write_done(a.key, a.tier, a.uid);
     actions.clear();
     expect_same(rep, tree, op);
     if (::testing::Test::HasFatalFailure()) return;
   }
   // Every tier saw traffic both ways, and what entered and did not leave is what the tree holds.
-  for (int t = 0; t < kNumTiers; ++t) {
+  for (int t = 0; t < kTreeTiers; ++t) {
     EXPECT_GT(rep.enters[t], 0) << "tier " << t;
     EXPECT_EQ(static_cast<uint64_t>(rep.enters[t] - rep.leaves[t]), tree.counters(static_cast<Tier>(t)).nodes);
   }
@@ -167,8 +168,8 @@ TEST(KnowledgeTreeEvents, RestoreAndDisableAreReported) {
   SegmentHeader ha = a->header(), hb = b->header();
   ha.depth = 0;
   hb.depth = 1;
-  ASSERT_TRUE(tree.restore_ssd(ha));
-  ASSERT_TRUE(tree.restore_ssd(hb));
+  ASSERT_TRUE(tree.restore(Tier::kSsd, ha));
+  ASSERT_TRUE(tree.restore(Tier::kSsd, hb));
   EXPECT_EQ(rep.enters[2], 2);
   expect_same(rep, tree, 0);
   ASSERT_TRUE(tree.promote(ha.key, Tier::kDram, a, nullptr));

@@ -34,7 +34,7 @@ TreeOptions small_opts(EvictionPolicy p, uint64_t hbm, uint64_t dram, uint64_t s
   TreeOptions o;
   o.capacity = {hbm, dram, ssd};
   o.policy = p;
-  o.ssd_max_pending_bytes = 1ull << 40;
+  o.max_pending_bytes = 1ull << 40;
   return o;
 }
 
@@ -202,11 +202,11 @@ struct RefTree {
   }
 };
 
-void apply_actions(std::vector<SsdAction>& actions, std::set<Hash128>* ssd, KnowledgeTree* tree) {
+void apply_actions(std::vector<TierAction>& actions, std::set<Hash128>* ssd, KnowledgeTree* tree) {
   for (auto& a : actions) {
-    if (a.kind == SsdAction::Kind::kPut) {
+    if (a.kind == TierAction::Kind::kPut) {
       EXPECT_TRUE(ssd->insert(a.key).second) << "double put";
-      tree->ssd_write_done(a.key, a.uid);
+      tree->write_done(a.key, a.tier, a.uid);
     } else {
       ssd->erase(a.key);
     }
@@ -221,7 +221,7 @@ TEST(KnowledgeTree, RandomOperationsMatchReferenceModel) {
     ref.cap = {2500, 5000, 9000};
     std::set<Hash128> ssd_records;  // what the SSD would hold after carrying out the actions
     std::mt19937_64 rng(seed);
-    std::vector<SsdAction> actions;
+    std::vector<TierAction> actions;
     std::map<Hash128, uint64_t> pinned;  // key -> uid (one pin each at most)
     for (int op = 0; op < 3000; ++op) {
       const int kind = static_cast<int>(rng() % 100);
@@ -310,7 +310,7 @@ TEST(KnowledgeTree, InvariantsHoldForEveryPolicyAndPinsAreNeverEvicted) {
   for (EvictionPolicy p : {EvictionPolicy::kLru, EvictionPolicy::kLfu, EvictionPolicy::kGdsf, EvictionPolicy::kPgdsf}) {
     KnowledgeTree tree(small_opts(p, 3000, 6000, 12000));
     std::mt19937_64 rng(77);
-    std::vector<SsdAction> actions;
+    std::vector<TierAction> actions;
     std::set<Hash128> ssd;
     std::vector<Hash128> known;
     std::map<Hash128, std::pair<uint64_t, uint8_t>> pinned;  // key -> (uid, tiers when pinned)
@@ -349,7 +349,7 @@ TEST(KnowledgeTree, InvariantsHoldForEveryPolicyAndPinsAreNeverEvicted) {
 
 TEST(KnowledgeTree, DemotionCopiesMissingAncestorsAndEvictsLeavesOnly) {
   KnowledgeTree tree(small_opts(EvictionPolicy::kLru, 1000, 10000, 0));
-  std::vector<SsdAction> actions;
+  std::vector<TierAction> actions;
   auto a = seg_for(kRootA, 1, 10, 0);   // 512 bytes
   auto b = seg_for(a->header().key, 2, 5, 1);  // 352 bytes
   ASSERT_EQ(tree.insert(kRootA, true, a, &actions), KnowledgeTree::InsertOutcome::kInserted);
@@ -373,7 +373,7 @@ TEST(KnowledgeTree, DemotionCopiesMissingAncestorsAndEvictsLeavesOnly) {
 
 TEST(KnowledgeTree, SwapOutOnce) {
   KnowledgeTree tree(small_opts(EvictionPolicy::kLru, 600, 10000, 0));
-  std::vector<SsdAction> actions;
+  std::vector<TierAction> actions;
   auto a = seg_for(kRootA, 1, 10, 0);  // 512 bytes
   ASSERT_EQ(tree.insert(kRootA, true, a, &actions), KnowledgeTree::InsertOutcome::kInserted);
   auto b = seg_for(kRootA, 2, 10, 0);
@@ -389,7 +389,7 @@ TEST(KnowledgeTree, SwapOutOnce) {
 
 TEST(KnowledgeTree, PinnedPathBlocksEvictionAndInsertReportsNoSpace) {
   KnowledgeTree tree(small_opts(EvictionPolicy::kLru, 600, 0, 0));
-  std::vector<SsdAction> actions;
+  std::vector<TierAction> actions;
   auto a = seg_for(kRootA, 1, 10, 0);
   ASSERT_EQ(tree.insert(kRootA, true, a, &actions), KnowledgeTree::InsertOutcome::kInserted);
   uint64_t uid = tree.pin(a->header().key);
@@ -418,7 +418,7 @@ TEST(KnowledgeTree, PgdsfKeepsCostlierNodesThanLru) {
     auto extra = seg_for(kRootA, 4, 10, 0);
     o.capacity[0] = prefix->size() + deep->size() + shallow->size();
     KnowledgeTree tree(o);
-    std::vector<SsdAction> actions;
+    std::vector<TierAction> actions;
     ASSERT_EQ(tree.insert(kRootA, true, prefix, &actions), KnowledgeTree::InsertOutcome::kInserted);
     ASSERT_EQ(tree.insert(prefix->header().key, false, deep, &actions), KnowledgeTree::InsertOutcome::kInserted);
     ASSERT_EQ(tree.insert(kRootA, true, shallow, &actions), KnowledgeTree::InsertOutcome::kInserted);
@@ -443,7 +443,7 @@ TEST(KnowledgeTree, FrequencyHistorySurvivesRemoval) {
     TreeOptions o = small_opts(EvictionPolicy::kLfu, 100000, 0, 0);
     o.frequency_history = history;
     KnowledgeTree tree(o);
-    std::vector<SsdAction> actions;
+    std::vector<TierAction> actions;
     auto a = seg_for(kRootA, 1, 5, 0);
     ASSERT_EQ(tree.insert(kRootA, true, a, &actions), KnowledgeTree::InsertOutcome::kInserted);
     std::vector<Hash128> docs = {testing::dk(1)};
@@ -458,7 +458,7 @@ TEST(KnowledgeTree, FrequencyHistorySurvivesRemoval) {
   TreeOptions o = small_opts(EvictionPolicy::kLfu, 100000, 0, 0);
   o.frequency_history = 2;
   KnowledgeTree tree(o);
-  std::vector<SsdAction> actions;
+  std::vector<TierAction> actions;
   std::vector<SegmentRef> segs;
   for (uint64_t d = 1; d <= 3; ++d) {
     segs.push_back(seg_for(kRootA, d, 3, 0));
@@ -475,12 +475,12 @@ TEST(KnowledgeTree, RestoreRejectsOrphansAndDisableDropsSubtrees) {
   KnowledgeTree tree(small_opts(EvictionPolicy::kLru, 10000, 10000, 100000));
   auto a = seg_for(kRootA, 1, 4, 0);
   auto b = seg_for(a->header().key, 2, 4, 1);
-  EXPECT_FALSE(tree.restore_ssd(b->header())) << "parent not restored yet";
-  EXPECT_TRUE(tree.restore_ssd(a->header()));
-  EXPECT_TRUE(tree.restore_ssd(b->header()));
-  EXPECT_FALSE(tree.restore_ssd(b->header())) << "duplicate";
+  EXPECT_FALSE(tree.restore(Tier::kSsd, b->header())) << "parent not restored yet";
+  EXPECT_TRUE(tree.restore(Tier::kSsd, a->header()));
+  EXPECT_TRUE(tree.restore(Tier::kSsd, b->header()));
+  EXPECT_FALSE(tree.restore(Tier::kSsd, b->header())) << "duplicate";
   EXPECT_EQ(tree.info(b->header().key)->tiers, tier_bit(Tier::kSsd));
-  std::vector<SsdAction> actions;
+  std::vector<TierAction> actions;
   ASSERT_TRUE(tree.promote(a->header().key, Tier::kDram, a, &actions));
   tree.disable_tier(Tier::kSsd);
   EXPECT_FALSE(tree.info(b->header().key).has_value());

@@ -1,20 +1,23 @@
 // KnowledgeTree: the bookkeeping half of the kvstore (RAGCache's knowledge tree), without I/O.
 //
 // Nodes are documents under their parent path (a root per scope key: model + format + tenant).
-// Every node lives in one or more tiers (HBM role, DRAM, SSD). Invariants, checked by
+// Every node lives in one or more of the tree's tiers (tier.h: the kMemory and kStored tiers of the
+// store's list — HBM role, DRAM, SSD and any registered stored tier). Invariants, checked by
 // check_invariants():
 //   - a node in tier t has its parent in tier t (or its parent is a root);
 //   - every node is in at least one tier (a node that leaves its last tier is removed);
 //   - bytes used in tier t <= capacity of t;
 //   - eviction takes leaves of a tier only (no child in that tier) and never a pinned node.
-// Eviction from tier t of a node that is in no slower tier demotes it to the next slower tier
-// that has room (copying first any ancestors missing there, which are all in t); a node already
-// in a slower tier is just dropped from t (swap out once). Which leaf goes first is decided by the
-// eviction policy (eviction.h), with one clock per tier.
+// Eviction from a memory tier t of a node that is in no slower tier demotes it to the next slower
+// tier that has room (copying first any ancestors missing there, which are all in t); a node
+// already in a slower tier is just dropped from t (swap out once). Eviction from a stored tier
+// drops (its bytes are not at hand to copy). Which leaf goes first is decided by the eviction
+// policy (eviction.h), with one clock per tier.
 //
-// Host tiers (HBM role, DRAM) hold SegmentRefs; the SSD tier is represented by SsdActions the
-// caller carries out in order (put / delete), with the segment kept as "pending" until the caller
-// reports the write done.
+// Memory tiers (HBM role, DRAM) hold SegmentRefs; a stored tier (SSD, registered ones) is
+// represented by TierActions the caller carries out in order (put / delete), with the segment kept
+// as "pending" until the caller reports the write done (write_done), within a pending-write budget
+// per stored tier.
 //
 // Pool mode (TreeOptions::pool set): the HBM tier is the engine's KV pool. A node's HBM copy is a
 // PoolCopy (a BlockTable sharing, by ref count, the pool blocks of the node's whole token prefix;
@@ -24,9 +27,10 @@
 // skip the HBM tier in pool mode. Pool pressure (the scheduler needs free blocks) evicts by the same
 // policy with evict_one(kHbm).
 //
-// Write-behind (TreeOptions::write_behind): every node placed in DRAM is also queued for the SSD
-// tier (an SsdAction put) while the pending-write budget allows, so an SSD copy exists before DRAM
-// evicts it and a restart finds it again; without a DRAM tier insert_pool queues the SSD copy itself.
+// Write-behind (TreeOptions::write_behind): every node placed in the slowest memory tier (DRAM) is
+// also queued for the first usable stored tier (a TierAction put) while the pending-write budget
+// allows, so a stored copy exists before DRAM evicts it and a restart finds it again; without a
+// DRAM tier insert_pool queues the stored copy itself.
 //
 // Thread-safety: NOT thread-safe; KvStore serialises access with its mutex. In pool mode every
 // call that can place or remove an HBM copy (insert_pool, promote_pool, evict_one(kHbm),
@@ -42,25 +46,14 @@
 #include <string_view>
 #include <vector>
 
-#include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
 #include "ragd/kvstore/eviction.h"
 #include "ragd/kvstore/segment.h"
+#include "ragd/kvstore/tier.h"
 
 namespace ragd::kvstore {
-
-// kRemote (Redis, remote_tier.h) is below SSD but outside the tree: its index is Redis itself,
-// shared with other replicas, so the tree never records it; it names where a load came from.
-enum class Tier : uint8_t { kHbm = 0, kDram = 1, kSsd = 2, kRemote = 3 };
-inline constexpr int kNumTiers = 3;  // the local tiers, which the tree holds
-inline constexpr auto kTierNames = make_enum_names<Tier>(
-    "tier", {{Tier::kHbm, "hbm"}, {Tier::kDram, "dram"}, {Tier::kSsd, "ssd"}, {Tier::kRemote, "remote"}});
-constexpr const auto& ragd_enum_names(Tier) { return kTierNames; }
-static_assert(enum_names_valid(kTierNames));
-inline std::string_view tier_name(Tier t) { return enum_name(t); }
-inline uint8_t tier_bit(Tier t) { return static_cast<uint8_t>(1u << static_cast<int>(t)); }
 
 struct TreeNodeInfo;
 
@@ -84,19 +77,24 @@ class PoolTier {
 };
 
 struct TreeOptions {
+  // Kind of each tier (index = Tier; tier.h): the tree holds kMemory and kStored tiers and ignores
+  // the others (kShared: the remote tier; kNone: unused ids).
+  std::array<TierKind, kMaxTiers> kinds = {TierKind::kMemory, TierKind::kMemory, TierKind::kStored, TierKind::kShared,
+                                           TierKind::kNone, TierKind::kNone};
   // Byte capacity per tier (index = Tier). 0 = the tier holds nothing. Defaults: those of
   // kvstore::Options (256 MiB, 1 GiB, 8 GiB).
-  std::array<uint64_t, kNumTiers> capacity = {256ull << 20, 1ull << 30, 8ull << 30};
+  std::array<uint64_t, kMaxTiers> capacity = {256ull << 20, 1ull << 30, 8ull << 30, 0, 0, 0};
   EvictionPolicy policy = EvictionPolicy::kPgdsf;
   PrefillCostModel cost;  // PGDSF cost; analytic default when not profiled
-  // Most bytes of SSD writes that may be queued (not yet written); demotions beyond it drop.
-  uint64_t ssd_max_pending_bytes = 256ull << 20;  // default 256 MiB
+  // Most bytes of writes that may be queued (not yet written) per stored tier; demotions beyond it
+  // drop.
+  uint64_t max_pending_bytes = 256ull << 20;  // default 256 MiB
   // How many removed nodes keep their access count, so a re-inserted popular document resumes
   // its frequency (lfu / gdsf / pgdsf). 0 = forget on removal. Default 65536 entries.
   size_t frequency_history = 65536;
   // The engine pool as the HBM tier (pool mode); null = the HBM role holds host segments.
   PoolTier* pool = nullptr;
-  // Queue an SSD copy of every node placed in DRAM (write-behind). Default off.
+  // Queue a stored copy of every node placed in DRAM (write-behind). Default off.
   bool write_behind = false;
   // Observer of tier membership: called once each time a node enters a tier (entered = true) and
   // once each time it leaves one (false), on every path (insert, promotion, demotion, eviction,
@@ -106,8 +104,10 @@ struct TreeOptions {
   std::function<void(const TreeNodeInfo&, Tier, bool entered)> on_tier_change;
 };
 
-struct SsdAction {
+// A write the caller carries out on a stored tier, in order.
+struct TierAction {
   enum class Kind : uint8_t { kPut, kDelete } kind = Kind::kPut;
+  Tier tier = Tier::kSsd;
   Hash128 key;
   uint64_t uid = 0;        // node incarnation (for write completion)
   SegmentRef segment;      // kPut
@@ -128,7 +128,7 @@ struct TreeNodeInfo {
   uint64_t bytes = 0;
   int pins = 0;
   double frequency = 0;      // access count (lookups + inserts), incl. remembered history
-  bool ssd_pending = false;  // SSD write queued, not yet done
+  uint8_t pending = 0;       // stored tiers (tier_bit) whose write is queued, not yet done
 };
 
 struct TierCounters {
@@ -139,7 +139,7 @@ struct TierCounters {
   uint64_t demotions = 0;   // nodes copied here because a faster tier evicted them
   uint64_t promotions = 0;  // nodes copied here from a slower tier on use
   uint64_t drops = 0;       // nodes removed for corruption or a disabled tier
-  uint64_t written_behind = 0;  // SSD only: copies queued because DRAM got the node (write-behind)
+  uint64_t written_behind = 0;  // stored tiers: copies queued because DRAM got the node (write-behind)
   double clock = 0;
 };
 
@@ -160,50 +160,52 @@ class KnowledgeTree {
   // or a root key when parent_is_root). Placed in the fastest tier that has the parent and room.
   // *placed receives the tier when inserted.
   InsertOutcome insert(const Hash128& parent_key, bool parent_is_root, const SegmentRef& seg,
-                       std::vector<SsdAction>* actions, Tier* placed = nullptr);
+                       std::vector<TierAction>* actions, Tier* placed = nullptr);
   // Pool mode: inserts a node whose KV is in the engine pool (`copy`), and also in DRAM when `seg`
   // (the node's own tokens) is given. `h` names the node (key, doc, depth, token count, position,
   // layers; no payload) and `bytes` is its segment size. Placed in HBM when the parent is there and
   // room can be made; in DRAM otherwise (needs seg). An existing node is touched (kExists) and, when
   // not in HBM yet, gets the copy (promote_pool). A copy that is not kept is released.
   InsertOutcome insert_pool(const Hash128& parent_key, bool parent_is_root, const SegmentHeader& h, uint64_t bytes,
-                            PoolCopy copy, const SegmentRef& seg, std::vector<SsdAction>* actions,
+                            PoolCopy copy, const SegmentRef& seg, std::vector<TierAction>* actions,
                             Tier* placed = nullptr);
   // Pool mode: an existing node (in DRAM / SSD) is now also in the pool. False (copy released) when
   // its parent is not in HBM or no room can be made.
-  bool promote_pool(const Hash128& key, PoolCopy copy, std::vector<SsdAction>* actions);
+  bool promote_pool(const Hash128& key, PoolCopy copy, std::vector<TierAction>* actions);
   // The node's pool copy (pool mode), null when it is not in HBM. Valid until the next mutation.
   const PoolCopy* pool_copy(const Hash128& key) const;
   // Evicts one leaf of tier t by policy (demoting it when it is in no slower tier). False when no
   // unpinned leaf exists.
-  bool evict_one(Tier t, std::vector<SsdAction>* actions);
+  bool evict_one(Tier t, std::vector<TierAction>* actions);
   // Pool mode, shutdown: every node leaves the HBM tier, pins ignored (demoted first when it is in
   // no slower tier), so no pool block stays referenced.
-  void detach_pool(std::vector<SsdAction>* actions);
+  void detach_pool(std::vector<TierAction>* actions);
 
-  // Re-registers a node found in the SSD index at startup (no SSD action). False when its parent
-  // is missing from the SSD tier (orphan) or it already exists.
-  bool restore_ssd(const SegmentHeader& h);
+  // Re-registers a node found in stored tier t's index at startup (no action). False when its
+  // parent is missing from that tier (orphan) or it already exists.
+  bool restore(Tier t, const SegmentHeader& h);
 
   // Copies a node into a faster tier t (parent must be in t). True when it is in t afterwards.
-  bool promote(const Hash128& key, Tier t, const SegmentRef& seg, std::vector<SsdAction>* actions);
+  bool promote(const Hash128& key, Tier t, const SegmentRef& seg, std::vector<TierAction>* actions);
   // Removes a node and its descendants from tier t (corruption). Counts as drops.
-  void drop_subtree(const Hash128& key, Tier t, std::vector<SsdAction>* actions);
+  void drop_subtree(const Hash128& key, Tier t, std::vector<TierAction>* actions);
   // Disables a tier: every node leaves it (nodes only there are removed); capacity becomes 0.
   void disable_tier(Tier t);
   // Evicts until every tier fits its capacity (after restore).
-  void enforce_capacity(std::vector<SsdAction>* actions);
+  void enforce_capacity(std::vector<TierAction>* actions);
 
   // Pins keep a node (and so its ancestors in each of its tiers) from eviction.
   // pin returns the node's uid (0 when the key is unknown); unpin is a no-op for a stale uid.
   uint64_t pin(const Hash128& key);
   void unpin(const Hash128& key, uint64_t uid);
 
-  // The host copy in tier t (HBM / DRAM), or the pending SSD write buffer for kSsd; null if none.
+  // The host copy in memory tier t, or the pending write's buffer in stored tier t; null if none.
   SegmentRef segment(const Hash128& key, Tier t) const;
-  // The caller finished an SSD put for (key, uid).
-  void ssd_write_done(const Hash128& key, uint64_t uid);
+  // The caller finished a put to stored tier t for (key, uid).
+  void write_done(const Hash128& key, Tier t, uint64_t uid);
 
+  TierKind kind(Tier t) const;
+  bool in_tree(Tier t) const;  // a kMemory or kStored tier
   bool tier_enabled(Tier t) const;
   TierCounters counters(Tier t) const;
   uint64_t capacity(Tier t) const;

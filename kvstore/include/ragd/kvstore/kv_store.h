@@ -1,5 +1,7 @@
-// KvStore: the kvstore facade — knowledge tree + chunk cache over three local tiers and a remote one, with a transfer
-// engine (a small I/O pool) that moves segments between them asynchronously.
+// KvStore: the kvstore facade — knowledge tree + chunk cache over an ordered list of tiers (tier.h: three
+// local ones, a remote one, and any registered stored tier), with a transfer engine (a small I/O pool)
+// that moves segments between them asynchronously. The state and the threads' work are StoreCore
+// (src/store_core.h).
 //
 // Tiers
 //   HBM       The engine's KV pool (Options::pool set, the serving configuration): a node in HBM is
@@ -13,6 +15,8 @@
 //   remote    Redis or a Redis Cluster shared by replicas (remote_tier.h), outside the tree: written
 //             behind whenever a segment gets a host copy, read by a load after the local tiers miss
 //             (LoadOptions::remote); a hit is inserted into DRAM (promoted) like an SSD hit.
+//   extra     Stored tiers registered in Options::extra_tiers (a KvTier each): in the tree after SSD,
+//             written by demotion (or as SSD is, without one), found again at open, read layer by layer.
 //
 // Serving use (pool mode), scheduler thread unless noted:
 //   auto m = store->match(doc_keys, scope);                // any thread: pool / DRAM / SSD split, pinned
@@ -66,6 +70,7 @@
 #include "ragd/kvstore/remote_tier.h"
 #include "ragd/kvstore/segment.h"
 #include "ragd/kvstore/ssd_tier.h"
+#include "ragd/kvstore/tier.h"
 
 namespace ragd::kvstore {
 
@@ -106,6 +111,9 @@ struct Options {
   // the local tiers (LoadOptions::remote) on remote_io_threads threads of their own.
   RemoteOptions remote;
   int remote_io_threads = 2;
+  // Stored tiers below the built-in ones (tier.h; at most kMaxTiers - kNumBuiltinTiers), ids 4, 5 in
+  // this order. The same write budget (ssd_max_pending_bytes) and write thread as SSD.
+  std::vector<TierRegistration> extra_tiers;
 };
 
 // One node of a lookup result.
@@ -156,7 +164,7 @@ struct MatchResult {
   size_t pool_nodes = 0;        // leading nodes in the pool (no copy needed)
   int pool_tokens = 0;          // tokens of those nodes
   int dram_tokens = 0;          // tokens of the other nodes whose fastest copy is in DRAM
-  int ssd_tokens = 0;           // ... in SSD only
+  int ssd_tokens = 0;           // ... in a stored tier only (SSD, a registered one)
   Pin pin;
   int cached_tokens() const { return pool_tokens + dram_tokens + ssd_tokens; }
   int lower_tokens() const { return dram_tokens + ssd_tokens; }
@@ -169,17 +177,21 @@ struct InsertResult {
 };
 
 struct TierStats {
+  std::string name;                       // "" = no tier with this id
+  TierKind kind = TierKind::kNone;
   bool enabled = true;
   uint64_t capacity_bytes = 0, used_bytes = 0, nodes = 0;
   uint64_t hits = 0, hit_tokens = 0;      // lookups whose node was fastest in this tier
   uint64_t loads = 0, load_bytes = 0;     // segments read from this tier by load()
   uint64_t inserts = 0, evictions = 0, demotions = 0, promotions = 0, drops = 0;
-  uint64_t written_behind = 0;            // SSD: copies queued by write-behind
+  uint64_t written_behind = 0;            // stored tiers: copies queued by write-behind
+  uint64_t errors = 0;                    // stored tiers: failed writes / reads
+  std::string error;                      // why the tier is disabled ("" = fine)
 };
 
 struct Stats {
   std::string policy;
-  std::array<TierStats, kNumTiers> tiers;
+  std::array<TierStats, kMaxTiers> tiers;  // index = Tier; the tree's tiers have a kind of kMemory / kStored
   uint64_t lookups = 0, lookup_docs = 0, lookup_misses = 0;  // tree: requested docs past the cached path
   uint64_t chunk_lookups = 0, chunk_hits = 0, chunk_misses = 0;
   // KV events (Options::events): batches / events published, events dropped (queue full), replay

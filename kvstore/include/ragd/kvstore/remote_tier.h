@@ -48,6 +48,7 @@
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/kvstore/segment.h"
+#include "ragd/kvstore/tier.h"
 #include "ragd/kvstore/value_mac.h"
 
 namespace ragd::kvstore {
@@ -90,12 +91,14 @@ struct RemoteStats {
   uint64_t queued_bytes = 0;
 };
 
-class RemoteTier {
+// As a KvTier (tier.h) it is the store's shared tier: store = put (queued), evict = nothing (Redis
+// evicts by its own policy), load = get.
+class RemoteTier final : public KvTier {
  public:
   // Never fails because Redis is down (the breaker opens and the probe keeps trying); fails only
   // on bad options.
   static Result<std::unique_ptr<RemoteTier>> open(const RemoteOptions& opts, const KvFormat& fmt);
-  ~RemoteTier();
+  ~RemoteTier() override;
   RemoteTier(const RemoteTier&) = delete;
   RemoteTier& operator=(const RemoteTier&) = delete;
 
@@ -106,12 +109,19 @@ class RemoteTier {
   // FailedPrecondition: a bad value (also counted).
   Result<SegmentRef> get(const Hash128& key);
   // False while the breaker is open.
-  bool available() const;
+  bool available() const override;
   // Waits until every queued put is written or dropped (tests, shutdown).
-  void drain();
+  void drain() override;
   // Drains and stops the writer and the probe. Idempotent.
-  void close();
+  void close() override;
   RemoteStats stats() const;
+
+  std::string_view name() const override { return tier_name(Tier::kRemote); }
+  TierKind kind() const override { return TierKind::kShared; }
+  Status store(const SegmentRef& seg) override;  // Unavailable when the put was dropped
+  Status evict(const Hash128& key, uint32_t num_layers) override;
+  Status load(const Hash128& key, const KvFormat& fmt, SegmentSink& sink) override;
+  TierIoStats io_stats() const override;
 
   // The Redis key of piece i of a segment (tests corrupt values on purpose).
   std::string piece_key(const Hash128& key, uint32_t piece) const;

@@ -7,7 +7,7 @@
 // a kill -9; at open, scan_headers() rebuilds the index.
 //
 // Failures are returned as IOError / Corruption naming the operation and RocksDB's message;
-// KvStore disables the tier on them.
+// KvStore disables the tier on them. As a KvTier (tier.h) it is the store's built-in stored tier.
 //
 // Thread-safety: all methods are thread-safe (RocksDB is).
 #pragma once
@@ -21,6 +21,7 @@
 #include "ragd/common/hash.h"
 #include "ragd/common/status.h"
 #include "ragd/kvstore/segment.h"
+#include "ragd/kvstore/tier.h"
 
 namespace rocksdb {
 class FileSystem;
@@ -37,9 +38,9 @@ struct SsdTierOptions {
   std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
-class SsdTier {
+class SsdTier final : public KvTier {
  public:
-  ~SsdTier();
+  ~SsdTier() override;
   // Opens (creating) the database. IOError naming the directory when it cannot.
   static Result<std::unique_ptr<SsdTier>> open(const SsdTierOptions& opts);
 
@@ -52,8 +53,18 @@ class SsdTier {
   Status read_layer(const Hash128& key, uint32_t layer, size_t layer_bytes, std::byte* k_dst, std::byte* v_dst) const;
   // Calls fn(key, header bytes) for every stored segment header.
   Status scan_headers(const std::function<void(const Hash128& key, std::span<const std::byte>)>& fn) const;
-  Status flush();
+  Status flush() override;
   const std::string& dir() const;
+
+  // KvTier: store = put, evict = remove, load = header then layer by layer (load_layered), scan =
+  // scan_headers.
+  std::string_view name() const override { return tier_name(Tier::kSsd); }
+  TierKind kind() const override { return TierKind::kStored; }
+  Status store(const SegmentRef& seg) override;
+  Status evict(const Hash128& key, uint32_t num_layers) override;
+  Status load(const Hash128& key, const KvFormat& fmt, SegmentSink& sink) override;
+  Status scan(const std::function<void(const Hash128& key, std::span<const std::byte> header)>& fn) override;
+  TierIoStats io_stats() const override;
 
   // Record keys (also used by tests that corrupt records on purpose).
   static std::string header_record_key(const Hash128& key);

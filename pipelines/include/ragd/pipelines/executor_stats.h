@@ -17,8 +17,9 @@
 
 namespace ragd::pipelines {
 
-// One KV tier's state (index = kvstore::Tier: 0 hbm = the engine pool, 1 dram, 2 ssd).
+// One KV tier's state: a tier of the knowledge tree (kvstore/tier.h), named by the store.
 struct TierUsage {
+  std::string name;          // hbm (the engine pool), dram, ssd, or a registered tier's name
   bool enabled = false;
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
@@ -48,7 +49,8 @@ struct ExecutorStats {
   std::string pool_kv_dtype = "f32";  // how the pool stores K and V (runtime.kv_dtype)
   // KV cache (one knowledge tree over every tier)
   std::string eviction;
-  std::array<TierUsage, 3> tiers{};
+  // The tree's tiers in the store's order: hbm, dram, ssd, then any registered stored tier.
+  std::vector<TierUsage> tiers{{"hbm"}, {"dram"}, {"ssd"}};
   uint64_t cache_nodes = 0, cache_pinned = 0, cache_lookups = 0, cache_lookup_misses = 0;
   uint64_t load_failures = 0, checksum_failures = 0, restored_segments = 0;
   uint64_t copies = 0, copies_skipped = 0;  // pool-to-DRAM copies of new nodes: made / skipped (bound, pool pressure)
@@ -114,7 +116,6 @@ struct ExecutorStats {
 
 template <class V>
 void ExecutorStats::visit(V& v) const {
-  static constexpr const char* kTierNames[] = {"hbm", "dram", "ssd"};
   v.field("model", model);
   v.begin("scheduler").field("policy", policy).field("steps", int64_t{steps}).field("waiting", int64_t{waiting});
   v.field("running", int64_t{running}).field("swapped", int64_t{swapped}).field("loading", int64_t{loading});
@@ -148,7 +149,7 @@ void ExecutorStats::visit(V& v) const {
   v.begin("tiers");
   for (size_t t = 0; t < tiers.size(); ++t) {
     const TierUsage& u = tiers[t];
-    v.begin(kTierNames[t]).field("enabled", u.enabled).field("capacity_bytes", u.capacity_bytes);
+    v.begin(u.name.c_str()).field("enabled", u.enabled).field("capacity_bytes", u.capacity_bytes);
     v.field("used_bytes", u.used_bytes).field("entries", u.entries).field("hits", u.hits);
     v.field("hit_tokens", u.hit_tokens).field("evictions", u.evictions).field("loads", u.loads);
     v.end();

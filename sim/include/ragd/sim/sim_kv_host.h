@@ -150,7 +150,7 @@ class SimKvHost final : public pipelines::KvHost {
   void set_own(Run& r, int kv, int shared_end);
   void unref(int copy_id);
   void on_tier_change(const kvstore::TreeNodeInfo& n, kvstore::Tier t, bool entered);
-  void drain(std::vector<kvstore::SsdAction>& actions);
+  void drain(std::vector<kvstore::TierAction>& actions);
   kvstore::SegmentHeader header_of(const Run& r, size_t i) const;
   void build_path(const SimRequest& req, Run& r) const;
   void on_export(uint64_t bytes);
