@@ -17,7 +17,7 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   else return 0;
   if (i + len > n) return 0;
   for (size_t k = 1; k < len; ++k) {
-    if ((p[i + k] & 0xC0) != 0x80) return 0;
+    if (!utf8_continuation(static_cast<char>(p[i + k]))) return 0;
     cp = (cp << 6) | (p[i + k] & 0x3F);
   }
   if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;
@@ -43,13 +43,13 @@ size_t find_invalid_utf8(std::string_view s) {
 
 size_t utf8_floor(std::string_view s, size_t pos) {
   if (pos >= s.size()) return s.size();
-  while (pos > 0 && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80) --pos;
+  while (pos > 0 && utf8_continuation(s[pos])) --pos;
   return pos;
 }
 
 size_t utf8_length(std::string_view s) {
   size_t n = 0;
-  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (char c : s) n += !utf8_continuation(c);
   return n;
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "ragd/common/utf8.h"
+
 namespace ragd::daemon {
 
 namespace {
@@ -32,8 +34,6 @@ bool parse_marker(const std::string& t, size_t i, std::vector<size_t>* nums, siz
     return false;
   }
 }
-
-bool utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
 }  // namespace
 

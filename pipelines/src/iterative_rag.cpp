@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ragd/common/utf8.h"
+
 namespace ragd::pipelines {
 
 namespace {
@@ -10,18 +12,14 @@ double ms_since(IterativeRag::Clock::time_point a, IterativeRag::Clock::time_poi
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Drops bytes that do not form complete UTF-8 sequences (a token window may cut a character).
+// Drops bytes that do not form valid UTF-8 sequences (a token window may cut a character).
 std::string valid_utf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size();
-    for (size_t j = 1; ok && j < n; ++j) ok = (static_cast<unsigned char>(s[i + j]) & 0xC0) == 0x80;
-    if (ok) out.append(s, i, n);
-    i += ok ? n : 1;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n > 0) out.append(s, i, n);
+    i += n > 0 ? n : 1;
   }
   return out;
 }

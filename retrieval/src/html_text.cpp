@@ -43,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ragd/common/utf8.h"
 #include "ragd/retrieval/reader.h"
 #include "ragd/retrieval/text_util.h"
 
@@ -251,7 +252,7 @@ bool is_permalink(const GumboNode* n) {
   if (e == b || e - b > 4) return false;
   // One code point (a UTF-8 lead byte then continuation bytes) that is not a letter or digit.
   for (size_t i = b + 1; i < e; ++i)
-    if ((static_cast<unsigned char>(t[i]) & 0xC0) != 0x80) return false;
+    if (!utf8_continuation(t[i])) return false;
   unsigned char c = static_cast<unsigned char>(t[b]);
   return c >= 0x80 || !std::isalnum(c);
 }

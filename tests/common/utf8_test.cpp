@@ -19,6 +19,8 @@ TEST(Utf8, ValidationBoundariesAndLength) {
   EXPECT_EQ(find_invalid_utf8("x\xED\xA0\x80"), 1u);        // a surrogate
   EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);     // above U+10FFFF
   EXPECT_EQ(find_invalid_utf8("\x80"), 0u);                 // a stray continuation byte
+  for (int b = 0; b < 256; ++b)  // 10xxxxxx and nothing else
+    EXPECT_EQ(utf8_continuation(static_cast<char>(b)), b >= 0x80 && b < 0xC0) << "byte " << b;
 }
 
 TEST(Utf8, EncodesEveryLengthClassAtItsBoundaries) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "ragd/common/json_writer.h"
+#include "ragd/common/utf8.h"
 
 namespace ragd::tools {
 namespace {
@@ -234,7 +235,7 @@ std::string tick_label(double v) { return fmt("%.4g", v); }
 
 // Characters of a UTF-8 label, for the room its SVG text needs.
 size_t label_width(std::string_view s) {
-  return std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+  return utf8_length(s);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include "command.h"
 #include "enum_option.h"
 #include "ragd/common/json_writer.h"
+#include "ragd/common/utf8.h"
 #include "ragd/engine/model.h"
 #include "ragd/engine/model_chat_template.h"
 #include "ragd/engine/sampler.h"
@@ -191,7 +192,7 @@ Status run(const Args& a) {
     }
     if (!a.json && !stop) {
       size_t safe = produced.size() > hold ? produced.size() - hold : 0;
-      while (safe > emitted && (static_cast<unsigned char>(produced[safe]) & 0xC0) == 0x80) --safe;  // char start
+      while (safe > emitted && utf8_continuation(produced[safe])) --safe;  // char start
       if (safe > emitted) {
         print(std::string_view(produced).substr(emitted, safe - emitted));
         emitted = safe;

@@ -537,7 +537,7 @@ std::vector<Value> iterate(const Value& v) {
       const std::string& s = v.as_string();
       for (size_t i = 0; i < s.size();) {
         size_t n = 1;
-        while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
+        while (i + n < s.size() && utf8_continuation(s[i + n])) ++n;
         chars.emplace_back(s.substr(i, n));
         i += n;
       }

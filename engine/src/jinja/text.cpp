@@ -115,7 +115,7 @@ size_t space_suffix_start(std::string_view s, size_t end) {
   size_t i = end;
   while (i > 0) {
     size_t b = i - 1;
-    while (b > 0 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80 && i - b < 4) --b;
+    while (b > 0 && utf8_continuation(s[b]) && i - b < 4) --b;
     char32_t c;
     if (decode_one(s, b, &c) != i - b || !is_space(c)) break;
     i = b;
@@ -187,7 +187,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
       size_t b = e;
       while (b > 0) {
         size_t p = b - 1;
-        while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80 && b - p < 4) --p;
+        while (p > 0 && utf8_continuation(s[p]) && b - p < 4) --p;
         char32_t c;
         if (decode_one(s, p, &c) == b - p && is_space(c)) break;
         b = p;

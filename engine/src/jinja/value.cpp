@@ -202,7 +202,7 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
         continue;
       }
       size_t n = 1;
-      while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
+      while (i + n < s.size() && utf8_continuation(s[i + n])) ++n;
       const std::u32string cps = utf8_decode(s.substr(i, n));
       for (char32_t c : cps) {
         if (c >= 0x10000) {

@@ -10,6 +10,9 @@
 
 namespace ragd {
 
+// True for a continuation byte (10xxxxxx): a byte that does not start a character.
+constexpr bool utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
 // Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when it is invalid (a stray
 // continuation byte, a truncated sequence, an overlong form, a surrogate, above U+10FFFF).
 size_t utf8_sequence_length(std::string_view s, size_t i);
