@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -37,21 +36,20 @@
 #include "ragd/pipelines/runtime.h"
 #include "../tools/ragctl/synthetic_words.h"
 #include "bench_args.h"
+#include "bench_files.h"
 #include "random_model_dir.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
 using namespace ragd::pipelines;
+using ragd::bench::write_file;
 using ragd::tools::kSyntheticAskWords;
 using ragd::tools::kSyntheticFillerWords;
 using ragd::tools::synthetic_topic_word;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-
 
 // Question words (kSyntheticAskWords) occur in no document: the retrieved set depends on the topic
 // word only.

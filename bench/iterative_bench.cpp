@@ -21,10 +21,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,25 +31,19 @@
 #include "ragd/retrieval/corpus.h"
 #include "../tools/ragctl/synthetic_words.h"
 #include "bench_args.h"
+#include "bench_files.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
 using namespace ragd::pipelines;
+using ragd::bench::read_file_or_empty;
+using ragd::bench::write_file;
 using ragd::tools::kSyntheticAskWords;
 using ragd::tools::kSyntheticFillerWords;
 using ragd::tools::synthetic_topic_word;
 
 namespace {
-
-void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Passages: topic t of n_topics, a few sentences of filler with the topic word every third word.
 std::vector<retrieval::Document> passages(int first, int n, int n_topics, std::mt19937& rng) {
@@ -74,7 +66,7 @@ std::vector<retrieval::Document> passages(int first, int n, int n_topics, std::m
 
 bool build_corpus(const std::string& data, const std::string& model, int chunks, const std::string& index, int dim) {
   const std::string stamp = std::to_string(chunks) + " " + index + " " + std::to_string(dim);
-  if (fs::exists(fs::path(data) / "bench.stamp") && read_file(fs::path(data) / "bench.stamp") == stamp) {
+  if (fs::exists(fs::path(data) / "bench.stamp") && read_file_or_empty(fs::path(data) / "bench.stamp") == stamp) {
     std::printf("corpus: reusing %s (%d passages, %s)\n", data.c_str(), chunks, index.c_str());
     return true;
   }

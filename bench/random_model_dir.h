@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 
+#include "ragd/common/text_file.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/random_weights.h"
 #include "ragd/engine/safetensors.h"
@@ -20,8 +20,6 @@ namespace ragd::bench {
 // False when the tokenizer cannot be trained or a file cannot be written.
 inline bool make_random_model_dir(const std::string& dir, int hidden, int layers) {
   namespace fs = std::filesystem;
-  auto write_file = [](const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; };
-
   engine::BpeTrainOptions topts;
   topts.vocab_size = 480;
   topts.pad_to = 512;
@@ -43,8 +41,8 @@ inline bool make_random_model_dir(const std::string& dir, int hidden, int layers
   c.bos_token_id = (*tok)->bos_id().value_or(-1);
   const std::map<std::string, engine::OwnedTensor> t = engine::random_weight_tensors(c, 99);
   fs::create_directories(dir);
-  write_file(fs::path(dir) / "config.json", c.to_json());
-  write_file(fs::path(dir) / "tokenizer.json", *tok_json);
+  if (!write_text_file((fs::path(dir) / "config.json").string(), c.to_json()).ok()) return false;
+  if (!write_text_file((fs::path(dir) / "tokenizer.json").string(), *tok_json).ok()) return false;
   return engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok();
 }
 

@@ -33,11 +33,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,19 +53,19 @@
 #include "ragd/sim/simulator.h"
 #include "../tools/ragctl/synthetic_words.h"
 #include "bench_args.h"
+#include "bench_files.h"
 #include "random_model_dir.h"
 #include "run_client.h"
 
 namespace fs = std::filesystem;
 using namespace ragd;
 using namespace ragd::pipelines;
+using ragd::bench::write_file;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
 constexpr int kMaxTokens = 512;
-
-void write_file(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
 
 struct Kind {

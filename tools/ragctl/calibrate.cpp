@@ -40,6 +40,7 @@
 #include "command.h"
 #include "env_or.h"
 #include "ragd/common/json_writer.h"
+#include "ragd/common/text_file.h"
 #include "ragd/daemon/config.h"
 #include "ragd/engine/model_config.h"
 #include "ragd/engine/tokenizer.h"
@@ -179,25 +180,9 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f << text;
-  if (f) f.close();
-  if (!f) return Status::IOError("cannot write " + path);
-  return Status::OK();
-}
-
 // The queries of a bench workload file, in order.
 Result<std::vector<std::string>> workload_queries(const std::string& path) {
-  RAGD_ASSIGN_OR_RETURN(std::string text, read_text(path));
+  RAGD_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
   std::vector<std::string> out;
   simdjson::dom::parser parser;
   std::istringstream lines(text);
@@ -251,7 +236,7 @@ double number(simdjson::dom::element obj, const char* key) {
 
 // The medians of a `ragctl simulate --replications N --json` result's first point.
 Result<RunMetrics> replicated_medians(const std::string& path) {
-  RAGD_ASSIGN_OR_RETURN(std::string text, read_text(path));
+  RAGD_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(text).get(doc)) return Status::InvalidArgument(path + ": not JSON");
@@ -409,7 +394,7 @@ Status Calibration::measure() {
                               "--workers", "1", "--kv-dtype", kv, "--json"},
                              work_ + "/plan.json", "ragctl plan"));
   phases_.emplace_back("kernel_rates", seconds_since(t));
-  RAGD_ASSIGN_OR_RETURN(plan_json_, read_text(work_ + "/plan.json"));
+  RAGD_ASSIGN_OR_RETURN(plan_json_, read_text_file(work_ + "/plan.json"));
   {
     simdjson::dom::parser p;
     simdjson::dom::element d;
@@ -425,7 +410,7 @@ Status Calibration::measure() {
                               std::to_string(step_reps_), "--json", work_ + "/steps.json"},
                              work_ + "/steps.txt", "ragctl simulate-steps"));
   phases_.emplace_back("engine_steps", seconds_since(t));
-  RAGD_ASSIGN_OR_RETURN(std::string steps, read_text(work_ + "/steps.json"));
+  RAGD_ASSIGN_OR_RETURN(std::string steps, read_text_file(work_ + "/steps.json"));
   simdjson::dom::parser p;
   simdjson::dom::element d;
   if (p.parse(steps).get(d) || d["kv_bytes_per_token"].get(kv_bytes_per_token_) || kv_bytes_per_token_ <= 0)
@@ -514,7 +499,7 @@ Status Calibration::fit() {
   for (const Workload* w : {&kHit, &kMiss}) {
     RAGD_ASSIGN_OR_RETURN(auto queries, workload_queries(work_ + "/" + w->file));
     RAGD_ASSIGN_OR_RETURN(std::string lists, retrieved_lists(data_dir(*w), queries, spec_, sep_tokens_));
-    RAGD_RETURN_IF_ERROR(write_text(work_ + "/" + w->name + ".retrieved.jsonl", lists));
+    RAGD_RETURN_IF_ERROR(write_text_file(work_ + "/" + w->name + ".retrieved.jsonl", lists));
   }
   prefix_tokens_ = prefix_tokens(runs_of(kMissC1)[0]->result.runs[0]);
   if (prefix_tokens_ == 0)
@@ -554,13 +539,13 @@ Status Calibration::fit() {
   phases_.emplace_back("fit", seconds_since(t));
   if (!rc.ok() || *rc != 0) {
     std::string tail;
-    if (auto text = read_text(log); text.ok()) tail = text->size() > 2000 ? text->substr(text->size() - 2000) : *text;
+    if (auto text = read_text_file(log); text.ok()) tail = text->size() > 2000 ? text->substr(text->size() - 2000) : *text;
     return Status::Internal("the fit failed (" + (rc.ok() ? "exit status " + std::to_string(*rc) : rc.status().message()) +
                             "); " + log + ":\n" + tail);
   }
-  RAGD_ASSIGN_OR_RETURN(fit_report_json_, read_text(work_ + "/fit-report.json"));
+  RAGD_ASSIGN_OR_RETURN(fit_report_json_, read_text_file(work_ + "/fit-report.json"));
   // The fit's own lines: the step checks' summary, the line, the fitted and checked means.
-  if (auto text = read_text(log); text.ok()) {
+  if (auto text = read_text_file(log); text.ok()) {
     std::istringstream in(*text);
     for (std::string line; std::getline(in, line);)
       if (line.rfind("# mean TPOT", 0) == 0 || line.rfind("# wake-up", 0) == 0 || line.rfind("# steps:", 0) == 0)
@@ -738,7 +723,7 @@ int Calibration::run() {
   phases_.emplace_back("real_runs", seconds_since(t));
   if (Status st = fit(); !st.ok()) return fail(st);
   if (Status st = self_check(); !st.ok()) return fail(st);
-  auto rates = read_text(work_ + "/rates.json");
+  auto rates = read_text_file(work_ + "/rates.json");
   if (!rates.ok()) return fail(rates.status());
   auto text = append_json_members(*rates, "\"calibration\": " + calibration_json());
   if (!text.ok()) return fail(Status::Internal(work_ + "/rates.json: " + text.status().message()));
@@ -750,7 +735,7 @@ int Calibration::run() {
   shape.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(cfg_.runtime.kv_dtype));
   if (auto cm = sim::parse_cost_model(*text, shape); !cm.ok())
     return fail(Status::Internal("the rates written would not be accepted: " + cm.status().message()));
-  if (Status st = write_text(a_.out, *text); !st.ok()) return fail(st);
+  if (Status st = write_text_file(a_.out, *text); !st.ok()) return fail(st);
   for (const std::string& s : warnings_) std::printf("warning: %s\n", s.c_str());
   say("wrote " + a_.out + " (" + std::to_string(warnings_.size()) + (warnings_.size() == 1 ? " warning" : " warnings") + ")");
   if (temp_work_) {
