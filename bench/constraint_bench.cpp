@@ -42,6 +42,7 @@
 #include "ragd/engine/token_constraint.h"
 #include "ragd/engine/tokenizer.h"
 #include "ragd/kernels/threads.h"
+#include "bench_args.h"
 
 using namespace ragd;
 using namespace ragd::engine;
@@ -91,30 +92,12 @@ ConstraintSpec decode_spec(const std::string& which) {
   return ConstraintSpec{"json_schema", kSchema, {}, 0, ""};
 }
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--preset") a.preset = v;
-    else if (k == "--prompt") a.prompt = std::atoi(v.c_str());
-    else if (k == "--decode") a.decode = std::atoi(v.c_str());
-    else if (k == "--threads") a.threads = std::atoi(v.c_str());
-    else if (k == "--reps") a.reps = std::atoi(v.c_str());
-    else if (k == "--tokenizer") a.tokenizer = v;
-    else if (k == "--schema") a.schema = v;
-    else if (k == "--batches") {
-      a.batches.clear();
-      for (size_t at = 0; at < v.size();) {
-        const size_t c = v.find(',', at);
-        a.batches.push_back(std::atoi(v.substr(at, c - at).c_str()));
-        at = c == std::string::npos ? v.size() : c + 1;
-      }
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
-  return a;
+// False (after printing why and the usage line) on a bad command line.
+bool parse(int argc, char** argv, Args* a) {
+  bench::BenchArgs args("bench_constraint");
+  args.opt("preset", &a->preset).list("batches", &a->batches).opt("prompt", &a->prompt).opt("decode", &a->decode);
+  args.opt("threads", &a->threads).opt("reps", &a->reps).opt("tokenizer", &a->tokenizer, "PATH").opt("schema", &a->schema);
+  return args.parse(argc, argv);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const Args& a, const ModelConfig& c, std::string* source) {
@@ -214,7 +197,8 @@ RunStats decode_run(Model& model, int batch, const Args& a, const std::shared_pt
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
+  Args a;
+  if (!parse(argc, argv, &a)) return 2;
   auto cfg = preset_config(a.preset);
   if (!cfg.ok()) {
     std::fprintf(stderr, "%s\n", cfg.status().to_string().c_str());

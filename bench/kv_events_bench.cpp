@@ -3,7 +3,7 @@
 // 16-token block each queued as fast as the caller can; measured: wall time until the subscriber
 // has every batch, and the process's CPU time (publisher thread + subscriber + caller). Both
 // modes alternate `rounds` times; medians printed.
-//   bench_kv_events [events=200000] [rounds=5]
+//   bench_kv_events [--events 200000] [--rounds 5]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <zmq_addon.hpp>
 
 #include "ragd/kvstore/kv_events.h"
+#include "bench_args.h"
 
 using namespace ragd::kvstore;
 
@@ -125,8 +126,10 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int events = argc > 1 ? std::atoi(argv[1]) : 200000;
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  int events = 200000, rounds = 5;
+  ragd::bench::BenchArgs args("bench_kv_events");
+  args.opt("events", &events).opt("rounds", &rounds);
+  if (!args.parse(argc, argv)) return 2;
   std::vector<double> wall[2], cpu[2];
   uint64_t batches[2] = {0, 0};
   int port = 47000 + (::getpid() % 1000) * 2;
