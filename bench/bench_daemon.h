@@ -17,6 +17,7 @@
 
 #include <simdjson.h>
 
+#include "ragd/common/json_writer.h"  // json_quote: request bodies and result files
 #include "ragd/daemon/client.h"
 #include "../tests/ragd_process.h"
 
@@ -57,28 +58,6 @@ inline std::string git_commit() {
 
 inline daemon::Headers bearer(const std::string& key) {
   return {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}};
-}
-
-// JSON string literal (quotes included) for ASCII / UTF-8 text.
-inline std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o + "\"";
 }
 
 // A numeric field by JSON pointer ("/timings/ttft_ms"); nullopt when absent or not a number.

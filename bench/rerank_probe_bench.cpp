@@ -132,7 +132,7 @@ struct Observed {
 Observed stream_run(uint16_t port, const std::string& key, const std::string& pipeline, const std::string& query,
                     int top_k) {
   Observed o;
-  std::string body = "{\"query\":" + json_str(query) + ",\"max_tokens\":4,\"temperature\":0,\"stream\":true";
+  std::string body = "{\"query\":" + json_quote(query) + ",\"max_tokens\":4,\"temperature\":0,\"stream\":true";
   if (top_k > 0) body += ",\"top_k\":" + std::to_string(top_k);
   body += "}";
   daemon::HttpClient c("127.0.0.1", port, 120000);
@@ -178,7 +178,7 @@ bool call(uint16_t port, const std::string& key, const std::string& method, cons
 }
 
 bool upload(uint16_t port, const std::string& key, const std::string& id, const std::string& text) {
-  return call(port, key, "POST", "/v1/documents", "{\"id\":" + json_str(id) + ",\"text\":" + json_str(text) + "}");
+  return call(port, key, "POST", "/v1/documents", "{\"id\":" + json_quote(id) + ",\"text\":" + json_quote(text) + "}");
 }
 
 // ---- statistics ---------------------------------------------------------------------------------
@@ -301,7 +301,7 @@ std::string classify(const std::string& what, const std::string& pos_name, const
     const Accuracy loo = leave_one_out(ft.samples);
     std::printf("  %-34s %9.2f %9.2f   %-40s %s\n", ft.name.c_str(), median(pos), median(neg), half.text().c_str(),
                 loo.text().c_str());
-    j += (f ? "," : "") + json_str(ft.name) + ":{\"median_" + pos_name + "\":" + jnum(median(pos)) + ",\"median_" +
+    j += (f ? "," : "") + json_quote(ft.name) + ":{\"median_" + pos_name + "\":" + jnum(median(pos)) + ",\"median_" +
          neg_name + "\":" + jnum(median(neg)) + ",\"threshold\":" + jnum(rule.threshold) +
          ",\"split_half\":" + half.json() + ",\"leave_one_out\":" + loo.json() + "}";
   }
@@ -461,8 +461,8 @@ int main(int argc, char** argv) {
   d.stop();
 
   if (!o.json.empty()) {
-    std::ofstream(o.json) << "{\"bench\":\"rerank_probe\",\"commit\":" << json_str(commit) << ",\"config\":"
-                          << json_str(cfg_text) << ",\"pipeline\":" << json_str(o.pipeline) << ",\"doc_words\":"
+    std::ofstream(o.json) << "{\"bench\":\"rerank_probe\",\"commit\":" << json_quote(commit) << ",\"config\":"
+                          << json_quote(cfg_text) << ",\"pipeline\":" << json_quote(o.pipeline) << ",\"doc_words\":"
                           << o.doc_words << ",\"b_top_k\":" << o.b_top_k << ",\"seed\":" << o.seed
                           << ",\"guess\":{\"classification\":" << c1 << ",\"trials\":[" << trials_json
                           << "]},\"shared\":{\"classification\":" << c2 << ",\"trials\":[" << shared_json << "]}}\n";

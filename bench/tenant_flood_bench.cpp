@@ -81,7 +81,7 @@ std::vector<std::string> load_questions(const std::string& path) {
 }
 
 std::string run_body(const std::string& query, int max_tokens, bool stream) {
-  return "{\"query\":" + json_str(query) + ",\"max_tokens\":" + std::to_string(max_tokens) +
+  return "{\"query\":" + json_quote(query) + ",\"max_tokens\":" + std::to_string(max_tokens) +
          ",\"temperature\":0,\"ignore_eos\":true" + (stream ? ",\"stream\":true" : "") + "}";
 }
 
@@ -381,8 +381,8 @@ int main(int argc, char** argv) {
   std::string cfg_text;
   for (const auto& c : o.config) cfg_text += (cfg_text.empty() ? "" : " ") + c;
   std::ostringstream out;
-  out << "{\"bench\":\"tenant_flood\",\"commit\":" << json_str(commit) << ",\"config\":" << json_str(cfg_text)
-      << ",\"pipeline\":" << json_str(o.pipeline) << ",\"seconds\":" << o.seconds << ",\"warmup\":" << o.warmup
+  out << "{\"bench\":\"tenant_flood\",\"commit\":" << json_quote(commit) << ",\"config\":" << json_quote(cfg_text)
+      << ",\"pipeline\":" << json_quote(o.pipeline) << ",\"seconds\":" << o.seconds << ",\"warmup\":" << o.warmup
       << ",\"tail\":" << o.tail << ",\"b_interval\":" << o.b_interval << ",\"b_max_tokens\":" << o.b_max_tokens
       << ",\"b_mode\":\"" << (o.b_closed ? "closed" : "open") << "\",\"model_context\":" << ctx << ",\"results\":[";
   int rc = 0;
