@@ -55,10 +55,9 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       const auto& u = ev.usage;
       self->metrics_.prompt_tokens->inc({}, u.prompt_tokens);
       self->metrics_.generated_tokens->inc({}, u.completion_tokens);
-      self->metrics_.reused_tokens->inc({"hbm"}, u.reused_hbm);
-      self->metrics_.reused_tokens->inc({"dram"}, u.reused_dram);
-      self->metrics_.reused_tokens->inc({"ssd"}, u.reused_ssd);
-      self->metrics_.reused_tokens->inc({"remote"}, u.reused_remote);
+      u.reused.for_each([&](std::string_view tier, int64_t n) {
+        self->metrics_.reused_tokens->inc({std::string(tier)}, static_cast<double>(n));
+      });
       self->metrics_.recomputed_tokens->inc({}, u.recomputed_tokens);
       if (u.reuse == "cacheblend" || u.reuse == "epic") {
         self->metrics_.blend_runs->inc({u.reuse, u.approximate ? "blended" : "exact"}, 1);
@@ -70,9 +69,10 @@ ApiError ApiImpl::start_run(pipelines::RunRequest req, const std::string& route,
       if (track->tokens > 1)
         self->metrics_.tpot->observe({}, std::chrono::duration<double>(track->last_token - track->first_token).count() /
                                      (track->tokens - 1));
-      log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}/{}/{}/{} (hbm/dram/ssd/remote), {:.1f} ms, {}",
-                          track->id, u.prompt_tokens, u.completion_tokens, u.reused_hbm, u.reused_dram, u.reused_ssd, u.reused_remote,
-                          ms_since(track->t0), ev.finish_reason);
+      std::string reused;
+      u.reused.for_each([&](std::string_view tier, int64_t n) { reused += fmt::format("{}{} {}", reused.empty() ? "" : ", ", tier, n); });
+      log::daemon()->info("{} run done: {} prompt + {} generated tokens, reused {}, {:.1f} ms, {}", track->id, u.prompt_tokens,
+                          u.completion_tokens, reused, ms_since(track->t0), ev.finish_reason);
       if (track->hung_up.load()) track->client_gone = true;
       finish(track->client_gone ? "disconnected" : ev.finish_reason.empty() ? "stop" : ev.finish_reason);
       return track->client_gone ? false : consumer(ev);

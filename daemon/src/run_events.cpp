@@ -54,8 +54,7 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   w.begin_object();
   w.key("prompt_tokens").value(u.prompt_tokens).key("completion_tokens").value(u.completion_tokens);
   w.key("reused_tokens").begin_object();
-  w.key("hbm").value(u.reused_hbm).key("dram").value(u.reused_dram).key("ssd").value(u.reused_ssd);
-  w.key("remote").value(u.reused_remote);
+  u.reused.for_each([&](std::string_view tier, int64_t n) { w.key(tier).value(n); });
   w.end_object();
   w.key("recomputed_tokens").value(u.recomputed_tokens);
   if (!u.reuse.empty()) w.key("reuse").value(u.reuse);

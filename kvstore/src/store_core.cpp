@@ -52,6 +52,7 @@ Status StoreCore::configure_tiers() {
       if (names[u] == r.name) return Status::InvalidArgument(fmt::format("kvstore: tier name '{}' is taken", r.name));
     if (!r.open) return Status::InvalidArgument(fmt::format("kvstore: extra tier '{}' has no open function", r.name));
     names[t] = r.name;
+    record_tier_name(tier_at(t), r.name);
     kinds[t] = TierKind::kStored;
     capacity[t] = r.capacity_bytes;
   }

@@ -1,8 +1,30 @@
 #include "ragd/kvstore/tier.h"
 
+#include <atomic>
+#include <mutex>
+#include <set>
+
 #include <fmt/format.h>
 
 namespace ragd::kvstore {
+
+namespace {
+// Names are interned (never freed), so a view handed out stays valid when a later store records
+// another name under the same id.
+std::mutex g_names_mu;
+std::set<std::string, std::less<>>& interned() {
+  static auto* s = new std::set<std::string, std::less<>>();
+  return *s;
+}
+}  // namespace
+
+void record_tier_name(Tier t, std::string_view name) {
+  const size_t i = static_cast<size_t>(t);
+  if (i < static_cast<size_t>(kNumBuiltinTiers) || i >= g_registered_tier_names.size()) return;
+  std::lock_guard<std::mutex> lock(g_names_mu);
+  const std::string* s = &*interned().emplace(name).first;
+  g_registered_tier_names[i].store(s, std::memory_order_release);
+}
 
 Status load_layered(const Hash128& key, const KvFormat& fmt, SegmentSink& sink,
                     const std::function<Status(std::string* header)>& read_header,

@@ -955,10 +955,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   RunEvent ev;
   ev.kind = RunEvent::Kind::kDone;
   ev.finish_reason = reason;
-  r.usage.reused_hbm = r.kv.reused.hbm;
-  r.usage.reused_dram = r.kv.reused.dram;
-  r.usage.reused_ssd = r.kv.reused.ssd;
-  r.usage.reused_remote = r.kv.reused.remote;
+  r.usage.reused = r.kv.reused.from;
   r.usage.recomputed_tokens = r.kv.recomputed;
   const ReusePlan& plan = r.kv.reuse;
   r.usage.reuse = reuse_mode_name(plan.mode);
@@ -1012,10 +1009,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
     std::lock_guard<std::mutex> lk(stats_mu_);  // before the done event: a client may read stats on it
     const Usage& u = r.usage;
     if (u.reused_tokens() > 0) stats_.runs_with_reuse += 1;
-    stats_.reused_hbm += u.reused_hbm;
-    stats_.reused_dram += u.reused_dram;
-    stats_.reused_ssd += u.reused_ssd;
-    stats_.reused_remote += u.reused_remote;
+    stats_.reused += u.reused;
     stats_.recomputed += u.recomputed_tokens;
     stats_.approximate_runs += u.approximate ? 1 : 0;
     stats_.blended_tokens += u.blended_tokens;

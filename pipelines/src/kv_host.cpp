@@ -25,11 +25,7 @@ int PoolKvHost::admit(uint64_t id, int keep_free) {
     int over = present - (len - 1);
     r.table.truncate(pool_, len - 1);
     present = len - 1;
-    for (int* t : {&in.remote, &in.ssd, &in.dram, &in.hbm}) {
-      const int d = std::min(*t, over);
-      *t -= d;
-      over -= d;
-    }
+    in.from.trim(over);
   }
   if (!r.admitted) {
     r.admitted = true;

@@ -173,7 +173,8 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
     table = store_.fork_pool(m.nodes[m.pool_nodes - 1].key);
     if (table.num_tokens() == p.ends[m.pool_nodes - 1]) {
       d = m.pool_nodes;
-      in.tokens = in.hbm = table.num_tokens();
+      in.tokens = table.num_tokens();
+      in.from[kvstore::Tier::kHbm] = in.tokens;
     } else {
       table.release(pool_);
     }
@@ -190,8 +191,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
       if (!ensure_free(table.blocks_needed(pool_, n))) break;
       if (!kvstore::append_segment(*seg, pool_, table).ok()) break;
       in.tokens += n;
-      const kvstore::Tier src = h.source(i);
-      (src == kvstore::Tier::kRemote ? in.remote : src == kvstore::Tier::kSsd ? in.ssd : in.dram) += n;
+      in.from[h.source(i)] += n;
       // Back in the pool: later runs find it there.
       auto r = store_.insert_pool(std::span<const Hash128>(p.docs.data(), d), p.docs[d], table, start, p.ends[d], p.tree_scope,
                                   node_tokens(prompt, start, p.ends[d]));
@@ -317,8 +317,7 @@ void ReusePlanner::blend(ReusePlan& p, std::span<const int32_t> prompt, size_t d
     const int len = kv[j].num_tokens;
     in->tokens += len;
     if (!src[j]) continue;  // computed in this run
-    const kvstore::Tier t = *src[j];
-    (t == kvstore::Tier::kRemote ? in->remote : t == kvstore::Tier::kSsd ? in->ssd : t == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
+    in->from[*src[j]] += len;
   }
   in->computed += st->repaired;
   p.blended = *st;
@@ -367,8 +366,7 @@ void ReusePlanner::blend_deferred(ReusePlan& p, size_t d, std::span<const size_t
     const int len = p.ends[j] - p.ends[j - 1];
     in->tokens += len;
     if (!src[j]) continue;  // first seen: computed in the repair step
-    const kvstore::Tier t = *src[j];
-    (t == kvstore::Tier::kRemote ? in->remote : t == kvstore::Tier::kSsd ? in->ssd : t == kvstore::Tier::kDram ? in->dram : in->hbm) += len;
+    in->from[*src[j]] += len;
   }
   in->computed += fresh;
   p.installed_nodes = n;  // blended KV is never published to the tree

@@ -76,7 +76,7 @@ struct ReusePlan {
 
 struct Installed {
   int tokens = 0;  // KV tokens now in the run's table
-  int hbm = 0, dram = 0, ssd = 0, remote = 0;  // where the reused ones came from
+  kvstore::TierCounts from;  // where the reused ones came from (tokens per tier)
   int computed = 0;  // tokens computed during installation (chunks seen first, blend repairs)
 };
 

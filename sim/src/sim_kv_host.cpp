@@ -275,7 +275,7 @@ int SimKvHost::admit(uint64_t id, int keep_free) {
     copies_[c->second].refs += 1;
     r.copies.push_back(c->second);
     set_own(r, r.ends[d], r.ends[d]);
-    got.hbm += r.ends[d] - r.begin(d);
+    got[Tier::kHbm] += r.ends[d] - r.begin(d);
   }
   for (; first && d < r.avail && r.src[d] != Tier::kHbm; ++d) {
     const int need = own_blocks(r.ends[d], r.shared_end) - own_blocks(r.kv, r.shared_end);
@@ -293,17 +293,13 @@ int SimKvHost::admit(uint64_t id, int keep_free) {
     placing_ = nullptr;
     drain(actions);
     const int tokens = r.ends[d] - r.begin(d);
-    (r.src[d] == Tier::kRemote ? got.remote : r.src[d] == Tier::kSsd ? got.ssd : got.dram) += tokens;
+    got[r.src[d]] += tokens;
   }
   const size_t installed = d;
   if (r.kv >= len) {  // the last token is always fed, to get its logits
     int over = r.kv - (len - 1);
     set_own(r, len - 1, std::min(r.shared_end, len - 1));
-    for (int* t : {&got.remote, &got.ssd, &got.dram, &got.hbm}) {
-      const int d = std::min(*t, over);
-      *t -= d;
-      over -= d;
-    }
+    got.trim(over);
   }
   if (first) {
     r.admitted = true;

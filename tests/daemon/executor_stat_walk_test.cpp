@@ -79,9 +79,9 @@ ExecutorStats filled() {
   s.policy = "fcfs";
   for (long* f : {&s.steps, &s.admitted, &s.finished, &s.cancelled, &s.swaps_out, &s.swaps_in, &s.drops,
                   &s.share_preemptions, &s.tokens_prefill, &s.tokens_decode, &s.length_samples, &s.runs_with_reuse,
-                  &s.reused_hbm, &s.reused_dram, &s.reused_ssd, &s.reused_remote, &s.recomputed, &s.approximate_runs,
-                  &s.blended_tokens, &s.repaired_tokens, &s.blend_fallbacks})
+                  &s.recomputed, &s.approximate_runs, &s.blended_tokens, &s.repaired_tokens, &s.blend_fallbacks})
     *f = next();
+  for (int t = 0; t < kvstore::kNumBuiltinTiers; ++t) s.reused.n[static_cast<size_t>(t)] = next();
   s.drops = -3;
   for (int* f : {&s.waiting, &s.running, &s.swapped, &s.loading, &s.queued}) *f = static_cast<int>(next());
   s.length_mae = 3.14159265358979;

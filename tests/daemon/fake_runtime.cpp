@@ -172,9 +172,9 @@ void FakeExecutor::run(pipelines::RunRequest req, pipelines::EventSink sink) {
     done.finish_reason = finish;
     done.usage.prompt_tokens = static_cast<int>(q.size() / 4 + 1);
     done.usage.completion_tokens = produced;
-    done.usage.reused_hbm = 3;
-    done.usage.reused_dram = 2;
-    done.usage.reused_ssd = 1;
+    done.usage.reused[kvstore::Tier::kHbm] = 3;
+    done.usage.reused[kvstore::Tier::kDram] = 2;
+    done.usage.reused[kvstore::Tier::kSsd] = 1;
     done.usage.recomputed_tokens = 4;
     done.timings = {1.5, 2.5, 0.5, 3.0, 4.0, 1.25, 10.0};
     leave();

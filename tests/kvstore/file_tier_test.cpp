@@ -75,6 +75,12 @@ TEST(RegisteredTier, DemotedIntoLoadedFromAndRestoredAfterRestart) {
     for (uint64_t d = 8; d <= 9; ++d) EXPECT_EQ(tier_of(*store, d), Tier::kHbm) << d;
     const Stats st = store->stats();
     EXPECT_EQ(st.tiers[static_cast<int>(kFile)].name, "file");
+    EXPECT_EQ(tier_name(kFile), "file") << "the one name table knows the registered tier";
+    TierCounts reused;
+    reused[kFile] = 7;
+    std::string named;
+    reused.for_each([&](std::string_view n, int64_t c) { named += std::string(n) + "=" + std::to_string(c) + " "; });
+    EXPECT_EQ(named, "hbm=0 dram=0 ssd=0 remote=0 file=7 ");
     EXPECT_EQ(st.tiers[static_cast<int>(kFile)].kind, TierKind::kStored);
     EXPECT_EQ(st.tiers[static_cast<int>(kFile)].nodes, 4u);
     EXPECT_EQ(st.tiers[static_cast<int>(kFile)].demotions, 4u);

@@ -31,15 +31,15 @@ TEST_F(ExecutorTest, ReuseModesGiveTheSameGreedyOutputsAsNoReuse) {
     ASSERT_EQ(none.sources.size(), 2u);
     EXPECT_EQ(none.tokens.size(), 7u);
     EXPECT_EQ(none.finish, "length");
-    EXPECT_EQ(none.usage.reused_hbm, 0);
+    EXPECT_EQ(none.usage.reused[kvstore::Tier::kHbm], 0);
     EXPECT_EQ(none.usage.recomputed_tokens, none.usage.prompt_tokens);
     expect_same(none, prefix, std::string("prefix: ") + q);
     expect_same(none, kt, std::string("knowledge_tree: ") + q);
     EXPECT_EQ(kt.usage.prompt_tokens, none.usage.prompt_tokens);
-    EXPECT_EQ(kt.usage.reused_hbm + kt.usage.reused_dram + kt.usage.reused_ssd + kt.usage.recomputed_tokens,
+    EXPECT_EQ(kt.usage.reused[kvstore::Tier::kHbm] + kt.usage.reused[kvstore::Tier::kDram] + kt.usage.reused[kvstore::Tier::kSsd] + kt.usage.recomputed_tokens,
               kt.usage.prompt_tokens);
-    kt_reused += kt.usage.reused_hbm;
-    prefix_reused += prefix.usage.reused_hbm;
+    kt_reused += kt.usage.reused[kvstore::Tier::kHbm];
+    prefix_reused += prefix.usage.reused[kvstore::Tier::kHbm];
   }
   // Repeated queries hit: the whole document path is reused, only the question is prefilled.
   EXPECT_GT(kt_reused, 0);
@@ -57,7 +57,7 @@ TEST_F(ExecutorTest, SharedDocumentsAreReusedAcrossDifferentQuestions) {
   expect_same(b_none, b, "different question, same documents");
   // Same retrieved set (stable order) -> every document node is a hit; only the question differs.
   if (a.sources.size() == b.sources.size()) {
-    EXPECT_GT(b.usage.reused_hbm, b.usage.prompt_tokens / 2);
+    EXPECT_GT(b.usage.reused[kvstore::Tier::kHbm], b.usage.prompt_tokens / 2);
   }
   close(rt);
   fs::remove_all(data);
@@ -78,8 +78,8 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
     RunOutput second = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
     expect_same(ref, first, "first");
     expect_same(ref, second, "from DRAM");
-    EXPECT_EQ(second.usage.reused_hbm, 0);
-    EXPECT_GT(second.usage.reused_dram, 0);
+    EXPECT_EQ(second.usage.reused[kvstore::Tier::kHbm], 0);
+    EXPECT_GT(second.usage.reused[kvstore::Tier::kDram], 0);
     const ExecutorStats st = rt.executor->stats();
     EXPECT_TRUE(st.tiers[1].enabled);
     EXPECT_GT(st.tiers[1].entries, 0u);
@@ -106,8 +106,8 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
     Runtime rt = open(o, false);  // same data dir: corpus and SSD tier come back
     RunOutput again = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
     expect_same(ref, again, "from SSD after restart");
-    EXPECT_GT(again.usage.reused_ssd, 0);
-    EXPECT_EQ(again.usage.reused_hbm, 0);
+    EXPECT_GT(again.usage.reused[kvstore::Tier::kSsd], 0);
+    EXPECT_EQ(again.usage.reused[kvstore::Tier::kHbm], 0);
     rt.stop();
   }
   fs::remove_all(data);
@@ -145,12 +145,12 @@ TEST_F(ExecutorTest, PoolEvictedDocumentsComeBackFromDramAndSsdIdentically) {
     expect_same(ref_a, a2, "a after its documents left the pool");
     EXPECT_GT(rt.executor->stats().tiers[0].evictions, 0u);
     if (dram) {
-      EXPECT_GT(a2.usage.reused_dram, 0);
+      EXPECT_GT(a2.usage.reused[kvstore::Tier::kDram], 0);
     } else {
-      EXPECT_GT(a2.usage.reused_ssd, 0);
-      EXPECT_EQ(a2.usage.reused_dram, 0);
+      EXPECT_GT(a2.usage.reused[kvstore::Tier::kSsd], 0);
+      EXPECT_EQ(a2.usage.reused[kvstore::Tier::kDram], 0);
     }
-    EXPECT_EQ(a2.usage.reused_hbm + a2.usage.reused_dram + a2.usage.reused_ssd + a2.usage.recomputed_tokens,
+    EXPECT_EQ(a2.usage.reused[kvstore::Tier::kHbm] + a2.usage.reused[kvstore::Tier::kDram] + a2.usage.reused[kvstore::Tier::kSsd] + a2.usage.recomputed_tokens,
               a2.usage.prompt_tokens);
     close(rt);
   }
@@ -174,12 +174,12 @@ TEST_F(ExecutorTest, RestartReusesDocumentKvFromSsdWithTheDefaultConfiguration) 
     Runtime rt = open(options(data), false);
     RunOutput again = run(*rt.executor, "knowledge_tree", q);
     expect_same(ref, again, "after restart");
-    EXPECT_GT(again.usage.reused_ssd, 0);
-    EXPECT_EQ(again.usage.reused_hbm, 0);
-    EXPECT_EQ(again.usage.reused_dram, 0);
+    EXPECT_GT(again.usage.reused[kvstore::Tier::kSsd], 0);
+    EXPECT_EQ(again.usage.reused[kvstore::Tier::kHbm], 0);
+    EXPECT_EQ(again.usage.reused[kvstore::Tier::kDram], 0);
     const ExecutorStats st = rt.executor->stats();
     EXPECT_GT(st.restored_segments, 0u);
-    EXPECT_GT(st.reused_ssd, 0);
+    EXPECT_GT(st.reused[kvstore::Tier::kSsd], 0);
     close(rt);
   }
   fs::remove_all(data);
@@ -497,7 +497,7 @@ TEST_F(ExecutorTest, ApproximateModesAtFullRecomputeMatchNoReuse) {
         EXPECT_TRUE(o->usage.reuse_note.empty()) << o->usage.reuse_note;
       }
       blended += o->usage.blended_tokens;
-      EXPECT_LE(o->usage.reused_hbm + o->usage.reused_dram + o->usage.reused_ssd, o->usage.prompt_tokens);
+      EXPECT_LE(o->usage.reused[kvstore::Tier::kHbm] + o->usage.reused[kvstore::Tier::kDram] + o->usage.reused[kvstore::Tier::kSsd], o->usage.prompt_tokens);
     }
   }
   EXPECT_GT(approximate, 0) << "no run placed chunk KV: the test would prove nothing";
@@ -614,8 +614,8 @@ TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
     RunOutput again = run(*rt.executor, "cacheblend", kMixQueries[i]);
     expect_same(first[i], again, std::string("after restart: ") + kMixQueries[i]);
     EXPECT_EQ(again.usage.approximate, first[i].usage.approximate) << kMixQueries[i];
-    EXPECT_EQ(again.usage.reused_hbm, 0);
-    ssd += again.usage.reused_ssd;
+    EXPECT_EQ(again.usage.reused[kvstore::Tier::kHbm], 0);
+    ssd += again.usage.reused[kvstore::Tier::kSsd];
     approximate += again.usage.approximate;
   }
   EXPECT_GT(ssd, 0);
@@ -807,7 +807,7 @@ TEST_F(ExecutorTest, PlainPromptsAndChatRunWithPrefixReuse) {
   ASSERT_TRUE(c.wait(&b2));
   expect_same(a, b, "prefix first");
   expect_same(a, b2, "prefix hit");
-  EXPECT_GT(b2.usage.reused_hbm, 0);
+  EXPECT_GT(b2.usage.reused[kvstore::Tier::kHbm], 0);
   RunOutput chat;
   RunRequest cr;
   cr.messages = {{"system", "be brief"}, {"user", "hello there"}};

@@ -177,7 +177,7 @@ TEST(Simulator, SharedRemoteTierServesOtherReplicasMisses) {
   auto remote = run(o, rag_workload());
   ASSERT_TRUE(local.ok() && remote.ok());
   long remote_tokens = 0;
-  for (const auto& x : remote->records) remote_tokens += x.reused.remote;
+  for (const auto& x : remote->records) remote_tokens += x.reused[kvstore::Tier::kRemote];
   EXPECT_GT(remote_tokens, 0);
   EXPECT_GT(remote->remote_hits, 0u);
   EXPECT_GT(hit_rate(*remote), hit_rate(*local));

@@ -23,10 +23,10 @@ BenchRun sim_bench_run(const sim::SimResult& r, const std::string& label, const 
     s.itl_ms = x.itl_ms;
     s.has_usage = x.ok;
     s.prompt_tokens = x.prompt_tokens;
-    s.reused_hbm = x.reused.hbm;
-    s.reused_dram = x.reused.dram;
-    s.reused_ssd = x.reused.ssd;
-    s.reused_remote = x.reused.remote;
+    s.reused_hbm = static_cast<int>(x.reused[kvstore::Tier::kHbm]);
+    s.reused_dram = static_cast<int>(x.reused[kvstore::Tier::kDram]);
+    s.reused_ssd = static_cast<int>(x.reused[kvstore::Tier::kSsd]);
+    s.reused_remote = static_cast<int>(x.reused[kvstore::Tier::kRemote]);
     s.reuse = "knowledge_tree";
     s.has_timings = x.ok;
     s.timings.queue_ms = x.queue_ms;
@@ -46,7 +46,8 @@ TierHits sim_tier_hits(const sim::SimResult& r) {
   for (const sim::SimRecord& x : r.records) {
     if (!x.ok) continue;
     prompt += x.prompt_tokens;
-    h.hbm += x.reused.hbm, h.dram += x.reused.dram, h.ssd += x.reused.ssd, h.remote += x.reused.remote;
+    h.hbm += x.reused[kvstore::Tier::kHbm], h.dram += x.reused[kvstore::Tier::kDram];
+    h.ssd += x.reused[kvstore::Tier::kSsd], h.remote += x.reused[kvstore::Tier::kRemote];
   }
   if (prompt > 0) h.hbm /= prompt, h.dram /= prompt, h.ssd /= prompt, h.remote /= prompt;
   return h;

@@ -20,7 +20,9 @@
 // (docs/design/extending.md).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,12 +44,55 @@ inline constexpr auto kTierNames = make_enum_names<Tier>(
     "tier", {{Tier::kHbm, "hbm"}, {Tier::kDram, "dram"}, {Tier::kSsd, "ssd"}, {Tier::kRemote, "remote"}});
 constexpr const auto& ragd_enum_names(Tier) { return kTierNames; }
 static_assert(enum_names_valid(kTierNames));
-// The built-in tiers' names; a registered tier's name is its store's (KvStore::tier_name).
+// A registered tier's name, as the store that registered it gave it (KvStore::open records it with
+// record_tier_name; "" = none registered under that id). Names are interned, so the view stays
+// valid for the process's life. Header-only reads, so that modules holding usage without linking
+// the kvstore (the daemon's tests) name tiers the same way.
+inline std::array<std::atomic<const std::string*>, kMaxTiers> g_registered_tier_names{};
+inline std::string_view registered_tier_name(Tier t) {
+  const size_t i = static_cast<size_t>(t);
+  const std::string* s = i < g_registered_tier_names.size() ? g_registered_tier_names[i].load(std::memory_order_acquire) : nullptr;
+  return s ? std::string_view(*s) : std::string_view();
+}
+void record_tier_name(Tier t, std::string_view name);
+// Every tier's name, from this one table: the built-in names, then the registered ones.
 inline std::string_view tier_name(Tier t) {
-  return static_cast<int>(t) < kNumBuiltinTiers ? enum_name(t) : std::string_view("registered");
+  return static_cast<int>(t) < kNumBuiltinTiers ? enum_name(t) : registered_tier_name(t);
 }
 inline uint8_t tier_bit(Tier t) { return static_cast<uint8_t>(1u << static_cast<int>(t)); }
 inline constexpr Tier tier_at(int i) { return static_cast<Tier>(i); }
+
+// A count per tier (tokens reused from each, ...), index = Tier: what usage, stats and reports carry
+// instead of one field per tier.
+struct TierCounts {
+  std::array<int64_t, kMaxTiers> n{};
+  int64_t& operator[](Tier t) { return n[static_cast<size_t>(t)]; }
+  int64_t operator[](Tier t) const { return n[static_cast<size_t>(t)]; }
+  int64_t total() const {
+    int64_t s = 0;
+    for (int64_t v : n) s += v;
+    return s;
+  }
+  TierCounts& operator+=(const TierCounts& o) {
+    for (size_t i = 0; i < n.size(); ++i) n[i] += o.n[i];
+    return *this;
+  }
+  // Takes `over` away, from the slowest tier up (the prompt's last token, which is always fed
+  // again, came from the slowest source of the path's end).
+  void trim(int64_t over) {
+    for (size_t i = n.size(); i-- > 0 && over > 0;) {
+      const int64_t d = std::min(n[i], over);
+      n[i] -= d;
+      over -= d;
+    }
+  }
+  // fn(name, count) for each built-in tier and each registered tier with a count.
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    for (int t = 0; t < kMaxTiers; ++t)
+      if (t < kNumBuiltinTiers || n[static_cast<size_t>(t)] != 0) fn(tier_name(tier_at(t)), n[static_cast<size_t>(t)]);
+  }
+};
 
 enum class TierKind : uint8_t { kNone = 0, kMemory = 1, kStored = 2, kShared = 3 };
 inline constexpr auto kTierKindNames = make_enum_names<TierKind>(

@@ -182,9 +182,9 @@ struct Source {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  // prompt tokens whose KV was reused, by source tier (remote: the shared Redis tier)
-  int reused_hbm = 0, reused_dram = 0, reused_ssd = 0, reused_remote = 0;
-  int reused_tokens() const { return reused_hbm + reused_dram + reused_ssd + reused_remote; }
+  // prompt tokens whose KV was reused, by source tier (kvstore/tier.h; remote: the shared Redis tier)
+  kvstore::TierCounts reused;
+  int reused_tokens() const { return static_cast<int>(reused.total()); }
   int recomputed_tokens = 0;  // prompt tokens whose KV was computed in this run (incl. blend repairs)
   std::string reuse;          // the reuse mode the run used
   bool approximate = false;   // true when reused KV was blended (CacheBlend / EPIC): not a full prefill's

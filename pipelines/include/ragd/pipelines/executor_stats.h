@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ragd/common/json_writer.h"
+#include "ragd/kvstore/tier.h"
 
 namespace ragd::pipelines {
 
@@ -68,7 +69,8 @@ struct ExecutorStats {
   uint64_t kv_events_auth_denied = 0;  // CURVE handshakes refused
   // reuse, summed over finished runs
   long runs_with_reuse = 0;
-  long reused_hbm = 0, reused_dram = 0, reused_ssd = 0, reused_remote = 0, recomputed = 0;
+  kvstore::TierCounts reused;  // prompt tokens reused, by source tier
+  long recomputed = 0;
   long approximate_runs = 0;   // runs that placed blended KV (cacheblend / epic)
   long blended_tokens = 0, repaired_tokens = 0;
   long blend_fallbacks = 0;    // approximate runs that served exact reuse instead (reuse_note)
@@ -155,9 +157,9 @@ void ExecutorStats::visit(V& v) const {
     v.end();
   }
   v.end();
-  v.begin("reuse").field("runs", int64_t{runs_with_reuse}).field("hbm_tokens", int64_t{reused_hbm});
-  v.field("dram_tokens", int64_t{reused_dram}).field("ssd_tokens", int64_t{reused_ssd});
-  v.field("remote_tokens", int64_t{reused_remote}).field("recomputed_tokens", int64_t{recomputed});
+  v.begin("reuse").field("runs", int64_t{runs_with_reuse});
+  reused.for_each([&](std::string_view name, int64_t n) { v.field((std::string(name) + "_tokens").c_str(), n); });
+  v.field("recomputed_tokens", int64_t{recomputed});
   v.field("approximate_runs", int64_t{approximate_runs}).field("blended_tokens", int64_t{blended_tokens});
   v.field("repaired_tokens", int64_t{repaired_tokens}).field("blend_fallbacks", int64_t{blend_fallbacks});
   v.begin("auto").field("choice", reuse_auto).field("first_token_kl", reuse_auto_kl);

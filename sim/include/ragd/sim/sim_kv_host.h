@@ -64,10 +64,7 @@ struct PublishCounters {
 };
 
 // Where a run's reused prompt tokens came from (first admission).
-struct ReuseCounts {
-  int hbm = 0, dram = 0, ssd = 0, remote = 0;
-  int total() const { return hbm + dram + ssd + remote; }
-};
+using ReuseCounts = kvstore::TierCounts;  // prompt tokens reused, by source tier
 
 struct LookupOutcome {
   double ready_s = 0;     // when the loads below HBM are done (>= now)
