@@ -629,6 +629,12 @@ void KnowledgeTree::write_done(const Hash128& key, Tier tier, uint64_t uid) {
   impl_->clear_pending(n, static_cast<int>(tier));
 }
 
+std::optional<Tier> KnowledgeTree::copy_tier() const {
+  for (int t = kHbm + 1; t < kMaxTiers; ++t)
+    if (impl_->usable(t)) return tier_at(t);
+  return std::nullopt;
+}
+
 TierKind KnowledgeTree::kind(Tier t) const { return impl_->opt.kinds[static_cast<int>(t)]; }
 bool KnowledgeTree::in_tree(Tier t) const { return impl_->in_tree(static_cast<int>(t)); }
 bool KnowledgeTree::tier_enabled(Tier t) const { return impl_->enabled[static_cast<int>(t)]; }

@@ -289,7 +289,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
   r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
   c.submit_actions_locked(actions);
-  const bool lower = c.lower_copy_tier_locked() >= 0;
+  const bool lower = c.tree->copy_tier().has_value();
   // A node the pool could not take (no pool share: hbm_bytes 0, or no room) has no tier yet: its
   // lower copy inserts it when done.
   const bool pooled = r.outcome == KnowledgeTree::InsertOutcome::kInserted && r.tier == Tier::kHbm;
@@ -297,14 +297,14 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   if (known || !lower || !c.copier || (!pooled && !unplaced)) return r;
   // A copy in flight holds its blocks: under pool pressure (less than half the pool free) none is
   // started, and the node is demoted when it is evicted instead.
-  if (pooled && c.opt.pool->free_blocks() * 2 < c.opt.pool->num_blocks()) {
+  if (pool_copy_blocked(pooled, c.opt.pool->free_blocks(), c.opt.pool->num_blocks())) {
     c.ctr.copies_skipped += 1;
     return r;
   }
   // The lower-tier copy, off this thread.
   {
     std::lock_guard<std::mutex> cl(c.cmu);
-    if (c.copy_bytes + bytes > c.opt.copy_inflight_bytes) {
+    if (pool_copy_over_budget(c.copy_bytes, bytes, c.opt.copy_inflight_bytes)) {
       c.ctr.copies_skipped += 1;
       return r;
     }
@@ -331,8 +331,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
       std::lock_guard<std::mutex> l(c.mu);
       if (!c.closed && seg) {
         std::vector<TierAction> acts;
-        const int lt = c.lower_copy_tier_locked();
-        const Tier t = lt >= 0 ? tier_at(lt) : Tier::kDram;
+        const Tier t = c.tree->copy_tier().value_or(Tier::kDram);
         bool done = false;
         if (c.tree->info(id.key)) done = c.tree->promote(id.key, t, seg, &acts);
         else done = c.tree->insert(id.parent_key, root, seg, &acts) == KnowledgeTree::InsertOutcome::kInserted;

@@ -103,12 +103,6 @@ void StoreCore::end_copy(uint64_t bytes) {
   ccv.notify_all();
 }
 
-int StoreCore::lower_copy_tier_locked() const {
-  for (int t = static_cast<int>(Tier::kDram); t < kMaxTiers; ++t)
-    if (tree->in_tree(tier_at(t)) && tree->capacity(tier_at(t)) > 0) return t;
-  return -1;
-}
-
 void StoreCore::release_done_copies_locked() {
   for (PoolCopy& pc : done_copies) release(pc);
   done_copies.clear();

@@ -81,9 +81,6 @@ struct StoreCore final : PoolTier {
   std::vector<PoolCopy> done_copies;    // guarded by mu
   std::function<void()> on_copy_done;   // set before copies start (set_on_pool_copy_done)
   void end_copy(uint64_t bytes);        // a copy of `bytes` is over (done, or never queued)
-  // mu held: where a new pool node's lower copy goes — DRAM, else the first stored tier with room
-  // in its capacity; -1 = none.
-  int lower_copy_tier_locked() const;
   void release_done_copies_locked();    // mu held, scheduler thread
 
   // ---- stored-tier writes -------------------------------------------------------------------------

@@ -315,7 +315,7 @@ void SimKvHost::publish(uint64_t id) {
   Run& r = run(id);
   r.published = true;
   std::vector<kvstore::TierAction> actions;
-  const bool lower = opts_.dram_bytes > 0 || opts_.ssd_bytes > 0;
+  const bool lower = tree_->copy_tier().has_value();
   for (size_t i = r.reused_nodes; i < r.keys.size(); ++i) {
     const uint64_t bytes = static_cast<uint64_t>((r.ends[i] - r.begin(i)) * cost_.shape.kv_bytes_per_token());
     const bool known = tree_->info(r.keys[i]).has_value();
@@ -338,8 +338,9 @@ void SimKvHost::publish(uint64_t id) {
     if (known || !lower || out != kvstore::KnowledgeTree::InsertOutcome::kInserted) continue;
     // A copy in flight holds its blocks: under pool pressure none starts (the node is demoted when
     // the pool evicts it), and at most copy_inflight_bytes are queued.
-    if ((pooled && 2 * (opts_.pool_blocks - used_blocks_) < opts_.pool_blocks) ||
-        copy_inflight_ + bytes > opts_.copy_inflight_bytes) {
+    if (kvstore::pool_copy_blocked(pooled, static_cast<uint64_t>(opts_.pool_blocks - used_blocks_),
+                                   static_cast<uint64_t>(opts_.pool_blocks)) ||
+        kvstore::pool_copy_over_budget(copy_inflight_, bytes, opts_.copy_inflight_bytes)) {
       pub_.copies_skipped += 1;
       continue;
     }
@@ -366,10 +367,10 @@ void SimKvHost::complete_copy() {
   if (!j.promote) return;
   // The node may have left the pool (demoted) or the tree meanwhile: then there is nothing to add.
   const auto n = tree_->info(j.key);
-  const Tier t = opts_.dram_bytes > 0 ? Tier::kDram : Tier::kSsd;
-  if (!n || (n->tiers & kvstore::tier_bit(t))) return;
+  const std::optional<Tier> t = tree_->copy_tier();
+  if (!n || !t || (n->tiers & kvstore::tier_bit(*t))) return;
   std::vector<kvstore::TierAction> actions;
-  tree_->promote(j.key, t, host_copy_, &actions);
+  tree_->promote(j.key, *t, host_copy_, &actions);
   drain(actions);
 }
 

@@ -65,6 +65,17 @@ struct PoolCopy {
   int end = 0;
 };
 
+// Pool mode's lower-tier copies of new pool nodes (KvStore::insert_pool; the simulator's host
+// model runs the same rules): a copy in flight holds its blocks, so none starts for a node in the
+// pool while less than half the pool is free (the node is demoted when the pool evicts it), and at
+// most `limit` bytes of copies are in flight.
+inline bool pool_copy_blocked(bool pooled, uint64_t free_blocks, uint64_t total_blocks) {
+  return pooled && free_blocks * 2 < total_blocks;
+}
+inline bool pool_copy_over_budget(uint64_t inflight_bytes, uint64_t bytes, uint64_t limit) {
+  return inflight_bytes + bytes > limit;
+}
+
 // The engine pool's side of the HBM tier (implemented by KvStore). Called with the tree's lock held,
 // on the thread that owns the pool.
 class PoolTier {
@@ -204,6 +215,9 @@ class KnowledgeTree {
   // The caller finished a put to stored tier t for (key, uid).
   void write_done(const Hash128& key, Tier t, uint64_t uid);
 
+  // Where a pool node's lower copy goes: the first tree tier below HBM with capacity (DRAM, else
+  // the first stored tier); nullopt = none.
+  std::optional<Tier> copy_tier() const;
   TierKind kind(Tier t) const;
   bool in_tree(Tier t) const;  // a kMemory or kStored tier
   bool tier_enabled(Tier t) const;
