@@ -6,6 +6,8 @@
 
 #include "ragd/kernels/kv_deviation.h"
 
+#include "reuse_strategy.h"
+
 namespace ragd::pipelines {
 
 int PendingRepair::candidates() const {
@@ -13,6 +15,7 @@ int PendingRepair::candidates() const {
 }
 
 PendingRepair plan_repair(std::span<const RepairDoc> docs, ReuseMode mode, const BlendParams& params, int num_layers, int end) {
+  const ReuseStrategy& rules = reuse_strategy_rules(mode);
   PendingRepair r;
   r.mode = mode;
   r.params = params;
@@ -29,30 +32,13 @@ PendingRepair plan_repair(std::span<const RepairDoc> docs, ReuseMode mode, const
     }
     if (d.in_place) continue;
     r.placed += d.len;
-    const int take = mode == ReuseMode::kEpic ? std::min(params.epic_k, d.len) : d.len;
+    const int take = rules.repair_rows(d.len, params);
     for (int i = 0; i < take; ++i) {
       r.rows.push_back(d.start + i);
-      r.candidate.push_back(mode == ReuseMode::kCacheBlend ? 1 : 0);
+      r.candidate.push_back(rules.selects() ? 1 : 0);
     }
   }
-  if (mode == ReuseMode::kCacheBlend) {
-    const int n = r.candidates();
-    const int target = static_cast<int>(std::ceil(params.recompute_ratio * n - 1e-9));
-    if (target == 0) {
-      // Naive concatenation: the placed rows keep their KV; only first-seen rows are computed.
-      std::vector<int32_t> rows;
-      std::vector<uint8_t> cand;
-      for (size_t i = 0; i < r.rows.size(); ++i)
-        if (!r.candidate[i]) rows.push_back(r.rows[i]), cand.push_back(0);
-      r.rows = std::move(rows);
-      r.candidate = std::move(cand);
-    } else if (target < n) {
-      // Layer 0's K/V equal the placed ones (they depend on the token and its position only); the
-      // first layer that can tell is 1. Gradual filtering: 2r there, r from layer 2 on (as repair()).
-      if (num_layers > 1) r.targets[1] = num_layers > 2 ? std::min(n, 2 * target) : target;
-      if (num_layers > 2) r.targets[2] = target;
-    }
-  }
+  rules.select(&r, params, num_layers);
   // What the step computes for it: every row in every layer, less CacheBlend's dropped candidates.
   const int n = r.candidates();
   int active = n;
@@ -141,7 +127,7 @@ RepairOutcome RepairStepHook::outcome(int seq, int num_layers) const {
   if (it == seqs_.end()) return o;
   const Seq& s = it->second;
   const PendingRepair& p = *s.repair;
-  if (p.mode != ReuseMode::kCacheBlend || s.kept.empty()) {  // every row, every layer
+  if (!reuse_strategy_rules(p.mode).selects() || s.kept.empty()) {  // every row, every layer
     o.repaired = static_cast<int>(p.rows.size()) - p.fresh;
     o.selected_first = o.repaired;
     o.row_layers = static_cast<long>(p.rows.size()) * num_layers;

@@ -962,7 +962,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.usage.approximate = plan.approximate;
   r.usage.blended_tokens = plan.blended.placed;
   r.usage.repaired_tokens = plan.blended.repaired;
-  r.usage.recompute_ratio = plan.mode == ReuseMode::kCacheBlend ? plan.blend.recompute_ratio : 0.0;
+  r.usage.recompute_ratio = reuse_strategy_rules(plan.mode).usage_recompute_ratio(plan.blend);
   r.usage.reuse_note = plan.note.empty() ? plan.auto_note : plan.note;  // a fallback's reason, or auto's choice
   r.usage.recompute_ratio_floor = plan.blended.ratio_floor;
   r.timings.blend_chunk_ms = plan.blended.chunk_ms;

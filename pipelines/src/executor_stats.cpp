@@ -21,9 +21,7 @@ void ExecutorImpl::publish_stats() {
   x.swaps_in = s.swaps_in;
   x.drops = s.drops;
   x.share_preemptions = s.share_preemptions;
-  x.reuse_auto = planner_->auto_choice();
-  x.reuse_auto_kl = planner_->auto_fidelity().first_token_kl;
-  x.reuse_auto_agreement = planner_->auto_fidelity().greedy_agreement;
+  planner_->stats(&x);
   x.tokens_prefill = s.tokens_prefill;
   x.tokens_decode = s.tokens_decode;
   x.waiting = s.waiting;

@@ -51,9 +51,9 @@ inline constexpr auto kReuseModeNames = make_enum_names<ReuseMode>(
 constexpr const auto& ragd_enum_names(ReuseMode) { return kReuseModeNames; }
 static_assert(enum_names_valid(kReuseModeNames) && kReuseModeNames.entries.size() == kNumReuseModes);
 inline std::string_view reuse_mode_name(ReuseMode m) { return enum_name(m); }
-inline bool is_approximate(ReuseMode m) {
-  return m == ReuseMode::kCacheBlend || m == ReuseMode::kEpic || m == ReuseMode::kAuto;  // auto may blend
-}
+// True for the modes that may place KV a full prefill would not compute (cacheblend, epic, and auto,
+// which may blend): the mode's reuse strategy says (reuse_strategy.cpp in the pipelines library).
+bool is_approximate(ReuseMode m);
 // The one parser of reuse mode names (pipeline specs, request bodies, ragctl); InvalidArgument
 // listing the names otherwise. Header-only (enum_names.h): the daemon's HTTP layer uses it without
 // linking the pipelines library.
