@@ -199,15 +199,15 @@ int ttft(const std::string& model_dir, const std::string& device, const std::vec
         << "\"\nrecompute_ratio = 0.15\nepic_k = 16\n";
   RuntimeOptions base;
   base.model_dir = model_dir;
-  base.device = device;
+  base.model.device = device;
   base.data_dir = data;
   base.pipelines_dir = pipes;
-  base.num_threads = threads;
+  base.model.num_threads = threads;
   base.retrieval_threads = 1;
-  base.kv_pool_bytes = 256ull << 20;
+  base.model.kv_pool_bytes = 256ull << 20;
   base.embedder_dim = 16384;  // few hash collisions between place names
   base.blend_check.enabled = blend_check;
-  base.weights = weights;
+  base.model.weights = weights;
   {
     auto rt = open_runtime(base);
     if (!rt.ok()) {

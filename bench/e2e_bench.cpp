@@ -173,14 +173,14 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   RuntimeOptions base;
   base.model_dir = model;
-  base.device = device;
+  base.model.device = device;
   base.data_dir = data;
   base.pipelines_dir = pipes;
-  base.kv_pool_bytes = 64ull << 20;
-  base.max_batch_tokens = 512;
-  base.max_running = 8;
+  base.model.kv_pool_bytes = 64ull << 20;
+  base.scheduler.max_batch_tokens = 512;
+  base.scheduler.max_running = 8;
   base.retrieval_threads = 1;
-  base.num_threads = threads;
+  base.model.num_threads = threads;
   base.chunk_tokens = 1024;
   base.embedder_dim = 4096;  // few hash collisions: question words do not change the retrieved set  // one chunk per document: a topic's top-4 is exactly its 4 documents  // engine compute threads; 1 keeps a shared box from oversubscribing
   {
@@ -262,8 +262,8 @@ int main(int argc, char** argv) {
   }
   // Capacity estimate: closed loop with max_running clients on the first requests.
   RuntimeOptions so = base;
-  so.max_running = 4;
-  so.max_batch_tokens = 256;
+  so.scheduler.max_running = 4;
+  so.scheduler.max_batch_tokens = 256;
   double rate = 1.0;
   {
     auto rt = open_runtime(so);
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const char* p : {"fcfs", "sjf", "fair"}) {
     RuntimeOptions o = so;
-    o.scheduler = *parse_sched_policy(p);
+    o.scheduler.policy = *parse_sched_policy(p);
     auto rt = open_runtime(o);
     if (!rt.ok()) return 1;
     double wall = 0;

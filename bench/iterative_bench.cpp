@@ -157,10 +157,10 @@ int main(int argc, char** argv) {
     o.model_dir = model;
     o.data_dir = data;
     o.pipelines_dir = pipes;
-    o.num_threads = threads;
+    o.model.num_threads = threads;
     o.retrieval_threads = 2;
     o.test_hooks.search_delay_ms = delay;
-    o.ssd_cache_bytes = 0;
+    o.kv.ssd_bytes = 0;
     auto rt = open_runtime(o);
     if (!rt.ok()) {
       std::fprintf(stderr, "open_runtime: %s\n", rt.status().to_string().c_str());

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   o.model_dir = model;
   o.data_dir = tmp + "/data";
   o.pipelines_dir = tmp + "/pipelines";
-  o.num_threads = threads;
+  o.model.num_threads = threads;
   o.retrieval_threads = 1;
   auto rt = open_runtime(o);
   if (!rt.ok()) {

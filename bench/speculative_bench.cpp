@@ -88,12 +88,12 @@ Runtime open(const Args& a, const std::string& data, int spec_k, RuntimeTestHook
   RuntimeOptions o;
   o.model_dir = a.model;
   o.data_dir = data;
-  o.num_threads = a.threads;
+  o.model.num_threads = a.threads;
   o.retrieval_threads = 1;
-  o.speculative_k = spec_k;
+  o.speculative.k = spec_k;
   o.test_hooks = std::move(hooks);
-  o.max_running = 64;
-  o.kv_pool_bytes = 1ull << 30;
+  o.scheduler.max_running = 64;
+  o.model.kv_pool_bytes = 1ull << 30;
   auto rt = open_runtime(o);
   if (!rt.ok()) {
     std::fprintf(stderr, "open_runtime: %s\n", rt.status().to_string().c_str());

@@ -235,12 +235,12 @@ int main(int argc, char** argv) {
   }
   RuntimeOptions base;
   base.model_dir = model;
-  base.kv_pool_bytes = 256ull << 20;  // no KV shortage: preemptions are the policy's
-  base.max_batch_tokens = 256;
-  base.max_running = max_running;
-  base.num_threads = threads;
+  base.model.kv_pool_bytes = 256ull << 20;  // no KV shortage: preemptions are the policy's
+  base.scheduler.max_batch_tokens = 256;
+  base.scheduler.max_running = max_running;
+  base.model.num_threads = threads;
   base.hbm_cache = false;  // plain prompts: nothing to reuse, keep every run's cost the same
-  base.ssd_cache_bytes = 0;
+  base.kv.ssd_bytes = 0;
   std::map<std::string, int> stops;  // run id -> length (the stop rule), read by the hook
   std::mutex hidden_mu;
   base.test_hooks.stop_after_tokens = [&](const std::string& id) {
@@ -410,7 +410,7 @@ int main(int argc, char** argv) {
     so.keep_itl = false;
     so.max_concurrent_per_tenant = 0;
     so.scheduler.policy = policy;
-    so.scheduler.max_batch_tokens = base.max_batch_tokens;
+    so.scheduler.max_batch_tokens = base.scheduler.max_batch_tokens;
     so.scheduler.max_running = max_running;
     return so;
   };
@@ -480,9 +480,9 @@ int main(int argc, char** argv) {
     for (int round = 0; round < rounds; ++round)
       for (const Policy& p : kPolicies) {
         RuntimeOptions o = base;
-        o.scheduler = p.policy;
+        o.scheduler.policy = p.policy;
         if (p.head) o.length_model = head_path;
-        o.test_hooks.oracle_lengths = p.oracle;
+        o.scheduler.oracle_lengths = p.oracle;
         auto rt = open_runtime(o);
         if (!rt.ok()) {
           std::fprintf(stderr, "open_runtime: %s\n", rt.status().to_string().c_str());

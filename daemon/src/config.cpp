@@ -2,6 +2,7 @@
 #include "ragd/daemon/config.h"
 
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -19,6 +20,9 @@ namespace ragd::daemon {
 namespace {
 
 enum class Type { kString, kInt, kSize, kBool, kEnum };
+// kSize fields are written as size_t: the module Options' byte counts (size_t or uint64_t) must be
+// that type.
+static_assert(std::is_same_v<size_t, uint64_t>);
 
 // An enum-valued field, through its enum's one name table (enum_names.h): parsed when the config
 // is read, printed by name.
@@ -115,39 +119,39 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.replica_catch_up_ms", Type::kInt, "replica: how often it reads the primary's new documents, ms",
              runtime.replica_catch_up_ms),
       RAGD_F("runtime.pipelines_dir", Type::kString, "directory of *.toml pipeline specs; \"\" = only the built-in \"default\"", runtime.pipelines_dir),
-      RAGD_F("runtime.device", Type::kString, "\"cpu\", \"cuda\" or \"cuda:N\"", runtime.device),
-      RAGD_E("runtime.weights", "weights in memory (auto = the checkpoint's dtype; q8 = 8-bit blocks, quantized at load)", runtime.weights),
-      RAGD_E("runtime.kv_dtype", "KV pool storage (bf16 = half the bytes; int8 = a quarter, plus a scale per token and head)", runtime.kv_dtype),
-      RAGD_E("runtime.scheduler", "scheduling policy", runtime.scheduler),
+      RAGD_F("runtime.device", Type::kString, "\"cpu\", \"cuda\" or \"cuda:N\"", runtime.model.device),
+      RAGD_E("runtime.weights", "weights in memory (auto = the checkpoint's dtype; q8 = 8-bit blocks, quantized at load)", runtime.model.weights),
+      RAGD_E("runtime.kv_dtype", "KV pool storage (bf16 = half the bytes; int8 = a quarter, plus a scale per token and head)", runtime.model.kv_dtype),
+      RAGD_E("runtime.scheduler", "scheduling policy", runtime.scheduler.policy),
       RAGD_F("runtime.length_model", Type::kString,
              "srtf: output-length head trained by `ragctl length-train`; \"\" = sjf's estimate less the generated tokens",
              runtime.length_model),
       RAGD_F("runtime.length_log", Type::kString,
              "append one JSON line per finished run (features + output length; holds the questions) for "
              "`ragctl length-train`; \"\" = off", runtime.length_log),
-      RAGD_F("runtime.max_batch_tokens", Type::kInt, "token budget per scheduler step (chunked prefill)", runtime.max_batch_tokens),
-      RAGD_F("runtime.max_running", Type::kInt, "concurrent sequences in the running batch", runtime.max_running),
+      RAGD_F("runtime.max_batch_tokens", Type::kInt, "token budget per scheduler step (chunked prefill)", runtime.scheduler.max_batch_tokens),
+      RAGD_F("runtime.max_running", Type::kInt, "concurrent sequences in the running batch", runtime.scheduler.max_running),
       RAGD_F("runtime.max_queue", Type::kInt, "waiting requests before new ones get 429", runtime.max_queue),
       RAGD_F("runtime.speculative_k", Type::kInt,
              "speculative decoding: n-gram draft tokens per decode step at most (0 = off); a request's speculative_k overrides it",
-             runtime.speculative_k),
+             runtime.speculative.k),
       RAGD_F("runtime.speculative_max_decodes", Type::kInt,
              "speculative decoding: no drafts while more than this many runs decode at once (a cap on top of the "
-             "measured step-cost budget; 256 = no cap)", runtime.speculative_max_decodes),
-      RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.kv_pool_bytes),
-      RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.dram_cache_bytes),
-      RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.ssd_cache_bytes),
-      RAGD_E("runtime.eviction", "KV eviction policy over every tier", runtime.eviction),
-      RAGD_E("runtime.preemption", "what a preempted request's KV does", runtime.preemption),
+             "measured step-cost budget; 256 = no cap)", runtime.speculative.max_decodes),
+      RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.model.kv_pool_bytes),
+      RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.kv.dram_bytes),
+      RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.kv.ssd_bytes),
+      RAGD_E("runtime.eviction", "KV eviction policy over every tier", runtime.kv.eviction),
+      RAGD_E("runtime.preemption", "what a preempted request's KV does", runtime.scheduler.preemption),
       RAGD_F("runtime.tenant_share_percent", Type::kInt,
              "running slots one tenant may hold while others have requests, % of max_running (fair: an equal share)",
-             runtime.tenant_share_percent),
+             runtime.scheduler.tenant_share_percent),
       RAGD_F("runtime.retrieval_threads", Type::kInt, "retrieval thread pool size", runtime.retrieval_threads),
       RAGD_F("runtime.retrieval_threads_per_tenant", Type::kInt,
              "retrieval threads one tenant's searches and reranking may hold at once; 0 = half of retrieval_threads",
              runtime.retrieval_threads_per_tenant),
       RAGD_F("runtime.hbm_cache", Type::kBool, "keep reusable KV in the engine pool (false: reuse only from the DRAM / SSD tiers)", runtime.hbm_cache),
-      RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.num_threads),
+      RAGD_F("runtime.num_threads", Type::kInt, "engine compute threads; 0 = all cores", runtime.model.num_threads),
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
       RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),
       RAGD_F("runtime.sp_chunk_tokens", Type::kInt, "ring prefill steps of about this many tokens per worker; 0 = one step", runtime.sp_chunk_tokens),
@@ -173,41 +177,41 @@ const std::vector<Field>& fields() {
       // kvstore.remote: the shared KV tier below SSD
       RAGD_F("kvstore.remote.url", Type::kString,
              "shared remote KV tier: redis://host:port, or a comma-separated list of Redis Cluster seed nodes; \"\" = off",
-             runtime.kv_remote.url),
-      RAGD_F("kvstore.remote.timeout_ms", Type::kInt, "bound on every Redis connect and reply; a failure opens the circuit breaker (recompute) until a probe succeeds", runtime.kv_remote.timeout_ms),
-      RAGD_F("kvstore.remote.max_value_bytes", Type::kSize, "largest Redis value: a segment is stored in pieces of at most this many bytes", runtime.kv_remote.max_value_bytes),
-      RAGD_F("kvstore.remote.ttl_s", Type::kInt, "expiry of every value in seconds; 0 = none (Redis's maxmemory policy evicts)", runtime.kv_remote.ttl_s),
-      RAGD_F("kvstore.remote.write_queue_bytes", Type::kSize, "segments queued for writing behind; beyond it writes are dropped (counted)", runtime.kv_remote.write_queue_bytes),
+             runtime.kv.remote.url),
+      RAGD_F("kvstore.remote.timeout_ms", Type::kInt, "bound on every Redis connect and reply; a failure opens the circuit breaker (recompute) until a probe succeeds", runtime.kv.remote.timeout_ms),
+      RAGD_F("kvstore.remote.max_value_bytes", Type::kSize, "largest Redis value: a segment is stored in pieces of at most this many bytes", runtime.kv.remote.max_value_bytes),
+      RAGD_F("kvstore.remote.ttl_s", Type::kInt, "expiry of every value in seconds; 0 = none (Redis's maxmemory policy evicts)", runtime.kv.remote.ttl_s),
+      RAGD_F("kvstore.remote.write_queue_bytes", Type::kSize, "segments queued for writing behind; beyond it writes are dropped (counted)", runtime.kv.remote.write_queue_bytes),
       RAGD_F("kvstore.remote.secret_file", Type::kString,
              "file holding the fleet secret (>= 16 bytes, the same on every replica): every value is sealed with a MAC "
-             "under it and checked before use; required unless trust_unauthenticated", runtime.kv_remote.secret_file),
-      RAGD_E("kvstore.remote.mac", "MAC over every Redis value", runtime.kv_remote.mac),
+             "under it and checked before use; required unless trust_unauthenticated", runtime.kv.remote.secret_file),
+      RAGD_E("kvstore.remote.mac", "MAC over every Redis value", runtime.kv.remote.mac),
       RAGD_F("kvstore.remote.trust_unauthenticated", Type::kBool,
              "use values from Redis without a MAC: only for a Redis no one else can write to (anyone who can may put KV "
-             "into any tenant's prompt)", runtime.kv_remote.trust_unauthenticated),
+             "into any tenant's prompt)", runtime.kv.remote.trust_unauthenticated),
       RAGD_F("kvstore.remote.password_file", Type::kString, "file holding the Redis password (AUTH on every connection); \"\" = no AUTH",
-             runtime.kv_remote.password_file),
-      RAGD_F("kvstore.remote.username", Type::kString, "Redis ACL user for AUTH; \"\" = the default user", runtime.kv_remote.username),
+             runtime.kv.remote.password_file),
+      RAGD_F("kvstore.remote.username", Type::kString, "Redis ACL user for AUTH; \"\" = the default user", runtime.kv.remote.username),
       RAGD_F("events.kv_endpoint", Type::kString,
              "ZeroMQ PUB endpoint for KV events (vLLM format), e.g. tcp://127.0.0.1:5557 with kv_socket = \"bind\"; \"\" = off. "
              "The stream carries the token ids of every tenant's documents unless kv_token_ids = false: keep it on "
-             "loopback / IPC or use CURVE (docs/design/kv-events.md)", runtime.kv_events.endpoint),
+             "loopback / IPC or use CURVE (docs/design/kv-events.md)", runtime.kv.events.endpoint),
       RAGD_E("events.kv_socket",
              "auto: bind when the endpoint has * or :: or is ipc:// / inproc://, connect otherwise (vLLM's rule); "
-             "bind / connect: always", runtime.kv_events.mode),
+             "bind / connect: always", runtime.kv.events.mode),
       RAGD_F("events.kv_token_ids", Type::kBool,
              "BlockStored carries the blocks' token ids (vLLM's format); false: an empty list (block hashes only, no document text)",
-             runtime.kv_events.token_ids),
+             runtime.kv.events.token_ids),
       RAGD_F("events.kv_curve_secret_key_file", Type::kString,
              "ZeroMQ CURVE: file with the publisher's Z85 secret key (`ragctl curve-keypair`); the PUB and replay "
-             "sockets then authenticate and encrypt; \"\" = plaintext", runtime.kv_events.curve_secret_key_file),
+             "sockets then authenticate and encrypt; \"\" = plaintext", runtime.kv.events.curve_secret_key_file),
       RAGD_F("events.kv_curve_allowed_clients_file", Type::kString,
              "ZeroMQ CURVE: file with the Z85 public keys of the subscribers allowed (one per line); required with CURVE",
-             runtime.kv_events.curve_allowed_clients_file),
+             runtime.kv.events.curve_allowed_clients_file),
       RAGD_F("events.kv_replay_endpoint", Type::kString,
              "ZeroMQ ROUTER endpoint (bound) where subscribers ask for missed KV-event batches; \"\" = no replay",
-             runtime.kv_events.replay_endpoint),
-      RAGD_F("events.kv_topic", Type::kString, "topic frame of every KV-event message; default \"\"", runtime.kv_events.topic),
+             runtime.kv.events.replay_endpoint),
+      RAGD_F("events.kv_topic", Type::kString, "topic frame of every KV-event message; default \"\"", runtime.kv.events.topic),
       // limits
       RAGD_F("limits.max_concurrent_per_tenant", Type::kInt, "concurrent runs per tenant; more get 429 + Retry-After", limits.max_concurrent_per_tenant),
       RAGD_F("limits.retry_after_s", Type::kInt, "Retry-After value sent with 429, seconds", limits.retry_after_s),
@@ -348,7 +352,7 @@ static std::string key_hint(const std::string& k) {
   return k.size() > 4 ? k.substr(0, utf8_floor(k, 4)) + "..." : std::string("...");
 }
 
-static Status validate_options(const DaemonConfig& c);
+static Status validate_options(const DaemonConfig& c, bool whole_config);
 
 Status apply_toml(DaemonConfig& cfg, const std::string& toml_text, const std::string& source_name) {
   toml::table tbl;
@@ -361,7 +365,7 @@ Status apply_toml(DaemonConfig& cfg, const std::string& toml_text, const std::st
   }
   Status st = apply_node(cfg, "", tbl);
   if (!st.ok()) return st.with_context(source_name);
-  return validate_options(cfg).with_context(source_name);
+  return validate_options(cfg, /*whole_config=*/false).with_context(source_name);
 }
 
 Status load_config_file(DaemonConfig& cfg, const std::string& path) {
@@ -415,8 +419,9 @@ Status parse_listen(const std::string& listen, std::string* host, uint16_t* port
   return Status::OK();
 }
 
-// Every check that one config source can answer alone (apply_toml runs it on each file).
-static Status validate_options(const DaemonConfig& c) {
+// Every check that one config source can answer alone (apply_toml runs it on each file), and with
+// whole_config the checks that join keys from different sources too.
+static Status validate_options(const DaemonConfig& c, bool whole_config) {
   RAGD_RETURN_IF_ERROR(parse_listen(c.server.listen, nullptr, nullptr));
   auto positive = [](const char* key, int64_t v) -> Status {
     if (v <= 0) return Status::InvalidArgument(std::string(key) + ": must be > 0, got " + std::to_string(v));
@@ -435,8 +440,16 @@ static Status validate_options(const DaemonConfig& c) {
   RAGD_RETURN_IF_ERROR(positive("server.stream_queue_limit", c.server.stream_queue_limit));
   RAGD_RETURN_IF_ERROR(positive("server.ws_ping_interval_ms", c.server.ws_ping_interval_ms));
   if (c.server.shutdown_deadline_ms < 0) return Status::InvalidArgument("server.shutdown_deadline_ms: must be >= 0");
-  // The runtime's own check, the one open_runtime runs: same keys, same messages.
-  RAGD_RETURN_IF_ERROR(c.runtime.validate());
+  // The runtime's own check, the one open_runtime runs: same keys, same messages. The remote
+  // tier's trust rule joins keys that may come from different sources (a file's url, a flag's
+  // secret_file), so one source is checked without the remote tier and the whole config with it.
+  if (whole_config) {
+    RAGD_RETURN_IF_ERROR(c.runtime.validate());
+  } else {
+    pipelines::RuntimeOptions one_source = c.runtime;
+    one_source.kv.remote = {};
+    RAGD_RETURN_IF_ERROR(one_source.validate());
+  }
   RAGD_RETURN_IF_ERROR(positive("limits.max_concurrent_per_tenant", c.limits.max_concurrent_per_tenant));
   if (c.limits.retry_after_s < 0) return Status::InvalidArgument("limits.retry_after_s: must be >= 0");
   if (!enum_known(c.log_level)) return Status::InvalidArgument("log_level: value out of range");
@@ -467,10 +480,9 @@ Status apply_key_flag(DaemonConfig& cfg, bool admin, const std::string& key_eq_t
 }
 
 Status validate(const DaemonConfig& c) {
-  RAGD_RETURN_IF_ERROR(validate_options(c));
-  // The remote tier's options (its trust rule joins url and secret_file, which may come from
-  // different sources): checked on the whole config, so --print-config refuses what open would.
-  RAGD_RETURN_IF_ERROR(c.runtime.kv_remote.validate());
+  // The runtime's check includes the remote tier's options here, so --print-config refuses what
+  // open would.
+  RAGD_RETURN_IF_ERROR(validate_options(c, /*whole_config=*/true));
   // API keys may come from flags after the file: checked on the whole config only.
   if (c.server.metrics_require_key && c.auth.keys.empty() && c.auth.admin_keys.empty())
     return Status::InvalidArgument(

@@ -18,7 +18,8 @@ namespace ragd::pipelines {
 Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions& opts, Deps deps) {
   if (!deps.model) return Status::InvalidArgument("executor: no model");
   if (!deps.tokenizer) return Status::InvalidArgument("executor: no tokenizer");
-  RAGD_ASSIGN_OR_RETURN(SchedulerOptions so, opts.scheduler_options());
+  RAGD_RETURN_IF_ERROR(opts.validate());
+  SchedulerOptions so = opts.scheduler;
   if (!opts.length_model.empty()) {
     RAGD_ASSIGN_OR_RETURN(so.length_model, LengthModel::load(opts.length_model));
   }
@@ -26,7 +27,6 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
   if (!opts.length_log.empty()) {
     RAGD_ASSIGN_OR_RETURN(length_log, LengthLogWriter::open(opts.length_log));
   }
-  if (opts.max_queue <= 0) return Status::InvalidArgument("executor: max_queue must be positive");
   // The one KV cache: the engine pool is its HBM tier; DRAM always; SSD under the data dir.
   kvstore::Options ko = opts.kvstore_options();
   ko.pool = &deps.model->kv_pool();
@@ -429,7 +429,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   // Speculative decoding: n-gram drafts, for runs that do not roll back on their own (iterative).
   // The request's k, else the pipeline's, else the server's.
   const int spec_k = q.rr.speculative_k.value_or(
-      q.res.spec && q.res.spec->speculative_k ? *q.res.spec->speculative_k : opts_.speculative_k);
+      q.res.spec && q.res.spec->speculative_k ? *q.res.spec->speculative_k : opts_.speculative.k);
   if (spec_k > 0 && !q.iter) q.drafter.emplace(spec_k);
   if (q.iter) {
     q.iter->start(*q.state, *this);
@@ -552,7 +552,7 @@ void ExecutorImpl::plan_drafts() {
     if (!sched_->contains(sid) || sched_->kv_tokens(sid) != sched_->seq_len(sid) - 1) continue;  // not decoding next
     decoding.push_back(r.get());
   }
-  if (decoding.empty() || static_cast<int>(decoding.size()) > opts_.speculative_max_decodes) {
+  if (decoding.empty() || static_cast<int>(decoding.size()) > opts_.speculative.max_decodes) {
     for (Run* r : decoding) r->draft.clear();
     return;
   }

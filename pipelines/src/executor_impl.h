@@ -104,7 +104,7 @@ class ExecutorImpl final : public Executor,
     // Answers of [semantic_cache] pipelines (shared with the documents API, which invalidates it).
     std::shared_ptr<SemanticCache> semantic_cache;
   };
-  // Opens the kvstore over the model's pool (RuntimeOptions::kvstore) and starts the threads.
+  // Opens the kvstore over the model's pool (RuntimeOptions::kvstore_options()) and starts the threads.
   static Result<std::unique_ptr<ExecutorImpl>> create(const RuntimeOptions& opts, Deps deps);
   ~ExecutorImpl() override;
 

@@ -230,9 +230,10 @@ class NoDocuments final : public DocumentApi {
 Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
-  RAGD_ASSIGN_OR_RETURN(const engine::ModelOptions mo, opts.model_options());  // validates every field
+  RAGD_RETURN_IF_ERROR(opts.validate());
+  const engine::ModelOptions& mo = opts.model;
   if (sp_comm != nullptr && sp_comm->size() > 1 && mo.device != "cpu") {
-    return Status::InvalidArgument("runtime.device '" + opts.device +
+    return Status::InvalidArgument("runtime.device '" + mo.device +
                                    "': sequence parallelism runs on the CPU backend only in this build (its ring "
                                    "attention needs the layer hook); run one rank");
   }
@@ -356,7 +357,7 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
   rt.executor = std::move(ex);
   rt.documents = std::move(docs);
   rt.stop = [raw] { raw->stop(); };
-  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}{}", opts.model_dir, enum_name(opts.scheduler),
+  log::pipelines()->info("runtime ready: model {}, scheduler {}, data {}{}", opts.model_dir, enum_name(opts.scheduler.policy),
                          opts.data_dir.empty() ? "(none)" : opts.data_dir,
                          opts.data_replica_of.empty() ? "" : " (replica of " + opts.data_replica_of + ")");
   return rt;
@@ -382,9 +383,8 @@ Status serve_sp_rank(const RuntimeOptions& opts, seqparallel::Communicator& comm
     comm.abort(st);
     return st;
   };
-  auto mo = opts.model_options();
-  if (!mo.ok()) return fail(mo.status());
-  auto model = engine::Model::load(opts.model_dir, *mo);
+  if (Status st = opts.validate(); !st.ok()) return fail(st);
+  auto model = engine::Model::load(opts.model_dir, opts.model);
   if (!model.ok()) return fail(model.status());
   log::pipelines()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
   return seqparallel::serve_after_barrier(**model, comm, opts.sp_partition);

@@ -108,7 +108,7 @@ Scheduler::TenantLoad Scheduler::tenant_load() const {
 int Scheduler::tenant_limit(const TenantLoad& load) const {
   if (load.tenants < 2) return opts_.max_running;
   if (opts_.policy == SchedPolicy::kFair) return std::max(1, opts_.max_running / load.tenants);
-  return std::clamp(static_cast<int>(std::ceil(opts_.tenant_share * opts_.max_running)), 1, opts_.max_running);
+  return std::clamp((opts_.tenant_share_percent * opts_.max_running + 99) / 100, 1, opts_.max_running);
 }
 
 bool Scheduler::starved(const Seq& s) const {

@@ -2,6 +2,8 @@
 // and a temp data directory, on a free loopback port. Skipped with a message when bin/ragd or
 // bin/ragctl is not built.
 #include <fstream>
+
+#include "../run_capture.h"
 #include "real_daemon.h"
 
 namespace ragd::testing {
@@ -309,6 +311,33 @@ TEST_F(E2eTest, PrintConfigWithoutConfigFile) {
   EXPECT_EQ(WEXITSTATUS(st), 0);
   EXPECT_NE(out.find("listen = \"127.0.0.1:9\""), std::string::npos) << out;
   EXPECT_NE(out.find("max_running = 7"), std::string::npos) << out;
+}
+
+// A bad value of a setting that lives in a module's own Options (nested in RuntimeOptions) is
+// refused by --print-config with that module's message, the one open_runtime would give.
+TEST_F(E2eTest, PrintConfigRefusesABadModuleSetting) {
+  struct Case {
+    std::vector<std::string> sets;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"kvstore.remote.url=redis://127.0.0.1:6379", "kvstore.remote.trust_unauthenticated=true", "kvstore.remote.timeout_ms=0"},
+       "kvstore.remote.timeout_ms must be in 1..60000, got 0"},
+      {{"runtime.max_running=0"}, "runtime.max_running: must be > 0, got 0"},
+      {{"runtime.tenant_share_percent=0"}, "runtime.tenant_share_percent must be in [1, 100], got 0"},
+      {{"runtime.num_threads=-1"}, "runtime.num_threads: must be >= 0, got -1"},
+      {{"runtime.speculative_k=17"}, "runtime.speculative_k must be in [0, 16], got 17"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.message);
+    std::vector<std::string> args = {kBin + "/ragd"};
+    for (const std::string& s : k.sets) args.insert(args.end(), {"--set", s});
+    args.push_back("--print-config");
+    Ran r = run_capture(args);
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find(k.message), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ TEST(Config, PrintedConfigRoundTrips) {
   DaemonConfig a;
   a.server.listen = "0.0.0.0:9999";
   a.server.threads = 7;
-  a.runtime.max_running = 33;
-  a.runtime.kv_pool_bytes = 129ull << 20;
+  a.runtime.scheduler.max_running = 33;
+  a.runtime.model.kv_pool_bytes = 129ull << 20;
   a.runtime.model_dir = "/models/with \"quote\"";
   a.auth.keys["sk-test-1"] = "acme";
   a.limits.tenants["acme"].max_concurrent = 3;
@@ -106,7 +106,7 @@ TEST(Config, OverridesParseByType) {
   ASSERT_TRUE(apply_override(c, "server.threads", "12").ok());
   EXPECT_EQ(c.server.threads, 12);
   ASSERT_TRUE(apply_override(c, "runtime.scheduler", "fair").ok());
-  EXPECT_EQ(c.runtime.scheduler, pipelines::SchedPolicy::kFair);
+  EXPECT_EQ(c.runtime.scheduler.policy, pipelines::SchedPolicy::kFair);
   Status st = apply_override(c, "server.threads", "12x");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("server.threads: expected integer, got '12x'"), std::string::npos);
@@ -180,11 +180,11 @@ TEST(Config, EveryEnumNameIsAcceptedAndPrintedBack) {
   }
   DaemonConfig c;
   ASSERT_TRUE(apply_override(c, "runtime.kv_dtype", "int8").ok());
-  EXPECT_EQ(c.runtime.kv_dtype, kernels::KvDtype::kInt8);
+  EXPECT_EQ(c.runtime.model.kv_dtype, kernels::KvDtype::kInt8);
   ASSERT_TRUE(apply_override(c, "runtime.weights", "bf16").ok());
-  EXPECT_EQ(c.runtime.weights, engine::WeightFormat::kBF16);
+  EXPECT_EQ(c.runtime.model.weights, engine::WeightFormat::kBF16);
   ASSERT_TRUE(apply_override(c, "runtime.eviction", "gdsf").ok());
-  EXPECT_EQ(c.runtime.eviction, kvstore::EvictionPolicy::kGdsf);
+  EXPECT_EQ(c.runtime.kv.eviction, kvstore::EvictionPolicy::kGdsf);
   ASSERT_TRUE(apply_override(c, "runtime.sp_partition", "contiguous").ok());
   EXPECT_EQ(c.runtime.sp_partition, seqparallel::PartitionKind::kContiguous);
   // The printed comment lists the choices from the same table.
@@ -206,6 +206,9 @@ TEST(Config, ValidateIsTheRuntimesCheck) {
       {"runtime.device", "gpu", "runtime: device must be \"cpu\", \"cuda\" or \"cuda:N\" (N a device index); got 'gpu'"},
       {"runtime.device", "cuda:x", "runtime: device must be \"cpu\", \"cuda\" or \"cuda:N\" (N a device index); got 'cuda:x'"},
       {"runtime.tenant_share_percent", "101", "runtime.tenant_share_percent must be in [1, 100], got 101"},
+      {"runtime.max_batch_tokens", "0", "runtime.max_batch_tokens: must be > 0, got 0"},
+      {"runtime.num_threads", "-2", "runtime.num_threads: must be >= 0, got -2"},
+      {"runtime.speculative_max_decodes", "0", "runtime.speculative_max_decodes must be in [1, 256], got 0"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.key);
@@ -225,7 +228,7 @@ TEST(Config, ValidateIsTheRuntimesCheck) {
   EXPECT_EQ(st.message(), c.runtime.validate().message());
   ASSERT_TRUE(apply_override(c, "runtime.sp_workers", "1").ok());
   EXPECT_TRUE(validate(c).ok());  // cuda:1 parses; whether the build has CUDA is the engine's check
-  c.runtime.kv_dtype = static_cast<kernels::KvDtype>(1);  // f16's reserved code: no name parses to it
+  c.runtime.model.kv_dtype = static_cast<kernels::KvDtype>(1);  // f16's reserved code: no name parses to it
   st = validate(c);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("runtime.kv_dtype"), std::string::npos) << st.message();
@@ -318,7 +321,11 @@ TEST(Config, RemoteTierNeedsAFleetSecretOrExplicitTrust) {
   EXPECT_TRUE(validate(t).ok());
   // Bad remote values are refused by validate too (they used to pass until the store opened).
   ASSERT_TRUE(apply_override(t, "kvstore.remote.timeout_ms", "0").ok());
-  EXPECT_FALSE(validate(t).ok());
+  st = validate(t);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "kvstore.remote.timeout_ms must be in 1..60000, got 0");
+  EXPECT_EQ(st.message(), t.runtime.validate().message());  // the runtime's one check, kv.remote included
+  ASSERT_TRUE(apply_override(t, "kvstore.remote.timeout_ms", "250").ok());
   EXPECT_FALSE(apply_override(t, "kvstore.remote.mac", "md5").ok());
   EXPECT_FALSE(apply_override(t, "events.kv_socket", "listen").ok());
   ASSERT_TRUE(apply_override(t, "events.kv_socket", "bind").ok());

@@ -163,7 +163,7 @@ TEST_F(AdaptExecutorTest, IterativePipelinesChooseBeforeTheFirstSearch) {
 TEST_F(AdaptExecutorTest, RunsAheadTurnTheChoiceToTheCheapCandidate) {
   const std::string data = tmpdir("adapt_load");
   RuntimeOptions o = options(data);
-  o.max_batch_tokens = 4096;  // every prompt in one step: only the runs ahead cost (not the chunking)
+  o.scheduler.max_batch_tokens = 4096;  // every prompt in one step: only the runs ahead cost (not the chunking)
   Runtime rt = open(o, true);
   RunOutput alone = run(*rt.executor, "adapt-load", "castle knight tower");
   ASSERT_TRUE(alone.usage.adapt.has_value());

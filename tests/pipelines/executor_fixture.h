@@ -187,10 +187,10 @@ class ExecutorTest : public ::testing::Test {
     o.model_dir = *root_ + "/model";
     o.data_dir = data;
     o.pipelines_dir = *root_ + "/pipelines";
-    o.kv_pool_bytes = 4ull << 20;
-    o.num_threads = 1;
+    o.model.kv_pool_bytes = 4ull << 20;
+    o.model.num_threads = 1;
     o.retrieval_threads = 1;
-    o.max_batch_tokens = 64;  // several prefill chunks per prompt
+    o.scheduler.max_batch_tokens = 64;  // several prefill chunks per prompt
     return o;
   }
 

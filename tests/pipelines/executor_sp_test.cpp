@@ -85,12 +85,12 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sp_chunk_tokens"), std::string::npos) << r.status().to_string();
   bad.sp_chunk_tokens = 0;
-  bad.device = "cuda:0";  // refused before the model loads, GPU or not
+  bad.model.device = "cuda:0";  // refused before the model loads, GPU or not
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sequence parallelism runs on the CPU backend"), std::string::npos)
       << r.status().to_string();
-  bad.device = "cpu";
+  bad.model.device = "cpu";
   bad.sp_transport = static_cast<seqparallel::SpTransport>(9);
   r = open_runtime(bad);
   ASSERT_FALSE(r.ok());
@@ -142,7 +142,7 @@ TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
   for (int64_t blocks : {share - 1, share}) {
     RuntimeOptions o = options(data);
     o.data_dir = "";
-    o.kv_pool_bytes = static_cast<size_t>(blocks) * block_bytes;
+    o.model.kv_pool_bytes = static_cast<size_t>(blocks) * block_bytes;
     o.sp_workers = 2;
     o.sp_threshold_tokens = 256;
     Runtime rt = open(o, false);

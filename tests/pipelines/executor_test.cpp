@@ -93,7 +93,7 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
     // No DRAM tier: documents go to SSD (RocksDB under data_dir/kvcache).
     RuntimeOptions o = options(data2);
     o.hbm_cache = false;
-    o.dram_cache_bytes = 0;
+    o.kv.dram_bytes = 0;
     Runtime rt = open(o, true);
     RunOutput first = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
     expect_same(ref, first, "ssd first");
@@ -102,7 +102,7 @@ TEST_F(ExecutorTest, ReuseFromDramAndFromSsdAfterRestart) {
   {
     RuntimeOptions o = options(data2);
     o.hbm_cache = false;
-    o.dram_cache_bytes = 0;
+    o.kv.dram_bytes = 0;
     Runtime rt = open(o, false);  // same data dir: corpus and SSD tier come back
     RunOutput again = run(*rt.executor, "knowledge_tree", "volcano magma eruption");
     expect_same(ref, again, "from SSD after restart");
@@ -134,8 +134,8 @@ TEST_F(ExecutorTest, PoolEvictedDocumentsComeBackFromDramAndSsdIdentically) {
     RuntimeOptions o = options(data);
     // One run fits (prompt + 7 generated, + 2 spare blocks), not a second one beside the first
     // run's cached documents: 16-token blocks of 2 layers x K,V x 2 heads x 16 dims x 4 bytes.
-    o.kv_pool_bytes = size_t{16} * 512 * static_cast<size_t>((prompt + 7 + 15) / 16 + 2);
-    if (!dram) o.dram_cache_bytes = 0;
+    o.model.kv_pool_bytes = size_t{16} * 512 * static_cast<size_t>((prompt + 7 + 15) / 16 + 2);
+    if (!dram) o.kv.dram_bytes = 0;
     Runtime rt = open(o, false);
     RunOutput a1 = run(*rt.executor, "knowledge_tree", qa);
     RunOutput b1 = run(*rt.executor, "knowledge_tree", qb);
@@ -320,9 +320,9 @@ TEST_F(ExecutorTest, ConcurrentRunsWithPreemptionMatchSequentialRuns) {
   }
   for (const char* mode : {"swap", "recompute"}) {
     RuntimeOptions o = options(data);
-    o.kv_pool_bytes = 256 * 1024;  // 32 blocks of 16 tokens: one prompt fits, four at once do not
-    o.preemption = *parse_preempt_mode(mode);
-    o.max_running = 6;
+    o.model.kv_pool_bytes = 256 * 1024;  // 32 blocks of 16 tokens: one prompt fits, four at once do not
+    o.scheduler.preemption = *parse_preempt_mode(mode);
+    o.scheduler.max_running = 6;
     Runtime rt = open(o, false);
     std::vector<RunOutput> outs(std::size(kQueries));
     Collector c;
@@ -362,7 +362,7 @@ TEST_F(ExecutorTest, RowsSampledInParallelGiveTheSameTokens) {
   for (size_t min_values : {std::numeric_limits<size_t>::max(), size_t{0}}) {
     RuntimeOptions o = options(data);
     o.test_hooks.parallel_sample_min_values = min_values;
-    o.max_running = 8;
+    o.scheduler.max_running = 8;
     Runtime rt = open(o, results.empty());
     std::vector<RunOutput> outs(2 * std::size(kQueries));
     Collector c;
@@ -423,7 +423,7 @@ TEST_F(ExecutorTest, CancelFreesEverything) {
 TEST_F(ExecutorTest, BadRequestsAreRejectedWithClearErrors) {
   const std::string data = tmpdir("bad");
   RuntimeOptions small = options(data);
-  small.kv_pool_bytes = 256 * 1024;  // 512 tokens
+  small.model.kv_pool_bytes = 256 * 1024;  // 512 tokens
   Runtime rt = open(small, false);
   Collector c;
   RunOutput out;
@@ -453,7 +453,7 @@ TEST_F(ExecutorTest, BadRequestsAreRejectedWithClearErrors) {
   EXPECT_NE(out.error.message().find("KV blocks"), std::string::npos) << out.error.message();
   RuntimeOptions bad = options(data);
   bad.data_dir = "";
-  bad.max_running = 0;  // the runtime refuses what the daemon's config check refuses, with its message
+  bad.scheduler.max_running = 0;  // the runtime refuses what the daemon's config check refuses, with its message
   auto rt2 = open_runtime(bad);
   ASSERT_FALSE(rt2.ok());
   EXPECT_NE(rt2.status().message().find("runtime.max_running: must be > 0, got 0"), std::string::npos) << rt2.status().message();
@@ -607,7 +607,7 @@ TEST_F(ExecutorTest, ChunkKvFromSsdAfterRestartGivesTheSameOutputs) {
     close(rt);
   }
   o.hbm_cache = false;
-  o.dram_cache_bytes = 0;  // every reuse after the restart comes from SSD
+  o.kv.dram_bytes = 0;  // every reuse after the restart comes from SSD
   Runtime rt = open(o, false);
   int ssd = 0, approximate = 0;
   for (size_t i = 0; i < std::size(kMixQueries); ++i) {
@@ -711,9 +711,9 @@ TEST_F(ExecutorTest, ConcurrentApproximateRunsUnderPreemptionMatchNoReuse) {
   }
   for (const char* mode : {"swap", "recompute"}) {
     RuntimeOptions o = options(data);
-    o.kv_pool_bytes = 640 * 1024;  // 80 blocks of 16 tokens: a few prompts at once, not all
-    o.preemption = *parse_preempt_mode(mode);
-    o.max_running = 9;
+    o.model.kv_pool_bytes = 640 * 1024;  // 80 blocks of 16 tokens: a few prompts at once, not all
+    o.scheduler.preemption = *parse_preempt_mode(mode);
+    o.scheduler.max_running = 9;
     o.blend_check.enabled = false;  // r = 1 passes anyway; under pressure the check may find no room
     // The first concurrent run to publish holds the scheduler for 300 ms, so that every other run's
     // search has returned and they are admitted together: without it, on a fast machine the first
@@ -856,7 +856,7 @@ TEST_F(ExecutorTest, SmallPoolMakesProgressWhileDocumentCopiesHoldBlocks) {
     close(rt);
   }
   RuntimeOptions o = options(data);
-  o.kv_pool_bytes = size_t{16} * 512 * blocks;
+  o.model.kv_pool_bytes = size_t{16} * 512 * blocks;
   Runtime rt = open(o, false);
   RunOutput a, b;
   Collector c;

@@ -152,7 +152,7 @@ TEST_F(IterativeTest, PipeRagEqualsSequentialWithAOneIntervalStaleQuery) {
 TEST_F(IterativeTest, ConcurrentIterativeRunsWithKnowledgeTreeReuseMatchSequentialOnes) {
   const std::string data = tmpdir("iter_concurrent");
   RuntimeOptions o = options(data);
-  o.max_running = 4;
+  o.scheduler.max_running = 4;
   Runtime rt = open(o, true);
   std::vector<RunOutput> ref;
   for (const char* q : kIterQueries) ref.push_back(run(*rt.executor, "iter-kt", q, 30, with(RetrievalOverlap::kNone)));

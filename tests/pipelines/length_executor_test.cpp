@@ -75,9 +75,9 @@ TEST_F(LengthExecutorTest, SrtfWithATrainedHeadServesRunsAndRefusesBadOptions) {
   std::vector<std::vector<int32_t>> outs[2];
   for (int k = 0; k < 2; ++k) {
     RuntimeOptions o = options("");
-    o.max_running = 1;
+    o.scheduler.max_running = 1;
     if (k == 1) {
-      o.scheduler = SchedPolicy::kSrtf;
+      o.scheduler.policy = SchedPolicy::kSrtf;
       o.length_model = head;
     }
     Runtime rt = open(o, false);
@@ -97,12 +97,12 @@ TEST_F(LengthExecutorTest, SrtfWithATrainedHeadServesRunsAndRefusesBadOptions) {
   }
   EXPECT_EQ(outs[0], outs[1]);
   RuntimeOptions bad = options("");
-  bad.scheduler = SchedPolicy::kSrtf;
+  bad.scheduler.policy = SchedPolicy::kSrtf;
   bad.length_model = dir + "/missing.txt";
   auto r1 = open_runtime(bad);
   ASSERT_FALSE(r1.ok());
   EXPECT_NE(r1.status().message().find("missing.txt"), std::string::npos) << r1.status().message();
-  bad.scheduler = SchedPolicy::kSjf;
+  bad.scheduler.policy = SchedPolicy::kSjf;
   bad.length_model = head;
   auto r2 = open_runtime(bad);
   ASSERT_FALSE(r2.ok());

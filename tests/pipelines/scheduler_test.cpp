@@ -170,7 +170,7 @@ SimResult simulate(Scheduler& sched, FakeHost& host, std::vector<Req> reqs, long
     const int limit = n_tenants < 2 ? o.max_running
                       : o.policy == SchedPolicy::kFair
                           ? std::max(1, o.max_running / n_tenants)
-                          : std::max(1, static_cast<int>(std::ceil(o.tenant_share * o.max_running)));
+                          : std::max(1, (o.tenant_share_percent * o.max_running + 99) / 100);
     for (uint64_t x : admitted) {
       r.first_admit_step.emplace(x, step);
       const bool x_starved = sched.step() - enq_step[x] > o.starvation_window;

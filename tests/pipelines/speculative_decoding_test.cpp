@@ -202,7 +202,7 @@ class SpeculativeDecodingTest : public ExecutorTest {
 TEST_F(SpeculativeDecodingTest, OutputsAreThoseWithoutDraftsOnEveryPath) {
   const std::string data = tmpdir("specdec");
   RuntimeOptions o = options(data);
-  o.kv_pool_bytes = 16ull << 20;
+  o.model.kv_pool_bytes = 16ull << 20;
   o.test_hooks.draft_budget_off = true;  // every proposal verified, whatever the measured step times
   Runtime rt = open(o, true);
   Executor& ex = *rt.executor;
@@ -293,10 +293,10 @@ TEST_F(SpeculativeDecodingTest, BatchedRunsMatchAndThePoolIsTheSame) {
   for (int spec = 0; spec < 2; ++spec) {
     const std::string data = tmpdir("specdec-batch-" + std::to_string(spec));
     RuntimeOptions o = options(data);
-    o.kv_pool_bytes = 16ull << 20;
+    o.model.kv_pool_bytes = 16ull << 20;
     o.hbm_cache = false;
-    o.speculative_k = spec ? 6 : 0;
-    o.speculative_max_decodes = 8;
+    o.speculative.k = spec ? 6 : 0;
+    o.speculative.max_decodes = 8;
     // Every proposal verified: this is about batched rollback, not about which drafts pay (the step
     // budget's choice follows measured step times, so whether a tiny model's drafts ride varies).
     o.test_hooks.draft_budget_off = true;
@@ -340,8 +340,8 @@ TEST_F(SpeculativeDecodingTest, KnowledgeTreeAndPoolEndAsWithoutDrafts) {
   for (int spec = 0; spec < 2; ++spec) {
     const std::string data = tmpdir("specdec-tree-" + std::to_string(spec));
     RuntimeOptions o = options(data);
-    o.kv_pool_bytes = 16ull << 20;
-    o.speculative_k = spec ? 6 : 0;
+    o.model.kv_pool_bytes = 16ull << 20;
+    o.speculative.k = spec ? 6 : 0;
     o.test_hooks.draft_budget_off = true;  // every proposal verified: this is about rollback
     Runtime rt = open(o, true);
     for (int i = 0; i < 8; ++i) {
@@ -479,7 +479,7 @@ TEST_F(SpeculativeDecodingTest, SampledTokensFollowTheTargetDistribution) {
   // Drafts: the most likely continuation of the run's outputs so far.
   const std::string data = tmpdir("specdec-chi2");
   RuntimeOptions o = options(data);
-  o.speculative_k = 4;
+  o.speculative.k = 4;
   o.hbm_cache = false;
   o.test_hooks.draft_budget_off = true;  // every proposal verified: this is about the sampling rule
   o.test_hooks.draft_source = [&](const std::string&, std::span<const int32_t> tokens, int generated, int len) {

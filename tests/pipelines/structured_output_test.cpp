@@ -75,8 +75,8 @@ class StructuredOutputTest : public ExecutorTest {
   RuntimeOptions big_options(const std::string& data, const std::string& model_dir) {
     RuntimeOptions o = options(data);
     o.model_dir = model_dir;
-    o.kv_pool_bytes = 64ull << 20;
-    o.max_batch_tokens = 256;
+    o.model.kv_pool_bytes = 64ull << 20;
+    o.scheduler.max_batch_tokens = 256;
     return o;
   }
 

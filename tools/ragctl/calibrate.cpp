@@ -387,7 +387,7 @@ Status Calibration::child(const std::vector<std::string>& argv, const std::strin
 }
 
 Status Calibration::measure() {
-  const std::string kv = std::string(kernels::kv_dtype_name(cfg_.runtime.kv_dtype));
+  const std::string kv = std::string(kernels::kv_dtype_name(cfg_.runtime.model.kv_dtype));
   auto t = Clock::now();
   say("kernel rates (ragctl plan, " + std::to_string(cpus_) + " threads) ...");
   RAGD_RETURN_IF_ERROR(child({self_, "plan", "--model", a_.model, "--tokens", "1024", "--threads", std::to_string(cpus_),
@@ -519,7 +519,7 @@ Status Calibration::fit() {
                              ": kernel rates and engine steps measured, serving fitted by bench/sim/calibrate.py";
   const std::vector<std::string> argv = {
       a_.python, fit_script_, work_ + "/plan.json", paths(kHitC1) + "," + paths(kMissNoneC1),
-      fmt("%.0f", kv_bytes_per_token_), std::to_string(cfg_.runtime.max_batch_tokens), "measured",
+      fmt("%.0f", kv_bytes_per_token_), std::to_string(cfg_.runtime.scheduler.max_batch_tokens), "measured",
       "--steps", work_ + "/steps.json",
       "--publish", paths(kMissC1), "--publish-sim", joined(replay_args(kMissC1)),
       "--wake", paths(kHitOpen), "--wake-sim", joined(replay_args(kHitOpen)),
@@ -732,7 +732,7 @@ int Calibration::run() {
   shape.layers = model_cfg_.num_hidden_layers;
   shape.kv_heads = model_cfg_.num_key_value_heads;
   shape.head_dim = model_cfg_.head_dim;
-  shape.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(cfg_.runtime.kv_dtype));
+  shape.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(cfg_.runtime.model.kv_dtype));
   if (auto cm = sim::parse_cost_model(*text, shape); !cm.ok())
     return fail(Status::Internal("the rates written would not be accepted: " + cm.status().message()));
   if (Status st = write_text_file(a_.out, *text); !st.ok()) return fail(st);

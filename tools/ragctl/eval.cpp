@@ -145,8 +145,8 @@ struct Args {
   bool fit_adapt = false;
   std::string fit_out, fit_concurrency;  // --fit-adapt: the profile's file; load levels ("1,16")
   double fit_ttft_quantile = 0.99;       // --fit-adapt: the TTFT quantile fitted (0 = none)
-  engine::WeightFormat weights = pipelines::RuntimeOptions{}.weights;  // weights in memory (local mode)
-  kernels::KvDtype kv_dtype = pipelines::RuntimeOptions{}.kv_dtype;    // KV pool storage (local mode)
+  engine::WeightFormat weights = engine::ModelOptions{}.weights;  // weights in memory (local mode)
+  kernels::KvDtype kv_dtype = engine::ModelOptions{}.kv_dtype;    // KV pool storage (local mode)
   bool no_blend_check = false;
 };
 
@@ -156,9 +156,9 @@ class LocalRunner final : public EvalRunner {
     pipelines::RuntimeOptions o;
     o.model_dir = a.model;
     o.data_dir = a.data;
-    o.num_threads = a.threads;
-    o.weights = a.weights;
-    o.kv_dtype = a.kv_dtype;
+    o.model.num_threads = a.threads;
+    o.model.weights = a.weights;
+    o.model.kv_dtype = a.kv_dtype;
     o.pipelines_dir = a.pipelines_dir;
     o.blend_check.enabled = !a.no_blend_check;
     RAGD_ASSIGN_OR_RETURN(auto rt, pipelines::open_runtime(o));

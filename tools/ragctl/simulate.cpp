@@ -134,7 +134,7 @@ Result<sim::ModelShape> model_shape(const SimArgs& a, const daemon::DaemonConfig
   s.layers = mc->num_hidden_layers;
   s.kv_heads = mc->num_key_value_heads;
   s.head_dim = mc->head_dim;
-  s.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(a.kv_dtype_set ? a.kv_dtype : cfg.runtime.kv_dtype));
+  s.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(a.kv_dtype_set ? a.kv_dtype : cfg.runtime.model.kv_dtype));
   RAGD_RETURN_IF_ERROR(s.validate());
   return s;
 }
@@ -142,10 +142,9 @@ Result<sim::ModelShape> model_shape(const SimArgs& a, const daemon::DaemonConfig
 // The daemon's [runtime] table as simulated fleet options.
 Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim::ModelShape& shape) {
   const pipelines::RuntimeOptions& rt = cfg.runtime;  // and [limits]' per-tenant run limit
-  auto so = rt.scheduler_options();
-  if (!so.ok()) return so.status();
+  RAGD_RETURN_IF_ERROR(rt.validate());
   sim::SimOptions o;
-  o.scheduler = *so;
+  o.scheduler = rt.scheduler;
   // srtf's length head, as the daemon loads it (a generated workload carries no question text:
   // the head then reads the pipeline, prompt length and max_tokens only).
   if (!rt.length_model.empty()) {
@@ -153,13 +152,13 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
     if (!head.ok()) return head.status();
     o.scheduler.length_model = *head;
   }
-  o.kv.block_size = rt.kv_block_size;
-  const double block = shape.kv_bytes_per_token() * rt.kv_block_size;
-  o.kv.pool_blocks = static_cast<int>(std::min(1e9, static_cast<double>(rt.kv_pool_bytes) / block));
+  o.kv.block_size = rt.model.kv_block_size;
+  const double block = shape.kv_bytes_per_token() * rt.model.kv_block_size;
+  o.kv.pool_blocks = static_cast<int>(std::min(1e9, static_cast<double>(rt.model.kv_pool_bytes) / block));
   o.kv.hbm_cache = rt.hbm_cache;
-  o.kv.dram_bytes = rt.dram_cache_bytes;
-  o.kv.ssd_bytes = rt.ssd_cache_bytes;
-  o.kv.eviction = rt.eviction;
+  o.kv.dram_bytes = rt.kv.dram_bytes;
+  o.kv.ssd_bytes = rt.kv.ssd_bytes;
+  o.kv.eviction = rt.kv.eviction;
   o.kv.swap_bytes = rt.swap_bytes;
   o.retrieval_threads = rt.retrieval_threads;
   o.max_queue = rt.max_queue;

@@ -18,6 +18,7 @@
 
 #include "ragd/common/enum_names.h"
 #include "ragd/common/hash.h"
+#include "ragd/common/option_checks.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
 #include "ragd/engine/layer_hook.h"
@@ -80,6 +81,18 @@ struct ModelOptions {
   // (a quarter plus a scale per token and head). The pool holds kv_pool_bytes / block bytes blocks.
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;
   int num_threads = 0;         // OpenMP threads for the CPU backend; 0 = all cores
+
+  // Syntax and ranges, InvalidArgument naming the daemon's config key ("runtime.kv_block_size:
+  // must be > 0, got 0"; a bad device: "runtime: device must be ..."). Header-only like
+  // parse_device_spec, so configuration checks it without linking the engine. Whether this build
+  // has CUDA is Model::load's check.
+  Status validate() const {
+    if (auto dev = parse_device_spec(device); !dev.ok()) return dev.status().with_context("runtime");
+    RAGD_RETURN_IF_ERROR(check_enum_known("runtime.weights", weights));
+    RAGD_RETURN_IF_ERROR(check_enum_known("runtime.kv_dtype", kv_dtype));
+    RAGD_RETURN_IF_ERROR(check_at_least("runtime.kv_block_size", kv_block_size, 1));
+    return check_at_least("runtime.num_threads", num_threads, 0);
+  }
 };
 
 // The KV pool layout a model of `cfg` gets under `opts` (its bytes per token size the pool).

@@ -74,8 +74,8 @@
 
 namespace ragd::kvstore {
 
-// The one set of KV tier defaults: pipelines::RuntimeOptions and the daemon config take theirs from
-// here.
+// The one set of KV tier settings: pipelines::RuntimeOptions nests it (RuntimeOptions::kv), and the
+// daemon's config keys set its fields in place.
 struct Options {
   // HBM tier capacity in bytes; default 256 MiB. Pool mode: the most pool bytes the tree may hold
   // (0 = the whole pool); the scheduler's need for free blocks evicts earlier (reclaim_pool).
@@ -114,6 +114,11 @@ struct Options {
   // Stored tiers below the built-in ones (tier.h; at most kMaxTiers - kNumBuiltinTiers), ids 4, 5 in
   // this order. The same write budget (ssd_max_pending_bytes) and write thread as SSD.
   std::vector<TierRegistration> extra_tiers;
+
+  // The settings a configuration gives (eviction, the remote tier: RemoteOptions::validate),
+  // InvalidArgument naming the daemon's config key ("runtime.eviction: value code 9 is not one of
+  // ..."). Pure: in ragd_kvstore_options, which links without RocksDB and hiredis.
+  Status validate() const;
 };
 
 // One node of a lookup result.

@@ -141,7 +141,7 @@ struct RunRequest {
   // One-shot pipelines: override of the spec's [retriever] speculative_prefill.
   std::optional<bool> speculative_prefill;
   // Speculative decoding: draft tokens per decode step at most (n-gram drafts from the run's own
-  // tokens); 0 = off; unset = RuntimeOptions::speculative_k.
+  // tokens); 0 = off; unset = RuntimeOptions::speculative.k.
   std::optional<int> speculative_k;
   RunSampling sampling;  // generation parameters; unset ones take the spec's or built-in defaults
   // KV key scope: the tenant scope whose documents the prompt may hold; "" = shared. Runs of

@@ -98,7 +98,7 @@ struct PipelineSpec {
   std::vector<std::string> stop;
   bool extractive = false;
   // Speculative decoding's draft tokens per decode step for this pipeline's runs (0 = off); unset =
-  // RuntimeOptions::speculative_k. A request's speculative_k wins.
+  // RuntimeOptions::speculative.k. A request's speculative_k wins.
   std::optional<int> speculative_k;
   // Set: per-query choice among candidate configurations ([adapt], adapt_policy.h); the run's
   // top_k, rerank, extractive and retrieval_interval then come from the chosen candidate.

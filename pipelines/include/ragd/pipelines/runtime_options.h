@@ -1,9 +1,10 @@
 // RuntimeOptions: the daemon's [runtime] table, typed. Every choice is an enum, parsed once where
 // the configuration is read (daemon/src/config.cpp: TOML, --set, flags; ragctl and benches from
 // their flags) with the enum's one name table (enum_names.h); the runtime never parses a string.
-// validate() is the one range check, run by the daemon's config validation and again by
-// open_runtime, so `ragd --print-config` refuses exactly what the runtime would refuse, with the
-// same message.
+// Module settings live in the modules' own Options, nested (model, scheduler, kv). validate() is
+// the one check (it runs each nested module's validate()), run by the daemon's config validation
+// and again by open_runtime, so `ragd --print-config` refuses exactly what the runtime would
+// refuse, with the same message.
 //
 // The code of this header lives in ragd_pipelines_options, a small library the daemon's HTTP
 // layer links without linking the pipelines library.
@@ -20,7 +21,6 @@
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/model.h"
-#include "ragd/kernels/kv_dtype.h"
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/blend_fidelity.h"
 #include "ragd/pipelines/scheduler.h"
@@ -61,9 +61,7 @@ struct RuntimeTestHooks {
   // token would; finish_reason "length"), and neither the scheduler nor the length features are
   // told: they see the request's max_tokens. Unset = none.
   std::function<int(const std::string&)> stop_after_tokens;
-  // BENCHMARKS ONLY: srtf is told stop_after_tokens' value as the true length (the oracle bound,
-  // SchedulerOptions::oracle_lengths).
-  bool oracle_lengths = false;
+  // (srtf is told this value as the true length with scheduler.oracle_lengths, the oracle bound.)
   // BENCHMARKS AND TESTS ONLY: replaces the n-gram lookup as the source of speculative drafts.
   // Called on the scheduler thread with the run id, its tokens (prompt and output), the tokens it
   // generated so far and the draft length its drafter asks for; returns at most that many tokens
@@ -74,9 +72,29 @@ struct RuntimeTestHooks {
   bool draft_budget_off = false;
 };
 
-// Fields that configure a module take their defaults from that module's Options
-// (engine::ModelOptions, kvstore::Options, SchedulerOptions), so there is one set of defaults;
-// model_options() / kvstore_options() / scheduler_options() compose them back.
+// Speculative decoding (n-gram drafts from each run's own tokens). Which draft tokens ride in a
+// step is the measured step-cost model's choice (draft_budget.h: a draft row rides while its
+// expected tokens are worth its time); max_decodes is a hard cap on top.
+struct SpeculativeOptions {
+  // Draft tokens per decode step at most, 0..16; 0 = off (default); a request's speculative_k
+  // overrides it. Config key runtime.speculative_k.
+  int k = 0;
+  // No drafts while more runs than this decode at once; 1..256, default 256 (no cap). Config key
+  // runtime.speculative_max_decodes.
+  int max_decodes = 256;
+};
+
+// The daemon's [runtime] table. Each module's settings live in that module's own Options, nested
+// here (as RocksDB's Options nest its parts), so each setting has one home and one default:
+//   model      engine::ModelOptions   runtime.device, weights, kv_dtype, kv_pool_bytes,
+//                                     num_threads (kv_block_size: no config key)
+//   scheduler  SchedulerOptions       runtime.scheduler (policy), preemption, max_batch_tokens,
+//                                     max_running, tenant_share_percent
+//   kv         kvstore::Options       runtime.dram_cache_bytes (dram_bytes), ssd_cache_bytes
+//                                     (ssd_bytes), eviction; [kvstore.remote] (remote);
+//                                     [events] kv_* (events)
+// The fields the runtime derives when it opens (kv.hbm_bytes from hbm_cache, kv.ssd_dir from
+// data_dir, kv.tenant_isolation, kv.pool) are set by kvstore_options(); the rest pass as they are.
 struct RuntimeOptions {
   std::string model_dir;             // HF model directory (config.json, *.safetensors, tokenizer.json)
   std::string data_dir;              // document store, vector index, SSD KV tier live here
@@ -85,56 +103,35 @@ struct RuntimeOptions {
   std::string data_replica_of;
   int replica_catch_up_ms = 1000;    // replica: how often it reads the primary's new writes, ms; 1000
   std::string pipelines_dir;         // *.toml pipeline specs; "" = only the built-in "default"
-  std::string device = engine::ModelOptions{}.device;  // "cpu" | "cuda" | "cuda:N" (engine::parse_device_spec); cpu
-  // Weights in memory: auto (the checkpoint's dtype) | f32 | bf16 | f16 | q8; default auto.
-  engine::WeightFormat weights = engine::ModelOptions{}.weights;
-  // KV pool storage: f32 | bf16 | int8 (kernels/kv_dtype.h); default f32.
-  kernels::KvDtype kv_dtype = engine::ModelOptions{}.kv_dtype;
-  SchedPolicy scheduler = SchedulerOptions{}.policy;           // fcfs | sjf | mlfq | fair | srtf; fcfs
+  // The serving model: device, weights, KV pool (the HBM tier: kv_pool_bytes, kv_block_size,
+  // kv_dtype), compute threads (engine::ModelOptions::validate).
+  engine::ModelOptions model;
+  // The scheduler: policy, preemption, step budget, running batch, tenant share
+  // (SchedulerOptions::validate). Its length_model is loaded from length_model below.
+  SchedulerOptions scheduler;
+  // The KV tiers below the pool: DRAM, SSD (RocksDB in data_dir/kvcache; ssd_bytes 0 = off),
+  // eviction over every tier, the remote tier (remote.url "" = off) and KV events (events.endpoint
+  // "" = off; blocks are the pool's kv_block_size) (kvstore::Options::validate).
+  kvstore::Options kv;
   // srtf: a length head trained by `ragctl length-train` (length_model.h); "" (default) = srtf
   // orders by sjf's estimate (per-pipeline mean + regression on prompt length) less the generated
-  // tokens. Read when the runtime opens; only with scheduler = "srtf".
+  // tokens. Read when the runtime opens; only with scheduler.policy = srtf.
   std::string length_model;
   // The length log (length_log.h): one JSON line per finished run (features + true output length),
   // appended to this file, what `ragctl length-train` fits a head on. "" (default) = off. The lines
   // hold the users' questions.
   std::string length_log;
-  int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;  // token budget per scheduler step (chunked prefill); 512
-  int max_running = SchedulerOptions{}.max_running;            // concurrent sequences in the running batch; 16
   int max_queue = 256;               // waiting requests before submit() returns ResourceExhausted
-  // Speculative decoding (n-gram drafts from each run's own tokens): draft tokens per decode step at
-  // most, 0..16; 0 = off (default); a request's speculative_k overrides it. Which draft tokens ride
-  // in a step is the measured step-cost model's choice (draft_budget.h: a draft row rides while
-  // its expected tokens are worth its time); speculative_max_decodes is a hard cap on top: no
-  // drafts while more runs than this decode at once; 1..256, default 256 (no cap).
-  int speculative_k = 0;
-  int speculative_max_decodes = 256;
-  size_t kv_pool_bytes = engine::ModelOptions{}.kv_pool_bytes;  // in-engine KV pool = the HBM tier; 512 MiB
-  size_t dram_cache_bytes = kvstore::Options{}.dram_bytes;      // DRAM tier; 1 GiB
-  size_t ssd_cache_bytes = kvstore::Options{}.ssd_bytes;        // SSD tier (RocksDB in data_dir/kvcache); 8 GiB; 0 = off
-  kvstore::EvictionPolicy eviction = kvstore::Options{}.eviction;  // pgdsf | lru | lfu | gdsf, over every tier; pgdsf
-  PreemptMode preemption = SchedulerOptions{}.preemption;       // swap | recompute; swap
-  // Running slots one tenant may hold while other tenants have requests, in percent of
-  // max_running (SchedulerOptions::tenant_share; the fair scheduler uses an equal share); 1..100,
-  // default 75.
-  int tenant_share_percent = 75;
-  // The shared remote KV tier (Redis / Redis Cluster; [kvstore.remote]); url "" = off. Checked
-  // when the store opens (kvstore::RemoteOptions::validate).
-  kvstore::RemoteOptions kv_remote;
+  SpeculativeOptions speculative;    // speculative decoding; off by default
   size_t swap_bytes = 512ull << 20;  // host memory for KV of swapped-out (preempted) requests; default 512 MiB
-  int kv_block_size = engine::ModelOptions{}.kv_block_size;     // tokens per in-engine KV block; 16
   bool hbm_cache = true;             // keep reusable KV in the engine pool (off: reuse only from DRAM/SSD)
-  // KV events in vLLM's format over ZeroMQ ([events]: kv_endpoint, kv_replay_endpoint, kv_topic;
-  // kvstore/kv_events.h); endpoint "" = off (default). Blocks are the pool's kv_block_size.
-  kvstore::KvEventsOptions kv_events;
   int retrieval_threads = 4;
   // Retrieval threads one tenant's work (searches, reranking) may hold at once; 0 = half of
   // retrieval_threads (at least 1), so that one tenant's backlog never holds them all.
   int retrieval_threads_per_tenant = 0;
-  int num_threads = 0;               // engine compute threads; 0 = all cores
   // Sequence parallelism: prompts of at least sp_threshold_tokens are split across sp_workers
   // in-process workers (ring-attention prefill, sharded decode; each worker loads the model and
-  // has its own kv_pool_bytes). 1 = off. A long request occupies every worker while it runs.
+  // has its own model.kv_pool_bytes). 1 = off. A long request occupies every worker while it runs.
   int sp_workers = 1;
   int sp_threshold_tokens = 16384;
   // Ring prefill in steps of about this many tokens per worker (bounds activations; earlier steps'
@@ -160,15 +157,14 @@ struct RuntimeOptions {
   BlendCheckOptions blend_check;     // the approximate reuse modes' self-check per model
   RuntimeTestHooks test_hooks;       // tests and benchmarks only (see RuntimeTestHooks)
 
-  // Every range and cross-field check, InvalidArgument naming the config key:
-  // "runtime.sp_workers must be >= 1, got 0". An enum field holding a value outside its table (a
-  // cast) is named too.
+  // The one check: each nested module's validate() (model, scheduler, kv: its remote tier
+  // included), then the runtime's own ranges and cross-field rules. InvalidArgument naming the
+  // config key: "runtime.sp_workers: must be > 0, got 0". An enum field holding a value outside
+  // its table (a cast) is named too.
   Status validate() const;
-  // The parts for each module; each runs validate() first.
-  Result<engine::ModelOptions> model_options() const;
-  Result<SchedulerOptions> scheduler_options() const;
-  // The KV tiers: the pool's share (all of it unless hbm_cache is off), DRAM, and SSD under
-  // data_dir/kvcache when there is a data dir; write-behind to SSD on. The caller sets `pool`.
+  // The KV store's Options as the runtime opens it: `kv` with the fields derived from the rest
+  // (hbm_bytes: all of model.kv_pool_bytes unless hbm_cache is off; ssd_dir: data_dir/kvcache when
+  // there is a data dir and ssd_bytes > 0; tenant_isolation on). The caller sets `pool`.
   kvstore::Options kvstore_options() const;
 };
 

@@ -31,12 +31,13 @@
 //          counter of the active tenants so idle time does not bank credit.
 //
 // Tenant share (every policy): while two or more tenants have requests, a tenant may hold at most
-// its limit of the running slots: ceil(tenant_share * max_running) (default 3/4), and under `fair`
-// an equal share, max(1, max_running / active tenants). Alone, a tenant may use every slot. When a
-// request of a tenant below its limit waits and no slot is free, the lowest-priority running
-// request of the tenant furthest above its limit is preempted (swap or recompute, as below) to make
-// room; swapped requests of a tenant at its limit stay out while another tenant waits. So a flood
-// from one tenant delays another tenant's request by about one step, not by the flood's length.
+// its limit of the running slots: tenant_share_percent of max_running, rounded up (default 75 %),
+// and under `fair` an equal share, max(1, max_running / active tenants). Alone, a tenant may use
+// every slot. When a request of a tenant below its limit waits and no slot is free, the
+// lowest-priority running request of the tenant furthest above its limit is preempted (swap or
+// recompute, as below) to make room; swapped requests of a tenant at its limit stay out while
+// another tenant waits. So a flood from one tenant delays another tenant's request by about one
+// step, not by the flood's length.
 // A starved request (see above) does not hold back requests of other tenants while its own
 // tenant is at its limit.
 //
@@ -96,9 +97,10 @@ struct SchedulerOptions {
   int mlfq_levels = 4;
   double fair_prefill_weight = 1.0;  // VTC weight of a prefill token; default 1
   double fair_decode_weight = 2.0;   // VTC weight of a generated token; default 2
-  // Running slots one tenant may hold while another tenant has requests, as a fraction of
-  // max_running (policies other than fair; fair uses an equal share). (0, 1]; 1 = no limit.
-  double tenant_share = 0.75;
+  // Running slots one tenant may hold while another tenant has requests, in percent of
+  // max_running, rounded up (policies other than fair; fair uses an equal share). 1..100; 100 = no
+  // limit; default 75.
+  int tenant_share_percent = 75;
   // srtf: the trained length head (length_model.h); null (default) = today's sjf estimate.
   std::shared_ptr<const LengthModel> length_model;
   // srtf: a waiting request preempts a running one whose predicted remaining work is more than
@@ -107,6 +109,10 @@ struct SchedulerOptions {
   // BENCHMARKS ONLY: srtf orders by SeqInfo::oracle_output_tokens (the true length) instead of a
   // prediction, the bound a predictor is measured against. Never set by configuration.
   bool oracle_lengths = false;
+
+  // Ranges and enum values, InvalidArgument naming the daemon's config key
+  // ("runtime.max_running: must be > 0, got 0"). Pure: in ragd_pipelines_options.
+  Status validate() const;
 };
 
 // What the scheduler is told about a request (known once retrieval and prompt building are done).
