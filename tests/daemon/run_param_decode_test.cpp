@@ -21,16 +21,6 @@ ApiError decode(const std::string& body, RunRoute route, RunRequest* out) {
   return decode_run_params(Fields(o), route, out);
 }
 
-std::vector<std::string> choices_of(const ParamDef& d) {
-  const std::string all = d.choices();
-  std::vector<std::string> names;
-  for (size_t b = 0, e; b < all.size(); b = e + 3) {
-    e = all.find(" | ", b);
-    if (e == std::string::npos) e = all.size();
-    names.push_back(all.substr(b, e - b));
-  }
-  return names;
-}
 
 TEST(RunParamDecode, EveryEnumChoiceDecodesOnEveryRouteAndAWrongOneListsThem) {
   int checked = 0;
@@ -39,7 +29,7 @@ TEST(RunParamDecode, EveryEnumChoiceDecodesOnEveryRouteAndAWrongOneListsThem) {
     for (RunRoute route : pipelines::kRunRoutes) {
       if (!d.on(route)) continue;
       const std::string name(d.name(route));
-      for (const std::string& choice : choices_of(d)) {
+      for (const std::string& choice : d.choice_names()) {
         RunRequest by_json, by_table;
         ApiError e = decode("{\"" + name + "\": \"" + choice + "\"}", route, &by_json);
         ASSERT_FALSE(e.failed()) << name << " " << choice << ": " << e.message;

@@ -44,17 +44,6 @@ TEST(RunParams, DocsListEveryRowOfTheTable) {
   }
 }
 
-// The choices "a | b | c" of an enum row, in order.
-std::vector<std::string> choices_of(const ParamDef& d) {
-  const std::string all = d.choices();
-  std::vector<std::string> names;
-  for (size_t b = 0, e; b < all.size(); b = e + 3) {
-    e = all.find(" | ", b);
-    if (e == std::string::npos) e = all.size();
-    names.push_back(all.substr(b, e - b));
-  }
-  return names;
-}
 
 TEST(RunParams, NamesAreUniquePerRouteAndEveryRowSetsItsField) {
   std::set<std::string_view> names[2];
@@ -78,7 +67,7 @@ TEST(RunParams, NamesAreUniquePerRouteAndEveryRowSetsItsField) {
       case ParamType::kTokenIds: v = std::vector<int32_t>{7, 9}; break;
       case ParamType::kEnum:
         ASSERT_NE(d.choices, nullptr) << d.names.ragd;
-        v = choices_of(d).front();
+        v = d.choice_names().front();
         break;
     }
     const RunRequest before = r;
@@ -149,7 +138,7 @@ TEST(RunParams, EveryEnumChoiceResolvesToItsValue) {
     const std::string_view key = d.on(RunRoute::kRagd) ? d.names.ragd : d.names.openai;
     auto c = cases.find(key);
     ASSERT_NE(c, cases.end()) << "enum row '" << key << "' has no case here: add how its value resolves";
-    const std::vector<std::string> choices = choices_of(d);
+    const std::vector<std::string> choices = d.choice_names();
     ASSERT_GE(choices.size(), 2u) << key;
     for (RunRoute route : kRunRoutes) {
       if (!d.on(route)) continue;

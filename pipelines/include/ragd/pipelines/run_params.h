@@ -98,6 +98,17 @@ struct ParamDef {
                                   (names.openai.empty() ? 0 : route_bit(RunRoute::kOpenAi)));
   }
   constexpr bool on(RunRoute route) const { return (routes() & route_bit(route)) != 0; }
+  // kEnum: the choices one name each, in order (empty for other types).
+  std::vector<std::string> choice_names() const {
+    std::vector<std::string> out;
+    const std::string all = choices ? choices() : std::string();
+    for (size_t b = 0, e; b < all.size(); b = e + 3) {
+      e = all.find(" | ", b);
+      if (e == std::string::npos) e = all.size();
+      out.push_back(all.substr(b, e - b));
+    }
+    return out;
+  }
 };
 
 // Every field of a run body that sets a run parameter, on either route (route fields such as
