@@ -119,7 +119,8 @@ class ReuseStrategy {
 
 // The registry: a new strategy of `mode` (reuse_strategy.cpp, one line per mode).
 std::unique_ptr<ReuseStrategy> make_reuse_strategy(ReuseMode mode);
-// A shared instance for the mode's stateless properties (approximate(), the repair rules).
+// A process-wide instance for the mode's stateless properties (approximate(), the repair rules,
+// check_key, usage_recompute_ratio); its const calls are safe from any thread.
 const ReuseStrategy& reuse_strategy_rules(ReuseMode mode);
 
 // The members, one factory each (reuse_exact.cpp, reuse_blend.cpp, reuse_auto.cpp).
