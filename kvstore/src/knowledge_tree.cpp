@@ -93,7 +93,7 @@ struct KnowledgeTree::Impl {
     return r.get();
   }
 
-  bool usable(int t) const { return enabled[t] && in_tree(t) && opt.capacity[t] > 0; }
+  bool usable(int t) const { return enabled[t] && opt.capacity[t] > 0; }  // enabled only for tree tiers
   bool pool_mode() const { return opt.pool != nullptr; }
 
   // The first usable stored tier (write-behind's and insert_pool's target); -1 = none.

@@ -123,7 +123,6 @@ Result<std::unique_ptr<KvStore>> KvStore::open(const Options& opt, const KvForma
       core->disable_tier_locked(tier, st);
       if (core->backend[t]) core->backend[t]->close();
       core->backend[t].reset();
-      core->tree->disable_tier(tier);  // also when it was never up
     }
   }
   if (!opt.remote.url.empty()) {
@@ -545,6 +544,8 @@ Stats KvStore::stats() const {
   }
   s.tree_nodes = c.tree->num_nodes();
   s.pinned_nodes = c.tree->num_pinned();
+  s.ssd_errors = c.tier_errors[static_cast<int>(Tier::kSsd)];  // the SSD tier's, kept under their old names
+  s.ssd_error = c.tier_error[static_cast<int>(Tier::kSsd)];
   if (c.remote) s.remote = c.remote->stats();
   return s;
 }

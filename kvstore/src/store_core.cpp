@@ -113,11 +113,9 @@ void StoreCore::release_done_copies_locked() {
 void StoreCore::disable_tier_locked(Tier t, const Status& st) {
   const int i = static_cast<int>(t);
   tier_errors[i] += 1;
-  if (t == Tier::kSsd) ctr.ssd_errors += 1;
   const bool was_up = up[i].exchange(false);
   if (!was_up && !tier_error[i].empty()) return;  // already disabled (a tier that failed to open was never up)
   tier_error[i] = st.to_string();
-  if (t == Tier::kSsd) ctr.ssd_error = tier_error[i];
   log::kvstore()->error("{} tier disabled: {} (serving continues from the other tiers and recompute)", names[i], tier_error[i]);
   tree->disable_tier(t);
 }

@@ -206,8 +206,8 @@ struct Stats {
   uint64_t load_failures = 0;      // nodes a load could not deliver (-> recompute)
   uint64_t checksum_failures = 0;  // segments whose checksum did not match
   uint64_t format_rejects = 0;     // segments of another model / dtype / layout
-  uint64_t ssd_errors = 0;
-  std::string ssd_error;           // why the SSD tier is disabled ("" = fine)
+  uint64_t ssd_errors = 0;         // = tiers[kSsd].errors
+  std::string ssd_error;           // = tiers[kSsd].error: why the SSD tier is disabled ("" = fine)
   uint64_t tree_nodes = 0, pinned_nodes = 0;
   uint64_t restored_segments = 0;  // SSD segments found again at open
   uint64_t copies = 0, copies_skipped = 0;  // pool-to-DRAM copies of new nodes: made / skipped (bound)
