@@ -3,6 +3,12 @@
 //
 //   bench_srtf [--out DIR] [--train N] [--requests N] [--loads 0.7,0.95] [--max-running R]
 //              [--rounds K] [--threads T] [--hidden H] [--layers L] [--seed S] [--json FILE]
+//              [--long-scale F] [--srtf-window STEPS] [--sim-only]
+//
+// --long-scale F multiplies the long kinds' length ranges (at most max_tokens 512); --srtf-window
+// sets srtf's anti-starvation bound (SchedulerOptions::srtf_starvation_window); --sim-only skips
+// the measured policy runs at each load and prints the simulator's rows alone (the training run,
+// the prediction quality and the capacity run that fits the cost model still run).
 //
 // Model: a random-weight Llama-shaped model (--layers 8, --hidden 512) with a trained BPE tokenizer.
 // Random weights never choose an answer's length, so the workload does: every request is a
@@ -86,6 +92,9 @@ struct Req {
   double arrival_s = 0;
 };
 
+// --long-scale: the long kinds' length ranges times this factor (at most kMaxTokens).
+double g_long_scale = 1.0;
+
 std::vector<Req> workload(int n, uint64_t seed, const std::string& tag) {
   std::mt19937_64 rng(seed);
   std::vector<double> w;
@@ -108,7 +117,10 @@ std::vector<Req> workload(int n, uint64_t seed, const std::string& tag) {
       ctx += tools::kSyntheticFillerWords[rng() % std::size(tools::kSyntheticFillerWords)];
     }
     q.prompt = ctx + ".\nQuestion: " + q.question + "\nAnswer:";
-    q.length = lk.lo + static_cast<int>(rng() % (lk.hi - lk.lo + 1));
+    const bool long_kind = lk.lo > 16;
+    const int lo = long_kind ? std::min(kMaxTokens, static_cast<int>(std::lround(lk.lo * g_long_scale))) : lk.lo;
+    const int hi = long_kind ? std::min(kMaxTokens, static_cast<int>(std::lround(lk.hi * g_long_scale))) : lk.hi;
+    q.length = lo + static_cast<int>(rng() % (hi - lo + 1));
     v.push_back(q);
   }
   return v;
@@ -216,11 +228,14 @@ int main(int argc, char** argv) {
   std::string json_path;
   int n_train = 400, n_req = 160, max_running = 4, threads = 1, hidden = 512, layers = 8, rounds = 2;
   uint64_t seed = 1;
+  int srtf_window = -1;  // --srtf-window: srtf's anti-starvation bound in steps; -1: the scheduler's default
+  bool sim_only = false;
   std::vector<double> loads = {0.7, 0.95};
   bench::BenchArgs args("bench_srtf");
   args.opt("out", &out_dir).opt("train", &n_train).opt("requests", &n_req).list("loads", &loads);
   args.opt("max-running", &max_running).opt("threads", &threads).opt("seed", &seed).opt("json", &json_path);
   args.opt("hidden", &hidden).opt("layers", &layers).opt("rounds", &rounds);
+  args.opt("long-scale", &g_long_scale).opt("srtf-window", &srtf_window).flag("sim-only", &sim_only);
   if (!args.parse(argc, argv)) return 2;
   fs::remove_all(out_dir);
   fs::create_directories(out_dir);
@@ -238,6 +253,7 @@ int main(int argc, char** argv) {
   base.model.kv_pool_bytes = 256ull << 20;  // no KV shortage: preemptions are the policy's
   base.scheduler.max_batch_tokens = 256;
   base.scheduler.max_running = max_running;
+  if (srtf_window > 0) base.scheduler.srtf_starvation_window = srtf_window;
   base.model.num_threads = threads;
   base.hbm_cache = false;  // plain prompts: nothing to reuse, keep every run's cost the same
   base.kv.ssd_bytes = 0;
@@ -288,6 +304,7 @@ int main(int argc, char** argv) {
 
   // (2) Prediction quality on the test workload.
   std::vector<Req> test = workload(n_req, seed + 1, "test");
+  const size_t cal_n = static_cast<size_t>(n_req);  // the capacity run's requests
   remember(test);
   OutputLengthPredictor today;
   for (const auto& s : *samples) today.observe(s.features.pipeline, s.features.prompt_tokens, s.features.max_tokens, s.output_tokens);
@@ -315,7 +332,7 @@ int main(int argc, char** argv) {
   const Quality qt = quality(p_today, actual, topts.edges), qh = quality(p_head, actual, topts.edges);
   const Quality qt16 = quality(r_today16, actual16, topts.edges), qh16 = quality(r_head16, actual16, topts.edges);
   std::printf("## Output-length prediction, %d test requests (lengths %d-%d, max_tokens %d for all)\n\n", n_req,
-              kKinds[1].lo, kKinds[4].hi, kMaxTokens);
+              kKinds[1].lo, std::min(kMaxTokens, static_cast<int>(std::lround(kKinds[4].hi * g_long_scale))), kMaxTokens);
   std::printf("| predictor | Kendall's tau | range accuracy | MAE tokens | tau of remaining after 16 tokens (%zu runs) |\n|---|---|---|---|---|\n",
               actual16.size());
   std::printf("| sjf estimate (today) | %.3f | %.1f %% | %.1f | %.3f |\n", qt.tau, 100 * qt.acc, qt.mae, qt16.tau);
@@ -358,7 +375,9 @@ int main(int argc, char** argv) {
       }
       prefill_points.emplace_back(ptoks, bench::percentile(ttft, 50));
     }
-    const std::vector<Req> cal(test.begin(), test.begin() + std::min<size_t>(test.size(), 80));
+    // The whole test mix: with long generations 30x the short answers, the first 80 requests'
+    // capacity can be 10-20 % off the mix the loads are fractions of.
+    const std::vector<Req> cal(test.begin(), test.begin() + std::min<size_t>(test.size(), cal_n));
     closed_loop(*rt->executor, cal, max_running, &wall);
     capacity = cal.size() / wall;
     rt->stop();
@@ -392,7 +411,7 @@ int main(int argc, char** argv) {
   // One factor on the engine terms (serving.engine_slowdown) fitted so that the simulated closed
   // loop of the capacity run serves as many requests per second as the measured one did.
   std::vector<sim::SimRequest> cal_sim;
-  for (size_t i = 0; i < std::min<size_t>(test.size(), 80); ++i) {
+  for (size_t i = 0; i < std::min<size_t>(test.size(), cal_n); ++i) {
     sim::SimRequest s;
     s.id = i + 1;
     s.prompt_tokens = prompt_tokens[i];
@@ -412,6 +431,7 @@ int main(int argc, char** argv) {
     so.scheduler.policy = policy;
     so.scheduler.max_batch_tokens = base.scheduler.max_batch_tokens;
     so.scheduler.max_running = max_running;
+    so.scheduler.srtf_starvation_window = base.scheduler.srtf_starvation_window;
     return so;
   };
   auto sim_capacity = [&](double slowdown) {
@@ -477,7 +497,7 @@ int main(int argc, char** argv) {
     std::map<std::string, Row> measured, simulated;
     std::map<std::string, std::vector<Outcome>> pooled;
     std::map<std::string, long> preemptions;
-    for (int round = 0; round < rounds; ++round)
+    for (int round = 0; round < (sim_only ? 0 : rounds); ++round)
       for (const Policy& p : kPolicies) {
         RuntimeOptions o = base;
         o.scheduler.policy = p.policy;
@@ -525,6 +545,12 @@ int main(int argc, char** argv) {
     json += "}}";
     const double head_mean = measured["srtf (head)"].e2e_mean, oracle_mean = measured["srtf (oracle)"].e2e_mean,
                  fcfs_mean = measured["fcfs"].e2e_mean;
+    if (sim_only) {
+      std::printf("\nsimulated: srtf (head) mean e2e %.2fx the oracle's, fcfs / srtf (head) %.2fx\n\n",
+                  simulated["srtf (head)"].e2e_mean / simulated["srtf (oracle)"].e2e_mean,
+                  simulated["fcfs"].e2e_mean / simulated["srtf (head)"].e2e_mean);
+      continue;
+    }
     std::printf("\nsrtf (head) mean e2e: %.2fx the oracle's (target <= 1.20), fcfs / srtf (head) %.2fx (target >= 1.5 at the "
                 "higher load); simulated: %.2fx, %.2fx\n\n",
                 head_mean / oracle_mean, fcfs_mean / head_mean,

@@ -21,6 +21,7 @@ void ExecutorImpl::publish_stats() {
   x.swaps_in = s.swaps_in;
   x.drops = s.drops;
   x.share_preemptions = s.share_preemptions;
+  x.srtf_preemptions = s.srtf_preemptions;
   planner_->stats(&x);
   x.tokens_prefill = s.tokens_prefill;
   x.tokens_decode = s.tokens_decode;

@@ -87,7 +87,7 @@ double Scheduler::remaining_estimate(const Seq& s) const {
   return std::max(1.0, s.predicted_out - s.generated);
 }
 
-bool Scheduler::srtf_aged(const Seq& s) const { return s.waited > opts_.starvation_window; }
+bool Scheduler::srtf_aged(const Seq& s) const { return s.waited > opts_.srtf_starvation_window; }
 
 double Scheduler::predicted_remaining(uint64_t id) const {
   auto it = seqs_.find(id);
@@ -112,7 +112,7 @@ int Scheduler::tenant_limit(const TenantLoad& load) const {
 }
 
 bool Scheduler::starved(const Seq& s) const {
-  return s.state == State::kWaiting && step_ - s.arrival_step > opts_.starvation_window;
+  return s.state == State::kWaiting && step_ - s.arrival_step > opts_.waiting_window();
 }
 
 bool Scheduler::higher_priority(const Seq& a, const Seq& b) const {

@@ -78,7 +78,7 @@ ExecutorStats filled() {
   s.model = "m\xC3\xA9";
   s.policy = "fcfs";
   for (long* f : {&s.steps, &s.admitted, &s.finished, &s.cancelled, &s.swaps_out, &s.swaps_in, &s.drops,
-                  &s.share_preemptions, &s.tokens_prefill, &s.tokens_decode, &s.length_samples, &s.runs_with_reuse,
+                  &s.share_preemptions, &s.srtf_preemptions, &s.tokens_prefill, &s.tokens_decode, &s.length_samples, &s.runs_with_reuse,
                   &s.recomputed, &s.approximate_runs, &s.blended_tokens, &s.repaired_tokens, &s.blend_fallbacks})
     *f = next();
   for (int t = 0; t < kvstore::kNumBuiltinTiers; ++t) s.reused.n[static_cast<size_t>(t)] = next();

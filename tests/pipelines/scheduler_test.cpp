@@ -173,9 +173,9 @@ SimResult simulate(Scheduler& sched, FakeHost& host, std::vector<Req> reqs, long
                           : std::max(1, (o.tenant_share_percent * o.max_running + 99) / 100);
     for (uint64_t x : admitted) {
       r.first_admit_step.emplace(x, step);
-      const bool x_starved = sched.step() - enq_step[x] > o.starvation_window;
+      const bool x_starved = sched.step() - enq_step[x] > o.waiting_window();
       for (uint64_t y : waiting) {
-        const bool y_starved = sched.step() - enq_step[y] > o.starvation_window;
+        const bool y_starved = sched.step() - enq_step[y] > o.waiting_window();
         const std::string& ty = live[y].info.tenant;
         const bool share_pass = live[x].info.tenant != ty && held_slots[ty] >= limit;
         if (y_starved && (!x_starved || arrival[x] > arrival[y]) && !share_pass)
@@ -250,6 +250,7 @@ TEST_P(PolicyTest, InvariantsAndExactOutputsUnderMemoryPressure) {
     o.max_batch_tokens = 33;
     o.max_running = 7;
     o.starvation_window = 40;
+    o.srtf_starvation_window = 40;
     Scheduler sched(o);
     FakeHost host;
     host.bs = 4;
@@ -767,7 +768,7 @@ TEST(Srtf, PredictedRemainingIsRevisedWhileDecoding) {
 }
 
 // The anti-starvation bound: a long request under a stream of short ones that srtf would always
-// prefer still finishes once it has waited starvation_window steps; with a window longer than the
+// prefer still finishes once it has waited srtf_starvation_window steps; with a window longer than the
 // stream it finishes last. Both with swap and with recompute preemption.
 TEST(Srtf, StarvationWindowBoundsTheWaitOfALongRequest) {
   for (PreemptMode mode : {PreemptMode::kSwap, PreemptMode::kRecompute}) {
@@ -778,7 +779,7 @@ TEST(Srtf, StarvationWindowBoundsTheWaitOfALongRequest) {
       o.preemption = mode;
       o.max_running = 1;
       o.max_batch_tokens = 64;
-      o.starvation_window = window;
+      o.srtf_starvation_window = window;
       Scheduler sched(o);
       FakeHost host;
       host.total = 1000;

@@ -39,6 +39,7 @@ struct ExecutorStats {
   long steps = 0, admitted = 0, finished = 0, cancelled = 0;
   long swaps_out = 0, swaps_in = 0, drops = 0;
   long share_preemptions = 0;  // of the preemptions, those that gave a tenant's slot to another tenant
+  long srtf_preemptions = 0;   // of the preemptions, srtf's: a longer running request's slot to a shorter one
   long tokens_prefill = 0, tokens_decode = 0;
   int waiting = 0, running = 0, swapped = 0;
   int loading = 0;  // requests waiting for their KV to come up from DRAM / SSD
@@ -124,6 +125,7 @@ void ExecutorStats::visit(V& v) const {
   v.field("queued", int64_t{queued}).field("admitted", int64_t{admitted}).field("finished", int64_t{finished});
   v.field("cancelled", int64_t{cancelled}).field("swaps_out", int64_t{swaps_out}).field("swaps_in", int64_t{swaps_in});
   v.field("drops", int64_t{drops}).field("share_preemptions", int64_t{share_preemptions});
+  v.field("srtf_preemptions", int64_t{srtf_preemptions});
   v.field("tokens_prefill", int64_t{tokens_prefill}).field("tokens_decode", int64_t{tokens_decode});
   v.begin("length_predictor").field("samples", int64_t{length_samples}).field("mae", length_mae);
   v.field("within_2x", length_within_2x).end();
