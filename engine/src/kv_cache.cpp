@@ -207,6 +207,65 @@ BlockTable BlockTable::fork_prefix(KvPool& pool, int n) const {
   return t;
 }
 
+int BlockTable::range_base(const KvPool& pool, int begin) {
+  const int bs = pool.layout().block_size;
+  return begin / bs * bs;
+}
+
+BlockTable BlockTable::fork_range(KvPool& pool, int begin, int end) const {
+  RAGD_CHECK(begin >= 0 && begin <= end && end <= num_tokens_)
+      << "fork_range(" << begin << ", " << end << ") of a table with " << num_tokens_ << " tokens";
+  const int bs = pool.layout().block_size;
+  const int base = range_base(pool, begin);
+  BlockTable t;
+  for (int i = base / bs, nb = blocks_for(end, bs); i < nb; ++i) {
+    pool.retain(blocks_[i]);
+    t.blocks_.push_back(blocks_[i]);
+  }
+  t.num_tokens_ = end - base;
+  t.reserved_ = t.num_tokens_;
+  if (!positions_.empty()) {
+    t.positions_.assign(positions_.begin() + base, positions_.begin() + end);
+    t.normalize_positions();
+  } else if (base > 0) {
+    t.positions_.resize(end - base);
+    for (int i = 0; i < end - base; ++i) t.positions_[i] = base + i;
+  }
+  return t;
+}
+
+void BlockTable::append_shared(KvPool& pool, const BlockTable& src, int from, int n) {
+  const int bs = pool.layout().block_size;
+  RAGD_CHECK(from >= 0 && n >= 0 && from + n <= src.num_tokens_)
+      << "append_shared of slots [" << from << ", " << from + n << ") of a table with " << src.num_tokens_;
+  RAGD_CHECK(from % bs == num_tokens_ % bs) << "append_shared: slot " << from << " does not line up with slot " << num_tokens_;
+  RAGD_CHECK(reserved_ == num_tokens_) << "append_shared with " << reserved_ - num_tokens_ << " tokens reserved";
+  if (n == 0) return;
+  int i = from / bs;
+  if (num_tokens_ % bs != 0) {  // the partial last block: src's copy of it holds the same earlier slots
+    pool.retain(src.blocks_[i]);
+    pool.release(blocks_.back());
+    blocks_.back() = src.blocks_[i];
+    ++i;
+  }
+  for (const int nb = blocks_for(from + n, bs); i < nb; ++i) {
+    pool.retain(src.blocks_[i]);
+    blocks_.push_back(src.blocks_[i]);
+  }
+  const int old = num_tokens_;
+  num_tokens_ += n;
+  reserved_ = num_tokens_;
+  if (!positions_.empty() || !src.positions_are_slots() || from != old) {
+    if (positions_.empty()) {
+      positions_.resize(old);
+      for (int k = 0; k < old; ++k) positions_[k] = k;
+    }
+    positions_.resize(num_tokens_);
+    for (int k = 0; k < n; ++k) positions_[old + k] = src.position(from + k);
+    normalize_positions();
+  }
+}
+
 void BlockTable::truncate(KvPool& pool, int n) {
   RAGD_CHECK(n >= 0) << "truncate to " << n;
   if (n >= num_tokens_) return;

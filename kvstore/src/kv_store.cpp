@@ -15,6 +15,7 @@
 namespace ragd::kvstore {
 
 using detail::StoreCore;
+using detail::gather_pool_copy;
 
 // ---- Pin ---------------------------------------------------------------------------------------
 
@@ -233,12 +234,17 @@ MatchResult KvStore::match(std::span<const Hash128> docs, std::string_view scope
   return m;
 }
 
-engine::BlockTable KvStore::fork_pool(const Hash128& key) {
+engine::BlockTable KvStore::fork_pool(std::span<const PathNode> path) {
   StoreCore& c = *core_;
   std::lock_guard<std::mutex> lock(c.mu);
-  const PoolCopy* pc = c.opt.pool ? c.tree->pool_copy(key) : nullptr;
-  if (!pc) return {};
-  return pc->table.fork_prefix(*c.opt.pool, pc->end);
+  engine::BlockTable t;
+  if (!c.opt.pool) return t;
+  for (const PathNode& n : path) {
+    const PoolCopy* pc = c.tree->pool_copy(n.key);
+    if (!pc || pc->begin != t.num_tokens()) break;
+    t.append_shared(*c.opt.pool, pc->table, pc->begin - pc->base, pc->end - pc->begin);
+  }
+  return t;
 }
 
 namespace {
@@ -285,7 +291,8 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   if (c.events && !tokens.empty())
     c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
                          tokens, end - begin);
-  PoolCopy copy{table.fork_prefix(*c.opt.pool, end), begin, end};
+  const int base = engine::BlockTable::range_base(*c.opt.pool, begin);
+  PoolCopy copy{table.fork_range(*c.opt.pool, begin, end), begin, end, base};
   r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
   c.submit_actions_locked(actions);
   const bool lower = c.tree->copy_tier().has_value();
@@ -310,7 +317,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
     c.copy_bytes += bytes;
     c.copies_inflight += 1;
   }
-  auto job = std::make_shared<PoolCopy>(PoolCopy{table.fork_prefix(*c.opt.pool, end), begin, end});
+  auto job = std::make_shared<PoolCopy>(PoolCopy{table.fork_range(*c.opt.pool, begin, end), begin, end, base});
   const bool root = parent_docs.empty();
   const bool queued = c.copier->submit([&c, job, id, bytes, root] {
     {
@@ -321,7 +328,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
       c.ccv.wait(cl, [&] { return !c.engine_busy || c.remote != nullptr; });
     }
     SegmentRef seg;
-    Result<HostKv> kv = gather_kv(*c.opt.pool, job->table, job->begin, job->end - job->begin);
+    Result<HostKv> kv = gather_pool_copy(*c.opt.pool, *job);
     if (kv.ok()) {
       Result<std::shared_ptr<SegmentBuffer>> b = SegmentBuffer::build(c.fmt, id, kv->data());
       if (b.ok()) seg = std::move(b).value();

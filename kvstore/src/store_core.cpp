@@ -59,8 +59,14 @@ Status StoreCore::configure_tiers() {
   return Status::OK();
 }
 
+Result<HostKv> gather_pool_copy(const engine::KvPool& pool, const PoolCopy& c) {
+  Result<HostKv> kv = gather_kv(pool, c.table, c.begin - c.base, c.end - c.begin);
+  if (kv.ok()) kv->first_position = c.begin;
+  return kv;
+}
+
 SegmentRef StoreCore::export_segment(const TreeNodeInfo& n, const PoolCopy& c) {
-  Result<HostKv> kv = gather_kv(*opt.pool, c.table, c.begin, c.end - c.begin);
+  Result<HostKv> kv = gather_pool_copy(*opt.pool, c);
   if (!kv.ok()) {
     log::kvstore()->error("pool export of {}: {}", n.key.to_hex(), kv.status().to_string());
     return nullptr;

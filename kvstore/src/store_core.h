@@ -19,9 +19,13 @@
 #include <vector>
 
 #include "ragd/common/thread_pool.h"
+#include "ragd/kvstore/engine_io.h"
 #include "ragd/kvstore/kv_store.h"
 
 namespace ragd::kvstore::detail {
+
+// The node's own tokens [begin, end) of a pool copy, gathered to the host; first_position = begin.
+Result<HostKv> gather_pool_copy(const engine::KvPool& pool, const PoolCopy& c);
 
 struct StoreCore final : PoolTier {
   Options opt;

@@ -60,7 +60,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
   kvstore::MatchResult m = ctx_.store.match(p.docs, p.tree_scope, /*pin=*/false, /*touch=*/false);
   size_t d = 0;
   if (m.pool_nodes > 0) {
-    table = ctx_.store.fork_pool(m.nodes[m.pool_nodes - 1].key);
+    table = ctx_.store.fork_pool(std::span<const kvstore::PathNode>(m.nodes).first(m.pool_nodes));
     if (table.num_tokens() == p.ends[m.pool_nodes - 1]) {
       d = m.pool_nodes;
       in.tokens = table.num_tokens();

@@ -117,6 +117,66 @@ TEST_P(BlockTableTest, ForkPrefixCopyOnWriteKeepsBothSides) {
   EXPECT_EQ(pool->free_blocks(), 300u);
 }
 
+// A path cut at random (block-unaligned) node boundaries: each node's fork_range holds only the
+// blocks of its own tokens (at most one block of the node before it), and joining the nodes'
+// tables with append_shared gives back the path's KV and positions, sharing every block, and
+// taking new blocks only for what is appended after it.
+TEST_P(BlockTableTest, RangeForksJoinBackIntoThePath) {
+  const int bs = GetParam();
+  std::mt19937 g(static_cast<uint32_t>(bs) * 31u);
+  for (int trial = 0; trial < 20; ++trial) {
+    auto pool = std::move(KvPool::create(layout(bs), 400).value());
+    BlockTable path;
+    const int total = 20 + static_cast<int>(g() % 120);
+    auto [k, v] = append_random(*pool, path, total, 100 + trial);
+    if (trial % 2) {  // explicit positions (e.g. a shard's imported KV) travel with the slots
+      std::vector<int32_t> pos(total);
+      for (int i = 0; i < total; ++i) pos[i] = 1000 + 3 * i;
+      path.set_positions(0, pos);
+    }
+    std::vector<int> ends;
+    for (int at = 0; at < total;) {
+      at = std::min(total, at + 1 + static_cast<int>(g() % 40));
+      ends.push_back(at);
+    }
+    std::vector<BlockTable> nodes;
+    int begin = 0;
+    for (int end : ends) {
+      nodes.push_back(path.fork_range(*pool, begin, end));
+      const int base = BlockTable::range_base(*pool, begin);
+      EXPECT_EQ(base % bs, 0);
+      EXPECT_LE(base, begin);
+      EXPECT_EQ(nodes.back().num_tokens(), end - base);
+      EXPECT_EQ(static_cast<int>(nodes.back().blocks().size()), (end - base + bs - 1) / bs);
+      for (int l = 0; l < 2; ++l) expect_tokens(*pool, nodes.back(), l, begin - base, k, v, total, begin, end - begin);
+      begin = end;
+    }
+    const size_t used = pool->used_blocks();
+    BlockTable joined;
+    begin = 0;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      const int base = BlockTable::range_base(*pool, begin);
+      joined.append_shared(*pool, nodes[i], begin - base, ends[i] - begin);
+      begin = ends[i];
+    }
+    EXPECT_EQ(pool->used_blocks(), used) << "joined by sharing, nothing copied";
+    ASSERT_EQ(joined.num_tokens(), total);
+    EXPECT_EQ(joined.blocks(), path.blocks());
+    for (int l = 0; l < 2; ++l) expect_tokens(*pool, joined, l, 0, k, v, total, 0, total);
+    for (int i = 0; i < total; ++i) ASSERT_EQ(joined.position(i), path.position(i)) << "slot " << i;
+    // Appending after the join copies the shared partial last block and leaves the path as it was.
+    auto [k2, v2] = append_random(*pool, joined, 5, 900 + trial);
+    for (int l = 0; l < 2; ++l) {
+      expect_tokens(*pool, path, l, 0, k, v, total, 0, total);
+      expect_tokens(*pool, joined, l, total, k2, v2, 5, 0, 5);
+    }
+    joined.release(*pool);
+    for (BlockTable& n : nodes) n.release(*pool);
+    path.release(*pool);
+    EXPECT_EQ(pool->free_blocks(), 400u);
+  }
+}
+
 TEST_P(BlockTableTest, TruncateReleasesBlocksAndRewrites) {
   const int bs = GetParam();
   auto pool = std::move(KvPool::create(layout(bs), 300).value());

@@ -80,7 +80,7 @@ TEST(PoolTier, NodesShareBlocksAndMatchSplitsPoolFromLowerTiers) {
   EXPECT_TRUE(m.nodes[1].tiers & tier_bit(Tier::kDram));  // write-through copy
   // The pool copy is the sequence's KV, shared: no new blocks for the first 16 tokens.
   const size_t used = pool->used_blocks();
-  BlockTable hit = store->fork_pool(m.nodes[1].key);
+  BlockTable hit = store->fork_pool(std::span<const PathNode>(m.nodes).first(2));
   ASSERT_EQ(hit.num_tokens(), 20);
   EXPECT_EQ(pool->used_blocks(), used);
   expect_same_kv(*pool, seq, hit, 0, 20);

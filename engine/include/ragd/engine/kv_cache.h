@@ -114,6 +114,18 @@ class BlockTable {
   // Shares only the first n tokens' blocks (n need not be block-aligned; the partial last block
   // is shared and copied on the next write).
   BlockTable fork_prefix(KvPool& pool, int n) const;
+  // Shares only the blocks that hold slots [begin, end): the new table's slot 0 is this table's
+  // slot range_base(begin) (begin rounded down to the block size), so it holds end - that many
+  // slots; explicit positions come along. A knowledge-tree node keeps its own tokens this way, in
+  // O(its tokens) instead of the whole path before it.
+  BlockTable fork_range(KvPool& pool, int begin, int end) const;
+  static int range_base(const KvPool& pool, int begin);
+  // Appends slots [from, from + n) of `src` by sharing its blocks (no copy). from must sit in its
+  // block where num_tokens() sits in the last block of this table (from % block == num_tokens() %
+  // block); when this table's last block is partial, src's block holding `from` replaces it — it
+  // must hold the same KV for the slots before `from` (the same path's tokens: a node's range
+  // table after its parent's).
+  void append_shared(KvPool& pool, const BlockTable& src, int from, int n);
   // Drops slots from n onwards (rollback): releases whole blocks past the new end. A partial last
   // block that is shared stays shared and is copied on the next write into it, so truncate then
   // recompute never changes another table's KV.

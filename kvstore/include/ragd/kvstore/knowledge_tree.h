@@ -57,12 +57,14 @@ namespace ragd::kvstore {
 
 struct TreeNodeInfo;
 
-// A node's copy in the engine pool: `table` holds tokens [0, end) of the node's path (shared blocks),
-// the node's own tokens are [begin, end).
+// A node's copy in the engine pool: the node's own tokens are [begin, end) of its path, and `table`
+// holds path tokens [base, end) in shared blocks (BlockTable::fork_range: base is begin rounded down
+// to the block size), so a node holds its own blocks, not the whole path before it.
 struct PoolCopy {
   engine::BlockTable table;
   int begin = 0;
   int end = 0;
+  int base = 0;
 };
 
 // Pool mode's lower-tier copies of new pool nodes (KvStore::insert_pool; the simulator's host

@@ -21,7 +21,7 @@
 // Serving use (pool mode), scheduler thread unless noted:
 //   auto m = store->match(doc_keys, scope);                // any thread: pool / DRAM / SSD split, pinned
 //   auto h = store->load(lower part of m.nodes);           // any thread: async, never blocks
-//   table = store->fork_pool(m.nodes[m.pool_nodes - 1].key);  // the pool part, shared blocks
+//   table = store->fork_pool(first m.pool_nodes of m.nodes);  // the pool part, shared blocks
 //   append_segment(*h->segment(i), pool, table); store->promote_pool(key, table, begin, end);
 //   store->insert_pool(parent_docs, doc, table, begin, end, scope);   // after prefill
 //   store->reclaim_pool([&] { return pool.free_blocks() >= need; }); // pool pressure
@@ -246,12 +246,13 @@ class KvStore {
   // lookup() split by where the KV is: the pool prefix and the DRAM / SSD rest. Any thread.
   // touch=false: no access is counted (a re-check of an earlier match).
   MatchResult match(std::span<const Hash128> docs, std::string_view scope = {}, bool pin = true, bool touch = true);
-  // Scheduler thread: a table sharing the pool blocks of tokens [0, end) of node `key`'s path
-  // (empty when the node is no longer in the pool).
-  engine::BlockTable fork_pool(const Hash128& key);
+  // Scheduler thread: a table sharing the pool blocks of the path's nodes, root first (each node
+  // holds only its own tokens' blocks: their tables are joined). It stops at the first node no
+  // longer in the pool, so it may cover fewer tokens than the path: the caller checks num_tokens().
+  engine::BlockTable fork_pool(std::span<const PathNode> path);
   // Scheduler thread: registers tokens [begin, end) of `table` (a sequence whose tokens [0, begin)
-  // are the parent path) as node `doc` under `parent_docs`: the node keeps a fork of the table's
-  // first `end` tokens in the pool (no copy). Its DRAM copy (so that a pool eviction is a drop, and
+  // are the parent path) as node `doc` under `parent_docs`: the node keeps a fork of the blocks of
+  // the table's tokens [begin, end) in the pool (no copy; BlockTable::fork_range). Its DRAM copy (so that a pool eviction is a drop, and
   // write-behind to SSD) is made once, later, on the store's copy thread from another fork of the
   // same blocks; at most Options::copy_inflight_bytes are in flight, and none starts while less
   // than half the pool is free (a copy holds its blocks); a skipped copy leaves the node to be
