@@ -263,21 +263,43 @@ SegmentIdentity tree_identity(const StoreCore& c, std::span<const Hash128> paren
 }
 }  // namespace
 
+std::vector<SegmentIdentity> KvStore::path_identities(std::span<const Hash128> docs, std::string_view scope) const {
+  const StoreCore& c = *core_;
+  std::vector<SegmentIdentity> ids;
+  ids.reserve(docs.size());
+  Hash128 parent = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
+  for (size_t i = 0; i < docs.size(); ++i) {
+    SegmentIdentity id;
+    id.key = child_key(parent, docs[i]);
+    id.parent_key = parent;
+    id.doc_key = docs[i];
+    id.depth = static_cast<uint32_t>(i);
+    ids.push_back(id);
+    parent = id.key;
+  }
+  return ids;
+}
+
 Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
                                           const engine::BlockTable& table, int begin, int end, std::string_view scope,
                                           std::span<const int32_t> tokens) {
+  return insert_pool(tree_identity(*core_, parent_docs, doc, scope), table, begin, end, scope, tokens);
+}
+
+Result<InsertResult> KvStore::insert_pool(const SegmentIdentity& id, const engine::BlockTable& table, int begin, int end,
+                                          std::string_view scope, std::span<const int32_t> tokens) {
   StoreCore& c = *core_;
   if (!c.opt.pool) return Status::FailedPrecondition("kvstore: insert_pool without an engine pool");
   if (begin < 0 || end <= begin || end > table.num_tokens())
     return Status::InvalidArgument(fmt::format("kvstore: insert_pool tokens [{}, {}) outside a sequence of {}", begin, end,
                                                table.num_tokens()));
-  const SegmentIdentity id = tree_identity(c, parent_docs, doc, scope);
+  const bool root_node = id.depth == 0;
   InsertResult r;
   r.key = id.key;
   SegmentHeader h;
   h.key = id.key;
   h.parent_key = id.parent_key;
-  h.doc_key = doc;
+  h.doc_key = id.doc_key;
   h.depth = id.depth;
   h.num_tokens = static_cast<uint32_t>(end - begin);
   h.first_position = begin;
@@ -289,11 +311,11 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
   const bool known = c.tree->info(id.key).has_value();  // then: touch it, give it the pool copy back
   std::vector<TierAction> actions;
   if (c.events && !tokens.empty())
-    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
+    c.note_tokens_locked(id, root_node, tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
                          tokens, end - begin);
   const int base = engine::BlockTable::range_base(*c.opt.pool, begin);
   PoolCopy copy{table.fork_range(*c.opt.pool, begin, end), begin, end, base};
-  r.outcome = c.tree->insert_pool(id.parent_key, parent_docs.empty(), h, bytes, std::move(copy), nullptr, &actions, &r.tier);
+  r.outcome = c.tree->insert_pool(id.parent_key, root_node, h, bytes, std::move(copy), nullptr, &actions, &r.tier);
   c.submit_actions_locked(actions);
   const bool lower = c.tree->copy_tier().has_value();
   // A node the pool could not take (no pool share: hbm_bytes 0, or no room) has no tier yet: its
@@ -318,7 +340,7 @@ Result<InsertResult> KvStore::insert_pool(std::span<const Hash128> parent_docs, 
     c.copies_inflight += 1;
   }
   auto job = std::make_shared<PoolCopy>(PoolCopy{table.fork_range(*c.opt.pool, begin, end), begin, end, base});
-  const bool root = parent_docs.empty();
+  const bool root = root_node;
   const bool queued = c.copier->submit([&c, job, id, bytes, root] {
     {
       // Copies wait while model steps run (they take CPU and memory bandwidth from decoding), except

@@ -71,6 +71,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
   }
   if (p.load && p.load->done()) {
     const kvstore::LoadHandle& h = *p.load;
+    const std::vector<kvstore::SegmentIdentity> ids = ctx_.store.path_identities(p.docs, p.tree_scope);
     for (; d < p.docs.size() && d >= p.load_from; ++d) {
       const size_t i = d - p.load_from;
       if (i >= h.size() || !h.node_ok(i)) break;
@@ -83,8 +84,7 @@ Installed ReusePlanner::install(ReusePlan& p, std::span<const int32_t> prompt, e
       in.tokens += n;
       in.from[h.source(i)] += n;
       // Back in the pool: later runs find it there.
-      auto r = ctx_.store.insert_pool(std::span<const Hash128>(p.docs.data(), d), p.docs[d], table, start, p.ends[d],
-                                      p.tree_scope, node_tokens(prompt, start, p.ends[d]));
+      auto r = ctx_.store.insert_pool(ids[d], table, start, p.ends[d], p.tree_scope, node_tokens(prompt, start, p.ends[d]));
       if (!r.ok()) log::pipelines()->warn("kv promote into the pool failed: {}", r.status().to_string());
     }
   }
@@ -104,10 +104,11 @@ void ReusePlanner::finish_repair(ReusePlan& p, const RepairOutcome& o, double ms
 void ReusePlanner::publish(ReusePlan& p, const engine::BlockTable& table, std::span<const int32_t> prompt) {
   p.published = true;
   ctx_.strategy(p.mode).publish_rest(ctx_, p, table, prompt);
+  if (p.installed_nodes >= p.docs.size()) return;
+  const std::vector<kvstore::SegmentIdentity> ids = ctx_.store.path_identities(p.docs, p.tree_scope);
   for (size_t i = p.installed_nodes; i < p.docs.size() && p.ends[i] <= table.num_tokens(); ++i) {
     const int start = i ? p.ends[i - 1] : 0;
-    auto r = ctx_.store.insert_pool(std::span<const Hash128>(p.docs.data(), i), p.docs[i], table, start, p.ends[i],
-                                    p.tree_scope, node_tokens(prompt, start, p.ends[i]));
+    auto r = ctx_.store.insert_pool(ids[i], table, start, p.ends[i], p.tree_scope, node_tokens(prompt, start, p.ends[i]));
     if (!r.ok()) {
       log::pipelines()->warn("kv insert failed: {}", r.status().to_string());
       break;

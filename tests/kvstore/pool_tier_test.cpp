@@ -80,6 +80,15 @@ TEST(PoolTier, NodesShareBlocksAndMatchSplitsPoolFromLowerTiers) {
   EXPECT_TRUE(m.nodes[1].tiers & tier_bit(Tier::kDram));  // write-through copy
   // The pool copy is the sequence's KV, shared: no new blocks for the first 16 tokens.
   const size_t used = pool->used_blocks();
+  // The path's identities chained once are the keys the per-node inserts gave.
+  const std::vector<SegmentIdentity> ids = store->path_identities(path);
+  ASSERT_EQ(ids.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(ids[i].key, m.nodes[i].key) << "node " << i;
+    EXPECT_EQ(ids[i].depth, i);
+  }
+  EXPECT_EQ(ids[1].parent_key, ids[0].key);
+  EXPECT_EQ(ids[2].parent_key, ids[1].key);
   BlockTable hit = store->fork_pool(std::span<const PathNode>(m.nodes).first(2));
   ASSERT_EQ(hit.num_tokens(), 20);
   EXPECT_EQ(pool->used_blocks(), used);

@@ -261,6 +261,13 @@ class KvStore {
   Result<InsertResult> insert_pool(std::span<const Hash128> parent_docs, const Hash128& doc,
                                    const engine::BlockTable& table, int begin, int end, std::string_view scope = {},
                                    std::span<const int32_t> tokens = {});  // tokens [begin, end), for KV events
+  // The same for a node whose identity path_identities() gave (no re-hash of its parents).
+  Result<InsertResult> insert_pool(const SegmentIdentity& id, const engine::BlockTable& table, int begin, int end,
+                                   std::string_view scope = {}, std::span<const int32_t> tokens = {});
+  // The tree identity of every node of a path (node i: docs[i] under docs[0, i)), chained once:
+  // O(path), where insert_pool with parent_docs hashes each node's parents again (a long prompt's
+  // prefix path has a node per block: 65,536 at 1M tokens). Any thread.
+  std::vector<SegmentIdentity> path_identities(std::span<const Hash128> docs, std::string_view scope = {}) const;
   // Any thread: waits until every pool-to-DRAM copy started so far is in its tier (tests, stop).
   void wait_copies();
   // The engine's owner says whether model steps are running: pool-to-DRAM copies wait while they
