@@ -255,15 +255,19 @@ void BlockTable::append_shared(KvPool& pool, const BlockTable& src, int from, in
   const int old = num_tokens_;
   num_tokens_ += n;
   reserved_ = num_tokens_;
-  if (!positions_.empty() || !src.positions_are_slots() || from != old) {
-    if (positions_.empty()) {
-      positions_.resize(old);
-      for (int k = 0; k < old; ++k) positions_[k] = k;
-    }
-    positions_.resize(num_tokens_);
-    for (int k = 0; k < n; ++k) positions_[old + k] = src.position(from + k);
-    normalize_positions();
+  // Positions stay implicit while the appended slots hold their own slot numbers (a path joined
+  // node by node: O(n) per call, not O(the table)); otherwise they become explicit. A table with
+  // explicit positions never turns into the identity by appending (normalize_positions would have
+  // cleared an identity prefix), so no normalization is needed.
+  bool implicit = positions_.empty();
+  for (int k = 0; implicit && k < n; ++k) implicit = src.position(from + k) == old + k;
+  if (implicit) return;
+  if (positions_.empty()) {
+    positions_.resize(old);
+    for (int k = 0; k < old; ++k) positions_[k] = k;
   }
+  positions_.resize(num_tokens_);
+  for (int k = 0; k < n; ++k) positions_[old + k] = src.position(from + k);
 }
 
 void BlockTable::truncate(KvPool& pool, int n) {
