@@ -181,7 +181,7 @@ static PathNode to_path_node(const TreeNodeInfo& i) {
 
 LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view scope, bool pin) {
   StoreCore& c = *core_;
-  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
+  const Hash128 root = c.tree_root(scope);
   LookupResult r;
   std::lock_guard<std::mutex> lock(c.mu);
   std::vector<TreeNodeInfo> path = c.tree->match(root, docs, /*touch=*/true);
@@ -201,7 +201,7 @@ LookupResult KvStore::lookup(std::span<const Hash128> docs, std::string_view sco
 
 MatchResult KvStore::match(std::span<const Hash128> docs, std::string_view scope, bool pin, bool touch) {
   StoreCore& c = *core_;
-  const Hash128 root = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
+  const Hash128 root = c.tree_root(scope);
   MatchResult m;
   std::lock_guard<std::mutex> lock(c.mu);
   std::vector<TreeNodeInfo> path = c.tree->match(root, docs, touch);
@@ -252,7 +252,7 @@ namespace {
 // (+ the request's KV scope when isolation is on): one key scheme for every tier.
 SegmentIdentity tree_identity(const StoreCore& c, std::span<const Hash128> parent_docs, const Hash128& doc,
                               std::string_view scope) {
-  Hash128 parent = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
+  Hash128 parent = c.tree_root(scope);
   for (const Hash128& d : parent_docs) parent = child_key(parent, d);
   SegmentIdentity id;
   id.key = child_key(parent, doc);
@@ -267,7 +267,7 @@ std::vector<SegmentIdentity> KvStore::path_identities(std::span<const Hash128> d
   const StoreCore& c = *core_;
   std::vector<SegmentIdentity> ids;
   ids.reserve(docs.size());
-  Hash128 parent = tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{});
+  Hash128 parent = c.tree_root(scope);
   for (size_t i = 0; i < docs.size(); ++i) {
     SegmentIdentity id;
     id.key = child_key(parent, docs[i]);
@@ -311,7 +311,7 @@ Result<InsertResult> KvStore::insert_pool(const SegmentIdentity& id, const engin
   const bool known = c.tree->info(id.key).has_value();  // then: touch it, give it the pool copy back
   std::vector<TierAction> actions;
   if (c.events && !tokens.empty())
-    c.note_tokens_locked(id, root_node, tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
+    c.note_tokens_locked(id, root_node, c.tree_root(scope),
                          tokens, end - begin);
   const int base = engine::BlockTable::range_base(*c.opt.pool, begin);
   PoolCopy copy{table.fork_range(*c.opt.pool, begin, end), begin, end, base};
@@ -340,8 +340,7 @@ Result<InsertResult> KvStore::insert_pool(const SegmentIdentity& id, const engin
     c.copies_inflight += 1;
   }
   auto job = std::make_shared<PoolCopy>(PoolCopy{table.fork_range(*c.opt.pool, begin, end), begin, end, base});
-  const bool root = root_node;
-  const bool queued = c.copier->submit([&c, job, id, bytes, root] {
+  const bool queued = c.copier->submit([&c, job, id, bytes, root = root_node] {
     {
       // Copies wait while model steps run (they take CPU and memory bandwidth from decoding), except
       // with a remote tier: the copy is what the fleet shares, and under steady load the engine is
@@ -455,7 +454,7 @@ Result<InsertResult> KvStore::insert(std::span<const Hash128> parent_docs, const
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.closed) return Status::Unavailable("kvstore: closed");
   if (c.events && !tokens.empty())
-    c.note_tokens_locked(id, parent_docs.empty(), tree_scope_key(c.fmt, c.opt.tenant_isolation ? scope : std::string_view{}),
+    c.note_tokens_locked(id, parent_docs.empty(), c.tree_root(scope),
                          tokens, kv.num_tokens);
   std::vector<TierAction> actions;
   r.outcome = c.tree->insert(id.parent_key, parent_docs.empty(), seg, &actions, &r.tier);

@@ -20,6 +20,7 @@
 
 #include "ragd/common/thread_pool.h"
 #include "ragd/kvstore/engine_io.h"
+#include "ragd/kvstore/keys.h"
 #include "ragd/kvstore/kv_store.h"
 
 namespace ragd::kvstore::detail {
@@ -61,6 +62,11 @@ struct StoreCore final : PoolTier {
   // mu held: the tree's on_tier_change observer.
   void on_tier_change_locked(const TreeNodeInfo& n, Tier t, bool entered);
   // mu held, before the tree call that may place node `id`: its own token ids, for KV events.
+  // The tree's root key for a request's KV scope: model + KV format, plus the scope when tenant
+  // isolation is on (every tree key descends from it).
+  Hash128 tree_root(std::string_view scope) const {
+    return tree_scope_key(fmt, opt.tenant_isolation ? scope : std::string_view{});
+  }
   void note_tokens_locked(const SegmentIdentity& id, bool parent_is_root, const Hash128& scope_root,
                           std::span<const int32_t> tokens, int num_tokens);
 
