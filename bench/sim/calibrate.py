@@ -45,6 +45,8 @@ steps, and takes means of the retrieval and network times (see below).
                    --wake-constant writes the intercept as the constant wake_s instead.
   engine_slowdown  (with --steps) the line's slope less 1: the engine terms in the daemon against
                    simulate-steps alone; step_overhead_s is TPOT less the slowed decode step.
+  --run-speed-sd S written as serving.run_speed_sd (ragctl calibrate measures it over its repeated
+                   runs: the machine's run-to-run speed, drawn once per replica by a seeded simulation)
   --rows CN.json   (with --steps, --rows-sim "SIMULATE ARGS") the serving work per streamed row, from
                    runs with several clients (e.g. the mostly-hit requests from 4 clients): a step of
                    k sequences streams k tokens, and their HTTP write and a co-located client's read
@@ -298,6 +300,7 @@ def main():
     argv, wake_tokens = take(argv, "--wake-tokens")
     argv, report_path = take(argv, "--report")
     argv, source_text = take(argv, "--source")
+    argv, run_speed_sd = take(argv, "--run-speed-sd")
     wake_constant = "--wake-constant" in argv
     wake_open = "--wake-open" in argv
     argv = [a for a in argv if a not in ("--wake-constant", "--wake-open")]
@@ -487,6 +490,10 @@ def main():
             out["serving"]["wake_quantiles"] = quants
         out["serving"]["wake_after_s"] = wake_after_s
         out["serving"]["admit_s"] = 0.0
+    if run_speed_sd is not None:
+        # Measured by ragctl calibrate over its repeated runs (calibration_runs.h: run_speed_sd);
+        # only seeded simulations draw it (cost_model.h).
+        out["serving"]["run_speed_sd"] = float(run_speed_sd)
     note = ""
     if miss:
         x, want, got = fit(out, "publish_s_per_byte", miss, shlex.split(publish_sim), "e2e_ms", 1e-8)

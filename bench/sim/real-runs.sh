@@ -2,7 +2,7 @@
 # The real side of the simulator validation (docs/benchmarks.md, "Fleet simulator"): one workload's
 # load levels, each run twice (run 1 of every level, then run 2, so that drift shows as spread),
 # against a fresh daemon per run. Hold the build lock around it, so that the runs are quiet:
-#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|B-c4|c2|C-fcfs|C-sjf|C-r2|A-none|calib|calib-load|calib-c4|tiny [REPEATS]
+#   flock /tmp/ragd-build.lock bench/sim/real-runs.sh A|B|B-c4|c2|C-fcfs|C-sjf|C-r2|A-none|calib|calib-load|calib-c4|tiny|D|E|DE-heavy [REPEATS]
 # Results: $VAL_DIR/NAME-RUN.json (bench JSON), NAME-RUN.txt, NAME-RUN.load (load average before).
 # Environment as validate.sh (VAL_DIR; BUILD: the folder whose bin/ holds the ragd and ragctl to run,
 # default build: copy them to a folder of their own first, so that a rebuild of build/ during the
@@ -60,6 +60,20 @@ for k in $(seq "$first" $((first + repeats - 1))); do
       run uniform-none-c2 $V/ragd.toml 200 --workload $V/uniform-none.jsonl --concurrency 2 ;;
     tiny)  # workload B at 10 req/s on a 64 MiB pool (overload: 429s, copies skipped)
       run zipf-tiny-r10 $V/ragd-tiny-pool.toml 12 --workload $V/zipf.jsonl --rate 10 ;;
+    D)  # written after the validation (the check on another machine): light, heavy and past the
+        # validated region (stress); rates RATE_LIGHT / RATE_HEAVY / RATE_STRESS (2, 5, 7 req/s)
+      run zipf12-light $V/ragd.toml 32 --workload $V/zipf12.jsonl --rate "${RATE_LIGHT:-2}"
+      run zipf12-heavy $V/ragd.toml 32 --workload $V/zipf12.jsonl --rate "${RATE_HEAVY:-5}"
+      run zipf12-stress $V/ragd.toml 32 --workload $V/zipf12.jsonl --rate "${RATE_STRESS:-7}" ;;
+    E)  # likewise, workload E (1, 3, 4 req/s)
+      run wide-light $V/ragd.toml 64 --workload $V/wide.jsonl --rate "${RATE_LIGHT:-1}"
+      run wide-heavy $V/ragd.toml 64 --workload $V/wide.jsonl --rate "${RATE_HEAVY:-3}"
+      run wide-stress $V/ragd.toml 64 --workload $V/wide.jsonl --rate "${RATE_STRESS:-4}" ;;
+    DE-heavy)  # more repeats of D's and E's heavy and stress levels (their run-to-run spread is wide)
+      run zipf12-heavy $V/ragd.toml 32 --workload $V/zipf12.jsonl --rate "${RATE_HEAVY_D:-5}"
+      run zipf12-stress $V/ragd.toml 32 --workload $V/zipf12.jsonl --rate "${RATE_STRESS_D:-7}"
+      run wide-heavy $V/ragd.toml 64 --workload $V/wide.jsonl --rate "${RATE_HEAVY_E:-3}"
+      run wide-stress $V/ragd.toml 64 --workload $V/wide.jsonl --rate "${RATE_STRESS_E:-4}" ;;
     *) echo "unknown group $group" >&2; exit 2 ;;
   esac
 done

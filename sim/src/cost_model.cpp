@@ -92,6 +92,15 @@ double CostModel::step_noise_factor(int replica, uint64_t step, uint64_t noise_s
   return 1.0 + quantile_at(q, unit(mix64(mix64(noise_seed ^ 0x454E'4749'4E45'0000ULL) ^ mix64(key))));
 }
 
+double CostModel::run_speed_factor(int replica, uint64_t noise_seed) const {
+  if (noise_seed == 0 || serving.run_speed_sd == 0) return 1.0;
+  // Box-Muller on two hashed uniforms (u1 in (0, 1]: no log of zero).
+  const uint64_t key = mix64(mix64(noise_seed ^ 0x5255'4E53'5045'4544ULL) ^ mix64(static_cast<uint64_t>(replica)));
+  const double u1 = 1.0 - unit(key), u2 = unit(mix64(key ^ 0x424F'584D'554C'4C45ULL));
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return std::exp(serving.run_speed_sd * z);
+}
+
 double CostModel::wake_mean() const {
   const std::vector<double>& q = serving.wake_quantiles;
   if (q.empty()) return serving.wake_s;
@@ -164,6 +173,7 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
                     {"prefill_context_s", &out->prefill_context_s, true},
                     {"request_s", &out->request_s, true},
                     {"engine_slowdown", &out->engine_slowdown, true},
+                    {"run_speed_sd", &out->run_speed_sd, true},
                     {"retrieval_s", &out->retrieval_s, true},           {"network_s", &out->network_s, true},
                     {"dram_bytes_per_s", &out->dram_bytes_per_s, false}, {"ssd_bytes_per_s", &out->ssd_bytes_per_s, false},
                     {"ssd_latency_s", &out->ssd_latency_s, true},       {"remote_bytes_per_s", &out->remote_bytes_per_s, false},
@@ -211,6 +221,8 @@ Status parse_serving(simdjson::dom::object obj, ServingRates* out) {
     return Status::InvalidArgument("rates: serving.dense_model \"measured\" needs serving.dense_curve");
   if (out->host_cores != std::floor(out->host_cores))
     return Status::InvalidArgument("rates: serving.host_cores must be a whole number of cores");
+  if (out->run_speed_sd > 1)
+    return Status::InvalidArgument("rates: serving.run_speed_sd must be in [0, 1] (a log-normal factor's sigma)");
   if (!out->wake_quantiles.empty() && out->wake_s > 0)
     return Status::InvalidArgument("rates: serving.wake_s and serving.wake_quantiles exclude each other");
   if (!measured && !out->dense_curve.empty())

@@ -19,7 +19,8 @@ Replica::Replica(int index, const SimOptions& opts, const CostModel& cost, Share
       live_(live),
       sched_(opts.scheduler),
       host_(opts.kv, cost, remote),
-      retrieval_free_at_(static_cast<size_t>(std::max(1, opts.retrieval_threads)), 0.0) {
+      retrieval_free_at_(static_cast<size_t>(std::max(1, opts.retrieval_threads)), 0.0),
+      run_speed_(cost.run_speed_factor(index, opts.noise_seed)) {
   host_.set_scheduler(&sched_);
 }
 
@@ -111,7 +112,7 @@ double Replica::step_seconds(const pipelines::StepPlan& plan) {
   }
   const double noise = cost_.step_noise_factor(index_, static_cast<uint64_t>(steps_), opts_.noise_seed);
   s += e * (1.0 + cost_.serving.engine_slowdown) * noise;
-  return s + host_.take_transfer_s();
+  return s * run_speed_ + host_.take_transfer_s();
 }
 
 void Replica::start_step(double now, EventQueue& q) {
@@ -145,6 +146,7 @@ void Replica::start_step(double now, EventQueue& q) {
   // (arrival_cpu_s each).
   const double dt = std::max(0.0, step_seconds(plan_) + host_.take_background_s() + wake) + contention_s_;
   contention_s_ = 0;
+  busy_s_ += dt;
   for (const pipelines::BatchItem& it : plan_.items) {
     host_.reserve(it.id, it.start + it.n);
     LiveRequest& l = live_[req_index(it.id)];

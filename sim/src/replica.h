@@ -37,6 +37,7 @@ class Replica {
 
   int outstanding() const { return outstanding_; }
   long steps() const { return steps_; }
+  double busy_s() const { return busy_s_; }  // virtual time spent in engine steps
   SimKvHost& host() { return host_; }
   const pipelines::Scheduler& scheduler() const { return sched_; }
 
@@ -54,6 +55,7 @@ class Replica {
   pipelines::Scheduler sched_;
   SimKvHost host_;
   std::vector<double> retrieval_free_at_;  // per retrieval thread
+  double run_speed_;  // this replica's step-time factor for the whole simulation (run_speed_factor)
   pipelines::StepPlan plan_;
   bool stepping_ = false;
   double contention_s_ = 0;  // arrivals' work beside the stepping engine, charged to its next step
@@ -62,6 +64,7 @@ class Replica {
   int queued_ = 0;       // accepted, not admitted yet
   std::vector<int> tenant_outstanding_;  // accepted, not finished, by tenant
   long steps_ = 0;
+  double busy_s_ = 0;
   std::vector<size_t> finished_;
 };
 

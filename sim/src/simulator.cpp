@@ -200,6 +200,7 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
   for (auto& r : reps) {
     r->host().drain_copies();  // the copies still queued run in the idle time after the end
     res.steps += r->steps();
+    res.engine_busy_s.push_back(r->busy_s());
     const PublishCounters& pc = r->host().publish_counters();
     res.publish.copies += pc.copies;
     res.publish.copies_skipped += pc.copies_skipped;

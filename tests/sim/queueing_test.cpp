@@ -1,4 +1,4 @@
-// The simulator against closed-form queueing theory: one replica serving one request at a time,
+// The simulator against closed-form queueing theory (and its busy share against rho): one replica serving one request at a time,
 // a constant service time, Poisson arrivals = M/D/1, whose mean wait in queue is
 //   Wq = rho * S / (2 (1 - rho))        (Pollaczek-Khinchine with zero service variance).
 #include <gtest/gtest.h>
@@ -54,6 +54,12 @@ TEST_P(Md1Test, MeanWaitMatchesPollaczekKhinchine) {
   const double rho = GetParam().rho;
   const double expected = rho * service_s / (2 * (1 - rho));
   EXPECT_NEAR(wait, expected, GetParam().tolerance * expected) << "rho " << rho;
+  // The engine's busy time is the service of every request: over the span of the arrivals it is
+  // rho (the busy share ragctl simulate reports and warns on), within the arrival count's noise.
+  ASSERT_EQ(res->engine_busy_s.size(), 1u);
+  EXPECT_NEAR(res->engine_busy_s[0], n * service_s, 1e-6 * n * service_s);
+  const double span = res->duration_s - reqs->front().arrival_s;
+  EXPECT_NEAR(res->engine_busy_s[0] / span, rho, 0.01) << "busy share at rho " << rho;
   std::printf("rho %.2f: mean wait %.4f ms, M/D/1 %.4f ms (%+.2f %%)\n", rho, wait * 1e3, expected * 1e3,
               100 * (wait / expected - 1));
 }

@@ -103,6 +103,7 @@ TEST(Replications, NoSeedIsTheDeterministicRun) {
   CostModel noisy = plain;
   noisy.serving.network_quantiles = kNetwork;
   noisy.serving.step_noise_quantiles = kStepNoise;
+  noisy.serving.run_speed_sd = 0.1;
   auto reqs = generate_requests(mixed_closed_loop());
   ASSERT_TRUE(reqs.ok());
   auto a = simulate(o, plain, *reqs);
@@ -113,7 +114,44 @@ TEST(Replications, NoSeedIsTheDeterministicRun) {
     EXPECT_EQ(noisy.network_leg_s(id, 0), 0.000775);
     EXPECT_EQ(noisy.wake_draw(id, 0), plain.wake_draw(id));
     EXPECT_EQ(noisy.step_noise_factor(0, id, 0), 1.0);
+    EXPECT_EQ(noisy.run_speed_factor(static_cast<int>(id), 0), 1.0);
   }
+}
+
+TEST(NoiseDraws, RunSpeedFactorIsLogNormal) {
+  // 40,000 (seed, replica) factors: log(factor) / run_speed_sd against the standard normal
+  // distribution function (KS below 0.01), its mean within 0.02 and its standard deviation within
+  // 2 %; the same seed and replica give the same factor, and one seed's replicas are uncorrelated
+  // with another seed's (|r| < 0.02). Without the field every factor is 1.
+  CostModel c = testing::simple_cost();
+  EXPECT_EQ(c.run_speed_factor(0, 7), 1.0);
+  c.serving.run_speed_sd = 0.083;
+  constexpr int kN = 40000;
+  std::vector<double> x(kN), y(kN);
+  for (int i = 0; i < kN; ++i) {
+    const uint64_t seed = 1 + static_cast<uint64_t>(i / 4);
+    x[i] = std::log(c.run_speed_factor(i % 4, seed)) / 0.083;
+    y[i] = std::log(c.run_speed_factor(i % 4, seed + 100000)) / 0.083;
+    ASSERT_EQ(c.run_speed_factor(i % 4, seed), c.run_speed_factor(i % 4, seed));
+  }
+  std::vector<double> s = x;
+  std::sort(s.begin(), s.end());
+  double ks = 0, mean = 0, var = 0, xy = 0, yy = 0, my = 0;
+  for (int i = 0; i < kN; ++i) {
+    const double f = 0.5 * std::erfc(-s[i] / std::sqrt(2.0));
+    ks = std::max({ks, std::fabs(f - static_cast<double>(i) / kN), std::fabs(f - static_cast<double>(i + 1) / kN)});
+    mean += x[i] / kN;
+    my += y[i] / kN;
+  }
+  for (int i = 0; i < kN; ++i) {
+    var += (x[i] - mean) * (x[i] - mean) / kN;
+    xy += (x[i] - mean) * (y[i] - my);
+    yy += (y[i] - my) * (y[i] - my);
+  }
+  EXPECT_LT(ks, 0.01);
+  EXPECT_LT(std::fabs(mean), 0.02);
+  EXPECT_NEAR(std::sqrt(var), 1.0, 0.02);
+  EXPECT_LT(std::fabs(xy / std::sqrt(var * kN * yy)), 0.02);
 }
 
 TEST(NoiseDraws, NetworkDrawsFollowTheirDistribution) {
@@ -217,7 +255,7 @@ TEST(NoiseDraws, ShiftedWakeDrawsKeepTheirEvenSpread) {
 
 TEST(Replications, OneClientCyclesAreServicePlusTheirDraws) {
   // One client, a constant 20 ms single-step request: every request's end-to-end time is its
-  // service times its step's noise factor plus both its legs (2 x network_leg_s), and the run lasts
+  // service times its step's noise factor and the replication's speed factor plus both its legs (2 x network_leg_s), and the run lasts
   // the sum of those cycles less the last request's way back, in every replication. (The service
   // is the dense part alone up to a 1e-8 s attention term, so the factor is applied to all of it.)
   SimOptions o = testing::small_fleet();
@@ -229,6 +267,7 @@ TEST(Replications, OneClientCyclesAreServicePlusTheirDraws) {
   w.requests = 400;
   CostModel cost = noisy_cost();
   cost.serving.step_noise_quantiles = kStepNoise;
+  cost.serving.run_speed_sd = 0.08;  // each replication's one replica draws its own speed
   const double service = cost.dense_s(200) + cost.prefill_attention_s(0, 200);
   auto reqs = generate_requests(w);
   ASSERT_TRUE(reqs.ok());
@@ -240,7 +279,8 @@ TEST(Replications, OneClientCyclesAreServicePlusTheirDraws) {
     uint64_t step = 0;
     for (const SimRecord& x : (*reps)[r].records) {
       const double legs = 2 * cost.network_leg_s(x.id, seed);
-      const double own = service * cost.step_noise_factor(0, ++step, seed);  // request i runs step i
+      // request i runs step i, at the replication's speed
+      const double own = service * cost.step_noise_factor(0, ++step, seed) * cost.run_speed_factor(0, seed);
       ASSERT_NEAR(x.e2e_ms, (own + legs) * 1e3, 1e-6) << x.id;
       ASSERT_EQ(x.queue_ms, 0.0);
       total += own + legs;

@@ -204,6 +204,13 @@ TEST(SimCostModel, RefusesBadRatesNamingTheField) {
                  "serving.ssd_bytes_per_s");
   expect_refused(parse_cost_model(kRates + R"(, "serving": {"retrieval_ms": 3}})", ModelShape{}).status(), "retrieval_ms");
   expect_refused(parse_cost_model(kRates + R"(, "serving": 3})", ModelShape{}).status(), "serving");
+  expect_refused(parse_cost_model(kRates + R"(, "serving": {"run_speed_sd": 1.5}})", ModelShape{}).status(),
+                 "serving.run_speed_sd");
+  expect_refused(parse_cost_model(kRates + R"(, "serving": {"run_speed_sd": -0.1}})", ModelShape{}).status(),
+                 "serving.run_speed_sd");
+  auto speed = parse_cost_model(kRates + R"(, "serving": {"run_speed_sd": 0.07}})", ModelShape{});
+  ASSERT_TRUE(speed.ok()) << speed.status().to_string();
+  EXPECT_EQ(speed->serving.run_speed_sd, 0.07);
   expect_refused(parse_cost_model(kRates + "}", ModelShape{0, 8, 128, 2}).status(), "layers");
   // calibrate.py's report of clamped terms is for people: accepted, the rates unchanged.
   auto with = parse_cost_model(kRates + R"(, "fit_warnings": [{"term": "admit_s", "raw": -0.002, "used": 0}]})",

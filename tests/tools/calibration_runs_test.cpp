@@ -5,6 +5,9 @@
 
 #include <simdjson.h>
 
+#include <cmath>
+#include <random>
+
 #include "calibration_runs.h"
 
 namespace ragd::tools {
@@ -32,6 +35,54 @@ TEST(CalibrationRuns, ServiceRateLeavesOutEachRunsColdRequestAndFailures) {
   BenchRun cold_only;
   cold_only.samples = {sample(0, 50, 1000)};
   EXPECT_EQ(one_client_service_rate({&cold_only}), 0.0);
+}
+
+TEST(CalibrationRuns, RunSpeedIsThePooledSdOfLogRunTimes) {
+  // Random groups of repeated runs: each run's mean e2e (failed requests left out) against the
+  // pooled standard deviation computed here by hand; a group of one run adds nothing.
+  std::mt19937_64 rng(55);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<std::vector<BenchRun>> runs(4);
+  double squares = 0;
+  long dof = 0;
+  for (size_t g = 0; g < runs.size(); ++g) {
+    const int n = g == 3 ? 1 : 2 + static_cast<int>(g);  // 2, 3, 4 runs, then a lone one
+    std::vector<double> logs;
+    for (int k = 0; k < n; ++k) {
+      BenchRun r;
+      double sum = 0;
+      const int reqs = 3 + static_cast<int>(rng() % 20);
+      for (int i = 0; i < reqs; ++i) {
+        const double e2e = 50 + 500 * u(rng);
+        r.samples.push_back(sample(i, 10, e2e));
+        sum += e2e;
+      }
+      r.samples.push_back(sample(reqs, 0, 1e6, 0, 0, /*ok=*/false));
+      logs.push_back(std::log(sum / reqs));
+      runs[g].push_back(r);
+    }
+    if (n < 2) continue;
+    double mean = 0;
+    for (double x : logs) mean += x / n;
+    for (double x : logs) squares += (x - mean) * (x - mean);
+    dof += n - 1;
+  }
+  std::vector<std::vector<const BenchRun*>> groups;
+  for (auto& g : runs) {
+    groups.emplace_back();
+    for (BenchRun& r : g) groups.back().push_back(&r);
+  }
+  EXPECT_NEAR(run_speed_sd(groups), std::sqrt(squares / dof), 1e-12);
+  // Two runs of the same speed: 0; one run of each kind: 0 (nothing to compare).
+  BenchRun a, b;
+  a.samples = {sample(0, 10, 100), sample(1, 10, 300)};
+  b.samples = {sample(0, 10, 200), sample(1, 10, 200)};
+  EXPECT_EQ(run_speed_sd({{&a, &b}}), 0.0);
+  EXPECT_EQ(run_speed_sd({{&a}, {&b}}), 0.0);
+  // Two runs 20 % apart: |log 1.2| / sqrt(2).
+  BenchRun c;
+  c.samples = {sample(0, 10, 240)};
+  EXPECT_NEAR(run_speed_sd({{&b, &c}}), std::log(1.2) / std::sqrt(2.0), 1e-12);
 }
 
 TEST(CalibrationRuns, BusyArrivalsAreTheOnesSentWhileAnotherWasInFlight) {

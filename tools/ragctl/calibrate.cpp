@@ -302,7 +302,7 @@ class Calibration {
   pipelines::PipelineSpec spec_;
   int sep_tokens_ = 0, prefix_tokens_ = 0;
   double kv_bytes_per_token_ = 0;
-  double service_rate_ = 0, light_rate_ = 0;
+  double service_rate_ = 0, light_rate_ = 0, run_speed_sd_ = 0;
   std::vector<Run> runs_;
   std::vector<std::pair<std::string, double>> phases_;  // name, seconds
   std::string plan_json_, fit_report_json_ = "{}";
@@ -517,6 +517,16 @@ Status Calibration::fit() {
   const std::string source = "ragctl calibrate on this machine (" + std::to_string(cpus_) + " CPUs" +
                              (cpu_model().empty() ? "" : ", " + cpu_model()) + "), " + started_utc_ +
                              ": kernel rates and engine steps measured, serving fitted by bench/sim/calibrate.py";
+  // The run-to-run speed over the repeated closed-loop runs (the open-loop run's times carry its
+  // queueing too).
+  std::vector<std::vector<const BenchRun*>> groups;
+  for (const RunKind* k : {&kHitC1, &kMissNoneC1, &kMissC1, &kHitC4}) {
+    auto& g = groups.emplace_back();
+    for (const Run* r : runs_of(*k)) g.push_back(&r->result.runs[0]);
+  }
+  run_speed_sd_ = run_speed_sd(groups);
+  say("  run-to-run speed: sd of log run time " + fmt("%.3f", run_speed_sd_) +
+      (reps_ > 1 ? " over " + std::to_string(reps_) + " runs of each closed-loop kind" : " (one run of each: none)"));
   const std::vector<std::string> argv = {
       a_.python, fit_script_, work_ + "/plan.json", paths(kHitC1) + "," + paths(kMissNoneC1),
       fmt("%.0f", kv_bytes_per_token_), std::to_string(cfg_.runtime.scheduler.max_batch_tokens), "measured",
@@ -525,7 +535,8 @@ Status Calibration::fit() {
       "--wake", paths(kHitOpen), "--wake-sim", joined(replay_args(kHitOpen)),
       "--rows", paths(kHitC4), "--rows-sim", joined(replay_args(kHitC4)),
       "--check", paths(kHitC4), "--check-sim", joined(replay_args(kHitC4)),
-      "--wake-open", "--report", work_ + "/fit-report.json", "--source", source};
+      "--wake-open", "--report", work_ + "/fit-report.json", "--source", source,
+      "--run-speed-sd", fmt("%.4f", run_speed_sd_)};
   say("fit (bench/sim/calibrate.py) ...");
   auto t = Clock::now();
   const std::string log = work_ + "/fit.log";

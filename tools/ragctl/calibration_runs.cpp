@@ -60,6 +60,27 @@ void set_metric(RunMetrics* m, std::string_view name, double v) {
   else if (name == "hit_pct") m->hit_pct = v;
 }
 
+double run_speed_sd(const std::vector<std::vector<const BenchRun*>>& groups) {
+  double squares = 0;
+  long dof = 0;
+  for (const auto& g : groups) {
+    std::vector<double> logs;
+    for (const BenchRun* r : g) {
+      double sum = 0;
+      long n = 0;
+      for (const BenchSample& s : r->samples)
+        if (s.ok) sum += s.e2e_ms, ++n;
+      if (n > 0 && sum > 0) logs.push_back(std::log(sum / static_cast<double>(n)));
+    }
+    if (logs.size() < 2) continue;
+    double mean = 0;
+    for (double x : logs) mean += x / static_cast<double>(logs.size());
+    for (double x : logs) squares += (x - mean) * (x - mean);
+    dof += static_cast<long>(logs.size()) - 1;
+  }
+  return dof > 0 ? std::sqrt(squares / static_cast<double>(dof)) : 0.0;
+}
+
 RunMetrics run_metrics(const BenchRun& run) {
   RunMetrics m;
   m.ttft_p50_ms = run.ttft_ms.p50;

@@ -37,6 +37,12 @@ double busy_arrival_share(const BenchRun& run);
 // shares nothing but the head with earlier ones reuses exactly the head); 0 when nothing was reused.
 int prefix_tokens(const BenchRun& run);
 
+// The machine's run-to-run speed (rates serving.run_speed_sd): groups of runs of the same requests
+// (each group one closed-loop kind, run repeatedly), each run's time its finished requests' mean
+// end-to-end time; the pooled standard deviation of the runs' log times about their group's mean
+// log (sum of squared deviations / sum of (runs - 1)). 0 when no group has two runs.
+double run_speed_sd(const std::vector<std::vector<const BenchRun*>>& groups);
+
 // The metrics the self-check compares, as `ragctl simulate --replications` names them in its JSON;
 // hit_pct: prompt tokens reused / prompt tokens, %.
 struct RunMetrics {

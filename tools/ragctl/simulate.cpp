@@ -4,7 +4,7 @@
 //   ragctl simulate [--config ragd.toml] --rates R.json (--model DIR | --preset NAME)
 //                   --workload SPEC|FILE|trace:BENCH.json [--replicas N] [--router leastconn|hash|kv-aware]
 //                   [--set key=value ...] [--sweep key=a..b] [--slo-ttft-ms MS]
-//                   [--replications N] [--seed S] [--out report.html] [--json result.json]
+//                   [--replications N] [--seed S] [--real RUN.json,...] [--out report.html] [--json result.json]
 //
 // The config's [runtime] table gives the scheduler (policy, budget, slots, preemption), the KV pool,
 // the tiers and the eviction policy, retrieval threads and the queue limit, exactly as the daemon
@@ -21,6 +21,12 @@
 // step_noise_quantiles, and the wake-up draws): the JSON's "replications" and the report give each metric's median over them and its
 // 10th-90th percentile range; the bench runs shown are the first replication's. Without either
 // option one deterministic run, without noise.
+// --real RUN.json,...: measured runs of the same requests (a trace replay's own runs) printed beside
+// the prediction (the replications' median, else the deterministic run) with their run-to-run
+// spread and the validation's targets (measured_compare.h); in the JSON's "comparison" and the report.
+// Every point prints its engine's busy share; an open-loop point busier than the validated region
+// (kPredictionUtilisationBound) gets a warning.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -51,6 +57,7 @@
 #include "ragd/sim/simulator.h"
 #include "ragd/sim/sweep.h"
 #include "ragd/sim/workload.h"
+#include "measured_compare.h"
 #include "simulate_report.h"
 #include "synthetic_words.h"
 
@@ -60,6 +67,7 @@ namespace {
 struct SimArgs {
   std::string config, rates, model, preset, workload, sweep, out, json, emit, retrieved;
   std::vector<std::string> sets;
+  std::vector<std::string> real;  // measured runs of the same requests (--real), one file each
   int replicas = 1;
   bool replicas_set = false;  // --replicas given (else the fleet's default, 1)
   std::string router;
@@ -114,6 +122,21 @@ std::string replications_json(const std::vector<RepPoint>& points) {
   }
   w.end_array();
   return w.take();
+}
+
+// Above this share of busy engine time an open-loop prediction is outside the region the
+// validation covered (docs/design/simulator.md, "Where predictions hold"): rows up to 79 % busy
+// met their TTFT targets on the 2-core VM of 2026-12-07; at 84 % TTFT p50 came out 30-50 % high.
+constexpr double kPredictionUtilisationBound = 0.80;
+
+// The busiest replica's engine time over the span from the first arrival to the last event.
+double engine_utilisation(const sim::SimResult& res, const std::vector<sim::SimRequest>& reqs) {
+  const double start = reqs.empty() ? 0.0 : reqs.front().arrival_s;
+  const double span = res.duration_s - start;
+  if (span <= 0) return 0;
+  double most = 0;
+  for (double b : res.engine_busy_s) most = std::max(most, b);
+  return most / span;
 }
 
 Result<std::string> read_file(const std::string& path, const char* what) {
@@ -287,6 +310,15 @@ int run_simulate(const SimArgs& a) {
   } else {
     sweep.values.push_back("");
   }
+  std::vector<RunMetrics> real;
+  if (!a.real.empty()) {
+    if (sweep.values.size() > 1)
+      return fail(Status::InvalidArgument("--real compares one point: give it without --sweep"));
+    auto r = load_real_runs(a.real);
+    if (!r.ok()) return fail(r.status());
+    real = std::move(r).value();
+  }
+  std::string comparison, comparison_html;  // with --real: the JSON array and the report's section
   if (trace.empty()) {  // a trace's requests are already in memory, as its file's records
     std::vector<std::pair<sim::SimOptions, sim::WorkloadSpec>> points;
     for (const std::string& v : sweep.values) {
@@ -382,6 +414,29 @@ int run_simulate(const SimArgs& a) {
                 static_cast<unsigned long long>(res->publish.copies),
                 static_cast<unsigned long long>(res->publish.copies_skipped),
                 static_cast<unsigned long long>(res->publish.demotions), res->publish.engine_s);
+    const double util = engine_utilisation(*res, *reqs);
+    std::printf("  engine busy %.0f %% of the time from the first arrival to the last event (busiest replica)\n",
+                100 * util);
+    if (w.concurrency == 0 && util > kPredictionUtilisationBound)
+      std::printf("  warning: the engine is busy %.0f %% of the time, above the %.0f %% up to which the simulator's "
+                  "open-loop predictions were validated (docs/design/simulator.md, \"Where predictions hold\"): "
+                  "queueing here grows faster than the model's error bounds; read TTFT as a trend, not a number\n",
+                  100 * util, 100 * kPredictionUtilisationBound);
+    if (!real.empty()) {
+      RunMetrics pred = run_metrics(run);
+      pred.hit_pct = 100 * h.total();
+      std::string as = "the deterministic run";
+      if (replicate) {  // each metric's median over the replications
+        const RepPoint& p = rep_points.back();
+        for (size_t j = 0; j < kRepCount; ++j)  // names RunMetrics lacks are ignored
+          set_metric(&pred, kRepMetrics[j], sim::spread_of(p.values[j]).median);
+        as = "median of " + std::to_string(a.replications) + " replications";
+      }
+      const std::vector<CompareRow> rows = compare_with_real(pred, real);
+      std::printf("%s", format_comparison(rows, as).c_str());
+      comparison = comparison_json(rows);
+      comparison_html = render_comparison_section(rows, as);
+    }
     if (res->unfinished > 0)
       std::printf("  warning: %ld requests never finished: a replica could not admit its waiting requests with nothing "
                   "running (its pool held only KV pinned by waiting lookups)\n", res->unfinished);
@@ -410,6 +465,10 @@ int run_simulate(const SimArgs& a) {
       const size_t end = text.rfind('}');
       text.insert(end, ",\"replications\":" + replications_json(rep_points));
     }
+    if (!comparison.empty()) {  // and the measured runs beside the prediction
+      const size_t end = text.rfind('}');
+      text.insert(end, ",\"comparison\":" + comparison);
+    }
     write(a.json, text);
   }
   if (!a.out.empty()) {
@@ -428,6 +487,7 @@ int run_simulate(const SimArgs& a) {
       }
       page = insert_section(std::move(page), render_replications_section(sums));
     }
+    if (!comparison_html.empty()) page = insert_section(std::move(page), comparison_html);
     write(a.out, page);
   }
   return rc;
@@ -463,6 +523,10 @@ Registration reg("simulate", "simulate a fleet in virtual time: the real schedul
                        ->check(CLI::Range(1, 100000));
                    sub.add_option("--seed", a->seed, "noise seed of the first replication (default 1; >= 1)")
                        ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
+                   sub.add_option("--real", a->real,
+                                  "measured runs of the same requests (`ragctl bench --json`, one run per file; "
+                                  "comma-separated or repeated): printed beside the prediction with their spread")
+                       ->delimiter(',');
                    sub.add_option("--out", a->out, "HTML report");
                    sub.add_option("--json", a->json, "results as `ragctl bench --json` writes them");
                    return [a]() { return run_simulate(*a); };

@@ -204,6 +204,34 @@ std::string render_replications_section(const std::vector<RepSummary>& points) {
   return o + "</section>";
 }
 
+std::string render_comparison_section(const std::vector<CompareRow>& rows, const std::string& predicted_as) {
+  const size_t n = rows.empty() ? 0 : rows.front().real.size();
+  std::string o = "<section><h2>Measured against the prediction</h2><p>" + std::to_string(n) +
+                  " measured run" + (n == 1 ? "" : "s") + " of the same requests beside the prediction (" +
+                  esc(predicted_as) + "). Spread: half the runs' range (% of their mean; points for the hit rate). "
+                  "Targets as in the simulator's validation.</p><table><tr><th>metric</th><th>real runs</th>"
+                  "<th>mean</th><th>spread</th><th>predicted</th><th>error</th><th>target</th></tr>";
+  for (const CompareRow& r : rows) {
+    const bool points = r.metric == "hit_pct";
+    std::string real;
+    char buf[160];
+    for (double v : r.real) {
+      std::snprintf(buf, sizeof buf, "%s%.4g", real.empty() ? "" : ", ", v);
+      real += buf;
+    }
+    const char* unit = points ? " pt" : " %";
+    std::string target = "-";
+    if (r.target > 0) {
+      std::snprintf(buf, sizeof buf, "%s %g%s", r.within ? "within" : "missed", r.target, unit);
+      target = buf;
+    }
+    std::snprintf(buf, sizeof buf, "<td>%.4g</td><td>%.1f%s</td><td>%.4g</td><td>%+.1f%s</td>", r.real_mean, r.spread,
+                  unit, r.predicted, r.error, unit);
+    o += "<tr><td>" + esc(r.metric) + "</td><td>" + real + "</td>" + buf + "<td>" + target + "</td></tr>";
+  }
+  return o + "</table></section>";
+}
+
 std::string insert_section(std::string page, const std::string& section) {
   const size_t at = page.rfind("</main>");
   if (at == std::string::npos) return page + section;

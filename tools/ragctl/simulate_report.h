@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_report.h"
+#include "measured_compare.h"
 #include "ragd/sim/simulator.h"
 
 namespace ragd::tools {
@@ -38,6 +39,10 @@ struct RepSummary {
 };
 // The replications' section: per point, each metric's median and p10-p90 over the replications.
 std::string render_replications_section(const std::vector<RepSummary>& points);
+
+// The measured runs beside the prediction (`ragctl simulate --real`): per metric the real runs,
+// their mean and spread, the prediction, its error and the target.
+std::string render_comparison_section(const std::vector<CompareRow>& rows, const std::string& predicted_as);
 
 // Inserts `section` before the closing tags of a page render_bench_report() wrote.
 std::string insert_section(std::string page, const std::string& section);

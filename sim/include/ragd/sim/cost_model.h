@@ -116,6 +116,14 @@ struct ServingRates {
   // seeded simulation: each step draws its own factor (1 + draw), independently per replica, step
   // and seed; unseeded, the factor is 1.
   std::vector<double> step_noise_quantiles;
+  // Run-to-run speed of the machine: the standard deviation of the log of a whole run's step time
+  // (a VM's speed drifts by several % between minutes, the same requests one minute apart took
+  // 6-18 % longer in the calibration's repeated runs). Fitted by `ragctl calibrate` from its
+  // repeated closed-loop runs (calibration_runs.h: run_speed_sd). Used only by a seeded simulation:
+  // each replica of each replication draws one factor exp(run_speed_sd * z), z standard normal,
+  // on all of its steps' time; near saturation queueing turns that into the wide spread of TTFT
+  // that real runs of the same requests show. Unseeded, or 0 (default): factor 1.
+  double run_speed_sd = 0.0;
   // Contention: engine time lost per request that arrives while the engine is stepping, on a
   // host whose cores the engine's threads fill (the rates' `threads` >= host_cores): the
   // request's HTTP parsing, tokenization, retrieval (embedding, vector search) and prompt
@@ -159,6 +167,9 @@ struct CostModel {
   // The engine-term factor of step `step` of replica `replica`: 1, or with a noise seed (not 0)
   // and step_noise_quantiles 1 + a value drawn from them.
   double step_noise_factor(int replica, uint64_t step, uint64_t noise_seed = 0) const;
+  // The step-time factor of replica `replica` for a whole simulation: 1, or with a noise seed (not
+  // 0) and run_speed_sd exp(run_speed_sd * z), z a standard normal drawn from (seed, replica).
+  double run_speed_factor(int replica, uint64_t noise_seed = 0) const;
   // A piecewise-linear inverse distribution function (values at equally spaced probabilities,
   // non-empty) at u in [0, 1]; on sorted values, their interpolated u-quantile (spread_of).
   static double quantile_at(const std::vector<double>& q, double u);

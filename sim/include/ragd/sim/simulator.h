@@ -88,6 +88,7 @@ struct SimResult {
   std::vector<SimSeriesPoint> series;
   double duration_s = 0;              // virtual time of the last event
   long events = 0, steps = 0;
+  std::vector<double> engine_busy_s;  // per replica: virtual time its engine spent stepping
   uint64_t remote_hits = 0, remote_misses = 0;
   // Requests that never finished: a replica was left with waiting requests it could not admit and
   // nothing running (e.g. its pool full of KV pinned by waiting requests' lookups).
