@@ -28,9 +28,11 @@
 // the head, at admission and after 16 generated tokens (remaining length, runs still going).
 // (3) Capacity: a closed loop of max_running clients under fcfs. (4) For each load (a fraction of
 // that capacity), the same Poisson arrivals under fcfs, sjf, srtf (head) and srtf (oracle), in K
-// interleaved rounds (the policies one after the other, K times; a machine's slow minute falls on
-// every policy alike), each policy's requests pooled over its rounds: TTFT and end-to-end latency
-// p50 / p99 and mean. (5) The simulator on the same requests (arrival times,
+// interleaved rounds (the policies one after the other, K times), each run behind a speed probe
+// (probe_step_s: its arrivals stretched and its latencies divided by the machine's slowdown against
+// the capacity run, so that drift between runs does not move a policy's load), each policy's
+// requests pooled over its rounds: TTFT and end-to-end latency p50 / p99 and mean; and the ratios
+// of each round (the four policies back to back) with their median over the rounds. (5) The simulator on the same requests (arrival times,
 // prompt lengths, hidden lengths, questions) and the same scheduler options and head, with a cost
 // model fitted here (step = a + b * tokens, from one-client and max_running-client decode gaps).
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -150,6 +153,27 @@ std::vector<Outcome> closed_loop(Executor& ex, const std::vector<Req>& reqs, int
 
 std::vector<Outcome> open_loop(Executor& ex, const std::vector<Req>& reqs) {
   return bench::open_loop<Outcome>(reqs, [&](const Req& q) { return run_one(ex, q); }, nullptr);
+}
+
+// The machine's speed now: the median decode gap of max_running fixed 48-token generations run
+// side by side, twice over (~100 engine steps at the serving batch), on the runtime about to be
+// measured. This VM's speed drifts by 20-30 % over minutes; a policy run's arrivals are stretched
+// by (its probe / the reference probe) and its latencies divided by the same factor, so that every
+// policy is measured at the same load relative to the machine's speed at the time.
+double probe_step_s(Executor& ex, const Req& like, int max_running, const std::string& tag,
+                    const std::function<void(const std::vector<Req>&)>& remember) {
+  std::vector<Req> probe;
+  for (int i = 0; i < 2 * max_running; ++i) {
+    Req q = like;
+    q.id = tag + "-probe-" + std::to_string(i);
+    q.length = 48;
+    probe.push_back(q);
+  }
+  remember(probe);
+  std::vector<double> gaps;
+  for (const Outcome& o : closed_loop(ex, probe, max_running, nullptr))
+    gaps.insert(gaps.end(), o.itl_ms.begin() + std::min<size_t>(o.itl_ms.size(), 4), o.itl_ms.end());
+  return bench::percentile(gaps, 50) / 1e3;
 }
 
 struct Row {
@@ -340,6 +364,7 @@ int main(int argc, char** argv) {
 
   // (3) Capacity and the cost model's two points.
   double capacity = 1, itl1 = 0, itlB = 0;
+  double ref_probe = 0;  // the speed probe around the capacity run (probe_step_s)
   std::vector<std::pair<int, double>> prefill_points;  // (prompt tokens, seconds)
   {
     auto rt = open_runtime(base);
@@ -378,8 +403,10 @@ int main(int argc, char** argv) {
     // The whole test mix: with long generations 30x the short answers, the first 80 requests'
     // capacity can be 10-20 % off the mix the loads are fractions of.
     const std::vector<Req> cal(test.begin(), test.begin() + std::min<size_t>(test.size(), cal_n));
+    ref_probe = probe_step_s(*rt->executor, test.front(), max_running, "capacity", remember);
     closed_loop(*rt->executor, cal, max_running, &wall);
     capacity = cal.size() / wall;
+    ref_probe = 0.5 * (ref_probe + probe_step_s(*rt->executor, test.front(), max_running, "capacity2", remember));
     rt->stop();
   }
   // The step time by tokens fed, measured: decode gaps at batch 1 and max_running, an idle
@@ -394,7 +421,8 @@ int main(int argc, char** argv) {
   const auto& p1 = dense[dense.size() - 2];
   const auto& p2 = dense.back();
   const double slope = std::max(1e-7, (p2.second - p1.second) / (p2.first - p1.first));
-  std::printf("capacity (closed loop, %d clients, fcfs): %.2f req/s; step time (tokens: ms):", max_running, capacity);
+  std::printf("capacity (closed loop, %d clients, fcfs): %.2f req/s; speed probe %.3f ms; step time (tokens: ms):",
+              max_running, capacity, ref_probe * 1e3);
   for (const auto& [tk, sec] : dense) std::printf(" %d: %.2f", tk, sec * 1e3);
   std::printf("\n");
   sim::CostModel cost;
@@ -496,7 +524,9 @@ int main(int argc, char** argv) {
     first_load = false;
     std::map<std::string, Row> measured, simulated;
     std::map<std::string, std::vector<Outcome>> pooled;
+    std::map<std::string, std::vector<double>> round_mean;  // per round: the policy's normalised mean e2e
     std::map<std::string, long> preemptions;
+    std::string speeds;
     for (int round = 0; round < (sim_only ? 0 : rounds); ++round)
       for (const Policy& p : kPolicies) {
         RuntimeOptions o = base;
@@ -508,13 +538,32 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "open_runtime: %s\n", rt.status().to_string().c_str());
           return 1;
         }
-        std::vector<Outcome> os = open_loop(*rt->executor, reqs);
-        for (size_t i = 0; i < os.size(); ++i) os[i].length = reqs[i].length;
+        const std::string tag = "l" + std::to_string(static_cast<int>(load * 100)) + "-r" + std::to_string(round) + "-" + p.name;
+        const double f = probe_step_s(*rt->executor, test.front(), max_running, tag, remember) / ref_probe;
+        std::vector<Req> scaled = reqs;
+        for (Req& q : scaled) q.arrival_s *= f;
+        std::vector<Outcome> os = open_loop(*rt->executor, scaled);
+        double sum = 0;
+        int n = 0;
+        for (size_t i = 0; i < os.size(); ++i) {
+          os[i].length = reqs[i].length;
+          os[i].ttft_ms /= f;
+          os[i].e2e_ms /= f;
+          if (os[i].ok) {
+            sum += os[i].e2e_ms;
+            ++n;
+          }
+        }
+        round_mean[p.name].push_back(n ? sum / n : 0);
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s%s r%d %.2f", speeds.empty() ? "" : ", ", p.name, round + 1, f);
+        speeds += buf;
         pooled[p.name].insert(pooled[p.name].end(), os.begin(), os.end());
         const ExecutorStats es = rt->executor->stats();
         preemptions[p.name] += es.swaps_out + es.drops;
         rt->stop();
       }
+    if (!sim_only) std::printf("speed factors (probe / reference; arrivals stretched, latencies divided by it): %s\n\n", speeds.c_str());
     bool first = true;
     for (const Policy& p : kPolicies) {
       const Row m = summarize(pooled[p.name]);
@@ -551,11 +600,24 @@ int main(int argc, char** argv) {
                   simulated["fcfs"].e2e_mean / simulated["srtf (head)"].e2e_mean);
       continue;
     }
+    // Each round's ratios (the four policies ran back to back), and their median over the rounds.
+    std::vector<double> r_oracle, r_fcfs;
+    std::string per_round;
+    for (int k = 0; k < rounds; ++k) {
+      const double h = round_mean["srtf (head)"][k];
+      r_oracle.push_back(h / round_mean["srtf (oracle)"][k]);
+      r_fcfs.push_back(round_mean["fcfs"][k] / h);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%.2f / %.2f", k ? ", " : "", r_oracle.back(), r_fcfs.back());
+      per_round += buf;
+    }
     std::printf("\nsrtf (head) mean e2e: %.2fx the oracle's (target <= 1.20), fcfs / srtf (head) %.2fx (target >= 1.5 at the "
-                "higher load); simulated: %.2fx, %.2fx\n\n",
+                "higher load); simulated: %.2fx, %.2fx\n",
                 head_mean / oracle_mean, fcfs_mean / head_mean,
                 simulated["srtf (head)"].e2e_mean / simulated["srtf (oracle)"].e2e_mean,
                 simulated["fcfs"].e2e_mean / simulated["srtf (head)"].e2e_mean);
+    std::printf("per round (head / oracle, fcfs / head): %s; median over %d rounds: %.2fx, %.2fx\n\n", per_round.c_str(),
+                rounds, bench::percentile(r_oracle, 50), bench::percentile(r_fcfs, 50));
   }
   json += "]}";
   if (!json_path.empty()) write_file(json_path, json + "\n");
