@@ -308,13 +308,14 @@ TEST_F(OpenAiE2eTest, SeveralChoices) {
   ASSERT_EQ(greedy.size(), 4u);
   for (const auto& g : greedy) EXPECT_EQ(g, greedy[0]);
   EXPECT_EQ(Json(r.body).size("/choices/3/logprobs/tokens"), 6u);
-  // Streaming: every choice's chunks carry its index; one finish per choice, one [DONE].
+  // Streaming: every choice's chunks carry its index; one finish per choice, one [DONE] (unseeded
+  // sampling: ignore_eos keeps a sampled end-of-sequence from cutting a choice short of 5 tokens).
   std::vector<std::string> data;
   {
     daemon::SseParser p([&](const std::string&, const std::string& d) { data.push_back(d); });
     HttpClient c("127.0.0.1", d_.port(), 60000);
     ASSERT_TRUE(c.request_stream("POST", "/v1/chat/completions",
-                                 R"({"messages":)" + msgs + R"(,"n":2,"max_tokens":5,"temperature":0.8,"stream":true,)"
+                                 R"({"messages":)" + msgs + R"(,"n":2,"max_tokens":5,"temperature":0.8,"ignore_eos":true,"stream":true,)"
                                  R"("stream_options":{"include_usage":true}})",
                                  {}, [&](std::string_view d) {
                                    p.feed(d);
