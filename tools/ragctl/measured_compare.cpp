@@ -39,6 +39,7 @@ std::vector<CompareRow> compare_with_real(const RunMetrics& predicted, const std
     }
     r.real_mean = sum / static_cast<double>(real.size());
     r.predicted = metric(predicted, d.name);
+    r.points = d.points;
     if (d.points) {
       r.spread = (hi - lo) / 2;
       r.error = r.predicted - r.real_mean;
@@ -80,7 +81,7 @@ std::string format_comparison(const std::vector<CompareRow>& rows, const std::st
                 "predicted", "error", "target");
   s += buf;
   for (const CompareRow& r : rows) {
-    const bool points = r.metric == "hit_pct";
+    const bool points = r.points;
     std::string real;
     for (double v : r.real) {
       std::snprintf(buf, sizeof buf, "%s%.3g", real.empty() ? "" : ", ", v);

@@ -23,6 +23,7 @@ struct CompareRow {
   double spread = 0;         // half the real runs' range: % of their mean, or points for hit_pct
   double predicted = 0;
   double error = 0;          // % of the real mean, or points for hit_pct
+  bool points = false;       // spread and error in points (hit rate), else % of the real mean
   double target = 0;         // |error| allowed (same unit); 0 = no target
   bool within = true;        // |error| <= target (always true without a target)
 };

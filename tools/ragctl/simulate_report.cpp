@@ -212,7 +212,7 @@ std::string render_comparison_section(const std::vector<CompareRow>& rows, const
                   "Targets as in the simulator's validation.</p><table><tr><th>metric</th><th>real runs</th>"
                   "<th>mean</th><th>spread</th><th>predicted</th><th>error</th><th>target</th></tr>";
   for (const CompareRow& r : rows) {
-    const bool points = r.metric == "hit_pct";
+    const bool points = r.points;
     std::string real;
     char buf[160];
     for (double v : r.real) {
