@@ -543,18 +543,12 @@ int main(int argc, char** argv) {
         std::vector<Req> scaled = reqs;
         for (Req& q : scaled) q.arrival_s *= f;
         std::vector<Outcome> os = open_loop(*rt->executor, scaled);
-        double sum = 0;
-        int n = 0;
         for (size_t i = 0; i < os.size(); ++i) {
           os[i].length = reqs[i].length;
           os[i].ttft_ms /= f;
           os[i].e2e_ms /= f;
-          if (os[i].ok) {
-            sum += os[i].e2e_ms;
-            ++n;
-          }
         }
-        round_mean[p.name].push_back(n ? sum / n : 0);
+        round_mean[p.name].push_back(summarize(os).e2e_mean);
         char buf[96];
         std::snprintf(buf, sizeof buf, "%s%s r%d %.2f", speeds.empty() ? "" : ", ", p.name, round + 1, f);
         speeds += buf;
