@@ -719,7 +719,7 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
     if (stored_name && *stored_name == "hashing") {
       if (auto d = m->store->meta("dim")) eo.dim = std::stoi(*d);
     }
-    if (stored_name && *stored_name == "model" && eo.model_dir.empty())
+    if (stored_name && (*stored_name == "model" || *stored_name == "termvec") && eo.model_dir.empty())
       if (auto md = m->store->meta("embedder_model_dir")) eo.model_dir = *md;
   }
   // A model embedder's settings the caller leaves at their defaults come from the corpus: the
@@ -753,6 +753,8 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
   if (!stored_identity && !m->opts.read_only) {
     RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_name", std::string(m->embedder->name())));
     RAGD_RETURN_IF_ERROR(m->store->put_meta("dim", std::to_string(m->embedder->dim())));
+    if (m->embedder->name() == "termvec")
+      RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_model_dir", eo.model_dir));
     if (m->embedder->name() == "model") {
       RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_model_dir", eo.model_dir));
       RAGD_RETURN_IF_ERROR(m->store->put_meta("embedder_query_prefix", eo.query_prefix));
@@ -1103,10 +1105,12 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
       return Status::InvalidArgument("search: query is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
   // Each list is as long as the fusion looks (hybrid) or as the caller asked.
-  const bool evidence = mode == RetrievalMode::kLexical && m.opts.evidence.weight > 0;
-  const int n = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates)
-                : evidence                     ? std::max(k, m.opts.evidence.candidates)
-                                               : k;
+  // Document evidence reorders the lexical list, alone or before it is fused.
+  const bool evidence = mode != RetrievalMode::kDense && m.opts.evidence.weight > 0;
+  const int n_dense = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates) : k;
+  const int n_lexical = evidence                         ? std::max(k, m.opts.evidence.candidates)
+                        : mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates)
+                                                         : k;
   const std::optional<std::vector<std::string>> owners = lexical_owners(scope);
   std::vector<std::vector<Neighbor>> dense(queries.size()), lexical(queries.size());
   if (mode != RetrievalMode::kLexical) {
@@ -1128,23 +1132,34 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
     std::optional<AllowListFilter> allow;
     if (allowed) p.filter = &allow.emplace(p.filter, *allowed);
     if (!allowed || !allowed->empty()) {
-      RAGD_ASSIGN_OR_RETURN(dense, m.index->search(q, n, p));
+      RAGD_ASSIGN_OR_RETURN(dense, m.index->search(q, n_dense, p));
     }
   }
   if (mode != RetrievalMode::kDense) {
     for (size_t i = 0; i < queries.size(); ++i) {
-      RAGD_ASSIGN_OR_RETURN(auto hits, m.lexical->search(queries[i], n, owners, filtered ? params.metadata : nullptr));
+      RAGD_ASSIGN_OR_RETURN(auto hits,
+                            m.lexical->search(queries[i], n_lexical, owners, filtered ? params.metadata : nullptr));
       for (const LexicalHit& h : hits) lexical[i].push_back({h.chunk_id, static_cast<float>(h.score)});
     }
   }
   std::vector<std::vector<Hit>> out;
   for (size_t i = 0; i < queries.size(); ++i) {
     std::vector<Neighbor> ranked;
-    if (mode == RetrievalMode::kDense) ranked = std::move(dense[i]);
-    else if (mode == RetrievalMode::kLexical) ranked = std::move(lexical[i]);
-    else ranked = fuse_reciprocal_rank(dense[i], lexical[i], m.opts.hybrid, k);
+    if (mode == RetrievalMode::kDense) {
+      ranked = std::move(dense[i]);
+    } else if (mode == RetrievalMode::kLexical) {
+      ranked = std::move(lexical[i]);
+    } else {
+      if (evidence) {
+        RAGD_ASSIGN_OR_RETURN(auto lh, m.hits_for(lexical[i], scope));
+        apply_document_evidence(m.opts.evidence, &lh);
+        lexical[i].clear();
+        for (const Hit& h : lh) lexical[i].push_back({h.chunk.id, h.score});
+      }
+      ranked = fuse_reciprocal_rank(dense[i], lexical[i], m.opts.hybrid, k);
+    }
     RAGD_ASSIGN_OR_RETURN(auto hits, m.hits_for(ranked, scope));
-    if (evidence) apply_document_evidence(m.opts.evidence, &hits);
+    if (evidence && mode == RetrievalMode::kLexical) apply_document_evidence(m.opts.evidence, &hits);
     if (hits.size() > static_cast<size_t>(k)) hits.resize(static_cast<size_t>(k));
     out.push_back(std::move(hits));
   }

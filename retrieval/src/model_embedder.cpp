@@ -117,8 +117,10 @@ Result<std::unique_ptr<Embedder>> make_embedder(const EmbedderOptions& opts,
     return make_hashing_embedder(h);
   }
   if (opts.name == "encoder") return make_encoder_embedder(opts);
+  if (opts.name == "termvec") return make_termvec_embedder(opts.model_dir);
   if (opts.name == "model") {
     if (opts.model_dir.empty()) return Status::InvalidArgument("embedder 'model': no model directory given");
+    if (is_termvec_model_dir(opts.model_dir)) return make_termvec_embedder(opts.model_dir);
     if (is_encoder_model_dir(opts.model_dir)) return make_encoder_embedder(opts);
     if (!tokenizer) return Status::InvalidArgument("embedder 'model': needs a tokenizer");
     ModelEmbedderOptions mo;
@@ -139,7 +141,7 @@ Result<std::unique_ptr<Embedder>> make_embedder(const EmbedderOptions& opts,
     RAGD_ASSIGN_OR_RETURN(auto model, engine::Model::load(opts.model_dir, eo));
     return make_model_embedder(std::move(model), std::move(tokenizer), mo);
   }
-  return Status::InvalidArgument("unknown embedder '" + opts.name + "' (known: hashing, model, encoder)");
+  return Status::InvalidArgument("unknown embedder '" + opts.name + "' (known: hashing, termvec, model, encoder)");
 }
 
 }  // namespace ragd::retrieval

@@ -471,10 +471,10 @@ Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .js
                                   "model directory whose tokenizer.json chunks the text (default $RAGD_MODEL or ./data/model)");
                    sub.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk")->capture_default_str();
                    sub.add_option("--overlap", a->overlap, "tokens of overlap between chunks")->capture_default_str();
-                   sub.add_option("--embedder", a->embedder, "hashing | model (default: the corpus's, else hashing)");
+                   sub.add_option("--embedder", a->embedder, "hashing | termvec | model (default: the corpus's, else hashing)");
                    sub.add_option("--dim", a->dim, "hashing embedder dimension")->capture_default_str();
                    sub.add_option("--embedder-model", a->embedder_model,
-                                  "embedding checkpoint for --embedder model (encoder or decoder embedder)");
+                                  "embedder directory for --embedder termvec | model (term vectors, encoder or decoder)");
                    sub.add_option("--embedder-pooling", a->embedder_pooling,
                                   "cls | mean | lasttoken (default: as the checkpoint's sentence-transformers files say)");
                    sub.add_option("--query-prefix", a->embedder_query_prefix,

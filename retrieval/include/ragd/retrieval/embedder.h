@@ -7,6 +7,12 @@
 //     with an EOS appended), mean-pooled when it has none; dimension = hidden_size.
 //     When model_dir holds a BERT-family encoder (config.json BertModel / XLMRobertaModel ...),
 //     "model" is the encoder embedder below (name "encoder" asks for it explicitly).
+//   "termvec": a vector per stemmed term, trained here on Debian's documentation
+//     (tools/train/termvec_train.py; models/ragd-termvec): a text is the sum of its terms' rows
+//     weighted by 1 + ln tf, L2-normalised; terms as the lexical index generates them (Xapian's
+//     English stemmer, STEM_ALL). Words with related meanings have nearby rows, so a query finds
+//     passages that use other words for the same thing. Identity "termvec/<fingerprint>/d=256".
+//     "model" with a directory whose config.json says model_type "ragd-termvec" is this one.
 //   encoder: a BERT-family checkpoint (engine/bert_model.h) with its own WordPiece tokenizer.json,
 //     pooled as its sentence-transformers files say (modules.json, 1_Pooling/config.json: CLS,
 //     mean or last token; 2_Normalize; max_seq_length from sentence_bert_config.json, inputs
@@ -38,7 +44,7 @@ namespace ragd::retrieval {
 class Embedder {
  public:
   virtual ~Embedder() = default;
-  virtual std::string_view name() const = 0;  // "hashing" | "model"
+  virtual std::string_view name() const = 0;  // "hashing" | "termvec" | "model"
   virtual std::string identity() const = 0;
   virtual int dim() const = 0;
   // Writes one vector per text: out is resized to [texts.size(), dim()] row-major, each row
@@ -74,9 +80,10 @@ Result<std::unique_ptr<Embedder>> make_model_embedder(std::unique_ptr<engine::Mo
                                                       const ModelEmbedderOptions& opts = {});
 
 struct EmbedderOptions {
-  std::string name = "hashing";  // "hashing" | "model"
+  std::string name = "hashing";  // "hashing" | "termvec" | "model" | "encoder"
   int dim = 384;                 // hashing only; default 384
-  std::string model_dir;         // "model" only: HF directory with config.json + safetensors
+  std::string model_dir;         // "model": HF directory with config.json + safetensors;
+                                 // "termvec": its directory (config.json, vocab.txt, model.safetensors)
   int max_tokens = 512;          // "model" only: tokens embedded per text; default 512
   // Encoder checkpoints and decoder embedders (see above):
   std::string pooling;           // "" (default) = as 1_Pooling/config.json says (decoders without it:
@@ -92,6 +99,12 @@ bool is_encoder_model_dir(const std::string& dir);
 // The encoder embedder over opts.model_dir (errors name the file: config.json, model.safetensors,
 // tokenizer.json, modules.json, 1_Pooling/config.json).
 Result<std::unique_ptr<Embedder>> make_encoder_embedder(const EmbedderOptions& opts);
+
+// True when dir/config.json says model_type "ragd-termvec".
+bool is_termvec_model_dir(const std::string& dir);
+// The term-vector embedder of `dir` (errors name the file: config.json, vocab.txt,
+// model.safetensors, and what is wrong in it).
+Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir);
 
 // Builds an embedder by name. "model" loads the checkpoint in model_dir with the engine (CPU) and
 // needs `tokenizer`. Unknown names are InvalidArgument listing the known ones.

@@ -1,0 +1,150 @@
+// The term-vector embedder: one learned vector per stemmed term (tools/train/termvec_train.py),
+// a text's vector the sum of its terms' rows weighted by 1 + ln tf, L2-normalised. Terms are
+// generated exactly as the training script generates them: Xapian's TermGenerator with the
+// English stemmer and STEM_ALL, no stopword list (the rows carry the learned term weights).
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+#include <xapian.h>
+
+#include "ragd/common/hash.h"
+#include "ragd/engine/safetensors.h"
+#include "ragd/retrieval/embedder.h"
+
+namespace ragd::retrieval {
+
+namespace {
+
+constexpr const char* kModelType = "ragd-termvec";
+constexpr const char* kTermScheme = "xapian-english-stem-all";
+constexpr const char* kTensor = "term_vectors";
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::NotFound(path + ": cannot open");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class TermVecEmbedder final : public Embedder {
+ public:
+  TermVecEmbedder(std::unordered_map<std::string, uint32_t> vocab, std::vector<float> rows, int dim,
+                  std::string identity)
+      : vocab_(std::move(vocab)), rows_(std::move(rows)), dim_(dim), identity_(std::move(identity)) {}
+
+  std::string_view name() const override { return "termvec"; }
+  std::string identity() const override { return identity_; }
+  int dim() const override { return dim_; }
+
+  Status embed(std::span<const std::string_view> texts, std::vector<float>* out) const override {
+    out->assign(texts.size() * static_cast<size_t>(dim_), 0.0f);
+    // A term generator per call: Xapian's objects are not safe to share between threads.
+    Xapian::Stem stem("english");
+    Xapian::TermGenerator tg;
+    tg.set_stemmer(stem);
+    tg.set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      float* v = out->data() + i * static_cast<size_t>(dim_);
+      Xapian::Document doc;
+      tg.set_document(doc);
+      tg.index_text_without_positions(std::string(texts[i]));
+      for (auto t = doc.termlist_begin(); t != doc.termlist_end(); ++t) {
+        auto it = vocab_.find(*t);
+        if (it == vocab_.end()) continue;
+        const float w = 1.0f + std::log(static_cast<float>(t.get_wdf()));
+        const float* r = rows_.data() + static_cast<size_t>(it->second) * static_cast<size_t>(dim_);
+        for (int j = 0; j < dim_; ++j) v[j] += w * r[j];
+      }
+      double n2 = 0;
+      for (int j = 0; j < dim_; ++j) n2 += static_cast<double>(v[j]) * v[j];
+      if (n2 > 0) {
+        const float inv = static_cast<float>(1.0 / std::sqrt(n2));
+        for (int j = 0; j < dim_; ++j) v[j] *= inv;
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::unordered_map<std::string, uint32_t> vocab_;
+  std::vector<float> rows_;  // [vocab, dim] row-major, f32
+  int dim_;
+  std::string identity_;
+};
+
+}  // namespace
+
+bool is_termvec_model_dir(const std::string& dir) {
+  auto cfg = read_file(dir + "/config.json");
+  if (!cfg.ok()) return false;
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  std::string_view type;
+  return p.parse(*cfg).get(doc) == simdjson::SUCCESS && doc["model_type"].get_string().get(type) == simdjson::SUCCESS &&
+         type == kModelType;
+}
+
+Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("embedder 'termvec': no model directory given");
+  const std::string cfg_path = dir + "/config.json";
+  RAGD_ASSIGN_OR_RETURN(std::string cfg, read_file(cfg_path));
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  if (p.parse(cfg).get(doc) != simdjson::SUCCESS || !doc.is_object())
+    return Status::InvalidArgument(cfg_path + ": not a JSON object");
+  std::string_view type, terms;
+  if (doc["model_type"].get_string().get(type) != simdjson::SUCCESS || type != kModelType)
+    return Status::InvalidArgument(cfg_path + ": model_type is not \"" + kModelType + "\"");
+  if (doc["terms"].get_string().get(terms) != simdjson::SUCCESS || terms != kTermScheme)
+    return Status::InvalidArgument(cfg_path + ": terms must be \"" + kTermScheme + "\" (the only term scheme this build reads)");
+  int64_t dim = 0, vocab_size = 0;
+  if (doc["dim"].get_int64().get(dim) != simdjson::SUCCESS || dim < 1 || dim > 65536)
+    return Status::InvalidArgument(cfg_path + ": dim must be an integer in [1, 65536]");
+  if (doc["vocab_size"].get_int64().get(vocab_size) != simdjson::SUCCESS || vocab_size < 1 || vocab_size > (1ll << 31))
+    return Status::InvalidArgument(cfg_path + ": vocab_size must be a positive integer");
+
+  const std::string vocab_path = dir + "/vocab.txt";
+  RAGD_ASSIGN_OR_RETURN(std::string vocab_text, read_file(vocab_path));
+  std::unordered_map<std::string, uint32_t> vocab;
+  vocab.reserve(static_cast<size_t>(vocab_size));
+  size_t line = 0, pos = 0;
+  while (pos < vocab_text.size()) {
+    size_t nl = vocab_text.find('\n', pos);
+    if (nl == std::string::npos) nl = vocab_text.size();
+    std::string term = vocab_text.substr(pos, nl - pos);
+    ++line;
+    if (term.empty()) return Status::InvalidArgument(fmt::format("{}:{}: empty term", vocab_path, line));
+    if (!vocab.emplace(std::move(term), static_cast<uint32_t>(line - 1)).second)
+      return Status::InvalidArgument(fmt::format("{}:{}: term repeated", vocab_path, line));
+    pos = nl + 1;
+  }
+  if (static_cast<int64_t>(line) != vocab_size)
+    return Status::InvalidArgument(fmt::format("{}: {} terms, config.json says vocab_size {}", vocab_path, line, vocab_size));
+
+  const std::string weights_path = dir + "/model.safetensors";
+  RAGD_ASSIGN_OR_RETURN(auto store, engine::WeightStore::open_file(weights_path));
+  RAGD_ASSIGN_OR_RETURN(engine::TensorView t, store->get(kTensor));
+  if (t.shape.size() != 2 || t.shape[0] != vocab_size || t.shape[1] != dim)
+    return Status::InvalidArgument(fmt::format("{}: {} must be [{}, {}] (vocab_size, dim)", weights_path, kTensor,
+                                               vocab_size, dim));
+  std::vector<float> rows(static_cast<size_t>(t.numel()));
+  t.to_f32(rows.data());
+  for (float x : rows)
+    if (!std::isfinite(x)) return Status::InvalidArgument(weights_path + ": " + kTensor + " holds a non-finite value");
+
+  const Hash128 w = store->checksum();
+  const uint64_t v = xxh3_64(vocab_text.data(), vocab_text.size());
+  std::string identity = fmt::format("termvec/{:016x}{:016x}/d={}", w.lo ^ v, w.hi, dim);
+  return std::unique_ptr<Embedder>(
+      new TermVecEmbedder(std::move(vocab), std::move(rows), static_cast<int>(dim), std::move(identity)));
+}
+
+}  // namespace ragd::retrieval
