@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model train-quote-model eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model train-quote-model train-termvec eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
 
 all: build
 
@@ -88,6 +88,11 @@ train-model: build
 # about 70 minutes on 2 CPU cores).
 train-quote-model: build
 	./scripts/train-quote-model.sh $(BUILD)
+
+# models/ragd-termvec: the term vectors of hybrid retrieval, trained on Debian's documentation
+# packages (installed when missing; scripts/train-termvec.sh; about 6 minutes on 2 CPU cores).
+train-termvec:
+	./scripts/train-termvec.sh
 
 # Answer accuracy (exact match, F1) of models/ragd-qa on the held-out set: every exact reuse mode,
 # and full prefill vs naive concatenation vs CacheBlend vs EPIC.

@@ -21,7 +21,8 @@
 // The corpus part's rows: a type as in --types, searched in --mode (dense by default, the
 // vector index alone; lexical or hybrid search the BM25 index too); a type suffixed "/nolexical"
 // (e.g. "Flat/nolexical") is a corpus that keeps no lexical index (CorpusOptions::lexical_index
-// off), the ingest baseline of the lexical index's cost measured in the same run. Each row reports
+// off), the ingest baseline of the lexical index's cost measured in the same run; "/termvec" embeds with
+// the shipped term vectors (models/ragd-termvec) instead of the hashing embedder. Each row reports
 // the data directory's size on disk and the process's resident memory after the queries.
 //
 // Without --tokenizer a built-in word tokenizer (one token per word / punctuation byte) chunks
@@ -424,16 +425,34 @@ int main(int argc, char** argv) {
     pos = semi == std::string::npos ? types.size() + 1 : semi + 1;
     if (spec.empty() || spec == "faiss-Flat") continue;  // a bare-index baseline only
     const std::string row = spec;
-    const std::string kNoLexical = "/nolexical";
-    const bool no_lexical = spec.size() > kNoLexical.size() && spec.ends_with(kNoLexical);
-    if (no_lexical) spec.resize(spec.size() - kNoLexical.size());
+    // Suffixes: "/nolexical" (no lexical index), "/termvec" (the shipped term vectors instead of
+    // the hashing embedder: default_termvec_dir()).
+    auto take_suffix = [&spec](const std::string& suffix) {
+      const bool has = spec.size() > suffix.size() && spec.ends_with(suffix);
+      if (has) spec.resize(spec.size() - suffix.size());
+      return has;
+    };
+    bool no_lexical = false, termvec = false;
+    for (bool more = true; more;) {
+      more = false;
+      if (take_suffix("/nolexical")) more = no_lexical = true;
+      if (take_suffix("/termvec")) more = termvec = true;
+    }
     if (no_lexical && mode != RetrievalMode::kDense) {
       std::fprintf(stderr, "%s: a corpus without a lexical index answers only dense searches\n", row.c_str());
       return 2;
     }
-    std::string d = dir + "/" + spec + (no_lexical ? "-nolexical" : "");
+    std::string d = dir + "/" + spec + (no_lexical ? "-nolexical" : "") + (termvec ? "-termvec" : "");
     std::filesystem::remove_all(d);
     CorpusOptions o;
+    if (termvec) {
+      o.embedder.name = "termvec";
+      o.embedder.model_dir = default_termvec_dir();
+      if (o.embedder.model_dir.empty()) {
+        std::fprintf(stderr, "%s: no term vectors (models/ragd-termvec or $RAGD_TERMVEC_DIR)\n", row.c_str());
+        return 2;
+      }
+    }
     o.chunker.chunk_tokens = chunk_tokens;
     o.index_spec = spec;
     o.lexical_index = !no_lexical;

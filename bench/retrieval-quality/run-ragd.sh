@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # ragd on the retrieval-quality benchmark: each set ingested with `ragctl ingest` as a new user
-# would (defaults: the QA model's tokenizer, hashing embedder, Flat index), then every question
-# searched with `ragctl search --queries` in each mode (lexical, dense, hybrid = the default) and
-# scored with score.py, beside the Xapian anchor (run-anchor.sh).
+# would (defaults: the QA model's tokenizer, the shipped term vectors models/ragd-termvec, Flat
+# index), then every question searched with `ragctl search --queries` in each mode (auto = the
+# default: hybrid with term vectors, lexical with the hashing embedder; lexical, dense, hybrid) and
+# scored with score.py, beside the Xapian anchor (run-anchor.sh). The former default embedder:
+# RQ_INGEST_ARGS="--embedder hashing".
 # Usage: run-ragd.sh [BUILD] [OUT]      (BUILD default build, OUT default BUILD/retrieval-quality)
-# Knobs: RQ_SETS ("python-library bash-manual"), RQ_MODES ("lexical dense hybrid"), RQ_K (30: chunks, several per page; the scorer ranks pages by their first chunk),
+# Knobs: RQ_SETS ("python-library bash-manual"), RQ_MODES ("auto lexical dense hybrid"), RQ_K (30: chunks, several per page; the scorer ranks pages by their first chunk),
 #        RQ_INGEST_ARGS (extra `ragctl ingest` options, e.g. "--chunk-tokens 128").
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -13,7 +15,7 @@ BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 OUT=${2:-$BUILD/retrieval-quality}
 MODEL=${RQ_MODEL:-$ROOT/models/ragd-qa}
 SETS=${RQ_SETS:-python-library bash-manual}
-MODES=${RQ_MODES:-lexical dense hybrid}
+MODES=${RQ_MODES:-auto lexical dense hybrid}
 K=${RQ_K:-30}
 read -r -a INGEST_ARGS <<< "${RQ_INGEST_ARGS:-}"
 mkdir -p "$OUT"

@@ -239,12 +239,18 @@ void ExecutorImpl::prepare(std::unique_ptr<Run> r) {
           o.hits.resize(std::min<size_t>(o.hits.size(), k));
         }
         ctx = std::move(o.hits);
-        // BM25 scores only (lexical search, auto's choice with a hashing embedder): cosines and
-        // fused ranks lie too close together for a ratio of the first to mean the same.
-        // Not for reranked or adaptive runs: the reranker, or the chosen candidate's top_k, decides.
+        // BM25 scores or their weighted fusion with cosines (lexical search; hybrid search's
+        // default fusion): cosines alone and fused ranks lie too close together for a ratio of
+        // the first to mean the same. Not for reranked or adaptive runs: the reranker, or the
+        // chosen candidate's top_k, decides.
         if (!it && r->res.rerank == 0 && !r->res.adapt && corpus_ &&
-            corpus_->resolve_mode(r->res.retrieval_mode) == retrieval::RetrievalMode::kLexical)
-          keep_above_score_ratio(ctx, r->res.min_score_ratio);
+            corpus_->ranks_by_ratio_score(r->res.retrieval_mode)) {
+          double ratio = r->res.min_score_ratio;
+          if (ratio < 0)
+            ratio = corpus_->resolve_mode(r->res.retrieval_mode) == retrieval::RetrievalMode::kLexical ? kLexicalScoreRatio
+                                                                                                      : kFusedScoreRatio;
+          keep_above_score_ratio(ctx, ratio);
+        }
         if (r->res.rerank > 0 && !it) {
           const auto tr = Clock::now();
           const bool had_first = !ctx.empty();

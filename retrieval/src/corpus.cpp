@@ -1156,7 +1156,7 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
         lexical[i].clear();
         for (const Hit& h : lh) lexical[i].push_back({h.chunk.id, h.score});
       }
-      ranked = fuse_reciprocal_rank(dense[i], lexical[i], m.opts.hybrid, k);
+      ranked = fuse_hybrid(dense[i], lexical[i], m.opts.hybrid, k);
     }
     RAGD_ASSIGN_OR_RETURN(auto hits, m.hits_for(ranked, scope));
     if (evidence && mode == RetrievalMode::kLexical) apply_document_evidence(m.opts.evidence, &hits);
@@ -1200,6 +1200,62 @@ void apply_document_evidence(const DocumentEvidence& opts, std::vector<Hit>* hit
   *hits = std::move(out);
 }
 
+namespace {
+
+// Fused scores best first, ties in first-appearance order; at most 2k kept (hits of documents
+// removed since the lists were made are dropped later: a few spare).
+std::vector<Neighbor> rank_fused(const std::vector<uint64_t>& order, const std::unordered_map<uint64_t, double>& score,
+                                 int k) {
+  std::vector<Neighbor> fused;
+  fused.reserve(order.size());
+  for (uint64_t id : order) fused.push_back({id, static_cast<float>(score.at(id))});
+  std::stable_sort(fused.begin(), fused.end(), [](const Neighbor& a, const Neighbor& b) { return a.score > b.score; });
+  if (fused.size() > static_cast<size_t>(k) * 2) fused.resize(static_cast<size_t>(k) * 2);
+  return fused;
+}
+
+}  // namespace
+
+std::vector<Neighbor> fuse_hybrid(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
+                                  const HybridOptions& opts, int k) {
+  return opts.fusion == HybridFusion::kWeighted ? fuse_weighted(dense, lexical, opts, k)
+                                                : fuse_reciprocal_rank(dense, lexical, opts, k);
+}
+
+std::vector<Neighbor> fuse_weighted(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
+                                    const HybridOptions& opts, int k) {
+  const size_t cap = static_cast<size_t>(std::max(k, opts.candidates));
+  dense = dense.first(std::min(dense.size(), cap));
+  lexical = lexical.first(std::min(lexical.size(), cap));
+  const double a = std::clamp(opts.lexical_share, 0.0, 1.0);
+  double top = 0, lex_floor = 0, dense_floor = 0;
+  for (const Neighbor& n : lexical) top = std::max(top, static_cast<double>(n.score));
+  if (!lexical.empty()) lex_floor = lexical.back().score;
+  if (!dense.empty()) dense_floor = dense.back().score;
+  const double scale = top > 0 ? 1.0 / top : 0.0;
+  std::unordered_map<uint64_t, double> score;
+  std::unordered_map<uint64_t, uint8_t> seen;  // bit 1: in the dense list, bit 2: in the lexical list
+  std::vector<uint64_t> order;
+  auto add = [&](std::span<const Neighbor> list, double weight, uint8_t bit) {
+    for (const Neighbor& n : list) {
+      auto [it, fresh] = score.emplace(n.id, 0.0);
+      if (fresh) order.push_back(n.id);
+      uint8_t& s = seen[n.id];
+      if (s & bit) continue;  // a chunk counts once per list
+      s |= bit;
+      it->second += weight * n.score;
+    }
+  };
+  add(dense, 1.0 - a, 1);
+  add(lexical, a * scale, 2);
+  for (auto& [id, sc] : score) {
+    const uint8_t s = seen[id];
+    if (!(s & 1)) sc += (1.0 - a) * dense_floor;
+    if (!(s & 2)) sc += a * scale * lex_floor;
+  }
+  return rank_fused(order, score, k);
+}
+
 std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
                                            const HybridOptions& opts, int k) {
   std::unordered_map<uint64_t, double> score;
@@ -1214,13 +1270,13 @@ std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std:
   };
   add(dense, 1.0);
   add(lexical, opts.lexical_weight);
-  std::vector<Neighbor> fused;
-  fused.reserve(order.size());
-  for (uint64_t id : order) fused.push_back({id, static_cast<float>(score[id])});
-  std::stable_sort(fused.begin(), fused.end(), [](const Neighbor& a, const Neighbor& b) { return a.score > b.score; });
-  // Hits of documents removed since the lists were made are dropped later: keep a few spare.
-  if (fused.size() > static_cast<size_t>(k) * 2) fused.resize(static_cast<size_t>(k) * 2);
-  return fused;
+  return rank_fused(order, score, k);
+}
+
+bool Corpus::ranks_by_ratio_score(RetrievalMode mode) const {
+  const RetrievalMode m = resolve_mode(mode);
+  return m == RetrievalMode::kLexical ||
+         (m == RetrievalMode::kHybrid && impl_->opts.hybrid.fusion == HybridFusion::kWeighted);
 }
 
 RetrievalMode Corpus::default_mode() const {

@@ -1,8 +1,12 @@
 // The term-vector embedder: one learned vector per stemmed term (tools/train/termvec_train.py),
 // a text's vector the sum of its terms' rows weighted by 1 + ln tf, L2-normalised. Terms are
 // generated exactly as the training script generates them: Xapian's TermGenerator with the
-// English stemmer and STEM_ALL, no stopword list (the rows carry the learned term weights).
+// English stemmer and STEM_ALL, no stopword list (the rows carry the learned term weights). With
+// config.json's "oov_norm" > 0 a term outside the vocabulary adds a pseudo-random vector of that
+// length (add_oov_row): the exact-match signal of a hashed feature, for names and identifiers the
+// training text never held.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -36,9 +40,13 @@ Result<std::string> read_file(const std::string& path) {
 
 class TermVecEmbedder final : public Embedder {
  public:
-  TermVecEmbedder(std::unordered_map<std::string, uint32_t> vocab, std::vector<float> rows, int dim,
+  TermVecEmbedder(std::unordered_map<std::string, uint32_t> vocab, std::vector<float> rows, int dim, double oov_norm,
                   std::string identity)
-      : vocab_(std::move(vocab)), rows_(std::move(rows)), dim_(dim), identity_(std::move(identity)) {}
+      : vocab_(std::move(vocab)),
+        rows_(std::move(rows)),
+        dim_(dim),
+        oov_scale_(static_cast<float>(oov_norm / std::sqrt(static_cast<double>(dim)))),
+        identity_(std::move(identity)) {}
 
   std::string_view name() const override { return "termvec"; }
   std::string identity() const override { return identity_; }
@@ -57,11 +65,15 @@ class TermVecEmbedder final : public Embedder {
       tg.set_document(doc);
       tg.index_text_without_positions(std::string(texts[i]));
       for (auto t = doc.termlist_begin(); t != doc.termlist_end(); ++t) {
-        auto it = vocab_.find(*t);
-        if (it == vocab_.end()) continue;
+        const std::string term = *t;
         const float w = 1.0f + std::log(static_cast<float>(t.get_wdf()));
-        const float* r = rows_.data() + static_cast<size_t>(it->second) * static_cast<size_t>(dim_);
-        for (int j = 0; j < dim_; ++j) v[j] += w * r[j];
+        auto it = vocab_.find(term);
+        if (it != vocab_.end()) {
+          const float* r = rows_.data() + static_cast<size_t>(it->second) * static_cast<size_t>(dim_);
+          for (int j = 0; j < dim_; ++j) v[j] += w * r[j];
+        } else if (oov_scale_ > 0) {
+          add_oov_row(term, w * oov_scale_, v);
+        }
       }
       double n2 = 0;
       for (int j = 0; j < dim_; ++j) n2 += static_cast<double>(v[j]) * v[j];
@@ -74,9 +86,29 @@ class TermVecEmbedder final : public Embedder {
   }
 
  private:
+  // A term outside the vocabulary (a name, an identifier): a fixed pseudo-random sign vector of
+  // its own, +-scale in every dimension, the signs drawn by splitmix64 from the term's xxh3-64. It
+  // matches the same term elsewhere and is nearly orthogonal to everything else, as a hashed
+  // feature is.
+  void add_oov_row(const std::string& term, float scale, float* v) const {
+    uint64_t x = xxh3_64(term.data(), term.size());
+    uint64_t bits = 0;
+    for (int j = 0; j < dim_; ++j) {
+      if (j % 64 == 0) {
+        x += 0x9E3779B97F4A7C15ULL;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        bits = z ^ (z >> 31);
+      }
+      v[j] += ((bits >> (j % 64)) & 1) ? scale : -scale;
+    }
+  }
+
   std::unordered_map<std::string, uint32_t> vocab_;
   std::vector<float> rows_;  // [vocab, dim] row-major, f32
   int dim_;
+  float oov_scale_;  // oov_norm / sqrt(dim); 0 = terms outside the vocabulary are left out
   std::string identity_;
 };
 
@@ -90,6 +122,14 @@ bool is_termvec_model_dir(const std::string& dir) {
   std::string_view type;
   return p.parse(*cfg).get(doc) == simdjson::SUCCESS && doc["model_type"].get_string().get(type) == simdjson::SUCCESS &&
          type == kModelType;
+}
+
+std::string default_termvec_dir() {
+  if (const char* e = std::getenv("RAGD_TERMVEC_DIR"); e && *e) return is_termvec_model_dir(e) ? std::string(e) : "";
+#ifdef RAGD_SHIPPED_TERMVEC_DIR
+  if (is_termvec_model_dir(RAGD_SHIPPED_TERMVEC_DIR)) return RAGD_SHIPPED_TERMVEC_DIR;
+#endif
+  return "";
 }
 
 Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) {
@@ -110,6 +150,12 @@ Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) 
     return Status::InvalidArgument(cfg_path + ": dim must be an integer in [1, 65536]");
   if (doc["vocab_size"].get_int64().get(vocab_size) != simdjson::SUCCESS || vocab_size < 1 || vocab_size > (1ll << 31))
     return Status::InvalidArgument(cfg_path + ": vocab_size must be a positive integer");
+
+  double oov_norm = 0;
+  if (auto f = doc["oov_norm"]; f.error() != simdjson::NO_SUCH_FIELD) {
+    if (f.get_double().get(oov_norm) != simdjson::SUCCESS || !(oov_norm >= 0) || oov_norm > 1e3)
+      return Status::InvalidArgument(cfg_path + ": oov_norm must be a number in [0, 1000]");
+  }
 
   const std::string vocab_path = dir + "/vocab.txt";
   RAGD_ASSIGN_OR_RETURN(std::string vocab_text, read_file(vocab_path));
@@ -141,10 +187,11 @@ Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) 
     if (!std::isfinite(x)) return Status::InvalidArgument(weights_path + ": " + kTensor + " holds a non-finite value");
 
   const Hash128 w = store->checksum();
-  const uint64_t v = xxh3_64(vocab_text.data(), vocab_text.size());
+  // The fingerprint covers the rows, the vocabulary and the configuration (oov_norm changes vectors).
+  const uint64_t v = xxh3_64(vocab_text.data(), vocab_text.size()) ^ (xxh3_64(cfg.data(), cfg.size()) * 0x9E3779B97F4A7C15ULL);
   std::string identity = fmt::format("termvec/{:016x}{:016x}/d={}", w.lo ^ v, w.hi, dim);
-  return std::unique_ptr<Embedder>(
-      new TermVecEmbedder(std::move(vocab), std::move(rows), static_cast<int>(dim), std::move(identity)));
+  return std::unique_ptr<Embedder>(new TermVecEmbedder(std::move(vocab), std::move(rows), static_cast<int>(dim), oov_norm,
+                                                       std::move(identity)));
 }
 
 }  // namespace ragd::retrieval

@@ -237,5 +237,66 @@ TEST(Fusion, ReciprocalRankFusionMatchesANaiveReference) {
   }
 }
 
+// Naive weighted fusion: share x BM25 / best BM25 + (1 - share) x cosine over the first
+// `candidates` of each list; a chunk missing from a list gets that list's last (lowest) score.
+TEST(Fusion, WeightedFusionMatchesANaiveReference) {
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Neighbor> dense, lexical;
+    const int nd = static_cast<int>(rng() % 40), nl = static_cast<int>(rng() % 40);
+    std::vector<uint64_t> pool(60);
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = 1000 + i;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    float c = 1.0f;
+    for (int i = 0; i < nd; ++i) dense.push_back({pool[static_cast<size_t>(i)], c -= 0.03f * static_cast<float>(rng() % 3)});
+    std::shuffle(pool.begin(), pool.end(), rng);
+    float b = 40.0f;
+    for (int i = 0; i < nl; ++i) lexical.push_back({pool[static_cast<size_t>(i)], b -= static_cast<float>(rng() % 4) * 0.7f});
+    HybridOptions o;
+    o.fusion = HybridFusion::kWeighted;
+    o.candidates = 1 + static_cast<int>(rng() % 30);
+    o.lexical_share = static_cast<double>(rng() % 11) / 10.0;
+    const int k = 1 + static_cast<int>(rng() % 12);
+    const size_t n = static_cast<size_t>(std::max(k, o.candidates));
+    const size_t ud = std::min(dense.size(), n), ul = std::min(lexical.size(), n);
+    double best = 0;
+    for (size_t r = 0; r < ul; ++r) best = std::max(best, static_cast<double>(lexical[r].score));
+    std::map<uint64_t, double> dscore, lscore;
+    for (size_t r = 0; r < ud; ++r) dscore[dense[r].id] = dense[r].score;
+    for (size_t r = 0; r < ul; ++r) lscore[lexical[r].id] = lexical[r].score / best;
+    std::map<uint64_t, double> want;
+    for (const auto* m : {&dscore, &lscore})
+      for (const auto& [id, v] : *m) {
+        const double d = dscore.count(id) ? dscore[id] : (ud ? dense[ud - 1].score : 0.0);
+        const double l = lscore.count(id) ? lscore[id] : (ul ? lexical[ul - 1].score / best : 0.0);
+        want[id] = o.lexical_share * l + (1 - o.lexical_share) * d;
+      }
+    auto got = fuse_hybrid(dense, lexical, o, k);
+    ASSERT_LE(got.size(), std::min<size_t>(want.size(), static_cast<size_t>(2 * k)));
+    if (want.size() <= static_cast<size_t>(2 * k)) ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(want.count(got[i].id)) << "trial " << trial;
+      EXPECT_NEAR(got[i].score, want[got[i].id], 1e-5) << "trial " << trial;
+      if (i > 0) EXPECT_GE(got[i - 1].score, got[i].score);
+    }
+    if (!got.empty())
+      for (const auto& [id, sc] : want)
+        if (std::none_of(got.begin(), got.end(), [&](const Neighbor& g) { return g.id == id; }))
+          EXPECT_LE(sc, got.back().score + 1e-5) << "trial " << trial;
+  }
+  // Share 1: the lexical order; share 0: the dense order (chunks in both lists).
+  std::vector<Neighbor> d = {{1, 0.9f}, {2, 0.8f}, {3, 0.7f}}, l = {{3, 9.0f}, {2, 8.0f}, {1, 7.0f}};
+  HybridOptions o;
+  o.lexical_share = 1.0;
+  auto lex = fuse_weighted(d, l, o, 3);
+  ASSERT_EQ(lex.size(), 3u);
+  EXPECT_EQ(lex[0].id, 3u);
+  EXPECT_EQ(lex[2].id, 1u);
+  o.lexical_share = 0.0;
+  auto den = fuse_weighted(d, l, o, 3);
+  EXPECT_EQ(den[0].id, 1u);
+  EXPECT_EQ(den[2].id, 3u);
+}
+
 }  // namespace
 }  // namespace ragd::retrieval

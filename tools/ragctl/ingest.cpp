@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -267,6 +268,15 @@ int run_ingest(const IngestArgs& a) {
     o.embedder.name = a.embedder;
     o.embedder.dim = a.dim;
     o.embedder.model_dir = a.embedder_model;
+    // A new corpus without an embedder named gets the shipped term vectors (hybrid search by
+    // default), or the hashing embedder when they are not there; an existing one keeps its own.
+    if (a.embedder.empty() && a.embedder_model.empty() && !std::filesystem::exists(data + "/docstore")) {
+      const std::string tv = default_termvec_dir();
+      if (!tv.empty()) {
+        o.embedder.name = "termvec";
+        o.embedder.model_dir = tv;
+      }
+    }
     o.embedder.pooling = a.embedder_pooling;
     o.embedder.query_prefix = a.embedder_query_prefix;
     o.embedder.document_prefix = a.embedder_document_prefix;
@@ -471,7 +481,7 @@ Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .js
                                   "model directory whose tokenizer.json chunks the text (default $RAGD_MODEL or ./data/model)");
                    sub.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk")->capture_default_str();
                    sub.add_option("--overlap", a->overlap, "tokens of overlap between chunks")->capture_default_str();
-                   sub.add_option("--embedder", a->embedder, "hashing | termvec | model (default: the corpus's, else hashing)");
+                   sub.add_option("--embedder", a->embedder, "hashing | termvec | model (default: the corpus's; a new corpus: termvec with models/ragd-termvec or $RAGD_TERMVEC_DIR, else hashing)");
                    sub.add_option("--dim", a->dim, "hashing embedder dimension")->capture_default_str();
                    sub.add_option("--embedder-model", a->embedder_model,
                                   "embedder directory for --embedder termvec | model (term vectors, encoder or decoder)");

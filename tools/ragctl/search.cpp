@@ -227,8 +227,20 @@ Registration reg("search", "nearest chunks of an ingested corpus, with scores, s
                                                   "JSONL file of {\"id\", \"question\"}: one search each");
                    query->excludes(queries);
                    sub.add_option("--out", a->out, "with --queries: where the results go (default stdout)");
+                   sub.add_option_function<std::string>(
+                          "--fusion",
+                          [a](const std::string& v) {
+                            auto f = parse_enum<HybridFusion>(v, "--fusion");
+                            if (!f.ok()) throw CLI::ValidationError(f.status().message());
+                            a->hybrid.fusion = *f;
+                          },
+                          "hybrid: weighted (default) | rrf");
+                   sub.add_option("--lexical-share", a->hybrid.lexical_share,
+                                  "hybrid, weighted fusion: share of the normalised BM25 score (the cosine's is 1 - it)")
+                       ->check(CLI::Range(0.0, 1.0))
+                       ->capture_default_str();
                    sub.add_option("--lexical-weight", a->hybrid.lexical_weight,
-                                  "hybrid: weight of the lexical ranking in the fusion (dense = 1)")
+                                  "hybrid, rrf fusion: weight of the lexical ranking (dense = 1)")
                        ->capture_default_str();
                    sub.add_option("--candidates", a->hybrid.candidates, "hybrid: hits taken from each ranking")
                        ->capture_default_str();

@@ -5,7 +5,7 @@ Usage: termvec_data.py --out PAIRS.jsonl [--ict-per-doc 30] [--seed 1] [--exclud
 
 Reads what Debian's documentation packages installed on this machine hold — manual pages
 (/usr/share/man/man{1,3,5,7,8}), GNU info manuals (/usr/share/info), POD (perl-doc) and HTML
-manuals (postgresql-doc-15, git-doc, debian-reference-en; termvec-docs.sh installs them) — and
+manuals (postgresql-doc-15, git-doc, debian-reference-en, ...; scripts/train-termvec.sh installs them) — and
 writes (query, passage) pairs of three kinds, one JSON object a line:
 
   name     a manual page's one-line description ("print lines that match patterns") and the
@@ -29,10 +29,10 @@ import random
 import re
 import sys
 
-DEFAULT_EXCLUDE = [r"/bash[^/]*$", r"/rbash", r"python3\.11", r"/bash\.info"]
+DEFAULT_EXCLUDE = [r"/bash[^/]*$", r"/rbash", r"python3\.11", r"/bash\.info", r"/translations/"]
 PASSAGE_WORDS = 160
 FAMILY_CAP = 300
-# HTML manuals of termvec-docs.sh's packages.
+# HTML manuals of the packages scripts/train-termvec.sh installs.
 HTML_ROOTS = [
     "/usr/share/doc/postgresql-doc-15/html",    # postgresql-doc-15
     "/usr/share/doc/git",                       # git-doc
@@ -438,7 +438,7 @@ def main():
         kept.extend(group)
     files = kept
     if not files:
-        sys.exit("termvec_data.py: no documentation found (run tools/train/termvec-docs.sh)")
+        sys.exit("termvec_data.py: no documentation found (run scripts/train-termvec.sh, which installs them)")
 
     out, counts = [], {}
     for kind, path in files:

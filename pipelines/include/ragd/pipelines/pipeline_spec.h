@@ -40,6 +40,11 @@
 
 namespace ragd::pipelines {
 
+// The default cut of weak passages (min_score_ratio below) by the score a search ranks by: BM25
+// scores fall off faster than the weighted fusion's, whose cosine part keeps distractors closer.
+inline constexpr double kLexicalScoreRatio = 0.6;
+inline constexpr double kFusedScoreRatio = 0.7;
+
 struct PipelineSpec {
   std::string name = "default";
   std::string description = "top-4 retrieval, knowledge-tree KV reuse";
@@ -47,14 +52,15 @@ struct PipelineSpec {
   int top_k = 4;                    // chunks retrieved per query
   std::string index = "Flat";       // FAISS factory string of the corpus index (informational)
   int nprobe = 8;                   // IVF lists probed per search
-  // Lexical search: a retrieved passage whose BM25 score is below this fraction of the first
-  // passage's is left out of the prompt (the first always stays; 0 = off). BM25 scores fall off
-  // steeply past the passages that match the question; a weak match is a distractor to the model.
-  // Dense and hybrid searches keep all top_k (cosines and fused ranks lie too close together for a
-  // ratio to mean the same), as do reranked and [adapt] runs (the reranker or the chosen
-  // candidate decides). One-shot runs; 0..1, default 0.6 (chosen on measurements:
-  // docs/benchmarks.md).
-  double min_score_ratio = 0.6;
+  // Lexical and hybrid (weighted fusion) search: a retrieved passage whose score (BM25, or the
+  // fused score) is below this fraction of the first passage's is left out of the prompt (the
+  // first always stays; 0 = off). Scores fall off steeply past the passages that match the
+  // question; a weak match is a distractor to the model. Dense searches and hybrid with rrf fusion
+  // keep all top_k (cosines and fused ranks lie too close together for a ratio to mean the same),
+  // as do reranked and [adapt] runs (the reranker or the chosen candidate decides). One-shot
+  // runs; 0..1. Unset (< 0, the default): the ranking's own, kLexicalScoreRatio for BM25 and
+  // kFusedScoreRatio for the fused score (each chosen on measurements: docs/benchmarks.md).
+  double min_score_ratio = -1;
   // One-shot runs over an IVF index: search in stages (nprobe / 4, / 2, all) and start the prefill
   // on each stage's candidates, restarting when they change (RAGCache's speculative pipelining).
   bool speculative_prefill = false;

@@ -130,7 +130,7 @@ struct ResolvedRun {
   const PipelineSpec* spec = nullptr;  // null: a plain run (no retrieval)
   int retrieval_k = 0;                 // passages retrieved (0: none)
   retrieval::RetrievalMode retrieval_mode = retrieval::RetrievalMode::kAuto;  // kAuto: the corpus's
-  double min_score_ratio = 0;          // lexical searches: the cut of weak passages (PipelineSpec)
+  double min_score_ratio = 0;          // lexical and weighted hybrid searches: the cut of weak passages (PipelineSpec; < 0: the ranking's default)
   std::shared_ptr<const retrieval::MetadataFilter> filter;  // the request's filter; null = none
   engine::SamplingParams sampling;
   ReuseMode reuse = kDefaultPlainRunReuse;
@@ -192,10 +192,10 @@ inline constexpr ParamDef kRunParamDefs[] = {
        r.retrieval_mode = *m;
        return Status::OK();
      }},
-    {on_both("min_score_ratio"), ParamType::kNumber, kRangeScoreRatio, {}, "pipeline's (0.6)",
-     "lexical searches: passages whose BM25 score is below this fraction of the first one's are left out of the "
-     "prompt (the first always stays); 0 keeps all top_k. Dense and hybrid searches, reranked and adaptive runs "
-     "keep all ([pipelines.md](pipelines.md#retriever))",
+    {on_both("min_score_ratio"), ParamType::kNumber, kRangeScoreRatio, {}, "pipeline's (0.6 lexical, 0.7 hybrid)",
+     "lexical and hybrid (weighted fusion) searches: passages whose score (BM25, or the fused score) is below this "
+     "fraction of the first one's are left out of the prompt (the first always stays); 0 keeps all top_k. Dense "
+     "searches, rrf fusion, reranked and adaptive runs keep all ([pipelines.md](pipelines.md#retriever))",
      [](RunRequest& r, const ParamValue& v) {
        r.min_score_ratio = param_as<double>(v);
        return Status::OK();

@@ -193,11 +193,24 @@ void apply_document_evidence(const DocumentEvidence& opts, std::vector<Hit>* hit
 // first, ties in order of first appearance (dense before lexical); at most 2k kept. Pure.
 std::vector<Neighbor> fuse_reciprocal_rank(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
                                            const HybridOptions& opts, int k);
+// Weighted fusion (retrieval_mode.h) of a dense ranking (cosines) and a lexical one (BM25 scores,
+// positive), both best first, the first opts.candidates of each; best first, ties in order of
+// first appearance (dense before lexical); at most 2k kept. Pure.
+std::vector<Neighbor> fuse_weighted(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
+                                    const HybridOptions& opts, int k);
+// The fusion opts.fusion names.
+std::vector<Neighbor> fuse_hybrid(std::span<const Neighbor> dense, std::span<const Neighbor> lexical,
+                                  const HybridOptions& opts, int k);
 
 class Corpus {
  public:
   // The mode of searches that name none (CorpusOptions::mode, or the embedder's default).
   RetrievalMode default_mode() const;
+  // Whether a search in `mode` ranks by a score whose ratio to the first hit's means the same
+  // across queries: BM25 (lexical) and the weighted fusion of normalised BM25 and cosine (hybrid
+  // with HybridFusion::kWeighted); not cosines alone nor reciprocal ranks. The pipelines' cut of
+  // weak passages ([retriever] min_score_ratio) applies to those. kAuto resolves first.
+  bool ranks_by_ratio_score(RetrievalMode mode) const;
   // The mode a search asking `asked` runs in: `asked`, or default_mode() for kAuto.
   RetrievalMode resolve_mode(RetrievalMode asked) const { return asked != RetrievalMode::kAuto ? asked : default_mode(); }
   // `tokenizer` is needed to ingest (chunking) and by the "model" embedder; may be null for a

@@ -106,6 +106,11 @@ bool is_termvec_model_dir(const std::string& dir);
 // model.safetensors, and what is wrong in it).
 Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir);
 
+// The term-vector model a new corpus gets when none is named (ragctl ingest): $RAGD_TERMVEC_DIR
+// when set (and a termvec directory), else the repository's models/ragd-termvec; "" when neither
+// is there (the hashing embedder then).
+std::string default_termvec_dir();
+
 // Builds an embedder by name. "model" loads the checkpoint in model_dir with the engine (CPU) and
 // needs `tokenizer`. Unknown names are InvalidArgument listing the known ones.
 Result<std::unique_ptr<Embedder>> make_embedder(const EmbedderOptions& opts,
