@@ -165,7 +165,7 @@ const std::vector<Field>& fields() {
       RAGD_E("runtime.sp_transport", "how the workers exchange KV", runtime.sp_transport),
       RAGD_E("runtime.embedder", "corpus embedder", runtime.embedder),
       RAGD_F("runtime.embedder_model_dir", Type::kString,
-             "checkpoint of the \"model\" embedder; a BERT-family directory is an encoder embedder; \"\" = model_dir",
+             "checkpoint of the \"model\" embedder (a BERT-family directory is an encoder embedder; \"\" = model_dir), or the \"termvec\" directory (\"\" = models/ragd-termvec)",
              runtime.embedder_model_dir),
       RAGD_F("runtime.embedder_query_prefix", Type::kString, "encoder embedders: instruction prepended to search queries",
              runtime.embedder_query_prefix),

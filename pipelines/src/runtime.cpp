@@ -319,6 +319,12 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     co.embedder.name = opts.embedder == EmbedderKind::kHashing ? "" : std::string(enum_name(opts.embedder));
     if (opts.embedder == EmbedderKind::kModel)
       co.embedder.model_dir = opts.embedder_model_dir.empty() ? opts.model_dir : opts.embedder_model_dir;
+    if (opts.embedder == EmbedderKind::kTermvec) {
+      co.embedder.model_dir = opts.embedder_model_dir.empty() ? retrieval::default_termvec_dir() : opts.embedder_model_dir;
+      if (co.embedder.model_dir.empty())
+        return Status::InvalidArgument("runtime.embedder = \"termvec\": no term vectors (set runtime.embedder_model_dir, "
+                                       "RAGD_TERMVEC_DIR, or keep the repository's models/ragd-termvec)");
+    }
     co.embedder.query_prefix = opts.embedder_query_prefix;
     co.embedder.document_prefix = opts.embedder_document_prefix;
     co.embedder.dim = opts.embedder_dim;

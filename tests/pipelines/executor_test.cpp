@@ -11,6 +11,7 @@
 #include "executor_fixture.h"
 
 #include "context_doc.h"
+#include "ragd/pipelines/pipeline_spec.h"
 
 namespace ragd::pipelines {
 namespace {
@@ -992,6 +993,54 @@ TEST_F(ExecutorTest, MinScoreRatioLeavesWeakPassagesOut) {
     std::sort(got.begin(), got.end());
     EXPECT_EQ(got, want) << q;
     cut_some += got.size() < all.sources.size();
+  }
+  EXPECT_GT(cut_some, 0) << "no question had a passage below the ratio: the test shows nothing";
+  close(rt);
+  fs::remove_all(data);
+  fs::remove_all(pdir);
+}
+
+// With term vectors the corpus searches hybrid (weighted fusion): the cut applies to the fused
+// score, 0.7 of the first's when the pipeline sets none; an explicit ratio applies as set; rrf
+// fusion is not cut (ranks_by_ratio_score).
+TEST_F(ExecutorTest, MinScoreRatioCutsTheFusedScoreOfHybridSearch) {
+  const std::string tv = std::string(RAGD_SOURCE_DIR) + "/models/ragd-termvec";
+  if (!fs::exists(tv + "/config.json")) GTEST_SKIP() << "models/ragd-termvec absent";
+  const std::string data = tmpdir("min-ratio-hybrid");
+  const std::string pdir = tmpdir("min-ratio-hybrid-pipelines");
+  fs::create_directories(pdir);
+  const std::string body = "[reuse]\nmode = \"none\"\n[generation]\nmax_tokens = 3\n";
+  write_file(fs::path(pdir) / "all.toml", "[pipeline]\nname = \"all\"\n[retriever]\ntop_k = 4\nmin_score_ratio = 0\n" + body);
+  write_file(fs::path(pdir) / "half.toml", "[pipeline]\nname = \"half\"\n[retriever]\ntop_k = 4\nmin_score_ratio = 0.5\n" + body);
+  write_file(fs::path(pdir) / "dflt.toml", "[pipeline]\nname = \"dflt\"\n[retriever]\ntop_k = 4\n" + body);
+  RuntimeOptions o = options(data);
+  o.pipelines_dir = pdir;
+  o.embedder = EmbedderKind::kTermvec;
+  o.embedder_model_dir = tv;
+  Runtime rt = open(o, true);
+  Executor& ex = *rt.executor;
+  int cut_some = 0;
+  for (const char* q : {"volcano lava notes", "glacier moraine ice entry", "notes about the entry number 48 describes",
+                        "volcano glacier desert"}) {
+    const RunOutput all = run(ex, "all", q, 3);
+    ASSERT_TRUE(all.error.ok()) << q;
+    ASSERT_FALSE(all.sources.empty()) << q;
+    float top = 0;
+    for (const Source& s : all.sources) top = std::max(top, s.score);
+    // Fused scores (0.3 x BM25 / best + 0.7 x cosine) lie in (0, 1]; BM25 scores would not.
+    EXPECT_LE(top, 1.0f + 1e-5f) << q;
+    for (const auto& [name, ratio] : {std::pair<const char*, double>{"half", 0.5}, {"dflt", kFusedScoreRatio}}) {
+      const RunOutput cut = run(ex, name, q, 3);
+      ASSERT_TRUE(cut.error.ok()) << q;
+      std::vector<uint64_t> want, got;
+      for (const Source& s : all.sources)
+        if (s.score >= ratio * top) want.push_back(s.chunk_id);
+      for (const Source& s : cut.sources) got.push_back(s.chunk_id);
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want) << q << " " << name;
+      cut_some += got.size() < all.sources.size();
+    }
   }
   EXPECT_GT(cut_some, 0) << "no question had a passage below the ratio: the test shows nothing";
   close(rt);

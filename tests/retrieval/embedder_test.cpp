@@ -121,7 +121,7 @@ TEST(Embedder, UnknownNameListsKnownOnes) {
   auto e = make_embedder(o, nullptr);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("unknown embedder 'word2vec'"), std::string::npos);
-  EXPECT_NE(e.status().message().find("hashing, model"), std::string::npos);
+  EXPECT_NE(e.status().message().find("hashing, termvec, model"), std::string::npos);
 }
 
 TEST(Embedder, ModelWithoutDirectoryIsRefused) {

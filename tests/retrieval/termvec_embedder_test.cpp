@@ -237,6 +237,17 @@ TEST(TermVecEmbedder, CorpusRecordsItReopensWithItAndRefusesAnotherModel) {
     identity = (*c)->stats().embedder;
     EXPECT_EQ(identity.rfind("termvec/", 0), 0u) << identity;
     EXPECT_EQ((*c)->default_mode(), RetrievalMode::kHybrid);
+    EXPECT_TRUE((*c)->ranks_by_ratio_score(RetrievalMode::kAuto));  // weighted fusion
+    EXPECT_TRUE((*c)->ranks_by_ratio_score(RetrievalMode::kLexical));
+    EXPECT_FALSE((*c)->ranks_by_ratio_score(RetrievalMode::kDense));
+  }
+  {
+    CorpusOptions rrf;
+    rrf.read_only = true;
+    rrf.hybrid.fusion = HybridFusion::kReciprocalRank;
+    auto c = Corpus::open(data.path(), rrf, nullptr);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_FALSE((*c)->ranks_by_ratio_score(RetrievalMode::kHybrid));  // fused ranks: no ratio scale
   }
   CorpusOptions ro;
   ro.read_only = true;

@@ -103,5 +103,27 @@ TEST_F(IngestCliTest, UnsupportedFilesNeedSkipUnsupported) {
   EXPECT_TRUE(has(r.out, "photo.png")) << r.out;
 }
 
+// A new corpus gets the shipped term vectors (hybrid search by default); --embedder hashing keeps
+// hashed words (lexical by default); a second ingest into the corpus keeps its embedder.
+TEST_F(IngestCliTest, NewCorpusGetsTheShippedTermVectorsAndKeepsThem) {
+  if (!fs::exists(RAGD_SOURCE_DIR "/models/ragd-termvec/config.json")) GTEST_SKIP() << "models/ragd-termvec absent";
+  write("herons.txt", "Plain notes about herons.\n");
+  Ran r = ingest({});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "embedder termvec/")) << r.out;
+  write("egrets.txt", "Egrets wade in shallow water.\n");
+  std::vector<std::string> again = {RAGD_BIN_DIR "/ragctl", "ingest", (dir_ / "in").string(), "--data",
+                                    (dir_ / "data").string(), "--model", RAGD_SOURCE_DIR "/models/ragd-qa", "--quiet"};
+  Ran r2 = run_capture(again);
+  ASSERT_EQ(r2.status, 0) << r2.out << r2.err;
+  EXPECT_TRUE(has(r2.out, "embedder termvec/")) << r2.out;
+  Ran s = run_capture({RAGD_BIN_DIR "/ragctl", "search", "egrets", "--data", (dir_ / "data").string(), "-k", "1"});
+  ASSERT_EQ(s.status, 0) << s.out << s.err;
+  EXPECT_TRUE(has(s.out, "egrets.txt")) << s.out;
+  Ran h = ingest({"--embedder", "hashing"});
+  ASSERT_EQ(h.status, 0) << h.out << h.err;
+  EXPECT_TRUE(has(h.out, "embedder hashing-v2/")) << h.out;
+}
+
 }  // namespace
 }  // namespace ragd::testing

@@ -183,8 +183,9 @@ inline constexpr ParamDef kRunParamDefs[] = {
        return Status::OK();
      }},
     {on_both("retrieval_mode"), ParamType::kEnum, {}, [] { return enum_choices<retrieval::RetrievalMode>(); }, "pipeline's (auto: the corpus's)",
-     "how passages are searched: BM25 over words (lexical), the embedder's vectors (dense), both fused by "
-     "reciprocal rank (hybrid); auto = lexical with the hashing embedder, hybrid with a semantic one "
+     "how passages are searched: BM25 over words (lexical), the embedder's vectors (dense), both fused "
+     "(hybrid: a weighted sum of BM25 and cosine); auto = hybrid with a semantic embedder (the term vectors of "
+     "new corpora, an encoder, the model), lexical with the hashing embedder "
      "([design/retrieval.md](design/retrieval.md))",
      [](RunRequest& r, const ParamValue& v) {
        Result<retrieval::RetrievalMode> m = parse_enum<retrieval::RetrievalMode>(param_as<std::string>(v));

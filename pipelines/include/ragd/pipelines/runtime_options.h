@@ -32,9 +32,9 @@ namespace ragd::pipelines {
 
 // How the corpus embeds text for search: the hashing embedder (no model; the corpus keeps the one
 // it was built with) or the serving model's mean hidden state.
-enum class EmbedderKind : uint8_t { kHashing, kModel };
-inline constexpr auto kEmbedderKindNames =
-    make_enum_names<EmbedderKind>("embedder", {{EmbedderKind::kHashing, "hashing"}, {EmbedderKind::kModel, "model"}});
+enum class EmbedderKind : uint8_t { kHashing, kTermvec, kModel };
+inline constexpr auto kEmbedderKindNames = make_enum_names<EmbedderKind>(
+    "embedder", {{EmbedderKind::kHashing, "hashing"}, {EmbedderKind::kTermvec, "termvec"}, {EmbedderKind::kModel, "model"}});
 constexpr const auto& ragd_enum_names(EmbedderKind) { return kEmbedderKindNames; }
 static_assert(enum_names_valid(kEmbedderKindNames));
 
@@ -139,11 +139,14 @@ struct RuntimeOptions {
   int sp_chunk_tokens = 0;
   seqparallel::PartitionKind sp_partition = seqparallel::PartitionKind::kZigzag;  // zigzag | contiguous | striped
   seqparallel::SpTransport sp_transport = seqparallel::SpTransport::kHost;  // host (threads / MPI) | nccl (a GPU per worker)
-  EmbedderKind embedder = EmbedderKind::kHashing;  // hashing | model; hashing
+  // hashing (default) | termvec | model. hashing: a corpus keeps the embedder it was built with
+  // (`ragctl ingest` gives new ones the term vectors), a new data directory gets hashed words.
+  EmbedderKind embedder = EmbedderKind::kHashing;
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   // "model" embedder: its checkpoint; "" (default) = the generator's model_dir. A BERT-family
   // directory (config.json BertModel, XLMRobertaModel, ...) is an encoder embedder pooled as its
-  // sentence-transformers files say (retrieval/embedder.h).
+  // sentence-transformers files say (retrieval/embedder.h). "termvec": the term-vector directory;
+  // "" (default) = the shipped models/ragd-termvec (or $RAGD_TERMVEC_DIR).
   std::string embedder_model_dir;
   std::string embedder_query_prefix;     // encoder embedders: prepended to search queries; default none
   std::string embedder_document_prefix;  // encoder embedders: prepended to ingested passages; default none
