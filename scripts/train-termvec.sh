@@ -9,18 +9,7 @@ OUT=${TERMVEC_OUT:-models/ragd-termvec}
 WORK=${TERMVEC_WORK:-data/termvec}
 PKGS=(python3-torch python3-numpy python3-xapian manpages manpages-dev perl-doc postgresql-doc-15 git-doc
       debian-reference-en cmake-doc sqlite3-doc nodejs-doc linux-doc-6.1)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]} > 0)); then
-  echo "train-termvec: installing ${#missing[@]} missing packages: ${missing[*]}"
-  SUDO=""
-  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq "${missing[@]}"
-fi
+"$(dirname "$0")/apt-install-missing.sh" train-termvec "${PKGS[@]}"
 mkdir -p "$WORK"
 /usr/bin/python3 tools/train/termvec_data.py --out "$WORK/pairs.jsonl"
 /usr/bin/python3 tools/train/termvec_train.py "$WORK/pairs.jsonl" --out "$OUT" \

@@ -14,18 +14,10 @@ quiet=0
 [[ "${1:-}" == "--quiet" ]] && quiet=1
 say() { ((quiet)) || echo "$@"; }
 
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if ((${#missing[@]} > 0)); then
-  say "fetch-docs: installing ${#missing[@]} missing packages: ${missing[*]}"
-  SUDO=""
-  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((quiet)); then
+  "$(dirname "$0")/../../scripts/apt-install-missing.sh" fetch-docs "${PKGS[@]}" > /dev/null
+else
+  "$(dirname "$0")/../../scripts/apt-install-missing.sh" fetch-docs "${PKGS[@]}"
 fi
 
 python_root=/usr/share/doc/python3.11/html

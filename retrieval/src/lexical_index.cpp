@@ -1,7 +1,9 @@
 #include "lexical_index.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstring>
 #include <fmt/format.h>
 #include <xapian.h>
 #include "ragd/common/hash.h"
@@ -27,10 +29,12 @@ constexpr const char* kStopwords[] = {
     "need", "way", "get", "use", "using", "there's", "what's", "how's", "let", "tell", "please", "explain"};
 
 constexpr const char* kSeqKey = "ragd_seq";
-// The term scheme's version: 2 = STEM_ALL english, no positions, title x2, section x1. An index
-// without the key was written by version 1 (STEM_SOME).
+// The term scheme's version: 3 = STEM_ALL english, no positions, title x2, section x1, operator
+// terms (symbol_terms); 2 = the same without operator terms. An index without the key was written
+// by version 1 (STEM_SOME).
 constexpr const char* kTermsKey = "ragd_terms";
-constexpr const char* kTermsVersion = "2";
+constexpr const char* kTermsVersion = "3";
+constexpr const char* kSymbolPrefix = "XS";
 constexpr size_t kAddSlice = 256;  // chunks added per lock hold
 constexpr const char* kOwnerPrefix = "XO";
 constexpr unsigned kTitleWeight = 2;    // wdf per title word
@@ -81,6 +85,40 @@ Xapian::Query owner_query(const std::vector<std::string>& owners) {
   for (const std::string& o : owners) terms.emplace_back(kOwnerPrefix + o);
   return Xapian::Query(Xapian::Query::OP_OR, terms.begin(), terms.end());
 }
+
+// Operator terms: technical text names constructs by their syntax ("$@", ";;&", "2>&1", "**",
+// "#!", "${#"), which a word tokenizer drops entirely, so a question quoting one found nothing by
+// it. A run of 2-6 ASCII punctuation bytes holding at least one operator character ($ & | ~ * ^
+// # ! < > = % @ `), quotes and . , trimmed from its ends, is a term ("XS" + the run) besides the
+// words. Prose punctuation (".)", "),") has no operator character and makes none.
+bool punct_byte(unsigned char c) { return c < 0x80 && std::ispunct(c); }
+bool operator_byte(unsigned char c) { return std::strchr("$&|~*^#!<>=%@`", c) != nullptr && c != 0; }
+
+}  // namespace
+
+std::vector<std::string> symbol_terms(std::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!punct_byte(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && punct_byte(static_cast<unsigned char>(text[j]))) ++j;
+    std::string_view run = text.substr(i, j - i);
+    i = j;
+    auto trimmed = [](unsigned char c) { return c == '"' || c == '\'' || c == '.' || c == ','; };
+    while (!run.empty() && trimmed(static_cast<unsigned char>(run.front()))) run.remove_prefix(1);
+    while (!run.empty() && trimmed(static_cast<unsigned char>(run.back()))) run.remove_suffix(1);
+    if (run.size() < 2 || run.size() > 6) continue;
+    if (std::none_of(run.begin(), run.end(), [](char c) { return operator_byte(static_cast<unsigned char>(c)); })) continue;
+    out.push_back(kSymbolPrefix + std::string(run));
+  }
+  return out;
+}
+
+namespace {
 
 // The one configuration of chunk-text term generation (the index and lexical_terms()).
 void configure_terms(Xapian::TermGenerator& tg, const Xapian::Stem& stem, Xapian::Stopper* stopper) {
@@ -183,6 +221,7 @@ Status LexicalIndex::add_slice(std::span<const LexicalDoc> docs, bool fresh) {
         m.tg.increase_termpos();
       }
       m.tg.index_text_without_positions(std::string(d.text));
+      for (const std::string& t : symbol_terms(d.text)) doc.add_term(t);
       const std::string q = id_term(d.chunk_id);
       doc.add_boolean_term(q);
       doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));
@@ -285,6 +324,13 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
       parsed = qp.parse_query(q, Xapian::QueryParser::FLAG_PHRASE | Xapian::QueryParser::FLAG_LOVEHATE);
     } catch (const Xapian::QueryParserError&) {
       parsed = qp.parse_query(q, 0);  // plain words
+    }
+    // Operator terms of the query (symbol_terms) widen it: a chunk holding "$@" matches a
+    // question quoting it; BM25 weighs such a term by its rarity like any other.
+    std::vector<std::string> symbols = symbol_terms(query);
+    if (!symbols.empty()) {
+      Xapian::Query sym(Xapian::Query::OP_OR, symbols.begin(), symbols.end());
+      parsed = parsed.empty() ? sym : Xapian::Query(Xapian::Query::OP_OR, parsed, sym);
     }
     if (parsed.empty()) return out;
     if (owners) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, owner_query(*owners));

@@ -56,6 +56,12 @@ struct LexicalDoc {
   std::span<const std::pair<std::string, std::string>> fields;
 };
 
+// The operator terms of `text` ("XS$@", "XS;;&"; "2>&1" gives "XS>&"), one per occurrence, in text
+// order: runs of 2-6 ASCII punctuation bytes holding an operator character ($ & | ~ * ^ # ! < > = %
+// @ `), quotes and . , trimmed from the ends. Indexed beside a chunk's words and added to a
+// query's (lexical_index.cpp).
+std::vector<std::string> symbol_terms(std::string_view text);
+
 struct LexicalHit {
   uint64_t chunk_id = 0;
   double score = 0;  // BM25

@@ -61,6 +61,35 @@ TEST(LexicalIndex, StemsDropsStopwordsAndWeighsTheTitle) {
   ASSERT_TRUE(odd.ok()) << odd.status().to_string();
 }
 
+// Operator terms: runs of punctuation holding an operator character, quotes and . , trimmed; prose
+// punctuation makes none. A question quoting an operator finds the chunk that uses it.
+TEST(LexicalIndex, OperatorTermsFindSyntaxTheWordsMiss) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(symbol_terms("the difference between \"$@\" and \"$*\"."), (V{"XS$@", "XS$*"}));
+  EXPECT_EQ(symbol_terms("what does ;& or ;;& do"), (V{"XS;&", "XS;;&"}));
+  EXPECT_EQ(symbol_terms("cmd > out 2>&1 && echo ok || exit"), (V{"XS>&", "XS&&", "XS||"}));
+  EXPECT_EQ(symbol_terms("use ${#var} or ~+, see (this). Then: done), end;"), (V{"XS${#", "XS~+"}));
+  EXPECT_EQ(symbol_terms("#!/bin/sh and **kwargs"), (V{"XS#!/", "XS**"}));
+  EXPECT_EQ(symbol_terms("no operators here, just prose (and brackets)."), V{});
+  EXPECT_EQ(symbol_terms("a run too long: $$$$$$$ ; single $ and é"), V{});  // 7 bytes; one byte; non-ASCII
+  auto x = LexicalIndex::open_memory();
+  ASSERT_TRUE(x.ok());
+  const std::vector<LexicalDoc> docs = {
+      {1, "", "", "", "Special parameters: $@ expands to the positional parameters, each a separate word."},
+      {2, "", "", "", "The positional parameters are the arguments the script was given, each a word."},
+      {3, "", "", "", "Lists: command1 && command2 runs command2 only when command1 returns zero."},
+  };
+  ASSERT_TRUE((*x)->add(docs).ok());
+  auto h = (*x)->search("what does \"$@\" expand to", 3, std::nullopt);
+  ASSERT_TRUE(h.ok());
+  ASSERT_FALSE(h->empty());
+  EXPECT_EQ((*h)[0].chunk_id, 1u);
+  auto a = (*x)->search("&&", 3, std::nullopt);  // an operator alone is a query
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->size(), 1u);
+  EXPECT_EQ((*a)[0].chunk_id, 3u);
+}
+
 // lexical_terms is the index's own term generation: sorted, each once, stopwords out, stemmed; every
 // content word of a chunk's text gives terms among the text's and finds the chunk as a query.
 TEST(LexicalIndex, LexicalTermsAreTheIndexTerms) {
