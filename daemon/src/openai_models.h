@@ -10,8 +10,8 @@
 //   <name>               accepted (never listed) as an alias of pipeline:<name> when it is neither
 //                        the generator's id nor "ragd": a pipeline named like the model is reached
 //                        only through its prefixed id (the model keeps its name).
-//   embedding:<name>     the corpus's embedder (/v1/embeddings): "hashing", or its checkpoint
-//                        directory's name
+//   embedding:<name>     the corpus's embedder (/v1/embeddings): "hashing", "termvec", or its
+//                        checkpoint directory's name
 //   rerank:<name>        the cross-encoder (/v1/rerank), by its checkpoint directory's name
 // /v1/embeddings and /v1/rerank also answer to the generator's id and "ragd" (as they always did).
 // Thread-safety: value types and pure functions.

@@ -339,15 +339,16 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     deps.semantic_cache = std::make_shared<SemanticCache>();
     auto corpus_docs = std::make_unique<CorpusDocuments>(deps.corpus, deps.semantic_cache);
     {
-      // Listed by its directory's name. Token-id inputs are the served model's ids: the hashing
-      // embedder has no tokenizer (the corpus chunks with the model's), and the model embedder on
-      // the generator's own directory shares it; any other checkpoint has a tokenizer of its own.
+      // Listed by its directory's name ("hashing" and "termvec" by theirs). Token-id inputs are
+      // the served model's ids: the hashing and term-vector embedders read words and have no
+      // tokenizer (the corpus chunks with the model's), and the model embedder on the generator's
+      // own directory shares it; any other checkpoint has a tokenizer of its own.
       const retrieval::Embedder& e = deps.corpus->embedder();
-      const bool hashing = e.name() == "hashing";
+      const bool words = e.name() == "hashing" || e.name() == "termvec";
       const bool own_dir = opts.embedder_model_dir.empty() || opts.embedder_model_dir == opts.model_dir;
       const std::string dir = own_dir ? opts.model_dir : opts.embedder_model_dir;
-      EncoderInfo info{hashing ? std::string("hashing") : dir_name(dir), e.identity(), e.dim()};
-      corpus_docs->set_served(std::move(info), hashing || own_dir ? deps.tokenizer : nullptr);
+      EncoderInfo info{words ? std::string(e.name()) : dir_name(dir), e.identity(), e.dim()};
+      corpus_docs->set_served(std::move(info), words || own_dir ? deps.tokenizer : nullptr);
     }
     if (!opts.rerank_model_dir.empty()) {
       RAGD_ASSIGN_OR_RETURN(auto reranker, retrieval::CrossEncoderReranker::load(opts.rerank_model_dir));

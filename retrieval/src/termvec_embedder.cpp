@@ -38,6 +38,8 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
+// Thread-safety: immutable after construction; embed() is safe from any thread (each call makes
+// its own term generator).
 class TermVecEmbedder final : public Embedder {
  public:
   TermVecEmbedder(std::unordered_map<std::string, uint32_t> vocab, std::vector<float> rows, int dim, double oov_norm,

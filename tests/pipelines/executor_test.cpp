@@ -1018,6 +1018,9 @@ TEST_F(ExecutorTest, MinScoreRatioCutsTheFusedScoreOfHybridSearch) {
   o.embedder = EmbedderKind::kTermvec;
   o.embedder_model_dir = tv;
   Runtime rt = open(o, true);
+  // Served as embedding:termvec, reading words like the hashing embedder (token ids as text).
+  EXPECT_EQ(rt.documents->embedder_info().name, "termvec");
+  EXPECT_EQ(rt.documents->embedder_info().dim, 256);
   Executor& ex = *rt.executor;
   int cut_some = 0;
   for (const char* q : {"volcano lava notes", "glacier moraine ice entry", "notes about the entry number 48 describes",

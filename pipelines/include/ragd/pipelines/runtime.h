@@ -67,7 +67,7 @@ struct DocumentPage {
 
 // An embedder or a cross-encoder as the daemon lists it (GET /v1/models).
 struct EncoderInfo {
-  std::string name;      // the checkpoint directory's name; "hashing" for the hashing embedder; "" = none
+  std::string name;      // the checkpoint directory's name; "hashing" / "termvec" for those embedders; "" = none
   std::string identity;  // retrieval's identity string (kind, fingerprint, dimension, pooling)
   int dim = 0;           // embedders: the dimension of a vector
 };
