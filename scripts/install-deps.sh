@@ -24,21 +24,7 @@ PKGS=(
 if [[ "${1:-}" == "--browser" ]]; then PKGS+=(chromium); fi
 if [[ "${1:-}" == "--fuzz" ]]; then PKGS+=(clang clang-14 libclang-rt-14-dev libomp-14-dev); fi
 
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#PKGS[@]} packages present"
-else
-  echo "install-deps: installing ${#missing[@]} missing packages: ${missing[*]}"
-  SUDO=""
-  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+"$(dirname "$0")/apt-install-missing.sh" install-deps "${PKGS[@]}"
 
 # FAISS and our kernels use OpenMP; the pthread OpenBLAS variant fights with it (10-18x slower
 # FAISS searches were measured). Pin the OpenMP variant when both are installed.
