@@ -90,7 +90,7 @@ train-quote-model: build
 	./scripts/train-quote-model.sh $(BUILD)
 
 # models/ragd-termvec: the term vectors of hybrid retrieval, trained on Debian's documentation
-# packages (installed when missing; scripts/train-termvec.sh; about 6 minutes on 2 CPU cores).
+# packages (installed when missing; scripts/train-termvec.sh; about 3 minutes on 2 CPU cores).
 train-termvec:
 	./scripts/train-termvec.sh
 

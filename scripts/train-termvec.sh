@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make train-termvec: trains the term-vector embedder into models/ragd-termvec (tools/train/
-# termvec_data.py + termvec_train.py; about 6 minutes on 2 CPU cores). Installs the Debian
+# termvec_data.py + termvec_train.py; about 3 minutes on 2 CPU cores). Installs the Debian
 # documentation packages it reads and Debian's python3-torch / python3-xapian when missing; nothing
 # comes from anywhere but the configured Debian package registry.
 #   TERMVEC_OUT (default models/ragd-termvec), TERMVEC_WORK (default data/termvec: the pairs file)
