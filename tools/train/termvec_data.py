@@ -47,7 +47,7 @@ GENERIC_HEADINGS = {
     "examples", "example", "files", "environment", "notes", "copyright", "exit status",
     "return value", "errors", "reporting bugs", "history", "availability", "conforming to",
     "attributes", "versions", "standards", "license", "overview", "introduction", "caveats",
-    "diagnostics", "colophon", "see also", "acknowledgements", "acknowledgments", "todo",
+    "diagnostics", "colophon", "acknowledgements", "acknowledgments", "todo",
     "return values", "usage", "summary", "contents", "table of contents", "index", "footnotes",
 }
 
@@ -340,10 +340,6 @@ def read_html(path):
 # ---------------------------------------------------------------------------------------------
 
 SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
-
-
-def words(text):
-    return text.split()
 
 
 def first_words(paras, n=PASSAGE_WORDS):
