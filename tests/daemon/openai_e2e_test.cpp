@@ -55,7 +55,8 @@ TEST_F(OpenAiE2eTest, ModelsListThePipelines) {
   Json j(r.body);
   std::set<std::string> ids;
   for (size_t i = 0; i < j.size("/data"); ++i) ids.insert(j.str("/data/" + std::to_string(i) + "/id"));
-  EXPECT_EQ(ids, (std::set<std::string>{"model", "pipeline:default", "pipeline:cite", "pipeline:model", "embedding:hashing"})) << r.body;
+  // A new data directory gets the shipped term vectors (runtime.embedder = auto).
+  EXPECT_EQ(ids, (std::set<std::string>{"model", "pipeline:default", "pipeline:cite", "pipeline:model", "embedding:termvec"})) << r.body;
   EXPECT_EQ(j.str("/data/0/id"), "model");  // the generator first
   EXPECT_EQ(j.str("/data/0/ragd/kind"), "generator");
   // One model, by its id or an alias: a bare pipeline name, unless it is the generator's id.
@@ -216,7 +217,8 @@ TEST_F(OpenAiE2eTest, PipelineAsModelKeepsTenantsApart) {
 // answering to the generator's; token-id inputs on /v1/embeddings (the served model's ids).
 TEST_F(OpenAiE2eTest, EncodersHaveTheirOwnIds) {
   ASSERT_EQ(run_program({kBin + "/ragctl", "make-model", "--preset", "bert-tiny", "--reranker", "--out", (dir_ / "ce-tiny").string()}), 0);
-  start_daemon("oa_encoders", {"--set", "runtime.rerank_model_dir=" + (dir_ / "ce-tiny").string()});
+  start_daemon("oa_encoders", {"--set", "runtime.rerank_model_dir=" + (dir_ / "ce-tiny").string(), "--set",
+                               "runtime.embedder=hashing"});
   auto r = get("/v1/models");
   ASSERT_EQ(r.status, 200) << r.body;
   std::set<std::string> ids;

@@ -131,7 +131,7 @@ const EnumKeyCase kEnumKeys[] = {
     {"runtime.preemption", "recompute", "swap | recompute"},
     {"runtime.sp_partition", "striped", "zigzag | contiguous | striped"},
     {"runtime.sp_transport", "nccl", "host | nccl"},
-    {"runtime.embedder", "model", "hashing | termvec | model"},
+    {"runtime.embedder", "model", "auto | hashing | termvec | model"},
 };
 
 TEST(Config, EveryEnumKeyRejectsABadNameAtSet) {

@@ -187,6 +187,7 @@ class ExecutorTest : public ::testing::Test {
     o.model_dir = *root_ + "/model";
     o.data_dir = data;
     o.pipelines_dir = *root_ + "/pipelines";
+    o.embedder = EmbedderKind::kHashing;  // the executor's tests rank with hashed words unless they say
     o.model.kv_pool_bytes = 4ull << 20;
     o.model.num_threads = 1;
     o.retrieval_threads = 1;

@@ -32,9 +32,12 @@ namespace ragd::pipelines {
 
 // How the corpus embeds text for search: the hashing embedder (no model; the corpus keeps the one
 // it was built with) or the serving model's mean hidden state.
-enum class EmbedderKind : uint8_t { kHashing, kTermvec, kModel };
+enum class EmbedderKind : uint8_t { kAuto, kHashing, kTermvec, kModel };
 inline constexpr auto kEmbedderKindNames = make_enum_names<EmbedderKind>(
-    "embedder", {{EmbedderKind::kHashing, "hashing"}, {EmbedderKind::kTermvec, "termvec"}, {EmbedderKind::kModel, "model"}});
+    "embedder", {{EmbedderKind::kAuto, "auto"},
+                 {EmbedderKind::kHashing, "hashing"},
+                 {EmbedderKind::kTermvec, "termvec"},
+                 {EmbedderKind::kModel, "model"}});
 constexpr const auto& ragd_enum_names(EmbedderKind) { return kEmbedderKindNames; }
 static_assert(enum_names_valid(kEmbedderKindNames));
 
@@ -139,9 +142,11 @@ struct RuntimeOptions {
   int sp_chunk_tokens = 0;
   seqparallel::PartitionKind sp_partition = seqparallel::PartitionKind::kZigzag;  // zigzag | contiguous | striped
   seqparallel::SpTransport sp_transport = seqparallel::SpTransport::kHost;  // host (threads / MPI) | nccl (a GPU per worker)
-  // hashing (default) | termvec | model. hashing: a corpus keeps the embedder it was built with
-  // (`ragctl ingest` gives new ones the term vectors), a new data directory gets hashed words.
-  EmbedderKind embedder = EmbedderKind::kHashing;
+  // auto (default) | hashing | termvec | model. auto and hashing: a corpus keeps the embedder it
+  // was built with; a new data directory gets the shipped term vectors (models/ragd-termvec or
+  // $RAGD_TERMVEC_DIR; hashed words when neither is there) under auto, hashed words under hashing —
+  // as `ragctl ingest` does for a new corpus.
+  EmbedderKind embedder = EmbedderKind::kAuto;
   int embedder_dim = 384;            // hashing embedder dimension (new corpora only); default 384
   // "model" embedder: its checkpoint; "" (default) = the generator's model_dir. A BERT-family
   // directory (config.json BertModel, XLMRobertaModel, ...) is an encoder embedder pooled as its
