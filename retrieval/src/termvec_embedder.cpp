@@ -8,8 +8,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +17,7 @@
 #include <xapian.h>
 
 #include "ragd/common/hash.h"
+#include "ragd/common/text_file.h"
 #include "ragd/engine/safetensors.h"
 #include "ragd/retrieval/embedder.h"
 
@@ -29,14 +28,6 @@ namespace {
 constexpr const char* kModelType = "ragd-termvec";
 constexpr const char* kTermScheme = "xapian-english-stem-all";
 constexpr const char* kTensor = "term_vectors";
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::NotFound(path + ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Thread-safety: immutable after construction; embed() is safe from any thread (each call makes
 // its own term generator).
@@ -117,7 +108,7 @@ class TermVecEmbedder final : public Embedder {
 }  // namespace
 
 bool is_termvec_model_dir(const std::string& dir) {
-  auto cfg = read_file(dir + "/config.json");
+  auto cfg = read_text_file(dir + "/config.json");
   if (!cfg.ok()) return false;
   simdjson::dom::parser p;
   simdjson::dom::element doc;
@@ -137,7 +128,7 @@ std::string default_termvec_dir() {
 Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("embedder 'termvec': no model directory given");
   const std::string cfg_path = dir + "/config.json";
-  RAGD_ASSIGN_OR_RETURN(std::string cfg, read_file(cfg_path));
+  RAGD_ASSIGN_OR_RETURN(std::string cfg, read_text_file(cfg_path));
   simdjson::dom::parser p;
   simdjson::dom::element doc;
   if (p.parse(cfg).get(doc) != simdjson::SUCCESS || !doc.is_object())
@@ -160,7 +151,7 @@ Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) 
   }
 
   const std::string vocab_path = dir + "/vocab.txt";
-  RAGD_ASSIGN_OR_RETURN(std::string vocab_text, read_file(vocab_path));
+  RAGD_ASSIGN_OR_RETURN(std::string vocab_text, read_text_file(vocab_path));
   std::unordered_map<std::string, uint32_t> vocab;
   vocab.reserve(static_cast<size_t>(vocab_size));
   size_t line = 0, pos = 0;
