@@ -526,6 +526,29 @@ struct Corpus::Impl {
     return out;
   }
 
+  // hits_for(nb) when `fetched` already holds some of nb's chunks (this scope's, read by an
+  // earlier hits_for): those are reused with nb's scores, the rest are read. nb's order.
+  Result<std::vector<Hit>> hits_reusing(std::span<const Neighbor> nb, std::vector<Hit> fetched,
+                                        const ReadScope& scope) const {
+    std::unordered_map<uint64_t, Hit*> have;
+    for (Hit& h : fetched) have.emplace(h.chunk.id, &h);
+    std::vector<Neighbor> missing;
+    for (const Neighbor& n : nb)
+      if (!have.count(n.id)) missing.push_back(n);
+    RAGD_ASSIGN_OR_RETURN(auto read, hits_for(missing, scope));
+    for (Hit& h : read) have.emplace(h.chunk.id, &h);
+    std::vector<Hit> out;
+    out.reserve(nb.size());
+    for (const Neighbor& n : nb) {
+      auto it = have.find(n.id);
+      if (it == have.end()) continue;  // removed since, or not this scope's
+      out.push_back(std::move(*it->second));
+      out.back().score = n.score;
+      have.erase(it);  // a chunk appears once in a fused ranking; never read a moved-from hit
+    }
+    return out;
+  }
+
   // Replica: applies the log entries after applied_seq to the live index (owners first, as
   // ingest does). False when the log no longer holds the next entry (the primary pruned it after
   // publishing an index that covers it).
@@ -714,7 +737,14 @@ Result<std::unique_ptr<Corpus>> Corpus::open(const std::string& data_dir, const 
   auto stored_identity = m->store->meta("embedder");
   auto stored_name = m->store->meta("embedder_name");
   EmbedderOptions eo = opts.embedder;
-  if (eo.name.empty()) {
+  // "auto" on a corpus with no embedder recorded yet: term vectors (model_dir, else the shipped
+  // ones) when there are any.
+  std::string termvec_dir;
+  if (eo.name == "auto" && !stored_name) termvec_dir = eo.model_dir.empty() ? default_termvec_dir() : eo.model_dir;
+  if (!termvec_dir.empty()) {
+    eo.name = "termvec";
+    eo.model_dir = termvec_dir;
+  } else if (eo.name.empty() || eo.name == "auto") {
     eo.name = stored_name.value_or("hashing");
     if (stored_name && *stored_name == "hashing") {
       if (auto d = m->store->meta("dim")) eo.dim = std::stoi(*d);
@@ -1144,22 +1174,25 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
   }
   std::vector<std::vector<Hit>> out;
   for (size_t i = 0; i < queries.size(); ++i) {
-    std::vector<Neighbor> ranked;
+    std::vector<Hit> hits;
     if (mode == RetrievalMode::kDense) {
-      ranked = std::move(dense[i]);
+      RAGD_ASSIGN_OR_RETURN(hits, m.hits_for(dense[i], scope));
     } else if (mode == RetrievalMode::kLexical) {
-      ranked = std::move(lexical[i]);
+      RAGD_ASSIGN_OR_RETURN(hits, m.hits_for(lexical[i], scope));
+      if (evidence) apply_document_evidence(m.opts.evidence, &hits);
     } else {
+      // Evidence reorders the lexical list before the fusion; its records, read for that, are
+      // reused for the fused ranking, where only the chunks the dense list added are read.
+      std::vector<Hit> lh;
       if (evidence) {
-        RAGD_ASSIGN_OR_RETURN(auto lh, m.hits_for(lexical[i], scope));
+        RAGD_ASSIGN_OR_RETURN(lh, m.hits_for(lexical[i], scope));
         apply_document_evidence(m.opts.evidence, &lh);
         lexical[i].clear();
         for (const Hit& h : lh) lexical[i].push_back({h.chunk.id, h.score});
       }
-      ranked = fuse_hybrid(dense[i], lexical[i], m.opts.hybrid, k);
+      const std::vector<Neighbor> ranked = fuse_hybrid(dense[i], lexical[i], m.opts.hybrid, k);
+      RAGD_ASSIGN_OR_RETURN(hits, m.hits_reusing(ranked, std::move(lh), scope));
     }
-    RAGD_ASSIGN_OR_RETURN(auto hits, m.hits_for(ranked, scope));
-    if (evidence && mode == RetrievalMode::kLexical) apply_document_evidence(m.opts.evidence, &hits);
     if (hits.size() > static_cast<size_t>(k)) hits.resize(static_cast<size_t>(k));
     out.push_back(std::move(hits));
   }
