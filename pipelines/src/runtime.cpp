@@ -316,14 +316,12 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     retrieval::CorpusOptions co;
     co.chunker.chunk_tokens = opts.chunk_tokens;
     // auto / hashing: the corpus keeps the embedder it was built with; a new one gets the term
-    // vectors (auto, when shipped) or hashed words.
-    const bool fresh = !std::filesystem::exists(opts.data_dir + "/docstore") && opts.data_replica_of.empty();
-    EmbedderKind kind = opts.embedder;
-    if (kind == EmbedderKind::kAuto) kind = fresh && !retrieval::default_termvec_dir().empty() ? EmbedderKind::kTermvec
-                                                                                            : EmbedderKind::kHashing;
+    // vectors (auto, when shipped: the corpus decides, CorpusOptions::embedder) or hashed words.
+    const EmbedderKind kind = opts.embedder;
     co.embedder.name = kind == EmbedderKind::kHashing ? "" : std::string(enum_name(kind));
     if (kind == EmbedderKind::kModel)
       co.embedder.model_dir = opts.embedder_model_dir.empty() ? opts.model_dir : opts.embedder_model_dir;
+    if (kind == EmbedderKind::kAuto) co.embedder.model_dir = opts.embedder_model_dir;
     if (kind == EmbedderKind::kTermvec) {
       co.embedder.model_dir = opts.embedder_model_dir.empty() ? retrieval::default_termvec_dir() : opts.embedder_model_dir;
       if (co.embedder.model_dir.empty())

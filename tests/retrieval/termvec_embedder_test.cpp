@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -269,6 +270,32 @@ TEST(TermVecEmbedder, CorpusRecordsItReopensWithItAndRefusesAnotherModel) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("corpus was built with embedder"), std::string::npos)
       << refused.status().to_string();
+}
+
+// Embedder name "auto": a corpus with no embedder recorded gets term vectors ($RAGD_TERMVEC_DIR
+// here), one built with another embedder keeps it; "" keeps hashing for a new corpus.
+TEST(TermVecEmbedder, AutoGivesANewCorpusTermVectorsAndKeepsAnExistingOnesEmbedder) {
+  TempDir model, fresh, hashed, plain;
+  write_model(model.path(), plain_words(50, 3), 16, 1);
+  auto tok = std::make_shared<testing::WordTokenizer>(plain_words(50, 3));
+  const char* old = std::getenv("RAGD_TERMVEC_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("RAGD_TERMVEC_DIR", model.path().c_str(), 1);
+  CorpusOptions as_auto;
+  as_auto.embedder.name = "auto";
+  auto a = Corpus::open(fresh.path(), as_auto, tok);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ((*a)->stats().embedder.rfind("termvec/", 0), 0u) << (*a)->stats().embedder;
+  {
+    auto h = Corpus::open(hashed.path(), CorpusOptions{}, tok);  // "" : hashing for a new corpus
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ((*h)->stats().embedder.rfind("hashing", 0), 0u);
+  }
+  auto again = Corpus::open(hashed.path(), as_auto, tok);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ((*again)->stats().embedder.rfind("hashing", 0), 0u) << (*again)->stats().embedder;
+  ::unsetenv("RAGD_TERMVEC_DIR");
+  if (!saved.empty()) ::setenv("RAGD_TERMVEC_DIR", saved.c_str(), 1);
 }
 
 }  // namespace

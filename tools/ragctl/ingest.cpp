@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -270,13 +269,7 @@ int run_ingest(const IngestArgs& a) {
     o.embedder.model_dir = a.embedder_model;
     // A new corpus without an embedder named gets the shipped term vectors (hybrid search by
     // default), or the hashing embedder when they are not there; an existing one keeps its own.
-    if (a.embedder.empty() && a.embedder_model.empty() && !std::filesystem::exists(data + "/docstore")) {
-      const std::string tv = default_termvec_dir();
-      if (!tv.empty()) {
-        o.embedder.name = "termvec";
-        o.embedder.model_dir = tv;
-      }
-    }
+    if (a.embedder.empty() && a.embedder_model.empty()) o.embedder.name = "auto";
     o.embedder.pooling = a.embedder_pooling;
     o.embedder.query_prefix = a.embedder_query_prefix;
     o.embedder.document_prefix = a.embedder_document_prefix;

@@ -71,7 +71,9 @@ namespace ragd::retrieval {
 
 struct CorpusOptions {
   ChunkerOptions chunker;      // chunk_tokens default 256, overlap 0
-  // Embedder; name "" = the one the corpus was built with ("hashing" for a new corpus).
+  // Embedder; name "" = the one the corpus was built with ("hashing" for a new corpus); "auto" =
+  // the same, but a new corpus gets term vectors (model_dir, else default_termvec_dir(); hashing
+  // when there are none).
   EmbedderOptions embedder = [] {
     EmbedderOptions e;
     e.name.clear();
