@@ -1,7 +1,7 @@
 # Sourced by scripts/bench-peers.sh and scripts/bench-peers-embed.sh: llama.cpp's prebuilt CPU
 # libraries from the node-llama-cpp npm package (pinned, installed into $PEERS/npm, nothing else is
 # downloaded) and its headers from the source bundle shipped in it (unpacked into $PEERS/llama.cpp).
-# Needs BUILD, PEERS and PEER_SCRIPT (the caller's name in messages); defines die, log,
+# Needs ROOT, BUILD, PEERS and PEER_SCRIPT (the caller's name in messages); defines die, log,
 # ensure_ragd_targets and build_peer_driver; sets NPM_DIR, BINS, SRC, LIBS (the library files to
 # link by name: their names carry a version, e.g. libllama.v0.5.0.so) and LLAMA_RELEASE.
 NODE_LLAMA_CPP_VERSION=3.22.1
@@ -20,7 +20,9 @@ mkdir -p "$PEERS"
 NPM_DIR="$PEERS/npm"
 BINS="$NPM_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 if ! compgen -G "$BINS/libllama*.so" >/dev/null; then
-  command -v npm >/dev/null || die "npm is not installed (apt-get install npm): it fetches llama.cpp's prebuilt libraries"
+  # npm (Debian's package) fetches llama.cpp's prebuilt libraries.
+  command -v npm >/dev/null || "$ROOT/scripts/apt-install-missing.sh" "$PEER_SCRIPT" npm
+  command -v npm >/dev/null || die "npm is not installed and could not be installed (apt-get install npm)"
   log "installing node-llama-cpp $NODE_LLAMA_CPP_VERSION (prebuilt llama.cpp) into $NPM_DIR"
   mkdir -p "$NPM_DIR"
   cat >"$NPM_DIR/package.json" <<EOF

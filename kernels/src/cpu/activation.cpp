@@ -1,6 +1,7 @@
 #include "ragd/kernels/activation.h"
 
 #include "vec_math.h"
+#include "ragd/kernels/threads.h"
 
 namespace ragd::kernels {
 
@@ -14,11 +15,11 @@ void swiglu_row(int dim, const float* g, const float* u, float* y) {
 
 void swiglu(int rows, int dim, const float* gate, int gate_stride, const float* up, int up_stride,
             float* y, int y_stride) {
-#pragma omp parallel for schedule(static) if (rows > 1)
-  for (int r = 0; r < rows; ++r) {
-    swiglu_row(dim, gate + static_cast<size_t>(r) * gate_stride, up + static_cast<size_t>(r) * up_stride,
-               y + static_cast<size_t>(r) * y_stride);
-  }
+  parallel_for(rows, rows > 1, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r)
+      swiglu_row(dim, gate + static_cast<size_t>(r) * gate_stride, up + static_cast<size_t>(r) * up_stride,
+                 y + static_cast<size_t>(r) * y_stride);
+  });
 }
 
 }  // namespace ragd::kernels

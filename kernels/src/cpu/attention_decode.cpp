@@ -4,19 +4,20 @@
 // (attention_avx512.cpp: online softmax over chunks of 16 keys) does the work; elsewhere,
 // and for head dims it has no kernel for, the portable two-pass kernel below.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include <omp.h>
 
 #include "attention_avx512.h"
 #include "ragd/kernels/cpu_features.h"
 #include "vec_math.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/lse_merge.h"
+#include "ragd/kernels/threads.h"
 
 namespace ragd::kernels {
 
@@ -152,7 +153,7 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
   const int base_tasks = static_cast<int>(items.size()) * head_tasks;
   int splits = num_splits;
   if (splits == 0) {
-    const int want = (2 * omp_get_max_threads() + base_tasks - 1) / base_tasks;
+    const int want = (2 * num_threads() + base_tasks - 1) / base_tasks;
     splits = std::max(1, std::min(want, max_len / kMinSplitKeys));
   }
   splits = std::max(1, std::min(splits, std::max(1, max_len)));
@@ -164,12 +165,13 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
     part_lse.resize(static_cast<size_t>(tasks) * rows);
   }
 
-#pragma omp parallel if (tasks > 1)
-  {
+  // Tasks are taken one at a time from a shared counter (their lengths differ by item); the merge
+  // of split states runs after all of them, as a second team call.
+  std::atomic<int> next{0};
+  run_team(tasks > 1 ? 0 : 1, [&](int, int) {
     std::vector<float> qs(static_cast<size_t>(rows) * d);
     std::vector<float> s;
-#pragma omp for schedule(dynamic, 1)
-    for (int t = 0; t < tasks; ++t) {
+    for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       const int item = t / (head_tasks * splits);
       const int g0 = (t / splits) % head_tasks * hpt;
       const int sp = t % splits;
@@ -195,9 +197,10 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
         decode_range(qs.data(), group, it.kv, it.q_pos, g0, j0, j1, s.data() + d, s.data(), o, l);
       }
     }
-    if (splits > 1) {
-#pragma omp for schedule(static)
-      for (int bt = 0; bt < base_tasks; ++bt) {
+  });
+  if (splits > 1) {
+    parallel_for(base_tasks, base_tasks > 1, [&](int b0, int b1) {
+      for (int bt = b0; bt < b1; ++bt) {
         const DecodeItem& it = items[bt / head_tasks];
         const int h0 = bt % head_tasks * rows;
         for (int r = 0; r < rows; ++r) {
@@ -212,7 +215,7 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
           }
         }
       }
-    }
+    });
   }
   return Status::OK();
 }

@@ -3,6 +3,7 @@
 // gathered from the pages, S = Q·Kᵀ and O += P·V run through AVX-512 tiles (head dims that are
 // multiples of 16 up to 128, attention_avx512.cpp) or sgemm, with an online softmax.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cmath>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "vec_math.h"
 #include "ragd/kernels/attention.h"
 #include "ragd/kernels/gemm.h"
+#include "ragd/kernels/threads.h"
 
 namespace ragd::kernels {
 
@@ -290,8 +292,10 @@ Status run_prefill(const char* name, const float* q, int n_q, int num_heads, con
     task(0);
     return Status::OK();
   }
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int t = 0; t < tasks; ++t) task(t);
+  std::atomic<int> next{0};
+  run_team(0, [&](int, int) {
+    for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) task(t);
+  });
   return Status::OK();
 }
 

@@ -5,13 +5,13 @@
 #include "ragd/kernels/gemm.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "gemv.h"
+#include "ragd/kernels/threads.h"
 
 namespace ragd::kernels {
 
@@ -111,13 +111,11 @@ void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix&
   // q8: x quantized once, on this thread (its buffers are read, not written, by the team).
   detail::QuantizedRows xq;
   if (w.type == WeightType::kQ8) xq = quantize_rows(x, m, k);
-  // One parallel region per call: each thread owns a contiguous range of output features (its
-  // slice of the weights) and takes it through every pass of kRowsPerPass rows of x. The threads
-  // write disjoint columns of y, so passes need no barrier between them, and a short call (a
-  // repair or question step of tens of rows) pays one fork / join instead of one per pass.
-#pragma omp parallel if (tasks > 1)
-  {
-    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+  // One team call: each thread owns a contiguous range of output features (its slice of the
+  // weights) and takes it through every pass of kRowsPerPass rows of x. The threads write disjoint
+  // columns of y, so passes need no barrier between them, and a short call (a repair or question
+  // step of tens of rows) pays one fork / join instead of one per pass.
+  run_team(tasks > 1 ? 0 : 1, [&](int id, int nt) {
     const int t0 = static_cast<int>(static_cast<long>(tasks) * id / nt);
     const int t1 = static_cast<int>(static_cast<long>(tasks) * (id + 1) / nt);
     for (int r0 = 0; r0 < m && t0 < t1; r0 += kRowsPerPass) {
@@ -126,7 +124,7 @@ void linear_at(CpuLevel level, const float* x, int m, int k, const WeightMatrix&
       stream_tasks(t, x + static_cast<size_t>(r0) * k, w.type == WeightType::kQ8 ? &slice : nullptr, mr, k, w, bias,
                    y + static_cast<size_t>(r0) * w.rows, accumulate, t0, t1);
     }
-  }
+  });
 }
 
 void linear(const float* x, int m, int k, const WeightMatrix& w, const float* bias, float* y, bool accumulate) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ragd/kernels/threads.h"
+
 namespace ragd::kernels {
 
 void merge_state(int head_dim, const float* o_a, float lse_a, const float* o_b, float lse_b,
@@ -25,13 +27,14 @@ void merge_state(int head_dim, const float* o_a, float lse_a, const float* o_b, 
 
 void merge_states(int rows, int head_dim, const float* o_a, const float* lse_a, const float* o_b,
                   const float* lse_b, float* o_out, float* lse_out) {
-#pragma omp parallel for schedule(static) if (rows > 64)
-  for (int r = 0; r < rows; ++r) {
-    const size_t off = static_cast<size_t>(r) * head_dim;
-    float l = 0.0f;
-    merge_state(head_dim, o_a + off, lse_a[r], o_b + off, lse_b[r], o_out + off, &l);
-    lse_out[r] = l;
-  }
+  parallel_for(rows, rows > 64, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r) {
+      const size_t off = static_cast<size_t>(r) * head_dim;
+      float l = 0.0f;
+      merge_state(head_dim, o_a + off, lse_a[r], o_b + off, lse_b[r], o_out + off, &l);
+      lse_out[r] = l;
+    }
+  });
 }
 
 }  // namespace ragd::kernels

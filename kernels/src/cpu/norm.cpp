@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ragd/kernels/threads.h"
+
 namespace ragd::kernels {
 
 namespace {
@@ -18,10 +20,10 @@ void rmsnorm_row(const float* x, int dim, const float* w, float eps, float* y) {
 
 void rmsnorm(const float* x, int rows, int dim, int x_stride, const float* w, float eps, float* y,
              int y_stride) {
-#pragma omp parallel for schedule(static) if (rows > 1)
-  for (int r = 0; r < rows; ++r) {
-    rmsnorm_row(x + static_cast<size_t>(r) * x_stride, dim, w, eps, y + static_cast<size_t>(r) * y_stride);
-  }
+  parallel_for(rows, rows > 1, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r)
+      rmsnorm_row(x + static_cast<size_t>(r) * x_stride, dim, w, eps, y + static_cast<size_t>(r) * y_stride);
+  });
 }
 
 }  // namespace ragd::kernels

@@ -4,6 +4,8 @@
 #include <numbers>
 #include <vector>
 
+#include "ragd/kernels/threads.h"
+
 namespace ragd::kernels {
 
 void rope_inv_freq(const RopeConfig& cfg, float* inv_freq) {
@@ -72,10 +74,11 @@ void rotate_heads(float* x, int heads, int head_dim, const float* cs, const floa
 // every row).
 void rotate_rows(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn,
                  size_t table_stride) {
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r)
-    rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs + r * table_stride,
-                 sn + r * table_stride);
+  parallel_for(rows, rows > 16, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r)
+      rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs + r * table_stride,
+                   sn + r * table_stride);
+  });
 }
 
 }  // namespace
@@ -83,23 +86,22 @@ void rotate_rows(float* x, int rows, int heads, int head_dim, int row_stride, co
 void rope_apply(float* x, int rows, int heads, int head_dim, int row_stride, const int32_t* positions,
                 const float* inv_freq) {
   const int half = head_dim / 2;
-#pragma omp parallel if (rows > 4)
-  {
+  parallel_for(rows, rows > 4, [&](int r0, int r1) {
     std::vector<float> cs(half), sn(half);
-#pragma omp for schedule(static)
-    for (int r = 0; r < rows; ++r) {
+    for (int r = r0; r < r1; ++r) {
       angles(static_cast<double>(positions[r]), half, inv_freq, cs.data(), sn.data());
       rotate_heads(x + static_cast<size_t>(r) * row_stride, heads, head_dim, cs.data(), sn.data());
     }
-  }
+  });
 }
 
 void rope_table(int rows, int head_dim, const int32_t* positions, const float* inv_freq, float* cs, float* sn) {
   const int half = head_dim / 2;
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r)
-    angles(static_cast<double>(positions[r]), half, inv_freq, cs + static_cast<size_t>(r) * half,
-           sn + static_cast<size_t>(r) * half);
+  parallel_for(rows, rows > 16, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r)
+      angles(static_cast<double>(positions[r]), half, inv_freq, cs + static_cast<size_t>(r) * half,
+             sn + static_cast<size_t>(r) * half);
+  });
 }
 
 void rope_apply_table(float* x, int rows, int heads, int head_dim, int row_stride, const float* cs, const float* sn) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "vec_math.h"
+#include "ragd/kernels/threads.h"
 
 namespace ragd::kernels {
 
@@ -102,11 +103,12 @@ float softmax_inplace(float* x, size_t n) {
 }
 
 void softmax_rows(float* x, int rows, int n, int stride, float* lse_out) {
-#pragma omp parallel for schedule(static) if (rows > 8)
-  for (int r = 0; r < rows; ++r) {
-    const float l = softmax_inplace(x + static_cast<size_t>(r) * stride, static_cast<size_t>(n));
-    if (lse_out != nullptr) lse_out[r] = l;
-  }
+  parallel_for(rows, rows > 8, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r) {
+      const float l = softmax_inplace(x + static_cast<size_t>(r) * stride, static_cast<size_t>(n));
+      if (lse_out != nullptr) lse_out[r] = l;
+    }
+  });
 }
 
 }  // namespace ragd::kernels
