@@ -144,6 +144,9 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.speculative_max_decodes", Type::kInt,
              "speculative decoding: no drafts while more than this many runs decode at once (a cap on top of the "
              "measured step-cost budget; 256 = no cap)", runtime.speculative.max_decodes),
+      RAGD_F("runtime.speculative_answer_ngrams", Type::kInt,
+             "speculative decoding: n-grams of earlier answers (per tenant and cache salt) kept to draft from where the "
+             "prompt has nothing to copy; 0 = off", runtime.speculative.answer_ngrams),
       RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.model.kv_pool_bytes),
       RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.kv.dram_bytes),
       RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.kv.ssd_bytes),

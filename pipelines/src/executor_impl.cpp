@@ -65,6 +65,7 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
       semantic_(deps.semantic_cache ? std::move(deps.semantic_cache) : std::make_shared<SemanticCache>()),
+      output_ngrams_(static_cast<size_t>(std::max(0, opts.speculative.answer_ngrams))),
       specs_(std::move(deps.pipelines)),
       model_name_(std::move(deps.model_name)),
       reranker_(std::move(deps.reranker)),
@@ -572,6 +573,9 @@ void ExecutorImpl::plan_drafts() {
     r->draft = len <= 0 ? std::vector<int32_t>{}
                : opts_.test_hooks.draft_source ? opts_.test_hooks.draft_source(r->rr.id, s.tokens(), s.generated(), len)
                                                : ngram_draft(s.tokens(), len);
+    // Nothing to copy from the prompt: what this scope's earlier answers said after the same words.
+    if (r->draft.empty() && len > 0 && !opts_.test_hooks.draft_source)
+      r->draft = output_ngrams_.draft(r->kv.reuse.scope, s.tokens(), len);
     if (r->draft.size() > static_cast<size_t>(std::max(0, len))) r->draft.resize(static_cast<size_t>(std::max(0, len)));
     // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
     const size_t room = static_cast<size_t>(std::max(0, s.max_new_tokens() - s.generated() - 1));
@@ -974,6 +978,7 @@ void ExecutorImpl::finish(uint64_t sid, const std::string& reason) {
   r.timings.blend_chunk_ms = plan.blended.chunk_ms;
   r.timings.blend_place_ms = plan.blended.place_ms;
   r.timings.blend_repair_ms = plan.blended.repair_ms;
+  if (r.drafter && r.state && r.state->generated() > 0) output_ngrams_.add(r.kv.reuse.scope, r.state->generated_tokens());
   // A [semantic_cache] pipeline's answer (complete, or cut at max_tokens) is kept for later questions.
   if (!r.semantic_key.empty() && !r.semantic_hit && (reason == "stop" || reason == "length") && r.state && r.state->generated() > 0) {
     const auto gen = r.state->generated_tokens();

@@ -41,6 +41,7 @@
 
 #include "draft_budget.h"
 #include "ngram_drafter.h"
+#include "output_ngrams.h"
 #include "semantic_cache.h"
 #include "ragd/common/fair_pool.h"
 #include "ragd/engine/constraint_cache.h"
@@ -280,6 +281,7 @@ class ExecutorImpl final : public Executor,
   std::shared_ptr<const engine::Tokenizer> tok_;
   std::shared_ptr<retrieval::Corpus> corpus_;
   std::shared_ptr<SemanticCache> semantic_;
+  OutputNgrams output_ngrams_;  // speculative drafts from earlier answers, per scope (scheduler thread)
   std::vector<PipelineSpec> specs_;
   std::string model_name_;
   std::unique_ptr<PromptBuilder> prompts_;

@@ -209,6 +209,7 @@ TEST(Config, ValidateIsTheRuntimesCheck) {
       {"runtime.max_batch_tokens", "0", "runtime.max_batch_tokens: must be > 0, got 0"},
       {"runtime.num_threads", "-2", "runtime.num_threads: must be >= 0, got -2"},
       {"runtime.speculative_max_decodes", "0", "runtime.speculative_max_decodes must be in [1, 256], got 0"},
+      {"runtime.speculative_answer_ngrams", "-1", "runtime.speculative_answer_ngrams must be in [0, 16777216], got -1"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.key);

@@ -12,6 +12,7 @@
 
 #include "draft_budget.h"
 #include "ngram_drafter.h"
+#include "output_ngrams.h"
 #include "ragd/engine/model.h"
 
 namespace ragd::pipelines {
@@ -189,6 +190,67 @@ TEST(DraftAcceptance, IsTheGeometricEstimateByState) {
   }
   EXPECT_NEAR(h.alpha(server), (160.0 + 0.5 * 4) / (180.0 + 4), 1e-12);  // now in a copy
 }
+
+// The naive answer cache: the scope's answers from the newest, in each the last occurrence of the
+// last OutputNgrams::kOrder tokens that has a token after it; what followed, up to kSpan and k.
+std::vector<int32_t> naive_answer_draft(const std::vector<std::pair<std::string, std::vector<int32_t>>>& answers,
+                                        const std::string& scope, const std::vector<int32_t>& t, int k) {
+  constexpr int n = OutputNgrams::kOrder;
+  if (static_cast<int>(t.size()) < n || k <= 0) return {};
+  for (auto a = answers.rbegin(); a != answers.rend(); ++a) {
+    if (a->first != scope) continue;
+    const std::vector<int32_t>& o = a->second;
+    for (int s = static_cast<int>(o.size()) - n - 1; s >= 0; --s) {
+      if (!std::equal(o.begin() + s, o.begin() + s + n, t.end() - n)) continue;
+      std::vector<int32_t> d;
+      for (int j = s + n; j < static_cast<int>(o.size()) && static_cast<int>(d.size()) < std::min(k, OutputNgrams::kSpan); ++j)
+        d.push_back(o[static_cast<size_t>(j)]);
+      return d;
+    }
+  }
+  return {};
+}
+
+TEST(OutputNgrams, MatchesTheNaiveLatestAnswerAndKeepsScopesApart) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    OutputNgrams cache(1u << 20);  // no forgetting here
+    std::vector<std::pair<std::string, std::vector<int32_t>>> answers;
+    const int alphabet = 2 + static_cast<int>(rng() % 5);
+    const int count = 1 + static_cast<int>(rng() % 6);
+    for (int a = 0; a < count; ++a) {
+      std::vector<int32_t> o(rng() % 40);
+      for (auto& x : o) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(alphabet));
+      const std::string scope = rng() % 3 == 0 ? "tenant-b" : "tenant-a";
+      cache.add(scope, o);
+      answers.emplace_back(scope, o);
+    }
+    for (int q = 0; q < 20; ++q) {
+      std::vector<int32_t> t(rng() % 8);
+      for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(alphabet));
+      const int k = 1 + static_cast<int>(rng() % 20);
+      for (const std::string scope : {"tenant-a", "tenant-b", "tenant-c"})
+        ASSERT_EQ(cache.draft(scope, t, k), naive_answer_draft(answers, scope, t, k)) << "trial " << trial << " " << scope;
+    }
+  }
+}
+
+TEST(OutputNgrams, ForgetsTheOldestPastItsBound) {
+  OutputNgrams cache(8);
+  std::vector<int32_t> first = {1, 2, 3, 4, 5, 6};  // 3 n-grams with a token after them
+  cache.add("s", first);
+  EXPECT_EQ(cache.draft("s", std::vector<int32_t>{1, 2, 3}, 4), (std::vector<int32_t>{4, 5, 6}));
+  std::vector<int32_t> later(20);
+  for (int i = 0; i < 20; ++i) later[static_cast<size_t>(i)] = 100 + i;  // 17 new n-grams
+  cache.add("s", later);
+  EXPECT_LE(cache.size(), 8u);
+  EXPECT_TRUE(cache.draft("s", std::vector<int32_t>{1, 2, 3}, 4).empty());  // the oldest went first
+  EXPECT_EQ(cache.draft("s", std::vector<int32_t>{115, 116, 117}, 4), (std::vector<int32_t>{118, 119}));
+  OutputNgrams off(0);
+  off.add("s", first);
+  EXPECT_TRUE(off.draft("s", std::vector<int32_t>{1, 2, 3}, 4).empty());
+}
+
 
 class SpeculativeDecodingTest : public ExecutorTest {
  protected:
@@ -382,6 +444,42 @@ TEST_F(SpeculativeDecodingTest, KnowledgeTreeAndPoolEndAsWithoutDrafts) {
   EXPECT_GT(end[1].spec_ngram.drafted, 0u);
   EXPECT_EQ(end[1].spec_ngram.accepted, static_cast<uint64_t>(accepted));
   EXPECT_EQ(end[0].spec_ngram.drafted, 0u);
+}
+
+TEST_F(SpeculativeDecodingTest, EarlierAnswersDraftForTheirOwnScopeOnly) {
+  // The same question asked again in one scope (tenant and cache salt) drafts from the first
+  // answer; asked in another scope it drafts only from its own prompt and output. Outputs equal.
+  const std::string data = tmpdir("specdec-answers");
+  RuntimeOptions o = options(data);
+  o.test_hooks.draft_budget_off = true;  // every proposal verified: this is about where drafts come from
+  Runtime rt = open(o, true);
+  long same = 0, other = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::string prompt = std::string("Tell me about ") + kTopics[i] + " and " + kTopics[(i + 5) % 12] + ".";
+    auto ask = [&](const std::string& scope, const std::string& salt) {
+      return run(*rt.executor, "", "", 40, [&](RunRequest& r) {
+        r.prompt = prompt;
+        r.sampling.temperature = 0;
+        r.speculative_k = 8;
+        r.kv_scope = scope;
+        r.cache_salt = salt;
+        r.reuse = ReuseMode::kNone;
+      });
+    };
+    RunOutput first = ask("tenant-a", "");
+    RunOutput again = ask("tenant-a", "");
+    RunOutput b = ask("tenant-b", "");
+    RunOutput salted = ask("tenant-a", "salt-" + std::to_string(i));
+    EXPECT_EQ(first.tokens, again.tokens) << i;
+    EXPECT_EQ(first.tokens, b.tokens) << i;
+    EXPECT_EQ(first.tokens, salted.tokens) << i;
+    EXPECT_EQ(b.usage.accepted_tokens, salted.usage.accepted_tokens) << i;  // neither saw an earlier answer
+    same += again.usage.accepted_tokens;
+    other += b.usage.accepted_tokens;
+  }
+  EXPECT_GT(same, other);
+  close(rt);
+  fs::remove_all(data);
 }
 
 TEST_F(SpeculativeDecodingTest, PipelineSpeculativeKAppliesUnlessTheRequestSetsOne) {

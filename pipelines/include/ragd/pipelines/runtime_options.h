@@ -85,6 +85,10 @@ struct SpeculativeOptions {
   // No drafts while more runs than this decode at once; 1..256, default 256 (no cap). Config key
   // runtime.speculative_max_decodes.
   int max_decodes = 256;
+  // N-grams of earlier answers kept for drafts where the prompt has nothing to copy (per scope, all
+  // scopes together; output_ngrams.h), 0..16,777,216; 0 = off. Config key
+  // runtime.speculative_answer_ngrams.
+  int answer_ngrams = 65536;
 };
 
 // The daemon's [runtime] table. Each module's settings live in that module's own Options, nested
