@@ -9,7 +9,9 @@
 //       the first token), TTFT, acceptance rate, accepted tokens per verification step, answer
 //       lengths. examples/qa_eval/quote_questions.jsonl is the copy-heavy workload (answers that
 //       quote their passage whole; models/ragd-qa-quote answers them). --budget-off verifies every
-//       proposed draft token (the step budget off), for comparison.
+//       proposed draft token (the step budget off), for comparison. --answer-ngrams N sets
+//       runtime.speculative_answer_ngrams (0: drafts from each run's own prompt and output only;
+//       otherwise also from the earlier answers, which build up over the questions).
 //   bench_speculative --mode batch --model DIR [--batches 1,4,16,64] [--k 8] [--max-tokens 64]
 //       [--accept ngram,0,0.5,0.9,1]
 //       Throughput (generated tokens / wall time) of B plain runs submitted at once, greedy with
@@ -50,6 +52,7 @@ namespace {
 struct Args {
   std::string mode = "qa", model, source_dir = RAGD_SOURCE_DIR, questions_file;
   int questions = 60, k = 8, max_tokens = 48, threads = 2, reps = 5;
+  int answer_ngrams = SpeculativeOptions{}.answer_ngrams;  // 0: drafts from the prompt lookup only
   bool budget_off = false;
   std::vector<int> batches = {1, 4, 16, 64};
   std::vector<std::string> accept = {"ngram", "0", "0.5", "0.9", "1"};
@@ -60,7 +63,7 @@ Args parse(int argc, char** argv) {
   ragd::bench::BenchArgs args("bench_speculative");
   args.opt("mode", &a.mode).opt("model", &a.model).opt("source-dir", &a.source_dir).opt("questions", &a.questions);
   args.opt("k", &a.k).opt("max-tokens", &a.max_tokens).opt("threads", &a.threads).opt("reps", &a.reps);
-  args.opt("questions-file", &a.questions_file).flag("budget-off", &a.budget_off);
+  args.opt("questions-file", &a.questions_file).flag("budget-off", &a.budget_off).opt("answer-ngrams", &a.answer_ngrams);
   args.list("batches", &a.batches).list("accept", &a.accept);
   if (!args.parse(argc, argv)) std::exit(2);
   if (a.model.empty()) {
@@ -91,6 +94,7 @@ Runtime open(const Args& a, const std::string& data, int spec_k, RuntimeTestHook
   o.model.num_threads = a.threads;
   o.retrieval_threads = 1;
   o.speculative.k = spec_k;
+  o.speculative.answer_ngrams = a.answer_ngrams;
   o.test_hooks = std::move(hooks);
   o.scheduler.max_running = 64;
   o.model.kv_pool_bytes = 1ull << 30;
@@ -157,8 +161,8 @@ int qa(const Args& a) {
   double mean_len = 0;
   for (int l : lengths) mean_len += l;
   mean_len /= std::max<size_t>(1, lengths.size());
-  std::printf("# qa: %zu questions of %s, model %s, k %d, max_tokens %d, %d threads; identical outputs %d/%zu\n", qs.size(),
-              qfile.c_str(), a.model.c_str(), a.k, a.max_tokens, a.threads, identical, qs.size());
+  std::printf("# qa: %zu questions of %s, model %s, k %d, max_tokens %d, %d threads, answer n-grams %d; identical outputs %d/%zu\n",
+              qs.size(), qfile.c_str(), a.model.c_str(), a.k, a.max_tokens, a.threads, a.answer_ngrams, identical, qs.size());
   std::printf("# answer tokens: mean %.1f, median %d, max %d\n", mean_len, lengths.empty() ? 0 : lengths[lengths.size() / 2],
               lengths.empty() ? 0 : lengths.back());
   std::printf("%-6s %12s %10s %10s %10s %12s\n", "drafts", "decode tok/s", "TTFT ms", "drafted", "accepted", "accepted/step");

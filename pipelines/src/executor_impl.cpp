@@ -1,12 +1,14 @@
 #include "executor_impl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <filesystem>
 
 #include "ragd/common/check.h"
 #include "ragd/common/echo.h"
 #include "ragd/common/log.h"
+#include "ragd/kernels/threads.h"
 #if RAGD_HAVE_RETRIEVAL
 #include "ragd/retrieval/corpus.h"
 #include "ragd/retrieval/lexical_terms.h"
@@ -851,11 +853,15 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
   const int n = static_cast<int>(rows.size());
   const bool parallel =
       n > 1 && static_cast<size_t>(n) * static_cast<size_t>(out.vocab_size) >= opts_.test_hooks.parallel_sample_min_values;
-#pragma omp parallel for schedule(dynamic) if (parallel)
-  for (int k = 0; k < n; ++k) {
-    const size_t i = rows[k].first;
-    picks[i] = rows[k].second->sample(out.row(out.row_begin[i]));
-  }
+  // On the kernels' team (kernels/threads.h), as the step's kernels just were: its workers are
+  // still spinning, and an OpenMP team here would compete with them for the cores.
+  std::atomic<int> next{0};
+  kernels::run_team(parallel ? 0 : 1, [&](int, int) {
+    for (int k; (k = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      const size_t i = rows[k].first;
+      picks[i] = rows[k].second->sample(out.row(out.row_begin[i]));
+    }
+  });
   return picks;
 }
 
