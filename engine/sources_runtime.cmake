@@ -4,6 +4,7 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/kv_storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/model_weights.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/host_buffer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bert_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/encoder_dir.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/backend.cpp

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host_buffer.h"
 #include "ragd/common/status.h"
 #include "ragd/engine/kv_cache.h"
 #include "ragd/engine/kv_storage.h"
@@ -28,15 +29,12 @@ class PackedWeight {
   PackedWeight() = default;
   PackedWeight(kernels::WeightType type, int rows, int cols);  // storage allocated, unfilled
   const kernels::WeightMatrix& view() const { return view_; }
-  void* storage() { return mem_.get(); }
+  void* storage() { return mem_.data(); }
   size_t bytes() const { return empty() ? 0 : view_.bytes(); }
-  bool empty() const { return mem_ == nullptr; }
+  bool empty() const { return mem_.empty(); }
 
  private:
-  struct Free {
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<void, Free> mem_;
+  HostBuffer mem_;  // huge pages from 2 MiB up (host_buffer.h)
   kernels::WeightMatrix view_;
 };
 

@@ -81,14 +81,10 @@ kernels::WeightType resolve(WeightFormat f, DType checkpoint) {
 
 }  // namespace
 
-void PackedWeight::Free::operator()(void* p) const { std::free(p); }
-
-PackedWeight::PackedWeight(kernels::WeightType type, int rows, int cols) {
-  const size_t n = kernels::weight_bytes(type, rows, cols);
-  mem_.reset(std::aligned_alloc(64, (n + 63) & ~size_t{63}));
-  if (mem_ == nullptr) throw std::bad_alloc();
-  view_ = kernels::make_view(type, rows, cols, mem_.get());
-  kernels::init_weight_storage(type, rows, cols, mem_.get());
+PackedWeight::PackedWeight(kernels::WeightType type, int rows, int cols)
+    : mem_((kernels::weight_bytes(type, rows, cols) + 63) & ~size_t{63}) {  // whole 64-byte lines
+  view_ = kernels::make_view(type, rows, cols, mem_.data());
+  kernels::init_weight_storage(type, rows, cols, mem_.data());
 }
 
 size_t HostWeights::bytes() const {
