@@ -104,6 +104,37 @@ TEST(LinearFormats, StoredValuesEveryPathOddSizes) {
   }
 }
 
+// Speculative decoding verifies draft tokens as extra rows of a decode step and keeps them while
+// they equal what a one-row step would have drawn: so row r of an m-row call must be the one-row
+// result bit for bit, on every path and format (each kernel keeps one summation order per output
+// whatever the batch).
+TEST(LinearFormats, EachRowIsTheOneRowResultBitForBit) {
+  uint32_t seed = 91;
+  for (CpuLevel level : levels()) {
+    for (WeightType t : kTypes) {
+      for (int m : {2, 3, 7, 8, 9, 17, 40}) {
+        for (int k : {1, 31, 64, 257, 384}) {
+          for (int n : {5, 48, 67}) {
+            SCOPED_TRACE(::testing::Message() << cpu_level_name(level) << " " << weight_type_name(t) << " m=" << m
+                                              << " k=" << k << " n=" << n);
+            const Packed p = pack(random_vec(static_cast<size_t>(n) * k, ++seed), n, k, t);
+            const auto x = random_vec(static_cast<size_t>(m) * k, ++seed, -2.0f, 2.0f);
+            const auto bias = random_vec(n, ++seed);
+            std::vector<float> y(static_cast<size_t>(m) * n);
+            linear_at(level, x.data(), m, k, p.view, bias.data(), y.data(), false);
+            for (int r = 0; r < m; ++r) {
+              std::vector<float> y1(static_cast<size_t>(n));
+              linear_at(level, x.data() + static_cast<size_t>(r) * k, 1, k, p.view, bias.data(), y1.data(), false);
+              for (int j = 0; j < n; ++j)
+                ASSERT_EQ(y[static_cast<size_t>(r) * n + j], y1[static_cast<size_t>(j)]) << "row " << r << " col " << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(LinearFormats, CloseToF32WeightsWithinFormatError) {
   const int m = 2, k = 300, n = 41;
   const auto w = random_vec(static_cast<size_t>(n) * k, 101);
