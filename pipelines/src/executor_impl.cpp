@@ -576,8 +576,11 @@ void ExecutorImpl::plan_drafts() {
                : opts_.test_hooks.draft_source ? opts_.test_hooks.draft_source(r->rr.id, s.tokens(), s.generated(), len)
                                                : ngram_draft(s.tokens(), len);
     // Nothing to copy from the prompt: what this scope's earlier answers said after the same words.
-    if (r->draft.empty() && len > 0 && !opts_.test_hooks.draft_source)
+    r->draft_from_answers = false;
+    if (r->draft.empty() && len > 0 && !opts_.test_hooks.draft_source) {
       r->draft = output_ngrams_.draft(r->kv.reuse.scope, s.tokens(), len);
+      r->draft_from_answers = !r->draft.empty();
+    }
     if (r->draft.size() > static_cast<size_t>(std::max(0, len))) r->draft.resize(static_cast<size_t>(std::max(0, len)));
     // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
     const size_t room = static_cast<size_t>(std::max(0, s.max_new_tokens() - s.generated() - 1));
@@ -619,6 +622,10 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   r.drafts.observe(judged, accepted);
   spec_counts_.drafted += static_cast<uint64_t>(k);
   spec_counts_.accepted += static_cast<uint64_t>(accepted);
+  if (r.draft_from_answers) {
+    spec_counts_.answers_drafted += static_cast<uint64_t>(k);
+    spec_counts_.answers_accepted += static_cast<uint64_t>(accepted);
+  }
   ++spec_counts_.steps;
   r.usage.drafted_tokens += k;
   r.usage.accepted_tokens += accepted;

@@ -155,6 +155,7 @@ class ExecutorImpl final : public Executor,
     // decode step verifies (scheduler thread).
     std::optional<NgramDrafter> drafter;
     std::vector<int32_t> draft;
+    bool draft_from_answers = false;  // the draft came from earlier answers (output_ngrams.h)
     DraftHistory drafts;  // its per-token acceptance so far, by state (draft_budget.h)
     // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
     // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.

@@ -96,7 +96,8 @@ ExecutorStats filled() {
                       &s.rerank_head_misses, &s.constraint_hits, &s.constraint_misses, &s.constraint_entries,
                       &s.semantic_hits, &s.semantic_misses, &s.semantic_inserts, &s.semantic_invalidated,
                       &s.semantic_evicted, &s.semantic_entries, &s.spec_ngram.drafted, &s.spec_ngram.accepted,
-                      &s.spec_ngram.steps, &s.spec_ngram.budget_skipped})
+                      &s.spec_ngram.steps, &s.spec_ngram.budget_skipped, &s.spec_ngram.answers_drafted,
+                      &s.spec_ngram.answers_accepted})
     *f = static_cast<uint64_t>(next());
   s.spec_step_fixed_ms = 1.0 / 3.0;
   s.spec_step_per_row_ms = 2.5e-7;

@@ -478,6 +478,10 @@ TEST_F(SpeculativeDecodingTest, EarlierAnswersDraftForTheirOwnScopeOnly) {
     other += b.usage.accepted_tokens;
   }
   EXPECT_GT(same, other);
+  const ExecutorStats st = rt.executor->stats();
+  EXPECT_GT(st.spec_ngram.answers_drafted, 0u);  // counted apart from the prompt lookup's drafts
+  EXPECT_LE(st.spec_ngram.answers_accepted, st.spec_ngram.answers_drafted);
+  EXPECT_LT(st.spec_ngram.answers_drafted, st.spec_ngram.drafted);
   close(rt);
   fs::remove_all(data);
 }

@@ -94,9 +94,11 @@ struct ExecutorStats {
   // run's own tokens): draft tokens verified and accepted, verification steps, and draft tokens
   // the drafter proposed that the step budget left out (their rows would have cost more than they
   // were expected to save). The measured step-cost model the budget decides by (ms; 0 = no fit
-  // yet): t(rows) = step_fixed_ms + step_per_row_ms * rows.
+  // yet): t(rows) = step_fixed_ms + step_per_row_ms * rows. Of the verified drafts, those taken
+  // from earlier answers of the run's scope (output_ngrams.h): answers_drafted / answers_accepted.
   struct Speculative {
     uint64_t drafted = 0, accepted = 0, steps = 0, budget_skipped = 0;
+    uint64_t answers_drafted = 0, answers_accepted = 0;
   } spec_ngram;
   double spec_step_fixed_ms = 0, spec_step_per_row_ms = 0;
 
@@ -176,7 +178,9 @@ void ExecutorStats::visit(V& v) const {
   v.begin("speculative_decoding").begin("ngram").field("drafted_tokens", spec_ngram.drafted);
   v.field("accepted_tokens", spec_ngram.accepted).field("steps", spec_ngram.steps);
   v.field("acceptance", spec_ngram.drafted ? static_cast<double>(spec_ngram.accepted) / static_cast<double>(spec_ngram.drafted) : 0.0);
-  v.field("budget_skipped_tokens", spec_ngram.budget_skipped).end();
+  v.field("budget_skipped_tokens", spec_ngram.budget_skipped);
+  v.begin("answers").field("drafted_tokens", spec_ngram.answers_drafted).field("accepted_tokens", spec_ngram.answers_accepted).end();
+  v.end();
   v.field("step_fixed_ms", spec_step_fixed_ms).field("step_per_row_ms", spec_step_per_row_ms).end();
 }
 
