@@ -25,8 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Workers the team may hold (a job uses at most num_threads() - 1 of them).
-constexpr int kMaxWorkers = 255;
+// Workers the team may hold (a job uses at most num_threads() - 1 of them); a job's thread count,
+// at most kMaxWorkers + 1, fits the job word's low 8 bits.
+constexpr int kMaxWorkers = 254;
 
 int read_spin_us() {
   const char* v = std::getenv("RAGD_SPIN_US");
