@@ -44,7 +44,8 @@ void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
 
 void CpuBackend::write_rerotated(KvStorage& st, std::span<const int32_t> blocks, int t0, int n, const float* k,
                                  const float* v, int64_t delta) const {
-  // Runs on the stepping thread (the pool's owner), so the parallel region uses its OpenMP team.
+  // Runs on the stepping thread (the pool's owner); the layers go to the kernels' team
+  // (kernels/threads.h), and a kernel called from a layer's task runs on that task's thread.
   // HostKvStorage writes of different layers touch disjoint memory.
   const KvLayout& L = st.layout();
   const size_t per_layer = static_cast<size_t>(n) * L.token_floats();

@@ -375,12 +375,13 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
 
 }  // namespace
 
-// Loading runs OpenMP kernels (weight packing, corpus checks) on a thread of its own that ends with
+// Loading runs OpenMP code (weight packing, corpus checks) on a thread of its own that ends with
 // it. libgomp keeps a team of worker threads for every thread that ever ran a parallel region, for
 // that thread's life; once the teams hold more threads than there are cores it throttles every
-// team's spin-waits to 100-1,000 iterations, and each parallel region of the executor's steps pays a
-// futex wake-up per worker (measured on 2 cores: a 90-row EPIC step's dense layers took 30 ms
-// instead of 19 while the caller's idle team existed). Only the executor's thread keeps a team.
+// team's spin-waits to 100-1,000 iterations (measured on 2 cores, when the steps' kernels still ran
+// on OpenMP: a 90-row EPIC step's dense layers took 30 ms instead of 19 while the caller's idle team
+// existed). The steps' kernels now run on the kernels' own team (kernels/threads.h); the loader's
+// thread still ends with the load, so no idle OpenMP team outlives it.
 Result<Runtime> open_runtime(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   std::optional<Result<Runtime>> r;
   std::thread([&] { r.emplace(open_runtime_here(opts, std::move(sp_comm))); }).join();

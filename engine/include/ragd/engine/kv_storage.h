@@ -96,8 +96,8 @@ class HostKvStorage final : public KvStorage {
   void copy_block(int32_t dst, int32_t src) override;
   void read(int layer, int32_t block, int slot, int n, float* k, float* v) const override;
   void write(int layer, int32_t block, int slot, int n, const float* k, const float* v) override;
-  // Layers in parallel on the calling thread's OpenMP team (BlockTable::append runs on the thread
-  // that steps the model, whose team the kernels use too).
+  // Layers in parallel on the kernels' thread team (kernels/threads.h; BlockTable::append runs on
+  // the thread that steps the model).
   void write_tokens_all_layers(std::span<const int32_t> blocks, int t0, int n, const float* k,
                                const float* v) override;
 

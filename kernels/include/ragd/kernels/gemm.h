@@ -1,7 +1,7 @@
 // Dense layers over weights in any stored format (weight_matrix.h), and GEMM glue over OpenBLAS.
 // All matrices are row-major.
-// Thread-safety: pure functions; safe from any thread. Inside an OpenMP parallel region OpenBLAS
-// runs single-threaded.
+// Thread-safety: pure functions; safe from any thread. linear() runs on the kernels' thread team
+// (threads.h); gemm() on OpenBLAS's threads (single-threaded inside an OpenMP parallel region).
 #pragma once
 
 #include <string_view>
