@@ -1,7 +1,6 @@
 #include "executor_impl.h"
 
 #include <algorithm>
-#include <atomic>
 #include <numeric>
 #include <filesystem>
 
@@ -862,12 +861,9 @@ std::vector<std::optional<engine::SampleResult>> ExecutorImpl::sample_rows(const
       n > 1 && static_cast<size_t>(n) * static_cast<size_t>(out.vocab_size) >= opts_.test_hooks.parallel_sample_min_values;
   // On the kernels' team (kernels/threads.h), as the step's kernels just were: its workers are
   // still spinning, and an OpenMP team here would compete with them for the cores.
-  std::atomic<int> next{0};
-  kernels::run_team(parallel ? 0 : 1, [&](int, int) {
-    for (int k; (k = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      const size_t i = rows[k].first;
-      picks[i] = rows[k].second->sample(out.row(out.row_begin[i]));
-    }
+  kernels::parallel_tasks(n, parallel, [&](int k) {
+    const size_t i = rows[k].first;
+    picks[i] = rows[k].second->sample(out.row(out.row_begin[i]));
   });
   return picks;
 }

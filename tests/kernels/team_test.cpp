@@ -2,6 +2,7 @@
 // calls from inside a task and concurrent callers run on their own thread, and no job is lost
 // when workers go to sleep between calls (run again with RAGD_SPIN_US=0: every call wakes them).
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
@@ -44,6 +45,39 @@ TEST(Team, ParallelForCoversEveryIndexOnce) {
     for (int i = 0; i < count; ++i) ASSERT_EQ(cover[i], 1) << "count " << count << " index " << i;
   }
   set_num_threads(2);
+}
+
+TEST(Team, ParallelTasksRunsEveryTaskOnce) {
+  set_num_threads(3);
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int count = static_cast<int>(rng() % 41);
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(count));
+    parallel_tasks(count, trial % 3 != 0, [&](int t) {
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, count);
+      runs[static_cast<size_t>(t)].fetch_add(1);
+    });
+    for (int t = 0; t < count; ++t) ASSERT_EQ(runs[static_cast<size_t>(t)].load(), 1) << "count " << count << " task " << t;
+  }
+  set_num_threads(2);
+}
+
+// Inside a job every thread sees OpenMP's thread count at 1, as inside an OpenMP region, so an
+// OpenMP loop or OpenBLAS called from a task does not start threads of its own; the caller's
+// count is back afterwards.
+TEST(Team, TasksSeeOneOpenMpThreadAndTheCallerKeepsItsCount) {
+  set_num_threads(2);
+  std::atomic<int> inside_max{0}, calls{0};
+  run_team(0, [&](int, int n) {
+    ASSERT_EQ(n, 2);
+    calls.fetch_add(1);
+    int m = inside_max.load();
+    while (m < omp_get_max_threads() && !inside_max.compare_exchange_weak(m, omp_get_max_threads())) {}
+  });
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(inside_max.load(), 1);
+  EXPECT_EQ(num_threads(), 2);
 }
 
 TEST(Team, NestedCallRunsOnTheCallingThread) {

@@ -4,7 +4,6 @@
 // (attention_avx512.cpp: online softmax over chunks of 16 keys) does the work; elsewhere,
 // and for head dims it has no kernel for, the portable two-pass kernel below.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -165,37 +164,34 @@ Status attention_decode(std::span<const DecodeItem> items, int num_heads, float 
     part_lse.resize(static_cast<size_t>(tasks) * rows);
   }
 
-  // Tasks are taken one at a time from a shared counter (their lengths differ by item); the merge
-  // of split states runs after all of them, as a second team call.
-  std::atomic<int> next{0};
-  run_team(tasks > 1 ? 0 : 1, [&](int, int) {
-    std::vector<float> qs(static_cast<size_t>(rows) * d);
-    std::vector<float> s;
-    for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-      const int item = t / (head_tasks * splits);
-      const int g0 = (t / splits) % head_tasks * hpt;
-      const int sp = t % splits;
-      const DecodeItem& it = items[item];
-      const int len = visible_len(it);
-      const int j0 = static_cast<int>(static_cast<int64_t>(len) * sp / splits);
-      const int j1 = static_cast<int>(static_cast<int64_t>(len) * (sp + 1) / splits);
-      // Heads g0 .. g0 + hpt - 1 own query rows g0 · group .. (consecutive in q, out and lse).
-      float* o = splits > 1 ? part_o.data() + static_cast<size_t>(t) * rows * d
-                            : it.out + static_cast<size_t>(g0) * group * d;
-      float* l = splits > 1 ? part_lse.data() + static_cast<size_t>(t) * rows : it.lse + g0 * group;
-      if (j1 <= j0) {
-        std::fill(o, o + static_cast<size_t>(rows) * d, 0.0f);
-        std::fill(l, l + rows, kNegInf);
-        continue;
-      }
-      const float* qg = it.q + static_cast<size_t>(g0) * group * d;
-      for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
-      if (avx512) {
-        detail::decode_range_avx512(qs.data(), group, it.kv, it.q_pos, g0, hpt, j0, j1, o, l);
-      } else {
-        s.resize(static_cast<size_t>(group) * (j1 - j0) + d);
-        decode_range(qs.data(), group, it.kv, it.q_pos, g0, j0, j1, s.data() + d, s.data(), o, l);
-      }
+  // Tasks are taken one at a time (their lengths differ by item); the merge of split states runs
+  // after all of them, as a second team call. Scratch per thread, kept between calls.
+  parallel_tasks(tasks, tasks > 1, [&](int t) {
+    thread_local std::vector<float> qs, s;
+    qs.resize(static_cast<size_t>(rows) * d);
+    const int item = t / (head_tasks * splits);
+    const int g0 = (t / splits) % head_tasks * hpt;
+    const int sp = t % splits;
+    const DecodeItem& it = items[item];
+    const int len = visible_len(it);
+    const int j0 = static_cast<int>(static_cast<int64_t>(len) * sp / splits);
+    const int j1 = static_cast<int>(static_cast<int64_t>(len) * (sp + 1) / splits);
+    // Heads g0 .. g0 + hpt - 1 own query rows g0 · group .. (consecutive in q, out and lse).
+    float* o = splits > 1 ? part_o.data() + static_cast<size_t>(t) * rows * d
+                          : it.out + static_cast<size_t>(g0) * group * d;
+    float* l = splits > 1 ? part_lse.data() + static_cast<size_t>(t) * rows : it.lse + g0 * group;
+    if (j1 <= j0) {
+      std::fill(o, o + static_cast<size_t>(rows) * d, 0.0f);
+      std::fill(l, l + rows, kNegInf);
+      return;
+    }
+    const float* qg = it.q + static_cast<size_t>(g0) * group * d;
+    for (size_t c = 0; c < qs.size(); ++c) qs[c] = qg[c] * scale;
+    if (avx512) {
+      detail::decode_range_avx512(qs.data(), group, it.kv, it.q_pos, g0, hpt, j0, j1, o, l);
+    } else {
+      s.resize(static_cast<size_t>(group) * (j1 - j0) + d);
+      decode_range(qs.data(), group, it.kv, it.q_pos, g0, j0, j1, s.data() + d, s.data(), o, l);
     }
   });
   if (splits > 1) {

@@ -3,7 +3,6 @@
 // gathered from the pages, S = Q·Kᵀ and O += P·V run through AVX-512 tiles (head dims that are
 // multiples of 16 up to 128, attention_avx512.cpp) or sgemm, with an online softmax.
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cmath>
 #include <limits>
@@ -285,17 +284,9 @@ Status run_prefill(const char* name, const float* q, int n_q, int num_heads, con
     const int i0 = ti * tile;
     prefill_task(q, num_heads, kv, scale, mask, g, i0, std::min(tile, n_q - i0), out, lse);
   };
-  // Later tiles see more keys under the causal mask: dynamic scheduling, largest first. One task
-  // runs outside any region: inside an inactive one, the sgemm path's own OpenMP region (OpenBLAS)
-  // would start a nested team of new threads.
-  if (tasks == 1) {
-    task(0);
-    return Status::OK();
-  }
-  std::atomic<int> next{0};
-  run_team(0, [&](int, int) {
-    for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) task(t);
-  });
+  // Later tiles see more keys under the causal mask: dynamic scheduling, largest first. (Inside a
+  // task, the sgemm path's OpenBLAS runs on the task's thread: threads.h.)
+  parallel_tasks(tasks, true, task);
   return Status::OK();
 }
 

@@ -75,9 +75,13 @@ class Team {
     // its wait's load of job_ (one of the two sides sees the other).
     job_.store(word, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&job_);
+    // The caller's share runs as the workers' do: OpenMP's count at 1 (see threads.h).
+    const int omp_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     t_in_team = true;
     fn(ctx, 0, n);
     t_in_team = false;
+    omp_set_num_threads(omp_threads);
     // The workers are awake (spinning) unless this is the step's first call after a pause; a
     // preempted worker on a loaded machine gets the core back through the yields.
     for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
@@ -104,6 +108,7 @@ class Team {
 
   void work(int id, uint32_t seen) {
     t_in_team = true;
+    omp_set_num_threads(1);  // OpenBLAS / OpenMP called from a task stays on this thread
     for (;;) {
       uint32_t word;
       Clock::time_point since = Clock::now();

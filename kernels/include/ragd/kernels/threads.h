@@ -14,9 +14,12 @@
 // Thread-safety: set_num_threads() / num_threads() are per calling thread, as OpenMP's thread
 // count is (a thread that steps a model sets its own). run_team() may be called from any thread:
 // one caller at a time gets the workers; a concurrent caller, or a call from inside a team task,
-// runs its work on its own thread (f(0, 1)), as nested OpenMP regions do.
+// runs its work on its own thread (f(0, 1)), as nested OpenMP regions do. While a job runs, each
+// of its threads sees an OpenMP thread count of 1 (as inside an OpenMP parallel region), so
+// OpenBLAS or an OpenMP loop called from a task stays on the task's thread.
 #pragma once
 
+#include <atomic>
 #include <type_traits>
 #include <utility>
 
@@ -55,6 +58,22 @@ void parallel_for(int count, bool parallel, F&& f) {
     const int b = static_cast<int>(static_cast<long>(count) * id / n);
     const int e = static_cast<int>(static_cast<long>(count) * (id + 1) / n);
     if (b < e) f(b, e);
+  });
+}
+
+// f(task) for every task of [0, count), each team thread taking the next untaken task from a
+// shared counter (OpenMP's schedule(dynamic, 1): for tasks of unequal cost); on this thread alone
+// when !parallel.
+template <typename F>
+void parallel_tasks(int count, bool parallel, F&& f) {
+  if (count <= 0) return;
+  if (!parallel || count == 1) {
+    for (int t = 0; t < count; ++t) f(t);
+    return;
+  }
+  std::atomic<int> next{0};
+  run_team(0, [&](int, int) {
+    for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < count;) f(t);
   });
 }
 
