@@ -32,9 +32,7 @@ void OutputNgrams::add(std::string_view scope, std::span<const int32_t> output) 
     Entry e;
     e.len = static_cast<int>(std::min<size_t>(kSpan, output.size() - p - kOrder));
     std::copy_n(output.data() + p + kOrder, e.len, e.next);
-    auto [it, fresh] = map_.insert_or_assign(k, e);
-    (void)it;
-    if (fresh) order_.push_back(k);
+    if (map_.insert_or_assign(k, e).second) order_.push_back(k);  // a new key: remembered in order
     while (map_.size() > max_entries_ && !order_.empty()) {
       map_.erase(order_.front());
       order_.pop_front();
