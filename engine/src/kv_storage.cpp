@@ -1,6 +1,7 @@
 #include "ragd/engine/kv_storage.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -69,21 +70,30 @@ void HostKvStorage::write_tokens_all_layers(std::span<const int32_t> blocks, int
 }
 
 HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStorage(layout, num_blocks) {
-  // Zeroed here, so every page is mapped before serving: a block's first write on the prefill path
-  // takes no page fault (with cached KV holding blocks, new requests keep reaching fresh ones).
+  // calloc of a large array maps zero pages without touching them: a page becomes resident when a
+  // block on it is first written (one fault per 4 KiB, next to a prefill's compute noise), so an
+  // idle or lightly used pool costs no memory. KvPool hands out block 0 first, so the pages in
+  // use stay packed at the front of every layer's array.
   const size_t values = layout.block_floats() * num_blocks;
   const size_t bytes = values * kernels::kv_dtype_bytes(layout.dtype);
   const bool scaled = kernels::kv_dtype_scaled(layout.dtype);
   const size_t scales = static_cast<size_t>(layout.block_size) * layout.num_kv_heads * num_blocks;
+  auto zeroed = [](size_t n) {
+    void* p = std::calloc(n, 1);
+    RAGD_CHECK(p != nullptr) << "HostKvStorage: cannot allocate " << n << " bytes";
+    return p;
+  };
   for (int l = 0; l < layout.num_layers; ++l) {
-    k_.emplace_back(new std::byte[bytes]());
-    v_.emplace_back(new std::byte[bytes]());
+    k_.emplace_back(static_cast<std::byte*>(zeroed(bytes)));
+    v_.emplace_back(static_cast<std::byte*>(zeroed(bytes)));
     if (scaled) {
-      ks_.emplace_back(new float[scales]());
-      vs_.emplace_back(new float[scales]());
+      ks_.emplace_back(static_cast<float*>(zeroed(sizeof(float) * scales)));
+      vs_.emplace_back(static_cast<float*>(zeroed(sizeof(float) * scales)));
     }
   }
 }
+
+void HostKvStorage::FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
 
 Result<std::unique_ptr<HostKvStorage>> HostKvStorage::create(const KvLayout& layout, size_t num_blocks) {
   RAGD_RETURN_IF_ERROR(layout.validate());

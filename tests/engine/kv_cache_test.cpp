@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ragd/common/process.h"
 #include "ragd/engine/kv_cache.h"
 
 namespace ragd::engine {
@@ -72,6 +73,34 @@ TEST(KvPool, AllocateReleaseAndBytes) {
   pool->release(got[0]);
   EXPECT_EQ(pool->free_blocks(), 1u);
   EXPECT_EQ(*pool->allocate(), got[0]);
+}
+
+// Resident memory follows the KV in use, not the pool's size: a large pool maps zero pages until a
+// block is written, and the blocks handed out first sit together at the front of each layer.
+TEST(KvPool, ResidentMemoryFollowsTheBlocksWritten) {
+  if (resident_bytes() == 0) GTEST_SKIP() << "no /proc/self/statm";
+  KvLayout l = layout(16);
+  l.num_layers = 4;
+  l.num_kv_heads = 4;
+  l.head_dim = 64;  // 16 KiB per block per layer for K (f32), 128 KiB of K and V per block
+  const size_t blocks = 4096;  // 512 MiB
+  const size_t before = resident_bytes();
+  auto pool = std::move(KvPool::create(l, blocks).value());
+  ASSERT_EQ(pool->bytes(), size_t{512} << 20);
+  const size_t created = resident_bytes();
+  EXPECT_LT(created, before + (size_t{16} << 20)) << "creating the pool mapped its pages";
+  // Write an eighth of the blocks (64 MiB of KV) with random values.
+  BlockTable t;
+  const int n = static_cast<int>(blocks / 8) * l.block_size;
+  std::vector<float> k = rnd(static_cast<size_t>(n) * l.token_floats(), 5), v = rnd(k.size(), 6);
+  ASSERT_TRUE(t.reserve(*pool, n));
+  for (int layer = 0; layer < l.num_layers; ++layer) t.write(*pool, layer, 0, n, k.data(), v.data());
+  t.commit(n);
+  const size_t written = resident_bytes();
+  const size_t kv = pool->bytes() / 8;
+  EXPECT_GT(written, created + kv * 9 / 10) << "the written blocks are not resident";
+  EXPECT_LT(written, created + kv * 3 / 2) << "writing an eighth of the pool mapped more than its pages";
+  t.release(*pool);
 }
 
 class BlockTableTest : public ::testing::TestWithParam<int> {};

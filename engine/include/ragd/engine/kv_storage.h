@@ -86,7 +86,9 @@ class KvStorage {
 // KV in host memory (the CPU backend's storage, and the default of KvPool::create(layout, n)).
 // Per layer, one array [num_blocks, block_size, num_kv_heads, head_dim] of the layout's dtype for K
 // and one for V (plus, for int8, [num_blocks, block_size, num_kv_heads] scales for each), zeroed at
-// creation.
+// creation by the kernel's zero pages: a page is mapped when a block on it is first written, so
+// resident memory grows with the KV in use (the pool hands out low block ids first), not with the
+// pool's size.
 class HostKvStorage final : public KvStorage {
  public:
   // InvalidArgument on a bad layout or block count.
@@ -117,8 +119,11 @@ class HostKvStorage final : public KvStorage {
  private:
   HostKvStorage(const KvLayout& layout, size_t num_blocks);
   size_t value_bytes() const { return kernels::kv_dtype_bytes(layout().dtype); }
-  std::vector<std::unique_ptr<std::byte[]>> k_, v_;
-  std::vector<std::unique_ptr<float[]>> ks_, vs_;  // int8 only
+  struct FreeDeleter {
+    void operator()(void* p) const noexcept;
+  };
+  std::vector<std::unique_ptr<std::byte[], FreeDeleter>> k_, v_;
+  std::vector<std::unique_ptr<float[], FreeDeleter>> ks_, vs_;  // int8 only
 };
 
 }  // namespace ragd::engine
