@@ -132,12 +132,12 @@ class Ring {
 class RingHook final : public engine::LayerHook {
  public:
   RingHook(Communicator& comm, std::span<const int64_t> rows, const BlockFormat& fmt, StepTimes* t,
-           engine::KvPool& pool, const engine::BlockTable& prior)
-      : ring_(comm, rows, fmt, t), fmt_(fmt), pool_(pool), prior_(prior) {}
+           engine::KvPool& pool, const engine::BlockTable& prior, KvSpill* spill)
+      : ring_(comm, rows, fmt, t), fmt_(fmt), pool_(pool), prior_(prior), spill_(spill), single_(comm.size() == 1) {}
 
   Status on_qkv(const engine::LayerQkv& v, engine::RowSelection*) override {
-    pack(v.layer, v.rows, v.k, v.v, v.row_stride, v.row_info);
-    return Status::OK();
+    if (single_) return Status::OK();  // nothing travels
+    return pack(v.layer, v.rows, v.k, v.v, v.row_stride, v.row_info);
   }
 
   Result<bool> on_attention(const engine::LayerAttention& att) override {
@@ -171,14 +171,20 @@ class RingHook final : public engine::LayerHook {
       kernels::merge_states(att.rows * nh, hd, att.out, att.lse, o_.data(), lse_.data(), att.out, att.lse);
       return Status::OK();
     };
-    RAGD_RETURN_IF_ERROR(ring_.pass(own_.data(), attend, att.local));
+    // This rank's own keys: the pool's (the engine's attention), then the spilled ones.
+    auto local = [&]() -> Status {
+      RAGD_RETURN_IF_ERROR(att.local());
+      if (spill_ == nullptr) return Status::OK();
+      return spill_->attend(att.layer, att.q, att.rows, nh, q_pos_.data(), att.scale, att.out, att.lse);
+    };
+    RAGD_RETURN_IF_ERROR(ring_.pass(own_.data(), attend, local));
     return true;
   }
 
   // A rank without new tokens still sends its earlier KV (if any) and relays every layer's blocks.
   Status relay(int layers) {
     for (int l = 0; l < layers; ++l) {
-      pack(l, 0, nullptr, nullptr, 0, {});
+      RAGD_RETURN_IF_ERROR(pack(l, 0, nullptr, nullptr, 0, {}));
       RAGD_RETURN_IF_ERROR(ring_.pass(
           own_.data(), [](const unsigned char*, int64_t) { return Status::OK(); }, [] { return Status::OK(); }));
     }
@@ -186,22 +192,36 @@ class RingHook final : public engine::LayerHook {
   }
 
  private:
-  // own_ = [prior rows of `layer` | n fresh rows], stored as the pool stores them (the engine writes
-  // the same fresh rows into this rank's pool; prior rows are read back from it, and a re-store of
-  // a read-back bf16 / int8 row gives the stored values again).
-  void pack(int layer, int n, const float* k, const float* v, size_t stride, std::span<const engine::StepRow> info) {
-    const int m = prior_.num_tokens();
+  // own_ = [spilled rows | prior rows of `layer` | n fresh rows], stored as the pool stores them
+  // (the engine writes the same fresh rows into this rank's pool; prior rows are read back from it,
+  // and a re-store of a read-back bf16 / int8 row gives the stored values again; spilled rows are
+  // the pool's bytes as they were).
+  Status pack(int layer, int n, const float* k, const float* v, size_t stride, std::span<const engine::StepRow> info) {
+    const int64_t spilled = spill_ != nullptr ? spill_->tokens() : 0;
+    const int64_t m = spilled + prior_.num_tokens();
     own_.resize(fmt_.bytes(m + n));
     const BlockFormat::Parts p = fmt_.parts(own_.data(), m + n);
     const size_t vb = kernels::kv_dtype_bytes(fmt_.dtype), row = static_cast<size_t>(fmt_.kv_heads) * fmt_.head_dim;
     const bool scaled = kernels::kv_dtype_scaled(fmt_.dtype);
-    if (m > 0) {
-      prior_k_.resize(static_cast<size_t>(m) * row);
-      prior_v_.resize(static_cast<size_t>(m) * row);
-      prior_.read(pool_, layer, 0, m, prior_k_.data(), prior_v_.data());
-      kernels::kv_store_rows(fmt_.dtype, m, fmt_.kv_heads, fmt_.head_dim, prior_k_.data(), row, p.k, p.k_scale);
-      kernels::kv_store_rows(fmt_.dtype, m, fmt_.kv_heads, fmt_.head_dim, prior_v_.data(), row, p.v, p.v_scale);
-      for (int i = 0; i < m; ++i) p.pos[i] = prior_.position(i);
+    if (spilled > 0) {
+      int64_t at = 0;
+      RAGD_RETURN_IF_ERROR(spill_->for_each_rows(layer, [&](const KvSpill::Rows& r) {
+        std::memcpy(p.k + at * row * vb, r.k, r.n * row * vb);
+        std::memcpy(p.v + at * row * vb, r.v, r.n * row * vb);
+        if (scaled) {
+          std::memcpy(p.k_scale + at * fmt_.kv_heads, r.k_scale, sizeof(float) * r.n * fmt_.kv_heads);
+          std::memcpy(p.v_scale + at * fmt_.kv_heads, r.v_scale, sizeof(float) * r.n * fmt_.kv_heads);
+        }
+        std::memcpy(p.pos + at, r.pos, sizeof(int32_t) * r.n);
+        at += r.n;
+        return Status::OK();
+      }));
+    }
+    if (const int mt = prior_.num_tokens(); mt > 0) {
+      const BlockFormat::Parts q{p.k + spilled * row * vb, p.v + spilled * row * vb,
+                                 scaled ? p.k_scale + spilled * fmt_.kv_heads : nullptr,
+                                 scaled ? p.v_scale + spilled * fmt_.kv_heads : nullptr, p.pos + spilled};
+      store_prior(layer, mt, q);
     }
     if (n > 0) {
       const size_t off_s = scaled ? static_cast<size_t>(m) * fmt_.kv_heads : 0;
@@ -211,12 +231,26 @@ class RingHook final : public engine::LayerHook {
                              scaled ? p.v_scale + off_s : nullptr);
       for (int i = 0; i < n; ++i) p.pos[m + i] = info[i].position;
     }
+    return Status::OK();
+  }
+
+  // The table's m rows of `layer` into the parts at p.
+  void store_prior(int layer, int m, const BlockFormat::Parts& p) {
+    const size_t row = static_cast<size_t>(fmt_.kv_heads) * fmt_.head_dim;
+    prior_k_.resize(static_cast<size_t>(m) * row);
+    prior_v_.resize(static_cast<size_t>(m) * row);
+    prior_.read(pool_, layer, 0, m, prior_k_.data(), prior_v_.data());
+    kernels::kv_store_rows(fmt_.dtype, m, fmt_.kv_heads, fmt_.head_dim, prior_k_.data(), row, p.k, p.k_scale);
+    kernels::kv_store_rows(fmt_.dtype, m, fmt_.kv_heads, fmt_.head_dim, prior_v_.data(), row, p.v, p.v_scale);
+    for (int i = 0; i < m; ++i) p.pos[i] = prior_.position(i);
   }
 
   Ring ring_;
   BlockFormat fmt_;
   engine::KvPool& pool_;
   const engine::BlockTable& prior_;  // this rank's shard before the step (read in pack())
+  KvSpill* spill_;                   // this rank's older KV, outside the pool (may be null)
+  const bool single_;
   std::vector<float> prior_k_, prior_v_;
   std::vector<unsigned char> own_;
   std::vector<int32_t> q_pos_;
@@ -224,23 +258,25 @@ class RingHook final : public engine::LayerHook {
 };
 
 Status check_inputs(const engine::Model& model, const Communicator& comm, std::span<const int64_t> rows,
-                    const ShardInput& in, const engine::BlockTable* table) {
+                    const ShardInput& in, const engine::BlockTable* table, const KvSpill* spill) {
   if (table == nullptr) return Status::InvalidArgument("ring_prefill: table is null");
   if (static_cast<int>(rows.size()) != comm.size()) {
     return Status::InvalidArgument("ring_prefill: " + std::to_string(rows.size()) + " shard sizes for a group of " +
                                    std::to_string(comm.size()));
   }
-  const int64_t prior = table->num_tokens();
+  const int64_t spilled = spill != nullptr ? spill->tokens() : 0;
+  const int64_t prior = table->num_tokens() + spilled;
   if (static_cast<int64_t>(in.tokens.size()) + prior != rows[comm.rank()] || in.positions.size() != in.tokens.size()) {
     return Status::InvalidArgument("ring_prefill: rank " + std::to_string(comm.rank()) + " holds " +
                                    std::to_string(prior) + " tokens and gets " + std::to_string(in.tokens.size()) +
                                    " tokens and " + std::to_string(in.positions.size()) +
                                    " positions, its shard size after the step is " + std::to_string(rows[comm.rank()]));
   }
-  if (prior > 0 && !in.positions.empty() && in.positions.front() <= table->position(static_cast<int>(prior) - 1)) {
+  const int32_t last = table->num_tokens() > 0 ? table->position(table->num_tokens() - 1)
+                                              : (spilled > 0 ? spill->max_position() : -1);
+  if (prior > 0 && !in.positions.empty() && in.positions.front() <= last) {
     return Status::InvalidArgument("ring_prefill: positions must ascend past the shard's earlier tokens; the first is " +
-                                   std::to_string(in.positions.front()) + ", the shard ends at " +
-                                   std::to_string(table->position(static_cast<int>(prior) - 1)));
+                                   std::to_string(in.positions.front()) + ", the shard ends at " + std::to_string(last));
   }
   for (size_t i = 1; i < in.positions.size(); ++i) {
     if (in.positions[i] <= in.positions[i - 1]) {
@@ -254,16 +290,17 @@ Status check_inputs(const engine::Model& model, const Communicator& comm, std::s
 }  // namespace
 
 Status ring_prefill(engine::Model& model, Communicator& comm, std::span<const int64_t> rows_per_rank,
-                    const ShardInput& in, engine::BlockTable* table, engine::StepOutput* out, StepTimes* times) {
+                    const ShardInput& in, engine::BlockTable* table, engine::StepOutput* out, StepTimes* times,
+                    KvSpill* spill) {
   StepTimes local;
   StepTimes* t = times != nullptr ? times : &local;
   *t = StepTimes{};
   const auto t0 = Clock::now();
-  Status st = check_inputs(model, comm, rows_per_rank, in, table);
+  Status st = check_inputs(model, comm, rows_per_rank, in, table, spill);
   if (st.ok()) {
     const engine::ModelConfig& cfg = model.config();
     const BlockFormat fmt{model.kv_pool().layout().dtype, cfg.num_key_value_heads, cfg.head_dim};
-    RingHook hook(comm, rows_per_rank, fmt, t, model.kv_pool(), *table);
+    RingHook hook(comm, rows_per_rank, fmt, t, model.kv_pool(), *table, spill);
     if (in.tokens.empty()) {
       st = hook.relay(cfg.num_hidden_layers);
       if (out != nullptr) *out = engine::StepOutput{};

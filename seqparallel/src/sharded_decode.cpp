@@ -20,9 +20,9 @@ int64_t free_slots(const engine::KvPool& pool, const engine::BlockTable& t) {
 
 class DecodeHook final : public engine::LayerHook {
  public:
-  DecodeHook(engine::Model& model, Communicator& comm, const engine::BlockTable& shard, bool owner, int32_t position,
-             StepTimes* t)
-      : model_(model), comm_(comm), shard_(shard), owner_(owner), position_(position), t_(t) {}
+  DecodeHook(engine::Model& model, Communicator& comm, const engine::BlockTable& shard, KvSpill* spill, bool owner,
+             int32_t position, StepTimes* t)
+      : model_(model), comm_(comm), shard_(shard), spill_(spill), owner_(owner), position_(position), t_(t) {}
 
   Result<bool> on_attention(const engine::LayerAttention& att) override {
     const int nh = att.shape.num_heads, hd = att.shape.head_dim;
@@ -38,6 +38,11 @@ class DecodeHook final : public engine::LayerHook {
       // The shard without the token (written into the scratch table instead).
       RAGD_RETURN_IF_ERROR(model_.attend(shard_, att.layer, std::span<const float>(att.q, q_dim),
                                          std::span<const int32_t>(&position_, 1), mine_.data(), mine_.data() + q_dim));
+    }
+    // The shard's older keys outside the pool, attended where they live.
+    if (spill_ != nullptr) {
+      RAGD_RETURN_IF_ERROR(spill_->attend(att.layer, att.q, 1, nh, &position_, att.scale, mine_.data(),
+                                          mine_.data() + q_dim));
     }
     all_.resize(part * p);
     const auto w = Clock::now();
@@ -59,6 +64,7 @@ class DecodeHook final : public engine::LayerHook {
   engine::Model& model_;
   Communicator& comm_;
   const engine::BlockTable& shard_;
+  KvSpill* spill_;
   bool owner_;
   int32_t position_;
   StepTimes* t_;
@@ -75,8 +81,8 @@ int decode_owner(std::span<const int64_t> room) {
   return owner;
 }
 
-ShardedDecoder::ShardedDecoder(engine::Model& model, Communicator& comm, engine::BlockTable* shard)
-    : model_(model), comm_(comm), shard_(shard) {}
+ShardedDecoder::ShardedDecoder(engine::Model& model, Communicator& comm, engine::BlockTable* shard, KvSpill* spill)
+    : model_(model), comm_(comm), shard_(shard), spill_(spill) {}
 
 ShardedDecoder::~ShardedDecoder() { scratch_.release(model_.kv_pool()); }
 
@@ -90,8 +96,8 @@ Status ShardedDecoder::step(int32_t token, int32_t position, std::vector<float>*
   const int p = comm_.size();
   std::vector<int64_t> room(p);
   int64_t mine = free_slots(model_.kv_pool(), *shard_);
-  // A rank that cannot rewrite its scratch slot cannot take part.
-  if (scratch_.num_tokens() == 0 && model_.kv_pool().free_blocks() == 0) mine = -1;
+  // A rank that cannot rewrite its scratch slot cannot take part (a single worker owns every step).
+  if (p > 1 && scratch_.num_tokens() == 0 && model_.kv_pool().free_blocks() == 0) mine = -1;
   Status st = comm_.allgather(&mine, sizeof(mine), room.data());
   if (!st.ok()) return st;
   owner_ = decode_owner(room);
@@ -113,7 +119,7 @@ Status ShardedDecoder::step(int32_t token, int32_t position, std::vector<float>*
     if (scratch_.num_tokens() == 1) s.slots = std::span<const int32_t>(&slot0, 1);  // rewrite, do not grow
   }
   s.logits = logits != nullptr ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
-  DecodeHook hook(model_, comm_, *shard_, own, position, t);
+  DecodeHook hook(model_, comm_, *shard_, spill_, own, position, t);
   engine::StepOutput out;
   st = model_.forward_with_hook(std::span<engine::SeqStep>(&s, 1), hook, &out);
   if (!st.ok()) {

@@ -46,8 +46,31 @@ int64_t kv_blocks_per_worker(const SpSequence& s) {
   return most + (s.workers > 1 && s.decode_tokens > 0 ? 1 : 0);
 }
 
-ShardedSequence::ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind, int max_chunk_tokens)
-    : model_(model), comm_(comm), kind_(kind), max_chunk_(max_chunk_tokens) {}
+ShardedSequence::ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind, int max_chunk_tokens,
+                                 const SpillOptions& spill)
+    : model_(model), comm_(comm), kind_(kind), max_chunk_(max_chunk_tokens), spill_options_(spill) {}
+
+Status ShardedSequence::make_room(int tokens) {
+  engine::KvPool& pool = model_.kv_pool();
+  // The decode scratch block of a rank that does not store a step's token.
+  const int scratch = comm_.size() > 1 ? 1 : 0;
+  if (!spill_options_.enabled() || static_cast<int>(pool.free_blocks()) >= shard_.blocks_needed(pool, tokens) + scratch) {
+    return Status::OK();
+  }
+  const int bs = pool.layout().block_size;
+  const int whole = shard_.num_tokens() / bs * bs;
+  if (whole == 0) return Status::OK();  // nothing to move: the step reports the full pool
+  if (spill_ == nullptr) {
+    RAGD_ASSIGN_OR_RETURN(spill_, KvSpill::create(pool.layout(), spill_options_));
+  }
+  RAGD_RETURN_IF_ERROR(spill_->append(pool, shard_, whole));
+  // The tail (a partial block, or nothing) stays; its slots keep their positions.
+  engine::BlockTable rest = whole < shard_.num_tokens() ? shard_.fork_range(pool, whole, shard_.num_tokens())
+                                                        : engine::BlockTable{};
+  shard_.release(pool);
+  shard_ = std::move(rest);
+  return Status::OK();
+}
 
 ShardedSequence::~ShardedSequence() {
   decoder_.reset();
@@ -80,16 +103,20 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
       positions.push_back(static_cast<int32_t>(begin + pos));
       tokens.push_back(prompt[begin + pos]);
     }
+    if (Status st = make_room(static_cast<int>(tokens.size())); !st.ok()) {
+      comm_.abort(st.with_context("rank " + std::to_string(r) + " could not spill its KV"));
+      return st;
+    }
     ShardInput in;
     in.tokens = tokens;
     in.positions = positions;
     in.logits = r == holder && c == chunks - 1 ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
     StepTimes t;
-    RAGD_RETURN_IF_ERROR(ring_prefill(model_, comm_, rows, in, &shard_, &out, &t));
+    RAGD_RETURN_IF_ERROR(ring_prefill(model_, comm_, rows, in, &shard_, &out, &t, spill_.get()));
     prefill_ += t;
   }
   length_ = static_cast<int64_t>(prompt.size());
-  decoder_ = std::make_unique<ShardedDecoder>(model_, comm_, &shard_);
+  decoder_ = std::make_unique<ShardedDecoder>(model_, comm_, &shard_, spill_.get());
   // Every rank takes part in the broadcast, whether or not its caller wants the logits.
   std::vector<float> scratch;
   std::vector<float>& dst = logits != nullptr ? *logits : scratch;
@@ -101,6 +128,11 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
 
 Status ShardedSequence::decode(int32_t token, std::vector<float>* logits) {
   if (decoder_ == nullptr) return Status::FailedPrecondition("sharded sequence: decode before prefill");
+  if (Status st = make_room(1); !st.ok()) {
+    comm_.abort(st.with_context("rank " + std::to_string(comm_.rank()) + " could not spill its KV"));
+    return st;
+  }
+  if (spill_ != nullptr) decoder_->set_spill(spill_.get());
   StepTimes t;
   RAGD_RETURN_IF_ERROR(decoder_->step(token, static_cast<int32_t>(length_), logits, &t));
   decode_ += t;

@@ -111,6 +111,8 @@ class HostKvStorage final : public KvStorage {
   // int8: the layer's scales (block 0); null for other dtypes.
   float* k_scale(int layer) { return ks_.empty() ? nullptr : ks_[layer].get(); }
   float* v_scale(int layer) { return vs_.empty() ? nullptr : vs_[layer].get(); }
+  const float* k_scale(int layer) const { return ks_.empty() ? nullptr : ks_[layer].get(); }
+  const float* v_scale(int layer) const { return vs_.empty() ? nullptr : vs_[layer].get(); }
 
   // Stores `rows` f32 K and V rows (row r at k + r · stride, v + r · stride; kv_heads · head_dim
   // values each) into slots [slot, slot + rows) of one block of one layer, converting to the dtype.

@@ -30,6 +30,7 @@
 #include "ragd/engine/kv_cache.h"
 #include "ragd/engine/model.h"
 #include "ragd/seqparallel/communicator.h"
+#include "ragd/seqparallel/kv_spill.h"
 
 namespace ragd::seqparallel {
 
@@ -50,13 +51,16 @@ struct ShardInput {
   engine::SeqStep::Logits logits = engine::SeqStep::Logits::kNone;
 };
 
-// Runs the prefill; appends the new rows to `table`. rows_per_rank[r] = tokens rank r's table holds
-// after the step (its earlier chunks + this step's rows; 0 is allowed: that rank only relays
-// blocks); every rank's earlier chunks must have gone through ring_prefill in the same steps.
+// Runs the prefill; appends the new rows to `table`. rows_per_rank[r] = tokens rank r holds after
+// the step (its earlier chunks, spilled or in its table, + this step's rows; 0 is allowed: that
+// rank only relays blocks); every rank's earlier chunks must have gone through ring_prefill in the
+// same steps. spill (may be null): this rank's earliest chunks, moved out of its pool (kv_spill.h);
+// they are attended where they live and sent to the other ranks with the table's rows.
 // out: logits as asked by in.logits (may be null with kNone).
 // InvalidArgument on inconsistent inputs; a failing rank aborts the group (the others return the
 // same error instead of waiting).
 Status ring_prefill(engine::Model& model, Communicator& comm, std::span<const int64_t> rows_per_rank,
-                    const ShardInput& in, engine::BlockTable* table, engine::StepOutput* out, StepTimes* times);
+                    const ShardInput& in, engine::BlockTable* table, engine::StepOutput* out, StepTimes* times,
+                    KvSpill* spill = nullptr);
 
 }  // namespace ragd::seqparallel

@@ -21,6 +21,7 @@
 #include "ragd/engine/kv_cache.h"
 #include "ragd/engine/model.h"
 #include "ragd/seqparallel/communicator.h"
+#include "ragd/seqparallel/kv_spill.h"
 #include "ragd/seqparallel/ring_attention.h"
 
 namespace ragd::seqparallel {
@@ -32,9 +33,10 @@ int decode_owner(std::span<const int64_t> room);
 
 class ShardedDecoder {
  public:
-  // shard: this rank's KV of the sequence (kept by the caller; grows on the rank that stores a
-  // step's token).
-  ShardedDecoder(engine::Model& model, Communicator& comm, engine::BlockTable* shard);
+  // shard: this rank's KV of the sequence in its pool (kept by the caller; grows on the rank that
+  // stores a step's token). spill (may be null): its older KV outside the pool (kv_spill.h), kept by
+  // the caller; the caller may replace *shard and append to the spill between steps.
+  ShardedDecoder(engine::Model& model, Communicator& comm, engine::BlockTable* shard, KvSpill* spill = nullptr);
   ~ShardedDecoder();  // releases the scratch slot
   ShardedDecoder(const ShardedDecoder&) = delete;
   ShardedDecoder& operator=(const ShardedDecoder&) = delete;
@@ -43,11 +45,13 @@ class ShardedDecoder {
   // the token, when non-null. Which rank stored the token's KV: last_owner().
   Status step(int32_t token, int32_t position, std::vector<float>* logits, StepTimes* times);
   int last_owner() const { return owner_; }
+  void set_spill(KvSpill* spill) { spill_ = spill; }
 
  private:
   engine::Model& model_;
   Communicator& comm_;
   engine::BlockTable* shard_;
+  KvSpill* spill_;
   engine::BlockTable scratch_;  // one slot, rewritten by every step this rank does not own
   int owner_ = -1;
 };

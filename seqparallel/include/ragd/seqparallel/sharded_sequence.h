@@ -14,6 +14,7 @@
 #include "ragd/engine/kv_cache.h"
 #include "ragd/engine/model.h"
 #include "ragd/seqparallel/communicator.h"
+#include "ragd/seqparallel/kv_spill.h"
 #include "ragd/seqparallel/partition.h"
 #include "ragd/seqparallel/ring_attention.h"
 #include "ragd/seqparallel/sharded_decode.h"
@@ -48,8 +49,11 @@ class ShardedSequence {
   // max_chunk_tokens > 0: the prefill runs in ring steps over consecutive ranges of
   // max_chunk_tokens · ranks positions, each partitioned like a whole prompt (about max_chunk_tokens
   // per rank per step: activations bounded by the chunk; ring_attention.h for the traffic); 0: one step.
+  // spill enabled: when this rank's pool cannot take the next chunk (or decode token), the shard's
+  // whole blocks move out of the pool to the spill's tiers (kv_spill.h) and are attended there; the
+  // shard's tail stays in the pool. Off: a full pool fails the step (ResourceExhausted).
   ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag,
-                  int max_chunk_tokens = 0);
+                  int max_chunk_tokens = 0, const SpillOptions& spill = {});
   ~ShardedSequence();  // releases this rank's shard
   ShardedSequence(const ShardedSequence&) = delete;
   ShardedSequence& operator=(const ShardedSequence&) = delete;
@@ -61,8 +65,13 @@ class ShardedSequence {
   Status decode(int32_t token, std::vector<float>* logits);
 
   int64_t length() const { return length_; }
+  // This rank's KV in its pool (the shard's newest tokens when some have spilled).
   const engine::BlockTable& shard() const { return shard_; }
-  int64_t shard_tokens() const { return shard_.num_tokens(); }
+  // This rank's tokens: in its pool and spilled.
+  int64_t shard_tokens() const { return shard_.num_tokens() + spilled_tokens(); }
+  int64_t spilled_tokens() const { return spill_ != nullptr ? spill_->tokens() : 0; }
+  // The spill's tiers and read statistics (zeros when nothing spilled).
+  SpillStats spill_stats() const { return spill_ != nullptr ? spill_->stats() : SpillStats{}; }
   const StepTimes& prefill_times() const { return prefill_; }  // summed over chunks
   const StepTimes& decode_times() const { return decode_; }  // summed over decode steps
 
@@ -71,7 +80,13 @@ class ShardedSequence {
   Communicator& comm_;
   PartitionKind kind_;
   int max_chunk_ = 0;
+  // Before a step that appends `tokens` to the shard: with spilling on and too few free blocks,
+  // moves the shard's whole blocks to the spill.
+  Status make_room(int tokens);
+
   engine::BlockTable shard_;
+  SpillOptions spill_options_;
+  std::unique_ptr<KvSpill> spill_;
   std::unique_ptr<ShardedDecoder> decoder_;
   int64_t length_ = 0;
   StepTimes prefill_, decode_;
