@@ -59,10 +59,24 @@ Result<std::unique_ptr<ExecutorImpl>> ExecutorImpl::create(const RuntimeOptions&
   return ex;
 }
 
+namespace {
+
+SequenceParallelRoute::Limits sp_limits(const RuntimeOptions& opts, engine::Model& model) {
+  SequenceParallelRoute::Limits l;
+  l.threshold_tokens = opts.sp_threshold_tokens;
+  l.pool_blocks = static_cast<int64_t>(model.kv_pool().num_blocks());
+  l.block_size = model.kv_pool().layout().block_size;
+  l.chunk_tokens = opts.sp_chunk_tokens;
+  l.spill_chunk_tokens = opts.kv_spill_chunk_tokens;
+  return l;
+}
+
+}  // namespace
+
 ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
     : opts_(opts),
       model_(std::move(deps.model)),
-      sp_(deps.sp ? std::make_unique<SequenceParallelRoute>(std::move(deps.sp), opts.sp_threshold_tokens) : nullptr),
+      sp_(deps.sp ? std::make_unique<SequenceParallelRoute>(std::move(deps.sp), sp_limits(opts, *model_)) : nullptr),
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
       semantic_(deps.semantic_cache ? std::move(deps.semantic_cache) : std::make_shared<SemanticCache>()),
@@ -410,8 +424,9 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   const size_t need = sp ? static_cast<size_t>(sp_->kv_blocks_per_worker(prompt_len, max_new))
                          : static_cast<size_t>((prompt_len + max_new + bs - 1) / bs) + 1;
   // Never servable by this configuration, whatever the load: the caller's error (HTTP 400 naming the
-  // limit), not a capacity one a client would retry (429).
-  if (need > pool.num_blocks())
+  // limit), not a capacity one a client would retry (429). A group that spills takes what the pool
+  // cannot hold (sequence_parallel_route.h).
+  if (need > pool.num_blocks() && !(sp && sp_->spills()))
     return fail(sid, Status::InvalidArgument("prompt of " + std::to_string(prompt_len) + " tokens + max_tokens " +
                                                std::to_string(max_new) + " needs " + std::to_string(need) +
                                                " KV blocks; the pool has " + std::to_string(pool.num_blocks()) +

@@ -9,7 +9,8 @@
 namespace ragd::pipelines {
 
 bool ExecutorImpl::sp_route(const Run& r) const {
-  return sp_ != nullptr && !r.iter && !r.spec_prefill && sp_->takes(static_cast<int64_t>(r.prompt.size()));
+  return sp_ != nullptr && !r.iter && !r.spec_prefill &&
+         sp_->takes(static_cast<int64_t>(r.prompt.size()), r.res.sampling.max_tokens);
 }
 
 void ExecutorImpl::run_sequence_parallel(Run& r) {
@@ -17,6 +18,12 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
   r.usage.sp_workers = sp_->workers();
   SequenceParallelRoute::Outcome o = sp_->run(sid, *r.state, *this);
   r.timings.prefill_ms += o.prefill_ms;
+  r.usage.kv_spilled_tokens = o.spill.dram_tokens + o.spill.ssd_tokens;
+  if (r.usage.kv_spilled_tokens > 0) {
+    log::pipelines()->info("[{}] KV spilled: {} tokens to host memory, {} to SSD ({} MB read, {:.2f} s waiting for reads)",
+                           r.rr.id, o.spill.dram_tokens, o.spill.ssd_tokens, o.spill.bytes_read / 1000000,
+                           o.spill.wait_s);
+  }
   if (!o.status.ok()) {
     if (o.status.code() != StatusCode::kResourceExhausted)
       log::pipelines()->error("[{}] sequence-parallel run failed; long prompts run on one worker from now on: {}",

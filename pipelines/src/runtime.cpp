@@ -240,6 +240,12 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
   const seqparallel::PartitionKind sp_kind = opts.sp_partition;
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
+  const seqparallel::SpillOptions spill = opts.spill_options();
+  if (!spill.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spill.dir, ec);
+    if (ec) return Status::IOError("KV spill folder " + spill.dir + ": " + ec.message());
+  }
   if (sp_comm != nullptr && sp_comm->size() > 1) {
     if (opts.sp_workers > 1) {
       return Status::InvalidArgument("runtime.sp_workers is " + std::to_string(opts.sp_workers) + " but the process is rank 0 of a " +
@@ -259,13 +265,24 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     const std::string dir = opts.model_dir;
     RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(
                                        opts.sp_workers, *deps.model, [dir, wo] { return engine::Model::load(dir, wo); },
-                                       sp_kind, per_worker, opts.sp_transport));
+                                       sp_kind, per_worker, opts.sp_transport, spill));
     log::pipelines()->info("sequence parallelism: {} in-process workers ({} partition, {} transport, {} thread(s) each) for "
                            "prompts of >= {} tokens",
                            opts.sp_workers, enum_name(opts.sp_partition), enum_name(opts.sp_transport), per_worker,
                            opts.sp_threshold_tokens);
   }
-  if (deps.sp != nullptr) deps.sp->driver().set_max_chunk_tokens(opts.sp_chunk_tokens);
+  if (deps.sp == nullptr && spill.enabled()) {
+    // One worker: a group of rank 0 alone, for the prompts whose KV exceeds the pool.
+    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(1, *deps.model, nullptr, sp_kind, 0,
+                                                                  seqparallel::SpTransport::kHost, spill));
+  }
+  if (deps.sp != nullptr) {
+    deps.sp->driver().set_spill(spill);
+    if (spill.enabled()) {
+      log::pipelines()->info("KV spill: prompts whose KV exceeds the pool move their older KV to {} MiB of host memory{}",
+                             spill.dram_bytes >> 20, spill.dir.empty() ? "" : ", then to SSD in " + spill.dir);
+    }
+  }
   const std::string tok_path = (std::filesystem::path(opts.model_dir) / "tokenizer.json").string();
   RAGD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tok, engine::Tokenizer::from_file(tok_path));
   deps.tokenizer = std::shared_ptr<const engine::Tokenizer>(std::move(tok));
@@ -398,7 +415,13 @@ Status serve_sp_rank(const RuntimeOptions& opts, seqparallel::Communicator& comm
   auto model = engine::Model::load(opts.model_dir, opts.model);
   if (!model.ok()) return fail(model.status());
   log::pipelines()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
-  return seqparallel::serve_after_barrier(**model, comm, opts.sp_partition);
+  const seqparallel::SpillOptions spill = opts.spill_options();
+  if (!spill.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spill.dir, ec);
+    if (ec) return fail(Status::IOError("KV spill folder " + spill.dir + ": " + ec.message()));
+  }
+  return seqparallel::serve_after_barrier(**model, comm, opts.sp_partition, spill);
 }
 
 }  // namespace ragd::pipelines

@@ -34,11 +34,24 @@ Status RuntimeOptions::validate() const {
   RAGD_RETURN_IF_ERROR(check_at_least("runtime.sp_workers", sp_workers, 1));
   RAGD_RETURN_IF_ERROR(check_at_least("runtime.sp_threshold_tokens", sp_threshold_tokens, 1));
   RAGD_RETURN_IF_ERROR(check_at_least("runtime.sp_chunk_tokens", sp_chunk_tokens, 0));
+  RAGD_RETURN_IF_ERROR(check_at_least("runtime.kv_spill_chunk_tokens", kv_spill_chunk_tokens, 1));
   if (sp_workers > 1 && engine::parse_device_spec(model.device)->kind != engine::DeviceKind::kCpu)
     return Status::InvalidArgument("runtime.device '" + model.device +
                                    "': sequence parallelism runs on the CPU backend only in this build (its ring "
                                    "attention needs the layer hook); set runtime.sp_workers = 1");
   return Status::OK();
+}
+
+seqparallel::SpillOptions RuntimeOptions::spill_options() const {
+  seqparallel::SpillOptions o;
+  // The spill reads the host pool's bytes: the CPU backend only.
+  if (engine::parse_device_spec(model.device)->kind != engine::DeviceKind::kCpu) return o;
+  o.dram_bytes = static_cast<int64_t>(kv_spill_dram_bytes);
+  if (kv_spill_ssd) {
+    o.dir = data_dir.empty() ? std::filesystem::temp_directory_path().string()
+                             : (std::filesystem::path(data_dir) / "kv-spill").string();
+  }
+  return o;
 }
 
 kvstore::Options RuntimeOptions::kvstore_options() const {

@@ -9,6 +9,21 @@
 
 namespace ragd::pipelines {
 
+SequenceParallelRoute::SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits)
+    : group_(std::move(group)), limits_(limits), workers_(group_->workers()), spills_(group_->driver().spills()) {}
+
+bool SequenceParallelRoute::exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens) const {
+  // The fullest worker's share; one worker: the whole run plus the block a decode step may open.
+  if (workers_ == 1) return (prompt_tokens + max_new_tokens + limits_.block_size - 1) / limits_.block_size + 1 > limits_.pool_blocks;
+  return group_->driver().kv_blocks_per_worker(prompt_tokens, max_new_tokens) > limits_.pool_blocks;
+}
+
+bool SequenceParallelRoute::takes(int64_t prompt_tokens, int64_t max_new_tokens) const {
+  if (broken_.load()) return false;
+  if (workers_ > 1 && prompt_tokens >= limits_.threshold_tokens) return true;
+  return spills_ && exceeds_pool(prompt_tokens, max_new_tokens);
+}
+
 SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState& state, RunLoop& loop) {
   using Clock = std::chrono::steady_clock;
   Outcome out;
@@ -21,7 +36,12 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   // starts: a collective that fails for lack of memory would abort the group. The same share the
   // run was admitted with; with less room here than the helpers have, rank 0 stores fewer of the
   // decode tokens.
-  const int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens());
+  int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens());
+  const bool spill = spills_ && exceeds_pool(state.prompt_len(), state.max_new_tokens());
+  // A run that spills needs room for two prefill steps; the rest of its KV leaves the pool anyway.
+  const int chunk = spill ? (limits_.chunk_tokens > 0 ? limits_.chunk_tokens : limits_.spill_chunk_tokens) : limits_.chunk_tokens;
+  if (spill) blocks = std::min<int64_t>(blocks, 2 * ((chunk + limits_.block_size - 1) / limits_.block_size) + 2);
+  sp.set_max_chunk_tokens(chunk);
   if (!loop.ensure_free(blocks)) {
     kernels::set_num_threads(threads_before);
     out.status = Status::ResourceExhausted("sequence-parallel run: rank 0's KV pool cannot free " +
@@ -38,6 +58,7 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
     if (!out.reason.empty()) break;
     st = sp.decode(state.tokens().back(), &logits);
   }
+  if (sp.current() != nullptr) out.spill = sp.current()->spill_stats();
   if (st.ok()) st = sp.release();
   kernels::set_num_threads(threads_before);
   if (!st.ok()) {

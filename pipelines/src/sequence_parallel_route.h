@@ -4,6 +4,9 @@
 // and the batch of short runs resumes when it ends. No KV reuse on this route (the prompt is not
 // looked up or published): a prompt this long is one document read once. A failed collective
 // leaves the group aborted: from then on long prompts run on one worker instead of hanging.
+// When the group spills (seqparallel/kv_spill.h), a run whose KV does not fit the workers' pools
+// takes this route too, whatever its length (a group of one worker exists for that alone), and
+// its prefill runs in chunks between which the older KV leaves the pool.
 //
 // The unit owns the group and its broken flag; it talks to the run loop through RunLoop (the next
 // token of a run, whether it was cancelled, room in rank 0's pool).
@@ -39,13 +42,22 @@ class SequenceParallelRoute {
     ~RunLoop() = default;
   };
 
+  struct Limits {
+    int64_t threshold_tokens = 16384;  // prompts at least this long go to a group of 2+ workers
+    int64_t pool_blocks = 0;           // each worker's KV pool
+    int block_size = 16;
+    int chunk_tokens = 0;              // prefill step per worker of a run that fits (0 = one step)
+    int spill_chunk_tokens = 8192;     // ... of a run that spills
+  };
   // `group`: its rank 0 is the executor's model, which must outlive this unit.
-  SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, int64_t threshold_tokens)
-      : group_(std::move(group)), threshold_(threshold_tokens) {}
+  SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits);
 
-  // Whether a prompt of `prompt_tokens` goes to the group (the group is healthy and the prompt long).
-  bool takes(int64_t prompt_tokens) const { return !broken_.load() && prompt_tokens >= threshold_; }
-  int workers() { return group_->workers(); }
+  // Whether a run of `prompt_tokens` + up to `max_new_tokens` goes to the group: the group is
+  // healthy and the prompt long (2+ workers), or its KV exceeds the pools and the group spills.
+  bool takes(int64_t prompt_tokens, int64_t max_new_tokens) const;
+  // The group moves KV out of full pools (a run's KV may exceed them).
+  bool spills() const { return spills_; }
+  int workers() const { return workers_; }
   // KV blocks each worker holds for a run of this size: its admission share.
   int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) {
     return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens);
@@ -55,13 +67,19 @@ class SequenceParallelRoute {
     Status status;           // a failed collective (the group is aborted) or no room in rank 0's pool
     std::string reason;      // the finish reason when status is OK
     double prefill_ms = 0;   // the ring prefill's time
+    seqparallel::SpillStats spill;  // rank 0's spill (zeros when nothing left its pool)
   };
   // Runs `state` (prompt and sampling state of run `sid`) on the group to its end.
   Outcome run(uint64_t sid, RunState& state, RunLoop& loop);
 
  private:
+  // KV blocks the fullest worker holds for the run: more than its pool = the run spills.
+  bool exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens) const;
+
   std::unique_ptr<seqparallel::SpGroup> group_;
-  const int64_t threshold_;
+  const Limits limits_;
+  const int workers_;
+  const bool spills_;
   // Set (scheduler thread) when a collective failed and the group is aborted; read by any thread
   // through takes(), so group_ itself never changes while serving.
   std::atomic<bool> broken_{false};

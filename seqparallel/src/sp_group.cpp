@@ -53,13 +53,14 @@ Status join_transport(SpTransport transport, std::unique_ptr<Communicator>* comm
 }  // namespace
 
 Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& rank0, const ModelLoader& load_model,
-                                                   PartitionKind kind, int threads_per_worker, SpTransport transport) {
-  if (workers < 2) return Status::InvalidArgument("sequence-parallel group: needs at least 2 workers, got " + std::to_string(workers));
+                                                   PartitionKind kind, int threads_per_worker, SpTransport transport,
+                                                   const SpillOptions& spill) {
+  if (workers < 1) return Status::InvalidArgument("sequence-parallel group: needs at least 1 worker, got " + std::to_string(workers));
   auto g = std::make_unique<LocalGroup>();
   RAGD_ASSIGN_OR_RETURN(g->comms, make_thread_group(workers));
   for (int r = 1; r < workers; ++r) {
     std::unique_ptr<Communicator>* slot = &g->comms[r];
-    g->helpers_.emplace_back([slot, transport, load_model, kind, threads_per_worker] {
+    g->helpers_.emplace_back([slot, transport, load_model, kind, threads_per_worker, spill] {
       if (Status st = join_transport(transport, slot); !st.ok()) return;  // the bootstrap is aborted: rank 0 fails
       Communicator* comm = slot->get();
       kernels::set_num_threads(std::max(1, threads_per_worker));
@@ -69,7 +70,7 @@ Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& r
         return;
       }
       Status st = comm->barrier();
-      if (st.ok()) st = serve(*m.value(), *comm, kind);
+      if (st.ok()) st = serve(*m.value(), *comm, kind, spill);
     });
   }
   Status st = join_transport(transport, &g->comms[0]);
@@ -80,6 +81,7 @@ Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& r
     return st;
   }
   g->driver_ = std::make_unique<SpDriver>(rank0, *g->comms[0], kind);
+  g->driver_->set_spill(spill);
   return std::unique_ptr<SpGroup>(std::move(g));
 }
 
@@ -89,9 +91,9 @@ Result<std::unique_ptr<SpGroup>> join_group(engine::Model& rank0, std::unique_pt
   return std::unique_ptr<SpGroup>(new CommGroup(rank0, std::move(comm), kind));
 }
 
-Status serve_after_barrier(engine::Model& model, Communicator& comm, PartitionKind kind) {
+Status serve_after_barrier(engine::Model& model, Communicator& comm, PartitionKind kind, const SpillOptions& spill) {
   RAGD_RETURN_IF_ERROR(comm.barrier());
-  return serve(model, comm, kind);
+  return serve(model, comm, kind, spill);
 }
 
 }  // namespace ragd::seqparallel

@@ -60,7 +60,7 @@ Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* lo
   RAGD_RETURN_IF_ERROR(send(comm_, {Op::kPrefill, static_cast<int32_t>(prompt.size()), max_chunk_}));
   std::vector<int32_t> copy(prompt.begin(), prompt.end());
   RAGD_RETURN_IF_ERROR(comm_.broadcast(copy.data(), sizeof(int32_t) * copy.size(), 0));
-  seq_ = std::make_unique<ShardedSequence>(model_, comm_, kind_, max_chunk_);
+  seq_ = std::make_unique<ShardedSequence>(model_, comm_, kind_, max_chunk_, spill_);
   return seq_->prefill(copy, logits);
 }
 
@@ -83,7 +83,7 @@ Status SpDriver::shutdown() {
   return send(comm_, {Op::kShutdown, 0});
 }
 
-Status serve(engine::Model& model, Communicator& comm, PartitionKind kind) {
+Status serve(engine::Model& model, Communicator& comm, PartitionKind kind, const SpillOptions& spill) {
   if (comm.rank() == 0) return Status::FailedPrecondition("serve() runs on ranks other than 0");
   std::unique_ptr<ShardedSequence> seq;
   std::vector<int32_t> prompt;
@@ -101,7 +101,7 @@ Status serve(engine::Model& model, Communicator& comm, PartitionKind kind) {
           prompt.assign(static_cast<size_t>(std::max(c.value, 0)), 0);
           st = comm.broadcast(prompt.data(), sizeof(int32_t) * prompt.size(), 0);
           if (st.ok()) {
-            seq = std::make_unique<ShardedSequence>(model, comm, kind, std::max(c.chunk, 0));
+            seq = std::make_unique<ShardedSequence>(model, comm, kind, std::max(c.chunk, 0), spill);
             st = seq->prefill(prompt, nullptr);
           }
           break;

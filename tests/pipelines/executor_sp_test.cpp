@@ -145,6 +145,8 @@ TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
     o.model.kv_pool_bytes = static_cast<size_t>(blocks) * block_bytes;
     o.sp_workers = 2;
     o.sp_threshold_tokens = 256;
+    o.kv_spill_dram_bytes = 0;  // no spill: a run beyond the pools is refused
+    o.kv_spill_ssd = false;
     Runtime rt = open(o, false);
     RunOutput out = raw(*rt.executor, lng, max_new);
     const Status& got = out.error;
@@ -160,6 +162,60 @@ TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
       expect_same(out, ref, what);
     }
     close(rt);
+  }
+  fs::remove_all(data);
+}
+
+// A run whose KV exceeds the pool (the default configuration spills): on one worker (a group of
+// rank 0 alone) and on two, its older KV leaves the pool for host memory or an SSD file between
+// prefill steps and during decode, and the tokens and log-probabilities are those of one worker
+// whose pool holds everything. With spilling off, the same run is refused naming the pool.
+TEST_F(ExecutorSpTest, RunsBeyondThePoolSpillWithTheSameOutput) {
+  const std::string data = tmpdir("sp_spill");
+  RuntimeOptions o1 = options(data);
+  o1.data_dir = "";
+  Runtime one = open(o1, false);
+  const std::string lng = long_text(40);
+  const int max_new = 24;
+  RunOutput ref = raw(*one.executor, lng, max_new);
+  ASSERT_TRUE(ref.error.ok()) << ref.error.to_string();
+  EXPECT_EQ(ref.usage.kv_spilled_tokens, 0);
+  close(one);
+  const int prompt = ref.usage.prompt_tokens;
+  const size_t block_bytes = 16 * 2 * 2 * (2 * 16) * sizeof(float);  // as above
+  const size_t pool_blocks = static_cast<size_t>(prompt / 16 / 3);  // a third of the prompt per worker
+  struct Tier {
+    const char* name;
+    size_t dram;
+    bool ssd;
+  };
+  for (int workers : {1, 2}) {
+    for (const Tier& t : {Tier{"memory", size_t{64} << 20, false}, Tier{"ssd", 0, true}, Tier{"off", 0, false}}) {
+      RuntimeOptions o = options(data);
+      o.model.kv_pool_bytes = pool_blocks * block_bytes;
+      o.sp_workers = workers;
+      o.sp_threshold_tokens = 1 << 20;  // only the spill sends it to the group
+      o.kv_spill_dram_bytes = t.dram;
+      o.kv_spill_ssd = t.ssd;
+      o.kv_spill_chunk_tokens = 64;
+      Runtime rt = open(o, false);
+      const std::string what = std::to_string(workers) + " worker(s), spill to " + t.name;
+      RunOutput out = raw(*rt.executor, lng, max_new);
+      if (std::string(t.name) == "off") {
+        EXPECT_EQ(out.error.code(), StatusCode::kInvalidArgument) << what << ": " << out.error.to_string();
+        EXPECT_NE(out.error.message().find("raise kv_pool_bytes"), std::string::npos) << out.error.to_string();
+      } else {
+        ASSERT_TRUE(out.error.ok()) << what << ": " << out.error.to_string();
+        EXPECT_EQ(out.usage.sp_workers, workers) << what;
+        EXPECT_GT(out.usage.kv_spilled_tokens, prompt / workers / 3) << what;
+        expect_same(out, ref, what);
+        // The pool serves ordinary runs afterwards.
+        RunOutput s = raw(*rt.executor, long_text(1), 8);
+        EXPECT_TRUE(s.error.ok()) << what << ": " << s.error.to_string();
+        EXPECT_EQ(s.usage.kv_spilled_tokens, 0) << what;
+      }
+      close(rt);
+    }
   }
   fs::remove_all(data);
 }

@@ -208,6 +208,8 @@ struct Usage {
   // Sequence parallelism: the prompt was long enough to be split across this many workers (ring
   // prefill, sharded decode); 0 = one worker.
   int sp_workers = 0;
+  // Of this run's KV, tokens that left rank 0's pool for host memory or SSD (seqparallel/kv_spill.h).
+  int64_t kv_spilled_tokens = 0;
   // Speculative decoding: draft tokens verified, and of them accepted (each accepted one is a
   // token that cost no step of its own); verification steps.
   int drafted_tokens = 0, accepted_tokens = 0, draft_steps = 0;

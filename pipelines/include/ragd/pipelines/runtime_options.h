@@ -146,6 +146,19 @@ struct RuntimeOptions {
   int sp_chunk_tokens = 0;
   seqparallel::PartitionKind sp_partition = seqparallel::PartitionKind::kZigzag;  // zigzag | contiguous | striped
   seqparallel::SpTransport sp_transport = seqparallel::SpTransport::kHost;  // host (threads / MPI) | nccl (a GPU per worker)
+  // KV spill (seqparallel/kv_spill.h): a prompt whose KV does not fit the pool (prompt + max_tokens
+  // needs more blocks than kv_pool_bytes holds) runs as one long sequence whose older KV moves out
+  // of the pool, first into kv_spill_dram_bytes of host memory, then (kv_spill_ssd) into a file in
+  // data_dir/kv-spill (the system's temporary folder without a data dir), and is attended where it
+  // lives. Both 0 / false: such a prompt is refused (400 naming the pool's size). With a
+  // sequence-parallel group every worker spills its own shard.
+  size_t kv_spill_dram_bytes = size_t{1} << 30;
+  bool kv_spill_ssd = true;
+  // Prefill step, in tokens per worker, of a sequence that spills when sp_chunk_tokens is 0.
+  int kv_spill_chunk_tokens = 8192;
+  // The spill every worker uses (the folder is made when the runtime opens); disabled on a device
+  // backend (the spill reads the host pool's bytes).
+  seqparallel::SpillOptions spill_options() const;
   // auto (default) | hashing | termvec | model. auto and hashing: a corpus keeps the embedder it
   // was built with; a new data directory gets the shipped term vectors (models/ragd-termvec or
   // $RAGD_TERMVEC_DIR; hashed words when neither is there) under auto, hashed words under hashing —

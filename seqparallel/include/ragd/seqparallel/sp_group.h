@@ -43,16 +43,19 @@ inline Result<SpTransport> parse_sp_transport(std::string_view name) { return pa
 // workers - 1 helper threads, each loading its model with load_model() on its own thread and
 // running with threads_per_worker kernel threads; returns once every helper has loaded (or the
 // first load error). rank0 is the caller's model. With kNccl every worker (rank r on device r
-// modulo the visible devices) joins an NCCL communicator over the threads transport.
+// modulo the visible devices) joins an NCCL communicator over the threads transport. workers = 1:
+// no helper, rank 0 alone (a long sequence on one worker, chunked, spilling as `spill` says).
+// spill: every worker's (rank 0's too).
 Result<std::unique_ptr<SpGroup>> start_local_group(int workers, engine::Model& rank0, const ModelLoader& load_model,
                                                    PartitionKind kind, int threads_per_worker,
-                                                   SpTransport transport = SpTransport::kHost);
+                                                   SpTransport transport = SpTransport::kHost,
+                                                   const SpillOptions& spill = {});
 
 // Rank 0 of a communicator whose other ranks run serve() (an MPI job). Waits at a barrier for
 // them (their serve() loops enter it first: see serve_after_barrier()).
 Result<std::unique_ptr<SpGroup>> join_group(engine::Model& rank0, std::unique_ptr<Communicator> comm, PartitionKind kind);
 
 // For ranks > 0 of such a job: the barrier join_group() waits at, then serve().
-Status serve_after_barrier(engine::Model& model, Communicator& comm, PartitionKind kind);
+Status serve_after_barrier(engine::Model& model, Communicator& comm, PartitionKind kind, const SpillOptions& spill = {});
 
 }  // namespace ragd::seqparallel

@@ -33,6 +33,10 @@ class SpDriver {
   // Prefill in ring steps of about this many tokens per rank (ShardedSequence); 0 = one step. Sent
   // to the other ranks with each prefill.
   void set_max_chunk_tokens(int n) { max_chunk_ = n > 0 ? n : 0; }
+  // Rank 0's spill (kv_spill.h): where its shard's older KV goes when its pool is full. Every other
+  // rank has its own (serve()'s argument).
+  void set_spill(const SpillOptions& o) { spill_ = o; }
+  bool spills() const { return spill_.enabled(); }
   // KV blocks the fullest worker needs for a sequence of prompt_tokens + decode_tokens in this
   // group (kv_blocks_per_worker in sharded_sequence.h, with the group's partition and prefill chunk
   // and rank 0's block size: every worker's pool is built from the same options).
@@ -52,12 +56,15 @@ class SpDriver {
   Communicator& comm_;
   PartitionKind kind_;
   int max_chunk_ = 0;
+  SpillOptions spill_;
   std::unique_ptr<ShardedSequence> seq_;
   bool down_ = false;
 };
 
 // Follows rank 0's commands on a rank > 0 until shutdown (OK) or a failure (its status; the group
 // is aborted so rank 0 learns of it too).
-Status serve(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag);
+// spill: this rank's (ShardedSequence).
+Status serve(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag,
+             const SpillOptions& spill = {});
 
 }  // namespace ragd::seqparallel
