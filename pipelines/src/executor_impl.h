@@ -263,6 +263,7 @@ class ExecutorImpl final : public Executor,
   std::string next_token(uint64_t sid, std::span<const float> logits) override;
   bool cancelled(uint64_t sid) override;
   bool ensure_free(int64_t blocks) override;
+  void prefill_progress(uint64_t sid, int64_t done, int64_t total) override;
   // IterativeRag::RunLoop (executor_retrieval.cpp), scheduler thread: the rest of what the
   // iterative RAG unit asks of a run.
   bool issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, std::vector<std::string> queries, int fetch,

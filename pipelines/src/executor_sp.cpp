@@ -19,6 +19,15 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
   SequenceParallelRoute::Outcome o = sp_->run(sid, *r.state, *this);
   r.timings.prefill_ms += o.prefill_ms;
   r.usage.kv_spilled_tokens = o.spill.dram_tokens + o.spill.ssd_tokens;
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    ExecutorStats::LongContext& lc = stats_.long_context;
+    ++lc.runs;
+    lc.workers = sp_->workers();
+    lc.spilled_tokens += static_cast<uint64_t>(r.usage.kv_spilled_tokens);
+    lc.spilled_ssd_tokens += static_cast<uint64_t>(o.spill.ssd_tokens);
+    lc.spill_ssd_bytes_read += static_cast<uint64_t>(o.spill.bytes_read);
+  }
   if (r.usage.kv_spilled_tokens > 0) {
     log::pipelines()->info("[{}] KV spilled: {} tokens to host memory, {} to SSD ({} MB read, {:.2f} s waiting for reads)",
                            r.rr.id, o.spill.dram_tokens, o.spill.ssd_tokens, o.spill.bytes_read / 1000000,
@@ -46,5 +55,11 @@ bool ExecutorImpl::cancelled(uint64_t sid) {
 }
 
 bool ExecutorImpl::ensure_free(int64_t blocks) { return kv_host_->ensure_free(static_cast<int>(blocks)); }
+
+void ExecutorImpl::prefill_progress(uint64_t, int64_t done, int64_t total) {
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  stats_.long_context.prefill_done = done < total ? done : 0;
+  stats_.long_context.prefill_total = done < total ? total : 0;
+}
 
 }  // namespace ragd::pipelines

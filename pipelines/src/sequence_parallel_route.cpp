@@ -38,9 +38,14 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   // decode tokens.
   int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens());
   const bool spill = spills_ && exceeds_pool(state.prompt_len(), state.max_new_tokens());
-  // A run that spills needs room for two prefill steps; the rest of its KV leaves the pool anyway.
-  const int chunk = spill ? (limits_.chunk_tokens > 0 ? limits_.chunk_tokens : limits_.spill_chunk_tokens) : limits_.chunk_tokens;
-  if (spill) blocks = std::min<int64_t>(blocks, 2 * ((chunk + limits_.block_size - 1) / limits_.block_size) + 2);
+  // A run that spills needs room for two prefill steps (each at most a quarter of the pool); the
+  // rest of its KV leaves the pool anyway.
+  int chunk = limits_.chunk_tokens;
+  if (spill) {
+    chunk = limits_.chunk_tokens > 0 ? limits_.chunk_tokens : limits_.spill_chunk_tokens;
+    chunk = static_cast<int>(std::clamp<int64_t>(limits_.pool_blocks * limits_.block_size / 4, 1, chunk));
+    blocks = std::min<int64_t>(blocks, 2 * ((chunk + limits_.block_size - 1) / limits_.block_size) + 2);
+  }
   sp.set_max_chunk_tokens(chunk);
   if (!loop.ensure_free(blocks)) {
     kernels::set_num_threads(threads_before);
@@ -50,8 +55,19 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   }
   const auto t0 = Clock::now();
   std::vector<float> logits;
-  Status st = sp.prefill(state.tokens(), &logits);
+  // Between prefill steps: progress for /metrics, and a client that went away stops the prefill
+  // (every worker frees its shard; the group serves on).
+  Status st = sp.prefill(state.tokens(), &logits, [&](int64_t done, int64_t total) {
+    loop.prefill_progress(sid, done, total);
+    return !loop.cancelled(sid);
+  });
   out.prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  loop.prefill_progress(sid, state.prompt_len(), state.prompt_len());  // ended (done, stopped or failed)
+  if (st.code() == StatusCode::kCancelled) {
+    kernels::set_num_threads(threads_before);
+    out.reason = "cancelled";
+    return out;
+  }
   while (st.ok()) {
     out.reason = loop.next_token(sid, logits);
     if (out.reason.empty() && loop.cancelled(sid)) out.reason = "cancelled";

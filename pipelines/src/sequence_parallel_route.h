@@ -37,6 +37,8 @@ class SequenceParallelRoute {
     virtual bool cancelled(uint64_t sid) = 0;
     // At least `blocks` free blocks in rank 0's pool (unpinned cached KV may be evicted).
     virtual bool ensure_free(int64_t blocks) = 0;
+    // Prefill progress of run `sid` (after each prefill step; done = total once it has ended, however).
+    virtual void prefill_progress(uint64_t sid, int64_t done, int64_t total) = 0;
 
    protected:
     ~RunLoop() = default;

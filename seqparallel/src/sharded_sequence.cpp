@@ -77,7 +77,7 @@ ShardedSequence::~ShardedSequence() {
   shard_.release(model_.kv_pool());
 }
 
-Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<float>* logits) {
+Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<float>* logits, const Progress& progress) {
   if (length_ > 0) return Status::FailedPrecondition("sharded sequence: already prefilled");
   if (prompt.empty()) return Status::InvalidArgument("sharded sequence: empty prompt");
   const int p = comm_.size(), r = comm_.rank();
@@ -114,6 +114,13 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
     StepTimes t;
     RAGD_RETURN_IF_ERROR(ring_prefill(model_, comm_, rows, in, &shard_, &out, &t, spill_.get()));
     prefill_ += t;
+    if (c + 1 < chunks) {
+      // Rank 0 says whether to go on; every rank learns it in the same step.
+      int32_t go = progress ? (progress(begin + len, n) ? 1 : 0) : 1;
+      if (p > 1) RAGD_RETURN_IF_ERROR(comm_.broadcast(&go, sizeof go, 0));
+      if (go == 0) return Status::Cancelled("sequence-parallel prefill stopped after " + std::to_string(begin + len) +
+                                            " of " + std::to_string(n) + " tokens");
+    }
   }
   length_ = static_cast<int64_t>(prompt.size());
   decoder_ = std::make_unique<ShardedDecoder>(model_, comm_, &shard_, spill_.get());

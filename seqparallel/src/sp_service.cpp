@@ -50,7 +50,8 @@ int64_t SpDriver::kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tok
   return seqparallel::kv_blocks_per_worker(s);
 }
 
-Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* logits) {
+Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* logits,
+                         const ShardedSequence::Progress& progress) {
   if (comm_.rank() != 0) return Status::FailedPrecondition("SpDriver runs on rank 0");
   if (down_) return Status::FailedPrecondition("sequence-parallel group is shut down");
   if (seq_ != nullptr) RAGD_RETURN_IF_ERROR(release());
@@ -61,7 +62,9 @@ Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* lo
   std::vector<int32_t> copy(prompt.begin(), prompt.end());
   RAGD_RETURN_IF_ERROR(comm_.broadcast(copy.data(), sizeof(int32_t) * copy.size(), 0));
   seq_ = std::make_unique<ShardedSequence>(model_, comm_, kind_, max_chunk_, spill_);
-  return seq_->prefill(copy, logits);
+  Status st = seq_->prefill(copy, logits, progress);
+  if (st.code() == StatusCode::kCancelled) seq_.reset();  // every rank frees its shard likewise
+  return st;
 }
 
 Status SpDriver::decode(int32_t token, std::vector<float>* logits) {
@@ -103,6 +106,10 @@ Status serve(engine::Model& model, Communicator& comm, PartitionKind kind, const
           if (st.ok()) {
             seq = std::make_unique<ShardedSequence>(model, comm, kind, std::max(c.chunk, 0), spill);
             st = seq->prefill(prompt, nullptr);
+            if (st.code() == StatusCode::kCancelled) {  // rank 0 stopped it: free the shard, serve on
+              seq.reset();
+              st = Status::OK();
+            }
           }
           break;
         case Op::kDecode:

@@ -220,5 +220,68 @@ TEST_F(ExecutorSpTest, RunsBeyondThePoolSpillWithTheSameOutput) {
   fs::remove_all(data);
 }
 
+// A long-context run is cancelled between prefill steps: its progress shows in the stats while it
+// prefills, cancel() stops it before any token (on one worker and on two), every pool block comes
+// back, and the group serves the next run with the reference's output.
+TEST_F(ExecutorSpTest, CancelMidPrefillFreesTheKvAndTheGroupServesOn) {
+  const std::string data = tmpdir("sp_cancel");
+  RuntimeOptions o1 = options(data);
+  o1.data_dir = "";
+  Runtime one = open(o1, false);
+  const std::string lng = long_text(40);
+  RunOutput ref = raw(*one.executor, lng, 8);
+  ASSERT_TRUE(ref.error.ok()) << ref.error.to_string();
+  close(one);
+  for (int workers : {1, 2}) {
+    RuntimeOptions o = options(data);
+    o.data_dir = "";
+    o.model.kv_pool_bytes = size_t{8} << 20;
+    o.sp_workers = workers;
+    o.sp_threshold_tokens = 64;  // two workers: long prompts go to the group
+    o.sp_chunk_tokens = workers == 1 ? 0 : 4;
+    o.kv_spill_chunk_tokens = 4;
+    o.kv_spill_dram_bytes = 1;  // one worker: spills go to SSD at once
+    o.kv_spill_ssd = true;
+    if (workers == 1) o.model.kv_pool_bytes = 40 * 16 * 2 * 2 * 32 * sizeof(float);  // 40 blocks: the run spills
+    Runtime rt = open(o, false);
+    const std::string what = std::to_string(workers) + " worker(s)";
+    RunRequest r;
+    r.id = "long-" + std::to_string(workers);
+    r.prompt = lng;
+    r.sampling.max_tokens = 8;
+    r.sampling.ignore_eos = true;
+    RunOutput out;
+    Collector c;
+    ASSERT_TRUE(rt.executor->submit(r, c.sink(&out)).ok());
+    // Wait for the prefill to be under way, then cancel.
+    int64_t seen_done = 0, seen_total = 0;
+    for (int i = 0; i < 20000 && seen_done == 0; ++i) {
+      const ExecutorStats s = rt.executor->stats();
+      seen_done = s.long_context.prefill_done;
+      seen_total = s.long_context.prefill_total;
+      if (seen_done == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    rt.executor->cancel(r.id);
+    ASSERT_TRUE(c.wait(&out));
+    EXPECT_GT(seen_done, 0) << what << ": no prefill progress seen";
+    EXPECT_LT(seen_done, seen_total) << what;
+    EXPECT_EQ(out.finish, "cancelled") << what;
+    EXPECT_TRUE(out.tokens.empty()) << what;
+    ExecutorStats after = rt.executor->stats();
+    for (int i = 0; i < 2000 && after.pool_free_blocks != after.pool_blocks; ++i) {  // published at the next step
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      after = rt.executor->stats();
+    }
+    EXPECT_EQ(after.long_context.prefill_total, 0) << what;
+    EXPECT_EQ(after.pool_free_blocks, after.pool_blocks) << what << ": the cancelled run's blocks are back";
+    RunOutput again = raw(*rt.executor, lng, 8);
+    ASSERT_TRUE(again.error.ok()) << what << ": " << again.error.to_string();
+    EXPECT_EQ(again.usage.sp_workers, workers) << what;
+    expect_same(again, ref, what + " (after a cancelled prefill)");
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
 }  // namespace
 }  // namespace ragd::pipelines

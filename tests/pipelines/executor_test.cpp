@@ -425,6 +425,8 @@ TEST_F(ExecutorTest, BadRequestsAreRejectedWithClearErrors) {
   const std::string data = tmpdir("bad");
   RuntimeOptions small = options(data);
   small.model.kv_pool_bytes = 256 * 1024;  // 512 tokens
+  small.kv_spill_dram_bytes = 0;  // no spill: a run beyond the pool is refused (executor_sp_test: spilled)
+  small.kv_spill_ssd = false;
   Runtime rt = open(small, false);
   Collector c;
   RunOutput out;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -58,9 +59,14 @@ class ShardedSequence {
   ShardedSequence(const ShardedSequence&) = delete;
   ShardedSequence& operator=(const ShardedSequence&) = delete;
 
+  // After each prefill step on rank 0: the prompt tokens done and in all; false stops the prefill.
+  using Progress = std::function<bool(int64_t done, int64_t total)>;
+
   // The whole prompt (identical on every rank; each takes its shard). logits: [vocab] of the
   // prompt's last token, on every rank, when non-null. FailedPrecondition after a prefill.
-  Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits);
+  // progress (rank 0's; the others pass none): when it returns false, every rank stops after the
+  // same step and returns Cancelled (the group stays usable; the shard is freed with this object).
+  Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits, const Progress& progress = {});
   // Appends one token at position length(). logits: [vocab] of it, on every rank, when non-null.
   Status decode(int32_t token, std::vector<float>* logits);
 

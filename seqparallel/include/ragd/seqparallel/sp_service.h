@@ -42,8 +42,11 @@ class SpDriver {
   // and rank 0's block size: every worker's pool is built from the same options).
   int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const;
   // Starts a sequence (releasing the previous one): ring prefill of the prompt; logits of its last
-  // token. On an error the group is unusable (aborted) and every later call fails.
-  Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits);
+  // token. On an error the group is unusable (aborted) and every later call fails, except
+  // Cancelled: `progress` returned false (ShardedSequence::prefill), every rank freed its shard,
+  // and the group takes the next sequence.
+  Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits,
+                 const ShardedSequence::Progress& progress = {});
   Status decode(int32_t token, std::vector<float>* logits);
   // Frees every rank's shard of the current sequence.
   Status release();
