@@ -164,6 +164,7 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.sp_workers", Type::kInt, "sequence-parallel workers for long prompts (in-process); 1 = off", runtime.sp_workers),
       RAGD_F("runtime.sp_threshold_tokens", Type::kInt, "prompts of at least this many tokens go sequence-parallel", runtime.sp_threshold_tokens),
       RAGD_F("runtime.sp_chunk_tokens", Type::kInt, "ring prefill steps of about this many tokens per worker; 0 = one step", runtime.sp_chunk_tokens),
+      RAGD_F("runtime.sp_rates_file", Type::kString, "kernel rates (ragctl plan --json) for the elastic degree; \"\" = every long run uses every worker", runtime.sp_rates_file),
       RAGD_F("runtime.kv_spill_dram_bytes", Type::kSize, "host memory for a long prompt's KV that leaves the pool, bytes (0 = none)", runtime.kv_spill_dram_bytes),
       RAGD_F("runtime.kv_spill_ssd", Type::kBool, "past kv_spill_dram_bytes, a long prompt's KV goes to a file in data_dir/kv-spill", runtime.kv_spill_ssd),
       RAGD_F("runtime.kv_spill_chunk_tokens", Type::kInt, "prefill step (tokens per worker) of a prompt that spills, when sp_chunk_tokens is 0", runtime.kv_spill_chunk_tokens),

@@ -68,6 +68,10 @@ SequenceParallelRoute::Limits sp_limits(const RuntimeOptions& opts, engine::Mode
   l.block_size = model.kv_pool().layout().block_size;
   l.chunk_tokens = opts.sp_chunk_tokens;
   l.spill_chunk_tokens = opts.kv_spill_chunk_tokens;
+  l.rates = opts.sp_rates;
+  l.model = model.config();
+  l.kv_bytes_per_token_layer =
+      static_cast<double>(model.kv_pool().layout().token_bytes()) / std::max(1, model.config().num_hidden_layers);
   return l;
 }
 

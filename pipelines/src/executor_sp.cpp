@@ -15,15 +15,15 @@ bool ExecutorImpl::sp_route(const Run& r) const {
 
 void ExecutorImpl::run_sequence_parallel(Run& r) {
   const uint64_t sid = r.sid;
-  r.usage.sp_workers = sp_->workers();
   SequenceParallelRoute::Outcome o = sp_->run(sid, *r.state, *this);
   r.timings.prefill_ms += o.prefill_ms;
+  r.usage.sp_workers = o.degree;
   r.usage.kv_spilled_tokens = o.spill.dram_tokens + o.spill.ssd_tokens;
   {
     std::lock_guard<std::mutex> lk(stats_mu_);
     ExecutorStats::LongContext& lc = stats_.long_context;
     ++lc.runs;
-    lc.workers = sp_->workers();
+    lc.workers = o.degree;
     lc.spilled_tokens += static_cast<uint64_t>(r.usage.kv_spilled_tokens);
     lc.spilled_ssd_tokens += static_cast<uint64_t>(o.spill.ssd_tokens);
     lc.spill_ssd_bytes_read += static_cast<uint64_t>(o.spill.bytes_read);

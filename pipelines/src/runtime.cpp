@@ -8,8 +8,11 @@
 #include <optional>
 #include <thread>
 
+#include <simdjson.h>
+
 #include "ragd/common/echo.h"
 #include "ragd/common/log.h"
+#include "ragd/common/text_file.h"
 #include "cross_encoder_stage.h"
 #include "executor_impl.h"
 #include "semantic_cache.h"
@@ -227,6 +230,20 @@ class NoDocuments final : public DocumentApi {
 };
 
 // open_runtime's work, on the calling thread.
+// Kernel rates for the elastic degree: a file holding the rates object (`ragctl plan --rates`'s
+// form) or `ragctl plan --json`'s output (its "rates" member).
+Result<seqparallel::KernelRates> load_sp_rates(const std::string& path) {
+  RAGD_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "runtime.sp_rates_file"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(text).get(doc)) return Status::InvalidArgument("runtime.sp_rates_file " + path + ": not JSON");
+  simdjson::dom::element rates;
+  if (!doc.at_key("rates").get(rates)) text = simdjson::minify(rates);
+  auto r = seqparallel::parse_kernel_rates(text);
+  if (!r.ok()) return r.status().with_context("runtime.sp_rates_file " + path);
+  return r;
+}
+
 Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
@@ -378,7 +395,13 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     docs = std::move(corpus_docs);
 #endif
   }
-  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorImpl> ex, ExecutorImpl::create(opts, std::move(deps)));
+  RuntimeOptions eo = opts;
+  if (!eo.sp_rates.has_value() && !eo.sp_rates_file.empty()) {
+    RAGD_ASSIGN_OR_RETURN(eo.sp_rates, load_sp_rates(eo.sp_rates_file));
+    log::pipelines()->info("sequence parallelism: elastic degree from the rates in {} ({})", eo.sp_rates_file,
+                           eo.sp_rates->describe());
+  }
+  RAGD_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorImpl> ex, ExecutorImpl::create(eo, std::move(deps)));
   Runtime rt;
   ExecutorImpl* raw = ex.get();
   rt.executor = std::move(ex);

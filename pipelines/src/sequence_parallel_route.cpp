@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -12,16 +13,38 @@ namespace ragd::pipelines {
 SequenceParallelRoute::SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits)
     : group_(std::move(group)), limits_(limits), workers_(group_->workers()), spills_(group_->driver().spills()) {}
 
-bool SequenceParallelRoute::exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens) const {
+bool SequenceParallelRoute::exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const {
   // The fullest worker's share; one worker: the whole run plus the block a decode step may open.
-  if (workers_ == 1) return (prompt_tokens + max_new_tokens + limits_.block_size - 1) / limits_.block_size + 1 > limits_.pool_blocks;
-  return group_->driver().kv_blocks_per_worker(prompt_tokens, max_new_tokens) > limits_.pool_blocks;
+  if (degree == 1) return (prompt_tokens + max_new_tokens + limits_.block_size - 1) / limits_.block_size + 1 > limits_.pool_blocks;
+  return group_->driver().kv_blocks_per_worker(prompt_tokens, max_new_tokens, degree) > limits_.pool_blocks;
+}
+
+int SequenceParallelRoute::degree(int64_t prompt_tokens, int64_t max_new_tokens) const {
+  if (!limits_.rates.has_value() || workers_ == 1) return workers_;
+  // The soonest predicted end; on a tie the fewer workers.
+  int best = workers_;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int d = 1; d <= workers_; ++d) {
+    if (!spills_ && exceeds_pool(prompt_tokens, max_new_tokens, d)) continue;
+    const seqparallel::Prediction p =
+        seqparallel::predict(limits_.model, *limits_.rates, prompt_tokens, d, limits_.kv_bytes_per_token_layer);
+    const double s = p.prefill_s + static_cast<double>(max_new_tokens) * p.decode_s;
+    if (s < best_s) {
+      best = d;
+      best_s = s;
+    }
+  }
+  return best;
 }
 
 bool SequenceParallelRoute::takes(int64_t prompt_tokens, int64_t max_new_tokens) const {
   if (broken_.load()) return false;
-  if (workers_ > 1 && prompt_tokens >= limits_.threshold_tokens) return true;
-  return spills_ && exceeds_pool(prompt_tokens, max_new_tokens);
+  if (workers_ > 1 && prompt_tokens >= limits_.threshold_tokens) {
+    // A run the model gives to one worker and that fits its pool stays in the batch (prefix reuse).
+    const int d = degree(prompt_tokens, max_new_tokens);
+    return d > 1 || (spills_ && exceeds_pool(prompt_tokens, max_new_tokens, 1));
+  }
+  return spills_ && exceeds_pool(prompt_tokens, max_new_tokens, degree(prompt_tokens, max_new_tokens));
 }
 
 SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState& state, RunLoop& loop) {
@@ -36,8 +59,10 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   // starts: a collective that fails for lack of memory would abort the group. The same share the
   // run was admitted with; with less room here than the helpers have, rank 0 stores fewer of the
   // decode tokens.
-  int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens());
-  const bool spill = spills_ && exceeds_pool(state.prompt_len(), state.max_new_tokens());
+  const int d = degree(state.prompt_len(), state.max_new_tokens());
+  out.degree = d;
+  int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens(), d);
+  const bool spill = spills_ && exceeds_pool(state.prompt_len(), state.max_new_tokens(), d);
   // A run that spills needs room for two prefill steps (each at most a quarter of the pool); the
   // rest of its KV leaves the pool anyway.
   int chunk = limits_.chunk_tokens;
@@ -57,10 +82,13 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   std::vector<float> logits;
   // Between prefill steps: progress for /metrics, and a client that went away stops the prefill
   // (every worker frees its shard; the group serves on).
-  Status st = sp.prefill(state.tokens(), &logits, [&](int64_t done, int64_t total) {
-    loop.prefill_progress(sid, done, total);
-    return !loop.cancelled(sid);
-  });
+  Status st = sp.prefill(
+      state.tokens(), &logits,
+      [&](int64_t done, int64_t total) {
+        loop.prefill_progress(sid, done, total);
+        return !loop.cancelled(sid);
+      },
+      d);
   out.prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   loop.prefill_progress(sid, state.prompt_len(), state.prompt_len());  // ended (done, stopped or failed)
   if (st.code() == StatusCode::kCancelled) {

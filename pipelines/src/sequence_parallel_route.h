@@ -17,10 +17,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "ragd/common/status.h"
+#include "ragd/seqparallel/perf_model.h"
 #include "ragd/seqparallel/sp_group.h"
 #include "run_state.h"
 
@@ -50,6 +52,12 @@ class SequenceParallelRoute {
     int block_size = 16;
     int chunk_tokens = 0;              // prefill step per worker of a run that fits (0 = one step)
     int spill_chunk_tokens = 8192;     // ... of a run that spills
+    // Elastic degree: with rates (seqparallel/perf_model.h, e.g. `ragctl plan`'s), each run goes to
+    // the number of workers the model predicts to finish it soonest (prefill + max_tokens decode
+    // steps), among those whose pools hold its share unless the group spills; without, to all.
+    std::optional<seqparallel::KernelRates> rates;
+    engine::ModelConfig model;
+    double kv_bytes_per_token_layer = 0;  // the pool's K+V bytes of one token in one layer
   };
   // `group`: its rank 0 is the executor's model, which must outlive this unit.
   SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits);
@@ -60,15 +68,18 @@ class SequenceParallelRoute {
   // The group moves KV out of full pools (a run's KV may exceed them).
   bool spills() const { return spills_; }
   int workers() const { return workers_; }
-  // KV blocks each worker holds for a run of this size: its admission share.
-  int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) {
-    return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens);
+  // The workers a run of this size goes to (Limits::rates), 1 .. workers().
+  int degree(int64_t prompt_tokens, int64_t max_new_tokens) const;
+  // KV blocks each worker holds for a run of this size at its degree: its admission share.
+  int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const {
+    return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, degree(prompt_tokens, decode_tokens));
   }
 
   struct Outcome {
     Status status;           // a failed collective (the group is aborted) or no room in rank 0's pool
     std::string reason;      // the finish reason when status is OK
     double prefill_ms = 0;   // the ring prefill's time
+    int degree = 0;          // workers that held the run
     seqparallel::SpillStats spill;  // rank 0's spill (zeros when nothing left its pool)
   };
   // Runs `state` (prompt and sampling state of run `sid`) on the group to its end.
@@ -76,7 +87,7 @@ class SequenceParallelRoute {
 
  private:
   // KV blocks the fullest worker holds for the run: more than its pool = the run spills.
-  bool exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens) const;
+  bool exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const;
 
   std::unique_ptr<seqparallel::SpGroup> group_;
   const Limits limits_;

@@ -5,6 +5,7 @@
 // are refused by name.
 #include "executor_fixture.h"
 #include "ragd/seqparallel/nccl_communicator.h"
+#include "ragd/seqparallel/perf_model.h"
 #include "ragd/seqparallel/sharded_sequence.h"
 
 namespace ragd::pipelines {
@@ -280,6 +281,90 @@ TEST_F(ExecutorSpTest, CancelMidPrefillFreesTheKvAndTheGroupServesOn) {
     expect_same(again, ref, what + " (after a cancelled prefill)");
     close(rt);
   }
+  fs::remove_all(data);
+}
+
+// Elastic degree: with kernel rates (here made up so that the choice turns on max_tokens: a slow
+// link makes every decode step on two workers cost two all-gathers, fast dense work makes the
+// prefill's halving worth less), the same prompt goes to two workers with few new tokens and to one
+// with many; each gives the reference's output, the one-worker run leaves rank 1 idle, and the
+// group takes the next run at the other degree. The expected degrees come from the same model
+// (seqparallel::predict), and the setup must make them differ.
+TEST_F(ExecutorSpTest, ElasticDegreeFollowsThePerformanceModel) {
+  const std::string data = tmpdir("sp_elastic");
+  RuntimeOptions o1 = options(data);
+  o1.data_dir = "";
+  Runtime one = open(o1, false);
+  const std::string lng = long_text(40);
+  RunOutput ref_few = raw(*one.executor, lng, 4), ref_many = raw(*one.executor, lng, 40);
+  ASSERT_TRUE(ref_few.error.ok() && ref_many.error.ok());
+  close(one);
+  const int prompt = ref_few.usage.prompt_tokens;
+  seqparallel::KernelRates rates;
+  rates.dense_tokens_per_s = 2000;
+  rates.attn_pairs_per_s = 5e8;
+  rates.masked_pairs_per_s = 5e8;
+  rates.decode_dense_s = 1e-4;
+  rates.kv_read_bytes_per_s = 1e10;
+  rates.link_bytes_per_s = 1e10;
+  rates.link_latency_s = 2e-2;
+  rates.source = "made up for this test";
+  // The fixture's model (executor_fixture.h: make_model), f32 KV.
+  engine::ModelConfig cfg = engine::testing::tiny_config(engine::testing::Variant::kLlama);
+  cfg.vocab_size = 512;
+  cfg.max_position_embeddings = 2048;
+  const double kv_layer = 2.0 * cfg.num_key_value_heads * cfg.head_dim * sizeof(float);
+  auto expected = [&](int max_new) {
+    double best = 1e300;
+    int d_best = 0;
+    for (int d = 1; d <= 2; ++d) {
+      const auto p = seqparallel::predict(cfg, rates, prompt, d, kv_layer);
+      const double s = p.prefill_s + max_new * p.decode_s;
+      if (s < best) best = s, d_best = d;
+    }
+    return d_best;
+  };
+  const int d_few = expected(4), d_many = expected(40);
+  ASSERT_NE(d_few, d_many) << "the made-up rates must make the choice turn on max_tokens";
+  const std::string rates_file = data + "/rates.json";
+  {
+    std::ofstream f(rates_file);
+    f << "{\"tokens\":1024,\"rates\":" << seqparallel::kernel_rates_json(rates) << ",\"plans\":[]}";
+  }
+  for (bool from_file : {false, true}) {
+    RuntimeOptions o = options(data);
+    o.data_dir = "";
+    o.sp_workers = 2;
+    o.sp_threshold_tokens = 256;
+    // A pool that one worker cannot fill with the run: a one-worker run spills, so it stays on the route.
+    o.model.kv_pool_bytes = static_cast<size_t>(prompt / 16 * 2 / 3) * 16 * 2 * 2 * 32 * sizeof(float);
+    o.kv_spill_chunk_tokens = 128;
+    if (from_file) {
+      o.sp_rates_file = rates_file;
+    } else {
+      o.sp_rates = rates;
+    }
+    Runtime rt = open(o, false);
+    const std::string what = from_file ? "rates from a file" : "rates in the options";
+    for (int round = 0; round < 2; ++round) {
+      RunOutput few = raw(*rt.executor, lng, 4), many = raw(*rt.executor, lng, 40);
+      ASSERT_TRUE(few.error.ok()) << what << ": " << few.error.to_string();
+      ASSERT_TRUE(many.error.ok()) << what << ": " << many.error.to_string();
+      EXPECT_EQ(few.usage.sp_workers, d_few) << what;
+      EXPECT_EQ(many.usage.sp_workers, d_many) << what;
+      expect_same(few, ref_few, what + " (4 tokens)");
+      expect_same(many, ref_many, what + " (40 tokens)");
+    }
+    EXPECT_EQ(rt.executor->stats().long_context.runs, 4u) << what;
+    close(rt);
+  }
+  RuntimeOptions bad = options(data);
+  bad.data_dir = "";
+  bad.sp_workers = 2;
+  bad.sp_rates_file = data + "/missing.json";
+  auto r = open_runtime(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing.json"), std::string::npos) << r.status().to_string();
   fs::remove_all(data);
 }
 

@@ -8,6 +8,7 @@
 
 #include "ragd/seqparallel/partition.h"
 #include "ragd/seqparallel/sp_group.h"
+#include "ragd/seqparallel/sub_communicator.h"
 #include "ragd/seqparallel/thread_communicator.h"
 #include "sp_fixture.h"
 
@@ -135,6 +136,36 @@ TEST(ThreadCommunicator, TestPollsWithoutBlockingAndWaitIdleCompletes) {
   auto t = late->test();
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("gone"), std::string::npos);
+}
+
+// The first ranks of a group as a group of their own (the elastic degree): collectives among them
+// only, while the last rank takes no part; then the whole group's collectives still line up.
+TEST(SubCommunicator, CollectivesAmongTheFirstRanksOnly) {
+  auto comms = make_thread_group(4).value();
+  auto st = run_ranks(comms, [](Communicator& c) -> Status {
+    if (c.rank() < 3) {
+      RAGD_ASSIGN_OR_RETURN(auto sub, make_sub_communicator(c, 3));
+      if (sub->size() != 3 || sub->rank() != c.rank()) return Status::Internal("sub shape");
+      int64_t mine = 100 + c.rank(), all[3] = {};
+      RAGD_RETURN_IF_ERROR(sub->allgather(&mine, sizeof mine, all));
+      for (int r = 0; r < 3; ++r)
+        if (all[r] != 100 + r) return Status::Internal("sub allgather");
+      int32_t v = c.rank() == 2 ? 77 : -1;
+      RAGD_RETURN_IF_ERROR(sub->broadcast(&v, sizeof v, 2));
+      if (v != 77) return Status::Internal("sub broadcast");
+      RAGD_RETURN_IF_ERROR(sub->barrier());
+      if (sub->isend(3, 0, &v, sizeof v).ok()) return Status::Internal("rank 3 is outside the sub-group");
+      if (make_sub_communicator(c, 5).ok() || make_sub_communicator(c, 0).ok()) return Status::Internal("bad sizes");
+    } else if (make_sub_communicator(c, 3).ok()) {
+      return Status::Internal("rank 3 joined a sub-group of 3");
+    }
+    int64_t mine = 7 * c.rank(), all[4] = {};
+    RAGD_RETURN_IF_ERROR(c.allgather(&mine, sizeof mine, all));
+    for (int r = 0; r < 4; ++r)
+      if (all[r] != 7 * r) return Status::Internal("group allgather after the sub-group's");
+    return Status::OK();
+  });
+  for (auto& s : st) EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
 TEST(Partition, EveryPositionOnceAscendingSizesWithinOne) {

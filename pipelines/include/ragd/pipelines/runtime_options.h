@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "ragd/pipelines/scheduler.h"
 #include "ragd/retrieval/retrieval_mode.h"
 #include "ragd/seqparallel/partition.h"
+#include "ragd/seqparallel/perf_model.h"
 #include "ragd/seqparallel/sp_group.h"
 
 namespace ragd::pipelines {
@@ -146,6 +148,11 @@ struct RuntimeOptions {
   int sp_chunk_tokens = 0;
   seqparallel::PartitionKind sp_partition = seqparallel::PartitionKind::kZigzag;  // zigzag | contiguous | striped
   seqparallel::SpTransport sp_transport = seqparallel::SpTransport::kHost;  // host (threads / MPI) | nccl (a GPU per worker)
+  // Elastic degree (sequence_parallel_route.h): kernel rates of this machine (seqparallel/perf_model.h;
+  // read from runtime.sp_rates_file, `ragctl plan --json`'s output or its "rates" object); each long
+  // run then goes to the number of workers predicted to finish it soonest. Unset: every worker.
+  std::optional<seqparallel::KernelRates> sp_rates;
+  std::string sp_rates_file;
   // KV spill (seqparallel/kv_spill.h): a prompt whose KV does not fit the pool (prompt + max_tokens
   // needs more blocks than kv_pool_bytes holds) runs as one long sequence whose older KV moves out
   // of the pool, first into kv_spill_dram_bytes of host memory, then (kv_spill_ssd) into a file in

@@ -40,13 +40,18 @@ class SpDriver {
   // KV blocks the fullest worker needs for a sequence of prompt_tokens + decode_tokens in this
   // group (kv_blocks_per_worker in sharded_sequence.h, with the group's partition and prefill chunk
   // and rank 0's block size: every worker's pool is built from the same options).
-  int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const;
+  // degree: as prefill's (0 = every rank).
+  int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens, int degree = 0) const;
   // Starts a sequence (releasing the previous one): ring prefill of the prompt; logits of its last
   // token. On an error the group is unusable (aborted) and every later call fails, except
   // Cancelled: `progress` returned false (ShardedSequence::prefill), every rank freed its shard,
   // and the group takes the next sequence.
+  // degree: how many of the group's ranks (the first ones) hold this sequence; 0 = all. The others
+  // stay idle until the next sequence (sub_communicator.h).
   Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits,
-                 const ShardedSequence::Progress& progress = {});
+                 const ShardedSequence::Progress& progress = {}, int degree = 0);
+  // Ranks holding the current (or last) sequence.
+  int degree() const { return degree_; }
   Status decode(int32_t token, std::vector<float>* logits);
   // Frees every rank's shard of the current sequence.
   Status release();
@@ -60,6 +65,8 @@ class SpDriver {
   PartitionKind kind_;
   int max_chunk_ = 0;
   SpillOptions spill_;
+  int degree_ = 0;
+  std::unique_ptr<Communicator> sub_;  // the first degree_ ranks, when fewer than all
   std::unique_ptr<ShardedSequence> seq_;
   bool down_ = false;
 };
