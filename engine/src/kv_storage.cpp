@@ -1,5 +1,8 @@
 #include "ragd/engine/kv_storage.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -94,6 +97,34 @@ HostKvStorage::HostKvStorage(const KvLayout& layout, size_t num_blocks) : KvStor
 }
 
 void HostKvStorage::FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
+
+void HostKvStorage::discard(std::span<const int32_t> blocks) {
+  const KvLayout& L = layout();
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t value_block = L.block_floats() * value_bytes();
+  const size_t scale_block = sizeof(float) * static_cast<size_t>(L.block_size) * L.num_kv_heads;
+  // Runs of consecutive block ids: the pages inside [first, last + 1) of each array.
+  std::vector<int32_t> ids(blocks.begin(), blocks.end());
+  std::sort(ids.begin(), ids.end());
+  auto drop = [&](void* base, size_t per_block, int32_t first, int32_t end) {
+    const auto b = reinterpret_cast<uintptr_t>(base);
+    const uintptr_t lo = (b + first * per_block + page - 1) / page * page, hi = (b + end * per_block) / page * page;
+    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  };
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i + 1;
+    while (j < ids.size() && ids[j] == ids[j - 1] + 1) ++j;
+    for (int l = 0; l < L.num_layers; ++l) {
+      drop(k_[l].get(), value_block, ids[i], ids[j - 1] + 1);
+      drop(v_[l].get(), value_block, ids[i], ids[j - 1] + 1);
+      if (!ks_.empty()) {
+        drop(ks_[l].get(), scale_block, ids[i], ids[j - 1] + 1);
+        drop(vs_[l].get(), scale_block, ids[i], ids[j - 1] + 1);
+      }
+    }
+    i = j;
+  }
+}
 
 Result<std::unique_ptr<HostKvStorage>> HostKvStorage::create(const KvLayout& layout, size_t num_blocks) {
   RAGD_RETURN_IF_ERROR(layout.validate());

@@ -67,8 +67,16 @@ Status ShardedSequence::make_room(int tokens) {
   // The tail (a partial block, or nothing) stays; its slots keep their positions.
   engine::BlockTable rest = whole < shard_.num_tokens() ? shard_.fork_range(pool, whole, shard_.num_tokens())
                                                         : engine::BlockTable{};
+  // The moved blocks no one else holds go back to the free list and their pages to the kernel, so
+  // the process holds the spilled KV once (the pool's pages come back as it refills).
+  std::vector<int32_t> freed;
+  for (int i = 0; i < whole / bs; ++i) {
+    const int32_t b = shard_.blocks()[i];
+    if (pool.refcount(b) == 1) freed.push_back(b);
+  }
   shard_.release(pool);
   shard_ = std::move(rest);
+  if (auto* host = dynamic_cast<engine::HostKvStorage*>(&pool.storage())) host->discard(freed);
   return Status::OK();
 }
 

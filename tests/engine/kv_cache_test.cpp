@@ -100,6 +100,21 @@ TEST(KvPool, ResidentMemoryFollowsTheBlocksWritten) {
   const size_t kv = pool->bytes() / 8;
   EXPECT_GT(written, created + kv * 9 / 10) << "the written blocks are not resident";
   EXPECT_LT(written, created + kv * 3 / 2) << "writing an eighth of the pool mapped more than its pages";
+  // Discarding the second half of the written blocks gives their pages back; the first half keeps
+  // its values (a page shared with a kept block stays).
+  auto* host = dynamic_cast<HostKvStorage*>(&pool->storage());
+  ASSERT_NE(host, nullptr);
+  const int half = n / 2;
+  std::vector<int32_t> second(t.blocks().begin() + half / l.block_size, t.blocks().end());
+  host->discard(second);
+  const size_t after = resident_bytes();
+  EXPECT_LT(after, written - kv * 4 / 10) << "discarded pages still resident";
+  std::vector<float> kb(static_cast<size_t>(n) * l.token_floats()), vb(kb.size());
+  t.read(*pool, 1, 0, n, kb.data(), vb.data());
+  for (size_t i = 0; i < static_cast<size_t>(half) * l.token_floats(); ++i) {
+    ASSERT_EQ(kb[i], k[i]) << "float " << i;
+    ASSERT_EQ(vb[i], v[i]) << "float " << i;
+  }
   t.release(*pool);
 }
 

@@ -114,6 +114,11 @@ class HostKvStorage final : public KvStorage {
   const float* k_scale(int layer) const { return ks_.empty() ? nullptr : ks_[layer].get(); }
   const float* v_scale(int layer) const { return vs_.empty() ? nullptr : vs_[layer].get(); }
 
+  // Gives the memory pages that lie wholly inside these blocks (every layer's K, V and scales) back
+  // to the kernel: resident memory drops, and what the blocks hold is unspecified until written
+  // again (a long sequence's KV that moved to a lower tier, kv_spill.h); a page shared with a block
+  // not listed keeps its bytes. The blocks must be free or about to be.
+  void discard(std::span<const int32_t> blocks);
   // Stores `rows` f32 K and V rows (row r at k + r · stride, v + r · stride; kv_heads · head_dim
   // values each) into slots [slot, slot + rows) of one block of one layer, converting to the dtype.
   void store(int layer, int32_t block, int slot, int rows, const float* k, const float* v, size_t stride);
