@@ -45,7 +45,9 @@ def status(key):
 rss_before = status("VmRSS:")
 random.seed(n)
 ids = [random.randrange(3, 500) for _ in range(n)]
-body = json.dumps({"model": "tiny", "prompt": ids, "max_tokens": 16, "temperature": 0, "stream": True,
+models = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models").read())["data"]
+name = next(m["id"] for m in models if m.get("ragd", {}).get("kind") == "generator")
+body = json.dumps({"model": name, "prompt": ids, "max_tokens": 16, "temperature": 0, "stream": True,
                    "ignore_eos": True, "stream_options": {"include_usage": True}}).encode()
 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
 t0 = time.time(); first = None; last = None; usage = {}; tokens = 0

@@ -54,11 +54,15 @@ Status ShardedSequence::make_room(int tokens) {
   engine::KvPool& pool = model_.kv_pool();
   // The decode scratch block of a rank that does not store a step's token.
   const int scratch = comm_.size() > 1 ? 1 : 0;
-  if (!spill_options_.enabled() || static_cast<int>(pool.free_blocks()) >= shard_.blocks_needed(pool, tokens) + scratch) {
-    return Status::OK();
-  }
+  const int need = shard_.blocks_needed(pool, tokens) + scratch;
+  if (!spill_options_.enabled() || static_cast<int>(pool.free_blocks()) >= need) return Status::OK();
+  // The oldest whole blocks: what the step lacks, and at least an eighth of the pool, so that spills
+  // are few (each is one extent: one more read per layer) and each moves little at a time (the
+  // pool's pages are given back after the copy: the process holds the moved KV twice only briefly).
   const int bs = pool.layout().block_size;
-  const int whole = shard_.num_tokens() / bs * bs;
+  const int lack = need - static_cast<int>(pool.free_blocks());
+  const int blocks = std::min(shard_.num_tokens() / bs, std::max(lack, static_cast<int>(pool.num_blocks() / 8)));
+  const int whole = blocks * bs;
   if (whole == 0) return Status::OK();  // nothing to move: the step reports the full pool
   if (spill_ == nullptr) {
     RAGD_ASSIGN_OR_RETURN(spill_, KvSpill::create(pool.layout(), spill_options_));

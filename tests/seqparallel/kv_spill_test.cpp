@@ -229,7 +229,7 @@ TEST(ShardedSequenceSpill, SmallPoolsGiveTheSameTokensAsOneLargePool) {
   const size_t pool_bytes = 22 * 16 * 512;  // 22 blocks: 352 tokens
   for (int workers : {1, 2}) {
     for (const Tiers& tiers : {Tiers{"memory", int64_t{1} << 30, false}, Tiers{"ssd", 0, true},
-                               Tiers{"memory+ssd", 200 * 512, true}}) {
+                               Tiers{"memory+ssd", 40 * 512, true}}) {
       auto comms = make_thread_group(workers).value();
       std::mutex mu;
       double worst = 0;

@@ -51,8 +51,9 @@ class ShardedSequence {
   // max_chunk_tokens · ranks positions, each partitioned like a whole prompt (about max_chunk_tokens
   // per rank per step: activations bounded by the chunk; ring_attention.h for the traffic); 0: one step.
   // spill enabled: when this rank's pool cannot take the next chunk (or decode token), the shard's
-  // whole blocks move out of the pool to the spill's tiers (kv_spill.h) and are attended there; the
-  // shard's tail stays in the pool. Off: a full pool fails the step (ResourceExhausted).
+  // oldest whole blocks (what the step lacks, at least an eighth of the pool) move out of the pool
+  // to the spill's tiers (kv_spill.h) and are attended there. Off: a full pool fails the step
+  // (ResourceExhausted).
   ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind = PartitionKind::kZigzag,
                   int max_chunk_tokens = 0, const SpillOptions& spill = {});
   ~ShardedSequence();  // releases this rank's shard
