@@ -30,6 +30,7 @@ for n in "${lengths[@]}"; do
   # shellcheck disable=SC2086
   "$build/bin/ragd" --model "$model" --data "$data" --listen 127.0.0.1:0 ${RAGD_ARGS:-} >"$log" 2>&1 &
   pid=$!
+  trap 'kill $pid 2>/dev/null || true' EXIT
   port=""
   for _ in $(seq 1 600); do
     port=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$log" | head -1 | sed 's/.*://') || true

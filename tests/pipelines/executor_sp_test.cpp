@@ -25,6 +25,19 @@ class ExecutorSpTest : public ExecutorTest {
     if (st.ok()) EXPECT_TRUE(c.wait(&out));
     return out;
   }
+  // One worker whose pool holds everything (no data dir): the output a run must reproduce.
+  std::vector<RunOutput> reference(const std::string& data, const std::string& prompt, std::vector<int> max_tokens) {
+    RuntimeOptions o = options(data);
+    o.data_dir = "";
+    Runtime one = open(o, false);
+    std::vector<RunOutput> outs;
+    for (int n : max_tokens) {
+      outs.push_back(raw(*one.executor, prompt, n));
+      EXPECT_TRUE(outs.back().error.ok()) << outs.back().error.to_string();
+    }
+    close(one);
+    return outs;
+  }
 };
 
 std::string long_text(int sentences) {
@@ -121,14 +134,10 @@ TEST_F(ExecutorSpTest, LongPromptsGoSequenceParallelWithTheSameOutput) {
 // placement (a collective short of memory would fail the run).
 TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
   const std::string data = tmpdir("sp_share");
-  RuntimeOptions o1 = options(data);
-  o1.data_dir = "";
-  Runtime one = open(o1, false);
   const std::string lng = long_text(40);
   const int max_new = 24;
-  RunOutput ref = raw(*one.executor, lng, max_new);
-  ASSERT_TRUE(ref.error.ok()) << ref.error.to_string();
-  close(one);
+  const RunOutput ref = reference(data, lng, {max_new})[0];
+  ASSERT_TRUE(ref.error.ok());
   const int prompt = ref.usage.prompt_tokens;
   seqparallel::SpSequence seq;
   seq.prompt_tokens = prompt;
@@ -173,15 +182,11 @@ TEST_F(ExecutorSpTest, LongPromptIsAdmittedByItsExactShareOfEachWorkersPool) {
 // whose pool holds everything. With spilling off, the same run is refused naming the pool.
 TEST_F(ExecutorSpTest, RunsBeyondThePoolSpillWithTheSameOutput) {
   const std::string data = tmpdir("sp_spill");
-  RuntimeOptions o1 = options(data);
-  o1.data_dir = "";
-  Runtime one = open(o1, false);
   const std::string lng = long_text(40);
   const int max_new = 24;
-  RunOutput ref = raw(*one.executor, lng, max_new);
-  ASSERT_TRUE(ref.error.ok()) << ref.error.to_string();
+  const RunOutput ref = reference(data, lng, {max_new})[0];
+  ASSERT_TRUE(ref.error.ok());
   EXPECT_EQ(ref.usage.kv_spilled_tokens, 0);
-  close(one);
   const int prompt = ref.usage.prompt_tokens;
   const size_t block_bytes = 16 * 2 * 2 * (2 * 16) * sizeof(float);  // as above
   const size_t pool_blocks = static_cast<size_t>(prompt / 16 / 3);  // a third of the prompt per worker
@@ -226,13 +231,9 @@ TEST_F(ExecutorSpTest, RunsBeyondThePoolSpillWithTheSameOutput) {
 // back, and the group serves the next run with the reference's output.
 TEST_F(ExecutorSpTest, CancelMidPrefillFreesTheKvAndTheGroupServesOn) {
   const std::string data = tmpdir("sp_cancel");
-  RuntimeOptions o1 = options(data);
-  o1.data_dir = "";
-  Runtime one = open(o1, false);
   const std::string lng = long_text(40);
-  RunOutput ref = raw(*one.executor, lng, 8);
-  ASSERT_TRUE(ref.error.ok()) << ref.error.to_string();
-  close(one);
+  const RunOutput ref = reference(data, lng, {8})[0];
+  ASSERT_TRUE(ref.error.ok());
   for (int workers : {1, 2}) {
     RuntimeOptions o = options(data);
     o.data_dir = "";
@@ -292,13 +293,10 @@ TEST_F(ExecutorSpTest, CancelMidPrefillFreesTheKvAndTheGroupServesOn) {
 // (seqparallel::predict), and the setup must make them differ.
 TEST_F(ExecutorSpTest, ElasticDegreeFollowsThePerformanceModel) {
   const std::string data = tmpdir("sp_elastic");
-  RuntimeOptions o1 = options(data);
-  o1.data_dir = "";
-  Runtime one = open(o1, false);
   const std::string lng = long_text(40);
-  RunOutput ref_few = raw(*one.executor, lng, 4), ref_many = raw(*one.executor, lng, 40);
+  const std::vector<RunOutput> refs = reference(data, lng, {4, 40});
+  const RunOutput &ref_few = refs[0], &ref_many = refs[1];
   ASSERT_TRUE(ref_few.error.ok() && ref_many.error.ok());
-  close(one);
   const int prompt = ref_few.usage.prompt_tokens;
   seqparallel::KernelRates rates;
   rates.dense_tokens_per_s = 2000;
