@@ -63,7 +63,7 @@ with urllib.request.urlopen(req, timeout=7200) as r:
         if ev.get("ragd", {}).get("usage"): usage.update(ev["ragd"]["usage"])
 peak = status("VmHWM:")
 metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/cache/stats").read().decode()
-lc = json.loads(metrics).get("long_context", {})
+lc = json.loads(metrics).get("executor", {}).get("long_context", {})
 tok_bytes = 512  # tiny: 2 layers x 2 KV heads x 16 x f32 x (K, V)
 spilled = lc.get("spilled_tokens", 0); ssd = lc.get("spilled_ssd_tokens", 0)
 weights = sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model) if f.endswith(".safetensors"))

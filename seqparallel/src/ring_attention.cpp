@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,9 +71,12 @@ class Ring {
  public:
   Ring(Communicator& comm, std::span<const int64_t> rows, const BlockFormat& fmt, StepTimes* t)
       : comm_(comm), rows_(rows.begin(), rows.end()), fmt_(fmt), t_(t) {
+    // Receive buffers for the largest block, left uninitialised (every byte used is received
+    // first, and untouched pages cost no memory); none on one worker, where nothing travels.
+    if (comm.size() == 1) return;
     int64_t most = 0;
     for (int64_t n : rows_) most = std::max(most, n);
-    for (auto& b : buf_) b.resize(fmt_.bytes(most));
+    for (auto& b : buf_) b.reset(new unsigned char[fmt_.bytes(most)]);
   }
 
   // attend(block, n): attention of this rank's queries over a remote block of n rows. first():
@@ -90,7 +94,7 @@ class Ring {
       const int origin = ((r - s) % p + p) % p;
       const int64_t in_rows = rows_[origin];
       Request reqs[2];
-      RAGD_ASSIGN_OR_RETURN(reqs[0], comm_.irecv(prev, kRingTag, buf_[cur].data(), fmt_.bytes(in_rows)));
+      RAGD_ASSIGN_OR_RETURN(reqs[0], comm_.irecv(prev, kRingTag, buf_[cur].get(), fmt_.bytes(in_rows)));
       RAGD_ASSIGN_OR_RETURN(reqs[1], comm_.isend(next, kRingTag, hand, fmt_.bytes(hand_rows)));
       t_->bytes_sent += static_cast<int64_t>(fmt_.bytes(hand_rows));
       if (hand_remote) {
@@ -102,7 +106,7 @@ class Ring {
       Status st = wait_all(reqs);
       t_->comm_wait_s += since(w);
       RAGD_RETURN_IF_ERROR(st);
-      hand = buf_[cur].data();
+      hand = buf_[cur].get();
       hand_rows = in_rows;
       hand_remote = true;
       cur ^= 1;
@@ -124,7 +128,7 @@ class Ring {
   std::vector<int64_t> rows_;
   BlockFormat fmt_;
   StepTimes* t_;
-  std::vector<unsigned char> buf_[2];
+  std::unique_ptr<unsigned char[]> buf_[2];
 };
 
 // The block a rank sends for one layer: the KV its table already holds (earlier chunks of its
