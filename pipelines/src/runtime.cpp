@@ -244,6 +244,17 @@ Result<seqparallel::KernelRates> load_sp_rates(const std::string& path) {
   return r;
 }
 
+// The spill every worker of this process uses, its folder made.
+Result<seqparallel::SpillOptions> spill_options_with_folder(const RuntimeOptions& opts) {
+  seqparallel::SpillOptions spill = opts.spill_options();
+  if (!spill.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spill.dir, ec);
+    if (ec) return Status::IOError("KV spill folder " + spill.dir + ": " + ec.message());
+  }
+  return spill;
+}
+
 Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<seqparallel::Communicator> sp_comm) {
   if (opts.model_dir.empty()) return Status::InvalidArgument("runtime: model_dir is required");
   RAGD_ASSIGN_OR_RETURN(std::vector<PipelineSpec> specs, load_pipeline_dir(opts.pipelines_dir));
@@ -257,12 +268,7 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
   const seqparallel::PartitionKind sp_kind = opts.sp_partition;
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
-  const seqparallel::SpillOptions spill = opts.spill_options();
-  if (!spill.dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(spill.dir, ec);
-    if (ec) return Status::IOError("KV spill folder " + spill.dir + ": " + ec.message());
-  }
+  RAGD_ASSIGN_OR_RETURN(const seqparallel::SpillOptions spill, spill_options_with_folder(opts));
   if (sp_comm != nullptr && sp_comm->size() > 1) {
     if (opts.sp_workers > 1) {
       return Status::InvalidArgument("runtime.sp_workers is " + std::to_string(opts.sp_workers) + " but the process is rank 0 of a " +
@@ -438,13 +444,9 @@ Status serve_sp_rank(const RuntimeOptions& opts, seqparallel::Communicator& comm
   auto model = engine::Model::load(opts.model_dir, opts.model);
   if (!model.ok()) return fail(model.status());
   log::pipelines()->info("rank {} of {}: serving sequence-parallel work for rank 0", comm.rank(), comm.size());
-  const seqparallel::SpillOptions spill = opts.spill_options();
-  if (!spill.dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(spill.dir, ec);
-    if (ec) return fail(Status::IOError("KV spill folder " + spill.dir + ": " + ec.message()));
-  }
-  return seqparallel::serve_after_barrier(**model, comm, opts.sp_partition, spill);
+  auto spill = spill_options_with_folder(opts);
+  if (!spill.ok()) return fail(spill.status());
+  return seqparallel::serve_after_barrier(**model, comm, opts.sp_partition, *spill);
 }
 
 }  // namespace ragd::pipelines

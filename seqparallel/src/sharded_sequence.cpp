@@ -51,6 +51,13 @@ ShardedSequence::ShardedSequence(engine::Model& model, Communicator& comm, Parti
     : model_(model), comm_(comm), kind_(kind), max_chunk_(max_chunk_tokens), spill_options_(spill) {}
 
 Status ShardedSequence::make_room(int tokens) {
+  Status st = spill_oldest(tokens);
+  // The other ranks are in the step's collectives: they learn of the failure instead of waiting.
+  if (!st.ok()) comm_.abort(st.with_context("rank " + std::to_string(comm_.rank()) + " could not spill its KV"));
+  return st;
+}
+
+Status ShardedSequence::spill_oldest(int tokens) {
   engine::KvPool& pool = model_.kv_pool();
   // The decode scratch block of a rank that does not store a step's token.
   const int scratch = comm_.size() > 1 ? 1 : 0;
@@ -115,10 +122,7 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
       positions.push_back(static_cast<int32_t>(begin + pos));
       tokens.push_back(prompt[begin + pos]);
     }
-    if (Status st = make_room(static_cast<int>(tokens.size())); !st.ok()) {
-      comm_.abort(st.with_context("rank " + std::to_string(r) + " could not spill its KV"));
-      return st;
-    }
+    RAGD_RETURN_IF_ERROR(make_room(static_cast<int>(tokens.size())));
     ShardInput in;
     in.tokens = tokens;
     in.positions = positions;
@@ -147,10 +151,7 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
 
 Status ShardedSequence::decode(int32_t token, std::vector<float>* logits) {
   if (decoder_ == nullptr) return Status::FailedPrecondition("sharded sequence: decode before prefill");
-  if (Status st = make_room(1); !st.ok()) {
-    comm_.abort(st.with_context("rank " + std::to_string(comm_.rank()) + " could not spill its KV"));
-    return st;
-  }
+  RAGD_RETURN_IF_ERROR(make_room(1));
   if (spill_ != nullptr) decoder_->set_spill(spill_.get());
   StepTimes t;
   RAGD_RETURN_IF_ERROR(decoder_->step(token, static_cast<int32_t>(length_), logits, &t));

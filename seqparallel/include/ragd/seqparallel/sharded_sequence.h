@@ -88,8 +88,9 @@ class ShardedSequence {
   PartitionKind kind_;
   int max_chunk_ = 0;
   // Before a step that appends `tokens` to the shard: with spilling on and too few free blocks,
-  // moves the shard's whole blocks to the spill.
+  // moves the shard's oldest whole blocks to the spill (spill_oldest); a failure aborts the group.
   Status make_room(int tokens);
+  Status spill_oldest(int tokens);
 
   engine::BlockTable shard_;
   SpillOptions spill_options_;
