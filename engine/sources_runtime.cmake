@@ -10,7 +10,7 @@ list(APPEND RAGD_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cpu_backend.cpp)
 if(RAGD_HAVE_CUDA)
-  list(APPEND RAGD_ENGINE_SOURCES
-    ${CMAKE_CURRENT_LIST_DIR}/src/cuda_backend.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/src/cuda_kv_storage.cpp)
+  # The CUDA backend itself is the module libragd_cuda.so (engine/CMakeLists.txt); the engine holds
+  # the loader only.
+  list(APPEND RAGD_ENGINE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/src/cuda_backend_loader.cpp)
 endif()

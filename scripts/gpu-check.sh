@@ -24,7 +24,7 @@ if ! grep -q '^RAGD_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt"; then
   exit 1
 fi
 BINS=(test_kernels_cuda test_engine_cuda test_pipelines_cuda test_seqparallel bench_attention_cuda bench_engine_cuda bench_e2e bench_blend ragd ragctl)
-cmake --build "$BUILD" --target "${BINS[@]}" -j"${JOBS:-1}"
+cmake --build "$BUILD" --target "${BINS[@]}" ragd_cuda_module -j"${JOBS:-1}"
 
 rm -rf "$CARRY"
 mkdir -p "$CARRY/bin" "$CARRY/lib"
@@ -32,7 +32,9 @@ for b in "${BINS[@]}"; do
   # Line tables are enough for a backtrace; full debug info would not fit a 64 MiB transfer.
   objcopy --strip-debug "$BUILD/bin/$b" "$CARRY/bin/$b"
 done
-for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort -u |
+# The CUDA backend module the binaries load on a GPU request: found in lib/ beside bin/.
+objcopy --strip-debug "$BUILD/lib/libragd_cuda.so" "$CARRY/lib/libragd_cuda.so"
+for b in "$CARRY"/bin/* "$CARRY/lib/libragd_cuda.so"; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort -u |
   while read -r name path; do
     case "$name" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) continue ;;

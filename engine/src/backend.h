@@ -166,10 +166,16 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWe
 struct CudaBackendOptions {
   int device = 0;  // CUDA device index ("cuda:N")
 };
-// cuda_backend.cpp, in builds with CUDA (RAGD_HAVE_CUDA). Uploads the weights as bf16 and releases
-// the host copy. FailedPrecondition with the runtime's reason when there is no usable device;
-// InvalidArgument naming the value for shapes the CUDA kernels are not built for.
+// In builds with CUDA (RAGD_HAVE_CUDA). The CUDA backend is a module of its own (libragd_cuda.so,
+// cuda_backend_module.cpp) that make_cuda_backend loads on first use (cuda_backend_loader.cpp): a
+// process that never asks for a GPU does not map cuBLAS, whose loading alone costs ~150 MB of
+// resident memory. Uploads the weights as bf16 and releases the host copy. FailedPrecondition with
+// the reason when the module cannot be loaded or there is no usable device; InvalidArgument naming
+// the value for shapes the CUDA kernels are not built for.
 Result<std::unique_ptr<Backend>> make_cuda_backend(const ModelConfig& cfg, HostWeights weights,
                                                    const CudaBackendOptions& opts);
+// cuda_backend.cpp, inside the module: what make_cuda_backend calls once the module is loaded.
+Result<std::unique_ptr<Backend>> create_cuda_backend(const ModelConfig& cfg, HostWeights weights,
+                                                     const CudaBackendOptions& opts);
 
 }  // namespace ragd::engine

@@ -91,8 +91,8 @@ CudaBackend::CudaBackend(const ModelConfig& cfg, int device, std::shared_ptr<cu:
       num_sms_(cu::multiprocessor_count(device)),
       inv_freq_host_(rope_inv_freq(cfg)) {}
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(const ModelConfig& cfg, HostWeights weights,
-                                                   const CudaBackendOptions& opts) {
+Result<std::unique_ptr<Backend>> create_cuda_backend(const ModelConfig& cfg, HostWeights weights,
+                                                     const CudaBackendOptions& opts) {
   const int hd = cfg.head_dim, group = cfg.num_attention_heads / cfg.num_key_value_heads;
   if (hd != 32 && hd != 64 && hd != 128) {
     return Status::InvalidArgument("cuda backend: head_dim " + std::to_string(hd) +

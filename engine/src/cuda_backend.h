@@ -45,7 +45,7 @@ struct CudaStepMeta;  // cuda_backend.cpp: one step's block tables, slots and ro
 
 class CudaBackend final : public Backend {
  public:
-  // Use make_cuda_backend (backend.h).
+  // Use make_cuda_backend (backend.h), which loads this module and calls create_cuda_backend.
   CudaBackend(const ModelConfig& cfg, int device, std::shared_ptr<kernels::cuda::Stream> stream,
               kernels::cuda::CublasHandle cublas);
   // Uploads every matrix as bf16 and the norms / biases as f32; frees host matrices as it goes.

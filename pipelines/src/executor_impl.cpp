@@ -426,7 +426,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   const int bs = pool.layout().block_size;
   // A sequence-parallel run holds its share of the tokens in each worker's pool (sharded_sequence.h).
   const size_t need = sp ? static_cast<size_t>(sp_->kv_blocks_per_worker(prompt_len, max_new))
-                         : static_cast<size_t>((prompt_len + max_new + bs - 1) / bs) + 1;
+                         : static_cast<size_t>(run_kv_blocks(prompt_len + max_new, bs));
   // Never servable by this configuration, whatever the load: the caller's error (HTTP 400 naming the
   // limit), not a capacity one a client would retry (429). A group that spills takes what the pool
   // cannot hold (sequence_parallel_route.h).

@@ -15,7 +15,7 @@ SequenceParallelRoute::SequenceParallelRoute(std::unique_ptr<seqparallel::SpGrou
 
 bool SequenceParallelRoute::exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const {
   // The fullest worker's share; one worker: the whole run plus the block a decode step may open.
-  if (degree == 1) return (prompt_tokens + max_new_tokens + limits_.block_size - 1) / limits_.block_size + 1 > limits_.pool_blocks;
+  if (degree == 1) return run_kv_blocks(prompt_tokens + max_new_tokens, limits_.block_size) > limits_.pool_blocks;
   return group_->driver().kv_blocks_per_worker(prompt_tokens, max_new_tokens, degree) > limits_.pool_blocks;
 }
 

@@ -28,6 +28,10 @@
 
 namespace ragd::pipelines {
 
+// KV blocks a run of `tokens` (prompt + max new tokens) holds in one pool: its tokens' blocks plus
+// the one a decode step may open. The batch's admission and the route's one-worker share use it.
+inline int64_t run_kv_blocks(int64_t tokens, int block_size) { return (tokens + block_size - 1) / block_size + 1; }
+
 class SequenceParallelRoute {
  public:
   // What the route asks of the run loop (scheduler thread).

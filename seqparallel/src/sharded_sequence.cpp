@@ -73,6 +73,7 @@ Status ShardedSequence::spill_oldest(int tokens) {
   if (whole == 0) return Status::OK();  // nothing to move: the step reports the full pool
   if (spill_ == nullptr) {
     RAGD_ASSIGN_OR_RETURN(spill_, KvSpill::create(pool.layout(), spill_options_));
+    if (decoder_ != nullptr) decoder_->set_spill(spill_.get());  // the first spill came in decode
   }
   RAGD_RETURN_IF_ERROR(spill_->append(pool, shard_, whole));
   // The tail (a partial block, or nothing) stays; its slots keep their positions.
@@ -152,7 +153,6 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
 Status ShardedSequence::decode(int32_t token, std::vector<float>* logits) {
   if (decoder_ == nullptr) return Status::FailedPrecondition("sharded sequence: decode before prefill");
   RAGD_RETURN_IF_ERROR(make_room(1));
-  if (spill_ != nullptr) decoder_->set_spill(spill_.get());
   StepTimes t;
   RAGD_RETURN_IF_ERROR(decoder_->step(token, static_cast<int32_t>(length_), logits, &t));
   decode_ += t;

@@ -12,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
 #include "model_fixture.h"
 #include "ragd/engine/model.h"
 #include "tiny_model.h"
@@ -464,6 +466,57 @@ TEST(ModelErrors, CudaDeviceWithoutAGpu) {
   EXPECT_NE(r.status().message().find("cuda:0"), std::string::npos) << r.status().message();
 #endif
 }
+
+#if RAGD_TEST_CUDA_BUILD
+// The CUDA backend is a module loaded on the first GPU request (backend.h): a process that runs on
+// the CPU never maps cuBLAS, and one that asks for a GPU maps the module. In a child process (a
+// death test re-runs the binary), so that no earlier test has loaded it.
+bool mapped(const std::string& needle) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+TEST(ModelCudaModule, LoadedOnlyWhenAGpuIsAsked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ModelConfig cfg = tiny_config(Variant::kLlama);
+        cfg.head_dim = 32;
+        cfg.hidden_size = 128;
+        auto cpu = create_with(cfg, tiny_weights(cfg, 1, false));
+        if (!cpu.ok()) _exit(10);
+        if (mapped("libcublas") || mapped("libragd_cuda")) _exit(11);
+        ModelOptions o;
+        o.device = "cuda:0";
+        auto gpu = create_with(cfg, tiny_weights(cfg, 1, false), o);
+        if (!gpu.ok() && gpu.status().message().find("could not be loaded") != std::string::npos) _exit(12);
+        _exit(mapped("libragd_cuda.so") && mapped("libcublas") ? 0 : 13);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A module that is not where it is looked for: FailedPrecondition naming each place tried.
+TEST(ModelCudaModule, MissingModuleIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("RAGD_CUDA_MODULE", "/nonexistent/libragd_cuda.so", 1);
+        ModelConfig cfg = tiny_config(Variant::kLlama);
+        cfg.head_dim = 32;
+        cfg.hidden_size = 128;
+        ModelOptions o;
+        o.device = "cuda:0";
+        auto r = create_with(cfg, tiny_weights(cfg, 1, false), o);
+        const bool named = !r.ok() && r.status().code() == StatusCode::kFailedPrecondition &&
+                           r.status().message().find("/nonexistent/libragd_cuda.so") != std::string::npos;
+        _exit(named ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+#endif
 
 TEST(ModelErrors, UnknownDevice) {
   ModelConfig cfg = tiny_config(Variant::kLlama);
