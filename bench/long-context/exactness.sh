@@ -42,8 +42,8 @@ for cfg in $configs; do
       [ -n "$mpiexec" ] || { echo "skip mpi2: no mpiexec" >&2; continue; }
       export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
       cmd=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$build/bin/ragd" "${args[@]}" --set runtime.num_threads=1) ;;
-    spill-dram) cmd=("$build/bin/ragd" "${args[@]}" --set runtime.sp_workers=1 --set runtime.kv_pool_bytes=16MiB) ;;
-    spill-ssd) cmd=("$build/bin/ragd" "${args[@]}" --set runtime.sp_workers=1 --set runtime.kv_pool_bytes=16MiB
+    spill-dram) cmd=("$build/bin/ragd" "${args[@]}" --set runtime.sp_workers=1 --set runtime.kv_pool_bytes=16777216) ;;
+    spill-ssd) cmd=("$build/bin/ragd" "${args[@]}" --set runtime.sp_workers=1 --set runtime.kv_pool_bytes=16777216
                     --set runtime.kv_spill_dram_bytes=0) ;;
     *) echo "unknown configuration $cfg" >&2; exit 2 ;;
   esac

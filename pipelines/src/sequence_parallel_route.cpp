@@ -38,7 +38,8 @@ int SequenceParallelRoute::degree(int64_t prompt_tokens, int64_t max_new_tokens)
 }
 
 bool SequenceParallelRoute::takes(int64_t prompt_tokens, int64_t max_new_tokens) const {
-  if (broken_.load()) return false;
+  // A group that lost a rank while idle says so before a run is sent to it.
+  if (broken_.load() || !group_->driver().health().ok()) return false;
   if (workers_ > 1 && prompt_tokens >= limits_.threshold_tokens) {
     // A run the model gives to one worker and that fits its pool stays in the batch (prefix reuse).
     const int d = degree(prompt_tokens, max_new_tokens);
@@ -103,7 +104,9 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
     st = sp.decode(state.tokens().back(), &logits);
   }
   if (sp.current() != nullptr) out.spill = sp.current()->spill_stats();
-  if (st.ok()) st = sp.release();
+  // Every rank's shard goes, rank 0's even after a failure (the others' then fail or are gone).
+  Status released = sp.release();
+  if (st.ok()) st = released;
   kernels::set_num_threads(threads_before);
   if (!st.ok()) {
     broken_.store(true);  // the group is aborted

@@ -5,10 +5,14 @@
 #ifdef RAGD_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
+
+#include "peer_watch.h"
 #endif
 
 namespace ragd::seqparallel {
@@ -36,17 +40,36 @@ Status mpi_error(int code, const std::string& what) {
   return Status::Unavailable("MPI " + what + ": " + std::string(msg, len));
 }
 
+constexpr int kPollMaxSleepUs = 200;  // a wait's longest pause between two MPI_Testall
+
+// Completes `reqs` by polling, so that a dead peer (PeerWatch) ends the wait: MPI itself never
+// reports one. After a failure no MPI call is made again (the requests are abandoned: MPI makes no
+// progress outside its calls, so it never touches their buffers).
+Status poll_all(std::vector<MPI_Request>& reqs, PeerWatch* watch, const std::string& what) {
+  PollBackoff backoff(kPollMaxSleepUs);
+  for (;;) {
+    if (watch != nullptr && watch->failed()) return watch->failure();
+    int flag = 0;
+    int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, what);
+    if (flag != 0) return Status::OK();
+    backoff.pause();
+  }
+}
+
 // A transfer split into pieces below 2 GiB; wait() completes them all.
 class MpiPending final : public Pending {
  public:
-  explicit MpiPending(std::vector<MPI_Request> reqs) : reqs_(std::move(reqs)) {}
+  MpiPending(std::vector<MPI_Request> reqs, PeerWatch* watch) : reqs_(std::move(reqs)), watch_(watch) {}
   ~MpiPending() override {
+    if (watch_ != nullptr && watch_->failed()) return;  // abandoned: see poll_all
     for (MPI_Request& r : reqs_) {
       if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);  // never leave MPI writing into freed memory
     }
   }
   Result<bool> test() override {
     if (reqs_.empty()) return true;
+    if (watch_ != nullptr && watch_->failed()) return watch_->failure();
     int flag = 0;
     int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return mpi_error(rc, "test");
@@ -54,41 +77,49 @@ class MpiPending final : public Pending {
   }
   Status wait() override {
     if (reqs_.empty()) return Status::OK();
-    int rc = MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "wait");
-    return Status::OK();
+    return poll_all(reqs_, watch_, "wait");
   }
 
  private:
   std::vector<MPI_Request> reqs_;
+  PeerWatch* watch_;
 };
 
 // One transfer posted in pieces below 2 GiB (MPI counts are int); post(offset, count, &request)
 // posts one piece. On a failure the pieces already posted complete before the error returns.
 template <typename Post>
-Result<Request> in_pieces(size_t bytes, const std::string& what, Post post) {
+Result<Request> in_pieces(size_t bytes, const std::string& what, PeerWatch* watch, Post post) {
+  if (watch != nullptr && watch->failed()) return watch->failure();
   std::vector<MPI_Request> reqs;
   size_t off = 0;
   do {
     const int n = static_cast<int>(std::min(kPiece, bytes - off));
     MPI_Request r;
     if (int rc = post(off, n, &r); rc != MPI_SUCCESS) {
-      MpiPending done(std::move(reqs));
+      MpiPending done(std::move(reqs), watch);
       return mpi_error(rc, what);
     }
     reqs.push_back(r);
     off += n;
   } while (off < bytes);
-  return Request(new MpiPending(std::move(reqs)));
+  return Request(new MpiPending(std::move(reqs), watch));
 }
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(int rank, int size, bool owns_init) : rank_(rank), size_(size), owns_init_(owns_init) {}
+  MpiCommunicator(int rank, int size, bool owns_init, std::unique_ptr<PeerWatch> watch)
+      : rank_(rank), size_(size), owns_init_(owns_init), watch_(std::move(watch)) {}
   ~MpiCommunicator() override {
+    // A group that lost a rank does not finalize: MPI_Finalize would wait for the dead one.
+    bool lost = false;
+    if (watch_ != nullptr) {
+      lost = watch_->failed();
+      if (!lost) watch_->goodbye();
+      watch_.reset();
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (owns_init_ && !finalized) MPI_Finalize();
+    if (owns_init_ && !finalized && !lost) MPI_Finalize();
   }
 
   int rank() const override { return rank_; }
@@ -98,7 +129,7 @@ class MpiCommunicator final : public Communicator {
   Result<Request> isend(int dst, int tag, const void* data, size_t bytes) override {
     RAGD_RETURN_IF_ERROR(check_peer(dst, tag, "isend"));
     auto* p = static_cast<char*>(const_cast<void*>(data));  // MPI_Isend takes const void*; one helper for both
-    return in_pieces(bytes, "isend to rank " + std::to_string(dst), [&](size_t off, int n, MPI_Request* r) {
+    return in_pieces(bytes, "isend to rank " + std::to_string(dst), watch_.get(), [&](size_t off, int n, MPI_Request* r) {
       return MPI_Isend(p + off, n, MPI_BYTE, dst, tag, MPI_COMM_WORLD, r);
     });
   }
@@ -106,18 +137,23 @@ class MpiCommunicator final : public Communicator {
   Result<Request> irecv(int src, int tag, void* data, size_t bytes) override {
     RAGD_RETURN_IF_ERROR(check_peer(src, tag, "irecv"));
     auto* p = static_cast<char*>(data);
-    return in_pieces(bytes, "irecv from rank " + std::to_string(src), [&](size_t off, int n, MPI_Request* r) {
+    return in_pieces(bytes, "irecv from rank " + std::to_string(src), watch_.get(), [&](size_t off, int n, MPI_Request* r) {
       return MPI_Irecv(p + off, n, MPI_BYTE, src, tag, MPI_COMM_WORLD, r);
     });
   }
 
+  // The collectives are MPI's non-blocking ones, polled (poll_all): a rank that died mid-collective
+  // ends the wait instead of hanging it.
   Status allgather(const void* send, size_t bytes, void* recv) override {
     if (bytes > static_cast<size_t>(INT_MAX)) {
       return Status::InvalidArgument("allgather: " + std::to_string(bytes) + " bytes per rank is over MPI's int count");
     }
-    int rc = MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+    if (watch_ != nullptr && watch_->failed()) return watch_->failure();
+    std::vector<MPI_Request> req(1);
+    int rc = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
+                            MPI_COMM_WORLD, req.data());
     if (rc != MPI_SUCCESS) return mpi_error(rc, "allgather");
-    return Status::OK();
+    return poll_all(req, watch_.get(), "allgather");
   }
 
   Status broadcast(void* data, size_t bytes, int root) override {
@@ -125,26 +161,35 @@ class MpiCommunicator final : public Communicator {
     auto* p = static_cast<char*>(data);
     size_t off = 0;
     do {
+      if (watch_ != nullptr && watch_->failed()) return watch_->failure();
       const int n = static_cast<int>(std::min(kPiece, bytes - off));
-      int rc = MPI_Bcast(p + off, n, MPI_BYTE, root, MPI_COMM_WORLD);
+      std::vector<MPI_Request> req(1);
+      int rc = MPI_Ibcast(p + off, n, MPI_BYTE, root, MPI_COMM_WORLD, req.data());
       if (rc != MPI_SUCCESS) return mpi_error(rc, "broadcast");
+      RAGD_RETURN_IF_ERROR(poll_all(req, watch_.get(), "broadcast"));
       off += n;
     } while (off < bytes);
     return Status::OK();
   }
 
   Status barrier() override {
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    if (watch_ != nullptr && watch_->failed()) return watch_->failure();
+    std::vector<MPI_Request> req(1);
+    int rc = MPI_Ibarrier(MPI_COMM_WORLD, req.data());
     if (rc != MPI_SUCCESS) return mpi_error(rc, "barrier");
-    return Status::OK();
+    return poll_all(req, watch_.get(), "barrier");
   }
 
-  // MPI has no way to fail one communicator's peers gracefully: the job ends, as mpirun expects.
-  void abort(const Status& why) override { MPI_Abort(MPI_COMM_WORLD, 1); }
+  // The others learn it through the peer watch: their waits return `why`, rank 0 serves on.
+  void abort(const Status& why) override {
+    if (watch_ != nullptr) watch_->fail(why);
+  }
+  Status abort_status() const override { return watch_ != nullptr ? watch_->failure() : Status::OK(); }
 
  private:
   int rank_, size_;
   bool owns_init_;
+  std::unique_ptr<PeerWatch> watch_;  // null with one rank
 };
 
 }  // namespace
@@ -167,7 +212,25 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(int* argc, char*** a
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::unique_ptr<Communicator>(new MpiCommunicator(rank, size, owns));
+  std::unique_ptr<PeerWatch> watch;
+  if (size > 1) {
+    // Whether every rank runs on this host (the watch then stays on loopback).
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::vector<char> all(sizeof host * static_cast<size_t>(size));
+    if (int rc = MPI_Allgather(host, sizeof host, MPI_BYTE, all.data(), sizeof host, MPI_BYTE, MPI_COMM_WORLD);
+        rc != MPI_SUCCESS)
+      return mpi_error(rc, "allgather of host names");
+    bool same_host = true;
+    for (int r = 0; r < size; ++r) same_host &= std::strncmp(all.data() + r * sizeof host, host, sizeof host) == 0;
+    auto w = PeerWatch::create(rank, size, same_host, [](void* data, size_t bytes) {
+      int rc = MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
+      return rc == MPI_SUCCESS ? Status::OK() : mpi_error(rc, "broadcast of the peer watch's address");
+    });
+    if (!w.ok()) return w.status().with_context("MPI rank " + std::to_string(rank));
+    watch = std::move(w).value();
+  }
+  return std::unique_ptr<Communicator>(new MpiCommunicator(rank, size, owns, std::move(watch)));
 }
 
 #endif

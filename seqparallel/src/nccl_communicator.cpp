@@ -355,7 +355,14 @@ class NcclCommunicator final : public Communicator {
     return peer;
   }
 
-  Status abort_status() override { return current_abort(); }
+  // Without side effects: the next operation aborts this rank too (current_abort).
+  Status abort_status() const override {
+    {
+      std::lock_guard<std::mutex> l(abort_mu_);
+      if (aborted_) return abort_status_;
+    }
+    return boot_->abort_status();
+  }
 
  private:
   Result<Request> post(bool send, int peer, int tag, void* data, size_t bytes) {
@@ -446,7 +453,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
   std::vector<std::shared_ptr<Op>> queue_;  // posted, not yet issued
-  std::mutex abort_mu_;  // guards aborted_ / abort_status_ (the flags only: comm_ belongs to the owning thread)
+  mutable std::mutex abort_mu_;  // guards aborted_ / abort_status_ (the flags only: comm_ belongs to the owning thread)
   bool aborted_ = false;
   Status abort_status_;
 };

@@ -68,7 +68,7 @@ class SubCommunicator final : public Communicator {
   }
 
   void abort(const Status& why) override { parent_.abort(why); }
-  Status abort_status() override { return parent_.abort_status(); }
+  Status abort_status() const override { return parent_.abort_status(); }
 
  private:
   Communicator& parent_;

@@ -153,7 +153,7 @@ class ThreadCommunicator final : public Communicator {
     g_->cv.notify_all();
   }
 
-  Status abort_status() override {
+  Status abort_status() const override {
     std::lock_guard lock(g_->mu);
     return g_->aborted;
   }

@@ -2,7 +2,10 @@
 # `mpirun -np 2 ragd` end to end: rank 0 serves HTTP, rank 1 holds half of a long prompt's KV. A
 # greedy completion of a prompt over runtime.sp_threshold_tokens must report sp_workers = 2 and
 # equal the text of a one-process ragd on the same model; a short prompt stays on rank 0; an idle
-# rank uses almost no CPU (< 10 % of a core); SIGTERM to mpiexec stops both ranks.
+# rank uses almost no CPU (< 10 % of a core); SIGTERM to mpiexec stops both ranks. Then a rank
+# killed mid-prefill (mpiexec with orte_enable_recovery, as the docs say to run it): the client gets
+# 503 within seconds and the log names the lost rank, and rank 0 serves on — a short prompt, and the long
+# one again on one worker, its text the one-process text.
 #   mpi_ragd_check.sh RAGD RAGCTL MPIEXEC
 set -euo pipefail
 RAGD=$1 RAGCTL=$2 MPIEXEC=$3
@@ -78,4 +81,70 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 if pgrep -f "$dir/d1" > /dev/null; then echo "FAIL: a rank is still running after SIGTERM"; exit 1; fi
-echo "PASS: $pt-token prompt on 2 MPI ranks = one process ($ta); short prompt on rank 0; clean stop"
+
+# --- A rank killed mid-prefill.
+cp -r "$dir/model" "$dir/long-model"
+python3 - "$dir/long-model/config.json" <<'PY'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p)); c["max_position_embeddings"] = 200000
+json.dump(c, open(p, "w"), indent=1)
+PY
+"$MPIEXEC" --allow-run-as-root --oversubscribe --mca orte_enable_recovery 1 -np 2 "$RAGD" \
+  --model "$dir/long-model" --listen 127.0.0.1:0 --set runtime.num_threads=1 --set runtime.sp_threshold_tokens=256 \
+  --set runtime.sp_chunk_tokens=2048 \
+  --data "$dir/d3" > "$dir/kill.log" 2>&1 &
+pids+=($!)
+kill_addr=$(address "$dir/kill.log")
+wait_ready "$kill_addr"
+rank_of() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'; }
+rank1=""
+for p in $(pgrep -f "$dir/d3"); do
+  if [[ "$(argv0 "$p")" == */ragd && "$(rank_of "$p")" == 1 ]]; then rank1=$p; fi
+done
+[[ -n "$rank1" ]] || { echo "FAIL: no rank 1 among $(pgrep -f "$dir/d3" | tr '\n' ' ')"; exit 1; }
+python3 - "$kill_addr" "$rank1" > "$dir/kill.out" 2>&1 <<'PY' || { cat "$dir/kill.out"; exit 1; }
+import json, os, random, signal, sys, threading, time, urllib.error, urllib.request
+addr, rank1 = sys.argv[1], int(sys.argv[2])
+random.seed(7)
+ids = [random.randrange(3, 500) for _ in range(60000)]
+out = {}
+def stats():
+    return json.loads(urllib.request.urlopen(f"http://{addr}/v1/cache/stats").read()).get("executor", {})
+used_before = stats()["kv_pool"]["used_blocks"]
+def send():
+    body = json.dumps({"prompt": ids, "max_tokens": 8, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://{addr}/v1/completions", body, {"Content-Type": "application/json"})
+    try:
+        out["ok"] = json.loads(urllib.request.urlopen(req, timeout=300).read())
+    except urllib.error.HTTPError as e:
+        out["status"] = e.code; out["body"] = e.read().decode()
+    out["t"] = time.time()
+t = threading.Thread(target=send); t.start()
+# Kill rank 1 once the prefill is under way (its progress in /v1/cache/stats).
+deadline = time.time() + 120
+while time.time() < deadline:
+    lc = stats().get("long_context", {})
+    if lc.get("prefill_done_tokens", 0) > 0: break
+    time.sleep(0.05)
+else:
+    sys.exit("FAIL: the long prefill never reported progress")
+os.kill(rank1, signal.SIGKILL); t_kill = time.time()
+t.join(240)
+if t.is_alive(): sys.exit("FAIL: the request still hangs 240 s after rank 1 was killed")
+if "ok" in out: sys.exit(f"FAIL: the request succeeded although rank 1 died mid-prefill: {out['ok']}")
+if out["status"] != 503: sys.exit(f"FAIL: expected 503 (retry: the next run goes to one worker), got {out['status']} {out['body']}")
+used_after = stats()["kv_pool"]["used_blocks"]
+if used_after != used_before: sys.exit(f"FAIL: rank 0's pool holds {used_after} blocks after the failed run, {used_before} before")
+print(f"error {out['status']} {out['t'] - t_kill:.1f} s after the kill; rank 0's pool back to {used_after} used blocks")
+PY
+cat "$dir/kill.out"
+# The client's message hides the server's state; the log names the lost rank.
+grep -q "sequence-parallel rank 1 exited" "$dir/kill.log" || { echo "FAIL: the log does not name the lost rank"; cat "$dir/kill.log"; exit 1; }
+kill -0 "${pids[-1]}" 2>/dev/null || { echo "FAIL: mpiexec ended with rank 1"; cat "$dir/kill.log"; exit 1; }
+s2=$(complete "$kill_addr" "a short prompt after the loss")
+echo "$s2" | field 'd["choices"][0]["text"]' > /dev/null || { echo "FAIL: rank 0 no longer serves: $s2"; exit 1; }
+c=$(complete "$kill_addr" "$long")
+tc=$(echo "$c" | field 'repr(d["choices"][0]["text"])')
+[[ "$tc" == "$tb" ]] || { echo "FAIL: after the loss the long prompt gave $tc, one process $tb"; exit 1; }
+kill -TERM "${pids[-1]}"
+echo "PASS: $pt-token prompt on 2 MPI ranks = one process ($ta); short prompt on rank 0; clean stop; a rank killed mid-prefill: 503 to the client, the log names it, rank 0 serves on"

@@ -60,9 +60,8 @@ class Communicator {
 
   // Fails every pending and later operation of every rank with `why` (a worker failed).
   virtual void abort(const Status& why) = 0;
-  // Why the group was aborted (by any rank), or OK; never blocks. A transport that cannot tell
-  // (MPI: MPI_Abort ends the job) returns OK.
-  virtual Status abort_status() { return Status::OK(); }
+  // Why the group was aborted (by any rank, or because a rank died), or OK; never blocks.
+  virtual Status abort_status() const { return Status::OK(); }
 
  protected:
   // InvalidArgument when peer is not a rank other than this one, or tag is reserved.
