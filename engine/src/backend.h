@@ -125,6 +125,13 @@ class Backend {
                                const float* v, int64_t delta) const;
   // Bytes of weights read per decoded token (for benchmarks' bandwidth bounds).
   virtual size_t weight_bytes() const = 0;
+  // A backend over the same weights with state (scratch, streams) of its own, for a second model
+  // stepped on another thread (Model::sibling); num_threads as CpuBackendOptions'. Unimplemented
+  // where the weights cannot be shared.
+  virtual Result<std::unique_ptr<Backend>> share(int num_threads) const {
+    (void)num_threads;
+    return Status::Unimplemented(std::string("backend ") + std::string(device()) + " does not share its weights");
+  }
 };
 
 // The rows of one plan sequence that are active in a layer: [row0, row0 + n) (every backend keeps

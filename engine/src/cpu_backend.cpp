@@ -26,16 +26,23 @@ void grow(std::vector<T>& v, size_t n) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(const ModelConfig& cfg, HostWeights weights, const CpuBackendOptions& opts)
+CpuBackend::CpuBackend(const ModelConfig& cfg, std::shared_ptr<const HostWeights> weights, const CpuBackendOptions& opts)
     : cfg_(cfg), w_(std::move(weights)), threads_(opts.num_threads) {
   kernels::set_num_threads(opts.num_threads);
-  weight_bytes_ = w_.bytes();
+  weight_bytes_ = w_->bytes();
   inv_freq_ = rope_inv_freq(cfg_);
 }
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const ModelConfig& cfg, HostWeights weights,
                                                   const CpuBackendOptions& opts) {
-  return std::unique_ptr<Backend>(new CpuBackend(cfg, std::move(weights), opts));
+  return std::unique_ptr<Backend>(
+      new CpuBackend(cfg, std::make_shared<const HostWeights>(std::move(weights)), opts));
+}
+
+Result<std::unique_ptr<Backend>> CpuBackend::share(int num_threads) const {
+  CpuBackendOptions opts;
+  opts.num_threads = num_threads;
+  return std::unique_ptr<Backend>(new CpuBackend(cfg_, w_, opts));
 }
 
 void CpuBackend::rerotate_keys(float* k, size_t rows, int64_t delta) const {
@@ -204,7 +211,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
     runs_[si] = {s.row0, s.n, s.contiguous};
     for (int i = 0; i < s.n; ++i) {
       const int r = s.row0 + i;
-      kernels::weight_rows_to_f32(w_.embed.view(), s.tokens[i], s.tokens[i] + 1, x_.data() + static_cast<size_t>(r) * hs);
+      kernels::weight_rows_to_f32(w_->embed.view(), s.tokens[i], s.tokens[i] + 1, x_.data() + static_cast<size_t>(r) * hs);
       pos_[r] = s.position(i);
       slot_[r] = s.slot(i);
       step_row_[r] = r;
@@ -220,7 +227,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
   grow(rope_sn_, static_cast<size_t>(total) * (hd / 2));
   int rope_rows = -1;  // rows the table holds; -1 = stale
   for (int l = 0; l < cfg_.num_hidden_layers && rows > 0; ++l) {
-    const LayerWeights& w = w_.layers[l];
+    const LayerWeights& w = w_->layers[l];
     kernels::rmsnorm(x_.data(), rows, hs, hs, w.input_norm.data(), eps, h_.data(), hs);
     kernels::linear(h_.data(), rows, hs, w.qkv.view(), w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
                     qkv_.data());
@@ -261,10 +268,10 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
     kernels::linear(act_.data(), rows, im, w.down.view(), nullptr, x_.data(), /*accumulate=*/true);
   }
 
-  const kernels::WeightMatrix& head = w_.lm_head.empty() ? w_.embed.view() : w_.lm_head.view();
+  const kernels::WeightMatrix& head = w_->lm_head.empty() ? w_->embed.view() : w_->lm_head.view();
   if (hidden != nullptr) {
     if (narrowed) return Status::InvalidArgument("cpu backend: hidden states of every row were asked for, but a layer hook dropped rows");
-    kernels::rmsnorm(x_.data(), rows, hs, hs, w_.final_norm.data(), eps, hidden, hs);
+    kernels::rmsnorm(x_.data(), rows, hs, hs, w_->final_norm.data(), eps, hidden, hs);
   }
   const int nl = logits != nullptr ? static_cast<int>(plan.logit_rows.size()) : 0;
   const int np = picks != nullptr ? static_cast<int>(plan.pick_rows.size()) : 0;
@@ -276,7 +283,7 @@ Status CpuBackend::forward(const StepPlan& plan, KvPool& pool, float* logits, Sa
     auto head_rows = [&](int first, int count, float* out) {
       for (int i = 0; i < count; ++i) {
         const float* src = x_.data() + static_cast<size_t>(active[first + i]) * hs;
-        kernels::rmsnorm(src, 1, hs, hs, w_.final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
+        kernels::rmsnorm(src, 1, hs, hs, w_->final_norm.data(), eps, h_.data() + static_cast<size_t>(i) * hs, hs);
       }
       kernels::linear(h_.data(), count, hs, head, nullptr, out);
     };

@@ -7,7 +7,8 @@
 // KV lives in HostKvStorage (make_kv_storage).
 // Every projection is one GEMM over all rows of the batch; decode rows of a batch share one pass
 // over the weights.
-// Thread-safety: one thread at a time (scratch buffers are members); weights are immutable.
+// Thread-safety: one thread at a time (scratch buffers are members); weights are immutable, so
+// backends that share them (share()) step on different threads at once.
 #pragma once
 
 #include <cmath>
@@ -22,7 +23,7 @@ namespace ragd::engine {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const ModelConfig& cfg, HostWeights weights, const CpuBackendOptions& opts);
+  CpuBackend(const ModelConfig& cfg, std::shared_ptr<const HostWeights> weights, const CpuBackendOptions& opts);
 
   std::string_view device() const override { return "cpu"; }
   Result<std::unique_ptr<KvStorage>> make_kv_storage(const KvLayout& layout, size_t num_blocks) override;
@@ -35,6 +36,8 @@ class CpuBackend final : public Backend {
   void write_rerotated(KvStorage& st, std::span<const int32_t> blocks, int t0, int n, const float* k, const float* v,
                        int64_t delta) const override;
   size_t weight_bytes() const override { return weight_bytes_; }
+  // Another CpuBackend over the same (immutable) weights, with scratch of its own.
+  Result<std::unique_ptr<Backend>> share(int num_threads) const override;
 
  private:
   // The pool's storage as host memory; FailedPrecondition naming the device otherwise.
@@ -49,7 +52,7 @@ class CpuBackend final : public Backend {
   Status compact(const std::vector<int>& keep, int* rows);
 
   ModelConfig cfg_;
-  HostWeights w_;
+  std::shared_ptr<const HostWeights> w_;  // shared with the backends share() made
   size_t weight_bytes_ = 0;
   int threads_ = 0;  // OpenMP threads per step (CpuBackendOptions::num_threads; 0 = the default)
   std::vector<float> inv_freq_;  // [head_dim / 2]

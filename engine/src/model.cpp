@@ -51,6 +51,18 @@ class ModelImpl final : public Model {
   Status attend(const BlockTable& table, int layer, std::span<const float> q, std::span<const int32_t> q_pos,
                 float* out, float* lse) override;
   Status embed(std::span<const int32_t> tokens, std::vector<float>* out, SentencePooling pooling) override;
+  Result<std::unique_ptr<Model>> sibling(size_t kv_pool_bytes, int num_threads) const override {
+    const KvLayout& layout = pool_->layout();
+    const size_t num_blocks = kv_pool_bytes / layout.block_bytes();
+    if (num_blocks == 0)
+      return Status::InvalidArgument("Model::sibling: kv_pool_bytes " + std::to_string(kv_pool_bytes) +
+                                     " is smaller than one KV block (" + std::to_string(layout.block_bytes()) + " bytes)");
+    RAGD_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, backend_->share(num_threads));
+    RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage, backend->make_kv_storage(layout, num_blocks));
+    RAGD_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::create(std::move(storage)));
+    // The same weights and KV layout: the same fingerprint (its KV is interchangeable).
+    return std::unique_ptr<Model>(new ModelImpl(cfg_, fingerprint_, std::move(pool), std::move(backend), info_));
+  }
 
  private:
   Status check_tokens(std::span<const int32_t> tokens, size_t index) const;

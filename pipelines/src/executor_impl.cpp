@@ -80,7 +80,10 @@ SequenceParallelRoute::Limits sp_limits(const RuntimeOptions& opts, engine::Mode
 ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
     : opts_(opts),
       model_(std::move(deps.model)),
-      sp_(deps.sp ? std::make_unique<SequenceParallelRoute>(std::move(deps.sp), sp_limits(opts, *model_)) : nullptr),
+      sp_(deps.sp ? std::make_unique<SequenceParallelRoute>(std::move(deps.sp_rank0), std::move(deps.sp),
+                                                            sp_limits(opts, *model_),
+                                                            static_cast<SequenceParallelRoute::RunLoop&>(*this))
+                  : nullptr),
       tok_(std::move(deps.tokenizer)),
       corpus_(std::move(deps.corpus)),
       semantic_(deps.semantic_cache ? std::move(deps.semantic_cache) : std::make_shared<SemanticCache>()),
@@ -109,6 +112,7 @@ void ExecutorImpl::stop() {
   // The scheduler thread ends once every prepared run is handed over and finished; the retrieval
   // pool keeps serving it (preparations, iterative runs' searches) until then.
   if (thread_.joinable()) thread_.join();
+  sp_.reset();  // no run is on the route any more: the scheduler thread waited for them
   retrieval_pool_->stop();
   if (!store_) return;
   // The scheduler thread has exited, so this thread owns the pool now: move cached KV that is
@@ -452,7 +456,7 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   q.kv.state = &*q.state;
   kv_host_->attach(sid, &q.kv);
   if (q.semantic_hit) return answer_from_cache(q);
-  if (sp) return run_sequence_parallel(q);
+  if (sp) return start_sequence_parallel(q);
   // Speculative decoding: n-gram drafts, for runs that do not roll back on their own (iterative).
   // The request's k, else the pipeline's, else the server's.
   const int spec_k = q.rr.speculative_k.value_or(
@@ -521,29 +525,37 @@ void ExecutorImpl::loop() {
     std::vector<std::string> cancels;
     std::deque<SearchDone> searches;
     std::deque<SpeculativePrefill::Candidate> candidates;
+    std::deque<std::pair<uint64_t, SequenceParallelRoute::Outcome>> sp_back;
     bool loads = false, copies = false;
     if (!sched_->runnable()) store_->set_engine_busy(false);  // about to wait: copies may run
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] {
         return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || copies_done_ ||
-               !searches_done_.empty() || !candidates_.empty() ||
-               (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty());
+               !searches_done_.empty() || !candidates_.empty() || !sp_done_.empty() ||
+               (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty() && sp_active_ == 0);
       });
       incoming.swap(inbox_);
       searches.swap(searches_done_);
       candidates.swap(candidates_);
       cancels.swap(cancels_);
+      sp_back.swap(sp_done_);
       loads = load_done_;
       load_done_ = false;
       copies = copies_done_;
       copies_done_ = false;
-      if (stopping_ && pending_ == 0 && incoming.empty() && sched_->empty() && loading_.empty()) break;
+      if (stopping_ && pending_ == 0 && incoming.empty() && sched_->empty() && loading_.empty() && sp_active_ == 0 &&
+          sp_back.empty())
+        break;
     }
+    for (auto& [sid, o] : sp_back) end_sequence_parallel(sid, std::move(o));
     for (auto& r : incoming) accept(std::move(r));
     for (const auto& name : cancels) {
       auto it = by_name_.find(name);
-      if (it != by_name_.end()) {
+      if (it != by_name_.end() && sp_run(it->second) != nullptr) {
+        std::lock_guard<std::mutex> lk(mu_);  // the route stops it at its next step and hands it back
+        sp_cancelled_.insert(it->second);
+      } else if (it != by_name_.end()) {
         finish(it->second, "cancelled");
       } else {
         std::lock_guard<std::mutex> lk(mu_);

@@ -94,9 +94,10 @@ class ExecutorImpl final : public Executor,
     std::shared_ptr<retrieval::Corpus> corpus;  // null: pipelines with top_k > 0 fail
     std::vector<PipelineSpec> pipelines;
     std::string model_name;
-    // Sequence-parallel workers for long prompts (RuntimeOptions::sp_workers > 1); null = none.
-    // Its rank 0 is `model`.
+    // Sequence-parallel workers for long prompts (RuntimeOptions::sp_workers > 1, MPI ranks, or
+    // one spilling worker); null = none. Its rank 0 is `sp_rank0`, a sibling of `model`.
     std::unique_ptr<seqparallel::SpGroup> sp;
+    std::unique_ptr<engine::Model> sp_rank0;
     // Pipelines with [retriever] rerank > 0 and no rerank_model: the generator's reranker (its own
     // copy of the model); null = none.
     std::unique_ptr<Reranker> reranker;
@@ -256,14 +257,18 @@ class ExecutorImpl final : public Executor,
                                              const retrieval::MetadataFilter* filter, const std::string& must_include,
                                              bool vectors);
   // Sequence parallelism (executor_sp.cpp, sequence_parallel_route.h): whether a run takes the
-  // route, and running it there from prefill to its end (the batch waits meanwhile).
+  // route; handing it over (scheduler thread: it runs on the route's thread, beside the batch);
+  // its end, back on the scheduler thread.
   bool sp_route(const Run& r) const;
-  void run_sequence_parallel(Run& r);
-  // SequenceParallelRoute::RunLoop (executor_sp.cpp), scheduler thread.
+  void start_sequence_parallel(Run& r);
+  void end_sequence_parallel(uint64_t sid, SequenceParallelRoute::Outcome o);
+  // The route's run `sid` (under mu_); null once it is back.
+  Run* sp_run(uint64_t sid) const;
+  // SequenceParallelRoute::RunLoop (executor_sp.cpp), the route's thread.
   std::string next_token(uint64_t sid, std::span<const float> logits) override;
   bool cancelled(uint64_t sid) override;
-  bool ensure_free(int64_t blocks) override;
-  void prefill_progress(uint64_t sid, int64_t done, int64_t total) override;
+  void prefill_progress(uint64_t sid, int64_t done, int64_t total, int64_t pool_used_blocks) override;
+  void route_done(uint64_t sid, SequenceParallelRoute::Outcome outcome) override;
   // IterativeRag::RunLoop (executor_retrieval.cpp), scheduler thread: the rest of what the
   // iterative RAG unit asks of a run.
   bool issue_search(uint64_t sid, uint64_t ticket, uint64_t epoch, std::vector<std::string> queries, int fetch,
@@ -278,7 +283,8 @@ class ExecutorImpl final : public Executor,
 
   RuntimeOptions opts_;
   std::unique_ptr<engine::Model> model_;
-  // Long prompts' route (null: none); after model_, so destroyed first (its group's rank 0 is model_).
+  // Long prompts' route (null: none), with its own rank-0 model and thread; reset by stop() once the
+  // scheduler thread has ended (its thread calls back into this object).
   std::unique_ptr<SequenceParallelRoute> sp_;
   std::shared_ptr<const engine::Tokenizer> tok_;
   std::shared_ptr<retrieval::Corpus> corpus_;
@@ -312,6 +318,12 @@ class ExecutorImpl final : public Executor,
   std::deque<SearchDone> searches_done_;        // guarded by mu_: iterative searches, finished
   std::deque<SpeculativePrefill::Candidate> candidates_;  // guarded by mu_: speculative prefill stages
   std::vector<std::string> cancels_;            // guarded by mu_
+  // The long-context route (executor_sp.cpp), guarded by mu_: its runs (owned by runs_, stepped on
+  // the route's thread), the ones whose client went away, and the ones that came back.
+  std::unordered_map<uint64_t, Run*> sp_runs_;
+  std::unordered_set<uint64_t> sp_cancelled_;
+  std::deque<std::pair<uint64_t, SequenceParallelRoute::Outcome>> sp_done_;
+  int sp_active_ = 0;  // runs handed to the route and not yet back (scheduler thread; read under mu_)
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
   // guarded by mu_: adaptive runs chosen and before their first token, by sid: the prefill and
   // reranking tokens each still has (adapt_work_tokens; LoadSignals::work_ahead_tokens sums them).

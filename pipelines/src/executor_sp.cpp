@@ -1,5 +1,7 @@
 // The executor's side of the sequence-parallel route (sequence_parallel_route.h): which runs take
-// it, the run's bookkeeping around it, and the RunLoop calls the route makes.
+// it, handing a run over and taking it back, and the RunLoop calls the route makes from its thread.
+// A run on the route stays in runs_ (its name, its cancellation) but never enters the scheduler;
+// the route's thread owns its state until route_done, and the scheduler thread ends it.
 #include <algorithm>
 #include <string>
 
@@ -13,9 +15,37 @@ bool ExecutorImpl::sp_route(const Run& r) const {
          sp_->takes(static_cast<int64_t>(r.prompt.size()), r.res.sampling.max_tokens);
 }
 
-void ExecutorImpl::run_sequence_parallel(Run& r) {
-  const uint64_t sid = r.sid;
-  SequenceParallelRoute::Outcome o = sp_->run(sid, *r.state, *this);
+void ExecutorImpl::start_sequence_parallel(Run& r) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sp_runs_[r.sid] = &r;
+    ++sp_active_;
+  }
+  sp_->submit(r.sid, *r.state);
+}
+
+ExecutorImpl::Run* ExecutorImpl::sp_run(uint64_t sid) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = sp_runs_.find(sid);
+  return it == sp_runs_.end() ? nullptr : it->second;
+}
+
+void ExecutorImpl::route_done(uint64_t sid, SequenceParallelRoute::Outcome outcome) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sp_done_.emplace_back(sid, std::move(outcome));
+  }
+  cv_.notify_all();
+}
+
+void ExecutorImpl::end_sequence_parallel(uint64_t sid, SequenceParallelRoute::Outcome o) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sp_runs_.erase(sid);
+    sp_cancelled_.erase(sid);
+    --sp_active_;
+  }
+  Run& r = *runs_.at(sid);
   r.timings.prefill_ms += o.prefill_ms;
   r.usage.sp_workers = o.degree;
   r.usage.kv_spilled_tokens = o.spill.dram_tokens + o.spill.ssd_tokens;
@@ -27,6 +57,7 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
     lc.spilled_tokens += static_cast<uint64_t>(r.usage.kv_spilled_tokens);
     lc.spilled_ssd_tokens += static_cast<uint64_t>(o.spill.ssd_tokens);
     lc.spill_ssd_bytes_read += static_cast<uint64_t>(o.spill.bytes_read);
+    lc.pool_used_blocks = o.pool_used_blocks;
   }
   if (r.usage.kv_spilled_tokens > 0) {
     log::pipelines()->info("[{}] KV spilled: {} tokens to host memory, {} to SSD ({} MB read, {:.2f} s waiting for reads)",
@@ -45,21 +76,23 @@ void ExecutorImpl::run_sequence_parallel(Run& r) {
 }
 
 std::string ExecutorImpl::next_token(uint64_t sid, std::span<const float> logits) {
-  return on_sampled(*runs_.at(sid), logits);
+  Run* r = sp_run(sid);  // on the route until route_done: never null here
+  return on_sampled(*r, logits);
 }
 
 bool ExecutorImpl::cancelled(uint64_t sid) {
-  const std::string& id = runs_.at(sid)->rr.id;
   std::lock_guard<std::mutex> lk(mu_);
-  return std::find(cancels_.begin(), cancels_.end(), id) != cancels_.end();
+  if (sp_cancelled_.count(sid)) return true;
+  auto it = sp_runs_.find(sid);
+  // A cancel the scheduler thread has not picked up yet.
+  return it != sp_runs_.end() && std::find(cancels_.begin(), cancels_.end(), it->second->rr.id) != cancels_.end();
 }
 
-bool ExecutorImpl::ensure_free(int64_t blocks) { return kv_host_->ensure_free(static_cast<int>(blocks)); }
-
-void ExecutorImpl::prefill_progress(uint64_t, int64_t done, int64_t total) {
+void ExecutorImpl::prefill_progress(uint64_t, int64_t done, int64_t total, int64_t pool_used_blocks) {
   std::lock_guard<std::mutex> lk(stats_mu_);
   stats_.long_context.prefill_done = done < total ? done : 0;
   stats_.long_context.prefill_total = done < total ? total : 0;
+  stats_.long_context.pool_used_blocks = pool_used_blocks;
 }
 
 }  // namespace ragd::pipelines

@@ -269,6 +269,15 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
   ExecutorImpl::Deps deps;
   RAGD_ASSIGN_OR_RETURN(deps.model, engine::Model::load(opts.model_dir, mo));
   RAGD_ASSIGN_OR_RETURN(const seqparallel::SpillOptions spill, spill_options_with_folder(opts));
+  // The long-context route's rank 0: a sibling of the model (its weights, a pool and step state of
+  // its own), so that a long run steps beside the batch (sequence_parallel_route.h); a second copy
+  // where the backend cannot share its weights.
+  auto make_rank0 = [&]() -> Result<std::unique_ptr<engine::Model>> {
+    auto sib = deps.model->sibling(mo.kv_pool_bytes, mo.num_threads);
+    if (sib.ok() || sib.status().code() != StatusCode::kUnimplemented) return sib;
+    log::pipelines()->info("long-context route: {}; loading a second copy of the model for it", sib.status().message());
+    return engine::Model::load(opts.model_dir, mo);
+  };
   if (sp_comm != nullptr && sp_comm->size() > 1) {
     if (opts.sp_workers > 1) {
       return Status::InvalidArgument("runtime.sp_workers is " + std::to_string(opts.sp_workers) + " but the process is rank 0 of a " +
@@ -277,7 +286,8 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     }
     const int ranks = sp_comm->size();
     const std::string transport(sp_comm->transport());
-    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::join_group(*deps.model, std::move(sp_comm), sp_kind));
+    RAGD_ASSIGN_OR_RETURN(deps.sp_rank0, make_rank0());
+    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::join_group(*deps.sp_rank0, std::move(sp_comm), sp_kind));
     log::pipelines()->info("sequence parallelism: {} {} ranks ({} partition) for prompts of >= {} tokens", ranks, transport,
                            enum_name(opts.sp_partition), opts.sp_threshold_tokens);
   } else if (opts.sp_workers > 1) {
@@ -286,8 +296,9 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     engine::ModelOptions wo = mo;
     wo.num_threads = per_worker;
     const std::string dir = opts.model_dir;
+    RAGD_ASSIGN_OR_RETURN(deps.sp_rank0, make_rank0());
     RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(
-                                       opts.sp_workers, *deps.model, [dir, wo] { return engine::Model::load(dir, wo); },
+                                       opts.sp_workers, *deps.sp_rank0, [dir, wo] { return engine::Model::load(dir, wo); },
                                        sp_kind, per_worker, opts.sp_transport, spill));
     log::pipelines()->info("sequence parallelism: {} in-process workers ({} partition, {} transport, {} thread(s) each) for "
                            "prompts of >= {} tokens",
@@ -296,7 +307,8 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
   }
   if (deps.sp == nullptr && spill.enabled()) {
     // One worker: a group of rank 0 alone, for the prompts whose KV exceeds the pool.
-    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(1, *deps.model, nullptr, sp_kind, 0,
+    RAGD_ASSIGN_OR_RETURN(deps.sp_rank0, make_rank0());
+    RAGD_ASSIGN_OR_RETURN(deps.sp, seqparallel::start_local_group(1, *deps.sp_rank0, nullptr, sp_kind, 0,
                                                                   seqparallel::SpTransport::kHost, spill));
   }
   if (deps.sp != nullptr) {

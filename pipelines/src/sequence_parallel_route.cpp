@@ -10,8 +10,53 @@
 
 namespace ragd::pipelines {
 
-SequenceParallelRoute::SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits)
-    : group_(std::move(group)), limits_(limits), workers_(group_->workers()), spills_(group_->driver().spills()) {}
+SequenceParallelRoute::SequenceParallelRoute(std::unique_ptr<engine::Model> rank0,
+                                             std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits,
+                                             RunLoop& loop)
+    : rank0_(std::move(rank0)),
+      group_(std::move(group)),
+      limits_(limits),
+      workers_(group_->workers()),
+      spills_(group_->driver().spills()),
+      loop_(loop),
+      thread_([this] { work(); }) {}
+
+SequenceParallelRoute::~SequenceParallelRoute() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void SequenceParallelRoute::submit(uint64_t sid, RunState& state) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.emplace_back(sid, &state);
+  }
+  cv_.notify_all();
+}
+
+void SequenceParallelRoute::work() {
+  for (;;) {
+    std::pair<uint64_t, RunState*> next;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_.load() || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      next = queue_.front();
+      queue_.pop_front();
+    }
+    Outcome o;
+    if (stop_.load()) {
+      o.reason = "cancelled";  // the route is going away: queued runs end without starting
+    } else {
+      o = run(next.first, *next.second);
+    }
+    loop_.route_done(next.first, std::move(o));
+  }
+}
 
 bool SequenceParallelRoute::exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const {
   // The fullest worker's share; one worker: the whole run plus the block a decode step may open.
@@ -48,18 +93,17 @@ bool SequenceParallelRoute::takes(int64_t prompt_tokens, int64_t max_new_tokens)
   return spills_ && exceeds_pool(prompt_tokens, max_new_tokens, degree(prompt_tokens, max_new_tokens));
 }
 
-SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState& state, RunLoop& loop) {
+SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState& state) {
   using Clock = std::chrono::steady_clock;
   Outcome out;
+  RunLoop& loop = loop_;
   seqparallel::SpDriver& sp = group_->driver();
-  // This thread is one of the group's workers now: its share of the cores.
-  const int threads_before = kernels::num_threads();
+  // This thread is one of the group's workers: its share of the cores (per thread: the scheduler
+  // thread keeps its own count).
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   kernels::set_num_threads(std::max(1, static_cast<int>(hw) / sp.workers()));
-  // Room in this worker's pool (cached KV that nobody pins goes to make space) before the group
-  // starts: a collective that fails for lack of memory would abort the group. The same share the
-  // run was admitted with; with less room here than the helpers have, rank 0 stores fewer of the
-  // decode tokens.
+  // The share the run was admitted with; with less room here than the helpers have, rank 0 stores
+  // fewer of the decode tokens.
   const int d = degree(state.prompt_len(), state.max_new_tokens());
   out.degree = d;
   int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens(), d);
@@ -73,12 +117,18 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
     blocks = std::min<int64_t>(blocks, 2 * ((chunk + limits_.block_size - 1) / limits_.block_size) + 2);
   }
   sp.set_max_chunk_tokens(chunk);
-  if (!loop.ensure_free(blocks)) {
-    kernels::set_num_threads(threads_before);
-    out.status = Status::ResourceExhausted("sequence-parallel run: rank 0's KV pool cannot free " +
-                                           std::to_string(blocks) + " blocks for its shard (running requests hold them)");
+  // Rank 0's pool is the route's own and holds one run at a time: the previous run freed it.
+  if (static_cast<int64_t>(rank0_->kv_pool().free_blocks()) < blocks) {
+    out.status = Status::ResourceExhausted("sequence-parallel run: rank 0's KV pool has " +
+                                           std::to_string(rank0_->kv_pool().free_blocks()) + " free blocks, its shard needs " +
+                                           std::to_string(blocks));
     return out;
   }
+  auto stopped = [&] { return stop_.load() || loop.cancelled(sid); };
+  auto used_blocks = [&] {
+    const engine::KvPool& pool = rank0_->kv_pool();
+    return static_cast<int64_t>(pool.num_blocks() - pool.free_blocks());
+  };
   const auto t0 = Clock::now();
   std::vector<float> logits;
   // Between prefill steps: progress for /metrics, and a client that went away stops the prefill
@@ -86,20 +136,20 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   Status st = sp.prefill(
       state.tokens(), &logits,
       [&](int64_t done, int64_t total) {
-        loop.prefill_progress(sid, done, total);
-        return !loop.cancelled(sid);
+        loop.prefill_progress(sid, done, total, used_blocks());
+        return !stopped();
       },
       d);
   out.prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  loop.prefill_progress(sid, state.prompt_len(), state.prompt_len());  // ended (done, stopped or failed)
+  loop.prefill_progress(sid, state.prompt_len(), state.prompt_len(), used_blocks());  // ended (done, stopped or failed)
   if (st.code() == StatusCode::kCancelled) {
-    kernels::set_num_threads(threads_before);
     out.reason = "cancelled";
+    out.pool_used_blocks = used_blocks();
     return out;
   }
   while (st.ok()) {
     out.reason = loop.next_token(sid, logits);
-    if (out.reason.empty() && loop.cancelled(sid)) out.reason = "cancelled";
+    if (out.reason.empty() && stopped()) out.reason = "cancelled";
     if (!out.reason.empty()) break;
     st = sp.decode(state.tokens().back(), &logits);
   }
@@ -107,7 +157,7 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   // Every rank's shard goes, rank 0's even after a failure (the others' then fail or are gone).
   Status released = sp.release();
   if (st.ok()) st = released;
-  kernels::set_num_threads(threads_before);
+  out.pool_used_blocks = used_blocks();
   if (!st.ok()) {
     broken_.store(true);  // the group is aborted
     out.status = st;

@@ -1,25 +1,35 @@
 // SequenceParallelRoute: the executor's route for prompts too long for one worker. A prompt of at
 // least `threshold_tokens` runs on the whole group (seqparallel/sp_group.h) from ring prefill to
-// its last sharded decode step, on the scheduler thread; the group's workers are that one run's,
-// and the batch of short runs resumes when it ends. No KV reuse on this route (the prompt is not
-// looked up or published): a prompt this long is one document read once. A failed collective
-// leaves the group aborted: from then on long prompts run on one worker instead of hanging.
+// its last sharded decode step, on the route's own thread, beside the batch: the group's rank 0 is
+// a sibling of the executor's model (engine::Model::sibling: the same weights, a KV pool and step
+// state of its own), so short requests keep being served on the scheduler thread while a long one
+// runs. The kernels' thread team goes to whichever thread asks first; the other steps on its own
+// thread (kernels/threads.h), so on a machine whose cores the long run fills, the batch still
+// gets a thread. One long run at a time; the next waits in the route's queue.
+// No KV reuse on this route (the prompt is not looked up or published): a prompt this long is one
+// document read once. A failed collective leaves the group aborted: from then on long prompts run
+// on one worker instead of hanging.
 // When the group spills (seqparallel/kv_spill.h), a run whose KV does not fit the workers' pools
 // takes this route too, whatever its length (a group of one worker exists for that alone), and
 // its prefill runs in chunks between which the older KV leaves the pool.
 //
-// The unit owns the group and its broken flag; it talks to the run loop through RunLoop (the next
-// token of a run, whether it was cancelled, room in rank 0's pool).
-// Thread-safety: takes() may be called from any thread (the retrieval threads ask it before the
-// reuse lookup); everything else runs on the scheduler thread.
+// The unit owns rank 0's model, the group and its broken flag; it talks to the run loop through
+// RunLoop (the next token of a run, whether it was cancelled, its progress, its end).
+// Thread-safety: takes(), degree(), kv_blocks_per_worker() may be called from any thread;
+// submit() from the scheduler thread; RunLoop is called on the route's thread.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "ragd/common/status.h"
 #include "ragd/seqparallel/perf_model.h"
@@ -34,17 +44,27 @@ inline int64_t run_kv_blocks(int64_t tokens, int block_size) { return (tokens + 
 
 class SequenceParallelRoute {
  public:
-  // What the route asks of the run loop (scheduler thread).
+  struct Outcome {
+    Status status;           // a failed collective (the group is aborted) or no room in rank 0's pool
+    std::string reason;      // the finish reason when status is OK
+    double prefill_ms = 0;   // the ring prefill's time
+    int degree = 0;          // workers that held the run
+    seqparallel::SpillStats spill;  // rank 0's spill (zeros when nothing left its pool)
+    int64_t pool_used_blocks = 0;   // rank 0's pool after the run (0 unless something leaked)
+  };
+
+  // What the route asks of the run loop, on the route's thread.
   class RunLoop {
    public:
     // Advances run `sid` by the token sampled from `logits`: "" = go on, else the finish reason.
     virtual std::string next_token(uint64_t sid, std::span<const float> logits) = 0;
     // The client cancelled run `sid` meanwhile.
     virtual bool cancelled(uint64_t sid) = 0;
-    // At least `blocks` free blocks in rank 0's pool (unpinned cached KV may be evicted).
-    virtual bool ensure_free(int64_t blocks) = 0;
-    // Prefill progress of run `sid` (after each prefill step; done = total once it has ended, however).
-    virtual void prefill_progress(uint64_t sid, int64_t done, int64_t total) = 0;
+    // Prefill progress of run `sid` (after each prefill step; done = total once it has ended,
+    // however) and the blocks in use in rank 0's pool.
+    virtual void prefill_progress(uint64_t sid, int64_t done, int64_t total, int64_t pool_used_blocks) = 0;
+    // Run `sid` left the route (its state is the loop's again).
+    virtual void route_done(uint64_t sid, Outcome outcome) = 0;
 
    protected:
     ~RunLoop() = default;
@@ -63,8 +83,13 @@ class SequenceParallelRoute {
     engine::ModelConfig model;
     double kv_bytes_per_token_layer = 0;  // the pool's K+V bytes of one token in one layer
   };
-  // `group`: its rank 0 is the executor's model, which must outlive this unit.
-  SequenceParallelRoute(std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits);
+  // `rank0`: the group's rank 0 (a sibling of the executor's model), owned here from now on.
+  SequenceParallelRoute(std::unique_ptr<engine::Model> rank0, std::unique_ptr<seqparallel::SpGroup> group,
+                        const Limits& limits, RunLoop& loop);
+  // Stops the route's thread: a run still on it stops at its next step (cancelled) and is reported.
+  ~SequenceParallelRoute();
+  SequenceParallelRoute(const SequenceParallelRoute&) = delete;
+  SequenceParallelRoute& operator=(const SequenceParallelRoute&) = delete;
 
   // Whether a run of `prompt_tokens` + up to `max_new_tokens` goes to the group: the group is
   // healthy and the prompt long (2+ workers), or its KV exceeds the pools and the group spills.
@@ -79,27 +104,31 @@ class SequenceParallelRoute {
     return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, degree(prompt_tokens, decode_tokens));
   }
 
-  struct Outcome {
-    Status status;           // a failed collective (the group is aborted) or no room in rank 0's pool
-    std::string reason;      // the finish reason when status is OK
-    double prefill_ms = 0;   // the ring prefill's time
-    int degree = 0;          // workers that held the run
-    seqparallel::SpillStats spill;  // rank 0's spill (zeros when nothing left its pool)
-  };
-  // Runs `state` (prompt and sampling state of run `sid`) on the group to its end.
-  Outcome run(uint64_t sid, RunState& state, RunLoop& loop);
+  // Queues run `sid` (prompt and sampling state in `state`, which the route uses until
+  // RunLoop::route_done(sid)); it runs once the runs before it have ended.
+  void submit(uint64_t sid, RunState& state);
 
  private:
   // KV blocks the fullest worker holds for the run: more than its pool = the run spills.
   bool exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const;
+  // Runs `state` on the group to its end (route thread).
+  Outcome run(uint64_t sid, RunState& state);
+  void work();  // the route's thread
 
+  std::unique_ptr<engine::Model> rank0_;  // before group_: the group's driver uses it
   std::unique_ptr<seqparallel::SpGroup> group_;
   const Limits limits_;
   const int workers_;
   const bool spills_;
-  // Set (scheduler thread) when a collective failed and the group is aborted; read by any thread
+  RunLoop& loop_;
+  // Set (route thread) when a collective failed and the group is aborted; read by any thread
   // through takes(), so group_ itself never changes while serving.
   std::atomic<bool> broken_{false};
+  std::mutex mu_;  // queue_, stop_
+  std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, RunState*>> queue_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: started once the members above exist
 };
 
 }  // namespace ragd::pipelines

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -69,6 +70,50 @@ TEST(Model, LongContextChunkedPrefillAndSplitDecode) {
     EXPECT_LT(err(d.row(0), ref[i]), kRefTol) << "decode " << i;
   }
   t.release(f.model->kv_pool());
+}
+
+// A sibling shares the weights (no copy) and has a pool of its own: the two step different
+// sequences on two threads at once, each matching the naive reference; the original's KV is
+// untouched by the sibling's steps.
+TEST(Model, SiblingStepsBesideTheOriginalOnAnotherThread) {
+  Fixture f(Variant::kQwen2Bias, 16);
+  auto sib = f.model->sibling(size_t{4} << 20, 1);
+  ASSERT_TRUE(sib.ok()) << sib.status().to_string();
+  Model& s = **sib;
+  EXPECT_EQ(s.fingerprint(), f.model->fingerprint());
+  EXPECT_NE(&s.kv_pool(), &f.model->kv_pool());
+  EXPECT_EQ(s.kv_pool().layout().block_bytes(), f.model->kv_pool().layout().block_bytes());
+  auto a_toks = random_tokens(301, 11);
+  auto b_toks = random_tokens(257, 12);
+  std::vector<std::vector<double>> ra, rb;
+  Reference(f.cfg, f.w).run(a_toks, &ra);
+  Reference(f.cfg, f.w).run(b_toks, &rb);
+  double ea = 0, eb = 0;
+  auto run = [](Model& m, const std::vector<int32_t>& toks, const std::vector<std::vector<double>>& ref, double* e) {
+    BlockTable t;
+    // Chunks of 37, then decodes: many steps, so the threads' steps interleave.
+    int c = 0;
+    for (; c + 37 <= static_cast<int>(toks.size()) - 4; c += 37) {
+      StepOutput o = one_step(m, t, std::span(toks).subspan(c, 37), SeqStep::Logits::kLast);
+      *e = std::max(*e, err(o.row(0), ref[c + 36]));
+    }
+    for (; c < static_cast<int>(toks.size()); ++c) {
+      StepOutput o = one_step(m, t, std::span(toks).subspan(c, 1), SeqStep::Logits::kLast);
+      *e = std::max(*e, err(o.row(0), ref[c]));
+    }
+    t.release(m.kv_pool());
+  };
+  std::thread other([&] { run(s, b_toks, rb, &eb); });
+  run(*f.model, a_toks, ra, &ea);
+  other.join();
+  EXPECT_LT(ea, kRefTol);
+  EXPECT_LT(eb, kRefTol);
+  EXPECT_EQ(s.kv_pool().free_blocks(), s.kv_pool().num_blocks());
+  EXPECT_EQ(f.model->kv_pool().free_blocks(), f.model->kv_pool().num_blocks());
+  // A pool smaller than one block is refused, naming the size.
+  auto tiny = f.model->sibling(8, 1);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("smaller than one KV block"), std::string::npos);
 }
 
 TEST(Model, LogitsModesAndRowBegin) {

@@ -276,10 +276,83 @@ TEST_F(ExecutorSpTest, CancelMidPrefillFreesTheKvAndTheGroupServesOn) {
     }
     EXPECT_EQ(after.long_context.prefill_total, 0) << what;
     EXPECT_EQ(after.pool_free_blocks, after.pool_blocks) << what << ": the cancelled run's blocks are back";
+    EXPECT_EQ(after.long_context.pool_used_blocks, 0) << what << ": rank 0's own pool is empty again";
     RunOutput again = raw(*rt.executor, lng, 8);
     ASSERT_TRUE(again.error.ok()) << what << ": " << again.error.to_string();
     EXPECT_EQ(again.usage.sp_workers, workers) << what;
     expect_same(again, ref, what + " (after a cancelled prefill)");
+    close(rt);
+  }
+  fs::remove_all(data);
+}
+
+// A long run steps on the route's own thread (rank 0 is a sibling of the executor's model), beside
+// the batch: while its client holds it inside its first token's event, short requests are answered
+// — on one spilling worker and on a group of two; released, the long run ends with the reference's
+// output and rank 0's pool is empty again. (When the route ran on the scheduler thread, the short
+// request waited for the whole long run: here, for ever.)
+TEST_F(ExecutorSpTest, ShortRequestsAreServedWhileALongRunIsOnTheRoute) {
+  const std::string data = tmpdir("sp_beside");
+  const std::string lng = long_text(40), shrt = long_text(1);
+  const std::vector<RunOutput> refs = reference(data, lng, {8});
+  const RunOutput& ref = refs[0];
+  ASSERT_TRUE(ref.error.ok());
+  for (int workers : {1, 2}) {
+    RuntimeOptions o = options(data);
+    o.data_dir = "";
+    o.sp_workers = workers;
+    o.sp_threshold_tokens = 64;  // two workers: long prompts go to the group
+    o.kv_spill_dram_bytes = size_t{64} << 20;
+    o.kv_spill_ssd = false;
+    o.kv_spill_chunk_tokens = 32;
+    if (workers == 1) o.model.kv_pool_bytes = 40 * 16 * 2 * 2 * 32 * sizeof(float);  // 40 blocks: the run spills
+    Runtime rt = open(o, false);
+    const std::string what = std::to_string(workers) + " worker(s)";
+    struct Gate {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool holding = false, open = false;
+      void release() {
+        std::lock_guard<std::mutex> l(mu);
+        open = true;
+        cv.notify_all();
+      }
+      ~Gate() { release(); }
+    } gate;
+    RunOutput lout;
+    Collector lc;
+    EventSink inner = lc.sink(&lout);
+    EventSink held = [&](const RunEvent& ev) {
+      if (ev.kind == RunEvent::Kind::kToken) {
+        std::unique_lock<std::mutex> l(gate.mu);
+        gate.holding = true;
+        gate.cv.notify_all();
+        gate.cv.wait(l, [&] { return gate.open; });
+      }
+      return inner(ev);
+    };
+    RunRequest r;
+    r.id = "long-beside-" + std::to_string(workers);
+    r.prompt = lng;
+    r.sampling.max_tokens = 8;
+    r.sampling.ignore_eos = true;
+    ASSERT_TRUE(rt.executor->submit(r, held).ok());
+    {
+      std::unique_lock<std::mutex> l(gate.mu);
+      ASSERT_TRUE(gate.cv.wait_for(l, std::chrono::seconds(120), [&] { return gate.holding; })) << what;
+    }
+    RunOutput s = raw(*rt.executor, shrt, 8);  // answered while the long run is held
+    ASSERT_TRUE(s.error.ok()) << what << ": " << s.error.to_string();
+    EXPECT_EQ(s.tokens.size(), 8u) << what;
+    EXPECT_EQ(s.usage.sp_workers, 0) << what << ": the short request ran in the batch";
+    EXPECT_FALSE(lc.wait(&lout, 0)) << what << ": the long run is still held";
+    gate.release();
+    ASSERT_TRUE(lc.wait(&lout)) << what;
+    ASSERT_TRUE(lout.error.ok()) << what << ": " << lout.error.to_string();
+    EXPECT_EQ(lout.usage.sp_workers, workers) << what;
+    if (workers == 1) EXPECT_GT(lout.usage.kv_spilled_tokens, 0) << what;
+    expect_same(lout, ref, what + " (long run beside the batch)");
+    EXPECT_EQ(rt.executor->stats().long_context.pool_used_blocks, 0) << what;
     close(rt);
   }
   fs::remove_all(data);

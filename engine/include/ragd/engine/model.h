@@ -210,6 +210,16 @@ class Model {
   // such as Qwen3-Embedding); [hidden_size]. Not normalised.
   virtual Status embed(std::span<const int32_t> tokens, std::vector<float>* out,
                        SentencePooling pooling = SentencePooling::kMean) = 0;
+  // A second model over the same weights (no copy: they are immutable) with a KV pool and step
+  // state of its own, so that two threads step the two at once — a long sequence beside the
+  // batch. Its pool has the layout of this one's and kv_pool_bytes / block bytes blocks;
+  // num_threads as ModelOptions'. Unimplemented where the backend cannot share its weights (CUDA)
+  // or for test doubles.
+  virtual Result<std::unique_ptr<Model>> sibling(size_t kv_pool_bytes, int num_threads) const {
+    (void)kv_pool_bytes;
+    (void)num_threads;
+    return Status::Unimplemented("this model cannot make a sibling over its weights");
+  }
 };
 
 }  // namespace ragd::engine

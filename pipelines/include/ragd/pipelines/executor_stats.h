@@ -102,12 +102,14 @@ struct ExecutorStats {
   } spec_ngram;
   double spec_step_fixed_ms = 0, spec_step_per_row_ms = 0;
   // The long-context route (sequence_parallel_route.h): runs it served, its group's workers, the
-  // prefill progress of the run on it now (prompt tokens done / in all; 0 / 0 when none), and the
-  // KV its runs moved out of rank 0's pool (tokens, and bytes read back from SSD), summed.
+  // prefill progress of the run on it now (prompt tokens done / in all; 0 / 0 when none), the
+  // blocks in use in its rank 0's own pool (as of the last prefill step or run end), and the KV its
+  // runs moved out of that pool (tokens, and bytes read back from SSD), summed.
   struct LongContext {
     uint64_t runs = 0;
     int64_t workers = 0;
     int64_t prefill_done = 0, prefill_total = 0;
+    int64_t pool_used_blocks = 0;
     uint64_t spilled_tokens = 0, spilled_ssd_tokens = 0, spill_ssd_bytes_read = 0;
   } long_context;
 
@@ -193,6 +195,7 @@ void ExecutorStats::visit(V& v) const {
   v.field("step_fixed_ms", spec_step_fixed_ms).field("step_per_row_ms", spec_step_per_row_ms).end();
   v.begin("long_context").field("runs", long_context.runs).field("workers", long_context.workers);
   v.field("prefill_done_tokens", long_context.prefill_done).field("prefill_total_tokens", long_context.prefill_total);
+  v.field("pool_used_blocks", long_context.pool_used_blocks);
   v.field("spilled_tokens", long_context.spilled_tokens).field("spilled_ssd_tokens", long_context.spilled_ssd_tokens);
   v.field("spill_ssd_bytes_read", long_context.spill_ssd_bytes_read).end();
 }
