@@ -5,7 +5,12 @@
 // config.json's "oov_norm" > 0 a term outside the vocabulary adds a pseudo-random vector of that
 // length (add_oov_row): the exact-match signal of a hashed feature, for names and identifiers the
 // training text never held.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -33,10 +38,12 @@ constexpr const char* kTensor = "term_vectors";
 // its own term generator).
 class TermVecEmbedder final : public Embedder {
  public:
-  TermVecEmbedder(std::unordered_map<std::string, uint32_t> vocab, std::vector<float> rows, int dim, double oov_norm,
-                  std::string identity)
+  TermVecEmbedder(std::unordered_map<std::string, uint32_t> vocab, std::unique_ptr<engine::WeightStore> store,
+                  engine::TensorView rows, int dim, double oov_norm, std::string identity)
       : vocab_(std::move(vocab)),
+        store_(std::move(store)),
         rows_(std::move(rows)),
+        row_bytes_(static_cast<size_t>(dim) * engine::dtype_size(rows_.dtype)),
         dim_(dim),
         oov_scale_(static_cast<float>(oov_norm / std::sqrt(static_cast<double>(dim)))),
         identity_(std::move(identity)) {}
@@ -52,6 +59,7 @@ class TermVecEmbedder final : public Embedder {
     Xapian::TermGenerator tg;
     tg.set_stemmer(stem);
     tg.set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
+    std::vector<float> row(static_cast<size_t>(dim_));
     for (size_t i = 0; i < texts.size(); ++i) {
       float* v = out->data() + i * static_cast<size_t>(dim_);
       Xapian::Document doc;
@@ -62,8 +70,8 @@ class TermVecEmbedder final : public Embedder {
         const float w = 1.0f + std::log(static_cast<float>(t.get_wdf()));
         auto it = vocab_.find(term);
         if (it != vocab_.end()) {
-          const float* r = rows_.data() + static_cast<size_t>(it->second) * static_cast<size_t>(dim_);
-          for (int j = 0; j < dim_; ++j) v[j] += w * r[j];
+          row_f32(it->second, row.data());
+          for (int j = 0; j < dim_; ++j) v[j] += w * row[j];
         } else if (oov_scale_ > 0) {
           add_oov_row(term, w * oov_scale_, v);
         }
@@ -98,8 +106,23 @@ class TermVecEmbedder final : public Embedder {
     }
   }
 
+  // Row `term` of the table as f32.
+  void row_f32(uint32_t term, float* dst) const {
+    engine::TensorView r;
+    r.dtype = rows_.dtype;
+    r.shape = {dim_};
+    r.data = static_cast<const uint8_t*>(rows_.data) + static_cast<size_t>(term) * row_bytes_;
+    r.nbytes = row_bytes_;
+    r.to_f32(dst);
+  }
+
   std::unordered_map<std::string, uint32_t> vocab_;
-  std::vector<float> rows_;  // [vocab, dim] row-major, f32
+  // The table stays in the file's mapping, in its stored type ([vocab, dim] row-major), and is
+  // converted a row at a time: no copy, and only the rows a process uses become resident (an idle
+  // daemon held the whole table in f32 before, 57 MB).
+  std::unique_ptr<engine::WeightStore> store_;
+  engine::TensorView rows_;
+  size_t row_bytes_;
   int dim_;
   float oov_scale_;  // oov_norm / sqrt(dim); 0 = terms outside the vocabulary are left out
   std::string identity_;
@@ -174,17 +197,37 @@ Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) 
   if (t.shape.size() != 2 || t.shape[0] != vocab_size || t.shape[1] != dim)
     return Status::InvalidArgument(fmt::format("{}: {} must be [{}, {}] (vocab_size, dim)", weights_path, kTensor,
                                                vocab_size, dim));
-  std::vector<float> rows(static_cast<size_t>(t.numel()));
-  t.to_f32(rows.data());
-  for (float x : rows)
-    if (!std::isfinite(x)) return Status::InvalidArgument(weights_path + ": " + kTensor + " holds a non-finite value");
-
+  {
+    // Every value finite, checked a slice of rows at a time.
+    const size_t row_bytes = static_cast<size_t>(dim) * engine::dtype_size(t.dtype);
+    constexpr int64_t kSlice = 4096;
+    std::vector<float> buf;
+    for (int64_t r0 = 0; r0 < vocab_size; r0 += kSlice) {
+      const int64_t n = std::min(kSlice, vocab_size - r0);
+      engine::TensorView part = t;
+      part.shape = {n, dim};
+      part.data = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r0) * row_bytes;
+      part.nbytes = static_cast<size_t>(n) * row_bytes;
+      buf.resize(static_cast<size_t>(n * dim));
+      part.to_f32(buf.data());
+      for (float x : buf)
+        if (!std::isfinite(x)) return Status::InvalidArgument(weights_path + ": " + kTensor + " holds a non-finite value");
+    }
+  }
   const Hash128 w = store->checksum();
+  // The checks above read every page of the mapping; give them back (they are the file's: a row
+  // read later comes in again).
+  {
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(t.data) + page - 1) & ~(page - 1);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) & ~(page - 1);
+    if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
   // The fingerprint covers the rows, the vocabulary and the configuration (oov_norm changes vectors).
   const uint64_t v = xxh3_64(vocab_text.data(), vocab_text.size()) ^ (xxh3_64(cfg.data(), cfg.size()) * 0x9E3779B97F4A7C15ULL);
   std::string identity = fmt::format("termvec/{:016x}{:016x}/d={}", w.lo ^ v, w.hi, dim);
-  return std::unique_ptr<Embedder>(new TermVecEmbedder(std::move(vocab), std::move(rows), static_cast<int>(dim), oov_norm,
-                                                       std::move(identity)));
+  return std::unique_ptr<Embedder>(new TermVecEmbedder(std::move(vocab), std::move(store), std::move(t),
+                                                       static_cast<int>(dim), oov_norm, std::move(identity)));
 }
 
 }  // namespace ragd::retrieval
