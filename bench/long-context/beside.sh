@@ -9,25 +9,15 @@
 set -euo pipefail
 build=$(cd "$1" && pwd); work=$2; n=${3:-131072}; short=${4:-20}
 mkdir -p "$work"; work=$(cd "$work" && pwd)
+# shellcheck source=bench/long-context/common.sh
+source "$(dirname "$0")/common.sh"
 model=$work/model
-if [ ! -f "$model/config.json" ]; then
-  "$build/bin/ragctl" make-model --preset tiny --out "$model" >/dev/null
-  python3 - "$model/config.json" <<'PY'
-import json, sys
-p = sys.argv[1]; c = json.load(open(p)); c["max_position_embeddings"] = 1100000
-json.dump(c, open(p, "w"), indent=1)
-PY
-fi
+long_model "$build" "$model"
 data=$work/data; rm -rf "$data"; log=$work/ragd.log
 "$build/bin/ragd" --model "$model" --data "$data" --listen 127.0.0.1:0 --set runtime.kv_pool_bytes=16777216 >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 600); do
-  port=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$log" | head -1 | sed 's/.*://') || true
-  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
+port=$(ready_port "$log")
 python3 - "$port" "$n" "$short" <<'PY'
 import json, random, statistics, sys, threading, time, urllib.request
 port, n, short = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -15,15 +15,10 @@ build=$(cd "$1" && pwd); work=$2; n=${3:-131072}
 mkdir -p "$work"; work=$(cd "$work" && pwd)
 tol=${TOL:-1e-3}
 configs=${CONFIGS:-one sp2 mpi2 spill-dram spill-ssd}
+# shellcheck source=bench/long-context/common.sh
+source "$(dirname "$0")/common.sh"
 model=$work/model
-if [ ! -f "$model/config.json" ]; then
-  "$build/bin/ragctl" make-model --preset tiny --out "$model" >/dev/null
-  python3 - "$model/config.json" <<'PY'
-import json, sys
-p = sys.argv[1]; c = json.load(open(p)); c["max_position_embeddings"] = 1100000
-json.dump(c, open(p, "w"), indent=1)
-PY
-fi
+long_model "$build" "$model"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -49,12 +44,7 @@ for cfg in $configs; do
   esac
   "${cmd[@]}" >"$log" 2>&1 &
   pid=$!; pids+=("$pid")
-  port=""
-  for _ in $(seq 1 600); do
-    port=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$log" | head -1 | sed 's/.*://') || true
-    [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  port=$(ready_port "$log")
   [ -n "$port" ] || { echo "$cfg: ragd did not start" >&2; cat "$log" >&2; exit 1; }
   python3 - "$port" "$n" "$cfg" >>"$results" <<'PY'
 import json, random, sys, time, urllib.request

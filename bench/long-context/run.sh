@@ -12,15 +12,10 @@ set -euo pipefail
 build=$(cd "$1" && pwd); work=$2; shift 2
 lengths=("$@"); [ ${#lengths[@]} -gt 0 ] || lengths=(131072 262144 524288 1048576)
 mkdir -p "$work"; work=$(cd "$work" && pwd)
+# shellcheck source=bench/long-context/common.sh
+source "$(dirname "$0")/common.sh"
 model=$work/model
-if [ ! -f "$model/config.json" ]; then
-  "$build/bin/ragctl" make-model --preset tiny --out "$model" >/dev/null
-  python3 - "$model/config.json" <<'PY'
-import json, sys
-p = sys.argv[1]; c = json.load(open(p)); c["max_position_embeddings"] = 1100000
-json.dump(c, open(p, "w"), indent=1)
-PY
-fi
+long_model "$build" "$model"
 echo "| tokens | TTFT s | predicted prefill s | decode tok/s | predicted decode tok/s | peak RSS MB | RSS before MB | weights + KV + text MB | KV in pool MB | in host memory MB | on SSD MB | workers |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in "${lengths[@]}"; do
@@ -31,12 +26,7 @@ for n in "${lengths[@]}"; do
   "$build/bin/ragd" --model "$model" --data "$data" --listen 127.0.0.1:0 ${RAGD_ARGS:-} >"$log" 2>&1 &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
-  port=""
-  for _ in $(seq 1 600); do
-    port=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$log" | head -1 | sed 's/.*://') || true
-    [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  port=$(ready_port "$log")
   python3 - "$port" "$n" "$pid" "$plan" "$model" <<'PY'
 import json, os, random, sys, time, urllib.request
 port, n, pid, plan, model = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), sys.argv[5]

@@ -76,7 +76,8 @@ ApiError parse_document(simdjson::dom::element el, const std::string& where, pip
 
 void ApiImpl::documents_post(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {
   // Accepts {"id",...} (one), {"documents":[...]} (many) or a top-level array.
-  thread_local simdjson::dom::parser parser;
+  std::unique_ptr<simdjson::dom::parser> own;
+  simdjson::dom::parser& parser = body_parser(req.body.size(), &own);
   simdjson::dom::element doc;
   if (req.body.empty()) return respond(to_response(bad_request("", "request body is empty; expected a document or {\"documents\": [...]}")));
   if (auto err = parser.parse(req.body.data(), req.body.size(), true).get(doc); err)

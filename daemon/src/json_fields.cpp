@@ -7,13 +7,20 @@
 
 namespace ragd::daemon {
 
-ApiError parse_object(const std::string& body, simdjson::dom::object* out) {
-  thread_local simdjson::dom::parser parser;
+simdjson::dom::parser& body_parser(size_t bytes, std::unique_ptr<simdjson::dom::parser>* own) {
+  thread_local simdjson::dom::parser shared;
+  if (bytes <= kOwnParserBytes) return shared;
+  *own = std::make_unique<simdjson::dom::parser>();
+  return **own;
+}
+
+ApiError JsonBody::parse(const std::string& body) {
   if (body.empty()) return bad_request("", "request body is empty; expected a JSON object");
+  simdjson::dom::parser& parser = body_parser(body.size(), &own_);
   simdjson::dom::element doc;
   auto err = parser.parse(body.data(), body.size(), true).get(doc);
   if (err) return {400, "invalid_json", std::string("malformed JSON: ") + simdjson::error_message(err), "", {}};
-  if (doc.get_object().get(*out)) return {400, "invalid_json", "request body must be a JSON object", "", {}};
+  if (doc.get_object().get(obj_)) return {400, "invalid_json", "request body must be a JSON object", "", {}};
   return {};
 }
 

@@ -51,9 +51,9 @@ ApiError set_rag_query(const ServedModel& served, bool chat, pipelines::RunReque
 }  // namespace
 
 void ApiImpl::chat_completions(const ReqCtx& ctx, const HttpRequest& req, Responder respond, bool chat) {
-  simdjson::dom::object obj;
-  if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
-  Fields f(obj);
+  JsonBody body;
+  if (auto e = body.parse(req.body); e.failed()) return respond(to_response(e));
+  Fields f(body.object());
   if (auto e = check_request_fields(f, chat); e.failed()) return respond(to_response(e));
   pipelines::Executor* ex = executor();
   const ModelCatalog catalog = ModelCatalog::of(*ex, documents());
@@ -214,9 +214,9 @@ ApiError parse_embedding_input(const Fields& f, std::vector<std::string>* texts,
 }  // namespace
 
 void ApiImpl::embeddings(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {
-  simdjson::dom::object obj;
-  if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
-  Fields f(obj);
+  JsonBody body;
+  if (auto e = body.parse(req.body); e.failed()) return respond(to_response(e));
+  Fields f(body.object());
   const ModelCatalog catalog = ModelCatalog::of(*executor(), documents());
   std::string model;
   if (auto e = f.str("model", &model); e.failed()) return respond(to_response(e));

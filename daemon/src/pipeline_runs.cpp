@@ -61,12 +61,12 @@ struct Collected {
 };
 
 void ApiImpl::pipeline_run(const ReqCtx& ctx, const std::string& name, const HttpRequest& req, Responder respond) {
-  simdjson::dom::object obj;
-  if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
+  JsonBody body;
+  if (auto e = body.parse(req.body); e.failed()) return respond(to_response(e));
   pipelines::RunRequest run;
   run.pipeline = name;
   bool stream = false;
-  if (auto e = parse_run_body(Fields(obj), ctx, &run, &stream, false); e.failed()) return respond(to_response(e));
+  if (auto e = parse_run_body(Fields(body.object()), ctx, &run, &stream, false); e.failed()) return respond(to_response(e));
   std::shared_ptr<void> slot;
   if (auto e = acquire_slot(run.tenant, &slot); e.failed()) return respond(to_response(e));
   const std::string rid = ctx.id;

@@ -15,9 +15,9 @@
 namespace ragd::daemon {
 
 void ApiImpl::rerank(const ReqCtx& ctx, const HttpRequest& req, Responder respond) {
-  simdjson::dom::object obj;
-  if (auto e = parse_object(req.body, &obj); e.failed()) return respond(to_response(e));
-  Fields f(obj);
+  JsonBody body;
+  if (auto e = body.parse(req.body); e.failed()) return respond(to_response(e));
+  Fields f(body.object());
   std::string query;
   if (auto e = f.str("query", &query, true); e.failed()) return respond(to_response(e));
   if (query.empty()) return respond(to_response(bad_request("query", "field 'query' must not be empty")));

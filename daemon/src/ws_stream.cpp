@@ -14,9 +14,9 @@ class WsRunHandler : public WsHandler, public std::enable_shared_from_this<WsRun
       : api_(std::move(api)), ctx_(std::move(ctx)), out_(std::move(out)) {}
 
   void on_text(std::string msg) override {
-    simdjson::dom::object obj;
-    if (auto e = parse_object(msg, &obj); e.failed()) return reply_error(e, "");
-    Fields f(obj);
+    JsonBody body;
+    if (auto e = body.parse(msg); e.failed()) return reply_error(e, "");
+    Fields f(body.object());
     std::string type = "run";
     if (auto e = f.str("type", &type); e.failed()) return reply_error(e, "");
     if (type == "cancel") {

@@ -117,8 +117,9 @@ TEST(ModelIds, PrefixedPipelinesAliasesAndTheGeneratorFirst) {
 
 TEST(OpenAiFields, ImplementedIgnoredOrRefusedByName) {
   auto check = [](const std::string& body, bool chat) {
-    simdjson::dom::object o;
-    EXPECT_FALSE(parse_object(body, &o).failed()) << body;
+    JsonBody b;
+    EXPECT_FALSE(b.parse(body).failed()) << body;
+    const simdjson::dom::object o = b.object();
     return check_request_fields(Fields(o), chat);
   };
   EXPECT_FALSE(check(R"({"model":"m","messages":[],"n":2,"user":"u","store":false,"logit_bias":{},"tools":null})", true).failed());

@@ -16,8 +16,9 @@ using pipelines::RunRequest;
 
 // Decodes `body` on `route` into `out`.
 ApiError decode(const std::string& body, RunRoute route, RunRequest* out) {
-  simdjson::dom::object o;
-  EXPECT_FALSE(parse_object(body, &o).failed()) << body;
+  JsonBody b;
+  EXPECT_FALSE(b.parse(body).failed()) << body;
+  const simdjson::dom::object o = b.object();
   return decode_run_params(Fields(o), route, out);
 }
 
@@ -83,8 +84,9 @@ TEST(RunParamDecode, TopKIsPassagesOnRagdAndSamplingOnOpenAi) {
 
 TEST(RunParamDecode, OpenAiBodiesTakeTheirRunParametersFromTheTable) {
   auto parse = [](const std::string& body, bool chat, OaiRequest* out) {
-    simdjson::dom::object o;
-    EXPECT_FALSE(parse_object(body, &o).failed()) << body;
+    JsonBody b;
+    EXPECT_FALSE(b.parse(body).failed()) << body;
+    const simdjson::dom::object o = b.object();
     return parse_openai_request(Fields(o), chat, out);
   };
   OaiRequest q;
