@@ -10,9 +10,10 @@
 //                      verification and rollback (IterativeRag, one per run; the run loop is its
 //                      RunLoop and calls it at start, after each sampled token, on a search
 //                      result and at finish)
-//   sequence_parallel_route.*  long prompts on the sequence-parallel group, prefill to last token
-//                      (SequenceParallelRoute, which owns the group; executor_sp.cpp is the run
-//                      loop's side: which runs take it, and its RunLoop)
+//   sequence_parallel_route.*  long prompts on the sequence-parallel group, prefill to last token,
+//                      on the route's own thread with its own rank-0 model (SequenceParallelRoute,
+//                      which owns both and the group; executor_sp.cpp is the run loop's side:
+//                      which runs take it, hand-over and return, and its RunLoop)
 //   reranker.*         reranking (keep_best: the run loop calls it on a one-shot run's passages)
 //   executor_retrieval.cpp  the run loop's retrieval: search_passages (tenant-scoped), ranking,
 //                      context passages and the RAG prompt
