@@ -61,31 +61,29 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-void TensorView::to_f32(float* dst) const {
-  const size_t n = static_cast<size_t>(numel());
+void dtype_to_f32(DType d, const void* data, size_t n, float* dst) {
   if (n == 0) return;
-  switch (dtype) {
+  const auto* s = static_cast<const uint8_t*>(data);
+  switch (d) {
     case DType::kF32: std::memcpy(dst, data, n * 4); break;
-    case DType::kF16: {
-      const auto* s = static_cast<const uint8_t*>(data);
+    case DType::kF16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, s + 2 * i, 2);
         dst[i] = f16_to_f32(h);
       }
       break;
-    }
-    case DType::kBF16: {
-      const auto* s = static_cast<const uint8_t*>(data);
+    case DType::kBF16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, s + 2 * i, 2);
         dst[i] = bf16_to_f32(h);
       }
       break;
-    }
   }
 }
+
+void TensorView::to_f32(float* dst) const { dtype_to_f32(dtype, data, static_cast<size_t>(numel()), dst); }
 
 size_t TensorSpec::nbytes() const {
   size_t n = dtype_size(dtype);

@@ -533,7 +533,7 @@ void ExecutorImpl::loop() {
       cv_.wait(lk, [&] {
         return !inbox_.empty() || !cancels_.empty() || sched_->runnable() || load_done_ || copies_done_ ||
                !searches_done_.empty() || !candidates_.empty() || !sp_done_.empty() ||
-               (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty() && sp_active_ == 0);
+               (stopping_ && pending_ == 0 && loading_.empty() && sched_->empty() && sp_runs_.empty());
       });
       incoming.swap(inbox_);
       searches.swap(searches_done_);
@@ -544,23 +544,25 @@ void ExecutorImpl::loop() {
       load_done_ = false;
       copies = copies_done_;
       copies_done_ = false;
-      if (stopping_ && pending_ == 0 && incoming.empty() && sched_->empty() && loading_.empty() && sp_active_ == 0 &&
-          sp_back.empty())
+      if (stopping_ && pending_ == 0 && incoming.empty() && sched_->empty() && loading_.empty() && sp_runs_.empty())
         break;
     }
     for (auto& [sid, o] : sp_back) end_sequence_parallel(sid, std::move(o));
     for (auto& r : incoming) accept(std::move(r));
     for (const auto& name : cancels) {
       auto it = by_name_.find(name);
-      if (it != by_name_.end() && sp_run(it->second) != nullptr) {
-        std::lock_guard<std::mutex> lk(mu_);  // the route stops it at its next step and hands it back
-        sp_cancelled_.insert(it->second);
-      } else if (it != by_name_.end()) {
-        finish(it->second, "cancelled");
-      } else {
+      if (it == by_name_.end()) {
         std::lock_guard<std::mutex> lk(mu_);
         if (live_names_.count(name)) early_cancels_.insert(name);
+        continue;
       }
+      bool on_route;
+      {
+        std::lock_guard<std::mutex> lk(mu_);  // a run on the route stops at its next step and comes back
+        on_route = sp_runs_.count(it->second) > 0;
+        if (on_route) sp_cancelled_.insert(it->second);
+      }
+      if (!on_route) finish(it->second, "cancelled");
     }
     // Background KV copies wait while model steps run (not while the scheduler is stalled).
     store_->set_engine_busy(!stalled_ && (sched_->runnable() || !incoming.empty()));

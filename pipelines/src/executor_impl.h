@@ -324,7 +324,6 @@ class ExecutorImpl final : public Executor,
   std::unordered_map<uint64_t, Run*> sp_runs_;
   std::unordered_set<uint64_t> sp_cancelled_;
   std::deque<std::pair<uint64_t, SequenceParallelRoute::Outcome>> sp_done_;
-  int sp_active_ = 0;  // runs handed to the route and not yet back (scheduler thread; read under mu_)
   std::unordered_set<std::string> live_names_;  // guarded by mu_: submitted, not yet done
   // guarded by mu_: adaptive runs chosen and before their first token, by sid: the prefill and
   // reranking tokens each still has (adapt_work_tokens; LoadSignals::work_ahead_tokens sums them).

@@ -19,7 +19,6 @@ void ExecutorImpl::start_sequence_parallel(Run& r) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     sp_runs_[r.sid] = &r;
-    ++sp_active_;
   }
   sp_->submit(r.sid, *r.state);
 }
@@ -43,7 +42,6 @@ void ExecutorImpl::end_sequence_parallel(uint64_t sid, SequenceParallelRoute::Ou
     std::lock_guard<std::mutex> lk(mu_);
     sp_runs_.erase(sid);
     sp_cancelled_.erase(sid);
-    --sp_active_;
   }
   Run& r = *runs_.at(sid);
   r.timings.prefill_ms += o.prefill_ms;

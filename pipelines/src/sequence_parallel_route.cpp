@@ -39,6 +39,10 @@ void SequenceParallelRoute::submit(uint64_t sid, RunState& state) {
 }
 
 void SequenceParallelRoute::work() {
+  // This thread is one of the group's workers: its share of the cores (per thread: the scheduler
+  // thread keeps its own count).
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  kernels::set_num_threads(std::max(1, static_cast<int>(hw) / workers_));
   for (;;) {
     std::pair<uint64_t, RunState*> next;
     {
@@ -96,12 +100,7 @@ bool SequenceParallelRoute::takes(int64_t prompt_tokens, int64_t max_new_tokens)
 SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState& state) {
   using Clock = std::chrono::steady_clock;
   Outcome out;
-  RunLoop& loop = loop_;
   seqparallel::SpDriver& sp = group_->driver();
-  // This thread is one of the group's workers: its share of the cores (per thread: the scheduler
-  // thread keeps its own count).
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  kernels::set_num_threads(std::max(1, static_cast<int>(hw) / sp.workers()));
   // The share the run was admitted with; with less room here than the helpers have, rank 0 stores
   // fewer of the decode tokens.
   const int d = degree(state.prompt_len(), state.max_new_tokens());
@@ -124,7 +123,7 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
                                            std::to_string(blocks));
     return out;
   }
-  auto stopped = [&] { return stop_.load() || loop.cancelled(sid); };
+  auto stopped = [&] { return stop_.load() || loop_.cancelled(sid); };
   auto used_blocks = [&] {
     const engine::KvPool& pool = rank0_->kv_pool();
     return static_cast<int64_t>(pool.num_blocks() - pool.free_blocks());
@@ -136,19 +135,19 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   Status st = sp.prefill(
       state.tokens(), &logits,
       [&](int64_t done, int64_t total) {
-        loop.prefill_progress(sid, done, total, used_blocks());
+        loop_.prefill_progress(sid, done, total, used_blocks());
         return !stopped();
       },
       d);
   out.prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  loop.prefill_progress(sid, state.prompt_len(), state.prompt_len(), used_blocks());  // ended (done, stopped or failed)
+  loop_.prefill_progress(sid, state.prompt_len(), state.prompt_len(), used_blocks());  // ended (done, stopped or failed)
   if (st.code() == StatusCode::kCancelled) {
     out.reason = "cancelled";
     out.pool_used_blocks = used_blocks();
     return out;
   }
   while (st.ok()) {
-    out.reason = loop.next_token(sid, logits);
+    out.reason = loop_.next_token(sid, logits);
     if (out.reason.empty() && stopped()) out.reason = "cancelled";
     if (!out.reason.empty()) break;
     st = sp.decode(state.tokens().back(), &logits);

@@ -108,12 +108,8 @@ class TermVecEmbedder final : public Embedder {
 
   // Row `term` of the table as f32.
   void row_f32(uint32_t term, float* dst) const {
-    engine::TensorView r;
-    r.dtype = rows_.dtype;
-    r.shape = {dim_};
-    r.data = static_cast<const uint8_t*>(rows_.data) + static_cast<size_t>(term) * row_bytes_;
-    r.nbytes = row_bytes_;
-    r.to_f32(dst);
+    engine::dtype_to_f32(rows_.dtype, static_cast<const uint8_t*>(rows_.data) + static_cast<size_t>(term) * row_bytes_,
+                         static_cast<size_t>(dim_), dst);
   }
 
   std::unordered_map<std::string, uint32_t> vocab_;
@@ -204,12 +200,9 @@ Result<std::unique_ptr<Embedder>> make_termvec_embedder(const std::string& dir) 
     std::vector<float> buf;
     for (int64_t r0 = 0; r0 < vocab_size; r0 += kSlice) {
       const int64_t n = std::min(kSlice, vocab_size - r0);
-      engine::TensorView part = t;
-      part.shape = {n, dim};
-      part.data = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r0) * row_bytes;
-      part.nbytes = static_cast<size_t>(n) * row_bytes;
       buf.resize(static_cast<size_t>(n * dim));
-      part.to_f32(buf.data());
+      engine::dtype_to_f32(t.dtype, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r0) * row_bytes, buf.size(),
+                           buf.data());
       for (float x : buf)
         if (!std::isfinite(x)) return Status::InvalidArgument(weights_path + ": " + kTensor + " holds a non-finite value");
     }

@@ -42,38 +42,53 @@ Status mpi_error(int code, const std::string& what) {
 
 constexpr int kPollMaxSleepUs = 200;  // a wait's longest pause between two MPI_Testall
 
+// OK while every rank is alive (or there is no watch: one rank); else why not. No MPI call may
+// follow a failure: requests still posted are abandoned (MPI makes no progress outside its calls,
+// so it never touches their buffers).
+Status peers_ok(const PeerWatch* watch) { return watch != nullptr ? watch->failure() : Status::OK(); }
+
+// One poll of `reqs`: done, not yet, or the failure (a dead peer or MPI's error).
+Result<bool> test_all(std::vector<MPI_Request>& reqs, const PeerWatch* watch, const std::string& what) {
+  RAGD_RETURN_IF_ERROR(peers_ok(watch));
+  int flag = 0;
+  int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) return mpi_error(rc, what);
+  return flag != 0;  // completed requests become MPI_REQUEST_NULL: a later poll returns at once
+}
+
 // Completes `reqs` by polling, so that a dead peer (PeerWatch) ends the wait: MPI itself never
-// reports one. After a failure no MPI call is made again (the requests are abandoned: MPI makes no
-// progress outside its calls, so it never touches their buffers).
-Status poll_all(std::vector<MPI_Request>& reqs, PeerWatch* watch, const std::string& what) {
+// reports one.
+Status poll_all(std::vector<MPI_Request>& reqs, const PeerWatch* watch, const std::string& what) {
   PollBackoff backoff(kPollMaxSleepUs);
   for (;;) {
-    if (watch != nullptr && watch->failed()) return watch->failure();
-    int flag = 0;
-    int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_error(rc, what);
-    if (flag != 0) return Status::OK();
+    RAGD_ASSIGN_OR_RETURN(bool done, test_all(reqs, watch, what));
+    if (done) return Status::OK();
     backoff.pause();
   }
+}
+
+// One non-blocking MPI operation, posted by post(&request) unless a rank is lost, then polled.
+template <typename Post>
+Status post_and_poll(const PeerWatch* watch, const std::string& what, Post post) {
+  RAGD_RETURN_IF_ERROR(peers_ok(watch));
+  std::vector<MPI_Request> req(1);
+  if (int rc = post(req.data()); rc != MPI_SUCCESS) return mpi_error(rc, what);
+  return poll_all(req, watch, what);
 }
 
 // A transfer split into pieces below 2 GiB; wait() completes them all.
 class MpiPending final : public Pending {
  public:
-  MpiPending(std::vector<MPI_Request> reqs, PeerWatch* watch) : reqs_(std::move(reqs)), watch_(watch) {}
+  MpiPending(std::vector<MPI_Request> reqs, const PeerWatch* watch) : reqs_(std::move(reqs)), watch_(watch) {}
   ~MpiPending() override {
-    if (watch_ != nullptr && watch_->failed()) return;  // abandoned: see poll_all
+    if (!peers_ok(watch_).ok()) return;  // abandoned: see peers_ok
     for (MPI_Request& r : reqs_) {
       if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);  // never leave MPI writing into freed memory
     }
   }
   Result<bool> test() override {
     if (reqs_.empty()) return true;
-    if (watch_ != nullptr && watch_->failed()) return watch_->failure();
-    int flag = 0;
-    int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "test");
-    return flag != 0;  // completed requests become MPI_REQUEST_NULL: a later wait() returns at once
+    return test_all(reqs_, watch_, "test");
   }
   Status wait() override {
     if (reqs_.empty()) return Status::OK();
@@ -82,14 +97,14 @@ class MpiPending final : public Pending {
 
  private:
   std::vector<MPI_Request> reqs_;
-  PeerWatch* watch_;
+  const PeerWatch* watch_;
 };
 
 // One transfer posted in pieces below 2 GiB (MPI counts are int); post(offset, count, &request)
 // posts one piece. On a failure the pieces already posted complete before the error returns.
 template <typename Post>
-Result<Request> in_pieces(size_t bytes, const std::string& what, PeerWatch* watch, Post post) {
-  if (watch != nullptr && watch->failed()) return watch->failure();
+Result<Request> in_pieces(size_t bytes, const std::string& what, const PeerWatch* watch, Post post) {
+  RAGD_RETURN_IF_ERROR(peers_ok(watch));
   std::vector<MPI_Request> reqs;
   size_t off = 0;
   do {
@@ -148,12 +163,10 @@ class MpiCommunicator final : public Communicator {
     if (bytes > static_cast<size_t>(INT_MAX)) {
       return Status::InvalidArgument("allgather: " + std::to_string(bytes) + " bytes per rank is over MPI's int count");
     }
-    if (watch_ != nullptr && watch_->failed()) return watch_->failure();
-    std::vector<MPI_Request> req(1);
-    int rc = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
-                            MPI_COMM_WORLD, req.data());
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "allgather");
-    return poll_all(req, watch_.get(), "allgather");
+    return post_and_poll(watch_.get(), "allgather", [&](MPI_Request* r) {
+      return MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
+                            MPI_COMM_WORLD, r);
+    });
   }
 
   Status broadcast(void* data, size_t bytes, int root) override {
@@ -161,30 +174,24 @@ class MpiCommunicator final : public Communicator {
     auto* p = static_cast<char*>(data);
     size_t off = 0;
     do {
-      if (watch_ != nullptr && watch_->failed()) return watch_->failure();
       const int n = static_cast<int>(std::min(kPiece, bytes - off));
-      std::vector<MPI_Request> req(1);
-      int rc = MPI_Ibcast(p + off, n, MPI_BYTE, root, MPI_COMM_WORLD, req.data());
-      if (rc != MPI_SUCCESS) return mpi_error(rc, "broadcast");
-      RAGD_RETURN_IF_ERROR(poll_all(req, watch_.get(), "broadcast"));
+      RAGD_RETURN_IF_ERROR(post_and_poll(watch_.get(), "broadcast", [&](MPI_Request* r) {
+        return MPI_Ibcast(p + off, n, MPI_BYTE, root, MPI_COMM_WORLD, r);
+      }));
       off += n;
     } while (off < bytes);
     return Status::OK();
   }
 
   Status barrier() override {
-    if (watch_ != nullptr && watch_->failed()) return watch_->failure();
-    std::vector<MPI_Request> req(1);
-    int rc = MPI_Ibarrier(MPI_COMM_WORLD, req.data());
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "barrier");
-    return poll_all(req, watch_.get(), "barrier");
+    return post_and_poll(watch_.get(), "barrier", [&](MPI_Request* r) { return MPI_Ibarrier(MPI_COMM_WORLD, r); });
   }
 
   // The others learn it through the peer watch: their waits return `why`, rank 0 serves on.
   void abort(const Status& why) override {
     if (watch_ != nullptr) watch_->fail(why);
   }
-  Status abort_status() const override { return watch_ != nullptr ? watch_->failure() : Status::OK(); }
+  Status abort_status() const override { return peers_ok(watch_.get()); }
 
  private:
   int rank_, size_;

@@ -216,10 +216,20 @@ void PeerWatch::send_to(int fd, char kind, const std::string& text) {
   (void)write_all(fd, msg.data(), msg.size());  // a peer that is gone cannot be told
 }
 
+void PeerWatch::tell(const std::string& text, size_t except) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (size_t i = 0; i < fds_.size(); ++i)
+    if (i != except) send_to(fds_[i], kFail, text);
+}
+
 void PeerWatch::fail(const Status& why) {
   mark_failed(why);
-  std::lock_guard<std::mutex> l(mu_);
-  for (int fd : fds_) send_to(fd, kFail, why.to_string());
+  tell(why.to_string(), kNobody);
+}
+
+void PeerWatch::peer_failed(size_t from, const Status& why) {
+  mark_failed(why);
+  if (rank_ == 0) tell(why.to_string(), from);  // the hub passes it on
 }
 
 void PeerWatch::goodbye() {
@@ -233,11 +243,7 @@ void PeerWatch::on_message(size_t peer, char kind, const std::string& text) {
     said_bye_[peer] = true;
     return;
   }
-  mark_failed(Status::Unavailable(text));
-  if (rank_ != 0) return;
-  std::lock_guard<std::mutex> l(mu_);  // the hub tells every other rank
-  for (size_t i = 0; i < fds_.size(); ++i)
-    if (i != peer) send_to(fds_[i], kFail, text);
+  peer_failed(peer, Status::Unavailable(text));
 }
 
 void PeerWatch::monitor() {
@@ -273,13 +279,8 @@ void PeerWatch::monitor() {
         }
         if (!bye) {
           const int peer = rank_ == 0 ? static_cast<int>(i) + 1 : 0;
-          const Status why = Status::Unavailable("sequence-parallel rank " + std::to_string(peer) +
-                                                 " exited or lost its connection (seen by rank " + std::to_string(rank_) + ")");
-          mark_failed(why);
-          if (rank_ == 0) {
-            std::lock_guard<std::mutex> l(mu_);
-            for (int fd : fds_) send_to(fd, kFail, why.to_string());
-          }
+          peer_failed(i, Status::Unavailable("sequence-parallel rank " + std::to_string(peer) +
+                                             " exited or lost its connection (seen by rank " + std::to_string(rank_) + ")"));
         }
         continue;
       }

@@ -50,6 +50,11 @@ class PeerWatch {
   PeerWatch(int rank, int size) : rank_(rank), size_(size) {}
   void monitor();
   void mark_failed(const Status& why);
+  // Connection `from` reported (or, closing, is) a failure: marked here; the hub tells the rest.
+  void peer_failed(size_t from, const Status& why);
+  // A failure notice on every connection but `except` (kNobody: all).
+  static constexpr size_t kNobody = static_cast<size_t>(-1);
+  void tell(const std::string& text, size_t except);
   void send_to(int fd, char kind, const std::string& text);
   void on_message(size_t peer, char kind, const std::string& text);
 

@@ -48,7 +48,7 @@ int64_t SpDriver::kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tok
   s.decode_tokens = decode_tokens;
   s.workers = degree > 0 ? std::min(degree, workers()) : workers();
   s.kind = kind_;
-  s.max_chunk_tokens = max_chunk_;
+  s.max_chunk_tokens = max_chunk_.load();
   s.block_size = model_.kv_pool().layout().block_size;
   return seqparallel::kv_blocks_per_worker(s);
 }
@@ -62,7 +62,7 @@ Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* lo
     return Status::InvalidArgument("sequence-parallel prefill: prompt of " + std::to_string(prompt.size()) + " tokens");
   }
   const int d = degree > 0 ? std::min(degree, workers()) : workers();
-  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kPrefill, static_cast<int32_t>(prompt.size()), max_chunk_, d}, d));
+  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kPrefill, static_cast<int32_t>(prompt.size()), max_chunk_.load(), d}, d));
   degree_ = d;
   sub_.reset();
   if (d < workers()) {
@@ -71,7 +71,7 @@ Status SpDriver::prefill(std::span<const int32_t> prompt, std::vector<float>* lo
   Communicator& comm = sub_ != nullptr ? *sub_ : comm_;
   std::vector<int32_t> copy(prompt.begin(), prompt.end());
   RAGD_RETURN_IF_ERROR(comm.broadcast(copy.data(), sizeof(int32_t) * copy.size(), 0));
-  seq_ = std::make_unique<ShardedSequence>(model_, comm, kind_, max_chunk_, spill_);
+  seq_ = std::make_unique<ShardedSequence>(model_, comm, kind_, max_chunk_.load(), spill_);
   Status st = seq_->prefill(copy, logits, progress);
   if (st.code() == StatusCode::kCancelled) seq_.reset();  // every rank frees its shard likewise
   return st;

@@ -31,6 +31,8 @@ constexpr const auto& ragd_enum_names(DType) { return kDTypeNames; }
 static_assert(enum_names_valid(kDTypeNames));
 inline std::string_view dtype_name(DType d) { return enum_name(d); }  // "F32", "F16", "BF16"
 size_t dtype_size(DType d);
+// Converts n values of type d at `data` (any alignment) to f32 into dst.
+void dtype_to_f32(DType d, const void* data, size_t n, float* dst);
 inline Result<DType> parse_dtype(std::string_view s) { return parse_enum<DType>(s); }
 
 // A read-only view of one tensor's bytes (row-major). Not owning.

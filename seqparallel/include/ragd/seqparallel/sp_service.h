@@ -7,9 +7,11 @@
 // waiting for the next command polls and sleeps (wait_idle): an idle group costs no CPU. One sequence at a time: prefill, decode steps,
 // release; then the next.
 //
-// Thread-safety: SpDriver is used by one thread (rank 0's); serve() runs on its rank's thread.
+// Thread-safety: SpDriver is used by one thread (rank 0's), except kv_blocks_per_worker(), workers(),
+// spills() and health(), which any thread may call; serve() runs on its rank's thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -32,7 +34,7 @@ class SpDriver {
   int workers() const { return comm_.size(); }
   // Prefill in ring steps of about this many tokens per rank (ShardedSequence); 0 = one step. Sent
   // to the other ranks with each prefill.
-  void set_max_chunk_tokens(int n) { max_chunk_ = n > 0 ? n : 0; }
+  void set_max_chunk_tokens(int n) { max_chunk_.store(n > 0 ? n : 0); }
   // Rank 0's spill (kv_spill.h): where its shard's older KV goes when its pool is full. Every other
   // rank has its own (serve()'s argument).
   void set_spill(const SpillOptions& o) { spill_ = o; }
@@ -66,7 +68,7 @@ class SpDriver {
   engine::Model& model_;
   Communicator& comm_;
   PartitionKind kind_;
-  int max_chunk_ = 0;
+  std::atomic<int> max_chunk_{0};  // read by kv_blocks_per_worker on any thread
   SpillOptions spill_;
   int degree_ = 0;
   std::unique_ptr<Communicator> sub_;  // the first degree_ ranks, when fewer than all
