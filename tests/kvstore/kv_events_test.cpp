@@ -31,6 +31,8 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's, with python3-zmq and python3-msgpack
 constexpr const char* kSub = RAGD_KV_EVENTS_SUB;
+// Subscribers run under a bound: a hung one fails its check in seconds instead of holding the test.
+constexpr const char* kBounded = "timeout -k 5 90";
 
 bool python_ready() {
   static const bool ok =
@@ -309,14 +311,14 @@ void store_publishes_and_replays(bool curve, bool token_ids) {
   const std::string expect = expectation("expect.json", curve ? &keys.client : nullptr, false);
 
   // The live subscribers join first (each says "ready" once connected).
-  FILE* live = ::popen(fmt::format("{} {} live tcp://127.0.0.1:{} {}", kPython, kSub, pub_port, expect).c_str(), "r");
+  FILE* live = ::popen(fmt::format("{} {} {} live tcp://127.0.0.1:{} {}", kBounded, kPython, kSub, pub_port, expect).c_str(), "r");
   ASSERT_NE(live, nullptr);
   std::vector<FILE*> intruders;
   std::vector<std::string> intruder_files;
   if (curve) {
     intruder_files = {expectation("plain.json", nullptr, true), expectation("stranger.json", &keys.stranger, true)};
     for (const auto& f : intruder_files) {
-      intruders.push_back(::popen(fmt::format("{} {} live tcp://127.0.0.1:{} {}", kPython, kSub, pub_port, f).c_str(), "r"));
+      intruders.push_back(::popen(fmt::format("{} {} {} live tcp://127.0.0.1:{} {}", kBounded, kPython, kSub, pub_port, f).c_str(), "r"));
       ASSERT_NE(intruders.back(), nullptr);
     }
   }
@@ -376,11 +378,11 @@ void store_publishes_and_replays(bool curve, bool token_ids) {
   }
 
   // A late subscriber gets every batch again from the ROUTER, from seq 0.
-  auto [rc, rout] = run(fmt::format("{} {} replay tcp://127.0.0.1:{} {}", kPython, kSub, replay_port, expect));
+  auto [rc, rout] = run(fmt::format("{} {} {} replay tcp://127.0.0.1:{} {}", kBounded, kPython, kSub, replay_port, expect));
   EXPECT_EQ(rc, 0) << rout;
   EXPECT_NE(rout.find("ok replay"), std::string::npos) << rout;
   for (const auto& file : intruder_files) {
-    auto [irc, iout] = run(fmt::format("{} {} replay tcp://127.0.0.1:{} {}", kPython, kSub, replay_port, file));
+    auto [irc, iout] = run(fmt::format("{} {} {} replay tcp://127.0.0.1:{} {}", kBounded, kPython, kSub, replay_port, file));
     EXPECT_EQ(irc, 0) << iout;
     EXPECT_NE(iout.find("ok nothing received"), std::string::npos) << file << ": " << iout;
   }
