@@ -63,14 +63,14 @@ namespace {
 
 SequenceParallelRoute::Limits sp_limits(const RuntimeOptions& opts, engine::Model& model) {
   SequenceParallelRoute::Limits l;
-  l.threshold_tokens = opts.sp_threshold_tokens;
-  l.pool_blocks = static_cast<int64_t>(model.kv_pool().num_blocks());
-  l.block_size = model.kv_pool().layout().block_size;
-  l.chunk_tokens = opts.sp_chunk_tokens;
+  l.policy.threshold_tokens = opts.sp_threshold_tokens;
+  l.policy.pool_blocks = static_cast<int64_t>(model.kv_pool().num_blocks());
+  l.policy.block_size = model.kv_pool().layout().block_size;
+  l.policy.chunk_tokens = opts.sp_chunk_tokens;
   l.spill_chunk_tokens = opts.kv_spill_chunk_tokens;
-  l.rates = opts.sp_rates;
-  l.model = model.config();
-  l.kv_bytes_per_token_layer =
+  l.policy.rates = opts.sp_rates;
+  l.policy.model = model.config();
+  l.policy.kv_bytes_per_token_layer =
       static_cast<double>(model.kv_pool().layout().token_bytes()) / std::max(1, model.config().num_hidden_layers);
   return l;
 }

@@ -10,14 +10,23 @@
 
 namespace ragd::pipelines {
 
+namespace {
+
+SequenceParallelRoute::Limits with_group(SequenceParallelRoute::Limits l, seqparallel::SpGroup& group) {
+  l.policy.workers = group.workers();
+  l.policy.spills = group.driver().spills();
+  l.policy.partition = group.driver().kind();
+  return l;
+}
+
+}  // namespace
+
 SequenceParallelRoute::SequenceParallelRoute(std::unique_ptr<engine::Model> rank0,
                                              std::unique_ptr<seqparallel::SpGroup> group, const Limits& limits,
                                              RunLoop& loop)
     : rank0_(std::move(rank0)),
       group_(std::move(group)),
-      limits_(limits),
-      workers_(group_->workers()),
-      spills_(group_->driver().spills()),
+      limits_(with_group(limits, *group_)),
       loop_(loop),
       thread_([this] { work(); }) {}
 
@@ -42,7 +51,7 @@ void SequenceParallelRoute::work() {
   // This thread is one of the group's workers: its share of the cores (per thread: the scheduler
   // thread keeps its own count).
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  kernels::set_num_threads(std::max(1, static_cast<int>(hw) / workers_));
+  kernels::set_num_threads(std::max(1, static_cast<int>(hw) / workers()));
   for (;;) {
     std::pair<uint64_t, RunState*> next;
     {
@@ -62,39 +71,10 @@ void SequenceParallelRoute::work() {
   }
 }
 
-bool SequenceParallelRoute::exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const {
-  // The fullest worker's share; one worker: the whole run plus the block a decode step may open.
-  if (degree == 1) return run_kv_blocks(prompt_tokens + max_new_tokens, limits_.block_size) > limits_.pool_blocks;
-  return group_->driver().kv_blocks_per_worker(prompt_tokens, max_new_tokens, degree) > limits_.pool_blocks;
-}
-
-int SequenceParallelRoute::degree(int64_t prompt_tokens, int64_t max_new_tokens) const {
-  if (!limits_.rates.has_value() || workers_ == 1) return workers_;
-  // The soonest predicted end; on a tie the fewer workers.
-  int best = workers_;
-  double best_s = std::numeric_limits<double>::infinity();
-  for (int d = 1; d <= workers_; ++d) {
-    if (!spills_ && exceeds_pool(prompt_tokens, max_new_tokens, d)) continue;
-    const seqparallel::Prediction p =
-        seqparallel::predict(limits_.model, *limits_.rates, prompt_tokens, d, limits_.kv_bytes_per_token_layer);
-    const double s = p.prefill_s + static_cast<double>(max_new_tokens) * p.decode_s;
-    if (s < best_s) {
-      best = d;
-      best_s = s;
-    }
-  }
-  return best;
-}
-
 bool SequenceParallelRoute::takes(int64_t prompt_tokens, int64_t max_new_tokens) const {
   // A group that lost a rank while idle says so before a run is sent to it.
   if (broken_.load() || !group_->driver().health().ok()) return false;
-  if (workers_ > 1 && prompt_tokens >= limits_.threshold_tokens) {
-    // A run the model gives to one worker and that fits its pool stays in the batch (prefix reuse).
-    const int d = degree(prompt_tokens, max_new_tokens);
-    return d > 1 || (spills_ && exceeds_pool(prompt_tokens, max_new_tokens, 1));
-  }
-  return spills_ && exceeds_pool(prompt_tokens, max_new_tokens, degree(prompt_tokens, max_new_tokens));
+  return policy().takes(prompt_tokens, max_new_tokens);
 }
 
 SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState& state) {
@@ -106,14 +86,15 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   const int d = degree(state.prompt_len(), state.max_new_tokens());
   out.degree = d;
   int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens(), d);
-  const bool spill = spills_ && exceeds_pool(state.prompt_len(), state.max_new_tokens(), d);
+  const LongContextPolicy& pol = policy();
+  const bool spill = pol.spills && pol.exceeds_pool(state.prompt_len(), state.max_new_tokens(), d);
   // A run that spills needs room for two prefill steps (each at most a quarter of the pool); the
   // rest of its KV leaves the pool anyway.
-  int chunk = limits_.chunk_tokens;
+  int chunk = pol.chunk_tokens;
   if (spill) {
-    chunk = limits_.chunk_tokens > 0 ? limits_.chunk_tokens : limits_.spill_chunk_tokens;
-    chunk = static_cast<int>(std::clamp<int64_t>(limits_.pool_blocks * limits_.block_size / 4, 1, chunk));
-    blocks = std::min<int64_t>(blocks, 2 * ((chunk + limits_.block_size - 1) / limits_.block_size) + 2);
+    chunk = pol.chunk_tokens > 0 ? pol.chunk_tokens : limits_.spill_chunk_tokens;
+    chunk = static_cast<int>(std::clamp<int64_t>(pol.pool_blocks * pol.block_size / 4, 1, chunk));
+    blocks = std::min<int64_t>(blocks, 2 * ((chunk + pol.block_size - 1) / pol.block_size) + 2);
   }
   sp.set_max_chunk_tokens(chunk);
   // Rank 0's pool is the route's own and holds one run at a time: the previous run freed it.

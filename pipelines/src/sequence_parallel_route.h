@@ -32,15 +32,13 @@
 #include <utility>
 
 #include "ragd/common/status.h"
+#include "ragd/pipelines/long_context_policy.h"
 #include "ragd/seqparallel/perf_model.h"
 #include "ragd/seqparallel/sp_group.h"
 #include "run_state.h"
 
 namespace ragd::pipelines {
 
-// KV blocks a run of `tokens` (prompt + max new tokens) holds in one pool: its tokens' blocks plus
-// the one a decode step may open. The batch's admission and the route's one-worker share use it.
-inline int64_t run_kv_blocks(int64_t tokens, int block_size) { return (tokens + block_size - 1) / block_size + 1; }
 
 class SequenceParallelRoute {
  public:
@@ -71,17 +69,10 @@ class SequenceParallelRoute {
   };
 
   struct Limits {
-    int64_t threshold_tokens = 16384;  // prompts at least this long go to a group of 2+ workers
-    int64_t pool_blocks = 0;           // each worker's KV pool
-    int block_size = 16;
-    int chunk_tokens = 0;              // prefill step per worker of a run that fits (0 = one step)
-    int spill_chunk_tokens = 8192;     // ... of a run that spills
-    // Elastic degree: with rates (seqparallel/perf_model.h, e.g. `ragctl plan`'s), each run goes to
-    // the number of workers the model predicts to finish it soonest (prefill + max_tokens decode
-    // steps), among those whose pools hold its share unless the group spills; without, to all.
-    std::optional<seqparallel::KernelRates> rates;
-    engine::ModelConfig model;
-    double kv_bytes_per_token_layer = 0;  // the pool's K+V bytes of one token in one layer
+    // What goes to the group and at what degree (long_context_policy.h); its workers, spills and
+    // partition are the group's (set by the constructor).
+    LongContextPolicy policy;
+    int spill_chunk_tokens = 8192;     // prefill step per worker of a run that spills
   };
   // `rank0`: the group's rank 0 (a sibling of the executor's model), owned here from now on.
   SequenceParallelRoute(std::unique_ptr<engine::Model> rank0, std::unique_ptr<seqparallel::SpGroup> group,
@@ -95,22 +86,21 @@ class SequenceParallelRoute {
   // healthy and the prompt long (2+ workers), or its KV exceeds the pools and the group spills.
   bool takes(int64_t prompt_tokens, int64_t max_new_tokens) const;
   // The group moves KV out of full pools (a run's KV may exceed them).
-  bool spills() const { return spills_; }
-  int workers() const { return workers_; }
-  // The workers a run of this size goes to (Limits::rates), 1 .. workers().
-  int degree(int64_t prompt_tokens, int64_t max_new_tokens) const;
+  bool spills() const { return policy().spills; }
+  int workers() const { return policy().workers; }
+  // The workers a run of this size goes to (LongContextPolicy::degree), 1 .. workers().
+  int degree(int64_t prompt_tokens, int64_t max_new_tokens) const { return policy().degree(prompt_tokens, max_new_tokens); }
   // KV blocks each worker holds for a run of this size at its degree: its admission share.
   int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const {
     return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, degree(prompt_tokens, decode_tokens));
   }
+  const LongContextPolicy& policy() const { return limits_.policy; }
 
   // Queues run `sid` (prompt and sampling state in `state`, which the route uses until
   // RunLoop::route_done(sid)); it runs once the runs before it have ended.
   void submit(uint64_t sid, RunState& state);
 
  private:
-  // KV blocks the fullest worker holds for the run: more than its pool = the run spills.
-  bool exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const;
   // Runs `state` on the group to its end (route thread).
   Outcome run(uint64_t sid, RunState& state);
   void work();  // the route's thread
@@ -118,8 +108,6 @@ class SequenceParallelRoute {
   std::unique_ptr<engine::Model> rank0_;  // before group_: the group's driver uses it
   std::unique_ptr<seqparallel::SpGroup> group_;
   const Limits limits_;
-  const int workers_;
-  const bool spills_;
   RunLoop& loop_;
   // Set (route thread) when a collective failed and the group is aborted; read by any thread
   // through takes(), so group_ itself never changes while serving.

@@ -60,6 +60,7 @@ class SpDriver {
   // Ends every serve() loop. Idempotent.
   Status shutdown();
   const ShardedSequence* current() const { return seq_.get(); }
+  PartitionKind kind() const { return kind_; }
   // OK while no rank has failed or given up (a dead MPI rank shows here before any call fails);
   // never blocks; any thread.
   Status health() const { return comm_.abort_status(); }
