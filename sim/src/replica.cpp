@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "long_context_route.h"
+
 namespace ragd::sim {
 
 namespace {
@@ -22,6 +24,24 @@ Replica::Replica(int index, const SimOptions& opts, const CostModel& cost, Share
       retrieval_free_at_(static_cast<size_t>(std::max(1, opts.retrieval_threads)), 0.0),
       run_speed_(cost.run_speed_factor(index, opts.noise_seed)) {
   host_.set_scheduler(&sched_);
+  if (opts.long_context.has_value())
+    route_ = std::make_unique<SimLongContextRoute>(index, opts, cost, reqs, recs, live);
+}
+
+Replica::~Replica() = default;
+
+bool Replica::to_route(size_t i, double now, EventQueue& q) {
+  if (route_ == nullptr || !route_->takes(reqs_[i])) return false;
+  --queued_;  // waits in the route's queue, not the scheduler's
+  route_->submit(i, now, q);
+  return true;
+}
+
+void Replica::on_route_done(size_t i, double now, EventQueue& q) {
+  route_->on_done(i, now, q);
+  --outstanding_;
+  --tenant_outstanding_[reqs_[i].tenant];
+  finished_.push_back(i);
 }
 
 bool Replica::accept(size_t i, double now, EventQueue& q) {
@@ -49,6 +69,7 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
       q.push(now + beside, EventKind::kRetrievalDone, index_, i);
       return true;
     }
+    if (to_route(i, now, q)) return true;
     host_.advance(now);
     host_.lookup(r, now);
     add(i, 0, now, q);
@@ -63,6 +84,7 @@ bool Replica::accept(size_t i, double now, EventQueue& q) {
 }
 
 void Replica::on_retrieval_done(size_t i, double now, EventQueue& q) {
+  if (to_route(i, now, q)) return;
   host_.advance(now);  // copies finished by now are in their tier
   const LookupOutcome lo = host_.lookup(reqs_[i], now);
   recs_[i].kv_load_ms = (lo.ready_s - now) * 1e3;
@@ -84,7 +106,7 @@ void Replica::add(size_t i, int hint_tokens, double now, EventQueue& q) {
   si.id = sched_id(i);
   si.tenant = r.tenant == 0 ? "default" : "t" + std::to_string(r.tenant);
   si.prompt_tokens = r.prompt_tokens;
-  si.max_new_tokens = r.max_tokens > 0 ? std::max(r.max_tokens, r.answer_tokens) : r.answer_tokens;
+  si.max_new_tokens = max_new_tokens(r);
   si.text = r.text;
   si.pipeline = r.pipeline;
   si.oracle_output_tokens = r.answer_tokens;  // read only with SchedulerOptions::oracle_lengths

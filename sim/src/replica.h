@@ -3,6 +3,7 @@
 // Thread-safety: not thread-safe; the single-threaded simulation owns it.
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "ragd/sim/simulator.h"
 
 namespace ragd::sim {
+
+class SimLongContextRoute;
 
 // Per-request state shared by the replicas (indexed like the requests).
 struct LiveRequest {
@@ -26,12 +29,15 @@ class Replica {
  public:
   Replica(int index, const SimOptions& opts, const CostModel& cost, SharedRemote* remote,
           const std::vector<SimRequest>& reqs, std::vector<SimRecord>& recs, std::vector<LiveRequest>& live);
+  ~Replica();
 
   // The request (index into reqs) reaches this replica at `now`. False when refused (queue full).
   bool accept(size_t i, double now, EventQueue& q);
   void on_retrieval_done(size_t i, double now, EventQueue& q);
   void on_load_done(size_t i, double now, EventQueue& q);
   void on_step_done(double now, EventQueue& q);
+  // A run on the long-context route ended (its kRouteDone event).
+  void on_route_done(size_t i, double now, EventQueue& q);
   // Requests finished since the last call (indices), for closed-loop clients.
   std::vector<size_t> take_finished() { return std::exchange(finished_, {}); }
 
@@ -43,6 +49,9 @@ class Replica {
 
  private:
   void add(size_t i, int hint_tokens, double now, EventQueue& q);
+  // Sends request i to the long-context route when the policy takes it (nothing looked up: a run
+  // there reuses no KV); false otherwise.
+  bool to_route(size_t i, double now, EventQueue& q);
   void start_step(double now, EventQueue& q);
   double step_seconds(const pipelines::StepPlan& plan);
 
@@ -66,6 +75,7 @@ class Replica {
   long steps_ = 0;
   double busy_s_ = 0;
   std::vector<size_t> finished_;
+  std::unique_ptr<SimLongContextRoute> route_;  // with SimOptions::long_context
 };
 
 }  // namespace ragd::sim

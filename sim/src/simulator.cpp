@@ -22,6 +22,12 @@ Status SimOptions::validate() const {
   if (scheduler.max_running < 1) return bad("max_running must be >= 1");
   if (series_period_s < 0) return bad("series_period_s must be >= 0");
   if (closed_loop_clients < 0) return bad("concurrency must be >= 0, got " + std::to_string(closed_loop_clients));
+  if (long_context.has_value()) {
+    if (long_context->workers < 1) return bad("sp_workers must be >= 1, got " + std::to_string(long_context->workers));
+    if (long_context->threshold_tokens < 1)
+      return bad("sp_threshold_tokens must be >= 1, got " + std::to_string(long_context->threshold_tokens));
+    if (long_context->model.num_hidden_layers < 1) return bad("the long-context route needs the model's layers");
+  }
   return Status::OK();
 }
 
@@ -185,7 +191,9 @@ Result<SimResult> simulate(const SimOptions& opts, const CostModel& cost, const 
       case EventKind::kRetrievalDone: reps[e.replica]->on_retrieval_done(e.index, e.t, q); break;
       case EventKind::kLoadDone: reps[e.replica]->on_load_done(e.index, e.t, q); break;
       case EventKind::kStepDone:
-        reps[e.replica]->on_step_done(e.t, q);
+      case EventKind::kRouteDone:
+        if (e.kind == EventKind::kStepDone) reps[e.replica]->on_step_done(e.t, q);
+        else reps[e.replica]->on_route_done(e.index, e.t, q);
         for (size_t i : reps[e.replica]->take_finished())
           if (opts.closed_loop_clients > 0) send(e.t + leg(i));  // the stream's end reached the client
         break;

@@ -56,7 +56,8 @@ Result<int> parse_int(std::string_view key, std::string_view v, int lo, int hi) 
 constexpr std::string_view kSimKeys[] = {"replicas",         "router",          "scheduler",       "eviction",
                                          "max_running",      "max_batch_tokens", "kv_pool_bytes",  "hbm_cache_bytes",
                                          "dram_cache_bytes", "ssd_cache_bytes", "remote_bytes",    "retrieval_threads",
-                                         "max_queue",        "preemption",      "max_concurrent_per_tenant"};
+                                         "max_queue",        "preemption",      "max_concurrent_per_tenant",
+                                         "sp_workers",       "sp_threshold_tokens"};
 
 }  // namespace
 
@@ -169,6 +170,15 @@ Status apply_sim_key(SimOptions& o, const ModelShape& shape, std::string_view ke
     const double blocks = std::floor(static_cast<double>(b) / block);
     if (blocks < 1 || blocks > 1e9) return Status::InvalidArgument(std::string(key) + ": " + std::string(value) + " holds no KV block (or too many)");
     o.kv.pool_blocks = static_cast<int>(blocks);
+    return Status::OK();
+  }
+  if (key == "sp_workers" || key == "sp_threshold_tokens") {
+    if (!o.long_context.has_value())
+      return Status::InvalidArgument(std::string(key) + ": no long-context route to set (the simulation was given no model)");
+    if (key == "sp_workers") return set_int(&o.long_context->workers, 1, 4096);
+    int t = 0;
+    RAGD_RETURN_IF_ERROR(set_int(&t, 1, 1 << 30));
+    o.long_context->threshold_tokens = t;
     return Status::OK();
   }
   if (key == "hbm_cache_bytes") return set_bytes(&o.kv.hbm_bytes);

@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -147,23 +148,25 @@ Result<std::string> read_file(const std::string& path, const char* what) {
   return s.str();
 }
 
-Result<sim::ModelShape> model_shape(const SimArgs& a, const daemon::DaemonConfig& cfg) {
+Result<engine::ModelConfig> model_config(const SimArgs& a, const daemon::DaemonConfig& cfg) {
   std::string dir = a.model.empty() ? cfg.runtime.model_dir : a.model;
-  Result<engine::ModelConfig> mc = Status::InvalidArgument("give --model DIR, --preset NAME or a config with runtime.model_dir");
-  if (!a.preset.empty()) mc = engine::preset_config(a.preset);
-  else if (!dir.empty()) mc = engine::ModelConfig::from_json_file(dir + "/config.json");
-  if (!mc.ok()) return mc.status();
+  if (!a.preset.empty()) return engine::preset_config(a.preset);
+  if (!dir.empty()) return engine::ModelConfig::from_json_file(dir + "/config.json");
+  return Status::InvalidArgument("give --model DIR, --preset NAME or a config with runtime.model_dir");
+}
+
+sim::ModelShape model_shape(const SimArgs& a, const daemon::DaemonConfig& cfg, const engine::ModelConfig& mc) {
   sim::ModelShape s;
-  s.layers = mc->num_hidden_layers;
-  s.kv_heads = mc->num_key_value_heads;
-  s.head_dim = mc->head_dim;
+  s.layers = mc.num_hidden_layers;
+  s.kv_heads = mc.num_key_value_heads;
+  s.head_dim = mc.head_dim;
   s.kv_dtype_bytes = static_cast<int>(kernels::kv_dtype_bytes(a.kv_dtype_set ? a.kv_dtype : cfg.runtime.model.kv_dtype));
-  RAGD_RETURN_IF_ERROR(s.validate());
   return s;
 }
 
 // The daemon's [runtime] table as simulated fleet options.
-Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim::ModelShape& shape) {
+Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim::ModelShape& shape,
+                                      const engine::ModelConfig& mc, const sim::CostModel& cost) {
   const pipelines::RuntimeOptions& rt = cfg.runtime;  // and [limits]' per-tenant run limit
   RAGD_RETURN_IF_ERROR(rt.validate());
   sim::SimOptions o;
@@ -186,6 +189,20 @@ Result<sim::SimOptions> fleet_options(const daemon::DaemonConfig& cfg, const sim
   o.retrieval_threads = rt.retrieval_threads;
   o.max_queue = rt.max_queue;
   o.max_concurrent_per_tenant = cfg.limits.max_concurrent_per_tenant;
+  // The long-context route as the daemon builds it (executor_impl.cpp); the elastic degree, when
+  // the config names rates for it, from the simulated hardware's rates (--rates).
+  pipelines::LongContextPolicy lc;
+  lc.workers = rt.sp_workers;
+  lc.threshold_tokens = rt.sp_threshold_tokens;
+  lc.pool_blocks = o.kv.pool_blocks;  // the route uses the simulated pool's (kv_pool_bytes may be swept)
+  lc.block_size = o.kv.block_size;
+  lc.chunk_tokens = rt.sp_chunk_tokens;
+  lc.partition = rt.sp_partition;
+  lc.spills = rt.kv_spill_dram_bytes > 0 || rt.kv_spill_ssd;
+  if (rt.sp_rates.has_value() || !rt.sp_rates_file.empty()) lc.rates = cost.engine;
+  lc.model = mc;
+  lc.kv_bytes_per_token_layer = shape.kv_bytes_per_token() / std::max(1, shape.layers);
+  o.long_context = lc;
   return o;
 }
 
@@ -256,17 +273,42 @@ int fail(const Status& st) {
   return 2;
 }
 
+// The runs the long-context route served: how many, at which degrees, their prefill and TTFT.
+void print_long_context(const sim::SimResult& res) {
+  std::vector<double> prefill, ttft, tpot;
+  std::map<int, int> degrees;
+  for (const sim::SimRecord& r : res.records) {
+    if (r.sp_degree == 0 || !r.ok) continue;
+    ++degrees[r.sp_degree];
+    prefill.push_back(r.prefill_ms / 1e3);
+    ttft.push_back(r.ttft_ms / 1e3);
+    if (r.tokens > 1) tpot.push_back((r.e2e_ms - r.ttft_ms) / (r.tokens - 1));
+  }
+  if (degrees.empty()) return;
+  std::string ds;
+  for (const auto& [d, n] : degrees) ds += (ds.empty() ? "" : ", ") + std::to_string(n) + " at " + std::to_string(d);
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("  long-context route: %zu runs (%s workers); prefill s p50 %.1f, TTFT s p50 %.1f, ms per token p50 %.1f\n",
+              prefill.size(), ds.c_str(), median(prefill), median(ttft), median(tpot));
+}
+
 int run_simulate(const SimArgs& a) {
   daemon::DaemonConfig cfg;
   if (!a.config.empty())
     if (Status st = daemon::load_config_file(cfg, a.config); !st.ok()) return fail(st);
-  auto shape = model_shape(a, cfg);
-  if (!shape.ok()) return fail(shape.status());
+  auto mc = model_config(a, cfg);
+  if (!mc.ok()) return fail(mc.status());
+  Result<sim::ModelShape> shape = model_shape(a, cfg, *mc);
+  if (Status st = shape->validate(); !st.ok()) return fail(st);
   auto rates_text = read_file(a.rates, "--rates");
   if (!rates_text.ok()) return fail(rates_text.status());
   auto cost = sim::parse_cost_model(*rates_text, *shape);
   if (!cost.ok()) return fail(Status::InvalidArgument(a.rates + ": " + cost.status().message()));
-  auto base = fleet_options(cfg, *shape);
+  auto base = fleet_options(cfg, *shape, *mc, *cost);
   if (!base.ok()) return fail(base.status());
   base->keep_itl = !a.no_itl;
   if (a.replicas_set)  // the simulator's range and message: "replicas: expected an integer in [1, 4096], ..."
@@ -414,6 +456,7 @@ int run_simulate(const SimArgs& a) {
                 static_cast<unsigned long long>(res->publish.copies),
                 static_cast<unsigned long long>(res->publish.copies_skipped),
                 static_cast<unsigned long long>(res->publish.demotions), res->publish.engine_s);
+    print_long_context(*res);
     const double util = engine_utilisation(*res, *reqs);
     std::printf("  engine busy %.0f %% of the time from the first arrival to the last event (busiest replica)\n",
                 100 * util);

@@ -12,7 +12,8 @@
 
 namespace ragd::sim {
 
-enum class EventKind : uint8_t { kArrival, kRetrievalDone, kLoadDone, kStepDone, kSample };
+// kRouteDone: a run on the long-context route ended (index: its request).
+enum class EventKind : uint8_t { kArrival, kRetrievalDone, kLoadDone, kStepDone, kSample, kRouteDone };
 
 struct Event {
   double t = 0;

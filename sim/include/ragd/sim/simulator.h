@@ -17,12 +17,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ragd/common/enum_names.h"
 #include "ragd/common/status.h"
+#include "ragd/pipelines/long_context_policy.h"
 #include "ragd/pipelines/scheduler.h"
 #include "ragd/sim/cost_model.h"
 #include "ragd/sim/sim_kv_host.h"
@@ -56,6 +58,11 @@ struct SimOptions {
   // shifted): 0 (default) = none, the deterministic run; any other value seeds the draws, so the
   // same seed gives the same result and replications take one seed each (simulate_replications).
   uint64_t noise_seed = 0;
+  // The long-context route (pipelines/long_context_policy.h, the daemon's rule): runs it takes go to
+  // a sequence-parallel group of long_context->workers beside each replica's batch, one at a time,
+  // timed by the performance model with the cost model's kernel rates (long_context_route.h in
+  // sim/src). None (default): every run goes to the batch.
+  std::optional<pipelines::LongContextPolicy> long_context;
   Status validate() const;          // InvalidArgument naming the field
 };
 
@@ -70,6 +77,7 @@ struct SimRecord {
   double ttft_ms = -1, e2e_ms = 0;
   double retrieval_ms = 0, kv_load_ms = 0, queue_ms = 0, prefill_ms = 0;
   int prompt_tokens = 0, tokens = 0;
+  int sp_degree = 0;                 // workers of the long-context route that ran it; 0 = the batch
   ReuseCounts reused;
   std::vector<double> itl_ms;
 };
