@@ -208,7 +208,7 @@ Status KvSpill::append(const engine::KvPool& pool, const engine::BlockTable& tab
   }
   for (int i = 0; i < n; ++i) {
     const int32_t p = table.position(i);
-    const int32_t prev = i > 0 ? table.position(i - 1) : max_pos_;
+    const int32_t prev = any_order_ ? -1 : i > 0 ? table.position(i - 1) : max_pos_;
     if (p == engine::kNoPosition || p <= prev) {
       return Status::InvalidArgument("KV spill: slot " + std::to_string(i) + " holds position " +
                                      (p == engine::kNoPosition ? std::string("none") : std::to_string(p)) +
@@ -282,8 +282,8 @@ Status KvSpill::append(const engine::KvPool& pool, const engine::BlockTable& tab
   }
   positions_.resize(tokens_ + n);
   for (int i = 0; i < n; ++i) positions_[tokens_ + i] = table.position(i);
-  e.max_pos = positions_.back();
-  max_pos_ = e.max_pos;
+  e.max_pos = *std::max_element(positions_.begin() + tokens_, positions_.end());
+  max_pos_ = std::max(max_pos_, e.max_pos);
   tokens_ += n;
   extents_.push_back(std::move(e));
   ++stats_.extents;

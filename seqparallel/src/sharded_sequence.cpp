@@ -4,6 +4,8 @@
 #include <string>
 
 #include "ragd/common/check.h"
+#include "ragd/kernels/kv_dtype.h"
+#include "ragd/seqparallel/sub_communicator.h"
 
 namespace ragd::seqparallel {
 
@@ -48,19 +50,19 @@ int64_t kv_blocks_per_worker(const SpSequence& s) {
 
 ShardedSequence::ShardedSequence(engine::Model& model, Communicator& comm, PartitionKind kind, int max_chunk_tokens,
                                  const SpillOptions& spill)
-    : model_(model), comm_(comm), kind_(kind), max_chunk_(max_chunk_tokens), spill_options_(spill) {}
+    : model_(model), comm_(&comm), kind_(kind), max_chunk_(max_chunk_tokens), spill_options_(spill) {}
 
 Status ShardedSequence::make_room(int tokens) {
   Status st = spill_oldest(tokens);
   // The other ranks are in the step's collectives: they learn of the failure instead of waiting.
-  if (!st.ok()) comm_.abort(st.with_context("rank " + std::to_string(comm_.rank()) + " could not spill its KV"));
+  if (!st.ok()) comm_->abort(st.with_context("rank " + std::to_string(comm_->rank()) + " could not spill its KV"));
   return st;
 }
 
 Status ShardedSequence::spill_oldest(int tokens) {
   engine::KvPool& pool = model_.kv_pool();
   // The decode scratch block of a rank that does not store a step's token.
-  const int scratch = comm_.size() > 1 ? 1 : 0;
+  const int scratch = comm_->size() > 1 ? 1 : 0;
   const int need = shard_.blocks_needed(pool, tokens) + scratch;
   if (!spill_options_.enabled() || static_cast<int>(pool.free_blocks()) >= need) return Status::OK();
   // The oldest whole blocks: what the step lacks, and at least an eighth of the pool, so that spills
@@ -73,6 +75,7 @@ Status ShardedSequence::spill_oldest(int tokens) {
   if (whole == 0) return Status::OK();  // nothing to move: the step reports the full pool
   if (spill_ == nullptr) {
     RAGD_ASSIGN_OR_RETURN(spill_, KvSpill::create(pool.layout(), spill_options_));
+    if (after_shrink_) spill_->allow_any_order();
     if (decoder_ != nullptr) decoder_->set_spill(spill_.get());  // the first spill came in decode
   }
   RAGD_RETURN_IF_ERROR(spill_->append(pool, shard_, whole));
@@ -100,7 +103,7 @@ ShardedSequence::~ShardedSequence() {
 Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<float>* logits, const Progress& progress) {
   if (length_ > 0) return Status::FailedPrecondition("sharded sequence: already prefilled");
   if (prompt.empty()) return Status::InvalidArgument("sharded sequence: empty prompt");
-  const int p = comm_.size(), r = comm_.rank();
+  const int p = comm_->size(), r = comm_->rank();
   const int64_t n = static_cast<int64_t>(prompt.size());
   // Chunks are consecutive ranges of positions, each partitioned across the ranks like a whole
   // prompt (zigzag balances every chunk), so a chunk's queries find every earlier key already in
@@ -129,34 +132,156 @@ Status ShardedSequence::prefill(std::span<const int32_t> prompt, std::vector<flo
     in.positions = positions;
     in.logits = r == holder && c == chunks - 1 ? engine::SeqStep::Logits::kLast : engine::SeqStep::Logits::kNone;
     StepTimes t;
-    RAGD_RETURN_IF_ERROR(ring_prefill(model_, comm_, rows, in, &shard_, &out, &t, spill_.get()));
+    RAGD_RETURN_IF_ERROR(ring_prefill(model_, *comm_, rows, in, &shard_, &out, &t, spill_.get()));
     prefill_ += t;
     if (c + 1 < chunks) {
       // Rank 0 says whether to go on; every rank learns it in the same step.
       int32_t go = progress ? (progress(begin + len, n) ? 1 : 0) : 1;
-      if (p > 1) RAGD_RETURN_IF_ERROR(comm_.broadcast(&go, sizeof go, 0));
+      if (p > 1) RAGD_RETURN_IF_ERROR(comm_->broadcast(&go, sizeof go, 0));
       if (go == 0) return Status::Cancelled("sequence-parallel prefill stopped after " + std::to_string(begin + len) +
                                             " of " + std::to_string(n) + " tokens");
     }
   }
   length_ = static_cast<int64_t>(prompt.size());
-  decoder_ = std::make_unique<ShardedDecoder>(model_, comm_, &shard_, spill_.get());
+  decoder_ = std::make_unique<ShardedDecoder>(model_, *comm_, &shard_, spill_.get());
   // Every rank takes part in the broadcast, whether or not its caller wants the logits.
   std::vector<float> scratch;
   std::vector<float>& dst = logits != nullptr ? *logits : scratch;
   dst.resize(model_.config().vocab_size);
   if (r == holder) std::copy(out.logits.begin(), out.logits.end(), dst.begin());
-  if (p > 1) RAGD_RETURN_IF_ERROR(comm_.broadcast(dst.data(), sizeof(float) * dst.size(), holder));
+  if (p > 1) RAGD_RETURN_IF_ERROR(comm_->broadcast(dst.data(), sizeof(float) * dst.size(), holder));
   return Status::OK();
 }
 
 Status ShardedSequence::decode(int32_t token, std::vector<float>* logits) {
+  if (retired_) return Status::FailedPrecondition("sharded sequence: this rank's KV moved away (shrink)");
   if (decoder_ == nullptr) return Status::FailedPrecondition("sharded sequence: decode before prefill");
   RAGD_RETURN_IF_ERROR(make_room(1));
   StepTimes t;
   RAGD_RETURN_IF_ERROR(decoder_->step(token, static_cast<int32_t>(length_), logits, &t));
   decode_ += t;
   ++length_;
+  return Status::OK();
+}
+
+namespace {
+
+constexpr int kShrinkTag = 811;  // every message of a shrink: count, positions, rows, in that order
+
+}  // namespace
+
+Status ShardedSequence::shrink(int degree) {
+  if (decoder_ == nullptr || retired_) return Status::FailedPrecondition("sharded sequence: shrink before prefill");
+  const int p = comm_->size(), r = comm_->rank();
+  if (degree < 1 || degree > p) {
+    return Status::InvalidArgument("sharded sequence: shrink to " + std::to_string(degree) + " of " +
+                                   std::to_string(p) + " ranks");
+  }
+  if (degree == p) return Status::OK();
+  engine::KvPool& pool = model_.kv_pool();
+  const engine::KvLayout& L = pool.layout();
+  const size_t row = L.token_floats();
+  Status st;
+  if (r >= degree) {
+    // The whole shard as f32 rows, [layer][K: n rows | V: n rows], spilled tokens first.
+    const int64_t spilled = spilled_tokens(), resident = shard_.num_tokens(), n = spilled + resident;
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::vector<float> kv(2 * static_cast<size_t>(L.num_layers) * n * row);
+    auto k_at = [&](int l, int64_t t) { return &kv[(2 * static_cast<size_t>(l) * n + t) * row]; };
+    auto v_at = [&](int l, int64_t t) { return &kv[((2 * static_cast<size_t>(l) + 1) * n + t) * row]; };
+    for (int l = 0; l < L.num_layers && st.ok() && spill_ != nullptr; ++l) {
+      int64_t off = 0;
+      st = spill_->for_each_rows(l, [&](const KvSpill::Rows& rows) {
+        kernels::kv_load_values(L.dtype, rows.n * row, L.head_dim, rows.k, rows.k_scale, k_at(l, off));
+        kernels::kv_load_values(L.dtype, rows.n * row, L.head_dim, rows.v, rows.v_scale, v_at(l, off));
+        if (l == 0) std::copy(rows.pos, rows.pos + rows.n, pos.begin() + off);
+        off += rows.n;
+        return Status::OK();
+      });
+    }
+    for (int l = 0; l < L.num_layers && st.ok() && resident > 0; ++l)
+      shard_.read(pool, l, 0, static_cast<int>(resident), k_at(l, spilled), v_at(l, spilled));
+    for (int64_t i = 0; i < resident; ++i) pos[spilled + i] = shard_.position(static_cast<int>(i));
+    const int to = r % degree;
+    std::vector<Request> reqs;
+    auto post = [&](const void* data, size_t bytes) {
+      if (!st.ok() || bytes == 0) return;
+      auto q = comm_->isend(to, kShrinkTag, data, bytes);
+      if (q.ok()) reqs.push_back(std::move(q).value());
+      else st = q.status();
+    };
+    post(&n, sizeof n);
+    post(pos.data(), sizeof(int32_t) * pos.size());
+    post(kv.data(), sizeof(float) * kv.size());
+    Status waited = wait_all(reqs);
+    if (st.ok()) st = waited;
+    // Nothing of the sequence stays here.
+    decoder_.reset();
+    shard_.release(pool);
+    spill_.reset();
+    retired_ = true;
+  } else {
+    after_shrink_ = true;
+    if (spill_ != nullptr) spill_->allow_any_order();
+    for (int from = r + degree; from < p && st.ok(); from += degree) st = take_shard(from);
+    if (st.ok()) {
+      auto sub = make_sub_communicator(*comm_, degree);
+      if (sub.ok()) {
+        decoder_.reset();  // its scratch slot goes back to the pool
+        sub_ = std::move(sub).value();
+        comm_ = sub_.get();
+        decoder_ = std::make_unique<ShardedDecoder>(model_, *comm_, &shard_, spill_.get());
+      } else {
+        st = sub.status();
+      }
+    }
+  }
+  if (!st.ok()) comm_->abort(st.with_context("rank " + std::to_string(r) + " failed to move its KV (shrink)"));
+  return st;
+}
+
+Status ShardedSequence::take_shard(int from) {
+  engine::KvPool& pool = model_.kv_pool();
+  const engine::KvLayout& L = pool.layout();
+  const size_t row = L.token_floats();
+  int64_t n = 0;
+  {
+    RAGD_ASSIGN_OR_RETURN(Request q, comm_->irecv(from, kShrinkTag, &n, sizeof n));
+    RAGD_RETURN_IF_ERROR(q->wait());
+  }
+  if (n <= 0) return Status::OK();
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::vector<float> kv(2 * static_cast<size_t>(L.num_layers) * n * row);
+  {
+    RAGD_ASSIGN_OR_RETURN(Request qp, comm_->irecv(from, kShrinkTag, pos.data(), sizeof(int32_t) * pos.size()));
+    RAGD_RETURN_IF_ERROR(qp->wait());
+    RAGD_ASSIGN_OR_RETURN(Request qk, comm_->irecv(from, kShrinkTag, kv.data(), sizeof(float) * kv.size()));
+    RAGD_RETURN_IF_ERROR(qk->wait());
+  }
+  // In pieces of at most a quarter of the pool, each after make_room (which spills when it must).
+  const int bs = L.block_size;
+  const int64_t piece_max = std::max<int64_t>(bs, static_cast<int64_t>(pool.num_blocks() / 4) * bs);
+  std::vector<float> k, v;
+  for (int64_t done = 0; done < n;) {
+    const int piece = static_cast<int>(std::min(piece_max, n - done));
+    RAGD_RETURN_IF_ERROR(spill_oldest(piece));
+    k.resize(static_cast<size_t>(L.num_layers) * piece * row);
+    v.resize(k.size());
+    for (int l = 0; l < L.num_layers; ++l) {
+      const float* src_k = &kv[(2 * static_cast<size_t>(l) * n + done) * row];
+      const float* src_v = &kv[((2 * static_cast<size_t>(l) + 1) * n + done) * row];
+      std::copy(src_k, src_k + piece * row, &k[static_cast<size_t>(l) * piece * row]);
+      std::copy(src_v, src_v + piece * row, &v[static_cast<size_t>(l) * piece * row]);
+    }
+    const int slot0 = shard_.num_tokens();
+    if (!shard_.append(pool, piece, k.data(), v.data())) {
+      return Status::ResourceExhausted("sharded sequence: rank " + std::to_string(comm_->rank()) + "'s KV pool cannot take " +
+                                       std::to_string(n) + " tokens of rank " + std::to_string(from) +
+                                       (spill_options_.enabled() ? "" : " (KV spill is off)"));
+    }
+    shard_.set_positions(slot0, std::span<const int32_t>(pos.data() + done, static_cast<size_t>(piece)));
+    done += piece;
+  }
   return Status::OK();
 }
 

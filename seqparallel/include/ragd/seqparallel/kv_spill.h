@@ -69,6 +69,10 @@ class KvSpill {
   KvSpill& operator=(const KvSpill&) = delete;
 
   int64_t tokens() const { return tokens_; }
+  // From now on append() takes slots in any position order: once a sequence is prefilled, every
+  // query (a decode step's) is above every key, so attention needs no order among them, and a
+  // shard that took another worker's KV (ShardedSequence::shrink) holds interleaved positions.
+  void allow_any_order() { any_order_ = true; }
   // Largest spilled position (-1 when empty): every later query sees every spilled key.
   int32_t max_position() const { return max_pos_; }
   SpillStats stats() const;
@@ -77,7 +81,8 @@ class KvSpill {
 
   // Copies slots [0, n) of `table` (every layer, the stored bytes) to the end of the spill, as
   // one extent. The caller then drops those slots from its table. The slots must hold tokens (no
-  // holes) at positions above every spilled one. Unimplemented unless the pool's storage is host
+  // holes) at positions above every spilled one, in increasing order — unless allow_any_order()
+  // was called. Unimplemented unless the pool's storage is host
   // memory (HostKvStorage); IOError from the file.
   Status append(const engine::KvPool& pool, const engine::BlockTable& table, int n);
 
@@ -118,6 +123,7 @@ class KvSpill {
   std::vector<int32_t> positions_;  // [tokens_]
   int64_t tokens_ = 0;
   int32_t max_pos_ = -1;
+  bool any_order_ = false;
   int fd_ = -1, direct_fd_ = -1;
   int64_t file_end_ = 0;
   std::unique_ptr<Reader> reader_;

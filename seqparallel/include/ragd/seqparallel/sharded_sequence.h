@@ -69,7 +69,25 @@ class ShardedSequence {
   // same step and returns Cancelled (the group stays usable; the shard is freed with this object).
   Status prefill(std::span<const int32_t> prompt, std::vector<float>* logits, const Progress& progress = {});
   // Appends one token at position length(). logits: [vocab] of it, on every rank, when non-null.
+  // After shrink(), called by the ranks that still hold the sequence only.
   Status decode(int32_t token, std::vector<float>* logits);
+  // Between prefill and decode (LoongServe's scale-down): the KV of ranks [degree, size()) moves to
+  // ranks [0, degree) — rank r's whole shard, pooled and spilled, to rank r % degree — and the
+  // decode steps that follow run on the first `degree` ranks only, over a sub-communicator of
+  // them (sub_communicator.h). Collective over every rank of the group. Afterwards ranks >= degree
+  // hold nothing of the sequence (holds_kv() false; decode fails with FailedPrecondition), and a
+  // receiver's shard holds its own and the received tokens at their positions (attention needs no
+  // order among keys once every query is a later decode step). A receiver whose pool lacks room
+  // spills its oldest slots first (spill on) or fails with ResourceExhausted, aborting the group.
+  // KV travels as f32 rows, converted from and to the pool's storage type (bf16: exact; int8:
+  // re-quantized from its dequantized values, exact up to the scale's rounding). The sender holds
+  // its shard in f32 once while it sends. FailedPrecondition before prefill, InvalidArgument
+  // unless 1 <= degree <= size(); degree == size() changes nothing.
+  Status shrink(int degree);
+  // This rank holds KV of the sequence (false after shrink() moved it away).
+  bool holds_kv() const { return !retired_; }
+  // Ranks that take part in decode: size() until shrink().
+  int decode_degree() const { return comm_->size(); }
 
   int64_t length() const { return length_; }
   // This rank's KV in its pool (the shard's newest tokens when some have spilled).
@@ -84,7 +102,8 @@ class ShardedSequence {
 
  private:
   engine::Model& model_;
-  Communicator& comm_;
+  Communicator* comm_;  // the group's, or after shrink() sub_
+  std::unique_ptr<Communicator> sub_;  // the first decode_degree() ranks, after shrink()
   PartitionKind kind_;
   int max_chunk_ = 0;
   // Before a step that appends `tokens` to the shard: with spilling on and too few free blocks,
@@ -96,7 +115,11 @@ class ShardedSequence {
   SpillOptions spill_options_;
   std::unique_ptr<KvSpill> spill_;
   std::unique_ptr<ShardedDecoder> decoder_;
+  // Receives one sender's shard (shrink) and appends it to this rank's in pieces the pool can take.
+  Status take_shard(int from);
   int64_t length_ = 0;
+  bool retired_ = false;      // this rank's KV moved away by shrink()
+  bool after_shrink_ = false; // spills from now on take slots in any position order
   StepTimes prefill_, decode_;
 };
 
