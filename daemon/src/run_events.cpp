@@ -66,7 +66,7 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   }
   if (!u.reuse_note.empty()) w.key("reuse_note").value(u.reuse_note);
   if (u.speculative_prefill) w.key("speculative_prefill").value(true).key("prefill_restarts").value(u.prefill_restarts);
-  if (u.sp_workers > 0) w.key("sp_workers").value(u.sp_workers);
+  if (u.sp_workers > 0) w.key("sp_workers").value(u.sp_workers).key("sp_decode_workers").value(u.sp_decode_workers);
   if (u.kv_spilled_tokens > 0) w.key("kv_spilled_tokens").value(u.kv_spilled_tokens);
   if (!u.semantic_cache.empty()) {
     w.key("semantic_cache").begin_object().key("result").value(u.semantic_cache);

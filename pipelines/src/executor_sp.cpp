@@ -46,12 +46,14 @@ void ExecutorImpl::end_sequence_parallel(uint64_t sid, SequenceParallelRoute::Ou
   Run& r = *runs_.at(sid);
   r.timings.prefill_ms += o.prefill_ms;
   r.usage.sp_workers = o.degree;
+  r.usage.sp_decode_workers = o.decode_degree;
   r.usage.kv_spilled_tokens = o.spill.dram_tokens + o.spill.ssd_tokens;
   {
     std::lock_guard<std::mutex> lk(stats_mu_);
     ExecutorStats::LongContext& lc = stats_.long_context;
     ++lc.runs;
     lc.workers = o.degree;
+    lc.decode_workers = o.decode_degree;
     lc.spilled_tokens += static_cast<uint64_t>(r.usage.kv_spilled_tokens);
     lc.spilled_ssd_tokens += static_cast<uint64_t>(o.spill.ssd_tokens);
     lc.spill_ssd_bytes_read += static_cast<uint64_t>(o.spill.bytes_read);

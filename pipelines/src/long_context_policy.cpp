@@ -1,7 +1,9 @@
 #include "ragd/pipelines/long_context_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ragd/common/check.h"
 #include "ragd/seqparallel/sharded_sequence.h"
@@ -25,19 +27,32 @@ seqparallel::Prediction LongContextPolicy::predict(int64_t prompt_tokens, int de
   return seqparallel::predict(model, *rates, prompt_tokens, degree, kv_bytes_per_token_layer);
 }
 
-int LongContextPolicy::degree(int64_t prompt_tokens, int64_t max_new_tokens) const {
-  if (!rates.has_value() || workers == 1) return workers;
-  int best = workers;
-  double best_s = std::numeric_limits<double>::infinity();
-  for (int d = 1; d <= workers; ++d) {
-    if (!spills && exceeds_pool(prompt_tokens, max_new_tokens, d)) continue;
-    const seqparallel::Prediction p = predict(prompt_tokens, d);
-    const double s = p.prefill_s + static_cast<double>(max_new_tokens) * p.decode_s;
-    if (s < best_s) {
-      best = d;
-      best_s = s;
+double LongContextPolicy::move_s(int64_t prompt_tokens, int from, int to) const {
+  RAGD_CHECK(rates.has_value() && to >= 1 && from >= to) << "LongContextPolicy::move_s";
+  if (to == from) return 0;
+  // What ShardedSequence::shrink sends: every layer's K and V rows as f32, and the positions.
+  const double shard = static_cast<double>(prompt_tokens) / from;
+  const double bytes = shard * (2.0 * model.num_hidden_layers * model.kv_dim() * sizeof(float) + sizeof(int32_t));
+  const int shards = (from - to + to - 1) / to;  // the fullest receiver's
+  return shards * (bytes / rates->link_bytes_per_s + 3 * rates->link_latency_s);
+}
+
+LongContextPolicy::Plan LongContextPolicy::plan(int64_t prompt_tokens, int64_t max_new_tokens) const {
+  if (!rates.has_value() || workers == 1) return Plan{workers, workers, 0};
+  Plan best{workers, workers, std::numeric_limits<double>::infinity()};
+  std::vector<seqparallel::Prediction> at(static_cast<size_t>(workers) + 1);
+  for (int d = 1; d <= workers; ++d) at[d] = predict(prompt_tokens, d);
+  auto fits = [&](int d) { return spills || !exceeds_pool(prompt_tokens, max_new_tokens, d); };
+  for (int p = 1; p <= workers; ++p) {
+    if (!fits(p)) continue;
+    // Decode at p first: a move must gain strictly to be chosen.
+    for (int d = p; d >= 1; --d) {
+      if (d < p && !fits(d)) continue;
+      const double s = at[p].prefill_s + move_s(prompt_tokens, p, d) + static_cast<double>(max_new_tokens) * at[d].decode_s;
+      if (s < best.seconds) best = Plan{p, d, s};
     }
   }
+  if (!std::isfinite(best.seconds)) return Plan{workers, workers, 0};  // nothing fits: every worker (spill refused later)
   return best;
 }
 

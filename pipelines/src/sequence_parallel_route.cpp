@@ -83,11 +83,16 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   seqparallel::SpDriver& sp = group_->driver();
   // The share the run was admitted with; with less room here than the helpers have, rank 0 stores
   // fewer of the decode tokens.
-  const int d = degree(state.prompt_len(), state.max_new_tokens());
+  const LongContextPolicy::Plan plan = policy().plan(state.prompt_len(), state.max_new_tokens());
+  const int d = plan.prefill;
   out.degree = d;
-  int64_t blocks = sp.kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens(), d);
+  out.decode_degree = plan.decode;
+  int64_t blocks = kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens());
   const LongContextPolicy& pol = policy();
-  const bool spill = pol.spills && pol.exceeds_pool(state.prompt_len(), state.max_new_tokens(), d);
+  // Spilling: the run's share exceeds a pool at the prefill's degree, or at the decode's once the
+  // KV moved there.
+  const bool spill = pol.spills && (pol.exceeds_pool(state.prompt_len(), state.max_new_tokens(), d) ||
+                                    pol.exceeds_pool(state.prompt_len(), state.max_new_tokens(), plan.decode));
   // A run that spills needs room for two prefill steps (each at most a quarter of the pool); the
   // rest of its KV leaves the pool anyway.
   int chunk = pol.chunk_tokens;
@@ -127,6 +132,8 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
     out.pool_used_blocks = used_blocks();
     return out;
   }
+  // Decode on fewer workers where the model says it pays: their shards move to the first ones.
+  if (st.ok() && plan.decode < d) st = sp.shrink(plan.decode);
   while (st.ok()) {
     out.reason = loop_.next_token(sid, logits);
     if (out.reason.empty() && stopped()) out.reason = "cancelled";

@@ -19,6 +19,7 @@
 // submit() from the scheduler thread; RunLoop is called on the route's thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -46,7 +47,8 @@ class SequenceParallelRoute {
     Status status;           // a failed collective (the group is aborted) or no room in rank 0's pool
     std::string reason;      // the finish reason when status is OK
     double prefill_ms = 0;   // the ring prefill's time
-    int degree = 0;          // workers that held the run
+    int degree = 0;          // workers that prefilled the run
+    int decode_degree = 0;   // workers that decoded it (fewer after a shrink)
     seqparallel::SpillStats spill;  // rank 0's spill (zeros when nothing left its pool)
     int64_t pool_used_blocks = 0;   // rank 0's pool after the run (0 unless something leaked)
   };
@@ -90,9 +92,13 @@ class SequenceParallelRoute {
   int workers() const { return policy().workers; }
   // The workers a run of this size goes to (LongContextPolicy::degree), 1 .. workers().
   int degree(int64_t prompt_tokens, int64_t max_new_tokens) const { return policy().degree(prompt_tokens, max_new_tokens); }
-  // KV blocks each worker holds for a run of this size at its degree: its admission share.
+  // KV blocks each worker holds for a run of this size: its admission share, at the prefill's degree
+  // or, when the run decodes on fewer workers, at theirs (a receiver holds more).
   int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const {
-    return group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, degree(prompt_tokens, decode_tokens));
+    const LongContextPolicy::Plan p = policy().plan(prompt_tokens, decode_tokens);
+    int64_t b = group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, p.prefill);
+    if (p.decode < p.prefill) b = std::max(b, policy().blocks_per_worker(prompt_tokens, decode_tokens, p.decode));
+    return b;
   }
   const LongContextPolicy& policy() const { return limits_.policy; }
 

@@ -11,11 +11,11 @@ namespace ragd::seqparallel {
 
 namespace {
 
-enum class Op : int32_t { kPrefill = 1, kDecode = 2, kRelease = 3, kShutdown = 4 };
+enum class Op : int32_t { kPrefill = 1, kDecode = 2, kRelease = 3, kShutdown = 4, kShrink = 5 };
 
 struct Command {
   Op op = Op::kShutdown;
-  int32_t value = 0;   // prefill: prompt length; decode: the token
+  int32_t value = 0;   // prefill: prompt length; decode: the token; shrink: the new degree
   int32_t chunk = 0;   // prefill: max_chunk_tokens of the sequence (rank 0's setting, so all ranks cut alike)
   int32_t degree = 0;  // prefill: ranks that hold the sequence (the first ones; only they get commands)
 };
@@ -83,6 +83,19 @@ Status SpDriver::decode(int32_t token, std::vector<float>* logits) {
   return seq_->decode(token, logits);
 }
 
+Status SpDriver::shrink(int degree) {
+  if (down_ || seq_ == nullptr) return Status::FailedPrecondition("sequence-parallel shrink without a sequence");
+  if (degree < 1 || degree > degree_) {
+    return Status::InvalidArgument("sequence-parallel shrink to " + std::to_string(degree) + " of " +
+                                   std::to_string(degree_) + " ranks");
+  }
+  if (degree == degree_) return Status::OK();
+  RAGD_RETURN_IF_ERROR(send(comm_, {Op::kShrink, degree}, degree_));
+  RAGD_RETURN_IF_ERROR(seq_->shrink(degree));
+  degree_ = degree;
+  return Status::OK();
+}
+
 Status SpDriver::release() {
   if (down_ || seq_ == nullptr) return Status::OK();
   seq_.reset();
@@ -137,6 +150,14 @@ Status serve(engine::Model& model, Communicator& comm, PartitionKind kind, const
         case Op::kDecode:
           st = seq != nullptr ? seq->decode(c.value, nullptr)
                               : Status::FailedPrecondition("sequence-parallel decode without a sequence");
+          break;
+        case Op::kShrink:
+          if (seq == nullptr) {
+            st = Status::FailedPrecondition("sequence-parallel shrink without a sequence");
+            break;
+          }
+          st = seq->shrink(c.value);
+          if (st.ok() && !seq->holds_kv()) seq.reset();  // this rank's part is over until the next sequence
           break;
         case Op::kRelease:
           seq.reset();

@@ -38,22 +38,30 @@ void SimLongContextRoute::start(double now, EventQueue& q) {
   queue_.pop_front();
   const SimRequest& r = reqs_[i];
   const pipelines::LongContextPolicy& pol = policy_;
-  const int d = pol.degree(r.prompt_tokens, max_new_tokens(r));
-  const seqparallel::Prediction p =
-      seqparallel::predict(pol.model, cost_.engine, r.prompt_tokens, d, pol.kv_bytes_per_token_layer);
+  const pipelines::LongContextPolicy::Plan plan = pol.plan(r.prompt_tokens, max_new_tokens(r));
+  auto predicted = [&](int d) {
+    return seqparallel::predict(pol.model, cost_.engine, r.prompt_tokens, d, pol.kv_bytes_per_token_layer);
+  };
+  const seqparallel::Prediction pre = predicted(plan.prefill), dec = predicted(plan.decode);
   SimRecord& rec = recs_[i];
   LiveRequest& l = live_[i];
-  rec.sp_degree = d;
+  rec.sp_degree = plan.prefill;
+  rec.sp_decode_degree = plan.decode;
   rec.queue_ms = (now - l.added_s) * 1e3;
-  rec.prefill_ms = p.prefill_s * 1e3;
+  rec.prefill_ms = pre.prefill_s * 1e3;
   l.admit_s = now;
-  // The prefill's logits give the first token; every further token is one sharded decode step.
-  const double first = now + p.prefill_s;
+  // The prefill's logits give the first token; then the KV moves to the decode's workers (when
+  // fewer: the plan had rates), and every further token is one sharded decode step there.
+  const double first = now + pre.prefill_s;
+  const double move = plan.decode < plan.prefill ? pol.move_s(r.prompt_tokens, plan.prefill, plan.decode) : 0.0;
   rec.ttft_ms = (first - r.arrival_s + cost_.network_leg_s(r.id, opts_.noise_seed)) * 1e3;
   const int steps = std::max(0, r.answer_tokens - 1);
-  if (opts_.keep_itl) rec.itl_ms.assign(static_cast<size_t>(steps), p.decode_s * 1e3);
+  if (opts_.keep_itl) {
+    rec.itl_ms.assign(static_cast<size_t>(steps), dec.decode_s * 1e3);
+    if (steps > 0) rec.itl_ms[0] += move * 1e3;
+  }
   l.generated = r.answer_tokens;
-  l.last_token_s = first + steps * p.decode_s;
+  l.last_token_s = first + (steps > 0 ? move : 0.0) + steps * dec.decode_s;
   q.push(l.last_token_s, EventKind::kRouteDone, replica_, i);
 }
 

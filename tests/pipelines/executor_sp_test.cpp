@@ -4,6 +4,7 @@
 // client that stops reading cancels the long run and the group serves the next one; bad options
 // are refused by name.
 #include "executor_fixture.h"
+#include "ragd/pipelines/long_context_policy.h"
 #include "ragd/seqparallel/nccl_communicator.h"
 #include "ragd/seqparallel/perf_model.h"
 #include "ragd/seqparallel/sharded_sequence.h"
@@ -377,26 +378,31 @@ TEST_F(ExecutorSpTest, ElasticDegreeFollowsThePerformanceModel) {
   rates.masked_pairs_per_s = 5e8;
   rates.decode_dense_s = 1e-4;
   rates.kv_read_bytes_per_s = 1e10;
-  rates.link_bytes_per_s = 1e10;
-  rates.link_latency_s = 2e-2;
+  // A slow link (the KV move of a shrink costs about 30 ms, more than 4 decode steps' all-gathers
+  // save and less than 40's) and slow dense layers (two workers prefill sooner than one).
+  rates.link_bytes_per_s = 1.64e7;
+  rates.link_latency_s = 1e-3;
   rates.source = "made up for this test";
   // The fixture's model (executor_fixture.h: make_model), f32 KV.
   engine::ModelConfig cfg = engine::testing::tiny_config(engine::testing::Variant::kLlama);
   cfg.vocab_size = 512;
   cfg.max_position_embeddings = 2048;
   const double kv_layer = 2.0 * cfg.num_key_value_heads * cfg.head_dim * sizeof(float);
-  auto expected = [&](int max_new) {
-    double best = 1e300;
-    int d_best = 0;
-    for (int d = 1; d <= 2; ++d) {
-      const auto p = seqparallel::predict(cfg, rates, prompt, d, kv_layer);
-      const double s = p.prefill_s + max_new * p.decode_s;
-      if (s < best) best = s, d_best = d;
-    }
-    return d_best;
-  };
-  const int d_few = expected(4), d_many = expected(40);
-  ASSERT_NE(d_few, d_many) << "the made-up rates must make the choice turn on max_tokens";
+  // The plan the route must follow: the policy's (its choice is checked against a brute force in
+  // test_sim, LongContextPolicy.PlanIsTheSoonestPredictedEndAmongDegreesThatFit), with this
+  // group's shape; the run spills (the pool below), so every degree fits.
+  LongContextPolicy pol;
+  pol.workers = 2;
+  pol.spills = true;
+  pol.rates = rates;
+  pol.model = cfg;
+  pol.kv_bytes_per_token_layer = kv_layer;
+  const LongContextPolicy::Plan few_plan = pol.plan(prompt, 4), many_plan = pol.plan(prompt, 40);
+  ASSERT_TRUE(few_plan.prefill != many_plan.prefill || few_plan.decode != many_plan.decode)
+      << "the made-up rates must make the choice turn on max_tokens: prompt " << prompt << ", plans " << few_plan.prefill
+      << "->" << few_plan.decode << " and " << many_plan.prefill << "->" << many_plan.decode;
+  ASSERT_TRUE(few_plan.decode < few_plan.prefill || many_plan.decode < many_plan.prefill)
+      << "one of the runs must decode on fewer workers than it prefilled on";
   const std::string rates_file = data + "/rates.json";
   {
     std::ofstream f(rates_file);
@@ -421,8 +427,10 @@ TEST_F(ExecutorSpTest, ElasticDegreeFollowsThePerformanceModel) {
       RunOutput few = raw(*rt.executor, lng, 4), many = raw(*rt.executor, lng, 40);
       ASSERT_TRUE(few.error.ok()) << what << ": " << few.error.to_string();
       ASSERT_TRUE(many.error.ok()) << what << ": " << many.error.to_string();
-      EXPECT_EQ(few.usage.sp_workers, d_few) << what;
-      EXPECT_EQ(many.usage.sp_workers, d_many) << what;
+      EXPECT_EQ(few.usage.sp_workers, few_plan.prefill) << what;
+      EXPECT_EQ(few.usage.sp_decode_workers, few_plan.decode) << what;
+      EXPECT_EQ(many.usage.sp_workers, many_plan.prefill) << what;
+      EXPECT_EQ(many.usage.sp_decode_workers, many_plan.decode) << what;
       expect_same(few, ref_few, what + " (4 tokens)");
       expect_same(many, ref_many, what + " (40 tokens)");
     }

@@ -3,7 +3,10 @@
 // zigzag ring prefill and 64 sharded greedy decode steps. Each rank checks the logits of its
 // shard's prompt positions and of every decode step (kLogitTol) and the generated tokens; rank 0
 // reports. Exit status 0 only when every rank passed.
-//   mpi_ring_check [length] [decode steps] [partition]
+//   mpi_ring_check [length] [decode steps] [partition] [decode ranks]
+// With decode ranks D below the group's size, the sequence's KV moves to the first D ranks after
+// the prefill (ShardedSequence::shrink) and only they decode.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   const int length = argc > 1 ? std::atoi(argv[1]) : 3001;
   const int decode = argc > 2 ? std::atoi(argv[2]) : 64;
   const PartitionKind kind = parse_partition(argc > 3 ? argv[3] : "zigzag").value();
+  const int decode_ranks = argc > 4 ? std::atoi(argv[4]) : comm.size();
   kernels::set_num_threads(1);
   const engine::ModelConfig cfg = sp_config(false);
   auto model = sp_model(cfg, 128u << 20);
@@ -60,7 +64,8 @@ int main(int argc, char** argv) {
     std::vector<float> logits;
     st = seq.prefill(prompt, &logits);
     if (st.ok()) worst = std::max(worst, max_abs_diff(logits, ref.prompt_logits.back()));
-    for (int i = 0; st.ok() && i < decode; ++i) {
+    if (st.ok() && decode_ranks < comm.size()) st = seq.shrink(decode_ranks);
+    for (int i = 0; st.ok() && seq.holds_kv() && i < decode; ++i) {
       const int32_t next = argmax(logits);
       same_tokens = same_tokens && next == ref.generated[i];
       st = seq.decode(next, &logits);
@@ -88,9 +93,9 @@ int main(int argc, char** argv) {
                   all[r].worst, all[r].seconds, all[r].wait, static_cast<long long>(all[r].shard_tokens),
                   all[r].ok ? "" : "  FAILED");
     }
-    std::printf("%s: %d ranks (%s), %d-token prompt, %d decode steps, %lld tokens of KV over all shards\n",
+    std::printf("%s: %d ranks (%s), %d-token prompt, %d decode steps on %d ranks, %lld tokens of KV over all shards\n",
                 ok ? "PASS" : "FAIL", comm.size(), std::string(partition_name(kind)).c_str(), length, decode,
-                static_cast<long long>(total));
+                std::min(decode_ranks, comm.size()), static_cast<long long>(total));
   }
   if (!st.ok()) std::fprintf(stderr, "rank %d: %s\n", comm.rank(), st.to_string().c_str());
   return ok ? 0 : 1;

@@ -39,13 +39,15 @@ pipelines::LongContextPolicy policy(int workers, const CostModel& cost) {
   return p;
 }
 
-// The degree is the argmin of predicted prefill + max_new decode steps over the degrees whose
-// pools hold the share (the fewer on ties), checked against a brute force over random rates,
-// lengths and pools.
-TEST(LongContextPolicy, DegreeIsTheSoonestPredictedEndAmongDegreesThatFit) {
+// The plan is the argmin of predicted prefill at P + the move of ranks [D, P)'s shards to the first
+// D + max_new decode steps at D, over the pairs whose pools hold their shares (the fewer prefill
+// workers, then no move, on ties), checked against a brute force over random rates, lengths and
+// pools.
+TEST(LongContextPolicy, PlanIsTheSoonestPredictedEndAmongDegreesThatFit) {
   std::mt19937 g(5);
   std::uniform_real_distribution<double> u(0, 1);
-  for (int trial = 0; trial < 300; ++trial) {
+  int moves = 0, stays = 0;
+  for (int trial = 0; trial < 400; ++trial) {
     CostModel c = testing::simple_cost();
     c.engine.dense_tokens_per_s = 1e3 * std::pow(10, 2 * u(g));
     c.engine.attn_pairs_per_s = 1e7 * std::pow(10, 3 * u(g));
@@ -60,26 +62,46 @@ TEST(LongContextPolicy, DegreeIsTheSoonestPredictedEndAmongDegreesThatFit) {
     p.pool_blocks = 50 + static_cast<int64_t>(g() % 5000);
     const int64_t prompt = 1 + static_cast<int64_t>(g() % 200000);
     const int64_t max_new = static_cast<int64_t>(g() % 3000);
-    int want = p.workers;
-    double best = std::numeric_limits<double>::infinity();
-    for (int d = 1; d <= p.workers; ++d) {
+    auto fits = [&](int d) {
       seqparallel::SpSequence s;
       s.prompt_tokens = prompt;
       s.decode_tokens = max_new;
       s.workers = d;
       s.block_size = p.block_size;
       const int64_t blocks = d == 1 ? (prompt + max_new + 15) / 16 + 1 : seqparallel::kv_blocks_per_worker(s);
-      if (!p.spills && blocks > p.pool_blocks) continue;
-      const seqparallel::Prediction pr =
-          seqparallel::predict(p.model, c.engine, prompt, d, p.kv_bytes_per_token_layer);
-      const double t = pr.prefill_s + max_new * pr.decode_s;
-      if (t < best) best = t, want = d;
+      return p.spills || blocks <= p.pool_blocks;
+    };
+    auto at = [&](int d) { return seqparallel::predict(p.model, c.engine, prompt, d, p.kv_bytes_per_token_layer); };
+    // The move: the fullest receiver takes ceil((P - D) / D) shards of prompt / P tokens, each as
+    // every layer's K and V in f32 plus a position, in three messages.
+    auto move = [&](int from, int to) {
+      if (from == to) return 0.0;
+      const double bytes = static_cast<double>(prompt) / from * (2.0 * 4 * 2 * 16 * 4 + 4);
+      return std::ceil(static_cast<double>(from - to) / to) *
+             (bytes / c.engine.link_bytes_per_s + 3 * c.engine.link_latency_s);
+    };
+    int want_p = p.workers, want_d = p.workers;
+    double best = std::numeric_limits<double>::infinity();
+    for (int pf = 1; pf <= p.workers; ++pf) {
+      if (!fits(pf)) continue;
+      for (int d = pf; d >= 1; --d) {
+        if (d < pf && !fits(d)) continue;
+        const double t = at(pf).prefill_s + move(pf, d) + max_new * at(d).decode_s;
+        if (t < best) best = t, want_p = pf, want_d = d;
+      }
     }
-    ASSERT_EQ(p.degree(prompt, max_new), want) << "trial " << trial << " workers " << p.workers << " prompt " << prompt;
-    // Without rates every worker.
+    const pipelines::LongContextPolicy::Plan got = p.plan(prompt, max_new);
+    ASSERT_EQ(got.prefill, want_p) << "trial " << trial << " workers " << p.workers << " prompt " << prompt;
+    ASSERT_EQ(got.decode, want_d) << "trial " << trial << " workers " << p.workers << " prompt " << prompt;
+    ASSERT_EQ(p.degree(prompt, max_new), want_p);
+    (want_d < want_p ? moves : stays) += 1;
+    // Without rates every worker, no move.
     p.rates.reset();
     ASSERT_EQ(p.degree(prompt, max_new), p.workers);
+    ASSERT_EQ(p.plan(prompt, max_new).decode, p.workers);
   }
+  EXPECT_GT(moves, 10);  // both outcomes are exercised
+  EXPECT_GT(stays, 10);
 }
 
 TEST(LongContextPolicy, WhatTheRouteTakes) {

@@ -279,14 +279,18 @@ void print_long_context(const sim::SimResult& res) {
   std::map<int, int> degrees;
   for (const sim::SimRecord& r : res.records) {
     if (r.sp_degree == 0 || !r.ok) continue;
-    ++degrees[r.sp_degree];
+    ++degrees[r.sp_degree * 1000 + r.sp_decode_degree];
     prefill.push_back(r.prefill_ms / 1e3);
     ttft.push_back(r.ttft_ms / 1e3);
     if (r.tokens > 1) tpot.push_back((r.e2e_ms - r.ttft_ms) / (r.tokens - 1));
   }
   if (degrees.empty()) return;
   std::string ds;
-  for (const auto& [d, n] : degrees) ds += (ds.empty() ? "" : ", ") + std::to_string(n) + " at " + std::to_string(d);
+  for (const auto& [d, n] : degrees) {
+    const int pre = d / 1000, dec = d % 1000;
+    ds += (ds.empty() ? "" : ", ") + std::to_string(n) + " at " + std::to_string(pre) +
+          (dec != pre ? " -> " + std::to_string(dec) + " for decode" : "");
+  }
   auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());

@@ -208,6 +208,9 @@ struct Usage {
   // Sequence parallelism: the prompt was long enough to be split across this many workers (ring
   // prefill, sharded decode); 0 = one worker.
   int sp_workers = 0;
+  // Of them, the workers that decoded it: fewer when the performance model made its KV move to the
+  // first ones after the prefill (LongContextPolicy::plan); 0 = one worker.
+  int sp_decode_workers = 0;
   // Of this run's KV, tokens that left rank 0's pool for host memory or SSD (seqparallel/kv_spill.h).
   int64_t kv_spilled_tokens = 0;
   // Speculative decoding: draft tokens verified, and of them accepted (each accepted one is a

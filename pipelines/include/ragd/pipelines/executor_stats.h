@@ -107,7 +107,8 @@ struct ExecutorStats {
   // runs moved out of that pool (tokens, and bytes read back from SSD), summed.
   struct LongContext {
     uint64_t runs = 0;
-    int64_t workers = 0;
+    int64_t workers = 0;         // the last run's prefill degree
+    int64_t decode_workers = 0;  // ... and decode degree (fewer after its KV moved)
     int64_t prefill_done = 0, prefill_total = 0;
     int64_t pool_used_blocks = 0;
     uint64_t spilled_tokens = 0, spilled_ssd_tokens = 0, spill_ssd_bytes_read = 0;
@@ -193,7 +194,8 @@ void ExecutorStats::visit(V& v) const {
   v.begin("answers").field("drafted_tokens", spec_ngram.answers_drafted).field("accepted_tokens", spec_ngram.answers_accepted).end();
   v.end();
   v.field("step_fixed_ms", spec_step_fixed_ms).field("step_per_row_ms", spec_step_per_row_ms).end();
-  v.begin("long_context").field("runs", long_context.runs).field("workers", long_context.workers);
+  v.begin("long_context").field("runs", long_context.runs).field("workers", long_context.workers)
+      .field("decode_workers", long_context.decode_workers);
   v.field("prefill_done_tokens", long_context.prefill_done).field("prefill_total_tokens", long_context.prefill_total);
   v.field("pool_used_blocks", long_context.pool_used_blocks);
   v.field("spilled_tokens", long_context.spilled_tokens).field("spilled_ssd_tokens", long_context.spilled_ssd_tokens);

@@ -5,10 +5,16 @@
 //   takes:   with 2+ workers, a prompt of at least threshold_tokens whose chosen degree is above 1,
 //            or whose KV exceeds one pool when the group spills; with one worker, a run whose KV
 //            exceeds the pool when the group spills. Everything else stays in the batch.
-//   degree:  with rates (seqparallel/perf_model.h), the number of workers the performance model
-//            predicts to finish the run soonest (prefill + max_tokens decode steps; the fewer on a
-//            tie) among those whose pools hold its share, unless the group spills; without rates,
-//            every worker.
+//   plan:    with rates (seqparallel/perf_model.h), the degrees of prefill (P) and decode (D <= P)
+//            the performance model predicts to finish the run soonest: prefill at P, then, when D <
+//            P, the move of ranks [D, P)'s shards to the first D (ShardedSequence::shrink: the
+//            fullest receiver takes ceil((P - D) / D) shards of prompt / P tokens as f32 rows over
+//            the link), then max_tokens decode steps at D; among degrees whose pools hold their
+//            share (at P for the prefill, at D after the move) unless the group spills; on a tie the
+//            fewer prefill workers, then no move. LoongServe's elastic scale-down between the
+//            phases: decode reads all the KV every step, so past some length fewer workers with
+//            more KV each beat the per-layer all-gather of many. Without rates: every worker for
+//            both.
 //
 // Thread-safety: a value type; the methods are const and pure.
 #pragma once
@@ -45,7 +51,15 @@ struct LongContextPolicy {
   bool exceeds_pool(int64_t prompt_tokens, int64_t max_new_tokens, int degree) const {
     return blocks_per_worker(prompt_tokens, max_new_tokens, degree) > pool_blocks;
   }
-  int degree(int64_t prompt_tokens, int64_t max_new_tokens) const;
+  struct Plan {
+    int prefill = 1;   // workers that prefill (and hold the run's KV until the move)
+    int decode = 1;    // workers that decode after the move (== prefill: no move)
+    double seconds = 0;  // predicted (0 without rates)
+  };
+  Plan plan(int64_t prompt_tokens, int64_t max_new_tokens) const;
+  int degree(int64_t prompt_tokens, int64_t max_new_tokens) const { return plan(prompt_tokens, max_new_tokens).prefill; }
+  // Predicted seconds to move the KV of ranks [to, from) to the first `to` (rates required).
+  double move_s(int64_t prompt_tokens, int from, int to) const;
   bool takes(int64_t prompt_tokens, int64_t max_new_tokens) const;
   // The performance model's times of the run at `degree` workers (rates required).
   seqparallel::Prediction predict(int64_t prompt_tokens, int degree) const;

@@ -1,5 +1,5 @@
 // A standing sequence-parallel group behind a server: rank 0 (the server's engine thread) drives
-// long sequences; every other rank (a helper thread with its own model, or an MPI rank started by
+// long sequences (prefill, optionally a shrink to fewer ranks for decode, decode steps, release); every other rank (a helper thread with its own model, or an MPI rank started by
 // `mpirun -np N ragd`) runs serve(), which follows rank 0's commands until shutdown.
 //
 // Commands travel from rank 0 as a fixed-size message to every rank (then, for a prefill, the
@@ -54,6 +54,10 @@ class SpDriver {
                  const ShardedSequence::Progress& progress = {}, int degree = 0);
   // Ranks holding the current (or last) sequence.
   int degree() const { return degree_; }
+  // After prefill, before decode: the sequence's KV moves to its first `degree` ranks and decode
+  // runs on them (ShardedSequence::shrink); the others free their shard and wait for the next
+  // sequence. degree() becomes `degree`. An error aborts the group.
+  Status shrink(int degree);
   Status decode(int32_t token, std::vector<float>* logits);
   // Frees every rank's shard of the current sequence.
   Status release();

@@ -77,7 +77,8 @@ struct SimRecord {
   double ttft_ms = -1, e2e_ms = 0;
   double retrieval_ms = 0, kv_load_ms = 0, queue_ms = 0, prefill_ms = 0;
   int prompt_tokens = 0, tokens = 0;
-  int sp_degree = 0;                 // workers of the long-context route that ran it; 0 = the batch
+  int sp_degree = 0;                 // workers of the long-context route that prefilled it; 0 = the batch
+  int sp_decode_degree = 0;          // ... and decoded it (fewer after its KV moved)
   ReuseCounts reused;
   std::vector<double> itl_ms;
 };
