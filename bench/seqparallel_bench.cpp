@@ -5,7 +5,7 @@
 //   bench_seqparallel [--preset tiny|small] [--tokens 16384,131072] [--workers 1,2]
 //                     [--partitions zigzag,contiguous] [--decode 16] [--threads-per-worker 1]
 //                     [--predict 1048576] [--predict-workers 1,2,4,8] [--kv-dtype f32|bf16|int8]
-//                     [--chunks 0,2048]
+//                     [--chunks 0,2048] [--decode-workers 1]
 //
 // Per run: prefill wall time (slowest worker), each worker's compute (prefill minus time blocked
 // on the ring) and the spread between workers (zigzag vs contiguous balance), time blocked on the
@@ -13,8 +13,13 @@
 // compute-part efficiency vs one worker, the model's prediction, and decode ms per token. Then
 // the model's predictions for --predict tokens on --predict-workers workers. --chunks: ring prefill
 // in steps of about that many tokens per worker (0 = one step); the ring's bytes are reported.
+// --decode-workers D: every run on more than D workers is run again with its KV moved to the first
+// D after the prefill (ShardedSequence::shrink) and decoded there: the move's seconds, decode ms per
+// token at D, and what the performance model predicts for both (seqparallel::predict_shrink_s, what
+// pipelines' LongContextPolicy costs a move with).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -83,11 +88,12 @@ std::string fmt_pct(double x) {
 struct RankResult {
   StepTimes prefill;
   double decode_s = 0.0;  // per token
+  double move_s = 0.0;    // the shrink's (0 without one)
   int32_t first_token = -1;
 };
 
 std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<int32_t>& prompt, int workers,
-                            PartitionKind kind, int decode, int threads, int chunk) {
+                            PartitionKind kind, int decode, int threads, int chunk, int decode_workers = 0) {
   auto comms = make_thread_group(workers).value();
   std::vector<RankResult> res(workers);
   std::vector<Status> st(workers);
@@ -99,7 +105,11 @@ std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<in
   shape.kind = kind;
   shape.max_chunk_tokens = chunk;
   shape.block_size = engine::ModelOptions{}.kv_block_size;
-  const int64_t pool_blocks = kv_blocks_per_worker(shape);
+  int64_t pool_blocks = kv_blocks_per_worker(shape);
+  if (decode_workers > 0 && decode_workers < workers) {  // a receiver holds its share at the decode's degree
+    shape.workers = decode_workers;
+    pool_blocks = std::max(pool_blocks, kv_blocks_per_worker(shape) + 1);
+  }
   std::vector<std::thread> ts;
   for (int r = 0; r < workers; ++r) {
     ts.emplace_back([&, r] {
@@ -114,6 +124,12 @@ std::vector<RankResult> run(const engine::ModelConfig& cfg, const std::vector<in
       }
       res[r].prefill = seq.prefill_times();
       res[r].first_token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (decode_workers > 0 && decode_workers < workers) {
+        const auto m0 = std::chrono::steady_clock::now();
+        st[r] = seq.shrink(decode_workers);
+        res[r].move_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+        if (!st[r].ok() || !seq.holds_kv()) return;  // this rank's part is over
+      }
       const auto t0 = std::chrono::steady_clock::now();
       int32_t next = res[r].first_token;
       for (int i = 0; i < decode && st[r].ok(); ++i) {
@@ -141,11 +157,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> token_counts{16384, 131072}, workers{1, 2}, predict_workers{1, 2, 4, 8}, chunks{0};
   std::vector<std::string> partitions{"zigzag", "contiguous"};
   int decode = 16, threads = 1;
-  int64_t big = 1048576;
+  int64_t big = 1048576, decode_workers = 0;
   ragd::bench::BenchArgs args("bench_seqparallel");
   args.opt("preset", &preset_name).list("tokens", &token_counts).list("workers", &workers).list("partitions", &partitions);
   args.opt("decode", &decode).opt("threads-per-worker", &threads).opt("predict", &big);
   args.list("predict-workers", &predict_workers).opt("kv-dtype", &kv_dtype).list("chunks", &chunks);
+  args.opt("decode-workers", &decode_workers);
   if (!args.parse(argc, argv)) return 2;
   const engine::ModelConfig cfg = preset(preset_name);
   if (auto d = kernels::parse_kv_dtype(kv_dtype); d.ok()) {
@@ -215,6 +232,19 @@ int main(int argc, char** argv) {
                       p.decode_s * 1e3, static_cast<long long>(chunk), bytes / 1e6,
                       base_token >= 0 && res[0].first_token != base_token ? "  (first token differs!)" : "");
           std::fflush(stdout);
+          if (decode_workers > 0 && decode_workers < w) {
+            const int dw = static_cast<int>(decode_workers);
+            auto moved = run(cfg, prompt, static_cast<int>(w), kind, decode, threads, static_cast<int>(chunk), dw);
+            double move = 0;
+            for (auto& r : moved) move = std::max(move, r.move_s);
+            const Prediction pd = predict(cfg, rates, n, dw, kv_token);
+            const double pmove = predict_shrink_s(cfg, rates, n, static_cast<int>(w), dw);
+            std::printf("|   | then %d | KV moved to %d worker(s): move %.3f s (predicted %.3f) | decode %.2f ms/token "
+                        "(predicted %.2f) against %.2f on %lld |%s\n",
+                        dw, dw, move, pmove, moved[0].decode_s * 1e3, pd.decode_s * 1e3, res[0].decode_s * 1e3,
+                        static_cast<long long>(w), moved[0].first_token != res[0].first_token ? "  (first token differs!)" : "");
+            std::fflush(stdout);
+          }
         }
       }
     }

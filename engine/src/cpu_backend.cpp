@@ -68,8 +68,16 @@ Status CpuBackend::attend(KvPool& pool, const BlockTable& table, int layer, cons
                           const int32_t* q_pos, float* out, float* lse) {
   RAGD_ASSIGN_OR_RETURN(HostKvStorage * kvs, host_storage(pool));
   const int nh = cfg_.num_attention_heads;
-  const kernels::PagedKv kv = paged_view(*kvs, layer, table.blocks().data(), table.num_tokens(),
-                                         table.positions_are_slots() ? nullptr : table.positions().data());
+  // Explicit key positions cost a check per key; when every query is at or after every key (a
+  // decode step over a shard whose slots are out of position order, as after a shrink), none is
+  // masked and the plain path gives the same result. A hole is kNoPosition, above any query.
+  const int32_t* key_pos = table.positions_are_slots() ? nullptr : table.positions().data();
+  if (key_pos != nullptr) {
+    const int32_t min_q = *std::min_element(q_pos, q_pos + n_q);
+    const std::span<const int32_t> kp = table.positions();
+    if (*std::max_element(kp.begin(), kp.end()) <= min_q) key_pos = nullptr;
+  }
+  const kernels::PagedKv kv = paged_view(*kvs, layer, table.blocks().data(), table.num_tokens(), key_pos);
   const size_t q_dim = cfg_.q_dim();
   if (n_q <= 8) {  // a few decoding queries: the split-K decode kernel keeps every thread busy
     std::vector<kernels::DecodeItem> items(n_q);

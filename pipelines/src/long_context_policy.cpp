@@ -29,12 +29,7 @@ seqparallel::Prediction LongContextPolicy::predict(int64_t prompt_tokens, int de
 
 double LongContextPolicy::move_s(int64_t prompt_tokens, int from, int to) const {
   RAGD_CHECK(rates.has_value() && to >= 1 && from >= to) << "LongContextPolicy::move_s";
-  if (to == from) return 0;
-  // What ShardedSequence::shrink sends: every layer's K and V rows as f32, and the positions.
-  const double shard = static_cast<double>(prompt_tokens) / from;
-  const double bytes = shard * (2.0 * model.num_hidden_layers * model.kv_dim() * sizeof(float) + sizeof(int32_t));
-  const int shards = (from - to + to - 1) / to;  // the fullest receiver's
-  return shards * (bytes / rates->link_bytes_per_s + 3 * rates->link_latency_s);
+  return seqparallel::predict_shrink_s(model, *rates, prompt_tokens, from, to);
 }
 
 LongContextPolicy::Plan LongContextPolicy::plan(int64_t prompt_tokens, int64_t max_new_tokens) const {

@@ -256,4 +256,13 @@ Prediction predict(const engine::ModelConfig& cfg, const KernelRates& r, int64_t
   return p;
 }
 
+double predict_shrink_s(const engine::ModelConfig& cfg, const KernelRates& r, int64_t tokens, int from, int to) {
+  if (to >= from || to < 1) return 0.0;
+  const double shard = static_cast<double>(tokens) / from;
+  const double rows = shard * 2.0 * cfg.num_hidden_layers * cfg.kv_dim() * sizeof(float);  // f32 K and V
+  const double bytes = rows + shard * sizeof(int32_t);                                     // and positions
+  const double shards = std::ceil(static_cast<double>(from - to) / to);
+  return rows / r.kv_read_bytes_per_s + shards * (bytes / r.link_bytes_per_s + 3 * r.link_latency_s + rows / r.kv_read_bytes_per_s);
+}
+
 }  // namespace ragd::seqparallel

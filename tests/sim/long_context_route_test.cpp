@@ -72,13 +72,16 @@ TEST(LongContextPolicy, PlanIsTheSoonestPredictedEndAmongDegreesThatFit) {
       return p.spills || blocks <= p.pool_blocks;
     };
     auto at = [&](int d) { return seqparallel::predict(p.model, c.engine, prompt, d, p.kv_bytes_per_token_layer); };
-    // The move: the fullest receiver takes ceil((P - D) / D) shards of prompt / P tokens, each as
-    // every layer's K and V in f32 plus a position, in three messages.
+    // The move: each sender packs its shard of prompt / P tokens (every layer's K and V as f32 rows)
+    // at the KV rate; the fullest receiver takes ceil((P - D) / D) of them over the link (bytes and
+    // a position each, three messages) and writes each at the KV rate.
     auto move = [&](int from, int to) {
       if (from == to) return 0.0;
-      const double bytes = static_cast<double>(prompt) / from * (2.0 * 4 * 2 * 16 * 4 + 4);
-      return std::ceil(static_cast<double>(from - to) / to) *
-             (bytes / c.engine.link_bytes_per_s + 3 * c.engine.link_latency_s);
+      const double rows = static_cast<double>(prompt) / from * (2.0 * 4 * 2 * 16 * 4);
+      const double bytes = rows + static_cast<double>(prompt) / from * 4;
+      return rows / c.engine.kv_read_bytes_per_s +
+             std::ceil(static_cast<double>(from - to) / to) *
+                 (bytes / c.engine.link_bytes_per_s + 3 * c.engine.link_latency_s + rows / c.engine.kv_read_bytes_per_s);
     };
     int want_p = p.workers, want_d = p.workers;
     double best = std::numeric_limits<double>::infinity();

@@ -7,9 +7,8 @@
 //            exceeds the pool when the group spills. Everything else stays in the batch.
 //   plan:    with rates (seqparallel/perf_model.h), the degrees of prefill (P) and decode (D <= P)
 //            the performance model predicts to finish the run soonest: prefill at P, then, when D <
-//            P, the move of ranks [D, P)'s shards to the first D (ShardedSequence::shrink: the
-//            fullest receiver takes ceil((P - D) / D) shards of prompt / P tokens as f32 rows over
-//            the link), then max_tokens decode steps at D; among degrees whose pools hold their
+//            P, the move of ranks [D, P)'s shards to the first D (ShardedSequence::shrink,
+//            seqparallel::predict_shrink_s), then max_tokens decode steps at D; among degrees whose pools hold their
 //            share (at P for the prefill, at D after the move) unless the group spills; on a tie the
 //            fewer prefill workers, then no move. LoongServe's elastic scale-down between the
 //            phases: decode reads all the KV every step, so past some length fewer workers with
@@ -58,7 +57,8 @@ struct LongContextPolicy {
   };
   Plan plan(int64_t prompt_tokens, int64_t max_new_tokens) const;
   int degree(int64_t prompt_tokens, int64_t max_new_tokens) const { return plan(prompt_tokens, max_new_tokens).prefill; }
-  // Predicted seconds to move the KV of ranks [to, from) to the first `to` (rates required).
+  // Predicted seconds to move the KV of ranks [to, from) to the first `to` (rates required;
+  // seqparallel::predict_shrink_s).
   double move_s(int64_t prompt_tokens, int from, int to) const;
   bool takes(int64_t prompt_tokens, int64_t max_new_tokens) const;
   // The performance model's times of the run at `degree` workers (rates required).

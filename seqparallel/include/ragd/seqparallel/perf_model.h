@@ -64,4 +64,11 @@ struct Prediction {
 Prediction predict(const engine::ModelConfig& cfg, const KernelRates& r, int64_t tokens, int workers,
                    double kv_bytes_per_token);
 
+// Seconds to move a prefilled sequence's KV from `from` workers to the first `to`
+// (ShardedSequence::shrink): each sender reads its shard of tokens / from tokens out of its pool
+// into f32 rows (at the KV streaming rate), the fullest receiver takes ceil((from - to) / to) such
+// shards over the link (bytes and three messages each) and writes them into its pool (at the KV
+// rate again). 0 when to == from.
+double predict_shrink_s(const engine::ModelConfig& cfg, const KernelRates& r, int64_t tokens, int from, int to);
+
 }  // namespace ragd::seqparallel
