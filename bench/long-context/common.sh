@@ -1,10 +1,10 @@
 # Shared by the long-context scripts (sourced).
-# long_model BUILD_DIR MODEL_DIR: the `tiny` preset with max_position_embeddings raised to 1.1 M,
-# made once.
+# long_model BUILD_DIR MODEL_DIR: the `tiny` preset (LC_PRESET=small for the `small` one) with
+# max_position_embeddings raised to 1.1 M, made once.
 long_model() {
   local build=$1 model=$2
   [ -f "$model/config.json" ] && return 0
-  "$build/bin/ragctl" make-model --preset tiny --out "$model" >/dev/null
+  "$build/bin/ragctl" make-model --preset "${LC_PRESET:-tiny}" --out "$model" >/dev/null
   python3 - "$model/config.json" <<'PY'
 import json, sys
 p = sys.argv[1]; c = json.load(open(p)); c["max_position_embeddings"] = 1100000

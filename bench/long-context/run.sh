@@ -8,6 +8,7 @@
 #
 #   bench/long-context/run.sh BUILD_DIR WORK_DIR [N ...]     (default N: 131072 262144 524288 1048576)
 #   RAGD_ARGS="--set runtime.kv_spill_dram_bytes=0" ...       extra daemon flags
+#   LC_PRESET=small ...                                         the `small` shape instead of `tiny`
 set -euo pipefail
 build=$(cd "$1" && pwd); work=$2; shift 2
 lengths=("$@"); [ ${#lengths[@]} -gt 0 ] || lengths=(131072 262144 524288 1048576)
