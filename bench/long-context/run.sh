@@ -55,7 +55,10 @@ with urllib.request.urlopen(req, timeout=7200) as r:
 peak = status("VmHWM:")
 metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/cache/stats").read().decode()
 lc = json.loads(metrics).get("executor", {}).get("long_context", {})
-tok_bytes = 512  # tiny: 2 layers x 2 KV heads x 16 x f32 x (K, V)
+# f32 KV (the default): layers x KV heads x head_dim x 4 bytes x (K, V); tiny 512, small 16,384
+cfg = json.load(open(os.path.join(model, "config.json")))
+head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+tok_bytes = 2 * cfg["num_hidden_layers"] * cfg.get("num_key_value_heads", cfg["num_attention_heads"]) * head_dim * 4
 spilled = lc.get("spilled_tokens", 0); ssd = lc.get("spilled_ssd_tokens", 0)
 weights = sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model) if f.endswith(".safetensors"))
 need = weights + (n + 16) * tok_bytes + len(json.dumps(ids))
