@@ -35,14 +35,18 @@ double LongContextPolicy::move_s(int64_t prompt_tokens, int from, int to) const 
 LongContextPolicy::Plan LongContextPolicy::plan(int64_t prompt_tokens, int64_t max_new_tokens) const {
   if (!rates.has_value() || workers == 1) return Plan{workers, workers, 0};
   Plan best{workers, workers, std::numeric_limits<double>::infinity()};
+  // Per degree, once: its predicted times and whether its pools hold the share.
   std::vector<seqparallel::Prediction> at(static_cast<size_t>(workers) + 1);
-  for (int d = 1; d <= workers; ++d) at[d] = predict(prompt_tokens, d);
-  auto fits = [&](int d) { return spills || !exceeds_pool(prompt_tokens, max_new_tokens, d); };
+  std::vector<char> fits(static_cast<size_t>(workers) + 1);
+  for (int d = 1; d <= workers; ++d) {
+    at[d] = predict(prompt_tokens, d);
+    fits[d] = spills || !exceeds_pool(prompt_tokens, max_new_tokens, d);
+  }
   for (int p = 1; p <= workers; ++p) {
-    if (!fits(p)) continue;
+    if (!fits[p]) continue;
     // Decode at p first: a move must gain strictly to be chosen.
     for (int d = p; d >= 1; --d) {
-      if (d < p && !fits(d)) continue;
+      if (!fits[d]) continue;
       const double s = at[p].prefill_s + move_s(prompt_tokens, p, d) + static_cast<double>(max_new_tokens) * at[d].decode_s;
       if (s < best.seconds) best = Plan{p, d, s};
     }

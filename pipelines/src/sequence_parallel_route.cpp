@@ -83,12 +83,12 @@ SequenceParallelRoute::Outcome SequenceParallelRoute::run(uint64_t sid, RunState
   seqparallel::SpDriver& sp = group_->driver();
   // The share the run was admitted with; with less room here than the helpers have, rank 0 stores
   // fewer of the decode tokens.
-  const LongContextPolicy::Plan plan = policy().plan(state.prompt_len(), state.max_new_tokens());
+  const LongContextPolicy& pol = policy();
+  const LongContextPolicy::Plan plan = pol.plan(state.prompt_len(), state.max_new_tokens());
   const int d = plan.prefill;
   out.degree = d;
   out.decode_degree = plan.decode;
-  int64_t blocks = kv_blocks_per_worker(state.prompt_len(), state.max_new_tokens());
-  const LongContextPolicy& pol = policy();
+  int64_t blocks = blocks_for(plan, state.prompt_len(), state.max_new_tokens());
   // Spilling: the run's share exceeds a pool at the prefill's degree, or at the decode's once the
   // KV moved there.
   const bool spill = pol.spills && (pol.exceeds_pool(state.prompt_len(), state.max_new_tokens(), d) ||

@@ -95,10 +95,7 @@ class SequenceParallelRoute {
   // KV blocks each worker holds for a run of this size: its admission share, at the prefill's degree
   // or, when the run decodes on fewer workers, at theirs (a receiver holds more).
   int64_t kv_blocks_per_worker(int64_t prompt_tokens, int64_t decode_tokens) const {
-    const LongContextPolicy::Plan p = policy().plan(prompt_tokens, decode_tokens);
-    int64_t b = group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, p.prefill);
-    if (p.decode < p.prefill) b = std::max(b, policy().blocks_per_worker(prompt_tokens, decode_tokens, p.decode));
-    return b;
+    return blocks_for(policy().plan(prompt_tokens, decode_tokens), prompt_tokens, decode_tokens);
   }
   const LongContextPolicy& policy() const { return limits_.policy; }
 
@@ -107,6 +104,12 @@ class SequenceParallelRoute {
   void submit(uint64_t sid, RunState& state);
 
  private:
+  // kv_blocks_per_worker() of a run whose plan is known.
+  int64_t blocks_for(const LongContextPolicy::Plan& p, int64_t prompt_tokens, int64_t decode_tokens) const {
+    int64_t b = group_->driver().kv_blocks_per_worker(prompt_tokens, decode_tokens, p.prefill);
+    if (p.decode < p.prefill) b = std::max(b, policy().blocks_per_worker(prompt_tokens, decode_tokens, p.decode));
+    return b;
+  }
   // Runs `state` on the group to its end (route thread).
   Outcome run(uint64_t sid, RunState& state);
   void work();  // the route's thread

@@ -276,10 +276,10 @@ int fail(const Status& st) {
 // The runs the long-context route served: how many, at which degrees, their prefill and TTFT.
 void print_long_context(const sim::SimResult& res) {
   std::vector<double> prefill, ttft, tpot;
-  std::map<int, int> degrees;
+  std::map<std::pair<int, int>, int> degrees;  // (prefill, decode) degrees -> runs
   for (const sim::SimRecord& r : res.records) {
     if (r.sp_degree == 0 || !r.ok) continue;
-    ++degrees[r.sp_degree * 1000 + r.sp_decode_degree];
+    ++degrees[{r.sp_degree, r.sp_decode_degree}];
     prefill.push_back(r.prefill_ms / 1e3);
     ttft.push_back(r.ttft_ms / 1e3);
     if (r.tokens > 1) tpot.push_back((r.e2e_ms - r.ttft_ms) / (r.tokens - 1));
@@ -287,7 +287,7 @@ void print_long_context(const sim::SimResult& res) {
   if (degrees.empty()) return;
   std::string ds;
   for (const auto& [d, n] : degrees) {
-    const int pre = d / 1000, dec = d % 1000;
+    const auto [pre, dec] = d;
     ds += (ds.empty() ? "" : ", ") + std::to_string(n) + " at " + std::to_string(pre) +
           (dec != pre ? " -> " + std::to_string(dec) + " for decode" : "");
   }
@@ -306,20 +306,20 @@ int run_simulate(const SimArgs& a) {
     if (Status st = daemon::load_config_file(cfg, a.config); !st.ok()) return fail(st);
   auto mc = model_config(a, cfg);
   if (!mc.ok()) return fail(mc.status());
-  Result<sim::ModelShape> shape = model_shape(a, cfg, *mc);
-  if (Status st = shape->validate(); !st.ok()) return fail(st);
+  const sim::ModelShape shape = model_shape(a, cfg, *mc);
+  if (Status st = shape.validate(); !st.ok()) return fail(st);
   auto rates_text = read_file(a.rates, "--rates");
   if (!rates_text.ok()) return fail(rates_text.status());
-  auto cost = sim::parse_cost_model(*rates_text, *shape);
+  auto cost = sim::parse_cost_model(*rates_text, shape);
   if (!cost.ok()) return fail(Status::InvalidArgument(a.rates + ": " + cost.status().message()));
-  auto base = fleet_options(cfg, *shape, *mc, *cost);
+  auto base = fleet_options(cfg, shape, *mc, *cost);
   if (!base.ok()) return fail(base.status());
   base->keep_itl = !a.no_itl;
   if (a.replicas_set)  // the simulator's range and message: "replicas: expected an integer in [1, 4096], ..."
-    if (Status st = sim::apply_sim_key(*base, *shape, "replicas", std::to_string(a.replicas)); !st.ok())
+    if (Status st = sim::apply_sim_key(*base, shape, "replicas", std::to_string(a.replicas)); !st.ok())
       return fail(Status::InvalidArgument("--" + st.message()));
   if (!a.router.empty())
-    if (Status st = sim::apply_sim_key(*base, *shape, "router", a.router); !st.ok()) return fail(st);
+    if (Status st = sim::apply_sim_key(*base, shape, "router", a.router); !st.ok()) return fail(st);
 
   sim::WorkloadSpec spec;
   std::string trace;
@@ -335,7 +335,7 @@ int run_simulate(const SimArgs& a) {
   for (const std::string& kv : a.sets) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos) return fail(Status::InvalidArgument("--set " + kv + ": expected key=value"));
-    if (Status st = sim::apply_key(*base, spec, *shape, kv.substr(0, eq), kv.substr(eq + 1)); !st.ok())
+    if (Status st = sim::apply_key(*base, spec, shape, kv.substr(0, eq), kv.substr(eq + 1)); !st.ok())
       return fail(Status::InvalidArgument("--set: " + st.message()));
   }
   std::vector<sim::RetrievedList> retrieved;
@@ -370,7 +370,7 @@ int run_simulate(const SimArgs& a) {
     for (const std::string& v : sweep.values) {
       auto& [o, w] = points.emplace_back(*base, spec);
       if (!sweep.key.empty())
-        if (Status st = sim::apply_key(o, w, *shape, sweep.key, v); !st.ok()) return fail(st);
+        if (Status st = sim::apply_key(o, w, shape, sweep.key, v); !st.ok()) return fail(st);
       o.closed_loop_clients = w.concurrency;
       if (Status st = w.validate(); !st.ok()) return fail(st);
     }
@@ -395,7 +395,7 @@ int run_simulate(const SimArgs& a) {
     sim::SimOptions o = *base;
     sim::WorkloadSpec w = spec;
     if (!sweep.key.empty())
-      if (Status st = sim::apply_key(o, w, *shape, sweep.key, v); !st.ok()) return fail(st);
+      if (Status st = sim::apply_key(o, w, shape, sweep.key, v); !st.ok()) return fail(st);
     o.closed_loop_clients = w.concurrency;
     Result<std::vector<sim::SimRequest>> reqs = trace.empty() ? sim::generate_requests(w) : trace_requests(trace, w.seed);
     if (!reqs.ok()) return fail(reqs.status());
