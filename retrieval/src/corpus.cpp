@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -164,33 +165,57 @@ class OwnerFilter final : public IdFilter {
   uint32_t tenant_;
 };
 
-// Adds a batch's fresh chunks to the lexical index on its own thread (LexicalIndex is internally
-// synchronised). Unless keep() is called (the batch is durable), the destructor waits for the
-// thread and takes the chunks out again. Not thread-safe: owned by one ingest call.
+// Adds a batch's fresh chunks to the lexical index on its own thread while the ingest thread
+// embeds and stores the batch; help() lets the ingest thread, done with its part, take slices of
+// what is left, so both cores generate terms (LexicalIndex::add makes documents outside its lock).
+// Unless keep() is called (the batch is durable), the destructor waits for the thread and takes
+// the chunks out again. Thread-safety: help(), wait() and keep() from the owning thread only.
 class LexicalWriter {
  public:
   LexicalWriter(LexicalIndex& index, std::span<const LexicalDoc> docs)
-      : index_(index), thread_([this, docs] { status_ = index_.add(docs, /*fresh=*/true); }) {
-    ids_.reserve(docs.size());
-    for (const LexicalDoc& d : docs) ids_.push_back(d.chunk_id);
-  }
+      : index_(index), docs_(docs), thread_([this] { work(); }) {}
   LexicalWriter(const LexicalWriter&) = delete;
   LexicalWriter& operator=(const LexicalWriter&) = delete;
   ~LexicalWriter() {
     (void)wait();
-    if (!kept_) (void)index_.remove(ids_);
+    if (kept_) return;
+    std::vector<uint64_t> ids;
+    ids.reserve(docs_.size());
+    for (const LexicalDoc& d : docs_) ids.push_back(d.chunk_id);
+    (void)index_.remove(ids);
   }
   void keep() { kept_ = true; }
-  // Waits for the thread; its status.
+  // Adds slices of the chunks not yet taken, on the calling thread.
+  void help() { work(); }
+  // Waits until every chunk is added; the first failure, if any.
   Status wait() {
     if (thread_.joinable()) thread_.join();
+    std::lock_guard l(mu_);
     return status_;
   }
 
  private:
+  static constexpr size_t kSlice = 32;  // chunks per take: small enough that both threads end together
+
+  void work() {
+    for (;;) {
+      const size_t b = next_.fetch_add(kSlice);
+      if (b >= docs_.size()) return;
+      Status st = index_.add(docs_.subspan(b, std::min(kSlice, docs_.size() - b)));
+      if (!st.ok()) {
+        std::lock_guard l(mu_);
+        if (status_.ok()) status_ = std::move(st);
+        next_.store(docs_.size());  // the batch fails: stop taking slices
+        return;
+      }
+    }
+  }
+
   LexicalIndex& index_;
-  std::vector<uint64_t> ids_;
-  Status status_ = Status::OK();
+  std::span<const LexicalDoc> docs_;
+  std::atomic<size_t> next_{0};
+  std::mutex mu_;
+  Status status_ = Status::OK();  // guarded by mu_
   bool kept_ = false;
   std::thread thread_;  // last: started once the members above exist
 };
@@ -1024,6 +1049,7 @@ Result<IngestSummary> Corpus::ingest(std::span<const Document> docs) {
   for (const auto& [tenant, ids] : owned) m.set_owner(ids, tenant);
   RAGD_RETURN_IF_ERROR(m.index->add(add_ids, add_vecs));
   if (lex_writer) {
+    lex_writer->help();
     RAGD_RETURN_IF_ERROR(lex_writer->wait());
     RAGD_RETURN_IF_ERROR(m.lexical->remove(removed_ids));
     m.lexical_seq = sum.seq;

@@ -1,13 +1,18 @@
 #include "lexical_index.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
+#include <limits>
+#include <thread>
 #include <fmt/format.h>
 #include <xapian.h>
 #include "ragd/common/hash.h"
 #include "ragd/retrieval/lexical_terms.h"
+#include "term_counter.h"
 
 namespace ragd::retrieval {
 
@@ -29,11 +34,12 @@ constexpr const char* kStopwords[] = {
     "need", "way", "get", "use", "using", "there's", "what's", "how's", "let", "tell", "please", "explain"};
 
 constexpr const char* kSeqKey = "ragd_seq";
-// The term scheme's version: 3 = STEM_ALL english, no positions, title x2, section x1, operator
-// terms (symbol_terms); 2 = the same without operator terms. An index without the key was written
-// by version 1 (STEM_SOME).
+// The term scheme's version: 4 = STEM_ALL english, no positions, title x2, section x1, operator
+// terms (symbol_terms), Xapian document number = chunk id + 1; 3 = the same with a "Q<id>" term and
+// the id as document data; 2 = 3 without operator terms. An index without the key was written by
+// version 1 (STEM_SOME).
 constexpr const char* kTermsKey = "ragd_terms";
-constexpr const char* kTermsVersion = "3";
+constexpr const char* kTermsVersion = "4";
 constexpr const char* kSymbolPrefix = "XS";
 constexpr size_t kAddSlice = 256;  // chunks added per lock hold
 constexpr const char* kOwnerPrefix = "XO";
@@ -42,7 +48,19 @@ constexpr unsigned kTitleWeight = 2;    // wdf per title word
 // chunk; weights 0-3 measured within two questions of each other (docs/benchmarks.md)
 constexpr unsigned kSectionWeight = 1;
 
-std::string id_term(uint64_t id) { return "Q" + std::to_string(id); }
+// The index is kShards Xapian databases (shards), chunk c in shard c % kShards as its document
+// c / kShards + 1: each shard has its own lock, so two threads write chunks at once (writing a
+// document, Xapian's inversion and its compressed term list, is most of what is left of a chunk's
+// indexing cost once terms are counted), and the commits of a batch run in parallel. Searched as
+// one database, Xapian numbers shard s's document d as (d - 1) * kShards + s + 1 = c + 1: a hit's
+// number is its chunk id + 1, and ties (broken by number) fall in chunk id order in every copy.
+// Numbering by chunk id rather than giving each chunk a unique "Q<id>" term and its id as data
+// spares a posting list and a data entry per chunk.
+constexpr unsigned kShards = 2;
+constexpr uint64_t kMaxChunkId = std::numeric_limits<Xapian::docid>::max() - 1;
+unsigned shard_of(uint64_t chunk_id) { return static_cast<unsigned>(chunk_id % kShards); }
+Xapian::docid shard_docid(uint64_t chunk_id) { return static_cast<Xapian::docid>(chunk_id / kShards + 1); }
+uint64_t chunk_of(Xapian::docid did) { return static_cast<uint64_t>(did) - 1; }  // a number of the whole
 
 constexpr char kFieldSep = '\x1f';
 constexpr size_t kMaxTermBytes = 200;  // Xapian's limit is 245
@@ -120,45 +138,70 @@ std::vector<std::string> symbol_terms(std::string_view text) {
 
 namespace {
 
-// The one configuration of chunk-text term generation (the index and lexical_terms()).
-void configure_terms(Xapian::TermGenerator& tg, const Xapian::Stem& stem, Xapian::Stopper* stopper) {
-  tg.set_stemmer(stem);
-  tg.set_stopper(stopper);
-  tg.set_stemming_strategy(Xapian::TermGenerator::STEM_ALL);
-  tg.set_stopper_strategy(Xapian::TermGenerator::STOP_ALL);
+// This thread's term counter (it keeps a stem cache, and Xapian's stemmer keeps state per call):
+// chunks are turned into documents outside the index's lock, on as many threads as add() is called
+// from.
+TermCounter& thread_terms() {
+  thread_local TermCounter t{std::span<const char* const>(kStopwords)};
+  return t;
+}
+
+// The Xapian document of one chunk (terms_version 4).
+Xapian::Document make_document(const LexicalDoc& d) {
+  TermCounter& tc = thread_terms();
+  tc.clear();
+  tc.add_text(d.title, kTitleWeight);
+  tc.add_text(d.section, kSectionWeight);
+  tc.add_text(d.text);
+  Xapian::Document doc;
+  for (const auto& [term, wdf] : tc.terms()) doc.add_term(term, wdf);
+  for (const std::string& t : symbol_terms(d.text)) doc.add_term(t);
+  doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));
+  for (const auto& [key, value] : d.fields) doc.add_boolean_term(field_term(key, value));
+  return doc;
 }
 
 }  // namespace
 
 std::vector<std::string> lexical_terms(std::string_view text) {
-  Xapian::Stem stem("english");
-  Xapian::SimpleStopper stopper(std::begin(kStopwords), std::end(kStopwords));
-  Xapian::TermGenerator tg;
-  configure_terms(tg, stem, &stopper);
-  Xapian::Document doc;
-  tg.set_document(doc);
-  tg.index_text_without_positions(std::string(text));
+  TermCounter& tc = thread_terms();
+  tc.clear();
+  tc.add_text(text);
   std::vector<std::string> out;
-  for (auto t = doc.termlist_begin(); t != doc.termlist_end(); ++t) out.push_back(*t);
-  return out;  // a document's term list is sorted, each term once
+  for (auto& [term, wdf] : tc.terms()) out.push_back(std::move(term));
+  return out;  // sorted, each term once
 }
 
 struct LexicalIndex::Impl {
-  mutable std::mutex mu;
-  std::optional<Xapian::WritableDatabase> wdb;  // writable (disk or memory)
-  std::optional<Xapian::Database> rdb;          // read-only
-  Xapian::Stem stem{"english"};
+  struct Shard {
+    mutable std::mutex mu;  // guards the database (Xapian objects are not thread-safe)
+    std::optional<Xapian::WritableDatabase> wdb;  // writable (disk or memory)
+    std::optional<Xapian::Database> rdb;          // read-only
+    uint64_t seq = 0;                             // guarded by mu
+    const Xapian::Database& db() const { return wdb ? static_cast<const Xapian::Database&>(*wdb) : *rdb; }
+    void load_seq() {
+      const std::string v = db().get_metadata(kSeqKey);
+      seq = 0;
+      std::from_chars(v.data(), v.data() + v.size(), seq);
+    }
+  };
+  std::array<Shard, kShards> shards;
+  Xapian::Database all;  // the shards as one, for searches (which hold every shard's lock)
+  bool legacy = false;   // a single-database index of term scheme 3 or older was found at open
+  Xapian::Stem stem{"english"};  // the query parser's (searches hold every lock)
   Xapian::SimpleStopper stopper{std::begin(kStopwords), std::end(kStopwords)};
-  Xapian::TermGenerator tg;
-  uint64_t seq = 0;
 
-  Impl() { configure_terms(tg, stem, &stopper); }
-  const Xapian::Database& db() const { return wdb ? static_cast<const Xapian::Database&>(*wdb) : *rdb; }
-  void load_seq() {
-    const std::string v = db().get_metadata(kSeqKey);
-    seq = 0;
-    std::from_chars(v.data(), v.data() + v.size(), seq);
+  void join() {
+    for (const Shard& sh : shards) all.add_database(sh.db());
   }
+  // Every shard's lock, in shard order (single-shard holders take one: no cycle).
+  std::vector<std::unique_lock<std::mutex>> lock_all() const {
+    std::vector<std::unique_lock<std::mutex>> l;
+    l.reserve(kShards);
+    for (const Shard& sh : shards) l.emplace_back(sh.mu);
+    return l;
+  }
+  bool writable() const { return shards[0].wdb.has_value(); }
 };
 
 LexicalIndex::LexicalIndex() : impl_(std::make_unique<Impl>()) {}
@@ -166,9 +209,18 @@ LexicalIndex::~LexicalIndex() = default;
 
 Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open(const std::string& path) {
   std::unique_ptr<LexicalIndex> x(new LexicalIndex());
+  Impl& m = *x->impl_;
+  std::error_code ec;
+  // Term scheme 3 and older kept one glass database at `path` itself.
+  m.legacy = std::filesystem::exists(std::filesystem::path(path) / "iamglass", ec);
+  std::filesystem::create_directories(path, ec);
+  if (ec) return Status::IOError(fmt::format("lexical index {}: {}", path, ec.message()));
   try {
-    x->impl_->wdb.emplace(path, Xapian::DB_CREATE_OR_OPEN);
-    x->impl_->load_seq();
+    for (unsigned s = 0; s < kShards; ++s) {
+      m.shards[s].wdb.emplace(fmt::format("{}/{}", path, s), Xapian::DB_CREATE_OR_OPEN);
+      m.shards[s].load_seq();
+    }
+    m.join();
   } catch (const Xapian::Error& e) {
     return Status::IOError(fmt::format("lexical index {}: {}", path, e.get_description()));
   }
@@ -177,9 +229,13 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open(const std::string& path
 
 Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_read_only(const std::string& path) {
   std::unique_ptr<LexicalIndex> x(new LexicalIndex());
+  Impl& m = *x->impl_;
   try {
-    x->impl_->rdb.emplace(path);
-    x->impl_->load_seq();
+    for (unsigned s = 0; s < kShards; ++s) {
+      m.shards[s].rdb.emplace(fmt::format("{}/{}", path, s));
+      m.shards[s].load_seq();
+    }
+    m.join();
   } catch (const Xapian::DatabaseOpeningError& e) {
     return Status::NotFound(fmt::format("lexical index {}: {}", path, e.get_description()));
   } catch (const Xapian::Error& e) {
@@ -191,44 +247,46 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_read_only(const std::st
 Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_memory() {
   std::unique_ptr<LexicalIndex> x(new LexicalIndex());
   try {
-    x->impl_->wdb.emplace(std::string(), Xapian::DB_BACKEND_INMEMORY);
+    for (auto& sh : x->impl_->shards) sh.wdb.emplace(std::string(), Xapian::DB_BACKEND_INMEMORY);
+    x->impl_->join();
   } catch (const Xapian::Error& e) {
     return Status::Internal(fmt::format("lexical index in memory: {}", e.get_description()));
   }
   return x;
 }
 
-Status LexicalIndex::add(std::span<const LexicalDoc> docs, bool fresh) {
+Status LexicalIndex::add(std::span<const LexicalDoc> docs) {
   for (size_t b = 0; b < docs.size(); b += kAddSlice)
-    RAGD_RETURN_IF_ERROR(add_slice(docs.subspan(b, std::min(kAddSlice, docs.size() - b)), fresh));
+    RAGD_RETURN_IF_ERROR(add_slice(docs.subspan(b, std::min(kAddSlice, docs.size() - b))));
   return Status::OK();
 }
 
-Status LexicalIndex::add_slice(std::span<const LexicalDoc> docs, bool fresh) {
+Status LexicalIndex::add_slice(std::span<const LexicalDoc> docs) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
-  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  if (!m.writable()) return Status::FailedPrecondition("lexical index opened read-only");
+  for (const LexicalDoc& d : docs)
+    if (d.chunk_id > kMaxChunkId)
+      return Status::InvalidArgument(fmt::format("chunk id {} is beyond the lexical index's document numbers (at most {})",
+                                                 d.chunk_id, kMaxChunkId));
   try {
-    for (const LexicalDoc& d : docs) {
-      Xapian::Document doc;
-      m.tg.set_document(doc);
-      if (!d.title.empty()) {
-        m.tg.index_text_without_positions(std::string(d.title), kTitleWeight);
-        m.tg.increase_termpos();
-      }
-      if (!d.section.empty()) {
-        m.tg.index_text_without_positions(std::string(d.section), kSectionWeight);
-        m.tg.increase_termpos();
-      }
-      m.tg.index_text_without_positions(std::string(d.text));
-      for (const std::string& t : symbol_terms(d.text)) doc.add_term(t);
-      const std::string q = id_term(d.chunk_id);
-      doc.add_boolean_term(q);
-      doc.add_boolean_term(kOwnerPrefix + std::string(d.owner));
-      for (const auto& [key, value] : d.fields) doc.add_boolean_term(field_term(key, value));
-      doc.set_data(std::to_string(d.chunk_id));
-      if (fresh) m.wdb->add_document(doc);
-      else m.wdb->replace_document(q, doc);
+    // Term counting runs outside the locks: threads adding disjoint chunks make their documents in
+    // parallel, then write each shard's share under that shard's lock, the free shard first.
+    std::array<std::vector<std::pair<Xapian::docid, Xapian::Document>>, kShards> made;
+    for (const LexicalDoc& d : docs) made[shard_of(d.chunk_id)].emplace_back(shard_docid(d.chunk_id), make_document(d));
+    auto write = [&](unsigned s) {
+      // A number above the last one used is an add without the lookup a replacement costs.
+      for (const auto& [did, doc] : made[s]) m.shards[s].wdb->replace_document(did, doc);
+      made[s].clear();
+    };
+    for (unsigned s = 0; s < kShards; ++s) {
+      if (made[s].empty() || !m.shards[s].mu.try_lock()) continue;
+      std::lock_guard<std::mutex> l(m.shards[s].mu, std::adopt_lock);
+      write(s);
+    }
+    for (unsigned s = 0; s < kShards; ++s) {
+      if (made[s].empty()) continue;
+      std::lock_guard<std::mutex> l(m.shards[s].mu);
+      write(s);
     }
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index add: " + e.get_description());
@@ -238,10 +296,21 @@ Status LexicalIndex::add_slice(std::span<const LexicalDoc> docs, bool fresh) {
 
 Status LexicalIndex::remove(std::span<const uint64_t> ids) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
-  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  if (!m.writable()) return Status::FailedPrecondition("lexical index opened read-only");
   try {
-    for (uint64_t id : ids) m.wdb->delete_document(id_term(id));
+    for (unsigned s = 0; s < kShards; ++s) {
+      Impl::Shard& sh = m.shards[s];
+      std::lock_guard<std::mutex> l(sh.mu);
+      const Xapian::docid last = sh.wdb->get_lastdocid();
+      for (uint64_t id : ids) {
+        if (id > kMaxChunkId || shard_of(id) != s || shard_docid(id) > last) continue;
+        try {
+          sh.wdb->delete_document(shard_docid(id));
+        } catch (const Xapian::DocNotFoundError&) {
+          // absent: nothing to remove
+        }
+      }
+    }
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index remove: " + e.get_description());
   }
@@ -250,14 +319,16 @@ Status LexicalIndex::remove(std::span<const uint64_t> ids) {
 
 Status LexicalIndex::clear() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
-  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
+  if (!m.writable()) return Status::FailedPrecondition("lexical index opened read-only");
   try {
-    // Every chunk carries exactly one owner term, so the owner terms' postings list them all.
-    std::vector<Xapian::docid> all;
-    for (auto t = m.wdb->allterms_begin(kOwnerPrefix); t != m.wdb->allterms_end(kOwnerPrefix); ++t)
-      for (auto p = m.wdb->postlist_begin(*t); p != m.wdb->postlist_end(*t); ++p) all.push_back(*p);
-    for (Xapian::docid d : all) m.wdb->delete_document(d);
+    for (Impl::Shard& sh : m.shards) {
+      std::lock_guard<std::mutex> l(sh.mu);
+      // Every chunk carries exactly one owner term, so the owner terms' postings list them all.
+      std::vector<Xapian::docid> all;
+      for (auto t = sh.wdb->allterms_begin(kOwnerPrefix); t != sh.wdb->allterms_end(kOwnerPrefix); ++t)
+        for (auto p = sh.wdb->postlist_begin(*t); p != sh.wdb->postlist_end(*t); ++p) all.push_back(*p);
+      for (Xapian::docid d : all) sh.wdb->delete_document(d);
+    }
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index clear: " + e.get_description());
   }
@@ -266,39 +337,67 @@ Status LexicalIndex::clear() {
 
 Status LexicalIndex::commit(uint64_t seq) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> l(m.mu);
-  if (!m.wdb) return Status::FailedPrecondition("lexical index opened read-only");
-  try {
-    m.wdb->set_metadata(kSeqKey, std::to_string(seq));
-    m.wdb->set_metadata(kTermsKey, kTermsVersion);
-    m.wdb->commit();
-    m.seq = seq;
-  } catch (const Xapian::Error& e) {
-    return Status::IOError("lexical index commit: " + e.get_description());
-  }
+  if (!m.writable()) return Status::FailedPrecondition("lexical index opened read-only");
+  // Each shard records the sequence number with its own commit; if a crash falls between them, the
+  // corpus replays the store's log from the lower one (replaces and deletes by chunk id repeat
+  // harmlessly). The shards commit in parallel.
+  std::array<Status, kShards> st;
+  auto commit_shard = [&](unsigned s) {
+    Impl::Shard& sh = m.shards[s];
+    std::lock_guard<std::mutex> l(sh.mu);
+    try {
+      sh.wdb->set_metadata(kSeqKey, std::to_string(seq));
+      sh.wdb->set_metadata(kTermsKey, kTermsVersion);
+      sh.wdb->commit();
+      sh.seq = seq;
+    } catch (const Xapian::Error& e) {
+      st[s] = Status::IOError("lexical index commit: " + e.get_description());
+    }
+  };
+  std::vector<std::thread> others;
+  for (unsigned s = 1; s < kShards; ++s) others.emplace_back(commit_shard, s);
+  commit_shard(0);
+  for (std::thread& t : others) t.join();
+  for (Status& s : st) RAGD_RETURN_IF_ERROR(std::move(s));
   return Status::OK();
 }
 
 uint64_t LexicalIndex::committed_seq() const {
-  std::lock_guard<std::mutex> l(impl_->mu);
-  return impl_->seq;
+  uint64_t seq = std::numeric_limits<uint64_t>::max();
+  for (const Impl::Shard& sh : impl_->shards) {
+    std::lock_guard<std::mutex> l(sh.mu);
+    seq = std::min(seq, sh.seq);
+  }
+  return seq;
 }
 
 uint64_t LexicalIndex::size() const {
-  std::lock_guard<std::mutex> l(impl_->mu);
-  return impl_->db().get_doccount();
+  uint64_t n = 0;
+  for (const Impl::Shard& sh : impl_->shards) {
+    std::lock_guard<std::mutex> l(sh.mu);
+    n += sh.db().get_doccount();
+  }
+  return n;
 }
 
 bool LexicalIndex::format_current() const {
-  std::lock_guard<std::mutex> l(impl_->mu);
-  const Xapian::Database& db = impl_->db();
-  return db.get_doccount() == 0 || db.get_metadata(kTermsKey) == kTermsVersion;
+  if (impl_->legacy) return false;
+  for (const Impl::Shard& sh : impl_->shards) {
+    std::lock_guard<std::mutex> l(sh.mu);
+    if (sh.db().get_doccount() != 0 && sh.db().get_metadata(kTermsKey) != kTermsVersion) return false;
+  }
+  return true;
 }
 
 Result<bool> LexicalIndex::contains(uint64_t id) const {
-  std::lock_guard<std::mutex> l(impl_->mu);
+  if (id > kMaxChunkId) return false;
+  const Impl::Shard& sh = impl_->shards[shard_of(id)];
+  std::lock_guard<std::mutex> l(sh.mu);
   try {
-    return impl_->db().term_exists(id_term(id));
+    (void)sh.db().get_doclength(shard_docid(id));
+    return true;
+  } catch (const Xapian::DocNotFoundError&) {
+    return false;
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index lookup: " + e.get_description());
   }
@@ -310,14 +409,14 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
   Impl& m = *impl_;
   std::vector<LexicalHit> out;
   if (k <= 0) return out;
-  std::lock_guard<std::mutex> l(m.mu);
+  const auto locks = m.lock_all();
   try {
     Xapian::QueryParser qp;
     qp.set_stemmer(m.stem);
     qp.set_stopper(&m.stopper);
     qp.set_stemming_strategy(Xapian::QueryParser::STEM_ALL);
     qp.set_default_op(Xapian::Query::OP_OR);
-    qp.set_database(m.db());
+    qp.set_database(m.all);
     const std::string q(query);
     Xapian::Query parsed;
     try {
@@ -334,24 +433,14 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
     }
     if (parsed.empty()) return out;
     if (owners) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, owner_query(*owners));
-    if (filter && !filter->empty()) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, filter_query(m.db(), *filter));
-    Xapian::Enquire enq(m.db());
+    if (filter && !filter->empty()) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, filter_query(m.all, *filter));
+    Xapian::Enquire enq(m.all);
     enq.set_query(parsed);
     enq.set_weighting_scheme(Xapian::BM25Weight());  // k1 1, b 0.5: k1 0.9-1.5, b 0.4-0.75 measured the same
-    // Xapian breaks ties by its own document numbers, which depend on the order chunks were added
-    // (a rebuilt index or a replica numbers them differently): fetch a few more and break ties by
-    // chunk id, so every copy of the index ranks alike.
-    const Xapian::MSet ms = enq.get_mset(0, static_cast<Xapian::doccount>(k) + 16);
-    for (auto it = ms.begin(); it != ms.end(); ++it) {
-      const std::string data = it.get_document().get_data();
-      uint64_t id = 0;
-      std::from_chars(data.data(), data.data() + data.size(), id);
-      out.push_back({id, it.get_weight()});
-    }
-    std::sort(out.begin(), out.end(), [](const LexicalHit& a, const LexicalHit& b) {
-      return a.score != b.score ? a.score > b.score : a.chunk_id < b.chunk_id;
-    });
-    if (out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
+    // Xapian breaks ties by document number, ascending: by chunk id, alike in every copy of the
+    // index (a rebuilt one, a replica's).
+    const Xapian::MSet ms = enq.get_mset(0, static_cast<Xapian::doccount>(k));
+    for (auto it = ms.begin(); it != ms.end(); ++it) out.push_back({chunk_of(*it), it.get_weight()});
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical search: " + e.get_description());
   }
@@ -362,9 +451,9 @@ Result<std::vector<double>> LexicalIndex::term_shares(std::span<const std::strin
                                                       const std::optional<std::vector<std::string>>& owners) const {
   Impl& m = *impl_;
   std::vector<double> out(terms.size(), 0.0);
-  std::lock_guard<std::mutex> l(m.mu);
+  const auto locks = m.lock_all();
   try {
-    const Xapian::Database& db = m.db();
+    const Xapian::Database& db = m.all;
     // Every chunk carries exactly one owner term: the scope's chunks are the sum of their counts.
     double total = db.get_doccount();
     if (owners) {
@@ -394,22 +483,17 @@ Result<std::vector<uint64_t>> LexicalIndex::matching(const MetadataFilter& filte
                                                      const std::optional<std::vector<std::string>>& owners) const {
   Impl& m = *impl_;
   std::vector<uint64_t> out;
-  std::lock_guard<std::mutex> l(m.mu);
+  const auto locks = m.lock_all();
   try {
-    Xapian::Query q = filter_query(m.db(), filter);
+    Xapian::Query q = filter_query(m.all, filter);
     if (owners) q = Xapian::Query(Xapian::Query::OP_FILTER, q, owner_query(*owners));
-    Xapian::Enquire enq(m.db());
+    Xapian::Enquire enq(m.all);
     enq.set_query(q);
     enq.set_weighting_scheme(Xapian::BoolWeight());
     enq.set_docid_order(Xapian::Enquire::ASCENDING);
-    const Xapian::MSet ms = enq.get_mset(0, m.db().get_doccount());
+    const Xapian::MSet ms = enq.get_mset(0, m.all.get_doccount());
     out.reserve(ms.size());
-    for (auto it = ms.begin(); it != ms.end(); ++it) {
-      const std::string data = it.get_document().get_data();
-      uint64_t id = 0;
-      std::from_chars(data.data(), data.data() + data.size(), id);
-      out.push_back(id);
-    }
+    for (auto it = ms.begin(); it != ms.end(); ++it) out.push_back(chunk_of(*it));
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical filter: " + e.get_description());
   }

@@ -6,28 +6,39 @@
 //
 // One Xapian document per chunk:
 //   terms     the chunk's title (wdf x kTitleWeight), section heading (x kSectionWeight) and text,
-//             English stemmer, every word stemmed (STEM_ALL, unprefixed), stopwords left out.
+//             English stemmer, every word stemmed (STEM_ALL, unprefixed), stopwords left out;
+//             counted by TermCounter (term_counter.h), which writes what Xapian's TermGenerator
+//             would at a fraction of its cost.
 //             STEM_ALL rather than Xapian's default STEM_SOME (stemmed "Z..." terms plus the
 //             unstemmed forms): half the postings, ingest 1.5x faster, the same hit@k on the
 //             retrieval benchmark. No positions: they made ingest 1.5x slower and the index 20 %
 //             larger for no measured gain (a quoted phrase then matches as AND)
-//   "Q<id>"   unique id term (the chunk id, decimal): replace and delete by it
+//   number    chunk c is document c / 2 + 1 of shard c % 2 (below), which Xapian numbers c + 1 when
+//             the shards are searched as one (ids up to 2^32 - 2, Xapian 1.4's 32-bit numbers):
+//             replace, delete and hits by it, ties broken by it
 //   "XO<owner>" boolean owner term: "XO" for shared chunks, "XO<tenant>" for a tenant's; a
 //             search is filtered by these inside the match (OP_FILTER), never after it
 //   "XM<key>\x1f<value>" boolean metadata terms (metadata_filter.h): a filter is a boolean query
 //             over them inside the match (OP_FILTER); a numeric range is the OR of the key's number
 //             terms in range (found by walking the key's terms)
-//   data      the chunk id, decimal
 // Queries go through Xapian's QueryParser with the same stemmer, strategy and stopper, terms OR-ed;
 // a query Xapian cannot parse is retried as plain words.
 //
 // The term scheme has a version (metadata "ragd_terms", written with every commit): an index of
 // another version answers format_current() false, and the corpus rebuilds it from the store.
+// Version 4 numbers documents by chunk id in two shards; version 3 and older kept one database
+// with a "Q<id>" term per chunk and the id as its data, found at open and rebuilt.
 //
-// Storage: a Xapian glass database directory (<data>/lexical); `open_memory()` builds one in
-// memory (read-only corpora whose on-disk index lags the store).
+// Storage: two Xapian glass databases (shards) <data>/lexical/0 and /1, each with its own lock, so
+// two threads write a batch's chunks at once and the shards commit in parallel; searched as one
+// (Xapian's multi-database search: BM25 statistics of the whole). Each shard records the store
+// sequence number with its commit; committed_seq() is the lower. `open_memory()` builds the
+// shards in memory (read-only corpora whose on-disk index lags the store; Xapian's in-memory
+// backend keeps a slot per document number up to the highest, so ids left unused by replaced
+// documents cost a few tens of bytes each there).
 //
-// Thread-safety: internally synchronised by one mutex (Xapian objects are not thread-safe):
+// Thread-safety: internally synchronised (Xapian objects are not thread-safe): an update holds its
+// shard's lock (terms are counted before, without it); a search holds every shard's lock, so
 // searches are serialised with each other and with updates; each takes about a millisecond.
 #pragma once
 
@@ -77,10 +88,10 @@ class LexicalIndex {
   static Result<std::unique_ptr<LexicalIndex>> open_memory();
   ~LexicalIndex();
 
-  // Adds or replaces the chunks (by id). `fresh`: the caller knows none of the ids is in the index
-  // (new chunk ids at ingest): added without the lookup a replace costs. Takes the lock for a few
-  // hundred chunks at a time, so searches are not held up by a long batch.
-  Status add(std::span<const LexicalDoc> docs, bool fresh = false);
+  // Adds or replaces the chunks (by id). Turns a few hundred chunks at a time into Xapian documents
+  // without the lock, then takes it to write them: calls from two threads with disjoint chunks
+  // generate terms in parallel, and searches are not held up by a long batch.
+  Status add(std::span<const LexicalDoc> docs);
   // Removes the chunks with these ids (absent ids are ignored).
   Status remove(std::span<const uint64_t> ids);
   // Deletes every chunk (a rebuild).
@@ -92,7 +103,7 @@ class LexicalIndex {
   uint64_t size() const;
   // Whether the index was written with this build's term scheme (true for an empty index).
   bool format_current() const;
-  // Whether chunk `id` is in the index (its unique id term has a document).
+  // Whether chunk `id` is in the index.
   Result<bool> contains(uint64_t id) const;
 
   // The k best chunks for `query` among those whose owner is in `owners` (nullopt = every owner;
@@ -112,7 +123,7 @@ class LexicalIndex {
 
  private:
   LexicalIndex();
-  Status add_slice(std::span<const LexicalDoc> docs, bool fresh);
+  Status add_slice(std::span<const LexicalDoc> docs);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -95,7 +95,9 @@ TEST(CorpusReindex, ReadOnlyCorpusRefusesIt) {
 }
 
 // A lexical index written by another term scheme (an older release) does not match this build's
-// queries: the open rebuilds it from the store, whatever else it held.
+// queries: the open rebuilds it from the store, whatever else it held — a shard of this layout
+// marked with an older scheme, or the single database that releases up to scheme 3 kept at
+// <data>/lexical itself.
 TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
   Words w;
   TempDir dir;
@@ -106,25 +108,46 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
     ASSERT_TRUE(c->ingest(docs).ok());
     lexical = rankings(*c, docs, RetrievalMode::kLexical);
   }
-  {
-    Xapian::WritableDatabase db(dir / "lexical", Xapian::DB_OPEN);
-    EXPECT_EQ(db.get_metadata("ragd_terms"), "3");
+  auto stale_doc = [] {
     Xapian::Document stale;
     stale.add_term("stalestaleword");
     stale.add_boolean_term("Q999999");
     stale.add_boolean_term("XO");
     stale.set_data("999999");
-    db.add_document(stale);
-    db.set_metadata("ragd_terms", "2");  // the release before operator terms
+    return stale;
+  };
+  {
+    Xapian::WritableDatabase db(dir / "lexical/1", Xapian::DB_OPEN);
+    EXPECT_EQ(db.get_metadata("ragd_terms"), "4");
+    db.add_document(stale_doc());
+    db.set_metadata("ragd_terms", "3");
     db.commit();
   }
   auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
   EXPECT_TRUE(c->check_consistency().ok());  // the stale entry is gone: sizes agree
   EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
   c.reset();
-  Xapian::Database db(dir / "lexical");
-  EXPECT_EQ(db.get_metadata("ragd_terms"), "3");
-  EXPECT_FALSE(db.term_exists("stalestaleword"));
+  for (const char* shard : {"0", "1"}) {
+    Xapian::Database db(dir / ("lexical/" + std::string(shard)));
+    EXPECT_EQ(db.get_metadata("ragd_terms"), "4") << shard;
+    EXPECT_FALSE(db.term_exists("stalestaleword")) << shard;
+  }
+
+  // The single-database layout of scheme 3 ("Q<id>" terms, ids as data).
+  std::filesystem::remove_all(dir / "lexical");
+  {
+    Xapian::WritableDatabase db(dir / "lexical", Xapian::DB_CREATE);
+    db.add_document(stale_doc());
+    db.set_metadata("ragd_terms", "3");
+    db.set_metadata("ragd_seq", "1");
+    db.commit();
+  }
+  c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());
+  EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
+  c.reset();
+  EXPECT_FALSE(std::filesystem::exists(dir / "lexical/iamglass"));
+  for (const char* shard : {"0", "1"}) EXPECT_GT(Xapian::Database(dir / ("lexical/" + std::string(shard))).get_doccount(), 0u) << shard;
 }
 
 TEST(CorpusReindex, CorpusWithoutLexicalIndexSearchesDenseAndSaysWhatItLacks) {

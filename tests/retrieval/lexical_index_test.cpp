@@ -4,6 +4,9 @@
 #include "lexical_index.h"
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <xapian.h>
 
 #include "ragd/retrieval/corpus.h"
 #include "ragd/retrieval/lexical_terms.h"
@@ -227,6 +231,115 @@ TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
   ASSERT_TRUE((*x)->clear().ok());
   EXPECT_EQ((*x)->size(), 0u);
   EXPECT_EQ(LexicalIndex::open_read_only((std::filesystem::path(dir.path()) / "none").string()).status().code(), StatusCode::kNotFound);
+}
+
+// The two shards (chunk id parity) are one index to a search: BM25 statistics of the whole (a
+// chunk scores the same whichever shard holds it and whatever the other holds), ties in chunk id
+// order across shards, a filtered top-k that draws from both, ids past Xapian's document numbers
+// refused, and a commit interrupted between the shards reported as the lower sequence number.
+TEST(LexicalIndex, ShardsSearchAsOneIndex) {
+  auto x = LexicalIndex::open_memory();
+  ASSERT_TRUE(x.ok());
+  std::vector<LexicalDoc> docs;
+  // Ten identical chunks (ids 3..12, both parities) tie; a shared filler makes "kestrel" rare.
+  for (uint64_t id = 3; id < 13; ++id) docs.push_back({id, id % 3 == 0 ? "t" : "", "", "", "kestrel hovering above"});
+  std::vector<std::string> filler;
+  for (uint64_t id = 100; id < 160; ++id) filler.push_back("field mouse number " + std::to_string(id));
+  for (uint64_t id = 100; id < 160; ++id) docs.push_back({id, "", "", "", filler[id - 100]});
+  ASSERT_TRUE((*x)->add(docs).ok());
+  auto hits = (*x)->search("kestrel", 10, std::nullopt);
+  ASSERT_TRUE(hits.ok());
+  EXPECT_EQ(ids_of(*hits), (std::vector<uint64_t>{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  for (const auto& h : *hits) EXPECT_DOUBLE_EQ(h.score, (*hits)[0].score);
+  // Tenant "t" holds 3, 6, 9, 12 (both shards): its top 4 is all of them.
+  auto own = (*x)->search("kestrel", 4, std::vector<std::string>{"t"});
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(ids_of(*own), (std::vector<uint64_t>{3, 6, 9, 12}));
+  // The same chunks in one shard score as they do spread over two: statistics are global.
+  auto y = LexicalIndex::open_memory();
+  ASSERT_TRUE(y.ok());
+  std::vector<LexicalDoc> even;
+  for (uint64_t i = 0; i < docs.size(); ++i) even.push_back({2 * (i + 1), "", "", "", docs[i].text});
+  ASSERT_TRUE((*y)->add(even).ok());
+  auto one_shard = (*y)->search("kestrel", 1, std::nullopt);
+  ASSERT_TRUE(one_shard.ok());
+  ASSERT_EQ(one_shard->size(), 1u);
+  EXPECT_NEAR((*one_shard)[0].score, (*hits)[0].score, 1e-9);
+
+  // On disk (the in-memory backend keeps a slot per document number up to the highest).
+  testing::TempDir dir;
+  auto z = LexicalIndex::open((std::filesystem::path(dir.path()) / "lexical").string());
+  ASSERT_TRUE(z.ok());
+  const uint64_t limit = std::numeric_limits<uint32_t>::max() - 1;  // the last chunk id a document number holds
+  auto big = (*z)->add(std::vector<LexicalDoc>{{limit + 1, "", "", "", "too far"}});
+  EXPECT_EQ(big.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("beyond"), std::string::npos) << big.message();
+  ASSERT_TRUE((*z)->add(std::vector<LexicalDoc>{{limit, "", "", "", "osprey"}, {limit - 1, "", "", "", "osprey"}, {4, "", "", "", "osprey"}}).ok());
+  EXPECT_EQ(ids_of(*(*z)->search("osprey", 3, std::nullopt)), (std::vector<uint64_t>{4, limit - 1, limit}));
+  EXPECT_TRUE(*(*z)->contains(limit));
+  EXPECT_FALSE(*(*z)->contains(limit + 1));
+}
+
+TEST(LexicalIndex, CommitBetweenShardsReportsTheLowerSequence) {
+  testing::TempDir dir;
+  const std::string path = (std::filesystem::path(dir.path()) / "lexical").string();
+  {
+    auto x = LexicalIndex::open(path);
+    ASSERT_TRUE(x.ok());
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{1, "", "", "", "gannet"}, {2, "", "", "", "gannet"}}).ok());
+    ASSERT_TRUE((*x)->commit(5).ok());
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{3, "", "", "", "gannet"}}).ok());
+    ASSERT_TRUE((*x)->commit(6).ok());
+  }
+  {
+    // As if the process died after shard 0 committed seq 6 and before shard 1 did.
+    Xapian::WritableDatabase shard1(path + "/1", Xapian::DB_OPEN);
+    EXPECT_EQ(shard1.get_metadata("ragd_seq"), "6");
+    shard1.set_metadata("ragd_seq", "5");
+    shard1.commit();
+  }
+  auto x = LexicalIndex::open(path);
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ((*x)->committed_seq(), 5u);
+  EXPECT_EQ(ids_of(*(*x)->search("gannet", 5, std::nullopt)), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+// Two threads adding disjoint chunks at once (the ingest path: a writer thread and the ingest
+// thread helping it) leave the same index as one thread adding them all.
+TEST(LexicalIndex, ConcurrentAddsEqualOneThreadsAdds) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> vocab = {"tern", "skua", "puffin", "fulmar", "shag", "eider", "petrel", "auk"};
+  std::vector<std::string> texts;
+  for (int i = 0; i < 700; ++i) {
+    std::string t;
+    for (int w = 0; w < 6; ++w) t += vocab[rng() % vocab.size()] + " ";
+    texts.push_back(t);
+  }
+  std::vector<LexicalDoc> docs;
+  for (size_t i = 0; i < texts.size(); ++i) docs.push_back({i, i % 5 == 0 ? "t" : "", "", "", texts[i]});
+  auto serial = LexicalIndex::open_memory();
+  auto parallel = LexicalIndex::open_memory();
+  ASSERT_TRUE(serial.ok() && parallel.ok());
+  ASSERT_TRUE((*serial)->add(docs).ok());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t b; (b = next.fetch_add(16)) < docs.size();)
+      ASSERT_TRUE((*parallel)->add(std::span<const LexicalDoc>(docs).subspan(b, std::min<size_t>(16, docs.size() - b))).ok());
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  EXPECT_EQ((*parallel)->size(), docs.size());
+  for (const std::string& q : vocab) {
+    auto want = (*serial)->search(q + " " + vocab[(q.size() + 3) % vocab.size()], 50, std::nullopt);
+    auto got = (*parallel)->search(q + " " + vocab[(q.size() + 3) % vocab.size()], 50, std::nullopt);
+    ASSERT_TRUE(want.ok() && got.ok());
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_EQ((*got)[i].chunk_id, (*want)[i].chunk_id) << q << " #" << i;
+      EXPECT_DOUBLE_EQ((*got)[i].score, (*want)[i].score) << q << " #" << i;
+    }
+  }
 }
 
 // Naive RRF: sum over lists of weight / (k0 + rank) for the first `candidates` of each.
