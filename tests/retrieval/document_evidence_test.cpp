@@ -1,5 +1,6 @@
-// Document evidence in lexical search (retrieval_mode.h): the re-ranking against a naive
-// reference on random hit lists, and end to end in a corpus.
+// Document evidence in lexical and hybrid search (retrieval_mode.h): the re-ranking against a naive
+// reference on random hit lists, and end to end in a corpus (hybrid: applied to the fused ranking,
+// checked against the naive definition over the fused ranking without evidence).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,14 +15,18 @@
 namespace ragd::retrieval {
 namespace {
 
-// The definition, computed the slow way: for each hit, the other hits of its (tenant, document),
-// their scores sorted, the best `chunks` summed.
+// The definition, computed the slow way: for the first hit of each (tenant, document), the other
+// hits of that document, their scores sorted, the best `chunks` summed; later hits of a document
+// keep their scores.
 std::vector<std::pair<uint64_t, float>> reference(const DocumentEvidence& o, const std::vector<Hit>& hits) {
   std::vector<std::pair<double, size_t>> boosted;
   for (size_t i = 0; i < hits.size(); ++i) {
+    bool first = true;
+    for (size_t j = 0; j < i; ++j)
+      if (hits[j].tenant == hits[i].tenant && hits[j].chunk.doc_id == hits[i].chunk.doc_id) first = false;
     std::vector<double> others;
     for (size_t j = 0; j < hits.size(); ++j)
-      if (j != i && hits[j].tenant == hits[i].tenant && hits[j].chunk.doc_id == hits[i].chunk.doc_id)
+      if (first && j != i && hits[j].tenant == hits[i].tenant && hits[j].chunk.doc_id == hits[i].chunk.doc_id)
         others.push_back(hits[j].score);
     std::sort(others.begin(), others.end(), std::greater<>());
     double extra = 0;
@@ -108,6 +113,62 @@ TEST(DocumentEvidence, PageWithSeveralMatchingPassagesRisesInLexicalSearch) {
   };
   EXPECT_EQ(top(0.0), "one");
   EXPECT_EQ(top(0.5), "many");
+}
+
+// Hybrid search: evidence applies to the fused ranking's first `candidates` hits — the ranking with
+// evidence equals the naive definition applied to the ranking without it (same corpus, same
+// lists), cut to k — and the page with several passages rises there too.
+TEST(DocumentEvidence, HybridSearchAppliesItToTheFusedRanking) {
+  std::vector<std::string> vocab = testing::make_vocabulary(900, 5);
+  auto tok = std::make_shared<testing::WordTokenizer>(vocab);
+  testing::TempDir dir;
+  std::mt19937 rng(23);
+  auto filler = [&](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += vocab[100 + rng() % 700] + (i % 9 == 8 ? ". " : " ");
+    return s;
+  };
+  std::vector<Document> docs;
+  docs.push_back({"one", "", filler(30) + "quartz lantern quartz lantern. " + filler(30)});
+  docs.push_back({"many", "", filler(40) + "quartz lantern. " + filler(40) + "quartz lantern. " + filler(40) +
+                                  "quartz lantern. " + filler(40)});
+  // Odd sizes, random words: some background chunks share a query word.
+  for (int i = 0; i < 37; ++i) {
+    std::string t = filler(20 + static_cast<int>(rng() % 70));
+    if (i % 5 == 0) t += " quartz " + filler(9);
+    if (i % 7 == 0) t += " lantern " + filler(13);
+    docs.push_back({"bg" + std::to_string(i), "", t});
+  }
+  CorpusOptions off;
+  off.chunker.chunk_tokens = 24;
+  off.evidence.weight = 0;
+  CorpusOptions on = off;
+  on.evidence.weight = 0.5;
+  on.evidence.chunks = 3;
+  // As deep as the fusion's lists, so that both corpora fuse the same two lists (evidence sets the
+  // lexical list's length).
+  on.evidence.candidates = on.hybrid.candidates;
+  std::vector<Hit> without, with;
+  for (auto* o : {&off, &on}) {
+    const std::string d = dir / (o == &off ? "off" : "on");
+    auto c = std::move(Corpus::open(d, *o, tok)).value();
+    ASSERT_TRUE(c->ingest(docs).ok());
+    SearchParams p;
+    p.mode = RetrievalMode::kHybrid;
+    // Without evidence: the fused ranking as deep as evidence reads; with it: the first 5.
+    auto hits = c->search("quartz lantern", o == &off ? on.evidence.candidates : 5, ReadScope::everything(), p);
+    ASSERT_TRUE(hits.ok()) << hits.status().to_string();
+    (o == &off ? without : with) = std::move(*hits);
+  }
+  ASSERT_EQ(without.size(), static_cast<size_t>(on.evidence.candidates));
+  EXPECT_EQ(without[0].chunk.doc_id, "one");
+  const auto want = reference(on.evidence, without);
+  ASSERT_EQ(with.size(), 5u);
+  for (size_t i = 0; i < with.size(); ++i) {
+    EXPECT_EQ(with[i].chunk.id, want[i].first) << "rank " << i;
+    EXPECT_NEAR(with[i].score, want[i].second, 1e-5) << "rank " << i;
+  }
+  EXPECT_EQ(with[0].chunk.doc_id, "many");
 }
 
 }  // namespace

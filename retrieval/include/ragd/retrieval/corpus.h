@@ -96,7 +96,7 @@ struct CorpusOptions {
   // only lowered every fused ranking measured (docs/benchmarks.md, retrieval quality).
   RetrievalMode mode = RetrievalMode::kAuto;
   HybridOptions hybrid;
-  DocumentEvidence evidence;  // lexical search (retrieval_mode.h)
+  DocumentEvidence evidence;  // lexical and hybrid search (retrieval_mode.h)
   // Keep the lexical (BM25) index. Off: a dense-only corpus — ingest about half the work, no
   // lexical or hybrid search and no metadata filters (both answer FailedPrecondition); a lexical
   // index left in the directory is brought up to date when a later open turns it back on.
@@ -185,9 +185,11 @@ struct CorpusStats {
   bool index_trained = true;
 };
 
-// Document evidence (retrieval_mode.h) on hits best first: each hit's score becomes its own plus
-// opts.weight times the sum of the best opts.chunks scores of the other hits of its document (the
-// same tenant and document id); re-sorted best first, ties in their old order. Pure.
+// Document evidence (retrieval_mode.h) on hits best first: each document's first (best) hit — a
+// document is a tenant and document id — scores its own plus opts.weight times the sum of the best
+// opts.chunks scores of the document's other hits; the other hits keep their scores (the page
+// rises without its further passages crowding other pages out of a prompt); re-sorted best first,
+// ties in their old order. Pure.
 void apply_document_evidence(const DocumentEvidence& opts, std::vector<Hit>* hits);
 
 // Reciprocal rank fusion of a dense and a lexical ranking (best first): every chunk scores the sum

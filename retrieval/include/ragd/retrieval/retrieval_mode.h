@@ -41,11 +41,12 @@ struct HybridOptions {
   double lexical_weight = 1.0;  // rrf: weight of the lexical list's terms (1 = plain RRF)
 };
 
-// Document evidence in lexical search: a chunk's BM25 score is raised by `weight` times the scores
+// Document evidence in lexical and hybrid search: a chunk's score (BM25; in hybrid search its fused
+// score, the lexical list entering the fusion as BM25 alone) is raised by `weight` times the scores
 // of up to `chunks` other chunks of its document among the first `candidates` hits — a page with
 // several passages on the question is more likely the one that answers it than a page with one
 // stray match. Weight and count chosen on a held-out split of the retrieval benchmark (even
-// question ids; docs/benchmarks.md). weight 0 = off.
+// question ids; docs/benchmarks.md), for each of the two rankings. weight 0 = off.
 struct DocumentEvidence {
   double weight = 0.05;
   int chunks = 8;
