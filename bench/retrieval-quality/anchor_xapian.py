@@ -128,7 +128,7 @@ class TextExtractor(html.parser.HTMLParser):
 
 
 def html_pages(root, pattern, structural):
-    for path in sorted(glob.glob(os.path.join(root, pattern))):
+    for path in sorted(glob.glob(os.path.join(root, pattern), recursive=True)):
         with open(path, encoding="utf-8", errors="replace") as f:
             p = TextExtractor(structural)
             p.feed(f.read())

@@ -12,6 +12,13 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def matches(doc, pattern):
+    """fnmatch, with a leading "**/" also matching pages at the root (as glob's recursive "**")."""
+    if pattern.startswith("**/") and fnmatch.fnmatch(doc, pattern[3:]):
+        return True
+    return fnmatch.fnmatch(doc, pattern)
+
+
 def pdf_page_count(path):
     out = subprocess.run(["pdfinfo", path], check=True, capture_output=True, text=True).stdout
     return next(int(l.split()[1]) for l in out.splitlines() if l.startswith("Pages:"))
@@ -38,12 +45,19 @@ def main(argv):
                 if q["id"] in ids:
                     problems.append(f"{where}: id {q['id']} repeated")
                 ids.add(q["id"])
-                if not fnmatch.fnmatch(q["doc"], s["glob"]):
-                    problems.append(f"{where}: doc {q['doc']} does not match {s['glob']}")
-                path = os.path.join(s["root"], q["doc"])
-                if not os.path.isfile(path):
-                    problems.append(f"{where}: {path} missing (run fetch-docs.sh)")
+                accepted = q.get("docs", [q["doc"]])
+                if accepted[0] != q["doc"]:
+                    problems.append(f"{where}: docs must start with doc {q['doc']}")
+                missing = False
+                for d in accepted:
+                    if not matches(d, s["glob"]):
+                        problems.append(f"{where}: doc {d} does not match {s['glob']}")
+                    if not os.path.isfile(os.path.join(s["root"], d)):
+                        problems.append(f"{where}: {os.path.join(s['root'], d)} missing (run fetch-docs.sh)")
+                        missing = True
+                if missing:
                     continue
+                path = os.path.join(s["root"], q["doc"])
                 if s["kind"] == "pdf":
                     if path not in counts:
                         counts[path] = pdf_page_count(path)
@@ -53,6 +67,8 @@ def main(argv):
                         problems.append(f"{where}: pages {pages} not within 1..{counts[path]}")
                 elif "page" in q or "pages" in q:
                     problems.append(f"{where}: page given for an HTML set")
+                if s["kind"] == "pdf" and "docs" in q:
+                    problems.append(f"{where}: docs given for a PDF set (list pages)")
         print(f"{name}: {n} questions on {len(docs)} documents")
     for p in problems:
         print(f"check-questions.py: {p}", file=sys.stderr)

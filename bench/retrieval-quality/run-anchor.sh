@@ -15,7 +15,7 @@ mkdir -p "$out"
 
 # python3-xapian is a module of Debian's interpreter, which may not be the first python3 on PATH.
 py=/usr/bin/python3
-for set in python-library bash-manual; do
+for set in python-library bash-manual apache-manual; do
   for variant in defaults probe; do
     "$py" anchor_xapian.py "$set" --variant "$variant" --out "$out/$set.xapian-$variant.jsonl"
     "$py" score.py "questions-$set.jsonl" "$out/$set.xapian-$variant.jsonl" --name "xapian-$variant" \

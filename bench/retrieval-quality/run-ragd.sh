@@ -6,7 +6,7 @@
 # scored with score.py, beside the Xapian anchor (run-anchor.sh). The former default embedder:
 # RQ_INGEST_ARGS="--embedder hashing".
 # Usage: run-ragd.sh [BUILD] [OUT]      (BUILD default build, OUT default BUILD/retrieval-quality)
-# Knobs: RQ_SETS ("python-library bash-manual"), RQ_MODES ("auto lexical dense hybrid"), RQ_K (30: chunks, several per page; the scorer ranks pages by their first chunk),
+# Knobs: RQ_SETS ("python-library bash-manual apache-manual"), RQ_MODES ("auto lexical dense hybrid"), RQ_K (30: chunks, several per page; the scorer ranks pages by their first chunk),
 #        RQ_INGEST_ARGS (extra `ragctl ingest` options, e.g. "--chunk-tokens 128").
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +14,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 OUT=${2:-$BUILD/retrieval-quality}
 MODEL=${RQ_MODEL:-$ROOT/models/ragd-qa}
-SETS=${RQ_SETS:-python-library bash-manual}
+SETS=${RQ_SETS:-python-library bash-manual apache-manual}
 MODES=${RQ_MODES:-auto lexical dense hybrid}
 K=${RQ_K:-30}
 read -r -a INGEST_ARGS <<< "${RQ_INGEST_ARGS:-}"
@@ -25,6 +25,7 @@ for set in $SETS; do
   case $set in
     python-library) src=/usr/share/doc/python3.11/html/library; prefix=library/ ;;
     bash-manual) src=/usr/share/doc/bash/bashref.pdf; prefix="" ;;
+    apache-manual) src=/usr/share/doc/apache2-doc/manual/en; prefix="" ;;
     *) echo "run-ragd: unknown set $set" >&2; exit 2 ;;
   esac
   data=$OUT/$set.data

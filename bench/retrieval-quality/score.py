@@ -4,7 +4,9 @@
 Usage: score.py QUESTIONS.jsonl RESULTS.jsonl [--out SUMMARY.json] [--name NAME] [--misses]
 
 QUESTIONS.jsonl: one question a line, {"id", "question", "doc", "page"?, "pages"?, "section"?}.
-  HTML sets: "doc" is the page's path relative to the set's root ("library/json.html").
+  HTML sets: "doc" is the page's path relative to the set's root ("library/json.html"); "docs" an
+  optional list of every acceptable page (a task's how-to and the module page it configures; when
+  present it is the list that counts, "doc" first in it).
   PDF sets: "doc" is the file name, "page" the 1-based physical page that answers it, "pages" an
   optional list of every acceptable page (when present it is the list that counts).
 RESULTS.jsonl: one line per question, {"id": ..., "ranked": [{"doc": ..., "page": ...}, ...]},
@@ -61,6 +63,15 @@ def load_questions(path):
             if "page" in q and q["page"] not in pages:
                 raise InputError(f"{path}:{n}: 'page' {q['page']} is not in 'pages'")
         q["_pages"] = set(pages) if pages is not None else None
+        docs = q.get("docs")
+        if docs is not None:
+            if pages is not None:
+                raise InputError(f"{path}:{n}: 'docs' is for HTML sets (a PDF set lists 'pages')")
+            if not isinstance(docs, list) or not docs or not all(isinstance(d, str) and d for d in docs):
+                raise InputError(f"{path}:{n}: 'docs' must be a list of page paths")
+            if docs[0] != q["doc"]:
+                raise InputError(f"{path}:{n}: 'docs' must start with 'doc' ({q['doc']})")
+        q["_docs"] = set(docs) if docs is not None else {q["doc"]}
         questions[q["id"]] = q
     if not questions:
         raise InputError(f"{path}: no questions")
@@ -136,7 +147,7 @@ def score(questions, rankings):
             docs = dedupe([k[0] for k in ranking])
             doc_ranks.append(first_hit([(d, None) for d in docs], lambda k: k[0] == q["doc"]))
         else:
-            r = first_hit(ranking, lambda k: k[0] == q["doc"])
+            r = first_hit(ranking, lambda k: k[0] in q["_docs"])
         ranks.append(r)
         per_question[qid] = r
     summary = {"questions": len(questions),

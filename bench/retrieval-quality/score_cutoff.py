@@ -7,7 +7,8 @@ for each ratio, with the mean number of passages kept.
 Usage: score_cutoff.py QUESTIONS.jsonl RAW.jsonl [--prefix P] [--k 4,5] [--ratios 0,0.5,0.6,0.7,0.8]
 
 RAW.jsonl: `ragctl search --queries ... --out RAW.jsonl` (chunks with "doc", "score"); QUESTIONS.jsonl
-as score.py reads them ("doc", and "page" / "pages" for PDF sets); --prefix as ragd_results.py.
+as score.py reads them ("doc", "docs" for HTML sets, "page" / "pages" for PDF sets); --prefix as
+ragd_results.py.
 Exit status: 0, or 2 on malformed input (the file and line named).
 """
 import argparse
@@ -33,7 +34,7 @@ def is_right(hit, q, prefix):
     if m:
         pages = q.get("pages") or [q.get("page")]
         return m.group("doc") == q["doc"] and int(m.group("page")) in pages
-    return prefix + hit["doc"] == q["doc"]
+    return prefix + hit["doc"] in q.get("docs", [q["doc"]])
 
 
 def main():
