@@ -16,8 +16,9 @@ writes (query, passage) pairs of three kinds, one JSON object a line:
   ict      a sentence of a paragraph and the rest of the paragraph (the inverse cloze task of Lee
            et al., 2019): with probability 0.9 the sentence is removed from its passage.
 
-The retrieval benchmark's documents (the Python library reference, the Bash manual, bash(1)) are
-excluded by default, so the benchmark measures documents the embedder has not read.
+The retrieval benchmark's documents (the Python library reference, the Bash manual, bash(1), the
+Apache manual and apache2's pages) are excluded by default, so the benchmark measures documents the
+embedder has not read.
 """
 import argparse
 import glob
@@ -29,7 +30,7 @@ import random
 import re
 import sys
 
-DEFAULT_EXCLUDE = [r"/bash[^/]*$", r"/rbash", r"python3\.11", r"/bash\.info", r"/translations/"]
+DEFAULT_EXCLUDE = [r"/bash[^/]*$", r"/rbash", r"python3\.11", r"/bash\.info", r"/translations/", r"/apache2"]
 PASSAGE_WORDS = 160
 FAMILY_CAP = 300
 # HTML manuals of the packages scripts/train-termvec.sh installs.
