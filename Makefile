@@ -85,7 +85,7 @@ train-model: build
 
 # models/ragd-qa-quote: models/ragd-qa continued on quotation questions (answers that quote their
 # passage whole), the copy-heavy workload of speculative decoding (scripts/train-quote-model.sh;
-# about 70 minutes on 2 CPU cores).
+# about 130 minutes on 2 CPU cores, two runs).
 train-quote-model: build
 	./scripts/train-quote-model.sh $(BUILD)
 
