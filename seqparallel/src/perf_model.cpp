@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -92,7 +93,9 @@ std::string KernelRates::describe() const {
       "dense {:.0f} tokens/s, prefill attention {:.3g} pairs/s ({:.3g} over explicit positions), decode dense "
       "{:.3f} ms, KV read {:.2f} GB/s, link {:.2f} GB/s + {:.1f} us, {} thread(s)",
       dense_tokens_per_s, attn_pairs_per_s, masked_pairs_per_s, decode_dense_s * 1e3, kv_read_bytes_per_s / 1e9, link_bytes_per_s / 1e9,
-      link_latency_s * 1e6, threads) + (source.empty() ? "" : " (" + source + ")");
+      link_latency_s * 1e6, threads) +
+      (fresh_bytes_per_s > 0 ? fmt::format(", first touch {:.2f} GB/s", fresh_bytes_per_s / 1e9) : std::string()) +
+      (source.empty() ? "" : " (" + source + ")");
 }
 
 Result<KernelRates> parse_kernel_rates(std::string_view json) {
@@ -122,6 +125,14 @@ Result<KernelRates> parse_kernel_rates(std::string_view json) {
       std::string_view sv;
       if (value.get(sv) != simdjson::SUCCESS) return Status::InvalidArgument("kernel rates: 'source' must be a string");
       r.source = std::string(sv);
+      continue;
+    }
+    if (key == "fresh_bytes_per_s") {
+      double v = 0.0;
+      if (value.get(v) != simdjson::SUCCESS || !std::isfinite(v) || v <= 0.0) {
+        return Status::InvalidArgument("kernel rates: 'fresh_bytes_per_s' must be a positive number");
+      }
+      r.fresh_bytes_per_s = v;
       continue;
     }
     if (key == "threads") {
@@ -162,6 +173,7 @@ std::string kernel_rates_json(const KernelRates& r) {
   w.key("link_bytes_per_s").value(r.link_bytes_per_s);
   w.key("link_latency_s").value(r.link_latency_s);
   w.key("threads").value(static_cast<int64_t>(r.threads));
+  if (r.fresh_bytes_per_s > 0) w.key("fresh_bytes_per_s").value(r.fresh_bytes_per_s);
   if (!r.source.empty()) w.key("source").value(r.source);
   w.end_object();
   return w.take();
@@ -222,6 +234,15 @@ Result<KernelRates> calibrate(engine::Model& model, int attn_tokens, int decode_
     }));
     r.link_bytes_per_s = a.size() / copy_s;
     r.link_latency_s = 5e-6;  // a condition-variable hand-off between threads
+    // The same copy into a buffer allocated for it (fresh pages, as a shrink's staging buffers and
+    // receiving pool pages are): page faults and zeroing on top of the copy.
+    RAGD_ASSIGN_OR_RETURN(double fresh_s, best_time(3, [&]() -> Status {
+      std::unique_ptr<char[]> c(new char[a.size()]);
+      std::memcpy(c.get(), a.data(), a.size());
+      asm volatile("" : : "r"(c.get()) : "memory");  // the copy is observed: not elided with the buffer
+      return Status::OK();
+    }));
+    r.fresh_bytes_per_s = a.size() / fresh_s;
   }
   return r;
 }
@@ -262,7 +283,12 @@ double predict_shrink_s(const engine::ModelConfig& cfg, const KernelRates& r, in
   const double rows = shard * 2.0 * cfg.num_hidden_layers * cfg.kv_dim() * sizeof(float);  // f32 K and V
   const double bytes = rows + shard * sizeof(int32_t);                                     // and positions
   const double shards = std::ceil(static_cast<double>(from - to) / to);
-  return rows / r.kv_read_bytes_per_s + shards * (bytes / r.link_bytes_per_s + 3 * r.link_latency_s + rows / r.kv_read_bytes_per_s);
+  // Each moved shard's rows land once in memory not touched before (the f32 staging buffer; the
+  // receiver's pool pages were measured to add little more: counting them twice over-predicted a
+  // 131k-token move 1.6x). 0 when the rates do not model first touch.
+  const double fresh = r.fresh_bytes_per_s > 0 ? rows / r.fresh_bytes_per_s : 0.0;
+  return rows / r.kv_read_bytes_per_s +
+         shards * (bytes / r.link_bytes_per_s + 3 * r.link_latency_s + rows / r.kv_read_bytes_per_s + fresh);
 }
 
 }  // namespace ragd::seqparallel

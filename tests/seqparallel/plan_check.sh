@@ -63,7 +63,9 @@ r = json.load(open(sys.argv[1]))
 missing = dict(r); del missing["kv_read_bytes_per_s"]
 unknown = dict(r); unknown["kv_read_bytes_per_sec"] = 1.0
 zero = dict(r); zero["dense_tokens_per_s"] = 0
-for name, v in (("missing", missing), ("unknown", unknown), ("zero", zero)):
+fresh = dict(r); fresh["fresh_bytes_per_s"] = 2.5e9
+fresh_zero = dict(r); fresh_zero["fresh_bytes_per_s"] = 0
+for name, v in (("missing", missing), ("unknown", unknown), ("zero", zero), ("fresh", fresh), ("fresh_zero", fresh_zero)):
     json.dump(v, open(f"{sys.argv[2]}/{name}.json", "w"))
 open(f"{sys.argv[2]}/array.json", "w").write("[1, 2]")
 open(f"{sys.argv[2]}/broken.json", "w").write('{"dense_tokens_per_s": ')
@@ -80,6 +82,10 @@ plan_rates() { "$RAGCTL" plan --preset llama3-8b --tokens 1000 --rates "$@"; }
 expect_fail "missing 'kv_read_bytes_per_s'" plan_rates "$dir/missing.json"
 expect_fail "unknown field 'kv_read_bytes_per_sec'" plan_rates "$dir/unknown.json"
 expect_fail "'dense_tokens_per_s' must be a positive number" plan_rates "$dir/zero.json"
+expect_fail "'fresh_bytes_per_s' must be a positive number" plan_rates "$dir/fresh_zero.json"
+# The optional first-touch rate is read and kept.
+"$RAGCTL" plan --preset llama3-8b --tokens 1000 --rates "$dir/fresh.json" --json > "$dir/fresh_plan.json"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rates']; assert r['fresh_bytes_per_s'] == 2.5e9, r" "$dir/fresh_plan.json"
 expect_fail "expected a JSON object" plan_rates "$dir/array.json"
 expect_fail "not JSON" plan_rates "$dir/broken.json"
 expect_fail "cannot read" plan_rates "$dir/nowhere.json"

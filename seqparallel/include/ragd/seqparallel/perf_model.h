@@ -31,6 +31,10 @@ struct KernelRates {
   double kv_read_bytes_per_s = 0.0;   // decode attention's K/V streaming rate
   double link_bytes_per_s = 0.0;      // between two workers (measured by the caller's transport)
   double link_latency_s = 0.0;        // per message
+  // First writes into memory nothing has touched yet (page faults and the kernel's zeroing): what
+  // a shrink pays for its staging buffer. 0 = not modelled (rates files without the field,
+  // optional in JSON).
+  double fresh_bytes_per_s = 0.0;
   int threads = 1;                    // threads per worker during calibration
   std::string source;                 // where the rates come from, when not measured here
   std::string describe() const;
@@ -38,8 +42,8 @@ struct KernelRates {
 
 // Rates measured elsewhere (a GPU run, another machine), as one JSON object with every field of
 // KernelRates by name: dense_tokens_per_s, attn_pairs_per_s, masked_pairs_per_s, decode_dense_s,
-// kv_read_bytes_per_s, link_bytes_per_s (all > 0), link_latency_s (>= 0), optional threads and
-// "source" (a string, kept in describe()). Unknown fields are refused, so a misspelt rate is not
+// kv_read_bytes_per_s, link_bytes_per_s (all > 0), link_latency_s (>= 0), optional threads,
+// fresh_bytes_per_s (> 0) and "source" (a string, kept in describe()). Unknown fields are refused, so a misspelt rate is not
 // silently ignored. InvalidArgument naming the field.
 Result<KernelRates> parse_kernel_rates(std::string_view json);
 std::string kernel_rates_json(const KernelRates& r);
