@@ -1203,23 +1203,30 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
 }
 
 void apply_document_evidence(const DocumentEvidence& opts, std::vector<Hit>* hits) {
-  // Scores of each document's hits, best first (hits arrive best first).
-  std::unordered_map<std::string, std::vector<float>> of_doc;
-  auto key = [](const Hit& h) { return h.tenant + '\x01' + h.chunk.doc_id; };
-  for (const Hit& h : *hits) of_doc[key(h)].push_back(h.score);
-  std::unordered_set<std::string> raised;
+  // Per document: its first (best) hit and its hits' scores, best first (hits arrive best first).
+  struct Doc {
+    size_t first = 0;
+    std::vector<float> scores;
+  };
+  std::unordered_map<std::string, Doc> of_doc;
+  std::vector<const Doc*> doc_of(hits->size());
+  for (size_t i = 0; i < hits->size(); ++i) {
+    const Hit& h = (*hits)[i];
+    auto [it, fresh] = of_doc.try_emplace(h.tenant + '\x01' + h.chunk.doc_id);
+    if (fresh) it->second.first = i;
+    it->second.scores.push_back(h.score);
+    doc_of[i] = &it->second;
+  }
   std::vector<std::pair<float, size_t>> order;
   order.reserve(hits->size());
   for (size_t i = 0; i < hits->size(); ++i) {
-    const Hit& h = (*hits)[i];
-    std::string k = key(h);
+    const Doc& d = *doc_of[i];
     double extra = 0;
-    if (raised.insert(k).second) {
+    if (d.first == i) {
       // The document's first hit: the best `chunks` of its other hits (all but the first).
-      const std::vector<float>& all = of_doc[k];
-      for (size_t j = 1; j < all.size() && j <= static_cast<size_t>(opts.chunks); ++j) extra += all[j];
+      for (size_t j = 1; j < d.scores.size() && j <= static_cast<size_t>(opts.chunks); ++j) extra += d.scores[j];
     }
-    order.emplace_back(static_cast<float>(h.score + opts.weight * extra), i);
+    order.emplace_back(static_cast<float>((*hits)[i].score + opts.weight * extra), i);
   }
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<Hit> out;

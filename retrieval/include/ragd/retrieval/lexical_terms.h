@@ -1,6 +1,7 @@
 // The lexical index's terms of a piece of text, for callers outside the index that need to compare
 // texts the way lexical search does (the semantic cache's grounding check, pipelines/src/
-// semantic_cache.h). Thread-safety: pure function (each call builds its own term generator).
+// semantic_cache.h). Thread-safety: safe from any thread (each thread counts with its own
+// TermCounter, lexical_index.cpp).
 #pragma once
 
 #include <string>
