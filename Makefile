@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model train-quote-model train-termvec eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
+.PHONY: all deps configure build test demo fleet-demo fleet-bench bench bench-peers bench-peers-embed tsan asan soak fuzz clean train-model train-quote-model train-draft-model train-termvec eval eval-encoders console-test-deps clients-test-deps retrieval-quality-anchor
 
 all: build
 
@@ -88,6 +88,11 @@ train-model: build
 # about 130 minutes on 2 CPU cores, two runs).
 train-quote-model: build
 	./scripts/train-quote-model.sh $(BUILD)
+
+# models/ragd-draft: a 2-layer draft model for speculative decoding, distilled from
+# models/ragd-qa-quote (scripts/train-draft-model.sh; about 35 minutes on one CPU core, seeded).
+train-draft-model: build
+	./scripts/train-draft-model.sh $(BUILD)
 
 # models/ragd-termvec: the term vectors of hybrid retrieval, trained on Debian's documentation
 # packages (installed when missing; scripts/train-termvec.sh; about 3 minutes on 2 CPU cores).
