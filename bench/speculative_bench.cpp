@@ -12,6 +12,12 @@
 //       proposed draft token (the step budget off), for comparison. --answer-ngrams N sets
 //       runtime.speculative_answer_ngrams (0: drafts from each run's own prompt and output only;
 //       otherwise also from the earlier answers, which build up over the questions).
+//       [--method ngram,draft] [--ks 4,8] [--draft-model DIR] [--rounds R]: the draft sources
+//       compared with drafts off, each at every k of --ks (default: --k), the questions taking
+//       turns over all of them (first one rotating), R passes; method draft drafts with the draft
+//       model in DIR (runtime.speculative_draft_model; e.g. models/ragd-draft). Per variant:
+//       decode tok/s, acceptance, accepted tokens per step, outputs identical to drafts off, and the
+//       speedup over drafts off in each round.
 //   bench_speculative --mode batch --model DIR [--batches 1,4,16,64] [--k 8] [--max-tokens 64]
 //       [--accept ngram,0,0.5,0.9,1]
 //       Throughput (generated tokens / wall time) of B plain runs submitted at once, greedy with
@@ -54,6 +60,12 @@ struct Args {
   int questions = 60, k = 8, max_tokens = 48, threads = 2, reps = 5;
   int answer_ngrams = SpeculativeOptions{}.answer_ngrams;  // 0: drafts from the prompt lookup only
   bool budget_off = false;
+  // qa: the draft sources to compare with drafts off (ngram, draft), at each k of `ks` (empty: k),
+  // for `rounds` passes over the questions; draft_model: the draft model of method draft.
+  std::vector<std::string> methods = {"ngram"};
+  std::vector<int> ks;
+  int rounds = 1;
+  std::string draft_model;
   std::vector<int> batches = {1, 4, 16, 64};
   std::vector<std::string> accept = {"ngram", "0", "0.5", "0.9", "1"};
 };
@@ -65,6 +77,7 @@ Args parse(int argc, char** argv) {
   args.opt("k", &a.k).opt("max-tokens", &a.max_tokens).opt("threads", &a.threads).opt("reps", &a.reps);
   args.opt("questions-file", &a.questions_file).flag("budget-off", &a.budget_off).opt("answer-ngrams", &a.answer_ngrams);
   args.list("batches", &a.batches).list("accept", &a.accept);
+  args.list("method", &a.methods).list("ks", &a.ks).opt("rounds", &a.rounds).opt("draft-model", &a.draft_model);
   if (!args.parse(argc, argv)) std::exit(2);
   if (a.model.empty()) {
     std::fprintf(stderr, "--model DIR is required\n");
@@ -95,6 +108,7 @@ Runtime open(const Args& a, const std::string& data, int spec_k, RuntimeTestHook
   o.retrieval_threads = 1;
   o.speculative.k = spec_k;
   o.speculative.answer_ngrams = a.answer_ngrams;
+  o.speculative.draft_model = a.draft_model;
   o.test_hooks = std::move(hooks);
   o.scheduler.max_running = 64;
   o.model.kv_pool_bytes = 1ull << 30;
@@ -124,61 +138,106 @@ int qa(const Args& a) {
     std::fprintf(stderr, "no questions in %s\n", qfile.c_str());
     return 1;
   }
+  // The variants: drafts off (the baseline), then each method at each k.
+  struct Variant {
+    std::string name;
+    DraftMethod method = DraftMethod::kNgram;
+    int k = 0;
+  };
+  std::vector<Variant> vars = {{"off", DraftMethod::kNgram, 0}};
+  const std::vector<int> ks = a.ks.empty() ? std::vector<int>{a.k} : a.ks;
+  for (const std::string& m : a.methods) {
+    auto method = parse_draft_method(m);
+    if (!method.ok()) {
+      std::fprintf(stderr, "--method: %s\n", method.status().to_string().c_str());
+      return 2;
+    }
+    for (int k : ks) vars.push_back({m + " k" + std::to_string(k), *method, k});
+  }
   struct Sum {
     double decode_ms = 0, ttft_ms = 0;
-    long after_first = 0, tokens = 0, drafted = 0, accepted = 0, steps = 0;
-  } sum[2];
-  int identical = 0;
+    long after_first = 0, tokens = 0, drafted = 0, accepted = 0, steps = 0, identical = 0, runs = 0;
+    double tok_s() const { return 1000.0 * static_cast<double>(after_first) / std::max(1e-9, decode_ms); }
+  };
+  const size_t nv = vars.size();
+  std::vector<Sum> total(nv);
+  std::vector<std::vector<double>> round_speedup(nv);
   std::vector<int> lengths;
-  for (size_t i = 0; i < qs.size(); ++i) {
-    std::vector<int32_t> ids[2];
-    for (int t = 0; t < 2; ++t) {
-      const int spec = (static_cast<int>(i) + t) % 2;  // alternate which goes first
-      RunRequest r;
-      r.pipeline = "default";
-      r.query = qs[i].first;
-      r.sampling.max_tokens = a.max_tokens;
-      r.sampling.temperature = 0.0f;
-      r.reuse = ReuseMode::kNone;
-      r.speculative_k = spec ? a.k : 0;
-      r.id = "q" + std::to_string(i) + "-" + std::to_string(spec);
-      const Observed o = run_and_wait(*rt.executor, r);
-      if (!o.ok) return 1;
-      Sum& s = sum[spec];
-      s.ttft_ms += o.ttft_ms;
-      s.decode_ms += o.e2e_ms - o.ttft_ms;
-      s.after_first += std::max(0, o.tokens - 1);
-      s.tokens += o.tokens;
-      s.drafted += o.usage.drafted_tokens;
-      s.accepted += o.usage.accepted_tokens;
-      s.steps += o.usage.draft_steps;
-      ids[spec] = o.token_ids;
-      if (spec) lengths.push_back(o.tokens);
+  for (int round = 0; round < std::max(1, a.rounds); ++round) {
+    std::vector<Sum> sum(nv);
+    for (size_t i = 0; i < qs.size(); ++i) {
+      std::vector<std::vector<int32_t>> ids(nv);
+      for (size_t t = 0; t < nv; ++t) {
+        const size_t v = (i + t + static_cast<size_t>(round)) % nv;  // rotate which goes first
+        RunRequest r;
+        r.pipeline = "default";
+        r.query = qs[i].first;
+        r.sampling.max_tokens = a.max_tokens;
+        r.sampling.temperature = 0.0f;
+        r.reuse = ReuseMode::kNone;
+        r.speculative_k = vars[v].k;
+        if (vars[v].k > 0) r.speculative_method = vars[v].method;
+        r.id = "q" + std::to_string(i) + "-" + std::to_string(v) + "-" + std::to_string(round);
+        const Observed o = run_and_wait(*rt.executor, r);
+        if (!o.ok) return 1;
+        Sum& s = sum[v];
+        s.ttft_ms += o.ttft_ms;
+        s.decode_ms += o.e2e_ms - o.ttft_ms;
+        s.after_first += std::max(0, o.tokens - 1);
+        s.tokens += o.tokens;
+        s.drafted += o.usage.drafted_tokens;
+        s.accepted += o.usage.accepted_tokens;
+        s.steps += o.usage.draft_steps;
+        ++s.runs;
+        ids[v] = o.token_ids;
+        if (v == 0 && round == 0) lengths.push_back(o.tokens);
+      }
+      for (size_t v = 0; v < nv; ++v) sum[v].identical += ids[v] == ids[0];
     }
-    identical += ids[0] == ids[1];
+    std::printf("# round %d:", round + 1);
+    for (size_t v = 0; v < nv; ++v) {
+      const double sp = sum[v].tok_s() / std::max(1e-12, sum[0].tok_s());
+      round_speedup[v].push_back(sp);
+      std::printf("  %s %.1f tok/s (%.2fx)", vars[v].name.c_str(), sum[v].tok_s(), sp);
+      Sum& t = total[v];
+      t.decode_ms += sum[v].decode_ms, t.ttft_ms += sum[v].ttft_ms, t.after_first += sum[v].after_first;
+      t.tokens += sum[v].tokens, t.drafted += sum[v].drafted, t.accepted += sum[v].accepted, t.steps += sum[v].steps;
+      t.identical += sum[v].identical, t.runs += sum[v].runs;
+    }
+    std::printf("\n");
+    std::fflush(stdout);
   }
   std::sort(lengths.begin(), lengths.end());
   double mean_len = 0;
   for (int l : lengths) mean_len += l;
   mean_len /= std::max<size_t>(1, lengths.size());
-  std::printf("# qa: %zu questions of %s, model %s, k %d, max_tokens %d, %d threads, answer n-grams %d; identical outputs %d/%zu\n",
-              qs.size(), qfile.c_str(), a.model.c_str(), a.k, a.max_tokens, a.threads, a.answer_ngrams, identical, qs.size());
+  std::printf("# qa: %zu questions of %s, model %s, draft model %s, max_tokens %d, %d threads, answer n-grams %d, %d round(s)\n",
+              qs.size(), qfile.c_str(), a.model.c_str(), a.draft_model.empty() ? "none" : a.draft_model.c_str(), a.max_tokens,
+              a.threads, a.answer_ngrams, std::max(1, a.rounds));
   std::printf("# answer tokens: mean %.1f, median %d, max %d\n", mean_len, lengths.empty() ? 0 : lengths[lengths.size() / 2],
               lengths.empty() ? 0 : lengths.back());
-  std::printf("%-6s %12s %10s %10s %10s %12s\n", "drafts", "decode tok/s", "TTFT ms", "drafted", "accepted", "accepted/step");
-  for (int spec = 0; spec < 2; ++spec) {
-    const Sum& s = sum[spec];
-    std::printf("%-6s %12.1f %10.1f %10ld %10ld %12.2f\n", spec ? "ngram" : "off", 1000.0 * s.after_first / std::max(1e-9, s.decode_ms),
-                s.ttft_ms / std::max<size_t>(1, qs.size()), s.drafted, s.accepted, s.steps ? double(s.accepted) / s.steps : 0.0);
+  std::printf("%-10s %12s %10s %10s %10s %10s %12s %9s %16s\n", "drafts", "decode tok/s", "TTFT ms", "drafted", "accepted",
+              "accept %", "accepted/step", "identical", "speedup by round");
+  bool all_same = true;
+  for (size_t v = 0; v < nv; ++v) {
+    const Sum& s = total[v];
+    std::string rounds;
+    for (double x : round_speedup[v]) rounds += (rounds.empty() ? "" : " ") + std::to_string(x).substr(0, 4);
+    std::printf("%-10s %12.1f %10.1f %10ld %10ld %10.1f %12.2f %5ld/%-3ld %16s\n", vars[v].name.c_str(), s.tok_s(),
+                s.ttft_ms / std::max(1L, s.runs), s.drafted, s.accepted, 100.0 * s.accepted / std::max(1L, s.drafted),
+                s.steps ? double(s.accepted) / s.steps : 0.0, s.identical, s.runs, rounds.c_str());
+    all_same = all_same && s.identical == s.runs;
   }
-  std::printf("speedup (decode tok/s, ngram / off): %.2fx; acceptance %.1f %%\n",
-              (sum[1].after_first / std::max(1e-9, sum[1].decode_ms)) / std::max(1e-12, sum[0].after_first / std::max(1e-9, sum[0].decode_ms)),
-              100.0 * sum[1].accepted / std::max(1L, sum[1].drafted));
+  const ExecutorStats st = rt.executor->stats();
+  if (st.spec_draft_models.steps > 0)
+    std::printf("# draft model: %lu steps, %lu tokens fed, %.1f ms in all, %.3f ms per drafted token (last estimate)\n",
+                static_cast<unsigned long>(st.spec_draft_models.steps), static_cast<unsigned long>(st.spec_draft_models.fed_tokens),
+                st.spec_draft_models.ms, st.spec_draft_models.ms_per_token);
   rt.stop();  // closed before its directory goes
   rt.executor.reset();
   rt.documents.reset();
   fs::remove_all(data);
-  return identical == static_cast<int>(qs.size()) ? 0 : 3;
+  return all_same ? 0 : 3;
 }
 
 // A forced acceptance pattern's drafts: run i's own output (from the off run) from its next token

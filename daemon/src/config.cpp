@@ -147,6 +147,12 @@ const std::vector<Field>& fields() {
       RAGD_F("runtime.speculative_answer_ngrams", Type::kInt,
              "speculative decoding: n-grams of earlier answers (per tenant and cache salt) kept to draft from where the "
              "prompt has nothing to copy; 0 = off", runtime.speculative.answer_ngrams),
+      RAGD_E("runtime.speculative_method",
+             "speculative decoding: where drafts come from (ngram = the run's own tokens; draft = a draft model, "
+             "runtime.speculative_draft_model); a pipeline's or request's method overrides it", runtime.speculative.method),
+      RAGD_F("runtime.speculative_draft_model", Type::kString,
+             "speculative decoding: the draft model of method draft (a model directory with the serving model's "
+             "tokenizer), loaded at start with its own KV pool; \"\" = none", runtime.speculative.draft_model),
       RAGD_F("runtime.kv_pool_bytes", Type::kSize, "in-engine (HBM-role) KV pool, bytes", runtime.model.kv_pool_bytes),
       RAGD_F("runtime.dram_cache_bytes", Type::kSize, "DRAM KV tier, bytes", runtime.kv.dram_bytes),
       RAGD_F("runtime.ssd_cache_bytes", Type::kSize, "SSD KV tier (RocksDB in data_dir), bytes", runtime.kv.ssd_bytes),

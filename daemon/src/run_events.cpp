@@ -75,7 +75,9 @@ void write_usage(JsonWriter& w, const pipelines::Usage& u) {
   }
   if (u.draft_steps > 0) {
     w.key("speculative_decoding").begin_object().key("drafted_tokens").value(u.drafted_tokens);
-    w.key("accepted_tokens").value(u.accepted_tokens).key("steps").value(u.draft_steps).end_object();
+    w.key("accepted_tokens").value(u.accepted_tokens).key("steps").value(u.draft_steps);
+    if (!u.draft_method.empty()) w.key("method").value(u.draft_method);
+    w.end_object();
   }
   if (u.adapt) write_adapt(w, *u.adapt);
   if (!u.overlap.empty()) {

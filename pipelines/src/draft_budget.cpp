@@ -102,29 +102,35 @@ std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, st
     for (size_t i = 0; i < candidates.size(); ++i) take[i] = std::max(0, candidates[i].available);
     return take;
   }
-  // Draft tokens by expected value alpha^j, highest first; each run's tokens come in order since
-  // alpha^j falls with j (alpha <= 1).
+  // Draft tokens by expected value per second of cost, alpha^j / (b + draft_s), highest first;
+  // each run's tokens come in order since alpha^j falls with j (alpha <= 1).
+  const double b = cost.per_row_s();
+  auto price = [&](size_t i) { return b + std::max(0.0, candidates[i].draft_s); };
   struct Next {
+    double rate;  // value / price
     double value;
     size_t run;
-    bool operator<(const Next& o) const { return value < o.value || (value == o.value && run > o.run); }
+    bool operator<(const Next& o) const { return rate < o.rate || (rate == o.rate && run > o.run); }
   };
   std::priority_queue<Next> heap;
+  auto push = [&](double value, size_t i) {
+    const double p = price(i);
+    heap.push({p > 0 ? value / p : value * 1e300, value, i});
+  };
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i].available > 0) heap.push({std::clamp(candidates[i].alpha, 0.0, 1.0), i});
+    if (candidates[i].available > 0) push(std::clamp(candidates[i].alpha, 0.0, 1.0), i);
   double tokens = std::max(1, decodes);
-  double rows = tokens;
-  const double b = cost.per_row_s();
+  double seconds = cost.seconds(tokens);
   while (!heap.empty()) {
     const Next n = heap.top();
     heap.pop();
-    // Adding the row raises tokens/second iff value / b > tokens / time.
-    if (n.value * cost.seconds(rows) <= tokens * b) break;  // the rest are worth less still
+    // Adding the token raises tokens/second iff value / price > tokens / time.
+    if (n.value * seconds <= tokens * price(n.run)) break;  // the rest are worth less still
     ++take[n.run];
     tokens += n.value;
-    rows += 1;
+    seconds += price(n.run);
     const DraftCandidate& c = candidates[n.run];
-    if (take[n.run] < c.available) heap.push({n.value * std::clamp(c.alpha, 0.0, 1.0), n.run});
+    if (take[n.run] < c.available) push(n.value * std::clamp(c.alpha, 0.0, 1.0), n.run);
   }
   return take;
 }

@@ -17,9 +17,11 @@
 //     Copying comes in bursts (a quoted clause is accepted whole, then the answer leaves the
 //     passage), so alpha is kept in two states (DraftHistory): after a verification that took its
 //     whole draft (a copy in progress) and after one that did not.
-//   - choose_draft_lengths takes draft tokens in decreasing alpha^j while the step's expected
-//     tokens per second grow: token j of run i is taken while alpha_i^j · t > T · per_row, where
-//     T is the step's expected tokens and t its modelled time with the tokens already taken. At
+//   - choose_draft_lengths takes draft tokens in decreasing alpha^j / (per_row + draft_s) while the
+//     step's expected tokens per second grow: token j of run i is taken while
+//     alpha_i^j · t > T · (per_row + draft_s_i), where T is the step's expected tokens, t its
+//     modelled time with the tokens already taken (drafting time included) and draft_s_i what
+//     making the token costs (a draft model's step; 0 for n-gram drafts). At
 //     batch 1 that keeps long drafts of a run whose drafts are accepted; at a large batch no
 //     token is worth its row unless nearly every draft is accepted (the crossover the scheduler
 //     turns speculation down at).
@@ -109,6 +111,9 @@ struct DraftHistory {
 struct DraftCandidate {
   int available = 0;   // draft tokens the run's drafter proposes (its adaptive length)
   double alpha = 0.5;  // the run's per-token acceptance
+  // Seconds that drafting one more of its tokens costs before the step (a draft model's measured
+  // time per drafted token, model_drafter.h); 0 for drafts that cost nothing to make (n-grams).
+  double draft_s = 0;
 };
 
 // Before the first fit, drafts ride whole while at most this many runs decode (where a draft row is

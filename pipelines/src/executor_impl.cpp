@@ -93,6 +93,7 @@ ExecutorImpl::ExecutorImpl(const RuntimeOptions& opts, Deps deps)
       reranker_(std::move(deps.reranker)),
       cross_encoders_(std::move(deps.cross_encoders)) {
   prompts_ = std::make_unique<PromptBuilder>(*tok_, model_->config(), std::move(deps.chat_template));
+  draft_models_ = std::move(deps.draft_models);
   retrieval_pool_ = std::make_unique<FairPool>(static_cast<size_t>(std::max(1, opts.retrieval_threads)),
                                                static_cast<size_t>(std::max(1, opts.max_queue)),
                                                static_cast<size_t>(std::max(0, opts.retrieval_threads_per_tenant)),
@@ -151,6 +152,7 @@ Status ExecutorImpl::submit(RunRequest req, EventSink sink) {
   RAGD_ASSIGN_OR_RETURN(auto tool_spec, tool_constraint(req, prompts_->tool_call_format()));
   if (tool_spec) req.sampling.constraint = std::move(tool_spec);
   RAGD_ASSIGN_OR_RETURN(r->res, resolve_run(req, spec));
+  RAGD_RETURN_IF_ERROR(choose_draft_model(*r));
   if (r->res.sampling.constraint) {
     // Compiled (or found in the cache) now, so that a bad schema is the caller's 400.
     RAGD_ASSIGN_OR_RETURN(r->constraint, constraints().get(*r->res.sampling.constraint));
@@ -461,7 +463,12 @@ void ExecutorImpl::accept(std::unique_ptr<Run> r) {
   // The request's k, else the pipeline's, else the server's.
   const int spec_k = q.rr.speculative_k.value_or(
       q.res.spec && q.res.spec->speculative_k ? *q.res.spec->speculative_k : opts_.speculative.k);
-  if (spec_k > 0 && !q.iter) q.drafter.emplace(spec_k);
+  if (spec_k > 0 && !q.iter) {
+    q.drafter.emplace(spec_k);
+    q.usage.draft_method = q.model_drafter ? "draft" : "ngram";
+  } else {
+    q.model_drafter = nullptr;
+  }
   if (q.iter) {
     q.iter->start(*q.state, *this);
     if (q.iter->failure()) return fail(sid, *q.iter->failure());
@@ -598,37 +605,69 @@ void ExecutorImpl::plan_drafts() {
     return;
   }
   // Every run's proposal first, then the step budget (draft_budget.h) keeps the prefix of each
-  // that is expected to pay for its rows at this batch size.
+  // that is expected to pay for its rows at this batch size. N-gram drafts cost nothing to make and
+  // are looked up first; a draft model's cost the budget weighs (DraftCandidate::draft_s), and it
+  // drafts only the length the budget kept.
   std::vector<DraftCandidate> candidates;
   candidates.reserve(decoding.size());
   for (Run* r : decoding) {
     const RunState& s = *r->state;
     const int len = r->drafter->take_length();
+    // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
+    const int room = std::max(0, s.max_new_tokens() - s.generated() - 1);
+    r->draft_from_answers = false;
+    if (r->model_drafter) {
+      r->draft.clear();
+      candidates.push_back({std::min(std::max(0, len), room), r->drafts.alpha(recent_drafts_), r->model_drafter->token_seconds()});
+      continue;
+    }
     r->draft = len <= 0 ? std::vector<int32_t>{}
                : opts_.test_hooks.draft_source ? opts_.test_hooks.draft_source(r->rr.id, s.tokens(), s.generated(), len)
                                                : ngram_draft(s.tokens(), len);
     // Nothing to copy from the prompt: what this scope's earlier answers said after the same words.
-    r->draft_from_answers = false;
     if (r->draft.empty() && len > 0 && !opts_.test_hooks.draft_source) {
       r->draft = output_ngrams_.draft(r->kv.reuse.scope, s.tokens(), len);
       r->draft_from_answers = !r->draft.empty();
     }
     if (r->draft.size() > static_cast<size_t>(std::max(0, len))) r->draft.resize(static_cast<size_t>(std::max(0, len)));
-    // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
-    const size_t room = static_cast<size_t>(std::max(0, s.max_new_tokens() - s.generated() - 1));
-    if (r->draft.size() > room) r->draft.resize(room);
+    if (r->draft.size() > static_cast<size_t>(room)) r->draft.resize(static_cast<size_t>(room));
     candidates.push_back({static_cast<int>(r->draft.size()), r->drafts.alpha(recent_drafts_)});
   }
   const bool budget = !opts_.test_hooks.draft_budget_off;
   const int decodes = static_cast<int>(decoding.size());
   const std::vector<int> take = budget ? choose_draft_lengths(step_cost_, decodes, candidates) : std::vector<int>{};
+  std::map<ModelDrafter*, std::vector<ModelDrafter::Request>> model_requests;
   for (size_t i = 0; i < decoding.size(); ++i) {
     Run* r = decoding[i];
     const int n = budget ? r->drafts.settle_take(candidates[i].available, take[i], decodes) : candidates[i].available;
-    spec_counts_.budget_skipped += r->draft.size() - static_cast<size_t>(n);
+    (r->model_drafter ? spec_draft_counts_ : spec_counts_).budget_skipped += static_cast<size_t>(candidates[i].available - n);
+    if (r->model_drafter) {
+      if (n > 0) model_requests[r->model_drafter].push_back({r->sid, r->state->tokens(), n, &r->draft});
+      continue;
+    }
     r->draft.resize(static_cast<size_t>(n));
-    sched_->set_draft(r->sid, n);
   }
+  // Each draft model drafts its runs' tokens in batched steps of its own engine.
+  for (auto& [drafter, reqs] : model_requests) drafter->draft(reqs);
+  for (Run* r : decoding) sched_->set_draft(r->sid, static_cast<int>(r->draft.size()));
+}
+
+Status ExecutorImpl::choose_draft_model(Run& r) const {
+  r.model_drafter = nullptr;
+  if (r.res.speculative_method.value_or(opts_.speculative.method) != DraftMethod::kDraft) return Status::OK();
+  const std::string& dir = !r.res.draft_model.empty() ? r.res.draft_model : opts_.speculative.draft_model;
+  std::string loaded;
+  for (const auto& [name, d] : draft_models_) loaded += (loaded.empty() ? "" : ", ") + ("'" + name + "'");
+  if (loaded.empty()) loaded = "none";
+  if (dir.empty())
+    return Status::InvalidArgument("speculative_method \"draft\" needs a draft_model (loaded by this server: " + loaded + ")");
+  auto it = draft_models_.find(dir);
+  if (it == draft_models_.end())
+    return Status::InvalidArgument("draft_model '" + dir.substr(0, 256) + "' is not loaded by this server (loaded: " + loaded +
+                                   "; runtime.speculative_draft_model and pipelines' [generation] speculative.draft_model "
+                                   "are loaded at start)");
+  r.model_drafter = it->second.get();
+  return Status::OK();
 }
 
 void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepOutput& out, size_t item) {
@@ -652,13 +691,16 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   constexpr double kDecay = 0.98;  // the server's acceptance follows its recent verifications
   if (judged > 0) recent_drafts_.state[r.drafts.copying].observe(judged, accepted, kDecay);
   r.drafts.observe(judged, accepted);
-  spec_counts_.drafted += static_cast<uint64_t>(k);
-  spec_counts_.accepted += static_cast<uint64_t>(accepted);
+  ExecutorStats::Speculative& counts = r.model_drafter ? spec_draft_counts_ : spec_counts_;
+  counts.drafted += static_cast<uint64_t>(k);
+  counts.accepted += static_cast<uint64_t>(accepted);
   if (r.draft_from_answers) {
-    spec_counts_.answers_drafted += static_cast<uint64_t>(k);
-    spec_counts_.answers_accepted += static_cast<uint64_t>(accepted);
+    counts.answers_drafted += static_cast<uint64_t>(k);
+    counts.answers_accepted += static_cast<uint64_t>(accepted);
   }
-  ++spec_counts_.steps;
+  ++counts.steps;
+  // The draft model's KV of the rejected draft tokens goes, as the serving model's does.
+  if (r.model_drafter) r.model_drafter->settle(r.sid, r.state->tokens());
   r.usage.drafted_tokens += k;
   r.usage.accepted_tokens += accepted;
   ++r.usage.draft_steps;
@@ -993,6 +1035,7 @@ void ExecutorImpl::feed_first_token(uint64_t sid, std::span<const float> logits)
 
 void ExecutorImpl::drop_run(Run& r) {
   kv_host_->detach(r.sid);
+  if (r.model_drafter) r.model_drafter->forget(r.sid);
   by_name_.erase(r.rr.id);
   loading_.erase(std::remove(loading_.begin(), loading_.end(), r.sid), loading_.end());
   forget_name(r);

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "draft_budget.h"
+#include "model_drafter.h"
 #include "ngram_drafter.h"
 #include "output_ngrams.h"
 #include "semantic_cache.h"
@@ -106,6 +107,9 @@ class ExecutorImpl final : public Executor,
     std::map<std::string, std::unique_ptr<PassageReranker>> cross_encoders;
     // Answers of [semantic_cache] pipelines (shared with the documents API, which invalidates it).
     std::shared_ptr<SemanticCache> semantic_cache;
+    // Draft models of speculative method "draft" (model_drafter.h), by directory as configured
+    // (runtime.speculative_draft_model, pipelines' [generation] speculative.draft_model).
+    std::map<std::string, std::unique_ptr<ModelDrafter>> draft_models;
   };
   // Opens the kvstore over the model's pool (RuntimeOptions::kvstore_options()) and starts the threads.
   static Result<std::unique_ptr<ExecutorImpl>> create(const RuntimeOptions& opts, Deps deps);
@@ -153,9 +157,11 @@ class ExecutorImpl final : public Executor,
     std::unique_ptr<SpeculativePrefill> spec_prefill;
     // Structured output: the request's constraint compiled for this tokenizer (null: none).
     std::shared_ptr<const engine::CompiledConstraint> constraint;
-    // Speculative decoding (ngram_drafter.h): the run's drafter (null: off) and the draft its next
-    // decode step verifies (scheduler thread).
+    // Speculative decoding (ngram_drafter.h): the run's drafter (null: off; its adaptive length
+    // serves both methods), its draft model (method draft, model_drafter.h; null: n-gram drafts)
+    // and the draft its next decode step verifies (scheduler thread).
     std::optional<NgramDrafter> drafter;
+    ModelDrafter* model_drafter = nullptr;
     std::vector<int32_t> draft;
     bool draft_from_answers = false;  // the draft came from earlier answers (output_ngrams.h)
     DraftHistory drafts;  // its per-token acceptance so far, by state (draft_budget.h)
@@ -207,6 +213,9 @@ class ExecutorImpl final : public Executor,
   void semantic_lookup(Run& r, const std::vector<ContextDoc>& ctx);
   void answer_from_cache(Run& r);
   void verify_draft(Run& r, const BatchItem& it, const engine::StepOutput& out, size_t item);
+  // Submit: the run's draft model when its speculative method is "draft" (InvalidArgument naming
+  // the directory when the server did not load it).
+  Status choose_draft_model(Run& r) const;
   // The RAG prompt of run `r` over `docs` (prompt order).
   PromptSegments rag_prompt(const Run& r, const std::vector<ContextDoc>& docs) const;
 #if RAGD_HAVE_RETRIEVAL
@@ -340,7 +349,11 @@ class ExecutorImpl final : public Executor,
   // and its counters (ExecutorStats::spec_ngram).
   StepCostModel step_cost_;
   DraftHistory recent_drafts_;  // by the runs' states, decayed per verification
-  ExecutorStats::Speculative spec_counts_;
+  ExecutorStats::Speculative spec_counts_;        // n-gram drafts
+  ExecutorStats::Speculative spec_draft_counts_;  // draft-model drafts
+  // Draft models by configured directory (read-only map after create; each drafter is used on the
+  // scheduler thread only).
+  std::map<std::string, std::unique_ptr<ModelDrafter>> draft_models_;
   uint64_t next_sid_ = 1;                       // guarded by mu_
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;                        // guarded by mu_

@@ -39,6 +39,17 @@ void ExecutorImpl::publish_stats() {
   x.pool_kv_dtype = std::string(kernels::kv_dtype_name(pool.layout().dtype));
   x.swap_bytes = kv_host_->swap_bytes();
   x.spec_ngram = spec_counts_;
+  x.spec_draft = spec_draft_counts_;
+  x.spec_draft_models = {};
+  for (const auto& [dir, d] : draft_models_) {
+    const ModelDrafter::Stats ds = d->stats();
+    x.spec_draft_models.steps += ds.steps;
+    x.spec_draft_models.fed_tokens += ds.fed_tokens;
+    x.spec_draft_models.ms += ds.seconds * 1e3;
+    x.spec_draft_models.pool_blocks += ds.pool_blocks;
+    x.spec_draft_models.pool_used_blocks += ds.pool_used_blocks;
+    x.spec_draft_models.ms_per_token = std::max(x.spec_draft_models.ms_per_token, d->token_seconds() * 1e3);
+  }
   x.spec_step_fixed_ms = step_cost_.fixed_s() * 1e3;
   x.spec_step_per_row_ms = step_cost_.per_row_s() * 1e3;
 }

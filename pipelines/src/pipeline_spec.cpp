@@ -53,7 +53,7 @@ class Reader {
         {"reuse", {"mode", "recompute_ratio", "epic_k"}},
         {"iterative", {"retrieval_interval", "query_window", "overlap", "speculation_cache", "max_stride",
                        "max_nprobe", "query_lag"}},
-        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive", "speculative_k"}},
+        {"generation", {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "extractive", "speculative_k", "speculative"}},
         {"adapt", {"objective", "slo_ttft_ms", "quality_tolerance", "candidates", "profile"}},
         {"semantic_cache", {"threshold", "grounding", "grounding_max_share"}},
     };
@@ -130,13 +130,14 @@ class Reader {
     return err(std::string("[") + table + "] " + key + ": " + what);
   }
   Status err(const std::string& what) const { return Status::InvalidArgument(std::string(src_) + ": " + what); }
-
- private:
+  // The node at [table] key; null when absent.
   const toml::node* find(const char* table, const char* key) const {
     const toml::node* t = root_.get(table);
     if (!t || !t->is_table()) return nullptr;
     return t->as_table()->get(key);
   }
+
+ private:
   const toml::table& root_;
   std::string_view src_;
 };
@@ -246,6 +247,36 @@ Result<PipelineSpec> parse_pipeline_spec(std::string_view toml_text, std::string
   v = -1;
   RAGD_RETURN_IF_ERROR(r.integer("generation", "speculative_k", kRangeSpeculativeK, &v));
   if (v >= 0) s.speculative_k = static_cast<int>(v);
+  if (const toml::node* sp = r.find("generation", "speculative")) {
+    // speculative = { method = "ngram" | "draft", k = N, draft_model = "DIR" }
+    const toml::table* t = sp->as_table();
+    if (!t) return r.field_err("generation", "speculative", "must be a table { method, k, draft_model }");
+    for (const auto& [key, val] : *t) {
+      const std::string name(key.str());
+      if (name == "method") {
+        if (!val.is_string()) return r.field_err("generation", "speculative", "method must be a string");
+        auto m = parse_draft_method(val.as_string()->get());
+        if (!m.ok()) return r.field_err("generation", "speculative", m.status().message());
+        s.speculative_method = *m;
+      } else if (name == "k") {
+        const auto k = val.value<int64_t>();
+        if (!val.is_integer() || !k || *k < kRangeSpeculativeK.lo || *k > kRangeSpeculativeK.hi)
+          return r.field_err("generation", "speculative", "k must be an integer in 0..16");
+        if (s.speculative_k && *s.speculative_k != *k)
+          return r.field_err("generation", "speculative", "k and speculative_k disagree");
+        s.speculative_k = static_cast<int>(*k);
+      } else if (name == "draft_model") {
+        if (!val.is_string() || val.as_string()->get().empty())
+          return r.field_err("generation", "speculative", "draft_model must be a model directory");
+        s.draft_model = val.as_string()->get();
+      } else {
+        return r.field_err("generation", "speculative", "unknown key '" + name + "' (method, k, draft_model)");
+      }
+    }
+    if (!s.draft_model.empty() && s.speculative_method.value_or(DraftMethod::kDraft) != DraftMethod::kDraft)
+      return r.field_err("generation", "speculative", "draft_model is for method \"draft\"");
+    if (!s.draft_model.empty()) s.speculative_method = DraftMethod::kDraft;
+  }
   if (root.get("semantic_cache")) {
     PipelineSpec::SemanticCacheSpec sc;
     RAGD_RETURN_IF_ERROR(r.real("semantic_cache", "threshold", ParamRange{0.0, 1.0}, &sc.threshold));

@@ -146,6 +146,15 @@ Result<ResolvedRun> resolve_run(const RunRequest& req, const PipelineSpec* spec)
   // reranking pipelines, nor a run with a forced document (those are plain runs).
   out.speculative_prefill = spec && !spec->iterative && spec->rerank == 0 && !spec->adapt && req.context_must_include.empty() &&
                             req.speculative_prefill.value_or(spec->speculative_prefill) && out.retrieval_k > 0;
+  out.speculative_method = req.speculative_method ? req.speculative_method : spec ? spec->speculative_method : std::nullopt;
+  out.draft_model = req.draft_model ? *req.draft_model : spec ? spec->draft_model : std::string();
+  if (req.draft_model) {
+    if (req.speculative_method && *req.speculative_method != DraftMethod::kDraft)
+      return Status::InvalidArgument("draft_model is for speculative_method \"draft\", not \"" +
+                                     std::string(draft_method_name(*req.speculative_method)) + "\"");
+    out.speculative_method = DraftMethod::kDraft;
+  }
+  if (out.speculative_method == DraftMethod::kNgram) out.draft_model.clear();
   // Generation: built-in defaults, a pipeline run's spec values over them, the request's set values
   // over both.
   engine::SamplingParams& p = out.sampling;

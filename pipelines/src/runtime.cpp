@@ -350,6 +350,25 @@ Result<Runtime> open_runtime_here(const RuntimeOptions& opts, std::unique_ptr<se
     deps.reranker = std::make_unique<Reranker>(std::move(rm), *deps.tokenizer);
     log::pipelines()->info("reranker: a second copy of {} for the pipelines with [retriever] rerank", opts.model_dir);
   }
+  // Draft models of speculative method "draft" (model_drafter.h): the server's and every pipeline's,
+  // each directory loaded once, each with its own engine instance and KV pool. A missing or
+  // incompatible one (another vocabulary or tokenizer) stops the start, naming who asked for it.
+  {
+    std::vector<std::pair<std::string, std::string>> wanted;  // directory, the key that names it
+    if (!opts.speculative.draft_model.empty()) wanted.emplace_back(opts.speculative.draft_model, "runtime.speculative_draft_model");
+    for (const PipelineSpec& s : specs)
+      if (!s.draft_model.empty())
+        wanted.emplace_back(s.draft_model, "pipeline '" + s.name + "': [generation] speculative.draft_model");
+    for (const auto& [dir, who] : wanted) {
+      if (deps.draft_models.contains(dir)) continue;
+      auto d = ModelDrafter::open(dir, mo, deps.model->config(), *deps.tokenizer);
+      if (!d.ok()) return d.status().with_context(who);
+      const engine::ModelConfig& dc = (*d)->model().config();
+      log::pipelines()->info("draft model {}: {} layers x {}, its own KV pool of {} blocks", dir, dc.num_hidden_layers,
+                             dc.hidden_size, (*d)->stats().pool_blocks);
+      deps.draft_models.emplace(dir, std::move(*d));
+    }
+  }
   deps.pipelines = std::move(specs);
   deps.model_name = std::filesystem::path(opts.model_dir).filename().string();
   if (deps.model_name.empty()) deps.model_name = std::filesystem::path(opts.model_dir).parent_path().filename().string();

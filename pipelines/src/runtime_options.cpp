@@ -22,6 +22,7 @@ Status RuntimeOptions::validate() const {
   RAGD_RETURN_IF_ERROR(kRangeSpeculativeK.check("runtime.speculative_k", speculative.k));
   RAGD_RETURN_IF_ERROR((ParamRange{1, 256}.check("runtime.speculative_max_decodes", speculative.max_decodes)));
   RAGD_RETURN_IF_ERROR((ParamRange{0, 1 << 24}.check("runtime.speculative_answer_ngrams", speculative.answer_ngrams)));
+  RAGD_RETURN_IF_ERROR(check_enum_known("runtime.speculative_method", speculative.method));
   RAGD_RETURN_IF_ERROR(check_at_least("runtime.max_queue", max_queue, 1));
   RAGD_RETURN_IF_ERROR(check_at_least("runtime.chunk_tokens", chunk_tokens, 1));
   RAGD_RETURN_IF_ERROR(check_at_least("runtime.retrieval_threads", retrieval_threads, 1));

@@ -172,6 +172,25 @@ TEST(PipelineSpec, SpeculativeKInRange) {
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->speculative_k, 0);  // set to off: the server's default does not apply
 }
+TEST(PipelineSpec, SpeculativeTableSetsMethodKAndDraftModel) {
+  auto d = parse_pipeline_spec("[generation]\nspeculative = { method = \"draft\", k = 4, draft_model = \"models/ragd-draft\" }", "x.toml");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->speculative_method, DraftMethod::kDraft);
+  EXPECT_EQ(d->speculative_k, 4);
+  EXPECT_EQ(d->draft_model, "models/ragd-draft");
+  auto implied = parse_pipeline_spec("[generation]\nspeculative = { draft_model = \"m\" }", "x.toml");
+  ASSERT_TRUE(implied.ok());
+  EXPECT_EQ(implied->speculative_method, DraftMethod::kDraft);
+  auto ngram = parse_pipeline_spec("[generation]\nspeculative = { method = \"ngram\", k = 8 }", "x.toml");
+  ASSERT_TRUE(ngram.ok());
+  EXPECT_EQ(ngram->speculative_method, DraftMethod::kNgram);
+  EXPECT_TRUE(ngram->draft_model.empty());
+  expect_error("[generation]\nspeculative = { method = \"tree\" }", "speculative: speculative method must be one of ngram | draft");
+  expect_error("[generation]\nspeculative = { k = 17 }", "k must be an integer in 0..16");
+  expect_error("[generation]\nspeculative = { model = \"m\" }", "unknown key 'model'");
+  expect_error("[generation]\nspeculative_k = 2\nspeculative = { k = 4 }", "k and speculative_k disagree");
+  expect_error("[generation]\nspeculative = \"draft\"", "must be a table");
+}
 TEST(PipelineSpec, BadExtractive) { expect_error("[generation]\nextractive = \"yes\"", "extractive: must be true or false"); }
 TEST(PipelineSpec, BadStop) { expect_error("[generation]\nstop = [1]", "stop: must be an array of strings"); }
 TEST(PipelineSpec, NonTableSection) { expect_error("reuse = \"none\"", "'reuse' must be a table"); }

@@ -88,7 +88,8 @@ TEST(RunParams, NamesAreUniquePerRouteAndEveryRowSetsItsField) {
                          r.context_must_include != before.context_must_include || r.cache_salt != before.cache_salt ||
                          r.adapt != before.adapt || r.adapt_objective != before.adapt_objective ||
                          r.slo_ttft_ms != before.slo_ttft_ms || r.retrieval_mode != before.retrieval_mode ||
-                         r.filter_json != before.filter_json;
+                         r.filter_json != before.filter_json || r.speculative_method != before.speculative_method ||
+                         r.draft_model != before.draft_model;
     EXPECT_TRUE(changed) << d.names.ragd << d.names.openai << " set nothing";
   }
   for (RunRoute route : kRunRoutes) {
@@ -111,6 +112,10 @@ std::map<std::string_view, EnumRowCase> enum_row_cases() {
   std::map<std::string_view, EnumRowCase> m;
   m["retrieval_mode"] = {[](PipelineSpec&, RunRequest&) {},
                          [](const ResolvedRun& r) { return std::string(enum_name(r.retrieval_mode)); }};
+  m["speculative_method"] = {[](PipelineSpec&, RunRequest&) {},
+                             [](const ResolvedRun& r) {
+                               return r.speculative_method ? std::string(enum_name(*r.speculative_method)) : "(server's)";
+                             }};
   m["reuse"] = {[](PipelineSpec&, RunRequest&) {}, [](const ResolvedRun& r) { return std::string(enum_name(r.reuse)); }};
   m["overlap"] = {[](PipelineSpec& s, RunRequest&) { s.iterative = IterativeParams{}; },
                   [](const ResolvedRun& r) { return r.iterative ? std::string(enum_name(r.iterative->overlap)) : "(not iterative)"; }};

@@ -27,6 +27,7 @@
 #include "ragd/engine/tokenizer.h"
 #include "ragd/engine/tool_calls.h"
 #include "ragd/pipelines/adapt_policy.h"
+#include "ragd/pipelines/draft_method.h"
 #include "ragd/pipelines/executor_stats.h"
 #include "ragd/pipelines/iterative.h"
 #include "ragd/pipelines/param_range.h"
@@ -143,6 +144,10 @@ struct RunRequest {
   // Speculative decoding: draft tokens per decode step at most (n-gram drafts from the run's own
   // tokens); 0 = off; unset = RuntimeOptions::speculative.k.
   std::optional<int> speculative_k;
+  // Speculative decoding's draft source and draft model (a directory the server loaded); unset =
+  // the pipeline's, else the server's. A draft_model the server did not load is a 400.
+  std::optional<DraftMethod> speculative_method;
+  std::optional<std::string> draft_model;
   RunSampling sampling;  // generation parameters; unset ones take the spec's or built-in defaults
   // KV key scope: the tenant scope whose documents the prompt may hold; "" = shared. Runs of
   // different scopes never reuse each other's KV.
@@ -216,6 +221,7 @@ struct Usage {
   // Speculative decoding: draft tokens verified, and of them accepted (each accepted one is a
   // token that cost no step of its own); verification steps.
   int drafted_tokens = 0, accepted_tokens = 0, draft_steps = 0;
+  std::string draft_method;  // the run's draft source ("ngram", "draft"); "" = no speculative decoding
   // [semantic_cache] pipelines: "hit" (the answer is an earlier one's: nothing was prefilled or
   // decoded) or "miss"; "" = not used. A hit's cosine similarity and the earlier question.
   std::string semantic_cache;

@@ -90,8 +90,8 @@ struct ExecutorStats {
   // not, answers kept, entries invalidated by document changes, evicted, held.
   uint64_t semantic_hits = 0, semantic_misses = 0, semantic_inserts = 0, semantic_invalidated = 0, semantic_evicted = 0,
            semantic_entries = 0;
-  // Speculative decoding (draft_budget.h), per draft method (today one: "ngram", drafts from the
-  // run's own tokens): draft tokens verified and accepted, verification steps, and draft tokens
+  // Speculative decoding (draft_budget.h), per draft method ("ngram": drafts from the run's own
+  // tokens, spec_ngram; "draft": from a draft model, spec_draft): draft tokens verified and accepted, verification steps, and draft tokens
   // the drafter proposed that the step budget left out (their rows would have cost more than they
   // were expected to save). The measured step-cost model the budget decides by (ms; 0 = no fit
   // yet): t(rows) = step_fixed_ms + step_per_row_ms * rows. Of the verified drafts, those taken
@@ -99,7 +99,13 @@ struct ExecutorStats {
   struct Speculative {
     uint64_t drafted = 0, accepted = 0, steps = 0, budget_skipped = 0;
     uint64_t answers_drafted = 0, answers_accepted = 0;
-  } spec_ngram;
+  } spec_ngram, spec_draft;
+  // The draft models (all of them together): their engine steps, tokens fed, time (ms), KV pool
+  // blocks (in all / in use: the runs' draft KV) and the largest measured ms per drafted token.
+  struct DraftModels {
+    uint64_t steps = 0, fed_tokens = 0, pool_blocks = 0, pool_used_blocks = 0;
+    double ms = 0, ms_per_token = 0;
+  } spec_draft_models;
   double spec_step_fixed_ms = 0, spec_step_per_row_ms = 0;
   // The long-context route (sequence_parallel_route.h): runs it served, its group's workers, the
   // prefill progress of the run on it now (prompt tokens done / in all; 0 / 0 when none), the
@@ -192,6 +198,14 @@ void ExecutorStats::visit(V& v) const {
   v.field("acceptance", spec_ngram.drafted ? static_cast<double>(spec_ngram.accepted) / static_cast<double>(spec_ngram.drafted) : 0.0);
   v.field("budget_skipped_tokens", spec_ngram.budget_skipped);
   v.begin("answers").field("drafted_tokens", spec_ngram.answers_drafted).field("accepted_tokens", spec_ngram.answers_accepted).end();
+  v.end();
+  v.begin("draft").field("drafted_tokens", spec_draft.drafted);
+  v.field("accepted_tokens", spec_draft.accepted).field("steps", spec_draft.steps);
+  v.field("acceptance", spec_draft.drafted ? static_cast<double>(spec_draft.accepted) / static_cast<double>(spec_draft.drafted) : 0.0);
+  v.field("budget_skipped_tokens", spec_draft.budget_skipped);
+  v.field("model_steps", spec_draft_models.steps).field("model_fed_tokens", spec_draft_models.fed_tokens);
+  v.field("model_ms", spec_draft_models.ms).field("model_ms_per_token", spec_draft_models.ms_per_token);
+  v.field("pool_blocks", spec_draft_models.pool_blocks).field("pool_used_blocks", spec_draft_models.pool_used_blocks);
   v.end();
   v.field("step_fixed_ms", spec_step_fixed_ms).field("step_per_row_ms", spec_step_per_row_ms).end();
   v.begin("long_context").field("runs", long_context.runs).field("workers", long_context.workers)

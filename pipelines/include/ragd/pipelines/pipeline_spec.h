@@ -17,7 +17,9 @@
 //   [generation] max_tokens = 256, temperature = 0.0, top_p = 1.0, top_k = 0, seed = 0, stop = ["..."],
 //                extractive = false (answers copied verbatim from the prompt: pipelines/src/extractive.h),
 //                speculative_k = N (0..16: n-gram draft tokens per decode step; unset = the server's
-//                runtime.speculative_k; a request's speculative_k wins)
+//                runtime.speculative_k; a request's speculative_k wins),
+//                speculative = { method = "ngram" | "draft", k = N, draft_model = "DIR" } (draft
+//                source and draft model; unset = the server's runtime.speculative_*)
 //   [adapt]      candidates = [{top_k = 1}, {top_k = 4, rerank = 1}, ...], objective = "balanced"
 //                (quality | balanced | latency), slo_ttft_ms, quality_tolerance = 0.02,
 //                profile = "<stem>.profile": per-query choice among candidate configurations
@@ -35,6 +37,7 @@
 
 #include "ragd/common/status.h"
 #include "ragd/pipelines/adapt_policy.h"
+#include "ragd/pipelines/draft_method.h"
 #include "ragd/pipelines/executor.h"
 #include "ragd/pipelines/run_params.h"
 
@@ -106,6 +109,11 @@ struct PipelineSpec {
   // Speculative decoding's draft tokens per decode step for this pipeline's runs (0 = off); unset =
   // RuntimeOptions::speculative.k. A request's speculative_k wins.
   std::optional<int> speculative_k;
+  // [generation] speculative = { method = "ngram" | "draft", k = N, draft_model = "DIR" }: the
+  // draft source and its model for this pipeline's runs (unset: the server's runtime.speculative_*;
+  // k sets speculative_k). The runtime loads every pipeline's draft_model at start.
+  std::optional<DraftMethod> speculative_method;
+  std::string draft_model;
   // Set: per-query choice among candidate configurations ([adapt], adapt_policy.h); the run's
   // top_k, rerank, extractive and retrieval_interval then come from the chosen candidate.
   std::optional<AdaptSpec> adapt;

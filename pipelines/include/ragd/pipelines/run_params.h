@@ -138,6 +138,10 @@ struct ResolvedRun {
   std::optional<IterativeParams> iterative;  // set: an iterative pipeline
   bool speculative_prefill = false;  // effective: a one-shot, non-reranking run without a forced document
   bool extractive = false;
+  // Speculative decoding's draft source and draft model: the request's, else the pipeline's
+  // (unset / "": the server's, applied by the executor). A draft_model implies method draft.
+  std::optional<DraftMethod> speculative_method;
+  std::string draft_model;
   int rerank = 0;  // one-shot runs: passages kept after model reranking (0 = none)
   // Adaptive pipelines: what the run may choose from and aims for. Until the choice is applied
   // (apply_adapt_choice) retrieval_k is the largest candidate's top_k (what the search fetches,
@@ -359,6 +363,26 @@ inline constexpr ParamDef kRunParamDefs[] = {
      "sampling alike); 0 = off",
      [](RunRequest& r, const ParamValue& v) {
        r.speculative_k = static_cast<int>(param_as<int64_t>(v));
+       return Status::OK();
+     }},
+    {on_both("speculative_method"), ParamType::kEnum, {}, [] { return enum_choices<DraftMethod>(); },
+     "the pipeline's (`[generation] speculative.method`), else the server's (`runtime.speculative_method`, ngram)",
+     "speculative decoding's draft source: `ngram` drafts from the run's own prompt and output, `draft` from a small "
+     "draft model sharing the serving model's tokenizer (`draft_model`); either way the output is the same as "
+     "without drafts",
+     [](RunRequest& r, const ParamValue& v) {
+       Result<DraftMethod> m = parse_draft_method(param_as<std::string>(v));
+       if (!m.ok()) return m.status();
+       r.speculative_method = *m;
+       return Status::OK();
+     }},
+    {on_both("draft_model"), ParamType::kString, {}, {}, "the pipeline's, else the server's (`runtime.speculative_draft_model`)",
+     "speculative decoding with `speculative_method` `draft`: the draft model, one of the directories the server "
+     "loaded at start (its own or a pipeline's); another is a 400 naming the loaded ones. Implies `draft`",
+     [](RunRequest& r, const ParamValue& v) {
+       const std::string& s = param_as<std::string>(v);
+       if (s.empty() || s.size() > 4096) return Status::InvalidArgument("draft_model must be 1..4096 characters");
+       r.draft_model = s;
        return Status::OK();
      }},
     {on_both("cache_salt"), ParamType::kString, {}, {}, "none",

@@ -24,6 +24,7 @@
 #include "ragd/engine/model.h"
 #include "ragd/kvstore/kv_store.h"
 #include "ragd/pipelines/blend_fidelity.h"
+#include "ragd/pipelines/draft_method.h"
 #include "ragd/pipelines/scheduler.h"
 #include "ragd/retrieval/retrieval_mode.h"
 #include "ragd/seqparallel/partition.h"
@@ -91,6 +92,14 @@ struct SpeculativeOptions {
   // scopes together; output_ngrams.h), 0..16,777,216; 0 = off. Config key
   // runtime.speculative_answer_ngrams.
   int answer_ngrams = 65536;
+  // Where drafts come from (draft_method.h): ngram (default) or draft (a draft model). A pipeline's
+  // [generation] speculative.method and a request's speculative_method override it. Config key
+  // runtime.speculative_method.
+  DraftMethod method = DraftMethod::kNgram;
+  // The draft model of method draft (a model directory with the serving model's tokenizer), loaded
+  // at start; "" = none (then method draft needs a pipeline's or request's draft_model among the
+  // loaded ones). Config key runtime.speculative_draft_model.
+  std::string draft_model;
 };
 
 // The daemon's [runtime] table. Each module's settings live in that module's own Options, nested

@@ -1,0 +1,290 @@
+// Speculative decoding with a draft model (model_drafter.h, speculative method "draft"): the
+// drafter's chain drafts against plain greedy decoding of the draft model from scratch, through
+// drafts, rollbacks to random accepted prefixes and batched runs; then through the executor, the
+// output with draft-model drafts is the output without drafts (greedy and seeded sampling, one run
+// and a batch), with a draft model that agrees with the serving model (its own weights: drafts
+// accepted) and one that does not (other random weights: drafts rejected and rolled back); every
+// KV block of both pools goes back; and a missing, incompatible or unknown draft model is a clear
+// error while the server keeps serving.
+#include "executor_fixture.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "draft_budget.h"
+#include "model_drafter.h"
+#include "ragd/engine/model.h"
+
+namespace ragd::pipelines {
+namespace {
+
+// A random model with the fixture model's tokenizer and vocabulary and `layers` layers, seeded.
+std::string make_draft_model(const std::string& dir, int layers, uint64_t seed, int vocab = 512) {
+  const std::string tok_json = testing::tiny_bpe_json();
+  auto tok = engine::Tokenizer::from_json(tok_json, "tokenizer.json");
+  EXPECT_TRUE(tok.ok());
+  engine::ModelConfig c = engine::testing::tiny_config(engine::testing::Variant::kLlama);
+  c.vocab_size = vocab;
+  c.num_hidden_layers = layers;
+  c.max_position_embeddings = 2048;
+  c.bos_token_id = (*tok)->bos_id().value_or(-1);
+  if (auto e = (*tok)->token_to_id("<|eot_id|>")) c.eos_token_ids.push_back(*e);
+  EXPECT_TRUE(c.validate().ok());
+  const std::map<std::string, engine::OwnedTensor> t = engine::random_weight_tensors(c, seed);
+  fs::create_directories(dir);
+  write_file(fs::path(dir) / "config.json", c.to_json());
+  write_file(fs::path(dir) / "tokenizer.json", tok_json);
+  EXPECT_TRUE(engine::write_safetensors((fs::path(dir) / "model.safetensors").string(), t).ok());
+  return dir;
+}
+
+// Greedy continuation of `tokens` by `m` from an empty KV (the reference the drafter must equal).
+std::vector<int32_t> greedy_from_scratch(engine::Model& m, std::vector<int32_t> tokens, int n) {
+  std::vector<int32_t> out;
+  for (int j = 0; j < n; ++j) {
+    engine::BlockTable t;
+    engine::SeqStep s{&t, tokens, engine::SeqStep::Logits::kGreedy};
+    engine::StepOutput o;
+    EXPECT_TRUE(m.forward({&s, 1}, &o).ok());
+    t.release(m.kv_pool());
+    out.push_back(o.picks[0].token);
+    tokens.push_back(o.picks[0].token);
+  }
+  return out;
+}
+
+// The step budget with drafts that cost time to make (a draft model's step per token): the choice
+// against every choice, expected tokens per modelled second (the step's rows plus the drafting);
+// a draft model as dear as the serving model's step is turned down where a free draft rides.
+TEST(DraftBudget, WeighsTheDraftModelsTimeLikeBruteForce) {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 400; ++trial) {
+    StepCostModel m;
+    const double a = 1e-3 * (0.2 + static_cast<double>(rng() % 100) / 10.0);
+    const double b = 1e-4 * (0.1 + static_cast<double>(rng() % 100) / 10.0);
+    for (int i = 0; i < 20; ++i) m.observe(0, 1 + i % 5, a + b * (1 + i % 5));
+    ASSERT_TRUE(m.fitted());
+    const int decodes = 1 + static_cast<int>(rng() % 4);
+    std::vector<DraftCandidate> c(1 + rng() % 3);
+    for (auto& x : c) {
+      x = {static_cast<int>(rng() % 5), static_cast<double>(rng() % 101) / 100.0};
+      if (rng() % 3) x.draft_s = a * static_cast<double>(rng() % 80) / 100.0;  // up to 0.8 of the fixed cost
+    }
+    const std::vector<int> got = choose_draft_lengths(m, decodes, c);
+    auto rate = [&](const std::vector<int>& take) {
+      double tokens = decodes, rows = decodes, drafting = 0;
+      for (size_t i = 0; i < c.size(); ++i)
+        for (int j = 1; j <= take[i]; ++j) tokens += std::pow(c[i].alpha, j), rows += 1, drafting += c[i].draft_s;
+      return tokens / (m.seconds(rows) + drafting);
+    };
+    double best = 0;
+    std::vector<int> take(c.size(), 0);
+    std::function<void(size_t)> all = [&](size_t i) {
+      if (i == c.size()) return void(best = std::max(best, rate(take)));
+      for (int l = 0; l <= c[i].available; ++l) take[i] = l, all(i + 1);
+    };
+    all(0);
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_LE(got[i], c[i].available);
+    EXPECT_NEAR(rate(got), best, 1e-9 * best) << "trial " << trial;
+  }
+  StepCostModel cheap;
+  for (int i = 0; i < 20; ++i) cheap.observe(0, 1 + i % 9, 10e-3 + 0.1e-3 * (1 + i % 9));
+  EXPECT_GE(choose_draft_lengths(cheap, 1, std::vector<DraftCandidate>{{8, 0.6, 0.0}})[0], 6);  // free: rides long
+  // A draft token costing a whole step pays only when it is nearly sure: at alpha 0.6 none rides.
+  EXPECT_EQ(choose_draft_lengths(cheap, 1, std::vector<DraftCandidate>{{8, 0.6, 10e-3}}), (std::vector<int>{0}));
+  EXPECT_GT(choose_draft_lengths(cheap, 1, std::vector<DraftCandidate>{{8, 0.99, 2e-3}})[0], 4);
+}
+
+class ModelDrafterTest : public ExecutorTest {
+ protected:
+  static std::string copy_prompt(int i) {
+    const std::string passage = std::string("The ") + kTopics[i % 12] + " record says " + kTopics[(i + 5) % 12] + ".";
+    return passage + "\n" + passage + "\nQuote the record: " + passage.substr(0, 16);
+  }
+};
+
+TEST_F(ModelDrafterTest, ChainDraftsAreGreedyDecodingThroughRollbacks) {
+  const std::string dir = make_draft_model(tmpdir("drafter-unit") + "/draft", 1, 77);
+  engine::ModelOptions mo;
+  mo.num_threads = 1;
+  mo.kv_pool_bytes = 4ull << 20;
+  auto loaded = engine::Model::load(dir, mo);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto reference = engine::Model::load(dir, mo);
+  ASSERT_TRUE(reference.ok());
+  ModelDrafter drafter(std::move(*loaded), dir);
+  std::mt19937_64 rng(5);
+  // Three runs drafting together; after each draft a random prefix of it is "accepted" and a
+  // random token follows (the serving model's own), or the run is rolled back further.
+  std::vector<std::vector<int32_t>> seqs(3);
+  for (size_t r = 0; r < seqs.size(); ++r)
+    for (int i = 0; i < 7 + 13 * static_cast<int>(r); ++i) seqs[r].push_back(static_cast<int32_t>(rng() % 500));
+  int accepted_total = 0;
+  for (int round = 0; round < 12; ++round) {
+    std::vector<std::vector<int32_t>> drafts(seqs.size());
+    std::vector<ModelDrafter::Request> reqs;
+    std::vector<int> wanted;
+    for (size_t r = 0; r < seqs.size(); ++r) {
+      const int n = static_cast<int>(rng() % 6);  // 0..5 tokens (0: this run does not draft now)
+      wanted.push_back(n);
+      reqs.push_back({r + 1, seqs[r], n, &drafts[r]});
+    }
+    drafter.draft(reqs);
+    for (size_t r = 0; r < seqs.size(); ++r) {
+      ASSERT_EQ(drafts[r], greedy_from_scratch(**reference, seqs[r], wanted[r])) << "round " << round << " run " << r;
+      const int keep = drafts[r].empty() ? 0 : static_cast<int>(rng() % (drafts[r].size() + 1));
+      accepted_total += keep;
+      seqs[r].insert(seqs[r].end(), drafts[r].begin(), drafts[r].begin() + keep);
+      if (round % 5 == 4) seqs[r].resize(seqs[r].size() - std::min<size_t>(seqs[r].size() - 2, 3));  // a rollback
+      seqs[r].push_back(static_cast<int32_t>(rng() % 500));
+      drafter.settle(r + 1, seqs[r]);
+    }
+  }
+  EXPECT_GT(accepted_total, 0);
+  EXPECT_GT(drafter.stats().steps, 0u);
+  EXPECT_GT(drafter.token_seconds(), 0.0);
+  for (size_t r = 0; r < seqs.size(); ++r) drafter.forget(r + 1);
+  EXPECT_EQ(drafter.stats().pool_used_blocks, 0u);
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
+TEST_F(ModelDrafterTest, OutputsAreThoseWithoutDraftsAndBothPoolsEmpty) {
+  const std::string root = tmpdir("drafter-exec");
+  // "same": the serving model's own weights (greedy drafts agree: accepted); "other": another
+  // random model of one layer (drafts mostly rejected: rolled back).
+  const std::string same = root + "/same";
+  fs::create_directories(same);
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"})
+    fs::copy_file(fs::path(options(root).model_dir) / f, fs::path(same) / f);
+  const std::string other = make_draft_model(root + "/other", 1, 4321);
+  for (const std::string& draft_dir : {same, other}) {
+    const std::string data = root + "/data";
+    fs::remove_all(data);
+    RuntimeOptions o = options(data);
+    o.model.kv_pool_bytes = 16ull << 20;
+    o.hbm_cache = false;
+    o.speculative.max_decodes = 8;
+    o.speculative.draft_model = draft_dir;
+    o.test_hooks.draft_budget_off = true;  // every proposal drafted and verified: this is about correctness
+    Runtime rt = open(o, false);
+    int drafted = 0, accepted = 0;
+    // One run at a time: greedy and sampled, with and without drafts.
+    for (int i = 0; i < 4; ++i) {
+      for (const float temp : {0.0f, 0.9f}) {
+        RunOutput x[2];
+        for (int spec = 0; spec < 2; ++spec) {
+          x[spec] = run(*rt.executor, "", "", 40, [&](RunRequest& r) {
+            r.prompt = copy_prompt(i);
+            r.sampling.temperature = temp;
+            r.sampling.seed = 11 + static_cast<uint64_t>(i);
+            r.speculative_k = spec ? 5 : 0;
+            if (spec) r.speculative_method = DraftMethod::kDraft;
+          });
+        }
+        EXPECT_EQ(x[0].tokens, x[1].tokens) << draft_dir << " prompt " << i << " temperature " << temp;
+        EXPECT_EQ(x[0].usage.draft_steps, 0);
+        EXPECT_EQ(x[1].usage.draft_method, "draft");
+        drafted += x[1].usage.drafted_tokens;
+        accepted += x[1].usage.accepted_tokens;
+      }
+    }
+    // A batch of runs at once: the draft steps of several runs share draft-model steps.
+    std::vector<RunOutput> out[2];
+    for (int spec = 0; spec < 2; ++spec) {
+      Collector c;
+      out[spec].resize(6);
+      for (int i = 0; i < 6; ++i) {
+        RunRequest r;
+        r.prompt = copy_prompt(i + 3);
+        r.sampling.max_tokens = 32;
+        r.sampling.ignore_eos = true;
+        r.sampling.temperature = i % 2 ? 0.8f : 0.0f;
+        r.sampling.seed = 40 + static_cast<uint64_t>(i);
+        r.speculative_k = spec ? 6 : 0;
+        r.speculative_method = DraftMethod::kDraft;
+        ASSERT_TRUE(rt.executor->submit(r, c.sink(&out[spec][static_cast<size_t>(i)])).ok());
+      }
+      for (auto& x : out[spec]) {
+        ASSERT_TRUE(c.wait(&x));
+        ASSERT_TRUE(x.error.ok()) << x.error.to_string();
+        drafted += x.usage.drafted_tokens;
+        accepted += x.usage.accepted_tokens;
+      }
+    }
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(out[0][static_cast<size_t>(i)].tokens, out[1][static_cast<size_t>(i)].tokens) << draft_dir << " batch run " << i;
+    std::printf("%s: drafted %d, accepted %d\n", draft_dir.c_str(), drafted, accepted);
+    EXPECT_GT(drafted, 0) << draft_dir;
+    if (draft_dir == same) EXPECT_GT(accepted, drafted / 2) << "the serving model's own greedy drafts";
+    if (draft_dir == other) EXPECT_LT(accepted, drafted) << "another model's drafts: some rejected and rolled back";
+    ASSERT_TRUE(wait_until([&] {
+      const ExecutorStats s = rt.executor->stats();
+      return s.running == 0 && s.pool_free_blocks == s.pool_blocks && s.spec_draft_models.pool_used_blocks == 0;
+    })) << rt.executor->stats_json();
+    const ExecutorStats s = rt.executor->stats();
+    EXPECT_EQ(s.spec_draft.drafted, static_cast<uint64_t>(drafted));
+    EXPECT_EQ(s.spec_draft.accepted, static_cast<uint64_t>(accepted));
+    EXPECT_EQ(s.spec_ngram.drafted, 0u);
+    EXPECT_GT(s.spec_draft_models.steps, 0u);
+    close(rt);
+  }
+  fs::remove_all(root);
+}
+
+TEST_F(ModelDrafterTest, BadDraftModelsAreClearErrors) {
+  const std::string root = tmpdir("drafter-bad");
+  {  // A directory that is not a model: the runtime does not start, and says which key named it.
+    RuntimeOptions o = options(root + "/data1");
+    o.speculative.draft_model = root + "/no-such-model";
+    auto rt = open_runtime(o);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument) << rt.status().to_string();
+    EXPECT_NE(rt.status().message().find("runtime.speculative_draft_model"), std::string::npos) << rt.status().to_string();
+    EXPECT_NE(rt.status().message().find("no-such-model"), std::string::npos) << rt.status().to_string();
+  }
+  {  // Another vocabulary: its ids are not the serving model's tokens.
+    RuntimeOptions o = options(root + "/data2");
+    o.speculative.draft_model = make_draft_model(root + "/vocab", 1, 9, 1024);
+    auto rt = open_runtime(o);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_NE(rt.status().message().find("vocabulary of 1024 ids"), std::string::npos) << rt.status().to_string();
+  }
+  {  // A pipeline naming a draft model with a method that does not use it: the spec is refused.
+    const std::string pipelines = root + "/pipelines";
+    fs::create_directories(pipelines);
+    write_file(fs::path(pipelines) / "p.toml",
+               "[pipeline]\nname = \"p\"\n[generation]\nspeculative = { method = \"ngram\", draft_model = \"x\" }\n");
+    RuntimeOptions o = options(root + "/data3");
+    o.pipelines_dir = pipelines;
+    auto rt = open_runtime(o);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_NE(rt.status().message().find("draft_model is for method \"draft\""), std::string::npos) << rt.status().to_string();
+  }
+  {  // A request naming a draft model the server did not load, or method draft without one: a
+     // client error (400) at submit, and the server goes on serving.
+    Runtime rt = open(options(root + "/data4"), false);
+    RunRequest r;
+    r.prompt = copy_prompt(0);
+    r.sampling.max_tokens = 4;
+    r.speculative_k = 4;
+    r.draft_model = "/etc";
+    Collector c;
+    RunOutput out;
+    Status st = rt.executor->submit(r, c.sink(&out));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("draft_model '/etc' is not loaded by this server (loaded: none"), std::string::npos) << st.to_string();
+    r.draft_model.reset();
+    r.speculative_method = DraftMethod::kDraft;
+    st = rt.executor->submit(r, c.sink(&out));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("needs a draft_model"), std::string::npos) << st.to_string();
+    RunOutput ok = run(*rt.executor, "", "", 4, [&](RunRequest& q) { q.prompt = copy_prompt(1); });
+    EXPECT_TRUE(ok.error.ok());
+    EXPECT_EQ(ok.tokens.size(), 4u);
+    close(rt);
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace ragd::pipelines
