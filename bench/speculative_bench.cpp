@@ -155,7 +155,7 @@ int qa(const Args& a) {
     for (int k : ks) vars.push_back({m + " k" + std::to_string(k), *method, k});
   }
   struct Sum {
-    double decode_ms = 0, ttft_ms = 0;
+    double decode_ms = 0, ttft_ms = 0, e2e_ms = 0;
     long after_first = 0, tokens = 0, drafted = 0, accepted = 0, steps = 0, identical = 0, runs = 0;
     double tok_s() const { return 1000.0 * static_cast<double>(after_first) / std::max(1e-9, decode_ms); }
   };
@@ -182,6 +182,7 @@ int qa(const Args& a) {
         if (!o.ok) return 1;
         Sum& s = sum[v];
         s.ttft_ms += o.ttft_ms;
+        s.e2e_ms += o.e2e_ms;
         s.decode_ms += o.e2e_ms - o.ttft_ms;
         s.after_first += std::max(0, o.tokens - 1);
         s.tokens += o.tokens;
@@ -200,7 +201,7 @@ int qa(const Args& a) {
       round_speedup[v].push_back(sp);
       std::printf("  %s %.1f tok/s (%.2fx)", vars[v].name.c_str(), sum[v].tok_s(), sp);
       Sum& t = total[v];
-      t.decode_ms += sum[v].decode_ms, t.ttft_ms += sum[v].ttft_ms, t.after_first += sum[v].after_first;
+      t.decode_ms += sum[v].decode_ms, t.ttft_ms += sum[v].ttft_ms, t.e2e_ms += sum[v].e2e_ms, t.after_first += sum[v].after_first;
       t.tokens += sum[v].tokens, t.drafted += sum[v].drafted, t.accepted += sum[v].accepted, t.steps += sum[v].steps;
       t.identical += sum[v].identical, t.runs += sum[v].runs;
     }
@@ -216,23 +217,27 @@ int qa(const Args& a) {
               a.threads, a.answer_ngrams, std::max(1, a.rounds));
   std::printf("# answer tokens: mean %.1f, median %d, max %d\n", mean_len, lengths.empty() ? 0 : lengths[lengths.size() / 2],
               lengths.empty() ? 0 : lengths.back());
-  std::printf("%-10s %12s %10s %10s %10s %10s %12s %9s %16s\n", "drafts", "decode tok/s", "TTFT ms", "drafted", "accepted",
-              "accept %", "accepted/step", "identical", "speedup by round");
+  std::printf("%-10s %12s %8s %8s %9s %9s %9s %12s %9s %16s\n", "drafts", "decode tok/s", "TTFT ms", "e2e ms", "drafted",
+              "accepted", "accept %", "accepted/step", "identical", "speedup by round");
   bool all_same = true;
   for (size_t v = 0; v < nv; ++v) {
     const Sum& s = total[v];
     std::string rounds;
     for (double x : round_speedup[v]) rounds += (rounds.empty() ? "" : " ") + std::to_string(x).substr(0, 4);
-    std::printf("%-10s %12.1f %10.1f %10ld %10ld %10.1f %12.2f %5ld/%-3ld %16s\n", vars[v].name.c_str(), s.tok_s(),
-                s.ttft_ms / std::max(1L, s.runs), s.drafted, s.accepted, 100.0 * s.accepted / std::max(1L, s.drafted),
+    std::printf("%-10s %12.1f %8.1f %8.1f %9ld %9ld %9.1f %12.2f %5ld/%-3ld %16s\n", vars[v].name.c_str(), s.tok_s(),
+                s.ttft_ms / std::max(1L, s.runs), s.e2e_ms / std::max(1L, s.runs), s.drafted, s.accepted,
+                100.0 * s.accepted / std::max(1L, s.drafted),
                 s.steps ? double(s.accepted) / s.steps : 0.0, s.identical, s.runs, rounds.c_str());
     all_same = all_same && s.identical == s.runs;
   }
   const ExecutorStats st = rt.executor->stats();
+  std::printf("# serving model's step (fitted): %.3f ms fixed + %.3f ms per row\n", st.spec_step_fixed_ms, st.spec_step_per_row_ms);
   if (st.spec_draft_models.steps > 0)
-    std::printf("# draft model: %lu steps, %lu tokens fed, %.1f ms in all, %.3f ms per drafted token (last estimate)\n",
+    std::printf("# draft model: %lu steps, %lu tokens fed, %.1f ms in all, %.3f ms per drafted token (last estimate); "
+                "budget left out %lu draft-model tokens, %lu n-gram tokens\n",
                 static_cast<unsigned long>(st.spec_draft_models.steps), static_cast<unsigned long>(st.spec_draft_models.fed_tokens),
-                st.spec_draft_models.ms, st.spec_draft_models.ms_per_token);
+                st.spec_draft_models.ms, st.spec_draft_models.ms_per_token, static_cast<unsigned long>(st.spec_draft.budget_skipped),
+                static_cast<unsigned long>(st.spec_ngram.budget_skipped));
   rt.stop();  // closed before its directory goes
   rt.executor.reset();
   rt.documents.reset();

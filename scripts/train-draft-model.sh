@@ -33,4 +33,14 @@ mkdir -p "$OUT"
 cp "$DIR/run/final/config.json" "$DIR/run/final/model.safetensors" "$OUT/"
 cp "$TEACHER/tokenizer.json" "$OUT/"
 cp "$DIR/run/log.jsonl" "$OUT/training_log.jsonl"
+# Agreement with the teacher on fresh episodes (seed 38, half quotations): all answer tokens and
+# the quotations' (answers of 30 tokens or more), teacher-forced.
+EVAL=${DIR}-eval
+if [[ ! -f "$EVAL/stage2.bin" ]]; then
+  mkdir -p "$EVAL"
+  python3 tools/train/make_data.py --out "$EVAL" --seed 38 --scale 0.01 --turns 4 --fresh-names --quote-fraction 0.5
+  "$RAGCTL" encode-episodes --tokenizer "$TEACHER/tokenizer.json" --in "$EVAL/stage2.jsonl" --out "$EVAL/stage2.bin"
+fi
+nice "$PY" tools/train/distill.py --teacher "$TEACHER" --data "$DIR" --out "$DIR/run" --evaluate "$OUT" \
+  --eval-file "$EVAL/stage2.bin" --val 200 --threads "${TRAIN_THREADS:-1}" | tee "$OUT/eval.json"
 echo "train-draft-model: model in $OUT"

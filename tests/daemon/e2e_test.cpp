@@ -168,6 +168,16 @@ TEST_F(E2eTest, SourcesCarryCitations) {
   expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","format":"docx"})"), 400, "invalid_request",
                "format");
   EXPECT_EQ(get("/v1/documents/bad").status, 404);
+  // Speculative decoding: a draft model the server did not load, or method draft without one, is a
+  // 400 naming it; the next request is served.
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","speculative_k":4,"draft_model":"/etc"})"), 400,
+               "invalid_request", "draft_model '/etc' is not loaded by this server");
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","speculative_method":"draft"})"), 400,
+               "invalid_request", "needs a draft_model");
+  expect_error(call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","speculative_method":"tree"})"), 400,
+               "invalid_request", "ngram | draft");
+  r = call("POST", "/v1/pipelines/default/runs", R"({"query":"zebras","max_tokens":2,"speculative_method":"ngram"})");
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 TEST_F(E2eTest, ReadyzAnswers503WhileDraining) {

@@ -71,6 +71,17 @@ def batch_tensors(eps):
     return ids, real, ans
 
 
+def long_answer_mask(eps, min_span):
+    """[B, T] True on the answer positions of answers of at least min_span tokens (quotations)."""
+    t = max(len(e[0]) for e in eps)
+    m = torch.zeros(len(eps), t, dtype=torch.bool)
+    for i, (_, spans) in enumerate(eps):
+        for s, k in spans:
+            if k >= min_span:
+                m[i, s - 1:s - 1 + k] = True
+    return m
+
+
 def kl_rows(t_logits, s_logits):
     """Per position KL(teacher || student) in nats: [B, T]."""
     tl = F.log_softmax(t_logits.float(), dim=-1)
@@ -79,7 +90,7 @@ def kl_rows(t_logits, s_logits):
 
 
 @torch.no_grad()
-def agreement(student, teacher, eps, k=8, batch=8, teacher_preds=None):
+def agreement(student, teacher, eps, k=8, batch=8, teacher_preds=None, min_span=0):
     """Greedy agreement on answer tokens, teacher-forced on the gold answers: the share of answer
     positions where student and teacher argmax agree, and the mean number of leading agreeing
     positions of a k-token window starting at each answer position (what a k-token chain draft
@@ -90,6 +101,8 @@ def agreement(student, teacher, eps, k=8, batch=8, teacher_preds=None):
     preds = [] if teacher_preds is None else teacher_preds
     for bi, i in enumerate(range(0, len(eps), batch)):
         ids, real, ans = batch_tensors(eps[i:i + batch])
+        if min_span > 0:
+            ans &= long_answer_mask(eps[i:i + batch], min_span)
         if teacher_preds is None:
             preds.append(teacher(ids).argmax(-1))
         tp = preds[bi]
@@ -143,7 +156,23 @@ def main():
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--val", type=int, default=96, help="validation episodes")
     ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--evaluate", help="no training: report this exported student against the teacher on "
+                    "--eval-file (one JSON line on stdout)")
+    ap.add_argument("--eval-file", help="encoded episodes for --evaluate")
     args = ap.parse_args()
+    if args.evaluate:
+        torch.set_num_threads(args.threads)
+        teacher, student = llama.load(args.teacher), llama.load(args.evaluate)
+        eps = load_episodes(args.eval_file)[:args.val]
+        out = {"episodes": len(eps), "answer_tokens": int(sum(k for _, sp in eps for _, k in sp))}
+        for name, min_span in (("all", 0), ("quotations", 30)):
+            preds = None
+            for k in (4, 8):
+                a1, run, preds = agreement(student, teacher, eps, k=k, teacher_preds=preds, min_span=min_span)
+                out[f"{name}_greedy_agreement"] = round(a1, 4)
+                out[f"{name}_accepted_of_{k}"] = round(run, 3)
+        print(json.dumps(out), flush=True)
+        return
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
