@@ -348,12 +348,20 @@ struct Corpus::Impl {
       RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open_memory());
       return lexical_rebuild();
     }
+    if (replica && !fs::exists(lexical_path())) {
+      // A new replica starts from the primary's committed index rather than a rebuild: the same
+      // tombstones, so the same BM25 statistics as the primary's (then both apply the same log).
+      if (Status st = LexicalIndex::copy_committed(src + "/lexical", lexical_path()); !st.ok() && st.code() != StatusCode::kNotFound)
+        log::retrieval()->warn("replica: copying the primary's lexical index: {}; building one from the store", st.to_string());
+    }
     RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open(lexical_path()));
     lexical_on_disk = true;
-    if (!lexical->format_current()) {
-      // Written by an older term scheme: its terms would not match this build's queries.
-      log::retrieval()->info("{}: lexical index written by an older term scheme; rebuilding it from the document store",
-                             lexical_path());
+    const bool current = lexical->format_current();
+    if (!current || lexical->compaction_due()) {
+      // Written by an older term scheme (its terms would not match this build's queries), or a
+      // quarter of it is tombstones of removed chunks (skewing BM25's statistics).
+      log::retrieval()->info("{}: {}; rebuilding it from the document store", lexical_path(),
+                             current ? "lexical index holds many removed chunks" : "lexical index written by an older term scheme");
       lexical.reset();
       std::error_code ec;
       fs::remove_all(lexical_path(), ec);
@@ -1491,6 +1499,12 @@ Result<SnapshotInfo> Corpus::snapshot(const std::string& data_dir, const std::st
 
   SnapshotInfo info;
   const std::string index_src = src + "/index.faiss";
+  // The lexical index's committed state, taken before the store's checkpoint so that it covers no
+  // more than the copy of the store (the rest is replayed from its log when the copy is opened):
+  // with its tombstones, the copy answers with the statistics of the original. A data directory
+  // without one (or with one of the single-database layout) gets it rebuilt when opened.
+  if (Status st = LexicalIndex::copy_committed(src + "/lexical", out + "/lexical"); !st.ok() && st.code() != StatusCode::kNotFound)
+    return st;
   std::optional<std::string> index_bytes;
   auto lock = LockFile::acquire(src + "/LOCK");
   if (lock.ok()) {

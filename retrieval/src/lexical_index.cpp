@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <thread>
+#include <set>
 #include <fmt/format.h>
 #include <xapian.h>
 #include "ragd/common/hash.h"
@@ -34,12 +35,23 @@ constexpr const char* kStopwords[] = {
     "need", "way", "get", "use", "using", "there's", "what's", "how's", "let", "tell", "please", "explain"};
 
 constexpr const char* kSeqKey = "ragd_seq";
-// The term scheme's version: 4 = STEM_ALL english, no positions, title x2, section x1, operator
+// The term scheme's version: 5 = 4 in shards written without term lists (DB_NO_TERMLIST), removed
+// chunks kept as tombstones (kDeadPrefix); 4 = STEM_ALL english, no positions, title x2, section x1, operator
 // terms (symbol_terms), Xapian document number = chunk id + 1; 3 = the same with a "Q<id>" term and
 // the id as document data; 2 = 3 without operator terms. An index without the key was written by
 // version 1 (STEM_SOME).
 constexpr const char* kTermsKey = "ragd_terms";
-constexpr const char* kTermsVersion = "4";
+constexpr const char* kTermsVersion = "5";
+// Metadata key naming a shard's place ("0", "1"): a search's posting sources meet the shards one
+// at a time (Xapian hands each the shard itself) and read it to find that shard's tombstones.
+constexpr const char* kShardKey = "ragd_shard";
+// Metadata key of a removed chunk's document: kDeadPrefix + its number in the shard (decimal).
+// The value is never empty (Xapian deletes a metadata key set to "").
+constexpr const char* kDeadPrefix = "ragd_dead:";
+// A shard is due for compaction (a rebuild from the store) when its tombstones reach this many and
+// a quarter of its documents: until then they only skew BM25's statistics (document count, average
+// length, term frequencies), never a result.
+constexpr size_t kCompactionMinDead = 4096;
 constexpr const char* kSymbolPrefix = "XS";
 constexpr size_t kAddSlice = 256;  // chunks added per lock hold
 constexpr const char* kOwnerPrefix = "XO";
@@ -174,15 +186,49 @@ std::vector<std::string> lexical_terms(std::string_view text) {
 
 struct LexicalIndex::Impl {
   struct Shard {
-    mutable std::mutex mu;  // guards the database (Xapian objects are not thread-safe)
+    mutable std::mutex mu;  // guards everything below (Xapian objects are not thread-safe)
+    std::string path;       // on disk; empty = in memory or read-only
     std::optional<Xapian::WritableDatabase> wdb;  // writable (disk or memory)
     std::optional<Xapian::Database> rdb;          // read-only
-    uint64_t seq = 0;                             // guarded by mu
+    uint64_t seq = 0;
+    // Documents of removed chunks (tombstones, kDeadPrefix): a shard without term lists cannot
+    // delete a document, so a removed chunk stays in Xapian and every search leaves it out inside
+    // the match (live()); a rebuild drops them (compaction_due()).
+    std::set<Xapian::docid> dead;
     const Xapian::Database& db() const { return wdb ? static_cast<const Xapian::Database&>(*wdb) : *rdb; }
-    void load_seq() {
+    void load() {
       const std::string v = db().get_metadata(kSeqKey);
       seq = 0;
       std::from_chars(v.data(), v.data() + v.size(), seq);
+      dead.clear();
+      const size_t n = std::strlen(kDeadPrefix);
+      for (auto k = db().metadata_keys_begin(kDeadPrefix); k != db().metadata_keys_end(kDeadPrefix); ++k) {
+        const std::string key = *k;
+        Xapian::docid d = 0;
+        auto r = std::from_chars(key.data() + n, key.data() + key.size(), d);
+        if (r.ec == std::errc() && d != 0) dead.insert(d);
+      }
+    }
+    // Whether document `d` is in the database (live or dead).
+    bool holds(Xapian::docid d) const {
+      try {
+        (void)db().get_doclength(d);
+        return true;
+      } catch (const Xapian::DocNotFoundError&) {
+        return false;
+      }
+    }
+    // A new empty writable database in place of this one (disk: its directory removed first).
+    void recreate(unsigned place) {
+      wdb.reset();
+      if (path.empty()) {
+        wdb.emplace(std::string(), Xapian::DB_BACKEND_INMEMORY);
+      } else {
+        std::filesystem::remove_all(path);
+        wdb.emplace(path, Xapian::DB_CREATE_OR_OPEN | Xapian::DB_NO_TERMLIST);
+      }
+      wdb->set_metadata(kShardKey, std::to_string(place));
+      dead.clear();
     }
   };
   std::array<Shard, kShards> shards;
@@ -192,6 +238,7 @@ struct LexicalIndex::Impl {
   Xapian::SimpleStopper stopper{std::begin(kStopwords), std::end(kStopwords)};
 
   void join() {
+    all = Xapian::Database();
     for (const Shard& sh : shards) all.add_database(sh.db());
   }
   // Every shard's lock, in shard order (single-shard holders take one: no cycle).
@@ -202,6 +249,58 @@ struct LexicalIndex::Impl {
     return l;
   }
   bool writable() const { return shards[0].wdb.has_value(); }
+  // The tombstoned documents of the shard it is initialised on, in order: `q AND_NOT` them leaves
+  // removed chunks out inside the match, so a top-k holds k live chunks whenever k match. Xapian
+  // clones it for each shard of a search and initialises each clone with the shard itself, whose
+  // kShardKey names its tombstones. Thread-safety: used under every shard's lock, by one search.
+  class Tombstones final : public Xapian::PostingSource {
+   public:
+    explicit Tombstones(const Impl& m) : m_(m) {}
+    Xapian::PostingSource* clone() const override { return new Tombstones(m_); }
+    void init(const Xapian::Database& db) override {
+      const std::string s = db.get_metadata(kShardKey);
+      unsigned shard = 0;
+      auto r = std::from_chars(s.data(), s.data() + s.size(), shard);
+      if (r.ec != std::errc() || shard >= kShards) throw Xapian::DatabaseCorruptError("lexical index shard without its place (" + std::string(kShardKey) + ")");
+      set_ = &m_.shards[shard].dead;
+      started_ = false;
+    }
+    Xapian::doccount get_termfreq_min() const override { return static_cast<Xapian::doccount>(set_->size()); }
+    Xapian::doccount get_termfreq_est() const override { return static_cast<Xapian::doccount>(set_->size()); }
+    Xapian::doccount get_termfreq_max() const override { return static_cast<Xapian::doccount>(set_->size()); }
+    void next(double) override {
+      if (!started_) {
+        started_ = true;
+        it_ = set_->begin();
+      } else {
+        ++it_;
+      }
+    }
+    void skip_to(Xapian::docid did, double) override {
+      if (!started_) {
+        started_ = true;
+        it_ = set_->begin();
+      }
+      if (it_ != set_->end() && *it_ < did) it_ = set_->lower_bound(did);
+    }
+    bool at_end() const override { return started_ && it_ == set_->end(); }
+    Xapian::docid get_docid() const override { return *it_; }
+
+   private:
+    const Impl& m_;
+    const std::set<Xapian::docid>* set_ = nullptr;
+    std::set<Xapian::docid>::const_iterator it_;
+    bool started_ = false;
+  };
+  // `q` without the tombstoned chunks (caller holds every lock).
+  Xapian::Query live(const Xapian::Query& q) const {
+    if (!any_dead()) return q;
+    return Xapian::Query(Xapian::Query::OP_AND_NOT, q, Xapian::Query((new Tombstones(*this))->release()));
+  }
+  // Whether any shard holds a tombstone (caller holds every lock).
+  bool any_dead() const {
+    return std::any_of(shards.begin(), shards.end(), [](const Shard& sh) { return !sh.dead.empty(); });
+  }
 };
 
 LexicalIndex::LexicalIndex() : impl_(std::make_unique<Impl>()) {}
@@ -217,8 +316,15 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open(const std::string& path
   if (ec) return Status::IOError(fmt::format("lexical index {}: {}", path, ec.message()));
   try {
     for (unsigned s = 0; s < kShards; ++s) {
-      m.shards[s].wdb.emplace(fmt::format("{}/{}", path, s), Xapian::DB_CREATE_OR_OPEN);
-      m.shards[s].load_seq();
+      Impl::Shard& sh = m.shards[s];
+      sh.path = fmt::format("{}/{}", path, s);
+      // Without term lists: glass compresses and stores every document's term list as it is added
+      // (about a third of Xapian's cost of an add), which only deletion and replacement need; a
+      // removed chunk is a tombstone instead. An existing shard opens as it was written (scheme 4
+      // had term lists; format_current() then asks for the rebuild).
+      sh.wdb.emplace(sh.path, Xapian::DB_CREATE_OR_OPEN | Xapian::DB_NO_TERMLIST);
+      sh.wdb->set_metadata(kShardKey, std::to_string(s));
+      sh.load();
     }
     m.join();
   } catch (const Xapian::Error& e) {
@@ -233,7 +339,7 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_read_only(const std::st
   try {
     for (unsigned s = 0; s < kShards; ++s) {
       m.shards[s].rdb.emplace(fmt::format("{}/{}", path, s));
-      m.shards[s].load_seq();
+      m.shards[s].load();
     }
     m.join();
   } catch (const Xapian::DatabaseOpeningError& e) {
@@ -247,12 +353,35 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_read_only(const std::st
 Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_memory() {
   std::unique_ptr<LexicalIndex> x(new LexicalIndex());
   try {
-    for (auto& sh : x->impl_->shards) sh.wdb.emplace(std::string(), Xapian::DB_BACKEND_INMEMORY);
+    for (unsigned s = 0; s < kShards; ++s) {
+      Impl::Shard& sh = x->impl_->shards[s];
+      sh.wdb.emplace(std::string(), Xapian::DB_BACKEND_INMEMORY);
+      sh.wdb->set_metadata(kShardKey, std::to_string(s));
+    }
     x->impl_->join();
   } catch (const Xapian::Error& e) {
     return Status::Internal(fmt::format("lexical index in memory: {}", e.get_description()));
   }
   return x;
+}
+
+Status LexicalIndex::copy_committed(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  for (unsigned s = 0; s < kShards; ++s)
+    if (!std::filesystem::exists(fmt::format("{}/{}/iamglass", from, s), ec))
+      return Status::NotFound(fmt::format("lexical index {}: no shard {}", from, s));
+  std::filesystem::create_directories(to, ec);
+  if (ec) return Status::IOError(fmt::format("lexical index copy {}: {}", to, ec.message()));
+  try {
+    for (unsigned s = 0; s < kShards; ++s) {
+      Xapian::Database db(fmt::format("{}/{}", from, s));
+      db.compact(fmt::format("{}/{}", to, s), Xapian::DBCOMPACT_NO_RENUMBER);  // numbers are chunk ids
+    }
+  } catch (const Xapian::Error& e) {
+    std::filesystem::remove_all(to, ec);
+    return Status::IOError(fmt::format("lexical index copy {} -> {}: {}", from, to, e.get_description()));
+  }
+  return Status::OK();
 }
 
 Status LexicalIndex::add(std::span<const LexicalDoc> docs) {
@@ -274,8 +403,14 @@ Status LexicalIndex::add_slice(std::span<const LexicalDoc> docs) {
     std::array<std::vector<std::pair<Xapian::docid, Xapian::Document>>, kShards> made;
     for (const LexicalDoc& d : docs) made[shard_of(d.chunk_id)].emplace_back(shard_docid(d.chunk_id), make_document(d));
     auto write = [&](unsigned s) {
-      // A number above the last one used is an add without the lookup a replacement costs.
-      for (const auto& [did, doc] : made[s]) m.shards[s].wdb->replace_document(did, doc);
+      Impl::Shard& sh = m.shards[s];
+      // A number above the last one used is an add without a lookup. A chunk already in the index
+      // is left as it is: chunk ids are never reused, so its terms are these (a replay of the
+      // store's log after a crash adds it again), and a shard without term lists cannot replace a
+      // document (Xapian would throw and drop the shard's pending changes).
+      const Xapian::docid last = sh.wdb->get_lastdocid();
+      for (const auto& [did, doc] : made[s])
+        if (did > last || !sh.holds(did)) sh.wdb->replace_document(did, doc);
       made[s].clear();
     };
     for (unsigned s = 0; s < kShards; ++s) {
@@ -303,12 +438,12 @@ Status LexicalIndex::remove(std::span<const uint64_t> ids) {
       std::lock_guard<std::mutex> l(sh.mu);
       const Xapian::docid last = sh.wdb->get_lastdocid();
       for (uint64_t id : ids) {
-        if (id > kMaxChunkId || shard_of(id) != s || shard_docid(id) > last) continue;
-        try {
-          sh.wdb->delete_document(shard_docid(id));
-        } catch (const Xapian::DocNotFoundError&) {
-          // absent: nothing to remove
-        }
+        if (id > kMaxChunkId || shard_of(id) != s) continue;
+        const Xapian::docid d = shard_docid(id);
+        if (d > last || sh.dead.contains(d) || !sh.holds(d)) continue;  // absent: nothing to remove
+        // The tombstone commits with the shard's other changes (Xapian's metadata is transactional).
+        sh.wdb->set_metadata(kDeadPrefix + std::to_string(d), "1");
+        sh.dead.insert(d);
       }
     }
   } catch (const Xapian::Error& e) {
@@ -320,17 +455,15 @@ Status LexicalIndex::remove(std::span<const uint64_t> ids) {
 Status LexicalIndex::clear() {
   Impl& m = *impl_;
   if (!m.writable()) return Status::FailedPrecondition("lexical index opened read-only");
+  const auto locks = m.lock_all();
   try {
-    for (Impl::Shard& sh : m.shards) {
-      std::lock_guard<std::mutex> l(sh.mu);
-      // Every chunk carries exactly one owner term, so the owner terms' postings list them all.
-      std::vector<Xapian::docid> all;
-      for (auto t = sh.wdb->allterms_begin(kOwnerPrefix); t != sh.wdb->allterms_end(kOwnerPrefix); ++t)
-        for (auto p = sh.wdb->postlist_begin(*t); p != sh.wdb->postlist_end(*t); ++p) all.push_back(*p);
-      for (Xapian::docid d : all) sh.wdb->delete_document(d);
-    }
+    m.all = Xapian::Database();  // drop the combined view's hold on the shards first
+    for (unsigned s = 0; s < kShards; ++s) m.shards[s].recreate(s);
+    m.join();
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index clear: " + e.get_description());
+  } catch (const std::filesystem::filesystem_error& e) {
+    return Status::IOError(std::string("lexical index clear: ") + e.what());
   }
   return Status::OK();
 }
@@ -375,9 +508,18 @@ uint64_t LexicalIndex::size() const {
   uint64_t n = 0;
   for (const Impl::Shard& sh : impl_->shards) {
     std::lock_guard<std::mutex> l(sh.mu);
-    n += sh.db().get_doccount();
+    n += sh.db().get_doccount() - sh.dead.size();
   }
   return n;
+}
+
+bool LexicalIndex::compaction_due() const {
+  for (const Impl::Shard& sh : impl_->shards) {
+    std::lock_guard<std::mutex> l(sh.mu);
+    const size_t dead = sh.dead.size();
+    if (dead >= kCompactionMinDead && 4 * dead >= sh.db().get_doccount()) return true;
+  }
+  return false;
 }
 
 bool LexicalIndex::format_current() const {
@@ -394,10 +536,7 @@ Result<bool> LexicalIndex::contains(uint64_t id) const {
   const Impl::Shard& sh = impl_->shards[shard_of(id)];
   std::lock_guard<std::mutex> l(sh.mu);
   try {
-    (void)sh.db().get_doclength(shard_docid(id));
-    return true;
-  } catch (const Xapian::DocNotFoundError&) {
-    return false;
+    return !sh.dead.contains(shard_docid(id)) && sh.holds(shard_docid(id));
   } catch (const Xapian::Error& e) {
     return Status::IOError("lexical index lookup: " + e.get_description());
   }
@@ -435,7 +574,7 @@ Result<std::vector<LexicalHit>> LexicalIndex::search(std::string_view query, int
     if (owners) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, owner_query(*owners));
     if (filter && !filter->empty()) parsed = Xapian::Query(Xapian::Query::OP_FILTER, parsed, filter_query(m.all, *filter));
     Xapian::Enquire enq(m.all);
-    enq.set_query(parsed);
+    enq.set_query(m.live(parsed));
     enq.set_weighting_scheme(Xapian::BM25Weight());  // k1 1, b 0.5: k1 0.9-1.5, b 0.4-0.75 measured the same
     // Xapian breaks ties by document number, ascending: by chunk id, alike in every copy of the
     // index (a rebuilt one, a replica's).
@@ -454,22 +593,32 @@ Result<std::vector<double>> LexicalIndex::term_shares(std::span<const std::strin
   const auto locks = m.lock_all();
   try {
     const Xapian::Database& db = m.all;
-    // Every chunk carries exactly one owner term: the scope's chunks are the sum of their counts.
-    double total = db.get_doccount();
-    if (owners) {
-      total = 0;
+    const bool dead = m.any_dead();
+    // The live chunks matching `q`, counted exactly (check_at_least = every document).
+    auto count = [&](const Xapian::Query& q) {
+      Xapian::Enquire enq(db);
+      enq.set_query(m.live(q));
+      enq.set_weighting_scheme(Xapian::BoolWeight());
+      return static_cast<double>(enq.get_mset(0, 0, db.get_doccount()).get_matches_estimated());
+    };
+    // Every chunk carries exactly one owner term: without tombstones the scope's chunks are the sum
+    // of their counts.
+    double total = 0;
+    if (owners && !dead) {
       for (const std::string& o : *owners) total += db.get_termfreq(kOwnerPrefix + o);
+    } else if (owners) {
+      total = count(owner_query(*owners));
+    } else {
+      for (const Impl::Shard& sh : m.shards) total += static_cast<double>(sh.db().get_doccount() - sh.dead.size());
     }
     if (total <= 0) return out;
     for (size_t i = 0; i < terms.size(); ++i) {
       if (terms[i].empty()) continue;
       double n = db.get_termfreq(terms[i]);
-      if (owners && n > 0) {
-        Xapian::Enquire enq(db);
-        enq.set_query(Xapian::Query(Xapian::Query::OP_FILTER, Xapian::Query(terms[i]), owner_query(*owners)));
-        enq.set_weighting_scheme(Xapian::BoolWeight());
-        // check_at_least = every document: the count is exact, not an estimate.
-        n = enq.get_mset(0, 0, db.get_doccount()).get_matches_estimated();
+      if ((owners || dead) && n > 0) {
+        Xapian::Query q(terms[i]);
+        if (owners) q = Xapian::Query(Xapian::Query::OP_FILTER, q, owner_query(*owners));
+        n = count(q);
       }
       out[i] = std::min(1.0, n / total);
     }
@@ -488,7 +637,7 @@ Result<std::vector<uint64_t>> LexicalIndex::matching(const MetadataFilter& filte
     Xapian::Query q = filter_query(m.all, filter);
     if (owners) q = Xapian::Query(Xapian::Query::OP_FILTER, q, owner_query(*owners));
     Xapian::Enquire enq(m.all);
-    enq.set_query(q);
+    enq.set_query(m.live(q));
     enq.set_weighting_scheme(Xapian::BoolWeight());
     enq.set_docid_order(Xapian::Enquire::ASCENDING);
     const Xapian::MSet ms = enq.get_mset(0, m.all.get_doccount());

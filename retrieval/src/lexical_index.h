@@ -24,9 +24,21 @@
 // Queries go through Xapian's QueryParser with the same stemmer, strategy and stopper, terms OR-ed;
 // a query Xapian cannot parse is retried as plain words.
 //
+// Removal: the shards are written without term lists (DB_NO_TERMLIST): glass compresses and
+// stores each document's term list as it is added, a third of Xapian's cost of an add, and only
+// deletion and replacement read it. A removed chunk is a tombstone instead, as Lucene's deletions
+// are: metadata "ragd_dead:<number>" committed with the shard (so replicas, snapshots and a crash
+// see exactly what was committed), loaded at open, and every search, count and filter leaves
+// tombstoned chunks out inside the match. Until the index is rebuilt they still count in BM25's
+// statistics (document count, average length, term frequencies); compaction_due() says when
+// they have grown to a quarter of a shard, and the corpus then rebuilds the index at open.
+// A chunk already indexed is never replaced: chunk ids are not reused, so adding it again (a replay
+// of the store's log) leaves it as it is.
+//
 // The term scheme has a version (metadata "ragd_terms", written with every commit): an index of
 // another version answers format_current() false, and the corpus rebuilds it from the store.
-// Version 4 numbers documents by chunk id in two shards; version 3 and older kept one database
+// Version 5 writes the shards without term lists; version 4 numbers documents by chunk id in two
+// shards; version 3 and older kept one database
 // with a "Q<id>" term per chunk and the id as its data, found at open and rebuilt.
 //
 // Storage: two Xapian glass databases (shards) <data>/lexical/0 and /1, each with its own lock, so
@@ -86,21 +98,29 @@ class LexicalIndex {
   static Result<std::unique_ptr<LexicalIndex>> open_read_only(const std::string& path);
   // An empty in-memory index (writable, never committed anywhere).
   static Result<std::unique_ptr<LexicalIndex>> open_memory();
+  // Copies the committed state of the index at `from` to `to` (which must not exist): each shard's
+  // latest revision through Xapian's compaction, consistent while a writer commits beside it.
+  // Tombstones and the sequence number come along, so the copy answers with the statistics of the
+  // original. NotFound when `from` holds no index of this layout.
+  static Status copy_committed(const std::string& from, const std::string& to);
   ~LexicalIndex();
 
-  // Adds or replaces the chunks (by id). Turns a few hundred chunks at a time into Xapian documents
+  // Adds the chunks (by id; one already indexed is left as it is). Turns a few hundred chunks at a time into Xapian documents
   // without the lock, then takes it to write them: calls from two threads with disjoint chunks
   // generate terms in parallel, and searches are not held up by a long batch.
   Status add(std::span<const LexicalDoc> docs);
   // Removes the chunks with these ids (absent ids are ignored).
   Status remove(std::span<const uint64_t> ids);
-  // Deletes every chunk (a rebuild).
+  // Deletes every chunk and every tombstone (a rebuild): the shards are made anew.
   Status clear();
   // Makes the changes durable, recording that the index covers the store up to `seq`.
   Status commit(uint64_t seq);
   // The store sequence number of the last commit (0 = none).
   uint64_t committed_seq() const;
   uint64_t size() const;
+  // Whether tombstones have reached kCompactionMinDead and a quarter of some shard's documents:
+  // then a rebuild restores exact BM25 statistics and reclaims their space.
+  bool compaction_due() const;
   // Whether the index was written with this build's term scheme (true for an empty index).
   bool format_current() const;
   // Whether chunk `id` is in the index.

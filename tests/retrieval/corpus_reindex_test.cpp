@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -117,8 +118,8 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
     return stale;
   };
   {
-    Xapian::WritableDatabase db(dir / "lexical/1", Xapian::DB_OPEN);
-    EXPECT_EQ(db.get_metadata("ragd_terms"), "4");
+    Xapian::WritableDatabase db(dir / "lexical/1", Xapian::DB_OPEN | Xapian::DB_NO_TERMLIST);
+    EXPECT_EQ(db.get_metadata("ragd_terms"), "5");
     db.add_document(stale_doc());
     db.set_metadata("ragd_terms", "3");
     db.commit();
@@ -129,8 +130,10 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
   c.reset();
   for (const char* shard : {"0", "1"}) {
     Xapian::Database db(dir / ("lexical/" + std::string(shard)));
-    EXPECT_EQ(db.get_metadata("ragd_terms"), "4") << shard;
+    EXPECT_EQ(db.get_metadata("ragd_terms"), "5") << shard;
     EXPECT_FALSE(db.term_exists("stalestaleword")) << shard;
+    // Written without term lists (the rebuild made the shards anew).
+    EXPECT_FALSE(std::filesystem::exists(dir / ("lexical/" + std::string(shard) + "/termlist.glass"))) << shard;
   }
 
   // The single-database layout of scheme 3 ("Q<id>" terms, ids as data).
@@ -148,6 +151,83 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
   c.reset();
   EXPECT_FALSE(std::filesystem::exists(dir / "lexical/iamglass"));
   for (const char* shard : {"0", "1"}) EXPECT_GT(Xapian::Database(dir / ("lexical/" + std::string(shard))).get_doccount(), 0u) << shard;
+
+  // Scheme 4: the same two shards, written with term lists.
+  std::filesystem::remove_all(dir / "lexical");
+  std::filesystem::create_directories(dir / "lexical");
+  for (const char* shard : {"0", "1"}) {
+    Xapian::WritableDatabase db(dir / ("lexical/" + std::string(shard)), Xapian::DB_CREATE);
+    db.add_document(stale_doc());
+    db.set_metadata("ragd_terms", "4");
+    db.set_metadata("ragd_seq", "1");
+    db.commit();
+  }
+  c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());
+  EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
+  c.reset();
+  for (const char* shard : {"0", "1"}) {
+    EXPECT_FALSE(std::filesystem::exists(dir / ("lexical/" + std::string(shard) + "/termlist.glass"))) << shard;
+    EXPECT_FALSE(Xapian::Database(dir / ("lexical/" + std::string(shard))).term_exists("stalestaleword")) << shard;
+  }
+}
+
+// Removed chunks stay in the lexical index as tombstones (its shards have no term lists), counted
+// in BM25's statistics; once they are a quarter of a shard (and at least a few thousand), the next
+// open rebuilds the index: no tombstone left, rankings those of a full reindex.
+TEST(CorpusReindex, LexicalIndexWithManyRemovedChunksIsCompactedAtOpen) {
+  Words w;
+  TempDir dir;
+  std::mt19937_64 rng(41);
+  std::vector<Document> docs;
+  for (size_t i = 0; i < 700; ++i) {
+    const size_t base = 200 + (i * 37) % (w.vocab.size() - 240);
+    std::vector<std::string> topic(w.vocab.begin() + static_cast<long>(base), w.vocab.begin() + static_cast<long>(base + 37));
+    Document d;
+    d.id = "long-" + std::to_string(i);
+    d.title = topic[0] + " " + topic[1];
+    d.text = testing::make_text(rng, topic, w.common, 36);
+    docs.push_back(std::move(d));
+  }
+  auto dead_entries = [&] {
+    size_t n = 0;
+    for (const char* shard : {"0", "1"}) {
+      Xapian::Database db(dir / ("lexical/" + std::string(shard)));
+      for (auto k = db.metadata_keys_begin("ragd_dead:"); k != db.metadata_keys_end("ragd_dead:"); ++k) ++n;
+    }
+    return n;
+  };
+  std::vector<Document> kept;
+  {
+    auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+    for (size_t b = 0; b < docs.size(); b += 100)
+      ASSERT_TRUE(c->ingest(std::span<const Document>(docs).subspan(b, std::min<size_t>(100, docs.size() - b))).ok());
+    const uint64_t total = c->stats().chunks;
+    ASSERT_GT(total, 20000u) << "too few chunks for the compaction threshold";
+    size_t i = 0;
+    while (c->stats().chunks > total * 62 / 100) ASSERT_TRUE(*c->remove_document(docs[i++].id));
+    kept.assign(docs.begin() + static_cast<long>(i), docs.end());
+    EXPECT_TRUE(c->check_consistency().ok());  // tombstones are not counted as chunks
+    // Removed documents are found by nothing, in every mode that reads the lexical index.
+    for (RetrievalMode m : {RetrievalMode::kLexical, RetrievalMode::kHybrid}) {
+      SearchParams p;
+      p.mode = m;
+      for (size_t j = 0; j < i; j += 37) {
+        auto hits = c->search(docs[j].title, 10, ReadScope::everything(), p);
+        ASSERT_TRUE(hits.ok());
+        for (const Hit& h : *hits) EXPECT_NE(h.chunk.doc_id, docs[j].id);
+      }
+    }
+  }
+  EXPECT_GT(dead_entries(), 8192u);
+  auto c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  EXPECT_TRUE(c->check_consistency().ok());
+  const auto compacted = rankings(*c, kept, RetrievalMode::kLexical);
+  c.reset();
+  EXPECT_EQ(dead_entries(), 0u);
+  c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
+  ASSERT_TRUE(c->reindex().ok());
+  EXPECT_EQ(rankings(*c, kept, RetrievalMode::kLexical), compacted);
 }
 
 TEST(CorpusReindex, CorpusWithoutLexicalIndexSearchesDenseAndSaysWhatItLacks) {

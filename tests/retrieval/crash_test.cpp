@@ -3,7 +3,9 @@
 // document is stored and searchable and that nothing is half present: both indexes (lexical and
 // vector) hold exactly the stored chunks, so a document is searchable in every mode exactly when
 // it is stored (every acknowledged one; one the kill caught between its commit and its
-// acknowledgement may be either way, but never only in one index).
+// acknowledgement may be either way, but never only in one index). The child also removes
+// documents as it goes (the lexical index keeps removed chunks as tombstones committed with it):
+// an acknowledged removal stays removed in every index, one the kill caught may be either way.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +32,37 @@ std::vector<Document> make_docs(const std::vector<std::string>& vocab, size_t n,
     out.push_back({"r" + std::to_string(seed) + "-" + std::to_string(i), "", testing::make_text(rng, topic, common, 4), ""});
   }
   return out;
+}
+
+// The child: ingests `docs` in batches of `batch` and acknowledges each document ("<id>"); after
+// each batch from the third on it removes the first document of the batch two before, announcing
+// it first ("~<id>") and acknowledging it after ("-<id>").
+[[noreturn]] void child_ingest_and_remove(const std::string& dir, const CorpusOptions& opts,
+                                          std::shared_ptr<const engine::Tokenizer> tok, const std::vector<Document>& docs,
+                                          size_t batch, int fd) {
+  auto c = Corpus::open(dir, opts, std::move(tok));
+  if (!c.ok()) {
+    std::fprintf(stderr, "child open: %s\n", c.status().to_string().c_str());
+    _exit(3);
+  }
+  auto say = [&](const std::string& line) {
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(5);
+  };
+  for (size_t b = 0; b < docs.size(); b += batch) {
+    const size_t e = std::min(docs.size(), b + batch);
+    if (!(*c)->ingest(std::span<const Document>(docs.data() + b, e - b)).ok()) _exit(4);
+    std::string ack;
+    for (size_t i = b; i < e; ++i) ack += docs[i].id + "\n";
+    say(ack);
+    if (b >= 2 * batch) {
+      const std::string& victim = docs[b - 2 * batch].id;
+      say("~" + victim + "\n");
+      auto r = (*c)->remove_document(victim);
+      if (!r.ok() || !*r) _exit(6);
+      say("-" + victim + "\n");
+    }
+  }
+  _exit(0);
 }
 
 CorpusOptions crash_opts() {
@@ -69,7 +102,7 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
   auto tok = std::make_shared<testing::WordTokenizer>(vocab);
   testing::TempDir dir;
   std::mt19937_64 rng(2024);
-  std::set<std::string> acked;
+  std::set<std::string> acked, removing, removed;  // ingested; removal begun; removal acknowledged
   std::map<std::string, Document> all;
   for (int round = 0; round < 3; ++round) {
     auto docs = make_docs(vocab, 240, static_cast<uint64_t>(round + 1));
@@ -80,7 +113,7 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       ::close(fds[0]);
-      child_ingest(dir.path(), crash_opts(), tok, docs, 4, fds[1]);
+      child_ingest_and_remove(dir.path(), crash_opts(), tok, docs, 4, fds[1]);
     }
     ::close(fds[1]);
     // Kill after a random number of acknowledged batches (between 20 % and 80 % of the run).
@@ -95,7 +128,14 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
       buf.append(tmp, static_cast<size_t>(n));
       size_t nl;
       while ((nl = buf.find('\n')) != std::string::npos) {
-        acked.insert(buf.substr(0, nl));
+        const std::string line = buf.substr(0, nl);
+        if (line[0] == '~') {
+          removing.insert(line.substr(1));
+        } else if (line[0] == '-') {
+          removed.insert(line.substr(1));
+        } else {
+          acked.insert(line);
+        }
         buf.erase(0, nl + 1);
         ++lines;
       }
@@ -145,11 +185,13 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
     size_t found = 0, stored_unacked = 0;
     for (const auto& [id, doc] : all) {
       const bool is_stored = stored.count(id) > 0;
-      if (acked.count(id)) {
+      if (removed.count(id)) {
+        ASSERT_FALSE(is_stored) << "round " << round << ": document " << id << " came back after its removal was acknowledged";
+      } else if (acked.count(id) && !removing.count(id)) {
         auto d = (*c)->get_document(id);
         ASSERT_TRUE(d.ok());
         ASSERT_TRUE(d->has_value() && is_stored) << "acknowledged document " << id << " lost in round " << round;
-      } else if (is_stored) {
+      } else if (!acked.count(id) && is_stored) {
         ++stored_unacked;
       }
       int in_modes = 0;
@@ -163,13 +205,14 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
       if (is_stored) found += in_modes == static_cast<int>(std::size(kModes));
     }
     EXPECT_EQ(found, stored.size()) << "round " << round;
-    EXPECT_GE(stored.size(), acked.size());
+    EXPECT_GE(stored.size(), acked.size() - removing.size());
+    EXPECT_FALSE(removed.empty()) << "round " << round << ": no removal was acknowledged before the kill";
     EXPECT_LE(stored_unacked, 4u * static_cast<size_t>(round + 1))
         << "round " << round << ": more stored, unacknowledged documents than one batch per kill";
-    std::printf("round %d: killed after %zu acknowledged documents; %zu acknowledged in total, %llu stored (%zu of "
+    std::printf("round %d: killed after %zu acknowledged lines; %zu acknowledged in total, %zu removed, %llu stored (%zu of "
                 "them unacknowledged), %zu chunks checked in both indexes\n",
-                round, lines, acked.size(), static_cast<unsigned long long>((*c)->stats().documents), stored_unacked,
-                chunks);
+                round, lines, acked.size(), removed.size(), static_cast<unsigned long long>((*c)->stats().documents),
+                stored_unacked, chunks);
   }
 }
 

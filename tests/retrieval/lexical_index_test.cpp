@@ -203,10 +203,11 @@ TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
     ASSERT_TRUE(x.ok()) << x.status().to_string();
     EXPECT_EQ((*x)->committed_seq(), 0u);
     ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "", "albatross over the ocean"}, {8, "t", "", "", "penguin on ice"}}).ok());
-    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "", "heron in the marsh"}}).ok());  // replaced
+    // Chunk ids are never reused: adding one again (a replay of the store's log) leaves it as it is.
+    ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{7, "", "", "", "heron in the marsh"}}).ok());
     EXPECT_EQ((*x)->size(), 2u);
-    EXPECT_TRUE((*x)->search("albatross", 3, std::nullopt)->empty());
-    EXPECT_EQ(ids_of(*(*x)->search("heron", 3, std::nullopt)), std::vector<uint64_t>{7});
+    EXPECT_TRUE((*x)->search("heron", 3, std::nullopt)->empty());
+    EXPECT_EQ(ids_of(*(*x)->search("albatross", 3, std::nullopt)), std::vector<uint64_t>{7});
     ASSERT_TRUE((*x)->commit(41).ok());
     const uint64_t none[] = {99};
     ASSERT_TRUE((*x)->remove(none).ok());  // absent: ignored
@@ -216,21 +217,150 @@ TEST(LexicalIndex, ReplaceRemoveCommitAndReopen) {
     EXPECT_FALSE(*(*x)->contains(8));
     EXPECT_TRUE(*(*x)->contains(7));
     EXPECT_FALSE(*(*x)->contains(99));
+    EXPECT_TRUE((*x)->search("penguin", 3, std::nullopt)->empty());
+    ASSERT_TRUE((*x)->remove(eight).ok());  // removed twice: still one tombstone
+    EXPECT_EQ((*x)->size(), 1u);
     // Not committed: a reader of the committed state still sees chunk 8.
     auto ro = LexicalIndex::open_read_only(path);
     ASSERT_TRUE(ro.ok());
     EXPECT_EQ((*ro)->committed_seq(), 41u);
     EXPECT_EQ(ids_of(*(*ro)->search("penguin", 3, std::nullopt)), std::vector<uint64_t>{8});
+    EXPECT_TRUE(*(*ro)->contains(8));
     EXPECT_FALSE((*ro)->add(std::vector<LexicalDoc>{{9, "", "", "", "x"}}).ok());
     ASSERT_TRUE((*x)->commit(42).ok());
+  }
+  {
+    // The tombstone was committed with seq 42: a reader and a reopened writer both leave chunk 8 out.
+    auto ro = LexicalIndex::open_read_only(path);
+    ASSERT_TRUE(ro.ok());
+    EXPECT_EQ((*ro)->size(), 1u);
+    EXPECT_FALSE(*(*ro)->contains(8));
+    EXPECT_TRUE((*ro)->search("penguin", 3, std::nullopt)->empty());
   }
   auto x = LexicalIndex::open(path);
   ASSERT_TRUE(x.ok());
   EXPECT_EQ((*x)->committed_seq(), 42u);
   EXPECT_EQ((*x)->size(), 1u);
+  EXPECT_FALSE(*(*x)->contains(8));
+  EXPECT_TRUE((*x)->search("penguin", 3, std::nullopt)->empty());
   ASSERT_TRUE((*x)->clear().ok());
   EXPECT_EQ((*x)->size(), 0u);
+  // Made anew: chunk 8 can be indexed again (a rebuild adds every stored chunk to the empty index).
+  ASSERT_TRUE((*x)->add(std::vector<LexicalDoc>{{8, "", "", "", "penguin on ice"}}).ok());
+  EXPECT_EQ(ids_of(*(*x)->search("penguin", 3, std::nullopt)), std::vector<uint64_t>{8});
+  ASSERT_TRUE((*x)->commit(43).ok());
+  x->reset();
+  auto again = LexicalIndex::open(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->committed_seq(), 43u);
+  EXPECT_EQ((*again)->size(), 1u);
+  EXPECT_TRUE((*again)->format_current());
   EXPECT_EQ(LexicalIndex::open_read_only((std::filesystem::path(dir.path()) / "none").string()).status().code(), StatusCode::kNotFound);
+}
+
+// Removed chunks are tombstones (the shards have no term lists): on disk and in memory, every
+// search, count and filter leaves them out inside the match — a top-k over a query whose best
+// chunks were removed still holds k live chunks, term shares equal a naive count over the live
+// chunks of the scope, the filter's allow-list holds no removed chunk — and compaction becomes due
+// when tombstones reach a quarter of a shard.
+TEST(LexicalIndex, RemovedChunksAreLeftOutInsideTheMatch) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(91);
+  const std::vector<std::string> vocab = {"wren", "robin", "thrush", "finch", "linnet", "siskin", "dunnock"};
+  const std::vector<std::string> owner_names = {"", "t1", "t2"};
+  const size_t n = 613;
+  std::vector<std::string> texts, owners;
+  std::vector<std::vector<std::pair<std::string, std::string>>> fields;
+  for (size_t i = 0; i < n; ++i) {
+    std::string t;
+    // The first 120 chunks repeat "wren": they would fill a top-k that filtered after the match.
+    for (int r = 0; r < (i < 120 ? 5 : 0); ++r) t += "wren ";
+    for (const std::string& w : vocab)
+      if (rng() % 3 == 0) t += w + " ";
+    texts.push_back(t + "number " + std::to_string(i));
+    owners.push_back(owner_names[rng() % 3]);
+    fields.push_back({{"kind", i % 4 == 0 ? "s:a" : "s:b"}});
+  }
+  std::vector<LexicalDoc> docs;
+  for (size_t i = 0; i < n; ++i) docs.push_back({i + 1, owners[i], "", "", texts[i], fields[i]});
+  std::vector<uint64_t> removed;
+  std::vector<bool> live(n, true);
+  for (size_t i = 0; i < n; ++i)
+    if (i < 120 || rng() % 5 == 0) removed.push_back(i + 1), live[i] = false;
+
+  auto disk = LexicalIndex::open((std::filesystem::path(dir.path()) / "lexical").string());
+  auto memory = LexicalIndex::open_memory();
+  ASSERT_TRUE(disk.ok() && memory.ok());
+  for (LexicalIndex* x : {disk->get(), memory->get()}) {
+    ASSERT_TRUE(x->add(docs).ok());
+    ASSERT_TRUE(x->remove(removed).ok());
+    size_t n_live = 0;
+    for (bool b : live) n_live += b;
+    EXPECT_EQ(x->size(), n_live);
+    // Top-k of the removed chunks' word: k live chunks, none removed.
+    auto hits = x->search("wren", 25, std::nullopt);
+    ASSERT_TRUE(hits.ok());
+    EXPECT_EQ(hits->size(), 25u);
+    for (uint64_t id : ids_of(*hits)) EXPECT_TRUE(live[id - 1]) << "removed chunk " << id << " returned";
+    auto scoped = x->search("wren robin", 40, std::vector<std::string>{"t2"});
+    ASSERT_TRUE(scoped.ok());
+    for (uint64_t id : ids_of(*scoped)) EXPECT_TRUE(live[id - 1] && owners[id - 1] == "t2") << id;
+    // Term shares: a naive count over the live chunks of each scope.
+    std::vector<std::string> terms;
+    for (const std::string& w : vocab) terms.push_back(lexical_terms(w).at(0));
+    for (const std::optional<std::vector<std::string>>& scope :
+         {std::optional<std::vector<std::string>>{}, std::optional<std::vector<std::string>>{{"", "t1"}}}) {
+      auto got = x->term_shares(terms, scope);
+      ASSERT_TRUE(got.ok());
+      double seen = 0;
+      std::vector<double> want(terms.size(), 0);
+      for (size_t i = 0; i < n; ++i) {
+        if (!live[i] || (scope && std::find(scope->begin(), scope->end(), owners[i]) == scope->end())) continue;
+        seen += 1;
+        const std::vector<std::string> held = lexical_terms(texts[i]);
+        for (size_t j = 0; j < terms.size(); ++j) want[j] += std::binary_search(held.begin(), held.end(), terms[j]);
+      }
+      for (size_t j = 0; j < terms.size(); ++j) EXPECT_DOUBLE_EQ((*got)[j], want[j] / seen) << terms[j];
+    }
+    // The filter's allow-list: exactly the live chunks with kind a.
+    MetadataFilter f;
+    f.all.push_back({"kind", MetadataCondition::Op::kIn, {"s:a"}});
+    auto allowed = x->matching(f, std::nullopt);
+    ASSERT_TRUE(allowed.ok());
+    std::vector<uint64_t> want_allowed;
+    for (size_t i = 0; i < n; ++i)
+      if (live[i] && i % 4 == 0) want_allowed.push_back(i + 1);
+    EXPECT_EQ(*allowed, want_allowed);
+    EXPECT_FALSE(x->compaction_due());  // 120 + ~100 tombstones: below the minimum count
+  }
+
+  // Compaction: due once a shard's tombstones reach the minimum and a quarter of its documents.
+  auto big = LexicalIndex::open((std::filesystem::path(dir.path()) / "big").string());
+  ASSERT_TRUE(big.ok());
+  std::vector<LexicalDoc> many;
+  std::vector<std::string> many_texts;
+  for (uint64_t i = 0; i < 40000; ++i) many_texts.push_back("egret " + std::to_string(i % 97));
+  for (uint64_t i = 0; i < 40000; ++i) many.push_back({i, "", "", "", many_texts[i]});
+  ASSERT_TRUE((*big)->add(many).ok());
+  std::vector<uint64_t> first;
+  for (uint64_t i = 0; i < 6000; ++i) first.push_back(i);  // 3,000 per shard of 20,000: below the minimum
+  ASSERT_TRUE((*big)->remove(first).ok());
+  EXPECT_FALSE((*big)->compaction_due());
+  std::vector<uint64_t> second;
+  for (uint64_t i = 6000; i < 9000; ++i) second.push_back(i);  // 4,500 per shard: below a quarter
+  ASSERT_TRUE((*big)->remove(second).ok());
+  EXPECT_FALSE((*big)->compaction_due());
+  std::vector<uint64_t> third;
+  for (uint64_t i = 9000; i < 10200; ++i) third.push_back(i);  // 5,100 per shard: past a quarter
+  ASSERT_TRUE((*big)->remove(third).ok());
+  EXPECT_TRUE((*big)->compaction_due());
+  EXPECT_EQ((*big)->size(), 40000u - 10200u);
+  auto egrets = (*big)->search("egret 5", 50, std::nullopt);
+  ASSERT_TRUE(egrets.ok());
+  EXPECT_EQ(egrets->size(), 50u);
+  for (uint64_t id : ids_of(*egrets)) EXPECT_GE(id, 10200u);
+  ASSERT_TRUE((*big)->clear().ok());
+  EXPECT_FALSE((*big)->compaction_due());
 }
 
 // The two shards (chunk id parity) are one index to a search: BM25 statistics of the whole (a
@@ -293,7 +423,7 @@ TEST(LexicalIndex, CommitBetweenShardsReportsTheLowerSequence) {
   }
   {
     // As if the process died after shard 0 committed seq 6 and before shard 1 did.
-    Xapian::WritableDatabase shard1(path + "/1", Xapian::DB_OPEN);
+    Xapian::WritableDatabase shard1(path + "/1", Xapian::DB_OPEN | Xapian::DB_NO_TERMLIST);
     EXPECT_EQ(shard1.get_metadata("ragd_seq"), "6");
     shard1.set_metadata("ragd_seq", "5");
     shard1.commit();
