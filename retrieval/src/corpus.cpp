@@ -317,7 +317,7 @@ struct Corpus::Impl {
 
   // Brings the lexical index to the store's sequence number: the log after its commit when the
   // log still holds it, else a rebuild. Commits when it lives on disk and is writable.
-  Status lexical_catch_up(uint64_t from_seq) {
+  Status lexical_catch_up(uint64_t from_seq, bool may_adopt = true) {
     bool rebuild = from_seq > store->seq();
     if (!rebuild && from_seq < store->seq()) {
       RAGD_ASSIGN_OR_RETURN(auto entries, store->log_after(from_seq));
@@ -330,6 +330,16 @@ struct Corpus::Impl {
           RAGD_RETURN_IF_ERROR(lexical_add(chunks));
         }
       }
+    }
+    if (rebuild && replica && may_adopt) {
+      // A replica the primary's log has left behind takes the primary's committed index (its
+      // tombstones, so its BM25 statistics) rather than a rebuild, then replays what follows it.
+      Status st = lexical->adopt_committed(src + "/lexical");
+      if (st.ok() && lexical->committed_seq() <= store->seq()) {
+        log::retrieval()->info("replica: took the primary's lexical index of seq {}", lexical->committed_seq());
+        return lexical_catch_up(lexical->committed_seq(), false);
+      }
+      if (!st.ok() && st.code() != StatusCode::kNotFound) log::retrieval()->warn("replica: {}; rebuilding the lexical index", st.to_string());
     }
     if (rebuild) RAGD_RETURN_IF_ERROR(lexical_rebuild());
     if (lexical_on_disk && (rebuild || from_seq != store->seq())) RAGD_RETURN_IF_ERROR(lexical->commit(store->seq()));

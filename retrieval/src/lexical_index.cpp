@@ -384,6 +384,38 @@ Status LexicalIndex::copy_committed(const std::string& from, const std::string& 
   return Status::OK();
 }
 
+Status LexicalIndex::adopt_committed(const std::string& from) {
+  Impl& m = *impl_;
+  if (!m.writable() || m.shards[0].path.empty()) return Status::FailedPrecondition("lexical index: not a writable index on disk");
+  std::error_code ec;
+  for (unsigned s = 0; s < kShards; ++s)
+    if (!std::filesystem::exists(fmt::format("{}/{}/iamglass", from, s), ec))
+      return Status::NotFound(fmt::format("lexical index {}: no shard {}", from, s));
+  const auto locks = m.lock_all();
+  try {
+    m.all = Xapian::Database();
+    for (unsigned s = 0; s < kShards; ++s) {
+      Impl::Shard& sh = m.shards[s];
+      sh.wdb.reset();
+      std::filesystem::remove_all(sh.path);
+      Xapian::Database(fmt::format("{}/{}", from, s)).compact(sh.path, Xapian::DBCOMPACT_NO_RENUMBER);
+      sh.wdb.emplace(sh.path, Xapian::DB_OPEN | Xapian::DB_NO_TERMLIST);
+      sh.wdb->set_metadata(kShardKey, std::to_string(s));
+      sh.load();
+    }
+    m.join();
+  } catch (const std::exception& e) {
+    for (unsigned s = 0; s < kShards; ++s) m.shards[s].recreate(s);
+    m.join();
+    return Status::IOError(fmt::format("lexical index: adopting {}: {}", from, e.what()));
+  } catch (const Xapian::Error& e) {
+    for (unsigned s = 0; s < kShards; ++s) m.shards[s].recreate(s);
+    m.join();
+    return Status::IOError(fmt::format("lexical index: adopting {}: {}", from, e.get_description()));
+  }
+  return Status::OK();
+}
+
 Status LexicalIndex::add(std::span<const LexicalDoc> docs) {
   for (size_t b = 0; b < docs.size(); b += kAddSlice)
     RAGD_RETURN_IF_ERROR(add_slice(docs.subspan(b, std::min(kAddSlice, docs.size() - b))));

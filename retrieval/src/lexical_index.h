@@ -103,6 +103,10 @@ class LexicalIndex {
   // Tombstones and the sequence number come along, so the copy answers with the statistics of the
   // original. NotFound when `from` holds no index of this layout.
   static Status copy_committed(const std::string& from, const std::string& to);
+  // Replaces this (writable, on-disk) index's content with the committed state of the index at
+  // `from`, copied as copy_committed() does (a replica taking its primary's index). On failure the
+  // index is left empty (a rebuild follows).
+  Status adopt_committed(const std::string& from);
   ~LexicalIndex();
 
   // Adds the chunks (by id; one already indexed is left as it is). Turns a few hundred chunks at a time into Xapian documents
