@@ -1155,14 +1155,14 @@ Result<std::vector<std::vector<Hit>>> Corpus::search_batch(std::span<const std::
     if (size_t bad = find_invalid_utf8(text); bad != std::string::npos)
       return Status::InvalidArgument("search: query is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
-  // Each list is as long as the fusion looks (hybrid) or as the caller asked; with document
-  // evidence on, the lexical list is as long as evidence reads (measured: its first 30 fuse
-  // better than its first 50), and evidence reorders the lexical ranking or the fused one.
+  // Each list is as long as the fusion looks (hybrid: HybridOptions' two lengths) or as the caller
+  // asked; a lexical search with document evidence reads as deep as evidence does. Evidence
+  // reorders the lexical ranking or the fused one.
   const bool evidence = mode != RetrievalMode::kDense && m.opts.evidence.weight > 0;
   const int n_dense = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates) : k;
-  const int n_lexical = evidence                         ? std::max(k, m.opts.evidence.candidates)
-                        : mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.candidates)
-                                                         : k;
+  const int n_lexical = mode == RetrievalMode::kHybrid ? std::max(k, m.opts.hybrid.lexical_candidates)
+                        : evidence                     ? std::max(k, m.opts.evidence.candidates)
+                                                       : k;
   const std::optional<std::vector<std::string>> owners = lexical_owners(scope);
   std::vector<std::vector<Neighbor>> dense(queries.size()), lexical(queries.size());
   if (mode != RetrievalMode::kLexical) {

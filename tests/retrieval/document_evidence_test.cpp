@@ -145,8 +145,8 @@ TEST(DocumentEvidence, HybridSearchAppliesItToTheFusedRanking) {
   CorpusOptions on = off;
   on.evidence.weight = 0.5;
   on.evidence.chunks = 3;
-  // As deep as the fusion's lists, so that both corpora fuse the same two lists (evidence sets the
-  // lexical list's length).
+  // Evidence reads the fused ranking as deep as the dense list goes (both corpora fuse the same
+  // two lists: their lengths are HybridOptions').
   on.evidence.candidates = on.hybrid.candidates;
   std::vector<Hit> without, with;
   for (auto* o : {&off, &on}) {

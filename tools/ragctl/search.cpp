@@ -242,7 +242,10 @@ Registration reg("search", "nearest chunks of an ingested corpus, with scores, s
                    sub.add_option("--lexical-weight", a->hybrid.lexical_weight,
                                   "hybrid, rrf fusion: weight of the lexical ranking (dense = 1)")
                        ->capture_default_str();
-                   sub.add_option("--candidates", a->hybrid.candidates, "hybrid: hits taken from each ranking")
+                   sub.add_option("--candidates", a->hybrid.candidates, "hybrid: hits taken from the dense ranking")
+                       ->capture_default_str();
+                   sub.add_option("--lexical-candidates", a->hybrid.lexical_candidates,
+                                  "hybrid: hits taken from the lexical ranking")
                        ->capture_default_str();
                    sub.add_option_function<std::string>(
                        "--mode",

@@ -35,7 +35,8 @@ static_assert(enum_names_valid(kHybridFusionNames));
 
 struct HybridOptions {
   HybridFusion fusion = HybridFusion::kWeighted;
-  int candidates = 50;  // per list; at least the k asked for
+  int candidates = 50;          // the dense list's length; at least the k asked for
+  int lexical_candidates = 30;  // the lexical list's: its first 30 fused better than its first 50
   double lexical_share = 0.3;   // weighted: the lexical score's share, in [0, 1]
   int rrf_k = 60;               // rrf
   double lexical_weight = 1.0;  // rrf: weight of the lexical list's terms (1 = plain RRF)
