@@ -42,5 +42,5 @@ if [[ ! -f "$EVAL/stage2.bin" ]]; then
   "$RAGCTL" encode-episodes --tokenizer "$TEACHER/tokenizer.json" --in "$EVAL/stage2.jsonl" --out "$EVAL/stage2.bin"
 fi
 nice "$PY" tools/train/distill.py --teacher "$TEACHER" --data "$DIR" --out "$DIR/run" --evaluate "$OUT" \
-  --eval-file "$EVAL/stage2.bin" --val 200 --threads "${TRAIN_THREADS:-1}" | tee "$OUT/eval.json"
+  --eval-file "$EVAL/stage2.bin" --val 40 --threads "${TRAIN_THREADS:-1}" | tee "$OUT/eval.json"
 echo "train-draft-model: model in $OUT"
