@@ -319,27 +319,30 @@ struct Corpus::Impl {
   // log still holds it, else a rebuild. Commits when it lives on disk and is writable.
   Status lexical_catch_up(uint64_t from_seq, bool may_adopt = true) {
     bool rebuild = from_seq > store->seq();
+    std::vector<LogEntry> entries;
     if (!rebuild && from_seq < store->seq()) {
-      RAGD_ASSIGN_OR_RETURN(auto entries, store->log_after(from_seq));
-      if (entries.empty() || entries.front().seq != from_seq + 1) {
-        rebuild = true;
-      } else {
-        for (const auto& e : entries) {
-          RAGD_RETURN_IF_ERROR(lexical->remove(e.removed));
-          RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(e.added));
-          RAGD_RETURN_IF_ERROR(lexical_add(chunks));
-        }
-      }
+      RAGD_ASSIGN_OR_RETURN(entries, store->log_after(from_seq));
+      rebuild = entries.empty() || entries.front().seq != from_seq + 1;
     }
-    if (rebuild && replica && may_adopt) {
-      // A replica the primary's log has left behind takes the primary's committed index (its
-      // tombstones, so its BM25 statistics) rather than a rebuild, then replays what follows it.
+    const bool fresh = from_seq == 0 && lexical->size() == 0 && store->seq() > 0;
+    if ((rebuild || fresh) && replica && may_adopt) {
+      // A new replica, or one the primary's log has left behind, takes the primary's committed
+      // index (its tombstones, so its BM25 statistics: a replay leaves out the chunks removed since
+      // and a rebuild every removed chunk) and replays what follows it.
       Status st = lexical->adopt_committed(src + "/lexical");
       if (st.ok() && lexical->committed_seq() <= store->seq()) {
         log::retrieval()->info("replica: took the primary's lexical index of seq {}", lexical->committed_seq());
         return lexical_catch_up(lexical->committed_seq(), false);
       }
-      if (!st.ok() && st.code() != StatusCode::kNotFound) log::retrieval()->warn("replica: {}; rebuilding the lexical index", st.to_string());
+      if (st.ok()) rebuild = true;  // the copy covers more than this replica's store has read
+      if (!st.ok() && st.code() != StatusCode::kNotFound) log::retrieval()->warn("replica: {}; building the lexical index here", st.to_string());
+    }
+    if (!rebuild) {
+      for (const auto& e : entries) {
+        RAGD_RETURN_IF_ERROR(lexical->remove(e.removed));
+        RAGD_ASSIGN_OR_RETURN(auto chunks, store->get_chunks(e.added));
+        RAGD_RETURN_IF_ERROR(lexical_add(chunks));
+      }
     }
     if (rebuild) RAGD_RETURN_IF_ERROR(lexical_rebuild());
     if (lexical_on_disk && (rebuild || from_seq != store->seq())) RAGD_RETURN_IF_ERROR(lexical->commit(store->seq()));
@@ -357,12 +360,6 @@ struct Corpus::Impl {
       }
       RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open_memory());
       return lexical_rebuild();
-    }
-    if (replica && !fs::exists(lexical_path())) {
-      // A new replica starts from the primary's committed index rather than a rebuild: the same
-      // tombstones, so the same BM25 statistics as the primary's (then both apply the same log).
-      if (Status st = LexicalIndex::copy_committed(src + "/lexical", lexical_path()); !st.ok() && st.code() != StatusCode::kNotFound)
-        log::retrieval()->warn("replica: copying the primary's lexical index: {}; building one from the store", st.to_string());
     }
     RAGD_ASSIGN_OR_RETURN(lexical, LexicalIndex::open(lexical_path()));
     lexical_on_disk = true;

@@ -184,6 +184,25 @@ std::vector<std::string> lexical_terms(std::string_view text) {
   return out;  // sorted, each term once
 }
 
+namespace {
+
+// NotFound unless `from` holds every shard of this layout.
+Status expect_shards(const std::string& from) {
+  std::error_code ec;
+  for (unsigned s = 0; s < kShards; ++s)
+    if (!std::filesystem::exists(fmt::format("{}/{}/iamglass", from, s), ec))
+      return Status::NotFound(fmt::format("lexical index {}: no shard {}", from, s));
+  return Status::OK();
+}
+
+// Shard `s` of the committed index at `from` written to `to` (which must not exist): its latest
+// revision through Xapian's compaction, document numbers (chunk ids) kept. Throws Xapian::Error.
+void copy_shard(const std::string& from, unsigned s, const std::string& to) {
+  Xapian::Database(fmt::format("{}/{}", from, s)).compact(to, Xapian::DBCOMPACT_NO_RENUMBER);
+}
+
+}  // namespace
+
 struct LexicalIndex::Impl {
   struct Shard {
     mutable std::mutex mu;  // guards everything below (Xapian objects are not thread-safe)
@@ -366,17 +385,12 @@ Result<std::unique_ptr<LexicalIndex>> LexicalIndex::open_memory() {
 }
 
 Status LexicalIndex::copy_committed(const std::string& from, const std::string& to) {
+  RAGD_RETURN_IF_ERROR(expect_shards(from));
   std::error_code ec;
-  for (unsigned s = 0; s < kShards; ++s)
-    if (!std::filesystem::exists(fmt::format("{}/{}/iamglass", from, s), ec))
-      return Status::NotFound(fmt::format("lexical index {}: no shard {}", from, s));
   std::filesystem::create_directories(to, ec);
   if (ec) return Status::IOError(fmt::format("lexical index copy {}: {}", to, ec.message()));
   try {
-    for (unsigned s = 0; s < kShards; ++s) {
-      Xapian::Database db(fmt::format("{}/{}", from, s));
-      db.compact(fmt::format("{}/{}", to, s), Xapian::DBCOMPACT_NO_RENUMBER);  // numbers are chunk ids
-    }
+    for (unsigned s = 0; s < kShards; ++s) copy_shard(from, s, fmt::format("{}/{}", to, s));
   } catch (const Xapian::Error& e) {
     std::filesystem::remove_all(to, ec);
     return Status::IOError(fmt::format("lexical index copy {} -> {}: {}", from, to, e.get_description()));
@@ -387,33 +401,30 @@ Status LexicalIndex::copy_committed(const std::string& from, const std::string& 
 Status LexicalIndex::adopt_committed(const std::string& from) {
   Impl& m = *impl_;
   if (!m.writable() || m.shards[0].path.empty()) return Status::FailedPrecondition("lexical index: not a writable index on disk");
-  std::error_code ec;
-  for (unsigned s = 0; s < kShards; ++s)
-    if (!std::filesystem::exists(fmt::format("{}/{}/iamglass", from, s), ec))
-      return Status::NotFound(fmt::format("lexical index {}: no shard {}", from, s));
+  RAGD_RETURN_IF_ERROR(expect_shards(from));
   const auto locks = m.lock_all();
+  std::string error;
   try {
     m.all = Xapian::Database();
     for (unsigned s = 0; s < kShards; ++s) {
       Impl::Shard& sh = m.shards[s];
       sh.wdb.reset();
       std::filesystem::remove_all(sh.path);
-      Xapian::Database(fmt::format("{}/{}", from, s)).compact(sh.path, Xapian::DBCOMPACT_NO_RENUMBER);
+      copy_shard(from, s, sh.path);
       sh.wdb.emplace(sh.path, Xapian::DB_OPEN | Xapian::DB_NO_TERMLIST);
       sh.wdb->set_metadata(kShardKey, std::to_string(s));
       sh.load();
     }
     m.join();
-  } catch (const std::exception& e) {
-    for (unsigned s = 0; s < kShards; ++s) m.shards[s].recreate(s);
-    m.join();
-    return Status::IOError(fmt::format("lexical index: adopting {}: {}", from, e.what()));
+    return Status::OK();
   } catch (const Xapian::Error& e) {
-    for (unsigned s = 0; s < kShards; ++s) m.shards[s].recreate(s);
-    m.join();
-    return Status::IOError(fmt::format("lexical index: adopting {}: {}", from, e.get_description()));
+    error = e.get_description();
+  } catch (const std::exception& e) {
+    error = e.what();
   }
-  return Status::OK();
+  for (unsigned s = 0; s < kShards; ++s) m.shards[s].recreate(s);
+  m.join();
+  return Status::IOError(fmt::format("lexical index: adopting {}: {}", from, error));
 }
 
 Status LexicalIndex::add(std::span<const LexicalDoc> docs) {

@@ -117,6 +117,14 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
     stale.set_data("999999");
     return stale;
   };
+  // A database at `path` holding only the stale document, marked with term scheme `scheme`.
+  auto write_stale = [&](const std::string& path, const char* scheme) {
+    Xapian::WritableDatabase db(path, Xapian::DB_CREATE);
+    db.add_document(stale_doc());
+    db.set_metadata("ragd_terms", scheme);
+    db.set_metadata("ragd_seq", "1");
+    db.commit();
+  };
   {
     Xapian::WritableDatabase db(dir / "lexical/1", Xapian::DB_OPEN | Xapian::DB_NO_TERMLIST);
     EXPECT_EQ(db.get_metadata("ragd_terms"), "5");
@@ -138,13 +146,7 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
 
   // The single-database layout of scheme 3 ("Q<id>" terms, ids as data).
   std::filesystem::remove_all(dir / "lexical");
-  {
-    Xapian::WritableDatabase db(dir / "lexical", Xapian::DB_CREATE);
-    db.add_document(stale_doc());
-    db.set_metadata("ragd_terms", "3");
-    db.set_metadata("ragd_seq", "1");
-    db.commit();
-  }
+  write_stale(dir / "lexical", "3");
   c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
   EXPECT_TRUE(c->check_consistency().ok());
   EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);
@@ -155,13 +157,7 @@ TEST(CorpusReindex, LexicalIndexOfAnotherTermSchemeIsRebuiltAtOpen) {
   // Scheme 4: the same two shards, written with term lists.
   std::filesystem::remove_all(dir / "lexical");
   std::filesystem::create_directories(dir / "lexical");
-  for (const char* shard : {"0", "1"}) {
-    Xapian::WritableDatabase db(dir / ("lexical/" + std::string(shard)), Xapian::DB_CREATE);
-    db.add_document(stale_doc());
-    db.set_metadata("ragd_terms", "4");
-    db.set_metadata("ragd_seq", "1");
-    db.commit();
-  }
+  for (const char* shard : {"0", "1"}) write_stale(dir / ("lexical/" + std::string(shard)), "4");
   c = std::move(Corpus::open(dir.path(), opts(), w.tok)).value();
   EXPECT_TRUE(c->check_consistency().ok());
   EXPECT_EQ(rankings(*c, docs, RetrievalMode::kLexical), lexical);

@@ -34,37 +34,6 @@ std::vector<Document> make_docs(const std::vector<std::string>& vocab, size_t n,
   return out;
 }
 
-// The child: ingests `docs` in batches of `batch` and acknowledges each document ("<id>"); after
-// each batch from the third on it removes the first document of the batch two before, announcing
-// it first ("~<id>") and acknowledging it after ("-<id>").
-[[noreturn]] void child_ingest_and_remove(const std::string& dir, const CorpusOptions& opts,
-                                          std::shared_ptr<const engine::Tokenizer> tok, const std::vector<Document>& docs,
-                                          size_t batch, int fd) {
-  auto c = Corpus::open(dir, opts, std::move(tok));
-  if (!c.ok()) {
-    std::fprintf(stderr, "child open: %s\n", c.status().to_string().c_str());
-    _exit(3);
-  }
-  auto say = [&](const std::string& line) {
-    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(5);
-  };
-  for (size_t b = 0; b < docs.size(); b += batch) {
-    const size_t e = std::min(docs.size(), b + batch);
-    if (!(*c)->ingest(std::span<const Document>(docs.data() + b, e - b)).ok()) _exit(4);
-    std::string ack;
-    for (size_t i = b; i < e; ++i) ack += docs[i].id + "\n";
-    say(ack);
-    if (b >= 2 * batch) {
-      const std::string& victim = docs[b - 2 * batch].id;
-      say("~" + victim + "\n");
-      auto r = (*c)->remove_document(victim);
-      if (!r.ok() || !*r) _exit(6);
-      say("-" + victim + "\n");
-    }
-  }
-  _exit(0);
-}
-
 CorpusOptions crash_opts() {
   CorpusOptions o;
   o.chunker.chunk_tokens = 48;
@@ -113,7 +82,7 @@ TEST(CrashConsistency, SigkillMidIngestLosesNoAcknowledgedDocument) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       ::close(fds[0]);
-      child_ingest_and_remove(dir.path(), crash_opts(), tok, docs, 4, fds[1]);
+      child_ingest(dir.path(), crash_opts(), tok, docs, 4, fds[1], /*remove_behind=*/true);
     }
     ::close(fds[1]);
     // Kill after a random number of acknowledged batches (between 20 % and 80 % of the run).

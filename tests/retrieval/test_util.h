@@ -147,23 +147,35 @@ class TempDir {
 
 // The writer of the crash / replica tests, in a forked child: opens the corpus in `dir`, ingests
 // `docs` in batches of `batch`, writes each acknowledged batch's ids (one per line) to `fd`, then
-// _exit(0) without destructors (the index is not saved at exit either). Exit codes: 3 open failed,
-// 4 an ingest failed, 5 the pipe write failed.
+// _exit(0) without destructors (the index is not saved at exit either). With `remove_behind`,
+// after each batch from the third on it also removes the first document of the batch two before,
+// announcing it first ("~<id>") and acknowledging it after ("-<id>"). Exit codes: 3 open failed,
+// 4 an ingest failed, 5 the pipe write failed, 6 a removal failed.
 [[noreturn]] inline void child_ingest(const std::string& dir, const CorpusOptions& opts,
                                       std::shared_ptr<const engine::Tokenizer> tok, const std::vector<Document>& docs,
-                                      size_t batch, int fd) {
+                                      size_t batch, int fd, bool remove_behind = false) {
   auto c = Corpus::open(dir, opts, std::move(tok));
   if (!c.ok()) {
     std::fprintf(stderr, "child open: %s\n", c.status().to_string().c_str());
     _exit(3);
   }
+  auto say = [&](const std::string& line) {
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(5);
+  };
   for (size_t b = 0; b < docs.size(); b += batch) {
     const size_t e = std::min(docs.size(), b + batch);
     auto s = (*c)->ingest(std::span<const Document>(docs.data() + b, e - b));
     if (!s.ok()) _exit(4);
     std::string ack;
     for (size_t i = b; i < e; ++i) ack += docs[i].id + "\n";
-    if (::write(fd, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size())) _exit(5);
+    say(ack);
+    if (remove_behind && b >= 2 * batch) {
+      const std::string& victim = docs[b - 2 * batch].id;
+      say("~" + victim + "\n");
+      auto r = (*c)->remove_document(victim);
+      if (!r.ok() || !*r) _exit(6);
+      say("-" + victim + "\n");
+    }
   }
   _exit(0);
 }
