@@ -17,7 +17,10 @@
 //       turns over all of them (first one rotating), R passes; method draft drafts with the draft
 //       model in DIR (runtime.speculative_draft_model; e.g. models/ragd-draft). Per variant:
 //       decode tok/s, acceptance, accepted tokens per step, outputs identical to drafts off, and the
-//       speedup over drafts off in each round.
+//       speedup over drafts off in each round. Method draft drafts with the model only where its
+//       gate (draft_budget.h, draft_model_pays) passes, from the n-gram lookup elsewhere;
+//       --draft-alone drafts nothing there instead (the gate's own effect).
+//       (The drafted / accepted columns count both sources of a variant.)
 //   bench_speculative --mode batch --model DIR [--batches 1,4,16,64] [--k 8] [--max-tokens 64]
 //       [--accept ngram,0,0.5,0.9,1]
 //       Throughput (generated tokens / wall time) of B plain runs submitted at once, greedy with
@@ -60,6 +63,7 @@ struct Args {
   int questions = 60, k = 8, max_tokens = 48, threads = 2, reps = 5;
   int answer_ngrams = SpeculativeOptions{}.answer_ngrams;  // 0: drafts from the prompt lookup only
   bool budget_off = false;
+  bool draft_alone = false;  // method draft: no n-gram drafts where the draft-model gate says no
   // qa: the draft sources to compare with drafts off (ngram, draft), at each k of `ks` (empty: k),
   // for `rounds` passes over the questions; draft_model: the draft model of method draft.
   std::vector<std::string> methods = {"ngram"};
@@ -75,7 +79,7 @@ Args parse(int argc, char** argv) {
   ragd::bench::BenchArgs args("bench_speculative");
   args.opt("mode", &a.mode).opt("model", &a.model).opt("source-dir", &a.source_dir).opt("questions", &a.questions);
   args.opt("k", &a.k).opt("max-tokens", &a.max_tokens).opt("threads", &a.threads).opt("reps", &a.reps);
-  args.opt("questions-file", &a.questions_file).flag("budget-off", &a.budget_off).opt("answer-ngrams", &a.answer_ngrams);
+  args.opt("questions-file", &a.questions_file).flag("budget-off", &a.budget_off).flag("draft-alone", &a.draft_alone).opt("answer-ngrams", &a.answer_ngrams);
   args.list("batches", &a.batches).list("accept", &a.accept);
   args.list("method", &a.methods).list("ks", &a.ks).opt("rounds", &a.rounds).opt("draft-model", &a.draft_model);
   if (!args.parse(argc, argv)) std::exit(2);
@@ -125,6 +129,7 @@ int qa(const Args& a) {
   fs::remove_all(data);
   RuntimeTestHooks hooks;
   hooks.draft_budget_off = a.budget_off;
+  hooks.draft_model_alone = a.draft_alone;
   Runtime rt = open(a, data, 0, hooks);
   const std::vector<DocumentInput> docs = ragd::bench::read_qa_corpus(a.source_dir);
   auto ing = rt.documents->ingest(docs);
@@ -238,6 +243,12 @@ int qa(const Args& a) {
                 static_cast<unsigned long>(st.spec_draft_models.steps), static_cast<unsigned long>(st.spec_draft_models.fed_tokens),
                 st.spec_draft_models.ms, st.spec_draft_models.ms_per_token, static_cast<unsigned long>(st.spec_draft.budget_skipped),
                 static_cast<unsigned long>(st.spec_ngram.budget_skipped));
+  std::printf("# by source: draft model %lu drafted, %lu accepted in %lu steps; n-gram lookup %lu drafted, %lu accepted in %lu "
+              "steps; the draft-model gate turned the model down in %lu run-steps\n",
+              static_cast<unsigned long>(st.spec_draft.drafted), static_cast<unsigned long>(st.spec_draft.accepted),
+              static_cast<unsigned long>(st.spec_draft.steps), static_cast<unsigned long>(st.spec_ngram.drafted),
+              static_cast<unsigned long>(st.spec_ngram.accepted), static_cast<unsigned long>(st.spec_ngram.steps),
+              static_cast<unsigned long>(st.spec_draft.turned_down));
   rt.stop();  // closed before its directory goes
   rt.executor.reset();
   rt.documents.reset();

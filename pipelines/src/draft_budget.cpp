@@ -135,4 +135,27 @@ std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, st
   return take;
 }
 
+double draft_saving(const StepCostModel& cost, int decodes, const DraftCandidate& c, double remaining) {
+  const double rows = std::max(1, decodes);
+  const double t = cost.seconds(rows);
+  const double price = cost.per_row_s() + std::max(0.0, c.draft_s);
+  const double alpha = std::clamp(c.alpha, 0.0, 1.0);
+  const double r = std::max(0.0, remaining);
+  double best = 0, expected = 0, p = 1;
+  for (int k = 1; k <= c.available; ++k) {
+    p *= alpha;
+    expected += p;  // E_k
+    best = std::max(best, r / (1 + expected) * (expected * t / rows - k * price));
+  }
+  return best;
+}
+
+bool draft_model_pays(const StepCostModel& cost, int decodes, const DraftCandidate& model, double remaining, double feed_s,
+                      const DraftCandidate& lookup) {
+  if (model.available <= 0) return false;
+  if (!cost.fitted()) return decodes <= kUnfittedMaxDecodes && lookup.available <= 0;
+  return draft_saving(cost, decodes, model, remaining) - std::max(0.0, feed_s) >
+         (lookup.available > 0 ? draft_saving(cost, decodes, lookup, remaining) : 0.0);
+}
+
 }  // namespace ragd::pipelines

@@ -25,6 +25,28 @@
 //     batch 1 that keeps long drafts of a run whose drafts are accepted; at a large batch no
 //     token is worth its row unless nearly every draft is accepted (the crossover the scheduler
 //     turns speculation down at).
+//   - A draft model's drafts cost more than their steps: before a run's next draft the draft model
+//     must be fed what its KV of the run lacks — the whole prompt at the run's first draft (hundreds
+//     to thousands of tokens of passages), the tokens verified since, or the tokens of a stretch the
+//     run drafted otherwise. draft_model_pays() is the rule that prices it, per run and step:
+//         max over k of  R / (1 + E_k) · (E_k · t / D − k · (per_row + draft_s))  >  feed_s
+//     R: the run's expected remaining output tokens (the scheduler's length prediction); D: the
+//     step's decode rows; t: the modelled time of that step; E_k = alpha + … + alpha^k: the tokens
+//     a k-token draft is expected to add. The run has about R / (1 + E_k) steps left; each adds
+//     E_k tokens that the batch would otherwise pay t / D apiece for, at the price of k rows and k
+//     drafted tokens; feed_s is the draft model's measured time to feed what it lacks (0 while the
+//     run drafts step after step: that catch-up is in draft_s). So a long prompt's prefill is paid
+//     only for an answer expected long enough and accepted often enough to repay it; a run whose
+//     drafts keep being rejected stops drafting with the model (alpha falls until no k saves
+//     anything), and the further it falls behind, the more a return would cost. The model also
+//     has a rival that costs nothing to make: the n-gram lookup's draft of the same step. So the
+//     rule the executor applies is the sum above less feed_s against the same sum for the
+//     lookup's draft (its alpha the run's n-gram acceptance, draft_s 0, nothing to feed): the run
+//     drafts from whichever is expected to save more (the model where the lookup finds nothing
+//     or is rarely right; the lookup where it copies). The sum is a renewal estimate: the run's
+//     last step, whose draft may overrun its end, is left out. Before the step-cost fit the rule
+//     follows the unfitted budget: the model drafts while at most kUnfittedMaxDecodes runs decode
+//     and the lookup has no draft.
 // Thread-safety: value types owned by the executor's scheduler thread.
 #pragma once
 
@@ -73,6 +95,9 @@ struct DraftAcceptance {
     accepted = decay * accepted + accepted_now;
     rejections = decay * rejections + (accepted_now < drafted ? 1 : 0);
   }
+  // Weighs every verification seen so far down by `decay` (their estimate moves back towards the
+  // prior as evidence ages).
+  void fade(double decay) { accepted *= decay, rejections *= decay; }
   // alpha shrunk towards `prior` with the weight of `prior_trials` trials.
   double alpha(double prior, double prior_trials = 4.0) const {
     return (accepted + prior * prior_trials) / (accepted + rejections + prior_trials);
@@ -106,6 +131,7 @@ struct DraftHistory {
     state[copying].observe(drafted, accepted);
     copying = accepted == drafted;
   }
+  void fade(double decay) { state[0].fade(decay), state[1].fade(decay); }
 };
 
 struct DraftCandidate {
@@ -124,5 +150,15 @@ inline constexpr int kUnfittedMaxDecodes = 4;
 // decode row yields one token), under `cost` (not fitted: kUnfittedMaxDecodes). Returns one
 // length per candidate, each in [0, available], a prefix of the run's draft.
 std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, std::span<const DraftCandidate> candidates);
+
+// The draft model's gate (the rule above). draft_saving: the sum, the expected seconds drafting
+// `c` (draft_s: its time to make per token) saves over `remaining` tokens in steps of `decodes`
+// decode rows under a fitted `cost`, at the best draft length k <= c.available (0 when no length
+// saves anything). draft_model_pays: whether the draft model's candidate `model` saves more, less
+// `feed_s` (its time to feed what it lacks of the run first), than the rival `lookup` (the n-gram
+// lookup's draft; available 0: none); not fitted: see above.
+double draft_saving(const StepCostModel& cost, int decodes, const DraftCandidate& c, double remaining);
+bool draft_model_pays(const StepCostModel& cost, int decodes, const DraftCandidate& model, double remaining, double feed_s,
+                      const DraftCandidate& lookup = {});
 
 }  // namespace ragd::pipelines

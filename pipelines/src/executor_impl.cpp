@@ -607,7 +607,13 @@ void ExecutorImpl::plan_drafts() {
   // Every run's proposal first, then the step budget (draft_budget.h) keeps the prefix of each
   // that is expected to pay for its rows at this batch size. N-gram drafts cost nothing to make and
   // are looked up first; a draft model's cost the budget weighs (DraftCandidate::draft_s), and it
-  // drafts only the length the budget kept.
+  // drafts only the length the budget kept. A run of method draft drafts with its model only when
+  // the gate (draft_model_pays) says the saving expected over its remaining tokens, less what the
+  // model must be fed first (its prompt, the first time), beats the saving of the n-gram lookup's
+  // draft; otherwise it takes the lookup's draft.
+  const bool budget = !opts_.test_hooks.draft_budget_off;
+  const bool alone = opts_.test_hooks.draft_model_alone;
+  const int decodes = static_cast<int>(decoding.size());
   std::vector<DraftCandidate> candidates;
   candidates.reserve(decoding.size());
   for (Run* r : decoding) {
@@ -616,32 +622,44 @@ void ExecutorImpl::plan_drafts() {
     // Never past max_tokens: the KV blocks of a run are counted for prompt + max_tokens.
     const int room = std::max(0, s.max_new_tokens() - s.generated() - 1);
     r->draft_from_answers = false;
-    if (r->model_drafter) {
-      r->draft.clear();
-      candidates.push_back({std::min(std::max(0, len), room), r->drafts.alpha(recent_drafts_), r->model_drafter->token_seconds()});
-      continue;
-    }
-    r->draft = len <= 0 ? std::vector<int32_t>{}
+    r->draft_from_model = false;
+    const bool lookup = !r->model_drafter || (budget && !alone);
+    r->draft = !lookup || len <= 0 ? std::vector<int32_t>{}
                : opts_.test_hooks.draft_source ? opts_.test_hooks.draft_source(r->rr.id, s.tokens(), s.generated(), len)
                                                : ngram_draft(s.tokens(), len);
     // Nothing to copy from the prompt: what this scope's earlier answers said after the same words.
-    if (r->draft.empty() && len > 0 && !opts_.test_hooks.draft_source) {
+    if (lookup && r->draft.empty() && len > 0 && !opts_.test_hooks.draft_source) {
       r->draft = output_ngrams_.draft(r->kv.reuse.scope, s.tokens(), len);
       r->draft_from_answers = !r->draft.empty();
     }
     if (r->draft.size() > static_cast<size_t>(std::max(0, len))) r->draft.resize(static_cast<size_t>(std::max(0, len)));
     if (r->draft.size() > static_cast<size_t>(room)) r->draft.resize(static_cast<size_t>(room));
-    candidates.push_back({static_cast<int>(r->draft.size()), r->drafts.alpha(recent_drafts_)});
+    const DraftCandidate looked_up{static_cast<int>(r->draft.size()), r->drafts.alpha(recent_drafts_)};
+    if (r->model_drafter) {
+      DraftCandidate c{std::min(std::max(0, len), room), r->model_drafts.alpha(recent_model_drafts_),
+                       r->model_drafter->token_seconds()};
+      const double remaining = std::min<double>(room + 1, std::max(1.0, sched_->predicted_remaining(r->sid)));
+      r->draft_from_model = !budget || draft_model_pays(step_cost_, decodes, c, remaining,
+                                                        r->model_drafter->feed_seconds(r->sid, s.tokens()), looked_up);
+      if (!r->draft_from_model && c.available > 0) ++spec_draft_counts_.turned_down;
+      if (r->draft_from_model || alone) {
+        if (!r->draft_from_model) c.available = 0;
+        r->draft.clear();
+        r->draft_from_answers = false;
+        candidates.push_back(c);
+        continue;
+      }
+    }
+    candidates.push_back(looked_up);
   }
-  const bool budget = !opts_.test_hooks.draft_budget_off;
-  const int decodes = static_cast<int>(decoding.size());
   const std::vector<int> take = budget ? choose_draft_lengths(step_cost_, decodes, candidates) : std::vector<int>{};
   std::map<ModelDrafter*, std::vector<ModelDrafter::Request>> model_requests;
   for (size_t i = 0; i < decoding.size(); ++i) {
     Run* r = decoding[i];
-    const int n = budget ? r->drafts.settle_take(candidates[i].available, take[i], decodes) : candidates[i].available;
-    (r->model_drafter ? spec_draft_counts_ : spec_counts_).budget_skipped += static_cast<size_t>(candidates[i].available - n);
-    if (r->model_drafter) {
+    DraftHistory& history = r->draft_from_model ? r->model_drafts : r->drafts;
+    const int n = budget ? history.settle_take(candidates[i].available, take[i], decodes) : candidates[i].available;
+    (r->draft_from_model ? spec_draft_counts_ : spec_counts_).budget_skipped += static_cast<size_t>(candidates[i].available - n);
+    if (r->model_drafter && (r->draft_from_model || opts_.test_hooks.draft_model_alone)) {
       if (n > 0) model_requests[r->model_drafter].push_back({r->sid, r->state->tokens(), n, &r->draft});
       continue;
     }
@@ -689,9 +707,12 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   const int judged = reason.empty() ? k : accepted;
   r.drafter->observe(judged, accepted);
   constexpr double kDecay = 0.98;  // the server's acceptance follows its recent verifications
-  if (judged > 0) recent_drafts_.state[r.drafts.copying].observe(judged, accepted, kDecay);
-  r.drafts.observe(judged, accepted);
-  ExecutorStats::Speculative& counts = r.model_drafter ? spec_draft_counts_ : spec_counts_;
+  DraftHistory& history = r.draft_from_model ? r.model_drafts : r.drafts;
+  DraftHistory& server = r.draft_from_model ? recent_model_drafts_ : recent_drafts_;
+  if (judged > 0) server.state[history.copying].observe(judged, accepted, kDecay);
+  history.observe(judged, accepted);
+  r.model_verified = r.model_verified || r.draft_from_model;
+  ExecutorStats::Speculative& counts = r.draft_from_model ? spec_draft_counts_ : spec_counts_;
   counts.drafted += static_cast<uint64_t>(k);
   counts.accepted += static_cast<uint64_t>(accepted);
   if (r.draft_from_answers) {
@@ -700,7 +721,7 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   }
   ++counts.steps;
   // The draft model's KV of the rejected draft tokens goes, as the serving model's does.
-  if (r.model_drafter) r.model_drafter->settle(r.sid, r.state->tokens());
+  if (r.draft_from_model) r.model_drafter->settle(r.sid, r.state->tokens());
   r.usage.drafted_tokens += k;
   r.usage.accepted_tokens += accepted;
   ++r.usage.draft_steps;
@@ -1035,7 +1056,10 @@ void ExecutorImpl::feed_first_token(uint64_t sid, std::span<const float> logits)
 
 void ExecutorImpl::drop_run(Run& r) {
   kv_host_->detach(r.sid);
-  if (r.model_drafter) r.model_drafter->forget(r.sid);
+  if (r.model_drafter) {
+    r.model_drafter->forget(r.sid);
+    if (!r.model_verified) recent_model_drafts_.fade(kModelIdleFade);
+  }
   by_name_.erase(r.rr.id);
   loading_.erase(std::remove(loading_.begin(), loading_.end(), r.sid), loading_.end());
   forget_name(r);

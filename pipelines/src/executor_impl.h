@@ -160,11 +160,16 @@ class ExecutorImpl final : public Executor,
     // Speculative decoding (ngram_drafter.h): the run's drafter (null: off; its adaptive length
     // serves both methods), its draft model (method draft, model_drafter.h; null: n-gram drafts)
     // and the draft its next decode step verifies (scheduler thread).
+    // A run of method draft drafts with its model only in the steps the draft-model gate passes
+    // (draft_budget.h, draft_model_pays), from the n-gram lookup in the others.
     std::optional<NgramDrafter> drafter;
     ModelDrafter* model_drafter = nullptr;
     std::vector<int32_t> draft;
     bool draft_from_answers = false;  // the draft came from earlier answers (output_ngrams.h)
-    DraftHistory drafts;  // its per-token acceptance so far, by state (draft_budget.h)
+    bool draft_from_model = false;    // the draft is (or is to be) the draft model's
+    bool model_verified = false;      // a draft of the draft model was verified in this run
+    // Its per-token acceptance so far, by state (draft_budget.h): n-gram drafts / the draft model's.
+    DraftHistory drafts, model_drafts;
     // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
     // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.
     int sched_max_new = 0;
@@ -348,7 +353,12 @@ class ExecutorImpl final : public Executor,
   // recent per-token acceptance (decayed counts: the prior of a run with few drafts of its own)
   // and its counters (ExecutorStats::spec_ngram).
   StepCostModel step_cost_;
-  DraftHistory recent_drafts_;  // by the runs' states, decayed per verification
+  // By the runs' states, decayed per verification: n-gram drafts, the draft models' drafts. The
+  // latter also fade with each run of method draft that ended without drafting with its model
+  // (kModelIdleFade), so that a low estimate the gate then never tests again drifts back towards
+  // the neutral prior and a later run tries the model again.
+  DraftHistory recent_drafts_, recent_model_drafts_;
+  static constexpr double kModelIdleFade = 0.9;
   ExecutorStats::Speculative spec_counts_;        // n-gram drafts
   ExecutorStats::Speculative spec_draft_counts_;  // draft-model drafts
   // Draft models by configured directory (read-only map after create; each drafter is used on the

@@ -17,10 +17,6 @@ constexpr const char* kProbeText =
     "per second; the records say: \"It retreated.\" <|begin_of_text|><|start_header_id|>user<|end_header_id|>"
     "<|eot_id|><|im_start|><|im_end|>";
 
-// Catch-up longer than this is a prompt prefill (a run's first draft, or one after a long pause),
-// a cost paid once per run; it is left out of the per-token cost the budget weighs.
-constexpr size_t kPrefillFeed = 32;
-
 }  // namespace
 
 Result<std::unique_ptr<ModelDrafter>> ModelDrafter::open(const std::string& dir, const engine::ModelOptions& target_opts,
@@ -64,7 +60,50 @@ Result<std::unique_ptr<ModelDrafter>> ModelDrafter::open(const std::string& dir,
 }
 
 ModelDrafter::ModelDrafter(std::unique_ptr<engine::Model> model, std::string dir)
-    : model_(std::move(model)), dir_(std::move(dir)) {}
+    : model_(std::move(model)), dir_(std::move(dir)) {
+  calibrate();
+}
+
+void ModelDrafter::calibrate() {
+  using Clock = std::chrono::steady_clock;
+  constexpr int kPrompt = 128, kChain = 4;
+  const int vocab = model_->config().vocab_size;
+  const engine::KvPool& pool = model_->kv_pool();
+  if (vocab <= 0 || pool.free_blocks() * static_cast<size_t>(pool.layout().block_size) < static_cast<size_t>(2 * (kPrompt + kChain)))
+    return;
+  std::vector<int32_t> prompt(kPrompt);
+  for (int i = 0; i < kPrompt; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % vocab);
+  double prefill = 0, chain = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the engine up (threads, buffers)
+    engine::BlockTable t;
+    engine::StepOutput out;
+    engine::SeqStep st{&t, prompt, engine::SeqStep::Logits::kGreedy};
+    auto t0 = Clock::now();
+    bool ok = model_->forward({&st, 1}, &out).ok();
+    prefill = std::chrono::duration<double>(Clock::now() - t0).count();
+    t0 = Clock::now();
+    for (int j = 0; ok && j < kChain; ++j) {
+      const int32_t next = out.picks[0].token;
+      st.tokens = std::span<const int32_t>(&next, 1);
+      ok = model_->forward({&st, 1}, &out).ok();
+    }
+    chain = std::chrono::duration<double>(Clock::now() - t0).count();
+    t.release(model_->kv_pool());
+    if (!ok) return;
+  }
+  feed_token_s_ = prefill / kPrompt;
+  token_s_ = chain / kChain;
+}
+
+double ModelDrafter::feed_seconds(uint64_t run, std::span<const int32_t> tokens) const {
+  size_t held = 0;
+  if (auto it = seqs_.find(run); it != seqs_.end()) {
+    const size_t n = std::min(it->second.held.size(), tokens.empty() ? 0 : tokens.size() - 1);
+    while (held < n && it->second.held[held] == tokens[held]) ++held;
+  }
+  const size_t lacking = tokens.size() - held;
+  return lacking > kPrefillFeed ? static_cast<double>(lacking) * feed_token_s_ : 0.0;
+}
 
 ModelDrafter::~ModelDrafter() {
   for (auto& [run, s] : seqs_) s.table.release(model_->kv_pool());
@@ -125,8 +164,8 @@ void ModelDrafter::draft(std::span<Request> requests) {
     seqs.push_back(&s);
     feed.push_back(r->tokens.subspan(s.held.size()));
   }
-  double chain_seconds = 0;
-  size_t drafted = 0, chain_drafted = 0;
+  double chain_seconds = 0, feed_seconds = 0;
+  size_t drafted = 0, chain_drafted = 0, fed = 0;
   std::vector<engine::SeqStep> batch;
   std::vector<size_t> member;  // batch row -> index in live
   for (int j = 0;; ++j) {
@@ -164,6 +203,10 @@ void ModelDrafter::draft(std::span<Request> requests) {
     ++stats_.steps;
     stats_.seconds += dt;
     if (!prefill) chain_seconds += dt;
+    if (prefill) {
+      feed_seconds += dt;
+      for (const engine::SeqStep& b : batch) fed += b.tokens.size();
+    }
     for (size_t b = 0; b < batch.size(); ++b) {
       const size_t i = member[b];
       Seq& s = *seqs[i];
@@ -175,12 +218,17 @@ void ModelDrafter::draft(std::span<Request> requests) {
     }
   }
   stats_.tokens += drafted;
-  // Per-token cost, as the budget weighs it: steps with a prompt prefill in them are counted as
-  // if they had cost what this call's other steps cost per token (their prefill is paid once).
+  // Per-token cost, as the budget weighs it: steps with a prefill in them are counted as if they
+  // had cost what this call's other steps cost per token; their time goes into the per-fed-token
+  // cost instead (feed_seconds(): what the gate weighs before a prefill).
+  constexpr double kWeight = 0.1;  // moving averages over the last ~10 drafts
   if (chain_drafted > 0) {
     const double per_token = chain_seconds / static_cast<double>(chain_drafted);
-    constexpr double kWeight = 0.1;  // moving average over the last ~10 drafts
     token_s_ = token_s_ == 0 ? per_token : (1 - kWeight) * token_s_ + kWeight * per_token;
+  }
+  if (fed > 0) {
+    const double per_fed = feed_seconds / static_cast<double>(fed);
+    feed_token_s_ = feed_token_s_ == 0 ? per_fed : (1 - kWeight) * feed_token_s_ + kWeight * per_fed;
   }
 }
 

@@ -21,10 +21,14 @@
 // they equal the drawn ones (ExecutorImpl::verify_draft), so the output is the one decoding without
 // drafts gives, greedy or sampled (the same argument as for n-gram drafts).
 //
-// Cost: a drafted token costs a draft-model step (shared by the runs in it). token_seconds() is the
-// measured draft time per drafted token (catch-up included, first prompt prefills not), which the
-// step budget (draft_budget.h, DraftCandidate::draft_s) adds to each draft token's row, so drafts
-// that do not pay for the draft model's time are turned down.
+// Cost, measured (first at construction, on a scratch sequence: a prompt-sized feed and a few
+// chain steps; then as a moving average over the real drafts): token_seconds(), the draft time per
+// drafted token of steps that feed at most kPrefillFeed tokens per run (chain steps and the
+// catch-up after a verification), which the step budget (draft_budget.h, DraftCandidate::draft_s)
+// adds to each draft token's row; and feed_token_seconds(), the time per token fed in the other
+// steps (a run's prompt, or a long stretch it drafted otherwise), from which feed_seconds() prices
+// what a run's next draft must feed first — the cost the draft-model gate (draft_model_pays)
+// weighs against the run's expected saving.
 // Thread-safety: none; owned by the executor, used on its scheduler thread only (open() may run
 // anywhere).
 #pragma once
@@ -73,8 +77,16 @@ class ModelDrafter {
   // The run ended: its draft KV goes back to the pool.
   void forget(uint64_t run);
 
-  // Measured seconds of draft-model time per drafted token (0 before the first draft).
+  // Feeds longer than this per run are a prefill: priced by feed_seconds(), not token_seconds().
+  static constexpr size_t kPrefillFeed = 32;
+  // Measured seconds of draft-model time per drafted token (steps without a prefill).
   double token_seconds() const { return token_s_; }
+  // Measured seconds per token fed in a prefill step.
+  double feed_token_seconds() const { return feed_token_s_; }
+  // Seconds the run's next draft must spend first feeding what its draft KV lacks of `tokens` (the
+  // run's tokens; the last one is always fed): 0 when that is at most kPrefillFeed tokens (a
+  // catch-up, in token_seconds()), else those tokens at feed_token_seconds().
+  double feed_seconds(uint64_t run, std::span<const int32_t> tokens) const;
   const std::string& dir() const { return dir_; }
   const engine::Model& model() const { return *model_; }
 
@@ -97,12 +109,16 @@ class ModelDrafter {
   void cut(Seq& s, std::span<const int32_t> tokens, size_t limit);
   // Drops the KV of every run outside `keep` (a full pool); true when something was freed.
   bool drop_idle(std::span<const Request> keep);
+  // The first estimates of token_s_ and feed_token_s_: a prefill and chain steps on a scratch
+  // sequence (each timed after a warm-up step); left 0 when the pool cannot hold it.
+  void calibrate();
 
   std::unique_ptr<engine::Model> model_;
   std::string dir_;
   std::unordered_map<uint64_t, Seq> seqs_;
   Stats stats_;
-  double token_s_ = 0;  // moving average of draft seconds per drafted token
+  double token_s_ = 0;       // moving average of draft seconds per drafted token
+  double feed_token_s_ = 0;  // moving average of draft seconds per token fed in prefill steps
 };
 
 }  // namespace ragd::pipelines

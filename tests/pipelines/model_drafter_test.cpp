@@ -5,7 +5,9 @@
 // and a batch), with a draft model that agrees with the serving model (its own weights: drafts
 // accepted) and one that does not (other random weights: drafts rejected and rolled back); every
 // KV block of both pools goes back; and a missing, incompatible or unknown draft model is a clear
-// error while the server keeps serving.
+// error while the server keeps serving. The step budget with the draft model's time, and the
+// draft-model gate (draft_model_pays) against the exact expected time of a run, prefill included;
+// through the executor, a draft model whose drafts are rejected is turned down.
 #include "executor_fixture.h"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <map>
 
 #include "draft_budget.h"
+#include "draft_budget_testing.h"
 #include "model_drafter.h"
 #include "ragd/engine/model.h"
 
@@ -60,40 +63,105 @@ std::vector<int32_t> greedy_from_scratch(engine::Model& m, std::vector<int32_t> 
 TEST(DraftBudget, WeighsTheDraftModelsTimeLikeBruteForce) {
   std::mt19937_64 rng(9);
   for (int trial = 0; trial < 400; ++trial) {
-    StepCostModel m;
-    const double a = 1e-3 * (0.2 + static_cast<double>(rng() % 100) / 10.0);
-    const double b = 1e-4 * (0.1 + static_cast<double>(rng() % 100) / 10.0);
-    for (int i = 0; i < 20; ++i) m.observe(0, 1 + i % 5, a + b * (1 + i % 5));
+    const draft_testing::RandomCost cost = draft_testing::random_fitted_cost(rng);
+    const StepCostModel& m = cost.model;
     ASSERT_TRUE(m.fitted());
     const int decodes = 1 + static_cast<int>(rng() % 4);
     std::vector<DraftCandidate> c(1 + rng() % 3);
     for (auto& x : c) {
       x = {static_cast<int>(rng() % 5), static_cast<double>(rng() % 101) / 100.0};
-      if (rng() % 3) x.draft_s = a * static_cast<double>(rng() % 80) / 100.0;  // up to 0.8 of the fixed cost
+      if (rng() % 3) x.draft_s = cost.fixed * static_cast<double>(rng() % 80) / 100.0;  // up to 0.8 of the fixed cost
     }
     const std::vector<int> got = choose_draft_lengths(m, decodes, c);
-    auto rate = [&](const std::vector<int>& take) {
-      double tokens = decodes, rows = decodes, drafting = 0;
-      for (size_t i = 0; i < c.size(); ++i)
-        for (int j = 1; j <= take[i]; ++j) tokens += std::pow(c[i].alpha, j), rows += 1, drafting += c[i].draft_s;
-      return tokens / (m.seconds(rows) + drafting);
-    };
-    double best = 0;
-    std::vector<int> take(c.size(), 0);
-    std::function<void(size_t)> all = [&](size_t i) {
-      if (i == c.size()) return void(best = std::max(best, rate(take)));
-      for (int l = 0; l <= c[i].available; ++l) take[i] = l, all(i + 1);
-    };
-    all(0);
+    const double best = draft_testing::best_rate(m, decodes, c);
     for (size_t i = 0; i < c.size(); ++i) ASSERT_LE(got[i], c[i].available);
-    EXPECT_NEAR(rate(got), best, 1e-9 * best) << "trial " << trial;
+    EXPECT_NEAR(draft_testing::expected_rate(m, decodes, c, got), best, 1e-9 * best) << "trial " << trial;
   }
-  StepCostModel cheap;
-  for (int i = 0; i < 20; ++i) cheap.observe(0, 1 + i % 9, 10e-3 + 0.1e-3 * (1 + i % 9));
+  const StepCostModel cheap = draft_testing::fitted_cost(10e-3, 0.1e-3, 9);
   EXPECT_GE(choose_draft_lengths(cheap, 1, std::vector<DraftCandidate>{{8, 0.6, 0.0}})[0], 6);  // free: rides long
   // A draft token costing a whole step pays only when it is nearly sure: at alpha 0.6 none rides.
   EXPECT_EQ(choose_draft_lengths(cheap, 1, std::vector<DraftCandidate>{{8, 0.6, 10e-3}}), (std::vector<int>{0}));
   EXPECT_GT(choose_draft_lengths(cheap, 1, std::vector<DraftCandidate>{{8, 0.99, 2e-3}})[0], 4);
+}
+
+// The exact expected seconds for one run (batch 1) to make `remaining` tokens when every step
+// verifies a k-token draft (token j accepted with probability alpha^j; the first rejection ends
+// the step's accepted prefix) and costs t + k * price: a recursion over the tokens left, end
+// effects included.
+double expected_run_seconds(double t, double price, double alpha, int k, int remaining) {
+  std::vector<double> v(static_cast<size_t>(remaining) + 1, 0.0);  // v[r]: r tokens left
+  for (int r = 1; r <= remaining; ++r) {
+    double e = t + k * price, p = 1;
+    for (int a = 0; a <= k; ++a) {  // a draft tokens accepted: 1 + a tokens made
+      const double pa = a < k ? p * (1 - alpha) : p;
+      e += pa * v[static_cast<size_t>(std::max(0, r - 1 - a))];
+      p *= alpha;
+    }
+    v[static_cast<size_t>(r)] = e;
+  }
+  return v[static_cast<size_t>(remaining)];
+}
+
+// The draft-model gate (draft_model_pays) against the exact expected time of the run: drafting
+// with the model pays when the best draft length's expected time plus what the model must be fed
+// first (the prompt's prefill) is below the time without drafts (no n-gram draft to rival it).
+// Cases within a step's time or two of the line are left out (the gate's sum is a renewal
+// estimate without the run's end). Then the rival and the shapes seen on this model.
+TEST(DraftModelGate, PaysForThePrefillOnlyWhereTheRunsExpectedTimeSaysSo) {
+  std::mt19937_64 rng(21);
+  int judged = 0, pays = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const draft_testing::RandomCost cost = draft_testing::random_fitted_cost(rng);
+    const double t = cost.model.seconds(1);
+    DraftCandidate c{1 + static_cast<int>(rng() % 8), static_cast<double>(rng() % 101) / 100.0,
+                     cost.fixed * static_cast<double>(rng() % 80) / 100.0};
+    const int remaining = 1 + static_cast<int>(rng() % 400);
+    const double feed_s = t * static_cast<double>(rng() % 1000) / 10.0;  // 0 .. 100 steps' time
+    const double price = cost.model.per_row_s() + c.draft_s;
+    double best = remaining * t;  // k = 0: no drafts
+    for (int k = 1; k <= c.available; ++k) best = std::min(best, expected_run_seconds(t, price, c.alpha, k, remaining));
+    const double margin = remaining * t - (best + feed_s);  // > 0: drafting with the model pays
+    if (std::abs(margin) < 2 * (t + c.available * price)) continue;
+    ++judged;
+    pays += margin > 0;
+    EXPECT_EQ(draft_model_pays(cost.model, 1, c, remaining, feed_s), margin > 0)
+        << "trial " << trial << ": alpha " << c.alpha << " k<=" << c.available << " remaining " << remaining
+        << " feed " << feed_s << " margin " << margin;
+  }
+  EXPECT_GT(judged, 1500);
+  EXPECT_GT(pays, 200);
+  EXPECT_GT(judged - pays, 200);
+  // This model's shape on this machine (bench_speculative): a serving step of 0.85 ms + 0.25 ms per
+  // row, a drafted token 0.26 ms, drafts accepted at 0.8 per token, a 600-token prompt's prefill at
+  // 0.02 ms a token (12 ms). A 16-token answer does not repay the prefill, a 300-token one does;
+  // once the prompt is in (nothing to feed), the 16-token answer drafts too.
+  const StepCostModel m = draft_testing::fitted_cost(0.85e-3, 0.25e-3);
+  const DraftCandidate good{8, 0.8, 0.26e-3};
+  EXPECT_FALSE(draft_model_pays(m, 1, good, 16, 12e-3));
+  EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 12e-3));
+  EXPECT_TRUE(draft_model_pays(m, 1, good, 16, 0.0));
+  // Drafts accepted at 0.3 save nothing at any length, prefill or not; nor do good ones at a large
+  // batch whose rows are dear.
+  EXPECT_EQ(draft_saving(m, 1, DraftCandidate{8, 0.3, 0.26e-3}, 1000), 0.0);
+  EXPECT_FALSE(draft_model_pays(m, 1, DraftCandidate{8, 0.3, 0.26e-3}, 1000, 0.0));
+  EXPECT_FALSE(draft_model_pays(draft_testing::fitted_cost(1e-3, 1e-3, 9), 64, good, 1000, 0.0));
+  // Against the n-gram lookup's draft of the same step (free to make, nothing to feed): one
+  // accepted more often wins even with the prompt in; a rarely right one loses to the model, by
+  // the model's saving less its prefill against the lookup's saving.
+  const DraftCandidate copying{8, 0.9}, weak{8, 0.4};
+  EXPECT_FALSE(draft_model_pays(m, 1, good, 300, 0.0, copying));
+  EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 12e-3, weak));
+  const double edge = draft_saving(m, 1, good, 300) - draft_saving(m, 1, weak, 300);
+  EXPECT_GT(draft_saving(m, 1, weak, 300), 0.0);
+  EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 0.99 * edge, weak));
+  EXPECT_FALSE(draft_model_pays(m, 1, good, 300, 1.01 * edge, weak));
+  // Before a fit: as the unfitted budget, while few runs decode, and only where the lookup has
+  // nothing.
+  const StepCostModel unfitted;
+  EXPECT_TRUE(draft_model_pays(unfitted, 1, good, 16, 12e-3));
+  EXPECT_FALSE(draft_model_pays(unfitted, 1, good, 16, 0.0, copying));
+  EXPECT_FALSE(draft_model_pays(unfitted, kUnfittedMaxDecodes + 1, good, 300, 0.0));
+  EXPECT_FALSE(draft_model_pays(m, 1, DraftCandidate{0, 0.8, 0.26e-3}, 300, 0.0));  // nothing proposed
 }
 
 class ModelDrafterTest : public ExecutorTest {
@@ -228,6 +296,55 @@ TEST_F(ModelDrafterTest, OutputsAreThoseWithoutDraftsAndBothPoolsEmpty) {
     EXPECT_GT(s.spec_draft_models.steps, 0u);
     close(rt);
   }
+  fs::remove_all(root);
+}
+
+// With the gate on (the default): a draft model whose drafts are rejected (other random weights)
+// stops being drafted with once the estimates know it — within the first run, and from the start
+// of the next (the server's estimate) — while its runs draft from the n-gram lookup instead; the
+// outputs stay those without drafts.
+TEST_F(ModelDrafterTest, RejectedDraftsTurnTheModelDown) {
+  const std::string root = tmpdir("drafter-gate");
+  const std::string other = make_draft_model(root + "/other", 1, 4321);
+  RuntimeOptions o = options(root + "/data");
+  o.model.kv_pool_bytes = 16ull << 20;
+  o.hbm_cache = false;
+  o.speculative.draft_model = other;
+  Runtime rt = open(o, false);
+  constexpr int kTokens = 160;
+  auto long_run = [&](int k) {
+    return run(*rt.executor, "", "", kTokens, [&](RunRequest& r) {
+      r.prompt = copy_prompt(2);
+      r.sampling.ignore_eos = true;
+      r.speculative_k = k;
+      if (k > 0) r.speculative_method = DraftMethod::kDraft;
+    });
+  };
+  const RunOutput first = long_run(5);
+  const ExecutorStats after_first = rt.executor->stats();
+  const RunOutput second = long_run(5);
+  const ExecutorStats after_second = rt.executor->stats();
+  const RunOutput plain = long_run(0);
+  ASSERT_EQ(plain.tokens.size(), static_cast<size_t>(kTokens));
+  EXPECT_EQ(first.tokens, plain.tokens);
+  EXPECT_EQ(second.tokens, plain.tokens);
+  std::printf("first run: the model drafted %lu tokens (%lu accepted) in %lu steps, turned down in %lu steps; n-gram "
+              "lookup drafted %lu\n",
+              static_cast<unsigned long>(after_first.spec_draft.drafted), static_cast<unsigned long>(after_first.spec_draft.accepted),
+              static_cast<unsigned long>(after_first.spec_draft.steps), static_cast<unsigned long>(after_first.spec_draft.turned_down),
+              static_cast<unsigned long>(after_first.spec_ngram.drafted));
+  // The first run drafted with the model until its rejections showed, then not again: a handful
+  // of verifications in ~160 decode steps (without the gate a turned-down draft is still probed
+  // every DraftHistory::probe_interval(1) steps).
+  EXPECT_GT(after_first.spec_draft.steps, 0u);
+  EXPECT_LT(after_first.spec_draft.accepted, after_first.spec_draft.drafted);
+  EXPECT_LE(after_first.spec_draft.steps, 8u);
+  EXPECT_GT(after_first.spec_draft.turned_down, 0u);
+  // The second run never drafted with the model, and its draft KV was never fed.
+  EXPECT_EQ(after_second.spec_draft.steps, after_first.spec_draft.steps);
+  EXPECT_EQ(after_second.spec_draft_models.steps, after_first.spec_draft_models.steps);
+  EXPECT_GT(after_second.spec_draft.turned_down, after_first.spec_draft.turned_down);
+  close(rt);
   fs::remove_all(root);
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "draft_budget.h"
+#include "draft_budget_testing.h"
 #include "ngram_drafter.h"
 #include "output_ngrams.h"
 #include "ragd/engine/model.h"
@@ -107,37 +108,21 @@ TEST(DraftBudget, MaximisesExpectedTokensPerSecondLikeBruteForce) {
   // combinations of prefix lengths (small cases), and the expected shapes at the extremes.
   std::mt19937_64 rng(5);
   for (int trial = 0; trial < 400; ++trial) {
-    StepCostModel m;
-    const double a = 1e-3 * (0.2 + static_cast<double>(rng() % 100) / 10.0);
-    const double b = 1e-4 * (0.1 + static_cast<double>(rng() % 100) / 10.0);
-    for (int i = 0; i < 20; ++i) m.observe(0, 1 + i % 5, a + b * (1 + i % 5));
+    const draft_testing::RandomCost cost = draft_testing::random_fitted_cost(rng);
+    const StepCostModel& m = cost.model;
     ASSERT_TRUE(m.fitted());
     const int decodes = 1 + static_cast<int>(rng() % 6);
     const int n = 1 + static_cast<int>(rng() % 3);
     std::vector<DraftCandidate> c(static_cast<size_t>(n));
     for (auto& x : c) x = {static_cast<int>(rng() % 5), static_cast<double>(rng() % 101) / 100.0};
     const std::vector<int> got = choose_draft_lengths(m, decodes, c);
-    auto rate = [&](const std::vector<int>& take) {
-      double tokens = decodes, rows = decodes;
-      for (size_t i = 0; i < c.size(); ++i)
-        for (int j = 1; j <= take[i]; ++j) tokens += std::pow(c[i].alpha, j), rows += 1;
-      return tokens / m.seconds(rows);
-    };
-    double best = 0;
-    std::vector<int> take(c.size(), 0);
-    std::function<void(size_t)> all = [&](size_t i) {
-      if (i == c.size()) return void(best = std::max(best, rate(take)));
-      for (int l = 0; l <= c[i].available; ++l) take[i] = l, all(i + 1);
-    };
-    all(0);
+    const double best = draft_testing::best_rate(m, decodes, c);
     for (size_t i = 0; i < c.size(); ++i) ASSERT_LE(got[i], c[i].available);
-    EXPECT_NEAR(rate(got), best, 1e-9 * best) << "trial " << trial;
+    EXPECT_NEAR(draft_testing::expected_rate(m, decodes, c, got), best, 1e-9 * best) << "trial " << trial;
   }
   // Batch 1, a step mostly fixed cost: a well-accepted draft rides whole. Batch 64 with rows as
   // dear as the fixed part: a half-accepted draft does not, a fully accepted one does.
-  StepCostModel cheap, dear;
-  for (int i = 0; i < 20; ++i) cheap.observe(0, 1 + i % 9, 10e-3 + 0.1e-3 * (1 + i % 9));
-  for (int i = 0; i < 20; ++i) dear.observe(0, 1 + i % 9, 1e-3 + 1e-3 * (1 + i % 9));
+  const StepCostModel cheap = draft_testing::fitted_cost(10e-3, 0.1e-3, 9), dear = draft_testing::fitted_cost(1e-3, 1e-3, 9);
   const std::vector<DraftCandidate> good = {{8, 0.9}};
   EXPECT_EQ(choose_draft_lengths(cheap, 1, good), (std::vector<int>{8}));
   const std::vector<DraftCandidate> half(64, DraftCandidate{8, 0.5}), whole(64, DraftCandidate{8, 1.0});
@@ -158,6 +143,11 @@ TEST(DraftAcceptance, IsTheGeometricEstimateByState) {
   a.observe(2, 0, 0.5);  // decayed: earlier counts halve
   EXPECT_DOUBLE_EQ(a.accepted, 2.5);
   EXPECT_DOUBLE_EQ(a.rejections, 1.5);
+  a.fade(0.5);  // aged without a verification: the estimate moves back towards the prior
+  EXPECT_DOUBLE_EQ(a.accepted, 1.25);
+  EXPECT_DOUBLE_EQ(a.rejections, 0.75);
+  for (int i = 0; i < 60; ++i) a.fade(0.5);
+  EXPECT_NEAR(a.alpha(0.5, 2.0), 0.5, 1e-12);
   // A run that copies in bursts: whole drafts taken while copying, rejections after a miss. Its
   // two states learn apart: high acceptance in a copy, low out of one.
   DraftHistory h, server;

@@ -96,9 +96,13 @@ struct ExecutorStats {
   // were expected to save). The measured step-cost model the budget decides by (ms; 0 = no fit
   // yet): t(rows) = step_fixed_ms + step_per_row_ms * rows. Of the verified drafts, those taken
   // from earlier answers of the run's scope (output_ngrams.h): answers_drafted / answers_accepted.
+  // spec_draft.turned_down: decode steps of runs of method draft in which the draft-model gate
+  // (draft_model_pays) turned the model down (its drafts were not expected to repay what it had to
+  // be fed first); those steps drafted from the n-gram lookup, counted in spec_ngram.
   struct Speculative {
     uint64_t drafted = 0, accepted = 0, steps = 0, budget_skipped = 0;
     uint64_t answers_drafted = 0, answers_accepted = 0;
+    uint64_t turned_down = 0;
   } spec_ngram, spec_draft;
   // The draft models (all of them together): their engine steps, tokens fed, time (ms), KV pool
   // blocks (in all / in use: the runs' draft KV) and the largest measured ms per drafted token.
@@ -202,7 +206,7 @@ void ExecutorStats::visit(V& v) const {
   v.begin("draft").field("drafted_tokens", spec_draft.drafted);
   v.field("accepted_tokens", spec_draft.accepted).field("steps", spec_draft.steps);
   v.field("acceptance", spec_draft.drafted ? static_cast<double>(spec_draft.accepted) / static_cast<double>(spec_draft.drafted) : 0.0);
-  v.field("budget_skipped_tokens", spec_draft.budget_skipped);
+  v.field("budget_skipped_tokens", spec_draft.budget_skipped).field("turned_down_steps", spec_draft.turned_down);
   v.field("model_steps", spec_draft_models.steps).field("model_fed_tokens", spec_draft_models.fed_tokens);
   v.field("model_ms", spec_draft_models.ms).field("model_ms_per_token", spec_draft_models.ms_per_token);
   v.field("pool_blocks", spec_draft_models.pool_blocks).field("pool_used_blocks", spec_draft_models.pool_used_blocks);

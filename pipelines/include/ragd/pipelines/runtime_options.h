@@ -74,8 +74,12 @@ struct RuntimeTestHooks {
   // (forced acceptance patterns: a benchmark drafts a known continuation, corrupted at chosen
   // places). The adaptive length, the cool-down and the step budget apply as to n-gram drafts.
   std::function<std::vector<int32_t>(const std::string&, std::span<const int32_t>, int, int)> draft_source;
-  // BENCHMARKS ONLY: every proposed draft token is verified (the step budget, draft_budget.h, off).
+  // BENCHMARKS ONLY: every proposed draft token is verified (the step budget, draft_budget.h, off;
+  // method draft drafts with its model at every step: its gate off too).
   bool draft_budget_off = false;
+  // BENCHMARKS ONLY: a run of method draft whose draft-model gate says no drafts nothing that step
+  // (no n-gram drafts in its place): the gate's own effect.
+  bool draft_model_alone = false;
 };
 
 // Speculative decoding (n-gram drafts from each run's own tokens). Which draft tokens ride in a
