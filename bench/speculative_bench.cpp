@@ -168,6 +168,7 @@ int qa(const Args& a) {
   std::vector<Sum> total(nv);
   std::vector<std::vector<double>> round_speedup(nv);
   std::vector<int> lengths;
+  long prompt_tokens = 0;
   for (int round = 0; round < std::max(1, a.rounds); ++round) {
     std::vector<Sum> sum(nv);
     for (size_t i = 0; i < qs.size(); ++i) {
@@ -196,7 +197,7 @@ int qa(const Args& a) {
         s.steps += o.usage.draft_steps;
         ++s.runs;
         ids[v] = o.token_ids;
-        if (v == 0 && round == 0) lengths.push_back(o.tokens);
+        if (v == 0 && round == 0) lengths.push_back(o.tokens), prompt_tokens += o.usage.prompt_tokens;
       }
       for (size_t v = 0; v < nv; ++v) sum[v].identical += ids[v] == ids[0];
     }
@@ -220,8 +221,9 @@ int qa(const Args& a) {
   std::printf("# qa: %zu questions of %s, model %s, draft model %s, max_tokens %d, %d threads, answer n-grams %d, %d round(s)\n",
               qs.size(), qfile.c_str(), a.model.c_str(), a.draft_model.empty() ? "none" : a.draft_model.c_str(), a.max_tokens,
               a.threads, a.answer_ngrams, std::max(1, a.rounds));
-  std::printf("# answer tokens: mean %.1f, median %d, max %d\n", mean_len, lengths.empty() ? 0 : lengths[lengths.size() / 2],
-              lengths.empty() ? 0 : lengths.back());
+  std::printf("# answer tokens: mean %.1f, median %d, max %d; prompt tokens: mean %.1f\n", mean_len,
+              lengths.empty() ? 0 : lengths[lengths.size() / 2], lengths.empty() ? 0 : lengths.back(),
+              static_cast<double>(prompt_tokens) / static_cast<double>(std::max<size_t>(1, lengths.size())));
   std::printf("%-10s %12s %8s %8s %9s %9s %9s %12s %9s %16s\n", "drafts", "decode tok/s", "TTFT ms", "e2e ms", "drafted",
               "accepted", "accept %", "accepted/step", "identical", "speedup by round");
   bool all_same = true;
@@ -238,10 +240,11 @@ int qa(const Args& a) {
   const ExecutorStats st = rt.executor->stats();
   std::printf("# serving model's step (fitted): %.3f ms fixed + %.3f ms per row\n", st.spec_step_fixed_ms, st.spec_step_per_row_ms);
   if (st.spec_draft_models.steps > 0)
-    std::printf("# draft model: %lu steps, %lu tokens fed, %.1f ms in all, %.3f ms per drafted token (last estimate); "
-                "budget left out %lu draft-model tokens, %lu n-gram tokens\n",
+    std::printf("# draft model: %lu steps, %lu tokens fed, %.1f ms in all, %.3f ms per drafted token, %.4f ms per token fed "
+                "in a prefill (last estimates); budget left out %lu draft-model tokens, %lu n-gram tokens\n",
                 static_cast<unsigned long>(st.spec_draft_models.steps), static_cast<unsigned long>(st.spec_draft_models.fed_tokens),
-                st.spec_draft_models.ms, st.spec_draft_models.ms_per_token, static_cast<unsigned long>(st.spec_draft.budget_skipped),
+                st.spec_draft_models.ms, st.spec_draft_models.ms_per_token, st.spec_draft_models.ms_per_fed_token,
+                static_cast<unsigned long>(st.spec_draft.budget_skipped),
                 static_cast<unsigned long>(st.spec_ngram.budget_skipped));
   std::printf("# by source: draft model %lu drafted, %lu accepted in %lu steps; n-gram lookup %lu drafted, %lu accepted in %lu "
               "steps; the draft-model gate turned the model down in %lu run-steps\n",

@@ -151,11 +151,12 @@ double draft_saving(const StepCostModel& cost, int decodes, const DraftCandidate
 }
 
 bool draft_model_pays(const StepCostModel& cost, int decodes, const DraftCandidate& model, double remaining, double feed_s,
-                      const DraftCandidate& lookup) {
+                      const DraftCandidate& lookup, double share) {
   if (model.available <= 0) return false;
   if (!cost.fitted()) return decodes <= kUnfittedMaxDecodes && lookup.available <= 0;
-  return draft_saving(cost, decodes, model, remaining) - std::max(0.0, feed_s) >
-         (lookup.available > 0 ? draft_saving(cost, decodes, lookup, remaining) : 0.0);
+  const double tokens = std::max(0.0, remaining) * std::clamp(share, 0.0, 1.0);
+  return draft_saving(cost, decodes, model, tokens) - std::max(0.0, feed_s) >
+         (lookup.available > 0 ? draft_saving(cost, decodes, lookup, tokens) : 0.0);
 }
 
 }  // namespace ragd::pipelines

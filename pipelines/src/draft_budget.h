@@ -39,12 +39,16 @@
 //     only for an answer expected long enough and accepted often enough to repay it; a run whose
 //     drafts keep being rejected stops drafting with the model (alpha falls until no k saves
 //     anything), and the further it falls behind, the more a return would cost. The model also
-//     has a rival that costs nothing to make: the n-gram lookup's draft of the same step. So the
-//     rule the executor applies is the sum above less feed_s against the same sum for the
-//     lookup's draft (its alpha the run's n-gram acceptance, draft_s 0, nothing to feed): the run
-//     drafts from whichever is expected to save more (the model where the lookup finds nothing
-//     or is rarely right; the lookup where it copies). The sum is a renewal estimate: the run's
-//     last step, whose draft may overrun its end, is left out. Before the step-cost fit the rule
+//     has a rival that costs nothing to make: the n-gram lookup. Where the lookup has a draft the
+//     run takes whichever draft is expected to save more; so the model drafts mostly in the steps
+//     where the lookup finds nothing, and a prefill buys only those steps' savings. The rule the
+//     executor applies is therefore, with m the share of the run's decode steps in which the
+//     lookup finds nothing (the run's own count, shrunk towards the server's; m = 1 without a
+//     lookup), both sums over R · m tokens:
+//         saving(model draft, R · m) − feed_s  >  saving(the lookup's draft now, R · m)
+//     (the right side 0 when the lookup has no draft now; the lookup's draft has the run's n-gram
+//     acceptance, draft_s 0 and nothing to feed). The sum is a renewal estimate: the run's last
+//     step, whose draft may overrun its end, is left out. Before the step-cost fit the rule
 //     follows the unfitted budget: the model drafts while at most kUnfittedMaxDecodes runs decode
 //     and the lookup has no draft.
 // Thread-safety: value types owned by the executor's scheduler thread.
@@ -151,14 +155,29 @@ inline constexpr int kUnfittedMaxDecodes = 4;
 // length per candidate, each in [0, available], a prefix of the run's draft.
 std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, std::span<const DraftCandidate> candidates);
 
+// How often the n-gram lookup finds no draft for a run, of the decode steps it was asked in (m in
+// the rule above). The server keeps the same counts, decayed, over every run.
+struct LookupMisses {
+  double asked = 0, missed = 0;
+  void observe(bool missed_now, double decay = 1.0) {
+    asked = decay * asked + 1;
+    missed = decay * missed + (missed_now ? 1 : 0);
+  }
+  // The share, shrunk towards `prior` with the weight of `prior_steps` steps.
+  double share(double prior, double prior_steps = 8.0) const {
+    return (missed + prior * prior_steps) / (asked + prior_steps);
+  }
+};
+
 // The draft model's gate (the rule above). draft_saving: the sum, the expected seconds drafting
 // `c` (draft_s: its time to make per token) saves over `remaining` tokens in steps of `decodes`
 // decode rows under a fitted `cost`, at the best draft length k <= c.available (0 when no length
-// saves anything). draft_model_pays: whether the draft model's candidate `model` saves more, less
-// `feed_s` (its time to feed what it lacks of the run first), than the rival `lookup` (the n-gram
-// lookup's draft; available 0: none); not fitted: see above.
+// saves anything). draft_model_pays: whether the draft model's candidate `model` saves more over
+// `remaining` · `share` tokens, less `feed_s` (its time to feed what it lacks of the run first),
+// than the rival `lookup` (the n-gram lookup's draft now; available 0: none); not fitted: see
+// above.
 double draft_saving(const StepCostModel& cost, int decodes, const DraftCandidate& c, double remaining);
 bool draft_model_pays(const StepCostModel& cost, int decodes, const DraftCandidate& model, double remaining, double feed_s,
-                      const DraftCandidate& lookup = {});
+                      const DraftCandidate& lookup = {}, double share = 1.0);
 
 }  // namespace ragd::pipelines

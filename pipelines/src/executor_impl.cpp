@@ -639,8 +639,15 @@ void ExecutorImpl::plan_drafts() {
       DraftCandidate c{std::min(std::max(0, len), room), r->model_drafts.alpha(recent_model_drafts_),
                        r->model_drafter->token_seconds()};
       const double remaining = std::min<double>(room + 1, std::max(1.0, sched_->predicted_remaining(r->sid)));
+      // The share of its steps the model would draft in: those the lookup finds nothing in.
+      const double share = lookup ? r->lookup_misses.share(recent_lookup_misses_.share(0.5, 2.0)) : 1.0;
+      if (lookup && len > 0) {
+        constexpr double kLookupDecay = 0.98;
+        r->lookup_misses.observe(r->draft.empty());
+        recent_lookup_misses_.observe(r->draft.empty(), kLookupDecay);
+      }
       r->draft_from_model = !budget || draft_model_pays(step_cost_, decodes, c, remaining,
-                                                        r->model_drafter->feed_seconds(r->sid, s.tokens()), looked_up);
+                                                        r->model_drafter->feed_seconds(r->sid, s.tokens()), looked_up, share);
       if (!r->draft_from_model && c.available > 0) ++spec_draft_counts_.turned_down;
       if (r->draft_from_model || alone) {
         if (!r->draft_from_model) c.available = 0;

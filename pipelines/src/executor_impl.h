@@ -170,6 +170,7 @@ class ExecutorImpl final : public Executor,
     bool model_verified = false;      // a draft of the draft model was verified in this run
     // Its per-token acceptance so far, by state (draft_budget.h): n-gram drafts / the draft model's.
     DraftHistory drafts, model_drafts;
+    LookupMisses lookup_misses;  // method draft: the steps its n-gram lookup found nothing in
     // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
     // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.
     int sched_max_new = 0;
@@ -358,6 +359,7 @@ class ExecutorImpl final : public Executor,
   // (kModelIdleFade), so that a low estimate the gate then never tests again drifts back towards
   // the neutral prior and a later run tries the model again.
   DraftHistory recent_drafts_, recent_model_drafts_;
+  LookupMisses recent_lookup_misses_;  // method draft runs' lookups, decayed per lookup
   static constexpr double kModelIdleFade = 0.9;
   ExecutorStats::Speculative spec_counts_;        // n-gram drafts
   ExecutorStats::Speculative spec_draft_counts_;  // draft-model drafts

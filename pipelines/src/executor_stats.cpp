@@ -49,6 +49,7 @@ void ExecutorImpl::publish_stats() {
     x.spec_draft_models.pool_blocks += ds.pool_blocks;
     x.spec_draft_models.pool_used_blocks += ds.pool_used_blocks;
     x.spec_draft_models.ms_per_token = std::max(x.spec_draft_models.ms_per_token, d->token_seconds() * 1e3);
+    x.spec_draft_models.ms_per_fed_token = std::max(x.spec_draft_models.ms_per_fed_token, d->feed_token_seconds() * 1e3);
   }
   x.spec_step_fixed_ms = step_cost_.fixed_s() * 1e3;
   x.spec_step_per_row_ms = step_cost_.per_row_s() * 1e3;

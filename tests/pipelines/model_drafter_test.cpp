@@ -155,6 +155,11 @@ TEST(DraftModelGate, PaysForThePrefillOnlyWhereTheRunsExpectedTimeSaysSo) {
   EXPECT_GT(draft_saving(m, 1, weak, 300), 0.0);
   EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 0.99 * edge, weak));
   EXPECT_FALSE(draft_model_pays(m, 1, good, 300, 1.01 * edge, weak));
+  // A run whose lookup finds a draft in most steps leaves the model few to draft in: the prefill
+  // that 300 tokens would repay, 30 of them (a share of 0.1) do not.
+  EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 12e-3, {}, 1.0));
+  EXPECT_FALSE(draft_model_pays(m, 1, good, 300, 12e-3, {}, 0.1));
+  EXPECT_EQ(draft_model_pays(m, 1, good, 300, 12e-3, {}, 0.1), draft_model_pays(m, 1, good, 30, 12e-3));
   // Before a fit: as the unfitted budget, while few runs decode, and only where the lookup has
   // nothing.
   const StepCostModel unfitted;

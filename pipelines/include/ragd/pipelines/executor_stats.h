@@ -109,6 +109,7 @@ struct ExecutorStats {
   struct DraftModels {
     uint64_t steps = 0, fed_tokens = 0, pool_blocks = 0, pool_used_blocks = 0;
     double ms = 0, ms_per_token = 0;
+    double ms_per_fed_token = 0;  // the largest measured ms per token fed in a prefill (a prompt)
   } spec_draft_models;
   double spec_step_fixed_ms = 0, spec_step_per_row_ms = 0;
   // The long-context route (sequence_parallel_route.h): runs it served, its group's workers, the
@@ -209,6 +210,7 @@ void ExecutorStats::visit(V& v) const {
   v.field("budget_skipped_tokens", spec_draft.budget_skipped).field("turned_down_steps", spec_draft.turned_down);
   v.field("model_steps", spec_draft_models.steps).field("model_fed_tokens", spec_draft_models.fed_tokens);
   v.field("model_ms", spec_draft_models.ms).field("model_ms_per_token", spec_draft_models.ms_per_token);
+  v.field("model_ms_per_fed_token", spec_draft_models.ms_per_fed_token);
   v.field("pool_blocks", spec_draft_models.pool_blocks).field("pool_used_blocks", spec_draft_models.pool_used_blocks);
   v.end();
   v.field("step_fixed_ms", spec_step_fixed_ms).field("step_per_row_ms", spec_step_per_row_ms).end();
