@@ -6,7 +6,9 @@
 #include <system_error>
 
 #include <simdjson.h>
+#include <zlib.h>
 
+#include "man_text.h"
 #include "pdf_text.h"
 #include "ragd/common/echo.h"
 #include "ragd/retrieval/text_util.h"
@@ -17,7 +19,7 @@ namespace ragd::retrieval {
 
 namespace {
 
-enum class Format { kText, kMarkdown, kHtml, kJsonl, kPdf, kUnsupported };
+enum class Format { kText, kMarkdown, kHtml, kJsonl, kPdf, kMan, kUnsupported };
 
 // The extensions each format is known by; the content can still overrule them (read_input_bytes).
 struct FormatExtensions {
@@ -43,6 +45,82 @@ Format format_of(const std::string& path) {
 
 // How many leading bytes the content checks look at.
 constexpr size_t kSniffBytes = 1024;
+// How much of a gzip file is read to decompress those bytes for the checks.
+constexpr size_t kGzipSniffInput = 64 * 1024;
+
+// A manual page's name: "ls.1", "Foo::Bar.3pm", "openssl-req.1ssl" (section digit, then up to five
+// letters or digits).
+std::string binary_kind(std::string_view b);  // below
+
+bool man_extension(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  if (ext.size() < 2 || ext.size() > 7 || ext[1] < '1' || ext[1] > '9') return false;
+  return std::all_of(ext.begin() + 2, ext.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
+}
+
+bool is_gzip(std::string_view b) { return b.size() >= 2 && b[0] == '\x1F' && b[1] == '\x8B'; }
+
+// "README.md.gz" -> "README.md": the name the decompressed bytes are read by.
+std::string without_gz(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".gz" ? path.substr(0, path.size() - 3) : path;
+}
+
+// The decompressed bytes of gzip data (every member, as gzip -d writes them). With head_only, the
+// first `limit` bytes and no error for what follows (or for a cut-off stream); otherwise an error
+// when they exceed `limit` (a decompression bomb stops there) or the data is damaged. *err says
+// why ("" when fine).
+std::string gunzip(std::string_view in, uint64_t limit, bool head_only, std::string* err) {
+  err->clear();
+  std::string out;
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
+    *err = "gzip: cannot start zlib";
+    return {};
+  }
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size(), UINT32_MAX));
+  unsigned char buf[1 << 16];
+  int rc = Z_OK;
+  while (true) {
+    zs.next_out = buf;
+    zs.avail_out = sizeof buf;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(reinterpret_cast<const char*>(buf), sizeof buf - zs.avail_out);
+    if (out.size() > limit) {
+      if (head_only) {
+        out.resize(limit);
+        break;
+      }
+      *err = "larger than max_file_bytes once decompressed (over " + std::to_string(limit) + " bytes)";
+      break;
+    }
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      if (inflateReset(&zs) != Z_OK) break;  // another gzip member follows
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
+      if (!head_only) *err = "damaged gzip data: the stream ends early";
+      break;
+    }
+    if (rc != Z_OK) {
+      if (!head_only || out.empty()) *err = std::string("damaged gzip data: ") + (zs.msg ? zs.msg : "zlib error " + std::to_string(rc));
+      break;
+    }
+  }
+  inflateEnd(&zs);
+  return out;
+}
+
+// Plain text by its first bytes: no NUL, valid UTF-8 (a character cut at the end of the head
+// allowed), not a known binary format.
+bool looks_like_text(std::string_view head) {
+  if (head.empty() || head.find('\0') != std::string_view::npos || !binary_kind(head).empty()) return false;
+  std::string_view whole = head.substr(0, utf8_floor(head, head.size() >= 4 ? head.size() - 3 : head.size()));
+  return find_invalid_utf8(whole) == std::string_view::npos;
+}
 
 // An HTML page by its first bytes: "<!DOCTYPE html" or "<html", possibly after a byte order mark,
 // whitespace, an XML declaration or comments.
@@ -312,9 +390,11 @@ void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOpt
                                   std::to_string(n.second) + "); the keys read are id, title, text, url, metadata"});
 }
 
-Format sniff_format(std::string_view head) {
+// `name`: the file's name (without a .gz), the second clue for a manual page.
+Format sniff_format(std::string_view head, const std::string& name) {
   if (looks_like_pdf(head)) return Format::kPdf;
   if (looks_like_html(head)) return Format::kHtml;
+  if (looks_like_man(head, man_extension(name))) return Format::kMan;
   return Format::kUnsupported;
 }
 
@@ -384,16 +464,38 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
       if (!de.is_regular_file(ec)) continue;
       std::string path = de.path().lexically_normal().string();
       if (format_of(path) == Format::kUnsupported) {
-        // Content decides for an unknown extension: a PDF or an HTML page is read whatever its name.
+        // Content decides for an unknown extension: a PDF, an HTML page or a manual page is read
+        // whatever its name, a file without an extension when it is text, and gzip data by what
+        // it holds ("README.gz", "ls.1.gz", "changelog.Debian.gz").
         std::string head(kSniffBytes, '\0');
         std::ifstream in(path, std::ios::binary);
         in.read(head.data(), static_cast<std::streamsize>(head.size()));
         head.resize(static_cast<size_t>(in.gcount()));
-        if (sniff_format(head) == Format::kUnsupported) {
+        std::string name = path;
+        bool gz = is_gzip(head);
+        if (gz) {
+          std::string packed(kGzipSniffInput, '\0');
+          in.clear();
+          in.seekg(0);
+          in.read(packed.data(), static_cast<std::streamsize>(packed.size()));
+          packed.resize(static_cast<size_t>(in.gcount()));
+          std::string err;
+          head = gunzip(packed, kSniffBytes, true, &err);
+          name = without_gz(path);
+          if (!err.empty()) head.clear();
+        }
+        // Compressed text is documentation whatever its inner name says (changelog.Debian.gz,
+        // NEWS.gz); an uncompressed file with an unknown extension is not (style.css, app.js).
+        const bool readable = (gz && head.empty()) ||  // empty or damaged: read_input_bytes says which
+                              sniff_format(head, name) != Format::kUnsupported ||
+                              (gz && format_of(name) != Format::kUnsupported) ||
+                              ((gz || fs::path(name).extension().empty()) && looks_like_text(head));
+        if (!readable) {
           std::string ext = de.path().extension().string();
-          std::string why = ext.empty() ? "unsupported file type (no extension)"
+          std::string why = ext.empty() ? "unsupported file type (no extension, not text)"
                                         : "unsupported file type '" + clip_input(ext) + "'";
           if (std::string kind = binary_kind(head); !kind.empty()) why += " (" + kind + ")";
+          else if (gz) why += " (gzip data)";
           left_out.push_back({path, why, SkipKind::kUnsupported});
           continue;
         }
@@ -423,16 +525,22 @@ void relabel_documents(const InputFile& f, ReadResult* r) {
   }
 }
 
-ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts) {
+namespace {
+
+// read_input_bytes after any decompression: `name` gives the format's second clue (a compressed
+// file's name without its .gz), `path` names the documents.
+ReadResult read_decoded(const std::string& path, const std::string& name, std::string_view bytes,
+                        const ReaderOptions& opts) {
   ReadResult r;
   if (bytes.size() > opts.max_file_bytes) {
     r.skipped.push_back({path, check_bytes(bytes, opts)});
     return r;
   }
   // Content first: a PDF is a PDF whatever its name; a .pdf that is not one was mislabelled (and
-  // used to be ingested as text); an HTML page saved as .txt or without an extension is HTML.
-  const Format by_name = format_of(path);
-  const Format by_content = sniff_format(bytes.substr(0, kSniffBytes));
+  // used to be ingested as text); an HTML page saved as .txt or without an extension is HTML; roff
+  // source of a manual page is a manual page.
+  const Format by_name = format_of(name);
+  const Format by_content = sniff_format(bytes.substr(0, kSniffBytes), name);
   if (by_content == Format::kPdf) {
     read_pdf(path, bytes, &r);
     return r;
@@ -444,7 +552,8 @@ ReadResult read_input_bytes(const std::string& path, std::string_view bytes, con
     return r;
   }
   Format f = by_name;
-  if (by_content == Format::kHtml && (f == Format::kText || f == Format::kUnsupported)) f = Format::kHtml;
+  if ((by_content == Format::kHtml || by_content == Format::kMan) && (f == Format::kText || f == Format::kUnsupported))
+    f = by_content;
   if (f == Format::kUnsupported) f = Format::kText;  // a file named directly is read as text
   if (std::string kind = binary_kind(bytes); !kind.empty()) {
     r.skipped.push_back({path, "unsupported format: " + kind, SkipKind::kUnsupported});
@@ -485,6 +594,19 @@ ReadResult read_input_bytes(const std::string& path, std::string_view bytes, con
     d.text = std::move(h.text);
     d.format = "html";
     for (auto& sec : h.sections) d.sections.push_back(Section{std::move(sec.path), sec.byte_begin, sec.byte_end});
+  } else if (f == Format::kMan) {
+    ManText m = man_to_text(bytes);
+    if (m.text.empty()) {
+      if (!m.link.empty())
+        r.notes.push_back({path, "a link to another manual page (.so " + clip_input(m.link) + "): nothing of its own to read"});
+      else
+        r.skipped.push_back({path, "no text in the manual page"});
+      return r;
+    }
+    d.title = m.title();
+    d.text = std::move(m.text);
+    d.format = "man";
+    d.sections = std::move(m.sections);
   } else {
     d.text = std::string(bytes);
     d.title = first_line_title(d.text, f == Format::kMarkdown);
@@ -494,6 +616,22 @@ ReadResult read_input_bytes(const std::string& path, std::string_view bytes, con
   if (d.title.empty()) d.title = fs::path(path).filename().string();
   r.documents.push_back(std::move(d));
   return r;
+}
+
+}  // namespace
+
+ReadResult read_input_bytes(const std::string& path, std::string_view bytes, const ReaderOptions& opts) {
+  if (!is_gzip(bytes)) return read_decoded(path, path, bytes, opts);
+  // gzip data: read what it holds, by the name without the .gz (an archive in it, .tar.gz, is
+  // refused by its content as any other binary data is).
+  std::string err;
+  std::string raw = gunzip(bytes, opts.max_file_bytes, false, &err);
+  if (!err.empty()) {
+    ReadResult r;
+    r.skipped.push_back({path, err});
+    return r;
+  }
+  return read_decoded(path, without_gz(path), raw, opts);
 }
 
 ReadResult read_input_file(const std::string& path, const ReaderOptions& opts) {
