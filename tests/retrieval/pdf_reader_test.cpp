@@ -142,16 +142,17 @@ TEST(PdfReader, DirectoryWalkRecognisesFilesByContent) {
   write(d / "scan", two_page_pdf());                                    // PDF without an extension
   write(d / "saved_page", "<!DOCTYPE html><html><body><p>Hi</p></body></html>");  // HTML without one
   write(d / "photo.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
-  write(d / "Makefile", "all:\n\techo hi\n");
+  write(d / "Makefile", "all:\n\techo hi\n");                          // text without one: read as text
+  write(d / "core", std::string("\x01\x00\x02\x03", 4));                   // binary without one
   std::vector<SkippedInput> skipped;
   auto files = list_input_files({d.path()}, &skipped);
   ASSERT_TRUE(files.ok()) << files.status().to_string();
   std::vector<std::string> ids;
   for (const auto& f : *files) ids.push_back(f.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"a.pdf", "saved_page", "scan"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"Makefile", "a.pdf", "saved_page", "scan"}));
   ASSERT_EQ(skipped.size(), 2u);
-  EXPECT_TRUE(contains(skipped[0].path, "Makefile"));
-  EXPECT_EQ(skipped[0].reason, "unsupported file type (no extension)");
+  EXPECT_TRUE(contains(skipped[0].path, "core"));
+  EXPECT_EQ(skipped[0].reason, "unsupported file type (no extension, not text)");
   EXPECT_EQ(skipped[0].kind, SkipKind::kUnsupported);
   EXPECT_TRUE(contains(skipped[1].path, "photo.png"));
   EXPECT_EQ(skipped[1].reason, "unsupported file type '.png' (PNG image)");
