@@ -40,20 +40,23 @@
 //     drafts keep being rejected stops drafting with the model (alpha falls until no k saves
 //     anything), and the further it falls behind, the more a return would cost. The model also
 //     has a rival that costs nothing to make: the n-gram lookup. Where the lookup has a draft the
-//     run takes whichever draft is expected to save more; so the model drafts mostly in the steps
-//     where the lookup finds nothing, and a prefill buys only those steps' savings. The rule the
-//     executor applies is therefore, with m the share of the run's decode steps in which the
-//     lookup finds nothing (the run's own count, shrunk towards the server's; m = 1 without a
-//     lookup), both sums over R · m tokens:
+//     run takes whichever draft is expected to save more; so after a prefill the model drafts
+//     only in the steps the lookup leaves to it (on a quoting answer: its first tokens, before
+//     the copy starts, and few after), and a prefill buys only those steps' savings. The rule the
+//     executor applies is therefore, with m the share of a run's tokens after a prefill that were
+//     made in steps the model drafted (measured over the server's recent runs that paid one,
+//     ModelShare; m = 1 without a lookup), both sums over R · m tokens:
 //         saving(model draft, R · m) − feed_s  >  saving(the lookup's draft now, R · m)
 //     (the right side 0 when the lookup has no draft now; the lookup's draft has the run's n-gram
-//     acceptance, draft_s 0 and nothing to feed). The sum is a renewal estimate: the run's last
-//     step, whose draft may overrun its end, is left out. Before the step-cost fit the rule
-//     follows the unfitted budget: the model drafts while at most kUnfittedMaxDecodes runs decode
-//     and the lookup has no draft.
+//     acceptance, draft_s 0 and nothing to feed). With nothing to feed this is the plain
+//     comparison of the two drafts. The sum is a renewal estimate: the run's last step, whose
+//     draft may overrun its end, is left out. Before the step-cost fit the rule follows the
+//     unfitted budget: the model drafts while at most kUnfittedMaxDecodes runs decode and the
+//     lookup has no draft.
 // Thread-safety: value types owned by the executor's scheduler thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -155,17 +158,20 @@ inline constexpr int kUnfittedMaxDecodes = 4;
 // length per candidate, each in [0, available], a prefix of the run's draft.
 std::vector<int> choose_draft_lengths(const StepCostModel& cost, int decodes, std::span<const DraftCandidate> candidates);
 
-// How often the n-gram lookup finds no draft for a run, of the decode steps it was asked in (m in
-// the rule above). The server keeps the same counts, decayed, over every run.
-struct LookupMisses {
-  double asked = 0, missed = 0;
-  void observe(bool missed_now, double decay = 1.0) {
-    asked = decay * asked + 1;
-    missed = decay * missed + (missed_now ? 1 : 0);
+// m of the rule above: of the tokens runs made after their draft model was first fed (a prefill),
+// the share made in steps that drafted with the model, over the server's recent runs that paid
+// one (decayed per run). It also fades with each run that paid none, back towards the prior, so
+// that a low share the gate then never tests again is tested again later (one prefill).
+struct ModelShare {
+  double made = 0, span = 0;  // tokens made in model-drafted steps / all tokens, after the prefills
+  void observe(double made_now, double span_now, double decay) {
+    made = decay * made + made_now;
+    span = decay * span + span_now;
   }
-  // The share, shrunk towards `prior` with the weight of `prior_steps` steps.
-  double share(double prior, double prior_steps = 8.0) const {
-    return (missed + prior * prior_steps) / (asked + prior_steps);
+  void fade(double decay) { made *= decay, span *= decay; }
+  // The share, shrunk towards `prior` with the weight of `prior_tokens` tokens.
+  double share(double prior, double prior_tokens) const {
+    return std::clamp((made + prior * prior_tokens) / (span + prior_tokens), 0.0, 1.0);
   }
 };
 

@@ -639,15 +639,11 @@ void ExecutorImpl::plan_drafts() {
       DraftCandidate c{std::min(std::max(0, len), room), r->model_drafts.alpha(recent_model_drafts_),
                        r->model_drafter->token_seconds()};
       const double remaining = std::min<double>(room + 1, std::max(1.0, sched_->predicted_remaining(r->sid)));
-      // The share of its steps the model would draft in: those the lookup finds nothing in.
-      const double share = lookup ? r->lookup_misses.share(recent_lookup_misses_.share(0.5, 2.0)) : 1.0;
-      if (lookup && len > 0) {
-        constexpr double kLookupDecay = 0.98;
-        r->lookup_misses.observe(r->draft.empty());
-        recent_lookup_misses_.observe(r->draft.empty(), kLookupDecay);
-      }
-      r->draft_from_model = !budget || draft_model_pays(step_cost_, decodes, c, remaining,
-                                                        r->model_drafter->feed_seconds(r->sid, s.tokens()), looked_up, share);
+      // The share of its tokens after a prefill that the model would draft (the lookup's rest).
+      const double share = lookup ? recent_model_share_.share(kModelSharePrior, kModelSharePriorTokens) : 1.0;
+      const double feed_s = r->model_drafter->feed_seconds(r->sid, s.tokens());
+      r->draft_from_model = !budget || draft_model_pays(step_cost_, decodes, c, remaining, feed_s, looked_up, share);
+      r->model_feed_pending = r->draft_from_model && feed_s > 0;
       if (!r->draft_from_model && c.available > 0) ++spec_draft_counts_.turned_down;
       if (r->draft_from_model || alone) {
         if (!r->draft_from_model) c.available = 0;
@@ -668,6 +664,7 @@ void ExecutorImpl::plan_drafts() {
     (r->draft_from_model ? spec_draft_counts_ : spec_counts_).budget_skipped += static_cast<size_t>(candidates[i].available - n);
     if (r->model_drafter && (r->draft_from_model || opts_.test_hooks.draft_model_alone)) {
       if (n > 0) model_requests[r->model_drafter].push_back({r->sid, r->state->tokens(), n, &r->draft});
+      if (n > 0 && r->model_feed_pending && r->model_fed_at < 0) r->model_fed_at = r->state->generated();
       continue;
     }
     r->draft.resize(static_cast<size_t>(n));
@@ -719,6 +716,7 @@ void ExecutorImpl::verify_draft(Run& r, const BatchItem& it, const engine::StepO
   if (judged > 0) server.state[history.copying].observe(judged, accepted, kDecay);
   history.observe(judged, accepted);
   r.model_verified = r.model_verified || r.draft_from_model;
+  if (r.draft_from_model && r.model_fed_at >= 0) r.model_made += 1 + accepted;
   ExecutorStats::Speculative& counts = r.draft_from_model ? spec_draft_counts_ : spec_counts_;
   counts.drafted += static_cast<uint64_t>(k);
   counts.accepted += static_cast<uint64_t>(accepted);
@@ -1066,6 +1064,10 @@ void ExecutorImpl::drop_run(Run& r) {
   if (r.model_drafter) {
     r.model_drafter->forget(r.sid);
     if (!r.model_verified) recent_model_drafts_.fade(kModelIdleFade);
+    if (r.model_fed_at >= 0 && r.state)
+      recent_model_share_.observe(r.model_made, std::max(1, r.state->generated() - r.model_fed_at), kModelShareDecay);
+    else
+      recent_model_share_.fade(kModelShareDecay);
   }
   by_name_.erase(r.rr.id);
   loading_.erase(std::remove(loading_.begin(), loading_.end(), r.sid), loading_.end());

@@ -170,7 +170,11 @@ class ExecutorImpl final : public Executor,
     bool model_verified = false;      // a draft of the draft model was verified in this run
     // Its per-token acceptance so far, by state (draft_budget.h): n-gram drafts / the draft model's.
     DraftHistory drafts, model_drafts;
-    LookupMisses lookup_misses;  // method draft: the steps its n-gram lookup found nothing in
+    // Method draft: its decode tokens when the draft model was first fed its prompt (-1: not yet),
+    // and the tokens made since in steps the model drafted (ModelShare); a prefill pending for
+    // the draft about to be made.
+    int model_fed_at = -1, model_made = 0;
+    bool model_feed_pending = false;
     // Output length: the max_tokens the scheduler and the length features see, and a benchmark's
     // hidden stop (RuntimeTestHooks::stop_after_tokens; 0 = none), which the run ends at.
     int sched_max_new = 0;
@@ -359,7 +363,9 @@ class ExecutorImpl final : public Executor,
   // (kModelIdleFade), so that a low estimate the gate then never tests again drifts back towards
   // the neutral prior and a later run tries the model again.
   DraftHistory recent_drafts_, recent_model_drafts_;
-  LookupMisses recent_lookup_misses_;  // method draft runs' lookups, decayed per lookup
+  ModelShare recent_model_share_;  // over the runs that paid a prefill, decayed per run
+  static constexpr double kModelShareDecay = 0.9;
+  static constexpr double kModelSharePrior = 0.5, kModelSharePriorTokens = 32;
   static constexpr double kModelIdleFade = 0.9;
   ExecutorStats::Speculative spec_counts_;        // n-gram drafts
   ExecutorStats::Speculative spec_draft_counts_;  // draft-model drafts

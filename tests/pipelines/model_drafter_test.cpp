@@ -155,8 +155,8 @@ TEST(DraftModelGate, PaysForThePrefillOnlyWhereTheRunsExpectedTimeSaysSo) {
   EXPECT_GT(draft_saving(m, 1, weak, 300), 0.0);
   EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 0.99 * edge, weak));
   EXPECT_FALSE(draft_model_pays(m, 1, good, 300, 1.01 * edge, weak));
-  // A run whose lookup finds a draft in most steps leaves the model few to draft in: the prefill
-  // that 300 tokens would repay, 30 of them (a share of 0.1) do not.
+  // Where the lookup drafts most steps after a prefill, the model is left few to draft in: the
+  // prefill that 300 tokens would repay, 30 of them (a share of 0.1) do not.
   EXPECT_TRUE(draft_model_pays(m, 1, good, 300, 12e-3, {}, 1.0));
   EXPECT_FALSE(draft_model_pays(m, 1, good, 300, 12e-3, {}, 0.1));
   EXPECT_EQ(draft_model_pays(m, 1, good, 300, 12e-3, {}, 0.1), draft_model_pays(m, 1, good, 30, 12e-3));
@@ -167,6 +167,15 @@ TEST(DraftModelGate, PaysForThePrefillOnlyWhereTheRunsExpectedTimeSaysSo) {
   EXPECT_FALSE(draft_model_pays(unfitted, 1, good, 16, 0.0, copying));
   EXPECT_FALSE(draft_model_pays(unfitted, kUnfittedMaxDecodes + 1, good, 300, 0.0));
   EXPECT_FALSE(draft_model_pays(m, 1, DraftCandidate{0, 0.8, 0.26e-3}, 300, 0.0));  // nothing proposed
+  // The share: measured over the runs that paid a prefill, and back to the prior while none does.
+  ModelShare share;
+  EXPECT_DOUBLE_EQ(share.share(0.5, 32), 0.5);
+  share.observe(4, 50, 0.9);  // 4 of the 50 tokens after the prefill came from model-drafted steps
+  share.observe(6, 50, 0.9);
+  EXPECT_DOUBLE_EQ(share.share(0.5, 0), (0.9 * 4 + 6) / (0.9 * 50 + 50));
+  EXPECT_LT(share.share(0.5, 32), 0.25);
+  for (int i = 0; i < 100; ++i) share.fade(0.9);
+  EXPECT_NEAR(share.share(0.5, 32), 0.5, 1e-3);
 }
 
 class ModelDrafterTest : public ExecutorTest {
