@@ -6,7 +6,8 @@ Usage: termvec_data.py --out PAIRS.jsonl [--ict-per-doc 30] [--seed 1] [--exclud
 Reads what Debian's documentation packages installed on this machine hold — manual pages
 (/usr/share/man/man{1,3,5,7,8}), GNU info manuals (/usr/share/info), POD (perl-doc) and HTML
 manuals (postgresql-doc-15, git-doc, debian-reference-en, ...; scripts/train-termvec.sh installs them) — and
-writes (query, passage) pairs of three kinds, one JSON object a line:
+writes (query, passage) pairs of five kinds, one JSON object a line, each with the path of the
+document it came from ("doc"):
 
   name     a manual page's one-line description ("print lines that match patterns") and the
            first words of its DESCRIPTION section;
@@ -14,7 +15,11 @@ writes (query, passage) pairs of three kinds, one JSON object a line:
            words of its body; headings that name a generic part ("OPTIONS", "SEE ALSO") are left
            out;
   ict      a sentence of a paragraph and the rest of the paragraph (the inverse cloze task of Lee
-           et al., 2019): with probability 0.9 the sentence is removed from its passage.
+           et al., 2019): with probability 0.9 the sentence is removed from its passage;
+  next     a paragraph and the first words of the paragraph after it;
+  package  a Debian package's one-line synopsis ("fast and reliable load balancing reverse
+           proxy") and its name and long description (--package-descriptions: the archive's
+           Translation-en index).
 
 The retrieval benchmark's documents (the Python library reference, the Bash manual, bash(1), the
 Apache manual and apache2's pages) are excluded by default, so the benchmark measures documents the
@@ -28,6 +33,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import sys
 
 DEFAULT_EXCLUDE = [r"/bash[^/]*$", r"/rbash", r"python3\.11", r"/bash\.info", r"/translations/", r"/apache2"]
@@ -339,6 +345,55 @@ def read_html(path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Debian's package descriptions (the archive's Translation-en index: a one-line synopsis and a
+# paragraph or more on what the package does, written by its maintainers)
+
+# Packages whose descriptions are about the benchmark's documents themselves.
+PACKAGE_EXCLUDE = re.compile(r"^(apache2|bash|python3\.11)")
+
+
+def package_pairs(path):
+    """(synopsis, "name long description") pairs of a Translation-en file (plain text, or any
+    compression apt-helper reads), a description repeated by several packages kept once and a
+    synopsis at most twice."""
+    if path.endswith((".lz4", ".gz", ".xz", ".zst")):
+        text = subprocess.run(["/usr/lib/apt/apt-helper", "cat-file", path], check=True,
+                              capture_output=True).stdout.decode("utf-8", "replace")
+    else:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    out, seen_body, seen_q = [], set(), {}
+    for stanza in text.split("\n\n"):
+        name, synopsis, body, in_desc = None, None, [], False
+        for line in stanza.split("\n"):
+            if line.startswith("Package: "):
+                name = line[9:].strip()
+            elif line.startswith("Description-en: "):
+                synopsis, in_desc = line[16:].strip(), True
+            elif line.startswith(" ") and in_desc:
+                t = line.strip()
+                if t != ".":
+                    body.append(t)
+            else:
+                in_desc = False
+        if not name or not synopsis or PACKAGE_EXCLUDE.match(name):
+            continue
+        words = " ".join(body).split()[:PASSAGE_WORDS]
+        if len(words) < 15 or len(synopsis.split()) < 3:
+            continue
+        key = " ".join(words).lower()[:200]
+        if key in seen_body:
+            continue
+        seen_body.add(key)
+        q = synopsis.lower()
+        seen_q[q] = seen_q.get(q, 0) + 1
+        if seen_q[q] > 2:
+            continue
+        out.append({"kind": "package", "q": synopsis, "p": f"{name} {' '.join(words)}", "doc": "package:" + name})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 
 SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
 
@@ -408,6 +463,8 @@ def main():
     ap.add_argument("--ict-per-doc", type=int, default=30)
     ap.add_argument("--next-per-doc", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--package-descriptions", action="append", default=[],
+                    help="a Debian Translation-en index (scripts/train-termvec.sh fetches it): package pairs")
     ap.add_argument("--exclude", action="append", default=None,
                     help="regex over paths to leave out (default: the benchmark's documents)")
     a = ap.parse_args()
@@ -458,7 +515,14 @@ def main():
             title = re.sub(r"(-\d+)?\.info.*$", "", os.path.basename(path))
         else:
             title = sections[0][0] if sections else ""
+        first = len(out)
         pairs_of(title, sections, desc, rng, a.ict_per_doc, a.next_per_doc, out)
+        for r in out[first:]:
+            r["doc"] = path  # the trainer groups a document's pairs into one batch (--doc-group)
+    for path in a.package_descriptions:
+        pkgs = package_pairs(path)
+        counts["package"] = counts.get("package", 0) + len(pkgs)
+        out.extend(pkgs)
     # The same query text at most twice (boilerplate sentences and headings repeat across pages).
     seen, unique = {}, []
     for r in out:

@@ -124,6 +124,22 @@ def lsa_vectors(qb, pb, idf, dim):
     return torch.nn.functional.normalize(u * s.sqrt(), dim=1, eps=1e-8)
 
 
+def grouped_order(rows, docs, group, rng):
+    """rows reordered so that consecutive runs of `group` rows come from one document (a
+    document's rows shuffled and cut into groups, the groups shuffled); a document's last group
+    may be shorter."""
+    by = {}
+    for r in rows:
+        by.setdefault(docs[r], []).append(r)
+    groups = []
+    for d in sorted(by):
+        rs = by[d]
+        rng.shuffle(rs)
+        groups += [rs[i: i + group] for i in range(0, len(rs), group)]
+    rng.shuffle(groups)
+    return [r for g in groups for r in g]
+
+
 def recall_at_1(model, qb, pb, rows):
     with torch.no_grad():
         q = model(*qb.batch(rows))
@@ -147,18 +163,22 @@ def main():
                     help="term rows start from a truncated SVD of the term-by-text matrix, or at random")
     ap.add_argument("--term-dropout", type=float, default=0.0,
                     help="share of a text's terms left out at random in each training step")
+    ap.add_argument("--doc-group", type=int, default=0,
+                    help="batches made of groups of this many pairs of one document, so that a query's "
+                         "in-batch negatives include other passages of its own document (0: pairs at random)")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
     t0 = time.monotonic()
-    pairs = []
+    pairs, docs = [], []
     with open(a.pairs, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             try:
                 r = json.loads(line)
                 pairs.append((r["q"], r["p"]))
+                docs.append(r.get("doc", ""))
             except (json.JSONDecodeError, KeyError) as e:
                 sys.exit(f"{a.pairs}:{n}: not a pair ({e})")
     tg = term_generator()
@@ -191,7 +211,10 @@ def main():
     log = open(os.path.join(a.out, "training_log.jsonl"), "w")
     labels = None
     for epoch in range(1, a.epochs + 1):
-        rng.shuffle(train)
+        if a.doc_group > 0:
+            train = grouped_order(train, docs, a.doc_group, rng)
+        else:
+            rng.shuffle(train)
         total, steps = 0.0, 0
         for s in range(0, len(train) - a.batch + 1, a.batch):
             rows_b = train[s: s + a.batch]
@@ -227,7 +250,7 @@ def main():
         json.dump({"model_type": "ragd-termvec", "dim": a.dim, "vocab_size": len(kept),
                    "terms": "xapian-english-stem-all", "tf": "1+ln", "pairs": len(pairs),
                    "epochs": a.epochs, "batch": a.batch, "lr": a.lr, "min_df": a.min_df,
-                   "temperature": a.temperature, "init": a.init, "oov_norm": round(oov_norm, 4), "term_dropout": a.term_dropout, "seed": a.seed}, f, indent=1)
+                   "temperature": a.temperature, "init": a.init, "oov_norm": round(oov_norm, 4), "term_dropout": a.term_dropout, "doc_group": a.doc_group, "seed": a.seed}, f, indent=1)
         f.write("\n")
     print(f"termvec_train.py: wrote {a.out} in {time.monotonic() - t0:.0f} s")
 
