@@ -34,11 +34,12 @@
 //     step's decode rows; t: the modelled time of that step; E_k = alpha + … + alpha^k: the tokens
 //     a k-token draft is expected to add. The run has about R / (1 + E_k) steps left; each adds
 //     E_k tokens that the batch would otherwise pay t / D apiece for, at the price of k rows and k
-//     drafted tokens; feed_s is the draft model's measured time to feed what it lacks (0 while the
-//     run drafts step after step: that catch-up is in draft_s). So a long prompt's prefill is paid
-//     only for an answer expected long enough and accepted often enough to repay it; a run whose
-//     drafts keep being rejected stops drafting with the model (alpha falls until no k saves
-//     anything), and the further it falls behind, the more a return would cost. The model also
+//     drafted tokens; feed_s is the draft model's measured time to feed what it lacks (0 while it
+//     lacks at most ModelDrafter::kPrefillFeed tokens: that catch-up is in draft_s). So a long
+//     prompt's prefill is paid only for an answer expected long enough and accepted often enough
+//     to repay it; a run whose drafts keep being rejected stops drafting with the model (alpha
+//     falls until no k saves anything), and the further it falls behind, the more a return would
+//     cost. The model also
 //     has a rival that costs nothing to make: the n-gram lookup. Where the lookup has a draft the
 //     run takes whichever draft is expected to save more; so after a prefill the model drafts
 //     only in the steps the lookup leaves to it (on a quoting answer: its first tokens, before
@@ -52,7 +53,10 @@
 //     comparison of the two drafts. The sum is a renewal estimate: the run's last step, whose
 //     draft may overrun its end, is left out. Before the step-cost fit the rule follows the
 //     unfitted budget: the model drafts while at most kUnfittedMaxDecodes runs decode and the
-//     lookup has no draft.
+//     lookup has no draft. A run the rule turns the model down for is not probed with it (a probe
+//     would pay the feed); instead the server's estimates of the model's acceptance and of m fade
+//     back towards their priors with each run that did not use the model (the executor), so a
+//     turned-down model is tried again by a later run.
 // Thread-safety: value types owned by the executor's scheduler thread.
 #pragma once
 

@@ -105,7 +105,8 @@ struct ExecutorStats {
     uint64_t turned_down = 0;
   } spec_ngram, spec_draft;
   // The draft models (all of them together): their engine steps, tokens fed, time (ms), KV pool
-  // blocks (in all / in use: the runs' draft KV) and the largest measured ms per drafted token.
+  // blocks (in all / in use: the runs' draft KV) and the largest measured ms per drafted token and
+  // per token fed in a prefill.
   struct DraftModels {
     uint64_t steps = 0, fed_tokens = 0, pool_blocks = 0, pool_used_blocks = 0;
     double ms = 0, ms_per_token = 0;
