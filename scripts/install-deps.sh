@@ -16,7 +16,7 @@ PKGS=(
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev libboost-url1.81-dev
   libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libxxhash-dev libpcre2-dev
-  libgumbo-dev libpoppler-cpp-dev poppler-utils zlib1g-dev libopenmpi-dev openmpi-bin wrk python3 curl
+  libgumbo-dev libpoppler-cpp-dev poppler-utils zlib1g-dev libzip-dev libexpat1-dev pandoc-data libopenmpi-dev openmpi-bin wrk python3 curl
   redis-server libhiredis-dev libzmq3-dev cppzmq-dev libssl-dev libxapian-dev haproxy python3-zmq python3-msgpack libicu-dev
   python3-jinja2 python3-jsonschema
 )

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "man_text.h"
+#include "office_text.h"
 #include "pdf_text.h"
 #include "ragd/common/echo.h"
 #include "ragd/retrieval/text_util.h"
@@ -56,6 +57,12 @@ bool man_extension(const std::string& path) {
   const std::string ext = fs::path(path).extension().string();
   if (ext.size() < 2 || ext.size() > 7 || ext[1] < '1' || ext[1] > '9') return false;
   return std::all_of(ext.begin() + 2, ext.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
+}
+
+bool office_extension(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".docx" || ext == ".docm";
 }
 
 bool is_gzip(std::string_view b) { return b.size() >= 2 && b[0] == '\x1F' && b[1] == '\x8B'; }
@@ -147,7 +154,7 @@ std::string binary_kind(std::string_view b) {
       {"\x89PNG\r\n\x1a\n", "PNG image"},
       {"\xFF\xD8\xFF", "JPEG image"},
       {"GIF8", "GIF image"},
-      {"PK\x03\x04", "ZIP archive (docx, xlsx, odt and epub are ZIP too)"},
+      {"PK\x03\x04", "ZIP archive"},
       {"\x1F\x8B", "gzip data"},
       {"\x7F" "ELF", "ELF executable"},
       {"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1", "OLE2 file (.doc, .xls, .ppt)"},
@@ -423,6 +430,39 @@ void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
   r->empty_pages += static_cast<uint64_t>(pdf->empty_pages);
 }
 
+// A .docx / .odt (office_text.h): one document, headings as sections. Another kind of ZIP (a
+// spreadsheet, a presentation, an archive) is unsupported; a broken one is rejected.
+void read_office(const std::string& path, const std::string& name, std::string_view bytes, const ReaderOptions& opts,
+                 ReadResult* r) {
+  auto o = office_to_text(bytes, opts.max_file_bytes);
+  if (!o.ok()) {
+    // A broken container is a broken document only when its name or first entries say it is one;
+    // otherwise it is a ZIP archive, which ragd does not read anyway.
+    const bool claimed = office_kind_of_head(bytes.substr(0, kSniffBytes), name) != OfficeKind::kNone;
+    if (!claimed && o.status().code() != StatusCode::kUnimplemented) {
+      r->skipped.push_back({path, "unsupported format: ZIP archive", SkipKind::kUnsupported});
+      return;
+    }
+    const bool unsupported = o.status().code() == StatusCode::kUnimplemented;
+    r->skipped.push_back({path, (unsupported ? "unsupported format: " : "") + o.status().message(),
+                          unsupported ? SkipKind::kUnsupported : SkipKind::kRejected});
+    return;
+  }
+  if (o->text.empty()) {
+    r->skipped.push_back({path, "no text in the document"});
+    return;
+  }
+  Document d;
+  d.id = path;
+  d.source = path;
+  d.title = o->title.empty() ? fs::path(path).filename().string() : o->title;
+  if (d.title.size() > 200) d.title.resize(utf8_floor(d.title, 200));
+  d.text = std::move(o->text);
+  d.sections = std::move(o->sections);
+  d.format = o->kind == OfficeKind::kOdt ? "odt" : "docx";
+  r->documents.push_back(std::move(d));
+}
+
 }  // namespace
 
 Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths,
@@ -488,6 +528,8 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
         // NEWS.gz); an uncompressed file with an unknown extension is not (style.css, app.js).
         const bool readable = (gz && head.empty()) ||  // empty or damaged: read_input_bytes says which
                               sniff_format(head, name) != Format::kUnsupported ||
+                              office_kind_of_head(head, name) != OfficeKind::kNone ||
+                              (office_extension(name) && binary_kind(head).rfind("OLE2", 0) == 0) ||  // encrypted
                               (gz && format_of(name) != Format::kUnsupported) ||
                               ((gz || fs::path(name).extension().empty()) && looks_like_text(head));
         if (!readable) {
@@ -549,6 +591,15 @@ ReadResult read_decoded(const std::string& path, const std::string& name, std::s
     std::string why = "not a PDF (no %PDF- header)";
     if (std::string kind = binary_kind(bytes); !kind.empty()) why += ": " + kind;
     r.skipped.push_back({path, why});
+    return r;
+  }
+  if (bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
+    read_office(path, name, bytes, opts, &r);
+    return r;
+  }
+  if (binary_kind(bytes).rfind("OLE2", 0) == 0 && office_extension(name)) {
+    r.skipped.push_back({path, "an encrypted Office document (a password-protected .docx is an OLE2 container): "
+                               "remove the password to read it"});
     return r;
   }
   Format f = by_name;
