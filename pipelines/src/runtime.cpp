@@ -71,7 +71,7 @@ class CorpusDocuments final : public DocumentApi {
       r.url = std::move(d.url);
       r.page = d.page;
       if (d.format.empty() || d.format == "text" || d.format == "pdf" || d.format == "jsonl" || d.format == "man" ||
-          d.format == "docx" || d.format == "odt" || !d.sections.empty()) {
+          d.format == "docx" || d.format == "odt" || d.format == "epub" || !d.sections.empty()) {
         // As is (already extracted when sections are given); sections out of order or range are
         // refused here rather than ignored by the chunker.
         if (!retrieval::sections_fit(d.sections, d.text.size()))
@@ -90,7 +90,7 @@ class CorpusDocuments final : public DocumentApi {
         r.sections = std::move(read.sections);
         r.format = d.format;
       } else {
-        return Status::InvalidArgument(who + "format must be text, markdown, html, pdf, jsonl, man, docx or odt, not '" +
+        return Status::InvalidArgument(who + "format must be text, markdown, html, pdf, jsonl, man, docx, odt or epub, not '" +
                                        clip_input(d.format) + "'");
       }
       in.push_back(std::move(r));

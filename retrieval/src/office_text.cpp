@@ -1,8 +1,5 @@
 #include "office_text.h"
 
-#include <expat.h>
-#include <zip.h>
-
 #include <algorithm>
 #include <cctype>
 #include <memory>
@@ -10,6 +7,7 @@
 #include <unordered_map>
 
 #include "ragd/retrieval/text_util.h"
+#include "zip_xml.h"
 
 namespace ragd::retrieval {
 
@@ -19,8 +17,6 @@ constexpr const char* kW = "http://schemas.openxmlformats.org/wordprocessingml/2
 constexpr const char* kOdfText = "urn:oasis:names:tc:opendocument:xmlns:text:1.0";
 constexpr const char* kOdfTable = "urn:oasis:names:tc:opendocument:xmlns:table:1.0";
 constexpr const char* kOdfOffice = "urn:oasis:names:tc:opendocument:xmlns:office:1.0";
-constexpr const char* kDc = "http://purl.org/dc/elements/1.1/";
-constexpr char kNsSep = '|';
 constexpr size_t kMaxHeadingBytes = 200;  // a section path element (a mis-styled long paragraph)
 
 std::string lower(std::string_view s) {
@@ -28,74 +24,6 @@ std::string lower(std::string_view s) {
   std::transform(o.begin(), o.end(), o.begin(), [](unsigned char c) { return std::tolower(c); });
   return o;
 }
-
-// ---------------------------------------------------------------------------------------------
-// The ZIP container
-
-class Zip {
- public:
-  static Result<std::unique_ptr<Zip>> open(std::string_view bytes) {
-    zip_error_t ze;
-    zip_error_init(&ze);
-    zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &ze);
-    if (src == nullptr) {
-      std::string why = zip_error_strerror(&ze);
-      zip_error_fini(&ze);
-      return Status::InvalidArgument("damaged ZIP container (" + why + ")");
-    }
-    zip_t* za = zip_open_from_source(src, ZIP_RDONLY, &ze);
-    if (za == nullptr) {
-      zip_source_free(src);
-      std::string why = zip_error_strerror(&ze);
-      zip_error_fini(&ze);
-      return Status::InvalidArgument("damaged ZIP container (" + why + ")");
-    }
-    zip_error_fini(&ze);
-    return std::unique_ptr<Zip>(new Zip(za));
-  }
-  ~Zip() { zip_discard(za_); }
-  Zip(const Zip&) = delete;
-  Zip& operator=(const Zip&) = delete;
-
-  bool has(const char* name) const { return zip_name_locate(za_, name, 0) >= 0; }
-
-  // The entry's bytes; InvalidArgument when it is encrypted, damaged or larger than max_bytes.
-  Result<std::string> read(const char* name, uint64_t max_bytes) const {
-    zip_stat_t st;
-    zip_stat_init(&st);
-    if (zip_stat(za_, name, 0, &st) != 0) return Status::NotFound(std::string(name) + " is missing");
-    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) && st.encryption_method != ZIP_EM_NONE)
-      return Status::InvalidArgument(std::string(name) + " is encrypted (a password-protected document)");
-    if ((st.valid & ZIP_STAT_SIZE) && st.size > max_bytes)
-      return Status::InvalidArgument(std::string(name) + " is larger than max_file_bytes once decompressed (" +
-                                     std::to_string(st.size) + " > " + std::to_string(max_bytes) + ")");
-    zip_file_t* f = zip_fopen(za_, name, 0);
-    if (f == nullptr) return Status::InvalidArgument(std::string(name) + ": " + zip_strerror(za_));
-    std::string out;
-    char buf[1 << 16];
-    while (true) {
-      const zip_int64_t n = zip_fread(f, buf, sizeof buf);
-      if (n < 0) {
-        std::string why = zip_file_strerror(f);
-        zip_fclose(f);
-        return Status::InvalidArgument("damaged ZIP entry " + std::string(name) + " (" + why + ")");
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      if (out.size() > max_bytes) {  // the directory's size can lie
-        zip_fclose(f);
-        return Status::InvalidArgument(std::string(name) + " is larger than max_file_bytes once decompressed (over " +
-                                       std::to_string(max_bytes) + " bytes)");
-      }
-    }
-    zip_fclose(f);
-    return out;
-  }
-
- private:
-  explicit Zip(zip_t* za) : za_(za) {}
-  zip_t* za_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Paragraphs, headings and sections, shared by both formats
@@ -160,63 +88,10 @@ class Builder {
   std::vector<std::pair<int, std::string>> stack_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Expat with namespaces: element and attribute names arrive as "namespace|local".
-
-struct QName {
-  std::string_view ns, local;
-};
-QName qname(const XML_Char* n) {
-  std::string_view s(n);
-  const size_t p = s.rfind(kNsSep);
-  if (p == std::string_view::npos) return {{}, s};
-  return {s.substr(0, p), s.substr(p + 1)};
-}
-std::string_view attribute(const XML_Char** atts, std::string_view ns, std::string_view local) {
-  for (size_t i = 0; atts[i] != nullptr; i += 2) {
-    QName q = qname(atts[i]);
-    if (q.ns == ns && q.local == local) return atts[i + 1];
-  }
-  return {};
-}
-
-// Parses `xml` (the part `part` of the container) with `handler`'s start / end / text callbacks.
-template <class Handler>
-Status parse_xml(std::string_view xml, const std::string& part, Handler& handler) {
-  std::unique_ptr<std::remove_pointer_t<XML_Parser>, void (*)(XML_Parser)> p(XML_ParserCreateNS(nullptr, kNsSep),
-                                                                             XML_ParserFree);
-  if (!p) return Status::Internal("cannot create an XML parser");
-  XML_SetUserData(p.get(), &handler);
-  XML_SetElementHandler(
-      p.get(), [](void* h, const XML_Char* n, const XML_Char** a) { static_cast<Handler*>(h)->start(qname(n), a); },
-      [](void* h, const XML_Char* n) { static_cast<Handler*>(h)->end(qname(n)); });
-  XML_SetCharacterDataHandler(p.get(), [](void* h, const XML_Char* s, int len) {
-    static_cast<Handler*>(h)->text(std::string_view(s, static_cast<size_t>(len)));
-  });
-  if (xml.size() > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument(part + " is too large");
-  if (XML_Parse(p.get(), xml.data(), static_cast<int>(xml.size()), 1) != XML_STATUS_OK) {
-    return Status::InvalidArgument(part + ": malformed XML at line " +
-                                   std::to_string(XML_GetCurrentLineNumber(p.get())) + " (" +
-                                   XML_ErrorString(XML_GetErrorCode(p.get())) + ")");
-  }
-  return Status::OK();
-}
-
-// dc:title of docProps/core.xml (docx) or meta.xml (odt).
-struct TitleHandler {
-  int depth = 0;
-  std::string title;
-  void start(QName q, const XML_Char**) { depth += q.ns == kDc && q.local == "title"; }
-  void end(QName q) { depth -= q.ns == kDc && q.local == "title" && depth > 0; }
-  void text(std::string_view s) {
-    if (depth > 0) title += s;
-  }
-};
-
-std::string properties_title(const Zip& z, const char* part, uint64_t max_bytes) {
+std::string properties_title(const ZipArchive& z, const char* part, uint64_t max_bytes) {
   auto xml = z.read(part, max_bytes);
   if (!xml.ok()) return "";
-  TitleHandler h;
+  DcTitleHandler h;
   if (!parse_xml(*xml, part, h).ok()) return "";
   std::string t = tidy(h.title);
   std::replace(t.begin(), t.end(), '\n', ' ');
@@ -364,7 +239,7 @@ struct DocxHandler {
   }
 };
 
-Result<OfficeText> docx_text(const Zip& z, uint64_t max_bytes) {
+Result<OfficeText> docx_text(const ZipArchive& z, uint64_t max_bytes) {
   DocxStyles styles;
   if (auto xml = z.read("word/styles.xml", max_bytes); xml.ok()) {
     StylesHandler sh;
@@ -466,7 +341,7 @@ struct OdtHandler {
   }
 };
 
-Result<OfficeText> odt_text(const Zip& z, uint64_t max_bytes) {
+Result<OfficeText> odt_text(const ZipArchive& z, uint64_t max_bytes) {
   RAGD_ASSIGN_OR_RETURN(std::string content, z.read("content.xml", max_bytes));
   Builder b;
   OdtHandler h;
@@ -500,13 +375,14 @@ OfficeKind office_kind_of_head(std::string_view head, const std::string& name) {
 Result<OfficeText> office_to_text(std::string_view bytes, uint64_t max_bytes) {
   if (bytes.substr(0, 4) != std::string_view("PK\x03\x04", 4))
     return Status::InvalidArgument("not a ZIP container (a .docx or .odt is one)");
-  RAGD_ASSIGN_OR_RETURN(auto z, Zip::open(bytes));
+  RAGD_ASSIGN_OR_RETURN(auto z, ZipArchive::open(bytes));
   if (z->has("word/document.xml")) return docx_text(*z, max_bytes);
   if (z->has("mimetype")) {
     RAGD_ASSIGN_OR_RETURN(std::string mt, z->read("mimetype", 256));
     mt = std::string(mt.substr(0, mt.find_first_of("\r\n")));
     if (mt.rfind("application/vnd.oasis.opendocument.text", 0) == 0) return odt_text(*z, max_bytes);
-    if (mt == "application/epub+zip") return Status::Unimplemented("an EPUB book: not read (convert it to HTML)");
+    if (mt == "application/epub+zip")  // epub_text.cpp reads the ones whose mimetype comes first, as EPUB requires
+      return Status::InvalidArgument("an EPUB book whose mimetype is not its first entry");
     return Status::Unimplemented("an OpenDocument file of another kind (" + mt +
                                  "): word-processor documents are read, not spreadsheets or presentations");
   }

@@ -8,6 +8,7 @@
 #include <simdjson.h>
 #include <zlib.h>
 
+#include "epub_text.h"
 #include "man_text.h"
 #include "office_text.h"
 #include "pdf_text.h"
@@ -463,6 +464,28 @@ void read_office(const std::string& path, const std::string& name, std::string_v
   r->documents.push_back(std::move(d));
 }
 
+// An EPUB book (epub_text.h): one document, its chapters in spine order.
+void read_epub(const std::string& path, std::string_view bytes, const ReaderOptions& opts, ReadResult* r) {
+  auto e = epub_to_text(bytes, opts.max_file_bytes);
+  if (!e.ok()) {
+    r->skipped.push_back({path, e.status().message()});
+    return;
+  }
+  if (e->text.empty()) {
+    r->skipped.push_back({path, "no text in the book"});
+    return;
+  }
+  Document d;
+  d.id = path;
+  d.source = path;
+  d.title = e->title.empty() ? fs::path(path).filename().string() : e->title;
+  if (d.title.size() > 200) d.title.resize(utf8_floor(d.title, 200));
+  d.text = std::move(e->text);
+  d.sections = std::move(e->sections);
+  d.format = "epub";
+  r->documents.push_back(std::move(d));
+}
+
 }  // namespace
 
 Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths,
@@ -528,7 +551,7 @@ Result<std::vector<InputFile>> list_input_files(const std::vector<std::string>& 
         // NEWS.gz); an uncompressed file with an unknown extension is not (style.css, app.js).
         const bool readable = (gz && head.empty()) ||  // empty or damaged: read_input_bytes says which
                               sniff_format(head, name) != Format::kUnsupported ||
-                              office_kind_of_head(head, name) != OfficeKind::kNone ||
+                              office_kind_of_head(head, name) != OfficeKind::kNone || looks_like_epub(head, name) ||
                               (office_extension(name) && binary_kind(head).rfind("OLE2", 0) == 0) ||  // encrypted
                               (gz && format_of(name) != Format::kUnsupported) ||
                               ((gz || fs::path(name).extension().empty()) && looks_like_text(head));
@@ -594,7 +617,8 @@ ReadResult read_decoded(const std::string& path, const std::string& name, std::s
     return r;
   }
   if (bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
-    read_office(path, name, bytes, opts, &r);
+    if (looks_like_epub(bytes.substr(0, kSniffBytes), name)) read_epub(path, bytes, opts, &r);
+    else read_office(path, name, bytes, opts, &r);
     return r;
   }
   if (binary_kind(bytes).rfind("OLE2", 0) == 0 && office_extension(name)) {

@@ -1,4 +1,5 @@
-// Word-processor documents (.docx, .odt): office_text.cpp and the reader around it. Containers are
+// Word-processor documents (.docx, .odt) and EPUB books: office_text.cpp, epub_text.cpp and the
+// reader around them. Containers are
 // built here with libzip (what a word processor writes, part by part), and, where the machine has
 // pandoc-data, from the reference documents pandoc ships.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "epub_text.h"
 #include "office_text.h"
 #include "ragd/retrieval/reader.h"
 #include "test_util.h"
@@ -24,6 +26,7 @@ struct Part {
 
 // A ZIP container of `parts`, in order, written to `path`; its bytes.
 std::string make_zip(const std::string& path, const std::vector<Part>& parts) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   int err = 0;
   zip_t* za = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
   EXPECT_NE(za, nullptr) << "zip_open " << err;
@@ -186,7 +189,6 @@ TEST(OfficeText, BrokenAndForeignContainersSayWhat) {
 
 TEST(Reader, WordProcessorDocumentsInADirectory) {
   TempDir d;
-  std::filesystem::create_directories(d / "docs");
   make_zip(d / "docs/guide.docx", {{"[Content_Types].xml", "<Types/>"},
                                    {"word/document.xml", docx_document(sample_body())},
                                    {"word/styles.xml", kStyles},
@@ -221,6 +223,75 @@ TEST(Reader, WordProcessorDocumentsInADirectory) {
   ASSERT_EQ(x.skipped.size(), 1u);
   EXPECT_EQ(x.skipped[0].kind, SkipKind::kUnsupported);
   EXPECT_NE(x.skipped[0].reason.find("unsupported format: an Excel workbook"), std::string::npos);
+}
+
+std::vector<Part> epub_parts() {
+  const std::string container =
+      R"(<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>)";
+  const std::string opf =
+      R"(<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>
+  The Widget Book </dc:title></metadata><manifest>)"
+      R"(<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>)"
+      R"(<item id="c1" href="Text/chapter%201.xhtml" media-type="application/xhtml+xml"/>)"
+      R"(<item id="c2" href="Text/../Text/two.xhtml#start" media-type="application/xhtml+xml"/>)"
+      R"(<item id="notes" href="notes.xhtml" media-type="application/xhtml+xml"/>)"
+      R"(<item id="cover" href="cover.svg" media-type="image/svg+xml"/>)"
+      R"(</manifest><spine><itemref idref="cover"/><itemref idref="c1"/><itemref idref="c2"/><itemref idref="notes" linear="no"/></spine></package>)";
+  auto page = [](const std::string& body) {
+    return "<?xml version=\"1.0\"?><html xmlns=\"http://www.w3.org/1999/xhtml\"><head><title>t</title></head><body>" +
+           body + "</body></html>";
+  };
+  return {{"mimetype", "application/epub+zip", true},
+          {"META-INF/container.xml", container},
+          {"OEBPS/content.opf", opf},
+          {"OEBPS/nav.xhtml", page("<nav><ol><li><a href=\"Text/chapter%201.xhtml\">One</a></li></ol></nav>")},
+          {"OEBPS/Text/chapter 1.xhtml", page("<h1>Getting started</h1><p>Unpack the widget.</p><h2>Parts</h2><p>Two screws.</p>")},
+          {"OEBPS/Text/two.xhtml", page("<h1>Assembly</h1><p>Screw it together.</p>")},
+          {"OEBPS/notes.xhtml", page("<p>Endnote text.</p>")},
+          {"OEBPS/cover.svg", "<svg/>"}};
+}
+
+TEST(EpubText, ChaptersInSpineOrderWithTheirSections) {
+  TempDir d;
+  const std::string bytes = make_zip(d / "book.epub", epub_parts());
+  EXPECT_TRUE(looks_like_epub(bytes.substr(0, 1024), "upload"));
+  EXPECT_FALSE(looks_like_epub(make_zip(d / "x.zip", {{"a.txt", "a"}}).substr(0, 1024), "x.zip"));
+  auto e = epub_to_text(bytes, 1 << 20);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e->title, "The Widget Book");
+  EXPECT_EQ(e->chapters, 2);
+  EXPECT_EQ(e->text, "Getting started\n\nUnpack the widget.\n\nParts\n\nTwo screws.\n\nAssembly\n\nScrew it together.");
+  ASSERT_EQ(e->sections.size(), 3u);
+  EXPECT_EQ(e->sections[1].path, (std::vector<std::string>{"Getting started", "Parts"}));
+  EXPECT_EQ(e->sections[2].path, std::vector<std::string>{"Assembly"});
+  EXPECT_EQ(e->text.substr(e->sections[2].byte_begin, e->sections[2].byte_end - e->sections[2].byte_begin),
+            "Assembly\n\nScrew it together.");
+  EXPECT_TRUE(sections_fit(e->sections, e->text.size()));
+
+  ReadResult r = read_input_file(d / "book.epub");
+  ASSERT_EQ(r.documents.size(), 1u);
+  EXPECT_EQ(r.documents[0].format, "epub");
+  EXPECT_EQ(r.documents[0].title, "The Widget Book");
+}
+
+TEST(EpubText, MissingPartsAreNamed) {
+  TempDir d;
+  auto without = [&](const std::string& name) {
+    std::vector<Part> parts;
+    for (auto& p : epub_parts())
+      if (p.name != name) parts.push_back(p);
+    auto e = epub_to_text(make_zip(d / "b.epub", parts), 1 << 20);
+    return e.ok() ? std::string("(read)") : e.status().message();
+  };
+  EXPECT_EQ(without("META-INF/container.xml"), "not an EPUB book: META-INF/container.xml is missing");
+  EXPECT_EQ(without("OEBPS/content.opf"), "the package document: OEBPS/content.opf is missing");
+  EXPECT_EQ(without("OEBPS/Text/two.xhtml"), "chapter OEBPS/Text/two.xhtml: OEBPS/Text/two.xhtml is missing");
+  std::vector<SkippedInput> skipped;
+  make_zip(d / "dir/book.epub", epub_parts());
+  auto files = list_input_files({d / "dir"}, &skipped);
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 1u);
+  EXPECT_TRUE(skipped.empty());
 }
 
 // pandoc's reference documents (Debian's pandoc-data), written by a word processor, zipped as
