@@ -406,6 +406,28 @@ Format sniff_format(std::string_view head, const std::string& name) {
   return Format::kUnsupported;
 }
 
+// A PDF cuts its text into pages wherever the page ends: an item whose heading closes one page is
+// described on the next ("type [-afptP] [name ...]" at the foot of the Bash manual's page 70, what
+// `type` does at the top of page 71). Each page's text therefore ends with the first words of the
+// next page, marked "[page N]", up to kPdfContinuationBytes (cut at a space), so that the heading's
+// page holds what it introduces. Chosen on the Bash manual's even-numbered questions (none / 300 /
+// 800 bytes; the previous page's last words before a page's own, tried too, lowered them):
+// docs/benchmarks.md.
+constexpr size_t kPdfContinuationBytes = 300;
+
+void append_continuation(const PdfPageText& next, std::string* text) {
+  std::string_view nx = next.text;
+  size_t n = utf8_floor(nx, std::min(nx.size(), kPdfContinuationBytes));
+  if (n < nx.size()) {
+    const size_t sp = nx.substr(0, n).find_last_of(" \n");
+    if (sp != std::string_view::npos && sp > n / 2) n = sp;
+  }
+  while (n > 0 && is_space_byte(static_cast<unsigned char>(nx[n - 1]))) --n;
+  if (n == 0) return;
+  *text += "\n\n[page " + std::to_string(next.number) + "] ";
+  text->append(nx.substr(0, n));
+}
+
 // One Document per page with text (see reader.h for ids and titles).
 void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
   auto pdf = pdf_to_text(bytes);
@@ -426,6 +448,7 @@ void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
     d.page = static_cast<uint32_t>(page.number);
     d.text = std::move(page.text);
     d.sections = sections[i];
+    if (i + 1 < pdf->pages.size()) append_continuation(pdf->pages[i + 1], &d.text);
     r->documents.push_back(std::move(d));
   }
   r->empty_pages += static_cast<uint64_t>(pdf->empty_pages);

@@ -45,7 +45,9 @@ TEST(PdfReader, OneDocumentPerPageWithPageIds) {
   EXPECT_EQ(r.documents[0].title, "Tiny Test \u2014 page 1");
   EXPECT_TRUE(contains(r.documents[0].text, "Hello from page one.")) << r.documents[0].text;
   EXPECT_TRUE(contains(r.documents[0].text, "Second line of the first page.")) << r.documents[0].text;
-  EXPECT_FALSE(contains(r.documents[0].text, "zebras"));
+  // A page ends with the first words of the next one, marked with its number; the last page with
+  // nothing more.
+  EXPECT_TRUE(r.documents[0].text.ends_with("\n\n[page 2] Page two talks about zebras.")) << r.documents[0].text;
   EXPECT_EQ(r.documents[1].id, "/data/in/tiny.pdf#page=2");
   EXPECT_EQ(r.documents[1].title, "Tiny Test \u2014 page 2");
   EXPECT_EQ(r.documents[0].page, 1u);
@@ -59,6 +61,30 @@ TEST(PdfReader, OneDocumentPerPageWithPageIds) {
   relabel_documents(f, &r);
   EXPECT_EQ(r.documents[1].id, "in/tiny.pdf#page=2");
   EXPECT_EQ(r.documents[1].source, "in/tiny.pdf#page=2");
+}
+
+// The continuation is the next page's first words up to 300 bytes, cut at a space; the page's
+// sections still lie within its own text.
+TEST(PdfReader, APageEndsWithTheNextPagesFirstWords) {
+  std::vector<std::string> lines;  // 20 lines of 7 words
+  for (int l = 0; l < 20; ++l) {
+    std::string line;
+    for (int w = 0; w < 7; ++w) line += (w ? " word" : "word") + std::to_string(l * 7 + w);
+    lines.push_back(line);
+  }
+  PdfSpec spec;
+  spec.pages = {pdf_text_page({"The first page."}), pdf_text_page(lines)};
+  auto r = read_input_bytes("/x/long.pdf", make_pdf(spec));
+  ASSERT_EQ(r.documents.size(), 2u);
+  const std::string& t = r.documents[0].text;
+  const size_t at = t.find("\n\n[page 2] ");
+  ASSERT_NE(at, std::string::npos) << t;
+  const std::string cont = t.substr(at + 11);
+  EXPECT_LE(cont.size(), 300u);
+  EXPECT_GT(cont.size(), 150u);
+  EXPECT_EQ(r.documents[1].text.rfind(cont, 0), 0u) << cont;                // the next page's start
+  EXPECT_TRUE(std::isspace(static_cast<unsigned char>(r.documents[1].text[cont.size()]))) << cont;  // at a space
+  EXPECT_TRUE(sections_fit(r.documents[0].sections, at));
 }
 
 TEST(PdfReader, TitleFallsBackToTheFileName) {
