@@ -463,7 +463,7 @@ int run_ingest(const IngestArgs& a) {
   return 0;
 }
 
-Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .jsonl .pdf, directories)",
+Registration reg("ingest", "chunk, embed and index documents (.txt .md .html .jsonl .pdf .docx .odt .epub, manual pages, gzip of any; directories)",
                  [](CLI::App& sub) -> Action {
                    auto a = std::make_shared<IngestArgs>();
                    sub.add_option("paths", a->paths, "files and directories to ingest")->required();
