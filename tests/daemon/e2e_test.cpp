@@ -165,7 +165,7 @@ TEST_F(E2eTest, SourcesCarryCitations) {
                "filter");
   expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","metadata":{"tags":{"a":1}}})"), 400,
                "invalid_request", "metadata key 'tags'");
-  expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","format":"docx"})"), 400, "invalid_request",
+  expect_error(call("POST", "/v1/documents", R"({"id":"bad","text":"x y z","format":"rtf"})"), 400, "invalid_request",
                "format");
   EXPECT_EQ(get("/v1/documents/bad").status, 404);
   // Speculative decoding: a draft model the server did not load, or method draft without one, is a
