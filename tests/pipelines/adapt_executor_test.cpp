@@ -183,34 +183,39 @@ TEST_F(AdaptExecutorTest, RunsAheadTurnTheChoiceToTheCheapCandidate) {
     close(small);
     fs::remove_all(small_data);
   }
-  // Eight at once: each run's choice follows the load it saw.
+  // Eight at once: each run's choice follows the load it saw. On a machine busy with other work
+  // the submitting thread can lose its core between two submissions long enough for every run to
+  // be served alone; a burst is tried up to three times for one in which some run saw another.
   constexpr int kRuns = 8;
-  std::vector<RunOutput> outs(kRuns);
-  Collector c;
-  for (int i = 0; i < kRuns; ++i) {
-    RunRequest r;
-    r.pipeline = "adapt-load";
-    r.query = std::string(kTopics[i % 12]).substr(0, 20);
-    r.sampling.max_tokens = 4;
-    r.sampling.ignore_eos = true;
-    ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
-  }
+  std::vector<RunOutput> outs;
   int saw_load = 0;
-  for (auto& o : outs) {
-    ASSERT_TRUE(c.wait(&o));
-    ASSERT_TRUE(o.error.ok()) << o.error.to_string();
-    ASSERT_TRUE(o.usage.adapt.has_value());
-    const AdaptReport& a = *o.usage.adapt;
-    if (a.load.ahead > 0) {
-      ++saw_load;
-      EXPECT_EQ(a.choice, "one") << "ahead " << a.load.ahead;
-      EXPECT_EQ(a.reason, "best_within_slo");
-      EXPECT_EQ(o.sources.size(), 1u);
-    } else {
-      EXPECT_EQ(a.choice, "wide");
+  for (int burst = 0; burst < 3 && saw_load == 0; ++burst) {
+    outs.assign(kRuns, RunOutput{});
+    Collector c;
+    for (int i = 0; i < kRuns; ++i) {
+      RunRequest r;
+      r.pipeline = "adapt-load";
+      r.query = std::string(kTopics[i % 12]).substr(0, 20);
+      r.sampling.max_tokens = 4;
+      r.sampling.ignore_eos = true;
+      ASSERT_TRUE(rt.executor->submit(r, c.sink(&outs[i])).ok());
+    }
+    for (auto& o : outs) {
+      ASSERT_TRUE(c.wait(&o));
+      ASSERT_TRUE(o.error.ok()) << o.error.to_string();
+      ASSERT_TRUE(o.usage.adapt.has_value());
+      const AdaptReport& a = *o.usage.adapt;
+      if (a.load.ahead > 0) {
+        ++saw_load;
+        EXPECT_EQ(a.choice, "one") << "ahead " << a.load.ahead;
+        EXPECT_EQ(a.reason, "best_within_slo");
+        EXPECT_EQ(o.sources.size(), 1u);
+      } else {
+        EXPECT_EQ(a.choice, "wide");
+      }
     }
   }
-  EXPECT_GT(saw_load, 0) << "eight runs submitted at once, none saw another in flight";
+  EXPECT_GT(saw_load, 0) << "three bursts of eight runs submitted at once, none saw another in flight";
   // The work queued ahead is the chosen candidates' work of runs not yet at their first token: at
   // most one "wide" run's per run ahead, and all of it gone once they are done.
   double max_work = 0;
