@@ -62,8 +62,26 @@ void StepCostModel::refit() {
     logit_vary = logit_vary || window_[i].logits != window_[0].logits;
     prefill_vary = prefill_vary || window_[i].prefill != window_[0].prefill;
   }
-  // Every step had the same logit-row count: that slope is not identifiable; the last fit stays.
-  if (!logit_vary) return;
+  if (!logit_vary) {
+    // Every recent step had the same logit-row count: the slope is not identifiable from them, so
+    // the last fit keeps its shape, and its level follows them (a machine that became busier or
+    // quieter, a longer context): all three costs scale by the median of observed / modelled time.
+    if (!fitted_) return;
+    std::vector<double> ratio;
+    ratio.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const double p = fixed_ + per_row_ * lg[i] + per_prefill_row_ * pre[i];
+      if (p > 0) ratio.push_back(y[i] / p);
+    }
+    if (ratio.empty()) return;
+    std::nth_element(ratio.begin(), ratio.begin() + static_cast<std::ptrdiff_t>(ratio.size() / 2), ratio.end());
+    const double scale = ratio[ratio.size() / 2];
+    if (!(scale > 0) || !std::isfinite(scale)) return;
+    fixed_ *= scale;
+    per_row_ *= scale;
+    per_prefill_row_ *= scale;
+    return;
+  }
   std::vector<char> use(n, 1);
   double c[3];
   // Twice: the second fit leaves out the steps far slower than the first predicts (another process,

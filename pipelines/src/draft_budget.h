@@ -76,8 +76,8 @@ class StepCostModel {
   // `logit_rows` rows whose logits are drawn from (decodes, draft rows, a prompt's last row), in
   // `seconds`. The two cost differently: a logit row also pays the output head and the sampler.
   void observe(int prefill_rows, int logit_rows, double seconds);
-  // A fit exists (the window once held steps of different logit-row counts); the last one stays
-  // while every recent step had the same count.
+  // A fit exists (the window once held steps of different logit-row counts). While every recent
+  // step has the same count the last fit keeps its shape and scales to their measured times.
   bool fitted() const { return fitted_; }
   double fixed_s() const { return fixed_; }
   double per_row_s() const { return per_row_; }          // per logit row: what a draft row costs
