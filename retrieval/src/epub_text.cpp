@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ragd/retrieval/reader.h"
+#include "ragd/retrieval/text_util.h"
 #include "zip_xml.h"
 
 namespace ragd::retrieval {
@@ -131,10 +132,8 @@ Result<EpubText> epub_to_text(std::string_view bytes, uint64_t max_bytes) {
     for (auto& s : h.sections) out.sections.push_back(Section{std::move(s.path), at + s.byte_begin, at + s.byte_end});
     ++out.chapters;
   }
-  std::string t = ph.title.title;
+  std::string t(trim_space(ph.title.title));
   std::replace(t.begin(), t.end(), '\n', ' ');
-  t.erase(0, std::min(t.find_first_not_of(' '), t.size()));
-  while (!t.empty() && t.back() == ' ') t.pop_back();
   out.title = !t.empty() ? t : first_title;
   return out;
 }

@@ -278,12 +278,6 @@ std::string unescape_arg(std::string_view a) {
   return unescape(s);
 }
 
-std::string_view trim_view(std::string_view s) {
-  while (!s.empty() && is_space_byte(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && is_space_byte(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // mdoc macros that may appear among another macro's arguments ("callable"): they are dropped from
 // the text, a few with an effect (Fl prefixes '-', Xr writes name(section), Ns joins, the
 // enclosures open and close).
@@ -351,7 +345,7 @@ void Renderer::paragraph() {
 }
 
 void Renderer::heading(std::string_view h, bool sub) {
-  std::string text = std::string(trim_view(h));
+  std::string text = std::string(trim_space(h));
   if (text.empty()) return;
   paragraph();
   if (!m_.sections.empty()) m_.sections.back().byte_end = out_.size();
@@ -368,14 +362,14 @@ void Renderer::heading(std::string_view h, bool sub) {
 
 void Renderer::set_name_section() {
   // "grep, egrep, fgrep \- print lines that match patterns" (the \- rendered as '-').
-  std::string_view t = trim_view(name_text_);
+  std::string_view t = trim_space(name_text_);
   size_t dash = t.find(" - ");
   size_t skip = 3;
   if (dash == std::string_view::npos) {
     dash = t.find(" -- ");
     skip = 4;
   }
-  if (dash != std::string_view::npos && m_.description.empty()) m_.description = std::string(trim_view(t.substr(dash + skip)));
+  if (dash != std::string_view::npos && m_.description.empty()) m_.description = std::string(trim_space(t.substr(dash + skip)));
 }
 
 std::string Renderer::mdoc_line(std::string_view macro, const std::vector<std::string_view>& args) {
@@ -588,7 +582,7 @@ void Renderer::text_line(std::string_view line) {
     if (in_name_) name_text_ += std::string(l) + " ";
     return;
   }
-  std::string_view t = trim_view(line);
+  std::string_view t = trim_space(line);
   if (t.empty()) {
     paragraph();
     return;
@@ -610,15 +604,15 @@ ManText Renderer::run(std::string_view roff) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (skip_block_) {
       // The end of a definition: ".." (".  ." inside an indented block is the same request).
-      std::string_view t = trim_view(line);
+      std::string_view t = trim_space(line);
       if (!t.empty() && (t[0] == '.' || t[0] == '\'')) {
         t.remove_prefix(1);
-        if (trim_view(t).rfind('.', 0) == 0) skip_block_ = false;
+        if (trim_space(t).rfind('.', 0) == 0) skip_block_ = false;
       }
       continue;
     }
     if (table_ != 0) {
-      std::string_view t = trim_view(line);
+      std::string_view t = trim_space(line);
       if (t == ".TE") {
         table_ = 0;
         paragraph();
@@ -629,11 +623,11 @@ ManText Renderer::run(std::string_view roff) {
         std::string row;
         for (char c : line) row += c == '\t' || c == table_tab_ ? ' ' : c;
         std::string s = unescape(row);
-        std::string_view v = trim_view(s);
+        std::string_view v = trim_space(s);
         if (v.rfind("T{", 0) == 0) v.remove_prefix(2);
         if (v.size() >= 2 && v.substr(v.size() - 2) == "T}") v.remove_suffix(2);
-        if (v != "_" && v != "=" && !trim_view(v).empty()) {
-          emit(trim_view(v));
+        if (v != "_" && v != "=" && !trim_space(v).empty()) {
+          emit(trim_space(v));
           newline();
         }
       }
@@ -650,7 +644,7 @@ ManText Renderer::run(std::string_view roff) {
     }
     bool join = false;
     std::string t = unescape(line, &join);
-    if (line.rfind("\\\"", 0) == 0 && trim_view(t).empty()) continue;  // a comment line
+    if (line.rfind("\\\"", 0) == 0 && trim_space(t).empty()) continue;  // a comment line
     text_line(t);
     join_ = join;
   }
@@ -681,7 +675,7 @@ bool looks_like_man(std::string_view head, bool man_extension) {
   while (pos < head.size()) {
     size_t eol = head.find('\n', pos);
     if (eol == std::string_view::npos) eol = head.size();
-    std::string_view line = trim_view(head.substr(pos, eol - pos));
+    std::string_view line = trim_space(head.substr(pos, eol - pos));
     pos = eol + 1;
     if (line.empty() || line == ".") continue;
     if (line.rfind(".\\\"", 0) == 0 || line.rfind("'\\\"", 0) == 0 || line.rfind("\\\"", 0) == 0 ||

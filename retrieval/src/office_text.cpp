@@ -77,6 +77,16 @@ class Builder {
     }
     out.text += p;
   }
+  // A table row: its cells' text as "cell | cell", a paragraph of its own; `cells` is emptied.
+  void add_row(std::vector<std::string>& cells) {
+    std::string line;
+    for (const auto& c : cells) {
+      if (!line.empty()) line += " | ";
+      line += c;
+    }
+    add(line, 0);
+    cells.clear();
+  }
   OfficeText finish() {
     if (!out.sections.empty()) out.sections.back().byte_end = out.text.size();
     return std::move(out);
@@ -159,7 +169,7 @@ struct DocxHandler {
   const DocxStyles* styles = nullptr;
   Builder* b = nullptr;
   std::string title_para;
-  int p_depth = 0, r_depth = 0, tc_depth = 0, tbl_depth = 0;
+  int p_depth = 0, r_depth = 0, tc_depth = 0;
   bool in_t = false;
   std::string t, para, style, cell;
   int outline = -1;
@@ -192,8 +202,6 @@ struct DocxHandler {
       para += '\n';
     } else if (r_depth > 0 && l == "noBreakHyphen") {
       para += '-';
-    } else if (l == "tbl") {
-      ++tbl_depth;
     } else if (l == "tc") {
       if (tc_depth++ == 0) cell.clear();
     } else if (l == "tr" && tc_depth == 0) {
@@ -223,15 +231,7 @@ struct DocxHandler {
     } else if (l == "tc" && tc_depth > 0) {
       if (--tc_depth == 0) row.push_back(tidy(cell));
     } else if (l == "tr" && tc_depth == 0) {
-      std::string line;
-      for (const auto& c : row) {
-        if (!line.empty()) line += " | ";
-        line += c;
-      }
-      b->add(line, 0);
-      row.clear();
-    } else if (l == "tbl") {
-      tbl_depth -= tbl_depth > 0;
+      b->add_row(row);
     }
   }
   void text(std::string_view s) {
@@ -324,13 +324,7 @@ struct OdtHandler {
     } else if (q.ns == kOdfTable && q.local == "table-cell" && cell_depth > 0) {
       if (--cell_depth == 0) row.push_back(tidy(cell));
     } else if (q.ns == kOdfTable && q.local == "table-row" && cell_depth == 0) {
-      std::string line;
-      for (const auto& c : row) {
-        if (!line.empty()) line += " | ";
-        line += c;
-      }
-      b->add(line, 0);
-      row.clear();
+      b->add_row(row);
     }
   }
   void text(std::string_view s) {

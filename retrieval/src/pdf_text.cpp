@@ -39,13 +39,6 @@ void on_poppler_error(const std::string& msg, void*) {
   if (!m.empty()) g_poppler_errors->push_back(std::move(m));
 }
 
-std::string_view trim_view(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_space_byte(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && is_space_byte(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
 // Valid UTF-8 with line ends as "\n", page breaks as paragraph breaks, other control characters
 // and soft hyphens dropped, tabs as spaces and ligatures spelled out.
 std::string normalize(std::string_view raw) {
@@ -96,16 +89,16 @@ bool all_of(std::string_view s, std::string_view set) {
 
 // A block that is only a page number: "14", "xii", "Page 3", "- 7 -".
 bool page_number_block(std::string_view b) {
-  std::string s(trim_view(b));
+  std::string s(trim_space(b));
   if (s.find('\n') != std::string::npos || s.size() > 16) return false;
   std::string lower = s;
   for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   std::string_view v = lower;
   if (v.rfind("page ", 0) == 0) v.remove_prefix(5);
-  if (v.size() >= 2 && v.front() == '-' && v.back() == '-') v = trim_view(v.substr(1, v.size() - 2));
+  if (v.size() >= 2 && v.front() == '-' && v.back() == '-') v = trim_space(v.substr(1, v.size() - 2));
   if (all_of(v, "0123456789") && v.size() <= 5) return true;
   // Roman numerals (front matter); all one case in the original, so "Mix" is not one.
-  std::string_view orig = trim_view(s);
+  std::string_view orig = trim_space(s);
   bool one_case = all_of(orig, "ivxlcdm") || all_of(orig, "IVXLCDM");
   return one_case && v.size() <= 6 && all_of(v, "ivxlcdm");
 }
@@ -145,7 +138,7 @@ std::string collapse_leaders(std::string_view line, bool* had) {
 // A title or a line as compared: trimmed, inner runs of spaces as one.
 std::string heading_key(std::string_view s) {
   std::string out;
-  for (char c : trim_view(s)) {
+  for (char c : trim_space(s)) {
     if (is_space_byte(static_cast<unsigned char>(c))) {
       if (!out.empty() && out.back() != ' ') out += ' ';
     } else {
@@ -305,7 +298,7 @@ std::string tidy_pdf_page_text(std::string_view raw, OutlineMatcher* outline, st
   while (p <= all.size()) {
     size_t e = all.find('\n', p);
     if (e == std::string_view::npos) e = all.size();
-    std::string_view line = trim_view(all.substr(p, e - p));
+    std::string_view line = trim_space(all.substr(p, e - p));
     if (line.empty()) {
       if (!blocks.back().empty()) blocks.emplace_back();
     } else {
@@ -359,7 +352,7 @@ Result<PdfText> pdf_to_text(std::string_view bytes) {
     std::string title = normalize(std::string_view(t.data(), t.size()));
     for (auto& ch : title)
       if (ch == '\n') ch = ' ';
-    out.title = std::string(trim_view(title));
+    out.title = std::string(trim_space(title));
   }
   std::unique_ptr<poppler::toc> toc(doc->create_toc());
   if (toc && toc->root()) {

@@ -36,9 +36,15 @@ constexpr FormatExtensions kFormats[] = {
     {Format::kPdf, {".pdf"}},
 };
 
-Format format_of(const std::string& path) {
+// The name's extension in lower case (".pdf"), "" without one.
+std::string lower_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+
+Format format_of(const std::string& path) {
+  const std::string ext = lower_extension(path);
   for (const auto& f : kFormats)
     for (const char* e : f.extensions)
       if (e && ext == e) return f.format;
@@ -61,8 +67,7 @@ bool man_extension(const std::string& path) {
 }
 
 bool office_extension(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string ext = lower_extension(path);
   return ext == ".docx" || ext == ".docm";
 }
 
@@ -70,9 +75,7 @@ bool is_gzip(std::string_view b) { return b.size() >= 2 && b[0] == '\x1F' && b[1
 
 // "README.md.gz" -> "README.md": the name the decompressed bytes are read by.
 std::string without_gz(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".gz" ? path.substr(0, path.size() - 3) : path;
+  return lower_extension(path) == ".gz" ? path.substr(0, path.size() - 3) : path;
 }
 
 // The decompressed bytes of gzip data (every member, as gzip -d writes them). With head_only, the
@@ -176,13 +179,6 @@ bool hidden(const fs::path& p) {
   return n.size() > 1 && n[0] == '.' && n != "..";
 }
 
-std::string_view trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_space_byte(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && is_space_byte(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
 // Checks shared by every format. Returns the reason to skip, or "" when fine.
 std::string check_bytes(std::string_view bytes, const ReaderOptions& opts) {
   if (bytes.size() > opts.max_file_bytes)
@@ -201,7 +197,7 @@ std::string check_bytes(std::string_view bytes, const ReaderOptions& opts) {
       ++line;
     }
   }
-  if (trim(bytes).empty()) return "empty file";
+  if (trim_space(bytes).empty()) return "empty file";
   return "";
 }
 
@@ -229,9 +225,9 @@ std::vector<Section> markdown_sections(std::string_view text) {
       int level = 0;
       while (level < static_cast<int>(body.size()) && body[level] == '#') ++level;
       if (level <= 6 && (static_cast<size_t>(level) == body.size() || body[level] == ' ' || body[level] == '\t')) {
-        std::string_view h = trim(body.substr(level));
+        std::string_view h = trim_space(body.substr(level));
         while (!h.empty() && h.back() == '#') h.remove_suffix(1);  // closing sequence
-        h = trim(h);
+        h = trim_space(h);
         if (!out.empty()) out.back().byte_end = pos;
         while (!stack.empty() && stack.back().first >= level) stack.pop_back();
         stack.emplace_back(level, std::string(h));
@@ -253,12 +249,12 @@ std::string first_line_title(std::string_view text, bool markdown) {
   while (p < text.size()) {
     size_t e = text.find('\n', p);
     if (e == std::string_view::npos) e = text.size();
-    std::string_view line = trim(text.substr(p, e - p));
+    std::string_view line = trim_space(text.substr(p, e - p));
     if (!line.empty()) {
       if (markdown) {
         if (line[0] != '#') return "";
         while (!line.empty() && line[0] == '#') line.remove_prefix(1);
-        line = trim(line);
+        line = trim_space(line);
       }
       if (line.size() > 200) line = line.substr(0, utf8_floor(line, 200));
       return std::string(line);
@@ -321,7 +317,7 @@ void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOpt
     size_t e = bytes.find('\n', p);
     if (e == std::string_view::npos) e = bytes.size();
     ++line_no;
-    std::string_view line = trim(bytes.substr(p, e - p));
+    std::string_view line = trim_space(bytes.substr(p, e - p));
     p = e + 1;
     if (line.empty()) continue;
     std::string where = path + ":" + std::to_string(line_no);
@@ -347,7 +343,7 @@ void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOpt
       continue;
     }
     d.text = std::string(sv);
-    if (trim(d.text).empty()) {
+    if (trim_space(d.text).empty()) {
       r->skipped.push_back({where, "empty field 'text'"});
       continue;
     }
@@ -368,7 +364,7 @@ void read_jsonl(const std::string& path, std::string_view bytes, const ReaderOpt
     d.source = where;
     auto url = obj["url"];
     if (url.error() != simdjson::NO_SUCH_FIELD) {
-      if (url.get(sv) || trim(sv).empty()) {
+      if (url.get(sv) || trim_space(sv).empty()) {
         r->skipped.push_back({where, "field 'url' must be a non-empty string"});
         continue;
       }
@@ -454,6 +450,21 @@ void read_pdf(const std::string& path, std::string_view bytes, ReadResult* r) {
   r->empty_pages += static_cast<uint64_t>(pdf->empty_pages);
 }
 
+// A file read as one document: id and source its path, its title (the file name when it names
+// none, at most 200 bytes).
+void push_whole_file(const std::string& path, const std::string& title, std::string text,
+                     std::vector<Section> sections, const char* format, ReadResult* r) {
+  Document d;
+  d.id = path;
+  d.source = path;
+  d.title = title.empty() ? fs::path(path).filename().string() : title;
+  if (d.title.size() > 200) d.title.resize(utf8_floor(d.title, 200));
+  d.text = std::move(text);
+  d.sections = std::move(sections);
+  d.format = format;
+  r->documents.push_back(std::move(d));
+}
+
 // A .docx / .odt (office_text.h): one document, headings as sections. Another kind of ZIP (a
 // spreadsheet, a presentation, an archive) is unsupported; a broken one is rejected.
 void read_office(const std::string& path, const std::string& name, std::string_view bytes, const ReaderOptions& opts,
@@ -476,15 +487,8 @@ void read_office(const std::string& path, const std::string& name, std::string_v
     r->skipped.push_back({path, "no text in the document"});
     return;
   }
-  Document d;
-  d.id = path;
-  d.source = path;
-  d.title = o->title.empty() ? fs::path(path).filename().string() : o->title;
-  if (d.title.size() > 200) d.title.resize(utf8_floor(d.title, 200));
-  d.text = std::move(o->text);
-  d.sections = std::move(o->sections);
-  d.format = o->kind == OfficeKind::kOdt ? "odt" : "docx";
-  r->documents.push_back(std::move(d));
+  push_whole_file(path, o->title, std::move(o->text), std::move(o->sections),
+                  o->kind == OfficeKind::kOdt ? "odt" : "docx", r);
 }
 
 // An EPUB book (epub_text.h): one document, its chapters in spine order.
@@ -498,15 +502,7 @@ void read_epub(const std::string& path, std::string_view bytes, const ReaderOpti
     r->skipped.push_back({path, "no text in the book"});
     return;
   }
-  Document d;
-  d.id = path;
-  d.source = path;
-  d.title = e->title.empty() ? fs::path(path).filename().string() : e->title;
-  if (d.title.size() > 200) d.title.resize(utf8_floor(d.title, 200));
-  d.text = std::move(e->text);
-  d.sections = std::move(e->sections);
-  d.format = "epub";
-  r->documents.push_back(std::move(d));
+  push_whole_file(path, e->title, std::move(e->text), std::move(e->sections), "epub", r);
 }
 
 }  // namespace

@@ -16,11 +16,7 @@ namespace ragd::retrieval {
 namespace {
 
 using testing::TempDir;
-
-void write(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using testing::write_file;
 
 std::string gzip(const std::string& raw) {
   z_stream zs{};
@@ -181,9 +177,9 @@ TEST(ManText, RandomInputGivesValidTextAndSections) {
 
 TEST(Reader, ManualPagesAndTheirCompressedFormAreReadAsManPages) {
   TempDir d;
-  write(d / "frob.1", kManPage);
-  write(d / "frob.1.gz", gzip(kManPage));
-  write(d / "link.1", ".so man1/frob.1\n");
+  write_file(d / "frob.1", kManPage);
+  write_file(d / "frob.1.gz", gzip(kManPage));
+  write_file(d / "link.1", ".so man1/frob.1\n");
   for (const char* name : {"frob.1", "frob.1.gz"}) {
     ReadResult r = read_input_file(d / name);
     ASSERT_EQ(r.documents.size(), 1u) << name;
@@ -204,9 +200,9 @@ TEST(Reader, ManualPagesAndTheirCompressedFormAreReadAsManPages) {
 TEST(Reader, GzipDocumentsAreReadByWhatTheyHold) {
   TempDir d;
   const std::string md = "# Install\n\nRun the installer.\n\n## Upgrade\n\nRun it again.\n";
-  write(d / "README.md.gz", gzip(md));
+  write_file(d / "README.md.gz", gzip(md));
   // Two gzip members, as `cat a.gz b.gz` makes: both are read.
-  write(d / "NEWS.gz", gzip("Version 2: faster.\n") + gzip("Version 1: first release.\n"));
+  write_file(d / "NEWS.gz", gzip("Version 2: faster.\n") + gzip("Version 1: first release.\n"));
   ReadResult r = read_input_file(d / "README.md.gz");
   ASSERT_EQ(r.documents.size(), 1u);
   EXPECT_EQ(r.documents[0].format, "markdown");
@@ -221,11 +217,11 @@ TEST(Reader, GzipDocumentsAreReadByWhatTheyHold) {
   // Damaged, cut off, too large once decompressed, or an image inside: each says so.
   std::string damaged = gzip(md);
   for (size_t i = 12; i < damaged.size() - 8; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5A);
-  write(d / "damaged.txt.gz", damaged);
+  write_file(d / "damaged.txt.gz", damaged);
   std::string whole = gzip(std::string(5000, 'a') + "\n");
-  write(d / "cut.txt.gz", whole.substr(0, whole.size() / 2));
-  write(d / "big.txt.gz", whole);
-  write(d / "image.gz", gzip(std::string("\x89PNG\r\n\x1a\n", 8) + std::string(64, 'x')));
+  write_file(d / "cut.txt.gz", whole.substr(0, whole.size() / 2));
+  write_file(d / "big.txt.gz", whole);
+  write_file(d / "image.gz", gzip(std::string("\x89PNG\r\n\x1a\n", 8) + std::string(64, 'x')));
   auto reason = [&](const std::string& name, const ReaderOptions& o = {}) {
     ReadResult x = read_input_file(d / name, o);
     EXPECT_TRUE(x.documents.empty()) << name;
@@ -244,14 +240,14 @@ TEST(Reader, GzipDocumentsAreReadByWhatTheyHold) {
 // left out as unsupported, with what they are.
 TEST(Reader, DirectoryListingDecidesUnknownNamesByContent) {
   TempDir d;
-  write(d / "README", "Read me first.\n");
-  write(d / "copyright", "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n");
-  write(d / "blob", std::string("\x01\x02\x00\x03", 4));
-  write(d / "style.css", "body { color: red; }\n");
-  write(d / "man/frob.1", kManPage);
-  write(d / "man/Frob::Util.3pm", ".de Sp\n..\n.TH Frob::Util 3pm\n.SH NAME\nFrob::Util \\- helpers\n");
-  write(d / "changelog.Debian.gz", gzip("frob (2.0-1) unstable; urgency=low\n"));
-  write(d / "shot.png.gz", gzip(std::string("\x89PNG\r\n\x1a\n", 8)));
+  write_file(d / "README", "Read me first.\n");
+  write_file(d / "copyright", "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n");
+  write_file(d / "blob", std::string("\x01\x02\x00\x03", 4));
+  write_file(d / "style.css", "body { color: red; }\n");
+  write_file(d / "man/frob.1", kManPage);
+  write_file(d / "man/Frob::Util.3pm", ".de Sp\n..\n.TH Frob::Util 3pm\n.SH NAME\nFrob::Util \\- helpers\n");
+  write_file(d / "changelog.Debian.gz", gzip("frob (2.0-1) unstable; urgency=low\n"));
+  write_file(d / "shot.png.gz", gzip(std::string("\x89PNG\r\n\x1a\n", 8)));
   std::vector<SkippedInput> skipped;
   auto files = list_input_files({d.path()}, &skipped);
   ASSERT_TRUE(files.ok()) << files.status().to_string();

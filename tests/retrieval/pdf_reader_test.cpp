@@ -20,11 +20,7 @@ using testing::pdf_image_page;
 using testing::pdf_text_page;
 using testing::PdfSpec;
 using testing::TempDir;
-
-void write(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using testing::write_file;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -164,12 +160,12 @@ TEST(PdfReader, PdfIsRecognisedWhateverItsName) {
 
 TEST(PdfReader, DirectoryWalkRecognisesFilesByContent) {
   TempDir d;
-  write(d / "a.pdf", two_page_pdf());
-  write(d / "scan", two_page_pdf());                                    // PDF without an extension
-  write(d / "saved_page", "<!DOCTYPE html><html><body><p>Hi</p></body></html>");  // HTML without one
-  write(d / "photo.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
-  write(d / "Makefile", "all:\n\techo hi\n");                          // text without one: read as text
-  write(d / "core", std::string("\x01\x00\x02\x03", 4));                   // binary without one
+  write_file(d / "a.pdf", two_page_pdf());
+  write_file(d / "scan", two_page_pdf());                                    // PDF without an extension
+  write_file(d / "saved_page", "<!DOCTYPE html><html><body><p>Hi</p></body></html>");  // HTML without one
+  write_file(d / "photo.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
+  write_file(d / "Makefile", "all:\n\techo hi\n");                          // text without one: read as text
+  write_file(d / "core", std::string("\x01\x00\x02\x03", 4));                   // binary without one
   std::vector<SkippedInput> skipped;
   auto files = list_input_files({d.path()}, &skipped);
   ASSERT_TRUE(files.ok()) << files.status().to_string();

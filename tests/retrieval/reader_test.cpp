@@ -10,11 +10,7 @@ namespace ragd::retrieval {
 namespace {
 
 using testing::TempDir;
-
-void write(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using testing::write_file;
 
 const SkippedInput* find_skip(const std::vector<SkippedInput>& v, const std::string& path_part) {
   for (const auto& s : v)
@@ -24,8 +20,8 @@ const SkippedInput* find_skip(const std::vector<SkippedInput>& v, const std::str
 
 TEST(Reader, TextAndMarkdownTitles) {
   TempDir d;
-  write(d / "a.txt", "\n  First line is the title\nBody text here.\n");
-  write(d / "b.md", "# Markdown Heading\n\nSome *body*.\n");
+  write_file(d / "a.txt", "\n  First line is the title\nBody text here.\n");
+  write_file(d / "b.md", "# Markdown Heading\n\nSome *body*.\n");
   auto a = read_input_file(d / "a.txt");
   ASSERT_EQ(a.documents.size(), 1u);
   EXPECT_EQ(a.documents[0].title, "First line is the title");
@@ -168,14 +164,14 @@ TEST(Reader, HugeJsonlRecordSkipsOnlyThatRecord) {
 
 TEST(Reader, WalksDirectoriesRecursively) {
   TempDir d;
-  write(d / "top.txt", "top");
-  write(d / "sub/deeper/x.md", "# x");
-  write(d / "sub/page.html", "<p>hi</p>");
-  write(d / "sub/recs.jsonl", "{\"text\":\"t\"}");
-  write(d / "sub/manual.pdf", "%PDF");  // listed by its name; reading it tells it is no PDF
-  write(d / "sub/photo.png", "\x89PNG\r\n");
-  write(d / ".git/config", "ignored");
-  write(d / ".hidden.txt", "ignored");
+  write_file(d / "top.txt", "top");
+  write_file(d / "sub/deeper/x.md", "# x");
+  write_file(d / "sub/page.html", "<p>hi</p>");
+  write_file(d / "sub/recs.jsonl", "{\"text\":\"t\"}");
+  write_file(d / "sub/manual.pdf", "%PDF");  // listed by its name; reading it tells it is no PDF
+  write_file(d / "sub/photo.png", "\x89PNG\r\n");
+  write_file(d / ".git/config", "ignored");
+  write_file(d / ".hidden.txt", "ignored");
   std::vector<SkippedInput> skipped;
   auto files = list_input_files({d.path()}, &skipped);
   ASSERT_TRUE(files.ok()) << files.status().to_string();

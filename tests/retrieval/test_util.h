@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -144,6 +145,12 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Writes `bytes` to `path`, creating its folders.
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 
 // The writer of the crash / replica tests, in a forked child: opens the corpus in `dir`, ingests
 // `docs` in batches of `batch`, writes each acknowledged batch's ids (one per line) to `fd`, then
